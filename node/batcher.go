@@ -1,0 +1,165 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+// batcher groups concurrent reserves into one log entry (group commit). It
+// runs only while this node leads. A lone request is sent at once; while up
+// to maxInflight entries are being committed, newly arriving reserves queue
+// and leave together in the next entry (at most maxBatch), in arrival order.
+// No timer is involved, so there is no added latency at low load.
+type batcher struct {
+	n           *Node
+	in          chan *pendingReserve
+	maxBatch    int
+	inflight    chan struct{}
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	applyTimout time.Duration
+}
+
+// pendingReserve is one reserve waiting for its entry to commit.
+type pendingReserve struct {
+	r    fsm.Reserve
+	done chan reserveOutcome
+}
+
+type reserveOutcome struct {
+	res fsm.ReserveResult
+	err error
+}
+
+var pendingPool = sync.Pool{New: func() any { return &pendingReserve{done: make(chan reserveOutcome, 1)} }}
+
+func newBatcher(n *Node, maxBatch, maxInflight int, applyTimeout time.Duration) *batcher {
+	b := &batcher{
+		n:           n,
+		in:          make(chan *pendingReserve, maxBatch*4),
+		maxBatch:    maxBatch,
+		inflight:    make(chan struct{}, maxInflight),
+		stop:        make(chan struct{}),
+		applyTimout: applyTimeout,
+	}
+	b.wg.Add(1)
+	go b.loop()
+	return b
+}
+
+func (b *batcher) close() {
+	close(b.stop)
+	b.wg.Wait()
+}
+
+func (b *batcher) loop() {
+	defer b.wg.Done()
+	var batch []*pendingReserve
+	for {
+		var first *pendingReserve
+		select {
+		case first = <-b.in:
+		case <-b.stop:
+			b.drainFail()
+			return
+		}
+		batch = append(batch[:0], first)
+		// Wait for a commit slot; reserves arriving meanwhile join the batch.
+		select {
+		case b.inflight <- struct{}{}:
+		case <-b.stop:
+			failAll(batch, ErrShutdown)
+			b.drainFail()
+			return
+		}
+	drain:
+		for len(batch) < b.maxBatch {
+			select {
+			case p := <-b.in:
+				batch = append(batch, p)
+			default:
+				break drain
+			}
+		}
+		b.submit(batch)
+		batch = make([]*pendingReserve, 0, len(batch))
+	}
+}
+
+func (b *batcher) drainFail() {
+	for {
+		select {
+		case p := <-b.in:
+			p.done <- reserveOutcome{err: ErrShutdown}
+		default:
+			return
+		}
+	}
+}
+
+func failAll(batch []*pendingReserve, err error) {
+	for _, p := range batch {
+		p.done <- reserveOutcome{err: err}
+	}
+}
+
+// submit stamps, encodes and applies one batch, and answers its reserves
+// when the entry is applied.
+func (b *batcher) submit(batch []*pendingReserve) {
+	now, ok := b.n.timeline.stamp()
+	if !ok {
+		<-b.inflight
+		failAll(batch, fmt.Errorf("%w: this node is not the leader", ErrNoLeader))
+		return
+	}
+	rs := make([]fsm.Reserve, len(batch))
+	for i, p := range batch {
+		rs[i] = p.r
+	}
+	buf, err := fsm.AppendReserveBatch(make([]byte, 0, 16+len(batch)*48), now, rs)
+	if err != nil {
+		<-b.inflight
+		failAll(batch, fmt.Errorf("%w: %v", ErrInvalid, err))
+		return
+	}
+	start := time.Now()
+	f := b.n.raft.Apply(buf, b.applyTimout)
+	go func() {
+		defer func() { <-b.inflight }()
+		err := f.Error()
+		if err != nil {
+			failAll(batch, mapRaftErr(err))
+			return
+		}
+		results, ok := f.Response().([]fsm.ReserveResult)
+		if !ok || len(results) != len(batch) {
+			failAll(batch, fmt.Errorf("node: internal error: batch of %d got response %T", len(batch), f.Response()))
+			return
+		}
+		if b.n.cfg.OnBatch != nil {
+			b.n.cfg.OnBatch(len(batch), time.Since(start))
+		}
+		for i, p := range batch {
+			p.done <- reserveOutcome{res: results[i]}
+		}
+	}()
+}
+
+// mapRaftErr turns raft's errors into this package's.
+func mapRaftErr(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrAbortedByRestore):
+		return fmt.Errorf("%w: %v (the outcome may be unknown: retry with the same request_id)", ErrNoLeader, err)
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return ErrShutdown
+	}
+	return fmt.Errorf("node: raft: %w", err)
+}

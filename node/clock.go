@@ -1,0 +1,96 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Clock is the node's source of time: monotonic nanoseconds on an arbitrary
+// origin. The leader stamps every command from it (see timeline.go). Only
+// differences between readings matter; a Clock must never go backwards.
+type Clock interface {
+	// NowNanos returns the current monotonic reading in nanoseconds.
+	NowNanos() int64
+}
+
+// MonotonicClock reads the process's monotonic clock.
+type MonotonicClock struct {
+	origin time.Time
+}
+
+// NewMonotonicClock returns a Clock whose origin is the moment of the call.
+func NewMonotonicClock() *MonotonicClock { return &MonotonicClock{origin: time.Now()} }
+
+// NowNanos implements Clock.
+func (c *MonotonicClock) NowNanos() int64 { return int64(time.Since(c.origin)) }
+
+// SkewedClock is a test clock: it reads a base Clock and reports
+// offset + rate × elapsed, where elapsed counts from the clock's creation.
+// It models a node whose clock is off by a constant (OffsetNanos) and runs
+// fast or slow (Rate ≠ 1). The offset and rate may be changed at run time
+// (jepsen-lite does so through the agent's control endpoint); a change never
+// makes the reading go backwards.
+type SkewedClock struct {
+	base Clock
+
+	mu        sync.Mutex
+	offset    int64   // reading at anchorBase, minus the natural reading
+	rate      float64 // reading speed relative to base
+	anchorRaw int64   // base reading when the rate last changed
+	anchorOut int64   // output reading at anchorRaw
+	last      int64   // largest reading returned
+}
+
+// NewSkewedClock returns a SkewedClock over base with the given offset and
+// rate. The rate must be finite and > 0.
+func NewSkewedClock(base Clock, offset time.Duration, rate float64) (*SkewedClock, error) {
+	if err := validateRate(rate); err != nil {
+		return nil, err
+	}
+	raw := base.NowNanos()
+	c := &SkewedClock{base: base, rate: rate, anchorRaw: raw, anchorOut: raw + int64(offset)}
+	c.last = c.anchorOut
+	return c, nil
+}
+
+func validateRate(rate float64) error {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
+		return fmt.Errorf("node: clock rate %v: must be finite and > 0", rate)
+	}
+	return nil
+}
+
+// NowNanos implements Clock.
+func (c *SkewedClock) NowNanos() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readLocked()
+}
+
+func (c *SkewedClock) readLocked() int64 {
+	elapsed := c.base.NowNanos() - c.anchorRaw
+	out := c.anchorOut + int64(float64(elapsed)*c.rate)
+	if out < c.last {
+		out = c.last
+	}
+	c.last = out
+	return out
+}
+
+// Set changes the clock's skew: the reading jumps by offsetDelta (negative
+// jumps are absorbed: the clock stalls until it catches up) and runs at rate
+// from now on.
+func (c *SkewedClock) Set(offsetDelta time.Duration, rate float64) error {
+	if err := validateRate(rate); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.readLocked()
+	c.anchorRaw = c.base.NowNanos()
+	c.anchorOut = now + int64(offsetDelta)
+	c.rate = rate
+	return nil
+}

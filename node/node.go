@@ -1,0 +1,429 @@
+package node
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+// Config configures a Node. Zero durations and sizes select the defaults
+// documented on each field.
+type Config struct {
+	// ID is the node's raft server ID; required.
+	ID string
+	// DataDir holds raft.db (log and stable store, fsync on) and snapshots/.
+	DataDir string
+	// RaftAddr is the address the node listens on for raft and forwarding;
+	// it is also the address other nodes dial unless AdvertiseAddr is set.
+	RaftAddr string
+	// AdvertiseAddr is the raft address announced to the cluster.
+	AdvertiseAddr string
+	// InitialCluster, if not empty, bootstraps a new cluster with these
+	// voters when the node has no state yet. Give every initial node the
+	// same list: bootstrapping identically on each is safe.
+	InitialCluster []raft.Server
+
+	// Clock is the monotonic clock the node stamps with; default the process
+	// monotonic clock.
+	Clock Clock
+	// Network carries raft and forwarding; default TCPNetwork.
+	Network Network
+	// Logger receives hclog key/value logs; default: warnings to stderr.
+	Logger hclog.Logger
+
+	// HeartbeatTimeout (default 300ms), ElectionTimeout (default 300ms),
+	// LeaderLeaseTimeout (default 200ms) and CommitTimeout (default 5ms)
+	// tune raft for fast failover on a LAN.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// SnapshotThreshold (default 8192 entries), SnapshotInterval (default
+	// 20s) and TrailingLogs (default 4096) control log compaction.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+
+	// MaxBatch is the most reserves in one log entry (default 1024).
+	MaxBatch int
+	// MaxInflight is the most reserve entries being committed at once
+	// (default 4).
+	MaxInflight int
+	// ApplyTimeout bounds one raft apply (default 5s).
+	ApplyTimeout time.Duration
+	// OnBatch, if set, is called after each reserve entry is applied with
+	// its size and its apply latency (for metrics).
+	OnBatch func(size int, applyLatency time.Duration)
+}
+
+func (c *Config) setDefaults() error {
+	if c.ID == "" {
+		return errors.New("node: config: ID is required")
+	}
+	if c.DataDir == "" {
+		return errors.New("node: config: DataDir is required")
+	}
+	if c.RaftAddr == "" {
+		return errors.New("node: config: RaftAddr is required")
+	}
+	if c.Clock == nil {
+		c.Clock = NewMonotonicClock()
+	}
+	if c.Network == nil {
+		c.Network = TCPNetwork{}
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "permitd", Level: hclog.Warn, Output: os.Stderr})
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, 300*time.Millisecond)
+	def(&c.ElectionTimeout, 300*time.Millisecond)
+	def(&c.LeaderLeaseTimeout, 200*time.Millisecond)
+	def(&c.CommitTimeout, 5*time.Millisecond)
+	def(&c.SnapshotInterval, 20*time.Second)
+	def(&c.ApplyTimeout, 5*time.Second)
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		c.LeaderLeaseTimeout = c.HeartbeatTimeout
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 4096
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 1024
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 4
+	}
+	return nil
+}
+
+// Node is one permitd register node: raft, the FSM, the leader's cluster
+// timeline and batcher, and forwarding of client requests to the leader.
+// All methods are safe for concurrent use.
+type Node struct {
+	cfg      Config
+	log      hclog.Logger
+	fsm      *fsm.FSM
+	raft     *raft.Raft
+	trans    *raft.NetworkTransport
+	store    *raftboltdb.BoltStore
+	mux      *mux
+	timeline *timeline
+	batcher  *batcher
+	fwd      *forwarder
+
+	leaderReady chan struct{} // closed when the timeline becomes active; replaced on loss
+	readyMu     sync.Mutex
+
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// New starts a node: it opens (or creates) its data directory, starts raft
+// and, if the node has no state and InitialCluster is set, bootstraps the
+// cluster. A node restarted after kill -9 recovers from its data directory
+// alone.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	n := &Node{
+		cfg:         cfg,
+		log:         cfg.Logger,
+		fsm:         fsm.New(),
+		timeline:    &timeline{clock: cfg.Clock},
+		fwd:         &forwarder{network: cfg.Network, timeout: 2 * time.Second},
+		leaderReady: make(chan struct{}),
+		stopCh:      make(chan struct{}),
+	}
+	var err error
+	n.mux, err = newMux(cfg.Network, cfg.RaftAddr)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Node, error) {
+		n.mux.close()
+		if n.store != nil {
+			n.store.Close()
+		}
+		return nil, err
+	}
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return fail(fmt.Errorf("node: open raft.db: %w", err))
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 2, cfg.Logger.Named("snapshots"))
+	if err != nil {
+		return fail(fmt.Errorf("node: snapshot store: %w", err))
+	}
+	if cfg.AdvertiseAddr != "" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
+		if err != nil {
+			return fail(fmt.Errorf("node: advertise address %q: %w", cfg.AdvertiseAddr, err))
+		}
+		n.mux.advAddr = a
+	}
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  raftLayer{m: n.mux},
+		MaxPool: 3,
+		Timeout: 2 * time.Second,
+		Logger:  cfg.Logger.Named("raft-net"),
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.MaxAppendEntries = 512
+	rc.BatchApplyCh = true
+	rc.Logger = cfg.Logger.Named("raft")
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fail(fmt.Errorf("node: raft config: %w", err))
+	}
+	has, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		return fail(fmt.Errorf("node: read raft state: %w", err))
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
+	if err != nil {
+		return fail(fmt.Errorf("node: start raft: %w", err))
+	}
+	if !has && len(cfg.InitialCluster) > 0 {
+		f := n.raft.BootstrapCluster(raft.Configuration{Servers: cfg.InitialCluster})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			n.raft.Shutdown()
+			return fail(fmt.Errorf("node: bootstrap: %w", err))
+		}
+	}
+	n.batcher = newBatcher(n, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
+	n.wg.Add(2)
+	go func() { defer n.wg.Done(); n.serveForwardListener() }()
+	go func() { defer n.wg.Done(); n.watchLeadership() }()
+	return n, nil
+}
+
+// ID returns the node's server ID.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr returns the address the node's raft listener is bound to.
+func (n *Node) RaftAddr() string { return n.mux.ln.Addr().String() }
+
+// watchLeadership activates the cluster timeline when this node becomes
+// leader (after a Barrier has applied the whole log) and deactivates it when
+// leadership is lost.
+func (n *Node) watchLeadership() {
+	ticker := time.NewTicker(50 * time.Millisecond)
+	defer ticker.Stop()
+	leaderCh := n.raft.LeaderCh()
+	for {
+		select {
+		case <-n.stopCh:
+			n.timeline.end()
+			return
+		case isLeader := <-leaderCh:
+			n.onLeadership(isLeader)
+		case <-ticker.C:
+			// LeaderCh keeps only the latest value; reconcile periodically.
+			n.onLeadership(n.raft.State() == raft.Leader)
+		}
+	}
+}
+
+func (n *Node) onLeadership(isLeader bool) {
+	if !isLeader {
+		if n.timeline.isActive() {
+			n.log.Info("leadership lost", "term", n.raft.CurrentTerm())
+			n.timeline.end()
+			n.readyMu.Lock()
+			n.leaderReady = make(chan struct{})
+			n.readyMu.Unlock()
+		}
+		return
+	}
+	term := n.raft.CurrentTerm()
+	if n.timeline.isActive() {
+		return
+	}
+	// Apply everything committed before taking over the timeline.
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		n.log.Warn("barrier after election failed", "error", err)
+		return
+	}
+	if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
+		return
+	}
+	base := n.fsm.LastNowNanos()
+	n.timeline.begin(term, base)
+	n.log.Info("leading: cluster timeline continues", "term", term, "from_ns", base)
+	n.readyMu.Lock()
+	close(n.leaderReady)
+	n.readyMu.Unlock()
+}
+
+// waitLeading waits until this node's timeline is active or ctx ends.
+func (n *Node) waitLeading(ctx context.Context) bool {
+	if n.timeline.isActive() {
+		return true
+	}
+	if n.raft.State() != raft.Leader {
+		return false
+	}
+	n.readyMu.Lock()
+	ch := n.leaderReady
+	n.readyMu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-n.stopCh:
+		return false
+	}
+}
+
+// leaderAddr returns the current leader's raft address, waiting for one to
+// be known until ctx ends.
+func (n *Node) leaderAddr(ctx context.Context) (string, string, error) {
+	for {
+		addr, id := n.raft.LeaderWithID()
+		if addr != "" {
+			return string(addr), string(id), nil
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", "", fmt.Errorf("%w: no leader known: %v", ErrNoLeader, ctx.Err())
+		case <-n.stopCh:
+			t.Stop()
+			return "", "", ErrShutdown
+		case <-t.C:
+		}
+	}
+}
+
+// Status returns the node's current view of itself and the cluster.
+func (n *Node) Status() Status {
+	st := Status{
+		ID:           n.cfg.ID,
+		Term:         n.raft.CurrentTerm(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		CommitIndex:  n.raft.CommitIndex(),
+		LastLogIndex: n.raft.LastIndex(),
+		ClusterNanos: n.fsm.LastNowNanos(),
+	}
+	switch n.raft.State() {
+	case raft.Leader:
+		st.State = "leader"
+	case raft.Follower:
+		st.State = "follower"
+	case raft.Candidate:
+		st.State = "candidate"
+	default:
+		st.State = "shutdown"
+	}
+	_, lid := n.raft.LeaderWithID()
+	st.LeaderID = string(lid)
+	h := n.fsm.StateHash()
+	st.StateHash = hex.EncodeToString(h[:])
+	if lc := n.raft.LastContact(); !lc.IsZero() {
+		st.LastContactNs = int64(time.Since(lc))
+	}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			st.Servers = append(st.Servers, Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == lid})
+		}
+	}
+	if st.State == "leader" {
+		st.Ready = n.timeline.isActive()
+	} else {
+		st.Ready = st.LeaderID != "" && st.AppliedIndex >= st.CommitIndex
+	}
+	return st
+}
+
+// Shutdown stops the node gracefully: a leader first transfers leadership
+// (bounded by a few seconds), then raft stops and the stores close.
+func (n *Node) Shutdown() error {
+	var err error
+	n.stopOnce.Do(func() {
+		if n.raft.State() == raft.Leader && n.voterCount() > 1 {
+			if terr := n.raft.LeadershipTransfer().Error(); terr != nil {
+				n.log.Warn("leadership transfer on shutdown failed", "error", terr)
+			}
+		}
+		close(n.stopCh)
+		n.batcher.close()
+		if serr := n.raft.Shutdown().Error(); serr != nil {
+			err = fmt.Errorf("node: raft shutdown: %w", serr)
+		}
+		n.fwd.close()
+		n.mux.close()
+		n.trans.Close()
+		n.wg.Wait()
+		if cerr := n.store.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("node: close raft.db: %w", cerr)
+		}
+	})
+	return err
+}
+
+// Kill stops the node abruptly, as a crash would, for tests: no leadership
+// transfer. Data on disk is whatever raft had fsynced.
+func (n *Node) Kill() {
+	n.stopOnce.Do(func() {
+		close(n.stopCh)
+		n.mux.close()
+		n.trans.Close()
+		n.batcher.close()
+		n.raft.Shutdown().Error()
+		n.fwd.close()
+		n.wg.Wait()
+		n.store.Close()
+	})
+}
+
+func (n *Node) voterCount() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
+}
+
+// FSMStateHash returns the hash of the local replica's state (for tests and
+// jepsen-lite's durability checker).
+func (n *Node) FSMStateHash() [32]byte { return n.fsm.StateHash() }

@@ -1,0 +1,401 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
+)
+
+func strictConfig(t *testing.T, interval time.Duration, maxReserved int64) bucket.Config {
+	t.Helper()
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1, Per: interval, MaxReserved: maxReserved, Expiry: interval / 10})
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return cfg
+}
+
+// grant is one permit as a client saw it: it may use the permit at useAt
+// (receive time + wait); rtt bounds how late the answer was relative to the
+// leader's decision.
+type grant struct {
+	useAt time.Time
+	rtt   time.Duration
+	via   string
+}
+
+// checkSpacing verifies that consecutive permits (by use time) are at
+// least interval apart, less the round trip of the earlier one (the most the
+// answer can have been delayed after the decision: ARCHITECTURE.md,
+// invariant 3).
+func checkSpacing(t *testing.T, grants []grant, interval time.Duration) {
+	t.Helper()
+	sort.Slice(grants, func(i, j int) bool { return grants[i].useAt.Before(grants[j].useAt) })
+	for i := 1; i < len(grants); i++ {
+		gap := grants[i].useAt.Sub(grants[i-1].useAt)
+		tol := max(grants[i-1].rtt, grants[i].rtt)
+		if gap < interval-tol {
+			t.Errorf("permits %d and %d only %v apart (interval %v, tolerance %v; via %s and %s)", i-1, i, gap, interval, tol, grants[i-1].via, grants[i].via)
+		}
+	}
+}
+
+// reserveLoop reserves single permits through nodes chosen by pick until
+// stop is closed or n grants were collected, retrying ambiguous failures
+// with the same request ID.
+func reserveLoop(ctx context.Context, t *testing.T, c *testCluster, limit string, worker int, pick func(i int) *Node, stop <-chan struct{}, out chan<- grant) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		n := pick(i)
+		if n == nil {
+			continue
+		}
+		r := fsm.Reserve{Limit: limit, Permits: 1, MaxWaitNanos: int64(2 * time.Second), RequestID: fmt.Sprintf("w%d-%d", worker, i)}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		sent := time.Now()
+		res, err := n.Reserve(rctx, r)
+		recv := time.Now()
+		cancel()
+		if err != nil {
+			if errors.Is(err, ErrNoLeader) || errors.Is(err, ErrShutdown) {
+				continue
+			}
+			t.Errorf("reserve via %s: %v", n.ID(), err)
+			return
+		}
+		if res.Status != fsm.Granted {
+			continue
+		}
+		select {
+		case out <- grant{useAt: recv.Add(time.Duration(res.WaitNanos)), rtt: recv.Sub(sent), via: n.ID()}:
+		case <-stop:
+			return
+		}
+		// Honour the wait like a real client, so that reservations stay
+		// bounded by MaxReserved.
+		select {
+		case <-time.After(time.Duration(res.WaitNanos)):
+		case <-stop:
+			return
+		}
+	}
+}
+
+func TestForwardingFromFollower(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 20*time.Second)
+	f := c.followers(l)[0]
+	if _, err := f.PutLimit(ctx, "api", strictConfig(t, 100*time.Millisecond, 5)); err != nil {
+		t.Fatalf("put via follower: %v", err)
+	}
+	info, err := f.Limit(ctx, "api")
+	if err != nil || info.Name != "api" {
+		t.Fatalf("read via follower: %+v %v", info, err)
+	}
+	res, err := f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second)})
+	if err != nil || res.Status != fsm.Granted {
+		t.Fatalf("reserve via follower: %+v %v", res, err)
+	}
+	_, err = f.Reserve(ctx, fsm.Reserve{Limit: "nope", Permits: 1})
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("reserve of unknown limit via follower: got %v, want ErrNotFound", err)
+	}
+	_, err = f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1000})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("reserve of too many permits: got %v, want ErrInvalid", err)
+	}
+	lastBefore := l.raft.LastIndex()
+	_, _ = f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 0})
+	if l.raft.LastIndex() != lastBefore {
+		t.Fatalf("an invalid reserve reached the log")
+	}
+}
+
+func TestLeaderKillGrantsNothingEarly(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 60*time.Second)
+	const interval = 40 * time.Millisecond
+	if _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 4)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	grants := make(chan grant, 1024)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reserveLoop(ctx, t, c, "api", w, func(i int) *Node {
+				ids := c.ids
+				return c.node(ids[(w+i)%len(ids)])
+			}, stop, grants)
+		}()
+	}
+	var got []grant
+	collect := func(n int) {
+		for len(got) < n {
+			select {
+			case g := <-grants:
+				got = append(got, g)
+			case <-ctx.Done():
+				t.Fatalf("only %d grants before the deadline", len(got))
+			}
+		}
+	}
+	collect(10)
+	c.kill(l.ID())
+	killedAt := len(got)
+	nl := c.leader()
+	if nl.ID() == l.ID() {
+		t.Fatal("killed leader still leads")
+	}
+	collect(killedAt + 15)
+	close(stop)
+	wg.Wait()
+	close(grants)
+	for g := range grants {
+		got = append(got, g)
+	}
+	checkSpacing(t, got, interval)
+	t.Logf("%d grants checked across a leader kill (%s → %s)", len(got), l.ID(), nl.ID())
+}
+
+func TestSkewedLeaderClockGrantsNothingEarly(t *testing.T) {
+	for _, skew := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			c := newSkewedCluster(t, skew)
+			l := c.leader()
+			ctx := ctxTimeout(t, 30*time.Second)
+			const interval = 100 * time.Millisecond
+			if _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 3)); err != nil {
+				t.Fatal(err)
+			}
+			var got []grant
+			take := func(n *Node, k int) {
+				for i := 0; i < k; i++ {
+					sent := time.Now()
+					res, err := n.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: fmt.Sprintf("%s-%d-%d-%d", n.ID(), len(got), i, time.Now().UnixNano())})
+					recv := time.Now()
+					if err != nil {
+						t.Fatalf("reserve: %v", err)
+					}
+					if res.Status == fsm.Refused {
+						// Back off as a client would, then retry.
+						waitFor(t, 5*time.Second, "retry_after", func() bool { return time.Since(recv) >= time.Duration(res.RetryAfterNanos) })
+						i--
+						continue
+					}
+					got = append(got, grant{useAt: recv.Add(time.Duration(res.WaitNanos)), rtt: recv.Sub(sent), via: n.ID()})
+				}
+			}
+			take(l, 3)
+			// Every node's clock differs from every other's by at least an
+			// hour: the next leader continues a timeline started elsewhere.
+			old := l.ID()
+			c.kill(old)
+			l = c.leader()
+			if l.ID() == old {
+				t.Fatal("killed leader still leads")
+			}
+			take(l, 4)
+			checkSpacing(t, got, interval)
+		})
+	}
+}
+
+// newSkewedCluster starts 3 nodes whose clocks are off by 0, skew and
+// 2×skew.
+func newSkewedCluster(t *testing.T, skew time.Duration) *testCluster {
+	return newTestClusterWith(t, 3, func(id string) Clock {
+		k := map[string]time.Duration{"n1": 0, "n2": 1, "n3": 2}[id]
+		sc, err := NewSkewedClock(NewMonotonicClock(), skew*k, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	})
+}
+
+func TestFullRestartKeepsLimitsAndLastGrant(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 30*time.Second)
+	const interval = 1500 * time.Millisecond
+	if _, err := l.PutLimit(ctx, "slow", strictConfig(t, interval, 1)); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	res, err := l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1})
+	recv := time.Now()
+	if err != nil || res.Status != fsm.Granted {
+		t.Fatalf("first reserve: %+v %v", res, err)
+	}
+	first := grant{useAt: recv.Add(time.Duration(res.WaitNanos)), rtt: recv.Sub(sent)}
+	waitFor(t, 5*time.Second, "all replicas applied", func() bool {
+		for _, id := range c.ids {
+			if c.node(id).raft.AppliedIndex() < l.raft.AppliedIndex() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range c.ids {
+		c.kill(id)
+	}
+	for _, id := range c.ids {
+		c.start(id, nil)
+	}
+	l = c.leader()
+	info, err := l.Limit(ctx, "slow")
+	if err != nil {
+		t.Fatalf("limit lost across full restart: %v", err)
+	}
+	if info.GrantedRequests != 1 {
+		t.Fatalf("counters lost: %+v", info)
+	}
+	sent = time.Now()
+	res, err = l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1, MaxWaitNanos: int64(3 * time.Second)})
+	recv = time.Now()
+	if err != nil || res.Status != fsm.Granted {
+		t.Fatalf("reserve after restart: %+v %v", res, err)
+	}
+	second := grant{useAt: recv.Add(time.Duration(res.WaitNanos)), rtt: recv.Sub(sent)}
+	checkSpacing(t, []grant{first, second}, interval)
+}
+
+func TestJoinAndRemove(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 30*time.Second)
+	if _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Second, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c.ids = append(c.ids, "n4")
+	c.dirs["n4"] = t.TempDir()
+	n4 := c.start("n4", nil)
+	if err := c.followers(l)[0].Join(ctx, "n4", addrOf("n4")); err != nil {
+		t.Fatalf("join via follower: %v", err)
+	}
+	waitFor(t, 10*time.Second, "n4 to apply the limit", func() bool {
+		_, ok := n4.fsm.Limit("api")
+		return ok
+	})
+	if got := l.voterCount(); got != 4 {
+		t.Fatalf("voters = %d, want 4", got)
+	}
+	if err := n4.Remove(ctx, "n4"); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if got := l.voterCount(); got != 3 {
+		t.Fatalf("voters after remove = %d, want 3", got)
+	}
+	if err := l.Remove(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("remove unknown: %v", err)
+	}
+}
+
+func TestPartitionedLeaderRefusesAndMajorityServes(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 30*time.Second)
+	if _, err := l.PutLimit(ctx, "api", strictConfig(t, 10*time.Millisecond, 10)); err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for _, id := range c.ids {
+		addrs = append(addrs, addrOf(id))
+	}
+	c.sw.Isolate(addrOf(l.ID()), addrs)
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := l.Reserve(short, fsm.Reserve{Limit: "api", Permits: 1})
+	cancel()
+	if err == nil {
+		t.Fatal("an isolated leader granted a permit")
+	}
+	var nl *Node
+	waitFor(t, 10*time.Second, "a new leader in the majority", func() bool {
+		for _, f := range c.followers(l) {
+			if f.timeline.isActive() {
+				nl = f
+				return true
+			}
+		}
+		return false
+	})
+	res, err := nl.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second)})
+	if err != nil || res.Status != fsm.Granted {
+		t.Fatalf("majority reserve: %+v %v", res, err)
+	}
+	c.sw.Heal()
+	waitFor(t, 10*time.Second, "old leader to follow", func() bool { return l.raft.State() == raft.Follower })
+	if _, err := l.Limit(ctx, "api"); err != nil {
+		t.Fatalf("read via healed old leader: %v", err)
+	}
+}
+
+func TestConcurrentReservesAreBatched(t *testing.T) {
+	var maxBatch atomic.Int64
+	c := newTestClusterWithConfig(t, 3, func(cfg *Config) {
+		cfg.OnBatch = func(size int, _ time.Duration) {
+			for {
+				m := maxBatch.Load()
+				if int64(size) <= m || maxBatch.CompareAndSwap(m, int64(size)) {
+					return
+				}
+			}
+		}
+	})
+	l := c.leader()
+	ctx := ctxTimeout(t, 30*time.Second)
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1e6, Per: time.Second, MaxReserved: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.PutLimit(ctx, "fast", cfg); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var granted atomic.Int64
+	for w := 0; w < 64; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				res, err := l.Reserve(ctx, fsm.Reserve{Limit: "fast", Permits: 1, MaxWaitNanos: int64(time.Second)})
+				if err != nil {
+					t.Errorf("reserve: %v", err)
+					return
+				}
+				if res.Status == fsm.Granted {
+					granted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if granted.Load() != 64*20 {
+		t.Fatalf("granted %d of %d", granted.Load(), 64*20)
+	}
+	if maxBatch.Load() < 2 {
+		t.Fatalf("largest batch %d: concurrent reserves were not batched", maxBatch.Load())
+	}
+	t.Logf("largest batch: %d", maxBatch.Load())
+}

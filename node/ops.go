@@ -1,0 +1,420 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
+)
+
+// Reserve decides one reserve on the leader: locally if this node leads,
+// else forwarded. It is validated here first (an invalid request never
+// reaches the log): the name and fields, the limit's existence and the
+// permit count against the limit's MaxPermits as this node knows them (the
+// leader's FSM decides again). A reserve with a RequestID is retried on
+// ambiguous failures until ctx ends; the register deduplicates it.
+func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	if err := r.Validate(); err != nil {
+		return fsm.ReserveResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := n.checkLocal(r); err != nil {
+		return fsm.ReserveResult{}, err
+	}
+	for {
+		res, err := n.reserveOnce(ctx, r)
+		if err == nil || r.RequestID == "" || !errors.Is(err, ErrNoLeader) || ctx.Err() != nil {
+			return res, err
+		}
+		if !n.pause(ctx, 20*time.Millisecond) {
+			return res, err
+		}
+	}
+}
+
+// checkLocal rejects reserves this node can already tell are invalid. A
+// follower that does not know the limit yet lets the leader decide.
+func (n *Node) checkLocal(r fsm.Reserve) error {
+	info, ok := n.fsm.Limit(r.Limit)
+	if !ok {
+		if n.timeline.isActive() {
+			return fmt.Errorf("%w: limit %q", ErrNotFound, r.Limit)
+		}
+		return nil
+	}
+	if max := info.Config.MaxPermits(); r.Permits > max {
+		return fmt.Errorf("%w: %d permits: limit %q can grant at most %d in one request", ErrInvalid, r.Permits, r.Limit, max)
+	}
+	return nil
+}
+
+func (n *Node) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-n.stopCh:
+		return false
+	}
+}
+
+func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	if n.waitLeading(ctx) {
+		return n.reserveLocal(ctx, r)
+	}
+	addr, _, err := n.leaderAddr(ctx)
+	if err != nil {
+		return fsm.ReserveResult{}, err
+	}
+	if addr == string(n.trans.LocalAddr()) {
+		// Raft names us leader but the timeline is not active yet.
+		if n.waitLeading(ctx) {
+			return n.reserveLocal(ctx, r)
+		}
+		return fsm.ReserveResult{}, fmt.Errorf("%w: leadership not established", ErrNoLeader)
+	}
+	resp, err := n.fwd.forward(ctx, addr, opReserve, encodeReserve(r))
+	if err != nil {
+		return fsm.ReserveResult{}, err
+	}
+	res, err := decodeReserveResult(resp)
+	if err != nil {
+		return fsm.ReserveResult{}, fmt.Errorf("node: leader's answer: %w", err)
+	}
+	return resultToErr(r, res)
+}
+
+func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	p := pendingPool.Get().(*pendingReserve)
+	p.r = r
+	select {
+	case n.batcher.in <- p:
+	case <-ctx.Done():
+		pendingPool.Put(p)
+		return fsm.ReserveResult{}, fmt.Errorf("%w: queueing: %v", ErrNoLeader, ctx.Err())
+	case <-n.stopCh:
+		pendingPool.Put(p)
+		return fsm.ReserveResult{}, ErrShutdown
+	}
+	// Once queued, the reserve may be committed: wait for its outcome even
+	// past ctx (bounded by the apply timeout), so that the answer is never
+	// lost while the grant is real.
+	out := <-p.done
+	pendingPool.Put(p)
+	if out.err != nil {
+		return fsm.ReserveResult{}, out.err
+	}
+	return resultToErr(r, out.res)
+}
+
+// resultToErr maps domain outcomes that the API reports as errors. A
+// duplicate whose permit expired before the retry arrived is reported as a
+// refusal: the permit must not be used, and a new request (with a new ID)
+// may be granted.
+func resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveResult, error) {
+	if res.Status == fsm.Granted && res.ExpiresInNanos < 0 {
+		return fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 1, Duplicate: true,
+			Detail: "the permit granted to this request_id expired before the retry arrived; retry with a new request_id"}, nil
+	}
+	switch res.Status {
+	case fsm.UnknownLimit:
+		return res, fmt.Errorf("%w: limit %q", ErrNotFound, r.Limit)
+	case fsm.Invalid:
+		return res, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)
+	}
+	return res, nil
+}
+
+// applyAdmin stamps and applies one admin command on the leader.
+func (n *Node) applyAdmin(ctx context.Context, encode func(now int64) ([]byte, error)) (any, error) {
+	if !n.waitLeading(ctx) {
+		return nil, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
+	}
+	now, ok := n.timeline.stamp()
+	if !ok {
+		return nil, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
+	}
+	buf, err := encode(now)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	f := n.raft.Apply(buf, n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return nil, mapRaftErr(err)
+	}
+	return f.Response(), nil
+}
+
+// leaderDo runs local on the leader or forwards op to it.
+func (n *Node) leaderDo(ctx context.Context, op byte, payload []byte, local func(context.Context) ([]byte, error)) ([]byte, error) {
+	if n.waitLeading(ctx) {
+		return local(ctx)
+	}
+	addr, _, err := n.leaderAddr(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if addr == string(n.trans.LocalAddr()) {
+		if n.waitLeading(ctx) {
+			return local(ctx)
+		}
+		return nil, fmt.Errorf("%w: leadership not established", ErrNoLeader)
+	}
+	return n.fwd.forward(ctx, addr, op, payload)
+}
+
+// PutLimit creates or reconfigures a limit.
+func (n *Node) PutLimit(ctx context.Context, name string, cfg bucket.Config) (fsm.PutResult, error) {
+	if err := fsm.ValidateName(name); err != nil {
+		return fsm.PutResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	payload, err := encodePut(name, cfg)
+	if err != nil {
+		return fsm.PutResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	resp, err := n.leaderDo(ctx, opPut, payload, func(ctx context.Context) ([]byte, error) {
+		return n.putLocal(ctx, name, cfg)
+	})
+	if err != nil {
+		return fsm.PutResult{}, err
+	}
+	r := rbuf{b: resp}
+	out := fsm.PutResult{Version: r.uvar(), Created: r.u8() == 1}
+	return out, r.done()
+}
+
+func (n *Node) putLocal(ctx context.Context, name string, cfg bucket.Config) ([]byte, error) {
+	v, err := n.applyAdmin(ctx, func(now int64) ([]byte, error) {
+		return fsm.AppendPut(nil, now, fsm.PutLimit{Name: name, Config: cfg})
+	})
+	if err != nil {
+		return nil, err
+	}
+	res, ok := v.(fsm.PutResult)
+	if !ok {
+		return nil, fmt.Errorf("node: internal error: put answered %T", v)
+	}
+	var w wbuf
+	w.uvar(res.Version)
+	if res.Created {
+		w.u8(1)
+	} else {
+		w.u8(0)
+	}
+	return w.b, nil
+}
+
+// DeleteLimit removes a limit.
+func (n *Node) DeleteLimit(ctx context.Context, name string) (fsm.DeleteResult, error) {
+	if err := fsm.ValidateName(name); err != nil {
+		return fsm.DeleteResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	resp, err := n.leaderDo(ctx, opDelete, encodeStrings(name), func(ctx context.Context) ([]byte, error) {
+		return n.deleteLocal(ctx, name)
+	})
+	if err != nil {
+		return fsm.DeleteResult{}, err
+	}
+	if len(resp) != 1 {
+		return fsm.DeleteResult{}, errShortFrame
+	}
+	if resp[0] == 0 {
+		return fsm.DeleteResult{}, fmt.Errorf("%w: limit %q", ErrNotFound, name)
+	}
+	return fsm.DeleteResult{Existed: true}, nil
+}
+
+func (n *Node) deleteLocal(ctx context.Context, name string) ([]byte, error) {
+	v, err := n.applyAdmin(ctx, func(now int64) ([]byte, error) {
+		return fsm.AppendDelete(nil, now, fsm.DeleteLimit{Name: name})
+	})
+	if err != nil {
+		return nil, err
+	}
+	res, ok := v.(fsm.DeleteResult)
+	if !ok {
+		return nil, fmt.Errorf("node: internal error: delete answered %T", v)
+	}
+	if res.Existed {
+		return []byte{1}, nil
+	}
+	return []byte{0}, nil
+}
+
+// Limit returns one limit, read linearizably: the leader confirms its
+// leadership and applies everything committed before answering, so a
+// restarted or partitioned node never answers from stale state.
+func (n *Node) Limit(ctx context.Context, name string) (fsm.LimitInfo, error) {
+	if err := fsm.ValidateName(name); err != nil {
+		return fsm.LimitInfo{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	ls, err := n.read(ctx, name)
+	if err != nil {
+		return fsm.LimitInfo{}, err
+	}
+	if len(ls) != 1 {
+		return fsm.LimitInfo{}, fmt.Errorf("%w: limit %q", ErrNotFound, name)
+	}
+	return ls[0], nil
+}
+
+// Limits returns every limit, sorted by name, read linearizably.
+func (n *Node) Limits(ctx context.Context) ([]fsm.LimitInfo, error) {
+	return n.read(ctx, "")
+}
+
+func (n *Node) read(ctx context.Context, name string) ([]fsm.LimitInfo, error) {
+	resp, err := n.leaderDo(ctx, opRead, encodeStrings(name), func(ctx context.Context) ([]byte, error) {
+		return n.readLocal(ctx, name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return decodeLimits(resp)
+}
+
+func (n *Node) readLocal(ctx context.Context, name string) ([]byte, error) {
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if err := n.raft.Barrier(timeout).Error(); err != nil {
+		return nil, mapRaftErr(err)
+	}
+	var ls []fsm.LimitInfo
+	if name == "" {
+		ls = n.fsm.Limits()
+	} else if l, ok := n.fsm.Limit(name); ok {
+		ls = []fsm.LimitInfo{l}
+	}
+	return encodeLimits(ls)
+}
+
+// Join adds a voter to the cluster (through the leader). Joining again with
+// the same ID and address is a no-op.
+func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
+	if id == "" || raftAddr == "" {
+		return fmt.Errorf("%w: join needs a non-empty id and raft address", ErrInvalid)
+	}
+	_, err := n.leaderDo(ctx, opJoin, encodeStrings(id, raftAddr), func(ctx context.Context) ([]byte, error) {
+		return nil, n.joinLocal(id, raftAddr)
+	})
+	return err
+}
+
+func (n *Node) joinLocal(id, raftAddr string) error {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter {
+			return nil
+		}
+	}
+	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	n.log.Info("server joined", "id", id, "raft_addr", raftAddr)
+	return nil
+}
+
+// Remove removes a server from the cluster (through the leader).
+func (n *Node) Remove(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: remove needs a non-empty id", ErrInvalid)
+	}
+	_, err := n.leaderDo(ctx, opRemove, encodeStrings(id), func(ctx context.Context) ([]byte, error) {
+		return nil, n.removeLocal(id)
+	})
+	return err
+}
+
+func (n *Node) removeLocal(id string) error {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	found := false
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: server %q is not a member", ErrNotFound, id)
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	n.log.Info("server removed", "id", id)
+	return nil
+}
+
+// handleForwarded serves one operation forwarded by a follower. It never
+// forwards again: if this node is not the leader it says so.
+func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+	if !n.waitLeading(ctx) {
+		return nil, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.cfg.ID)
+	}
+	switch op {
+	case opReserve:
+		r, err := decodeReserve(payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if err := n.checkLocal(r); err != nil {
+			return nil, err
+		}
+		res, err := n.reserveLocal(ctx, r)
+		if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) {
+			return nil, err
+		}
+		// Domain outcomes travel as results; the follower maps them again.
+		return encodeReserveResult(res), nil
+	case opPut:
+		name, cfg, err := decodePut(payload)
+		if err != nil {
+			return nil, err
+		}
+		if err := fsm.ValidateName(name); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return n.putLocal(ctx, name, cfg)
+	case opDelete:
+		ss, err := decodeStrings(payload, 1)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return n.deleteLocal(ctx, ss[0])
+	case opRead:
+		ss, err := decodeStrings(payload, 1)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return n.readLocal(ctx, ss[0])
+	case opJoin:
+		ss, err := decodeStrings(payload, 2)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return nil, n.joinLocal(ss[0], ss[1])
+	case opRemove:
+		ss, err := decodeStrings(payload, 1)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return nil, n.removeLocal(ss[0])
+	}
+	return nil, fmt.Errorf("%w: unknown forwarded operation %d", ErrInvalid, op)
+}

@@ -1,0 +1,67 @@
+package node
+
+import "sync"
+
+// timeline is the leader's view of cluster time (ARCHITECTURE.md, invariant
+// 2). When a node becomes leader it first applies its whole log (a raft
+// Barrier), then continues from the last applied timestamp, counting forward
+// with its own monotonic clock:
+//
+//	stamp = base + (clock.NowNanos() − start)
+//
+// where base is the FSM's last applied cluster time and start the clock
+// reading at takeover. Time that passed during the election is lost, which
+// can only make later grants later, never earlier; the wall clock plays no
+// part, so a node whose wall clock is hours off stamps correctly. Stamps are
+// non-decreasing, and the FSM clamps again (max(last, stamp)).
+type timeline struct {
+	clock Clock
+
+	mu     sync.Mutex
+	active bool
+	term   uint64
+	base   int64
+	start  int64
+	last   int64
+}
+
+// begin makes the timeline active for term, continuing from baseNanos.
+func (t *timeline) begin(term uint64, baseNanos int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.active = true
+	t.term = term
+	t.base = baseNanos
+	t.start = t.clock.NowNanos()
+	t.last = baseNanos
+}
+
+// end deactivates the timeline: this node is no longer leader.
+func (t *timeline) end() {
+	t.mu.Lock()
+	t.active = false
+	t.mu.Unlock()
+}
+
+// stamp returns the current cluster time, or false if this node is not an
+// active leader.
+func (t *timeline) stamp() (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.active {
+		return 0, false
+	}
+	now := t.base + (t.clock.NowNanos() - t.start)
+	if now < t.last {
+		now = t.last
+	}
+	t.last = now
+	return now, true
+}
+
+// isActive reports whether the timeline is stamping.
+func (t *timeline) isActive() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.active
+}
