@@ -201,6 +201,11 @@ func (n *Node) putLocal(ctx context.Context, name string, cfg bucket.Config) ([]
 	if !ok {
 		return nil, fmt.Errorf("node: internal error: put answered %T", v)
 	}
+	if res.Detail != "" {
+		// The register kept the old configuration (e.g. the new one
+		// cannot carry the current state over).
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)
+	}
 	var w wbuf
 	w.uvar(res.Version)
 	if res.Created {

@@ -1,0 +1,299 @@
+package fsm
+
+import (
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+func TestApplySequence(t *testing.T) {
+	h := newHarness(t)
+	cfg := strict(t, 1, 0) // one per second, pessimistic
+	if got, want := h.put(0, "api", cfg), (PutResult{Version: 1, Created: true}); got != want {
+		t.Fatalf("put = %+v, want %+v", got, want)
+	}
+	info, ok := h.f.Limit("api")
+	if !ok || info.Name != "api" || info.Version != 1 || info.Config.IntervalNanos != cfg.IntervalNanos {
+		t.Fatalf("Limit(api) = %+v, %v", info, ok)
+	}
+
+	if got := h.reserve1(0, rsv("api", 1, 0, "")); got.Status != Granted || got.WaitNanos != 0 {
+		t.Fatalf("first reserve = %+v, want Granted without waiting", got)
+	}
+	got := h.reserve1(0, rsv("api", 1, 0, ""))
+	if got.Status != Refused || got.RetryAfterNanos < 1 || got.RetryAfterNanos > sec {
+		t.Fatalf("second reserve at the same time = %+v, want Refused with RetryAfterNanos in [1, 1s]", got)
+	}
+	if got := h.reserve1(0, rsv("nope", 1, 0, "")); got != (ReserveResult{Status: UnknownLimit}) {
+		t.Fatalf("reserve on a missing limit = %+v, want UnknownLimit", got)
+	}
+	if maxN := cfg.MaxPermits(); maxN < math.MaxInt64 {
+		got := h.reserve1(0, rsv("api", maxN+1, sec, ""))
+		if got.Status != Invalid || !strings.Contains(got.Detail, "at most") || !strings.Contains(got.Detail, `"api"`) {
+			t.Fatalf("reserve of MaxPermits+1 = %+v, want Invalid with a Detail", got)
+		}
+	}
+	if got := h.reserve1(sec, rsv("api", 1, 0, "")); got.Status != Granted || got.WaitNanos != 0 {
+		t.Fatalf("reserve one interval later = %+v, want Granted without waiting", got)
+	}
+	info, _ = h.f.Limit("api")
+	if info.GrantedRequests != 2 || info.GrantedPermits != 2 || info.RefusedRequests != 1 {
+		t.Fatalf("counters = %+v, want 2 granted requests, 2 permits, 1 refused", info)
+	}
+
+	if got := h.del(sec, "api"); !got.Existed {
+		t.Fatalf("delete = %+v, want Existed", got)
+	}
+	if _, ok := h.f.Limit("api"); ok {
+		t.Fatalf("Limit(api) still found after delete")
+	}
+	if got := h.reserve1(sec, rsv("api", 1, 0, "")); got.Status != UnknownLimit {
+		t.Fatalf("reserve after delete = %+v, want UnknownLimit", got)
+	}
+	if got := h.del(sec, "api"); got.Existed {
+		t.Fatalf("second delete = %+v, want not Existed", got)
+	}
+	h.noop(2 * sec)
+	if h.f.AppliedIndex() != h.index || h.f.LastNowNanos() != 2*sec {
+		t.Fatalf("AppliedIndex %d LastNowNanos %d, want %d and %d", h.f.AppliedIndex(), h.f.LastNowNanos(), h.index, 2*sec)
+	}
+
+	for _, name := range []string{"b", "c", "a"} {
+		h.put(3*sec, name, cfg)
+	}
+	var names []string
+	for _, l := range h.f.Limits() {
+		names = append(names, l.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"a", "b", "c"}) {
+		t.Fatalf("Limits() names = %v, want sorted [a b c]", names)
+	}
+}
+
+// TestApplyMatchesPacer checks that every result is the pacer's decision
+// expressed relative to the entry's time.
+func TestApplyMatchesPacer(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		cfg  bucket.Config
+	}{
+		{"strict pessimistic", strict(t, 10, 0)},
+		{"strict optimistic", strict(t, 10, 3)},
+		{"bursty", bursty(t, 10)},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			h := newHarness(t)
+			h.put(0, "l", tc.cfg)
+			ref, err := bucket.New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			now := int64(0)
+			for i := range 300 {
+				now += rng.Int64N(sec / 5)
+				n := 1 + rng.Int64N(min(3, tc.cfg.MaxPermits()))
+				maxWait := []int64{0, sec / 10, sec}[rng.IntN(3)]
+				d, err := ref.Reserve(now, n, maxWait)
+				if err != nil {
+					t.Fatalf("step %d: reference Reserve: %v", i, err)
+				}
+				want := expected(d, now)
+				if got := h.reserve1(now, rsv("l", n, maxWait, "")); got != want {
+					t.Fatalf("step %d (now %d, n %d, maxWait %d): got %+v, want %+v", i, now, n, maxWait, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestReconfigure(t *testing.T) {
+	h := newHarness(t)
+	slow, fast := strict(t, 1, 10), strict(t, 2, 10)
+	h.put(0, "api", slow)
+	ref, err := bucket.New(slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		want, err := ref.Reserve(0, 1, 10*sec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.reserve1(0, rsv("api", 1, 10*sec, "")); got != expected(want, 0) || got.Status != Granted {
+			t.Fatalf("reserve = %+v, want %+v", got, expected(want, 0))
+		}
+	}
+
+	// Same algorithm: the pacer is reconfigured and keeps its debt.
+	if got := h.put(0, "api", fast); got != (PutResult{Version: 7}) {
+		t.Fatalf("reconfiguring put = %+v, want version 7, not created", got)
+	}
+	if err := ref.Reconfigure(0, fast); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ref.Reserve(0, 1, 100*sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.reserve1(0, rsv("api", 1, 100*sec, ""))
+	if got != expected(d, 0) || got.Status == Granted && got.WaitNanos == 0 {
+		t.Fatalf("reserve after reconfigure = %+v, want %+v, not an immediate grant (debt kept)", got, expected(d, 0))
+	}
+	info, _ := h.f.Limit("api")
+	if info.Version != 7 || info.Config.IntervalNanos != fast.IntervalNanos || info.GrantedRequests+info.RefusedRequests != 6 {
+		t.Fatalf("after reconfigure Limit = %+v, want version 7, the fast interval, 6 decisions counted", info)
+	}
+
+	// Another algorithm: the state starts afresh, counters are kept.
+	b := bursty(t, 1)
+	if got := h.put(0, "api", b); got != (PutResult{Version: 9}) {
+		t.Fatalf("algorithm-changing put = %+v", got)
+	}
+	fresh, err := bucket.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err = fresh.Reserve(0, 1, 100*sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.reserve1(0, rsv("api", 1, 100*sec, "")); got != expected(d, 0) || got.WaitNanos != 0 {
+		t.Fatalf("reserve after algorithm change = %+v, want %+v without waiting (fresh state)", got, expected(d, 0))
+	}
+	if info, _ := h.f.Limit("api"); info.GrantedRequests+info.RefusedRequests != 7 || info.Config.Spec.Algorithm != bucket.Bursty {
+		t.Fatalf("after algorithm change Limit = %+v", info)
+	}
+}
+
+// TestTimeClamp checks that an entry stamped before the latest applied time
+// is decided at the latest time: a grant is never earlier.
+func TestTimeClamp(t *testing.T) {
+	cfg := strict(t, 1, 3)
+	a, b := newHarness(t), newHarness(t)
+	for _, h := range []*harness{a, b} {
+		h.noop(-5 * sec) // the timeline starts at 0
+		if got := h.f.LastNowNanos(); got != 0 {
+			t.Fatalf("LastNowNanos after a negative stamp = %d, want 0", got)
+		}
+		h.put(10*sec, "api", cfg)
+		h.reserve1(10*sec, rsv("api", 1, 10*sec, ""))
+	}
+	ra := a.reserve(5*sec, rsv("api", 1, 10*sec, ""), rsv("api", 1, 10*sec, ""))
+	rb := b.reserve(10*sec, rsv("api", 1, 10*sec, ""), rsv("api", 1, 10*sec, ""))
+	if !reflect.DeepEqual(ra, rb) {
+		t.Fatalf("entry stamped 5s = %+v, want the results of 10s %+v", ra, rb)
+	}
+	a.noop(3 * sec)
+	b.noop(10 * sec)
+	if a.f.LastNowNanos() != 10*sec {
+		t.Fatalf("LastNowNanos = %d after older stamps, want 10s", a.f.LastNowNanos())
+	}
+	if a.f.StateHash() != b.f.StateHash() {
+		t.Fatalf("states differ after clamped and unclamped entries")
+	}
+}
+
+func TestApplyPanicsOnBadEntry(t *testing.T) {
+	good, err := AppendReserveBatch(nil, sec, []Reserve{rsv("api", 1, 0, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		desc string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "command type: truncated"},
+		{"unknown type", []byte{0x7f, 1, 0, 0, 0, 0, 0, 0, 0, 0}, "unknown command type 127"},
+		{"unknown version", []byte{byte(CmdNoop), 9, 0, 0, 0, 0, 0, 0, 0, 0}, "encoding version 9"},
+		{"trailing", append(clone(good), 0), "1 trailing bytes"},
+		{"truncated", good[:len(good)-2], "truncated"},
+		{"zero permits", func() []byte {
+			b := clone(good)
+			b[len(b)-3] = 0 // the permits varint of the only reserve
+			return b
+		}(), "0 permits"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			h := newHarness(t)
+			h.put(0, "api", strict(t, 1, 0))
+			h.reserve1(0, rsv("api", 1, 0, "id"))
+			before := h.f.StateHash()
+			msg := mustPanic(t, func() {
+				h.f.Apply(&raft.Log{Index: 42, Term: 3, Type: raft.LogCommand, Data: tt.data})
+			})
+			if !strings.Contains(msg, "index 42") || !strings.Contains(msg, tt.want) {
+				t.Fatalf("panic %q, want the index 42 and %q", msg, tt.want)
+			}
+			// The lock was released and nothing changed.
+			if h.f.AppliedIndex() != 2 || h.f.StateHash() != before {
+				t.Fatalf("state changed by an entry that panicked")
+			}
+			if got := h.reserve1(0, rsv("api", 1, 0, "id")); !got.Duplicate {
+				t.Fatalf("FSM unusable after a panic: %+v", got)
+			}
+		})
+	}
+}
+
+func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// TestBatchEqualsSequential checks that one entry with k reserves gives the
+// results and the state of k entries of one reserve at the same time.
+func TestBatchEqualsSequential(t *testing.T) {
+	var rs []Reserve
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 200 {
+		id := ""
+		if i%3 == 0 {
+			id = []string{"r1", "r2", "r3", "r4", "r5", "r6", "r7"}[rng.IntN(7)]
+		}
+		rs = append(rs, rsv([]string{"a", "b", "missing"}[rng.IntN(3)], 1+rng.Int64N(2), []int64{0, sec / 2, 5 * sec}[rng.IntN(3)], id))
+	}
+	one, seq := newHarness(t), newHarness(t)
+	for _, h := range []*harness{one, seq} {
+		h.put(0, "a", strict(t, 50, 20))
+		h.put(0, "b", strict(t, 3, 0))
+		h.reserve1(sec, rsv("a", 1, 0, "r1"))
+	}
+	now := 2 * sec
+	var got []ReserveResult
+	for _, r := range rs {
+		got = append(got, seq.reserve1(now, r))
+	}
+	one.index = seq.index - 1 // the batch gets the index of the last single entry
+	want := one.reserve(now, rs...)
+	if !reflect.DeepEqual(got, want) {
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("reserve %d: one at a time %+v, in a batch %+v", i, got[i], want[i])
+			}
+		}
+		t.FailNow()
+	}
+	if one.f.StateHash() != seq.f.StateHash() {
+		t.Fatalf("state after a batch differs from the state after the same reserves one at a time")
+	}
+	var granted, refused, dups int
+	for _, r := range got {
+		switch {
+		case r.Duplicate:
+			dups++
+		case r.Status == Granted:
+			granted++
+		case r.Status == Refused:
+			refused++
+		}
+	}
+	if granted == 0 || refused == 0 || dups == 0 {
+		t.Fatalf("weak test: %d granted, %d refused, %d duplicates", granted, refused, dups)
+	}
+}

@@ -1,0 +1,172 @@
+package fsm
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+// minReserveLen is the smallest encoding of one reserve (one-byte name,
+// permits, max wait, empty id); it bounds preallocation for a claimed count.
+const minReserveLen = 5
+
+// Decode decodes and validates one log entry. It never panics; every error
+// wraps ErrDecode (the bytes are not an entry of this encoding: truncated,
+// trailing bytes, unknown type or version, non-canonical varint) or
+// ErrInvalidCommand (well-formed but invalid: bad name, zero permits, bad
+// config, too many reserves). An entry that decodes re-encodes to exactly
+// the same bytes with the matching Append function.
+func Decode(b []byte) (Entry, error) {
+	var e Entry
+	if _, err := decodeInto(b, &e, nil); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
+
+// inReserve adds the position of a reserve in its batch to err.
+func inReserve(err error, i, n int) error {
+	return fmt.Errorf("%w (reserve %d of %d in the batch)", err, i, n)
+}
+
+// interner turns decoded name bytes into strings, reusing the string of an
+// existing limit or of the previous name, so that applying a batch does not
+// allocate a string per reserve. A nil interner allocates.
+type interner struct {
+	limits map[string]*limit
+	last   string
+}
+
+func (in *interner) name(b []byte) string {
+	if in == nil {
+		return string(b)
+	}
+	if in.last == string(b) {
+		return in.last
+	}
+	if l, ok := in.limits[string(b)]; ok {
+		in.last = l.name
+	} else {
+		in.last = string(b)
+	}
+	return in.last
+}
+
+// putParts is what decoding a put yields besides PutLimit: the config's
+// canonical bytes (a sub-slice of the entry) and a fresh pacer for it.
+type putParts struct {
+	rawConfig []byte
+	pacer     bucket.Pacer
+}
+
+// decodeInto decodes b into e, reusing e.Reserves' storage. For a put it
+// also returns the putParts.
+func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
+	reserves := e.Reserves[:0]
+	*e = Entry{Reserves: reserves}
+	r := reader{b: b, what: "log entry"}
+	t := CommandType(r.byte1("command type"))
+	v := r.byte1("encoding version")
+	if r.err != nil {
+		return putParts{}, r.err
+	}
+	if t < CmdPutLimit || t > CmdNoop {
+		r.fail("unknown command type %d (known: %d-%d)", t, CmdPutLimit, CmdNoop)
+		return putParts{}, r.err
+	}
+	if v != EncodingVersion {
+		r.fail("encoding version %d of command type %d is not supported (supported: %d)", v, t, EncodingVersion)
+		return putParts{}, r.err
+	}
+	e.Type = t
+	e.NowNanos = int64(r.uint64BE("timestamp"))
+	switch t {
+	case CmdPutLimit:
+		put, err = decodePut(&r, &e.Put)
+	case CmdDeleteLimit:
+		e.Delete.Name, err = decodeName(&r, names)
+	case CmdReserveBatch:
+		e.Reserves, err = decodeReserves(&r, reserves, names)
+	}
+	if err == nil {
+		r.end()
+		err = r.err
+	}
+	if err != nil {
+		*e = Entry{Reserves: reserves[:0]}
+		return putParts{}, err
+	}
+	return put, nil
+}
+
+// decodeName reads and validates a limit name.
+func decodeName(r *reader, names *interner) (string, error) {
+	nb := r.bytes("limit name", MaxNameLen)
+	if r.err != nil {
+		return "", r.err
+	}
+	if err := validateName(nb); err != nil {
+		return "", err
+	}
+	return names.name(nb), nil
+}
+
+func decodePut(r *reader, p *PutLimit) (putParts, error) {
+	name, err := decodeName(r, nil)
+	if err != nil {
+		return putParts{}, err
+	}
+	raw := r.bytes("config", MaxConfigBytes)
+	if r.err != nil {
+		return putParts{}, r.err
+	}
+	cfg, pacer, err := checkConfig(name, raw)
+	if err != nil {
+		return putParts{}, err
+	}
+	p.Name, p.Config = name, cfg
+	return putParts{rawConfig: raw, pacer: pacer}, nil
+}
+
+func decodeReserves(r *reader, rs []Reserve, names *interner) ([]Reserve, error) {
+	n := r.uvarint("batch count")
+	if r.err != nil {
+		return rs, r.err
+	}
+	if err := validateBatchLen(n); err != nil {
+		return rs, err
+	}
+	count := int(n)
+	if want := min(count, r.remaining()/minReserveLen); cap(rs) < want {
+		rs = make([]Reserve, 0, want)
+	}
+	r.unit = "reserve"
+	for i := range count {
+		r.index = i
+		name, err := decodeName(r, names)
+		if err != nil {
+			return rs, inReserve(err, i, count)
+		}
+		permits := r.uvarint("permits")
+		maxWait := r.uvarint("max wait")
+		id := r.bytes("request id", MaxRequestIDLen)
+		if r.err != nil {
+			return rs, r.err
+		}
+		if permits > math.MaxInt64 || maxWait > math.MaxInt64 {
+			return rs, inReserve(fmt.Errorf("%w: reserve on limit %q: permits %d or max wait %dns exceeds the int64 range",
+				ErrInvalidCommand, name, permits, maxWait), i, count)
+		}
+		res := Reserve{Limit: name, Permits: int64(permits), MaxWaitNanos: int64(maxWait)}
+		if len(id) > 0 {
+			res.RequestID = string(id)
+		}
+		if err := validateReserveNumbers(res.Limit, res.Permits, res.MaxWaitNanos, res.RequestID); err != nil {
+			return rs, inReserve(err, i, count)
+		}
+		rs = append(rs, res)
+	}
+	r.unit = ""
+	return rs, nil
+}

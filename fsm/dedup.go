@@ -1,0 +1,102 @@
+package fsm
+
+import (
+	"time"
+)
+
+// Retention of request IDs. Both are part of the replicated behaviour: every
+// replica must evict the same IDs at the same entry, so changing them needs
+// a new EncodingVersion.
+const (
+	// DedupWindowNanos is how long, in cluster time, a request ID is
+	// remembered after its reserve was decided. A retry arriving later is
+	// decided afresh.
+	DedupWindowNanos = int64(10 * time.Minute)
+	// MaxDedupEntries is the most request IDs remembered at once; when full,
+	// the oldest is forgotten first.
+	MaxDedupEntries = 1 << 20
+)
+
+// dedupRecord is one remembered request ID and the outcome of its reserve.
+type dedupRecord struct {
+	id              string
+	recordedAtNanos int64
+	outcome
+}
+
+// dedupTable remembers request IDs in insertion order, which is log order,
+// so recordedAtNanos never decreases from head to tail. Eviction pops from
+// the head, driven only by the cluster time of the entry being applied and
+// by the table's size: every replica evicts the same IDs at the same entry.
+type dedupTable struct {
+	windowNanos int64
+	maxEntries  int
+	// seqByID maps an ID to its sequence number; queue[seq-firstSeq] is its
+	// record.
+	seqByID map[string]uint64
+	// queue[head:] are the live records, oldest first.
+	queue    []dedupRecord
+	head     int
+	firstSeq uint64
+}
+
+func newDedupTable(windowNanos int64, maxEntries int) dedupTable {
+	return dedupTable{windowNanos: windowNanos, maxEntries: maxEntries, seqByID: make(map[string]uint64)}
+}
+
+// len is the number of remembered IDs.
+func (t *dedupTable) len() int { return len(t.queue) - t.head }
+
+// records returns the live records, oldest first. The slice aliases the
+// table; it is valid until the next change.
+func (t *dedupTable) records() []dedupRecord { return t.queue[t.head:] }
+
+// lookup returns the record of id, or nil.
+func (t *dedupTable) lookup(id string) *dedupRecord {
+	seq, ok := t.seqByID[id]
+	if !ok {
+		return nil
+	}
+	return &t.queue[int(seq-t.firstSeq)]
+}
+
+// expire forgets every ID recorded DedupWindowNanos or more before nowNanos.
+// Times are >= 0 (the FSM's clock starts at 0), so the subtraction cannot
+// overflow.
+func (t *dedupTable) expire(nowNanos int64) {
+	for t.head < len(t.queue) && nowNanos-t.queue[t.head].recordedAtNanos >= t.windowNanos {
+		t.popOldest()
+	}
+	if t.head == len(t.queue) && t.head > 0 {
+		t.firstSeq += uint64(t.head)
+		t.queue = t.queue[:0]
+		t.head = 0
+	}
+}
+
+// popOldest forgets the oldest record.
+func (t *dedupTable) popOldest() {
+	delete(t.seqByID, t.queue[t.head].id)
+	t.queue[t.head] = dedupRecord{}
+	t.head++
+}
+
+// add remembers rec, forgetting the oldest record first if the table is
+// full. rec.id must not be in the table and rec.recordedAtNanos must not be
+// before the newest record's.
+func (t *dedupTable) add(rec dedupRecord) {
+	if t.len() >= t.maxEntries {
+		t.popOldest()
+	}
+	if len(t.queue) == cap(t.queue) && t.head > 0 && t.head >= len(t.queue)/2 {
+		// Slide the live records down instead of growing: amortised O(1),
+		// since at least as many records were popped as are copied.
+		n := copy(t.queue, t.queue[t.head:])
+		clear(t.queue[n:])
+		t.queue = t.queue[:n]
+		t.firstSeq += uint64(t.head)
+		t.head = 0
+	}
+	t.seqByID[rec.id] = t.firstSeq + uint64(len(t.queue))
+	t.queue = append(t.queue, rec)
+}

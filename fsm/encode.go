@@ -1,0 +1,134 @@
+package fsm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+// Log entry layout (all commands):
+//
+//	byte 0      CommandType
+//	byte 1      EncodingVersion
+//	bytes 2-9   NowNanos, int64 big-endian (the leader's cluster time)
+//	...         the command:
+//
+//	CmdPutLimit      name, config (uvarint length + bucket.Config.AppendBinary)
+//	CmdDeleteLimit   name
+//	CmdReserveBatch  uvarint count (1..MaxBatchReserves), then per reserve:
+//	                 limit name, uvarint permits (>= 1), uvarint max wait
+//	                 nanos, request id (0..MaxRequestIDLen bytes)
+//	CmdNoop          nothing
+//
+// Names and ids are uvarint-length-prefixed bytes; varints are in shortest
+// form. Nothing may follow the command.
+
+// headerLen is the length of the type, version and timestamp prefix.
+const headerLen = 10
+
+// appendHeader appends the type, version and timestamp of an entry.
+func appendHeader(b []byte, t CommandType, nowNanos int64) []byte {
+	b = append(b, byte(t), EncodingVersion)
+	return appendUint64(b, uint64(nowNanos))
+}
+
+// AppendNoop appends a CmdNoop entry stamped nowNanos to b. A new leader
+// writes one to continue the cluster timeline.
+func AppendNoop(b []byte, nowNanos int64) []byte {
+	return appendHeader(b, CmdNoop, nowNanos)
+}
+
+// AppendDelete appends a CmdDeleteLimit entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendDelete(b []byte, nowNanos int64, d DeleteLimit) ([]byte, error) {
+	if err := validateName(d.Name); err != nil {
+		return b, err
+	}
+	b = appendHeader(b, CmdDeleteLimit, nowNanos)
+	return appendBytes(b, d.Name), nil
+}
+
+// AppendReserveBatch appends a CmdReserveBatch entry carrying rs, in order, to
+// b. Every reserve must pass Reserve.Validate and the batch must hold 1 to
+// MaxBatchReserves reserves. On error b is returned unchanged and the error
+// (wrapping ErrInvalidCommand) names the offending reserve. It allocates
+// nothing beyond growing b.
+func AppendReserveBatch(b []byte, nowNanos int64, rs []Reserve) ([]byte, error) {
+	if err := validateBatchLen(uint64(len(rs))); err != nil {
+		return b, err
+	}
+	for i := range rs {
+		if err := rs[i].Validate(); err != nil {
+			return b, inReserve(err, i, len(rs))
+		}
+	}
+	b = appendHeader(b, CmdReserveBatch, nowNanos)
+	b = binary.AppendUvarint(b, uint64(len(rs)))
+	for i := range rs {
+		r := &rs[i]
+		b = appendBytes(b, r.Limit)
+		b = binary.AppendUvarint(b, uint64(r.Permits))
+		b = binary.AppendUvarint(b, uint64(r.MaxWaitNanos))
+		b = appendBytes(b, r.RequestID)
+	}
+	return b, nil
+}
+
+// AppendPut appends a CmdPutLimit entry to b. The name must be valid and the
+// config must be one Compile produced: it is encoded, decoded again and
+// checked to build a pacer, exactly as Decode will check it on every replica,
+// so that an entry AppendPut accepts is never rejected by Apply. (This check
+// allocates; puts are rare.) On error b is returned unchanged and the error
+// wraps ErrInvalidCommand.
+func AppendPut(b []byte, nowNanos int64, p PutLimit) ([]byte, error) {
+	if err := validateName(p.Name); err != nil {
+		return b, err
+	}
+	in := b
+	b = appendHeader(b, CmdPutLimit, nowNanos)
+	b = appendBytes(b, p.Name)
+	cfgStart := len(b)
+	b, err := p.Config.AppendBinary(b)
+	if err == nil && len(b) < cfgStart {
+		err = fmt.Errorf("AppendBinary shortened the buffer")
+	}
+	if err != nil {
+		return in, fmt.Errorf("%w: limit %q: config cannot be encoded: %w", ErrInvalidCommand, p.Name, err)
+	}
+	// Insert the config length in front of the config bytes.
+	n := len(b) - cfgStart
+	if n > MaxConfigBytes {
+		return in, fmt.Errorf("%w: limit %q: encoded config is %d bytes (allowed: at most %d)",
+			ErrInvalidCommand, p.Name, n, MaxConfigBytes)
+	}
+	b = insertLen(b, cfgStart)
+	if _, _, err := checkConfig(p.Name, b[len(b)-n:]); err != nil {
+		return in, err
+	}
+	return b, nil
+}
+
+// checkConfig decodes an encoded config and checks that it is in canonical
+// form (re-encoding gives the same bytes, so that every replica stores and
+// snapshots the same bytes) and that a pacer can be built from it. It
+// returns the config and a fresh pacer for it.
+func checkConfig(name string, raw []byte) (bucket.Config, bucket.Pacer, error) {
+	cfg, err := bucket.DecodeConfig(raw)
+	if err != nil {
+		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config: %w", ErrInvalidCommand, name, err)
+	}
+	again, err := cfg.AppendBinary(make([]byte, 0, len(raw)))
+	if err != nil {
+		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: decoded config cannot be encoded again: %w", ErrInvalidCommand, name, err)
+	}
+	if !bytes.Equal(again, raw) {
+		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config is not in canonical form (decoding and encoding it again changes its bytes)", ErrInvalidCommand, name)
+	}
+	pacer, err := bucket.New(cfg)
+	if err != nil {
+		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config cannot build a pacer: %w", ErrInvalidCommand, name, err)
+	}
+	return cfg, pacer, nil
+}

@@ -1,0 +1,268 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// state is everything replicated: what snapshots hold and StateHash covers.
+type state struct {
+	// lastNowNanos is the cluster time of the latest applied entry, after
+	// the clamp; it starts at 0 and never decreases.
+	lastNowNanos int64
+	appliedIndex uint64
+	limits       map[string]*limit
+	// names holds the keys of limits, sorted.
+	names []string
+	dedup dedupTable
+}
+
+func newState(dedupWindowNanos int64, maxDedupEntries int) state {
+	return state{limits: make(map[string]*limit), dedup: newDedupTable(dedupWindowNanos, maxDedupEntries)}
+}
+
+// FSM is permitd's raft.FSM: the replicated set of limits and the dedup
+// table. Apply, Snapshot and Restore are called by raft from one goroutine;
+// the read methods may be called from any goroutine at any time.
+type FSM struct {
+	mu sync.RWMutex
+	st state
+
+	// Used only inside Apply (under mu): the decoded entry, reused, and the
+	// name interner.
+	scratch Entry
+	intern  interner
+
+	// Retention parameters of the dedup table: DedupWindowNanos and
+	// MaxDedupEntries, except in tests.
+	dedupWindowNanos int64
+	maxDedupEntries  int
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// New returns an empty FSM: no limits, cluster time 0, applied index 0.
+func New() *FSM {
+	return newFSM(DedupWindowNanos, MaxDedupEntries)
+}
+
+func newFSM(dedupWindowNanos int64, maxDedupEntries int) *FSM {
+	return &FSM{
+		st:               newState(dedupWindowNanos, maxDedupEntries),
+		dedupWindowNanos: dedupWindowNanos,
+		maxDedupEntries:  maxDedupEntries,
+	}
+}
+
+// Apply applies one committed log entry and returns its result:
+// PutResult for CmdPutLimit, DeleteResult for CmdDeleteLimit,
+// []ReserveResult (one per reserve, in order) for CmdReserveBatch, nil for
+// CmdNoop.
+//
+// The entry's time is clamped to the cluster timeline first:
+// now = max(LastNowNanos(), entry.NowNanos). Then request IDs older than
+// DedupWindowNanos are forgotten and the command is applied at now.
+//
+// An entry that does not decode or is invalid was never produced by the
+// Append functions: it is a bug or corruption, and applying anything (or
+// skipping it) could make replicas diverge, so Apply panics with an error
+// naming the index and the reason, leaving the state unchanged. Domain
+// outcomes (refused, unknown limit, too many permits) are results.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.intern.limits = f.st.limits
+	put, err := decodeInto(l.Data, &f.scratch, &f.intern)
+	if err != nil {
+		panic(fmt.Errorf("fsm: cannot apply log entry at index %d (term %d): %w", l.Index, l.Term, err))
+	}
+	e := &f.scratch
+	s := &f.st
+	now := max(s.lastNowNanos, e.NowNanos)
+	s.lastNowNanos = now
+	s.appliedIndex = l.Index
+	s.dedup.expire(now)
+
+	switch e.Type {
+	case CmdPutLimit:
+		return s.put(l.Index, now, &e.Put, put)
+	case CmdDeleteLimit:
+		return s.delete(e.Delete.Name)
+	case CmdReserveBatch:
+		results := make([]ReserveResult, len(e.Reserves))
+		for i := range e.Reserves {
+			results[i] = s.reserve(now, &e.Reserves[i])
+		}
+		return results
+	}
+	return nil // CmdNoop
+}
+
+// put creates or reconfigures a limit at index. With the same algorithm the
+// pacer is reconfigured (debt is kept); with another, the fresh pacer built
+// while decoding replaces it. Counters are kept either way.
+func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) PutResult {
+	l, ok := s.limits[p.Name]
+	switch {
+	case !ok:
+		l = &limit{name: p.Name}
+		l.setConfig(p.Config, parts.rawConfig, index, parts.pacer)
+		s.limits[p.Name] = l
+		i, _ := slices.BinarySearch(s.names, p.Name)
+		s.names = slices.Insert(s.names, i, p.Name)
+		return PutResult{Version: index, Created: true}
+	case l.cfg.Spec.Algorithm == p.Config.Spec.Algorithm:
+		if err := l.pacer.Reconfigure(nowNanos, p.Config); err != nil {
+			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
+				"limit %q keeps its configuration of version %d: reconfiguring its pacer failed: %v", p.Name, l.version, err))}
+		}
+		l.setConfig(p.Config, parts.rawConfig, index, l.pacer)
+	default:
+		l.setConfig(p.Config, parts.rawConfig, index, parts.pacer)
+	}
+	return PutResult{Version: index}
+}
+
+// delete removes a limit.
+func (s *state) delete(name string) DeleteResult {
+	if _, ok := s.limits[name]; !ok {
+		return DeleteResult{}
+	}
+	delete(s.limits, name)
+	if i, found := slices.BinarySearch(s.names, name); found {
+		s.names = slices.Delete(s.names, i, i+1)
+	}
+	return DeleteResult{Existed: true}
+}
+
+// reserve decides one reserve at nowNanos, answering a known request ID from
+// the dedup table and recording a new one.
+func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
+	if r.RequestID != "" {
+		if rec := s.dedup.lookup(r.RequestID); rec != nil {
+			res := rec.resultAt(nowNanos)
+			res.Duplicate = true
+			return res
+		}
+	}
+	var o outcome
+	if l, ok := s.limits[r.Limit]; ok {
+		o = l.decide(nowNanos, r)
+	} else {
+		o = outcome{status: UnknownLimit}
+	}
+	if r.RequestID != "" {
+		s.dedup.add(dedupRecord{id: r.RequestID, recordedAtNanos: nowNanos, outcome: o})
+	}
+	return o.resultAt(nowNanos)
+}
+
+// Limit returns a view of the limit called name.
+func (f *FSM) Limit(name string) (LimitInfo, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l, ok := f.st.limits[name]
+	if !ok {
+		return LimitInfo{}, false
+	}
+	return l.info(), true
+}
+
+// Limits returns a view of every limit, sorted by name.
+func (f *FSM) Limits() []LimitInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]LimitInfo, 0, len(f.st.names))
+	for _, name := range f.st.names {
+		out = append(out, f.st.limits[name].info())
+	}
+	return out
+}
+
+// AppliedIndex returns the raft index of the latest applied entry (or of
+// the restored snapshot); 0 if none.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.appliedIndex
+}
+
+// LastNowNanos returns the cluster time of the latest applied entry after
+// the clamp (0 if none). A new leader continues the timeline from here.
+func (f *FSM) LastNowNanos() int64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.lastNowNanos
+}
+
+// DedupEntries returns how many request IDs are currently remembered.
+func (f *FSM) DedupEntries() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.dedup.len()
+}
+
+// StateHash returns the SHA-256 of the snapshot encoding of the current
+// state. Replicas that applied the same log agree on it byte for byte. It
+// costs a full snapshot encoding.
+func (f *FSM) StateHash() [32]byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return sha256.Sum256(f.st.appendSnapshot(make([]byte, 0, f.st.snapshotSizeHint())))
+}
+
+// Snapshot encodes the whole state under the lock (so that Persist, which
+// raft runs concurrently with Apply, needs none). Its cost is linear in the
+// state (about a second per hundred megabytes); Apply waits meanwhile, as it
+// would anyway, since raft calls both from one goroutine.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{data: f.st.appendSnapshot(make([]byte, 0, f.st.snapshotSizeHint()))}, nil
+}
+
+// Restore replaces the whole state by the snapshot read from rc, which it
+// closes. The snapshot is validated completely before anything changes: on
+// any error (wrapping ErrDecode for bad bytes) the state is left as it was.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("fsm: reading snapshot: %w", err)
+	}
+	st, err := decodeSnapshot(data, f.dedupWindowNanos, f.maxDedupEntries)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+	f.scratch = Entry{}
+	f.intern = interner{}
+	return nil
+}
+
+// fsmSnapshot is an encoded snapshot, ready to be written.
+type fsmSnapshot struct {
+	data []byte
+}
+
+// Persist writes the snapshot to sink and closes it, or cancels it on error.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm: writing snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("fsm: closing snapshot: %w", err)
+	}
+	return nil
+}
+
+// Release does nothing: the snapshot is a byte slice.
+func (s *fsmSnapshot) Release() {}

@@ -1,0 +1,70 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+// limit is one named limit: its configuration, the raft index that set it,
+// its pacer and its counters.
+type limit struct {
+	name string
+	cfg  bucket.Config
+	// cfgBytes is cfg's canonical encoding, as carried by the put entry; it
+	// is what snapshots store.
+	cfgBytes []byte
+	version  uint64
+	pacer    bucket.Pacer
+	// maxPermits caches cfg.MaxPermits().
+	maxPermits int64
+
+	grantedRequests uint64
+	grantedPermits  uint64
+	refusedRequests uint64
+}
+
+// info returns a read-only view of l.
+func (l *limit) info() LimitInfo {
+	return LimitInfo{
+		Name:            l.name,
+		Config:          l.cfg,
+		Version:         l.version,
+		GrantedRequests: l.grantedRequests,
+		GrantedPermits:  l.grantedPermits,
+		RefusedRequests: l.refusedRequests,
+	}
+}
+
+// setConfig installs a config (and its pacer) set by the put at index.
+func (l *limit) setConfig(cfg bucket.Config, cfgBytes []byte, index uint64, pacer bucket.Pacer) {
+	l.cfg = cfg
+	l.cfgBytes = append([]byte(nil), cfgBytes...)
+	l.version = index
+	l.pacer = pacer
+	l.maxPermits = cfg.MaxPermits()
+}
+
+// decide decides one reserve at nowNanos and updates the counters. Requests
+// that can never be granted under the current config, and errors of the
+// pacer (e.g. arithmetic overflow), are Invalid with a Detail: a domain
+// outcome, identical on every replica, not a failure of the log.
+func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
+	if r.Permits > l.maxPermits {
+		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+			"limit %q grants at most %d permits per request under its current configuration (version %d); %d requested",
+			l.name, l.maxPermits, l.version, r.Permits))}
+	}
+	d, err := l.pacer.Reserve(nowNanos, r.Permits, r.MaxWaitNanos)
+	if err != nil {
+		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+			"limit %q cannot decide %d permits with max wait %dns: %v", l.name, r.Permits, r.MaxWaitNanos, err))}
+	}
+	if !d.Granted {
+		l.refusedRequests++
+		return outcome{status: Refused, atNanos: d.AtNanos}
+	}
+	l.grantedRequests++
+	l.grantedPermits += uint64(r.Permits)
+	return outcome{status: Granted, atNanos: d.AtNanos, expiresAtNanos: d.ExpiresAtNanos}
+}

@@ -1,0 +1,108 @@
+package fsm
+
+import (
+	"fmt"
+)
+
+// Bounds on everything a command carries. They are part of the replicated
+// encoding: Decode rejects a command that exceeds them, so they never grow
+// without a new EncodingVersion.
+const (
+	// MaxNameLen is the longest limit name, in bytes. Names are 1 to
+	// MaxNameLen characters of [A-Za-z0-9_.:-].
+	MaxNameLen = 128
+	// MaxRequestIDLen is the longest request ID, in bytes. An empty ID means
+	// the reserve is not deduplicated.
+	MaxRequestIDLen = 64
+	// MaxBatchReserves is the most reserves one CmdReserveBatch may carry.
+	MaxBatchReserves = 65536
+	// MaxConfigBytes is the longest encoded bucket.Config a CmdPutLimit or
+	// a snapshot may carry.
+	MaxConfigBytes = 4096
+)
+
+// nameChars reports, for every byte, whether it may appear in a limit name.
+var nameChars = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "_.:-" {
+		t[c] = true
+	}
+	return t
+}()
+
+// ValidateName reports whether name is a valid limit name: 1 to MaxNameLen
+// characters of [A-Za-z0-9_.:-]. The error wraps ErrInvalidCommand.
+func ValidateName(name string) error {
+	return validateName(name)
+}
+
+// validateName is ValidateName for strings and byte slices, so that Decode
+// can validate a name before allocating it.
+func validateName[T ~string | ~[]byte](name T) error {
+	if len(name) == 0 || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: limit name is %d bytes long (allowed: 1-%d characters of A-Z a-z 0-9 _ . : -)",
+			ErrInvalidCommand, len(name), MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		if !nameChars[name[i]] {
+			return fmt.Errorf("%w: limit name %q has byte %q at offset %d (allowed: 1-%d characters of A-Z a-z 0-9 _ . : -)",
+				ErrInvalidCommand, string(name), name[i], i, MaxNameLen)
+		}
+	}
+	return nil
+}
+
+// ValidateRequestID reports whether id is a valid request ID: at most
+// MaxRequestIDLen bytes (any bytes; empty means no deduplication). The error
+// wraps ErrInvalidCommand.
+func ValidateRequestID(id string) error {
+	return validateRequestID(id)
+}
+
+func validateRequestID[T ~string | ~[]byte](id T) error {
+	if len(id) > MaxRequestIDLen {
+		return fmt.Errorf("%w: request id is %d bytes long (allowed: 0-%d bytes)",
+			ErrInvalidCommand, len(id), MaxRequestIDLen)
+	}
+	return nil
+}
+
+// Validate reports whether r can be replicated: a valid limit name, Permits
+// >= 1, MaxWaitNanos >= 0 and a valid RequestID. Whether the limit exists and
+// can grant that many permits is decided by Apply, not here. The error wraps
+// ErrInvalidCommand.
+func (r Reserve) Validate() error {
+	if err := validateName(r.Limit); err != nil {
+		return err
+	}
+	return validateReserveNumbers(r.Limit, r.Permits, r.MaxWaitNanos, r.RequestID)
+}
+
+// validateReserveNumbers checks the fields of a reserve other than its name.
+func validateReserveNumbers(limit string, permits, maxWaitNanos int64, requestID string) error {
+	if permits < 1 {
+		return fmt.Errorf("%w: reserve on limit %q asks for %d permits (allowed: >= 1)",
+			ErrInvalidCommand, limit, permits)
+	}
+	if maxWaitNanos < 0 {
+		return fmt.Errorf("%w: reserve on limit %q has max wait %dns (allowed: >= 0)",
+			ErrInvalidCommand, limit, maxWaitNanos)
+	}
+	return validateRequestID(requestID)
+}
+
+// validateBatchLen checks the number of reserves in one batch.
+func validateBatchLen(n uint64) error {
+	if n < 1 || n > MaxBatchReserves {
+		return fmt.Errorf("%w: batch of %d reserves (allowed: 1-%d)", ErrInvalidCommand, n, MaxBatchReserves)
+	}
+	return nil
+}
