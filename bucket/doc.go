@@ -1,0 +1,86 @@
+// Package bucket is the pacing math of permitd: four rate-limiting
+// algorithms as pure, deterministic functions of their state and of the
+// time they are given.
+//
+// # The model
+//
+// A limit hands out permits at a rate: Rate permits per Per, which Compile
+// turns into an interval I = ceil(Per/Rate) nanoseconds, rounded up so that
+// the limit is never faster than configured. The simplest pacer remembers
+// when it last handed out a permit and makes the next caller wait until I
+// has passed. Everything in this package is a refinement of that one idea,
+// and every refinement answers the same question differently: what should
+// happen to time nobody used?
+//
+//   - Strict (design document 002) forgets it. The state is one register,
+//     the next free slot; a permit is never closer than I to the previous
+//     one, however long the limit was idle. This is what an API that counts
+//     requests per interval, and remembers no past under-utilisation,
+//     requires. Slots may be reserved ahead of now, up to a bound, and a
+//     permit expires if it is not used soon after its slot.
+//   - Bursty (Guava's SmoothBursty) remembers up to MaxBurstSeconds of it as
+//     stored permits, served without waiting: after an idle second at 5
+//     permits per second, 5 permits go at once.
+//   - WarmingUp (Guava's SmoothWarmingUp) remembers it too, but serves
+//     stored permits slower than fresh ones: a limiter that was idle is
+//     cold, and ramps up to its stable rate over the warm-up period.
+//   - Hybrid (the EngineBlock limiter, documents 000 and 001) counts it in a
+//     waiting pool of nanoseconds and lets callers who are behind schedule
+//     catch up, no faster than BurstRatio times the rate.
+//
+// Bursty and WarmingUp share Guava's second idea: they remember the time
+// of the next request rather than of the last one. A request is served at
+// that time, however many permits it takes, and pushes it forward by what
+// the permits cost; the request after it pays. A request for 100 permits at
+// one per second on an idle limiter is served at once, and the next one 100
+// seconds later. That is why a request with maxWait is granted iff the next
+// free time is at most maxWait away, whatever its size.
+//
+// # A worked example
+//
+// Take one permit every 6 seconds and requests at 2 s, 8 s, 13 s, 14 s and
+// two at 40 s, none willing to wait.
+//
+//	t     strict (MaxReserved 0)     bursty (MaxBurstSeconds 6)
+//	2 s   granted at 2 s             granted at 2 s (store empty, next 8 s)
+//	8 s   granted at 8 s             granted at 8 s (next 14 s)
+//	13 s  refused, retry at 14 s     refused with maxWait 0, next at 14 s
+//	14 s  granted at 14 s            granted at 14 s (next 20 s)
+//	40 s  granted at 40 s            granted at 40 s, from the store (6 s
+//	                                 stored: next stays at 40 s)
+//	40 s  refused, retry at 46 s     granted at 40 s (store empty, next 46 s)
+//
+// Neither serves the 13 s request at 13 s: it would be only 5 s after the
+// last. They differ after the idle time from 20 s to 40 s: strict
+// forgot it, bursty stored one permit's worth (6 s) and spends it at once.
+//
+// # Time, integers and determinism
+//
+// Pacers never read a clock: every call takes now, an int64 nanosecond on a
+// timeline the caller defines; a now smaller than one already seen counts
+// as the largest seen. Every decision is computed on integers, the compiled
+// fields of Config; floats appear only in Config.Spec, for display, and in
+// Compile. Sums and products saturate at the int64 bounds rather than wrap
+// (an unreachable time is math.MaxInt64, never the past). Stored permits
+// are fixed point: stored time, permits times I, exact for whole permits.
+// States and configs encode to fixed big-endian layouts that start with a
+// version and the algorithm; the same calls give the same bytes on every
+// architecture.
+//
+// A Reserve that refuses changes nothing: it returns the earliest time a
+// request made now could be served (Decision.AtNanos), as Query does.
+//
+// # Bounds
+//
+// Each algorithm states the most permits it serves in any window of length
+// W (the grants whose AtNanos fall in the window), with I the interval and
+// n_last the size of the window's last grant:
+//
+//	Strict     floor(W/I) + 1 permit slots; each slot >= I after the previous
+//	Bursty     floor((W + MaxStoredNanos)/I) + n_last
+//	WarmingUp  floor(W/I) + n_last
+//	Hybrid     floor((A + B + W + floor(B*W/A)) / I), A and B the pool sizes
+//
+// The derivations are in the doc comments of StrictPacer, BurstyPacer,
+// WarmingUpPacer and HybridPacer.
+package bucket

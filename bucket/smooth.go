@@ -1,0 +1,149 @@
+package bucket
+
+import "fmt"
+
+// smooth is the core shared by BurstyPacer and WarmingUpPacer, after
+// Guava's SmoothRateLimiter: the pacer remembers the time of the next
+// request (nextFree) rather than of the last one, and stores idle time as
+// permits that are served before fresh ones.
+//
+// Stored permits are kept in fixed point as stored time: storedNanos =
+// storedPermits * IntervalNanos. One stored permit is exactly IntervalNanos
+// of stored time, so a whole number of permits is always exact, Bursty
+// accrues exactly one stored nanosecond per idle nanosecond, and the only
+// rounding anywhere is the floor of the warm-up accrual and of the warm-up
+// integral (warmup.go), both monotone and deterministic.
+type smooth struct {
+	cfg         Config
+	started     bool
+	lastNow     int64
+	nextFree    int64
+	storedNanos int64
+}
+
+// initialStoredNanos is what a fresh pacer holds at its first call: Bursty
+// starts empty, WarmingUp starts cold (full), as Guava's do.
+func (s *smooth) initialStoredNanos() int64 {
+	if s.cfg.Spec.Algorithm == WarmingUp {
+		return s.cfg.MaxStoredNanos
+	}
+	return 0
+}
+
+// accrual converts idle time into stored time (Guava's
+// idle/coolDownInterval, times IntervalNanos).
+func (s *smooth) accrual(elapsed int64) int64 {
+	if s.cfg.Spec.Algorithm == WarmingUp {
+		return warmupAccrual(&s.cfg, elapsed)
+	}
+	return elapsed
+}
+
+// storedCost is the wait charged for taking take of the stored time stored.
+func (s *smooth) storedCost(stored, take int64) int64 {
+	if s.cfg.Spec.Algorithm == WarmingUp {
+		return warmupCost(&s.cfg, stored, take)
+	}
+	return 0
+}
+
+// synced returns the state as of now (Guava's resync) without changing s:
+// the clamped now, nextFree and the stored time.
+func (s *smooth) synced(nowNanos int64) (now, next, stored int64) {
+	if !s.started {
+		return nowNanos, nowNanos, s.initialStoredNanos()
+	}
+	now = max(nowNanos, s.lastNow)
+	next, stored = s.nextFree, s.storedNanos
+	if now > next {
+		stored = min(s.cfg.MaxStoredNanos, satAdd(stored, s.accrual(satSub(now, next))))
+		next = now
+	}
+	return now, next, stored
+}
+
+// reserve implements Pacer.Reserve (Guava's canAcquire followed by
+// reserveEarliestAvailable).
+func (s *smooth) reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
+	if err := checkPermits(&s.cfg, n); err != nil {
+		return Decision{}, err
+	}
+	if err := checkMaxWait(maxWaitNanos); err != nil {
+		return Decision{}, err
+	}
+	now, next, stored := s.synced(nowNanos)
+	// canAcquire: nextFree - maxWait <= now, whatever n is.
+	if satSub(next, now) > maxWaitNanos {
+		return Decision{AtNanos: next}, nil
+	}
+	need := satMul(n, s.cfg.IntervalNanos)
+	spend := min(need, stored)
+	wait := satAdd(s.storedCost(stored, spend), need-spend)
+	s.started = true
+	s.lastNow = now
+	s.nextFree = satAdd(next, wait)
+	s.storedNanos = stored - spend
+	return Decision{Granted: true, AtNanos: next}, nil
+}
+
+// query implements Pacer.Query: the request is served at nextFree.
+func (s *smooth) query(nowNanos, n int64) (int64, error) {
+	if err := checkPermits(&s.cfg, n); err != nil {
+		return 0, err
+	}
+	_, next, _ := s.synced(nowNanos)
+	return next, nil
+}
+
+// reconfigure implements Pacer.Reconfigure as Guava's setRate: resync at
+// now under the old config, keep nextFree (the debt already incurred), and
+// scale the stored permits by newMax/oldMax. An old infinite Bursty rate
+// leaves the new maximum stored (Guava); an old maximum of zero leaves
+// Bursty empty and WarmingUp cold.
+func (s *smooth) reconfigure(nowNanos int64, c Config) error {
+	if err := checkReconfigure(s.cfg.Spec.Algorithm, c); err != nil {
+		return err
+	}
+	if !s.started {
+		s.cfg = c
+		return nil
+	}
+	now, next, stored := s.synced(nowNanos)
+	old := s.cfg
+	switch {
+	case old.IntervalNanos == 0:
+		stored = c.MaxStoredNanos
+	case old.MaxStoredNanos == 0:
+		if c.Spec.Algorithm == WarmingUp {
+			stored = c.MaxStoredNanos
+		} else {
+			stored = 0
+		}
+	default:
+		// stored <= oldMax, so the quotient is <= newMax and fits.
+		stored, _ = mulDiv(stored, c.MaxStoredNanos, old.MaxStoredNanos)
+	}
+	s.cfg = c
+	s.lastNow, s.nextFree, s.storedNanos = now, next, stored
+	return nil
+}
+
+// appendState appends header, lastNow, nextFree and storedNanos (27 bytes).
+func (s *smooth) appendState(b []byte) []byte {
+	b = appendStateHeader(b, s.cfg.Spec.Algorithm, s.started)
+	return appendInt64s(b, s.lastNow, s.nextFree, s.storedNanos)
+}
+
+// restoreState decodes b and checks 0 <= storedNanos <= MaxStoredNanos.
+func (s *smooth) restoreState(b []byte) error {
+	var f [3]int64
+	started, err := decodeState(b, s.cfg.Spec.Algorithm, f[:])
+	if err != nil {
+		return err
+	}
+	if f[2] < 0 || f[2] > s.cfg.MaxStoredNanos {
+		return fmt.Errorf("bucket: %s state stores %d ns: %w (allowed: 0 to %d)", s.cfg.Spec.Algorithm, f[2], ErrCorruptState, s.cfg.MaxStoredNanos)
+	}
+	s.started, s.lastNow, s.nextFree, s.storedNanos = started, f[0], f[1], f[2]
+	return nil
+}

@@ -1,0 +1,146 @@
+package bucket
+
+// StrictPacer is the strict register of design document 002: one permit
+// slot every IntervalNanos, no memory of under-utilisation, a bounded number
+// of slots reserved ahead of now, and permits that expire.
+//
+// # Model
+//
+// The whole state is one linearized register, nextFree: the earliest slot
+// not yet given out (the last permit's slot plus one interval). A request
+// for n permits at now gets the n consecutive slots
+//
+//	at, at+I, ..., at+(n-1)*I   with at = max(nextFree, now), I = IntervalNanos
+//
+// and moves nextFree to at+n*I. Permit j (0-based) of a grant may be used
+// from its slot at+j*I until that slot plus ExpiryNanos; Decision.AtNanos is
+// the first slot and Decision.ExpiresAtNanos = AtNanos + ExpiryNanos is the
+// expiry of the first permit. Because at is never earlier than now, time
+// nobody used is forgotten: an API that counts no past under-utilisation
+// (the document's premise) never sees two slots closer than I.
+//
+// A grant is optimistic but bounded. Counting the slots already given out
+// that lie after now (they are contiguous and end at nextFree) together with
+// the new ones, the grant must leave at most MaxReserved slots after now:
+//
+//	ceil((at-now)/I) - 1 + n  <=  MaxReserved   (the new slots after now
+//	                                              plus those before them)
+//
+// and it must not wait longer than the caller allows: at-now <= maxWait.
+// With MaxReserved = 0 the register is pessimistic: only n = 1 at exactly
+// now (nextFree <= now) is granted, everything else is refused with the time
+// to come back (AtNanos = max(nextFree, now)). MaxPermits is MaxReserved+1.
+//
+// Expiry defaults to half an interval (DefaultExpiryNanos). Document 002
+// introduces expiry for callers that oversleep: a permit used late is
+// wasted rather than used next to the following one. The longer the
+// expiry, the more lateness is tolerated but the closer two used permits
+// may come (>= I-expiry apart): one full interval, the naive choice, would
+// allow two uses at the same instant. Half an interval keeps used permits
+// at least I/2 apart (never more than twice the rate at any instant) and
+// tolerates lateness of up to half the spacing the limit exists to enforce.
+//
+// # Worked example (design document 002)
+//
+// One permit every 6 s, MaxReserved 0, default expiry 3 s:
+//
+//	t=2s   nextFree=0    granted at 2s, expires 5s;  nextFree=8s
+//	t=8s   nextFree=8s   granted at 8s (6 s later);  nextFree=14s
+//	t=13s  nextFree=14s  refused, come back at 14s (only 5 s after the last)
+//	t=14s  nextFree=14s  granted at 14s;              nextFree=20s
+//
+// With MaxReserved 1 and maxWait >= 1 s the request at t=13s is instead
+// granted at 14s: the caller waits one second.
+//
+// # Bound
+//
+// Slots are given out in increasing order, each at least I after the
+// previous one, so any window of length W contains at most floor(W/I)+1
+// permit slots (and a single grant spans at most MaxReserved+1 of them).
+// A permit used up to ExpiryNanos after its slot shrinks the spacing of use
+// times to >= I-ExpiryNanos and lets any window of length W see at most
+// floor((W+ExpiryNanos)/I)+1 uses.
+type StrictPacer struct {
+	cfg      Config
+	started  bool
+	lastNow  int64
+	nextFree int64
+}
+
+// Config returns the configuration the pacer runs with.
+func (p *StrictPacer) Config() Config { return p.cfg }
+
+// clock returns now clamped to the largest now already seen, and nextFree
+// (now for a pacer never used).
+func (p *StrictPacer) clock(now int64) (int64, int64) {
+	if !p.started {
+		return now, now
+	}
+	return max(now, p.lastNow), p.nextFree
+}
+
+// Reserve grants n consecutive slots from max(nextFree, now) if the wait is
+// at most maxWaitNanos and at most MaxReserved slots end up after now; it
+// changes nothing when it refuses.
+func (p *StrictPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
+	if err := checkPermits(&p.cfg, n); err != nil {
+		return Decision{}, err
+	}
+	if err := checkMaxWait(maxWaitNanos); err != nil {
+		return Decision{}, err
+	}
+	now, next := p.clock(nowNanos)
+	at := max(next, now)
+	wait := satSub(at, now)
+	ahead := satAdd(ceilDiv(wait, p.cfg.IntervalNanos)-1, n)
+	if wait > maxWaitNanos || ahead > p.cfg.Spec.MaxReserved {
+		return Decision{AtNanos: at}, nil
+	}
+	p.started = true
+	p.lastNow = now
+	p.nextFree = satAdd(at, satMul(n, p.cfg.IntervalNanos))
+	return Decision{Granted: true, AtNanos: at, ExpiresAtNanos: satAdd(at, p.cfg.ExpiryNanos)}, nil
+}
+
+// Query returns max(nextFree, now): the first slot a request made now would
+// get (granted then with maxWait 0 if n <= MaxReserved+1).
+func (p *StrictPacer) Query(nowNanos, n int64) (int64, error) {
+	if err := checkPermits(&p.cfg, n); err != nil {
+		return 0, err
+	}
+	now, next := p.clock(nowNanos)
+	return max(next, now), nil
+}
+
+// Reconfigure switches to c at now. Slots already given out stay given out
+// (nextFree is kept); the new interval, expiry and MaxReserved apply to the
+// next grant, and the time still reserved ahead of now is counted in new
+// intervals.
+func (p *StrictPacer) Reconfigure(nowNanos int64, c Config) error {
+	if err := checkReconfigure(Strict, c); err != nil {
+		return err
+	}
+	if p.started {
+		p.lastNow = max(nowNanos, p.lastNow)
+	}
+	p.cfg = c
+	return nil
+}
+
+// AppendState appends version, algorithm, flags, lastNow and nextFree
+// (19 bytes).
+func (p *StrictPacer) AppendState(b []byte) []byte {
+	b = appendStateHeader(b, Strict, p.started)
+	return appendInt64s(b, p.lastNow, p.nextFree)
+}
+
+// RestoreState replaces the state by the one encoded in b.
+func (p *StrictPacer) RestoreState(b []byte) error {
+	var f [2]int64
+	started, err := decodeState(b, Strict, f[:])
+	if err != nil {
+		return err
+	}
+	p.started, p.lastNow, p.nextFree = started, f[0], f[1]
+	return nil
+}
