@@ -81,8 +81,8 @@ func (c *testCluster) config(id string, initial []raft.Server) Config {
 	cfg := Config{
 		ID: id, DataDir: c.dirs[id], RaftAddr: addrOf(id), InitialCluster: initial,
 		Clock: clk, Network: c.sw.Host(addrOf(id)), Logger: testLogger(c.t),
-		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond, ApplyTimeout: 3 * time.Second,
+		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond, ApplyTimeout: 3 * time.Second,
 	}
 	if c.tweak != nil {
 		c.tweak(&cfg)

@@ -43,8 +43,8 @@ type Config struct {
 	// Logger receives hclog key/value logs; default: warnings to stderr.
 	Logger hclog.Logger
 
-	// HeartbeatTimeout (default 300ms), ElectionTimeout (default 300ms),
-	// LeaderLeaseTimeout (default 200ms) and CommitTimeout (default 5ms)
+	// HeartbeatTimeout (default 500ms), ElectionTimeout (default 500ms),
+	// LeaderLeaseTimeout (default 300ms) and CommitTimeout (default 5ms)
 	// tune raft for fast failover on a LAN.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
@@ -92,9 +92,9 @@ func (c *Config) setDefaults() error {
 			*d = v
 		}
 	}
-	def(&c.HeartbeatTimeout, 300*time.Millisecond)
-	def(&c.ElectionTimeout, 300*time.Millisecond)
-	def(&c.LeaderLeaseTimeout, 200*time.Millisecond)
+	def(&c.HeartbeatTimeout, 500*time.Millisecond)
+	def(&c.ElectionTimeout, 500*time.Millisecond)
+	def(&c.LeaderLeaseTimeout, 300*time.Millisecond)
 	def(&c.CommitTimeout, 5*time.Millisecond)
 	def(&c.SnapshotInterval, 20*time.Second)
 	def(&c.ApplyTimeout, 5*time.Second)

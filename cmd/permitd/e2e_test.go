@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestBinaryClusterSurvivesLeaderKill builds the real binary, runs three
+// agents on loopback, kill -9s the leader mid-stream, restarts it, and checks
+// that no two permits were usable closer than the interval (less each
+// answer's round trip) and that service resumed.
+func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "permitd")
+	build := exec.Command("go", "build", "-race", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	ports := freePorts(t, 6)
+	ids := []string{"a1", "a2", "a3"}
+	raftAddr := map[string]string{}
+	httpAddr := map[string]string{}
+	var initial []string
+	for i, id := range ids {
+		raftAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i])
+		httpAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
+		initial = append(initial, id+"="+raftAddr[id])
+	}
+	dataDir := map[string]string{}
+	procs := map[string]*exec.Cmd{}
+	logs := map[string]*bytes.Buffer{}
+	var mu sync.Mutex
+	start := func(id string) {
+		if dataDir[id] == "" {
+			dataDir[id] = t.TempDir()
+		}
+		cmd := exec.Command(bin, "agent", "--id", id, "--data-dir", dataDir[id], "--raft-addr", raftAddr[id],
+			"--http-addr", httpAddr[id], "--initial-cluster", strings.Join(initial, ","))
+		buf := &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = buf, buf
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", id, err)
+		}
+		mu.Lock()
+		procs[id], logs[id] = cmd, buf
+		mu.Unlock()
+	}
+	kill := func(id string) {
+		mu.Lock()
+		cmd := procs[id]
+		delete(procs, id)
+		mu.Unlock()
+		if cmd != nil {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
+	}
+	t.Cleanup(func() {
+		for _, id := range ids {
+			kill(id)
+		}
+		if t.Failed() {
+			for id, b := range logs {
+				t.Logf("--- %s log:\n%s", id, b.String())
+			}
+		}
+	})
+	for _, id := range ids {
+		start(id)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	leader := waitLeader(t, hc, httpAddr, ids)
+
+	const interval = 50 * time.Millisecond
+	body := fmt.Sprintf(`{"algorithm":"strict","rate":1,"per":"%s","max_reserved":4,"expiry":"5ms"}`, interval)
+	if code, resp := do(t, hc, "PUT", "http://"+httpAddr[leader]+"/v1/limits/e2e", body); code != 200 && code != 201 {
+		t.Fatalf("put limit: %d %s", code, resp)
+	}
+
+	type grant struct {
+		use time.Time
+		rtt time.Duration
+	}
+	var (
+		gmu    sync.Mutex
+		grants []grant
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := ids[(w+i)%len(ids)]
+				reqID := fmt.Sprintf("e2e-%d-%d", w, i)
+				for attempt := 0; attempt < 50; attempt++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					sent := time.Now()
+					code, resp := doQuiet(hc, "POST", "http://"+httpAddr[id]+"/v1/limits/e2e/reserve",
+						fmt.Sprintf(`{"permits":1,"max_wait":"1s","request_id":%q}`, reqID))
+					recv := time.Now()
+					if code == 200 {
+						var r struct {
+							WaitNs int64 `json:"wait_ns"`
+						}
+						if err := json.Unmarshal(resp, &r); err != nil {
+							t.Errorf("bad grant %s: %v", resp, err)
+							return
+						}
+						gmu.Lock()
+						grants = append(grants, grant{use: recv.Add(time.Duration(r.WaitNs)), rtt: recv.Sub(sent)})
+						gmu.Unlock()
+						select {
+						case <-time.After(time.Duration(r.WaitNs)):
+						case <-stop:
+							return
+						}
+						break
+					}
+					if code == 429 {
+						break
+					}
+					// 503 or connection error: same request id, maybe another node.
+					id = ids[(w+i+attempt+1)%len(ids)]
+				}
+			}
+		}()
+	}
+	count := func() int { gmu.Lock(); defer gmu.Unlock(); return len(grants) }
+	waitUntil(t, 20*time.Second, "10 grants", func() bool { return count() >= 10 })
+	kill(leader)
+	before := count()
+	newLeader := waitLeader(t, hc, httpAddr, without(ids, leader))
+	waitUntil(t, 20*time.Second, "service to resume", func() bool { return count() >= before+10 })
+	start(leader)
+	waitUntil(t, 20*time.Second, "restarted node to catch up", func() bool {
+		code, resp := doQuiet(hc, "GET", "http://"+httpAddr[leader]+"/v1/status", "")
+		return code == 200 && bytes.Contains(resp, []byte(`"leader_id":"`+newLeader+`"`))
+	})
+	after := count()
+	waitUntil(t, 20*time.Second, "grants with the old leader back", func() bool { return count() >= after+5 })
+	close(stop)
+	wg.Wait()
+
+	sort.Slice(grants, func(i, j int) bool { return grants[i].use.Before(grants[j].use) })
+	for i := 1; i < len(grants); i++ {
+		gap := grants[i].use.Sub(grants[i-1].use)
+		tol := max(grants[i].rtt, grants[i-1].rtt)
+		if gap < interval-tol {
+			t.Errorf("permits %d and %d only %v apart (interval %v, tolerance %v)", i-1, i, gap, interval, tol)
+		}
+	}
+	t.Logf("%d grants through a kill -9 of %s (new leader %s) and its restart", len(grants), leader, newLeader)
+}
+
+func without(ids []string, x string) []string {
+	var out []string
+	for _, id := range ids {
+		if id != x {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var lns []net.Listener
+	var out []int
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return out
+}
+
+func doQuiet(hc *http.Client, method, url, body string) (int, []byte) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return 0, nil
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func do(t *testing.T, hc *http.Client, method, url, body string) (int, []byte) {
+	t.Helper()
+	var code int
+	var b []byte
+	waitUntil(t, 10*time.Second, method+" "+url, func() bool {
+		code, b = doQuiet(hc, method, url, body)
+		return code != 0 && code != 503
+	})
+	return code, b
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func waitLeader(t *testing.T, hc *http.Client, httpAddr map[string]string, ids []string) string {
+	t.Helper()
+	var leader string
+	waitUntil(t, 20*time.Second, "a leader", func() bool {
+		for _, id := range ids {
+			code, resp := doQuiet(hc, "GET", "http://"+httpAddr[id]+"/v1/status", "")
+			if code != 200 {
+				continue
+			}
+			var st struct {
+				State string `json:"state"`
+				Ready bool   `json:"ready"`
+			}
+			if json.Unmarshal(resp, &st) == nil && st.State == "leader" && st.Ready {
+				leader = id
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}

@@ -1,0 +1,330 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// LimitSpec is the configuration of a limit, as sent by PutLimit. Options
+// that belong to another algorithm must stay nil: the server rejects them
+// even when zero.
+type LimitSpec struct {
+	// Algorithm is "strict", "bursty", "warmup" or "hybrid".
+	Algorithm string
+	// Rate is the number of permits per Per; > 0.
+	Rate float64
+	// Per is the period of Rate; 0 leaves it to the server (1s).
+	Per time.Duration
+
+	// MaxReserved (strict): permits that may be reserved ahead.
+	MaxReserved *int64
+	// Expiry (strict): how long after its time a permit may be used.
+	Expiry *time.Duration
+	// MaxBurstSeconds (bursty): seconds of permits stored while idle.
+	MaxBurstSeconds *float64
+	// Warmup (warmup): the warm-up period.
+	Warmup *time.Duration
+	// ColdFactor (warmup): cold interval / stable interval.
+	ColdFactor *float64
+	// BurstRatio (hybrid): maximum catch-up speed relative to the rate.
+	BurstRatio *float64
+	// Strictness (hybrid): pacing mode.
+	Strictness *float64
+}
+
+// limitSpecJSON is the wire form of LimitSpec: durations as Go strings.
+type limitSpecJSON struct {
+	Algorithm       string    `json:"algorithm"`
+	Rate            flexFloat `json:"rate"`
+	Per             string    `json:"per,omitempty"`
+	MaxReserved     *int64    `json:"max_reserved,omitempty"`
+	Expiry          *string   `json:"expiry,omitempty"`
+	MaxBurstSeconds *float64  `json:"max_burst_seconds,omitempty"`
+	Warmup          *string   `json:"warmup,omitempty"`
+	ColdFactor      *float64  `json:"cold_factor,omitempty"`
+	BurstRatio      *float64  `json:"burst_ratio,omitempty"`
+	Strictness      *float64  `json:"strictness,omitempty"`
+}
+
+func durPtr(d *time.Duration) *string {
+	if d == nil {
+		return nil
+	}
+	s := d.String()
+	return &s
+}
+
+func parseDurPtr(field string, s *string) (*time.Duration, error) {
+	if s == nil {
+		return nil, nil
+	}
+	d, err := time.ParseDuration(*s)
+	if err != nil {
+		return nil, fmt.Errorf("field %q: %w", field, err)
+	}
+	return &d, nil
+}
+
+// MarshalJSON encodes the spec as the body of PUT /v1/limits/{name}.
+func (s LimitSpec) MarshalJSON() ([]byte, error) {
+	w := limitSpecJSON{
+		Algorithm:       s.Algorithm,
+		Rate:            flexFloat(s.Rate),
+		MaxReserved:     s.MaxReserved,
+		Expiry:          durPtr(s.Expiry),
+		MaxBurstSeconds: s.MaxBurstSeconds,
+		Warmup:          durPtr(s.Warmup),
+		ColdFactor:      s.ColdFactor,
+		BurstRatio:      s.BurstRatio,
+		Strictness:      s.Strictness,
+	}
+	if s.Per != 0 {
+		w.Per = s.Per.String()
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON decodes the spec fields of a limit.
+func (s *LimitSpec) UnmarshalJSON(b []byte) error {
+	var w limitSpecJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	return s.fromWire(&w)
+}
+
+func (s *LimitSpec) fromWire(w *limitSpecJSON) error {
+	*s = LimitSpec{
+		Algorithm:       w.Algorithm,
+		Rate:            float64(w.Rate),
+		MaxReserved:     w.MaxReserved,
+		MaxBurstSeconds: w.MaxBurstSeconds,
+		ColdFactor:      w.ColdFactor,
+		BurstRatio:      w.BurstRatio,
+		Strictness:      w.Strictness,
+	}
+	var err error
+	if w.Per != "" {
+		if s.Per, err = time.ParseDuration(w.Per); err != nil {
+			return fmt.Errorf("field \"per\": %w", err)
+		}
+	}
+	if s.Expiry, err = parseDurPtr("expiry", w.Expiry); err != nil {
+		return err
+	}
+	if s.Warmup, err = parseDurPtr("warmup", w.Warmup); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Limit is a limit as answered by the server.
+type Limit struct {
+	// Name is the limit's name.
+	Name string
+	// LimitSpec is its configuration; the options of its algorithm are set.
+	LimitSpec
+	// Version is the raft index of the configuration.
+	Version uint64
+	// IntervalNanos is the compiled stable interval per permit.
+	IntervalNanos int64
+	// Counters since the limit was created (GetLimit, ListLimits only).
+	GrantedRequests uint64
+	GrantedPermits  uint64
+	RefusedRequests uint64
+	// Created (PutLimit only) is true if the limit did not exist.
+	Created bool
+}
+
+// UnmarshalJSON decodes a limit answer.
+func (l *Limit) UnmarshalJSON(b []byte) error {
+	var w struct {
+		limitSpecJSON
+		Name            string `json:"name"`
+		Version         uint64 `json:"version"`
+		IntervalNanos   int64  `json:"interval_ns"`
+		GrantedRequests uint64 `json:"granted_requests"`
+		GrantedPermits  uint64 `json:"granted_permits"`
+		RefusedRequests uint64 `json:"refused_requests"`
+		Created         bool   `json:"created"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*l = Limit{Name: w.Name, Version: w.Version, IntervalNanos: w.IntervalNanos, GrantedRequests: w.GrantedRequests,
+		GrantedPermits: w.GrantedPermits, RefusedRequests: w.RefusedRequests, Created: w.Created}
+	return l.LimitSpec.fromWire(&w.limitSpecJSON)
+}
+
+// MarshalJSON encodes a limit as the server does.
+func (l Limit) MarshalJSON() ([]byte, error) {
+	spec, err := l.LimitSpec.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(spec, &m); err != nil {
+		return nil, err
+	}
+	m["name"], m["version"], m["interval_ns"] = l.Name, l.Version, l.IntervalNanos
+	m["granted_requests"], m["granted_permits"], m["refused_requests"] = l.GrantedRequests, l.GrantedPermits, l.RefusedRequests
+	return json.Marshal(m)
+}
+
+// flexFloat is a float that also decodes the strings "+Inf", "-Inf" and
+// "NaN", which the server uses for non-finite values.
+type flexFloat float64
+
+func (f flexFloat) MarshalJSON() ([]byte, error) {
+	v := float64(f)
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return json.Marshal(strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	return json.Marshal(v)
+}
+
+func (f *flexFloat) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("not a number: %q", s)
+		}
+		*f = flexFloat(v)
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*f = flexFloat(v)
+	return nil
+}
+
+// Server is one member of the raft configuration.
+type Server struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+// Status is a node's view of itself (GET /v1/status).
+type Status struct {
+	ID            string   `json:"id"`
+	State         string   `json:"state"`
+	LeaderID      string   `json:"leader_id"`
+	Term          uint64   `json:"term"`
+	AppliedIndex  uint64   `json:"applied_index"`
+	CommitIndex   uint64   `json:"commit_index"`
+	LastLogIndex  uint64   `json:"last_log_index"`
+	ClusterNanos  int64    `json:"cluster_now_ns"`
+	StateHash     string   `json:"state_hash"`
+	Servers       []Server `json:"servers"`
+	Ready         bool     `json:"ready"`
+	LastContactNs int64    `json:"last_contact_ns"`
+}
+
+// Cluster is the answer to GET /v1/cluster.
+type Cluster struct {
+	// ID is the answering node's id.
+	ID       string   `json:"id"`
+	LeaderID string   `json:"leader_id"`
+	Term     uint64   `json:"term"`
+	Servers  []Server `json:"servers"`
+}
+
+func limitPath(name string) string { return "/v1/limits/" + url.PathEscape(name) }
+
+// PutLimit creates or replaces limit name.
+func (c *Client) PutLimit(ctx context.Context, name string, spec LimitSpec) (Limit, error) {
+	var l Limit
+	err := c.call(ctx, http.MethodPut, limitPath(name), spec, &l)
+	return l, err
+}
+
+// GetLimit returns limit name (ErrNotFound if absent).
+func (c *Client) GetLimit(ctx context.Context, name string) (Limit, error) {
+	var l Limit
+	err := c.call(ctx, http.MethodGet, limitPath(name), nil, &l)
+	return l, err
+}
+
+// ListLimits returns all limits, sorted by name.
+func (c *Client) ListLimits(ctx context.Context) ([]Limit, error) {
+	var out struct {
+		Limits []Limit `json:"limits"`
+	}
+	err := c.call(ctx, http.MethodGet, "/v1/limits", nil, &out)
+	return out.Limits, err
+}
+
+// DeleteLimit removes limit name and reports whether it existed.
+func (c *Client) DeleteLimit(ctx context.Context, name string) (existed bool, err error) {
+	var out struct {
+		Existed bool `json:"existed"`
+	}
+	err = c.call(ctx, http.MethodDelete, limitPath(name), nil, &out)
+	return out.Existed, err
+}
+
+// Status returns the status of the first server that answers.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := c.call(ctx, http.MethodGet, "/v1/status", nil, &st)
+	return st, err
+}
+
+// StatusOf returns the status of one server ("host:port" or a base URL),
+// without failover.
+func (c *Client) StatusOf(ctx context.Context, server string) (Status, error) {
+	base, err := baseURL(server)
+	if err != nil {
+		return Status{}, err
+	}
+	resp, err := c.attempt(ctx, base, http.MethodGet, "/v1/status", nil)
+	if err != nil {
+		return Status{}, fmt.Errorf("client: status of %s: %w", base, err)
+	}
+	if resp.code != http.StatusOK {
+		return Status{}, resp.apiError()
+	}
+	var st Status
+	if err := jsonUnmarshal(resp.body, &st); err != nil {
+		return Status{}, fmt.Errorf("client: cannot decode the status of %s: %w", base, err)
+	}
+	return st, nil
+}
+
+// Cluster returns the raft configuration as seen by the first server that
+// answers.
+func (c *Client) Cluster(ctx context.Context) (Cluster, error) {
+	var cl Cluster
+	err := c.call(ctx, http.MethodGet, "/v1/cluster", nil, &cl)
+	return cl, err
+}
+
+// Join adds server id with raft address raftAddr ("host:port") as a voter.
+func (c *Client) Join(ctx context.Context, id, raftAddr string) error {
+	return c.call(ctx, http.MethodPost, "/v1/cluster/join", struct {
+		ID       string `json:"id"`
+		RaftAddr string `json:"raft_addr"`
+	}{id, raftAddr}, nil)
+}
+
+// RemoveServer removes server id from the raft configuration.
+func (c *Client) RemoveServer(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/v1/cluster/servers/"+url.PathEscape(id), nil, nil)
+}
+
+func jsonMarshal(v any) ([]byte, error)   { return json.Marshal(v) }
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

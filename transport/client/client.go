@@ -1,0 +1,264 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// maxResponseBytes bounds a response body read by the client.
+const maxResponseBytes = 32 << 20
+
+// Client talks to a permitd cluster. It is safe for concurrent use.
+type Client struct {
+	servers        []string // base URLs: "http://host:port"
+	hc             *http.Client
+	log            hclog.Logger
+	clock          Clock
+	backoffBase    time.Duration
+	backoffMax     time.Duration
+	defaultMaxWait time.Duration
+	attemptTimeout time.Duration
+	rounds         int
+
+	rngMu sync.Mutex
+	rng   *mrand.Rand
+
+	// last is the index of the last server that answered.
+	last atomic.Int64
+}
+
+// New returns a client for the given servers ("host:port", or a base URL
+// "http://host:port" / "https://host:port").
+func New(servers []string, opts ...Option) (*Client, error) {
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%w: no servers given; allowed: one or more \"host:port\"", ErrInvalid)
+	}
+	c := &Client{
+		backoffBase:    DefaultBackoffBase,
+		backoffMax:     DefaultBackoffMax,
+		defaultMaxWait: DefaultMaxWait,
+		attemptTimeout: DefaultAttemptTimeout,
+		rounds:         DefaultRounds,
+	}
+	for _, s := range servers {
+		base, err := baseURL(s)
+		if err != nil {
+			return nil, err
+		}
+		c.servers = append(c.servers, base)
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	switch {
+	case c.backoffBase <= 0 || c.backoffMax < c.backoffBase:
+		return nil, fmt.Errorf("%w: backoff base %v, max %v; allowed: 0 < base <= max", ErrInvalid, c.backoffBase, c.backoffMax)
+	case c.defaultMaxWait < 0:
+		return nil, fmt.Errorf("%w: default max wait %v; allowed: >= 0", ErrInvalid, c.defaultMaxWait)
+	case c.attemptTimeout <= 0:
+		return nil, fmt.Errorf("%w: attempt timeout %v; allowed: > 0", ErrInvalid, c.attemptTimeout)
+	case c.rounds < 1:
+		return nil, fmt.Errorf("%w: rounds %d; allowed: >= 1", ErrInvalid, c.rounds)
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	if c.log == nil {
+		c.log = hclog.NewNullLogger()
+	}
+	if c.clock == nil {
+		c.clock = realClock{}
+	}
+	if c.rng == nil {
+		c.rng = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
+	}
+	return c, nil
+}
+
+// baseURL turns "host:port" or "http(s)://host:port" into a base URL.
+func baseURL(s string) (string, error) {
+	raw := s
+	if !strings.Contains(s, "://") {
+		raw = "http://" + s
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", fmt.Errorf("%w: server %q; allowed: \"host:port\" or \"http://host:port\"", ErrInvalid, s)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// Servers returns the base URLs of the servers, in failover order.
+func (c *Client) Servers() []string { return append([]string(nil), c.servers...) }
+
+// newRequestID returns 16 random bytes in hex.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// backoff returns a full-jitter backoff for attempt k (0-based): uniform in
+// [0, min(ceiling, backoffMax, backoffBase·2^k)]. A ceiling < 0 means none.
+func (c *Client) backoff(k int, ceiling time.Duration) time.Duration {
+	d := c.backoffMax
+	if k < 62 {
+		if b := c.backoffBase << k; b > 0 && b < d && b>>k == c.backoffBase {
+			d = b
+		}
+	}
+	if ceiling >= 0 && ceiling < d {
+		d = ceiling
+	}
+	if d <= 0 {
+		return 0
+	}
+	c.rngMu.Lock()
+	defer c.rngMu.Unlock()
+	return time.Duration(c.rng.Int64N(int64(d) + 1))
+}
+
+// response is one answer from one server.
+type response struct {
+	server     string
+	code       int
+	header     http.Header
+	body       []byte
+	sentAt     time.Time // when the attempt that answered was sent
+	receivedAt time.Time // when its body had been read, before parsing
+}
+
+// apiError builds the error for a non-2xx answer.
+func (r *response) apiError() *APIError {
+	var e struct {
+		Error string `json:"error"`
+	}
+	msg := strings.TrimSpace(string(r.body))
+	if err := jsonUnmarshal(r.body, &e); err == nil && e.Error != "" {
+		msg = e.Error
+	}
+	if len(msg) > 1024 {
+		msg = msg[:1024] + "..."
+	}
+	return &APIError{Server: r.server, StatusCode: r.code, Message: msg}
+}
+
+// send performs one request with failover: it starts at the last server
+// that answered and, on a connection error, a timeout or a 503, moves to
+// the next, for at most rounds×len(servers) attempts, backing off with
+// jitter after each full round. The same body is sent on every attempt.
+// Any other answer (2xx, 4xx) is returned as is.
+func (c *Client) send(ctx context.Context, method, path string, body []byte) (*response, error) {
+	n := len(c.servers)
+	start := int(c.last.Load())
+	attempts := c.rounds * n
+	var lastErr error
+	for a := 0; a < attempts; a++ {
+		if a > 0 && a%n == 0 {
+			if err := c.clock.Sleep(ctx, c.backoff(a/n-1, -1)); err != nil {
+				return nil, fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, err, lastErr)
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, err, lastErr)
+		}
+		idx := (start + a) % n
+		resp, err := c.attempt(ctx, c.servers[idx], method, path, body)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return nil, fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, ctxErr, err)
+			}
+			c.log.Debug("request failed, trying the next server", "server", c.servers[idx], "method", method, "path", path, "error", err)
+			lastErr = err
+			continue
+		}
+		if resp.code == http.StatusServiceUnavailable {
+			lastErr = resp.apiError()
+			c.log.Debug("server unavailable, trying the next server", "server", c.servers[idx], "error", lastErr)
+			continue
+		}
+		c.last.Store(int64(idx))
+		return resp, nil
+	}
+	return nil, fmt.Errorf("%w: %s %s failed on %d attempts over %d servers; last failure: %w",
+		ErrUnavailable, method, path, attempts, n, lastErr)
+}
+
+// attempt sends one request to one server.
+func (c *Client) attempt(ctx context.Context, server, method, path string, body []byte) (*response, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, server+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("client: building request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	sentAt := c.clock.Now()
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("client: reading the answer of %s: %w", server, err)
+	}
+	receivedAt := c.clock.Now()
+	if len(b) > maxResponseBytes {
+		return nil, fmt.Errorf("client: answer of %s is larger than %d bytes", server, maxResponseBytes)
+	}
+	return &response{server: server, code: res.StatusCode, header: res.Header, body: b, sentAt: sentAt, receivedAt: receivedAt}, nil
+}
+
+// call sends a JSON request (in may be nil) and decodes a 2xx answer into
+// out (may be nil). Non-2xx answers become *APIError.
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = jsonMarshal(in); err != nil {
+			return fmt.Errorf("%w: encoding the request: %v", ErrInvalid, err)
+		}
+	}
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if resp.code < 200 || resp.code > 299 {
+		return resp.apiError()
+	}
+	if out != nil {
+		if err := jsonUnmarshal(resp.body, out); err != nil {
+			return fmt.Errorf("client: cannot decode the answer of %s to %s %s: %w", resp.server, method, path, err)
+		}
+	}
+	return nil
+}
+
+var errNoGrant = errors.New("client: wait on a refused grant")

@@ -1,0 +1,623 @@
+package client
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport"
+	"github.com/permitd/permitd/transport/internal/fakestore"
+)
+
+// fakeClock advances only when slept on; it records every sleep.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	sleeps  []time.Duration
+	onSleep func(n int) // called (unlocked) after the n-th sleep, 1-based
+}
+
+// newFakeClock starts at the real now, so that real context deadlines
+// computed from it lie in the future.
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.sleeps = append(f.sleeps, d)
+	if d > 0 {
+		f.now = f.now.Add(d)
+	}
+	n, hook := len(f.sleeps), f.onSleep
+	f.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	return ctx.Err()
+}
+
+func (f *fakeClock) Sleeps() []time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Duration(nil), f.sleeps...)
+}
+
+// apiServer is an httptest server running the real handler on a fake store.
+func apiServer(t *testing.T) (*httptest.Server, *fakestore.Store) {
+	t.Helper()
+	st := fakestore.New()
+	srv := httptest.NewServer(transport.NewHandler(st, transport.HandlerOptions{}))
+	t.Cleanup(srv.Close)
+	return srv, st
+}
+
+// deadServer returns the address of a server that is not listening.
+func deadServer(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.Listener.Addr().String()
+	srv.Close()
+	return addr
+}
+
+// scripted is a server that answers reserves from a script and records
+// the request ids it saw.
+type scripted struct {
+	mu    sync.Mutex
+	ids   []string
+	hits  int
+	reply func(hit int, w http.ResponseWriter, r *http.Request)
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		RequestID string `json:"request_id"`
+	}
+	b, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(b, &body)
+	s.mu.Lock()
+	s.hits++
+	hit := s.hits
+	s.ids = append(s.ids, body.RequestID)
+	s.mu.Unlock()
+	s.reply(hit, w, r)
+}
+
+func (s *scripted) Hits() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hits
+}
+
+func (s *scripted) IDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ids...)
+}
+
+func serve(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func granted(waitNanos int64) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"granted":true,"wait_ns":%d,"expires_in_ns":0,"duplicate":false}`, waitNanos)
+	}
+}
+
+func unavailable(_ int, w http.ResponseWriter, _ *http.Request) {
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprint(w, `{"error":"node: no leader reachable"}`)
+}
+
+func refused(retryNanos int64) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprintf(w, `{"granted":false,"retry_after_ns":%d,"error":"no permit"}`, retryNanos)
+	}
+}
+
+func newClient(t *testing.T, servers []string, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(servers, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func host(srv *httptest.Server) string { return srv.Listener.Addr().String() }
+
+func TestNewValidation(t *testing.T) {
+	for _, tt := range []struct {
+		servers []string
+		opts    []Option
+	}{
+		{nil, nil},
+		{[]string{"nohost"}, nil},
+		{[]string{"h:1/path"}, nil},
+		{[]string{"ftp://h:1"}, nil},
+		{[]string{"http://h"}, nil},
+		{[]string{"h:1"}, []Option{WithBackoff(0, time.Second)}},
+		{[]string{"h:1"}, []Option{WithBackoff(time.Second, time.Millisecond)}},
+		{[]string{"h:1"}, []Option{WithRounds(0)}},
+		{[]string{"h:1"}, []Option{WithAttemptTimeout(0)}},
+		{[]string{"h:1"}, []Option{WithDefaultMaxWait(-1)}},
+	} {
+		if _, err := New(tt.servers, tt.opts...); !errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "client: ") {
+			t.Errorf("New(%v): %v, want ErrInvalid", tt.servers, err)
+		}
+	}
+	c := newClient(t, []string{"h:1", "https://[::1]:443/"})
+	if got := strings.Join(c.Servers(), " "); got != "http://h:1 https://[::1]:443" {
+		t.Errorf("servers %q", got)
+	}
+}
+
+func TestAdminAgainstHandler(t *testing.T) {
+	srv, st := apiServer(t)
+	c := newClient(t, []string{host(srv)})
+	ctx := context.Background()
+	maxRes, exp := int64(3), 500*time.Millisecond
+	l, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: 6 * time.Second, MaxReserved: &maxRes, Expiry: &exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Created || l.Name != "api" || l.Rate != 1 || l.Per != 6*time.Second || *l.MaxReserved != 3 || *l.Expiry != exp ||
+		l.IntervalNanos != 6e9 || l.Version != 1 || l.Warmup != nil {
+		t.Errorf("put answer %+v", l)
+	}
+	warm := 10 * time.Second
+	if _, err := c.PutLimit(ctx, "w", LimitSpec{Algorithm: "warmup", Rate: 5, Warmup: &warm}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reserve(ctx, "api", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	l, err = c.GetLimit(ctx, "api")
+	if err != nil || l.GrantedRequests != 1 || l.GrantedPermits != 1 || l.Created {
+		t.Errorf("get: %+v %v", l, err)
+	}
+	all, err := c.ListLimits(ctx)
+	if err != nil || len(all) != 2 || all[0].Name != "api" || all[1].Name != "w" || *all[1].Warmup != warm || all[1].Per != time.Second {
+		t.Errorf("list: %+v %v", all, err)
+	}
+	if existed, err := c.DeleteLimit(ctx, "w"); err != nil || !existed {
+		t.Errorf("delete: %v %v", existed, err)
+	}
+	if _, err := c.GetLimit(ctx, "w"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("get deleted: %v", err)
+	}
+	var apiErr *APIError
+	_, err = c.PutLimit(ctx, "bad", LimitSpec{Algorithm: "strict", Rate: 1, Warmup: &warm})
+	if !errors.Is(err, ErrInvalid) || !errors.As(err, &apiErr) || !strings.Contains(apiErr.Message, "belongs to algorithm") {
+		t.Errorf("put with a foreign option: %v", err)
+	}
+	if _, err := c.Reserve(ctx, "a b", 1, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("reserve with a bad name: %v", err)
+	}
+	if _, err := c.Reserve(ctx, "nope", 1, 0); !errors.Is(err, ErrNotFound) {
+		t.Errorf("reserve on an unknown limit: %v", err)
+	}
+	if _, err := c.Reserve(ctx, "api", 0, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("reserve 0 permits: %v", err)
+	}
+
+	s, err := c.Status(ctx)
+	if err != nil || s.ID != "n1" || s.State != "leader" || !s.Ready {
+		t.Errorf("status: %+v %v", s, err)
+	}
+	if s2, err := c.StatusOf(ctx, host(srv)); err != nil || s2.ID != "n1" {
+		t.Errorf("status of: %+v %v", s2, err)
+	}
+	if err := c.Join(ctx, "n2", "10.0.0.2:7000"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Cluster(ctx)
+	if err != nil || len(cl.Servers) != 2 || cl.LeaderID != "n1" {
+		t.Errorf("cluster: %+v %v", cl, err)
+	}
+	if err := c.RemoveServer(ctx, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(st.Status().Servers); n != 1 {
+		t.Errorf("servers after remove: %d", n)
+	}
+	if err := c.Join(ctx, "n3", "nohost"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("join with a bad address: %v", err)
+	}
+}
+
+// TestStatusMirrorsNode: client.Status decodes every field of node.Status.
+func TestStatusMirrorsNode(t *testing.T) {
+	want := node.Status{ID: "a", State: "leader", LeaderID: "a", Term: 2, AppliedIndex: 3, CommitIndex: 4, LastLogIndex: 5,
+		ClusterNanos: 6, StateHash: "h", Servers: []node.Server{{ID: "a", RaftAddr: "x:1", Voter: true, Leader: true}}, Ready: true, LastContactNs: 7}
+	b, _ := json.Marshal(want)
+	var got Status
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	back, _ := json.Marshal(got)
+	if string(back) != string(b) {
+		t.Errorf("client.Status does not mirror node.Status:\n%s\n%s", back, b)
+	}
+}
+
+func TestFailoverRemembersGoodServer(t *testing.T) {
+	bad := &scripted{reply: unavailable}
+	good := &scripted{reply: granted(0)}
+	badSrv, goodSrv := serve(t, bad), serve(t, good)
+	clk := newFakeClock()
+	c := newClient(t, []string{deadServer(t), host(badSrv), host(goodSrv)}, WithClock(clk))
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		g, err := c.Reserve(ctx, "a", 1, 0)
+		if err != nil || !g.Granted {
+			t.Fatalf("reserve %d: %+v %v", i, g, err)
+		}
+	}
+	if bad.Hits() != 1 || good.Hits() != 3 {
+		t.Errorf("hits: 503 server %d (want 1), good server %d (want 3)", bad.Hits(), good.Hits())
+	}
+	if s := clk.Sleeps(); len(s) != 0 {
+		t.Errorf("slept %v within one round", s)
+	}
+}
+
+func TestAllServersDownIsBounded(t *testing.T) {
+	a, b := &scripted{reply: unavailable}, &scripted{reply: unavailable}
+	clk := newFakeClock()
+	c := newClient(t, []string{host(serve(t, a)), host(serve(t, b)), deadServer(t)}, WithClock(clk), WithRounds(3),
+		WithBackoff(10*time.Millisecond, 15*time.Millisecond))
+	_, err := c.Reserve(context.Background(), "a", 1, 0)
+	if !errors.Is(err, ErrUnavailable) || !strings.HasPrefix(err.Error(), "client: ") {
+		t.Fatalf("err %v, want ErrUnavailable", err)
+	}
+	if a.Hits() != 3 || b.Hits() != 3 {
+		t.Errorf("hits %d %d, want 3 rounds each", a.Hits(), b.Hits())
+	}
+	sleeps := clk.Sleeps()
+	if len(sleeps) != 2 {
+		t.Fatalf("sleeps between rounds: %v, want 2", sleeps)
+	}
+	for k, d := range sleeps {
+		if ceil := min(15*time.Millisecond, 10*time.Millisecond<<k); d < 0 || d > ceil {
+			t.Errorf("backoff %d = %v, outside [0, %v]", k, d, ceil)
+		}
+	}
+	// One id for every attempt of the one reserve.
+	ids := append(a.IDs(), b.IDs()...)
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("request ids differ across retries: %v", ids)
+		}
+	}
+}
+
+// TestRequestIDReusedOnAmbiguousFailure: a server that read the reserve
+// and then dropped the connection, and one that answered 503, are retried
+// with the same request id.
+func TestRequestIDReusedOnAmbiguousFailure(t *testing.T) {
+	drop := &scripted{reply: func(_ int, w http.ResponseWriter, _ *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // reset after the request was sent
+		}
+	}}
+	busy := &scripted{reply: unavailable}
+	good := &scripted{reply: granted(5)}
+	c := newClient(t, []string{host(serve(t, drop)), host(serve(t, busy)), host(serve(t, good))}, WithClock(newFakeClock()))
+	g, err := c.Reserve(context.Background(), "a", 1, time.Second)
+	if err != nil || !g.Granted || g.Delay != 5 {
+		t.Fatalf("reserve: %+v %v", g, err)
+	}
+	ids := []string{drop.IDs()[0], busy.IDs()[0], good.IDs()[0]}
+	if ids[0] != ids[1] || ids[1] != ids[2] || g.RequestID != ids[0] {
+		t.Fatalf("request ids %v, grant %q: want one id", ids, g.RequestID)
+	}
+	if b, err := hex.DecodeString(ids[0]); err != nil || len(b) != 16 {
+		t.Errorf("request id %q is not 16 bytes of hex", ids[0])
+	}
+	// A new reserve gets a new id.
+	if _, err := c.Reserve(context.Background(), "a", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ids := good.IDs(); ids[1] == ids[0] {
+		t.Errorf("two reserves share request id %q", ids[0])
+	}
+}
+
+// TestRequestIDReusedAfterTimeout: an attempt that times out is retried on
+// the next server with the same id.
+func TestRequestIDReusedAfterTimeout(t *testing.T) {
+	release := make(chan struct{})
+	slow := &scripted{reply: func(_ int, _ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}}
+	good := &scripted{reply: granted(0)}
+	slowSrv := serve(t, slow)
+	defer close(release) // before slowSrv.Close, which waits for handlers
+	c := newClient(t, []string{host(slowSrv), host(serve(t, good))}, WithClock(newFakeClock()), WithAttemptTimeout(50*time.Millisecond))
+	g, err := c.Reserve(context.Background(), "a", 1, 0)
+	if err != nil || !g.Granted {
+		t.Fatalf("reserve: %+v %v", g, err)
+	}
+	if a, b := slow.IDs()[0], good.IDs()[0]; a != b {
+		t.Errorf("ids %q, %q differ", a, b)
+	}
+}
+
+func TestAcquireBacksOffWithinRetryAfter(t *testing.T) {
+	for _, bc := range []struct {
+		name      string
+		base, max time.Duration
+	}{
+		{"retry_after caps", time.Second, 10 * time.Second},
+		{"exponential caps", time.Millisecond, 8 * time.Millisecond},
+	} {
+		t.Run(bc.name, func(t *testing.T) {
+			const retry = 30 * time.Millisecond
+			run := func() []time.Duration {
+				s := &scripted{}
+				s.reply = func(hit int, w http.ResponseWriter, r *http.Request) {
+					if hit <= 12 {
+						refused(int64(retry))(hit, w, r)
+						return
+					}
+					granted(0)(hit, w, r)
+				}
+				clk := newFakeClock()
+				c := newClient(t, []string{host(serve(t, s))}, WithClock(clk), WithSeed(42), WithBackoff(bc.base, bc.max))
+				if err := c.Acquire(context.Background(), "a", 1); err != nil {
+					t.Fatal(err)
+				}
+				if s.Hits() != 13 {
+					t.Errorf("hits %d, want 13", s.Hits())
+				}
+				ids := s.IDs()
+				if ids[0] == ids[1] {
+					t.Errorf("a refused reserve was retried with the same id")
+				}
+				return clk.Sleeps()
+			}
+			sleeps := run()
+			if len(sleeps) != 12 {
+				t.Fatalf("%d sleeps, want 12: %v", len(sleeps), sleeps)
+			}
+			distinct := map[time.Duration]bool{}
+			for k, d := range sleeps {
+				ceil := min(retry, bc.max, bc.base<<k)
+				if d < 0 || d > ceil {
+					t.Errorf("backoff %d = %v, outside [0, %v]", k, d, ceil)
+				}
+				distinct[d] = true
+			}
+			if len(distinct) < 6 {
+				t.Errorf("backoffs are not jittered: %v", sleeps)
+			}
+			if again := run(); fmt.Sprint(again) != fmt.Sprint(sleeps) {
+				t.Errorf("same seed, different backoffs:\n%v\n%v", sleeps, again)
+			}
+		})
+	}
+}
+
+// TestGrantWaitCountsFromReceipt: the wait starts when the answer arrives,
+// not when the request was sent.
+func TestGrantWaitCountsFromReceipt(t *testing.T) {
+	clk := newFakeClock()
+	start := clk.Now()
+	s := &scripted{reply: func(hit int, w http.ResponseWriter, r *http.Request) {
+		clk.Advance(40 * time.Millisecond) // the answer takes 40ms to arrive
+		granted(int64(100*time.Millisecond))(hit, w, r)
+	}}
+	c := newClient(t, []string{host(serve(t, s))}, WithClock(clk))
+	g, err := c.TryAcquire(context.Background(), "a", 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.SentAt.Equal(start) || !g.ReceivedAt.Equal(start.Add(40*time.Millisecond)) {
+		t.Errorf("sent %v received %v, want +0 and +40ms", g.SentAt.Sub(start), g.ReceivedAt.Sub(start))
+	}
+	if err := g.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := clk.Sleeps(); len(s) != 1 || s[0] != 100*time.Millisecond {
+		t.Errorf("slept %v, want [100ms]", s)
+	}
+	if err := c.Acquire(context.Background(), "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if s := clk.Sleeps(); len(s) != 2 || s[1] != 100*time.Millisecond {
+		t.Errorf("acquire slept %v, want 100ms", s)
+	}
+}
+
+func TestGrantExpiry(t *testing.T) {
+	clk := newFakeClock()
+	s := &scripted{reply: func(_ int, w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"granted":true,"wait_ns":100000000,"expires_in_ns":50000000,"duplicate":false}`)
+	}}
+	c := newClient(t, []string{host(serve(t, s))}, WithClock(clk))
+	g, err := c.Reserve(context.Background(), "a", 1, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Wait(context.Background()); !errors.Is(err, ErrExpired) {
+		t.Errorf("wait past expiry: %v", err)
+	}
+	if err := (Grant{}).Wait(context.Background()); !errors.Is(err, ErrThrottled) {
+		t.Errorf("wait on a refused grant: %v", err)
+	}
+}
+
+func TestAcquireContext(t *testing.T) {
+	s := &scripted{reply: refused(int64(time.Second))}
+	srv := serve(t, s)
+
+	t.Run("canceled while backing off", func(t *testing.T) {
+		clk := newFakeClock()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		clk.onSleep = func(n int) {
+			if n == 3 {
+				cancel()
+			}
+		}
+		c := newClient(t, []string{host(srv)}, WithClock(clk))
+		before := s.Hits()
+		err := c.Acquire(ctx, "a", 1)
+		if !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "client: ") {
+			t.Errorf("err %v, want context.Canceled", err)
+		}
+		if n := s.Hits() - before; n != 3 {
+			t.Errorf("%d reserves, want 3", n)
+		}
+	})
+	t.Run("deadline already passed", func(t *testing.T) {
+		c := newClient(t, []string{host(srv)})
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		defer cancel()
+		before := s.Hits()
+		if err := c.Acquire(ctx, "a", 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err %v", err)
+		}
+		if s.Hits() != before {
+			t.Errorf("sent a reserve after the deadline")
+		}
+	})
+	t.Run("max_wait is the time to the deadline", func(t *testing.T) {
+		var got atomic.Value
+		srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body struct {
+				MaxWait string `json:"max_wait"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			got.Store(body.MaxWait)
+			granted(0)(0, w, r)
+		}))
+		clk := newFakeClock()
+		c := newClient(t, []string{host(srv)}, WithClock(clk))
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(1500*time.Millisecond))
+		defer cancel()
+		if err := c.Acquire(ctx, "a", 1); err != nil {
+			t.Fatal(err)
+		}
+		if got.Load() != "1.5s" {
+			t.Errorf("max_wait %v, want 1.5s", got.Load())
+		}
+		c = newClient(t, []string{host(srv)}, WithClock(clk), WithDefaultMaxWait(3*time.Second))
+		if err := c.Acquire(context.Background(), "a", 1); err != nil {
+			t.Fatal(err)
+		}
+		if got.Load() != "3s" {
+			t.Errorf("max_wait without deadline %v, want 3s", got.Load())
+		}
+	})
+	t.Run("canceled during the request", func(t *testing.T) {
+		arrived := make(chan struct{})
+		srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// The server notices a closed connection only once the body
+			// is consumed.
+			_, _ = io.Copy(io.Discard, r.Body)
+			close(arrived)
+			<-r.Context().Done()
+		}))
+		c := newClient(t, []string{host(srv)})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-arrived; cancel() }()
+		if _, err := c.Reserve(ctx, "a", 1, 0); !errors.Is(err, context.Canceled) {
+			t.Errorf("err %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestThrottleModes(t *testing.T) {
+	srv, _ := apiServer(t)
+	clk := newFakeClock()
+	c := newClient(t, []string{host(srv)}, WithClock(clk))
+	ctx := context.Background()
+	if _, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	fn := func(context.Context) error { calls++; return nil }
+
+	block := c.Throttle("api", Block)
+	if err := block(ctx, fn); err != nil || calls != 1 {
+		t.Fatalf("block 1: %v calls %d", err, calls)
+	}
+	// The fake register's clock stands still: the next permit is 1s away,
+	// so Block waits 1s for it.
+	if err := block(ctx, fn); err != nil || calls != 2 {
+		t.Fatalf("block 2: %v calls %d", err, calls)
+	}
+	if s := clk.Sleeps(); len(s) != 1 || s[0] != time.Second {
+		t.Errorf("block slept %v, want [1s]", s)
+	}
+
+	fail := c.Throttle("api", Fail)
+	err := fail(ctx, fn)
+	var refusal *RefusedError
+	if !errors.Is(err, ErrThrottled) || !errors.As(err, &refusal) || refusal.RetryAfter != 2*time.Second || calls != 2 {
+		t.Fatalf("fail: %v (refusal %+v), calls %d", err, refusal, calls)
+	}
+	if len(clk.Sleeps()) != 1 {
+		t.Errorf("fail mode slept")
+	}
+	// With a max wait that covers the next permit, Fail mode waits.
+	if err := c.Throttle("api", Fail, ThrottleMaxWait(5*time.Second))(ctx, fn); err != nil || calls != 3 {
+		t.Fatalf("fail with max wait: %v calls %d", err, calls)
+	}
+
+	wrapped := Wrap(c, "api", Fail, func(context.Context) (string, error) { return "ran", nil })
+	if v, err := wrapped(ctx); !errors.Is(err, ErrThrottled) || v != "" {
+		t.Errorf("wrap fail: %q %v", v, err)
+	}
+	wrapped = Wrap(c, "api", Block, func(context.Context) (string, error) { return "ran", nil }, ThrottlePermits(2))
+	if v, err := wrapped(ctx); err != nil || v != "ran" {
+		t.Errorf("wrap block: %q %v", v, err)
+	}
+	want := errors.New("boom")
+	if err := c.Throttle("api", Block)(ctx, func(context.Context) error { return want }); err != want {
+		t.Errorf("fn error %v", err)
+	}
+	if err := c.Throttle("missing", Block)(ctx, fn); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown limit: %v", err)
+	}
+	if err := c.Throttle("api", Mode(9))(ctx, fn); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad mode: %v", err)
+	}
+}

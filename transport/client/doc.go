@@ -1,0 +1,36 @@
+// Package client is the Go client of permitd's HTTP API, and the throttle
+// decorator of design document 002 built on it.
+//
+// # Model
+//
+// A permit is reserved on the cluster and used locally: the server answers
+// "use the permit W after you receive this answer", so the client's clock
+// never matters, only its rate. A Grant records when its answer was
+// received (measured before the body is parsed) and Grant.Wait sleeps until
+// then plus W. Expiry is counted, conservatively, from when the request was
+// sent.
+//
+// Two ways to wait for a permit, as in design document 002:
+//
+//   - optimistic (Acquire, Throttle in Block mode): reserve with max_wait =
+//     the time left until the context's deadline, then sleep the granted
+//     wait; if refused (the limit's bounded reservations are full), back off
+//     with full jitter, never longer than the server's retry_after, and
+//     retry until the context ends;
+//   - pessimistic (TryAcquire, Throttle in Fail mode): reserve with a small
+//     max_wait and return ErrThrottled at once when refused.
+//
+// # Failover and idempotency
+//
+// A Client knows several servers. A request goes to the last server that
+// answered; on a connection error, a timeout or a 503 it moves to the next
+// (round-robin), backing off with jitter after each full round, for a
+// bounded number of attempts. Every reserve carries a request id (16 random
+// bytes, hex) that stays the same across these retries, so a reserve whose
+// answer was lost (timeout, reset after sending, 503) is never granted
+// twice: the register answers the retry with the first result.
+//
+// Every error this package returns starts with "client: ". Sentinels:
+// ErrThrottled (refused; see RefusedError for RetryAfter), ErrNotFound,
+// ErrInvalid, ErrUnavailable, ErrExpired.
+package client

@@ -1,0 +1,74 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Sentinel errors. Use errors.Is; the errors returned carry details.
+var (
+	// ErrThrottled: no permit was available within the allowed wait. The
+	// error is a *RefusedError carrying RetryAfter.
+	ErrThrottled = errors.New("client: throttled")
+	// ErrNotFound: the limit (or path) does not exist (HTTP 404).
+	ErrNotFound = errors.New("client: not found")
+	// ErrInvalid: the server rejected the request as invalid (HTTP 400,
+	// 405, 413), or the client refused to send it.
+	ErrInvalid = errors.New("client: invalid request")
+	// ErrUnavailable: no server answered within the bounded attempts
+	// (connection errors, timeouts, 503 no leader).
+	ErrUnavailable = errors.New("client: no server available")
+	// ErrExpired: a granted permit expired before it could be used.
+	ErrExpired = errors.New("client: permit expired before use")
+)
+
+// APIError is an error answer from a server.
+type APIError struct {
+	// Server is the base URL of the server that answered.
+	Server string
+	// StatusCode is the HTTP status code.
+	StatusCode int
+	// Message is the server's "error" text.
+	Message string
+}
+
+// Error implements error.
+func (e *APIError) Error() string {
+	return fmt.Sprintf("client: server %s answered %d %s: %s", e.Server, e.StatusCode, http.StatusText(e.StatusCode), e.Message)
+}
+
+// Is maps status codes to the sentinels: 404 → ErrNotFound, 400/405/413 →
+// ErrInvalid, 503 → ErrUnavailable.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.StatusCode == http.StatusNotFound
+	case ErrInvalid:
+		return e.StatusCode == http.StatusBadRequest || e.StatusCode == http.StatusMethodNotAllowed ||
+			e.StatusCode == http.StatusRequestEntityTooLarge
+	case ErrUnavailable:
+		return e.StatusCode == http.StatusServiceUnavailable
+	}
+	return false
+}
+
+// RefusedError is a refused reserve (HTTP 429). It matches ErrThrottled.
+type RefusedError struct {
+	// Limit is the limit's name.
+	Limit string
+	// RetryAfter is when, as known by the server, the same request could
+	// be granted; measured from when the answer was received.
+	RetryAfter time.Duration
+	// Message is the server's explanation.
+	Message string
+}
+
+// Error implements error.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("client: limit %q throttled: no permit within the allowed wait; retry after %v", e.Limit, e.RetryAfter)
+}
+
+// Unwrap makes errors.Is(err, ErrThrottled) true.
+func (e *RefusedError) Unwrap() error { return ErrThrottled }

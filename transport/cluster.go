@@ -1,0 +1,142 @@
+package transport
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/permitd/permitd/node"
+)
+
+// joinRequest is the body of POST /v1/cluster/join.
+type joinRequest struct {
+	ID       opt[string] `json:"id"`
+	RaftAddr opt[string] `json:"raft_addr"`
+}
+
+var joinFields = fieldHelp{
+	{"id", "the new server's id: " + allowedNameChars},
+	{"raft_addr", `the new server's raft address "host:port" (port 1-65535)`},
+}
+
+// validateHostPort checks a "host:port" address with a non-empty host and a
+// numeric port in 1–65535.
+func validateHostPort(field, addr string) *httpError {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && host == "" {
+		err = errEmptyHost
+	}
+	if err == nil {
+		var p uint64
+		p, err = strconv.ParseUint(port, 10, 16)
+		if err == nil && p == 0 {
+			err = errZeroPort
+		}
+	}
+	if err != nil || len(addr) > 255 {
+		return badRequest("field %q: %s is not a valid address; allowed: %s", field, strconvQuote(addr), joinFields.help(field))
+	}
+	return nil
+}
+
+type constError string
+
+func (e constError) Error() string { return string(e) }
+
+const (
+	errEmptyHost constError = "empty host"
+	errZeroPort  constError = "port 0"
+)
+
+func (h *handler) join(w http.ResponseWriter, r *http.Request) {
+	buf := getBuf()
+	defer putBuf(buf)
+	if herr := readBody(w, r, buf); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	var req joinRequest
+	if herr := decodeObject(buf.Bytes(), &req, joinFields, false); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	if !req.ID.set || !req.RaftAddr.set {
+		writeError(w, http.StatusBadRequest, `fields "id" and "raft_addr" are required; allowed: `+
+			joinFields.help("id")+`; `+joinFields.help("raft_addr"))
+		return
+	}
+	if err := validateName("server id", req.ID.v); err != nil {
+		writeError(w, http.StatusBadRequest, `field "id": `+err.Error())
+		return
+	}
+	if herr := validateHostPort("raft_addr", req.RaftAddr.v); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	if err := h.store.Join(ctx, req.ID.v, req.RaftAddr.v); err != nil {
+		h.storeError(w, "join", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID       string `json:"id"`
+		RaftAddr string `json:"raft_addr"`
+		Joined   bool   `json:"joined"`
+	}{req.ID.v, req.RaftAddr.v, true})
+}
+
+func (h *handler) removeServer(w http.ResponseWriter, r *http.Request, id string) {
+	if err := validateName("server id", id); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if herr := h.emptyBody(w, r); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	if err := h.store.Remove(ctx, id); err != nil {
+		h.storeError(w, "remove server", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID      string `json:"id"`
+		Removed bool   `json:"removed"`
+	}{id, true})
+}
+
+// clusterView is the answer to GET /v1/cluster.
+type clusterView struct {
+	ID       string        `json:"id"`
+	LeaderID string        `json:"leader_id"`
+	Term     uint64        `json:"term"`
+	Servers  []node.Server `json:"servers"`
+}
+
+func (h *handler) cluster(w http.ResponseWriter, _ *http.Request) {
+	st := h.store.Status()
+	servers := st.Servers
+	if servers == nil {
+		servers = []node.Server{}
+	}
+	writeJSON(w, http.StatusOK, clusterView{ID: st.ID, LeaderID: st.LeaderID, Term: st.Term, Servers: servers})
+}
+
+// ready answers /readyz: 200 only when the node knows a leader and has
+// applied its log (Status.Ready).
+func (h *handler) ready(w http.ResponseWriter) {
+	st := h.store.Status()
+	if !st.Ready {
+		reason := "log not yet applied"
+		if st.LeaderID == "" {
+			reason = "no leader known"
+		}
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "not ready: "+reason+" (state "+st.State+", applied index "+
+			strconv.FormatUint(st.AppliedIndex, 10)+")")
+		return
+	}
+	writeRaw(w, http.StatusOK, []byte(`{"ready":true}`+"\n"))
+}

@@ -1,0 +1,54 @@
+// Package transport is permitd's HTTP/JSON API and its Prometheus metrics.
+//
+// # Model
+//
+// The HTTP layer is a thin, strict edge in front of a Store (a *node.Node in
+// production, an in-memory fake in tests). It declares the interface it
+// consumes, in the manner of hraftd and rqlite: the node knows nothing about
+// HTTP, and the handler knows nothing about raft.
+//
+// Every request is validated completely before the Store is called, so an
+// invalid request never reaches the replicated log ("reject before
+// replicate"). Bodies are limited to 1 MiB, must be exactly one JSON object
+// with no unknown fields and no trailing data, and every error is answered
+// with a JSON object {"error": "..."} that says what was wrong and what is
+// allowed. Store errors map to status codes:
+//
+//	node.ErrNotFound                → 404
+//	node.ErrInvalid                 → 400 (the store's message)
+//	node.ErrNoLeader, ErrShutdown,
+//	context deadline, anything else → 503
+//
+// No input makes the handler panic or answer a 5xx other than 503.
+//
+// # Grants are relative
+//
+// A granted reserve answers {"granted":true,"wait_ns":W}: the permits may be
+// used W nanoseconds after the client received the answer. A refused reserve
+// answers 429 with {"granted":false,"retry_after_ns":R} and a Retry-After
+// header in whole seconds, rounded up. Client clocks never matter, only their
+// rate.
+//
+// # Endpoints
+//
+//	PUT    /v1/limits/{name}           create or replace a limit
+//	GET    /v1/limits/{name}           one limit (linearizable)
+//	GET    /v1/limits                  all limits, sorted by name
+//	DELETE /v1/limits/{name}           remove a limit
+//	POST   /v1/limits/{name}/reserve   reserve permits
+//	GET    /v1/status                  node.Status
+//	GET    /v1/cluster                 leader and raft servers
+//	POST   /v1/cluster/join            add a voter {"id","raft_addr"}
+//	DELETE /v1/cluster/servers/{id}    remove a server
+//	GET    /metrics                    Prometheus metrics
+//	GET    /healthz                    200 while the process serves
+//	GET    /readyz                     200 only when Status.Ready
+//
+// # Metrics
+//
+// Metrics live on a registry the caller owns (no global state). Label
+// cardinality is bounded: reserve outcomes and HTTP routes are fixed sets;
+// limit names never become labels.
+//
+// The Go client is in package transport/client.
+package transport

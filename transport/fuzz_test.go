@@ -1,0 +1,108 @@
+package transport
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+// FuzzHandlers sends arbitrary method, path and body to the handler backed
+// by the fake store and checks that it never panics, never answers a 5xx
+// other than 503, and answers every error as a JSON {"error": ...}.
+func FuzzHandlers(f *testing.F) {
+	for _, b := range badInputs() {
+		f.Add(b.method, b.path, b.body)
+	}
+	for _, s := range [][3]string{
+		{"PUT", "/v1/limits/a", `{"algorithm":"strict","rate":1,"per":"6s","max_reserved":3,"expiry":"1s"}`},
+		{"PUT", "/v1/limits/b", `{"algorithm":"bursty","rate":1e9,"max_burst_seconds":1e300}`},
+		{"PUT", "/v1/limits/c", `{"algorithm":"warmup","rate":1e-300,"warmup":"2562047h"}`},
+		{"POST", "/v1/limits/a/reserve", `{"permits":1,"max_wait":"1s","request_id":"r1"}`},
+		{"POST", "/v1/limits/a/reserve", `{"permits":922337203685477580,"max_wait":"2562047h"}`},
+		{"GET", "/v1/limits", ""},
+		{"GET", "/v1/status", ""},
+		{"GET", "/metrics", ""},
+		{"POST", "/v1/cluster/join", `{"id":"n2","raft_addr":"h:1"}`},
+		{"DELETE", "/v1/cluster/servers/n2", ""},
+		{"HEAD", "/readyz", ""},
+		{"BREW", "/v1/limits/a", "{}"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	e := newEnv(f, HandlerOptions{})
+	e.mustPut(f, "a", `{"algorithm":"strict","rate":1,"per":"1s","max_reserved":1000}`)
+	f.Fuzz(func(t *testing.T, method, path, body string) {
+		u, err := url.ParseRequestURI(path)
+		if err != nil || method == "" {
+			t.Skip()
+		}
+		req := &http.Request{Method: method, URL: u, Header: http.Header{}, Body: http.NoBody, RequestURI: path, Host: "x"}
+		if body != "" {
+			req.Body = httpBody(body)
+			req.ContentLength = int64(len(body))
+		}
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, req)
+		if w.Code >= 500 && w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%s %s %q: %d %s", method, path, body, w.Code, w.Body)
+		}
+		if w.Code >= 300 {
+			var m map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || m["error"] == nil {
+				t.Fatalf("%s %s %q: %d without a JSON error: %q", method, path, body, w.Code, w.Body)
+			}
+		}
+	})
+}
+
+func httpBody(s string) *readCloser { return &readCloser{strings.NewReader(s)} }
+
+type readCloser struct{ *strings.Reader }
+
+func (readCloser) Close() error { return nil }
+
+// FuzzReserveParse checks that the reflection-free fast path never accepts
+// a body that encoding/json decodes differently.
+func FuzzReserveParse(f *testing.F) {
+	for _, s := range []string{
+		``, `{}`, ` { } `, `{"permits":5}`, `{"permits":5,"max_wait":"1s","request_id":"abc"}`,
+		`{"request_id":"x","permits":12,"max_wait":"0s"}`, `{"permits":05}`, `{"permits":1,"permits":2}`,
+		`{"Permits":3}`, `{"permits":1.0}`, `{"max_wait":"\u0031s"}`, `{"permits":1}x`, `{"permits":-1}`,
+		`{"permits":123456789012345678}`, `{"permits":1234567890123456789}`, `{"request_id":"é"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		permits, maxWait, reqID, ok := parseReserveFast(body)
+		if !ok {
+			return
+		}
+		var req reserveRequest
+		if herr := decodeObject(body, &req, reserveFields, true); herr != nil {
+			t.Fatalf("fast path accepted %q, encoding/json rejects it: %v", body, herr)
+		}
+		wantPermits, wantWait, wantID := int64(1), "0s", ""
+		if req.Permits.set {
+			wantPermits = req.Permits.v
+		}
+		if req.MaxWait.set {
+			wantWait = req.MaxWait.v
+		}
+		if req.RequestID.set {
+			wantID = req.RequestID.v
+		}
+		if permits != wantPermits || maxWait != wantWait || reqID != wantID {
+			t.Fatalf("%q: fast (%d %q %q) != encoding/json (%d %q %q)", body, permits, maxWait, reqID, wantPermits, wantWait, wantID)
+		}
+		// parseReserve agrees with what was decoded.
+		var r fsm.Reserve
+		if herr := parseReserve(body, &r); herr == nil && (r.Permits != permits || r.RequestID != reqID) {
+			t.Fatalf("%q: parseReserve gave %+v", body, r)
+		}
+	})
+}

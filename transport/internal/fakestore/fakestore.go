@@ -1,0 +1,243 @@
+// Package fakestore is an in-memory transport.Store for tests of the HTTP
+// handler and the Go client. It is a single strict register per limit on a
+// manual clock: no raft, no goroutines, deterministic.
+package fakestore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node"
+)
+
+// Store is an in-memory store. The zero value is not usable; call New.
+type Store struct {
+	mu       sync.Mutex
+	nowNanos int64
+	version  uint64
+	limits   map[string]*limit
+	dedup    map[string]fsm.ReserveResult
+	status   node.Status
+	err      error
+	reserveF func(context.Context, fsm.Reserve) (fsm.ReserveResult, error)
+	calls    int
+	reserves []fsm.Reserve
+}
+
+type limit struct {
+	info      fsm.LimitInfo
+	nextNanos int64
+}
+
+// New returns an empty store whose status is a ready single-node leader.
+func New() *Store {
+	return &Store{
+		limits: make(map[string]*limit),
+		dedup:  make(map[string]fsm.ReserveResult),
+		status: node.Status{
+			ID: "n1", State: "leader", LeaderID: "n1", Term: 1, Ready: true,
+			Servers: []node.Server{{ID: "n1", RaftAddr: "127.0.0.1:7000", Voter: true, Leader: true}},
+		},
+	}
+}
+
+// SetErr makes every call except Status fail with err (nil: succeed).
+func (s *Store) SetErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+// SetReserveFunc replaces the reserve logic (nil: the built-in strict
+// register). Reserves are still recorded.
+func (s *Store) SetReserveFunc(f func(context.Context, fsm.Reserve) (fsm.ReserveResult, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserveF = f
+}
+
+// SetStatus replaces the status Status returns.
+func (s *Store) SetStatus(st node.Status) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status = st
+}
+
+// Advance moves the store's clock forward.
+func (s *Store) Advance(nanos int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nowNanos += nanos
+}
+
+// Calls returns how many calls other than Status reached the store.
+func (s *Store) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// Reserves returns every reserve that reached the store, in order.
+func (s *Store) Reserves() []fsm.Reserve {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.reserves)
+}
+
+// PutLimit implements transport.Store.
+func (s *Store) PutLimit(ctx context.Context, name string, cfg bucket.Config) (fsm.PutResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return fsm.PutResult{}, err
+	}
+	s.version++
+	l, ok := s.limits[name]
+	if !ok {
+		l = &limit{}
+		s.limits[name] = l
+	}
+	l.info = fsm.LimitInfo{Name: name, Config: cfg, Version: s.version,
+		GrantedRequests: l.info.GrantedRequests, GrantedPermits: l.info.GrantedPermits, RefusedRequests: l.info.RefusedRequests}
+	return fsm.PutResult{Version: s.version, Created: !ok}, nil
+}
+
+// DeleteLimit implements transport.Store.
+func (s *Store) DeleteLimit(ctx context.Context, name string) (fsm.DeleteResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return fsm.DeleteResult{}, err
+	}
+	_, ok := s.limits[name]
+	delete(s.limits, name)
+	return fsm.DeleteResult{Existed: ok}, nil
+}
+
+// Limit implements transport.Store.
+func (s *Store) Limit(ctx context.Context, name string) (fsm.LimitInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return fsm.LimitInfo{}, err
+	}
+	l, ok := s.limits[name]
+	if !ok {
+		return fsm.LimitInfo{}, fmt.Errorf("limit %q: %w", name, node.ErrNotFound)
+	}
+	return l.info, nil
+}
+
+// Limits implements transport.Store.
+func (s *Store) Limits(ctx context.Context) ([]fsm.LimitInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]fsm.LimitInfo, 0, len(s.limits))
+	for _, l := range s.limits {
+		out = append(out, l.info)
+	}
+	slices.SortFunc(out, func(a, b fsm.LimitInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Reserve implements transport.Store: a strict register per limit (one
+// permit every IntervalNanos, reservations up to maxWait ahead), with
+// request-id deduplication.
+func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	s.mu.Lock()
+	if err := s.enter(ctx); err != nil {
+		s.mu.Unlock()
+		return fsm.ReserveResult{}, err
+	}
+	s.reserves = append(s.reserves, r)
+	if f := s.reserveF; f != nil {
+		s.mu.Unlock()
+		return f(ctx, r)
+	}
+	defer s.mu.Unlock()
+	if r.RequestID != "" {
+		if res, ok := s.dedup[r.RequestID]; ok {
+			res.Duplicate = true
+			return res, nil
+		}
+	}
+	l, ok := s.limits[r.Limit]
+	if !ok {
+		return fsm.ReserveResult{}, fmt.Errorf("limit %q: %w", r.Limit, node.ErrNotFound)
+	}
+	if r.Permits > 1<<20 {
+		return fsm.ReserveResult{}, fmt.Errorf("%w: %d permits (allowed: 1-%d)", node.ErrInvalid, r.Permits, 1<<20)
+	}
+	start := max(l.nextNanos, s.nowNanos)
+	wait := start - s.nowNanos
+	var res fsm.ReserveResult
+	if wait <= r.MaxWaitNanos {
+		l.nextNanos = start + r.Permits*l.info.Config.IntervalNanos
+		l.info.GrantedRequests++
+		l.info.GrantedPermits += uint64(r.Permits)
+		res = fsm.ReserveResult{Status: fsm.Granted, WaitNanos: wait}
+	} else {
+		l.info.RefusedRequests++
+		res = fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: wait - r.MaxWaitNanos}
+	}
+	if r.RequestID != "" {
+		s.dedup[r.RequestID] = res
+	}
+	return res, nil
+}
+
+// Status implements transport.Store.
+func (s *Store) Status() node.Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.status
+	st.Servers = slices.Clone(st.Servers)
+	return st
+}
+
+// Join implements transport.Store.
+func (s *Store) Join(ctx context.Context, id, raftAddr string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	for _, sv := range s.status.Servers {
+		if sv.ID == id {
+			if sv.RaftAddr != raftAddr {
+				return fmt.Errorf("%w: server %q already joined with address %q", node.ErrInvalid, id, sv.RaftAddr)
+			}
+			return nil
+		}
+	}
+	s.status.Servers = append(slices.Clone(s.status.Servers), node.Server{ID: id, RaftAddr: raftAddr, Voter: true})
+	return nil
+}
+
+// Remove implements transport.Store.
+func (s *Store) Remove(ctx context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	s.status.Servers = slices.DeleteFunc(slices.Clone(s.status.Servers), func(sv node.Server) bool { return sv.ID == id })
+	return nil
+}
+
+// enter counts a call and returns the injected error or ctx's error.
+func (s *Store) enter(ctx context.Context) error {
+	s.calls++
+	if s.err != nil {
+		return s.err
+	}
+	return ctx.Err()
+}
