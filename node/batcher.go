@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -18,6 +19,8 @@ import (
 // No timer is involved, so there is no added latency at low load.
 type batcher struct {
 	n           *Node
+	mu          sync.RWMutex // guards closed against enqueues racing close
+	closed      bool
 	in          chan *pendingReserve
 	maxBatch    int
 	inflight    chan struct{}
@@ -53,9 +56,36 @@ func newBatcher(n *Node, maxBatch, maxInflight int, applyTimeout time.Duration) 
 	return b
 }
 
+// enqueue hands p to the batcher unless it is closed or ctx ends first.
+// Once enqueue returns nil, p.done will receive exactly one outcome.
+func (b *batcher) enqueue(ctx context.Context, p *pendingReserve) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return ErrShutdown
+	}
+	select {
+	case b.in <- p:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: queueing: %v", ErrNoLeader, ctx.Err())
+	case <-b.stop:
+		return ErrShutdown
+	}
+}
+
+// close stops the loop and answers every reserve still queued.
 func (b *batcher) close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
 	close(b.stop)
+	b.mu.Unlock()
 	b.wg.Wait()
+	b.drainFail()
 }
 
 func (b *batcher) loop() {
@@ -112,7 +142,7 @@ func failAll(batch []*pendingReserve, err error) {
 // submit stamps, encodes and applies one batch, and answers its reserves
 // when the entry is applied.
 func (b *batcher) submit(batch []*pendingReserve) {
-	now, ok := b.n.timeline.stamp()
+	now, ok := b.n.stampForApply()
 	if !ok {
 		<-b.inflight
 		failAll(batch, fmt.Errorf("%w: this node is not the leader", ErrNoLeader))
@@ -139,7 +169,9 @@ func (b *batcher) submit(batch []*pendingReserve) {
 		}
 		results, ok := f.Response().([]fsm.ReserveResult)
 		if !ok || len(results) != len(batch) {
-			failAll(batch, fmt.Errorf("node: internal error: batch of %d got response %T", len(batch), f.Response()))
+			// Committed, but the answer is lost: the outcome is unknown to
+			// the caller, who may retry with the same request_id.
+			failAll(batch, fmt.Errorf("%w: internal error: batch of %d got response %T (outcome unknown)", ErrNoLeader, len(batch), f.Response()))
 			return
 		}
 		if b.n.cfg.OnBatch != nil {
@@ -159,7 +191,7 @@ func mapRaftErr(err error) error {
 		errors.Is(err, raft.ErrAbortedByRestore):
 		return fmt.Errorf("%w: %v (the outcome may be unknown: retry with the same request_id)", ErrNoLeader, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
-		return ErrShutdown
+		return fmt.Errorf("%w: %w (the outcome may be unknown: retry with the same request_id)", ErrNoLeader, ErrShutdown)
 	}
 	return fmt.Errorf("node: raft: %w", err)
 }

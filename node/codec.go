@@ -94,7 +94,7 @@ func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
 	if n > uint64(len(p)) {
 		return nil, errShortFrame
 	}
-	out := make([]fsm.LimitInfo, 0, n)
+	out := make([]fsm.LimitInfo, 0, min(n, 1024))
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		name := r.str()
 		cb := r.bytes()

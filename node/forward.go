@@ -68,12 +68,18 @@ func errOf(code byte, msg string) error {
 	return fmt.Errorf("node: leader failed the request: %s", msg)
 }
 
-func writeFrame(w io.Writer, id uint64, kind byte, payload []byte) error {
-	hdr := make([]byte, 13, 13+len(payload))
+func writeFrame(w *bufio.Writer, id uint64, kind byte, payload []byte) error {
+	if len(payload) > maxFrame-9 {
+		return fmt.Errorf("node: forwarding frame of %d bytes: allowed at most %d", len(payload)+9, maxFrame)
+	}
+	var hdr [13]byte
 	binary.BigEndian.PutUint32(hdr[0:4], uint32(9+len(payload)))
 	binary.BigEndian.PutUint64(hdr[4:12], id)
 	hdr[12] = kind
-	_, err := w.Write(append(hdr, payload...))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(payload)
 	return err
 }
 
@@ -93,6 +99,88 @@ func readFrame(r io.Reader) (id uint64, kind byte, payload []byte, err error) {
 	return binary.BigEndian.Uint64(hdr[4:12]), hdr[12], payload, nil
 }
 
+// outFrame is one frame queued for a connection's writer.
+type outFrame struct {
+	id      uint64
+	kind    byte
+	payload []byte
+}
+
+// frameWriter owns a connection's write side: frames are queued, written
+// into a buffer, and flushed when the queue is empty, so that a burst of
+// frames shares one write syscall while a lone frame leaves at once.
+type frameWriter struct {
+	conn     net.Conn
+	bw       *bufio.Writer
+	q        chan outFrame
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+}
+
+func newFrameWriter(c net.Conn) *frameWriter {
+	w := &frameWriter{conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan outFrame, 1024), stop: make(chan struct{}), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+func (w *frameWriter) loop() {
+	defer close(w.done)
+	for {
+		var f outFrame
+		select {
+		case f = <-w.q:
+		case <-w.stop:
+			// Write what is queued, then stop.
+			for {
+				select {
+				case f = <-w.q:
+					if writeFrame(w.bw, f.id, f.kind, f.payload) != nil {
+						return
+					}
+				default:
+					_ = w.bw.Flush()
+					return
+				}
+			}
+		}
+		_ = w.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		err := writeFrame(w.bw, f.id, f.kind, f.payload)
+	more:
+		for err == nil {
+			select {
+			case f = <-w.q:
+				err = writeFrame(w.bw, f.id, f.kind, f.payload)
+			default:
+				break more
+			}
+		}
+		if err == nil {
+			err = w.bw.Flush()
+		}
+		if err != nil {
+			w.conn.Close()
+			return
+		}
+	}
+}
+
+// close stops the writer after writing what is queued, and waits for it.
+func (w *frameWriter) close() {
+	w.stopOnce.Do(func() { close(w.stop) })
+	<-w.done
+}
+
+// send queues a frame; false if the writer has stopped.
+func (w *frameWriter) send(f outFrame) bool {
+	select {
+	case w.q <- f:
+		return true
+	case <-w.done:
+		return false
+	}
+}
+
 // fwdResult is one answer from the leader.
 type fwdResult struct {
 	code    byte
@@ -104,9 +192,7 @@ type fwdResult struct {
 type fwdConn struct {
 	addr string
 	conn net.Conn
-
-	wmu sync.Mutex
-	bw  *bufio.Writer
+	w    *frameWriter
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -119,7 +205,7 @@ func newFwdConn(network Network, addr string, timeout time.Duration) (*fwdConn, 
 	if err != nil {
 		return nil, err
 	}
-	fc := &fwdConn{addr: addr, conn: c, bw: bufio.NewWriterSize(c, 64<<10), pending: make(map[uint64]chan fwdResult)}
+	fc := &fwdConn{addr: addr, conn: c, w: newFrameWriter(c), pending: make(map[uint64]chan fwdResult)}
 	go fc.readLoop()
 	return fc, nil
 }
@@ -151,10 +237,13 @@ func (fc *fwdConn) fail(err error) {
 	fc.pending = make(map[uint64]chan fwdResult)
 	fc.mu.Unlock()
 	fc.conn.Close()
+	fc.closeWriter()
 	for _, ch := range pending {
 		ch <- fwdResult{err: err}
 	}
 }
+
+func (fc *fwdConn) closeWriter() { go fc.w.close() }
 
 func (fc *fwdConn) isBroken() bool {
 	fc.mu.Lock()
@@ -176,20 +265,10 @@ func (fc *fwdConn) call(ctx context.Context, op byte, payload []byte) (byte, []b
 	fc.pending[id] = ch
 	fc.mu.Unlock()
 
-	fc.wmu.Lock()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = fc.conn.SetWriteDeadline(dl)
-	} else {
-		_ = fc.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	}
-	err := writeFrame(fc.bw, id, op, payload)
-	if err == nil {
-		err = fc.bw.Flush()
-	}
-	fc.wmu.Unlock()
-	if err != nil {
-		fc.fail(fmt.Errorf("%w: write to leader %s: %v", ErrNoLeader, fc.addr, err))
-		// The request may or may not have been sent: its outcome is unknown.
+	if !fc.w.send(outFrame{id: id, kind: op, payload: payload}) {
+		// The request may or may not have been written: its outcome is
+		// unknown.
+		fc.fail(fmt.Errorf("%w: write to leader %s failed (outcome unknown)", ErrNoLeader, fc.addr))
 	}
 	select {
 	case r := <-ch:
@@ -255,22 +334,33 @@ func (f *forwarder) forward(ctx context.Context, addr string, op byte, payload [
 	return resp, nil
 }
 
-// serveForwarded serves one forwarding connection from a follower.
+// serveForwarded serves one forwarding connection from a follower: each
+// call runs in its own goroutine (bounded per connection) so that forwarded
+// reserves join the leader's batches; answers share the frame writer.
 func (n *Node) serveForwarded(c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
-	var wmu sync.Mutex
-	bw := bufio.NewWriterSize(c, 64<<10)
+	w := newFrameWriter(c)
+	sem := make(chan struct{}, maxForwardedInflight)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		w.close()
+	}()
 	for {
 		id, op, payload, err := readFrame(br)
 		if err != nil {
 			return
 		}
+		select {
+		case sem <- struct{}{}:
+		case <-n.stopCh:
+			return
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 			resp, err := n.handleForwarded(ctx, op, payload)
 			cancel()
@@ -278,15 +368,17 @@ func (n *Node) serveForwarded(c net.Conn) {
 			if err != nil {
 				resp = []byte(err.Error())
 			}
-			wmu.Lock()
-			_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			if werr := writeFrame(bw, id, code, resp); werr == nil {
-				_ = bw.Flush()
+			if len(resp) > maxFrame-9 {
+				code, resp = codeError, []byte("answer too large for one frame")
 			}
-			wmu.Unlock()
+			w.send(outFrame{id: id, kind: code, payload: resp})
 		}()
 	}
 }
+
+// maxForwardedInflight bounds the calls served at once on one forwarding
+// connection.
+const maxForwardedInflight = 4096
 
 func (n *Node) serveForwardListener() {
 	for {

@@ -67,7 +67,11 @@ func reserveLoop(ctx context.Context, t *testing.T, c *testCluster, limit string
 			continue
 		}
 		r := fsm.Reserve{Limit: limit, Permits: 1, MaxWaitNanos: int64(2 * time.Second), RequestID: fmt.Sprintf("w%d-%d", worker, i)}
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// A short attempt bounds the round trip, and with it the tolerance
+		// of the spacing check; failed attempts are retried by the loop
+		// with a new request ID (the old one may still be granted, unseen:
+		// an unseen grant is never used, so it cannot break spacing).
+		rctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		sent := time.Now()
 		res, err := n.Reserve(rctx, r)
 		recv := time.Now()
@@ -97,14 +101,33 @@ func reserveLoop(ctx context.Context, t *testing.T, c *testCluster, limit string
 	}
 }
 
+// attemptTimeout bounds one reserve attempt in the spacing tests; it must be
+// well below the interval for the check to mean something.
+const attemptTimeout = 100 * time.Millisecond
+
+// retryNoLeader retries op while it fails with ErrNoLeader (a leader change
+// under a loaded test machine), for up to 10 s.
+func retryNoLeader(t *testing.T, op func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := op()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNoLeader) || time.Now().After(deadline) {
+			t.Fatalf("%v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestForwardingFromFollower(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 20*time.Second)
 	f := c.followers(l)[0]
-	if _, err := f.PutLimit(ctx, "api", strictConfig(t, 100*time.Millisecond, 5)); err != nil {
-		t.Fatalf("put via follower: %v", err)
-	}
+	retryNoLeader(t, func() error { _, err := f.PutLimit(ctx, "api", strictConfig(t, 100*time.Millisecond, 5)); return err })
 	info, err := f.Limit(ctx, "api")
 	if err != nil || info.Name != "api" {
 		t.Fatalf("read via follower: %+v %v", info, err)
@@ -121,10 +144,11 @@ func TestForwardingFromFollower(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("reserve of too many permits: got %v, want ErrInvalid", err)
 	}
-	lastBefore := l.raft.LastIndex()
-	_, _ = f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 0})
-	if l.raft.LastIndex() != lastBefore {
-		t.Fatalf("an invalid reserve reached the log")
+	if _, err := f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 0}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("reserve of 0 permits: got %v, want ErrInvalid", err)
+	}
+	if info, _ := l.fsm.Limit("api"); info.GrantedRequests+info.RefusedRequests != 1 {
+		t.Fatalf("invalid reserves reached the register: %+v", info)
 	}
 }
 
@@ -132,10 +156,8 @@ func TestLeaderKillGrantsNothingEarly(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 60*time.Second)
-	const interval = 40 * time.Millisecond
-	if _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 4)); err != nil {
-		t.Fatal(err)
-	}
+	const interval = 200 * time.Millisecond
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 4)); return err })
 	stop := make(chan struct{})
 	grants := make(chan grant, 1024)
 	var wg sync.WaitGroup
@@ -185,9 +207,7 @@ func TestSkewedLeaderClockGrantsNothingEarly(t *testing.T) {
 			l := c.leader()
 			ctx := ctxTimeout(t, 30*time.Second)
 			const interval = 100 * time.Millisecond
-			if _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 3)); err != nil {
-				t.Fatal(err)
-			}
+			retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 3)); return err })
 			var got []grant
 			take := func(n *Node, k int) {
 				for i := 0; i < k; i++ {
@@ -239,9 +259,7 @@ func TestFullRestartKeepsLimitsAndLastGrant(t *testing.T) {
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
 	const interval = 1500 * time.Millisecond
-	if _, err := l.PutLimit(ctx, "slow", strictConfig(t, interval, 1)); err != nil {
-		t.Fatal(err)
-	}
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "slow", strictConfig(t, interval, 1)); return err })
 	sent := time.Now()
 	res, err := l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1})
 	recv := time.Now()
@@ -285,28 +303,18 @@ func TestJoinAndRemove(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	if _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Second, 1)); err != nil {
-		t.Fatal(err)
-	}
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Second, 1)); return err })
 	c.ids = append(c.ids, "n4")
 	c.dirs["n4"] = t.TempDir()
 	n4 := c.start("n4", nil)
-	if err := c.followers(l)[0].Join(ctx, "n4", addrOf("n4")); err != nil {
-		t.Fatalf("join via follower: %v", err)
-	}
+	retryNoLeader(t, func() error { return c.followers(l)[0].Join(ctx, "n4", addrOf("n4")) })
 	waitFor(t, 10*time.Second, "n4 to apply the limit", func() bool {
 		_, ok := n4.fsm.Limit("api")
 		return ok
 	})
-	if got := l.voterCount(); got != 4 {
-		t.Fatalf("voters = %d, want 4", got)
-	}
-	if err := n4.Remove(ctx, "n4"); err != nil {
-		t.Fatalf("remove: %v", err)
-	}
-	if got := l.voterCount(); got != 3 {
-		t.Fatalf("voters after remove = %d, want 3", got)
-	}
+	waitFor(t, 10*time.Second, "4 voters", func() bool { return n4.voterCount() == 4 })
+	retryNoLeader(t, func() error { return n4.Remove(ctx, "n4") })
+	waitFor(t, 10*time.Second, "3 voters", func() bool { return l.voterCount() == 3 })
 	if err := l.Remove(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("remove unknown: %v", err)
 	}
@@ -316,9 +324,7 @@ func TestPartitionedLeaderRefusesAndMajorityServes(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	if _, err := l.PutLimit(ctx, "api", strictConfig(t, 10*time.Millisecond, 10)); err != nil {
-		t.Fatal(err)
-	}
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, 10*time.Millisecond, 10)); return err })
 	var addrs []string
 	for _, id := range c.ids {
 		addrs = append(addrs, addrOf(id))
@@ -369,9 +375,7 @@ func TestConcurrentReservesAreBatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.PutLimit(ctx, "fast", cfg); err != nil {
-		t.Fatal(err)
-	}
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "fast", cfg); return err })
 	var wg sync.WaitGroup
 	var granted atomic.Int64
 	for w := 0; w < 64; w++ {

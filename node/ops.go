@@ -25,9 +25,12 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 	if err := n.checkLocal(r); err != nil {
 		return fsm.ReserveResult{}, err
 	}
+	// Retries stop well inside the register's dedup retention, so that a
+	// retry is always recognised as one.
+	giveUp := time.Now().Add(maxRetryFor)
 	for {
 		res, err := n.reserveOnce(ctx, r)
-		if err == nil || r.RequestID == "" || !errors.Is(err, ErrNoLeader) || ctx.Err() != nil {
+		if err == nil || r.RequestID == "" || !errors.Is(err, ErrNoLeader) || ctx.Err() != nil || time.Now().After(giveUp) {
 			return res, err
 		}
 		if !n.pause(ctx, 20*time.Millisecond) {
@@ -35,6 +38,9 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 		}
 	}
 }
+
+// maxRetryFor bounds the internal retries of one reserve with a request ID.
+const maxRetryFor = 30 * time.Second
 
 // checkLocal rejects reserves this node can already tell are invalid. A
 // follower that does not know the limit yet lets the leader decide.
@@ -94,14 +100,9 @@ func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve) (fsm.ReserveResul
 func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
 	p := pendingPool.Get().(*pendingReserve)
 	p.r = r
-	select {
-	case n.batcher.in <- p:
-	case <-ctx.Done():
+	if err := n.batcher.enqueue(ctx, p); err != nil {
 		pendingPool.Put(p)
-		return fsm.ReserveResult{}, fmt.Errorf("%w: queueing: %v", ErrNoLeader, ctx.Err())
-	case <-n.stopCh:
-		pendingPool.Put(p)
-		return fsm.ReserveResult{}, ErrShutdown
+		return fsm.ReserveResult{}, err
 	}
 	// Once queued, the reserve may be committed: wait for its outcome even
 	// past ctx (bounded by the apply timeout), so that the answer is never
@@ -137,7 +138,7 @@ func (n *Node) applyAdmin(ctx context.Context, encode func(now int64) ([]byte, e
 	if !n.waitLeading(ctx) {
 		return nil, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
 	}
-	now, ok := n.timeline.stamp()
+	now, ok := n.stampForApply()
 	if !ok {
 		return nil, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
 	}
@@ -382,7 +383,11 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 			return nil, err
 		}
 		res, err := n.reserveLocal(ctx, r)
-		if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) {
+		if res.Status == 0 {
+			// Not decided by the register: report the error itself.
+			if err == nil {
+				err = fmt.Errorf("node: internal error: reserve without a status")
+			}
 			return nil, err
 		}
 		// Domain outcomes travel as results; the follower maps them again.

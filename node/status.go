@@ -36,7 +36,7 @@ type Status struct {
 	CommitIndex   uint64   `json:"commit_index"`
 	LastLogIndex  uint64   `json:"last_log_index"`
 	ClusterNanos  int64    `json:"cluster_now_ns"`
-	StateHash     string   `json:"state_hash"`
+	StateHash     string   `json:"state_hash,omitempty"` // filled only by debug endpoints
 	Servers       []Server `json:"servers"`
 	Ready         bool     `json:"ready"`
 	LastContactNs int64    `json:"last_contact_ns"`

@@ -10,19 +10,25 @@ import "sync"
 //	stamp = base + (clock.NowNanos() − start)
 //
 // where base is the FSM's last applied cluster time and start the clock
-// reading at takeover. Time that passed during the election is lost, which
+// reading at takeover. The elapsed time is also capped by the process's own
+// monotonic clock (real): an injected clock that jumps or runs fast (the
+// test clock of --clock-offset/--clock-rate and jepsen-lite's clock nemesis)
+// can only make the timeline slower, never faster. In production both are
+// the same clock and the cap changes nothing. Time that passed during the election is lost, which
 // can only make later grants later, never earlier; the wall clock plays no
 // part, so a node whose wall clock is hours off stamps correctly. Stamps are
 // non-decreasing, and the FSM clamps again (max(last, stamp)).
 type timeline struct {
 	clock Clock
+	real  Clock
 
-	mu     sync.Mutex
-	active bool
-	term   uint64
-	base   int64
-	start  int64
-	last   int64
+	mu        sync.Mutex
+	active    bool
+	term      uint64
+	base      int64
+	start     int64
+	realStart int64
+	last      int64
 }
 
 // begin makes the timeline active for term, continuing from baseNanos.
@@ -33,6 +39,7 @@ func (t *timeline) begin(term uint64, baseNanos int64) {
 	t.term = term
 	t.base = baseNanos
 	t.start = t.clock.NowNanos()
+	t.realStart = t.real.NowNanos()
 	t.last = baseNanos
 }
 
@@ -43,20 +50,28 @@ func (t *timeline) end() {
 	t.mu.Unlock()
 }
 
-// stamp returns the current cluster time, or false if this node is not an
-// active leader.
-func (t *timeline) stamp() (int64, bool) {
+// stamp returns the current cluster time and the term the timeline began
+// in, or false if this node is not an active leader.
+func (t *timeline) stamp() (int64, uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.active {
-		return 0, false
+		return 0, 0, false
 	}
-	now := t.base + (t.clock.NowNanos() - t.start)
+	elapsed := min(t.clock.NowNanos()-t.start, t.real.NowNanos()-t.realStart)
+	now := t.base + max(elapsed, 0)
 	if now < t.last {
 		now = t.last
 	}
 	t.last = now
-	return now, true
+	return now, t.term, true
+}
+
+// activeTerm returns the term the active timeline began in.
+func (t *timeline) activeTerm() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.term
 }
 
 // isActive reports whether the timeline is stamping.

@@ -39,6 +39,7 @@ type agentFlags struct {
 	clockOffset                                time.Duration
 	clockRate                                  float64
 	testHooks                                  bool
+	pprof                                      bool
 }
 
 func (a *agentFlags) register(fs *flag.FlagSet) {
@@ -60,7 +61,8 @@ func (a *agentFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&a.maxInflight, "max-inflight", 4, "most reserve entries being committed at once")
 	fs.DurationVar(&a.clockOffset, "clock-offset", 0, "TESTING: skew this node's clock by an offset")
 	fs.Float64Var(&a.clockRate, "clock-rate", 1, "TESTING: run this node's clock at this rate")
-	fs.BoolVar(&a.testHooks, "test-hooks", false, "TESTING: serve POST /v1/debug/clock to change the clock skew at run time")
+	fs.BoolVar(&a.testHooks, "test-hooks", false, "TESTING: serve POST /v1/debug/clock (change the clock skew at run time) and GET /v1/debug/state (applied index and state hash)")
+	fs.BoolVar(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
 }
 
 func parseInitialCluster(s string) ([]raft.Server, error) {
@@ -190,7 +192,10 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	metrics = transport.NewMetrics(reg, n.Status)
 	var h http.Handler = transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics})
 	if a.testHooks {
-		h = withClockHook(h, clock)
+		h = withClockHook(h, clock, n)
+	}
+	if a.pprof {
+		h = withPprof(h)
 	}
 	ln, err := net.Listen("tcp", a.httpAddr)
 	if err != nil {

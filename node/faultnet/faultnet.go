@@ -113,14 +113,15 @@ func (h *Host) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	h.s.mu.Lock()
 	l, ok := h.s.listeners[addr]
 	blocked := h.s.blocked[[2]string{h.self, addr}] || h.s.blocked[[2]string{addr, h.self}]
-	h.s.mu.Unlock()
 	if !ok || blocked || l.isClosed() {
+		h.s.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s → %s", ErrUnreachable, h.self, addr)
 	}
+	// Register under the same lock as the check, so that a Block racing
+	// this dial sees and closes the new connection.
 	a, b := net.Pipe()
 	ca := &pipeConn{Conn: a, s: h.s, local: h.self, remote: addr}
 	cb := &pipeConn{Conn: b, s: h.s, local: addr, remote: h.self}
-	h.s.mu.Lock()
 	h.s.conns[ca] = struct{}{}
 	h.s.conns[cb] = struct{}{}
 	h.s.mu.Unlock()

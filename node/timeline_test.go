@@ -1,0 +1,73 @@
+package node
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// manualClock is a Clock tests move by hand.
+type manualClock struct{ now atomic.Int64 }
+
+func (c *manualClock) NowNanos() int64         { return c.now.Load() }
+func (c *manualClock) advance(d time.Duration) { c.now.Add(int64(d)) }
+
+func TestTimelineNeverRunsFasterThanRealTime(t *testing.T) {
+	injected, real := &manualClock{}, &manualClock{}
+	tl := &timeline{clock: injected, real: real}
+	tl.begin(7, 1_000)
+	steps := []struct {
+		injected, real time.Duration
+		want           int64
+	}{
+		{0, 0, 1_000},
+		{10 * time.Millisecond, 10 * time.Millisecond, 1_000 + int64(10*time.Millisecond)},
+		{time.Hour, 5 * time.Millisecond, 1_000 + int64(15*time.Millisecond)},         // a jump forward is capped
+		{time.Millisecond, 10 * time.Millisecond, 1_000 + int64(15*time.Millisecond)}, // still behind the injected clock's jump
+	}
+	for i, s := range steps {
+		injected.advance(s.injected)
+		real.advance(s.real)
+		got, term, ok := tl.stamp()
+		if !ok || term != 7 || got != s.want {
+			t.Fatalf("step %d: stamp = %d, %d, %v; want %d, 7, true", i, got, term, ok, s.want)
+		}
+	}
+	// A slow injected clock slows the timeline down.
+	tl.begin(8, 0)
+	injected.advance(time.Millisecond)
+	real.advance(time.Second)
+	if got, _, _ := tl.stamp(); got != int64(time.Millisecond) {
+		t.Fatalf("slow clock: stamp = %d, want %d", got, int64(time.Millisecond))
+	}
+	tl.end()
+	if _, _, ok := tl.stamp(); ok {
+		t.Fatal("an ended timeline stamped")
+	}
+}
+
+func TestSkewedClockNeverGoesBackwards(t *testing.T) {
+	base := &manualClock{}
+	c, err := NewSkewedClock(base, time.Hour, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.NowNanos()
+	base.advance(time.Second)
+	if got := c.NowNanos() - first; got != int64(2*time.Second) {
+		t.Fatalf("rate 2: advanced %d, want %d", got, int64(2*time.Second))
+	}
+	before := c.NowNanos()
+	if err := c.Set(-2*time.Hour, 1); err != nil {
+		t.Fatal(err)
+	}
+	base.advance(time.Second)
+	if got := c.NowNanos(); got < before {
+		t.Fatalf("clock went backwards: %d < %d", got, before)
+	}
+	for _, bad := range []float64{0, -1} {
+		if err := c.Set(0, bad); err == nil {
+			t.Fatalf("rate %v accepted", bad)
+		}
+	}
+}
