@@ -1,0 +1,441 @@
+// Command compare-redis measures permitd side by side with the approach it
+// competes with: a single Redis running a GCRA Lua script (in the style of
+// go-redis/redis_rate), on the same machine, in the same run.
+//
+// # What it measures
+//
+// For each concurrency level (--concurrency, default 1,16,128,512) it runs a
+// closed loop against each side, alternating redis, permitd, redis, permitd
+// (--rounds, default 2), each run --duration (default 5s) after an
+// unmeasured --warmup (default 1s). A closed loop has that many workers,
+// each sending its next request as soon as the last one returns, so the
+// throughput it reports is what that many synchronous callers get, and
+// latency is one request's round trip as the caller sees it. Every request
+// is exactly one decision on one key:
+//
+//   - Redis: one EVALSHA of the GCRA script (gcra.lua) through go-redis,
+//     whose pool has exactly as many connections as there are workers.
+//   - permitd: one POST /v1/limits/{name}/reserve over keep-alive HTTP (as
+//     permitd bench sends it), to all 3 nodes in turn (--target all, the
+//     default; followers forward to the leader) or only to the leader
+//     (--target leader).
+//
+// Both limits are set so high (--rate 1e9 per second, --burst 1000000,
+// which is permitd's max_reserved) that nothing is refused: the cost of the
+// decision is measured, not the limit. Per concurrency it reports decisions
+// per second, p50 and p99 latency, errors and refusals, for both sides, and
+// the ratio permitd/redis, as a markdown table or, with --json, as JSON.
+//
+// # What each side guarantees
+//
+// The two sides do not buy the same thing, and the table should be read
+// with that in mind:
+//
+//   - Redis here is one node, no replica, persistence off (--save ""
+//     --appendonly no). Decisions are atomic and, while it runs, linearizable
+//     (one thread, one key), but nothing is durable: if the process or the
+//     machine stops, every limit's state is lost, and while it is down no
+//     decision can be made at all. Adding a replica (asynchronous) would not
+//     make a granted decision survive a failover.
+//   - permitd is a 3-node raft cluster with fsync on (the default): a
+//     decision is answered only after a majority has written it to disk, so
+//     decisions are linearizable and durable, and the cluster keeps deciding
+//     through the failure of any one node (a minority).
+//
+// # What it runs
+//
+// It installs the Debian package redis-server if redis-server is not on
+// PATH (apt-get update && apt-get install -y redis-server; it needs root),
+// builds ./cmd/permitd of the current module (or uses --permitd-bin), and
+// starts redis-server and 3 permitd agents on free 127.0.0.1 ports with
+// data under one temporary directory. Everything it started is stopped, by
+// pid (SIGTERM, then SIGKILL after 5s), and the temporary directory is
+// removed, whether the run ends normally, on an error or on Ctrl-C (a
+// second Ctrl-C exits at once; the kernel then kills the children). Every
+// loop is bounded in time and count. All traffic is on loopback.
+//
+// The load generator, redis-server and the 3 agents share the machine's
+// CPUs: on a small machine the numbers say as much about that sharing as
+// about either side. The load average at the start and end is reported.
+//
+// Usage:
+//
+//	go run ./cmd/compare-redis [--concurrency 1,16,128,512] [--rounds 2]
+//	    [--duration 5s] [--warmup 1s] [--target all|leader] [--json]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Flag bounds: every run is bounded in count and in time.
+const (
+	maxConcurrency   = 4096
+	maxLevels        = 16
+	maxRounds        = 100
+	maxRunDuration   = 10 * time.Minute
+	maxWarmup        = time.Minute
+	minRunDuration   = 100 * time.Millisecond
+	targetAll        = "all"
+	targetLeader     = "leader"
+	defaultLevels    = "1,16,128,512"
+	defaultRate      = 1e9
+	defaultBurst     = 1000000
+	defaultRedisName = "redis-server"
+)
+
+// config is the command line.
+type config struct {
+	Concurrency []int         `json:"concurrency"`
+	Rounds      int           `json:"rounds"`
+	Duration    time.Duration `json:"-"`
+	Warmup      time.Duration `json:"-"`
+	DurationSec float64       `json:"duration_s"`
+	WarmupSec   float64       `json:"warmup_s"`
+	Target      string        `json:"target"`
+	Rate        float64       `json:"rate"`
+	Per         time.Duration `json:"-"`
+	PerSec      float64       `json:"per_s"`
+	Burst       int64         `json:"burst"`
+	JSON        bool          `json:"-"`
+	RedisServer string        `json:"-"`
+	Install     bool          `json:"-"`
+	PermitdBin  string        `json:"-"`
+	Verbose     bool          `json:"-"`
+}
+
+// environment is what the numbers depend on besides the two sides.
+type environment struct {
+	GOOS          string `json:"goos"`
+	GOARCH        string `json:"goarch"`
+	CPUs          int    `json:"cpus"`
+	GoVersion     string `json:"go_version"`
+	LoadAvgStart  string `json:"loadavg_start"`
+	LoadAvgEnd    string `json:"loadavg_end"`
+	RedisVersion  string `json:"redis_version"`
+	PermitdTarget string `json:"permitd_targets"`
+}
+
+// report is the --json output.
+type report struct {
+	Config      config       `json:"config"`
+	Environment environment  `json:"environment"`
+	Results     []comparison `json:"results"`
+	Runs        []runSample  `json:"runs"`
+}
+
+func main() {
+	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runMain parses args, runs the comparison and returns the exit code: 0,
+// 1 when the comparison failed, 2 for bad flags.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal now has its default effect: exit at once
+	}()
+	rep, err := compareSides(ctx, cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if cfg.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintln(stderr, "compare-redis:", err)
+			return 1
+		}
+		return 0
+	}
+	if err := writeReport(stdout, rep); err != nil {
+		fmt.Fprintln(stderr, "compare-redis:", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("compare-redis", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	var levels string
+	fs.StringVar(&levels, "concurrency", defaultLevels, "comma-separated concurrency levels (closed-loop workers; also the Redis pool size)")
+	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of each side per concurrency, alternating redis, permitd")
+	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured duration of each run")
+	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up before each run")
+	fs.StringVar(&cfg.Target, "target", targetAll, "permitd nodes to send to: all (round-robin over the 3 nodes) or leader")
+	fs.Float64Var(&cfg.Rate, "rate", defaultRate, "permits per --per of both limits (high, so that nothing is refused)")
+	fs.DurationVar(&cfg.Per, "per", time.Second, "period of --rate")
+	fs.Int64Var(&cfg.Burst, "burst", defaultBurst, "Redis GCRA burst and permitd strict max_reserved")
+	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON instead of a markdown table")
+	fs.StringVar(&cfg.RedisServer, "redis-server", defaultRedisName, "redis-server binary")
+	fs.BoolVar(&cfg.Install, "install-redis", true, "apt-get install redis-server when it is not on PATH")
+	fs.StringVar(&cfg.PermitdBin, "permitd-bin", "", "permitd binary to run (default: go build ./cmd/permitd into the temporary directory)")
+	fs.BoolVar(&cfg.Verbose, "v", false, "print the Redis client's log to stderr")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: go run ./cmd/compare-redis [flags]
+
+Benchmarks permitd (3-node raft cluster, fsync on, HTTP) against a single
+Redis (persistence off) running a GCRA Lua script, alternating the two in the
+same run, and prints a markdown table (or --json). It starts and stops
+redis-server and 3 permitd agents on loopback by itself.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("compare-redis: unexpected arguments %q: everything is a flag", fs.Args())
+	}
+	var err error
+	if cfg.Concurrency, err = parseLevels(levels); err != nil {
+		return config{}, err
+	}
+	switch {
+	case cfg.Rounds < 1 || cfg.Rounds > maxRounds:
+		return config{}, fmt.Errorf("compare-redis: --rounds %d: want 1..%d", cfg.Rounds, maxRounds)
+	case cfg.Duration < minRunDuration || cfg.Duration > maxRunDuration:
+		return config{}, fmt.Errorf("compare-redis: --duration %v: want %v..%v", cfg.Duration, minRunDuration, maxRunDuration)
+	case cfg.Warmup < 0 || cfg.Warmup > maxWarmup:
+		return config{}, fmt.Errorf("compare-redis: --warmup %v: want 0..%v", cfg.Warmup, maxWarmup)
+	case cfg.Target != targetAll && cfg.Target != targetLeader:
+		return config{}, fmt.Errorf("compare-redis: --target %q: want %s or %s", cfg.Target, targetAll, targetLeader)
+	}
+	if _, err := newGCRAParams(cfg.Rate, cfg.Per, cfg.Burst, 0); err != nil {
+		return config{}, err
+	}
+	cfg.DurationSec, cfg.WarmupSec, cfg.PerSec = cfg.Duration.Seconds(), cfg.Warmup.Seconds(), cfg.Per.Seconds()
+	return cfg, nil
+}
+
+// parseLevels parses a comma-separated list of concurrency levels.
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		n, err := strconv.Atoi(item)
+		if err != nil || n < 1 || n > maxConcurrency {
+			return nil, fmt.Errorf("compare-redis: --concurrency item %q: want an integer 1..%d", item, maxConcurrency)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 || len(out) > maxLevels {
+		return nil, fmt.Errorf("compare-redis: --concurrency %q: want 1..%d comma-separated levels", s, maxLevels)
+	}
+	return out, nil
+}
+
+// loadAvg is /proc/loadavg's three load averages, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// quietLogger drops the Redis client's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// compareSides sets both sides up, runs the alternating measurements and
+// tears everything down (on every path) before returning.
+func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep report, err error) {
+	if !cfg.Verbose {
+		redis.SetLogger(quietLogger{})
+	}
+	sup := &supervisor{}
+	defer func() {
+		if serr := sup.stopAll(); serr != nil {
+			fmt.Fprintln(progress, serr)
+		}
+	}()
+	tmp, err := os.MkdirTemp("", "compare-redis-")
+	if err != nil {
+		return report{}, fmt.Errorf("compare-redis: %w", err)
+	}
+	sup.removeOnStop(tmp)
+
+	rep.Config = cfg
+	rep.Environment = environment{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
+
+	redisBin, err := ensureRedisServer(ctx, cfg.RedisServer, cfg.Install, progress)
+	if err != nil {
+		return report{}, err
+	}
+	permitdBin := cfg.PermitdBin
+	if permitdBin == "" {
+		if permitdBin, err = buildPermitd(ctx, tmp, progress); err != nil {
+			return report{}, err
+		}
+	}
+	rs, err := startRedis(ctx, sup, redisBin, tmp, cfg.Rate, cfg.Per, cfg.Burst)
+	if err != nil {
+		return report{}, err
+	}
+	rep.Environment.RedisVersion = rs.version
+	fmt.Fprintf(progress, "redis-server %s on %s (pid %d), GCRA script %s\n", rs.version, rs.addr, rs.proc.cmd.Process.Pid, rs.sha)
+	pc, err := startCluster(ctx, sup, permitdBin, tmp)
+	if err != nil {
+		return report{}, err
+	}
+	if err := pc.createLimit(ctx, cfg.Rate, cfg.Per, cfg.Burst); err != nil {
+		return report{}, err
+	}
+	targets := pc.httpAddrs
+	if cfg.Target == targetLeader {
+		targets = []string{pc.leader}
+	}
+	rep.Environment.PermitdTarget = fmt.Sprintf("%s: %s", cfg.Target, strings.Join(targets, ","))
+	fmt.Fprintf(progress, "permitd cluster %s ready, leader %s; sending to %s\n", strings.Join(pc.httpAddrs, ","), pc.leader, rep.Environment.PermitdTarget)
+
+	for _, c := range cfg.Concurrency {
+		samples, err := measureLevel(ctx, cfg, c, rs, pc, targets, sup, progress)
+		rep.Runs = append(rep.Runs, samples...)
+		if err != nil {
+			return report{}, err
+		}
+	}
+	rep.Environment.LoadAvgEnd = loadAvg()
+	rep.Results = compare(cfg.Concurrency, rep.Runs)
+	return rep, nil
+}
+
+// measureLevel runs the alternating rounds at one concurrency.
+func measureLevel(ctx context.Context, cfg config, c int, rs *redisServer, pc *permitdCluster, targets []string, sup *supervisor, progress io.Writer) ([]runSample, error) {
+	redisMeter := &cpuMeter{pids: []int{rs.proc.cmd.Process.Pid}}
+	permitdMeter := &cpuMeter{}
+	for _, a := range pc.agents {
+		permitdMeter.pids = append(permitdMeter.pids, a.cmd.Process.Pid)
+	}
+	redisDecide, rdb := rs.decider(c)
+	defer rdb.Close()
+	hc := newBenchHTTPClient(c)
+	defer hc.CloseIdleConnections()
+	permitdDecide := pc.decider(targets, hc)
+	sides := []struct {
+		name   string
+		decide decideFunc
+		meter  *cpuMeter
+	}{{sideRedis, redisDecide, redisMeter}, {sidePermitd, permitdDecide, permitdMeter}}
+
+	var out []runSample
+	for round := 1; round <= cfg.Rounds; round++ {
+		for _, side := range sides {
+			if err := checkChildren(sup); err != nil {
+				return out, err
+			}
+			s, err := runClosedLoop(ctx, c, cfg.Warmup, cfg.Duration, side.decide, side.meter)
+			if err != nil {
+				return out, err
+			}
+			s.Side, s.Round = side.name, round
+			out = append(out, s)
+			sum := summarize([]runSample{s})
+			fmt.Fprintf(progress, "concurrency %d round %d %-7s %8.0f decisions/s  p50 %s ms  p99 %s ms  errors %d  refused %d  server cores %s  client cores %s  load %s\n",
+				c, round, side.name, sum.ThroughputDPS, fmtMs(sum.P50Ms), fmtMs(sum.P99Ms), s.Errors, s.Refused,
+				fmtCPU(sum.ServerCores, sum.ServerCPUUsPerDec), fmtCPU(sum.ClientCores, sum.ClientCPUUsPerDec), loadAvg())
+			if s.FirstError != "" {
+				fmt.Fprintf(progress, "  first error: %s\n", s.FirstError)
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkChildren fails when a child process has exited mid-comparison.
+func checkChildren(sup *supervisor) error {
+	sup.mu.Lock()
+	defer sup.mu.Unlock()
+	for _, c := range sup.children {
+		if !c.running() {
+			return fmt.Errorf("compare-redis: %s (pid %d) exited during the comparison: %v\n%s", c.name, c.cmd.Process.Pid, c.waitErr, c.logTail(2000))
+		}
+	}
+	return nil
+}
+
+// writeReport writes the markdown report: how it was measured, then the
+// table.
+func writeReport(w io.Writer, rep report) error {
+	cfg, env := rep.Config, rep.Environment
+	levels := make([]string, len(cfg.Concurrency))
+	for i, c := range cfg.Concurrency {
+		levels[i] = strconv.Itoa(c)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Closed loop, one decision per request, concurrency %s; %d round(s) of %v (after %v warm-up) per side per concurrency, alternating redis, permitd.\n\n",
+		strings.Join(levels, ", "), cfg.Rounds, cfg.Duration, cfg.Warmup)
+	fmt.Fprintf(&b, "- redis: redis-server %s, one node, no replica, persistence off; GCRA Lua script by EVALSHA (go-redis, pool = concurrency); rate %g per %v, burst %d. Not durable.\n",
+		env.RedisVersion, cfg.Rate, cfg.Per, cfg.Burst)
+	fmt.Fprintf(&b, "- permitd: 3 agents (raft, fsync on), keep-alive HTTP reserve; strict limit rate %g per %v, max_reserved %d; sent to %s. Linearizable, durable, survives one node's failure.\n",
+		cfg.Rate, cfg.Per, cfg.Burst, env.PermitdTarget)
+	fmt.Fprintf(&b, "- machine: %s/%s, %d CPUs, %s; load average %s at start, %s at end. Load generator, redis-server and the 3 agents share these CPUs, all on loopback.\n\n",
+		env.GOOS, env.GOARCH, env.CPUs, env.GoVersion, env.LoadAvgStart, env.LoadAvgEnd)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if err := writeTable(w, rep.Results); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, "\nCPU used in the measured windows, in cores (CPU seconds per second) and CPU time per decision:\n\n"); err != nil {
+		return err
+	}
+	if err := writeCPUTable(w, rep.Results); err != nil {
+		return err
+	}
+	var notes []string
+	for _, c := range rep.Results {
+		for _, s := range []struct {
+			name string
+			sum  sideSummary
+		}{{sideRedis, c.Redis}, {sidePermitd, c.Permitd}} {
+			if s.sum.FirstError != "" {
+				notes = append(notes, fmt.Sprintf("- concurrency %d %s: %d errors, first: %s", c.Concurrency, s.name, s.sum.Errors, s.sum.FirstError))
+			}
+		}
+	}
+	if len(notes) > 0 {
+		if _, err := io.WriteString(w, "\n"+strings.Join(notes, "\n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

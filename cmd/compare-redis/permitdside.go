@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Bounds of the permitd side's setup steps.
+const (
+	buildTimeout        = 5 * time.Minute
+	clusterReadyTimeout = 30 * time.Second
+	permitdLimit        = "compare-redis"
+	clusterSize         = 3
+)
+
+// buildPermitd builds ./cmd/permitd of the module that contains the working
+// directory into dir and returns the binary's path.
+func buildPermitd(ctx context.Context, dir string, progress io.Writer) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("compare-redis: go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("compare-redis: not inside a Go module: run from the permitd module, or pass --permitd-bin")
+	}
+	bin := filepath.Join(dir, "permitd")
+	fmt.Fprintln(progress, "building permitd:", "go build -o", bin, "./cmd/permitd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/permitd")
+	cmd.Dir = filepath.Dir(gomod)
+	cmd.Stdout = progress
+	cmd.Stderr = progress
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("compare-redis: go build ./cmd/permitd: %w", err)
+	}
+	return bin, nil
+}
+
+// permitdCluster is a running 3-node permitd cluster.
+type permitdCluster struct {
+	agents    []*child
+	httpAddrs []string // of every node, in ID order
+	leader    string   // HTTP address of the leader when the cluster became ready
+}
+
+// nodeStatus is the part of GET /v1/status the comparison reads.
+type nodeStatus struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	LeaderID string `json:"leader_id"`
+	Ready    bool   `json:"ready"`
+}
+
+// startCluster starts clusterSize agents on loopback with data directories
+// under dir and waits until there is a ready leader and every node is ready.
+func startCluster(ctx context.Context, sup *supervisor, bin, dir string) (*permitdCluster, error) {
+	ports, err := freeLoopbackPorts(2 * clusterSize)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, clusterSize)
+	raftAddrs := make([]string, clusterSize)
+	pc := &permitdCluster{httpAddrs: make([]string, clusterSize)}
+	var initial []string
+	for i := range clusterSize {
+		ids[i] = "a" + strconv.Itoa(i+1)
+		raftAddrs[i] = "127.0.0.1:" + strconv.Itoa(ports[2*i])
+		pc.httpAddrs[i] = "127.0.0.1:" + strconv.Itoa(ports[2*i+1])
+		initial = append(initial, ids[i]+"="+raftAddrs[i])
+	}
+	for i := range clusterSize {
+		dataDir := filepath.Join(dir, ids[i])
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("compare-redis: %w", err)
+		}
+		c, err := sup.start("permitd "+ids[i], filepath.Join(dir, ids[i]+".log"), bin, "agent",
+			"--id", ids[i], "--data-dir", dataDir,
+			"--raft-addr", raftAddrs[i], "--http-addr", pc.httpAddrs[i],
+			"--initial-cluster", strings.Join(initial, ","))
+		if err != nil {
+			return nil, err
+		}
+		pc.agents = append(pc.agents, c)
+	}
+	if err := pc.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	return pc, nil
+}
+
+// waitReady polls every node's status until a leader reports ready and so
+// do all the others, for at most clusterReadyTimeout.
+func (pc *permitdCluster) waitReady(ctx context.Context) error {
+	hc := &http.Client{Timeout: time.Second}
+	defer hc.CloseIdleConnections()
+	deadline := time.Now().Add(clusterReadyTimeout)
+	var last string
+	for {
+		for _, a := range pc.agents {
+			if !a.running() {
+				return fmt.Errorf("compare-redis: %s exited at start: %v\n%s", a.name, a.waitErr, a.logTail(2000))
+			}
+		}
+		leader, ready := "", 0
+		var states []string
+		for _, addr := range pc.httpAddrs {
+			st, err := getStatus(ctx, hc, addr)
+			if err != nil {
+				states = append(states, addr+": "+err.Error())
+				continue
+			}
+			states = append(states, fmt.Sprintf("%s: %s ready=%v", st.ID, st.State, st.Ready))
+			if st.Ready {
+				ready++
+				if st.State == "leader" {
+					leader = addr
+				}
+			}
+		}
+		if leader != "" && ready == len(pc.httpAddrs) {
+			pc.leader = leader
+			return nil
+		}
+		last = strings.Join(states, "; ")
+		if time.Now().After(deadline) {
+			return fmt.Errorf("compare-redis: no ready leader with every node ready after %v (%s)", clusterReadyTimeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func getStatus(ctx context.Context, hc *http.Client, addr string) (nodeStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/status", nil)
+	if err != nil {
+		return nodeStatus{}, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nodeStatus{}, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != 200 {
+		return nodeStatus{}, fmt.Errorf("HTTP %d %s", resp.StatusCode, bytes.TrimSpace(body))
+	}
+	var st nodeStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		return nodeStatus{}, fmt.Errorf("status: %w", err)
+	}
+	return st, nil
+}
+
+// createLimit creates (or replaces) the strict limit the comparison reserves
+// from, through the leader, then checks that every node grants a reserve.
+func (pc *permitdCluster) createLimit(ctx context.Context, rate float64, per time.Duration, maxReserved int64) error {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	body := fmt.Sprintf(`{"algorithm":"strict","rate":%s,"per":%q,"max_reserved":%d}`,
+		strconv.FormatFloat(rate, 'g', -1, 64), per.String(), maxReserved)
+	req, err := http.NewRequestWithContext(ctx, "PUT", "http://"+pc.leader+"/v1/limits/"+permitdLimit, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("compare-redis: PUT limit: %w", err)
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("compare-redis: PUT limit %s: HTTP %d %s", body, resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	for _, addr := range pc.httpAddrs {
+		granted, err := pc.decider([]string{addr}, hc)(ctx, 0, 0)
+		if err != nil {
+			return fmt.Errorf("compare-redis: first reserve on %s: %w", addr, err)
+		}
+		if !granted {
+			return fmt.Errorf("compare-redis: first reserve on %s was refused; the limit is not high enough", addr)
+		}
+	}
+	return nil
+}
+
+// reserveBody is every reserve's body: one permit, and a max_wait long
+// enough that a queued grant is never turned into a refusal.
+var reserveBody = []byte(`{"permits":1,"max_wait":"1s"}`)
+
+// newBenchHTTPClient is a keep-alive client for concurrency workers spread
+// over the cluster's nodes, built as permitd bench builds its own.
+func newBenchHTTPClient(concurrency int) *http.Client {
+	tr := &http.Transport{
+		MaxIdleConns:        concurrency * clusterSize * 2,
+		MaxIdleConnsPerHost: concurrency * 2,
+		MaxConnsPerHost:     concurrency * 2,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// decider returns a decideFunc that sends one reserve per HTTP request to
+// targets, worker w's seq-th request going to targets[(w+seq) % len]:
+// 200 is a grant, 429 a refusal, anything else an error.
+func (pc *permitdCluster) decider(targets []string, hc *http.Client) decideFunc {
+	urls := make([]string, len(targets))
+	for i, t := range targets {
+		urls[i] = "http://" + t + "/v1/limits/" + permitdLimit + "/reserve"
+	}
+	return func(ctx context.Context, w, seq int) (bool, error) {
+		url := urls[(w+seq)%len(urls)]
+		req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(reserveBody))
+		if err != nil {
+			return false, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err
+		}
+		var msg []byte
+		if resp.StatusCode == 200 || resp.StatusCode == 429 {
+			_, _ = io.Copy(io.Discard, resp.Body)
+		} else {
+			msg, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
+		}
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case 200:
+			return true, nil
+		case 429:
+			return false, nil
+		default:
+			return false, fmt.Errorf("HTTP %d from %s: %s", resp.StatusCode, url, bytes.TrimSpace(msg))
+		}
+	}
+}
