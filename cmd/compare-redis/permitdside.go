@@ -1,6 +1,10 @@
 package main
 
 import (
+	"sync"
+
+	"github.com/permitd/permitd/cmd/internal/httplite"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -220,37 +224,33 @@ func newBenchHTTPClient(concurrency int) *http.Client {
 
 // decider returns a decideFunc that sends one reserve per HTTP request to
 // targets, worker w's seq-th request going to targets[(w+seq) % len]:
-// 200 is a grant, 429 a refusal, anything else an error.
+// 200 is a grant, 429 a refusal, anything else an error. Each worker keeps
+// one keep-alive connection per target (cmd/internal/httplite, the client
+// permitd bench uses), so the load generator costs about what go-redis does.
+// hc is unused and kept for the call sites.
 func (pc *permitdCluster) decider(targets []string, hc *http.Client) decideFunc {
-	urls := make([]string, len(targets))
-	for i, t := range targets {
-		urls[i] = "http://" + t + "/v1/limits/" + permitdLimit + "/reserve"
-	}
+	_ = hc
+	path := "/v1/limits/" + permitdLimit + "/reserve"
+	var conns sync.Map // worker*len(targets)+target → *httplite.Conn
 	return func(ctx context.Context, w, seq int) (bool, error) {
-		url := urls[(w+seq)%len(urls)]
-		req, err := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(reserveBody))
+		t := (w + seq) % len(targets)
+		key := w*len(targets) + t
+		v, ok := conns.Load(key)
+		if !ok {
+			v, _ = conns.LoadOrStore(key, httplite.New(targets[t], 10*time.Second))
+		}
+		c := v.(*httplite.Conn)
+		code, body, err := c.Do("POST", path, reserveBody)
 		if err != nil {
 			return false, err
 		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return false, err
-		}
-		var msg []byte
-		if resp.StatusCode == 200 || resp.StatusCode == 429 {
-			_, _ = io.Copy(io.Discard, resp.Body)
-		} else {
-			msg, _ = io.ReadAll(io.LimitReader(resp.Body, 512))
-		}
-		resp.Body.Close()
-		switch resp.StatusCode {
+		switch code {
 		case 200:
 			return true, nil
 		case 429:
 			return false, nil
 		default:
-			return false, fmt.Errorf("HTTP %d from %s: %s", resp.StatusCode, url, bytes.TrimSpace(msg))
+			return false, fmt.Errorf("HTTP %d from %s: %s", code, targets[t], bytes.TrimSpace(body))
 		}
 	}
 }

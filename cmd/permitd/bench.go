@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/permitd/permitd/cmd/internal/httplite"
 )
 
 func init() {
@@ -217,7 +219,9 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	}
 	rec := &benchRecorder{}
 	var idSeq atomic.Int64
-	one := func(server string, buf *bytes.Buffer) (time.Duration, error) {
+	path := "/v1/limits/" + b.limit + "/reserve"
+	// one sends one reserve on c; the body is built in buf.
+	one := func(c *httplite.Conn, buf *bytes.Buffer) (time.Duration, error) {
 		count := rec.measuring.Load()
 		buf.Reset()
 		if b.requestIDs {
@@ -225,20 +229,13 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		} else {
 			fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q}`, b.permits, b.maxWait.String())
 		}
-		req, err := http.NewRequestWithContext(ctx, "POST", "http://"+server+"/v1/limits/"+b.limit+"/reserve", bytes.NewReader(buf.Bytes()))
-		if err != nil {
-			return 0, err
-		}
-		req.Header.Set("Content-Type", "application/json")
 		start := time.Now()
-		resp, err := hc.Do(req)
+		code, _, err := c.Do("POST", path, buf.Bytes())
 		if err != nil {
 			return 0, err
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 		lat := time.Since(start)
-		switch resp.StatusCode {
+		switch code {
 		case 200:
 			if count {
 				rec.granted.Add(1)
@@ -248,9 +245,18 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 				rec.refused.Add(1)
 			}
 		default:
-			return lat, fmt.Errorf("HTTP %d", resp.StatusCode)
+			return lat, fmt.Errorf("HTTP %d", code)
 		}
 		return lat, nil
+	}
+	// Connections: closed loop, one per worker and server; open loop, a
+	// pool per server.
+	newConns := func() []*httplite.Conn {
+		cs := make([]*httplite.Conn, len(servers))
+		for i, s := range servers {
+			cs[i] = httplite.New(s, 10*time.Second)
+		}
+		return cs
 	}
 	fail := func(err error) {
 		rec.errs.Add(1)
@@ -274,12 +280,18 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 			go func() {
 				defer wg.Done()
 				var buf bytes.Buffer
+				conns := newConns()
+				defer func() {
+					for _, c := range conns {
+						c.Close()
+					}
+				}()
 				lats := make([]time.Duration, 0, 4096)
 				for i := w; runCtx.Err() == nil; i++ {
 					if b.maxRequests > 0 && rec.requests.Load() >= b.maxRequests {
 						break
 					}
-					lat, err := one(servers[i%len(servers)], &buf)
+					lat, err := one(conns[i%len(conns)], &buf)
 					if !rec.measuring.Load() || runCtx.Err() != nil {
 						continue
 					}
@@ -295,6 +307,17 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		}
 	} else {
 		sem := make(chan struct{}, b.concurrency)
+		pool := make(chan []*httplite.Conn, b.concurrency)
+		for k := 0; k < b.concurrency; k++ {
+			pool <- newConns()
+		}
+		defer func() {
+			for k := 0; k < b.concurrency; k++ {
+				for _, c := range <-pool {
+					c.Close()
+				}
+			}
+		}()
 		interval := time.Duration(float64(time.Second) / b.openRate)
 		next := time.Now()
 		var lmu sync.Mutex
@@ -323,7 +346,9 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 				defer wg.Done()
 				defer func() { <-sem }()
 				var buf bytes.Buffer
-				_, err := one(servers[i%len(servers)], &buf)
+				conns := <-pool
+				_, err := one(conns[i%len(conns)], &buf)
+				pool <- conns
 				lat := time.Since(scheduled)
 				if !rec.measuring.Load() || runCtx.Err() != nil {
 					return
