@@ -1,10 +1,6 @@
 package main
 
 import (
-	"sync"
-
-	"github.com/permitd/permitd/cmd/internal/httplite"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,7 +13,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/permitd/permitd/cmd/internal/httplite"
 )
 
 // Bounds of the permitd side's setup steps.
