@@ -1,0 +1,22 @@
+// Package limiter is the in-process face of package bucket: a
+// concurrency-safe Limiter that drives one bucket.Pacer (any of the four
+// algorithms) with the process's monotonic clock.
+//
+// Package bucket stays pure (time is an argument, no clock, no goroutines);
+// this package is the only one of the two that reads a clock and sleeps.
+//
+//	l, _ := limiter.New(bucket.Spec{Algorithm: bucket.Strict, Rate: 10, MaxReserved: 5})
+//	if err := l.Wait(ctx, 1); err != nil { ... }   // sleeps until the permit is usable
+//	ok, err := l.TryAcquire(1, 50*time.Millisecond) // gives up if the wait would be longer
+//
+// Model. Calls are serialized by a mutex around one Pacer decision (design
+// document 000 found plain locking fast enough, and measured here it is:
+// see the README's benchmark table). Each caller reads the clock once; a
+// caller that waited for the lock decides at the freshest time any caller
+// has seen (the "last-seen time" of design document 001), so it never
+// decides at a time older than one already used. Wait refuses up front,
+// reserving nothing, when the wait would pass the context's deadline, and
+// gives back the permits of a wait cancelled while sleeping when no later
+// grant depends on them (the pacer's state before the grant is restored
+// byte for byte).
+package limiter
