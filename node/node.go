@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/permitd/permitd/fsm"
 )
@@ -59,7 +60,8 @@ type Config struct {
 	// MaxBatch is the most reserves in one log entry (default 1024).
 	MaxBatch int
 	// MaxInflight is the most reserve entries being committed at once
-	// (default 4).
+	// (default 2: more entries in flight means smaller batches, and each
+	// entry costs the leader and a follower an fsync).
 	MaxInflight int
 	// ApplyTimeout bounds one raft apply (default 5s).
 	ApplyTimeout time.Duration
@@ -114,7 +116,7 @@ func (c *Config) setDefaults() error {
 		c.MaxBatch = fsm.MaxBatchReserves
 	}
 	if c.MaxInflight <= 0 {
-		c.MaxInflight = 4
+		c.MaxInflight = 2
 	}
 	return nil
 }
@@ -174,7 +176,13 @@ func New(cfg Config) (*Node, error) {
 		}
 		return nil, err
 	}
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	// fsync stays on (NoSync false). Not persisting the freelist (rebuilt
+	// on open) and keeping it as a map cuts the pages each commit writes,
+	// as consul does.
+	n.store, err = raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+	})
 	if err != nil {
 		return fail(fmt.Errorf("node: open raft.db: %w", err))
 	}
@@ -247,7 +255,7 @@ func (n *Node) RaftAddr() string { return n.mux.ln.Addr().String() }
 // leader (after a Barrier has applied the whole log) and deactivates it when
 // leadership is lost.
 func (n *Node) watchLeadership() {
-	ticker := time.NewTicker(50 * time.Millisecond)
+	ticker := time.NewTicker(200 * time.Millisecond)
 	defer ticker.Stop()
 	leaderCh := n.raft.LeaderCh()
 	for {

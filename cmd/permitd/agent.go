@@ -58,7 +58,7 @@ func (a *agentFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&a.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
 	fs.DurationVar(&a.snapshotInterval, "snapshot-interval", 20*time.Second, "how often to check whether to snapshot")
 	fs.IntVar(&a.maxBatch, "max-batch", 1024, "most reserves in one log entry")
-	fs.IntVar(&a.maxInflight, "max-inflight", 4, "most reserve entries being committed at once")
+	fs.IntVar(&a.maxInflight, "max-inflight", 2, "most reserve entries being committed at once")
 	fs.DurationVar(&a.clockOffset, "clock-offset", 0, "TESTING: skew this node's clock by an offset")
 	fs.Float64Var(&a.clockRate, "clock-rate", 1, "TESTING: run this node's clock at this rate")
 	fs.BoolVar(&a.testHooks, "test-hooks", false, "TESTING: serve POST /v1/debug/clock (change the clock skew at run time) and GET /v1/debug/state (applied index and state hash)")
