@@ -1,0 +1,52 @@
+package fakeapi
+
+// CallRequest is the body of POST /call.
+type CallRequest struct {
+	// Worker names the caller (required, at most 256 bytes).
+	Worker string `json:"worker"`
+	// RequestID is the request ID of the grant being spent (may be empty
+	// for a call made without a grant, which the checkers flag).
+	RequestID string `json:"request_id"`
+	// SentNanos is the caller's monotonic clock when it sent the call, in
+	// its own time base; used to measure delivery jitter.
+	SentNanos *int64 `json:"sent_ns,omitempty"`
+}
+
+// Call is one call the API received.
+type Call struct {
+	// Seq is the call's position, from 0, in receive order.
+	Seq int64 `json:"seq"`
+	// Worker names the caller.
+	Worker string `json:"worker"`
+	// RequestID is the grant the caller spent.
+	RequestID string `json:"request_id,omitempty"`
+	// SentNanos is the caller's send time in the caller's time base, if
+	// given.
+	SentNanos *int64 `json:"sent_ns,omitempty"`
+	// TimeNanos is the receive time, monotonic ns since Config.Start.
+	TimeNanos int64 `json:"time_ns"`
+}
+
+// Stats are the live monitor's counts.
+type Stats struct {
+	// Mode, IntervalNanos, WindowNanos, ToleranceNanos echo the config.
+	Mode           Mode  `json:"mode"`
+	IntervalNanos  int64 `json:"interval_ns,omitempty"`
+	WindowNanos    int64 `json:"window_ns,omitempty"`
+	ToleranceNanos int64 `json:"tolerance_ns"`
+	// Formula is the window bound's formula and Bound its value for
+	// WindowNanos (Window mode).
+	Formula string `json:"formula,omitempty"`
+	Bound   int64  `json:"bound,omitempty"`
+	// Calls is the number of calls recorded; Dropped the calls refused
+	// because MaxCalls was reached.
+	Calls   int64 `json:"calls"`
+	Dropped int64 `json:"dropped"`
+	// Violations counts calls that broke the limit (see the package doc).
+	Violations int64 `json:"violations"`
+	// MinGapNanos is the smallest gap between consecutive calls (-1 with
+	// fewer than two calls).
+	MinGapNanos int64 `json:"min_gap_ns"`
+	// MaxWindowCount is the most calls seen in one window (Window mode).
+	MaxWindowCount int64 `json:"max_window_count,omitempty"`
+}
