@@ -81,8 +81,10 @@ func (c *testCluster) config(id string, initial []raft.Server) Config {
 	cfg := Config{
 		ID: id, DataDir: c.dirs[id], RaftAddr: addrOf(id), InitialCluster: initial,
 		Clock: clk, Network: c.sw.Host(addrOf(id)), Logger: testLogger(c.t),
-		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond, ApplyTimeout: 3 * time.Second,
+		// Generous for a loaded 2-core machine running tests in parallel
+		// under -race: spurious elections only slow the tests down.
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond, ApplyTimeout: 3 * time.Second,
 	}
 	if c.tweak != nil {
 		c.tweak(&cfg)

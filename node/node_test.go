@@ -383,7 +383,8 @@ func TestConcurrentReservesAreBatched(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 20; i++ {
-				res, err := l.Reserve(ctx, fsm.Reserve{Limit: "fast", Permits: 1, MaxWaitNanos: int64(time.Second)})
+				// A request ID lets the node retry across a leader change.
+				res, err := l.Reserve(ctx, fsm.Reserve{Limit: "fast", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: fmt.Sprintf("b%d-%d", w, i)})
 				if err != nil {
 					t.Errorf("reserve: %v", err)
 					return

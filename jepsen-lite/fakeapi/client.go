@@ -30,6 +30,11 @@ func NewUnixClient(socketPath string) *Client {
 	return &Client{base: "http://fakeapi", hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
 }
 
+// CloseIdleConnections closes the client's idle keep-alive connections
+// (call it before shutting the server down: a server waits for connections
+// that never sent a request).
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
 // NewClient returns a Client for baseURL (such as "http://127.0.0.1:8080")
 // using hc (nil = a client with a 10 s timeout).
 func NewClient(baseURL string, hc *http.Client) *Client {

@@ -103,7 +103,9 @@ func serveUnix(t *testing.T, s *Server) *Client {
 			t.Error(err)
 		}
 	})
-	return NewUnixClient(path)
+	c := NewUnixClient(path)
+	t.Cleanup(c.CloseIdleConnections) // runs before the shutdown above
+	return c
 }
 
 func TestServerUnixSocket(t *testing.T) {
