@@ -71,8 +71,8 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 	if r.err != nil {
 		return putParts{}, r.err
 	}
-	if t < CmdPutLimit || t > CmdNoop {
-		r.fail("unknown command type %d (known: %d-%d)", t, CmdPutLimit, CmdNoop)
+	if t < CmdPutLimit || t > lastCommandType {
+		r.fail("unknown command type %d (known: %d-%d)", t, CmdPutLimit, lastCommandType)
 		return putParts{}, r.err
 	}
 	if v != EncodingVersion {
@@ -88,6 +88,14 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 		e.Delete.Name, err = decodeName(&r, names)
 	case CmdReserveBatch:
 		e.Reserves, err = decodeReserves(&r, reserves, names)
+	case CmdPutLeasePolicy:
+		err = decodeLeasePolicy(&r, &e.Policy, names)
+	case CmdLease:
+		err = decodeLease(&r, &e.Lease, names)
+	case CmdRenew:
+		err = decodeRenew(&r, &e.Renew, names)
+	case CmdReturn:
+		err = decodeReturn(&r, &e.Return, names)
 	}
 	if err == nil {
 		r.end()

@@ -17,11 +17,13 @@ const (
 	MaxDedupEntries = 1 << 20
 )
 
-// dedupRecord is one remembered request ID and the outcome of its reserve.
+// dedupRecord is one remembered request ID and the outcome of its reserve
+// (outcome) or of its lease command (lease, nil for a reserve).
 type dedupRecord struct {
 	id              string
 	recordedAtNanos int64
 	outcome
+	lease *leaseOutcome
 }
 
 // dedupTable remembers request IDs in insertion order, which is log order,

@@ -19,6 +19,8 @@
 //     results (and the state) of applying its reserves one per entry at that
 //     time: batching is only a way to share one fsync.
 //   - CmdNoop only advances the cluster time; a new leader writes one.
+//   - CmdPutLeasePolicy, CmdLease, CmdRenew and CmdReturn keep the lease
+//     book (see Leases below).
 //
 // The Append functions validate before encoding (reject before replicate):
 // an entry they produce always decodes. Decode validates again, and every
@@ -80,19 +82,150 @@
 // Snapshot encodes the whole state under the lock; Persist only writes the
 // bytes. The format (see snapshot.go) is a magic and format version, the
 // cluster time and applied index, the limits sorted by name (name, version,
-// config, counters, pacer state), the dedup table in eviction order, and a
-// CRC-32C of everything before it. Restore checks the checksum, every bound
-// and invariant (sorted unique names, canonical configs that build pacers,
+// config, counters, pacer state), the dedup table in eviction order, the
+// lease book (pools sorted by limit name, leases by ID), and a CRC-32C of
+// everything before it. Restore checks the checksum, every bound and
+// invariant (sorted unique names, canonical configs that build pacers,
 // pacer states they accept, IDs unique, in time order and inside the
-// retention window),
-// accepts only a snapshot that re-encodes to exactly its own bytes, and
+// retention window; lease accounts that balance, live leases unexpired,
+// one active lease per holder), accepts only a snapshot that re-encodes to
+// exactly its own bytes, and
 // replaces the state only if all of that holds; otherwise it returns an
 // error wrapping ErrDecode and changes nothing.
+//
+// # Leases
+//
+// Per-request consensus costs a Raft round trip per permit. For high rates
+// a limit is leased instead: workers (holders, organised in groups) lease a
+// share of its permits for a TTL, spend them locally, and renew. Raft
+// traffic is then proportional to renewals, not to permits.
+//
+// A limit is either linearized or leased, never both: CmdPutLeasePolicy
+// with Leased=true gives it a lease pool, after which reserves on it are
+// Invalid ("limit is leased"); Leased=false removes the pool again, but only
+// once no lease holds permits. So no permit is handed out by both paths. A
+// new pool starts empty and mints from the later of now and the earliest
+// time the limit's pacer would grant its next permit, so that permits the
+// pacer already reserved ahead are not minted again. A limit can be leased
+// if its interval I is at most MaxLeasedIntervalNanos (one permit per 60 s;
+// not an infinite rate); a put that would break that on a leased limit is
+// refused (PutResult.Detail).
+//
+// The pool keeps whole permits in four accounts, and after every entry
+//
+//	minted = free + outstanding + settled
+//
+// (FSM.LeaseAccounts). Permits are minted only by the passage of cluster
+// time, one per I (a put that changes I mints up to its time at the old
+// I, then restarts the minting clock at the new one), and only while free < C (BurstPermits; default one second of
+// permits, at least 1): a permit not minted because the pool was full is
+// not counted, the minting clock restarts. A grant moves permits from free
+// to outstanding, never more than free and never taking outstanding above
+// O (MaxOutstandingPermits; default one second of permits). A holder's
+// report settles them: spent permits are settled; permits it gave to other
+// holders (stolen out) stay outstanding, lingering, until the expiry of the
+// grant they came from, then are settled; the rest is credited back to
+// free. A grant that reaches its expiry unreported is settled whole (as
+// expired): it is never credited back, since its holder may have spent it.
+//
+// Commands (each with an optional request ID, deduplicated like reserves
+// in the same table; an ID used by another kind of command answers Invalid):
+//
+//   - CmdLease opens a lease for Holder in Group with a Weight, a reported
+//     demand and a TTL (MinLeaseTTLNanos..MaxLeaseTTLNanos): the lease gets
+//     the next ID (1, 2, 3, ... over all limits, never reused), epoch 1,
+//     and a first grant. A holder holds at most one live lease per limit
+//     (a second is Refused and told the first's ID and epoch), and a limit
+//     at most MaxLeasesPerLimit.
+//   - CmdRenew, with the lease's ID and current epoch, reports the current
+//     grant (spent, stolen out, stolen in) and the holder's new demand; the
+//     grant is settled as above and a new one issued under epoch+1 for the
+//     new TTL. A renew whose epoch is not the current one, or of a lease
+//     that expired or was returned, is Fenced and changes nothing but a counter (so is a
+//     retry sent without its request ID after the first copy was applied:
+//     the epoch has moved on). A report of more than the grant is Invalid.
+//   - CmdReturn reports the current grant the same way and closes the lease.
+//
+// Expiry is on cluster time only: at the start of every Apply, every grant
+// with expiresAt <= now (on every limit) is settled and its lease closed.
+// A new leader continues the cluster timeline from the last applied entry
+// (and Apply clamps time), so it treats every outstanding lease as live
+// until its TTL has run out on the continued timeline; time lost in an
+// election only makes leases last longer, never shorter.
+//
+// # Shares
+//
+// A grant's size comes from a fair division of the rate r = 10^12/I
+// milli-permits per second (FairShares): weighted max-min fairness over the
+// groups with a live lease, each group's demand being the sum of its
+// leases' last reported demands and its weight the one carried by its
+// newest lease; then max-min with equal weights among the leases of the
+// group. A group that wants less than its fair share gets what it wants,
+// the rest is split among the others by weight. Shares are recomputed at
+// every lease and renewal from the current demands, so a group whose
+// holders stop renewing stops counting once their leases expire: its share
+// returns to the others, its unreported permits are settled, and minting
+// refills the free pool (no capacity stays stranded longer than a TTL). A
+// lease with share s and TTL t is granted
+//
+//	min(free, O - outstanding, floor((s*h + carry) / (r*I))),  h = min(t, O*I)
+//
+// its fraction s/r of the permits minted in h; the fair grants of all
+// leases add up to at most O, and the carry (remainder) lets a share worth
+// less than a permit per grant earn one every few grants.
+//
+// # The over-grant bound
+//
+// Let I be the limit's interval, C and O its effective BurstPermits and
+// MaxOutstandingPermits. Then in any window of real time of length W, the
+// permits spent by all holders of the limit together number at most
+//
+//	C + O + floor(W/I) + 1
+//
+// Why: only free and outstanding permits can still be spent, and their sum
+// never exceeds C + O (minting stops at free = C, grants stop at
+// outstanding = O, every other change moves permits between the two or
+// settles them). The permits spent in a window were in that sum just before
+// the first entry of the window, or were minted by the window's entries;
+// mint instants are at least I apart, and by assumption 1 the window's
+// entries span at most W of cluster time, so at most floor(W/I) + 1 permits
+// are minted for it beyond what the first entry could add under the cap C.
+// The TTL does not appear: it bounds how long a permit stays spendable, not
+// how many are; O plays the role that r*TTL plays in the usual statement (a
+// fleet that renews every P needs O >= r*P, and C >= r*P, to run at the
+// full rate).
+//
+// The bound holds under these assumptions:
+//
+//  1. Cluster time never runs faster than real time: for two entries
+//     stamped at real times t1 <= t2, now2 - now1 <= t2 - t1 (node's
+//     timeline, invariant 2 of the architecture).
+//  2. A holder spends a grant's permits only after receiving the grant,
+//     only before sending the renew or return that reports on it, and only
+//     before TTL - margin has passed on its own clock since it sent the
+//     request that obtained the answer (ExpiresInNanos for a replayed
+//     Duplicate), where its clock's rate error is at most margin/TTL. The
+//     leader stamps an entry after receiving the request.
+//  3. Stolen permits keep the donor's expiry: a taker spends them only
+//     before the donor's deadline, counted from when the taker asked; the
+//     donor reports them as stolen out (never as unspent) and gives away
+//     nothing of a grant after reporting it.
+//  4. The limit's I, C and O do not change during the window or in the
+//     MaxLeaseTTLNanos before it (a change can lower C + O below permits
+//     already outstanding; use the larger values across a change), and the
+//     limit is not deleted and re-created meanwhile (deleting a leased limit
+//     forgets its leases while their holders may still spend until expiry).
+//     Switching a limit between linearized and leased adds, once, what the
+//     other mode had already handed out.
+//
+// Lost messages lose permits (a grant whose answer is lost expires
+// unspent), they never create any.
 //
 // # Concurrency
 //
 // raft calls Apply, Snapshot and Restore from one goroutine. The read
 // methods (Limit, Limits, AppliedIndex, LastNowNanos, DedupEntries,
-// StateHash) may be called from any goroutine; a sync.RWMutex orders them
+// StateHash, Leases, LeasePool, LeaseAccounts) may be called from any
+// goroutine; a sync.RWMutex orders them
 // with Apply, which holds the write lock for one entry.
 package fsm

@@ -21,6 +21,7 @@ import (
 //	                 limit name, uvarint permits (>= 1), uvarint max wait
 //	                 nanos, request id (0..MaxRequestIDLen bytes)
 //	CmdNoop          nothing
+//	CmdLease, CmdRenew, CmdReturn, CmdPutLeasePolicy: see leasecodec.go
 //
 // Names and ids are uvarint-length-prefixed bytes; varints are in shortest
 // form. Nothing may follow the command.

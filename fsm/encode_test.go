@@ -81,6 +81,14 @@ func reencode(t testing.TB, e Entry) []byte {
 		b, err = AppendReserveBatch(nil, e.NowNanos, e.Reserves)
 	case CmdNoop:
 		b = AppendNoop(nil, e.NowNanos)
+	case CmdPutLeasePolicy:
+		b, err = AppendLeasePolicy(nil, e.NowNanos, e.Policy)
+	case CmdLease:
+		b, err = AppendLease(nil, e.NowNanos, e.Lease)
+	case CmdRenew:
+		b, err = AppendRenew(nil, e.NowNanos, e.Renew)
+	case CmdReturn:
+		b, err = AppendReturn(nil, e.NowNanos, e.Return)
 	default:
 		t.Fatalf("decoded unknown type %d", e.Type)
 	}

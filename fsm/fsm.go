@@ -20,6 +20,12 @@ type state struct {
 	// names holds the keys of limits, sorted.
 	names []string
 	dedup dedupTable
+	// lastLeaseID is the ID of the latest lease opened (0 if none): lease
+	// IDs are 1, 2, 3, ... over all limits, never reused.
+	lastLeaseID uint64
+	// expiries orders every lease of every limit by its next expiry
+	// (derived from the limits' pools; rebuilt by Restore).
+	expiries leaseHeap
 }
 
 func newState(dedupWindowNanos int64, maxDedupEntries int) state {
@@ -61,12 +67,14 @@ func newFSM(dedupWindowNanos int64, maxDedupEntries int) *FSM {
 
 // Apply applies one committed log entry and returns its result:
 // PutResult for CmdPutLimit, DeleteResult for CmdDeleteLimit,
-// []ReserveResult (one per reserve, in order) for CmdReserveBatch, nil for
-// CmdNoop.
+// []ReserveResult (one per reserve, in order) for CmdReserveBatch,
+// LeasePolicyResult for CmdPutLeasePolicy, LeaseResult for CmdLease,
+// CmdRenew and CmdReturn, nil for CmdNoop.
 //
 // The entry's time is clamped to the cluster timeline first:
 // now = max(LastNowNanos(), entry.NowNanos). Then request IDs older than
-// DedupWindowNanos are forgotten and the command is applied at now.
+// DedupWindowNanos are forgotten, lease grants whose expiry is <= now are
+// closed (on every limit), and the command is applied at now.
 //
 // An entry that does not decode or is invalid was never produced by the
 // Append functions: it is a bug or corruption, and applying anything (or
@@ -87,6 +95,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	s.lastNowNanos = now
 	s.appliedIndex = l.Index
 	s.dedup.expire(now)
+	s.expireLeases(now)
 
 	switch e.Type {
 	case CmdPutLimit:
@@ -99,6 +108,14 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 			results[i] = s.reserve(now, &e.Reserves[i])
 		}
 		return results
+	case CmdPutLeasePolicy:
+		return s.putLeasePolicy(now, &e.Policy)
+	case CmdLease:
+		return s.lease(now, &e.Lease)
+	case CmdRenew:
+		return s.renew(now, &e.Renew)
+	case CmdReturn:
+		return s.returnLease(now, &e.Return)
 	}
 	return nil // CmdNoop
 }
@@ -108,6 +125,12 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // while decoding replaces it. Counters are kept either way.
 func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) PutResult {
 	l, ok := s.limits[p.Name]
+	if ok && l.pool != nil {
+		if why := leasable(p.Name, p.Config.IntervalNanos); why != "" {
+			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
+				"limit %q keeps its configuration of version %d: it is leased and the new one cannot be: %s", p.Name, l.version, why))}
+		}
+	}
 	switch {
 	case !ok:
 		l = &limit{name: p.Name}
@@ -121,17 +144,39 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
 				"limit %q keeps its configuration of version %d: reconfiguring its pacer failed: %v", p.Name, l.version, err))}
 		}
+		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(p.Config, parts.rawConfig, index, l.pacer)
 	default:
+		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(p.Config, parts.rawConfig, index, parts.pacer)
 	}
 	return PutResult{Version: index}
 }
 
+// accrueLeases mints a leased limit's permits up to now at its current
+// interval, before a put changes it to newIntervalNanos. If the interval
+// changes, the part of an interval already elapsed is dropped (the minting
+// clock restarts at now at the new interval): it is not counted twice, at
+// the new rate, and mint instants stay at least min(old, new) apart.
+func (l *limit) accrueLeases(nowNanos, newIntervalNanos int64) {
+	p := l.pool
+	if p == nil {
+		return
+	}
+	p.accrue(nowNanos, l.cfg.IntervalNanos)
+	if newIntervalNanos != l.cfg.IntervalNanos {
+		p.accruedToNanos = max(p.accruedToNanos, nowNanos)
+	}
+}
+
 // delete removes a limit.
 func (s *state) delete(name string) DeleteResult {
-	if _, ok := s.limits[name]; !ok {
+	l, ok := s.limits[name]
+	if !ok {
 		return DeleteResult{}
+	}
+	if l.pool != nil {
+		s.dropPool(l.pool)
 	}
 	delete(s.limits, name)
 	if i, found := slices.BinarySearch(s.names, name); found {
@@ -145,6 +190,10 @@ func (s *state) delete(name string) DeleteResult {
 func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 	if r.RequestID != "" {
 		if rec := s.dedup.lookup(r.RequestID); rec != nil {
+			if rec.lease != nil {
+				return ReserveResult{Status: Invalid, Duplicate: true, Detail: boundDetail(fmt.Sprintf(
+					"request id %q was used by a %s, not a reserve: use a new id for a new command", r.RequestID, opName(rec.lease.op)))}
+			}
 			res := rec.resultAt(nowNanos)
 			res.Duplicate = true
 			return res

@@ -13,6 +13,9 @@ func FuzzDecode(f *testing.F) {
 	for _, b := range randomLog(f, 5, 40) {
 		f.Add(b)
 	}
+	for _, b := range leaseEntries(f) {
+		f.Add(b)
+	}
 	f.Add([]byte{})
 	f.Add([]byte{byte(CmdNoop), EncodingVersion})
 	f.Add([]byte{byte(CmdReserveBatch), EncodingVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x80, 0x04})
@@ -35,12 +38,13 @@ func FuzzDecode(f *testing.F) {
 func FuzzRestore(f *testing.F) {
 	f.Add(snapshotBytes(f, New()))
 	f.Add(snapshotBytes(f, richState(f).f))
+	f.Add(snapshotBytes(f, leaseState(f).f))
 	h := newHarness(f)
 	for _, e := range randomLog(f, 9, 100) {
 		h.apply(e)
 	}
 	f.Add(snapshotBytes(f, h.f))
-	f.Add([]byte("PRMTFSM\x01"))
+	f.Add([]byte("PRMTFSM\x02"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
 		if err := restore(fsm, b); err != nil {

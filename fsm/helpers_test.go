@@ -47,6 +47,9 @@ type harness struct {
 	t     testing.TB
 	f     *FSM
 	index uint64
+	// check, when set, runs after every applied entry (the lease tests
+	// check the lease book's invariants there).
+	check func(testing.TB, *FSM)
 }
 
 func newHarness(t testing.TB) *harness { return &harness{t: t, f: New()} }
@@ -54,7 +57,11 @@ func newHarness(t testing.TB) *harness { return &harness{t: t, f: New()} }
 func (h *harness) apply(data []byte) interface{} {
 	h.t.Helper()
 	h.index++
-	return h.f.Apply(&raft.Log{Index: h.index, Term: 1, Type: raft.LogCommand, Data: data})
+	res := h.f.Apply(&raft.Log{Index: h.index, Term: 1, Type: raft.LogCommand, Data: data})
+	if h.check != nil {
+		h.check(h.t, h.f)
+	}
+	return res
 }
 
 func (h *harness) put(nowNanos int64, name string, cfg bucket.Config) PutResult {

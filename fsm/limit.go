@@ -18,6 +18,10 @@ type limit struct {
 	pacer    bucket.Pacer
 	// maxPermits caches cfg.MaxPermits().
 	maxPermits int64
+	// pool is the lease book of a leased limit, nil for a linearized one.
+	// A leased limit's pacer is kept (and reconfigured by puts) but grants
+	// nothing.
+	pool *leasePool
 
 	grantedRequests uint64
 	grantedPermits  uint64
@@ -33,6 +37,7 @@ func (l *limit) info() LimitInfo {
 		GrantedRequests: l.grantedRequests,
 		GrantedPermits:  l.grantedPermits,
 		RefusedRequests: l.refusedRequests,
+		Leased:          l.pool != nil,
 	}
 }
 
@@ -50,6 +55,11 @@ func (l *limit) setConfig(cfg bucket.Config, cfgBytes []byte, index uint64, pace
 // pacer (e.g. arithmetic overflow), are Invalid with a Detail: a domain
 // outcome, identical on every replica, not a failure of the log.
 func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
+	if l.pool != nil {
+		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+			"limit %q is leased: its permits are handed out to workers by lease, not reserved one request at a time (reserve through a worker, or make the limit linearized again)",
+			l.name))}
+	}
 	if r.Permits > l.maxPermits {
 		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 			"limit %q grants at most %d permits per request under its current configuration (version %d); %d requested",

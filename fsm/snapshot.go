@@ -7,8 +7,9 @@ import (
 	"math"
 )
 
-// Snapshot layout (format version 1). Every replica that applied the same
-// log produces the same bytes:
+// Snapshot layout (format version 2; version 1, never released, had no
+// lease book). Every replica that applied the same log produces the same
+// bytes:
 //
 //	magic          "PRMTFSM" (7 bytes) then format version byte 1
 //	lastNowNanos   int64 big-endian
@@ -29,6 +30,14 @@ import (
 //	                    if 1: varint expiresAt-at
 //	      Refused:      varint at-recordedAt
 //	      Invalid:      detail, uvarint length + bytes
+//	    or the byte dedupLeaseTag (16) for the outcome of a lease command:
+//	      op byte (CmdLease, CmdRenew, CmdReturn), LeaseStatus byte, then
+//	      Granted:      uvarint lease id, epoch, permits, share, credited,
+//	                    varint expiresAt-recordedAt
+//	      Refused:      uvarint lease id, epoch, varint at-recordedAt, detail
+//	      Invalid, Fenced: detail
+//	      Returned:     uvarint lease id, epoch, credited
+//	lease book     see leasesnapshot.go
 //	crc32          Castagnoli checksum of every preceding byte, big-endian
 //
 // Varints are in shortest form; signed deltas use wrapping arithmetic, so
@@ -37,7 +46,7 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 1
+	snapshotVersion = 2
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
@@ -74,8 +83,11 @@ func (s *state) snapshotSizeHint() int {
 	recs := s.dedup.records()
 	for i := range recs {
 		n += len(recs[i].id) + len(recs[i].detail) + 24
+		if recs[i].lease != nil {
+			n += len(recs[i].lease.detail) + 40
+		}
 	}
-	return n
+	return n + s.leaseBookSizeHint()
 }
 
 // appendSnapshot appends the snapshot encoding of s to b.
@@ -108,6 +120,10 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		b = appendBytes(b, rec.id)
 		b = binary.AppendUvarint(b, uint64(rec.recordedAtNanos-prev))
 		prev = rec.recordedAtNanos
+		if rec.lease != nil {
+			b = appendLeaseOutcome(b, rec.lease, rec.recordedAtNanos)
+			continue
+		}
 		b = append(b, byte(rec.status))
 		switch rec.status {
 		case Granted:
@@ -124,6 +140,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 			b = appendBytes(b, rec.detail)
 		}
 	}
+	b = s.appendLeaseBook(b)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
 }
 
@@ -159,6 +176,7 @@ func decodeSnapshot(data []byte, dedupWindowNanos int64, maxDedupEntries int) (s
 	}
 	decodeLimits(&r, &st)
 	decodeDedup(&r, &st)
+	decodeLeaseBook(&r, &st)
 	r.end()
 	if r.err != nil {
 		return state{}, r.err
@@ -240,8 +258,12 @@ func decodeDedup(r *reader, st *state) {
 		rec := dedupRecord{}
 		var atDelta, expiresDelta int64
 		hasExpiry := false
+		var lo *leaseOutcome
 		rec.status = Status(r.byte1("status"))
 		switch rec.status {
+		case dedupLeaseTag:
+			rec.status = 0
+			lo = decodeLeaseOutcome(r)
 		case Granted:
 			atDelta = r.varint("at")
 			switch flag := r.byte1("has expiry"); flag {
@@ -258,7 +280,7 @@ func decodeDedup(r *reader, st *state) {
 		case Invalid:
 			rec.detail = string(r.bytes("detail", maxDetailBytes))
 		default:
-			r.fail("status %d (allowed: %d-%d)", rec.status, Granted, Invalid)
+			r.fail("status %d (allowed: %d-%d, or %d for a lease command)", rec.status, Granted, Invalid, dedupLeaseTag)
 		}
 		if r.err != nil {
 			return
@@ -290,6 +312,12 @@ func decodeDedup(r *reader, st *state) {
 		}
 		if hasExpiry {
 			rec.expiresAtNanos = rec.atNanos + expiresDelta
+		}
+		if lo != nil {
+			if lo.status == LeaseGranted || lo.status == LeaseRefused {
+				lo.atNanos += at // stored relative to the record's time
+			}
+			rec.lease = lo
 		}
 		st.dedup.add(rec)
 	}

@@ -20,7 +20,19 @@ const (
 	// CmdNoop carries only a timestamp; a new leader writes one to advance
 	// the cluster timeline.
 	CmdNoop CommandType = 4
+	// CmdLease opens a lease on a leased limit (see lease.go).
+	CmdLease CommandType = 5
+	// CmdRenew reports on a lease's current grant and renews it.
+	CmdRenew CommandType = 6
+	// CmdReturn reports on a lease's current grant and closes it.
+	CmdReturn CommandType = 7
+	// CmdPutLeasePolicy makes a limit leased (or linearized again) and sets
+	// its lease pool's capacities.
+	CmdPutLeasePolicy CommandType = 8
 )
+
+// lastCommandType is the largest known CommandType.
+const lastCommandType = CmdPutLeasePolicy
 
 // EncodingVersion is the version byte that follows the type byte.
 const EncodingVersion = 1
@@ -66,6 +78,11 @@ type Entry struct {
 	Put      PutLimit
 	Delete   DeleteLimit
 	Reserves []Reserve
+	// The lease commands (lease.go).
+	Policy LeasePolicy
+	Lease  Lease
+	Renew  Renew
+	Return Return
 }
 
 // Status is the outcome of one reserve.
@@ -140,4 +157,7 @@ type LimitInfo struct {
 	GrantedRequests uint64
 	GrantedPermits  uint64
 	RefusedRequests uint64
+	// Leased reports that the limit's permits are handed out by lease
+	// (see LeasePolicy): reserves on it are Invalid.
+	Leased bool
 }

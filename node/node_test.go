@@ -132,19 +132,19 @@ func TestForwardingFromFollower(t *testing.T) {
 	if err != nil || info.Name != "api" {
 		t.Fatalf("read via follower: %+v %v", info, err)
 	}
-	res, err := f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second)})
+	res, err := f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: fmt.Sprintf("t%d-%d", 135, time.Now().UnixNano())})
 	if err != nil || res.Status != fsm.Granted {
 		t.Fatalf("reserve via follower: %+v %v", res, err)
 	}
-	_, err = f.Reserve(ctx, fsm.Reserve{Limit: "nope", Permits: 1})
+	_, err = f.Reserve(ctx, fsm.Reserve{Limit: "nope", Permits: 1, RequestID: fmt.Sprintf("t%d-%d", 139, time.Now().UnixNano())})
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("reserve of unknown limit via follower: got %v, want ErrNotFound", err)
 	}
-	_, err = f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1000})
+	_, err = f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1000, RequestID: fmt.Sprintf("t%d-%d", 143, time.Now().UnixNano())})
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("reserve of too many permits: got %v, want ErrInvalid", err)
 	}
-	if _, err := f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 0}); !errors.Is(err, ErrInvalid) {
+	if _, err := f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 0, RequestID: fmt.Sprintf("t%d-%d", 147, time.Now().UnixNano())}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("reserve of 0 permits: got %v, want ErrInvalid", err)
 	}
 	if info, _ := l.fsm.Limit("api"); info.GrantedRequests+info.RefusedRequests != 1 {
@@ -261,7 +261,7 @@ func TestFullRestartKeepsLimitsAndLastGrant(t *testing.T) {
 	const interval = 1500 * time.Millisecond
 	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "slow", strictConfig(t, interval, 1)); return err })
 	sent := time.Now()
-	res, err := l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1})
+	res, err := l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1, RequestID: fmt.Sprintf("t%d-%d", 264, time.Now().UnixNano())})
 	recv := time.Now()
 	if err != nil || res.Status != fsm.Granted {
 		t.Fatalf("first reserve: %+v %v", res, err)
@@ -282,15 +282,17 @@ func TestFullRestartKeepsLimitsAndLastGrant(t *testing.T) {
 		c.start(id, nil)
 	}
 	l = c.leader()
-	info, err := l.Limit(ctx, "slow")
-	if err != nil {
-		t.Fatalf("limit lost across full restart: %v", err)
-	}
+	var info fsm.LimitInfo
+	retryNoLeader(t, func() error {
+		var err error
+		info, err = l.Limit(ctx, "slow")
+		return err
+	})
 	if info.GrantedRequests != 1 {
 		t.Fatalf("counters lost: %+v", info)
 	}
 	sent = time.Now()
-	res, err = l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1, MaxWaitNanos: int64(3 * time.Second)})
+	res, err = l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1, MaxWaitNanos: int64(3 * time.Second), RequestID: fmt.Sprintf("t%d-%d", 293, time.Now().UnixNano())})
 	recv = time.Now()
 	if err != nil || res.Status != fsm.Granted {
 		t.Fatalf("reserve after restart: %+v %v", res, err)
@@ -346,7 +348,7 @@ func TestPartitionedLeaderRefusesAndMajorityServes(t *testing.T) {
 		}
 		return false
 	})
-	res, err := nl.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second)})
+	res, err := nl.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: fmt.Sprintf("t%d-%d", 349, time.Now().UnixNano())})
 	if err != nil || res.Status != fsm.Granted {
 		t.Fatalf("majority reserve: %+v %v", res, err)
 	}

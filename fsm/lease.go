@@ -1,0 +1,406 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+)
+
+// Bounds on lease commands. Like the other bounds they are part of the
+// replicated encoding: Decode rejects a command that exceeds them.
+const (
+	// MinLeaseTTLNanos and MaxLeaseTTLNanos bound the TTL of a lease grant
+	// (100 ms to 60 s of cluster time).
+	MinLeaseTTLNanos = int64(100 * time.Millisecond)
+	MaxLeaseTTLNanos = int64(60 * time.Second)
+	// MaxLeaseWeight is the largest group weight a lease may carry.
+	MaxLeaseWeight = 1_000_000
+	// MaxDemandMilliPermitsPerSec is the largest demand a holder may
+	// report: 10^12 milli-permits per second, one permit per nanosecond,
+	// the fastest rate a limit can have.
+	MaxDemandMilliPermitsPerSec = int64(1_000_000_000_000)
+	// MaxLeasePoolPermits bounds BurstPermits and MaxOutstandingPermits
+	// (2^60, so that C + O fits in int64).
+	MaxLeasePoolPermits = int64(1) << 60
+	// MaxLeasesPerLimit is the most leases one limit holds at once, live
+	// or lingering (see LeaseInfo.Active); a lease beyond it is Refused.
+	MaxLeasesPerLimit = 4096
+	// MaxLeasedIntervalNanos is the slowest rate that can be leased: one
+	// permit per MaxLeaseTTLNanos. A slower limit could never put a whole
+	// permit in a lease; it is reserved one request at a time.
+	MaxLeasedIntervalNanos = MaxLeaseTTLNanos
+)
+
+// milliPermitsPerSecNanos converts an interval into a rate in
+// milli-permits per second: rate = milliPermitsPerSecNanos / interval.
+const milliPermitsPerSecNanos = int64(1_000_000_000_000)
+
+// LeasePolicy is the payload of CmdPutLeasePolicy: it makes Limit leased
+// (Leased true) or linearized again (Leased false), and sets the two
+// capacities of its lease pool. A limit is either linearized (reserves, one
+// Raft entry per request) or leased (leases, one Raft entry per renewal),
+// never both, so that no permit can be handed out twice.
+type LeasePolicy struct {
+	Limit  string
+	Leased bool
+	// BurstPermits is C, the most permits the pool's free balance
+	// accumulates: minting stops while free >= C. 0 selects the default,
+	// one second of permits at the limit's current rate (at least 1).
+	// Must be 0 when Leased is false.
+	BurstPermits int64
+	// MaxOutstandingPermits is O, the most permits held by leases at once
+	// (granted and not yet reported spent or expired). 0 selects the
+	// default, one second of permits (at least 1). Must be 0 when Leased
+	// is false.
+	MaxOutstandingPermits int64
+}
+
+// Lease is the payload of CmdLease: Holder (a worker) of Group asks for a
+// lease on Limit for TTLNanos of cluster time.
+type Lease struct {
+	Limit string
+	// Holder names the worker; it holds at most one live lease per limit.
+	// Holder and Group are 1 to MaxNameLen characters of [A-Za-z0-9_.:-].
+	Holder string
+	Group  string
+	// Weight is the group's weight in the fair division of the rate
+	// (1..MaxLeaseWeight); a group's weight is the one carried by its
+	// newest live lease.
+	Weight int64
+	// DemandMilliPermitsPerSec is the rate the holder wants, in thousandths
+	// of a permit per second (0..MaxDemandMilliPermitsPerSec).
+	DemandMilliPermitsPerSec int64
+	// TTLNanos is how long the grant lasts (MinLeaseTTLNanos..
+	// MaxLeaseTTLNanos).
+	TTLNanos int64
+	// RequestID, when not empty, deduplicates the command (as for Reserve;
+	// the ID space is shared with reserves).
+	RequestID string
+}
+
+// Renew is the payload of CmdRenew: the holder of lease LeaseID at Epoch
+// reports what became of its current grant, the register settles it and
+// issues a new grant for TTLNanos under Epoch+1.
+//
+// By sending a renew the holder stops spending the current grant (and
+// stops giving it away): whatever it does not report as spent or stolen
+// out goes back to the free pool.
+type Renew struct {
+	Limit   string
+	LeaseID uint64
+	Epoch   uint64
+	// SpentPermits is how many permits of the current grant the holder
+	// spent itself; StolenOutPermits how many it gave to other holders
+	// (they may spend them until the grant's expiry). Together at most the
+	// grant's Permits.
+	SpentPermits     int64
+	StolenOutPermits int64
+	// StolenInPermits is how many permits of other leases the holder
+	// received since its last report; informational (counted, not
+	// settled: those permits belong to their donors' grants).
+	StolenInPermits          int64
+	DemandMilliPermitsPerSec int64
+	TTLNanos                 int64
+	RequestID                string
+}
+
+// Return is the payload of CmdReturn: like Renew, the holder reports on
+// its current grant, but the lease is closed instead of renewed.
+type Return struct {
+	Limit            string
+	LeaseID          uint64
+	Epoch            uint64
+	SpentPermits     int64
+	StolenOutPermits int64
+	StolenInPermits  int64
+	RequestID        string
+}
+
+// LeaseStatus is the outcome of a lease, renew or return.
+type LeaseStatus uint8
+
+// Lease outcomes.
+const (
+	// LeaseGranted (lease, renew): the lease is live at Epoch until
+	// ExpiresInNanos; its holder may spend Permits (possibly 0: the lease
+	// still registers the holder's demand, which raises its share at the
+	// next renewal).
+	LeaseGranted LeaseStatus = 1
+	// LeaseRefused (lease): no lease was opened, because the holder
+	// already holds one on this limit (LeaseID and Epoch name it) or the
+	// limit holds MaxLeasesPerLimit; RetryAfterNanos says when to retry.
+	LeaseRefused LeaseStatus = 2
+	// LeaseUnknownLimit: no limit of that name exists.
+	LeaseUnknownLimit LeaseStatus = 3
+	// LeaseInvalid: the command cannot be applied (the limit is not
+	// leased, the report exceeds the grant, the request ID was used by
+	// another kind of command, ...); Detail says why. Nothing changed.
+	LeaseInvalid LeaseStatus = 4
+	// LeaseFenced (renew, return): the lease is not live (it expired, was
+	// returned, or never existed) or the epoch is not its current one.
+	// Nothing changed but the pool's Fenced counter; the holder must stop
+	// using that grant.
+	LeaseFenced LeaseStatus = 5
+	// LeaseReturned (return): the lease is closed; CreditedPermits went
+	// back to the free pool.
+	LeaseReturned LeaseStatus = 6
+)
+
+// String returns the name of the status.
+func (s LeaseStatus) String() string {
+	switch s {
+	case LeaseGranted:
+		return "granted"
+	case LeaseRefused:
+		return "refused"
+	case LeaseUnknownLimit:
+		return "unknown-limit"
+	case LeaseInvalid:
+		return "invalid"
+	case LeaseFenced:
+		return "fenced"
+	case LeaseReturned:
+		return "returned"
+	}
+	return fmt.Sprintf("unknown(%d)", uint8(s))
+}
+
+// LeaseResult is the outcome of a lease, renew or return, relative to the
+// entry's cluster time.
+type LeaseResult struct {
+	Status LeaseStatus
+	// LeaseID and Epoch name the grant (Granted), the closed grant
+	// (Returned) or the holder's existing lease (Refused, when that is the
+	// reason); 0 otherwise.
+	LeaseID uint64
+	Epoch   uint64
+	// Permits (Granted) is how many permits the holder may spend under
+	// this grant.
+	Permits int64
+	// ExpiresInNanos (Granted) is how long after the decision the grant
+	// stops being usable: the TTL for a fresh answer. The holder counts it
+	// from when it sent the request, not from when it got the answer, and
+	// stops a safety margin earlier (see the bound in the package doc).
+	// -1 = already expired: only a Duplicate replayed after the expiry.
+	ExpiresInNanos int64
+	// ShareMilliPermitsPerSec (Granted) is the holder's fair share of the
+	// rate, in thousandths of a permit per second: the rate at which it
+	// should spend, and roughly what its next grant will hold per second
+	// of TTL.
+	ShareMilliPermitsPerSec int64
+	// CreditedPermits (Granted by a renew, Returned) is how many permits
+	// of the previous grant went back to the free pool.
+	CreditedPermits int64
+	// RetryAfterNanos (Refused) is when the lease could be granted (>= 1).
+	RetryAfterNanos int64
+	// Duplicate reports that RequestID was seen before and this is the
+	// stored result of the first command, re-expressed relative to this
+	// entry's time; nothing changed now.
+	Duplicate bool
+	// Detail explains Refused, Invalid and Fenced.
+	Detail string
+}
+
+// LeasePolicyResult is the outcome of a CmdPutLeasePolicy.
+type LeasePolicyResult struct {
+	// Applied reports that the policy is in force.
+	Applied bool
+	// UnknownLimit reports that no limit of that name exists.
+	UnknownLimit bool
+	// BurstPermits and MaxOutstandingPermits (Applied, Leased) are the
+	// effective capacities C and O, defaults resolved at the limit's
+	// current rate.
+	BurstPermits          int64
+	MaxOutstandingPermits int64
+	// Detail says why the policy was not applied (the limit's rate cannot
+	// be leased, leases still hold permits, ...).
+	Detail string
+}
+
+// LeaseInfo is a read-only view of one lease.
+type LeaseInfo struct {
+	ID    uint64
+	Epoch uint64
+	// Active is false for a lease that was returned or expired but whose
+	// earlier grants still have permits given away to other holders
+	// (LingeringPermits): it is kept, holding nothing else, until those
+	// grants expire.
+	Active bool
+	Holder string
+	Group  string
+	Weight int64
+	// DemandMilliPermitsPerSec is the last demand the holder reported;
+	// ShareMilliPermitsPerSec the share computed at the last grant.
+	DemandMilliPermitsPerSec int64
+	ShareMilliPermitsPerSec  int64
+	// Permits is the size of the current grant.
+	Permits int64
+	// LingeringPermits are permits of earlier grants that the holder
+	// reported as given to other holders; they count as outstanding until
+	// those grants' expiries.
+	LingeringPermits int64
+	// GrantedAtNanos and ExpiresAtNanos are the current grant's cluster
+	// times (compare with FSM.LastNowNanos).
+	GrantedAtNanos int64
+	ExpiresAtNanos int64
+	// StolenInPermits is the total the holder reported receiving from
+	// other leases.
+	StolenInPermits int64
+}
+
+// LeasePoolInfo is a read-only view of a leased limit's pool, with minting
+// brought up to the FSM's LastNowNanos.
+type LeasePoolInfo struct {
+	Limit string
+	// BurstPermits (C) and MaxOutstandingPermits (O) are the effective
+	// capacities; BurstSpec and MaxOutstandingSpec the values set by the
+	// policy (0 = default).
+	BurstPermits          int64
+	MaxOutstandingPermits int64
+	BurstSpec             int64
+	MaxOutstandingSpec    int64
+	// IntervalNanos is the limit's interval I: one permit is minted per I
+	// of cluster time.
+	IntervalNanos int64
+	// The accounts: Minted = Free + Outstanding + Settled, always.
+	MintedPermits      int64
+	FreePermits        int64
+	OutstandingPermits int64
+	SettledPermits     int64
+	// Settled, broken down: reported spent by holders, given to other
+	// holders and lingered out, and granted but neither reported nor
+	// returned before expiry.
+	SpentPermits   int64
+	StolenPermits  int64
+	ExpiredPermits int64
+	// StolenInPermits is the total holders reported receiving (it is the
+	// taker's view of StolenPermits plus those still lingering).
+	StolenInPermits int64
+	// ActiveLeases and LingeringLeases count the leases (see
+	// LeaseInfo.Active).
+	ActiveLeases    int
+	LingeringLeases int
+	// Counters since leasing was enabled: leases opened, renewals,
+	// returns, grants that expired, renews and returns fenced.
+	LeasesOpened uint64
+	Renewals     uint64
+	Returns      uint64
+	Expirations  uint64
+	Fenced       uint64
+}
+
+// Validate reports whether p can be replicated. The error wraps
+// ErrInvalidCommand.
+func (p LeasePolicy) Validate() error {
+	if err := validateName(p.Limit); err != nil {
+		return err
+	}
+	if err := validatePoolPermits(p.Limit, "burst", p.BurstPermits); err != nil {
+		return err
+	}
+	if err := validatePoolPermits(p.Limit, "max outstanding", p.MaxOutstandingPermits); err != nil {
+		return err
+	}
+	if !p.Leased && (p.BurstPermits != 0 || p.MaxOutstandingPermits != 0) {
+		return fmt.Errorf("%w: lease policy of limit %q: burst %d and max outstanding %d permits with leasing off (allowed: both 0 when Leased is false)",
+			ErrInvalidCommand, p.Limit, p.BurstPermits, p.MaxOutstandingPermits)
+	}
+	return nil
+}
+
+func validatePoolPermits(limit, what string, v int64) error {
+	if v < 0 || v > MaxLeasePoolPermits {
+		return fmt.Errorf("%w: lease policy of limit %q: %s %d permits (allowed: 0 for the default, or 1-%d)",
+			ErrInvalidCommand, limit, what, v, MaxLeasePoolPermits)
+	}
+	return nil
+}
+
+// Validate reports whether q can be replicated: valid names, weight,
+// demand, TTL and request ID. Whether the limit exists and is leased is
+// decided by Apply. The error wraps ErrInvalidCommand.
+func (q Lease) Validate() error {
+	if err := validateName(q.Limit); err != nil {
+		return err
+	}
+	if err := validateLabel("holder", q.Limit, q.Holder); err != nil {
+		return err
+	}
+	if err := validateLabel("group", q.Limit, q.Group); err != nil {
+		return err
+	}
+	if q.Weight < 1 || q.Weight > MaxLeaseWeight {
+		return fmt.Errorf("%w: lease on limit %q: weight %d (allowed: 1-%d)", ErrInvalidCommand, q.Limit, q.Weight, MaxLeaseWeight)
+	}
+	if err := validateDemand("lease", q.Limit, q.DemandMilliPermitsPerSec); err != nil {
+		return err
+	}
+	if err := validateTTL("lease", q.Limit, q.TTLNanos); err != nil {
+		return err
+	}
+	return validateRequestID(q.RequestID)
+}
+
+// Validate reports whether q can be replicated. The error wraps
+// ErrInvalidCommand.
+func (q Renew) Validate() error {
+	if err := validateName(q.Limit); err != nil {
+		return err
+	}
+	if err := validateReport("renew", q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits); err != nil {
+		return err
+	}
+	if err := validateDemand("renew", q.Limit, q.DemandMilliPermitsPerSec); err != nil {
+		return err
+	}
+	if err := validateTTL("renew", q.Limit, q.TTLNanos); err != nil {
+		return err
+	}
+	return validateRequestID(q.RequestID)
+}
+
+// Validate reports whether q can be replicated. The error wraps
+// ErrInvalidCommand.
+func (q Return) Validate() error {
+	if err := validateName(q.Limit); err != nil {
+		return err
+	}
+	if err := validateReport("return", q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits); err != nil {
+		return err
+	}
+	return validateRequestID(q.RequestID)
+}
+
+// validateLabel checks a holder or group name: the characters of a limit
+// name.
+func validateLabel[T ~string | ~[]byte](what, limit string, v T) error {
+	if err := validateName(v); err != nil {
+		return fmt.Errorf("%w: lease on limit %q: %s name %q is not valid (allowed: 1-%d characters of A-Z a-z 0-9 _ . : -)",
+			ErrInvalidCommand, limit, what, string(v), MaxNameLen)
+	}
+	return nil
+}
+
+func validateDemand(cmd, limit string, v int64) error {
+	if v < 0 || v > MaxDemandMilliPermitsPerSec {
+		return fmt.Errorf("%w: %s on limit %q: demand %d milli-permits/s (allowed: 0-%d)", ErrInvalidCommand, cmd, limit, v, MaxDemandMilliPermitsPerSec)
+	}
+	return nil
+}
+
+func validateTTL(cmd, limit string, v int64) error {
+	if v < MinLeaseTTLNanos || v > MaxLeaseTTLNanos {
+		return fmt.Errorf("%w: %s on limit %q: TTL %dns (allowed: %d-%d ns)", ErrInvalidCommand, cmd, limit, v, MinLeaseTTLNanos, MaxLeaseTTLNanos)
+	}
+	return nil
+}
+
+func validateReport(cmd, limit string, id, epoch uint64, spent, out, in int64) error {
+	if id < 1 || epoch < 1 {
+		return fmt.Errorf("%w: %s on limit %q: lease %d epoch %d (allowed: both >= 1)", ErrInvalidCommand, cmd, limit, id, epoch)
+	}
+	if spent < 0 || out < 0 || in < 0 {
+		return fmt.Errorf("%w: %s of lease %d on limit %q: spent %d, stolen out %d, stolen in %d permits (allowed: >= 0)",
+			ErrInvalidCommand, cmd, id, limit, spent, out, in)
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// Log entry payloads of the lease commands (after the common header; see
+// encode.go). Numbers are uvarints in shortest form; names and ids are
+// length-prefixed bytes.
+//
+//	CmdPutLeasePolicy  limit name, byte leased (0 or 1), burst permits,
+//	                   max outstanding permits
+//	CmdLease           limit name, holder, group, weight, demand (milli-
+//	                   permits/s), TTL nanos, request id
+//	CmdRenew           limit name, lease id, epoch, spent, stolen out,
+//	                   stolen in, demand, TTL nanos, request id
+//	CmdReturn          limit name, lease id, epoch, spent, stolen out,
+//	                   stolen in, request id
+
+// AppendLeasePolicy appends a CmdPutLeasePolicy entry to b. On error b is
+// returned unchanged and the error wraps ErrInvalidCommand.
+func AppendLeasePolicy(b []byte, nowNanos int64, p LeasePolicy) ([]byte, error) {
+	if err := p.Validate(); err != nil {
+		return b, err
+	}
+	b = appendHeader(b, CmdPutLeasePolicy, nowNanos)
+	b = appendBytes(b, p.Limit)
+	leased := byte(0)
+	if p.Leased {
+		leased = 1
+	}
+	b = append(b, leased)
+	b = binary.AppendUvarint(b, uint64(p.BurstPermits))
+	return binary.AppendUvarint(b, uint64(p.MaxOutstandingPermits)), nil
+}
+
+// AppendLease appends a CmdLease entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendLease(b []byte, nowNanos int64, q Lease) ([]byte, error) {
+	if err := q.Validate(); err != nil {
+		return b, err
+	}
+	b = appendHeader(b, CmdLease, nowNanos)
+	b = appendBytes(b, q.Limit)
+	b = appendBytes(b, q.Holder)
+	b = appendBytes(b, q.Group)
+	b = binary.AppendUvarint(b, uint64(q.Weight))
+	b = binary.AppendUvarint(b, uint64(q.DemandMilliPermitsPerSec))
+	b = binary.AppendUvarint(b, uint64(q.TTLNanos))
+	return appendBytes(b, q.RequestID), nil
+}
+
+// AppendRenew appends a CmdRenew entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendRenew(b []byte, nowNanos int64, q Renew) ([]byte, error) {
+	if err := q.Validate(); err != nil {
+		return b, err
+	}
+	b = appendHeader(b, CmdRenew, nowNanos)
+	b = appendReport(b, q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits)
+	b = binary.AppendUvarint(b, uint64(q.DemandMilliPermitsPerSec))
+	b = binary.AppendUvarint(b, uint64(q.TTLNanos))
+	return appendBytes(b, q.RequestID), nil
+}
+
+// AppendReturn appends a CmdReturn entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendReturn(b []byte, nowNanos int64, q Return) ([]byte, error) {
+	if err := q.Validate(); err != nil {
+		return b, err
+	}
+	b = appendHeader(b, CmdReturn, nowNanos)
+	b = appendReport(b, q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits)
+	return appendBytes(b, q.RequestID), nil
+}
+
+func appendReport(b []byte, limit string, id, epoch uint64, spent, out, in int64) []byte {
+	b = appendBytes(b, limit)
+	b = binary.AppendUvarint(b, id)
+	b = binary.AppendUvarint(b, epoch)
+	b = binary.AppendUvarint(b, uint64(spent))
+	b = binary.AppendUvarint(b, uint64(out))
+	return binary.AppendUvarint(b, uint64(in))
+}
+
+// int64Field reads a uvarint that must fit in int64; a larger value is an
+// invalid command (it could never have been encoded from an int64 field).
+func (r *reader) int64Field(field string, errp *error) int64 {
+	v := r.uvarint(field)
+	if r.err == nil && *errp == nil && v > math.MaxInt64 {
+		*errp = fmt.Errorf("%w: %s %d exceeds the int64 range", ErrInvalidCommand, field, v)
+	}
+	return int64(v)
+}
+
+func decodeLeasePolicy(r *reader, p *LeasePolicy, names *interner) error {
+	name, err := decodeName(r, names)
+	if err != nil {
+		return err
+	}
+	leased := r.byte1("leased")
+	if r.err == nil && leased > 1 {
+		r.fail("leased byte %d (allowed: 0, 1)", leased)
+	}
+	var bad error
+	burst := r.int64Field("burst permits", &bad)
+	maxOut := r.int64Field("max outstanding permits", &bad)
+	if r.err != nil {
+		return r.err
+	}
+	if bad != nil {
+		return bad
+	}
+	*p = LeasePolicy{Limit: name, Leased: leased == 1, BurstPermits: burst, MaxOutstandingPermits: maxOut}
+	return p.Validate()
+}
+
+func decodeLease(r *reader, q *Lease, names *interner) error {
+	name, err := decodeName(r, names)
+	if err != nil {
+		return err
+	}
+	holder := r.bytes("holder", MaxNameLen)
+	group := r.bytes("group", MaxNameLen)
+	var bad error
+	weight := r.int64Field("weight", &bad)
+	demand := r.int64Field("demand", &bad)
+	ttl := r.int64Field("TTL", &bad)
+	id := r.bytes("request id", MaxRequestIDLen)
+	if r.err != nil {
+		return r.err
+	}
+	if bad != nil {
+		return bad
+	}
+	if err := validateLabel("holder", name, holder); err != nil {
+		return err
+	}
+	if err := validateLabel("group", name, group); err != nil {
+		return err
+	}
+	*q = Lease{Limit: name, Holder: string(holder), Group: string(group), Weight: weight,
+		DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: optString(id)}
+	return q.Validate()
+}
+
+func decodeRenew(r *reader, q *Renew, names *interner) error {
+	name, err := decodeName(r, names)
+	if err != nil {
+		return err
+	}
+	var bad error
+	leaseID := r.uvarint("lease id")
+	epoch := r.uvarint("epoch")
+	spent := r.int64Field("spent permits", &bad)
+	out := r.int64Field("stolen out permits", &bad)
+	in := r.int64Field("stolen in permits", &bad)
+	demand := r.int64Field("demand", &bad)
+	ttl := r.int64Field("TTL", &bad)
+	id := r.bytes("request id", MaxRequestIDLen)
+	if r.err != nil {
+		return r.err
+	}
+	if bad != nil {
+		return bad
+	}
+	*q = Renew{Limit: name, LeaseID: leaseID, Epoch: epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: in,
+		DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: optString(id)}
+	return q.Validate()
+}
+
+func decodeReturn(r *reader, q *Return, names *interner) error {
+	name, err := decodeName(r, names)
+	if err != nil {
+		return err
+	}
+	var bad error
+	leaseID := r.uvarint("lease id")
+	epoch := r.uvarint("epoch")
+	spent := r.int64Field("spent permits", &bad)
+	out := r.int64Field("stolen out permits", &bad)
+	in := r.int64Field("stolen in permits", &bad)
+	id := r.bytes("request id", MaxRequestIDLen)
+	if r.err != nil {
+		return r.err
+	}
+	if bad != nil {
+		return bad
+	}
+	*q = Return{Limit: name, LeaseID: leaseID, Epoch: epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: in,
+		RequestID: optString(id)}
+	return q.Validate()
+}
+
+// optString returns b as a string, or "" without allocating.
+func optString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return string(b)
+}

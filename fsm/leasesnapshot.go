@@ -1,0 +1,382 @@
+package fsm
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"math"
+)
+
+// Lease book section of the snapshot (after the dedup table):
+//
+//	last lease id   uvarint
+//	pool count      uvarint, then per leased limit, sorted by name (each
+//	                names a limit of the snapshot whose rate can be leased):
+//	    name            uvarint length + bytes
+//	    burst spec, max outstanding spec   uvarint (0 = default)
+//	    accrued to      uvarint (cluster time)
+//	    minted, free, outstanding, spent, stolen, expired, stolen in
+//	                    uvarint each (minted = free + outstanding + spent +
+//	                    stolen + expired)
+//	    opened, renewals, returns, expirations, fenced   uvarint each
+//	    lease count     uvarint (<= MaxLeasesPerLimit), then per lease, by
+//	                    id strictly ascending:
+//	        id, epoch       uvarint (1 <= id <= last lease id, unique over
+//	                        all limits; epoch >= 1)
+//	        active          byte (0/1)
+//	        holder, group   uvarint length + bytes
+//	        granted at, expires at, stolen in   uvarint
+//	        if active: weight, demand, share, permits, carry   uvarint
+//	        linger count    uvarint (<= maxLingerGrants; >= 1 if not
+//	                        active), then per entry, until strictly
+//	                        ascending: until, permits uvarint
+//
+// Restore checks every bound and the accounts (outstanding = the grants of
+// the active leases plus every lingering entry; minted = free + outstanding
+// + settled); the derived indexes (holders, groups, the expiry heap) are
+// rebuilt.
+
+// dedupLeaseTag is the status byte of a dedup record holding the outcome
+// of a lease command.
+const dedupLeaseTag = 16
+
+// minPoolRecordLen and minLeaseRecordLen bound preallocation for claimed
+// counts.
+const (
+	minPoolRecordLen  = 16
+	minLeaseRecordLen = 10
+)
+
+func (s *state) leaseBookSizeHint() int {
+	n := 16
+	for _, name := range s.names {
+		if p := s.limits[name].pool; p != nil {
+			n += len(name) + 96
+			for _, l := range p.leases {
+				n += 64 + len(l.holder) + len(l.group) + 20*len(l.linger)
+			}
+		}
+	}
+	return n
+}
+
+// appendLeaseOutcome appends the dedup encoding of a lease outcome.
+func appendLeaseOutcome(b []byte, o *leaseOutcome, recordedAtNanos int64) []byte {
+	b = append(b, dedupLeaseTag, byte(o.op), byte(o.status))
+	switch o.status {
+	case LeaseGranted:
+		b = binary.AppendUvarint(b, o.leaseID)
+		b = binary.AppendUvarint(b, o.epoch)
+		b = binary.AppendUvarint(b, uint64(o.permits))
+		b = binary.AppendUvarint(b, uint64(o.share))
+		b = binary.AppendUvarint(b, uint64(o.credited))
+		b = binary.AppendVarint(b, o.atNanos-recordedAtNanos)
+	case LeaseRefused:
+		b = binary.AppendUvarint(b, o.leaseID)
+		b = binary.AppendUvarint(b, o.epoch)
+		b = binary.AppendVarint(b, o.atNanos-recordedAtNanos)
+		b = appendBytes(b, o.detail)
+	case LeaseInvalid, LeaseFenced:
+		b = appendBytes(b, o.detail)
+	case LeaseReturned:
+		b = binary.AppendUvarint(b, o.leaseID)
+		b = binary.AppendUvarint(b, o.epoch)
+		b = binary.AppendUvarint(b, uint64(o.credited))
+	}
+	return b
+}
+
+// decodeLeaseOutcome decodes what follows dedupLeaseTag. atNanos is left
+// relative to the record's time.
+func decodeLeaseOutcome(r *reader) *leaseOutcome {
+	o := &leaseOutcome{op: CommandType(r.byte1("lease op")), status: LeaseStatus(r.byte1("lease status"))}
+	if r.err != nil {
+		return nil
+	}
+	allowed := false
+	switch o.status {
+	case LeaseGranted:
+		allowed = o.op == CmdLease || o.op == CmdRenew
+		o.leaseID = r.uvarint("lease id")
+		o.epoch = r.uvarint("epoch")
+		o.permits = r.int64Snap("permits")
+		o.share = r.int64Snap("share")
+		o.credited = r.int64Snap("credited")
+		o.atNanos = r.varint("expires at")
+	case LeaseRefused:
+		allowed = o.op == CmdLease
+		o.leaseID = r.uvarint("lease id")
+		o.epoch = r.uvarint("epoch")
+		o.atNanos = r.varint("retry at")
+		o.detail = string(r.bytes("detail", maxDetailBytes))
+	case LeaseUnknownLimit:
+		allowed = o.op == CmdLease || o.op == CmdRenew || o.op == CmdReturn
+	case LeaseInvalid, LeaseFenced:
+		allowed = o.op == CmdLease || o.op == CmdRenew || o.op == CmdReturn
+		if o.status == LeaseFenced && o.op == CmdLease {
+			allowed = false
+		}
+		o.detail = string(r.bytes("detail", maxDetailBytes))
+	case LeaseReturned:
+		allowed = o.op == CmdReturn
+		o.leaseID = r.uvarint("lease id")
+		o.epoch = r.uvarint("epoch")
+		o.credited = r.int64Snap("credited")
+	}
+	if r.err == nil && !allowed {
+		r.fail("lease outcome %s of command type %d is not possible", o.status, o.op)
+	}
+	if r.err != nil {
+		return nil
+	}
+	return o
+}
+
+// int64Snap reads a uvarint that must fit in int64.
+func (r *reader) int64Snap(field string) int64 {
+	v := r.uvarint(field)
+	if r.err == nil && v > math.MaxInt64 {
+		r.fail("%s %d exceeds the int64 range", field, v)
+		return 0
+	}
+	return int64(v)
+}
+
+// appendLeaseBook appends the lease book section.
+func (s *state) appendLeaseBook(b []byte) []byte {
+	b = binary.AppendUvarint(b, s.lastLeaseID)
+	pools := 0
+	for _, name := range s.names {
+		if s.limits[name].pool != nil {
+			pools++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(pools))
+	for _, name := range s.names {
+		p := s.limits[name].pool
+		if p == nil {
+			continue
+		}
+		b = appendBytes(b, name)
+		for _, v := range [...]int64{p.burstSpec, p.maxOutSpec, p.accruedToNanos,
+			p.minted, p.free, p.outstanding, p.spent, p.stolen, p.expired, p.stolenIn} {
+			b = binary.AppendUvarint(b, uint64(v))
+		}
+		for _, v := range [...]uint64{p.opened, p.renewals, p.returns, p.expirations, p.fenced} {
+			b = binary.AppendUvarint(b, v)
+		}
+		b = binary.AppendUvarint(b, uint64(len(p.leases)))
+		for _, l := range p.leases {
+			b = binary.AppendUvarint(b, l.id)
+			b = binary.AppendUvarint(b, l.epoch)
+			if l.active {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
+			b = appendBytes(b, l.holder)
+			b = appendBytes(b, l.group)
+			b = binary.AppendUvarint(b, uint64(l.grantedAtNanos))
+			b = binary.AppendUvarint(b, uint64(l.expiresAtNanos))
+			b = binary.AppendUvarint(b, uint64(l.stolenIn))
+			if l.active {
+				for _, v := range [...]int64{l.weight, l.demand, l.share, l.permits, l.carry} {
+					b = binary.AppendUvarint(b, uint64(v))
+				}
+			}
+			b = binary.AppendUvarint(b, uint64(len(l.linger)))
+			for _, g := range l.linger {
+				b = binary.AppendUvarint(b, uint64(g.untilNanos))
+				b = binary.AppendUvarint(b, uint64(g.permits))
+			}
+		}
+	}
+	return b
+}
+
+// decodeLeaseBook decodes and validates the lease book section into st
+// (whose limits are already decoded) and rebuilds the derived indexes.
+func decodeLeaseBook(r *reader, st *state) {
+	st.lastLeaseID = r.uvarint("last lease id")
+	n := r.uvarint("lease pool count")
+	if r.err == nil && n > uint64(r.remaining()/minPoolRecordLen) {
+		r.fail("claims %d lease pools but only %d bytes remain", n, r.remaining())
+	}
+	if r.err != nil {
+		return
+	}
+	ids := make(map[uint64]bool)
+	prev := ""
+	for i := range int(n) {
+		r.unit, r.index = "lease pool", i
+		nameBytes := r.bytes("name", MaxNameLen)
+		if r.err != nil {
+			return
+		}
+		name := string(nameBytes)
+		if i > 0 && name <= prev {
+			r.fail("name %q does not sort after %q (pools must be sorted by name, without repeats)", name, prev)
+			return
+		}
+		prev = name
+		l, ok := st.limits[name]
+		if !ok {
+			r.fail("limit %q has a lease pool but is not in the snapshot", name)
+			return
+		}
+		if why := leasable(name, l.cfg.IntervalNanos); why != "" {
+			r.fail("%s", why)
+			return
+		}
+		p := decodePool(r, st, l, ids)
+		if r.err != nil {
+			return
+		}
+		l.pool = p
+	}
+	r.unit = ""
+	for _, name := range st.names {
+		if p := st.limits[name].pool; p != nil {
+			for _, ls := range p.leases {
+				st.expiries = append(st.expiries, ls)
+			}
+		}
+	}
+	for i, ls := range st.expiries {
+		ls.heapIndex = i
+	}
+	heap.Init(&st.expiries)
+}
+
+func decodePool(r *reader, st *state, lim *limit, ids map[uint64]bool) *leasePool {
+	p := &leasePool{byHolder: make(map[string]*lease)}
+	p.burstSpec = r.int64Snap("burst spec")
+	p.maxOutSpec = r.int64Snap("max outstanding spec")
+	p.accruedToNanos = r.int64Snap("accrued to")
+	for _, f := range [...]struct {
+		name string
+		v    *int64
+	}{{"minted", &p.minted}, {"free", &p.free}, {"outstanding", &p.outstanding}, {"spent", &p.spent},
+		{"stolen", &p.stolen}, {"expired", &p.expired}, {"stolen in", &p.stolenIn}} {
+		*f.v = r.int64Snap(f.name)
+	}
+	for _, f := range [...]struct {
+		name string
+		v    *uint64
+	}{{"opened", &p.opened}, {"renewals", &p.renewals}, {"returns", &p.returns}, {"expirations", &p.expirations}, {"fenced", &p.fenced}} {
+		*f.v = r.uvarint(f.name)
+	}
+	count := r.uvarintMax("lease count", MaxLeasesPerLimit)
+	if r.err == nil && count > uint64(r.remaining()/minLeaseRecordLen) {
+		r.fail("claims %d leases but only %d bytes remain", count, r.remaining())
+	}
+	if r.err != nil {
+		return nil
+	}
+	if p.burstSpec > MaxLeasePoolPermits || p.maxOutSpec > MaxLeasePoolPermits {
+		r.fail("burst %d or max outstanding %d permits exceeds %d", p.burstSpec, p.maxOutSpec, MaxLeasePoolPermits)
+		return nil
+	}
+	capacity := milliPermitsPerSecNanos / lim.cfg.IntervalNanos
+	var held uint64 // grants plus lingering permits, each < 2^63, at most 4096*5 of them
+	p.leases = make([]*lease, 0, int(count))
+	for j := range int(count) {
+		ls := decodeLeaseRecord(r, st, lim, p, capacity, j)
+		if r.err != nil {
+			return nil
+		}
+		if ids[ls.id] {
+			r.fail("lease id %d appears twice", ls.id)
+			return nil
+		}
+		ids[ls.id] = true
+		held += uint64(ls.permits) + uint64(ls.lingeringPermits())
+		p.leases = append(p.leases, ls)
+		if ls.active {
+			if other := p.byHolder[ls.holder]; other != nil {
+				r.fail("holder %q holds leases %d and %d (allowed: one active lease per holder)", ls.holder, other.id, ls.id)
+				return nil
+			}
+			p.activate(ls)
+		}
+	}
+	if held != uint64(p.outstanding) {
+		r.fail("outstanding %d permits, but its leases hold %d", p.outstanding, held)
+		return nil
+	}
+	var sum uint64
+	for _, v := range [...]int64{p.free, p.outstanding, p.spent, p.stolen, p.expired} {
+		sum += uint64(v) // five values < 2^63: cannot wrap
+	}
+	if sum != uint64(p.minted) {
+		r.fail("minted %d permits, but free + outstanding + settled = %d", p.minted, sum)
+		return nil
+	}
+	return p
+}
+
+func decodeLeaseRecord(r *reader, st *state, lim *limit, p *leasePool, capacity int64, j int) *lease {
+	ls := &lease{limit: lim.name, pool: p, heapIndex: -1}
+	ls.id = r.uvarint("lease id")
+	ls.epoch = r.uvarint("epoch")
+	active := r.byte1("active")
+	holder := r.bytes("holder", MaxNameLen)
+	group := r.bytes("group", MaxNameLen)
+	ls.grantedAtNanos = r.int64Snap("granted at")
+	ls.expiresAtNanos = r.int64Snap("expires at")
+	ls.stolenIn = r.int64Snap("stolen in")
+	if active == 1 {
+		ls.active = true
+		ls.weight = r.int64Snap("weight")
+		ls.demand = r.int64Snap("demand")
+		ls.share = r.int64Snap("share")
+		ls.permits = r.int64Snap("permits")
+		ls.carry = r.int64Snap("carry")
+	}
+	nl := r.uvarintMax("linger count", maxLingerGrants)
+	if r.err != nil {
+		return nil
+	}
+	for k := range int(nl) {
+		g := lingerGrant{untilNanos: r.int64Snap("linger until"), permits: r.int64Snap("linger permits")}
+		if r.err != nil {
+			return nil
+		}
+		if g.permits < 1 || g.untilNanos <= st.lastNowNanos || (k > 0 && g.untilNanos <= ls.linger[k-1].untilNanos) {
+			r.fail("lease %d: lingering entry %d (%d permits until %d) must hold >= 1 permit, end after last now %d, in ascending order",
+				ls.id, k, g.permits, g.untilNanos, st.lastNowNanos)
+			return nil
+		}
+		ls.linger = append(ls.linger, g)
+	}
+	lastID := uint64(0)
+	if j > 0 {
+		lastID = p.leases[j-1].id
+	}
+	switch {
+	case active > 1:
+		r.fail("lease %d: active byte %d (allowed: 0, 1)", ls.id, active)
+	case ls.id <= lastID || ls.id > st.lastLeaseID:
+		r.fail("lease id %d must sort after %d and be at most the last lease id %d", ls.id, lastID, st.lastLeaseID)
+	case ls.epoch < 1:
+		r.fail("lease %d: epoch 0 (allowed: >= 1)", ls.id)
+	case validateName(holder) != nil || validateName(group) != nil:
+		r.fail("lease %d: holder %q or group %q is not a valid name", ls.id, holder, group)
+	case ls.grantedAtNanos > st.lastNowNanos || ls.expiresAtNanos-ls.grantedAtNanos < MinLeaseTTLNanos ||
+		ls.expiresAtNanos-ls.grantedAtNanos > MaxLeaseTTLNanos:
+		r.fail("lease %d: granted at %d, expires at %d: must be granted by last now %d for a TTL of %d-%d ns",
+			ls.id, ls.grantedAtNanos, ls.expiresAtNanos, st.lastNowNanos, MinLeaseTTLNanos, MaxLeaseTTLNanos)
+	case !ls.active && len(ls.linger) == 0:
+		r.fail("lease %d is not active and has nothing lingering (it should have been dropped)", ls.id)
+	case ls.active && ls.expiresAtNanos <= st.lastNowNanos:
+		r.fail("lease %d is active but expired at %d, before last now %d", ls.id, ls.expiresAtNanos, st.lastNowNanos)
+	case ls.active && (ls.weight < 1 || ls.weight > MaxLeaseWeight || ls.demand > MaxDemandMilliPermitsPerSec ||
+		ls.share > capacity || ls.carry >= milliPermitsPerSecNanos):
+		r.fail("lease %d: weight %d, demand %d, share %d or carry %d out of range (weight 1-%d, demand <= %d, share <= %d, carry < %d)",
+			ls.id, ls.weight, ls.demand, ls.share, ls.carry, MaxLeaseWeight, MaxDemandMilliPermitsPerSec, capacity, milliPermitsPerSecNanos)
+	}
+	if r.err != nil {
+		return nil
+	}
+	ls.holder, ls.group = string(holder), string(group)
+	return ls
+}
