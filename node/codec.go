@@ -84,6 +84,7 @@ func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
 		w.uvar(l.GrantedRequests)
 		w.uvar(l.GrantedPermits)
 		w.uvar(l.RefusedRequests)
+		putBool(&w, l.Leased)
 	}
 	return w.b, nil
 }
@@ -98,7 +99,7 @@ func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		name := r.str()
 		cb := r.bytes()
-		l := fsm.LimitInfo{Name: name, Version: r.uvar(), GrantedRequests: r.uvar(), GrantedPermits: r.uvar(), RefusedRequests: r.uvar()}
+		l := fsm.LimitInfo{Name: name, Version: r.uvar(), GrantedRequests: r.uvar(), GrantedPermits: r.uvar(), RefusedRequests: r.uvar(), Leased: getBool(&r)}
 		if r.err != nil {
 			break
 		}
@@ -127,4 +128,208 @@ func decodeStrings(p []byte, n int) ([]string, error) {
 		out[i] = r.str()
 	}
 	return out, r.done()
+}
+
+// putBool and getBool carry a flag as one byte, 0 or 1; any other value
+// makes the frame malformed.
+func putBool(w *wbuf, v bool) {
+	if v {
+		w.u8(1)
+	} else {
+		w.u8(0)
+	}
+}
+
+func getBool(r *rbuf) bool {
+	v := r.u8()
+	if v > 1 {
+		r.fail()
+	}
+	return v == 1
+}
+
+// Lease commands (see lease.go). Every number is a varint, every name a
+// length-prefixed string; decoding is bounded by the frame and never
+// panics. The decoded payload is validated again by the leader.
+
+func encodeLeasePolicy(p fsm.LeasePolicy) []byte {
+	var w wbuf
+	w.str(p.Limit)
+	putBool(&w, p.Leased)
+	w.svar(p.BurstPermits)
+	w.svar(p.MaxOutstandingPermits)
+	return w.b
+}
+
+func decodeLeasePolicy(b []byte) (fsm.LeasePolicy, error) {
+	r := rbuf{b: b}
+	p := fsm.LeasePolicy{Limit: r.str(), Leased: getBool(&r), BurstPermits: r.svar(), MaxOutstandingPermits: r.svar()}
+	return p, r.done()
+}
+
+func encodeLease(q fsm.Lease) []byte {
+	var w wbuf
+	w.str(q.Limit)
+	w.str(q.Holder)
+	w.str(q.Group)
+	w.svar(q.Weight)
+	w.svar(q.DemandMilliPermitsPerSec)
+	w.svar(q.TTLNanos)
+	w.str(q.RequestID)
+	return w.b
+}
+
+func decodeLease(b []byte) (fsm.Lease, error) {
+	r := rbuf{b: b}
+	q := fsm.Lease{Limit: r.str(), Holder: r.str(), Group: r.str(), Weight: r.svar(),
+		DemandMilliPermitsPerSec: r.svar(), TTLNanos: r.svar(), RequestID: r.str()}
+	return q, r.done()
+}
+
+func encodeRenew(q fsm.Renew) []byte {
+	var w wbuf
+	w.str(q.Limit)
+	w.uvar(q.LeaseID)
+	w.uvar(q.Epoch)
+	w.svar(q.SpentPermits)
+	w.svar(q.StolenOutPermits)
+	w.svar(q.StolenInPermits)
+	w.svar(q.DemandMilliPermitsPerSec)
+	w.svar(q.TTLNanos)
+	w.str(q.RequestID)
+	return w.b
+}
+
+func decodeRenew(b []byte) (fsm.Renew, error) {
+	r := rbuf{b: b}
+	q := fsm.Renew{Limit: r.str(), LeaseID: r.uvar(), Epoch: r.uvar(), SpentPermits: r.svar(), StolenOutPermits: r.svar(),
+		StolenInPermits: r.svar(), DemandMilliPermitsPerSec: r.svar(), TTLNanos: r.svar(), RequestID: r.str()}
+	return q, r.done()
+}
+
+func encodeReturn(q fsm.Return) []byte {
+	var w wbuf
+	w.str(q.Limit)
+	w.uvar(q.LeaseID)
+	w.uvar(q.Epoch)
+	w.svar(q.SpentPermits)
+	w.svar(q.StolenOutPermits)
+	w.svar(q.StolenInPermits)
+	w.str(q.RequestID)
+	return w.b
+}
+
+func decodeReturn(b []byte) (fsm.Return, error) {
+	r := rbuf{b: b}
+	q := fsm.Return{Limit: r.str(), LeaseID: r.uvar(), Epoch: r.uvar(), SpentPermits: r.svar(), StolenOutPermits: r.svar(),
+		StolenInPermits: r.svar(), RequestID: r.str()}
+	return q, r.done()
+}
+
+func encodeLeaseResult(res fsm.LeaseResult) []byte {
+	var w wbuf
+	w.u8(byte(res.Status))
+	w.uvar(res.LeaseID)
+	w.uvar(res.Epoch)
+	w.svar(res.Permits)
+	w.svar(res.ExpiresInNanos)
+	w.svar(res.ShareMilliPermitsPerSec)
+	w.svar(res.CreditedPermits)
+	w.svar(res.RetryAfterNanos)
+	putBool(&w, res.Duplicate)
+	w.str(res.Detail)
+	return w.b
+}
+
+func decodeLeaseResult(b []byte) (fsm.LeaseResult, error) {
+	r := rbuf{b: b}
+	res := fsm.LeaseResult{Status: fsm.LeaseStatus(r.u8()), LeaseID: r.uvar(), Epoch: r.uvar(), Permits: r.svar(),
+		ExpiresInNanos: r.svar(), ShareMilliPermitsPerSec: r.svar(), CreditedPermits: r.svar(), RetryAfterNanos: r.svar(),
+		Duplicate: getBool(&r), Detail: r.str()}
+	return res, r.done()
+}
+
+func encodeLeasePolicyResult(res fsm.LeasePolicyResult) []byte {
+	var w wbuf
+	putBool(&w, res.Applied)
+	putBool(&w, res.UnknownLimit)
+	w.svar(res.BurstPermits)
+	w.svar(res.MaxOutstandingPermits)
+	w.str(res.Detail)
+	return w.b
+}
+
+func decodeLeasePolicyResult(b []byte) (fsm.LeasePolicyResult, error) {
+	r := rbuf{b: b}
+	res := fsm.LeasePolicyResult{Applied: getBool(&r), UnknownLimit: getBool(&r), BurstPermits: r.svar(),
+		MaxOutstandingPermits: r.svar(), Detail: r.str()}
+	return res, r.done()
+}
+
+// encodeLeaseView carries a pool and its leases (at most
+// fsm.MaxLeasesPerLimit, about 100 bytes each: well inside one frame).
+func encodeLeaseView(p fsm.LeasePoolInfo, ls []fsm.LeaseInfo) []byte {
+	var w wbuf
+	w.str(p.Limit)
+	for _, v := range []int64{p.BurstPermits, p.MaxOutstandingPermits, p.BurstSpec, p.MaxOutstandingSpec, p.IntervalNanos,
+		p.MintedPermits, p.FreePermits, p.OutstandingPermits, p.SettledPermits, p.SpentPermits, p.StolenPermits,
+		p.ExpiredPermits, p.StolenInPermits, int64(p.ActiveLeases), int64(p.LingeringLeases)} {
+		w.svar(v)
+	}
+	for _, v := range []uint64{p.LeasesOpened, p.Renewals, p.Returns, p.Expirations, p.Fenced} {
+		w.uvar(v)
+	}
+	w.uvar(uint64(len(ls)))
+	for _, l := range ls {
+		w.uvar(l.ID)
+		w.uvar(l.Epoch)
+		putBool(&w, l.Active)
+		w.str(l.Holder)
+		w.str(l.Group)
+		for _, v := range []int64{l.Weight, l.DemandMilliPermitsPerSec, l.ShareMilliPermitsPerSec, l.Permits,
+			l.LingeringPermits, l.GrantedAtNanos, l.ExpiresAtNanos, l.StolenInPermits} {
+			w.svar(v)
+		}
+	}
+	return w.b
+}
+
+func decodeLeaseView(b []byte) (fsm.LeasePoolInfo, []fsm.LeaseInfo, error) {
+	r := rbuf{b: b}
+	p := fsm.LeasePoolInfo{Limit: r.str()}
+	for _, v := range []*int64{&p.BurstPermits, &p.MaxOutstandingPermits, &p.BurstSpec, &p.MaxOutstandingSpec, &p.IntervalNanos,
+		&p.MintedPermits, &p.FreePermits, &p.OutstandingPermits, &p.SettledPermits, &p.SpentPermits, &p.StolenPermits,
+		&p.ExpiredPermits, &p.StolenInPermits} {
+		*v = r.svar()
+	}
+	active, lingering := r.svar(), r.svar()
+	if active < 0 || active > fsm.MaxLeasesPerLimit || lingering < 0 || lingering > fsm.MaxLeasesPerLimit {
+		r.fail()
+	}
+	p.ActiveLeases, p.LingeringLeases = int(active), int(lingering)
+	for _, v := range []*uint64{&p.LeasesOpened, &p.Renewals, &p.Returns, &p.Expirations, &p.Fenced} {
+		*v = r.uvar()
+	}
+	n := r.uvar()
+	// Each lease takes at least 20 bytes, so a count larger than the rest
+	// of the frame (or than a limit can hold) is malformed.
+	if n > fsm.MaxLeasesPerLimit || n > uint64(len(r.b)) {
+		r.fail()
+	}
+	var ls []fsm.LeaseInfo
+	if r.err == nil && n > 0 {
+		ls = make([]fsm.LeaseInfo, 0, n)
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		l := fsm.LeaseInfo{ID: r.uvar(), Epoch: r.uvar(), Active: getBool(&r), Holder: r.str(), Group: r.str()}
+		for _, v := range []*int64{&l.Weight, &l.DemandMilliPermitsPerSec, &l.ShareMilliPermitsPerSec, &l.Permits,
+			&l.LingeringPermits, &l.GrantedAtNanos, &l.ExpiresAtNanos, &l.StolenInPermits} {
+			*v = r.svar()
+		}
+		ls = append(ls, l)
+	}
+	if err := r.done(); err != nil {
+		return fsm.LeasePoolInfo{}, nil, err
+	}
+	return p, ls, nil
 }

@@ -27,6 +27,12 @@ const (
 	opRead    byte = 4
 	opJoin    byte = 5
 	opRemove  byte = 6
+	// Lease commands and the lease view (lease.go).
+	opLeasePolicy byte = 7
+	opLease       byte = 8
+	opRenew       byte = 9
+	opReturn      byte = 10
+	opLeaseView   byte = 11
 )
 
 // Response codes.

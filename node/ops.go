@@ -42,8 +42,10 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 // maxRetryFor bounds the internal retries of one reserve with a request ID.
 const maxRetryFor = 30 * time.Second
 
-// checkLocal rejects reserves this node can already tell are invalid. A
-// follower that does not know the limit yet lets the leader decide.
+// checkLocal rejects reserves this node can already tell are invalid: an
+// unknown limit (on the leader), a leased limit (its permits are handed
+// out by lease), more permits than the limit can ever grant. A follower
+// that does not know the limit yet lets the leader decide.
 func (n *Node) checkLocal(r fsm.Reserve) error {
 	info, ok := n.fsm.Limit(r.Limit)
 	if !ok {
@@ -51,6 +53,11 @@ func (n *Node) checkLocal(r fsm.Reserve) error {
 			return fmt.Errorf("%w: limit %q", ErrNotFound, r.Limit)
 		}
 		return nil
+	}
+	if info.Leased {
+		// Its permits are handed out by lease: a reserve would spend them
+		// a second time.
+		return fmt.Errorf("%w: limit %q is leased: reserve through a worker", ErrInvalid, r.Limit)
 	}
 	if max := info.Config.MaxPermits(); r.Permits > max {
 		return fmt.Errorf("%w: %d permits: limit %q can grant at most %d in one request", ErrInvalid, r.Permits, r.Limit, max)
@@ -425,6 +432,8 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return nil, n.removeLocal(ss[0])
+	case opLeasePolicy, opLease, opRenew, opReturn, opLeaseView:
+		return n.handleForwardedLease(ctx, op, payload)
 	}
 	return nil, fmt.Errorf("%w: unknown forwarded operation %d", ErrInvalid, op)
 }

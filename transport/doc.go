@@ -36,6 +36,11 @@
 //	GET    /v1/limits                  all limits, sorted by name
 //	DELETE /v1/limits/{name}           remove a limit
 //	POST   /v1/limits/{name}/reserve   reserve permits
+//	PUT    /v1/limits/{name}/lease-policy        make a limit leased or linearized
+//	GET    /v1/limits/{name}/leases              lease pool and leases (linearizable)
+//	POST   /v1/limits/{name}/lease               open a lease
+//	POST   /v1/limits/{name}/leases/{id}/renew   report on a grant, get the next
+//	POST   /v1/limits/{name}/leases/{id}/return  report on a grant, close the lease
 //	GET    /v1/status                  node.Status
 //	GET    /v1/cluster                 leader and raft servers
 //	POST   /v1/cluster/join            add a voter {"id","raft_addr"}
@@ -44,10 +49,26 @@
 //	GET    /healthz                    200 while the process serves
 //	GET    /readyz                     200 only when Status.Ready
 //
+// # Leases
+//
+// A leased limit (see package fsm) hands its permits to workers by lease
+// instead of one reserve at a time; reserves on it are answered 400.
+// Lease, renew and return answer {"status": ...}: 200 "granted" (with
+// lease_id, epoch, permits, expires_in_ns and the holder's share_per_sec)
+// or "returned", 429 "refused" (the holder already holds a lease, named
+// by lease_id; with retry_after_ns and a Retry-After header), 409
+// "fenced" (the lease is not live at that epoch: stop using the grant).
+// expires_in_ns counts from when the client sent the request, not from
+// when it received the answer. demand_per_sec is a JSON number converted
+// exactly from its decimal text to thousandths of a permit per second,
+// rounding any remainder up (so a positive demand never becomes 0);
+// share_per_sec is exact too, and share_milli_per_sec gives it as an
+// integer.
+//
 // # Metrics
 //
 // Metrics live on a registry the caller owns (no global state). Label
-// cardinality is bounded: reserve outcomes and HTTP routes are fixed sets;
+// cardinality is bounded: reserve and lease outcomes and HTTP routes are fixed sets;
 // limit names never become labels.
 //
 // The Go client is in package transport/client.

@@ -15,7 +15,7 @@ import (
 // by the fake store and checks that it never panics, never answers a 5xx
 // other than 503, and answers every error as a JSON {"error": ...}.
 func FuzzHandlers(f *testing.F) {
-	for _, b := range badInputs() {
+	for _, b := range append(badInputs(), leaseBadInputs()...) {
 		f.Add(b.method, b.path, b.body)
 	}
 	for _, s := range [][3]string{
@@ -31,6 +31,13 @@ func FuzzHandlers(f *testing.F) {
 		{"DELETE", "/v1/cluster/servers/n2", ""},
 		{"HEAD", "/readyz", ""},
 		{"BREW", "/v1/limits/a", "{}"},
+		{"PUT", "/v1/limits/a/lease-policy", `{"leased":true,"burst_permits":5,"max_outstanding_permits":1152921504606846976}`},
+		{"POST", "/v1/limits/a/lease", `{"holder":"h","group":"g","weight":3,"demand_per_sec":1.5e-3,"ttl":"1s","request_id":"q1"}`},
+		{"POST", "/v1/limits/a/lease", `{"holder":"h","group":"g","demand_per_sec":1e9,"ttl":"1m"}`},
+		{"POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"spent":1,"stolen_out":0,"stolen_in":2,"demand_per_sec":0,"ttl":"100ms","request_id":"q2"}`},
+		{"POST", "/v1/limits/a/leases/18446744073709551615/return", `{"epoch":18446744073709551615,"spent":0}`},
+		{"GET", "/v1/limits/a/leases", ""},
+		{"PUT", "/v1/limits/a/lease-policy", `{"leased":false}`},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}

@@ -70,6 +70,11 @@ const (
 	routeMetrics
 	routeHealthz
 	routeReadyz
+	routeLeasePolicy
+	routeLeases
+	routeLease
+	routeRenew
+	routeReturn
 	numRoutes
 )
 
@@ -85,6 +90,12 @@ var routeLabels = [numRoutes]string{
 	routeMetrics: "/metrics",
 	routeHealthz: "/healthz",
 	routeReadyz:  "/readyz",
+
+	routeLeasePolicy: "/v1/limits/{name}/lease-policy",
+	routeLeases:      "/v1/limits/{name}/leases",
+	routeLease:       "/v1/limits/{name}/lease",
+	routeRenew:       "/v1/limits/{name}/leases/{id}/renew",
+	routeReturn:      "/v1/limits/{name}/leases/{id}/return",
 }
 
 // ServeHTTP implements http.Handler.
@@ -132,6 +143,9 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 			}
 			return routeReserve
 		}
+		if rt := h.dispatchLease(w, r, name, sub); rt != routeUnknown {
+			return rt
+		}
 	case p == "/v1/status":
 		if h.method(w, r, "GET, HEAD") {
 			writeJSON(w, http.StatusOK, h.store.Status())
@@ -176,7 +190,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		}
 		return routeReadyz
 	}
-	writeError(w, http.StatusNotFound, "unknown path "+strconvQuote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/status, /v1/cluster, /metrics, /healthz, /readyz")
+	writeError(w, http.StatusNotFound, "unknown path "+strconvQuote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/status, /v1/cluster, /metrics, /healthz, /readyz")
 	return routeUnknown
 }
 

@@ -21,6 +21,7 @@ import (
 //
 //	permitd_reserve_requests_total{outcome}   outcome: granted|refused|unknown|invalid|error
 //	permitd_granted_permits_total
+//	permitd_lease_requests_total{outcome}     lease, renew and return; outcome: granted|refused|fenced|returned|unknown|invalid|error
 //	permitd_reserve_wait_seconds              histogram of granted waits
 //	permitd_http_request_duration_seconds{route,code}
 //	permitd_batch_size                        reserves per raft entry (ObserveBatch)
@@ -33,6 +34,7 @@ import (
 type Metrics struct {
 	gatherer       prometheus.Gatherer
 	reserves       [numOutcomes]prometheus.Counter
+	leases         [numLeaseOutcomes]prometheus.Counter
 	grantedPermits prometheus.Counter
 	reserveWait    prometheus.Histogram
 	httpDuration   *prometheus.HistogramVec
@@ -63,6 +65,22 @@ const (
 
 var outcomeLabels = [numOutcomes]string{"granted", "refused", "unknown", "invalid", "error"}
 
+// leaseOutcome is the outcome label of permitd_lease_requests_total.
+type leaseOutcome uint8
+
+const (
+	leaseGranted leaseOutcome = iota
+	leaseRefused
+	leaseFenced
+	leaseReturned
+	leaseUnknown
+	leaseInvalid
+	leaseError
+	numLeaseOutcomes
+)
+
+var leaseOutcomeLabels = [numLeaseOutcomes]string{"granted", "refused", "fenced", "returned", "unknown", "invalid", "error"}
+
 // raftStates are the values of the state label of permitd_raft_state.
 var raftStates = []string{"leader", "follower", "candidate", "shutdown"}
 
@@ -86,6 +104,13 @@ func NewMetrics(reg prometheus.Registerer, status func() node.Status) *Metrics {
 	}, []string{"outcome"})
 	for i, l := range outcomeLabels {
 		m.reserves[i] = reserves.WithLabelValues(l)
+	}
+	leases := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "permitd_lease_requests_total",
+		Help: "Lease, renew and return requests answered, by outcome: granted, refused (429), fenced (409), returned, unknown (no such limit), invalid (400/413), error (503).",
+	}, []string{"outcome"})
+	for i, l := range leaseOutcomeLabels {
+		m.leases[i] = leases.WithLabelValues(l)
 	}
 	m.grantedPermits = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "permitd_granted_permits_total",
@@ -111,7 +136,7 @@ func NewMetrics(reg prometheus.Registerer, status func() node.Status) *Metrics {
 		Help:    "Time from submitting a batch to raft until it was applied.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 100µs .. ~3.3s
 	})
-	reg.MustRegister(reserves, m.grantedPermits, m.reserveWait, m.httpDuration, m.batchSize, m.applyLatency)
+	reg.MustRegister(reserves, leases, m.grantedPermits, m.reserveWait, m.httpDuration, m.batchSize, m.applyLatency)
 	if status != nil {
 		reg.MustRegister(newStatusCollector(status))
 	}
@@ -133,6 +158,13 @@ func (m *Metrics) reserveOutcome(o outcome) {
 		return
 	}
 	m.reserves[o].Inc()
+}
+
+func (m *Metrics) countLease(o leaseOutcome) {
+	if m == nil {
+		return
+	}
+	m.leases[o].Inc()
 }
 
 func (m *Metrics) reserveGranted(permits, waitNanos int64) {

@@ -24,6 +24,19 @@ type Store interface {
 	// Reserve decides one reserve; node.ErrNotFound / node.ErrInvalid /
 	// node.ErrNoLeader.
 	Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error)
+	// PutLeasePolicy makes a limit leased or linearized again; a policy
+	// the register does not apply is node.ErrInvalid (or a result with
+	// Applied false and Detail), an unknown limit node.ErrNotFound.
+	PutLeasePolicy(ctx context.Context, p fsm.LeasePolicy) (fsm.LeasePolicyResult, error)
+	// Lease, Renew and Return decide one lease command. Granted, Refused,
+	// Fenced and Returned are results; an unknown limit is
+	// node.ErrNotFound, an invalid command node.ErrInvalid.
+	Lease(ctx context.Context, q fsm.Lease) (fsm.LeaseResult, error)
+	Renew(ctx context.Context, q fsm.Renew) (fsm.LeaseResult, error)
+	Return(ctx context.Context, q fsm.Return) (fsm.LeaseResult, error)
+	// LeaseView is a linearizable read of a leased limit's pool and its
+	// leases; node.ErrNotFound if absent, node.ErrInvalid if not leased.
+	LeaseView(ctx context.Context, limit string) (fsm.LeasePoolInfo, []fsm.LeaseInfo, error)
 	// Status is a point-in-time view of the node; it must not block.
 	Status() node.Status
 	// Join adds a voter to the raft configuration.

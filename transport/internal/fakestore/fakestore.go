@@ -27,18 +27,26 @@ type Store struct {
 	reserveF func(context.Context, fsm.Reserve) (fsm.ReserveResult, error)
 	calls    int
 	reserves []fsm.Reserve
+
+	// Leases (lease.go).
+	leaseF      func(context.Context, any) (fsm.LeaseResult, error)
+	leaseCmds   []any
+	leaseDedup  map[string]leaseRecord
+	lastLeaseID uint64
 }
 
 type limit struct {
 	info      fsm.LimitInfo
 	nextNanos int64
+	pool      *pool // nil unless leased
 }
 
 // New returns an empty store whose status is a ready single-node leader.
 func New() *Store {
 	return &Store{
-		limits: make(map[string]*limit),
-		dedup:  make(map[string]fsm.ReserveResult),
+		limits:     make(map[string]*limit),
+		dedup:      make(map[string]fsm.ReserveResult),
+		leaseDedup: make(map[string]leaseRecord),
 		status: node.Status{
 			ID: "n1", State: "leader", LeaderID: "n1", Term: 1, Ready: true,
 			Servers: []node.Server{{ID: "n1", RaftAddr: "127.0.0.1:7000", Voter: true, Leader: true}},
@@ -103,7 +111,8 @@ func (s *Store) PutLimit(ctx context.Context, name string, cfg bucket.Config) (f
 		s.limits[name] = l
 	}
 	l.info = fsm.LimitInfo{Name: name, Config: cfg, Version: s.version,
-		GrantedRequests: l.info.GrantedRequests, GrantedPermits: l.info.GrantedPermits, RefusedRequests: l.info.RefusedRequests}
+		GrantedRequests: l.info.GrantedRequests, GrantedPermits: l.info.GrantedPermits, RefusedRequests: l.info.RefusedRequests,
+		Leased: l.info.Leased}
 	return fsm.PutResult{Version: s.version, Created: !ok}, nil
 }
 
@@ -172,6 +181,9 @@ func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, 
 	l, ok := s.limits[r.Limit]
 	if !ok {
 		return fsm.ReserveResult{}, fmt.Errorf("limit %q: %w", r.Limit, node.ErrNotFound)
+	}
+	if l.info.Leased {
+		return fsm.ReserveResult{}, fmt.Errorf("%w: limit %q is leased: reserve through a worker", node.ErrInvalid, r.Limit)
 	}
 	if r.Permits > 1<<20 {
 		return fsm.ReserveResult{}, fmt.Errorf("%w: %d permits (allowed: 1-%d)", node.ErrInvalid, r.Permits, 1<<20)

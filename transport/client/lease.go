@@ -1,0 +1,366 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Leases: a worker (holder) of a leased limit leases a share of its
+// permits for a TTL, spends them locally, and renews, reporting what it
+// spent. See package fsm's Leases section and the README's "Leased limits"
+// for the bound this keeps.
+//
+// Timing. A LeaseGrant's ExpiresIn counts from SentAt, the client's
+// monotonic clock read just before the request that got the answer was
+// sent (not from when the answer arrived: the decision may have been taken
+// any time in between). The holder must stop spending the grant's permits,
+// and giving them away, at SentAt + ExpiresIn - margin, where margin covers
+// its clock's rate error over the TTL (a margin of TTL/100 covers a clock
+// 1% fast); UsableUntil computes that instant. It must also stop spending a
+// grant once it has sent the renew or return that reports on it.
+//
+// Retries. Every lease, renew and return carries a request ID (generated
+// unless given) that stays the same across the client's failover retries,
+// so a command whose answer was lost is decided once: the register answers
+// the retry with the first decision (Duplicate). A grant replayed after it
+// expired is answered as fenced.
+
+// LeasePolicy is the body of PutLeasePolicy.
+type LeasePolicy struct {
+	// Leased makes the limit leased (true) or linearized again (false;
+	// only once no lease holds permits).
+	Leased bool
+	// BurstPermits (C) and MaxOutstandingPermits (O): 0 selects the
+	// default, one second of permits. Must be 0 when Leased is false.
+	BurstPermits          int64
+	MaxOutstandingPermits int64
+}
+
+// LeasePolicyResult is the answer to PutLeasePolicy: the effective
+// capacities (defaults resolved; 0 when not leased).
+type LeasePolicyResult struct {
+	Name                  string `json:"name"`
+	Leased                bool   `json:"leased"`
+	BurstPermits          int64  `json:"burst_permits"`
+	MaxOutstandingPermits int64  `json:"max_outstanding_permits"`
+}
+
+// LeaseRequest asks for a lease.
+type LeaseRequest struct {
+	// Holder names the worker, Group its group (1-128 characters of
+	// [A-Za-z0-9_.:-]). A holder holds at most one live lease per limit.
+	Holder, Group string
+	// Weight is the group's weight in the fair division (1-1000000); 0
+	// leaves it to the server (1).
+	Weight int64
+	// DemandPerSec is the rate the holder wants, in permits per second
+	// (0-1e9). It is sent as the shortest decimal that round-trips the
+	// float64; the server converts that decimal exactly to thousandths of
+	// a permit per second, rounding any remainder up.
+	DemandPerSec float64
+	// TTL is how long the grant lasts (100ms-60s).
+	TTL time.Duration
+	// RequestID is the idempotency key; empty: a new random one.
+	RequestID string
+}
+
+// LeaseReport is what a holder reports on its current grant when it
+// renews or returns it.
+type LeaseReport struct {
+	// Spent is how many of the grant's permits the holder spent itself,
+	// StolenOut how many it gave to other holders (together at most the
+	// grant). StolenIn is how many it received from other leases since its
+	// last report (informational).
+	Spent, StolenOut, StolenIn int64
+	// DemandPerSec and TTL (Renew only) are as in LeaseRequest.
+	DemandPerSec float64
+	TTL          time.Duration
+	// RequestID is the idempotency key; empty: a new random one.
+	RequestID string
+}
+
+// LeaseStatus is the outcome of a lease, renew or return.
+type LeaseStatus string
+
+// Lease outcomes. Refused and Fenced are answers, not errors.
+const (
+	// LeaseGranted (lease, renew): the holder may spend Permits until
+	// UsableUntil.
+	LeaseGranted LeaseStatus = "granted"
+	// LeaseRefused (lease): no lease was opened (the holder already holds
+	// one, named by LeaseID and Epoch, or the limit holds too many);
+	// retry after RetryAfter.
+	LeaseRefused LeaseStatus = "refused"
+	// LeaseFenced (renew, return; lease for a grant replayed after its
+	// expiry): the lease is not live at that epoch; stop using its grant.
+	LeaseFenced LeaseStatus = "fenced"
+	// LeaseReturned (return): the lease is closed.
+	LeaseReturned LeaseStatus = "returned"
+)
+
+// LeaseGrant is the answer to Lease, Renew or Return.
+type LeaseGrant struct {
+	Status LeaseStatus
+	// LeaseID and Epoch name the grant (Granted), the closed lease
+	// (Returned) or the holder's existing lease (Refused).
+	LeaseID, Epoch uint64
+	// Permits (Granted) may be spent until UsableUntil.
+	Permits int64
+	// ExpiresIn (Granted) is how long after SentAt the grant stops being
+	// usable (see the package's lease timing).
+	ExpiresIn time.Duration
+	// SharePerSec (Granted) is the holder's fair share of the rate in
+	// permits per second; ShareMilliPerSec the same, exactly, in
+	// thousandths.
+	SharePerSec      float64
+	ShareMilliPerSec int64
+	// CreditedPermits (renew, return) went back to the free pool.
+	CreditedPermits int64
+	// RetryAfter (Refused) is when the lease could be opened, counted
+	// from ReceivedAt.
+	RetryAfter time.Duration
+	// Duplicate: the server had already decided this request ID and
+	// replayed that decision.
+	Duplicate bool
+	// Detail explains Refused and Fenced.
+	Detail string
+	// RequestID is the idempotency key the command carried.
+	RequestID string
+	// SentAt is the client's clock just before the request that got this
+	// answer was sent; ReceivedAt when the answer had been received.
+	SentAt, ReceivedAt time.Time
+}
+
+// Granted reports whether the answer is a grant.
+func (g LeaseGrant) Granted() bool { return g.Status == LeaseGranted }
+
+// ExpiresAt is the end of the grant on the client's clock: SentAt +
+// ExpiresIn (zero unless granted).
+func (g LeaseGrant) ExpiresAt() time.Time {
+	if g.Status != LeaseGranted {
+		return time.Time{}
+	}
+	return g.SentAt.Add(g.ExpiresIn)
+}
+
+// UsableUntil is when the holder must stop spending the grant: SentAt +
+// ExpiresIn - margin, margin covering the client clock's rate error over
+// the TTL. Zero unless granted.
+func (g LeaseGrant) UsableUntil(margin time.Duration) time.Time {
+	if g.Status != LeaseGranted {
+		return time.Time{}
+	}
+	return g.SentAt.Add(g.ExpiresIn - margin)
+}
+
+// leaseAnswer is the JSON of a lease, renew or return answer.
+type leaseAnswer struct {
+	Status           LeaseStatus `json:"status"`
+	LeaseID          uint64      `json:"lease_id"`
+	Epoch            uint64      `json:"epoch"`
+	Permits          int64       `json:"permits"`
+	ExpiresInNanos   int64       `json:"expires_in_ns"`
+	SharePerSec      float64     `json:"share_per_sec"`
+	ShareMilliPerSec int64       `json:"share_milli_per_sec"`
+	CreditedPermits  int64       `json:"credited_permits"`
+	RetryAfterNanos  int64       `json:"retry_after_ns"`
+	Duplicate        bool        `json:"duplicate"`
+	Error            string      `json:"error"`
+}
+
+// leaseBody is the JSON of a lease, renew or return request.
+type leaseBody struct {
+	Holder       string          `json:"holder,omitempty"`
+	Group        string          `json:"group,omitempty"`
+	Weight       int64           `json:"weight,omitempty"`
+	Epoch        uint64          `json:"epoch,omitempty"`
+	Spent        int64           `json:"spent,omitempty"`
+	StolenOut    int64           `json:"stolen_out,omitempty"`
+	StolenIn     int64           `json:"stolen_in,omitempty"`
+	DemandPerSec json.RawMessage `json:"demand_per_sec,omitempty"`
+	TTL          string          `json:"ttl,omitempty"`
+	RequestID    string          `json:"request_id"`
+}
+
+// demandJSON encodes a demand as the shortest decimal that round-trips.
+func demandJSON(what string, v float64) (json.RawMessage, error) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e9 {
+		return nil, fmt.Errorf("%w: %s demand %v permits/s; allowed: 0 to 1e9", ErrInvalid, what, v)
+	}
+	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+}
+
+// PutLeasePolicy makes limit leased (p.Leased) or linearized again and sets
+// its pool's capacities.
+func (c *Client) PutLeasePolicy(ctx context.Context, limit string, p LeasePolicy) (LeasePolicyResult, error) {
+	body := struct {
+		Leased                bool  `json:"leased"`
+		BurstPermits          int64 `json:"burst_permits,omitempty"`
+		MaxOutstandingPermits int64 `json:"max_outstanding_permits,omitempty"`
+	}{p.Leased, p.BurstPermits, p.MaxOutstandingPermits}
+	var out LeasePolicyResult
+	err := c.call(ctx, http.MethodPut, limitPath(limit)+"/lease-policy", body, &out)
+	return out, err
+}
+
+// Lease asks for a lease on limit. A refusal (the holder already holds a
+// lease, ...) is an answer with Status LeaseRefused, not an error.
+func (c *Client) Lease(ctx context.Context, limit string, req LeaseRequest) (LeaseGrant, error) {
+	if req.TTL <= 0 {
+		return LeaseGrant{}, fmt.Errorf("%w: lease on %q with TTL %v; allowed: 100ms to 60s", ErrInvalid, limit, req.TTL)
+	}
+	demand, err := demandJSON("lease", req.DemandPerSec)
+	if err != nil {
+		return LeaseGrant{}, err
+	}
+	b := leaseBody{Holder: req.Holder, Group: req.Group, Weight: req.Weight, DemandPerSec: demand, TTL: req.TTL.String(), RequestID: req.RequestID}
+	return c.leaseCall(ctx, limitPath(limit)+"/lease", b)
+}
+
+// Renew reports on the current grant (epoch) of lease leaseID on limit and
+// asks for the next one. A stale epoch or a lease that is no longer live
+// is an answer with Status LeaseFenced, not an error.
+func (c *Client) Renew(ctx context.Context, limit string, leaseID, epoch uint64, rep LeaseReport) (LeaseGrant, error) {
+	if rep.TTL <= 0 {
+		return LeaseGrant{}, fmt.Errorf("%w: renew of lease %d on %q with TTL %v; allowed: 100ms to 60s", ErrInvalid, leaseID, limit, rep.TTL)
+	}
+	demand, err := demandJSON("renew", rep.DemandPerSec)
+	if err != nil {
+		return LeaseGrant{}, err
+	}
+	b, err := reportBody(limit, "renew", leaseID, epoch, rep)
+	if err != nil {
+		return LeaseGrant{}, err
+	}
+	b.DemandPerSec, b.TTL = demand, rep.TTL.String()
+	return c.leaseCall(ctx, leasePath(limit, leaseID)+"/renew", b)
+}
+
+// Return reports on the current grant (epoch) of lease leaseID on limit and
+// closes the lease (rep.DemandPerSec and rep.TTL are not used). A fenced
+// lease is an answer with Status LeaseFenced, not an error.
+func (c *Client) Return(ctx context.Context, limit string, leaseID, epoch uint64, rep LeaseReport) (LeaseGrant, error) {
+	b, err := reportBody(limit, "return", leaseID, epoch, rep)
+	if err != nil {
+		return LeaseGrant{}, err
+	}
+	return c.leaseCall(ctx, leasePath(limit, leaseID)+"/return", b)
+}
+
+func leasePath(limit string, leaseID uint64) string {
+	return limitPath(limit) + "/leases/" + strconv.FormatUint(leaseID, 10)
+}
+
+func reportBody(limit, what string, leaseID, epoch uint64, rep LeaseReport) (leaseBody, error) {
+	if leaseID < 1 || epoch < 1 {
+		return leaseBody{}, fmt.Errorf("%w: %s of lease %d epoch %d on %q; allowed: both >= 1", ErrInvalid, what, leaseID, epoch, limit)
+	}
+	if rep.Spent < 0 || rep.StolenOut < 0 || rep.StolenIn < 0 {
+		return leaseBody{}, fmt.Errorf("%w: %s of lease %d on %q reports spent %d, stolen out %d, stolen in %d; allowed: >= 0",
+			ErrInvalid, what, leaseID, limit, rep.Spent, rep.StolenOut, rep.StolenIn)
+	}
+	return leaseBody{Epoch: epoch, Spent: rep.Spent, StolenOut: rep.StolenOut, StolenIn: rep.StolenIn, RequestID: rep.RequestID}, nil
+}
+
+// leaseCall sends one lease command with a request ID that stays the same
+// across failover retries, and decodes 200, 409 and 429 answers.
+func (c *Client) leaseCall(ctx context.Context, path string, b leaseBody) (LeaseGrant, error) {
+	if b.RequestID == "" {
+		b.RequestID = newRequestID()
+	}
+	body, err := jsonMarshal(b)
+	if err != nil {
+		return LeaseGrant{}, fmt.Errorf("%w: encoding the request: %v", ErrInvalid, err)
+	}
+	resp, err := c.send(ctx, http.MethodPost, path, body)
+	if err != nil {
+		return LeaseGrant{}, err
+	}
+	switch resp.code {
+	case http.StatusOK, http.StatusConflict, http.StatusTooManyRequests:
+	default:
+		return LeaseGrant{}, resp.apiError()
+	}
+	var a leaseAnswer
+	if err := jsonUnmarshal(resp.body, &a); err != nil {
+		return LeaseGrant{}, fmt.Errorf("client: cannot decode the answer of %s to POST %s: %w", resp.server, path, err)
+	}
+	want := map[int][]LeaseStatus{
+		http.StatusOK:              {LeaseGranted, LeaseReturned},
+		http.StatusConflict:        {LeaseFenced},
+		http.StatusTooManyRequests: {LeaseRefused},
+	}[resp.code]
+	ok := false
+	for _, s := range want {
+		ok = ok || a.Status == s
+	}
+	if !ok {
+		return LeaseGrant{}, fmt.Errorf("client: %s answered POST %s with %d and status %q", resp.server, path, resp.code, a.Status)
+	}
+	return LeaseGrant{
+		Status: a.Status, LeaseID: a.LeaseID, Epoch: a.Epoch, Permits: a.Permits, ExpiresIn: time.Duration(a.ExpiresInNanos),
+		SharePerSec: a.SharePerSec, ShareMilliPerSec: a.ShareMilliPerSec, CreditedPermits: a.CreditedPermits,
+		RetryAfter: time.Duration(a.RetryAfterNanos), Duplicate: a.Duplicate, Detail: a.Error, RequestID: b.RequestID,
+		SentAt: resp.sentAt, ReceivedAt: resp.receivedAt,
+	}, nil
+}
+
+// LeasePool is the answer to Leases: a leased limit's pool, its accounts
+// (Minted = Free + Outstanding + Settled) and counters, and its leases
+// sorted by id. Cluster times are on the timeline of Status.ClusterNanos.
+type LeasePool struct {
+	Name                  string       `json:"name"`
+	IntervalNanos         int64        `json:"interval_ns"`
+	BurstPermits          int64        `json:"burst_permits"`
+	MaxOutstandingPermits int64        `json:"max_outstanding_permits"`
+	BurstSpec             int64        `json:"burst_permits_spec"`
+	MaxOutstandingSpec    int64        `json:"max_outstanding_permits_spec"`
+	MintedPermits         int64        `json:"minted_permits"`
+	FreePermits           int64        `json:"free_permits"`
+	OutstandingPermits    int64        `json:"outstanding_permits"`
+	SettledPermits        int64        `json:"settled_permits"`
+	SpentPermits          int64        `json:"spent_permits"`
+	StolenPermits         int64        `json:"stolen_permits"`
+	ExpiredPermits        int64        `json:"expired_permits"`
+	StolenInPermits       int64        `json:"stolen_in_permits"`
+	ActiveLeases          int          `json:"active_leases"`
+	LingeringLeases       int          `json:"lingering_leases"`
+	LeasesOpened          uint64       `json:"leases_opened"`
+	Renewals              uint64       `json:"renewals"`
+	Returns               uint64       `json:"returns"`
+	Expirations           uint64       `json:"expirations"`
+	Fenced                uint64       `json:"fenced"`
+	Leases                []LeaseState `json:"leases"`
+}
+
+// LeaseState is one lease of a LeasePool.
+type LeaseState struct {
+	LeaseID           uint64  `json:"lease_id"`
+	Epoch             uint64  `json:"epoch"`
+	Active            bool    `json:"active"`
+	Holder            string  `json:"holder"`
+	Group             string  `json:"group"`
+	Weight            int64   `json:"weight"`
+	DemandPerSec      float64 `json:"demand_per_sec"`
+	DemandMilliPerSec int64   `json:"demand_milli_per_sec"`
+	SharePerSec       float64 `json:"share_per_sec"`
+	ShareMilliPerSec  int64   `json:"share_milli_per_sec"`
+	Permits           int64   `json:"permits"`
+	LingeringPermits  int64   `json:"lingering_permits"`
+	GrantedAtNanos    int64   `json:"granted_at_cluster_ns"`
+	ExpiresAtNanos    int64   `json:"expires_at_cluster_ns"`
+	StolenInPermits   int64   `json:"stolen_in_permits"`
+}
+
+// Leases returns the lease pool of a leased limit and its leases
+// (ErrNotFound for an unknown limit, ErrInvalid if it is not leased).
+func (c *Client) Leases(ctx context.Context, limit string) (LeasePool, error) {
+	var p LeasePool
+	err := c.call(ctx, http.MethodGet, limitPath(limit)+"/leases", nil, &p)
+	return p, err
+}
