@@ -177,6 +177,25 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 		}
 	}
 	t.Logf("%d grants through a kill -9 of %s (new leader %s) and its restart", len(grants), leader, newLeader)
+
+	// A correctness smoke of permitd bench against the same cluster: it
+	// creates its limit, sends reserves through every node, and exits 0
+	// only without errors.
+	var servers []string
+	for _, id := range ids {
+		servers = append(servers, httpAddr[id])
+	}
+	out, err := exec.Command(bin, "bench", "--servers", strings.Join(servers, ","), "--limit", "smoke",
+		"--concurrency", "4", "--duration", "1s", "--warmup", "200ms", "--json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("permitd bench: %v\n%s", err, out)
+	}
+	var res struct {
+		Requests, Granted, Errors int64
+	}
+	if err := json.Unmarshal(out, &res); err != nil || res.Requests == 0 || res.Errors != 0 || res.Granted == 0 {
+		t.Fatalf("permitd bench result: %s (%v)", out, err)
+	}
 }
 
 func without(ids []string, x string) []string {
