@@ -68,6 +68,15 @@ type Config struct {
 	// OnBatch, if set, is called after each reserve entry is applied with
 	// its size and its apply latency (for metrics).
 	OnBatch func(size int, applyLatency time.Duration)
+
+	// UnsafeResumeFromOwnClock is TEST-ONLY and UNSAFE: it deliberately
+	// breaks invariant 2 (cluster time). A new leader then resumes the
+	// cluster timeline from its own Clock reading instead of the FSM's last
+	// applied time, so a leader whose clock is ahead jumps the timeline
+	// forward and grants permits early. It exists so that jepsen-lite can
+	// show it catches this bug (the agent's --test-break-timeline). Never
+	// set it outside such a test.
+	UnsafeResumeFromOwnClock bool
 }
 
 func (c *Config) setDefaults() error {
@@ -306,6 +315,10 @@ func (n *Node) onLeadership(isLeader bool) {
 		return
 	}
 	base := n.fsm.LastNowNanos()
+	if n.cfg.UnsafeResumeFromOwnClock {
+		base = n.cfg.Clock.NowNanos() // the deliberate bug: see Config
+		n.log.Warn("UNSAFE: resuming the cluster timeline from this node's own clock", "term", term, "from_ns", base, "fsm_last_ns", n.fsm.LastNowNanos())
+	}
 	n.timeline.begin(term, base)
 	n.log.Info("leading: cluster timeline continues", "term", term, "from_ns", base)
 	n.readyMu.Lock()

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/node/faultnet"
 	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/client"
 )
@@ -39,6 +40,8 @@ type agentFlags struct {
 	clockOffset                                time.Duration
 	clockRate                                  float64
 	testHooks                                  bool
+	testBreakTimeline                          bool
+	trailingLogs                               uint64
 	pprof                                      bool
 }
 
@@ -61,7 +64,9 @@ func (a *agentFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&a.maxInflight, "max-inflight", 2, "most reserve entries being committed at once")
 	fs.DurationVar(&a.clockOffset, "clock-offset", 0, "TESTING: skew this node's clock by an offset")
 	fs.Float64Var(&a.clockRate, "clock-rate", 1, "TESTING: run this node's clock at this rate")
-	fs.BoolVar(&a.testHooks, "test-hooks", false, "TESTING: serve POST /v1/debug/clock (change the clock skew at run time) and GET /v1/debug/state (applied index and state hash)")
+	fs.Uint64Var(&a.trailingLogs, "trailing-logs", 4096, "log entries kept after a snapshot (fewer makes lagging followers need a snapshot sooner)")
+	fs.BoolVar(&a.testHooks, "test-hooks", false, "TESTING: inject faults into raft's network (faultnet.TCPFaults) and serve POST /v1/debug/clock (change the clock skew at run time), GET /v1/debug/state (applied index and state hash), GET/POST/DELETE /v1/debug/faults (partitions, loss, delay)")
+	fs.BoolVar(&a.testBreakTimeline, "test-break-timeline", false, "TESTING, UNSAFE (needs --test-hooks): a new leader resumes the cluster timeline from its own clock instead of the last applied time: a deliberately broken register that grants early, for jepsen-lite to catch")
 	fs.BoolVar(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
 }
 
@@ -122,6 +127,10 @@ Flags:
 		fmt.Fprintln(stderr, "permitd agent: give --initial-cluster or --join, not both")
 		return 2
 	}
+	if a.testBreakTimeline && !a.testHooks {
+		fmt.Fprintln(stderr, "permitd agent: --test-break-timeline is a test-only fault and needs --test-hooks")
+		return 2
+	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "permitd", Level: hclog.LevelFromString(a.logLevel), Output: stderr})
 	ag, err := startAgent(a, initial, logger)
 	if err != nil {
@@ -163,6 +172,7 @@ type agent struct {
 	http    *http.Server
 	httpErr chan error
 	clock   *node.SkewedClock
+	faults  *faultnet.TCPFaults // nil without --test-hooks
 }
 
 func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agent, error) {
@@ -172,13 +182,26 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	}
 	reg := prometheus.NewRegistry()
 	ag := &agent{clock: clock, httpErr: make(chan error, 1)}
+	var network node.Network // default: plain TCP
+	if a.testHooks {
+		self := a.advertise
+		if self == "" {
+			self = a.raftAddr
+		}
+		ag.faults = faultnet.NewTCP(self)
+		network = ag.faults
+	}
+	if a.testBreakTimeline {
+		logger.Warn("UNSAFE --test-break-timeline: a new leader resumes the timeline from its own clock; this node may grant permits early")
+	}
 	var metrics *transport.Metrics
 	n, err := node.New(node.Config{
 		ID: a.id, DataDir: a.dataDir, RaftAddr: a.raftAddr, AdvertiseAddr: a.advertise,
-		InitialCluster: initial, Clock: clock, Logger: logger,
+		InitialCluster: initial, Clock: clock, Logger: logger, Network: network,
 		HeartbeatTimeout: a.heartbeat, ElectionTimeout: a.election, LeaderLeaseTimeout: a.leaderLease, CommitTimeout: a.commit,
-		SnapshotThreshold: a.snapshotThreshold, SnapshotInterval: a.snapshotInterval,
+		SnapshotThreshold: a.snapshotThreshold, SnapshotInterval: a.snapshotInterval, TrailingLogs: a.trailingLogs,
 		MaxBatch: a.maxBatch, MaxInflight: a.maxInflight,
+		UnsafeResumeFromOwnClock: a.testBreakTimeline,
 		OnBatch: func(size int, d time.Duration) {
 			if metrics != nil {
 				metrics.ObserveBatch(size, d)
@@ -193,6 +216,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	var h http.Handler = transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics})
 	if a.testHooks {
 		h = withClockHook(h, clock, n)
+		h = withFaultHooks(h, ag.faults)
 	}
 	if a.pprof {
 		h = withPprof(h)

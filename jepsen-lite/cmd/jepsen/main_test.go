@@ -1,0 +1,34 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFlags(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"help", []string{"--help"}, 0, "Exit status"},
+		{"leased", []string{"--workload", "leased", "--out", out}, 2, "not yet implemented"},
+		{"bad nemesis", []string{"--nemesis", "flood", "--out", out}, 2, "allowed kinds"},
+		{"bad size", []string{"--nodes", "4", "--out", out}, 2, "3 or 5"},
+		{"stray argument", []string{"now"}, 2, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tt.args, &stdout, &stderr)
+			if code != tt.code || !strings.Contains(stdout.String()+stderr.String(), tt.want) {
+				t.Fatalf("exit %d, output %q; want %d containing %q", code, stdout.String()+stderr.String(), tt.code, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,246 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/permitd/permitd/jepsen-lite/bound"
+	"github.com/permitd/permitd/jepsen-lite/checker"
+	"github.com/permitd/permitd/jepsen-lite/fakeapi"
+	"github.com/permitd/permitd/jepsen-lite/history"
+)
+
+// limitInfo is the limit a run exercises, as the server compiled it.
+type limitInfo struct {
+	Name           string         `json:"name"`
+	Config         map[string]any `json:"config"`
+	IntervalNanos  int64          `json:"interval_ns"`
+	ExpiryNanos    int64          `json:"expiry_ns,omitempty"`
+	MaxReserved    int64          `json:"max_reserved,omitempty"`
+	MaxStoredNanos int64          `json:"max_stored_ns,omitempty"`
+	RatePerSecond  float64        `json:"rate_per_second"`
+	// SpacingFormula and WindowFormula are the README's bounds the run is
+	// judged by.
+	SpacingFormula string `json:"spacing_formula,omitempty"`
+	WindowFormula  string `json:"window_formula"`
+}
+
+// bound returns the README's window bound for the limit.
+func (li limitInfo) bound(workload string) (bound.Bound, error) {
+	if workload == WorkloadStrict {
+		return bound.StrictWithExpiry(li.IntervalNanos, li.ExpiryNanos)
+	}
+	i, s := li.IntervalNanos, li.MaxStoredNanos
+	return bound.Bound{
+		Formula: fmt.Sprintf("floor((W + maxStored)/I) + n_last with I=%dns maxStored=%dns n_last=1 (README, bursty)", i, s),
+		Max:     func(w int64) int64 { return (max(w, 0)+s)/i + 1 },
+	}, nil
+}
+
+// checkInput is everything the checkers judge.
+type checkInput struct {
+	cfg        Config
+	limit      limitInfo
+	ops        []history.Op
+	calls      []fakeapi.Call
+	finals     []checker.NodeFinal
+	logs       []checker.Log
+	healNanos  int64
+	endNanos   int64
+	lagNanos   int64 // measured timeline lag (negative: ahead of real time)
+	lagSpan    int64 // the real time the lag was measured over
+	visualizer string
+}
+
+// checkOutput is the checkers' verdicts.
+type checkOutput struct {
+	results []checker.Result
+	jitter  checker.Jitter
+	// safety and liveness verdicts.
+	safetyValid, livenessValid bool
+	errors                     []string
+}
+
+// livenessCheckers are the checkers whose failure is not a safety
+// violation.
+var livenessCheckers = map[string]bool{"recovery": true}
+
+// runChecks runs every checker that applies to the workload.
+func runChecks(in checkInput) checkOutput {
+	var out checkOutput
+	add := func(r checker.Result, err error) {
+		if err != nil {
+			out.errors = append(out.errors, err.Error())
+			r = checker.Result{Name: r.Name, Valid: false, Violations: []string{"could not judge: " + err.Error()}, Details: map[string]any{"violations_total": 1}}
+		}
+		out.results = append(out.results, r)
+	}
+	j, err := checker.DeliveryJitter(in.calls, true)
+	if err != nil {
+		out.errors = append(out.errors, "jitter: "+err.Error()+" (tolerance 0)")
+	}
+	out.jitter = j
+	tol := j.JitterNanos
+	li := in.limit
+	b, err := li.bound(in.cfg.Workload)
+	if err != nil {
+		out.errors = append(out.errors, err.Error())
+	}
+	windows := []int64{li.IntervalNanos, 5 * li.IntervalNanos, 25 * li.IntervalNanos}
+
+	// The same bounds twice: at the API's receive times, with the measured
+	// delivery jitter as tolerance (the README's formulation), and at the
+	// moments of use, the workers' send times (sent_ns: the same clock,
+	// read when the worker checked the grant), where no jitter applies.
+	used := callsAtUse(in.calls)
+	if in.cfg.Workload == WorkloadStrict {
+		r, err := checker.Spacing(in.calls, checker.SpacingSpec{IntervalNanos: li.IntervalNanos - li.ExpiryNanos, ToleranceNanos: tol})
+		if err == nil {
+			r.Details["readme_bound"] = li.SpacingFormula
+		}
+		add(withName(r, "spacing"), err)
+		r, err = checker.Spacing(used, checker.SpacingSpec{IntervalNanos: li.IntervalNanos - li.ExpiryNanos})
+		if err == nil {
+			r.Name = "spacing-at-use"
+			r.Details["rule"] = "use times (sent_ns) >= I - expiry apart: no jitter between a worker's decision to use and its clock"
+		}
+		add(withName(r, "spacing-at-use"), err)
+		r, err = checker.Window(in.calls, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: tol})
+		add(withName(r, "window"), err)
+		r, err = checker.Window(used, checker.WindowSpec{WindowsNanos: windows, Bound: b})
+		if err == nil {
+			r.Name = "window-at-use"
+		}
+		add(withName(r, "window-at-use"), err)
+		r, err = checker.Linearizability(checker.LinearizabilityInput{
+			Ops:              in.ops,
+			Limits:           map[string]checker.RegisterSpec{li.Name: {IntervalNanos: li.IntervalNanos, MaxReserved: li.MaxReserved, Fresh: true}},
+			ToleranceNanos:   int64(time.Millisecond),
+			TimelineLagNanos: max(in.lagNanos, 0) + int64(200*time.Millisecond) + in.lagSpan/50,
+			Timeout:          in.cfg.LinearizabilityTimeout,
+			VisualizeDir:     in.visualizer,
+		})
+		add(withName(r, "linearizability"), err)
+	} else {
+		wtol := tol + int64(maxAnswerRTT+maxLateUse)
+		r, err := checker.Window(in.calls, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: wtol})
+		if err == nil {
+			r.Details["tolerance_parts"] = fmt.Sprintf("delivery jitter %v + answer rtt %v + late use %v (the workers' use discipline)", time.Duration(tol), maxAnswerRTT, maxLateUse)
+		}
+		add(withName(r, "window"), err)
+		r, err = checker.Window(used, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: int64(maxAnswerRTT + maxLateUse)})
+		if err == nil {
+			r.Name = "window-at-use"
+		}
+		add(withName(r, "window-at-use"), err)
+	}
+	r, err := checker.Conservation(checker.ConservationInput{Ops: in.ops, Calls: in.calls, SameTimeBase: true, ToleranceNanos: tol})
+	add(withName(r, "conservation"), err)
+	r, err = checker.Durability(checker.DurabilityInput{Ops: in.ops, Nodes: in.finals})
+	add(withName(r, "durability"), err)
+	out.results = append(out.results, timelineResult(in))
+	r, err = checker.Logs(in.logs, nil)
+	add(withName(r, "logs"), err)
+	if in.endNanos > in.healNanos {
+		r, err = checker.Recovery(in.calls, checker.RecoverySpec{
+			HealNanos: in.healNanos, EndNanos: in.endNanos, RatePerSecond: li.RatePerSecond,
+			MeasureWindowNanos: 10 * li.IntervalNanos, Fraction: in.cfg.RecoveryFraction, WithinNanos: int64(in.cfg.RecoveryWithin),
+		})
+		add(withName(r, "recovery"), err)
+	}
+	out.safetyValid, out.livenessValid = true, true
+	for _, r := range out.results {
+		switch {
+		case r.Valid:
+		case livenessCheckers[r.Name]:
+			out.livenessValid = false
+		case searchTimedOut(r):
+			// Not proven either way: the run is incomplete, not unsafe.
+			out.errors = append(out.errors, "linearizability: porcupine's search timed out (Unknown); raise Config.LinearizabilityTimeout or shorten the run")
+		default:
+			out.safetyValid = false
+		}
+	}
+	return out
+}
+
+// searchTimedOut reports a linearizability result whose only failures are
+// searches that timed out.
+func searchTimedOut(r checker.Result) bool {
+	per, ok := r.Details["per_limit"].(map[string]string)
+	if r.Name != "linearizability" || !ok {
+		return false
+	}
+	unknown := 0
+	for _, v := range per {
+		switch v {
+		case "Unknown":
+			unknown++
+		case "Ok":
+		default:
+			return false
+		}
+	}
+	return unknown > 0 && r.ViolationsTotal() == unknown // no op-level fault either
+}
+
+// withName names a result when a checker returned an error (and so an
+// empty result).
+func withName(r checker.Result, name string) checker.Result {
+	if r.Name == "" {
+		r.Name = name
+	}
+	return r
+}
+
+// callsAtUse returns the calls that carry a send time, stamped with it.
+func callsAtUse(calls []fakeapi.Call) []fakeapi.Call {
+	out := make([]fakeapi.Call, 0, len(calls))
+	for _, c := range calls {
+		if c.SentNanos != nil {
+			c.TimeNanos = *c.SentNanos
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// timelineResult checks invariant 2 from the outside: between the first
+// and the last GET /v1/status of the run, the cluster timeline
+// (cluster_now_ns) advanced no more than real time did (plus 50 ms for
+// the two reads).
+func timelineResult(in checkInput) checker.Result {
+	const slack = int64(50 * time.Millisecond)
+	r := checker.Result{Name: "timeline", Valid: true, Details: map[string]any{
+		"violations_total": 0,
+		"rule":             "cluster_now_ns advances no faster than real time: lag = real elapsed - cluster elapsed >= -50ms",
+		"lag_ns":           in.lagNanos,
+		"real_elapsed_ns":  in.lagSpan,
+	}}
+	if in.lagSpan <= 0 {
+		r.Details["note"] = "not measured"
+		return r
+	}
+	if in.lagNanos < -slack {
+		r.Valid = false
+		r.Details["violations_total"] = 1
+		r.Violations = []string{fmt.Sprintf("the cluster timeline ran %v ahead of real time over %v (it must never run faster)", time.Duration(-in.lagNanos), time.Duration(in.lagSpan))}
+	}
+	return r
+}
+
+// readLogs reads the nodes' log files for the logs checker.
+func readLogs(nodes []*agentNode) ([]checker.Log, []string) {
+	var logs []checker.Log
+	var errs []string
+	for _, n := range nodes {
+		b, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		logs = append(logs, checker.Log{Name: n.ID + ".log", Text: string(b)})
+	}
+	return logs, errs
+}

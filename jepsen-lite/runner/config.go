@@ -1,0 +1,353 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrInvalid is wrapped by every configuration error.
+var ErrInvalid = errors.New("runner: invalid configuration")
+
+// ErrNotImplemented is wrapped by the error for a feature the runner does
+// not have yet (the leased workload).
+var ErrNotImplemented = errors.New("runner: not yet implemented")
+
+// Workloads.
+const (
+	// WorkloadStrict: one strict limit, "1 every Interval" with Expiry and
+	// MaxReserved, judged by spacing, windows, conservation and
+	// linearizability.
+	WorkloadStrict = "strict"
+	// WorkloadWindow: one bursty limit (Guava's SmoothBursty), "1 every
+	// Interval" storing up to BurstSeconds of idle time, judged by the
+	// README's window bound and conservation.
+	WorkloadWindow = "window"
+	// WorkloadLeased: leased workers in memberlist groups (not yet
+	// implemented).
+	WorkloadLeased = "leased"
+)
+
+// Fault kinds (the --nemesis list).
+const (
+	FaultPartition = "partition"
+	FaultKill      = "kill"
+	FaultPause     = "pause"
+	FaultClock     = "clock"
+	FaultLoss      = "loss"
+	FaultSnapshot  = "snapshot"
+)
+
+// variants lists each fault kind's variants. Which apply depends on the
+// cluster size (see variantsFor).
+var variants = map[string][]string{
+	FaultPartition: {"isolate-leader", "isolate-one", "halves", "ring", "bridge", "one-way"},
+	FaultKill:      {"leader", "one", "minority", "all"},
+	FaultPause:     {"leader", "one", "minority", "workers"},
+	FaultClock:     {"skew-leader", "skew-one", "rate-leader", "rate-one", "skew-followers"},
+	FaultLoss:      {"one", "all"},
+	FaultSnapshot:  {"isolate-follower"},
+}
+
+// faultKinds in a fixed order (schedules must not depend on map order).
+var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot}
+
+// variantsFor returns the variants of kind that make sense with n nodes.
+func variantsFor(kind string, n int) []string {
+	var out []string
+	for _, v := range variants[kind] {
+		if kind == FaultPartition && v == "ring" && n < 5 {
+			continue // with 3 nodes every node is next to both others
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// NemesisSpec is one entry of --nemesis: a fault kind, optionally
+// restricted to some of its variants ("partition:isolate-leader|bridge").
+type NemesisSpec struct {
+	// Kind is partition, kill, pause, clock, loss or snapshot.
+	Kind string `json:"kind"`
+	// Variants restricts the kind's variants; empty means all.
+	Variants []string `json:"variants,omitempty"`
+}
+
+// ParseNemeses parses a --nemesis value: comma-separated KIND or
+// KIND:VARIANT|VARIANT entries, "none" or "" for no faults.
+func ParseNemeses(s string) ([]NemesisSpec, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	var out []NemesisSpec
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		kind, vs, _ := strings.Cut(item, ":")
+		if _, ok := variants[kind]; !ok {
+			return nil, fmt.Errorf("%w: nemesis %q; allowed kinds: %s", ErrInvalid, kind, strings.Join(faultKinds, ", "))
+		}
+		if seen[kind] {
+			return nil, fmt.Errorf("%w: nemesis %q given twice; give its variants once, separated by |", ErrInvalid, kind)
+		}
+		seen[kind] = true
+		spec := NemesisSpec{Kind: kind}
+		if vs != "" {
+			for _, v := range strings.Split(vs, "|") {
+				if !slices.Contains(variants[kind], v) {
+					return nil, fmt.Errorf("%w: nemesis %s variant %q; allowed: %s", ErrInvalid, kind, v, strings.Join(variants[kind], ", "))
+				}
+				spec.Variants = append(spec.Variants, v)
+			}
+		}
+		out = append(out, spec)
+	}
+	return out, nil
+}
+
+// String renders specs in --nemesis syntax.
+func formatNemeses(specs []NemesisSpec) string {
+	var parts []string
+	for _, s := range specs {
+		p := s.Kind
+		if len(s.Variants) > 0 {
+			p += ":" + strings.Join(s.Variants, "|")
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ",")
+}
+
+// Config configures one run. Zero values select the defaults documented
+// on each field (see withDefaults).
+type Config struct {
+	// Nodes is the cluster size: 3 or 5.
+	Nodes int `json:"nodes"`
+	// Workers is the number of client workers (default 4, at most 64).
+	Workers int `json:"workers"`
+	// Groups labels workers in G groups (default 1). Groups matter only
+	// to the leased workload.
+	Groups int `json:"groups"`
+	// Workload is strict or window (leased: not yet implemented).
+	Workload string `json:"workload"`
+	// Nemeses are the fault kinds the generator composes; none for a
+	// fault-free run.
+	Nemeses []NemesisSpec `json:"nemeses"`
+	// Duration is the whole run, from the first reserve to the last
+	// (default 60s; at least 15s).
+	Duration time.Duration `json:"duration_ns"`
+	// Seed seeds the schedule and the runner's random choices; the same
+	// seed and configuration replay the same schedule.
+	Seed uint64 `json:"seed"`
+	// OutDir receives the report; it must not exist or be empty.
+	OutDir string `json:"out_dir"`
+	// PermitdBin is the permitd binary; empty builds one from ModuleRoot
+	// into ModuleRoot/tmp/permitd.
+	PermitdBin string `json:"permitd_bin"`
+	// ModuleRoot is permitd's source tree (default: found from the working
+	// directory).
+	ModuleRoot string `json:"-"`
+
+	// Interval is the limit's spacing I: 1 permit per Interval (default
+	// 200ms).
+	Interval time.Duration `json:"interval_ns"`
+	// Expiry (strict) is how long after its slot a permit may be used
+	// (default Interval/2, the server's default).
+	Expiry time.Duration `json:"expiry_ns"`
+	// MaxReserved (strict) is how many slots may be reserved ahead
+	// (default 4).
+	MaxReserved int64 `json:"max_reserved"`
+	// MaxWait is the reserves' max_wait (default (MaxReserved+1)·Interval
+	// for strict, 1s for window).
+	MaxWait time.Duration `json:"max_wait_ns"`
+	// BurstSeconds (window) is the bursty limit's max_burst_seconds
+	// (default 1).
+	BurstSeconds float64 `json:"burst_seconds"`
+
+	// Warmup is the fault-free start (default 3s); Tail the fault-free end
+	// after the final heal, during which recovery is measured (default
+	// max(10s, Duration/4)).
+	Warmup time.Duration `json:"warmup_ns"`
+	Tail   time.Duration `json:"tail_ns"`
+	// RecoveryWithin is the stated time within which throughput must be
+	// back to RecoveryFraction of the limit after the final heal (default
+	// 8s, fraction 0.8).
+	RecoveryWithin   time.Duration `json:"recovery_within_ns"`
+	RecoveryFraction float64       `json:"recovery_fraction"`
+	// LinearizabilityTimeout bounds porcupine's search (default max(60s,
+	// Duration/4)); a search that times out makes the run incomplete.
+	LinearizabilityTimeout time.Duration `json:"linearizability_timeout_ns"`
+
+	// AgentFlags are extra flags for every agent, for example
+	// --test-break-timeline.
+	AgentFlags []string `json:"agent_flags,omitempty"`
+	// AgentFlagsFor, if set, returns extra flags for node index i (0-based)
+	// after AgentFlags.
+	AgentFlagsFor func(i int) []string `json:"-"`
+	// Schedule, if set, replaces the generated schedule (tests pin exact
+	// scenarios with it). Its faults need not be listed in Nemeses.
+	Schedule []Event `json:"-"`
+
+	// Command is the command line, for the report.
+	Command string `json:"-"`
+	// Log receives progress lines (nil: discarded).
+	Log io.Writer `json:"-"`
+}
+
+// Limits on the configuration.
+const (
+	maxWorkers  = 64
+	maxGroups   = 64
+	minDuration = 15 * time.Second
+	maxDuration = 24 * time.Hour
+)
+
+// withDefaults validates c and returns it with defaults filled in.
+func (c Config) withDefaults() (Config, error) {
+	switch c.Workload {
+	case "":
+		c.Workload = WorkloadStrict
+	case WorkloadStrict, WorkloadWindow:
+	case WorkloadLeased:
+		return c, fmt.Errorf("%w: workload %q (leased workers in memberlist groups come in a later step); allowed now: %s, %s", ErrNotImplemented, c.Workload, WorkloadStrict, WorkloadWindow)
+	default:
+		return c, fmt.Errorf("%w: workload %q; allowed: %s, %s (%s: not yet implemented)", ErrInvalid, c.Workload, WorkloadStrict, WorkloadWindow, WorkloadLeased)
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Nodes != 3 && c.Nodes != 5 {
+		return c, fmt.Errorf("%w: %d nodes; allowed: 3 or 5", ErrInvalid, c.Nodes)
+	}
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.Workers < 1 || c.Workers > maxWorkers {
+		return c, fmt.Errorf("%w: %d workers; allowed: 1 to %d", ErrInvalid, c.Workers, maxWorkers)
+	}
+	if c.Groups == 0 {
+		c.Groups = 1
+	}
+	if c.Groups < 1 || c.Groups > maxGroups || c.Groups > c.Workers {
+		return c, fmt.Errorf("%w: %d groups; allowed: 1 to min(%d, workers = %d)", ErrInvalid, c.Groups, maxGroups, c.Workers)
+	}
+	if c.Duration == 0 {
+		c.Duration = 60 * time.Second
+	}
+	if c.Duration < minDuration || c.Duration > maxDuration {
+		return c, fmt.Errorf("%w: duration %v; allowed: %v to %v", ErrInvalid, c.Duration, minDuration, maxDuration)
+	}
+	if c.OutDir == "" {
+		return c, fmt.Errorf("%w: no output directory; give --out DIR", ErrInvalid)
+	}
+	if c.Interval == 0 {
+		c.Interval = 200 * time.Millisecond
+	}
+	if c.Interval < 20*time.Millisecond || c.Interval > time.Minute {
+		return c, fmt.Errorf("%w: interval %v; allowed: 20ms to 1m (much longer than a reserve's latency, much shorter than the run)", ErrInvalid, c.Interval)
+	}
+	if c.Expiry == 0 {
+		c.Expiry = c.Interval / 2
+	}
+	if c.Expiry < 0 || c.Expiry >= c.Interval {
+		return c, fmt.Errorf("%w: expiry %v; allowed: > 0 and < interval %v (the spacing at use is interval - expiry)", ErrInvalid, c.Expiry, c.Interval)
+	}
+	if c.MaxReserved == 0 {
+		c.MaxReserved = 4
+	}
+	if c.MaxReserved < 0 || c.MaxReserved > 1000 {
+		return c, fmt.Errorf("%w: max reserved %d; allowed: 1 to 1000", ErrInvalid, c.MaxReserved)
+	}
+	if c.BurstSeconds == 0 {
+		c.BurstSeconds = 1
+	}
+	if !(c.BurstSeconds > 0 && c.BurstSeconds <= 60) {
+		return c, fmt.Errorf("%w: burst seconds %v; allowed: (0, 60]", ErrInvalid, c.BurstSeconds)
+	}
+	if c.MaxWait == 0 {
+		if c.Workload == WorkloadStrict {
+			c.MaxWait = time.Duration(c.MaxReserved+1) * c.Interval
+		} else {
+			c.MaxWait = time.Second
+		}
+	}
+	if c.MaxWait < 0 || c.MaxWait > time.Minute {
+		return c, fmt.Errorf("%w: max wait %v; allowed: 0 to 1m", ErrInvalid, c.MaxWait)
+	}
+	if c.Warmup == 0 {
+		c.Warmup = 3 * time.Second
+	}
+	if c.Tail == 0 {
+		c.Tail = max(10*time.Second, c.Duration/4)
+	}
+	if c.RecoveryWithin == 0 {
+		c.RecoveryWithin = 8 * time.Second
+	}
+	if c.RecoveryFraction == 0 {
+		c.RecoveryFraction = 0.8
+	}
+	if !(c.RecoveryFraction > 0 && c.RecoveryFraction <= 1) {
+		return c, fmt.Errorf("%w: recovery fraction %v; allowed: (0, 1]", ErrInvalid, c.RecoveryFraction)
+	}
+	if c.Warmup < 0 || c.Tail < 0 || c.Warmup+c.Tail > c.Duration-5*time.Second {
+		return c, fmt.Errorf("%w: warmup %v + tail %v leave less than 5s of faults in %v", ErrInvalid, c.Warmup, c.Tail, c.Duration)
+	}
+	if c.Tail < c.RecoveryWithin+10*c.Interval {
+		return c, fmt.Errorf("%w: tail %v is shorter than recovery within %v + a measuring window of 10 intervals (%v)", ErrInvalid, c.Tail, c.RecoveryWithin, 10*c.Interval)
+	}
+	if c.LinearizabilityTimeout == 0 {
+		c.LinearizabilityTimeout = max(60*time.Second, c.Duration/4)
+	}
+	for _, n := range c.Nemeses {
+		if _, ok := variants[n.Kind]; !ok {
+			return c, fmt.Errorf("%w: nemesis %q; allowed: %s", ErrInvalid, n.Kind, strings.Join(faultKinds, ", "))
+		}
+		if len(pickableVariants(n, c.Nodes)) == 0 {
+			return c, fmt.Errorf("%w: nemesis %s: no variant of %v applies to %d nodes", ErrInvalid, n.Kind, n.Variants, c.Nodes)
+		}
+	}
+	for _, ev := range c.Schedule {
+		if err := ev.validate(c.Duration - c.Tail); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// pickableVariants returns the variants of spec usable with n nodes.
+func pickableVariants(spec NemesisSpec, n int) []string {
+	all := variantsFor(spec.Kind, n)
+	if len(spec.Variants) == 0 {
+		return all
+	}
+	var out []string
+	for _, v := range spec.Variants {
+		if slices.Contains(all, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// hasFault reports whether the run may inject kind (by the nemesis list
+// or the pinned schedule).
+func (c Config) hasFault(kind string) bool {
+	for _, n := range c.Nemeses {
+		if n.Kind == kind {
+			return true
+		}
+	}
+	for _, ev := range c.Schedule {
+		if ev.Fault == kind {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,187 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+// control talks to the agents' HTTP API and test hooks directly (one node
+// at a time, no failover), with short timeouts: a paused or killed node
+// must not stall the runner.
+type control struct {
+	hc *http.Client
+}
+
+func newControl() *control {
+	return &control{hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}}}
+}
+
+// do sends one request to node and decodes a 200 answer into out.
+func (ct *control) do(ctx context.Context, node *agentNode, method, path string, in, out any, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("runner: encoding %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+node.HTTPAddr+path, body)
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := ct.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("runner: %s %s on %s: %w", method, path, node.ID, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("runner: %s %s on %s: reading: %w", method, path, node.ID, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("runner: %s %s on %s: status %d: %s", method, path, node.ID, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		if raw, ok := out.(*[]byte); ok {
+			*raw = b
+			return nil
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("runner: %s %s on %s: decoding %q: %w", method, path, node.ID, b, err)
+		}
+	}
+	return nil
+}
+
+// status reads node's GET /v1/status.
+func (ct *control) status(ctx context.Context, node *agentNode, timeout time.Duration) (client.Status, error) {
+	var st client.Status
+	err := ct.do(ctx, node, http.MethodGet, "/v1/status", nil, &st, timeout)
+	return st, err
+}
+
+// faultState is the body of POST /v1/debug/faults.
+type faultState struct {
+	Block     []string `json:"block"`
+	BlockDial []string `json:"block_dial"`
+	Loss      float64  `json:"loss"`
+	Delay     string   `json:"delay"`
+	Jitter    string   `json:"jitter"`
+}
+
+// equal reports whether two states are the same (lists are sorted).
+func (a faultState) equal(b faultState) bool {
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+// setFaults replaces node's fault state.
+func (ct *control) setFaults(ctx context.Context, node *agentNode, fs faultState) error {
+	return ct.do(ctx, node, http.MethodPost, "/v1/debug/faults", fs, nil, time.Second)
+}
+
+// setClock jumps node's clock by offset and sets its rate.
+func (ct *control) setClock(ctx context.Context, node *agentNode, offset time.Duration, rate float64) error {
+	body := map[string]any{"offset_delta": offset.String(), "rate": rate}
+	return ct.do(ctx, node, http.MethodPost, "/v1/debug/clock", body, nil, time.Second)
+}
+
+// debugState is GET /v1/debug/state.
+type debugState struct {
+	AppliedIndex uint64 `json:"applied_index"`
+	StateHash    string `json:"state_hash"`
+}
+
+// state reads node's applied index and state hash.
+func (ct *control) state(ctx context.Context, node *agentNode) (debugState, []byte, error) {
+	var raw []byte
+	if err := ct.do(ctx, node, http.MethodGet, "/v1/debug/state", nil, &raw, 2*time.Second); err != nil {
+		return debugState{}, nil, err
+	}
+	var st debugState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return debugState{}, nil, fmt.Errorf("runner: /v1/debug/state of %s: %w", node.ID, err)
+	}
+	return st, raw, nil
+}
+
+// statuses reads the status of every running, unpaused node in parallel.
+// Nodes that do not answer are missing from the map.
+func (ct *control) statuses(ctx context.Context, nodes []*agentNode, timeout time.Duration) map[string]client.Status {
+	var mu sync.Mutex
+	out := make(map[string]client.Status, len(nodes))
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if up, paused, _ := n.state(); !up || paused {
+			continue
+		}
+		wg.Go(func() {
+			st, err := ct.status(ctx, n, timeout)
+			if err == nil {
+				mu.Lock()
+				out[n.ID] = st
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// leaderOf returns the node that claims leadership in the highest term
+// among sts and that term, or "" when none does.
+func leaderOf(sts map[string]client.Status) (string, uint64) {
+	var id string
+	var term uint64
+	for nid, st := range sts {
+		if st.State == "leader" && (st.Term > term || (st.Term == term && nid < id)) {
+			id, term = nid, st.Term
+		}
+	}
+	return id, term
+}
+
+// waitLeader waits until a node leads and is ready, up to timeout.
+func (ct *control) waitLeader(ctx context.Context, nodes []*agentNode, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for i := 0; ; i++ {
+		sts := ct.statuses(ctx, nodes, 500*time.Millisecond)
+		if id, _ := leaderOf(sts); id != "" && sts[id].Ready {
+			return id, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("runner: no ready leader after %v (answers: %d of %d nodes)", timeout, len(sts), len(nodes))
+		}
+		if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			return "", err
+		}
+	}
+}
+
+// sleepCtx sleeps d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
