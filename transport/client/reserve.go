@@ -38,10 +38,15 @@ type Grant struct {
 func (g Grant) ReadyAt() time.Time { return g.ReceivedAt.Add(g.Delay) }
 
 // ExpiresAt is the conservative end of the permits' validity (SentAt +
-// ExpiresIn), or the zero time when they do not expire.
+// ExpiresIn), or the zero time when they do not expire. A negative
+// ExpiresIn (a replayed grant that had already expired) is expired at
+// SentAt.
 func (g Grant) ExpiresAt() time.Time {
-	if g.ExpiresIn <= 0 {
+	switch {
+	case g.ExpiresIn == 0:
 		return time.Time{}
+	case g.ExpiresIn < 0:
+		return g.SentAt
 	}
 	return g.SentAt.Add(g.ExpiresIn)
 }
