@@ -1,37 +1,24 @@
 package transport
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/permitd/permitd/fsm"
+)
 
 // MaxNameLen is the longest limit name or server id accepted; it equals
 // fsm.MaxNameLen.
-const MaxNameLen = 128
+const MaxNameLen = fsm.MaxNameLen
 
 // MaxRequestIDLen is the longest request id accepted; it equals
 // fsm.MaxRequestIDLen.
-const MaxRequestIDLen = 64
+const MaxRequestIDLen = fsm.MaxRequestIDLen
 
 // allowedRequestIDChars documents request ids in error messages.
 const allowedRequestIDChars = "1-64 characters of A-Z a-z 0-9 _ . : -"
 
 // allowedNameChars documents the character set of names in error messages.
 const allowedNameChars = "1-128 characters of A-Z a-z 0-9 _ . : -"
-
-// nameByte[c] reports whether byte c may appear in a name.
-var nameByte = func() (t [256]bool) {
-	for c := 'A'; c <= 'Z'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for _, c := range "_.:-" {
-		t[c] = true
-	}
-	return t
-}()
 
 // validateName checks that s is 1–128 bytes of [A-Za-z0-9_.:-], the rule
 // of fsm.ValidateName. what names the thing in the error ("limit name",
@@ -54,7 +41,7 @@ func validateChars(what, s string, maxLen int, allowed string) error {
 		return fmt.Errorf("%s is %d bytes long; allowed: %s", what, len(s), allowed)
 	}
 	for i := 0; i < len(s); i++ {
-		if !nameByte[s[i]] {
+		if !fsm.IsNameByte(s[i]) {
 			return fmt.Errorf("%s %s: byte %q at offset %d is not allowed; allowed: %s", what, strconvQuote(s), s[i], i, allowed)
 		}
 	}
