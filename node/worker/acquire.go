@@ -1,0 +1,212 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Acquire waits until n permits can be spent, paced locally, and spends
+// them. It fails closed with an error wrapping ErrNoPermits when the worker
+// holds no permit and cannot expect one (the register refuses the lease,
+// or is unreachable and stealing did not help: the error then also wraps
+// ErrRegisterUnreachable and says how long ago the last good renewal was);
+// with ctx's error when ctx ends first (or, wrapping
+// context.DeadlineExceeded, at once when the pacing alone would pass ctx's
+// deadline); with ErrStopped after Stop.
+//
+// Permits are handed out at one instant, under the worker's lock, from
+// permits that are spendable at that instant (stolen lots first, earliest
+// deadline first, then the open grant). If ctx ends while Acquire waits
+// for its pacing slot, the slot is lost (never the permits).
+func (w *Worker) Acquire(ctx context.Context, n int64) error {
+	_, err := w.acquire(ctx, n, false, 0)
+	return err
+}
+
+// TryAcquire spends n permits if it can within maxWait (pacing and
+// waiting for permits included) and reports whether it did. It returns
+// false with a nil error when the wait would be longer, and false with the
+// errors of Acquire when the worker fails closed. A negative maxWait is
+// treated as 0: spend only if no wait is needed.
+func (w *Worker) TryAcquire(n int64, maxWait time.Duration) (bool, error) {
+	return w.acquire(context.Background(), n, true, max(maxWait, 0))
+}
+
+// acquire is Acquire (try false: bounded by ctx) and TryAcquire (try true:
+// bounded by maxWait).
+func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Duration) (bool, error) {
+	if n < 1 {
+		return false, fmt.Errorf("%w: %d permits (allowed: >= 1)", ErrInvalidPermits, n)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("worker: acquire %d permits: %w", n, err)
+	}
+	w.mu.Lock()
+	if !w.started {
+		w.mu.Unlock()
+		return false, fmt.Errorf("worker %q: acquire: %w", w.cfg.Name, ErrNotStarted)
+	}
+	now := w.now()
+	deadline := int64(math.MaxInt64)
+	if try {
+		deadline = now + int64(maxWait)
+	} else if dl, ok := ctx.Deadline(); ok {
+		deadline = now + int64(time.Until(dl))
+	}
+	w.meter.add(n)
+	prepaid, waiting := false, false
+	var target uint64
+	// finish leaves the loop: it is called with mu held and releases it.
+	finish := func(ok bool, err error) (bool, error) {
+		if waiting {
+			w.waitingPermits -= n
+		}
+		w.mu.Unlock()
+		return ok, err
+	}
+	for {
+		if w.stopping {
+			return finish(false, fmt.Errorf("worker %q: acquire: %w", w.cfg.Name, ErrStopped))
+		}
+		w.expireLocked(now)
+		if w.spendableLocked(now) >= n {
+			if !prepaid {
+				maxWaitNanos := int64(unboundedWait)
+				if deadline != math.MaxInt64 {
+					maxWaitNanos = max(deadline-now, 0)
+				}
+				at, ok, err := w.pace.reserve(now, n, maxWaitNanos)
+				if err != nil {
+					return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, err))
+				}
+				if !ok {
+					if try {
+						return finish(false, nil)
+					}
+					return finish(false, fmt.Errorf("worker: acquire %d permits: pacing needs %v but the context deadline is in %v: %w",
+						n, time.Duration(at-now), time.Duration(deadline-now), context.DeadlineExceeded))
+				}
+				prepaid = true
+				if at > now {
+					w.mu.Unlock()
+					slept := w.sleep(ctx, at-now)
+					w.mu.Lock()
+					now = w.now()
+					if !slept && !w.stopping {
+						return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, ctx.Err()))
+					}
+					continue // re-check: the grant may have been closed meanwhile
+				}
+			}
+			w.debitLocked(now, n)
+			return finish(true, nil)
+		}
+		if target == 0 {
+			target = w.roundsStarted + 1
+		}
+		if err := w.failClosedLocked(now, target); err != nil {
+			return finish(false, err)
+		}
+		if !waiting {
+			w.waitingPermits += n
+			waiting = true
+		}
+		w.kickStealLocked()
+		if now >= deadline {
+			if try {
+				return finish(false, nil)
+			}
+			return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, context.DeadlineExceeded))
+		}
+		changed := w.changed
+		w.mu.Unlock()
+		wake := min(deadline-now, w.cfg.retryNanos)
+		t := time.NewTimer(time.Duration(wake))
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-w.done:
+		}
+		t.Stop()
+		w.mu.Lock()
+		now = w.now()
+		if err := ctx.Err(); err != nil {
+			return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, err))
+		}
+	}
+}
+
+// sleep waits d nanoseconds; false if ctx or the worker ended first.
+func (w *Worker) sleep(ctx context.Context, d int64) bool {
+	t := time.NewTimer(time.Duration(d))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-w.done:
+		return false
+	}
+}
+
+// spendableLocked returns the permits that may be spent at now: the open
+// grant's and the unexpired stolen ones.
+func (w *Worker) spendableLocked(nowNanos int64) int64 {
+	return w.cur.spendable(nowNanos) + w.lots.total(nowNanos)
+}
+
+// expireLocked drops the stolen lots past their deadline.
+func (w *Worker) expireLocked(nowNanos int64) {
+	w.stats.ExpiredUnusedPermits += w.lots.prune(nowNanos)
+}
+
+// debitLocked spends n spendable permits at now: stolen lots first (they
+// expire unused, while a grant's leftovers are credited back), then the
+// grant.
+func (w *Worker) debitLocked(nowNanos, n int64) {
+	fromLots := min(n, w.lots.total(nowNanos))
+	if fromLots > 0 {
+		var took func(l lot, k int64)
+		if hook := w.cfg.onSpend; hook != nil {
+			took = func(l lot, k int64) { hook(l.leaseID, l.epoch, k, true) }
+		}
+		w.lots.take(nowNanos, fromLots, took)
+		w.stats.SpentStolenPermits += fromLots
+	}
+	if rest := n - fromLots; rest > 0 {
+		w.cur.spent += rest
+		if hook := w.cfg.onSpend; hook != nil {
+			hook(w.cur.leaseID, w.cur.epoch, rest, false)
+		}
+	}
+	w.stats.SpentPermits += n
+}
+
+// failClosedLocked returns the error a caller finding no permit at now
+// fails with, or nil if it should wait. target is the first steal round
+// started after the caller began to wait: a worker cut off from the
+// register fails once that round has finished without helping, or at once
+// when its steal grace is over.
+func (w *Worker) failClosedLocked(nowNanos int64, target uint64) error {
+	if w.regErr == nil {
+		if w.regRefusal != nil && w.leaseID == 0 {
+			return w.regRefusal
+		}
+		return nil // a renewal or a steal will bring permits
+	}
+	since := "never"
+	graceOver := w.lastGoodNanos < 0
+	if !graceOver {
+		since = time.Duration(nowNanos-w.lastGoodNanos).String() + " ago"
+		graceOver = nowNanos >= w.lastGoodNanos+w.cfg.stealGraceNanos
+	}
+	if !graceOver && w.roundsDone < target {
+		return nil
+	}
+	return fmt.Errorf("worker: limit %q: %w: %w: the last good renewal was %s (steal grace %v), peers had nothing to spare; last error: %v",
+		w.cfg.Limit, ErrNoPermits, ErrRegisterUnreachable, since, time.Duration(w.cfg.stealGraceNanos), w.regErr)
+}

@@ -1,0 +1,107 @@
+package worker
+
+import (
+	"math"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+// demandMeter measures a worker's demand: the permits its callers asked
+// for (each Acquire or TryAcquire call counts its n once, granted or not)
+// per second over the last two reporting periods (the current one and the
+// one before; two halve the quantization noise of a low demand, at the
+// cost of following a change over two renewals instead of one), in
+// milli-permits per second.
+//
+// A caller that blocks in Acquire until served asks at the rate it is
+// served, so a closed loop reports what it gets; callers that want their
+// demand seen above their share should ask open-loop (TryAcquire at the
+// rate they want), or be several.
+type demandMeter struct {
+	// sinceNanos starts the current period, prevSinceNanos the one
+	// before (equal before the first take).
+	sinceNanos, prevSinceNanos int64
+	asked, prevAsked           int64
+	// lastMilli is the demand measured at the last take (before headroom).
+	lastMilli int64
+}
+
+// demandHeadroomDiv sets the headroom added to a reported demand: a worker
+// reports measured + measured/demandHeadroomDiv (10 %), so that one that
+// wants less than its fair share gets a little more than it measured and
+// is not starved by noise in the measurement or by bursts within a period.
+// Workers that want more than their share are capped by the share anyway.
+const demandHeadroomDiv = 10
+
+// add counts n asked permits.
+func (m *demandMeter) add(n int64) { m.asked += n }
+
+// rate returns the demand measured over the previous and the current
+// period (0 before any time has passed).
+func (m *demandMeter) rate(nowNanos int64) int64 {
+	return perSecMilli(m.prevAsked+m.asked, nowNanos-m.prevSinceNanos)
+}
+
+// take returns the demand measured over the previous and the current
+// period and starts a new period at now.
+func (m *demandMeter) take(nowNanos int64) int64 {
+	r := m.rate(nowNanos)
+	m.prevSinceNanos, m.prevAsked = m.sinceNanos, m.asked
+	m.sinceNanos, m.asked, m.lastMilli = nowNanos, 0, r
+	return r
+}
+
+// measure returns the demand to report at now: the one measured since the
+// last report, starting a new period, if that period is at least
+// minWindowNanos long; otherwise (a lease right after a fenced renewal, a
+// quick retry) the last measurement, without starting a new period, so
+// that a very short window reports neither 0 nor a burst's rate.
+func (m *demandMeter) measure(nowNanos, minWindowNanos int64) int64 {
+	if nowNanos-m.sinceNanos < minWindowNanos {
+		return m.lastMilli
+	}
+	return m.take(nowNanos)
+}
+
+// recent returns the demand measured over the current period alone if it
+// has lasted at least minWindowNanos, else the last measurement: what a
+// donor expects to need (a worker whose callers went quiet at the start of
+// a period has idle permits within minWindowNanos).
+func (m *demandMeter) recent(nowNanos, minWindowNanos int64) int64 {
+	if nowNanos-m.sinceNanos < minWindowNanos {
+		return m.lastMilli
+	}
+	return perSecMilli(m.asked, nowNanos-m.sinceNanos)
+}
+
+// current returns the larger of the last measured demand and the one
+// measured up to now.
+func (m *demandMeter) current(nowNanos int64) int64 { return max(m.lastMilli, m.rate(nowNanos)) }
+
+// withHeadroom returns the demand to report for a measured one.
+func withHeadroom(milli int64) int64 {
+	return min(milli+milli/demandHeadroomDiv, fsm.MaxDemandMilliPermitsPerSec)
+}
+
+// perSecMilli converts n permits over elapsedNanos into milli-permits per
+// second, capped at fsm.MaxDemandMilliPermitsPerSec (a measurement, not a
+// replicated value: float arithmetic is fine here).
+func perSecMilli(n, elapsedNanos int64) int64 {
+	if n <= 0 || elapsedNanos <= 0 {
+		return 0
+	}
+	r := math.Ceil(float64(n) * 1e12 / float64(elapsedNanos))
+	if r >= float64(fsm.MaxDemandMilliPermitsPerSec) {
+		return fsm.MaxDemandMilliPermitsPerSec
+	}
+	return int64(r)
+}
+
+// permitsOver returns how many permits rateMilli gives over durNanos,
+// rounded up (0 for a non-positive duration).
+func permitsOver(rateMilli, durNanos int64) int64 {
+	if rateMilli <= 0 || durNanos <= 0 {
+		return 0
+	}
+	return int64(math.Ceil(float64(rateMilli) * float64(durNanos) / 1e12))
+}

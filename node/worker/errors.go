@@ -1,0 +1,31 @@
+package worker
+
+import "errors"
+
+// Errors returned by the worker. Every error it returns wraps one of these
+// (or a context error) and says what was wrong and what is allowed.
+var (
+	// ErrInvalidConfig is returned by New for a Config it cannot run with.
+	ErrInvalidConfig = errors.New("worker: invalid config")
+	// ErrInvalidPermits is returned by Acquire and TryAcquire for n < 1.
+	ErrInvalidPermits = errors.New("worker: invalid permit count")
+	// ErrNoPermits is returned (failing closed) when the worker holds no
+	// permit it may spend and cannot expect one: the register refuses it a
+	// lease (unknown limit, limit not leased, ...) or cannot be reached
+	// (then the error also wraps ErrRegisterUnreachable).
+	ErrNoPermits = errors.New("worker: no permits")
+	// ErrRegisterUnreachable is wrapped, together with ErrNoPermits, by the
+	// error of a worker cut off from the register once its grant has
+	// expired and stealing no longer helps; the message says how long ago
+	// the last good renewal was.
+	ErrRegisterUnreachable = errors.New("worker: register unreachable")
+	// ErrNotDelivered is for Register implementations: they wrap it when a
+	// request certainly never reached the register (see Register).
+	ErrNotDelivered = errors.New("worker: request not delivered to the register")
+	// ErrNotStarted is returned by Acquire, TryAcquire and Stop before
+	// Start.
+	ErrNotStarted = errors.New("worker: not started")
+	// ErrStopped is returned by Acquire and TryAcquire once Stop was
+	// called, and by Start after Stop.
+	ErrStopped = errors.New("worker: stopped")
+)

@@ -1,0 +1,106 @@
+package worker
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// TestStealOverMockNetwork runs two workers of different groups on
+// memberlist's in-memory MockNetwork: the donor's callers go quiet, the
+// taker is cut off from the register, and the taker lives on what the
+// donor gives it ((1 - StealBias) of its spare, debited before sending).
+func TestStealOverMockNetwork(t *testing.T) {
+	reg := newFakeRegister(t, time.Now())
+	reg.putLeased(testLimit, 1000, 300, 300)
+	mock := &memberlist.MockNetwork{}
+	names := []string{"donor", "taker"}
+	transports := []*memberlist.MockTransport{mock.NewTransport(names[0]), mock.NewTransport(names[1])}
+	ip, port, err := transports[0].FinalAdvertiseAddr("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := net.JoinHostPort(ip.String(), strconv.Itoa(port))
+	links := []*link{{r: reg}, {r: reg}}
+	var ws []*Worker
+	for i, name := range names {
+		mlc := memberlist.DefaultLocalConfig()
+		mlc.Transport = transports[i]
+		w, err := New(Config{Name: name, Group: name, Limit: testLimit, Register: links[i], Gossip: mlc, Join: []string{seed},
+			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	defer func() {
+		for _, w := range ws {
+			_ = w.Stop(context.Background())
+		}
+	}()
+	donor, taker := ws[0], ws[1]
+	waitFor(t, 2*time.Second, "the two see each other", func() bool { return len(taker.Status().Members) == 2 })
+
+	// Both busy until the taker has a share; then the taker is cut off
+	// and the donor's callers go quiet.
+	waitFor(t, 2*time.Second, "both granted", func() bool {
+		_, _ = donor.TryAcquire(1, time.Millisecond)
+		_, _ = taker.TryAcquire(1, time.Millisecond)
+		return donor.Stats().Renewals >= 2 && taker.Stats().Renewals >= 2 && donor.Status().GrantPermitsLeft > 10
+	})
+	links[1].cut.Store(true)
+	waitFor(t, 2*time.Second, "the taker spends stolen permits", func() bool {
+		_, _ = taker.TryAcquire(1, 5*time.Millisecond)
+		return taker.Stats().SpentStolenPermits > 0
+	})
+	d, tk := donor.Stats(), taker.Stats()
+	t.Logf("donor gave %d in %d answers, taker received %d and spent %d of them", d.StolenOutPermits, d.StealsServed, tk.StolenInPermits, tk.SpentStolenPermits)
+	if tk.StolenInPermits > d.StolenOutPermits {
+		t.Errorf("taker received %d, donor gave %d", tk.StolenInPermits, d.StolenOutPermits)
+	}
+}
+
+// TestRejoinMergesWhenTheSeedComesBack: a worker whose seed is down at
+// Start is alone; when the seed comes up, the periodic rejoin merges them.
+func TestRejoinMergesWhenTheSeedComesBack(t *testing.T) {
+	// Reserve a port for the seed (TCP and UDP), free it, and start the
+	// seed on it only after the other worker.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	seed := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	reg := newFakeRegister(t, time.Now())
+	reg.putLeased(testLimit, 1000, 300, 300)
+	start := func(name string, bindPort int, join []string) *Worker {
+		mlc := memberlist.DefaultLocalConfig()
+		mlc.BindAddr, mlc.BindPort = "127.0.0.1", bindPort
+		w, err := New(Config{Name: name, Group: "g", Limit: testLimit, Register: reg, Gossip: mlc, Join: join,
+			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+		t.Cleanup(func() { _ = w.Stop(context.Background()) })
+		return w
+	}
+	late := start("late", 0, []string{seed})
+	if n := len(late.Status().Members["g"]); n != 1 {
+		t.Fatalf("with its seed down the worker sees %d members, want itself alone", n)
+	}
+	first := start("seed", port, nil)
+	waitFor(t, 3*time.Second, "the two merge", func() bool {
+		return len(late.Status().Members["g"]) == 2 && len(first.Status().Members["g"]) == 2
+	})
+}

@@ -1,0 +1,66 @@
+package worker
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestWireRoundTrip(t *testing.T) {
+	m := meta{Group: "A", Name: "w-1", StealAddr: ""}
+	if got, err := decodeMeta(m.append(nil)); err != nil || got != m {
+		t.Fatalf("meta: got %+v, %v; want %+v", got, err, m)
+	}
+	q := stealRequest{ID: 1 << 40, Limit: "api", From: "w-1", Group: "A", Want: 12345}
+	if got, err := decodeStealRequest(q.append(nil)); err != nil || got != q {
+		t.Fatalf("request: got %+v, %v; want %+v", got, err, q)
+	}
+	r := stealReply{ID: 7, Limit: "api", From: "w-2", Permits: 9, ValidForNanos: 123456789, LeaseID: 3, Epoch: 44}
+	if got, err := decodeStealReply(r.append(nil)); err != nil || got != r {
+		t.Fatalf("reply: got %+v, %v; want %+v", got, err, r)
+	}
+	if k := messageKind(q.append(nil)); k != kindSteal {
+		t.Errorf("messageKind(request) = %d", k)
+	}
+	if k := messageKind([]byte{1, 2, 3}); k != 0 {
+		t.Errorf("messageKind(garbage) = %d", k)
+	}
+}
+
+func TestWireRejectsMalformed(t *testing.T) {
+	req := stealRequest{ID: 1, Limit: "api", From: "w-1", Group: "A", Want: 1}.append(nil)
+	rep := stealReply{ID: 1, Limit: "api", From: "w-1", Permits: 1, ValidForNanos: 1}.append(nil)
+	long := strings.Repeat("x", 129)
+	tests := []struct {
+		name   string
+		decode func([]byte) error
+		b      []byte
+		want   string
+	}{
+		{"empty", reqErr, nil, "0 bytes"},
+		{"bad magic", reqErr, append([]byte{0x71}, req[1:]...), "header"},
+		{"bad version", reqErr, append([]byte{wireMagic, 9}, req[2:]...), "header"},
+		{"reply as request", reqErr, rep, "kind 3"},
+		{"trailing byte", reqErr, append(bytes.Clone(req), 0), "1 trailing bytes"},
+		{"truncated", reqErr, req[:len(req)-1], "bad varint"},
+		{"want 0", reqErr, stealRequest{ID: 1, Limit: "api", From: "w", Group: "A", Want: 0}.append(nil), "want 0 permits"},
+		{"empty limit", reqErr, stealRequest{ID: 1, Limit: "", From: "w", Group: "A", Want: 1}.append(nil), "limit: length 0"},
+		{"long name", reqErr, stealRequest{ID: 1, Limit: "api", From: long, Group: "A", Want: 1}.append(nil), "from: length 129"},
+		{"negative permits", repErr, stealReply{ID: 1, Limit: "api", From: "w", Permits: -1}.append(nil), "-1 permits"},
+		{"negative validity", repErr, stealReply{ID: 1, Limit: "api", From: "w", Permits: 1, ValidForNanos: -5}.append(nil), "valid for -5"},
+		{"meta without name", metaErr, meta{Group: "A"}.append(nil), "name: length 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.decode(tc.b)
+			if !errors.Is(err, errWire) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an errWire mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func reqErr(b []byte) error  { _, err := decodeStealRequest(b); return err }
+func repErr(b []byte) error  { _, err := decodeStealReply(b); return err }
+func metaErr(b []byte) error { _, err := decodeMeta(b); return err }

@@ -1,0 +1,186 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+// solo starts one worker alone (loopback gossip) on limit "api" of 1000
+// permits/s, C = O = 300, TTL 300 ms renewed every 150 ms.
+func solo(t *testing.T, mod func(*Config)) (*Worker, *link, *fakeRegister) {
+	t.Helper()
+	reg := newFakeRegister(t, time.Now())
+	reg.putLeased(testLimit, 1000, 300, 300)
+	l := &link{r: reg}
+	mlc := memberlist.DefaultLocalConfig()
+	mlc.BindAddr, mlc.BindPort = "127.0.0.1", 0
+	cfg := Config{Name: "solo", Group: "g", Limit: testLimit, Register: l, Gossip: mlc,
+		TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	return w, l, reg
+}
+
+func TestLifecycle(t *testing.T) {
+	reg := newFakeRegister(t, time.Now())
+	reg.putLeased(testLimit, 1000, 300, 300)
+	w, err := New(Config{Name: "w", Group: "g", Limit: testLimit, Register: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Acquire(context.Background(), 1); !errors.Is(err, ErrNotStarted) {
+		t.Errorf("Acquire before Start: %v, want ErrNotStarted", err)
+	}
+	if err := w.Stop(context.Background()); !errors.Is(err, ErrNotStarted) {
+		t.Errorf("Stop before Start: %v, want ErrNotStarted", err)
+	}
+
+	w, _, reg = solo(t, nil)
+	if _, err := w.TryAcquire(0, 0); !errors.Is(err, ErrInvalidPermits) {
+		t.Errorf("TryAcquire(0): %v, want ErrInvalidPermits", err)
+	}
+	// The first grant is a split of the rate among the claimants (here
+	// one), as far as the pool has minted.
+	waitFor(t, 2*time.Second, "a grant with permits", func() bool { return w.Status().GrantPermitsLeft > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for range 20 {
+		if err := w.Acquire(ctx, 1); err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+	}
+	st := w.Status()
+	if st.LeaseID == 0 || st.SpentPermits != 20 || st.Members["g"][0] != "solo" {
+		t.Errorf("status after 20 acquires: %+v", st)
+	}
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := w.Acquire(context.Background(), 1); !errors.Is(err, ErrStopped) {
+		t.Errorf("Acquire after Stop: %v, want ErrStopped", err)
+	}
+	p := reg.pool(testLimit)
+	if p.ActiveLeases != 0 || p.Returns != 1 || p.SpentPermits < 20 {
+		t.Errorf("after Stop the pool shows %d active leases, %d returns, %d spent; want 0, 1, >= 20", p.ActiveLeases, p.Returns, p.SpentPermits)
+	}
+}
+
+func TestStartFailsWhenTheLimitCannotBeLeased(t *testing.T) {
+	reg := newFakeRegister(t, time.Now())
+	mlc := memberlist.DefaultLocalConfig()
+	mlc.BindAddr, mlc.BindPort = "127.0.0.1", 0
+	w, err := New(Config{Name: "w", Group: "g", Limit: "nope", Register: reg, Gossip: mlc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); !errors.Is(err, ErrNoPermits) || !strings.Contains(err.Error(), "unknown-limit") {
+		t.Fatalf("Start on an unknown limit: %v, want ErrNoPermits naming unknown-limit", err)
+	}
+	if _, err := w.TryAcquire(1, 0); !errors.Is(err, ErrStopped) {
+		t.Errorf("TryAcquire after a failed Start: %v, want ErrStopped", err)
+	}
+}
+
+func TestFencedLeaseIsLeasedAgain(t *testing.T) {
+	w, _, reg := solo(t, nil)
+	first := w.Status()
+	// Someone returns the worker's lease behind its back: its next renewal
+	// is fenced, and it opens a new lease.
+	if _, err := reg.Return(context.Background(), testLimit, fsm.Return{Limit: testLimit, LeaseID: first.LeaseID, Epoch: first.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "a new lease", func() bool { return w.Status().LeaseID != first.LeaseID && w.Status().LeaseID != 0 })
+	if s := w.Stats(); s.Fenced != 1 || s.Leases != 2 {
+		t.Errorf("fenced %d, leases %d; want 1, 2", s.Fenced, s.Leases)
+	}
+}
+
+func TestLostAnswersAreRetriedWithTheSameRequest(t *testing.T) {
+	w, l, reg := solo(t, nil)
+	waitFor(t, 2*time.Second, "a renewal", func() bool { return w.Stats().Renewals >= 1 })
+	l.loseAnswers.Store(true)
+	calls := l.calls.Load()
+	waitFor(t, 2*time.Second, "two lost answers", func() bool { return l.calls.Load() >= calls+2 })
+	// Its grant was reported: it spends nothing and, alone, fails closed.
+	waitFor(t, 2*time.Second, "fail closed", func() bool {
+		_, err := w.TryAcquire(1, 100*time.Millisecond)
+		return errors.Is(err, ErrRegisterUnreachable)
+	})
+	l.loseAnswers.Store(false)
+	waitFor(t, 2*time.Second, "renewing again", func() bool { return w.Status().LastError == "" })
+	// Every granting answer the worker got stands for exactly one renewal
+	// applied by the register, however many times it was retried.
+	waitFor(t, 2*time.Second, "the register and the worker agree", func() bool {
+		return reg.pool(testLimit).Renewals == w.Stats().Renewals
+	})
+	if s := w.Stats(); s.RegisterFails < 2 {
+		t.Errorf("%d failed calls, want the lost answers counted", s.RegisterFails)
+	}
+}
+
+func TestUndeliveredRenewalKeepsTheGrantUntilItsLocalExpiry(t *testing.T) {
+	w, l, _ := solo(t, nil)
+	// Ask (about 200/s) until the measured demand brings a grant.
+	waitFor(t, 2*time.Second, "a grant", func() bool {
+		_, _ = w.TryAcquire(1, 5*time.Millisecond)
+		return w.Status().GrantPermitsLeft > 10
+	})
+	l.cut.Store(true)
+	cutAt := time.Now()
+	// The renewal is not delivered: the grant reopens and is spent (at
+	// its pace) until its local expiry, at most TTL - margin after it was
+	// asked for, then the worker fails closed.
+	spent := 0
+	var failed error
+	for failed == nil {
+		ok, err := w.TryAcquire(1, 50*time.Millisecond)
+		if ok {
+			spent++
+		}
+		failed = err
+		if time.Since(cutAt) > 2*time.Second {
+			t.Fatal("still spending 2 s after the cut")
+		}
+	}
+	if !errors.Is(failed, ErrNoPermits) || !errors.Is(failed, ErrRegisterUnreachable) || !strings.Contains(failed.Error(), "last good renewal was") {
+		t.Errorf("cut off: %v, want ErrNoPermits + ErrRegisterUnreachable saying when the last good renewal was", failed)
+	}
+	if spent == 0 {
+		t.Errorf("spent nothing after the cut: the undelivered renewal closed the grant")
+	}
+	if s := w.Status(); !s.CutOff {
+		t.Errorf("status does not say cut off: %+v", s)
+	}
+	l.cut.Store(false)
+	waitFor(t, 2*time.Second, "leasing again", func() bool { return !w.Status().CutOff && w.Status().GrantPermitsLeft > 0 })
+}
+
+func TestAcquireHonoursTheContextDeadline(t *testing.T) {
+	w, _, _ := solo(t, nil)
+	waitFor(t, 2*time.Second, "a grant", func() bool { return w.Status().GrantPermitsLeft > 0 })
+	left := w.Status().GrantPermitsLeft
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	// More permits than the grant holds, and more than the pacing can
+	// serve before the deadline.
+	err := w.Acquire(ctx, left+1000)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire(%d) with a 20 ms deadline: %v, want DeadlineExceeded", left+1000, err)
+	}
+}
