@@ -231,7 +231,7 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 		select {
 		case u, ok := <-uses:
 			if !ok {
-				summarize(out, all, interval, rate)
+				summarize(out, all, interval)
 				return nil
 			}
 			all = append(all, u.at)
@@ -270,7 +270,7 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 }
 
 // summarize prints the run's totals and checks the spacing clients saw.
-func summarize(out io.Writer, uses []time.Time, interval time.Duration, rate float64) {
+func summarize(out io.Writer, uses []time.Time, interval time.Duration) {
 	sort.Slice(uses, func(i, j int) bool { return uses[i].Before(uses[j]) })
 	maxWin, j := 0, 0
 	for i := range uses {
@@ -285,6 +285,7 @@ func summarize(out io.Writer, uses []time.Time, interval time.Duration, rate flo
 			minGap = g
 		}
 	}
-	fmt.Fprintf(out, "done: %d permits; most in any 1 s window: %d (limit %g/s); smallest gap seen by clients: %v (interval %v, less network jitter)\n",
-		len(uses), maxWin, rate, minGap.Round(100*time.Microsecond), interval)
+	bound := int(time.Second/interval) + 1
+	fmt.Fprintf(out, "done: %d permits; most in any 1 s window: %d (strict bound floor(W/I)+1 = %d); smallest gap seen by clients: %v (interval %v, less network jitter)\n",
+		len(uses), maxWin, bound, minGap.Round(100*time.Microsecond), interval)
 }
