@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -172,25 +173,36 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*r
 	start := int(c.last.Load())
 	attempts := c.rounds * n
 	var lastErr error
+	// undelivered stays true while every attempt failed before a
+	// connection was open (see ErrNotDelivered).
+	undelivered := true
+	notDelivered := func(err error) error {
+		if undelivered {
+			return fmt.Errorf("%w: %w", ErrNotDelivered, err)
+		}
+		return err
+	}
 	for a := 0; a < attempts; a++ {
 		if a > 0 && a%n == 0 {
 			if err := c.clock.Sleep(ctx, c.backoff(a/n-1, -1)); err != nil {
-				return nil, fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, err, lastErr)
+				return nil, notDelivered(fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, err, lastErr))
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, err, lastErr)
+			return nil, notDelivered(fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, err, lastErr))
 		}
 		idx := (start + a) % n
 		resp, err := c.attempt(ctx, c.servers[idx], method, path, body)
 		if err != nil {
+			undelivered = undelivered && isDialError(err)
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, ctxErr, err)
+				return nil, notDelivered(fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, ctxErr, err))
 			}
 			c.log.Debug("request failed, trying the next server", "server", c.servers[idx], "method", method, "path", path, "error", err)
 			lastErr = err
 			continue
 		}
+		undelivered = false
 		if resp.code == http.StatusServiceUnavailable {
 			lastErr = resp.apiError()
 			c.log.Debug("server unavailable, trying the next server", "server", c.servers[idx], "error", lastErr)
@@ -199,8 +211,15 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*r
 		c.last.Store(int64(idx))
 		return resp, nil
 	}
-	return nil, fmt.Errorf("%w: %s %s failed on %d attempts over %d servers; last failure: %w",
-		ErrUnavailable, method, path, attempts, n, lastErr)
+	return nil, notDelivered(fmt.Errorf("%w: %s %s failed on %d attempts over %d servers; last failure: %w",
+		ErrUnavailable, method, path, attempts, n, lastErr))
+}
+
+// isDialError reports whether err is a failure to open a connection
+// (refused, unreachable, dial timeout): nothing of the request was written.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // attempt sends one request to one server.

@@ -22,6 +22,12 @@ var (
 	ErrUnavailable = errors.New("client: no server available")
 	// ErrExpired: a granted permit expired before it could be used.
 	ErrExpired = errors.New("client: permit expired before use")
+	// ErrNotDelivered: the request certainly never reached a server: every
+	// attempt failed to open a connection (connection refused, dial
+	// timeout), or none was made before the context ended. It is wrapped
+	// together with ErrUnavailable or the context's error. Any other
+	// failure is ambiguous: the server may have applied the request.
+	ErrNotDelivered = errors.New("client: request not delivered to any server")
 )
 
 // APIError is an error answer from a server.

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestBinaryWorkersStayWithinBound builds the real binary, runs three
+// agents and two `permitd worker` sidecars in two groups on a leased strict
+// limit, reserves through both sidecars, and checks that grants happen,
+// that the total granted stays within the over-grant bound
+// C + O + floor(W/I) + 1 over the run's length W, that the sidecars' status
+// answers, and that SIGTERM stops the workers with exit status 0.
+func TestBinaryWorkersStayWithinBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "permitd")
+	build := exec.Command("go", "build", "-race", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	ports := freePorts(t, 10)
+	ids := []string{"a1", "a2", "a3"}
+	httpAddr := map[string]string{}
+	var initial, servers []string
+	for i, id := range ids {
+		initial = append(initial, fmt.Sprintf("%s=127.0.0.1:%d", id, ports[2*i]))
+		httpAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
+		servers = append(servers, httpAddr[id])
+	}
+	type proc struct {
+		name string
+		cmd  *exec.Cmd
+		log  *bytes.Buffer
+	}
+	var procs []*proc
+	start := func(name string, args ...string) *proc {
+		cmd := exec.Command(bin, args...)
+		buf := &bytes.Buffer{}
+		cmd.Stdout, cmd.Stderr = buf, buf
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+		p := &proc{name: name, cmd: cmd, log: buf}
+		procs = append(procs, p)
+		return p
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			if p.cmd.ProcessState == nil {
+				_ = p.cmd.Process.Signal(syscall.SIGKILL)
+				_ = p.cmd.Wait()
+			}
+		}
+		if t.Failed() {
+			for _, p := range procs {
+				t.Logf("--- %s log:\n%s", p.name, p.log.String())
+			}
+		}
+	})
+	for i, id := range ids {
+		start(id, "agent", "--id", id, "--data-dir", t.TempDir(), "--raft-addr", strings.Split(initial[i], "=")[1],
+			"--http-addr", httpAddr[id], "--initial-cluster", strings.Join(initial, ","))
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	leader := waitLeader(t, hc, httpAddr, ids)
+	base := "http://" + httpAddr[leader] + "/v1/limits/wl"
+	if code, resp := do(t, hc, "PUT", base, `{"algorithm":"strict","rate":200,"per":"1s"}`); code != 200 && code != 201 {
+		t.Fatalf("put limit: %d %s", code, resp)
+	}
+	if code, resp := do(t, hc, "PUT", base+"/lease-policy", `{"leased":true}`); code != 200 {
+		t.Fatalf("put lease policy: %d %s", code, resp)
+	}
+	code, resp := do(t, hc, "GET", base+"/leases", "")
+	var pool struct {
+		IntervalNanos         int64 `json:"interval_ns"`
+		BurstPermits          int64 `json:"burst_permits"`
+		MaxOutstandingPermits int64 `json:"max_outstanding_permits"`
+	}
+	if err := json.Unmarshal(resp, &pool); code != 200 || err != nil || pool.IntervalNanos <= 0 {
+		t.Fatalf("get leases: %d %s (%v)", code, resp, err)
+	}
+
+	gossip := []string{fmt.Sprintf("127.0.0.1:%d", ports[6]), fmt.Sprintf("127.0.0.1:%d", ports[7])}
+	sidecar := []string{fmt.Sprintf("127.0.0.1:%d", ports[8]), fmt.Sprintf("127.0.0.1:%d", ports[9])}
+	var workers []*proc
+	for i := range 2 {
+		workers = append(workers, start(fmt.Sprintf("worker%d", i+1), "worker", "--group", fmt.Sprintf("g%d", i+1),
+			"--name", fmt.Sprintf("w%d", i+1), "--limit", "wl", "--servers", strings.Join(servers, ","),
+			"--gossip-addr", gossip[i], "--join", gossip[1-i], "--http-addr", sidecar[i], "--ttl", "1s"))
+	}
+	for _, s := range sidecar {
+		waitUntil(t, 10*time.Second, "sidecar "+s+" healthy", func() bool {
+			code, _ := doQuiet(hc, "GET", "http://"+s+"/healthz", "")
+			return code == 200
+		})
+	}
+
+	// Reserve through both sidecars, 3 callers each, for about 2 s.
+	var granted [2]atomic.Int64
+	var other atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	runStart := time.Now()
+	var endMu sync.Mutex
+	runEnd := runStart
+	for i, s := range sidecar {
+		for c := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; ; k++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					code, resp := doQuiet(hc, "POST", "http://"+s+"/v1/limits/wl/reserve",
+						fmt.Sprintf(`{"permits":1,"max_wait":"100ms","request_id":"s%d-%d-%d"}`, i, c, k))
+					now := time.Now()
+					endMu.Lock()
+					if now.After(runEnd) {
+						runEnd = now
+					}
+					endMu.Unlock()
+					switch code {
+					case 200:
+						granted[i].Add(1)
+					case 429:
+					default:
+						other.Add(1)
+						t.Logf("sidecar %s answered %d %s", s, code, resp)
+						time.Sleep(10 * time.Millisecond) // do not spin on a failing sidecar
+					}
+				}
+			}()
+		}
+	}
+	waitUntil(t, 10*time.Second, "grants through both sidecars", func() bool {
+		return granted[0].Load() > 0 && granted[1].Load() > 0
+	})
+	waitUntil(t, 10*time.Second, "2 s of reserves", func() bool { return time.Since(runStart) >= 2*time.Second })
+	close(stop)
+	wg.Wait()
+
+	total := granted[0].Load() + granted[1].Load()
+	w := runEnd.Sub(runStart)
+	bound := pool.BurstPermits + pool.MaxOutstandingPermits + int64(w)/pool.IntervalNanos + 1
+	t.Logf("granted %d (%d + %d) in %v; bound C %d + O %d + floor(W/I) %d + 1 = %d; other answers %d",
+		total, granted[0].Load(), granted[1].Load(), w, pool.BurstPermits, pool.MaxOutstandingPermits,
+		int64(w)/pool.IntervalNanos, bound, other.Load())
+	if total > bound {
+		t.Errorf("granted %d permits in %v, over the bound %d", total, w, bound)
+	}
+	if other.Load() != 0 {
+		t.Errorf("%d answers other than 200 and 429", other.Load())
+	}
+
+	for i, s := range sidecar {
+		code, resp := doQuiet(hc, "GET", "http://"+s+"/v1/status", "")
+		var st struct {
+			Group string `json:"group"`
+			Lease struct {
+				LeaseID uint64 `json:"lease_id"`
+			} `json:"lease"`
+			ShareMilli int64 `json:"share_milli_per_sec"`
+			Stats      struct {
+				SpentPermits int64 `json:"spent_permits"`
+			} `json:"stats"`
+		}
+		if err := json.Unmarshal(resp, &st); code != 200 || err != nil {
+			t.Fatalf("sidecar %s status: %d %s (%v)", s, code, resp, err)
+		}
+		if st.Group != fmt.Sprintf("g%d", i+1) || st.Lease.LeaseID == 0 || st.ShareMilli <= 0 || st.Stats.SpentPermits < granted[i].Load() {
+			t.Errorf("sidecar %s status %s: want group g%d, a lease, a share and spent >= %d", s, resp, i+1, granted[i].Load())
+		}
+	}
+
+	for _, p := range workers {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatalf("SIGTERM %s: %v", p.name, err)
+		}
+	}
+	for _, p := range workers {
+		done := make(chan error, 1)
+		go func() { done <- p.cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s exited with %v, want status 0", p.name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not exit within 10 s of SIGTERM", p.name)
+		}
+	}
+	// The returned leases are closed at the register.
+	waitUntil(t, 5*time.Second, "the workers' leases returned", func() bool {
+		code, resp := doQuiet(hc, "GET", base+"/leases", "")
+		var p struct {
+			ActiveLeases int `json:"active_leases"`
+		}
+		return code == 200 && json.Unmarshal(resp, &p) == nil && p.ActiveLeases == 0
+	})
+}

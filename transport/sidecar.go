@@ -1,0 +1,249 @@
+package transport
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node/worker"
+)
+
+// SidecarWorker is what the sidecar handler needs from a worker of a
+// leased limit; *worker.Worker implements it.
+type SidecarWorker interface {
+	// TryAcquire spends n permits if it can within maxWait (pacing
+	// included) and reports whether it did; it fails (errors wrapping
+	// worker.ErrNoPermits, worker.ErrStopped, ...) when the worker cannot
+	// serve at all. See worker.Worker.TryAcquire.
+	TryAcquire(n int64, maxWait time.Duration) (bool, error)
+	// Stats returns the worker's counters (Limit names the limit it
+	// serves; it must not change).
+	Stats() worker.Stats
+	// Status returns the worker's state for GET /v1/status.
+	Status() worker.Status
+}
+
+var _ SidecarWorker = (*worker.Worker)(nil)
+
+// NewSidecarHandler returns the HTTP handler of a worker sidecar: the
+// register's reserve contract, answered locally by w for w's one limit.
+//
+//   - POST /v1/limits/{name}/reserve takes the register's body
+//     ({"permits":N,"max_wait":"DURATION","request_id":ID}, all optional)
+//     and answers 200 {"granted":true,"wait_ns":0,...} when the worker
+//     handed out the permits within max_wait (it waited first when pacing
+//     needed it, so the permits are usable at once: wait_ns is always 0),
+//     429 {"granted":false,"retry_after_ns":W,"error":...} when it could
+//     not within max_wait (W estimates one pacing slot at the current
+//     share, 0 when unknown), 400 for a bad body or a max_wait longer than
+//     opts.RequestTimeout (the sidecar holds the request while it waits),
+//     404 for another limit than the worker's, and 503 when the worker
+//     fails closed (register unreachable or refusing the lease, and no
+//     permit left) or is stopped. request_id is validated but not
+//     deduplicated: a resent request is a new reserve.
+//   - GET /v1/status answers the worker's group, holder, limit, lease,
+//     share, stats and members.
+//   - GET /healthz answers {"status":"ok"}.
+//
+// opts.Logger receives 503s; opts.Metrics is not used.
+func NewSidecarHandler(w SidecarWorker, opts HandlerOptions) http.Handler {
+	h := &sidecarHandler{w: w, log: opts.Logger, maxWait: opts.RequestTimeout, limit: w.Stats().Limit}
+	if h.log == nil {
+		h.log = hclog.NewNullLogger()
+	}
+	if h.maxWait <= 0 {
+		h.maxWait = DefaultRequestTimeout
+	}
+	return h
+}
+
+type sidecarHandler struct {
+	w       SidecarWorker
+	log     hclog.Logger
+	maxWait time.Duration
+	limit   string
+}
+
+// ServeHTTP implements http.Handler.
+func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.EscapedPath()
+	switch {
+	case strings.HasPrefix(p, "/v1/limits/") && strings.HasSuffix(p, "/reserve"):
+		name := strings.TrimSuffix(p[len("/v1/limits/"):], "/reserve")
+		if strings.IndexByte(name, '/') >= 0 {
+			break
+		}
+		if sidecarMethod(w, r, "POST") {
+			h.reserve(w, r, name)
+		}
+		return
+	case p == "/v1/status":
+		if sidecarMethod(w, r, "GET, HEAD") {
+			writeJSON(w, http.StatusOK, newSidecarStatus(h.w.Status()))
+		}
+		return
+	case p == "/healthz":
+		if sidecarMethod(w, r, "GET, HEAD") {
+			writeRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+		}
+		return
+	}
+	writeError(w, http.StatusNotFound, "unknown path "+strconvQuote(p)+"; this worker sidecar serves POST /v1/limits/"+
+		h.limit+"/reserve, GET /v1/status and GET /healthz")
+}
+
+// sidecarMethod reports whether r's method is among allowed; if not it
+// answers 405.
+func sidecarMethod(w http.ResponseWriter, r *http.Request, allowed string) bool {
+	for m := range strings.SplitSeq(allowed, ", ") {
+		if r.Method == m {
+			return true
+		}
+	}
+	methodNotAllowed(w, r, allowed)
+	return false
+}
+
+func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name string) {
+	if err := validateName("limit name", name); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if name != h.limit {
+		writeError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found; this worker sidecar serves only limit "+strconv.Quote(h.limit))
+		return
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	if herr := readBody(w, r, buf); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	req := fsm.Reserve{Limit: name}
+	if herr := parseReserve(buf.Bytes(), &req); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	maxWait := time.Duration(req.MaxWaitNanos)
+	if maxWait > h.maxWait {
+		writeError(w, http.StatusBadRequest, `field "max_wait": `+maxWait.String()+"; allowed on this worker sidecar: at most "+h.maxWait.String())
+		return
+	}
+	ok, err := h.w.TryAcquire(req.Permits, maxWait)
+	if err != nil {
+		h.unavailable(w, name, err)
+		return
+	}
+	if ok {
+		writeRaw(w, http.StatusOK, []byte(`{"granted":true,"wait_ns":0,"expires_in_ns":0,"duplicate":false}`+"\n"))
+		return
+	}
+	retry := h.retryAfterNanos(req.Permits)
+	w.Header()["Retry-After"] = []string{strconv.FormatInt(retryAfterSeconds(retry), 10)}
+	b := buf.AvailableBuffer()
+	b = append(b, `{"granted":false,"retry_after_ns":`...)
+	b = strconv.AppendInt(b, retry, 10)
+	b = append(b, `,"duplicate":false,"error":`...)
+	b = appendJSONString(b, "limit "+strconv.Quote(name)+": the worker had no "+strconv.FormatInt(req.Permits, 10)+
+		" permits within max_wait "+maxWait.String()+"; retry after "+time.Duration(retry).String())
+	b = append(b, "}\n"...)
+	writeRaw(w, http.StatusTooManyRequests, b)
+}
+
+// retryAfterNanos estimates when n permits could be handed out: one pacing
+// slot of n permits at the worker's current share (0 without a share).
+func (h *sidecarHandler) retryAfterNanos(n int64) int64 {
+	share := h.w.Stats().ShareMilliPermitsPerSec
+	if share <= 0 || n > (1<<62)/1_000_000_000_000 {
+		return 0
+	}
+	return (n*1_000_000_000_000 + share - 1) / share
+}
+
+// unavailable answers a worker that cannot serve: 503, or 400 for an
+// invalid permit count.
+func (h *sidecarHandler) unavailable(w http.ResponseWriter, name string, err error) {
+	switch {
+	case errors.Is(err, worker.ErrInvalidPermits):
+		writeError(w, http.StatusBadRequest, "reserve on limit "+strconv.Quote(name)+": "+err.Error())
+		return
+	case errors.Is(err, worker.ErrRegisterUnreachable):
+		err = errors.New("worker fails closed: the register is unreachable and no permit is left: " + err.Error())
+	case errors.Is(err, worker.ErrNoPermits):
+		err = errors.New("worker fails closed: the register gives it no lease: " + err.Error())
+	case errors.Is(err, worker.ErrStopped), errors.Is(err, worker.ErrNotStarted):
+		err = errors.New("worker is not running: " + err.Error())
+	}
+	h.log.Warn("reserve unavailable", "limit", name, "error", err)
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "limit "+strconv.Quote(name)+": "+err.Error())
+}
+
+// sidecarStatus is the JSON of GET /v1/status on a sidecar.
+type sidecarStatus struct {
+	Limit                   string              `json:"limit"`
+	Group                   string              `json:"group"`
+	Holder                  string              `json:"holder"`
+	SharePerSec             jsonFloat           `json:"share_per_sec"`
+	ShareMilliPermitsPerSec int64               `json:"share_milli_per_sec"`
+	Lease                   sidecarLease        `json:"lease"`
+	Stats                   sidecarStats        `json:"stats"`
+	Members                 map[string][]string `json:"members"`
+}
+
+type sidecarLease struct {
+	LeaseID               uint64 `json:"lease_id"`
+	Epoch                 uint64 `json:"epoch"`
+	GrantPermitsLeft      int64  `json:"grant_permits_left"`
+	StolenPermitsLeft     int64  `json:"stolen_permits_left"`
+	ExpiresInNanos        int64  `json:"expires_in_ns"`
+	SinceGoodRenewalNanos int64  `json:"since_good_renewal_ns"`
+	CutOff                bool   `json:"cut_off"`
+	LastError             string `json:"last_error"`
+}
+
+type sidecarStats struct {
+	LeasedPermits            int64  `json:"leased_permits"`
+	SpentPermits             int64  `json:"spent_permits"`
+	SpentStolenPermits       int64  `json:"spent_stolen_permits"`
+	StolenInPermits          int64  `json:"stolen_in_permits"`
+	StolenOutPermits         int64  `json:"stolen_out_permits"`
+	CreditedPermits          int64  `json:"credited_permits"`
+	ExpiredUnusedPermits     int64  `json:"expired_unused_permits"`
+	OutstandingPermits       int64  `json:"outstanding_permits"`
+	DemandMilliPermitsPerSec int64  `json:"demand_milli_per_sec"`
+	Leases                   uint64 `json:"leases"`
+	Renewals                 uint64 `json:"renewals"`
+	Fenced                   uint64 `json:"fenced"`
+	RegisterFails            uint64 `json:"register_fails"`
+	StealRounds              uint64 `json:"steal_rounds"`
+	StealsServed             uint64 `json:"steals_served"`
+	StealsReceived           uint64 `json:"steals_received"`
+	StealsUnmatched          uint64 `json:"steals_unmatched"`
+}
+
+func newSidecarStatus(st worker.Status) sidecarStatus {
+	s := st.Stats
+	members := st.Members
+	if members == nil {
+		members = map[string][]string{}
+	}
+	return sidecarStatus{
+		Limit: s.Limit, Group: s.Group, Holder: s.Holder,
+		SharePerSec: jsonFloat(float64(s.ShareMilliPermitsPerSec) / 1000), ShareMilliPermitsPerSec: s.ShareMilliPermitsPerSec,
+		Lease: sidecarLease{LeaseID: st.LeaseID, Epoch: st.Epoch, GrantPermitsLeft: st.GrantPermitsLeft, StolenPermitsLeft: st.StolenPermitsLeft,
+			ExpiresInNanos: int64(st.ExpiresIn), SinceGoodRenewalNanos: int64(st.SinceGoodRenewal), CutOff: st.CutOff, LastError: st.LastError},
+		Stats: sidecarStats{LeasedPermits: s.LeasedPermits, SpentPermits: s.SpentPermits, SpentStolenPermits: s.SpentStolenPermits,
+			StolenInPermits: s.StolenInPermits, StolenOutPermits: s.StolenOutPermits, CreditedPermits: s.CreditedPermits,
+			ExpiredUnusedPermits: s.ExpiredUnusedPermits, OutstandingPermits: s.OutstandingPermits,
+			DemandMilliPermitsPerSec: s.DemandMilliPermitsPerSec, Leases: s.Leases, Renewals: s.Renewals, Fenced: s.Fenced,
+			RegisterFails: s.RegisterFails, StealRounds: s.StealRounds, StealsServed: s.StealsServed,
+			StealsReceived: s.StealsReceived, StealsUnmatched: s.StealsUnmatched},
+		Members: members,
+	}
+}

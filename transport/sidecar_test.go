@@ -1,0 +1,168 @@
+package transport
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/node/worker"
+)
+
+// fakeSidecarWorker answers TryAcquire from ok/err and records the calls.
+type fakeSidecarWorker struct {
+	mu     sync.Mutex
+	ok     bool
+	err    error
+	calls  []string // "n/maxWait"
+	status worker.Status
+}
+
+func (f *fakeSidecarWorker) TryAcquire(n int64, maxWait time.Duration) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("%d/%v", n, maxWait))
+	return f.ok, f.err
+}
+
+func (f *fakeSidecarWorker) Stats() worker.Stats { return f.status.Stats }
+
+func (f *fakeSidecarWorker) Status() worker.Status { return f.status }
+
+func newFakeSidecarWorker() *fakeSidecarWorker {
+	return &fakeSidecarWorker{status: worker.Status{
+		Stats: worker.Stats{Limit: "api", Group: "g1", Holder: "w1", LeasedPermits: 50, SpentPermits: 7,
+			ShareMilliPermitsPerSec: 100_000},
+		LeaseID: 3, Epoch: 9, GrantPermitsLeft: 12, ExpiresIn: time.Second, SinceGoodRenewal: 10 * time.Millisecond,
+		Members: map[string][]string{"g1": {"w1", "w2"}},
+	}}
+}
+
+func TestSidecarReserve(t *testing.T) {
+	unreachable := fmt.Errorf("worker: limit %q: %w: %w: the last good renewal was 5s ago", "api", worker.ErrNoPermits, worker.ErrRegisterUnreachable)
+	tests := []struct {
+		name      string
+		method    string
+		path      string
+		body      string
+		ok        bool
+		err       error
+		wantCode  int
+		wantCall  string // "" : TryAcquire not called
+		wantBody  map[string]any
+		wantError string // substring of "error"
+	}{
+		{name: "granted now", path: "/v1/limits/api/reserve", body: `{"permits":3,"max_wait":"250ms","request_id":"r-1"}`, ok: true,
+			wantCode: 200, wantCall: "3/250ms", wantBody: map[string]any{"granted": true, "wait_ns": 0.0}},
+		{name: "empty body is one permit without waiting", path: "/v1/limits/api/reserve", ok: true,
+			wantCode: 200, wantCall: "1/0s", wantBody: map[string]any{"granted": true, "wait_ns": 0.0}},
+		{name: "refused", path: "/v1/limits/api/reserve", body: `{"permits":2}`,
+			wantCode: 429, wantCall: "2/0s", wantBody: map[string]any{"granted": false, "retry_after_ns": 2e7}, wantError: "no 2 permits within max_wait 0s"},
+		{name: "fails closed", path: "/v1/limits/api/reserve", body: `{}`, err: unreachable,
+			wantCode: 503, wantCall: "1/0s", wantError: "worker fails closed: the register is unreachable"},
+		{name: "lease refused", path: "/v1/limits/api/reserve", err: fmt.Errorf("x: %w: limit not leased", worker.ErrNoPermits),
+			wantCode: 503, wantCall: "1/0s", wantError: "gives it no lease"},
+		{name: "stopped", path: "/v1/limits/api/reserve", err: fmt.Errorf("x: %w", worker.ErrStopped),
+			wantCode: 503, wantCall: "1/0s", wantError: "not running"},
+		{name: "other limit", path: "/v1/limits/other/reserve", body: `{}`, wantCode: 404, wantError: `serves only limit "api"`},
+		{name: "bad name", path: "/v1/limits/b%21d/reserve", wantCode: 400, wantError: "limit name"},
+		{name: "bad permits", path: "/v1/limits/api/reserve", body: `{"permits":0}`, wantCode: 400, wantError: `field "permits"`},
+		{name: "unknown field", path: "/v1/limits/api/reserve", body: `{"n":1}`, wantCode: 400, wantError: "unknown field"},
+		{name: "bad max_wait", path: "/v1/limits/api/reserve", body: `{"max_wait":"soon"}`, wantCode: 400, wantError: "max_wait"},
+		{name: "max_wait too long", path: "/v1/limits/api/reserve", body: `{"max_wait":"1m"}`, wantCode: 400, wantError: "at most 10s"},
+		{name: "wrong method", method: "GET", path: "/v1/limits/api/reserve", wantCode: 405, wantError: "allowed: POST"},
+		{name: "unknown path", method: "GET", path: "/v1/limits", wantCode: 404, wantError: "unknown path"},
+		{name: "healthz", method: "GET", path: "/healthz", wantCode: 200, wantBody: map[string]any{"status": "ok"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fw := newFakeSidecarWorker()
+			fw.ok, fw.err = tt.ok, tt.err
+			h := NewSidecarHandler(fw, HandlerOptions{})
+			method := tt.method
+			if method == "" {
+				method = "POST"
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(method, tt.path, strings.NewReader(tt.body)))
+			if rec.Code != tt.wantCode {
+				t.Fatalf("code %d, want %d; body %s", rec.Code, tt.wantCode, rec.Body)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatalf("body %q is not JSON: %v", rec.Body, err)
+			}
+			for k, v := range tt.wantBody {
+				if got[k] != v {
+					t.Errorf("field %q = %v, want %v (body %s)", k, got[k], v, rec.Body)
+				}
+			}
+			if msg, _ := got["error"].(string); !strings.Contains(msg, tt.wantError) || (tt.wantError == "") != (msg == "") {
+				t.Errorf("error %q, want it to contain %q", msg, tt.wantError)
+			}
+			var calls string
+			if len(fw.calls) > 0 {
+				calls = strings.Join(fw.calls, ",")
+			}
+			if calls != tt.wantCall {
+				t.Errorf("TryAcquire calls %q, want %q", calls, tt.wantCall)
+			}
+			if tt.wantCode == 429 || tt.wantCode == 503 {
+				if rec.Header().Get("Retry-After") == "" {
+					t.Error("no Retry-After header")
+				}
+			}
+		})
+	}
+}
+
+func TestSidecarStatus(t *testing.T) {
+	fw := newFakeSidecarWorker()
+	srv := httptest.NewServer(NewSidecarHandler(fw, HandlerOptions{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Limit, Group, Holder string
+		SharePerSec          float64 `json:"share_per_sec"`
+		Lease                struct {
+			LeaseID          uint64 `json:"lease_id"`
+			Epoch            uint64 `json:"epoch"`
+			GrantPermitsLeft int64  `json:"grant_permits_left"`
+			ExpiresInNanos   int64  `json:"expires_in_ns"`
+		}
+		Stats struct {
+			LeasedPermits int64 `json:"leased_permits"`
+			SpentPermits  int64 `json:"spent_permits"`
+		}
+		Members map[string][]string
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status %d: %v", resp.StatusCode, err)
+	}
+	if st.Limit != "api" || st.Group != "g1" || st.Holder != "w1" || st.SharePerSec != 100 ||
+		st.Lease.LeaseID != 3 || st.Lease.Epoch != 9 || st.Lease.GrantPermitsLeft != 12 || st.Lease.ExpiresInNanos != int64(time.Second) ||
+		st.Stats.LeasedPermits != 50 || st.Stats.SpentPermits != 7 || len(st.Members["g1"]) != 2 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// TestSidecarInvalidPermitsFromWorker: a worker rejecting the count is a
+// 400, not a 503.
+func TestSidecarInvalidPermitsFromWorker(t *testing.T) {
+	fw := newFakeSidecarWorker()
+	fw.err = fmt.Errorf("%w: 5 permits", worker.ErrInvalidPermits)
+	rec := httptest.NewRecorder()
+	NewSidecarHandler(fw, HandlerOptions{}).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(`{"permits":5}`)))
+	if rec.Code != 400 || !errors.Is(fw.err, worker.ErrInvalidPermits) {
+		t.Errorf("code %d body %s", rec.Code, rec.Body)
+	}
+}
