@@ -148,82 +148,21 @@ func getBool(r *rbuf) bool {
 	return v == 1
 }
 
-// Lease commands (see lease.go). Every number is a varint, every name a
-// length-prefixed string; decoding is bounded by the frame and never
-// panics. The decoded payload is validated again by the leader.
+// Lease results and views (see lease.go). Every number is a varint, every
+// name a length-prefixed string; decoding is bounded by the frame and never
+// panics. Lease commands themselves travel in fsm's log encoding.
 
-func encodeLeasePolicy(p fsm.LeasePolicy) []byte {
-	var w wbuf
-	w.str(p.Limit)
-	putBool(&w, p.Leased)
-	w.svar(p.BurstPermits)
-	w.svar(p.MaxOutstandingPermits)
-	return w.b
-}
-
-func decodeLeasePolicy(b []byte) (fsm.LeasePolicy, error) {
-	r := rbuf{b: b}
-	p := fsm.LeasePolicy{Limit: r.str(), Leased: getBool(&r), BurstPermits: r.svar(), MaxOutstandingPermits: r.svar()}
-	return p, r.done()
-}
-
-func encodeLease(q fsm.Lease) []byte {
-	var w wbuf
-	w.str(q.Limit)
-	w.str(q.Holder)
-	w.str(q.Group)
-	w.svar(q.Weight)
-	w.svar(q.DemandMilliPermitsPerSec)
-	w.svar(q.TTLNanos)
-	w.str(q.RequestID)
-	return w.b
-}
-
-func decodeLease(b []byte) (fsm.Lease, error) {
-	r := rbuf{b: b}
-	q := fsm.Lease{Limit: r.str(), Holder: r.str(), Group: r.str(), Weight: r.svar(),
-		DemandMilliPermitsPerSec: r.svar(), TTLNanos: r.svar(), RequestID: r.str()}
-	return q, r.done()
-}
-
-func encodeRenew(q fsm.Renew) []byte {
-	var w wbuf
-	w.str(q.Limit)
-	w.uvar(q.LeaseID)
-	w.uvar(q.Epoch)
-	w.svar(q.SpentPermits)
-	w.svar(q.StolenOutPermits)
-	w.svar(q.StolenInPermits)
-	w.svar(q.DemandMilliPermitsPerSec)
-	w.svar(q.TTLNanos)
-	w.str(q.RequestID)
-	return w.b
-}
-
-func decodeRenew(b []byte) (fsm.Renew, error) {
-	r := rbuf{b: b}
-	q := fsm.Renew{Limit: r.str(), LeaseID: r.uvar(), Epoch: r.uvar(), SpentPermits: r.svar(), StolenOutPermits: r.svar(),
-		StolenInPermits: r.svar(), DemandMilliPermitsPerSec: r.svar(), TTLNanos: r.svar(), RequestID: r.str()}
-	return q, r.done()
-}
-
-func encodeReturn(q fsm.Return) []byte {
-	var w wbuf
-	w.str(q.Limit)
-	w.uvar(q.LeaseID)
-	w.uvar(q.Epoch)
-	w.svar(q.SpentPermits)
-	w.svar(q.StolenOutPermits)
-	w.svar(q.StolenInPermits)
-	w.str(q.RequestID)
-	return w.b
-}
-
-func decodeReturn(b []byte) (fsm.Return, error) {
-	r := rbuf{b: b}
-	q := fsm.Return{Limit: r.str(), LeaseID: r.uvar(), Epoch: r.uvar(), SpentPermits: r.svar(), StolenOutPermits: r.svar(),
-		StolenInPermits: r.svar(), RequestID: r.str()}
-	return q, r.done()
+// decodeCommand decodes a forwarded lease command: the register's own log
+// encoding (see leaseCommand), which fsm.Decode bounds and validates.
+func decodeCommand(b []byte, want fsm.CommandType) (fsm.Entry, error) {
+	e, err := fsm.Decode(b)
+	if err != nil {
+		return fsm.Entry{}, err
+	}
+	if e.Type != want {
+		return fsm.Entry{}, fmt.Errorf("%w: forwarded command type %d where %d was expected", errShortFrame, e.Type, want)
+	}
+	return e, nil
 }
 
 func encodeLeaseResult(res fsm.LeaseResult) []byte {

@@ -38,7 +38,11 @@ func (n *Node) PutLeasePolicy(ctx context.Context, p fsm.LeasePolicy) (fsm.Lease
 	if err := p.Validate(); err != nil {
 		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, opLeasePolicy, encodeLeasePolicy(p), func(ctx context.Context) ([]byte, error) {
+	payload, err := fsm.AppendLeasePolicy(nil, 0, p)
+	if err != nil {
+		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	resp, err := n.leaderDo(ctx, opLeasePolicy, payload, func(ctx context.Context) ([]byte, error) {
 		res, err := n.leasePolicyLocal(ctx, p)
 		if err != nil {
 			return nil, err
@@ -90,7 +94,7 @@ func (n *Node) Lease(ctx context.Context, q fsm.Lease) (fsm.LeaseResult, error) 
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, opLease, encodeLease(q), func(now int64) ([]byte, error) {
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, opLease, func(now int64) ([]byte, error) {
 		return fsm.AppendLease(nil, now, q)
 	})
 }
@@ -103,7 +107,7 @@ func (n *Node) Renew(ctx context.Context, q fsm.Renew) (fsm.LeaseResult, error) 
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, opRenew, encodeRenew(q), func(now int64) ([]byte, error) {
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, opRenew, func(now int64) ([]byte, error) {
 		return fsm.AppendRenew(nil, now, q)
 	})
 }
@@ -115,15 +119,20 @@ func (n *Node) Return(ctx context.Context, q fsm.Return) (fsm.LeaseResult, error
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, opReturn, encodeReturn(q), func(now int64) ([]byte, error) {
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, opReturn, func(now int64) ([]byte, error) {
 		return fsm.AppendReturn(nil, now, q)
 	})
 }
 
-// leaseCommand decides one lease, renew or return on the leader (payload
-// is its forwarding encoding, encode its log entry), retrying a command
-// with a request ID on ambiguous failures.
-func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, op byte, payload []byte, encode func(now int64) ([]byte, error)) (fsm.LeaseResult, error) {
+// leaseCommand decides one lease, renew or return on the leader (encode
+// builds its log entry at a cluster time), retrying a command with a
+// request ID on ambiguous failures. A follower forwards the entry itself,
+// stamped 0: the leader decodes it with fsm.Decode and stamps its own.
+func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, op byte, encode func(now int64) ([]byte, error)) (fsm.LeaseResult, error) {
+	payload, err := encode(0)
+	if err != nil {
+		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	giveUp := time.Now().Add(maxRetryFor)
 	for {
 		res, err := n.leaseOnce(ctx, limit, op, payload, encode)
@@ -273,44 +282,36 @@ func (n *Node) handleForwardedLease(ctx context.Context, op byte, payload []byte
 	}
 	switch op {
 	case opLeasePolicy:
-		p, err := decodeLeasePolicy(payload)
+		e, err := decodeCommand(payload, fsm.CmdPutLeasePolicy)
 		if err != nil {
 			return invalid(err)
 		}
-		if err := p.Validate(); err != nil {
-			return invalid(err)
-		}
+		p := e.Policy
 		res, err := n.leasePolicyLocal(ctx, p)
 		if err != nil {
 			return nil, err
 		}
 		return encodeLeasePolicyResult(res), nil
 	case opLease:
-		q, err := decodeLease(payload)
+		e, err := decodeCommand(payload, fsm.CmdLease)
 		if err != nil {
 			return invalid(err)
 		}
-		if err := q.Validate(); err != nil {
-			return invalid(err)
-		}
+		q := e.Lease
 		return result(n.leaseLocal(ctx, q.Limit, func(now int64) ([]byte, error) { return fsm.AppendLease(nil, now, q) }))
 	case opRenew:
-		q, err := decodeRenew(payload)
+		e, err := decodeCommand(payload, fsm.CmdRenew)
 		if err != nil {
 			return invalid(err)
 		}
-		if err := q.Validate(); err != nil {
-			return invalid(err)
-		}
+		q := e.Renew
 		return result(n.leaseLocal(ctx, q.Limit, func(now int64) ([]byte, error) { return fsm.AppendRenew(nil, now, q) }))
 	case opReturn:
-		q, err := decodeReturn(payload)
+		e, err := decodeCommand(payload, fsm.CmdReturn)
 		if err != nil {
 			return invalid(err)
 		}
-		if err := q.Validate(); err != nil {
-			return invalid(err)
-		}
+		q := e.Return
 		return result(n.leaseLocal(ctx, q.Limit, func(now int64) ([]byte, error) { return fsm.AppendReturn(nil, now, q) }))
 	case opLeaseView:
 		ss, err := decodeStrings(payload, 1)

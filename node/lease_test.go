@@ -275,10 +275,8 @@ func TestLeasesThroughCluster(t *testing.T) {
 // decodes to the same value.
 func FuzzLeaseCodec(f *testing.F) {
 	seeds := [][]byte{
-		encodeLeasePolicy(fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 7, MaxOutstandingPermits: 1 << 60}),
-		encodeLease(fsm.Lease{Limit: "api", Holder: "h", Group: "g", Weight: 3, DemandMilliPermitsPerSec: 1e12, TTLNanos: 1e9, RequestID: "r"}),
-		encodeRenew(fsm.Renew{Limit: "api", LeaseID: 1<<64 - 1, Epoch: 2, SpentPermits: -1, StolenOutPermits: 3, StolenInPermits: 4, DemandMilliPermitsPerSec: 5, TTLNanos: 6}),
-		encodeReturn(fsm.Return{Limit: "api", LeaseID: 9, Epoch: 1, SpentPermits: 1, RequestID: "x"}),
+		mustEncode(fsm.AppendLease(nil, 0, fsm.Lease{Limit: "api", Holder: "h", Group: "g", Weight: 3, DemandMilliPermitsPerSec: 1e12, TTLNanos: 1e9, RequestID: "r"})),
+		mustEncode(fsm.AppendReturn(nil, 0, fsm.Return{Limit: "api", LeaseID: 9, Epoch: 1, SpentPermits: 1, RequestID: "x"})),
 		encodeLeaseResult(fsm.LeaseResult{Status: fsm.LeaseGranted, LeaseID: 1, Epoch: 2, Permits: 3, ExpiresInNanos: -1, Duplicate: true, Detail: "d"}),
 		encodeLeasePolicyResult(fsm.LeasePolicyResult{Applied: true, BurstPermits: 1, MaxOutstandingPermits: 2, Detail: "x"}),
 		encodeLeaseView(fsm.LeasePoolInfo{Limit: "api", MintedPermits: 5, ActiveLeases: 1}, []fsm.LeaseInfo{{ID: 1, Epoch: 1, Active: true, Holder: "h", Group: "g", Weight: 1}}),
@@ -295,17 +293,10 @@ func FuzzLeaseCodec(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if p, err := decodeLeasePolicy(b); err == nil {
-			roundTrip(t, "policy", p, func() (any, error) { return decodeLeasePolicy(encodeLeasePolicy(p)) })
-		}
-		if q, err := decodeLease(b); err == nil {
-			roundTrip(t, "lease", q, func() (any, error) { return decodeLease(encodeLease(q)) })
-		}
-		if q, err := decodeRenew(b); err == nil {
-			roundTrip(t, "renew", q, func() (any, error) { return decodeRenew(encodeRenew(q)) })
-		}
-		if q, err := decodeReturn(b); err == nil {
-			roundTrip(t, "return", q, func() (any, error) { return decodeReturn(encodeReturn(q)) })
+		for _, typ := range []fsm.CommandType{fsm.CmdPutLeasePolicy, fsm.CmdLease, fsm.CmdRenew, fsm.CmdReturn} {
+			if e, err := decodeCommand(b, typ); err == nil && e.Type != typ {
+				t.Fatalf("decodeCommand(%d) returned a command of type %d", typ, e.Type)
+			}
 		}
 		if r, err := decodeLeaseResult(b); err == nil {
 			roundTrip(t, "lease result", r, func() (any, error) { return decodeLeaseResult(encodeLeaseResult(r)) })
@@ -327,11 +318,18 @@ func FuzzLeaseCodec(f *testing.F) {
 	})
 }
 
+func mustEncode(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
 // TestLeaseCodecRoundTrip checks every field of the lease payloads.
 func TestLeaseCodecRoundTrip(t *testing.T) {
 	pol := fsm.LeasePolicy{Limit: "a", Leased: true, BurstPermits: 1, MaxOutstandingPermits: 2}
-	lease := fsm.Lease{Limit: "a", Holder: "h", Group: "g", Weight: 4, DemandMilliPermitsPerSec: 5, TTLNanos: 6, RequestID: "r"}
-	renew := fsm.Renew{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 3, StolenOutPermits: 4, StolenInPermits: 5, DemandMilliPermitsPerSec: 6, TTLNanos: 7, RequestID: "r"}
+	lease := fsm.Lease{Limit: "a", Holder: "h", Group: "g", Weight: 4, DemandMilliPermitsPerSec: 5, TTLNanos: 1e9, RequestID: "r"}
+	renew := fsm.Renew{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 3, StolenOutPermits: 4, StolenInPermits: 5, DemandMilliPermitsPerSec: 6, TTLNanos: 2e9, RequestID: "r"}
 	ret := fsm.Return{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 3, StolenOutPermits: 4, StolenInPermits: 5, RequestID: "r"}
 	res := fsm.LeaseResult{Status: fsm.LeaseRefused, LeaseID: 1, Epoch: 2, Permits: 3, ExpiresInNanos: 4, ShareMilliPermitsPerSec: 5,
 		CreditedPermits: 6, RetryAfterNanos: 7, Duplicate: true, Detail: "d"}
@@ -346,14 +344,14 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 			t.Errorf("%s: got %+v (%v), want %+v", name, got, err, want)
 		}
 	}
-	got1, err := decodeLeasePolicy(encodeLeasePolicy(pol))
-	check("policy", pol, got1, err)
-	got2, err := decodeLease(encodeLease(lease))
-	check("lease", lease, got2, err)
-	got3, err := decodeRenew(encodeRenew(renew))
-	check("renew", renew, got3, err)
-	got4, err := decodeReturn(encodeReturn(ret))
-	check("return", ret, got4, err)
+	e1, err := decodeCommand(mustEncode(fsm.AppendLeasePolicy(nil, 0, pol)), fsm.CmdPutLeasePolicy)
+	check("policy", pol, e1.Policy, err)
+	e2, err := decodeCommand(mustEncode(fsm.AppendLease(nil, 0, lease)), fsm.CmdLease)
+	check("lease", lease, e2.Lease, err)
+	e3, err := decodeCommand(mustEncode(fsm.AppendRenew(nil, 0, renew)), fsm.CmdRenew)
+	check("renew", renew, e3.Renew, err)
+	e4, err := decodeCommand(mustEncode(fsm.AppendReturn(nil, 0, ret)), fsm.CmdReturn)
+	check("return", ret, e4.Return, err)
 	got5, err := decodeLeaseResult(encodeLeaseResult(res))
 	check("result", res, got5, err)
 	got6, err := decodeLeasePolicyResult(encodeLeasePolicyResult(pres))
@@ -373,12 +371,10 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 			t.Errorf("result truncated to %d bytes decodes", i)
 		}
 	}
-	bad := encodeLeasePolicy(pol)
-	bad[2] = 2 // the leased flag
-	if _, err := decodeLeasePolicy(bad); err == nil {
-		t.Errorf("flag 2 decodes")
+	if _, err := decodeCommand(mustEncode(fsm.AppendLease(nil, 0, lease)), fsm.CmdRenew); err == nil {
+		t.Errorf("a lease decodes as a renew")
 	}
-	if _, err := decodeReturn(append(encodeReturn(ret), 0)); err == nil {
+	if _, err := decodeCommand(append(mustEncode(fsm.AppendReturn(nil, 0, ret)), 0), fsm.CmdReturn); err == nil {
 		t.Errorf("trailing byte decodes")
 	}
 	// A lease count beyond the frame is rejected before allocating.
