@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"github.com/permitd/permitd/node/binproto"
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
@@ -9,58 +10,22 @@ import (
 
 // codec.go: payloads of forwarded operations (see forward.go).
 
-func encodeReserve(r fsm.Reserve) []byte {
-	var w wbuf
-	w.str(r.Limit)
-	w.svar(r.Permits)
-	w.svar(r.MaxWaitNanos)
-	w.str(r.RequestID)
-	return w.b
-}
-
-func decodeReserve(p []byte) (fsm.Reserve, error) {
-	r := rbuf{b: p}
-	v := fsm.Reserve{Limit: r.str(), Permits: r.svar(), MaxWaitNanos: r.svar(), RequestID: r.str()}
-	return v, r.done()
-}
-
-func encodeReserveResult(res fsm.ReserveResult) []byte {
-	var w wbuf
-	w.u8(byte(res.Status))
-	w.svar(res.WaitNanos)
-	w.svar(res.RetryAfterNanos)
-	w.svar(res.ExpiresInNanos)
-	if res.Duplicate {
-		w.u8(1)
-	} else {
-		w.u8(0)
-	}
-	w.str(res.Detail)
-	return w.b
-}
-
-func decodeReserveResult(p []byte) (fsm.ReserveResult, error) {
-	r := rbuf{b: p}
-	v := fsm.ReserveResult{Status: fsm.Status(r.u8()), WaitNanos: r.svar(), RetryAfterNanos: r.svar(), ExpiresInNanos: r.svar(), Duplicate: r.u8() == 1, Detail: r.str()}
-	return v, r.done()
-}
-
 func encodePut(name string, cfg bucket.Config) ([]byte, error) {
 	cb, err := cfg.AppendBinary(nil)
 	if err != nil {
 		return nil, err
 	}
-	var w wbuf
-	w.str(name)
-	w.bytes(cb)
-	return w.b, nil
+	var w binproto.Enc
+	w.Str(name)
+	w.Bytes(cb)
+	return w.B, nil
 }
 
 func decodePut(p []byte) (string, bucket.Config, error) {
-	r := rbuf{b: p}
-	name := r.str()
-	cb := r.bytes()
-	if err := r.done(); err != nil {
+	r := binproto.Dec{B: p}
+	name := r.Str()
+	cb := r.Bytes()
+	if err := r.Done(); err != nil {
 		return "", bucket.Config{}, err
 	}
 	cfg, err := bucket.DecodeConfig(cb)
@@ -71,36 +36,36 @@ func decodePut(p []byte) (string, bucket.Config, error) {
 }
 
 func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
-	var w wbuf
-	w.uvar(uint64(len(ls)))
+	var w binproto.Enc
+	w.Uvar(uint64(len(ls)))
 	for _, l := range ls {
 		cb, err := l.Config.AppendBinary(nil)
 		if err != nil {
 			return nil, err
 		}
-		w.str(l.Name)
-		w.bytes(cb)
-		w.uvar(l.Version)
-		w.uvar(l.GrantedRequests)
-		w.uvar(l.GrantedPermits)
-		w.uvar(l.RefusedRequests)
-		putBool(&w, l.Leased)
+		w.Str(l.Name)
+		w.Bytes(cb)
+		w.Uvar(l.Version)
+		w.Uvar(l.GrantedRequests)
+		w.Uvar(l.GrantedPermits)
+		w.Uvar(l.RefusedRequests)
+		w.Bool(l.Leased)
 	}
-	return w.b, nil
+	return w.B, nil
 }
 
 func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
-	r := rbuf{b: p}
-	n := r.uvar()
+	r := binproto.Dec{B: p}
+	n := r.Uvar()
 	if n > uint64(len(p)) {
-		return nil, errShortFrame
+		return nil, binproto.ErrMalformed
 	}
 	out := make([]fsm.LimitInfo, 0, min(n, 1024))
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		name := r.str()
-		cb := r.bytes()
-		l := fsm.LimitInfo{Name: name, Version: r.uvar(), GrantedRequests: r.uvar(), GrantedPermits: r.uvar(), RefusedRequests: r.uvar(), Leased: getBool(&r)}
-		if r.err != nil {
+	for i := uint64(0); i < n && r.Err() == nil; i++ {
+		name := r.Str()
+		cb := r.Bytes()
+		l := fsm.LimitInfo{Name: name, Version: r.Uvar(), GrantedRequests: r.Uvar(), GrantedPermits: r.Uvar(), RefusedRequests: r.Uvar(), Leased: r.Bool()}
+		if r.Err() != nil {
 			break
 		}
 		cfg, err := bucket.DecodeConfig(cb)
@@ -110,42 +75,24 @@ func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
 		l.Config = cfg
 		out = append(out, l)
 	}
-	return out, r.done()
+	return out, r.Done()
 }
 
 func encodeStrings(ss ...string) []byte {
-	var w wbuf
+	var w binproto.Enc
 	for _, s := range ss {
-		w.str(s)
+		w.Str(s)
 	}
-	return w.b
+	return w.B
 }
 
 func decodeStrings(p []byte, n int) ([]string, error) {
-	r := rbuf{b: p}
+	r := binproto.Dec{B: p}
 	out := make([]string, n)
 	for i := range out {
-		out[i] = r.str()
+		out[i] = r.Str()
 	}
-	return out, r.done()
-}
-
-// putBool and getBool carry a flag as one byte, 0 or 1; any other value
-// makes the frame malformed.
-func putBool(w *wbuf, v bool) {
-	if v {
-		w.u8(1)
-	} else {
-		w.u8(0)
-	}
-}
-
-func getBool(r *rbuf) bool {
-	v := r.u8()
-	if v > 1 {
-		r.fail()
-	}
-	return v == 1
+	return out, r.Done()
 }
 
 // Lease results and views (see lease.go). Every number is a varint, every
@@ -160,114 +107,114 @@ func decodeCommand(b []byte, want fsm.CommandType) (fsm.Entry, error) {
 		return fsm.Entry{}, err
 	}
 	if e.Type != want {
-		return fsm.Entry{}, fmt.Errorf("%w: forwarded command type %d where %d was expected", errShortFrame, e.Type, want)
+		return fsm.Entry{}, fmt.Errorf("%w: forwarded command type %d where %d was expected", binproto.ErrMalformed, e.Type, want)
 	}
 	return e, nil
 }
 
 func encodeLeaseResult(res fsm.LeaseResult) []byte {
-	var w wbuf
-	w.u8(byte(res.Status))
-	w.uvar(res.LeaseID)
-	w.uvar(res.Epoch)
-	w.svar(res.Permits)
-	w.svar(res.ExpiresInNanos)
-	w.svar(res.ShareMilliPermitsPerSec)
-	w.svar(res.CreditedPermits)
-	w.svar(res.RetryAfterNanos)
-	putBool(&w, res.Duplicate)
-	w.str(res.Detail)
-	return w.b
+	var w binproto.Enc
+	w.U8(byte(res.Status))
+	w.Uvar(res.LeaseID)
+	w.Uvar(res.Epoch)
+	w.Svar(res.Permits)
+	w.Svar(res.ExpiresInNanos)
+	w.Svar(res.ShareMilliPermitsPerSec)
+	w.Svar(res.CreditedPermits)
+	w.Svar(res.RetryAfterNanos)
+	w.Bool(res.Duplicate)
+	w.Str(res.Detail)
+	return w.B
 }
 
 func decodeLeaseResult(b []byte) (fsm.LeaseResult, error) {
-	r := rbuf{b: b}
-	res := fsm.LeaseResult{Status: fsm.LeaseStatus(r.u8()), LeaseID: r.uvar(), Epoch: r.uvar(), Permits: r.svar(),
-		ExpiresInNanos: r.svar(), ShareMilliPermitsPerSec: r.svar(), CreditedPermits: r.svar(), RetryAfterNanos: r.svar(),
-		Duplicate: getBool(&r), Detail: r.str()}
-	return res, r.done()
+	r := binproto.Dec{B: b}
+	res := fsm.LeaseResult{Status: fsm.LeaseStatus(r.U8()), LeaseID: r.Uvar(), Epoch: r.Uvar(), Permits: r.Svar(),
+		ExpiresInNanos: r.Svar(), ShareMilliPermitsPerSec: r.Svar(), CreditedPermits: r.Svar(), RetryAfterNanos: r.Svar(),
+		Duplicate: r.Bool(), Detail: r.Str()}
+	return res, r.Done()
 }
 
 func encodeLeasePolicyResult(res fsm.LeasePolicyResult) []byte {
-	var w wbuf
-	putBool(&w, res.Applied)
-	putBool(&w, res.UnknownLimit)
-	w.svar(res.BurstPermits)
-	w.svar(res.MaxOutstandingPermits)
-	w.str(res.Detail)
-	return w.b
+	var w binproto.Enc
+	w.Bool(res.Applied)
+	w.Bool(res.UnknownLimit)
+	w.Svar(res.BurstPermits)
+	w.Svar(res.MaxOutstandingPermits)
+	w.Str(res.Detail)
+	return w.B
 }
 
 func decodeLeasePolicyResult(b []byte) (fsm.LeasePolicyResult, error) {
-	r := rbuf{b: b}
-	res := fsm.LeasePolicyResult{Applied: getBool(&r), UnknownLimit: getBool(&r), BurstPermits: r.svar(),
-		MaxOutstandingPermits: r.svar(), Detail: r.str()}
-	return res, r.done()
+	r := binproto.Dec{B: b}
+	res := fsm.LeasePolicyResult{Applied: r.Bool(), UnknownLimit: r.Bool(), BurstPermits: r.Svar(),
+		MaxOutstandingPermits: r.Svar(), Detail: r.Str()}
+	return res, r.Done()
 }
 
 // encodeLeaseView carries a pool and its leases (at most
 // fsm.MaxLeasesPerLimit, about 100 bytes each: well inside one frame).
 func encodeLeaseView(p fsm.LeasePoolInfo, ls []fsm.LeaseInfo) []byte {
-	var w wbuf
-	w.str(p.Limit)
+	var w binproto.Enc
+	w.Str(p.Limit)
 	for _, v := range []int64{p.BurstPermits, p.MaxOutstandingPermits, p.BurstSpec, p.MaxOutstandingSpec, p.IntervalNanos,
 		p.MintedPermits, p.FreePermits, p.OutstandingPermits, p.SettledPermits, p.SpentPermits, p.StolenPermits,
 		p.ExpiredPermits, p.StolenInPermits, int64(p.ActiveLeases), int64(p.LingeringLeases)} {
-		w.svar(v)
+		w.Svar(v)
 	}
 	for _, v := range []uint64{p.LeasesOpened, p.Renewals, p.Returns, p.Expirations, p.Fenced} {
-		w.uvar(v)
+		w.Uvar(v)
 	}
-	w.uvar(uint64(len(ls)))
+	w.Uvar(uint64(len(ls)))
 	for _, l := range ls {
-		w.uvar(l.ID)
-		w.uvar(l.Epoch)
-		putBool(&w, l.Active)
-		w.str(l.Holder)
-		w.str(l.Group)
+		w.Uvar(l.ID)
+		w.Uvar(l.Epoch)
+		w.Bool(l.Active)
+		w.Str(l.Holder)
+		w.Str(l.Group)
 		for _, v := range []int64{l.Weight, l.DemandMilliPermitsPerSec, l.ShareMilliPermitsPerSec, l.Permits,
 			l.LingeringPermits, l.GrantedAtNanos, l.ExpiresAtNanos, l.StolenInPermits} {
-			w.svar(v)
+			w.Svar(v)
 		}
 	}
-	return w.b
+	return w.B
 }
 
 func decodeLeaseView(b []byte) (fsm.LeasePoolInfo, []fsm.LeaseInfo, error) {
-	r := rbuf{b: b}
-	p := fsm.LeasePoolInfo{Limit: r.str()}
+	r := binproto.Dec{B: b}
+	p := fsm.LeasePoolInfo{Limit: r.Str()}
 	for _, v := range []*int64{&p.BurstPermits, &p.MaxOutstandingPermits, &p.BurstSpec, &p.MaxOutstandingSpec, &p.IntervalNanos,
 		&p.MintedPermits, &p.FreePermits, &p.OutstandingPermits, &p.SettledPermits, &p.SpentPermits, &p.StolenPermits,
 		&p.ExpiredPermits, &p.StolenInPermits} {
-		*v = r.svar()
+		*v = r.Svar()
 	}
-	active, lingering := r.svar(), r.svar()
+	active, lingering := r.Svar(), r.Svar()
 	if active < 0 || active > fsm.MaxLeasesPerLimit || lingering < 0 || lingering > fsm.MaxLeasesPerLimit {
-		r.fail()
+		r.Fail()
 	}
 	p.ActiveLeases, p.LingeringLeases = int(active), int(lingering)
 	for _, v := range []*uint64{&p.LeasesOpened, &p.Renewals, &p.Returns, &p.Expirations, &p.Fenced} {
-		*v = r.uvar()
+		*v = r.Uvar()
 	}
-	n := r.uvar()
+	n := r.Uvar()
 	// Each lease takes at least 20 bytes, so a count larger than the rest
 	// of the frame (or than a limit can hold) is malformed.
-	if n > fsm.MaxLeasesPerLimit || n > uint64(len(r.b)) {
-		r.fail()
+	if n > fsm.MaxLeasesPerLimit || n > uint64(len(r.B)) {
+		r.Fail()
 	}
 	var ls []fsm.LeaseInfo
-	if r.err == nil && n > 0 {
+	if r.Err() == nil && n > 0 {
 		ls = make([]fsm.LeaseInfo, 0, n)
 	}
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		l := fsm.LeaseInfo{ID: r.uvar(), Epoch: r.uvar(), Active: getBool(&r), Holder: r.str(), Group: r.str()}
+	for i := uint64(0); i < n && r.Err() == nil; i++ {
+		l := fsm.LeaseInfo{ID: r.Uvar(), Epoch: r.Uvar(), Active: r.Bool(), Holder: r.Str(), Group: r.Str()}
 		for _, v := range []*int64{&l.Weight, &l.DemandMilliPermitsPerSec, &l.ShareMilliPermitsPerSec, &l.Permits,
 			&l.LingeringPermits, &l.GrantedAtNanos, &l.ExpiresAtNanos, &l.StolenInPermits} {
-			*v = r.svar()
+			*v = r.Svar()
 		}
 		ls = append(ls, l)
 	}
-	if err := r.done(); err != nil {
+	if err := r.Done(); err != nil {
 		return fsm.LeasePoolInfo{}, nil, err
 	}
 	return p, ls, nil

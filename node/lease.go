@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node/binproto"
 )
 
 // lease.go: the lease commands of package fsm (lease policy, lease, renew,
@@ -42,7 +43,7 @@ func (n *Node) PutLeasePolicy(ctx context.Context, p fsm.LeasePolicy) (fsm.Lease
 	if err != nil {
 		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, opLeasePolicy, payload, func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, binproto.OpLeasePolicy, payload, func(ctx context.Context) ([]byte, error) {
 		res, err := n.leasePolicyLocal(ctx, p)
 		if err != nil {
 			return nil, err
@@ -94,7 +95,7 @@ func (n *Node) Lease(ctx context.Context, q fsm.Lease) (fsm.LeaseResult, error) 
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, opLease, func(now int64) ([]byte, error) {
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpLease, func(now int64) ([]byte, error) {
 		return fsm.AppendLease(nil, now, q)
 	})
 }
@@ -107,7 +108,7 @@ func (n *Node) Renew(ctx context.Context, q fsm.Renew) (fsm.LeaseResult, error) 
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, opRenew, func(now int64) ([]byte, error) {
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpRenew, func(now int64) ([]byte, error) {
 		return fsm.AppendRenew(nil, now, q)
 	})
 }
@@ -119,7 +120,7 @@ func (n *Node) Return(ctx context.Context, q fsm.Return) (fsm.LeaseResult, error
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, opReturn, func(now int64) ([]byte, error) {
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpReturn, func(now int64) ([]byte, error) {
 		return fsm.AppendReturn(nil, now, q)
 	})
 }
@@ -227,7 +228,7 @@ func (n *Node) LeaseView(ctx context.Context, limit string) (fsm.LeasePoolInfo, 
 	if err := fsm.ValidateName(limit); err != nil {
 		return fsm.LeasePoolInfo{}, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, opLeaseView, encodeStrings(limit), func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, binproto.OpLeaseView, encodeStrings(limit), func(ctx context.Context) ([]byte, error) {
 		return n.leaseViewLocal(ctx, limit)
 	})
 	if err != nil {
@@ -281,7 +282,7 @@ func (n *Node) handleForwardedLease(ctx context.Context, op byte, payload []byte
 		return encodeLeaseResult(res), nil
 	}
 	switch op {
-	case opLeasePolicy:
+	case binproto.OpLeasePolicy:
 		e, err := decodeCommand(payload, fsm.CmdPutLeasePolicy)
 		if err != nil {
 			return invalid(err)
@@ -292,28 +293,28 @@ func (n *Node) handleForwardedLease(ctx context.Context, op byte, payload []byte
 			return nil, err
 		}
 		return encodeLeasePolicyResult(res), nil
-	case opLease:
+	case binproto.OpLease:
 		e, err := decodeCommand(payload, fsm.CmdLease)
 		if err != nil {
 			return invalid(err)
 		}
 		q := e.Lease
 		return result(n.leaseLocal(ctx, q.Limit, func(now int64) ([]byte, error) { return fsm.AppendLease(nil, now, q) }))
-	case opRenew:
+	case binproto.OpRenew:
 		e, err := decodeCommand(payload, fsm.CmdRenew)
 		if err != nil {
 			return invalid(err)
 		}
 		q := e.Renew
 		return result(n.leaseLocal(ctx, q.Limit, func(now int64) ([]byte, error) { return fsm.AppendRenew(nil, now, q) }))
-	case opReturn:
+	case binproto.OpReturn:
 		e, err := decodeCommand(payload, fsm.CmdReturn)
 		if err != nil {
 			return invalid(err)
 		}
 		q := e.Return
 		return result(n.leaseLocal(ctx, q.Limit, func(now int64) ([]byte, error) { return fsm.AppendReturn(nil, now, q) }))
-	case opLeaseView:
+	case binproto.OpLeaseView:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {
 			return invalid(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node/binproto"
 )
 
 // expectErr runs op, retrying while it fails with ErrNoLeader (a leader
@@ -378,13 +379,13 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 		t.Errorf("trailing byte decodes")
 	}
 	// A lease count beyond the frame is rejected before allocating.
-	var w wbuf
-	w.str("a")
+	var w binproto.Enc
+	w.Str("a")
 	for range 20 {
-		w.svar(0)
+		w.Svar(0)
 	}
-	w.uvar(1 << 40)
-	if _, _, err := decodeLeaseView(w.b); err == nil {
+	w.Uvar(1 << 40)
+	if _, _, err := decodeLeaseView(w.B); err == nil {
 		t.Errorf("huge lease count decodes")
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node/binproto"
 )
 
 // Reserve decides one reserve on the leader: locally if this node leads,
@@ -93,11 +94,11 @@ func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve) (fsm.ReserveResul
 		}
 		return fsm.ReserveResult{}, fmt.Errorf("%w: leadership not established", ErrNoLeader)
 	}
-	resp, err := n.fwd.forward(ctx, addr, opReserve, encodeReserve(r))
+	resp, err := n.fwd.forward(ctx, addr, binproto.OpReserve, binproto.EncodeReserve(r))
 	if err != nil {
 		return fsm.ReserveResult{}, err
 	}
-	res, err := decodeReserveResult(resp)
+	res, err := binproto.DecodeReserveResult(resp)
 	if err != nil {
 		return fsm.ReserveResult{}, fmt.Errorf("node: leader's answer: %w", err)
 	}
@@ -187,15 +188,15 @@ func (n *Node) PutLimit(ctx context.Context, name string, cfg bucket.Config) (fs
 	if err != nil {
 		return fsm.PutResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, opPut, payload, func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, binproto.OpPut, payload, func(ctx context.Context) ([]byte, error) {
 		return n.putLocal(ctx, name, cfg)
 	})
 	if err != nil {
 		return fsm.PutResult{}, err
 	}
-	r := rbuf{b: resp}
-	out := fsm.PutResult{Version: r.uvar(), Created: r.u8() == 1}
-	return out, r.done()
+	r := binproto.Dec{B: resp}
+	out := fsm.PutResult{Version: r.Uvar(), Created: r.Bool()}
+	return out, r.Done()
 }
 
 func (n *Node) putLocal(ctx context.Context, name string, cfg bucket.Config) ([]byte, error) {
@@ -214,14 +215,10 @@ func (n *Node) putLocal(ctx context.Context, name string, cfg bucket.Config) ([]
 		// cannot carry the current state over).
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)
 	}
-	var w wbuf
-	w.uvar(res.Version)
-	if res.Created {
-		w.u8(1)
-	} else {
-		w.u8(0)
-	}
-	return w.b, nil
+	var w binproto.Enc
+	w.Uvar(res.Version)
+	w.Bool(res.Created)
+	return w.B, nil
 }
 
 // DeleteLimit removes a limit.
@@ -229,14 +226,14 @@ func (n *Node) DeleteLimit(ctx context.Context, name string) (fsm.DeleteResult, 
 	if err := fsm.ValidateName(name); err != nil {
 		return fsm.DeleteResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, opDelete, encodeStrings(name), func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, binproto.OpDelete, encodeStrings(name), func(ctx context.Context) ([]byte, error) {
 		return n.deleteLocal(ctx, name)
 	})
 	if err != nil {
 		return fsm.DeleteResult{}, err
 	}
 	if len(resp) != 1 {
-		return fsm.DeleteResult{}, errShortFrame
+		return fsm.DeleteResult{}, binproto.ErrMalformed
 	}
 	if resp[0] == 0 {
 		return fsm.DeleteResult{}, fmt.Errorf("%w: limit %q", ErrNotFound, name)
@@ -284,7 +281,7 @@ func (n *Node) Limits(ctx context.Context) ([]fsm.LimitInfo, error) {
 }
 
 func (n *Node) read(ctx context.Context, name string) ([]fsm.LimitInfo, error) {
-	resp, err := n.leaderDo(ctx, opRead, encodeStrings(name), func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, binproto.OpRead, encodeStrings(name), func(ctx context.Context) ([]byte, error) {
 		return n.readLocal(ctx, name)
 	})
 	if err != nil {
@@ -316,7 +313,7 @@ func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
 	if id == "" || raftAddr == "" {
 		return fmt.Errorf("%w: join needs a non-empty id and raft address", ErrInvalid)
 	}
-	_, err := n.leaderDo(ctx, opJoin, encodeStrings(id, raftAddr), func(ctx context.Context) ([]byte, error) {
+	_, err := n.leaderDo(ctx, binproto.OpJoin, encodeStrings(id, raftAddr), func(ctx context.Context) ([]byte, error) {
 		return nil, n.joinLocal(id, raftAddr)
 	})
 	return err
@@ -344,7 +341,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: remove needs a non-empty id", ErrInvalid)
 	}
-	_, err := n.leaderDo(ctx, opRemove, encodeStrings(id), func(ctx context.Context) ([]byte, error) {
+	_, err := n.leaderDo(ctx, binproto.OpRemove, encodeStrings(id), func(ctx context.Context) ([]byte, error) {
 		return nil, n.removeLocal(id)
 	})
 	return err
@@ -378,8 +375,8 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		return nil, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.cfg.ID)
 	}
 	switch op {
-	case opReserve:
-		r, err := decodeReserve(payload)
+	case binproto.OpReserve:
+		r, err := binproto.DecodeReserve(payload)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
@@ -398,8 +395,8 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 			return nil, err
 		}
 		// Domain outcomes travel as results; the follower maps them again.
-		return encodeReserveResult(res), nil
-	case opPut:
+		return binproto.EncodeReserveResult(res), nil
+	case binproto.OpPut:
 		name, cfg, err := decodePut(payload)
 		if err != nil {
 			return nil, err
@@ -408,31 +405,31 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return n.putLocal(ctx, name, cfg)
-	case opDelete:
+	case binproto.OpDelete:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return n.deleteLocal(ctx, ss[0])
-	case opRead:
+	case binproto.OpRead:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return n.readLocal(ctx, ss[0])
-	case opJoin:
+	case binproto.OpJoin:
 		ss, err := decodeStrings(payload, 2)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return nil, n.joinLocal(ss[0], ss[1])
-	case opRemove:
+	case binproto.OpRemove:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return nil, n.removeLocal(ss[0])
-	case opLeasePolicy, opLease, opRenew, opReturn, opLeaseView:
+	case binproto.OpLeasePolicy, binproto.OpLease, binproto.OpRenew, binproto.OpReturn, binproto.OpLeaseView:
 		return n.handleForwardedLease(ctx, op, payload)
 	}
 	return nil, fmt.Errorf("%w: unknown forwarded operation %d", ErrInvalid, op)

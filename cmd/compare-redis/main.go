@@ -70,6 +70,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/permitd/permitd/transport/client"
 	"io"
 	"os"
 	"os/signal"
@@ -92,6 +93,8 @@ const (
 	minRunDuration   = 100 * time.Millisecond
 	targetAll        = "all"
 	targetLeader     = "leader"
+	protocolBinary   = "binary"
+	protocolHTTP     = "http"
 	defaultLevels    = "1,16,128,512"
 	defaultRate      = 1e9
 	defaultBurst     = 1000000
@@ -107,6 +110,7 @@ type config struct {
 	DurationSec float64       `json:"duration_s"`
 	WarmupSec   float64       `json:"warmup_s"`
 	Target      string        `json:"target"`
+	Protocol    string        `json:"protocol"`
 	Rate        float64       `json:"rate"`
 	Per         time.Duration `json:"-"`
 	PerSec      float64       `json:"per_s"`
@@ -190,6 +194,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured duration of each run")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up before each run")
 	fs.StringVar(&cfg.Target, "target", targetAll, "permitd nodes to send to: all (round-robin over the 3 nodes) or leader")
+	fs.StringVar(&cfg.Protocol, "protocol", protocolBinary, "permitd's client protocol: binary (transport/client with WithBinaryReserves: every worker's reserves share one pipelined connection per node) or http (one keep-alive HTTP/1.1 connection per worker and node)")
 	fs.Float64Var(&cfg.Rate, "rate", defaultRate, "permits per --per of both limits (high, so that nothing is refused)")
 	fs.DurationVar(&cfg.Per, "per", time.Second, "period of --rate")
 	fs.Int64Var(&cfg.Burst, "burst", defaultBurst, "Redis GCRA burst and permitd strict max_reserved")
@@ -229,6 +234,8 @@ Flags:
 		return config{}, fmt.Errorf("compare-redis: --warmup %v: want 0..%v", cfg.Warmup, maxWarmup)
 	case cfg.Target != targetAll && cfg.Target != targetLeader:
 		return config{}, fmt.Errorf("compare-redis: --target %q: want %s or %s", cfg.Target, targetAll, targetLeader)
+	case cfg.Protocol != protocolBinary && cfg.Protocol != protocolHTTP:
+		return config{}, fmt.Errorf("compare-redis: --protocol %q: want %s or %s", cfg.Protocol, protocolBinary, protocolHTTP)
 	}
 	if _, err := newGCRAParams(cfg.Rate, cfg.Per, cfg.Burst, 0); err != nil {
 		return config{}, err
@@ -347,9 +354,15 @@ func measureLevel(ctx context.Context, cfg config, c int, rs *redisServer, pc *p
 	}
 	redisDecide, rdb := rs.decider(c)
 	defer rdb.Close()
-	hc := newBenchHTTPClient(c)
-	defer hc.CloseIdleConnections()
-	permitdDecide := pc.decider(targets, hc)
+	permitdDecide := pc.decider(targets)
+	if cfg.Protocol == protocolBinary {
+		bc, err := client.New(targets, client.WithBinaryReserves(1))
+		if err != nil {
+			return nil, err
+		}
+		defer bc.Close()
+		permitdDecide = binaryDecider(bc)
+	}
 	sides := []struct {
 		name   string
 		decide decideFunc
@@ -405,8 +418,8 @@ func writeReport(w io.Writer, rep report) error {
 		strings.Join(levels, ", "), cfg.Rounds, cfg.Duration, cfg.Warmup)
 	fmt.Fprintf(&b, "- redis: redis-server %s, one node, no replica, persistence off; GCRA Lua script by EVALSHA (go-redis, pool = concurrency); rate %g per %v, burst %d. Not durable.\n",
 		env.RedisVersion, cfg.Rate, cfg.Per, cfg.Burst)
-	fmt.Fprintf(&b, "- permitd: 3 agents (raft, fsync on), keep-alive HTTP reserve; strict limit rate %g per %v, max_reserved %d; sent to %s. Linearizable, durable, survives one node's failure.\n",
-		cfg.Rate, cfg.Per, cfg.Burst, env.PermitdTarget)
+	fmt.Fprintf(&b, "- permitd: 3 agents (raft, fsync on), reserves over %s; strict limit rate %g per %v, max_reserved %d; sent to %s. Linearizable, durable, survives one node's failure.\n",
+		protocolDesc(cfg.Protocol), cfg.Rate, cfg.Per, cfg.Burst, env.PermitdTarget)
 	fmt.Fprintf(&b, "- machine: %s/%s, %d CPUs, %s; load average %s at start, %s at end. Load generator, redis-server and the 3 agents share these CPUs, all on loopback.\n\n",
 		env.GOOS, env.GOARCH, env.CPUs, env.GoVersion, env.LoadAvgStart, env.LoadAvgEnd)
 	if _, err := io.WriteString(w, b.String()); err != nil {

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
+
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/cmd/internal/httplite"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // Bounds of the permitd side's setup steps.
@@ -192,7 +193,7 @@ func (pc *permitdCluster) createLimit(ctx context.Context, rate float64, per tim
 		return fmt.Errorf("compare-redis: PUT limit %s: HTTP %d %s", body, resp.StatusCode, bytes.TrimSpace(msg))
 	}
 	for _, addr := range pc.httpAddrs {
-		granted, err := pc.decider([]string{addr}, hc)(ctx, 0, 0)
+		granted, err := pc.decider([]string{addr})(ctx, 0, 0)
 		if err != nil {
 			return fmt.Errorf("compare-redis: first reserve on %s: %w", addr, err)
 		}
@@ -207,28 +208,12 @@ func (pc *permitdCluster) createLimit(ctx context.Context, rate float64, per tim
 // enough that a queued grant is never turned into a refusal.
 var reserveBody = []byte(`{"permits":1,"max_wait":"1s"}`)
 
-// newBenchHTTPClient is a keep-alive client for concurrency workers spread
-// over the cluster's nodes, built as permitd bench builds its own.
-func newBenchHTTPClient(concurrency int) *http.Client {
-	tr := &http.Transport{
-		MaxIdleConns:        concurrency * clusterSize * 2,
-		MaxIdleConnsPerHost: concurrency * 2,
-		MaxConnsPerHost:     concurrency * 2,
-		IdleConnTimeout:     time.Minute,
-		DisableCompression:  true,
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-	}
-	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
-}
-
 // decider returns a decideFunc that sends one reserve per HTTP request to
 // targets, worker w's seq-th request going to targets[(w+seq) % len]:
 // 200 is a grant, 429 a refusal, anything else an error. Each worker keeps
 // one keep-alive connection per target (cmd/internal/httplite, the client
 // permitd bench uses), so the load generator costs about what go-redis does.
-// hc is unused and kept for the call sites.
-func (pc *permitdCluster) decider(targets []string, hc *http.Client) decideFunc {
-	_ = hc
+func (pc *permitdCluster) decider(targets []string) decideFunc {
 	path := "/v1/limits/" + permitdLimit + "/reserve"
 	var conns sync.Map // worker*len(targets)+target → *httplite.Conn
 	return func(ctx context.Context, w, seq int) (bool, error) {
@@ -252,4 +237,27 @@ func (pc *permitdCluster) decider(targets []string, hc *http.Client) decideFunc 
 			return false, fmt.Errorf("HTTP %d from %s: %s", code, targets[t], bytes.TrimSpace(body))
 		}
 	}
+}
+
+// binaryDecider returns a decideFunc that reserves one permit through the
+// Go client over the binary protocol (client.WithBinaryReserves): every
+// worker's request is one decision, sent on the pipelined connection the
+// client shares among its callers, with a request ID, as a user's code
+// would send it. A grant is true, a refusal false.
+func binaryDecider(c *client.Client) decideFunc {
+	return func(ctx context.Context, w, seq int) (bool, error) {
+		g, err := c.Reserve(ctx, permitdLimit, 1, time.Second)
+		if err != nil {
+			return false, err
+		}
+		return g.Granted, nil
+	}
+}
+
+// protocolDesc describes the permitd client of a run.
+func protocolDesc(p string) string {
+	if p == protocolBinary {
+		return "the binary protocol (Go client, WithBinaryReserves(1): one pipelined connection per node shared by all workers, a request ID per reserve)"
+	}
+	return "keep-alive HTTP/1.1 (one connection per worker and node, no request ID)"
 }

@@ -226,6 +226,8 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 		n.Shutdown()
 		return nil, fmt.Errorf("listen on --http-addr %s: %w", a.httpAddr, err)
 	}
+	// The HTTP port also serves the binary reserve protocol.
+	ln = transport.NewSniffListener(ln, n.ServeClient)
 	ag.http = transport.NewServer(a.httpAddr, h)
 	go func() {
 		if err := ag.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

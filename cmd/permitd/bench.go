@@ -14,12 +14,15 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/permitd/permitd/cmd/internal/httplite"
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node/binproto"
 )
 
 func init() {
@@ -44,12 +47,15 @@ type benchFlags struct {
 	jsonOut     bool
 	requestIDs  bool
 	maxRequests int64
+	protocol    string
+	binaryConns int
 }
 
 // BenchResult is bench's report (printed as a table or, with --json, as
 // this object).
 type BenchResult struct {
 	Mode          string  `json:"mode"`
+	Protocol      string  `json:"protocol"`
 	Concurrency   int     `json:"concurrency"`
 	OpenRate      float64 `json:"open_rate,omitempty"`
 	Servers       string  `json:"servers"`
@@ -88,10 +94,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&b.requestIDs, "request-ids", false, "send a unique request_id with every reserve (exercises deduplication)")
 	fs.Int64Var(&b.maxRequests, "max-requests", 0, "stop after this many measured requests (0: no cap)")
 	fs.BoolVar(&b.jsonOut, "json", false, "print the result as JSON")
+	fs.StringVar(&b.protocol, "protocol", "http", "http: one decision per HTTP/1.1 request, one keep-alive connection per worker and server; binary: one decision per frame of the binary protocol, every worker sharing --binary-conns pipelined connections per server")
+	fs.IntVar(&b.binaryConns, "binary-conns", 1, "binary protocol: pipelined connections per server")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: permitd bench [flags]
 
-Sends reserves (one decision per HTTP request, keep-alive connections) to the
+Sends reserves (one decision per request: an HTTP request on keep-alive
+connections, or a frame of the binary protocol with --protocol binary) to the
 given nodes and reports throughput, latency percentiles, granted, refused and
 errors. Latency in open-loop mode counts from each request's scheduled start,
 so a slow server cannot hide queueing (no coordinated omission).
@@ -106,8 +115,9 @@ Flags:
 		}
 		return 2
 	}
-	if b.concurrency < 1 || b.duration <= 0 || b.warmup < 0 || b.permits < 1 || (b.mode != "closed" && b.mode != "open") || (b.mode == "open" && !(b.openRate > 0)) {
-		fmt.Fprintln(stderr, "permitd bench: need --concurrency >= 1, --duration > 0, --warmup >= 0, --permits >= 1, --mode closed|open, and --open-rate > 0 in open mode")
+	if b.concurrency < 1 || b.duration <= 0 || b.warmup < 0 || b.permits < 1 || (b.mode != "closed" && b.mode != "open") || (b.mode == "open" && !(b.openRate > 0)) ||
+		(b.protocol != "http" && b.protocol != "binary") || b.binaryConns < 1 || b.binaryConns > 64 {
+		fmt.Fprintln(stderr, "permitd bench: need --concurrency >= 1, --duration > 0, --warmup >= 0, --permits >= 1, --mode closed|open, --open-rate > 0 in open mode, --protocol http|binary and --binary-conns 1..64")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -131,7 +141,7 @@ Flags:
 }
 
 func printBench(w io.Writer, r BenchResult) {
-	fmt.Fprintf(w, "mode=%s concurrency=%d servers=%s limit=%s duration=%.1fs\n", r.Mode, r.Concurrency, r.Servers, r.Limit, r.DurationSec)
+	fmt.Fprintf(w, "mode=%s protocol=%s concurrency=%d servers=%s limit=%s duration=%.1fs\n", r.Mode, r.Protocol, r.Concurrency, r.Servers, r.Limit, r.DurationSec)
 	fmt.Fprintf(w, "requests=%d granted=%d refused=%d errors=%d\n", r.Requests, r.Granted, r.Refused, r.Errors)
 	fmt.Fprintf(w, "throughput=%.0f req/s  latency p50=%.3fms p90=%.3fms p99=%.3fms p99.9=%.3fms max=%.3fms\n", r.ThroughputRPS, r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs)
 	if r.FirstError != "" {
@@ -220,17 +230,15 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	rec := &benchRecorder{}
 	var idSeq atomic.Int64
 	path := "/v1/limits/" + b.limit + "/reserve"
-	// one sends one reserve on c; the body is built in buf.
-	one := func(c *httplite.Conn, buf *bytes.Buffer) (time.Duration, error) {
+	// one sends one reserve on c.
+	one := func(c benchConn, buf *bytes.Buffer) (time.Duration, error) {
 		count := rec.measuring.Load()
-		buf.Reset()
+		id := ""
 		if b.requestIDs {
-			fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q,"request_id":"b%d"}`, b.permits, b.maxWait.String(), idSeq.Add(1))
-		} else {
-			fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q}`, b.permits, b.maxWait.String())
+			id = "b" + strconv.FormatInt(idSeq.Add(1), 10)
 		}
 		start := time.Now()
-		code, _, err := c.Do("POST", path, buf.Bytes())
+		code, err := c.reserve(buf, id)
 		if err != nil {
 			return 0, err
 		}
@@ -249,12 +257,35 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		}
 		return lat, nil
 	}
-	// Connections: closed loop, one per worker and server; open loop, a
-	// pool per server.
-	newConns := func() []*httplite.Conn {
-		cs := make([]*httplite.Conn, len(servers))
+	// Connections: over HTTP, closed loop, one per worker and server; open
+	// loop, a pool per server. Over the binary protocol every worker
+	// shares --binary-conns pipelined connections per server.
+	var shared [][]*binproto.Conn
+	if b.protocol == "binary" {
+		for k := 0; k < b.binaryConns; k++ {
+			cs, err := dialBinary(servers)
+			if err != nil {
+				return BenchResult{}, err
+			}
+			shared = append(shared, cs)
+		}
+		defer func() {
+			for _, cs := range shared {
+				for _, c := range cs {
+					c.Close()
+				}
+			}
+		}()
+	}
+	var connSeq atomic.Int64
+	newConns := func() []benchConn {
+		cs := make([]benchConn, len(servers))
 		for i, s := range servers {
-			cs[i] = httplite.New(s, 10*time.Second)
+			if shared != nil {
+				cs[i] = binaryBenchConn{c: shared[int(connSeq.Add(1))%len(shared)][i], r: fsm.Reserve{Limit: b.limit, Permits: b.permits, MaxWaitNanos: int64(b.maxWait)}}
+			} else {
+				cs[i] = httpBenchConn{c: httplite.New(s, 10*time.Second), path: path, permits: b.permits, maxWait: b.maxWait}
+			}
 		}
 		return cs
 	}
@@ -307,7 +338,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		}
 	} else {
 		sem := make(chan struct{}, b.concurrency)
-		pool := make(chan []*httplite.Conn, b.concurrency)
+		pool := make(chan []benchConn, b.concurrency)
 		for k := 0; k < b.concurrency; k++ {
 			pool <- newConns()
 		}
@@ -381,7 +412,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		return float64(rec.lat[i]) / 1e6
 	}
 	res := BenchResult{
-		Mode: b.mode, Concurrency: b.concurrency, Servers: b.servers, Limit: b.limit,
+		Mode: b.mode, Protocol: b.protocol, Concurrency: b.concurrency, Servers: b.servers, Limit: b.limit,
 		DurationSec: elapsed.Seconds(), Requests: rec.requests.Load(), Granted: rec.granted.Load(),
 		Refused: rec.refused.Load(), Errors: rec.errs.Load(),
 		P50Ms: pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
@@ -394,4 +425,83 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		res.FirstError = v
 	}
 	return res, nil
+}
+
+// benchConn sends one reserve and answers with the HTTP status it stands
+// for (200 granted, 429 refused).
+type benchConn interface {
+	reserve(buf *bytes.Buffer, requestID string) (int, error)
+	Close()
+}
+
+// httpBenchConn is one keep-alive HTTP/1.1 connection.
+type httpBenchConn struct {
+	c       *httplite.Conn
+	path    string
+	permits int64
+	maxWait time.Duration
+}
+
+func (h httpBenchConn) reserve(buf *bytes.Buffer, requestID string) (int, error) {
+	buf.Reset()
+	if requestID != "" {
+		fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q,"request_id":%q}`, h.permits, h.maxWait.String(), requestID)
+	} else {
+		fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q}`, h.permits, h.maxWait.String())
+	}
+	code, _, err := h.c.Do("POST", h.path, buf.Bytes())
+	return code, err
+}
+
+func (h httpBenchConn) Close() { h.c.Close() }
+
+// binaryBenchConn is a share of a pipelined binary connection.
+type binaryBenchConn struct {
+	c *binproto.Conn
+	r fsm.Reserve
+}
+
+func (bc binaryBenchConn) reserve(_ *bytes.Buffer, requestID string) (int, error) {
+	r := bc.r
+	r.RequestID = requestID
+	code, resp, err := bc.c.Call(context.Background(), binproto.OpReserve, binproto.EncodeReserve(r))
+	if err != nil {
+		return 0, err
+	}
+	if code != binproto.CodeOK {
+		return 0, fmt.Errorf("binary answer code %d: %s", code, resp)
+	}
+	res, err := binproto.DecodeReserveResult(resp)
+	if err != nil {
+		return 0, err
+	}
+	switch res.Status {
+	case fsm.Granted:
+		return 200, nil
+	case fsm.Refused:
+		return 429, nil
+	}
+	return 0, fmt.Errorf("reserve status %d: %s", res.Status, res.Detail)
+}
+
+// Close is a no-op: the connection is shared and closed by bench.
+func (bc binaryBenchConn) Close() {}
+
+// dialBinary opens one binary connection to each server.
+func dialBinary(servers []string) ([]*binproto.Conn, error) {
+	out := make([]*binproto.Conn, 0, len(servers))
+	for _, s := range servers {
+		nc, err := net.DialTimeout("tcp", s, 5*time.Second)
+		if err == nil {
+			_, err = nc.Write([]byte{binproto.ClientPreface})
+		}
+		if err != nil {
+			for _, c := range out {
+				c.Close()
+			}
+			return nil, fmt.Errorf("bench: binary connection to %s: %w", s, err)
+		}
+		out = append(out, binproto.NewConn(nc))
+	}
+	return out, nil
 }

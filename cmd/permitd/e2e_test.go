@@ -185,16 +185,18 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 	for _, id := range ids {
 		servers = append(servers, httpAddr[id])
 	}
-	out, err := exec.Command(bin, "bench", "--servers", strings.Join(servers, ","), "--limit", "smoke",
-		"--concurrency", "4", "--duration", "1s", "--warmup", "200ms", "--json").CombinedOutput()
-	if err != nil {
-		t.Fatalf("permitd bench: %v\n%s", err, out)
-	}
-	var res struct {
-		Requests, Granted, Errors int64
-	}
-	if err := json.Unmarshal(out, &res); err != nil || res.Requests == 0 || res.Errors != 0 || res.Granted == 0 {
-		t.Fatalf("permitd bench result: %s (%v)", out, err)
+	for _, proto := range []string{"http", "binary"} {
+		out, err := exec.Command(bin, "bench", "--servers", strings.Join(servers, ","), "--limit", "smoke", "--protocol", proto,
+			"--concurrency", "4", "--duration", "1s", "--warmup", "200ms", "--request-ids", "--json").CombinedOutput()
+		if err != nil {
+			t.Fatalf("permitd bench --protocol %s: %v\n%s", proto, err, out)
+		}
+		var res struct {
+			Requests, Granted, Errors int64
+		}
+		if err := json.Unmarshal(out, &res); err != nil || res.Requests == 0 || res.Errors != 0 || res.Granted == 0 {
+			t.Fatalf("permitd bench --protocol %s result: %s (%v)", proto, out, err)
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ type Client struct {
 	defaultMaxWait time.Duration
 	attemptTimeout time.Duration
 	rounds         int
+	bin            *binaryPool // nil: reserves over HTTP
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand
@@ -74,6 +75,11 @@ func New(servers []string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: attempt timeout %v; allowed: > 0", ErrInvalid, c.attemptTimeout)
 	case c.rounds < 1:
 		return nil, fmt.Errorf("%w: rounds %d; allowed: >= 1", ErrInvalid, c.rounds)
+	}
+	if c.bin != nil {
+		if err := c.bin.init(c.servers, c.attemptTimeout); err != nil {
+			return nil, err
+		}
 	}
 	if c.hc == nil {
 		c.hc = &http.Client{Transport: &http.Transport{

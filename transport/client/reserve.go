@@ -95,6 +95,9 @@ func (c *Client) Reserve(ctx context.Context, limit string, n int64, maxWait tim
 	if maxWait < 0 {
 		return Grant{}, fmt.Errorf("%w: reserve with max wait %v; allowed: >= 0", ErrInvalid, maxWait)
 	}
+	if c.bin != nil {
+		return c.reserveBinary(ctx, limit, n, maxWait, newRequestID())
+	}
 	return c.reserve(ctx, limit, n, maxWait, newRequestID())
 }
 

@@ -1,0 +1,173 @@
+package binproto
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+func TestReserveRoundTrip(t *testing.T) {
+	q := fsm.Reserve{Limit: "api", Permits: 3, MaxWaitNanos: 5e8, RequestID: "r-1"}
+	got, err := DecodeReserve(EncodeReserve(q))
+	if err != nil || got != q {
+		t.Fatalf("DecodeReserve = %+v, %v; want %+v", got, err, q)
+	}
+	res := fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 7, RetryAfterNanos: -1, ExpiresInNanos: 9, Duplicate: true, Detail: "d"}
+	gr, err := DecodeReserveResult(EncodeReserveResult(res))
+	if err != nil || gr != res {
+		t.Fatalf("DecodeReserveResult = %+v, %v; want %+v", gr, err, res)
+	}
+}
+
+func TestMalformedPayloadsAreErrors(t *testing.T) {
+	good := EncodeReserve(fsm.Reserve{Limit: "api", Permits: 1})
+	for name, p := range map[string][]byte{
+		"empty":     nil,
+		"truncated": good[:len(good)-1],
+		"trailing":  append(append([]byte(nil), good...), 0),
+		"huge len":  {0xff, 0xff, 0xff, 0xff, 0x0f},
+	} {
+		if _, err := DecodeReserve(p); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: DecodeReserve err = %v, want ErrMalformed", name, err)
+		}
+	}
+	res := EncodeReserveResult(fsm.ReserveResult{Status: fsm.Granted})
+	res[4] = 2 // the Duplicate flag must be 0 or 1
+	if _, err := DecodeReserveResult(res); !errors.Is(err, ErrMalformed) {
+		t.Errorf("bad bool: err = %v, want ErrMalformed", err)
+	}
+}
+
+func TestFrameLengthIsBounded(t *testing.T) {
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	if err := WriteFrame(w, Frame{ID: 1, Kind: OpReserve, Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	f, err := ReadFrame(&buf)
+	if err != nil || f.ID != 1 || f.Kind != OpReserve || string(f.Payload) != "x" {
+		t.Fatalf("ReadFrame = %+v, %v", f, err)
+	}
+	for _, hdr := range [][]byte{
+		{0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1, 1},    // shorter than id+kind
+		{0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, // larger than MaxFrame
+	} {
+		if _, err := ReadFrame(bytes.NewReader(hdr)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("header %x: err = %v, want ErrMalformed", hdr[:4], err)
+		}
+	}
+	if err := WriteFrame(w, Frame{Payload: make([]byte, MaxFrame)}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("oversized WriteFrame err = %v, want ErrMalformed", err)
+	}
+}
+
+// echoServer answers every call with its own payload, out of order.
+func echoServer(c net.Conn) {
+	br := bufio.NewReader(c)
+	w := NewWriter(c)
+	defer w.Close()
+	for {
+		f, err := ReadFrame(br)
+		if err != nil {
+			return
+		}
+		go w.Send(Frame{ID: f.ID, Kind: CodeOK, Payload: f.Payload})
+	}
+}
+
+func TestConnPairsConcurrentCalls(t *testing.T) {
+	a, b := net.Pipe()
+	go echoServer(b)
+	c := NewConn(a)
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 50 {
+				want := []byte{byte(i), byte(j)}
+				code, got, err := c.Call(context.Background(), OpReserve, want)
+				if err != nil || code != CodeOK || !bytes.Equal(got, want) {
+					t.Errorf("Call(%v) = %d %v %v", want, code, got, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestBrokenConnFailsPendingAndLaterCalls(t *testing.T) {
+	a, b := net.Pipe()
+	c := NewConn(a)
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := c.Call(context.Background(), OpReserve, nil)
+		errc <- err
+	}()
+	// Read the call, then drop the connection without answering.
+	if _, err := ReadFrame(b); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrBroken) {
+			t.Fatalf("pending call err = %v, want ErrBroken", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pending call did not fail")
+	}
+	if !c.Broken() {
+		t.Fatal("Broken() = false after a read error")
+	}
+	if _, _, err := c.Call(context.Background(), OpReserve, nil); !errors.Is(err, ErrBroken) {
+		t.Fatalf("later call err = %v, want ErrBroken", err)
+	}
+}
+
+func TestCallHonoursContext(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	go func() { // read and never answer
+		br := bufio.NewReader(b)
+		for {
+			if _, err := ReadFrame(br); err != nil {
+				return
+			}
+		}
+	}()
+	c := NewConn(a)
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := c.Call(ctx, OpReserve, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// FuzzDecoders: no input makes the frame reader or a payload decoder panic.
+func FuzzDecoders(f *testing.F) {
+	f.Add(EncodeReserve(fsm.Reserve{Limit: "a", Permits: 1, RequestID: "x"}))
+	f.Add(EncodeReserveResult(fsm.ReserveResult{Status: fsm.Refused, Detail: "d"}))
+	f.Add([]byte{0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = DecodeReserve(b)
+		_, _ = DecodeReserveResult(b)
+		r := bytes.NewReader(b)
+		for {
+			if _, err := ReadFrame(r); err != nil {
+				return
+			}
+		}
+	})
+}

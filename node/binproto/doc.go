@@ -1,0 +1,24 @@
+// Package binproto is permitd's binary, pipelined request protocol: the
+// framing, the operation and answer codes, the little varint codec of the
+// payloads, a queued frame writer, and the client side of a pipelined
+// connection.
+//
+// Two kinds of peers speak it:
+//
+//   - a follower forwarding client requests to the leader, on the raft port
+//     (the connection's first byte is 'F'; see package node), and
+//   - a client on a node's HTTP port, which opens the connection with the
+//     byte ClientPreface (0x00, which no HTTP request can start with) and
+//     then sends reserves only (see transport and transport/client).
+//
+// A frame is [u32 length][u64 call id][u8 op or code][payload], big endian;
+// length counts the id, the op and the payload and is at most MaxFrame.
+// Many calls are in flight on one connection at once and their answers may
+// come back in any order: the call id pairs them. Writers queue frames and
+// flush when their queue is empty, so that a burst of frames shares one
+// write system call while a lone frame leaves at once; this is what makes
+// one connection carry tens of thousands of decisions per second.
+//
+// Every value is bounded when read, and a short or malformed frame is an
+// error, never a panic: frames cross the network.
+package binproto

@@ -1,0 +1,183 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node/binproto"
+)
+
+// binServer is a fake node speaking the binary protocol: answer decides
+// each reserve's answer code and payload; it records the request IDs.
+type binServer struct {
+	addr   string
+	answer func(q fsm.Reserve) (byte, []byte)
+
+	mu  sync.Mutex
+	ids []string
+}
+
+func serveBinary(t *testing.T, answer func(q fsm.Reserve) (byte, []byte)) *binServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &binServer{addr: ln.Addr().String(), answer: answer}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go s.serve(t, c)
+		}
+	}()
+	return s
+}
+
+func (s *binServer) serve(t *testing.T, c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	if b, err := br.ReadByte(); err != nil || b != binproto.ClientPreface {
+		t.Errorf("preface = %x, %v; want %x", b, err, binproto.ClientPreface)
+		return
+	}
+	w := binproto.NewWriter(c)
+	defer w.Close()
+	for {
+		f, err := binproto.ReadFrame(br)
+		if err != nil {
+			return
+		}
+		q, err := binproto.DecodeReserve(f.Payload)
+		if err != nil || f.Kind != binproto.OpReserve {
+			t.Errorf("frame kind %d payload %x: %v", f.Kind, f.Payload, err)
+			return
+		}
+		s.mu.Lock()
+		s.ids = append(s.ids, q.RequestID)
+		s.mu.Unlock()
+		code, p := s.answer(q)
+		w.Send(binproto.Frame{ID: f.ID, Kind: code, Payload: p})
+	}
+}
+
+func (s *binServer) requestIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.ids...)
+}
+
+func grantAfter(q fsm.Reserve) (byte, []byte) {
+	return binproto.CodeOK, binproto.EncodeReserveResult(fsm.ReserveResult{Status: fsm.Granted, WaitNanos: q.Permits * 1000, ExpiresInNanos: 5e6})
+}
+
+func TestBinaryReserveGrantAndRefusal(t *testing.T) {
+	s := serveBinary(t, func(q fsm.Reserve) (byte, []byte) {
+		if q.Permits > 5 {
+			return binproto.CodeOK, binproto.EncodeReserveResult(fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 42})
+		}
+		return grantAfter(q)
+	})
+	c, err := New([]string{s.addr}, WithBinaryReserves(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	g, err := c.Reserve(ctx, "api", 3, time.Second)
+	if err != nil || !g.Granted || g.Delay != 3*time.Microsecond || g.ExpiresIn != 5*time.Millisecond || g.RequestID == "" {
+		t.Fatalf("Reserve(3) = %+v, %v", g, err)
+	}
+	g, err = c.Reserve(ctx, "api", 9, time.Second)
+	if err != nil || g.Granted || g.RetryAfter != 42 {
+		t.Fatalf("Reserve(9) = %+v, %v; want a refusal with RetryAfter 42ns", g, err)
+	}
+	if _, err := c.TryAcquire(ctx, "api", 9, time.Second); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("TryAcquire(9) err = %v, want ErrThrottled", err)
+	}
+	// Many concurrent callers share the pipelined connections.
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if g, err := c.Reserve(ctx, "api", 1, time.Second); err != nil || !g.Granted {
+					t.Errorf("concurrent Reserve = %+v, %v", g, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestBinaryReserveFailsOverWithTheSameRequestID(t *testing.T) {
+	noLeader := serveBinary(t, func(fsm.Reserve) (byte, []byte) { return binproto.CodeNoLeader, []byte("no leader") })
+	good := serveBinary(t, grantAfter)
+	c, err := New([]string{noLeader.addr, good.addr}, WithBinaryReserves(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g, err := c.Reserve(context.Background(), "api", 1, time.Second)
+	if err != nil || !g.Granted {
+		t.Fatalf("Reserve = %+v, %v", g, err)
+	}
+	a, b := noLeader.requestIDs(), good.requestIDs()
+	if len(a) != 1 || len(b) != 1 || a[0] != b[0] || a[0] != g.RequestID {
+		t.Fatalf("request IDs: first server %v, second %v, grant %q; want one and the same", a, b, g.RequestID)
+	}
+}
+
+func TestBinaryReserveErrors(t *testing.T) {
+	invalid := serveBinary(t, func(fsm.Reserve) (byte, []byte) { return binproto.CodeInvalid, []byte("bad name") })
+	missing := serveBinary(t, func(fsm.Reserve) (byte, []byte) { return binproto.CodeNotFound, []byte("no such limit") })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, tc := range []struct {
+		name   string
+		server string
+		want   error
+	}{
+		{"invalid is not retried", invalid.addr, ErrInvalid},
+		{"not found", missing.addr, ErrNotFound},
+		{"nothing listening", closed, ErrNotDelivered},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New([]string{tc.server}, WithBinaryReserves(1), WithRounds(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Reserve(context.Background(), "api", 1, time.Second); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if n := len(invalid.requestIDs()); n != 1 {
+		t.Errorf("invalid request sent %d times, want 1", n)
+	}
+}
+
+func TestBinaryReservesOptionIsChecked(t *testing.T) {
+	if _, err := New([]string{"127.0.0.1:1"}, WithBinaryReserves(0)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("0 connections: err = %v, want ErrInvalid", err)
+	}
+	if _, err := New([]string{"https://127.0.0.1:1"}, WithBinaryReserves(1)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("https server: err = %v, want ErrInvalid", err)
+	}
+}
