@@ -71,5 +71,14 @@
 // cardinality is bounded: reserve and lease outcomes and HTTP routes are fixed sets;
 // limit names never become labels.
 //
+// # Binary reserves
+//
+// NewSniffListener lets the HTTP port also serve permitd's binary,
+// pipelined reserve protocol (package node/binproto): a connection that
+// starts with binproto.ClientPreface (0x00) is handed to the node's
+// ServeClient, which validates, deduplicates and forwards exactly as the
+// HTTP reserve does; every other connection reaches the HTTP server with
+// its first byte intact.
+//
 // The Go client is in package transport/client.
 package transport

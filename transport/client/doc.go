@@ -30,6 +30,14 @@
 // answer was lost (timeout, reset after sending, 503) is never granted
 // twice: the register answers the retry with the first result.
 //
+// # Binary reserves
+//
+// WithBinaryReserves sends reserves over permitd's binary, pipelined
+// protocol (package node/binproto) on the same port instead of HTTP: every
+// goroutine's reserves share a few connections per server, so a burst of
+// them shares system calls on both sides. Each reserve is still one
+// decision with its own answer, request ID, failover and error meaning.
+//
 // Every error this package returns starts with "client: ". Sentinels:
 // ErrThrottled (refused; see RefusedError for RetryAfter), ErrNotFound,
 // ErrInvalid, ErrUnavailable, ErrExpired.
