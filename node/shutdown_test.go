@@ -1,0 +1,56 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+// TestGracefulShutdownHandsOverLeadership: a leader that is shut down
+// (which transfers leadership first) leaves a cluster that elects a new
+// leader and goes on granting, with the strict spacing kept across the
+// handover.
+func TestGracefulShutdownHandsOverLeadership(t *testing.T) {
+	c := newTestCluster(t, 3)
+	old := c.leader()
+	ctx := ctxTimeout(t, 20*time.Second)
+	interval := 200 * time.Millisecond
+	retryNoLeader(t, func() error { _, err := old.PutLimit(ctx, "api", strictConfig(t, interval, 1)); return err })
+	first, err := old.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: fmt.Sprintf("gs-1-%d", time.Now().UnixNano())})
+	if err != nil || first.Status != fsm.Granted {
+		t.Fatalf("first reserve: %+v %v", first, err)
+	}
+	firstAt := time.Now().Add(time.Duration(first.WaitNanos))
+
+	oldID := old.cfg.ID
+	c.mu.Lock()
+	delete(c.nodes, oldID)
+	c.mu.Unlock()
+	if err := old.Shutdown(); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	var nl *Node
+	waitFor(t, 5*time.Second, "a new leader", func() bool {
+		for _, n := range c.ids {
+			if n == oldID {
+				continue
+			}
+			if x := c.node(n); x != nil && x.raft.State() == raft.Leader {
+				nl = x
+				return true
+			}
+		}
+		return false
+	})
+	res, err := nl.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(5 * time.Second), RequestID: fmt.Sprintf("gs-2-%d", time.Now().UnixNano())})
+	if err != nil || res.Status != fsm.Granted {
+		t.Fatalf("reserve after the handover: %+v %v", res, err)
+	}
+	if at := time.Now().Add(time.Duration(res.WaitNanos)); at.Sub(firstAt) < interval-5*time.Millisecond {
+		t.Fatalf("grants %v apart across the handover, want >= %v", at.Sub(firstAt), interval)
+	}
+}
