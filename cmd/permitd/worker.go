@@ -35,6 +35,7 @@ type workerFlags struct {
 	weight                           int64
 	ttl, margin, pushPull, reqTimout time.Duration
 	stealBias                        float64
+	testHooks, testDoubleLease       bool
 }
 
 func (f *workerFlags) register(fs *flag.FlagSet) {
@@ -52,6 +53,8 @@ func (f *workerFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.pushPull, "gossip-push-pull", 2*time.Second, "memberlist push/pull interval (short, so that a small fleet converges quickly)")
 	fs.DurationVar(&f.reqTimout, "max-reserve-wait", transport.DefaultRequestTimeout, "longest max_wait a reserve may ask of the sidecar")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: trace, debug, info, warn, error")
+	fs.BoolVar(&f.testHooks, "test-hooks", false, "testing only: serve /v1/debug/faults to cut this worker off from the register (jepsen-lite)")
+	fs.BoolVar(&f.testDoubleLease, "test-double-lease", false, "testing only, BROKEN on purpose: hand out every permit twice (jepsen-lite shows it is caught)")
 }
 
 func runWorker(args []string, stdout, stderr io.Writer) int {
@@ -122,8 +125,14 @@ Flags:
 		fmt.Fprintln(stderr, "permitd worker: --servers:", err)
 		return 2
 	}
+	var reg worker.Register = clientRegister{c: c}
+	var faults *faultyRegister
+	if f.testHooks {
+		faults = newFaultyRegister(reg)
+		reg = faults
+	}
 	w, err := worker.New(worker.Config{
-		Name: f.name, Group: f.group, Weight: f.weight, Limit: f.limit, Register: clientRegister{c: c},
+		Name: f.name, Group: f.group, Weight: f.weight, Limit: f.limit, Register: reg,
 		Gossip: gossip, Join: splitList(f.join), TTL: f.ttl, Margin: f.margin, StealBias: f.stealBias,
 		Clock: node.NewMonotonicClock(), Logger: logger,
 	})
@@ -144,8 +153,16 @@ Flags:
 		fmt.Fprintln(stderr, "permitd worker:", err)
 		return 1
 	}
-	srv := transport.NewServer(f.httpAddr, transport.NewSidecarHandler(w, transport.HandlerOptions{
-		Logger: logger.Named("http"), RequestTimeout: f.reqTimout}))
+	var sw transport.SidecarWorker = w
+	if f.testDoubleLease {
+		logger.Warn("--test-double-lease: this worker hands out every permit twice (a deliberately broken build for testing)")
+		sw = &doubleSpender{SidecarWorker: w}
+	}
+	handler := transport.NewSidecarHandler(sw, transport.HandlerOptions{Logger: logger.Named("http"), RequestTimeout: f.reqTimout})
+	if faults != nil {
+		handler = withWorkerFaultHooks(handler, faults)
+	}
+	srv := transport.NewServer(f.httpAddr, handler)
 	httpErr := make(chan error, 1)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -19,7 +19,12 @@ type limitInfo struct {
 	ExpiryNanos    int64          `json:"expiry_ns,omitempty"`
 	MaxReserved    int64          `json:"max_reserved,omitempty"`
 	MaxStoredNanos int64          `json:"max_stored_ns,omitempty"`
-	RatePerSecond  float64        `json:"rate_per_second"`
+	// BurstPermits (C) and MaxOutstandingPermits (O): the leased limit's
+	// lease policy.
+	BurstPermits          int64 `json:"burst_permits,omitempty"`
+	MaxOutstandingPermits int64 `json:"max_outstanding_permits,omitempty"`
+
+	RatePerSecond float64 `json:"rate_per_second"`
 	// SpacingFormula and WindowFormula are the README's bounds the run is
 	// judged by.
 	SpacingFormula string `json:"spacing_formula,omitempty"`
@@ -30,6 +35,9 @@ type limitInfo struct {
 func (li limitInfo) bound(workload string) (bound.Bound, error) {
 	if workload == WorkloadStrict {
 		return bound.StrictWithExpiry(li.IntervalNanos, li.ExpiryNanos)
+	}
+	if workload == WorkloadLeased {
+		return leasedBound(li)
 	}
 	i, s := li.IntervalNanos, li.MaxStoredNanos
 	return bound.Bound{
@@ -51,6 +59,7 @@ type checkInput struct {
 	lagNanos   int64 // measured timeline lag (negative: ahead of real time)
 	lagSpan    int64 // the real time the lag was measured over
 	visualizer string
+	leased     *checker.LeasedInput // the leased workload's worker observations
 }
 
 // checkOutput is the checkers' verdicts.
@@ -94,7 +103,9 @@ func runChecks(in checkInput) checkOutput {
 	// moments of use, the workers' send times (sent_ns: the same clock,
 	// read when the worker checked the grant), where no jitter applies.
 	used := callsAtUse(in.calls)
-	if in.cfg.Workload == WorkloadStrict {
+	if in.cfg.Workload == WorkloadLeased {
+		leasedChecks(in, tol, add)
+	} else if in.cfg.Workload == WorkloadStrict {
 		r, err := checker.Spacing(in.calls, checker.SpacingSpec{IntervalNanos: li.IntervalNanos - li.ExpiryNanos, ToleranceNanos: tol})
 		if err == nil {
 			r.Details["readme_bound"] = li.SpacingFormula
@@ -137,7 +148,11 @@ func runChecks(in checkInput) checkOutput {
 	}
 	r, err := checker.Conservation(checker.ConservationInput{Ops: in.ops, Calls: in.calls, SameTimeBase: true, ToleranceNanos: tol})
 	add(withName(r, "conservation"), err)
-	r, err = checker.Durability(checker.DurabilityInput{Ops: in.ops, Nodes: in.finals})
+	durOps := in.ops
+	if in.cfg.Workload == WorkloadLeased {
+		durOps = leasedDurabilityOps(in.ops)
+	}
+	r, err = checker.Durability(checker.DurabilityInput{Ops: durOps, Nodes: in.finals})
 	add(withName(r, "durability"), err)
 	out.results = append(out.results, timelineResult(in))
 	r, err = checker.Logs(in.logs, nil)
@@ -145,7 +160,7 @@ func runChecks(in checkInput) checkOutput {
 	if in.endNanos > in.healNanos {
 		r, err = checker.Recovery(in.calls, checker.RecoverySpec{
 			HealNanos: in.healNanos, EndNanos: in.endNanos, RatePerSecond: li.RatePerSecond,
-			MeasureWindowNanos: 10 * li.IntervalNanos, Fraction: in.cfg.RecoveryFraction, WithinNanos: int64(in.cfg.RecoveryWithin),
+			MeasureWindowNanos: recoveryWindow(in.cfg.Workload, li), Fraction: in.cfg.RecoveryFraction, WithinNanos: int64(in.cfg.RecoveryWithin),
 		})
 		add(withName(r, "recovery"), err)
 	}
@@ -243,4 +258,13 @@ func readLogs(nodes []*agentNode) ([]checker.Log, []string) {
 		logs = append(logs, checker.Log{Name: n.ID + ".log", Text: string(b)})
 	}
 	return logs, errs
+}
+
+// recoveryWindow is the window recovery measures throughput over: 10
+// intervals (leased: at least 1 s, since sidecars pace per share).
+func recoveryWindow(workload string, li limitInfo) int64 {
+	if workload == WorkloadLeased {
+		return max(10*li.IntervalNanos, int64(time.Second))
+	}
+	return 10 * li.IntervalNanos
 }

@@ -46,6 +46,9 @@ type cluster struct {
 	flags   []string // extra flags for every agent
 	flagsOf func(i int) []string
 	logf    func(format string, args ...any)
+	// wrap, if set, turns an agent's command line into the one that runs
+	// it (the namespace mode: ip netns exec NS bin args...).
+	wrap func(node *agentNode, bin string, args []string) (string, []string)
 }
 
 // allocateAddrs picks each node's loopback IP and free ports. Each node
@@ -154,9 +157,12 @@ func (c *cluster) start(node *agentNode) error {
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
-	args := c.args(node)
-	fmt.Fprintf(logf, "=== jepsen-lite: starting %s (generation %d) at %s: %s %s\n", node.ID, node.generation+1, time.Now().Format(time.RFC3339Nano), c.bin, strings.Join(args, " "))
-	cmd := exec.Command(c.bin, args...)
+	name, argv := c.bin, c.args(node)
+	if c.wrap != nil {
+		name, argv = c.wrap(node, c.bin, argv)
+	}
+	fmt.Fprintf(logf, "=== jepsen-lite: starting %s (generation %d) at %s: %s %s\n", node.ID, node.generation+1, time.Now().Format(time.RFC3339Nano), name, strings.Join(argv, " "))
+	cmd := exec.Command(name, argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {

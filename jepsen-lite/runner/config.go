@@ -13,7 +13,7 @@ import (
 var ErrInvalid = errors.New("runner: invalid configuration")
 
 // ErrNotImplemented is wrapped by the error for a feature the runner does
-// not have yet (the leased workload).
+// not have yet (none at present; kept for the jepsen command's exit 2).
 var ErrNotImplemented = errors.New("runner: not yet implemented")
 
 // Workloads.
@@ -26,8 +26,9 @@ const (
 	// Interval" storing up to BurstSeconds of idle time, judged by the
 	// README's window bound and conservation.
 	WorkloadWindow = "window"
-	// WorkloadLeased: leased workers in memberlist groups (not yet
-	// implemented).
+	// WorkloadLeased: real `permitd worker` sidecars in memberlist
+	// groups lease one limit; judged by the README's leased bound and
+	// lease conservation (see leased.go).
 	WorkloadLeased = "leased"
 )
 
@@ -50,10 +51,11 @@ var variants = map[string][]string{
 	FaultClock:     {"skew-leader", "skew-one", "rate-leader", "rate-one", "skew-followers"},
 	FaultLoss:      {"one", "all"},
 	FaultSnapshot:  {"isolate-follower"},
+	FaultWorker:    {"isolate-group", "pause", "kill"},
 }
 
 // faultKinds in a fixed order (schedules must not depend on map order).
-var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot}
+var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot, FaultWorker}
 
 // variantsFor returns the variants of kind that make sense with n nodes.
 func variantsFor(kind string, n int) []string {
@@ -135,8 +137,12 @@ type Config struct {
 	// Groups labels workers in G groups (default 1). Groups matter only
 	// to the leased workload.
 	Groups int `json:"groups"`
-	// Workload is strict or window (leased: not yet implemented).
+	// Workload is strict, window or leased.
 	Workload string `json:"workload"`
+	// Mode is the cluster mode: auto (the default: namespaces when
+	// available, else fallback), namespaces (an incomplete run when
+	// unavailable) or fallback.
+	Mode string `json:"mode"`
 	// Nemeses are the fault kinds the generator composes; none for a
 	// fault-free run.
 	Nemeses []NemesisSpec `json:"nemeses"`
@@ -191,6 +197,8 @@ type Config struct {
 	// AgentFlagsFor, if set, returns extra flags for node index i (0-based)
 	// after AgentFlags.
 	AgentFlagsFor func(i int) []string `json:"-"`
+	// Leased configures the leased workload.
+	Leased LeasedConfig `json:"leased"`
 	// Schedule, if set, replaces the generated schedule (tests pin exact
 	// scenarios with it). Its faults need not be listed in Nemeses.
 	Schedule []Event `json:"-"`
@@ -216,9 +224,19 @@ func (c Config) withDefaults() (Config, error) {
 		c.Workload = WorkloadStrict
 	case WorkloadStrict, WorkloadWindow:
 	case WorkloadLeased:
-		return c, fmt.Errorf("%w: workload %q (leased workers in memberlist groups come in a later step); allowed now: %s, %s", ErrNotImplemented, c.Workload, WorkloadStrict, WorkloadWindow)
+		var err error
+		if c, err = c.leasedDefaults(); err != nil {
+			return c, err
+		}
 	default:
-		return c, fmt.Errorf("%w: workload %q; allowed: %s, %s (%s: not yet implemented)", ErrInvalid, c.Workload, WorkloadStrict, WorkloadWindow, WorkloadLeased)
+		return c, fmt.Errorf("%w: workload %q; allowed: %s, %s, %s", ErrInvalid, c.Workload, WorkloadStrict, WorkloadWindow, WorkloadLeased)
+	}
+	switch c.Mode {
+	case "":
+		c.Mode = ModeAuto
+	case ModeAuto, ModeNamespaces, ModeFallback:
+	default:
+		return c, fmt.Errorf("%w: mode %q; allowed: %s, %s, %s", ErrInvalid, c.Mode, ModeAuto, ModeNamespaces, ModeFallback)
 	}
 	if c.Nodes == 0 {
 		c.Nodes = 3
@@ -317,6 +335,9 @@ func (c Config) withDefaults() (Config, error) {
 		if err := ev.validate(c.Duration - c.Tail); err != nil {
 			return c, err
 		}
+	}
+	if err := c.validateWorkerFaults(); err != nil {
+		return c, err
 	}
 	return c, nil
 }

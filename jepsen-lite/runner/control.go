@@ -18,6 +18,9 @@ import (
 // must not stall the runner.
 type control struct {
 	hc *http.Client
+	// kernel, in the namespace mode, takes partitions and loss out of
+	// fault states and into the nodes' packet filters.
+	kernel *netnsEnv
 }
 
 func newControl() *control {
@@ -88,8 +91,16 @@ func (a faultState) equal(b faultState) bool {
 	return fmt.Sprint(a) == fmt.Sprint(b)
 }
 
-// setFaults replaces node's fault state.
+// setFaults replaces node's fault state. In the namespace mode the
+// partitions and loss become packet filters in node's namespace and only
+// delay and jitter go to permitd's fault layer.
 func (ct *control) setFaults(ctx context.Context, node *agentNode, fs faultState) error {
+	if ct.kernel != nil {
+		var err error
+		if fs, err = ct.kernel.applyFaults(ctx, node.Index, fs); err != nil {
+			return err
+		}
+	}
 	return ct.do(ctx, node, http.MethodPost, "/v1/debug/faults", fs, nil, time.Second)
 }
 

@@ -44,6 +44,8 @@ type activeFault struct {
 	workers   []int
 	clockGen  map[string]int // node ID → generation the clock change hit
 	leaderIdx uint64         // snapshot: the leader's applied index at start
+	// undo heals a worker fault (leased workload), returning errors.
+	undo func(context.Context) []string
 }
 
 // nemesis applies a schedule to a cluster and records it in the history.
@@ -54,6 +56,7 @@ type nemesis struct {
 	hw      *history.Writer
 	start   time.Time
 	workers *workerPool
+	fleet   *fleet // leased workload: the worker sidecars (worker faults)
 	rng     *rand.Rand
 	logf    func(string, ...any)
 
@@ -338,6 +341,12 @@ func (nm *nemesis) begin(ctx context.Context, i int, ev Event) {
 			af.clockGen[n.ID] = gen
 		}
 		rec.Notes = append(rec.Notes, fmt.Sprintf("clock offset %+v, rate %.2f", ev.ClockOffset, rate))
+	case FaultWorker:
+		if nm.fleet == nil {
+			rec.Errors = append(rec.Errors, "worker faults need the leased workload's sidecars")
+			break
+		}
+		rec.Targets, af.undo = nm.fleet.beginFault(ctx, ev, rec)
 	case FaultLoss:
 		switch ev.Variant {
 		case "one":
@@ -395,6 +404,9 @@ func (nm *nemesis) end(ctx context.Context, i int) {
 	}
 	if len(af.workers) > 0 {
 		nm.workers.resume(af.workers)
+	}
+	if af.undo != nil {
+		rec.Errors = append(rec.Errors, af.undo(ctx)...)
 	}
 	// Clocks heal forward only: the rate goes back to 1, and a backward
 	// jump is undone by jumping forward again, but a forward jump stays
@@ -508,6 +520,9 @@ func (nm *nemesis) healAll(ctx context.Context) {
 		}
 	}
 	nm.workers.resumeAll()
+	if nm.fleet != nil {
+		nm.fleet.healAll(ctx)
+	}
 	for attempt := 0; attempt < 20; attempt++ {
 		nm.reconcile(ctx)
 		if nm.allPushed() {

@@ -252,6 +252,7 @@ code{background:#f5f5f5;padding:1px 4px}small{color:#666}
 			esc(n.ID), esc(n.RaftAddr), esc(n.HTTPAddr), n.Restarts, n.RemoteSnapshots, esc(mustJSON(n.State)), esc(n.Error), esc(n.Log), esc(n.Log))
 	}
 	b.WriteString("</table>\n")
+	b.WriteString(renderLeasedHTML(sum.Leased)) // leased workload: the worker sidecars
 	if len(sum.Errors) > 0 {
 		b.WriteString("<h2>Harness errors</h2><ul>")
 		for _, e := range sum.Errors {

@@ -41,13 +41,14 @@ type Summary struct {
 	SafetyValid   bool   `json:"safety_valid"`
 	LivenessValid bool   `json:"liveness_valid"`
 	ExitCode      int    `json:"exit_code"`
-	// Mode is the cluster mode that ran (fallback); ModeDetail says why
-	// and how faults were injected.
+	// Mode is the cluster mode that ran (namespaces or fallback);
+	// ModeDetail says why and how faults were injected.
 	Mode       string           `json:"mode"`
 	ModeDetail string           `json:"mode_detail"`
 	Namespaces NamespaceSupport `json:"namespaces"`
-	// DistinctIPs reports that each node had its own loopback IP (inbound
-	// connections recognisable by the fault layer).
+	// DistinctIPs reports that each node had its own IP (fallback: its
+	// own loopback IP, inbound connections recognisable by the fault
+	// layer; always true in the namespace mode).
 	DistinctIPs bool `json:"distinct_loopback_ips"`
 	// Command is the command line (set by the jepsen command).
 	Command string `json:"command,omitempty"`
@@ -76,6 +77,8 @@ type Summary struct {
 	Phases           []Phase          `json:"phases"`
 	Nodes            []NodeReport     `json:"nodes"`
 	Files            []string         `json:"files"`
+	// Leased reports the worker sidecars (leased workload only).
+	Leased *LeasedSummary `json:"leased,omitempty"`
 	// Errors are harness problems (not violations).
 	Errors []string `json:"errors,omitempty"`
 }
@@ -164,20 +167,28 @@ func (r *run) execute(ctx context.Context) *Summary {
 	cfg := r.cfg
 	wall := time.Now()
 	sum := &Summary{
-		Mode: ModeFallback, Namespaces: DetectNamespaces(), Config: cfg, Nemesis: formatNemeses(cfg.Nemeses),
+		Mode: ModeFallback, Config: cfg, Nemesis: formatNemeses(cfg.Nemeses),
 		StartedAt: wall, Schedule: Generate(cfg), Command: cfg.Command,
-	}
-	sum.ModeDetail = "fallback: agents on loopback; partitions, loss and delay by permitd's fault layer (faultnet.TCPFaults behind --test-hooks); clocks by the clock hook; kill/pause by signals"
-	if sum.Namespaces.Available {
-		sum.ModeDetail += ". Network namespaces are available here, but the namespace mode is not implemented yet"
-	} else {
-		sum.ModeDetail += ". Network namespaces unavailable: " + sum.Namespaces.Reason
 	}
 	defer func() { sum.WallSeconds = time.Since(wall).Seconds() }()
 	fail := func(format string, args ...any) *Summary {
 		sum.Errors = append(sum.Errors, fmt.Sprintf(format, args...))
 		r.logf("ERROR: "+format, args...)
 		return sum
+	}
+
+	// The mode. In the namespace mode the network is removed on every
+	// exit path, after the agents are stopped (defers run last first).
+	netEnv, err := r.chooseMode(ctx, sum)
+	if netEnv != nil {
+		defer func() {
+			if err := netEnv.cleanup(context.WithoutCancel(ctx)); err != nil {
+				sum.Errors = append(sum.Errors, "namespace cleanup: "+err.Error())
+			}
+		}()
+	}
+	if err != nil {
+		return fail("%v", err)
 	}
 
 	// The binary.
@@ -208,6 +219,10 @@ func (r *run) execute(ctx context.Context) *Summary {
 		return fail("%v", err)
 	}
 	sum.DistinctIPs = distinct
+	if netEnv != nil {
+		netEnv.adopt(cl) // every node on its own address in its namespace
+		sum.DistinctIPs = true
+	}
 	defer func() {
 		cl.stopAll(5 * time.Second)
 		sum.Nodes = nodeReports(cl, sum.Nodes)
@@ -218,6 +233,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 		}
 	}
 	ct := newControl()
+	ct.kernel = netEnv
 	if _, err := ct.waitLeader(ctx, cl.nodes, 30*time.Second); err != nil {
 		return fail("cluster did not come up: %v", err)
 	}
@@ -242,6 +258,11 @@ func (r *run) execute(ctx context.Context) *Summary {
 		apiCfg = fakeapi.Config{Start: r.start, Mode: fakeapi.Window, WindowNanos: int64(time.Second),
 			Bound: limitInfo{IntervalNanos: int64(cfg.Interval), MaxStoredNanos: int64(cfg.BurstSeconds * 1e9)}.mustBound(cfg.Workload)}
 	}
+	if cfg.Workload == WorkloadLeased {
+		if apiCfg, err = leasedAPIConfig(cfg, r.start); err != nil {
+			return fail("%v", err)
+		}
+	}
 	api, err := fakeapi.New(apiCfg)
 	if err != nil {
 		return fail("%v", err)
@@ -263,7 +284,11 @@ func (r *run) execute(ctx context.Context) *Summary {
 	for i, n := range cl.nodes {
 		servers[i] = n.HTTPAddr
 	}
-	li, err := r.putLimit(ctx, hw, servers)
+	putLimit := r.putLimit
+	if cfg.Workload == WorkloadLeased {
+		putLimit = r.putLeasedLimit
+	}
+	li, err := putLimit(ctx, hw, servers)
 	if err != nil {
 		return fail("creating the limit: %v", err)
 	}
@@ -275,15 +300,27 @@ func (r *run) execute(ctx context.Context) *Summary {
 	defer stopWorkers()
 	pool := newWorkerPool(cfg.Workers)
 	wl := &workload{cfg: cfg, start: r.start, hw: hw, api: fakeapi.NewUnixClient(sock), limit: li.Name, servers: servers, pool: pool}
+	runWorker := wl.run
+	fl, err := r.startFleet(ctx, bin, li, servers) // leased: worker sidecars
+	if err != nil {
+		return fail("starting the worker sidecars: %v", err)
+	}
+	if fl != nil {
+		defer fl.stopAll(5 * time.Second)
+		runWorker = fl.client(wl)
+	}
 	mon := &leaderMonitor{cl: cl, ct: ct, start: r.start}
 	var bg sync.WaitGroup
 	bg.Go(func() { mon.run(wctx) })
+	if fl != nil {
+		bg.Go(func() { fl.poll(wctx) })
+	}
 	var workers sync.WaitGroup
 	var werrMu sync.Mutex
 	var werrs []string
 	for id := range cfg.Workers {
 		workers.Go(func() {
-			if err := wl.run(wctx, id); err != nil {
+			if err := runWorker(wctx, id); err != nil {
 				werrMu.Lock()
 				werrs = append(werrs, fmt.Sprintf("worker %d: %v", id, err))
 				werrMu.Unlock()
@@ -291,6 +328,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 		})
 	}
 	nm := newNemesis(cfg, cl, ct, hw, r.start, pool, r.logf)
+	nm.fleet = fl
 	healAt := cfg.Duration - cfg.Tail
 	nemDone := make(chan struct{})
 	go func() { defer close(nemDone); nm.run(ctx, sum.Schedule, healAt) }()
@@ -316,6 +354,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 	sum.Nemeses = nm.recordsCopy()
 	sum.LeaderChanges = mon.snapshot()
 	sum.Workers = wl.counters.snapshot()
+	r.finishFleet(context.WithoutCancel(ctx), fl, li, sum)
 	if ctx.Err() != nil {
 		sum.Errors = append(sum.Errors, "interrupted: "+ctx.Err().Error())
 	}
@@ -354,11 +393,13 @@ func (r *run) execute(ctx context.Context) *Summary {
 	sum.APICalls = len(calls)
 	logs, lerrs := readLogs(cl.nodes)
 	sum.Errors = append(sum.Errors, lerrs...)
+	wlogs, wlerrs := fleetLogs(fl)
+	logs, sum.Errors = append(logs, wlogs...), append(sum.Errors, wlerrs...)
 	r.logf("checking %d ops, %d API calls", len(ops), len(calls))
 	co := runChecks(checkInput{
 		cfg: cfg, limit: li, ops: ops, calls: calls, finals: finals, logs: logs,
 		healNanos: sum.HealNanos, endNanos: sum.EndNanos, lagNanos: sum.TimelineLagNanos, lagSpan: r.lagSpan,
-		visualizer: cfg.OutDir,
+		visualizer: cfg.OutDir, leased: fleetObservations(fl),
 	})
 	sum.Checkers, sum.Jitter = co.results, co.jitter
 	sum.Errors = append(sum.Errors, co.errors...)

@@ -55,7 +55,8 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 		change func(*Config)
 		want   error
 	}{
-		{"leased", func(c *Config) { c.Workload = WorkloadLeased }, ErrNotImplemented},
+		{"leased max wait", func(c *Config) { c.Workload, c.MaxWait = WorkloadLeased, time.Second }, ErrInvalid},
+		{"worker faults outside leased", func(c *Config) { c.Nemeses = []NemesisSpec{{Kind: FaultWorker}} }, ErrInvalid},
 		{"unknown workload", func(c *Config) { c.Workload = "bulk" }, ErrInvalid},
 		{"four nodes", func(c *Config) { c.Nodes = 4 }, ErrInvalid},
 		{"no out", func(c *Config) { c.OutDir = "" }, ErrInvalid},

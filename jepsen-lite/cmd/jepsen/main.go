@@ -32,34 +32,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		cfg        runner.Config
-		nemesis    string
-		agentFlags string
-		quiet      bool
+		cfg         runner.Config
+		nemesis     string
+		agentFlags  string
+		workerFlags string
+		quiet       bool
 	)
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.IntVar(&cfg.Workers, "workers", 4, "client workers")
 	fs.IntVar(&cfg.Groups, "groups", 1, "worker groups (labels; they matter to the leased workload)")
-	fs.StringVar(&cfg.Workload, "workload", "strict", "strict, window, or leased (not yet implemented)")
-	fs.StringVar(&nemesis, "nemesis", "partition,kill,pause,clock,loss", "faults: comma-separated kinds (partition, kill, pause, clock, loss, snapshot), each optionally KIND:VARIANT|VARIANT; none for no faults")
+	fs.StringVar(&cfg.Workload, "workload", "strict", "strict, window, or leased (permitd worker sidecars in --groups groups lease one limit)")
+	fs.StringVar(&nemesis, "nemesis", "partition,kill,pause,clock,loss", "faults: comma-separated kinds (partition, kill, pause, clock, loss, snapshot; leased: worker), each optionally KIND:VARIANT|VARIANT; none for no faults")
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "length of the workload, including the fault-free tail")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the fault schedule: the same seed and flags replay the same schedule")
 	fs.StringVar(&cfg.OutDir, "out", "", "report directory, absent or empty (default jepsen-lite/out/<time>-seed<S>)")
 	fs.StringVar(&cfg.PermitdBin, "permitd-bin", "", "permitd binary (default: go build -o tmp/permitd ./cmd/permitd in the source tree)")
-	fs.DurationVar(&cfg.Interval, "interval", 200*time.Millisecond, "the limit: 1 permit per interval")
+	fs.DurationVar(&cfg.Interval, "interval", 0, "the limit: 1 permit per interval (default 200ms; leased: 20ms)")
 	fs.DurationVar(&cfg.Expiry, "expiry", 0, "strict: how long after its slot a permit may be used (default interval/2)")
 	fs.Int64Var(&cfg.MaxReserved, "max-reserved", 4, "strict: slots that may be reserved ahead")
 	fs.DurationVar(&cfg.MaxWait, "max-wait", 0, "max_wait of every reserve (default (max-reserved+1)*interval; window: 1s)")
 	fs.DurationVar(&cfg.Tail, "tail", 0, "fault-free end after the final heal (default max(10s, duration/4))")
+	fs.DurationVar(&cfg.Leased.TTL, "lease-ttl", 0, "leased: the workers' lease TTL (default 1s)")
+	fs.DurationVar(&cfg.Leased.Margin, "lease-margin", 0, "leased: the workers' safety margin (default: the worker's, 10% of the TTL, at least 50ms)")
+	fs.Int64Var(&cfg.Leased.BurstPermits, "lease-burst", 0, "leased: the lease policy's burst_permits C (default 1s of permits)")
+	fs.Int64Var(&cfg.Leased.MaxOutstandingPermits, "lease-outstanding", 0, "leased: the lease policy's max_outstanding_permits O (default 1s of permits)")
+	fs.StringVar(&workerFlags, "worker-flags", "", "leased: extra flags for every worker sidecar, space-separated (e.g. --test-double-lease)")
 	fs.StringVar(&agentFlags, "agent-flags", "", "extra flags for every agent, space-separated (e.g. --test-break-timeline)")
+	fs.StringVar(&cfg.Mode, "mode", runner.ModeAuto, "auto (namespaces when available: root, ip, nft), namespaces (each agent in its own network namespace, kernel partitions), or fallback (loopback, permitd's fault layer)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress lines")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: jepsen --nodes 3|5 --workers N --groups G --workload strict|window --nemesis partition,kill,pause,clock,loss --duration 60s --seed S --out DIR
+		fmt.Fprint(fs.Output(), `Usage: jepsen [--mode auto|namespaces|fallback] --nodes 3|5 --workers N --groups G --workload strict|window|leased --nemesis partition,kill,pause,clock,loss --duration 60s --seed S --out DIR
 
-Runs one jepsen-lite scenario: a real permitd cluster on loopback (fallback
-mode: faults injected by permitd's --test-hooks fault layer), client workers,
-a fake rate-limited API and a seeded schedule of faults; then judges the
-history and writes DIR/index.html and DIR/summary.json.
+Runs one jepsen-lite scenario: a real permitd cluster, client workers, a
+fake rate-limited API and a seeded schedule of faults; then judges the
+history and writes DIR/index.html and DIR/summary.json. As root with ip(8)
+and nft(8), every agent runs in its own network namespace and partitions
+are kernel packet drops (namespace mode); otherwise the agents run on
+loopback with faults injected by permitd's --test-hooks fault layer
+(fallback mode). --mode forces one.
 
 Exit status: 0 valid, 1 safety violation, 2 bad flags, 3 incomplete run,
 4 safe but throughput did not recover after the final heal.
@@ -84,6 +94,7 @@ Flags:
 		return runner.ExitUsage
 	}
 	cfg.AgentFlags = strings.Fields(agentFlags)
+	cfg.Leased.WorkerFlags = strings.Fields(workerFlags)
 	cfg.Command = "jepsen " + strings.Join(args, " ")
 	if cfg.OutDir == "" {
 		cfg.OutDir = fmt.Sprintf("jepsen-lite/out/%s-seed%d", time.Now().UTC().Format("20060102T150405Z"), cfg.Seed)

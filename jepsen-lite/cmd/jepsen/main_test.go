@@ -17,7 +17,8 @@ func TestFlags(t *testing.T) {
 		want string
 	}{
 		{"help", []string{"--help"}, 0, "Exit status"},
-		{"leased", []string{"--workload", "leased", "--out", out}, 2, "not yet implemented"},
+		{"leased lease ttl", []string{"--workload", "leased", "--lease-ttl", "1h", "--out", out}, 2, "lease ttl"},
+		{"worker faults outside leased", []string{"--nemesis", "worker", "--out", out}, 2, "applies only to the leased workload"},
 		{"bad nemesis", []string{"--nemesis", "flood", "--out", out}, 2, "allowed kinds"},
 		{"bad size", []string{"--nodes", "4", "--out", out}, 2, "3 or 5"},
 		{"stray argument", []string{"now"}, 2, "unexpected arguments"},
