@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -387,6 +388,12 @@ func (n *Node) Status() Status {
 		CommitIndex:  n.raft.CommitIndex(),
 		LastLogIndex: n.raft.LastIndex(),
 		ClusterNanos: n.fsm.LastNowNanos(),
+	}
+	if first, err := n.store.FirstIndex(); err == nil {
+		st.FirstLogIndex = first
+	}
+	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
+		st.LastSnapshotIndex = v
 	}
 	switch n.raft.State() {
 	case raft.Leader:

@@ -35,6 +35,12 @@ type Status struct {
 	AppliedIndex  uint64   `json:"applied_index"`
 	CommitIndex   uint64   `json:"commit_index"`
 	LastLogIndex  uint64   `json:"last_log_index"`
+	// FirstLogIndex is the oldest entry still in this node's log (0 when
+	// empty); LastSnapshotIndex the index its last snapshot covers. A
+	// leader whose FirstLogIndex is above a follower's LastLogIndex can
+	// only bring that follower up to date by sending it a snapshot.
+	FirstLogIndex     uint64 `json:"first_log_index"`
+	LastSnapshotIndex uint64 `json:"last_snapshot_index"`
 	ClusterNanos  int64    `json:"cluster_now_ns"`
 	StateHash     string   `json:"state_hash,omitempty"` // filled only by debug endpoints
 	Servers       []Server `json:"servers"`

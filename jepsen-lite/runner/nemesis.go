@@ -30,6 +30,9 @@ type NemesisRecord struct {
 	// Errors are the control requests that failed (a paused node cannot
 	// answer; the fault state is pushed again when it can).
 	Errors []string `json:"errors,omitempty"`
+	// SnapshotForced (snapshot faults) reports that the leader was seen to
+	// compact its log past the isolated follower before the heal.
+	SnapshotForced bool `json:"snapshot_forced,omitempty"`
 }
 
 // activeFault is a fault being applied.
@@ -44,6 +47,9 @@ type activeFault struct {
 	workers   []int
 	clockGen  map[string]int // node ID → generation the clock change hit
 	leaderIdx uint64         // snapshot: the leader's applied index at start
+	// snapshot: the isolated follower and its last log index at start.
+	follower     *agentNode
+	followerLast uint64
 	// undo heals a worker fault (leased workload), returning errors.
 	undo func(context.Context) []string
 }
@@ -235,6 +241,11 @@ func (nm *nemesis) begin(ctx context.Context, i int, ev Event) {
 		case "isolate-follower":
 			l := nm.leader(ctx, rec)
 			targets = []*agentNode{pickOne(without(all, l))}
+			if f := targets[0]; f != nil && ev.Fault == FaultSnapshot {
+				if st, err := nm.ct.status(ctx, f, time.Second); err == nil {
+					af.follower, af.followerLast = f, st.LastLogIndex
+				}
+			}
 			if l != nil {
 				if st, err := nm.ct.status(ctx, l, time.Second); err == nil {
 					af.leaderIdx = st.AppliedIndex
@@ -386,11 +397,16 @@ func nemesisDetail(rec *NemesisRecord) string {
 func (nm *nemesis) end(ctx context.Context, i int) {
 	nm.mu.Lock()
 	af := nm.active[i]
-	delete(nm.active, i)
 	nm.mu.Unlock()
 	if af == nil {
 		return
 	}
+	if af.rec.Event.Fault == FaultSnapshot && af.follower != nil {
+		nm.awaitCompaction(ctx, af)
+	}
+	nm.mu.Lock()
+	delete(nm.active, i)
+	nm.mu.Unlock()
 	rec := af.rec
 	for _, n := range af.killed {
 		if err := nm.cl.start(n); err != nil {
@@ -433,6 +449,33 @@ func (nm *nemesis) end(ctx context.Context, i int) {
 	}
 	rec.EndNanos = op.TimeNanos
 	nm.logf("healed %s", rec.Event.Name())
+}
+
+// compactionWait bounds how long a snapshot fault keeps its follower
+// isolated past its scheduled end, waiting for the leader to compact its
+// log past the follower.
+const compactionWait = 5 * time.Second
+
+// awaitCompaction keeps a snapshot fault's follower isolated until the
+// leader's oldest log entry is newer than the follower's last one (so
+// that the follower can only catch up from a snapshot), or compactionWait
+// has passed, and records which.
+func (nm *nemesis) awaitCompaction(ctx context.Context, af *activeFault) {
+	rec := af.rec
+	deadline := time.Now().Add(compactionWait)
+	for {
+		sts := nm.ct.statuses(ctx, without(nm.cl.nodes, af.follower), time.Second)
+		if id, _ := leaderOf(sts); id != "" && sts[id].FirstLogIndex > af.followerLast {
+			rec.SnapshotForced = true
+			rec.Notes = append(rec.Notes, fmt.Sprintf("leader %s compacted its log past the isolated follower %s (first log index %d > its last %d): it must catch up from a snapshot",
+				id, af.follower.ID, sts[id].FirstLogIndex, af.followerLast))
+			return
+		}
+		if time.Now().After(deadline) || sleepCtx(ctx, 100*time.Millisecond) != nil {
+			rec.Notes = append(rec.Notes, fmt.Sprintf("the leader did not compact its log past %s's last index %d within %v of the scheduled heal", af.follower.ID, af.followerLast, compactionWait))
+			return
+		}
+	}
 }
 
 // desired computes every node's fault state from the active faults.

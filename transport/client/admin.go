@@ -220,18 +220,22 @@ type Server struct {
 
 // Status is a node's view of itself (GET /v1/status).
 type Status struct {
-	ID            string   `json:"id"`
-	State         string   `json:"state"`
-	LeaderID      string   `json:"leader_id"`
-	Term          uint64   `json:"term"`
-	AppliedIndex  uint64   `json:"applied_index"`
-	CommitIndex   uint64   `json:"commit_index"`
-	LastLogIndex  uint64   `json:"last_log_index"`
-	ClusterNanos  int64    `json:"cluster_now_ns"`
-	StateHash     string   `json:"state_hash"`
-	Servers       []Server `json:"servers"`
-	Ready         bool     `json:"ready"`
-	LastContactNs int64    `json:"last_contact_ns"`
+	ID           string `json:"id"`
+	State        string `json:"state"`
+	LeaderID     string `json:"leader_id"`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"applied_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	LastLogIndex uint64 `json:"last_log_index"`
+	// FirstLogIndex is the oldest entry in the node's log; LastSnapshotIndex
+	// the index its last snapshot covers.
+	FirstLogIndex     uint64   `json:"first_log_index"`
+	LastSnapshotIndex uint64   `json:"last_snapshot_index"`
+	ClusterNanos      int64    `json:"cluster_now_ns"`
+	StateHash         string   `json:"state_hash"`
+	Servers           []Server `json:"servers"`
+	Ready             bool     `json:"ready"`
+	LastContactNs     int64    `json:"last_contact_ns"`
 }
 
 // Cluster is the answer to GET /v1/cluster.
