@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,52 +107,31 @@ func (c *Client) Close() {
 }
 
 // reserveBinary is reserve over the binary protocol, with the failover of
-// send.
+// HTTP requests: a dial error, a broken connection, a timeout or a node
+// without a leader moves to the next server with the same request ID.
 func (c *Client) reserveBinary(ctx context.Context, limit string, n int64, maxWait time.Duration, id string) (Grant, error) {
 	payload := binproto.EncodeReserve(fsm.Reserve{Limit: limit, Permits: n, MaxWaitNanos: int64(maxWait), RequestID: id})
-	ns := len(c.servers)
-	start := int(c.last.Load())
-	attempts := c.rounds * ns
-	var lastErr error
-	undelivered := true
-	notDelivered := func(err error) error {
-		if undelivered {
-			return fmt.Errorf("%w: %w", ErrNotDelivered, err)
+	var g Grant
+	err := c.failover(ctx, "reserve on "+strconv.Quote(limit), func(server string) (attemptOutcome, error) {
+		got, err := c.attemptBinary(ctx, server, payload)
+		var dialErr *binaryDialError
+		var apiErr *APIError
+		switch {
+		case err == nil:
+			g = got
+			return attemptDone, nil
+		case errors.As(err, &dialErr):
+			return attemptUndelivered, err
+		case errors.As(err, &apiErr) && apiErr.StatusCode != http.StatusServiceUnavailable:
+			return attemptDone, err // 4xx: the same answer everywhere
 		}
-		return err
+		return attemptRetry, err
+	})
+	if err != nil {
+		return Grant{}, err
 	}
-	for a := 0; a < attempts; a++ {
-		if a > 0 && a%ns == 0 {
-			if err := c.clock.Sleep(ctx, c.backoff(a/ns-1, -1)); err != nil {
-				return Grant{}, notDelivered(fmt.Errorf("client: reserve on %q: %w (last failure: %v)", limit, err, lastErr))
-			}
-		}
-		if err := ctx.Err(); err != nil {
-			return Grant{}, notDelivered(fmt.Errorf("client: reserve on %q: %w (last failure: %v)", limit, err, lastErr))
-		}
-		idx := (start + a) % ns
-		server := c.servers[idx]
-		g, err := c.attemptBinary(ctx, server, payload)
-		if err != nil {
-			var dialErr *binaryDialError
-			undelivered = undelivered && errors.As(err, &dialErr)
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return Grant{}, notDelivered(fmt.Errorf("client: reserve on %q: %w (last failure: %v)", limit, ctxErr, err))
-			}
-			var apiErr *APIError
-			if errors.As(err, &apiErr) && apiErr.StatusCode != http.StatusServiceUnavailable {
-				return Grant{}, err // 4xx: the same answer everywhere
-			}
-			c.log.Debug("binary reserve failed, trying the next server", "server", server, "limit", limit, "error", err)
-			lastErr = err
-			continue
-		}
-		c.last.Store(int64(idx))
-		g.RequestID, g.clock = id, c.clock
-		return g, nil
-	}
-	return Grant{}, notDelivered(fmt.Errorf("%w: reserve on %q failed on %d attempts over %d servers; last failure: %w",
-		ErrUnavailable, limit, attempts, ns, lastErr))
+	g.RequestID, g.clock = id, c.clock
+	return g, nil
 }
 
 // binaryDialError is a failure to open a connection: nothing was sent.

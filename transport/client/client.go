@@ -169,12 +169,26 @@ func (r *response) apiError() *APIError {
 	return &APIError{Server: r.server, StatusCode: r.code, Message: msg}
 }
 
-// send performs one request with failover: it starts at the last server
-// that answered and, on a connection error, a timeout or a 503, moves to
-// the next, for at most rounds×len(servers) attempts, backing off with
-// jitter after each full round. The same body is sent on every attempt.
-// Any other answer (2xx, 4xx) is returned as is.
-func (c *Client) send(ctx context.Context, method, path string, body []byte) (*response, error) {
+// attemptOutcome is what one attempt against one server came to.
+type attemptOutcome int
+
+const (
+	// attemptDone: the server answered (an error, if any, is final).
+	attemptDone attemptOutcome = iota
+	// attemptRetry: no usable answer (a timeout, a broken connection, a
+	// 503); the request may have been applied. Try the next server.
+	attemptRetry
+	// attemptUndelivered: the connection could not be opened; nothing was
+	// sent. Try the next server.
+	attemptUndelivered
+)
+
+// failover runs try against the servers: it starts at the last server that
+// answered and, while try asks for a retry, moves to the next, for at most
+// rounds×len(servers) attempts, backing off with jitter after each full
+// round. It returns try's final error, or ErrUnavailable (wrapped with
+// ErrNotDelivered when no attempt got as far as an open connection).
+func (c *Client) failover(ctx context.Context, what string, try func(server string) (attemptOutcome, error)) error {
 	n := len(c.servers)
 	start := int(c.last.Load())
 	attempts := c.rounds * n
@@ -191,34 +205,48 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*r
 	for a := 0; a < attempts; a++ {
 		if a > 0 && a%n == 0 {
 			if err := c.clock.Sleep(ctx, c.backoff(a/n-1, -1)); err != nil {
-				return nil, notDelivered(fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, err, lastErr))
+				return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, err, lastErr))
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, notDelivered(fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, err, lastErr))
+			return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, err, lastErr))
 		}
 		idx := (start + a) % n
-		resp, err := c.attempt(ctx, c.servers[idx], method, path, body)
-		if err != nil {
-			undelivered = undelivered && isDialError(err)
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, notDelivered(fmt.Errorf("client: %s %s: %w (last failure: %v)", method, path, ctxErr, err))
-			}
-			c.log.Debug("request failed, trying the next server", "server", c.servers[idx], "method", method, "path", path, "error", err)
-			lastErr = err
-			continue
+		out, err := try(c.servers[idx])
+		if out == attemptDone {
+			c.last.Store(int64(idx))
+			return err
 		}
-		undelivered = false
-		if resp.code == http.StatusServiceUnavailable {
-			lastErr = resp.apiError()
-			c.log.Debug("server unavailable, trying the next server", "server", c.servers[idx], "error", lastErr)
-			continue
+		undelivered = undelivered && out == attemptUndelivered
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, ctxErr, err))
 		}
-		c.last.Store(int64(idx))
-		return resp, nil
+		c.log.Debug("attempt failed, trying the next server", "server", c.servers[idx], "request", what, "error", err)
+		lastErr = err
 	}
-	return nil, notDelivered(fmt.Errorf("%w: %s %s failed on %d attempts over %d servers; last failure: %w",
-		ErrUnavailable, method, path, attempts, n, lastErr))
+	return notDelivered(fmt.Errorf("%w: %s failed on %d attempts over %d servers; last failure: %w",
+		ErrUnavailable, what, attempts, n, lastErr))
+}
+
+// send performs one request with failover (see failover): a connection
+// error, a timeout or a 503 moves to the next server; any other answer
+// (2xx, 4xx) is returned as is. The same body is sent on every attempt.
+func (c *Client) send(ctx context.Context, method, path string, body []byte) (*response, error) {
+	var resp *response
+	err := c.failover(ctx, method+" "+path, func(server string) (attemptOutcome, error) {
+		r, err := c.attempt(ctx, server, method, path, body)
+		switch {
+		case err != nil && isDialError(err):
+			return attemptUndelivered, err
+		case err != nil:
+			return attemptRetry, err
+		case r.code == http.StatusServiceUnavailable:
+			return attemptRetry, r.apiError()
+		}
+		resp = r
+		return attemptDone, nil
+	})
+	return resp, err
 }
 
 // isDialError reports whether err is a failure to open a connection
