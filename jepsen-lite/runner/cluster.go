@@ -283,6 +283,12 @@ func (c *cluster) stop(node *agentNode, grace time.Duration) {
 	node.proc = nil
 	node.paused = false
 	node.mu.Unlock()
+	p.terminate(node.ID, grace, c.logf)
+}
+
+// terminate ends p: SIGCONT (in case it is paused), SIGTERM, and SIGKILL
+// if it has not exited within grace; it waits (bounded) for the reaper.
+func (p *process) terminate(name string, grace time.Duration, logf func(string, ...any)) {
 	if p == nil {
 		return
 	}
@@ -297,7 +303,7 @@ func (c *cluster) stop(node *agentNode, grace time.Duration) {
 	select {
 	case <-p.exited:
 	case <-time.After(10 * time.Second):
-		c.logf("WARNING: %s (pid %d) not reaped after SIGKILL", node.ID, p.pid)
+		logf("WARNING: %s (pid %d) not reaped after SIGKILL", name, p.pid)
 	}
 }
 

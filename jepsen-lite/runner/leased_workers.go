@@ -404,22 +404,7 @@ func (f *fleet) stop(s *sidecar, grace time.Duration) {
 	p := s.proc
 	s.proc, s.paused = nil, false
 	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	_ = syscall.Kill(p.pid, syscall.SIGCONT)
-	_ = syscall.Kill(p.pid, syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return
-	case <-time.After(grace):
-	}
-	_ = syscall.Kill(p.pid, syscall.SIGKILL)
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		f.logf("WARNING: worker %s (pid %d) not reaped after SIGKILL", s.Name, p.pid)
-	}
+	p.terminate("worker "+s.Name, grace, f.logf)
 }
 
 // stopAll stops every sidecar, in parallel.
