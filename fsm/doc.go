@@ -166,13 +166,27 @@
 // holders stop renewing stops counting once their leases expire: its share
 // returns to the others, its unreported permits are settled, and minting
 // refills the free pool (no capacity stays stranded longer than a TTL). A
-// lease with share s and TTL t is granted
+// lease with share s and TTL t is granted at most
 //
 //	min(free, O - outstanding, floor((s*h + carry) / (r*I))),  h = min(t, O*I)
 //
 // its fraction s/r of the permits minted in h; the fair grants of all
 // leases add up to at most O, and the carry (remainder) lets a share worth
 // less than a permit per grant earn one every few grants.
+//
+// When the rate is saturated the free pool holds little more than what
+// was minted since the previous renewal, and dividing it first come, first
+// served would follow the order of the renewals, not the shares. So each
+// lease also has an entitlement: its share accrues into it (in whole
+// permits, with a remainder), up to its fair grant rounded up; the net
+// intake of a grant (the grant minus what the renewal credited back) is
+// taken out of it, and may exceed it only by what the pool holds beyond
+// the other active leases' entitlements (of which at most C/2 is held for
+// them). So a lease whose grants came late catches up at its next
+// renewals, a lease that gives permits away (stolen out) takes them out
+// of its own entitlement, and over any span each lease takes at most its
+// share plus one fair grant plus what nobody else claimed (leasebook.go,
+// grant).
 //
 // # The over-grant bound
 //

@@ -44,7 +44,7 @@ func FuzzRestore(f *testing.F) {
 		h.apply(e)
 	}
 	f.Add(snapshotBytes(f, h.f))
-	f.Add([]byte("PRMTFSM\x02"))
+	f.Add([]byte("PRMTFSM\x03"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
 		if err := restore(fsm, b); err != nil {

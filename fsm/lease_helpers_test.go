@@ -159,7 +159,11 @@ func checkBook(t testing.TB, f *FSM, capacities bool) {
 				if p.byHolder[ls.holder] != ls || ls.expiresAtNanos <= s.lastNowNanos || ls.permits < 0 {
 					t.Fatalf("limit %q: active lease %d: holder index or expiry wrong", name, ls.id)
 				}
-			} else if ls.permits != 0 || len(ls.linger) == 0 {
+				if ls.entitled < 0 || ls.entitled > ls.expiresAtNanos-ls.grantedAtNanos || ls.entitledRem < 0 ||
+					ls.entitledRem >= milliPermitsPerSecNanos || (ls.share == 0 && ls.entitled+ls.entitledRem != 0) {
+					t.Fatalf("limit %q: active lease %d: entitled %d, remainder %d (share %d)", name, ls.id, ls.entitled, ls.entitledRem, ls.share)
+				}
+			} else if ls.permits != 0 || ls.entitled != 0 || ls.entitledRem != 0 || len(ls.linger) == 0 {
 				t.Fatalf("limit %q: inactive lease %d holds %d permits, %d lingering entries", name, ls.id, ls.permits, len(ls.linger))
 			}
 		}

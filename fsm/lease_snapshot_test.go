@@ -45,6 +45,15 @@ func TestLeaseSnapshotRoundTrip(t *testing.T) {
 	if ls := h.f.Leases("hot"); len(ls) != 3 || ls[1].Active || ls[1].LingeringPermits != 3 || ls[0].LingeringPermits != 5 {
 		t.Fatalf("weak test: leases %+v", ls)
 	}
+	h.f.mu.RLock()
+	entitled := false
+	for _, l := range h.f.st.limits["hot"].pool.leases {
+		entitled = entitled || l.entitled > 0 || l.entitledRem > 0
+	}
+	h.f.mu.RUnlock()
+	if !entitled {
+		t.Fatalf("weak test: no lease holds an entitlement")
+	}
 	snap := snapshotBytes(t, h.f)
 	if again := snapshotBytes(t, h.f); !bytes.Equal(again, snap) {
 		t.Fatalf("two snapshots of the same state differ")
@@ -154,6 +163,16 @@ func TestLeaseRestoreRejects(t *testing.T) {
 			l := s.limits["hot"].pool.leases[0]
 			l.expiresAtNanos = l.grantedAtNanos + MaxLeaseTTLNanos + 1
 		}, "for a TTL"},
+		{"entitlement beyond the grant's TTL", func(s *state) {
+			l := s.limits["hot"].pool.leases[0]
+			l.entitled = l.expiresAtNanos - l.grantedAtNanos + 1
+		}, "entitled"},
+		{"entitlement remainder of a whole permit", func(s *state) { s.limits["hot"].pool.leases[0].entitledRem = milliPermitsPerSecNanos },
+			"remainder"},
+		{"entitlement without a share", func(s *state) {
+			l := s.limits["hot"].pool.leases[0]
+			l.share, l.entitled = 0, 1
+		}, "both 0 with share 0"},
 		{"pool of a limit too slow to lease", func(s *state) { s.limits["slow"].pool = &leasePool{byHolder: map[string]*lease{}} },
 			"slower than one per lease TTL"},
 	}

@@ -135,7 +135,7 @@ func (s *state) lease(nowNanos int64, q *Lease) LeaseResult {
 		ls := &lease{limit: l.name, pool: p, id: s.lastLeaseID, epoch: 1, active: true,
 			holder: q.Holder, group: q.Group, weight: q.Weight, demand: q.DemandMilliPermitsPerSec}
 		p.addLease(ls)
-		p.grant(nowNanos, ls, q.TTLNanos, interval)
+		p.grant(nowNanos, ls, q.TTLNanos, interval, 0)
 		heap.Push(&s.expiries, ls)
 		p.opened++
 		return leaseOutcome{status: LeaseGranted, leaseID: ls.id, epoch: ls.epoch, permits: ls.permits,
@@ -186,7 +186,7 @@ func (s *state) renew(nowNanos int64, q *Renew) LeaseResult {
 		credit := p.settleReport(ls, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits)
 		p.setDemand(ls, q.DemandMilliPermitsPerSec)
 		ls.epoch++
-		p.grant(nowNanos, ls, q.TTLNanos, interval)
+		p.grant(nowNanos, ls, q.TTLNanos, interval, credit)
 		heap.Fix(&s.expiries, ls.heapIndex)
 		p.renewals++
 		return leaseOutcome{status: LeaseGranted, leaseID: ls.id, epoch: ls.epoch, permits: ls.permits,

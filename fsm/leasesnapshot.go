@@ -25,7 +25,9 @@ import (
 //	        active          byte (0/1)
 //	        holder, group   uvarint length + bytes
 //	        granted at, expires at, stolen in   uvarint
-//	        if active: weight, demand, share, permits, carry   uvarint
+//	        if active: weight, demand, share, permits, carry, entitled,
+//	                   entitled remainder   uvarint (entitled <= expires at
+//	                   - granted at, remainder < 10^12, both 0 if share is 0)
 //	        linger count    uvarint (<= maxLingerGrants; >= 1 if not
 //	                        active), then per entry, until strictly
 //	                        ascending: until, permits uvarint
@@ -179,7 +181,7 @@ func (s *state) appendLeaseBook(b []byte) []byte {
 			b = binary.AppendUvarint(b, uint64(l.expiresAtNanos))
 			b = binary.AppendUvarint(b, uint64(l.stolenIn))
 			if l.active {
-				for _, v := range [...]int64{l.weight, l.demand, l.share, l.permits, l.carry} {
+				for _, v := range [...]int64{l.weight, l.demand, l.share, l.permits, l.carry, l.entitled, l.entitledRem} {
 					b = binary.AppendUvarint(b, uint64(v))
 				}
 			}
@@ -331,6 +333,8 @@ func decodeLeaseRecord(r *reader, st *state, lim *limit, p *leasePool, capacity 
 		ls.share = r.int64Snap("share")
 		ls.permits = r.int64Snap("permits")
 		ls.carry = r.int64Snap("carry")
+		ls.entitled = r.int64Snap("entitled")
+		ls.entitledRem = r.int64Snap("entitled remainder")
 	}
 	nl := r.uvarintMax("linger count", maxLingerGrants)
 	if r.err != nil {
@@ -373,6 +377,10 @@ func decodeLeaseRecord(r *reader, st *state, lim *limit, p *leasePool, capacity 
 		ls.share > capacity || ls.carry >= milliPermitsPerSecNanos):
 		r.fail("lease %d: weight %d, demand %d, share %d or carry %d out of range (weight 1-%d, demand <= %d, share <= %d, carry < %d)",
 			ls.id, ls.weight, ls.demand, ls.share, ls.carry, MaxLeaseWeight, MaxDemandMilliPermitsPerSec, capacity, milliPermitsPerSecNanos)
+	case ls.active && (ls.entitled > ls.expiresAtNanos-ls.grantedAtNanos || ls.entitledRem >= milliPermitsPerSecNanos ||
+		(ls.share == 0 && (ls.entitled != 0 || ls.entitledRem != 0))):
+		r.fail("lease %d: entitled %d permits, remainder %d out of range (entitled <= its grant's TTL %d, remainder < %d, both 0 with share 0)",
+			ls.id, ls.entitled, ls.entitledRem, ls.expiresAtNanos-ls.grantedAtNanos, milliPermitsPerSecNanos)
 	}
 	if r.err != nil {
 		return nil

@@ -7,9 +7,9 @@ import (
 	"math"
 )
 
-// Snapshot layout (format version 2; version 1, never released, had no
-// lease book). Every replica that applied the same log produces the same
-// bytes:
+// Snapshot layout (format version 3; version 1, never released, had no
+// lease book; version 2 had no lease entitlements). Every replica that
+// applied the same log produces the same bytes:
 //
 //	magic          "PRMTFSM" (7 bytes) then format version byte 1
 //	lastNowNanos   int64 big-endian
@@ -46,7 +46,7 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 2
+	snapshotVersion = 3
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
