@@ -49,10 +49,14 @@ var _ SidecarWorker = (*worker.Worker)(nil)
 //   - GET /v1/status answers the worker's group, holder, limit, lease,
 //     share, stats and members.
 //   - GET /healthz answers {"status":"ok"}.
+//   - GET /metrics serves the worker's counters in the Prometheus text
+//     format from a private registry (see WorkerMetrics: per limit, group
+//     and worker, and the over-grant headroom the worker holds).
 //
 // opts.Logger receives 503s; opts.Metrics is not used.
 func NewSidecarHandler(w SidecarWorker, opts HandlerOptions) http.Handler {
-	h := &sidecarHandler{w: w, log: opts.Logger, maxWait: opts.RequestTimeout, limit: w.Stats().Limit}
+	h := &sidecarHandler{w: w, log: opts.Logger, maxWait: opts.RequestTimeout, limit: w.Stats().Limit,
+		metrics: NewWorkerMetrics(nil, w).Handler()}
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
 	}
@@ -67,6 +71,8 @@ type sidecarHandler struct {
 	log     hclog.Logger
 	maxWait time.Duration
 	limit   string
+	// metrics serves GET /metrics.
+	metrics http.Handler
 }
 
 // ServeHTTP implements http.Handler.
@@ -92,9 +98,14 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 		}
 		return
+	case p == "/metrics":
+		if sidecarMethod(w, r, "GET, HEAD") {
+			h.metrics.ServeHTTP(w, r)
+		}
+		return
 	}
 	writeError(w, http.StatusNotFound, "unknown path "+strconvQuote(p)+"; this worker sidecar serves POST /v1/limits/"+
-		h.limit+"/reserve, GET /v1/status and GET /healthz")
+		h.limit+"/reserve, GET /v1/status, GET /healthz and GET /metrics")
 }
 
 // sidecarMethod reports whether r's method is among allowed; if not it

@@ -82,6 +82,7 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 					return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, err))
 				}
 				if !ok {
+					w.meter.hold(min(at, deadline) - now)
 					if try {
 						return finish(false, nil)
 					}
@@ -90,6 +91,10 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 				}
 				prepaid = true
 				if at > now {
+					// The caller is paced (slept or not, it waits for a slot).
+					w.meter.hold(at - now)
+				}
+				if at > now+paceSlackNanos {
 					w.mu.Unlock()
 					slept := w.sleep(ctx, at-now)
 					w.mu.Lock()
@@ -132,12 +137,25 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 		}
 		t.Stop()
 		w.mu.Lock()
+		waitedFrom := now
 		now = w.now()
+		w.meter.hold(now - waitedFrom)
 		if err := ctx.Err(); err != nil {
 			return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, err))
 		}
 	}
 }
+
+// paceSlackNanos is the longest pacing wait Acquire does not sleep: the
+// permits are handed out up to that long before their pacing slot. A
+// timer sleep of a few tens of microseconds takes longer than asked (and a
+// caller that overslept catches up at BurstRatio only), so at a share of
+// tens of thousands of permits per second, sleeping for every slot would
+// spend well below the share. The pacer's slots still advance at the
+// share: handing permits out early only lets a worker run up to
+// paceSlackNanos*share (+1) permits ahead of its pace, never beyond the
+// grant's count, which alone enters the over-grant bound.
+const paceSlackNanos = int64(200 * time.Microsecond)
 
 // sleep waits d nanoseconds; false if ctx or the worker ended first.
 func (w *Worker) sleep(ctx context.Context, d int64) bool {

@@ -10,10 +10,12 @@ import (
 
 // TestDroppedStealMessagesLosePermitsNeverCreateThem runs the fleet with
 // 40 % of steal requests and 40 % of steal answers dropped and the rest
-// delayed up to 20 ms, 5 ms of latency each way to the register, a worker
-// whose register answers are lost for a while (applied, but the worker
-// never hears), and group C cut off from the register (so it lives on
-// stolen permits until its steal grace ends). Then:
+// delayed up to 20 ms (in the worker on the fake register, in a fault
+// layer on memberlist's transport on the cluster), 5 ms of latency each
+// way to the register, a worker whose register answers are lost for a
+// while (applied, but the worker never hears), and group C cut off from
+// the register (so it lives on stolen permits until its steal grace
+// ends). Then:
 //
 //   - the fleet received no more stolen permits than it gave (a dropped
 //     answer loses what it carried);
@@ -23,17 +25,13 @@ import (
 //     register: before the renew or return reporting on it was applied
 //     and before its expiry (the donor's grant's expiry for stolen ones).
 //
-// It runs twice: on the pool of the other tests (C = O = 300, one TTL of
-// permits: the bound is loose), and on a tight pool (C = O = 60, TTL
-// 150 ms renewed every 50 ms) where the fleet runs close to C + O.
+// It runs on the pool of the other tests (C = O = 300, one TTL of
+// permits: the bound is loose) and on a tight pool (C = O = 60, TTL
+// 150 ms renewed every 50 ms) where the fleet runs close to C + O, with
+// the fake register, and on the default pool with a real 3-node raft
+// register (poolSpecs).
 func TestDroppedStealMessagesLosePermitsNeverCreateThem(t *testing.T) {
-	tight := baseSpec()
-	tight.burst, tight.maxOut = 60, 60
-	tight.ttl, tight.renew = 150*time.Millisecond, 50*time.Millisecond
-	for _, tc := range []struct {
-		name string
-		spec fleetSpec
-	}{{"default pool", baseSpec()}, {"tight pool", tight}} {
+	for _, tc := range poolSpecs() {
 		t.Run(tc.name, func(t *testing.T) { droppedSteals(t, tc.spec) })
 	}
 }
@@ -44,7 +42,7 @@ func droppedSteals(t *testing.T, spec fleetSpec) {
 		rng                           = rand.New(rand.NewPCG(7, 11))
 		dropped, droppedAnswers, sent atomic.Int64
 	)
-	spec.stealFault = func(from, to string, reply bool) (bool, time.Duration) {
+	fault := func(from, to string, reply bool) (bool, time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		sent.Add(1)
@@ -56,6 +54,13 @@ func droppedSteals(t *testing.T, spec fleetSpec) {
 			return true, 0
 		}
 		return false, time.Duration(rng.Int64N(int64(20 * time.Millisecond)))
+	}
+	// The fleets on the fake register drop steal messages in the worker,
+	// the fleet on the cluster in memberlist's transport.
+	if spec.register == clusterKind {
+		spec.transportFault = fault
+	} else {
+		spec.stealFault = fault
 	}
 	f := startFleet(t, spec)
 	for _, l := range f.links {
@@ -95,6 +100,13 @@ func droppedSteals(t *testing.T, spec fleetSpec) {
 	}
 	if dropped.Load() == 0 {
 		t.Errorf("no steal message was dropped: the test exercised nothing")
+	}
+	if spec.transportFault != nil {
+		g := &f.gossipFaults
+		t.Logf("memberlist transport: %d steal messages seen, %d dropped (%d answers)", g.sent.Load(), g.dropped.Load(), g.droppedReplies.Load())
+		if g.dropped.Load() == 0 {
+			t.Errorf("the transport's fault layer dropped no steal message")
+		}
 	}
 	for i, w := range f.workers {
 		s := w.Stats()

@@ -22,9 +22,26 @@ type demandMeter struct {
 	// before (equal before the first take).
 	sinceNanos, prevSinceNanos int64
 	asked, prevAsked           int64
-	// lastMilli is the demand measured at the last take (before headroom).
+	// heldNanos and prevHeldNanos add up the time callers were held back:
+	// how far ahead their pacing slot lay (slept or not), and how long
+	// they waited for permits.
+	heldNanos, prevHeldNanos int64
+	// lastMilli is the demand measured at the last take (before headroom);
+	// lastHeld reports that callers were held back for at least half of
+	// the periods it covers (summed over concurrent callers).
 	lastMilli int64
+	lastHeld  bool
 }
+
+// heldBackGrowth is the factor by which a worker whose callers were held
+// back raises its reported demand above its share (see reportDemand): a
+// caller that blocks in Acquire asks at the rate it is served, so its
+// measured demand is the share and, with 10 % headroom only, a fleet of
+// closed-loop callers on an unsaturated limit would take dozens of renewal
+// periods to reach the rate they can spend. Doubling reaches it in
+// log2(wanted/share) periods; the register's max-min division caps the
+// share at the capacity and the fair level anyway.
+const heldBackGrowth = 2
 
 // demandHeadroomDiv sets the headroom added to a reported demand: a worker
 // reports measured + measured/demandHeadroomDiv (10 %), so that one that
@@ -36,6 +53,9 @@ const demandHeadroomDiv = 10
 // add counts n asked permits.
 func (m *demandMeter) add(n int64) { m.asked += n }
 
+// hold adds d nanoseconds a caller was held back.
+func (m *demandMeter) hold(d int64) { m.heldNanos += max(d, 0) }
+
 // rate returns the demand measured over the previous and the current
 // period (0 before any time has passed).
 func (m *demandMeter) rate(nowNanos int64) int64 {
@@ -46,8 +66,9 @@ func (m *demandMeter) rate(nowNanos int64) int64 {
 // period and starts a new period at now.
 func (m *demandMeter) take(nowNanos int64) int64 {
 	r := m.rate(nowNanos)
-	m.prevSinceNanos, m.prevAsked = m.sinceNanos, m.asked
-	m.sinceNanos, m.asked, m.lastMilli = nowNanos, 0, r
+	m.lastHeld = 2*(m.prevHeldNanos+m.heldNanos) >= nowNanos-m.prevSinceNanos && nowNanos > m.prevSinceNanos
+	m.prevSinceNanos, m.prevAsked, m.prevHeldNanos = m.sinceNanos, m.asked, m.heldNanos
+	m.sinceNanos, m.asked, m.heldNanos, m.lastMilli = nowNanos, 0, 0, r
 	return r
 }
 
@@ -77,6 +98,19 @@ func (m *demandMeter) recent(nowNanos, minWindowNanos int64) int64 {
 // current returns the larger of the last measured demand and the one
 // measured up to now.
 func (m *demandMeter) current(nowNanos int64) int64 { return max(m.lastMilli, m.rate(nowNanos)) }
+
+// reportDemand returns the demand a worker whose share is shareMilli
+// reports at now: the measurement (measure) plus headroom, or, when its
+// callers were held back (waiting for pacing or for permits) for at least
+// half of the measured periods (they want more than they get), at least
+// heldBackGrowth times the share.
+func (m *demandMeter) reportDemand(nowNanos, minWindowNanos, shareMilli int64) int64 {
+	d := withHeadroom(m.measure(nowNanos, minWindowNanos))
+	if m.lastHeld && shareMilli > 0 {
+		d = max(d, min(shareMilli, fsm.MaxDemandMilliPermitsPerSec/heldBackGrowth)*heldBackGrowth)
+	}
+	return d
+}
 
 // withHeadroom returns the demand to report for a measured one.
 func withHeadroom(milli int64) int64 {

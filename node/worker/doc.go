@@ -24,7 +24,11 @@
 // with a report on the grant (spent, stolen out, stolen in) and its
 // demand: the permits its callers asked for per second over the last two
 // periods, plus 10 % headroom (see demandMeter), in milli-permits per
-// second. (The first lease, before anything is measured, claims the
+// second; if its callers were held back (waiting for pacing or for
+// permits) for at least half of those periods, at least twice its share,
+// so that closed-loop callers, which ask at the rate they are served,
+// reach what they can spend in a few renewals instead of growing by 10 %
+// per renewal. (The first lease, before anything is measured, claims the
 // maximum: the first grants split the rate by weight.) The register settles the old grant and issues the next; fair
 // shares (weighted max-min over groups, then over the leases of a group)
 // follow the reported demands.
@@ -73,6 +77,12 @@
 // would run dry and grants would go to whoever renews first instead of by
 // the fair division. Paced at the share, a saturated worker spends exactly
 // its share.
+//
+// A pacing wait of at most 200 µs (paceSlackNanos) is not slept: the
+// permits are handed out up to that long before their slot (a timer sleep
+// that short oversleeps, and a caller behind catches up at BurstRatio
+// only, so sleeping for every slot of a share of tens of thousands per
+// second would spend well below it). The slots still advance at the share.
 //
 // The catch-up is bounded to recent delays: at every grant, if more than a
 // quarter of a renewal period is unclaimed (callers idle, asking less than
@@ -135,5 +145,17 @@
 // Stats (and OnStats after every register answer) give the worker's
 // counters for its limit and group: leased, spent, stolen in and out,
 // credited back, expired unused, outstanding, current share; Status adds
-// the lease, the grant and the members by group.
+// the lease, the grant and the members by group. transport.WorkerMetrics
+// exports them to Prometheus (the sidecar serves them on GET /metrics).
+//
+// # Performance
+//
+// BenchmarkLeased (bench_test.go; go test -run '^$' -bench Leased
+// -benchtime 3s ./node/worker/) runs 8 workers, one closed-loop caller
+// each, against the in-process register (a real fsm.FSM, one log entry
+// per lease, renew or return). On the 2-vCPU development VM (median of 3):
+// 5.5 million permits/s at one permit per Acquire on a 50 000 000/s limit,
+// with 0.006 register entries per 1 000 permits; 100.4 % of a 200 000/s
+// limit the workers saturate. The README's "Leased path" section has the
+// table.
 package worker

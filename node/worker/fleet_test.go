@@ -10,11 +10,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/permitd/permitd/fsm"
 )
 
-// The fleet harness: a fake register, workers gossiping on loopback,
-// and one open-loop load driver per worker that records every permit
-// spent with its real monotonic time.
+// The fleet harness: a register (the fake, or a real 3-node raft cluster:
+// register_cluster_test.go) behind one fault link per worker, workers
+// gossiping on loopback (optionally through a fault layer on memberlist's
+// transport: gossipfault_test.go), and one open-loop load driver per
+// worker that records every permit spent with its real monotonic time.
 
 const testLimit = "api"
 
@@ -34,7 +38,13 @@ type fleetSpec struct {
 	ttl, renew    time.Duration
 	stealGrace    time.Duration
 	workers       []workerSpec
-	stealFault    func(from, to string, reply bool) (drop bool, delay time.Duration)
+	stealFault    stealFaultFunc
+	// transportFault, if set, drops or delays steal messages in a fault
+	// layer on memberlist's transport (faultTransport) instead of in the
+	// worker (stealFault).
+	transportFault stealFaultFunc
+	// register selects the fake register or a real 3-node cluster.
+	register registerKind
 }
 
 // spendLog is what one driver recorded: permits spent and errors, with
@@ -64,12 +74,14 @@ type fleet struct {
 	t       *testing.T
 	spec    fleetSpec
 	base    time.Time
-	reg     *fakeRegister
+	reg     testRegister
 	workers []*Worker
 	links   []*link
 	logs    []*spendLog
 	stop    chan struct{}
 	drivers sync.WaitGroup
+	// gossipFaults counts what the transport fault layers did.
+	gossipFaults transportFaultStats
 }
 
 // baseSpec is the fleet of the acceptance tests: 6 workers in 3 groups
@@ -92,7 +104,7 @@ func baseSpec() fleetSpec {
 func startFleet(t *testing.T, spec fleetSpec) *fleet {
 	t.Helper()
 	f := &fleet{t: t, spec: spec, base: time.Now(), stop: make(chan struct{})}
-	f.reg = newFakeRegister(t, f.base)
+	f.reg = newTestRegister(t, spec.register, f.base)
 	f.reg.putLeased(testLimit, spec.rate, spec.burst, spec.maxOut)
 
 	// Gossip runs on loopback UDP/TCP with ports chosen by the kernel.
@@ -109,6 +121,10 @@ func startFleet(t *testing.T, spec fleetSpec) *fleet {
 		// A small cluster may miss a join's few gossip retransmissions;
 		// frequent push/pull syncs make every worker see every other fast.
 		mlc.PushPullInterval = 100 * time.Millisecond
+		if spec.transportFault != nil {
+			mlc.Transport = newFaultTransport(t, ws.name, spec.transportFault, &f.gossipFaults)
+			mlc.EnableCompression = false
+		}
 		var join []string
 		if i > 0 {
 			join = []string{seed}
@@ -372,6 +388,34 @@ func (f *fleet) registerShares() map[string]float64 {
 	return out
 }
 
+// registerSharesAndFair returns, per group, the sum of the shares the
+// register gave the group's active leases, and the max-min division of
+// the rate by the demands those leases reported (in the same read), in
+// permits per second.
+func (f *fleet) registerSharesAndFair(groups []string) (shares, fair map[string]float64) {
+	f.t.Helper()
+	shares, demand := map[string]float64{}, map[string]int64{}
+	for _, l := range f.reg.leases(testLimit) {
+		if l.Active {
+			shares[l.Group] += float64(l.ShareMilliPermitsPerSec) / 1000
+			demand[l.Group] += l.DemandMilliPermitsPerSec
+		}
+	}
+	claims := make([]fsm.GroupDemand, len(groups))
+	for i, g := range groups {
+		claims[i] = fsm.GroupDemand{Group: g, Weight: 1, Demand: demand[g]}
+	}
+	div, err := fsm.FairShares(int64(f.spec.rate*1000), claims)
+	if err != nil {
+		f.t.Fatalf("FairShares: %v", err)
+	}
+	fair = map[string]float64{}
+	for i, g := range groups {
+		fair[g] = float64(div[i]) / 1000
+	}
+	return shares, fair
+}
+
 // stealTotals returns the fleet's permits stolen in and out.
 func (f *fleet) stealTotals() (in, out int64) {
 	for _, w := range f.workers {
@@ -403,15 +447,20 @@ func pct(got, want float64) string { return fmt.Sprintf("%.1f%%", 100*(got-want)
 // register's own decisions: every permit a worker handed out from its own
 // grant was handed out before the register applied the renew or return
 // that reported on that grant, and before the grant's expiry at the
-// register; every stolen permit before the expiry of the donor's grant.
-// It logs the smallest slack seen to each of those limits.
+// register; every stolen permit before the expiry of the donor's grant
+// (on the cluster, conservative bounds of those instants: see
+// clusterRegister). And no permit is spent twice: of every grant, the
+// fleet handed out at most its permits. It logs the smallest slack seen
+// to each of those limits.
 func (f *fleet) checkGrants() {
 	f.t.Helper()
 	toExpiry, toReport := int64(math.MaxInt64), int64(math.MaxInt64)
 	bad := 0
+	handedOut := map[grantKey]int64{}
 	for i, log := range f.logs {
 		log.mu.Lock()
 		for _, s := range log.grants {
+			handedOut[s.key] += s.n
 			g, ok := f.reg.grant(s.key)
 			if !ok {
 				f.t.Errorf("%s spent %d permits of grant %+v, which the register never issued", f.spec.workers[i].name, s.n, s.key)
@@ -433,6 +482,22 @@ func (f *fleet) checkGrants() {
 		}
 		log.mu.Unlock()
 	}
-	f.t.Logf("grants: every permit handed out at least %v before its grant's expiry at the register, and %v before the report on it was applied",
-		time.Duration(toExpiry), time.Duration(toReport))
+	// No permit is spent twice: what the fleet handed out of a grant, by
+	// its holder and by the peers that stole from it, is at most what the
+	// register granted.
+	fullest := 0.0
+	for k, n := range handedOut {
+		g, ok := f.reg.grant(k)
+		if !ok {
+			continue // reported above
+		}
+		if n > g.permits {
+			f.t.Errorf("the fleet handed out %d permits of grant %+v, which gave %d", n, k, g.permits)
+		}
+		if g.permits > 0 {
+			fullest = max(fullest, float64(n)/float64(g.permits))
+		}
+	}
+	f.t.Logf("grants: every permit handed out at least %v before its grant's expiry at the register, and %v before the report on it reached the register; %d grants spent from, the fullest %.0f%% spent",
+		time.Duration(toExpiry), time.Duration(toReport), len(handedOut), 100*fullest)
 }

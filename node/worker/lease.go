@@ -118,7 +118,7 @@ func (w *Worker) renew(ctx context.Context) {
 			g.closed = true
 			spent, out = g.spent, g.stolenOut
 		}
-		demand := withHeadroom(w.meter.measure(w.now(), w.cfg.retryNanos))
+		demand := w.meter.reportDemand(w.now(), w.cfg.retryNanos, w.share)
 		w.pendingRenew = &fsm.Renew{Limit: w.cfg.Limit, LeaseID: w.leaseID, Epoch: w.epoch, SpentPermits: spent,
 			StolenOutPermits: out, StolenInPermits: w.inSinceReport, DemandMilliPermitsPerSec: demand,
 			TTLNanos: w.cfg.ttlNanos, RequestID: w.newRequestIDLocked()}

@@ -57,10 +57,21 @@ func (f *fleet) groupStats(keep func(int) bool) (s Stats) {
 //	    closed with ErrNoPermits + ErrRegisterUnreachable and spends
 //	    nothing more; the fleet never exceeds C + O + floor(W/I) + 1 in
 //	    any window;
-//	(d) after healing, C leases again and is back to its fair share within
+//	(e) after healing, C leases again and is back to its fair share within
 //	    one renewal period.
+//
+// It runs with the fake register and with a real 3-node raft register.
 func TestPartitionedGroupStealsThenFailsClosedAndRecovers(t *testing.T) {
-	spec := baseSpec()
+	for _, k := range bothRegisters {
+		t.Run(k.String(), func(t *testing.T) {
+			spec := baseSpec()
+			spec.register = k
+			partitionedGroup(t, spec)
+		})
+	}
+}
+
+func partitionedGroup(t *testing.T, spec fleetSpec) {
 	f := startFleet(t, spec)
 	f.drive()
 	isC, notC := f.inGroup("C"), func(i int) bool { return f.spec.workers[i].group != "C" }
@@ -114,25 +125,42 @@ func TestPartitionedGroupStealsThenFailsClosedAndRecovers(t *testing.T) {
 		t.Errorf("the fleet received %d stolen permits, more than it gave (%d)", in, out)
 	}
 
-	// (d) Heal.
+	// (e) Heal.
 	leasesBefore := cut.Leases
 	for i := range f.workers {
+		f.links[i].slowestNanos.Store(0)
 		f.links[i].cut.Store(false)
 	}
 	healAt = f.nowNanos()
 	renewal := int64(spec.renew)
 	waitFor(t, 2*time.Second, "C leases again", func() bool { return f.groupStats(isC).Leases >= leasesBefore+2 })
 	backAt := f.nowNanos()
-	if back := backAt - healAt; back > renewal {
-		t.Errorf("C took %v to lease again after healing (want within one renewal period, %v)", time.Duration(back), spec.renew)
+	slowest := func() (d int64) {
+		for i := range f.workers {
+			if isC(i) {
+				d = max(d, f.links[i].slowestNanos.Load())
+			}
+		}
+		return d
+	}
+	// Within one renewal period (a retry period plus a register round
+	// trip, which on the cluster is a raft commit, perhaps forwarded, on a
+	// loaded machine: the slowest one is allowed on top).
+	if back, rtt := backAt-healAt, slowest(); back > renewal+rtt {
+		t.Errorf("C took %v to lease again after healing (want within one renewal period, %v, plus the slowest register round trip, %v)",
+			time.Duration(back), spec.renew, time.Duration(rtt))
 	}
 	// One renewal period later every C lease has been renewed once with
 	// the whole fleet's demands known: C's share is its fair share again.
 	renewalsBack := f.minRenewals(isC)
 	waitFor(t, 2*time.Second, "C renews once", func() bool { return f.minRenewals(isC) > renewalsBack })
 	fairAt := f.nowNanos()
-	if d := fairAt - backAt; d > renewal+renewal/2 {
-		t.Errorf("C took %v after leasing again to renew (want about one renewal period, %v)", time.Duration(d), spec.renew)
+	// About one renewal period: the renewal is sent one period after the
+	// lease was, and its answer takes a round trip (a raft commit, perhaps
+	// forwarded, on the cluster).
+	if d, rtt := fairAt-backAt, slowest(); d > renewal+renewal/2+rtt {
+		t.Errorf("C took %v after leasing again to renew (want about one renewal period, %v, plus a register round trip, at most %v)",
+			time.Duration(d), spec.renew, time.Duration(rtt))
 	}
 	want := expectedShares(t, spec, []string{"A", "B", "C"})["C"]
 	wantShare := reportedShares(t, spec, []string{"A", "B", "C"})["C"]
@@ -142,14 +170,29 @@ func TestPartitionedGroupStealsThenFailsClosedAndRecovers(t *testing.T) {
 	if math.Abs(shares["C"]-wantShare) > 0.05*wantShare {
 		t.Errorf("one renewal period after leasing again C's share is %.1f permits/s, want %.0f within 5%%", shares["C"], wantShare)
 	}
+	// B, which shares the rest of the rate with C, is back to its fair
+	// share too. (A's share is its own measured demand, 10 % of the rate,
+	// noisy over one renewal period at 50 permits/s per worker: logged.)
+	reported := reportedShares(t, spec, []string{"A", "B", "C"})
+	t.Logf("healed: A holds %.1f permits/s (%.0f: %s), B %.1f (%.0f: %s)", shares["A"], reported["A"], pct(shares["A"], reported["A"]),
+		shares["B"], reported["B"], pct(shares["B"], reported["B"]))
+	if math.Abs(shares["B"]-reported["B"]) > 0.05*reported["B"] {
+		t.Errorf("one renewal period after C leased again B's share is %.1f permits/s, want %.0f within 5%%", shares["B"], reported["B"])
+	}
 	from := fairAt
 	waitFor(t, 3*time.Second, "measurement window", func() bool { return f.nowNanos() > from+int64(600*time.Millisecond) })
 	to := f.nowNanos()
 	f.stopDrivers()
 	got := rate(f.spent(isC, from, to), from, to)
 	part, wantPart := float64(f.spent(isC, from, to))/float64(f.spent(all, from, to)), want/spec.rate
-	t.Logf("healed: from then on C spent %.1f permits/s, %.1f%% of the fleet's spending (max-min fair: %.0f, %.0f%%; %s)",
-		got, 100*part, want, 100*wantPart, pct(part, wantPart))
+	t.Logf("healed: from then on C spent %.1f permits/s, %.1f%% of the fleet's spending (max-min fair: %.0f, %.0f%%; %s); A %.1f/s, B %.1f/s",
+		got, 100*part, want, 100*wantPart, pct(part, wantPart), rate(f.spent(f.inGroup("A"), from, to), from, to), rate(f.spent(f.inGroup("B"), from, to), from, to))
+	for i, w := range f.workers {
+		s := w.Stats()
+		t.Logf("%s: share %d milli/s, demand %d milli/s, leased %d, spent %d (stolen %d), stolen in %d out %d, credited %d, expired %d, fails %d",
+			spec.workers[i].name, s.ShareMilliPermitsPerSec, s.DemandMilliPermitsPerSec, s.LeasedPermits, s.SpentPermits,
+			s.SpentStolenPermits, s.StolenInPermits, s.StolenOutPermits, s.CreditedPermits, s.ExpiredUnusedPermits, s.RegisterFails)
+	}
 	if math.Abs(part-wantPart) > 0.05*wantPart {
 		t.Errorf("after healing C spent %.1f%% of the fleet's permits, want its fair part %.1f%% within 5%%", 100*part, 100*wantPart)
 	}

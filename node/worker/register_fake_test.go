@@ -40,6 +40,7 @@ type grantKey struct{ leaseID, epoch uint64 }
 type grantLife struct {
 	expiresAtNanos  int64
 	reportedAtNanos int64 // math.MaxInt64 until reported
+	permits         int64 // what the grant gave
 }
 
 func newFakeRegister(t testing.TB, base time.Time) *fakeRegister {
@@ -108,7 +109,7 @@ func (r *fakeRegister) leaseResult(enc func(nowNanos int64) ([]byte, error), rep
 		}
 	}
 	if lr.Status == fsm.LeaseGranted {
-		r.grants[grantKey{lr.LeaseID, lr.Epoch}] = &grantLife{expiresAtNanos: now + lr.ExpiresInNanos, reportedAtNanos: math.MaxInt64}
+		r.grants[grantKey{lr.LeaseID, lr.Epoch}] = &grantLife{expiresAtNanos: now + lr.ExpiresInNanos, reportedAtNanos: math.MaxInt64, permits: lr.Permits}
 	}
 	return lr, nil
 }
@@ -162,31 +163,45 @@ func (r *fakeRegister) leases(name string) []fsm.LeaseInfo {
 	return r.f.Leases(name)
 }
 
-// link is one worker's connection to the register, with faults:
+// link is one worker's connection to the register (the fake or the
+// cluster), with faults:
 //   - cut: requests do not reach the register (ErrNotDelivered);
 //   - loseAnswers: requests are applied but their answers are lost (an
 //     ambiguous error);
 //   - latency: each request takes that long to reach the register, and
 //     its answer as long to come back (simulated network).
 type link struct {
-	r           *fakeRegister
+	r           Register
 	cut         atomic.Bool
 	loseAnswers atomic.Bool
 	latency     atomic.Int64
 	calls       atomic.Int64
+	// slowestNanos is the longest round trip of a delivered call (tests
+	// reset it).
+	slowestNanos atomic.Int64
 }
 
-var errAnswerLost = errors.New("fake link: answer lost")
+var errAnswerLost = errors.New("fault link: answer lost")
 
 func (l *link) do(ctx context.Context, f func() (fsm.LeaseResult, error)) (fsm.LeaseResult, error) {
 	l.calls.Add(1)
 	if err := ctx.Err(); err != nil {
-		return fsm.LeaseResult{}, fmt.Errorf("fake link: %w: %w", ErrNotDelivered, err)
+		return fsm.LeaseResult{}, fmt.Errorf("fault link: %w: %w", ErrNotDelivered, err)
 	}
 	if l.cut.Load() {
-		return fsm.LeaseResult{}, fmt.Errorf("fake link: partitioned: %w", ErrNotDelivered)
+		return fsm.LeaseResult{}, fmt.Errorf("fault link: partitioned: %w", ErrNotDelivered)
 	}
 	lat := time.Duration(l.latency.Load())
+	start := time.Now()
+	defer func() {
+		d := int64(time.Since(start))
+		for {
+			old := l.slowestNanos.Load()
+			if d <= old || l.slowestNanos.CompareAndSwap(old, d) {
+				break
+			}
+		}
+	}()
 	time.Sleep(lat) // simulated network latency, not a wait for an outcome
 	res, err := f()
 	if err != nil {

@@ -1,0 +1,37 @@
+package worker
+
+import "testing"
+
+// TestReportDemandHeldBack checks the demand a worker reports: the
+// measurement plus 10 % headroom, or at least twice its share when its
+// callers were held back for at least half of the measured periods.
+func TestReportDemandHeldBack(t *testing.T) {
+	const sec = int64(1_000_000_000)
+	tests := []struct {
+		name       string
+		asked      int64 // permits asked in each of two 1 s periods
+		heldNanos  int64 // time held back in each period
+		shareMilli int64
+		want       int64
+	}{
+		{name: "not held: measured plus headroom", asked: 100, heldNanos: 0, shareMilli: 200_000, want: 110_000},
+		{name: "held a little: measured plus headroom", asked: 100, heldNanos: sec / 4, shareMilli: 100_000, want: 110_000},
+		{name: "held half the time: twice the share", asked: 100, heldNanos: sec / 2, shareMilli: 100_000, want: 200_000},
+		{name: "held, measured above twice the share", asked: 1000, heldNanos: sec, shareMilli: 100_000, want: 1_100_000},
+		{name: "held without a share: measured", asked: 100, heldNanos: sec, shareMilli: 0, want: 110_000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var m demandMeter
+			// Two full periods, then the report at the end of the second.
+			m.add(tc.asked)
+			m.hold(tc.heldNanos)
+			m.take(sec)
+			m.add(tc.asked)
+			m.hold(tc.heldNanos)
+			if got := m.reportDemand(2*sec, sec/10, tc.shareMilli); got != tc.want {
+				t.Errorf("reportDemand = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
