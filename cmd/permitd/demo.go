@@ -25,7 +25,7 @@ import (
 )
 
 func init() {
-	register("demo", "run a 3-node cluster in this process with clients, and kill its leader once", runDemo)
+	register("demo", "run a 3-node cluster in this process with clients, kill its leader once, then partition a group of leased workers", runDemo)
 }
 
 // demoNode is one embedded node with its HTTP server.
@@ -43,15 +43,31 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	clients := fs.Int("clients", 6, "concurrent clients, spread over the three nodes")
 	killAt := fs.Duration("kill-after", 5*time.Second, "kill the leader after this long (0: never)")
 	verbose := fs.Bool("verbose", false, "show the nodes' logs")
+	scene := fs.String("scene", "all", "which scenes to run: 1 (clients, leader kill), 2 (leased workers, a partitioned group) or all")
+	s2 := scene2{workersPerGroup: 2, callers: 1, ttl: time.Second}
+	fs.DurationVar(&s2.duration, "scene2-duration", 15*time.Second, "how long scene 2 runs (>= 4s); group C is cut off from the register from 1/4 to 1/2 of it")
+	fs.Float64Var(&s2.rate, "scene2-rate", 300, "permits per second of scene 2's leased limit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: permitd demo [flags]
 
 Starts three register nodes in this process on loopback (temporary data
-directories, removed at exit), creates a strict limit, and runs clients that
-acquire permits through different nodes. Prints one line per second: grants
-in that second, the smallest gap between two permits, the mean wait and the
-leader. After --kill-after it kills the leader (no graceful handover) to
-show failover. Ctrl-C stops it cleanly.
+directories, removed at exit).
+
+Scene 1 (--duration): creates a strict limit and runs clients that acquire
+permits through different nodes. Prints one line per second: grants in that
+second, the smallest gap between two permits, the mean wait and the leader.
+After --kill-after it kills the leader (no graceful handover) to show
+failover.
+
+Scene 2 (--scene2-duration): makes a leased limit and runs six workers
+(node/worker, in this process) in three groups A, B and C, one caller each,
+through the cluster's HTTP API. Group C's register access is cut for a
+quarter of the scene: it spends its lease, steals from the others, then
+fails closed; after it reconnects it is back to its share. Prints one line
+per second with each group's permits/s and share, and checks the fleet
+against the over-grant bound C + O + floor(W/I) + 1 (W = 1 s).
+
+Ctrl-C stops it cleanly.
 
 Flags:
 `)
@@ -67,11 +83,20 @@ Flags:
 		fmt.Fprintln(stderr, "permitd demo: need 0 < --rate <= 1000, 1 <= --clients <= 256, --duration > 0")
 		return 2
 	}
+	scenes := map[string]int{"1": 1, "2": 2, "all": 0}
+	which, ok := scenes[*scene]
+	if !ok {
+		fmt.Fprintf(stderr, "permitd demo: --scene %q; allowed: 1, 2 or all\n", *scene)
+		return 2
+	}
+	if s2.duration < 4*time.Second || !(s2.rate >= 10) || s2.rate > 100_000 {
+		fmt.Fprintln(stderr, "permitd demo: need --scene2-duration >= 4s and 10 <= --scene2-rate <= 100000")
+		return 2
+	}
+	s2.cutAfter, s2.cutFor = s2.duration/4, s2.duration/4
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *duration)
-	defer cancel()
-	if err := demo(ctx, stdout, *rate, *clients, *killAt, *verbose); err != nil {
+	if err := demo(ctx, stdout, *rate, *clients, *killAt, *verbose, *duration, which, s2); err != nil {
 		fmt.Fprintln(stderr, "permitd demo:", err)
 		return 1
 	}
@@ -97,7 +122,10 @@ func loopbackAddrs(n int) ([]string, error) {
 	return out, nil
 }
 
-func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAfter time.Duration, verbose bool) error {
+// demo runs the cluster and the scenes: scene 1 for duration (scene 0:
+// both, else only the one named), then scene 2 as s2 says.
+func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAfter time.Duration, verbose bool,
+	duration time.Duration, scene int, s2 scene2) error {
 	addrs, err := loopbackAddrs(6)
 	if err != nil {
 		return err
@@ -178,6 +206,40 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	if scene != 2 {
+		ctx1, cancel := context.WithTimeout(ctx, duration)
+		err := scene1(ctx1, out, nodes, leader, stopNode, rate, clients, killAfter)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	if scene == 1 || ctx.Err() != nil {
+		return nil
+	}
+	var servers []string
+	for _, d := range nodes {
+		if d.node != nil {
+			servers = append(servers, d.httpAddr)
+		}
+	}
+	s2.logger, s2.servers = logger, servers
+	s2.leader = func() *node.Node {
+		for ctx.Err() == nil {
+			if l, _ := leader(); l != nil {
+				return l.node
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	}
+	return runScene2(ctx, out, s2)
+}
+
+// scene1 runs the demo's first scene until ctx ends: clients on a strict
+// limit, and the leader killed once after killAfter.
+func scene1(ctx context.Context, out io.Writer, nodes []*demoNode, leader func() (*demoNode, uint64), stopNode func(*demoNode, bool),
+	rate float64, clients int, killAfter time.Duration) error {
 	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: rate, Per: time.Second, MaxReserved: int64(clients), Expiry: time.Duration(float64(time.Second) / rate / 10)})
 	if err != nil {
 		return err
