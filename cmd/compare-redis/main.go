@@ -15,10 +15,15 @@
 //
 //   - Redis: one EVALSHA of the GCRA script (gcra.lua) through go-redis,
 //     whose pool has exactly as many connections as there are workers.
-//   - permitd: one POST /v1/limits/{name}/reserve over keep-alive HTTP (as
-//     permitd bench sends it), to all 3 nodes in turn (--target all, the
-//     default; followers forward to the leader) or only to the leader
-//     (--target leader).
+//   - permitd, by --protocol: binary (the default), one reserve frame of
+//     the binary protocol (node/binproto) on one pipelined connection per
+//     node shared by all workers, no request ID; client, the same through
+//     the Go client (client.WithBinaryReserves), which adds a request ID to
+//     every reserve for exactly-once retries; or http, one POST
+//     /v1/limits/{name}/reserve per request over keep-alive HTTP/1.1 (as
+//     permitd bench sends it). Requests go to all 3 nodes in turn (--target
+//     all, the default; followers forward to the leader) or only to the
+//     leader (--target leader).
 //
 // Both limits are set so high (--rate 1e9 per second, --burst 1000000,
 // which is permitd's max_reserved) that nothing is refused: the cost of the
@@ -94,6 +99,7 @@ const (
 	targetAll        = "all"
 	targetLeader     = "leader"
 	protocolBinary   = "binary"
+	protocolClient   = "client"
 	protocolHTTP     = "http"
 	defaultLevels    = "1,16,128,512"
 	defaultRate      = 1e9
@@ -194,7 +200,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured duration of each run")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up before each run")
 	fs.StringVar(&cfg.Target, "target", targetAll, "permitd nodes to send to: all (round-robin over the 3 nodes) or leader")
-	fs.StringVar(&cfg.Protocol, "protocol", protocolBinary, "permitd's client protocol: binary (transport/client with WithBinaryReserves: every worker's reserves share one pipelined connection per node) or http (one keep-alive HTTP/1.1 connection per worker and node)")
+	fs.StringVar(&cfg.Protocol, "protocol", protocolBinary, "permitd's client: binary (the binary protocol, every worker's reserves sharing one pipelined connection per node, no request ID: what the Redis side does), client (the Go client with WithBinaryReserves(1): the same protocol plus a request ID per reserve, for exactly-once retries), or http (one keep-alive HTTP/1.1 connection per worker and node, no request ID)")
 	fs.Float64Var(&cfg.Rate, "rate", defaultRate, "permits per --per of both limits (high, so that nothing is refused)")
 	fs.DurationVar(&cfg.Per, "per", time.Second, "period of --rate")
 	fs.Int64Var(&cfg.Burst, "burst", defaultBurst, "Redis GCRA burst and permitd strict max_reserved")
@@ -234,8 +240,8 @@ Flags:
 		return config{}, fmt.Errorf("compare-redis: --warmup %v: want 0..%v", cfg.Warmup, maxWarmup)
 	case cfg.Target != targetAll && cfg.Target != targetLeader:
 		return config{}, fmt.Errorf("compare-redis: --target %q: want %s or %s", cfg.Target, targetAll, targetLeader)
-	case cfg.Protocol != protocolBinary && cfg.Protocol != protocolHTTP:
-		return config{}, fmt.Errorf("compare-redis: --protocol %q: want %s or %s", cfg.Protocol, protocolBinary, protocolHTTP)
+	case cfg.Protocol != protocolBinary && cfg.Protocol != protocolClient && cfg.Protocol != protocolHTTP:
+		return config{}, fmt.Errorf("compare-redis: --protocol %q: want %s, %s or %s", cfg.Protocol, protocolBinary, protocolClient, protocolHTTP)
 	}
 	if _, err := newGCRAParams(cfg.Rate, cfg.Per, cfg.Burst, 0); err != nil {
 		return config{}, err
@@ -355,13 +361,25 @@ func measureLevel(ctx context.Context, cfg config, c int, rs *redisServer, pc *p
 	redisDecide, rdb := rs.decider(c)
 	defer rdb.Close()
 	permitdDecide := pc.decider(targets)
-	if cfg.Protocol == protocolBinary {
+	switch cfg.Protocol {
+	case protocolClient:
 		bc, err := client.New(targets, client.WithBinaryReserves(1))
 		if err != nil {
 			return nil, err
 		}
 		defer bc.Close()
-		permitdDecide = binaryDecider(bc)
+		permitdDecide = clientDecider(bc)
+	case protocolBinary:
+		conns, err := dialBinary(targets)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		permitdDecide = binaryDecider(conns)
 	}
 	sides := []struct {
 		name   string

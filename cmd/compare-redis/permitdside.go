@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/cmd/internal/httplite"
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node/binproto"
 	"github.com/permitd/permitd/transport/client"
 )
 
@@ -239,12 +242,12 @@ func (pc *permitdCluster) decider(targets []string) decideFunc {
 	}
 }
 
-// binaryDecider returns a decideFunc that reserves one permit through the
+// clientDecider returns a decideFunc that reserves one permit through the
 // Go client over the binary protocol (client.WithBinaryReserves): every
 // worker's request is one decision, sent on the pipelined connection the
 // client shares among its callers, with a request ID, as a user's code
 // would send it. A grant is true, a refusal false.
-func binaryDecider(c *client.Client) decideFunc {
+func clientDecider(c *client.Client) decideFunc {
 	return func(ctx context.Context, w, seq int) (bool, error) {
 		g, err := c.Reserve(ctx, permitdLimit, 1, time.Second)
 		if err != nil {
@@ -254,10 +257,61 @@ func binaryDecider(c *client.Client) decideFunc {
 	}
 }
 
+// binaryDecider returns a decideFunc that sends one reserve per frame of
+// the binary protocol, worker w's seq-th request to conns[(w+seq) % len]
+// (one pipelined connection per target, shared by every worker), with no
+// request ID: the same work per decision as the Redis side's EVALSHA.
+func binaryDecider(conns []*binproto.Conn) decideFunc {
+	payload := binproto.EncodeReserve(fsm.Reserve{Limit: permitdLimit, Permits: 1, MaxWaitNanos: int64(time.Second)})
+	return func(ctx context.Context, w, seq int) (bool, error) {
+		c := conns[(w+seq)%len(conns)]
+		code, resp, err := c.Call(ctx, binproto.OpReserve, payload)
+		if err != nil {
+			return false, err
+		}
+		if code != binproto.CodeOK {
+			return false, fmt.Errorf("binary answer code %d: %s", code, resp)
+		}
+		res, err := binproto.DecodeReserveResult(resp)
+		if err != nil {
+			return false, err
+		}
+		switch res.Status {
+		case fsm.Granted:
+			return true, nil
+		case fsm.Refused:
+			return false, nil
+		}
+		return false, fmt.Errorf("reserve status %d: %s", res.Status, res.Detail)
+	}
+}
+
+// dialBinary opens one binary-protocol connection to each target.
+func dialBinary(targets []string) ([]*binproto.Conn, error) {
+	var out []*binproto.Conn
+	for _, t := range targets {
+		nc, err := net.DialTimeout("tcp", t, 5*time.Second)
+		if err == nil {
+			_, err = nc.Write([]byte{binproto.ClientPreface})
+		}
+		if err != nil {
+			for _, c := range out {
+				c.Close()
+			}
+			return nil, fmt.Errorf("compare-redis: binary connection to %s: %w", t, err)
+		}
+		out = append(out, binproto.NewConn(nc))
+	}
+	return out, nil
+}
+
 // protocolDesc describes the permitd client of a run.
 func protocolDesc(p string) string {
-	if p == protocolBinary {
-		return "the binary protocol (Go client, WithBinaryReserves(1): one pipelined connection per node shared by all workers, a request ID per reserve)"
+	switch p {
+	case protocolBinary:
+		return "the binary protocol (one pipelined connection per node shared by all workers, one decision per frame, no request ID)"
+	case protocolClient:
+		return "the Go client with WithBinaryReserves(1) (the binary protocol plus a request ID per reserve, for exactly-once retries)"
 	}
 	return "keep-alive HTTP/1.1 (one connection per worker and node, no request ID)"
 }
