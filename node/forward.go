@@ -127,7 +127,7 @@ func (f *forwarder) forward(ctx context.Context, addr string, op byte, payload [
 // call runs in its own goroutine (bounded per connection) so that forwarded
 // reserves join the leader's batches; answers share the frame writer.
 func (n *Node) serveForwarded(c net.Conn) {
-	n.servePipelined(c, n.handleForwarded)
+	n.servePipelined(c, binproto.MaxFrame, n.handleForwarded)
 }
 
 // ServeClient serves one binary client connection (package binproto) whose
@@ -136,7 +136,7 @@ func (n *Node) serveForwarded(c net.Conn) {
 // operation is answered CodeInvalid. It returns when the connection fails
 // or the node stops, and closes c.
 func (n *Node) ServeClient(c net.Conn) {
-	n.servePipelined(c, n.handleClient)
+	n.servePipelined(c, binproto.MaxClientFrame, n.handleClient)
 }
 
 // handleClient serves one call of a binary client.
@@ -155,9 +155,10 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byt
 	return binproto.EncodeReserveResult(res), nil
 }
 
-// servePipelined reads calls from c and answers each through handle, in its
-// own goroutine (at most maxForwardedInflight at once per connection).
-func (n *Node) servePipelined(c net.Conn, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) {
+// servePipelined reads calls of at most maxFrame bytes from c and answers
+// each through handle, in its own goroutine (at most maxForwardedInflight
+// at once per connection). A malformed frame ends the connection.
+func (n *Node) servePipelined(c net.Conn, maxFrame uint32, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
 	w := binproto.NewWriter(c)
@@ -168,7 +169,7 @@ func (n *Node) servePipelined(c net.Conn, handle func(ctx context.Context, op by
 		w.Close()
 	}()
 	for {
-		f, err := binproto.ReadFrame(br)
+		f, err := binproto.ReadFrameLimit(br, maxFrame)
 		if err != nil {
 			return
 		}

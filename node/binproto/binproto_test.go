@@ -64,6 +64,18 @@ func TestFrameLengthIsBounded(t *testing.T) {
 			t.Errorf("header %x: err = %v, want ErrMalformed", hdr[:4], err)
 		}
 	}
+	big := Frame{ID: 2, Kind: OpReserve, Payload: make([]byte, MaxClientFrame)}
+	buf.Reset()
+	if err := WriteFrame(w, big); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	if _, err := ReadFrameLimit(bytes.NewReader(buf.Bytes()), MaxClientFrame); !errors.Is(err, ErrMalformed) {
+		t.Errorf("ReadFrameLimit of a frame over the limit: err = %v, want ErrMalformed", err)
+	}
+	if f, err := ReadFrame(bytes.NewReader(buf.Bytes())); err != nil || len(f.Payload) != MaxClientFrame {
+		t.Errorf("ReadFrame of the same frame = %d bytes, %v", len(f.Payload), err)
+	}
 	if err := WriteFrame(w, Frame{Payload: make([]byte, MaxFrame)}); !errors.Is(err, ErrMalformed) {
 		t.Errorf("oversized WriteFrame err = %v, want ErrMalformed", err)
 	}

@@ -41,16 +41,27 @@ func WriteFrame(w *bufio.Writer, f Frame) error {
 	return err
 }
 
-// ReadFrame reads one frame. A length outside 9..MaxFrame is ErrMalformed;
-// the connection cannot be resynchronised after it.
-func ReadFrame(r io.Reader) (Frame, error) {
+// MaxClientFrame bounds the frames a node reads from a client: a reserve
+// is a few hundred bytes at most, and a client must not make the node
+// allocate megabytes per call.
+const MaxClientFrame = 64 << 10
+
+// ReadFrame reads one frame of at most MaxFrame bytes. A length outside
+// 9..MaxFrame is ErrMalformed; the connection cannot be resynchronised
+// after it.
+func ReadFrame(r io.Reader) (Frame, error) { return ReadFrameLimit(r, MaxFrame) }
+
+// ReadFrameLimit is ReadFrame with a smaller bound on the length (at most
+// MaxFrame).
+func ReadFrameLimit(r io.Reader, maxLen uint32) (Frame, error) {
 	var hdr [headerBytes]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return Frame{}, err
 	}
+	maxLen = min(maxLen, MaxFrame)
 	n := binary.BigEndian.Uint32(hdr[0:4])
-	if n < 9 || n > MaxFrame {
-		return Frame{}, fmt.Errorf("%w: frame of %d bytes: allowed 9..%d", ErrMalformed, n, MaxFrame)
+	if n < 9 || n > maxLen {
+		return Frame{}, fmt.Errorf("%w: frame of %d bytes: allowed 9..%d", ErrMalformed, n, maxLen)
 	}
 	payload := make([]byte, n-9)
 	if _, err := io.ReadFull(r, payload); err != nil {
