@@ -162,7 +162,7 @@ func (b *batcher) submit(batch []*pendingReserve) {
 	f := b.n.raft.Apply(buf, b.applyTimout)
 	go func() {
 		defer func() { <-b.inflight }()
-		err := f.Error()
+		err := b.n.awaitFuture(f)
 		if err != nil {
 			failAll(batch, mapRaftErr(err))
 			return

@@ -250,7 +250,7 @@ func (n *Node) leaseViewLocal(ctx context.Context, limit string) ([]byte, error)
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	if err := n.raft.Barrier(timeout).Error(); err != nil {
+	if err := n.awaitFuture(n.raft.Barrier(timeout)); err != nil {
 		return nil, mapRaftErr(err)
 	}
 	for try := 1; ; try++ {

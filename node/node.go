@@ -308,7 +308,7 @@ func (n *Node) onLeadership(isLeader bool) {
 		n.readyMu.Unlock()
 	}
 	// Apply everything committed before taking over the timeline.
-	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+	if err := n.awaitFuture(n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
 		n.log.Warn("barrier after election failed", "error", err)
 		return
 	}

@@ -113,8 +113,9 @@ func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResu
 		return fsm.ReserveResult{}, err
 	}
 	// Once queued, the reserve may be committed: wait for its outcome even
-	// past ctx (bounded by the apply timeout), so that the answer is never
-	// lost while the grant is real.
+	// past ctx, so that the answer is never lost while the grant is real.
+	// The batcher always answers: with the decision, or with an unknown
+	// outcome when leadership is lost or the node stops (awaitFuture).
 	out := <-p.done
 	pendingPool.Put(p)
 	if out.err != nil {
@@ -155,7 +156,7 @@ func (n *Node) applyAdmin(ctx context.Context, encode func(now int64) ([]byte, e
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	f := n.raft.Apply(buf, n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	if err := n.awaitFuture(f); err != nil {
 		return nil, mapRaftErr(err)
 	}
 	return f.Response(), nil
@@ -295,7 +296,7 @@ func (n *Node) readLocal(ctx context.Context, name string) ([]byte, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	if err := n.raft.Barrier(timeout).Error(); err != nil {
+	if err := n.awaitFuture(n.raft.Barrier(timeout)); err != nil {
 		return nil, mapRaftErr(err)
 	}
 	var ls []fsm.LimitInfo
@@ -329,7 +330,7 @@ func (n *Node) joinLocal(id, raftAddr string) error {
 			return nil
 		}
 	}
-	if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+	if err := n.awaitFuture(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)); err != nil {
 		return mapRaftErr(err)
 	}
 	n.log.Info("server joined", "id", id, "raft_addr", raftAddr)
@@ -361,7 +362,7 @@ func (n *Node) removeLocal(id string) error {
 	if !found {
 		return fmt.Errorf("%w: server %q is not a member", ErrNotFound, id)
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+	if err := n.awaitFuture(n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)); err != nil {
 		return mapRaftErr(err)
 	}
 	n.log.Info("server removed", "id", id)

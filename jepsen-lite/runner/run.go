@@ -554,36 +554,45 @@ func (r *run) settle(ctx context.Context, ct *control, cl *cluster) error {
 	return fmt.Errorf("runner: nodes did not settle at one applied index within 30s (last: %v)", last)
 }
 
-// collect reads every node's final status, limits and state.
+// collect reads every node's final status, limits and state. Limits are
+// read first on every node: a linearizable read is a raft barrier, a log
+// entry, so the nodes settle again before their applied indexes and state
+// hashes are read.
 func (r *run) collect(ctx context.Context, ct *control, cl *cluster) ([]checker.NodeFinal, []NodeReport) {
-	var finals []checker.NodeFinal
-	var reports []NodeReport
-	for _, n := range cl.nodes {
-		rep := NodeReport{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, Log: filepath.Join("nodes", n.ID+".log")}
-		var status, limits []byte
-		var errs []string
-		if err := ct.do(ctx, n, "GET", "/v1/status", nil, &status, 2*time.Second); err != nil {
-			errs = append(errs, err.Error())
-		}
+	finals := make([]checker.NodeFinal, len(cl.nodes))
+	reports := make([]NodeReport, len(cl.nodes))
+	errs := make([][]string, len(cl.nodes))
+	for i, n := range cl.nodes {
+		reports[i] = NodeReport{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, Log: filepath.Join("nodes", n.ID+".log")}
+		finals[i] = checker.NodeFinal{Name: n.ID}
+		var limits []byte
 		if err := ct.do(ctx, n, "GET", "/v1/limits", nil, &limits, 5*time.Second); err != nil {
-			errs = append(errs, err.Error())
+			errs[i] = append(errs[i], err.Error())
+		}
+		reports[i].Limits = rawJSON(limits)
+		if limits != nil {
+			if ls, err := checker.ParseLimits(limits); err == nil {
+				finals[i].Limits = ls
+			} else {
+				errs[i] = append(errs[i], err.Error())
+			}
+		}
+	}
+	if err := r.settle(ctx, ct, cl); err != nil {
+		errs[0] = append(errs[0], "after the limit reads: "+err.Error())
+	}
+	for i, n := range cl.nodes {
+		var status []byte
+		if err := ct.do(ctx, n, "GET", "/v1/status", nil, &status, 2*time.Second); err != nil {
+			errs[i] = append(errs[i], err.Error())
 		}
 		st, rawState, err := ct.state(ctx, n)
 		if err != nil {
-			errs = append(errs, err.Error())
+			errs[i] = append(errs[i], err.Error())
 		}
-		rep.Status, rep.Limits, rep.State = rawJSON(status), rawJSON(limits), rawJSON(rawState)
-		final := checker.NodeFinal{Name: n.ID, Status: checker.NodeStatus{AppliedIndex: st.AppliedIndex, StateHash: st.StateHash}}
-		if limits != nil {
-			if ls, err := checker.ParseLimits(limits); err == nil {
-				final.Limits = ls
-			} else {
-				errs = append(errs, err.Error())
-			}
-		}
-		rep.Error = strings.Join(errs, "; ")
-		finals = append(finals, final)
-		reports = append(reports, rep)
+		reports[i].Status, reports[i].State = rawJSON(status), rawJSON(rawState)
+		finals[i].Status = checker.NodeStatus{AppliedIndex: st.AppliedIndex, StateHash: st.StateHash}
+		reports[i].Error = strings.Join(errs[i], "; ")
 	}
 	return finals, reports
 }
