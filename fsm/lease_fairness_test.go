@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -198,19 +199,7 @@ func TestLeaseSaturatedSharesConvergeFast(t *testing.T) {
 			worstPart, worstHolder := 0.0, 0.0
 			for seed := range uint64(saturationSeeds) {
 				res := runSaturation(t, spec, seed)
-				var total float64
-				parts := map[string]float64{}
-				for _, r := range res {
-					total += r.spent
-					parts[r.group] += r.spent
-				}
-				for _, g := range []string{"B", "C"} {
-					dev := parts[g]/total/0.45 - 1
-					worstPart = math.Max(worstPart, math.Abs(dev))
-					if math.Abs(dev) > 0.05 {
-						t.Errorf("seed %d: group %s spent %.1f%% of the fleet's permits, want 45%% within 5%%", seed, g, 100*parts[g]/total)
-					}
-				}
+				worstPart = math.Max(worstPart, checkSaturatedParts(t, res, fmt.Sprintf("seed %d", seed)))
 				for _, r := range res {
 					if r.group == "A" {
 						continue // it wants less than its share
@@ -220,6 +209,10 @@ func TestLeaseSaturatedSharesConvergeFast(t *testing.T) {
 					if math.Abs(dev) > 0.10 {
 						t.Errorf("seed %d: %s spent %.1f permits/s, its share is %.1f (%+.1f%%, want within 10%%)", seed, r.name, r.spent, r.share, 100*dev)
 					}
+				}
+				var total float64
+				for _, r := range res {
+					total += r.spent
 				}
 				if total < 950 {
 					t.Errorf("seed %d: the fleet spent %.1f permits/s of 1000 (want at least 95%%)", seed, total)
@@ -275,21 +268,31 @@ func TestLeaseSaturatedSharesAfterHealing(t *testing.T) {
 			worst := 0.0
 			for seed := range uint64(saturationSeeds) {
 				res := runSaturation(t, spec, seed)
-				var total float64
-				parts := map[string]float64{}
-				for _, r := range res {
-					total += r.spent
-					parts[r.group] += r.spent
-				}
-				for _, g := range []string{"B", "C"} {
-					dev := parts[g]/total/0.45 - 1
-					worst = math.Max(worst, math.Abs(dev))
-					if math.Abs(dev) > 0.05 {
-						t.Errorf("seed %d: group %s spent %.1f%% of the fleet's permits after healing, want 45%% within 5%%", seed, g, 100*parts[g]/total)
-					}
-				}
+				worst = math.Max(worst, checkSaturatedParts(t, res, fmt.Sprintf("seed %d, after healing", seed)))
 			}
 			t.Logf("worst over %d seeds: a group's part %.1f%% off", saturationSeeds, 100*worst)
 		})
 	}
+}
+
+// checkSaturatedParts checks that the saturated groups B and C each spent
+// 45 % of the fleet's permits within 5 %, and returns the worst relative
+// deviation.
+func checkSaturatedParts(t *testing.T, res []simResult, what string) float64 {
+	t.Helper()
+	var total float64
+	parts := map[string]float64{}
+	for _, r := range res {
+		total += r.spent
+		parts[r.group] += r.spent
+	}
+	worst := 0.0
+	for _, g := range []string{"B", "C"} {
+		dev := parts[g]/total/0.45 - 1
+		worst = math.Max(worst, math.Abs(dev))
+		if math.Abs(dev) > 0.05 {
+			t.Errorf("%s: group %s spent %.1f%% of the fleet's permits, want 45%% within 5%%", what, g, 100*parts[g]/total)
+		}
+	}
+	return worst
 }

@@ -153,28 +153,14 @@ func (c *cluster) start(node *agentNode) error {
 	if node.proc != nil {
 		node.crashes = append(node.crashes, fmt.Sprintf("%s (pid %d)", node.ID, node.proc.pid))
 	}
-	logf, err := os.OpenFile(node.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("runner: %w", err)
-	}
 	name, argv := c.bin, c.args(node)
 	if c.wrap != nil {
 		name, argv = c.wrap(node, c.bin, argv)
 	}
-	fmt.Fprintf(logf, "=== jepsen-lite: starting %s (generation %d) at %s: %s %s\n", node.ID, node.generation+1, time.Now().Format(time.RFC3339Nano), name, strings.Join(argv, " "))
-	cmd := exec.Command(name, argv...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("runner: start %s: %w", node.ID, err)
+	p, err := startProcess(node.ID, node.LogPath, node.generation+1, name, argv)
+	if err != nil {
+		return err
 	}
-	p := &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), log: logf}
-	go func() {
-		_ = cmd.Wait() // reaps the process; exit status is in the log's context
-		logf.Close()
-		close(p.exited)
-	}()
 	node.proc = p
 	node.paused = false
 	node.generation++
@@ -183,6 +169,31 @@ func (c *cluster) start(node *agentNode) error {
 	}
 	c.logf("started %s (pid %d)", node.ID, p.pid)
 	return nil
+}
+
+// startProcess starts name with argv, its output appended to logPath after
+// a marker line naming who and which generation, and reaps it when it
+// exits (closing exited).
+func startProcess(who, logPath string, generation int, name string, argv []string) (*process, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	fmt.Fprintf(logf, "=== jepsen-lite: starting %s (generation %d) at %s: %s %s\n", who, generation, time.Now().Format(time.RFC3339Nano), name, strings.Join(argv, " "))
+	cmd := exec.Command(name, argv...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("runner: start %s: %w", who, err)
+	}
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), log: logf}
+	go func() {
+		_ = cmd.Wait() // reaps the process; exit status is in the log's context
+		logf.Close()
+		close(p.exited)
+	}()
+	return p, nil
 }
 
 // running returns node's process, or nil while down.

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -169,25 +168,10 @@ func (f *fleet) startOne(s *sidecar) error {
 	if s.proc != nil {
 		s.crashes = append(s.crashes, fmt.Sprintf("%s (pid %d)", s.Name, s.proc.pid))
 	}
-	logf, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := startProcess(s.Name, s.LogPath, s.generation+1, f.bin, f.args(s))
 	if err != nil {
-		return fmt.Errorf("runner: %w", err)
+		return err
 	}
-	args := f.args(s)
-	fmt.Fprintf(logf, "=== jepsen-lite: starting %s (generation %d) at %s: %s %s\n", s.Name, s.generation+1, time.Now().Format(time.RFC3339Nano), f.bin, strings.Join(args, " "))
-	cmd := exec.Command(f.bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("runner: start %s: %w", s.Name, err)
-	}
-	p := &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), log: logf}
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(p.exited)
-	}()
 	s.proc, s.paused = p, false
 	s.generation++
 	if s.generation > 1 {
