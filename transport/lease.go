@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -442,95 +443,91 @@ type leasePolicyView struct {
 }
 
 func (h *handler) lease(w http.ResponseWriter, r *http.Request, name string) {
-	if err := validateName("limit name", name); err != nil {
-		h.metrics.countLease(leaseInvalid)
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	var req leaseRequest
 	q := fsm.Lease{Limit: name}
-	herr := readObject(w, r, &req, leaseFields)
-	if herr == nil {
-		herr = parseLeaseRequest(&req, &q)
-	}
-	if herr == nil {
-		if err := q.Validate(); err != nil {
-			herr = badRequest("%v", err)
+	h.leaseCommand(w, r, "lease", name, func() *httpError {
+		if err := validateName("limit name", name); err != nil {
+			return badRequest("%v", err)
 		}
-	}
-	if herr != nil {
-		h.metrics.countLease(leaseInvalid)
-		writeError(w, herr.code, herr.msg)
-		return
-	}
-	ctx, cancel := h.context(r)
-	res, err := h.store.Lease(ctx, q)
-	cancel()
-	h.leaseAnswer(w, "lease", name, res, err)
+		var req leaseRequest
+		if herr := readObject(w, r, &req, leaseFields); herr != nil {
+			return herr
+		}
+		if herr := parseLeaseRequest(&req, &q); herr != nil {
+			return herr
+		}
+		return validated(q.Validate())
+	}, func(ctx context.Context) (fsm.LeaseResult, error) { return h.store.Lease(ctx, q) })
 }
 
 func (h *handler) renew(w http.ResponseWriter, r *http.Request, name, idText string) {
 	q := fsm.Renew{Limit: name}
-	herr := h.leasePath(name, idText, &q.LeaseID)
-	var req renewRequest
-	if herr == nil {
-		herr = readObject(w, r, &req, reportFields)
-	}
-	if herr == nil {
-		q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits, herr = parseReport(req.Epoch, req.Spent, req.StolenOut, req.StolenIn, reportFields)
-	}
-	if herr == nil {
-		q.DemandMilliPermitsPerSec, herr = parseDemand(req.DemandPerSec, reportFields)
-	}
-	if herr == nil {
-		q.TTLNanos, herr = parseTTL(req.TTL)
-	}
-	if herr == nil {
-		q.RequestID, herr = parseRequestIDField(req.RequestID)
-	}
-	if herr == nil {
-		if err := q.Validate(); err != nil {
-			herr = badRequest("%v", err)
+	h.leaseCommand(w, r, "renew", name, func() *httpError {
+		var req renewRequest
+		herr := h.leasePath(name, idText, &q.LeaseID)
+		if herr == nil {
+			herr = readObject(w, r, &req, reportFields)
 		}
-	}
-	if herr != nil {
-		h.metrics.countLease(leaseInvalid)
-		writeError(w, herr.code, herr.msg)
-		return
-	}
-	ctx, cancel := h.context(r)
-	res, err := h.store.Renew(ctx, q)
-	cancel()
-	h.leaseAnswer(w, "renew", name, res, err)
+		if herr == nil {
+			q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits, herr = parseReport(req.Epoch, req.Spent, req.StolenOut, req.StolenIn, reportFields)
+		}
+		if herr == nil {
+			q.DemandMilliPermitsPerSec, herr = parseDemand(req.DemandPerSec, reportFields)
+		}
+		if herr == nil {
+			q.TTLNanos, herr = parseTTL(req.TTL)
+		}
+		if herr == nil {
+			q.RequestID, herr = parseRequestIDField(req.RequestID)
+		}
+		if herr != nil {
+			return herr
+		}
+		return validated(q.Validate())
+	}, func(ctx context.Context) (fsm.LeaseResult, error) { return h.store.Renew(ctx, q) })
 }
 
 func (h *handler) returnLease(w http.ResponseWriter, r *http.Request, name, idText string) {
 	q := fsm.Return{Limit: name}
-	herr := h.leasePath(name, idText, &q.LeaseID)
-	var req returnRequest
-	if herr == nil {
-		herr = readObject(w, r, &req, returnFields)
-	}
-	if herr == nil {
-		q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits, herr = parseReport(req.Epoch, req.Spent, req.StolenOut, req.StolenIn, returnFields)
-	}
-	if herr == nil {
-		q.RequestID, herr = parseRequestIDField(req.RequestID)
-	}
-	if herr == nil {
-		if err := q.Validate(); err != nil {
-			herr = badRequest("%v", err)
+	h.leaseCommand(w, r, "return", name, func() *httpError {
+		var req returnRequest
+		herr := h.leasePath(name, idText, &q.LeaseID)
+		if herr == nil {
+			herr = readObject(w, r, &req, returnFields)
 		}
-	}
-	if herr != nil {
+		if herr == nil {
+			q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits, herr = parseReport(req.Epoch, req.Spent, req.StolenOut, req.StolenIn, returnFields)
+		}
+		if herr == nil {
+			q.RequestID, herr = parseRequestIDField(req.RequestID)
+		}
+		if herr != nil {
+			return herr
+		}
+		return validated(q.Validate())
+	}, func(ctx context.Context) (fsm.LeaseResult, error) { return h.store.Return(ctx, q) })
+}
+
+// leaseCommand answers one lease command: parse reads and validates the
+// request into the command the closures share; a rejection is counted
+// and answered without reaching the store; otherwise send sends it.
+func (h *handler) leaseCommand(w http.ResponseWriter, r *http.Request, op, name string, parse func() *httpError, send func(context.Context) (fsm.LeaseResult, error)) {
+	if herr := parse(); herr != nil {
 		h.metrics.countLease(leaseInvalid)
 		writeError(w, herr.code, herr.msg)
 		return
 	}
 	ctx, cancel := h.context(r)
-	res, err := h.store.Return(ctx, q)
+	res, err := send(ctx)
 	cancel()
-	h.leaseAnswer(w, "return", name, res, err)
+	h.leaseAnswer(w, op, name, res, err)
+}
+
+// validated turns a command's Validate error into a 400.
+func validated(err error) *httpError {
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	return nil
 }
 
 // leasePath validates the limit name and lease id of a lease path.
