@@ -146,17 +146,24 @@ func decodeLease(r *reader, q *Lease, names *interner) error {
 	return q.Validate()
 }
 
+// report reads the fields a renew and a return share: the lease, its epoch
+// and what the holder reports of its grant (the first bad number in bad).
+func (r *reader) report(bad *error) (leaseID, epoch uint64, spent, out, in int64) {
+	leaseID = r.uvarint("lease id")
+	epoch = r.uvarint("epoch")
+	spent = r.int64Field("spent permits", bad)
+	out = r.int64Field("stolen out permits", bad)
+	in = r.int64Field("stolen in permits", bad)
+	return leaseID, epoch, spent, out, in
+}
+
 func decodeRenew(r *reader, q *Renew, names *interner) error {
 	name, err := decodeName(r, names)
 	if err != nil {
 		return err
 	}
 	var bad error
-	leaseID := r.uvarint("lease id")
-	epoch := r.uvarint("epoch")
-	spent := r.int64Field("spent permits", &bad)
-	out := r.int64Field("stolen out permits", &bad)
-	in := r.int64Field("stolen in permits", &bad)
+	leaseID, epoch, spent, out, in := r.report(&bad)
 	demand := r.int64Field("demand", &bad)
 	ttl := r.int64Field("TTL", &bad)
 	id := r.bytes("request id", MaxRequestIDLen)
@@ -177,11 +184,7 @@ func decodeReturn(r *reader, q *Return, names *interner) error {
 		return err
 	}
 	var bad error
-	leaseID := r.uvarint("lease id")
-	epoch := r.uvarint("epoch")
-	spent := r.int64Field("spent permits", &bad)
-	out := r.int64Field("stolen out permits", &bad)
-	in := r.int64Field("stolen in permits", &bad)
+	leaseID, epoch, spent, out, in := r.report(&bad)
 	id := r.bytes("request id", MaxRequestIDLen)
 	if r.err != nil {
 		return r.err
