@@ -26,12 +26,7 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "permitd")
-	build := exec.Command("go", "build", "-race", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
-	}
+	bin := buildPermitd(t)
 	ports := freePorts(t, 6)
 	ids := []string{"a1", "a2", "a3"}
 	raftAddr := map[string]string{}
@@ -198,6 +193,19 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 			t.Fatalf("permitd bench --protocol %s result: %s (%v)", proto, out, err)
 		}
 	}
+}
+
+// buildPermitd builds this package's binary, with the race detector, into
+// the test's temporary directory.
+func buildPermitd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "permitd")
+	build := exec.Command("go", "build", "-race", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	return bin
 }
 
 func without(ids []string, x string) []string {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,12 +24,7 @@ func TestBinaryWorkersStayWithinBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "permitd")
-	build := exec.Command("go", "build", "-race", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
-	}
+	bin := buildPermitd(t)
 	ports := freePorts(t, 10)
 	ids := []string{"a1", "a2", "a3"}
 	httpAddr := map[string]string{}
