@@ -229,13 +229,16 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	}
 	rec := &benchRecorder{}
 	var idSeq atomic.Int64
+	// Request IDs are unique across runs too: the register remembers IDs
+	// for 10 minutes and would answer a reused one with its first decision.
+	idPrefix := "b" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	path := "/v1/limits/" + b.limit + "/reserve"
 	// one sends one reserve on c.
 	one := func(c benchConn, buf *bytes.Buffer) (time.Duration, error) {
 		count := rec.measuring.Load()
 		id := ""
 		if b.requestIDs {
-			id = "b" + strconv.FormatInt(idSeq.Add(1), 10)
+			id = idPrefix + strconv.FormatInt(idSeq.Add(1), 10)
 		}
 		start := time.Now()
 		code, err := c.reserve(buf, id)
