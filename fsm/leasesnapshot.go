@@ -278,11 +278,10 @@ func decodePool(r *reader, st *state, lim *limit, ids map[uint64]bool) *leasePoo
 		r.fail("burst %d or max outstanding %d permits exceeds %d", p.burstSpec, p.maxOutSpec, MaxLeasePoolPermits)
 		return nil
 	}
-	capacity := milliPermitsPerSecNanos / lim.cfg.IntervalNanos
 	var held uint64 // grants plus lingering permits, each < 2^63, at most 4096*5 of them
 	p.leases = make([]*lease, 0, int(count))
 	for j := range int(count) {
-		ls := decodeLeaseRecord(r, st, lim, p, capacity, j)
+		ls := decodeLeaseRecord(r, st, lim, p, j)
 		if r.err != nil {
 			return nil
 		}
@@ -316,7 +315,7 @@ func decodePool(r *reader, st *state, lim *limit, ids map[uint64]bool) *leasePoo
 	return p
 }
 
-func decodeLeaseRecord(r *reader, st *state, lim *limit, p *leasePool, capacity int64, j int) *lease {
+func decodeLeaseRecord(r *reader, st *state, lim *limit, p *leasePool, j int) *lease {
 	ls := &lease{limit: lim.name, pool: p, heapIndex: -1}
 	ls.id = r.uvarint("lease id")
 	ls.epoch = r.uvarint("epoch")
@@ -373,10 +372,14 @@ func decodeLeaseRecord(r *reader, st *state, lim *limit, p *leasePool, capacity 
 		r.fail("lease %d is not active and has nothing lingering (it should have been dropped)", ls.id)
 	case ls.active && ls.expiresAtNanos <= st.lastNowNanos:
 		r.fail("lease %d is active but expired at %d, before last now %d", ls.id, ls.expiresAtNanos, st.lastNowNanos)
+	// A share is at most the capacity of the rate it was computed at, and
+	// the rate may have changed since (a share above the current capacity
+	// is legal until the lease's next grant): the bound is the fastest
+	// rate any limit can have.
 	case ls.active && (ls.weight < 1 || ls.weight > MaxLeaseWeight || ls.demand > MaxDemandMilliPermitsPerSec ||
-		ls.share > capacity || ls.carry >= milliPermitsPerSecNanos):
+		ls.share > milliPermitsPerSecNanos || ls.carry >= milliPermitsPerSecNanos):
 		r.fail("lease %d: weight %d, demand %d, share %d or carry %d out of range (weight 1-%d, demand <= %d, share <= %d, carry < %d)",
-			ls.id, ls.weight, ls.demand, ls.share, ls.carry, MaxLeaseWeight, MaxDemandMilliPermitsPerSec, capacity, milliPermitsPerSecNanos)
+			ls.id, ls.weight, ls.demand, ls.share, ls.carry, MaxLeaseWeight, MaxDemandMilliPermitsPerSec, milliPermitsPerSecNanos, milliPermitsPerSecNanos)
 	case ls.active && (ls.entitled > ls.expiresAtNanos-ls.grantedAtNanos || ls.entitledRem >= milliPermitsPerSecNanos ||
 		(ls.share == 0 && (ls.entitled != 0 || ls.entitledRem != 0))):
 		r.fail("lease %d: entitled %d permits, remainder %d out of range (entitled <= its grant's TTL %d, remainder < %d, both 0 with share 0)",

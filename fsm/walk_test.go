@@ -1,0 +1,409 @@
+package fsm
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+// The reachable-state walk: seeded random sequences of every command the
+// register accepts — puts that raise and lower rates, change algorithms and
+// options, deletes and re-creates, lease policies on and off and with new
+// capacities, leases, renews, returns (valid, stale, over-reported),
+// reserve batches with fresh and repeated request IDs, noops, and time that
+// jumps forward, stands still or is stamped behind the timeline. After
+// every step it checks that the state
+//
+//   - keeps the lease book's conservation and indexes (checkBook),
+//   - snapshots to bytes that restore into a fresh FSM, and that the
+//     restored copy snapshots to exactly the same bytes,
+//   - and, continued with the same next command, answers exactly as the
+//     original does (the restored copy then replaces the previous twin, so
+//     every step's snapshot is continued from).
+//
+// A failure prints its seed and step; -walk.seed=N replays one seed.
+
+var (
+	walkSeeds = flag.Int("walk.seeds", 400, "number of seeds the reachable-state walk runs")
+	walkSteps = flag.Int("walk.steps", 250, "steps per seed of the reachable-state walk")
+	walkSeed  = flag.Int64("walk.seed", -1, "run only this seed of the reachable-state walk")
+)
+
+func TestReachableStateWalk(t *testing.T) {
+	seeds := make([]uint64, 0, *walkSeeds)
+	if *walkSeed >= 0 {
+		seeds = append(seeds, uint64(*walkSeed))
+	} else {
+		for s := range *walkSeeds {
+			seeds = append(seeds, uint64(s))
+		}
+	}
+	kinds := map[string]int{}
+	for _, seed := range seeds {
+		w := newWalker(t, seed)
+		for step := range *walkSteps {
+			labels := w.step()
+			for _, l := range labels {
+				kinds[l]++
+			}
+			kind := labels[0]
+			if t.Failed() {
+				t.Fatalf("seed %d step %d (%s) failed; replay with: go test ./fsm -run TestReachableStateWalk -walk.seed=%d -walk.steps=%d",
+					seed, step, kind, seed, step+1)
+			}
+		}
+	}
+	if *walkSeed < 0 {
+		// Guard against a walk that no longer reaches what it is meant to.
+		for _, k := range walkKinds {
+			if kinds[k] == 0 {
+				t.Errorf("weak walk: no %q step in %v", k, kinds)
+			}
+		}
+	}
+}
+
+// walkKinds names every kind of step the walk takes.
+var walkKinds = []string{
+	"put-new", "put-rate", "put-algorithm", "delete", "policy-on", "policy-capacity", "policy-off",
+	"lease", "renew", "renew-stale", "return", "reserve", "reserve-replay", "noop",
+	"time-jump", "time-back",
+	"lease-granted", "renew-granted", "returned", "fenced", "reserve-granted", "reserve-refused",
+}
+
+// walker drives one FSM and its twin (restored from the previous step's
+// snapshot) with the same commands.
+type walker struct {
+	t     *testing.T
+	seed  uint64
+	rng   *rand.Rand
+	f     *FSM
+	twin  *FSM
+	index uint64
+	now   int64
+	// live are the grants the walk knows of, by lease ID: what a renew or
+	// return reports on.
+	live map[uint64]LeaseResult
+	// ids are request IDs already used, so that some commands repeat one.
+	ids []string
+	seq int
+	// fresh makes an empty FSM with the walk's dedup retention.
+	fresh func() *FSM
+}
+
+var walkNames = []string{"a", "b", "c"}
+
+// newWalker starts a walk. Every fourth seed runs an FSM with a small dedup
+// table (16 IDs for 30 s), so that eviction by size and by age is walked
+// too.
+func newWalker(t *testing.T, seed uint64) *walker {
+	w := &walker{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), live: map[uint64]LeaseResult{}}
+	w.fresh = New
+	if seed%4 == 0 {
+		w.fresh = func() *FSM { return newFSM(int64(30*time.Second), 16) }
+	}
+	w.f, w.twin = w.fresh(), w.fresh()
+	return w
+}
+
+// step applies one random command to both FSMs, compares their answers,
+// then checks the state and makes the twin a restored copy of it. It
+// returns labels of what the step did: the command first, then how time
+// moved and the outcome, when the walk counts them.
+func (w *walker) step() []string {
+	w.t.Helper()
+	moved := w.advance()
+	kind, data := w.command()
+	labels := []string{kind}
+	if moved != "" {
+		labels = append(labels, moved)
+	}
+	w.index++
+	l := &raft.Log{Index: w.index, Term: 1, Type: raft.LogCommand, Data: data}
+	got := w.f.Apply(l)
+	twin := w.twin.Apply(&raft.Log{Index: l.Index, Term: l.Term, Type: l.Type, Data: data})
+	if !reflect.DeepEqual(got, twin) {
+		w.t.Errorf("seed %d: %s: the FSM answered %+v, its copy restored from the previous snapshot %+v", w.seed, kind, got, twin)
+		return labels
+	}
+	if outcome := w.observe(data, got); outcome != "" {
+		labels = append(labels, outcome)
+	}
+	checkBook(w.t, w.f, false)
+	snap := snapshotBytes(w.t, w.f)
+	next := w.fresh()
+	if err := restore(next, snap); err != nil {
+		w.t.Errorf("seed %d: %s: the snapshot taken after it does not restore: %v", w.seed, kind, err)
+		return labels
+	}
+	if again := snapshotBytes(w.t, next); !bytes.Equal(again, snap) {
+		w.t.Errorf("seed %d: %s: the restored copy snapshots to other bytes", w.seed, kind)
+		return labels
+	}
+	if tw := snapshotBytes(w.t, w.twin); !bytes.Equal(tw, snap) {
+		w.t.Errorf("seed %d: %s: the copy restored from the previous snapshot diverged", w.seed, kind)
+		return labels
+	}
+	w.twin = next
+	return labels
+}
+
+// command picks the next command and encodes it.
+func (w *walker) command() (string, []byte) {
+	r := w.rng
+	name := walkNames[r.IntN(len(walkNames))]
+	var (
+		b   []byte
+		err error
+	)
+	kind := ""
+	switch p := r.IntN(100); {
+	case p < 10:
+		kind = "put-new"
+		if _, ok := w.f.Limit(name); ok {
+			kind = "put-algorithm"
+		}
+		b, err = AppendPut(nil, w.now, PutLimit{Name: name, Config: w.randomConfig(bucket.Algorithm(1 + r.IntN(4)))})
+	case p < 20:
+		kind = "put-rate"
+		info, ok := w.f.Limit(name)
+		alg := bucket.Algorithm(1 + r.IntN(4))
+		if ok {
+			alg = info.Config.Spec.Algorithm
+		}
+		b, err = AppendPut(nil, w.now, PutLimit{Name: name, Config: w.randomConfig(alg)})
+	case p < 24:
+		kind = "delete"
+		b, err = AppendDelete(nil, w.now, DeleteLimit{Name: name})
+	case p < 30:
+		kind = "policy-on"
+		pol := LeasePolicy{Limit: name, Leased: true}
+		if _, ok := w.f.LeasePool(name); ok {
+			kind = "policy-capacity"
+		}
+		if r.IntN(2) == 0 {
+			pol.BurstPermits = 1 + r.Int64N(200)
+			pol.MaxOutstandingPermits = 1 + r.Int64N(200)
+		}
+		b, err = AppendLeasePolicy(nil, w.now, pol)
+	case p < 33:
+		kind = "policy-off"
+		b, err = AppendLeasePolicy(nil, w.now, LeasePolicy{Limit: name})
+	case p < 45:
+		kind = "lease"
+		holder := fmt.Sprintf("h%d", r.IntN(6))
+		b, err = AppendLease(nil, w.now, Lease{Limit: name, Holder: holder, Group: fmt.Sprintf("g%d", r.IntN(3)),
+			Weight: 1 + r.Int64N(3), DemandMilliPermitsPerSec: r.Int64N(2_000_000), TTLNanos: w.ttl(), RequestID: w.requestID()})
+	case p < 62:
+		kind = "renew"
+		g, ok := w.anyGrant()
+		if !ok {
+			return w.noop()
+		}
+		spent, out := w.report(g)
+		q := Renew{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, StolenOutPermits: out,
+			StolenInPermits: r.Int64N(3), DemandMilliPermitsPerSec: r.Int64N(2_000_000), TTLNanos: w.ttl(), RequestID: w.requestID()}
+		if r.IntN(8) == 0 {
+			kind = "renew-stale"
+			q.Epoch += uint64(1 + r.IntN(2))
+		}
+		b, err = AppendRenew(nil, w.now, q)
+	case p < 67:
+		kind = "return"
+		g, ok := w.anyGrant()
+		if !ok {
+			return w.noop()
+		}
+		spent, out := w.report(g)
+		b, err = AppendReturn(nil, w.now, Return{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch,
+			SpentPermits: spent, StolenOutPermits: out, RequestID: w.requestID()})
+	case p < 92:
+		kind = "reserve"
+		n := 1 + r.IntN(4)
+		rs := make([]Reserve, n)
+		for i := range rs {
+			id := w.requestID()
+			rs[i] = Reserve{Limit: walkNames[r.IntN(len(walkNames))], Permits: 1 + r.Int64N(4), MaxWaitNanos: w.maxWait(), RequestID: id}
+		}
+		b, err = AppendReserveBatch(nil, w.now, rs)
+	default:
+		return w.noop()
+	}
+	if err != nil {
+		w.t.Fatalf("seed %d: %s: encoding failed: %v", w.seed, kind, err)
+	}
+	return kind, b
+}
+
+func (w *walker) noop() (string, []byte) { return "noop", AppendNoop(nil, w.now) }
+
+// advance moves the walk's clock: mostly small steps, sometimes none,
+// sometimes a jump of minutes (past TTLs and the dedup window), sometimes a
+// stamp behind the timeline (which Apply clamps). It names the jumps.
+func (w *walker) advance() string {
+	r := w.rng
+	switch p := r.IntN(100); {
+	case p < 10:
+	case p < 85:
+		w.now += r.Int64N(int64(300 * time.Millisecond))
+	case p < 93:
+		w.now += r.Int64N(int64(20 * time.Second))
+	case p < 97:
+		w.now += int64(time.Duration(1+r.IntN(12)) * time.Minute)
+		return "time-jump"
+	default:
+		w.now = max(w.now-r.Int64N(int64(2*time.Second)), 0)
+		return "time-back"
+	}
+	return ""
+}
+
+// randomConfig draws a config of algorithm a: rates from one per minute to
+// a million per second, with the algorithm's options varied.
+func (w *walker) randomConfig(a bucket.Algorithm) bucket.Config {
+	r := w.rng
+	rates := []float64{1.0 / 60, 0.5, 1, 3, 10, 250, 1000, 5000, 1e6}
+	pers := []time.Duration{time.Second, 6 * time.Second, time.Minute, 100 * time.Millisecond}
+	s := bucket.Spec{Algorithm: a, Rate: rates[r.IntN(len(rates))], Per: pers[r.IntN(len(pers))]}
+	switch a {
+	case bucket.Strict:
+		s.MaxReserved = r.Int64N(4)
+		if r.IntN(2) == 0 {
+			s.Expiry = time.Duration(1 + r.Int64N(int64(time.Second)))
+		}
+	case bucket.Bursty:
+		s.MaxBurstSeconds = []float64{0, 0.5, 1, 10}[r.IntN(4)]
+	case bucket.WarmingUp:
+		s.Warmup = time.Duration(1 + r.Int64N(int64(20*time.Second)))
+		s.ColdFactor = []float64{0, 1, 2, 7}[r.IntN(4)]
+	case bucket.Hybrid:
+		s.BurstRatio = []float64{0, 1, 1.5, 3}[r.IntN(4)]
+		if s.BurstRatio <= 1 && r.IntN(2) == 0 {
+			s.Strictness = []float64{0.5, 0.125, 1}[r.IntN(3)]
+			if s.Strictness == 1 {
+				s.BurstRatio = 0
+			}
+		}
+	}
+	c, err := bucket.Compile(s)
+	if err != nil {
+		w.t.Fatalf("seed %d: Compile(%+v): %v", w.seed, s, err)
+	}
+	return c
+}
+
+func (w *walker) ttl() int64 {
+	return MinLeaseTTLNanos + w.rng.Int64N(int64(3*time.Second))
+}
+
+func (w *walker) maxWait() int64 {
+	if w.rng.IntN(2) == 0 {
+		return 0
+	}
+	return w.rng.Int64N(int64(10 * time.Second))
+}
+
+// requestID returns "" a third of the time, a used ID an eighth of the
+// time, and a new one otherwise.
+func (w *walker) requestID() string {
+	r := w.rng
+	switch p := r.IntN(24); {
+	case p < 8:
+		return ""
+	case p < 11 && len(w.ids) > 0:
+		return w.ids[r.IntN(len(w.ids))]
+	}
+	w.seq++
+	id := fmt.Sprintf("id-%d", w.seq)
+	w.ids = append(w.ids, id)
+	if len(w.ids) > 64 {
+		w.ids = w.ids[1:]
+	}
+	return id
+}
+
+// anyGrant returns a known grant (live or not: the register decides).
+func (w *walker) anyGrant() (LeaseResult, bool) {
+	if len(w.live) == 0 {
+		return LeaseResult{}, false
+	}
+	ids := make([]uint64, 0, len(w.live))
+	for id := range w.live {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return w.live[ids[w.rng.IntN(len(ids))]], true
+}
+
+// limitOf finds the limit a grant's lease is on (the walk keeps it in the
+// result's Detail field, which granted results do not use).
+func (w *walker) limitOf(g LeaseResult) string { return g.Detail }
+
+// report draws a report on grant g: usually within it, sometimes over it
+// (which the register must refuse as Invalid).
+func (w *walker) report(g LeaseResult) (spent, out int64) {
+	r := w.rng
+	if r.IntN(12) == 0 {
+		return g.Permits + 1, 0
+	}
+	if g.Permits == 0 {
+		return 0, 0
+	}
+	spent = r.Int64N(g.Permits + 1)
+	out = r.Int64N(g.Permits - spent + 1)
+	return spent, out
+}
+
+// observe records what the answer tells the walk (grants to report on) and
+// names the outcome when it is one the walk must reach.
+func (w *walker) observe(data []byte, res any) string {
+	e, err := Decode(data)
+	if err != nil {
+		w.t.Fatalf("seed %d: decoding the walk's own entry: %v", w.seed, err)
+	}
+	switch v := res.(type) {
+	case LeaseResult:
+		limit := e.Lease.Limit + e.Renew.Limit + e.Return.Limit
+		switch v.Status {
+		case LeaseGranted:
+			v.Detail = limit
+			w.live[v.LeaseID] = v
+			if v.Duplicate {
+				return ""
+			}
+			if e.Type == CmdLease {
+				return "lease-granted"
+			}
+			return "renew-granted"
+		case LeaseReturned:
+			delete(w.live, v.LeaseID)
+			return "returned"
+		case LeaseFenced:
+			if e.Type == CmdRenew {
+				delete(w.live, e.Renew.LeaseID)
+			}
+			return "fenced"
+		}
+	case []ReserveResult:
+		for i, rr := range v {
+			switch {
+			case rr.Duplicate:
+				return "reserve-replay"
+			case rr.Status == Granted && e.Reserves[i].Permits > 1:
+				return "reserve-granted"
+			case rr.Status == Refused:
+				return "reserve-refused"
+			}
+		}
+	}
+	return ""
+}
