@@ -56,8 +56,10 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("TryAcquire(0): %v, want ErrInvalidPermits", err)
 	}
 	// The first grant is a split of the rate among the claimants (here
-	// one), as far as the pool has minted.
-	waitFor(t, 2*time.Second, "a grant with permits", func() bool { return w.Status().GrantPermitsLeft > 0 })
+	// one), as far as the pool has minted: a lease opened within a
+	// millisecond of the policy finds nothing minted yet, and renewals
+	// without callers report no demand. Acquire waits for permits, and its
+	// asks raise the demand the next renewal reports.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for range 20 {
@@ -173,6 +175,12 @@ func TestUndeliveredRenewalKeepsTheGrantUntilItsLocalExpiry(t *testing.T) {
 
 func TestAcquireHonoursTheContextDeadline(t *testing.T) {
 	w, _, _ := solo(t, nil)
+	// A caller's ask makes the renewals report demand (see TestLifecycle).
+	first, cancelFirst := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelFirst()
+	if err := w.Acquire(first, 1); err != nil {
+		t.Fatalf("first Acquire: %v", err)
+	}
 	waitFor(t, 2*time.Second, "a grant", func() bool { return w.Status().GrantPermitsLeft > 0 })
 	left := w.Status().GrantPermitsLeft
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
