@@ -199,7 +199,7 @@ type Config struct {
 // Functions every algorithm file builds on (defined in config.go / pacer.go):
 //
 //	func Compile(s Spec) (Config, error)
-//	func New(c Config) (Pacer, error)
+//	func New(c Config, originNanos int64) (Pacer, error)
 //	func (c Config) MaxPermits() int64            // largest n one request can ever be granted
 //	func (c Config) AppendBinary(b []byte) ([]byte, error)
 //	func DecodeConfig(b []byte) (Config, error)

@@ -3,6 +3,7 @@ package bucket
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"math/bits"
 	"time"
 )
@@ -85,8 +86,11 @@ func Compile(s Spec) (Config, error) {
 	return c, nil
 }
 
-// compileInterval returns ceil(per/rate) in nanoseconds, computed as a
-// float64 quotient rounded up. An infinite Bursty rate gives interval 0.
+// compileInterval returns ceil(per/rate) in nanoseconds, computed exactly:
+// a float64 rate is a dyadic rational m*2^e, so per/rate is the rational
+// per*2^-e/m, whose ceiling big integers give without rounding. (A float
+// quotient rounded first could come out one nanosecond short, a limit
+// faster than configured.) An infinite Bursty rate gives interval 0.
 func compileInterval(a Algorithm, rate float64, per time.Duration) (int64, error) {
 	switch {
 	case math.IsNaN(rate):
@@ -99,17 +103,43 @@ func compileInterval(a Algorithm, rate float64, per time.Duration) (int64, error
 	case rate <= 0 || math.IsInf(rate, -1):
 		return 0, fmt.Errorf("bucket: rate %g: %w (allowed: finite and > 0)", rate, ErrInvalidRate)
 	}
-	q := float64(float64(per) / rate)
-	if q < 1 { // more than one permit per nanosecond
+	q, ok := ceilQuotient(int64(per), rate)
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("bucket: rate %g per %v: %w (the interval ceil(per/rate) must be at most %d ns)",
+			rate, per, ErrInvalidRate, int64(math.MaxInt64))
+	case q < 1: // more than one permit per nanosecond
 		return 0, fmt.Errorf("bucket: rate %g per %v: %w (the maximum is one permit per nanosecond, i.e. %d per %v)",
 			rate, per, ErrInvalidRate, int64(per), per)
 	}
-	q = math.Ceil(q)
-	if q >= math.MaxInt64 { // float64(MaxInt64) is 2^63, itself out of range
-		return 0, fmt.Errorf("bucket: rate %g per %v: %w (the interval ceil(per/rate) must be at most %d ns)",
-			rate, per, ErrInvalidRate, int64(math.MaxInt64))
+	return q, nil
+}
+
+// ceilQuotient returns ceil(per/rate) for per > 0 and a finite rate > 0,
+// exactly; 0 if per/rate < 1 (more than one permit per nanosecond), and
+// false if the quotient exceeds math.MaxInt64.
+func ceilQuotient(per int64, rate float64) (int64, bool) {
+	frac, exp := math.Frexp(rate) // rate = frac * 2^exp, frac in [0.5, 1)
+	mant := int64(math.Ldexp(frac, 53))
+	exp -= 53 // rate = mant * 2^exp exactly
+	num := new(big.Int).SetInt64(per)
+	den := new(big.Int).SetInt64(mant)
+	if exp >= 0 {
+		den.Lsh(den, uint(exp))
+	} else {
+		num.Lsh(num, uint(-exp))
 	}
-	return int64(q), nil
+	if num.Cmp(den) < 0 {
+		return 0, true
+	}
+	q, r := new(big.Int).QuoRem(num, den, new(big.Int))
+	if r.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() {
+		return 0, false
+	}
+	return q.Int64(), true
 }
 
 // checkForeignOptions rejects options that belong to another algorithm.
@@ -217,6 +247,17 @@ func compileWarmingUp(c *Config, s Spec) error {
 	c.ColdIntervalNanos = coldNanos
 	c.ThresholdNanos = threshold
 	c.MaxStoredNanos = maxStored
+	// Every wait is a difference of the drain cost F (warmup.go), so F of a
+	// full store must be exact. Draining a cold limiter costs 1.5*Warmup
+	// (Guava's geometry: Warmup from the maximum down to the threshold,
+	// Warmup/2 from there to empty), whatever the cold factor, so this
+	// rejects warm-ups longer than about 194 years.
+	if f, ok := warmupDrainCostExact(c, maxStored); !ok {
+		return fmt.Errorf("bucket: warmup Warmup %v with ColdFactor %g: %w (draining a cold limiter costs 1.5 times the warm-up, which must fit in %d ns: allowed warm-ups are up to about 194 years)",
+			s.Warmup, cf, ErrOverflow, int64(math.MaxInt64))
+	} else if f < maxStored {
+		return fmt.Errorf("bucket: warmup Warmup %v with ColdFactor %g: %w (internal: drain cost %d below the store %d)", s.Warmup, cf, ErrOverflow, f, maxStored)
+	}
 	return nil
 }
 
@@ -318,23 +359,28 @@ func (c Config) validate() error {
 	return nil
 }
 
-// New returns a fresh Pacer running c. c must come from Compile or
-// DecodeConfig: New recompiles c.Spec and rejects a Config whose compiled
-// fields differ. The pacer starts at the first time it is given (its first
-// Reserve or Query defines the origin of its timeline).
-func New(c Config) (Pacer, error) {
+// New returns a fresh Pacer running c whose timeline starts at
+// originNanos, as Guava's RateLimiter starts at its construction: time
+// that passes after the origin counts as idle time (a Bursty pacer stores
+// it, a Hybrid pacer's pools fill with it), and a now before the origin
+// counts as the origin. A fresh Strict pacer's first slot is the origin;
+// a fresh WarmingUp pacer is cold; a fresh Hybrid pacer's active pool is
+// full. c must come from Compile or DecodeConfig: New recompiles c.Spec and
+// rejects a Config whose compiled fields differ.
+func New(c Config, originNanos int64) (Pacer, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	switch c.Spec.Algorithm {
 	case Strict:
-		return &StrictPacer{cfg: c}, nil
+		return &StrictPacer{cfg: c, lastNow: originNanos, nextFree: originNanos}, nil
 	case Bursty:
-		return &BurstyPacer{smooth{cfg: c}}, nil
+		return &BurstyPacer{newSmooth(c, originNanos)}, nil
 	case WarmingUp:
-		return &WarmingUpPacer{smooth{cfg: c}}, nil
+		return &WarmingUpPacer{newSmooth(c, originNanos)}, nil
 	case Hybrid:
-		return &HybridPacer{cfg: c}, nil
+		return &HybridPacer{cfg: c, lastNow: originNanos, fillNanos: originNanos,
+			pools: Pools{ActiveNanos: c.ActiveNanos}}, nil
 	}
 	return nil, fmt.Errorf("bucket: algorithm %s: %w (allowed: strict, bursty, warmup, hybrid)", c.Spec.Algorithm, ErrInvalidAlgorithm)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"math/big"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -176,7 +178,7 @@ func TestCompileInvalid(t *testing.T) {
 			if !strings.HasPrefix(msg, "bucket: ") || !strings.Contains(msg, tt.text) {
 				t.Fatalf("error %q: want prefix %q and fragment %q", msg, "bucket: ", tt.text)
 			}
-			if _, err := New(Config{Spec: tt.spec}); err == nil {
+			if _, err := New(Config{Spec: tt.spec}, 0); err == nil {
 				t.Fatalf("New accepted an invalid spec")
 			}
 		})
@@ -193,14 +195,14 @@ func TestNewRejectsForgedConfig(t *testing.T) {
 	} {
 		f := c
 		forge(&f)
-		if _, err := New(f); !errors.Is(err, ErrInvalidOption) {
+		if _, err := New(f, 0); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("New(%+v): %v, want ErrInvalidOption", f, err)
 		}
 		if _, err := f.AppendBinary(nil); err == nil {
 			t.Errorf("AppendBinary(%+v) accepted a forged config", f)
 		}
 	}
-	if _, err := New(Config{}); !errors.Is(err, ErrInvalidAlgorithm) {
+	if _, err := New(Config{}, 0); !errors.Is(err, ErrInvalidAlgorithm) {
 		t.Errorf("New(Config{}): %v, want ErrInvalidAlgorithm", err)
 	}
 }
@@ -321,7 +323,7 @@ func FuzzCompile(f *testing.F) {
 		if err != nil || d != c {
 			t.Fatalf("round trip: %+v, %v", d, err)
 		}
-		p, err := New(c)
+		p, err := New(c, 0)
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
@@ -350,4 +352,35 @@ func FuzzDecodeConfig(f *testing.F) {
 			t.Fatalf("decode→encode not identical: %x -> %x, %v", b, b2, err)
 		}
 	})
+}
+
+// TestIntervalIsExactCeiling checks IntervalNanos = ceil(Per/Rate) exactly
+// (I*rate >= per and (I-1)*rate < per, compared as rationals) for a known
+// case a float quotient gets wrong and for random rates and periods over
+// the accepted range.
+func TestIntervalIsExactCeiling(t *testing.T) {
+	check := func(rate float64, per time.Duration) {
+		t.Helper()
+		c, err := Compile(Spec{Algorithm: Strict, Rate: rate, Per: per})
+		if err != nil {
+			return
+		}
+		i := c.IntervalNanos
+		r := new(big.Rat).SetFloat64(rate)
+		p := new(big.Rat).SetInt64(int64(per))
+		atI := new(big.Rat).Mul(r, new(big.Rat).SetInt64(i))
+		below := new(big.Rat).Mul(r, new(big.Rat).SetInt64(i-1))
+		if atI.Cmp(p) < 0 || below.Cmp(p) >= 0 {
+			t.Fatalf("rate %v per %v: interval %d ns is not ceil(per/rate)", rate, per, i)
+		}
+	}
+	// per/rate = 499911756.5...: a float quotient rounds to 499911756.0
+	// and its ceiling is one nanosecond short.
+	if c := mustCompile(t, Spec{Algorithm: Strict, Rate: 2.0003530383070247, Per: time.Second}); c.IntervalNanos != 499_911_757 {
+		t.Fatalf("rate 2.0003530383070247 per 1s: interval %d, want 499911757", c.IntervalNanos)
+	}
+	rng := rand.New(rand.NewPCG(8, 8))
+	for range 200_000 {
+		check(logUniform(rng, 1e-9, 1e9), time.Duration(logInt(rng, 1, math.MaxInt64)))
+	}
 }

@@ -38,8 +38,8 @@
 //
 // # A worked example
 //
-// Take one permit every 6 seconds and requests at 2 s, 8 s, 13 s, 14 s and
-// two at 40 s, none willing to wait.
+// Take one permit every 6 seconds, a limit created at 2 s, and requests at
+// 2 s, 8 s, 13 s, 14 s and two at 40 s, none willing to wait.
 //
 //	t     strict (MaxReserved 0)     bursty (MaxBurstSeconds 6)
 //	2 s   granted at 2 s             granted at 2 s (store empty, next 8 s)
@@ -57,8 +57,10 @@
 // # Time, integers and determinism
 //
 // Pacers never read a clock: every call takes now, an int64 nanosecond on a
-// timeline the caller defines; a now smaller than one already seen counts
-// as the largest seen. Every decision is computed on integers, the compiled
+// timeline the caller defines, which starts at the origin given to New (as
+// Guava's limiter starts at its construction: a bursty limit created and
+// left idle stores permits from then on); a now smaller than one already
+// seen counts as the largest seen. Every decision is computed on integers, the compiled
 // fields of Config; floats appear only in Config.Spec, for display, and in
 // Compile. Sums and products saturate at the int64 bounds rather than wrap
 // (an unreachable time is math.MaxInt64, never the past). Stored permits

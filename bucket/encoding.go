@@ -111,13 +111,11 @@ func sameFloatBits(a, b Spec) bool {
 		math.Float64bits(a.Strictness) == math.Float64bits(b.Strictness)
 }
 
-// appendStateHeader appends the version, algorithm and flags bytes.
-func appendStateHeader(b []byte, a Algorithm, started bool) []byte {
-	var flags byte
-	if started {
-		flags |= flagStarted
-	}
-	return append(b, StateEncodingVersion, byte(a), flags)
+// appendStateHeader appends the version, algorithm and flags bytes. The
+// flags byte is always flagStarted: every pacer's timeline starts at its
+// origin (New); the byte is kept so that the layout stays what it was.
+func appendStateHeader(b []byte, a Algorithm) []byte {
+	return append(b, StateEncodingVersion, byte(a), flagStarted)
 }
 
 // appendInt64s appends vs big-endian.
@@ -128,31 +126,26 @@ func appendInt64s(b []byte, vs ...int64) []byte {
 	return b
 }
 
-// decodeState checks the header and length of an encoded state with nFields
-// int64 fields, decodes them into out and returns the started flag. A state
-// that is not started must have all fields zero (its canonical form).
-func decodeState(b []byte, a Algorithm, out []int64) (started bool, err error) {
+// decodeState checks the header and length of an encoded state with
+// len(out) int64 fields and decodes them into out.
+func decodeState(b []byte, a Algorithm, out []int64) error {
 	want := stateHeaderLen + 8*len(out)
 	if len(b) != want {
-		return false, fmt.Errorf("bucket: %s state of %d bytes: %w (want exactly %d)", a, len(b), ErrCorruptState, want)
+		return fmt.Errorf("bucket: %s state of %d bytes: %w (want exactly %d)", a, len(b), ErrCorruptState, want)
 	}
 	if b[0] != StateEncodingVersion {
-		return false, fmt.Errorf("bucket: %s state version %d: %w (want %d)", a, b[0], ErrCorruptState, StateEncodingVersion)
+		return fmt.Errorf("bucket: %s state version %d: %w (want %d)", a, b[0], ErrCorruptState, StateEncodingVersion)
 	}
 	if Algorithm(b[1]) != a {
-		return false, fmt.Errorf("bucket: state of algorithm %s given to a %s pacer: %w", Algorithm(b[1]), a, ErrCorruptState)
+		return fmt.Errorf("bucket: state of algorithm %s given to a %s pacer: %w", Algorithm(b[1]), a, ErrCorruptState)
 	}
-	if b[2]&^flagStarted != 0 {
-		return false, fmt.Errorf("bucket: %s state flags %#x: %w (allowed: 0 or 1)", a, b[2], ErrCorruptState)
+	if b[2] != flagStarted {
+		return fmt.Errorf("bucket: %s state flags %#x: %w (allowed: %#x)", a, b[2], ErrCorruptState, flagStarted)
 	}
-	started = b[2]&flagStarted != 0
 	for i := range out {
 		out[i] = int64(binary.BigEndian.Uint64(b[stateHeaderLen+8*i:]))
-		if !started && out[i] != 0 {
-			return false, fmt.Errorf("bucket: %s state not started but field %d is %d: %w (a fresh state is all zero)", a, i, out[i], ErrCorruptState)
-		}
 	}
-	return started, nil
+	return nil
 }
 
 // checkPermits validates a permit count: 1 <= n <= c.MaxPermits().

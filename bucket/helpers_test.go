@@ -16,11 +16,18 @@ func mustCompile(t testing.TB, s Spec) Config {
 	return c
 }
 
+// mustNew returns a pacer for s whose timeline starts at 0.
 func mustNew(t testing.TB, s Spec) Pacer {
 	t.Helper()
-	p, err := New(mustCompile(t, s))
+	return mustNewAt(t, s, 0)
+}
+
+// mustNewAt returns a pacer for s whose timeline starts at originNanos.
+func mustNewAt(t testing.TB, s Spec, originNanos int64) Pacer {
+	t.Helper()
+	p, err := New(mustCompile(t, s), originNanos)
 	if err != nil {
-		t.Fatalf("New(%+v): %v", s, err)
+		t.Fatalf("New(%+v, %d): %v", s, originNanos, err)
 	}
 	return p
 }

@@ -103,8 +103,7 @@ import (
 // With B = 0 (strict) and rates of at most 1000/s (A = I) this is
 // floor(W/I)+1, the strict register's bound.
 type HybridPacer struct {
-	cfg     Config
-	started bool
+	cfg Config
 	// lastNow is the largest now seen by a state change.
 	lastNow int64
 	// fillNanos is the pools' clock, the time of the last fill; ahead of
@@ -129,29 +128,20 @@ type Pools struct {
 // Config returns the configuration the pacer runs with.
 func (p *HybridPacer) Config() Config { return p.cfg }
 
-// Pools returns the pools as of FillNanos (a fresh pacer reports its full
-// active pool).
-func (p *HybridPacer) Pools() Pools {
-	if !p.started {
-		return Pools{ActiveNanos: p.cfg.ActiveNanos}
-	}
-	return p.pools
-}
+// Pools returns the pools as of FillNanos.
+func (p *HybridPacer) Pools() Pools { return p.pools }
 
 // WaitingNanos returns the waiting pool as of FillNanos: the time unclaimed
 // by callers, a measure of how far behind schedule they are.
 func (p *HybridPacer) WaitingNanos() int64 { return p.pools.WaitingNanos }
 
 // FillNanos returns the pools' clock: the time of the last fill, ahead of
-// now while grants are queued. 0 for a fresh pacer.
+// now while grants are queued; the origin for a fresh pacer.
 func (p *HybridPacer) FillNanos() int64 { return p.fillNanos }
 
 // filled returns the clamped now and the pools filled up to
 // max(now, fillNanos), with that time, without changing p.
 func (p *HybridPacer) filled(nowNanos int64) (now, at int64, q Pools) {
-	if !p.started {
-		return nowNanos, nowNanos, Pools{ActiveNanos: p.cfg.ActiveNanos}
-	}
 	now = max(nowNanos, p.lastNow)
 	at = max(now, p.fillNanos)
 	return now, at, fill(&p.cfg, p.pools, satSub(at, p.fillNanos))
@@ -248,7 +238,6 @@ func (p *HybridPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 	fromActive := min(need, q.ActiveNanos)
 	q.ActiveNanos -= fromActive
 	q.BurstNanos -= need - fromActive
-	p.started = true
 	p.lastNow = now
 	p.fillNanos = at
 	p.pools = q
@@ -275,10 +264,6 @@ func (p *HybridPacer) Reconfigure(nowNanos int64, c Config) error {
 	if err := checkReconfigure(Hybrid, c); err != nil {
 		return err
 	}
-	if !p.started {
-		p.cfg = c
-		return nil
-	}
 	now, at, q := p.filled(nowNanos)
 	if q.ActiveNanos > c.ActiveNanos {
 		q.WaitingNanos = satAdd(q.WaitingNanos, q.ActiveNanos-c.ActiveNanos)
@@ -296,7 +281,7 @@ func (p *HybridPacer) Reconfigure(nowNanos int64, c Config) error {
 // AppendState appends version, algorithm, flags, lastNow, fillNanos,
 // active, burst, waiting and forfeited (51 bytes).
 func (p *HybridPacer) AppendState(b []byte) []byte {
-	b = appendStateHeader(b, Hybrid, p.started)
+	b = appendStateHeader(b, Hybrid)
 	q := p.pools
 	return appendInt64s(b, p.lastNow, p.fillNanos, q.ActiveNanos, q.BurstNanos, q.WaitingNanos, q.ForfeitedNanos)
 }
@@ -306,12 +291,12 @@ func (p *HybridPacer) AppendState(b []byte) []byte {
 // 0 <= burst <= B, waiting >= 0, forfeited >= 0.
 func (p *HybridPacer) RestoreState(b []byte) error {
 	var f [6]int64
-	started, err := decodeState(b, Hybrid, f[:])
-	if err != nil {
+	if err := decodeState(b, Hybrid, f[:]); err != nil {
 		return err
 	}
 	q := Pools{ActiveNanos: f[2], BurstNanos: f[3], WaitingNanos: f[4], ForfeitedNanos: f[5]}
 	c := &p.cfg
+	var err error
 	switch {
 	case q.ActiveNanos < 0 || q.ActiveNanos > c.ActiveNanos:
 		err = fmt.Errorf("active pool %d (allowed: 0 to %d)", q.ActiveNanos, c.ActiveNanos)
@@ -325,6 +310,6 @@ func (p *HybridPacer) RestoreState(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("bucket: hybrid state: %w: %v", ErrCorruptState, err)
 	}
-	p.started, p.lastNow, p.fillNanos, p.pools = started, f[0], f[1], q
+	p.lastNow, p.fillNanos, p.pools = f[0], f[1], q
 	return nil
 }

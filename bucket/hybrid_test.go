@@ -194,12 +194,12 @@ func FuzzHybrid(f *testing.F) {
 		if err != nil || c.BurstNanos > 1<<50 {
 			return
 		}
-		p, _ := New(c)
+		var start, now, consumed int64 = 1 << 40, 1 << 40, 0
+		p, _ := New(c, start)
 		hp := p.(*HybridPacer)
 		maxN := c.MaxPermits()
 		type grant struct{ at, n int64 }
 		var grants []grant
-		var start, now, consumed int64 = -1, 1 << 40, 0
 		for i := 0; i+1 < len(ops); i += 2 {
 			now += int64(ops[i]) * interval / 8
 			n := int64(ops[i+1]%8)%maxN + 1
@@ -220,9 +220,6 @@ func FuzzHybrid(f *testing.F) {
 					t.Fatalf("refused %+v within maxWait %d at %d", d, maxWait, now)
 				}
 				continue
-			}
-			if start < 0 {
-				start = now
 			}
 			if d.AtNanos-now > maxWait {
 				t.Fatalf("granted %+v beyond maxWait %d at %d", d, maxWait, now)

@@ -132,8 +132,8 @@ func TestStateCorruptionRejected(t *testing.T) {
 
 // TestPackageDocExample replays the worked example of doc.go.
 func TestPackageDocExample(t *testing.T) {
-	strict := mustNew(t, Spec{Algorithm: Strict, Rate: 1, Per: 6e9})
-	bursty := mustNew(t, Spec{Algorithm: Bursty, Rate: 1, Per: 6e9, MaxBurstSeconds: 6})
+	strict := mustNewAt(t, Spec{Algorithm: Strict, Rate: 1, Per: 6e9}, 2*sec)
+	bursty := mustNewAt(t, Spec{Algorithm: Bursty, Rate: 1, Per: 6e9, MaxBurstSeconds: 6}, 2*sec)
 	steps := []struct {
 		now            int64
 		strict, bursty Decision

@@ -1,6 +1,9 @@
 package bucket
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // smooth is the core shared by BurstyPacer and WarmingUpPacer, after
 // Guava's SmoothRateLimiter: the pacer remembers the time of the next
@@ -15,13 +18,20 @@ import "fmt"
 // integral (warmup.go), both monotone and deterministic.
 type smooth struct {
 	cfg         Config
-	started     bool
 	lastNow     int64
 	nextFree    int64
 	storedNanos int64
 }
 
-// initialStoredNanos is what a fresh pacer holds at its first call: Bursty
+// newSmooth returns the state of a fresh pacer whose timeline starts at
+// originNanos: nothing reserved, and the store as initialStoredNanos says.
+func newSmooth(c Config, originNanos int64) smooth {
+	s := smooth{cfg: c, lastNow: originNanos, nextFree: originNanos}
+	s.storedNanos = s.initialStoredNanos()
+	return s
+}
+
+// initialStoredNanos is what a fresh pacer holds at its origin: Bursty
 // starts empty, WarmingUp starts cold (full), as Guava's do.
 func (s *smooth) initialStoredNanos() int64 {
 	if s.cfg.Spec.Algorithm == WarmingUp {
@@ -50,9 +60,6 @@ func (s *smooth) storedCost(stored, take int64) int64 {
 // synced returns the state as of now (Guava's resync) without changing s:
 // the clamped now, nextFree and the stored time.
 func (s *smooth) synced(nowNanos int64) (now, next, stored int64) {
-	if !s.started {
-		return nowNanos, nowNanos, s.initialStoredNanos()
-	}
 	now = max(nowNanos, s.lastNow)
 	next, stored = s.nextFree, s.storedNanos
 	if now > next {
@@ -79,9 +86,14 @@ func (s *smooth) reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
 	need := satMul(n, s.cfg.IntervalNanos)
 	spend := min(need, stored)
 	wait := satAdd(s.storedCost(stored, spend), need-spend)
-	s.started = true
+	newNext := satAdd(next, wait)
+	if newNext == math.MaxInt64 {
+		// The debt would run past the end of the int64 timeline: a
+		// saturated nextFree would serve every later request at once.
+		return Decision{AtNanos: next}, nil
+	}
 	s.lastNow = now
-	s.nextFree = satAdd(next, wait)
+	s.nextFree = newNext
 	s.storedNanos = stored - spend
 	return Decision{Granted: true, AtNanos: next}, nil
 }
@@ -103,10 +115,6 @@ func (s *smooth) query(nowNanos, n int64) (int64, error) {
 func (s *smooth) reconfigure(nowNanos int64, c Config) error {
 	if err := checkReconfigure(s.cfg.Spec.Algorithm, c); err != nil {
 		return err
-	}
-	if !s.started {
-		s.cfg = c
-		return nil
 	}
 	now, next, stored := s.synced(nowNanos)
 	old := s.cfg
@@ -130,20 +138,19 @@ func (s *smooth) reconfigure(nowNanos int64, c Config) error {
 
 // appendState appends header, lastNow, nextFree and storedNanos (27 bytes).
 func (s *smooth) appendState(b []byte) []byte {
-	b = appendStateHeader(b, s.cfg.Spec.Algorithm, s.started)
+	b = appendStateHeader(b, s.cfg.Spec.Algorithm)
 	return appendInt64s(b, s.lastNow, s.nextFree, s.storedNanos)
 }
 
 // restoreState decodes b and checks 0 <= storedNanos <= MaxStoredNanos.
 func (s *smooth) restoreState(b []byte) error {
 	var f [3]int64
-	started, err := decodeState(b, s.cfg.Spec.Algorithm, f[:])
-	if err != nil {
+	if err := decodeState(b, s.cfg.Spec.Algorithm, f[:]); err != nil {
 		return err
 	}
 	if f[2] < 0 || f[2] > s.cfg.MaxStoredNanos {
 		return fmt.Errorf("bucket: %s state stores %d ns: %w (allowed: 0 to %d)", s.cfg.Spec.Algorithm, f[2], ErrCorruptState, s.cfg.MaxStoredNanos)
 	}
-	s.started, s.lastNow, s.nextFree, s.storedNanos = started, f[0], f[1], f[2]
+	s.lastNow, s.nextFree, s.storedNanos = f[0], f[1], f[2]
 	return nil
 }

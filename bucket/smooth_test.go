@@ -40,7 +40,9 @@ func (g *guavaEvents) check(t *testing.T, want ...string) {
 }
 
 func newGuava(t *testing.T, s Spec) *guavaEvents {
-	return &guavaEvents{sleeper: sleeper{t: t, p: mustNew(t, s), now: 1000 * sec}}
+	// Guava's tests create the limiter on a fake stopwatch and use it at
+	// once: the pacer's timeline starts when the events do.
+	return &guavaEvents{sleeper: sleeper{t: t, p: mustNewAt(t, s, 1000*sec), now: 1000 * sec}}
 }
 
 // The following tests replay Guava's RateLimiterTest.
@@ -317,7 +319,7 @@ func FuzzSmooth(f *testing.F) {
 		if err != nil {
 			return
 		}
-		p, _ := New(c)
+		p, _ := New(c, 0)
 		type grant struct{ at, n int64 }
 		var grants []grant
 		now := int64(0)
@@ -378,5 +380,27 @@ func TestSmoothZeroAllocs(t *testing.T) {
 		if allocs != 0 {
 			t.Fatalf("%s: %v allocations per Reserve+Query", s.Algorithm, allocs)
 		}
+	}
+}
+
+// TestFreshPacerStoresFromItsOrigin: like Guava's RateLimiter, a pacer's
+// timeline starts when it is created, so a bursty limit created and left
+// idle for a second holds a second of permits at its first request.
+func TestFreshPacerStoresFromItsOrigin(t *testing.T) {
+	p := mustNewAt(t, Spec{Algorithm: Bursty, Rate: 5}, 10*sec).(*BurstyPacer)
+	if d := mustReserve(t, p, 11*sec, 5, 0); !d.Granted || d.AtNanos != 11*sec {
+		t.Fatalf("Reserve(11s, 5, 0) a second after creation = %+v, want granted at once", d)
+	}
+	if got := p.StoredNanos(); got != 0 {
+		t.Fatalf("stored %d ns after taking the 5 stored permits, want 0", got)
+	}
+	// The 5 permits came from the store: the next one is not delayed.
+	if d := mustReserve(t, p, 11*sec, 1, 0); !d.Granted || d.AtNanos != 11*sec {
+		t.Fatalf("Reserve(11s, 1, 0) = %+v, want granted at once (the store paid for the first 5)", d)
+	}
+	// A now before the origin counts as the origin.
+	q := mustNewAt(t, Spec{Algorithm: Strict, Rate: 1}, 10*sec)
+	if d := mustReserve(t, q, 3*sec, 1, 0); !d.Granted || d.AtNanos != 10*sec {
+		t.Fatalf("strict Reserve(3s) on a pacer created at 10s = %+v, want granted at 10s", d)
 	}
 }

@@ -1,5 +1,7 @@
 package bucket
 
+import "math"
+
 // StrictPacer is the strict register of design document 002: one permit
 // slot every IntervalNanos, no memory of under-utilisation, a bounded number
 // of slots reserved ahead of now, and permits that expire.
@@ -62,7 +64,6 @@ package bucket
 // floor((W+ExpiryNanos)/I)+1 uses.
 type StrictPacer struct {
 	cfg      Config
-	started  bool
 	lastNow  int64
 	nextFree int64
 }
@@ -70,12 +71,8 @@ type StrictPacer struct {
 // Config returns the configuration the pacer runs with.
 func (p *StrictPacer) Config() Config { return p.cfg }
 
-// clock returns now clamped to the largest now already seen, and nextFree
-// (now for a pacer never used).
+// clock returns now clamped to the largest now already seen, and nextFree.
 func (p *StrictPacer) clock(now int64) (int64, int64) {
-	if !p.started {
-		return now, now
-	}
 	return max(now, p.lastNow), p.nextFree
 }
 
@@ -93,12 +90,15 @@ func (p *StrictPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 	at := max(next, now)
 	wait := satSub(at, now)
 	ahead := satAdd(ceilDiv(wait, p.cfg.IntervalNanos)-1, n)
-	if wait > maxWaitNanos || ahead > p.cfg.Spec.MaxReserved {
+	end := satAdd(at, satMul(n, p.cfg.IntervalNanos))
+	// A grant whose slots would run past the end of the int64 timeline is
+	// refused: a saturated nextFree would serve every later request at the
+	// same instant.
+	if wait > maxWaitNanos || ahead > p.cfg.Spec.MaxReserved || end == math.MaxInt64 {
 		return Decision{AtNanos: at}, nil
 	}
-	p.started = true
 	p.lastNow = now
-	p.nextFree = satAdd(at, satMul(n, p.cfg.IntervalNanos))
+	p.nextFree = end
 	return Decision{Granted: true, AtNanos: at, ExpiresAtNanos: satAdd(at, p.cfg.ExpiryNanos)}, nil
 }
 
@@ -120,9 +120,7 @@ func (p *StrictPacer) Reconfigure(nowNanos int64, c Config) error {
 	if err := checkReconfigure(Strict, c); err != nil {
 		return err
 	}
-	if p.started {
-		p.lastNow = max(nowNanos, p.lastNow)
-	}
+	p.lastNow = max(nowNanos, p.lastNow)
 	p.cfg = c
 	return nil
 }
@@ -130,17 +128,16 @@ func (p *StrictPacer) Reconfigure(nowNanos int64, c Config) error {
 // AppendState appends version, algorithm, flags, lastNow and nextFree
 // (19 bytes).
 func (p *StrictPacer) AppendState(b []byte) []byte {
-	b = appendStateHeader(b, Strict, p.started)
+	b = appendStateHeader(b, Strict)
 	return appendInt64s(b, p.lastNow, p.nextFree)
 }
 
 // RestoreState replaces the state by the one encoded in b.
 func (p *StrictPacer) RestoreState(b []byte) error {
 	var f [2]int64
-	started, err := decodeState(b, Strict, f[:])
-	if err != nil {
+	if err := decodeState(b, Strict, f[:]); err != nil {
 		return err
 	}
-	p.started, p.lastNow, p.nextFree = started, f[0], f[1]
+	p.lastNow, p.nextFree = f[0], f[1]
 	return nil
 }

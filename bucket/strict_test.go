@@ -180,7 +180,7 @@ func FuzzStrict(f *testing.F) {
 		if err != nil {
 			return
 		}
-		p, _ := New(c)
+		p, _ := New(c, 0)
 		var now, lastSlot int64 = 0, math.MinInt64
 		for i := 0; i+1 < len(ops); i += 2 {
 			now += int64(ops[i]) * interval / 7
@@ -226,7 +226,7 @@ func FuzzStrict(f *testing.F) {
 func checkStateRoundTrip(t *testing.T, p Pacer) {
 	t.Helper()
 	b := p.AppendState(nil)
-	q, err := New(p.Config())
+	q, err := New(p.Config(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,10 @@
 package bucket
 
+import (
+	"math"
+	"math/bits"
+)
+
 // WarmingUpPacer is Guava's SmoothWarmingUp: idle time is stored as permits
 // that are served slower than fresh ones, so that a limiter that was idle
 // (cold) ramps up to its stable rate over the warm-up period.
@@ -101,24 +106,42 @@ func warmupAccrual(c *Config, elapsed int64) int64 {
 }
 
 // warmupDrainCost is F(s), the cost of draining the store from s to 0.
+// Compile rejects a config whose F(MaxStoredNanos) does not fit in int64
+// (warmupMaxDrainCost), and F is monotone, so for a compiled config no
+// step here saturates: every cost is exact.
 func warmupDrainCost(c *Config, s int64) int64 {
+	f, _ := warmupDrainCostExact(c, s)
+	return f
+}
+
+// warmupDrainCostExact is F(s) = s + floor(floor(u*u/W)*(C-I)/(2*I)) with
+// 128-bit intermediates, and false if it does not fit in int64 (the result
+// then saturates).
+func warmupDrainCostExact(c *Config, s int64) (int64, bool) {
 	if s <= c.ThresholdNanos {
-		return s
+		return s, true
 	}
 	u := s - c.ThresholdNanos
 	w := c.MaxStoredNanos - c.ThresholdNanos
 	if w <= 0 {
-		return s
+		return s, true
 	}
 	t, ok := mulDiv(u, u, w) // <= u since u <= w
 	if !ok {
-		return satAdd(s, t)
+		return math.MaxInt64, false
 	}
-	extra, ok := mulDiv(t, c.ColdIntervalNanos-c.IntervalNanos, c.IntervalNanos)
-	if !ok {
-		return satAdd(s, extra)
+	// floor(t*(C-I)/(2I)) equals floor(floor(t*(C-I)/I)/2); the divisor 2I
+	// fits in uint64 for every interval.
+	hi, lo := bits.Mul64(uint64(t), uint64(c.ColdIntervalNanos-c.IntervalNanos))
+	den := 2 * uint64(c.IntervalNanos)
+	if hi >= den {
+		return math.MaxInt64, false
 	}
-	return satAdd(s, extra/2)
+	extra, _ := bits.Div64(hi, lo, den)
+	if extra > math.MaxInt64 || s > math.MaxInt64-int64(extra) {
+		return math.MaxInt64, false
+	}
+	return s + int64(extra), true
 }
 
 // warmupCost is the wait charged for taking take of the stored time stored.

@@ -90,7 +90,7 @@ func TestApplyMatchesPacer(t *testing.T) {
 		t.Run(tc.desc, func(t *testing.T) {
 			h := newHarness(t)
 			h.put(0, "l", tc.cfg)
-			ref, err := bucket.New(tc.cfg)
+			ref, err := bucket.New(tc.cfg, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestReconfigure(t *testing.T) {
 	h := newHarness(t)
 	slow, fast := strict(t, 1, 10), strict(t, 2, 10)
 	h.put(0, "api", slow)
-	ref, err := bucket.New(slow)
+	ref, err := bucket.New(slow, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestReconfigure(t *testing.T) {
 	if got := h.put(0, "api", b); got != (PutResult{Version: 9}) {
 		t.Fatalf("algorithm-changing put = %+v", got)
 	}
-	fresh, err := bucket.New(b)
+	fresh, err := bucket.New(b, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,5 +295,28 @@ func TestBatchEqualsSequential(t *testing.T) {
 	}
 	if granted == 0 || refused == 0 || dups == 0 {
 		t.Fatalf("weak test: %d granted, %d refused, %d duplicates", granted, refused, dups)
+	}
+}
+
+// TestLimitTimelineStartsAtItsPut: a limit's pacer starts at the cluster
+// time of the put that created it (or changed its algorithm), as Guava's
+// limiter starts at its construction: a bursty limit created and left idle
+// has stored permits at its first reserve.
+func TestLimitTimelineStartsAtItsPut(t *testing.T) {
+	h := newHarness(t)
+	h.noop(5 * sec)
+	h.put(5*sec, "b", compile(t, bucket.Spec{Algorithm: bucket.Bursty, Rate: 5, MaxBurstSeconds: 1}))
+	// One idle second stored 5 permits: 5 + 1 are granted at once (the
+	// store pays for 5, the 6th is served at nextFree and the next caller
+	// pays), the 7th is not.
+	for i, want := range []Status{Granted, Granted, Granted, Granted, Granted, Granted, Refused} {
+		if got := h.reserve1(6*sec, rsv("b", 1, 0, "")); got.Status != want || got.Status == Granted && got.WaitNanos != 0 {
+			t.Fatalf("reserve %d at 6s on a bursty limit created at 5s: %+v, want %v without waiting", i, got, want)
+		}
+	}
+	// An algorithm change starts a new timeline at its put.
+	h.put(10*sec, "b", compile(t, bucket.Spec{Algorithm: bucket.Hybrid, Rate: 5}))
+	if got := h.reserve1(10*sec, rsv("b", 1, 0, "")); got.Status != Granted {
+		t.Fatalf("reserve at the hybrid put's time: %+v", got)
 	}
 }

@@ -3,8 +3,6 @@ package fsm
 import (
 	"fmt"
 	"math"
-
-	"github.com/permitd/permitd/bucket"
 )
 
 // minReserveLen is the smallest encoding of one reserve (one-byte name,
@@ -54,10 +52,9 @@ func (in *interner) name(b []byte) string {
 }
 
 // putParts is what decoding a put yields besides PutLimit: the config's
-// canonical bytes (a sub-slice of the entry) and a fresh pacer for it.
+// canonical bytes (a sub-slice of the entry).
 type putParts struct {
 	rawConfig []byte
-	pacer     bucket.Pacer
 }
 
 // decodeInto decodes b into e, reusing e.Reserves' storage. For a put it
@@ -83,7 +80,7 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 	e.NowNanos = int64(r.uint64BE("timestamp"))
 	switch t {
 	case CmdPutLimit:
-		put, err = decodePut(&r, &e.Put)
+		put, err = decodePut(&r, &e.Put, e.NowNanos)
 	case CmdDeleteLimit:
 		e.Delete.Name, err = decodeName(&r, names)
 	case CmdReserveBatch:
@@ -120,7 +117,7 @@ func decodeName(r *reader, names *interner) (string, error) {
 	return names.name(nb), nil
 }
 
-func decodePut(r *reader, p *PutLimit) (putParts, error) {
+func decodePut(r *reader, p *PutLimit, nowNanos int64) (putParts, error) {
 	name, err := decodeName(r, nil)
 	if err != nil {
 		return putParts{}, err
@@ -129,12 +126,12 @@ func decodePut(r *reader, p *PutLimit) (putParts, error) {
 	if r.err != nil {
 		return putParts{}, r.err
 	}
-	cfg, pacer, err := checkConfig(name, raw)
+	cfg, _, err := checkConfig(name, raw, nowNanos)
 	if err != nil {
 		return putParts{}, err
 	}
 	p.Name, p.Config = name, cfg
-	return putParts{rawConfig: raw, pacer: pacer}, nil
+	return putParts{rawConfig: raw}, nil
 }
 
 func decodeReserves(r *reader, rs []Reserve, names *interner) ([]Reserve, error) {

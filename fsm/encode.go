@@ -105,7 +105,7 @@ func AppendPut(b []byte, nowNanos int64, p PutLimit) ([]byte, error) {
 			ErrInvalidCommand, p.Name, n, MaxConfigBytes)
 	}
 	b = insertLen(b, cfgStart)
-	if _, _, err := checkConfig(p.Name, b[len(b)-n:]); err != nil {
+	if _, _, err := checkConfig(p.Name, b[len(b)-n:], nowNanos); err != nil {
 		return in, err
 	}
 	return b, nil
@@ -114,8 +114,9 @@ func AppendPut(b []byte, nowNanos int64, p PutLimit) ([]byte, error) {
 // checkConfig decodes an encoded config and checks that it is in canonical
 // form (re-encoding gives the same bytes, so that every replica stores and
 // snapshots the same bytes) and that a pacer can be built from it. It
-// returns the config and a fresh pacer for it.
-func checkConfig(name string, raw []byte) (bucket.Config, bucket.Pacer, error) {
+// returns the config and a fresh pacer for it whose timeline starts at
+// originNanos.
+func checkConfig(name string, raw []byte, originNanos int64) (bucket.Config, bucket.Pacer, error) {
 	cfg, err := bucket.DecodeConfig(raw)
 	if err != nil {
 		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config: %w", ErrInvalidCommand, name, err)
@@ -127,7 +128,7 @@ func checkConfig(name string, raw []byte) (bucket.Config, bucket.Pacer, error) {
 	if !bytes.Equal(again, raw) {
 		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config is not in canonical form (decoding and encoding it again changes its bytes)", ErrInvalidCommand, name)
 	}
-	pacer, err := bucket.New(cfg)
+	pacer, err := bucket.New(cfg, originNanos)
 	if err != nil {
 		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config cannot build a pacer: %w", ErrInvalidCommand, name, err)
 	}

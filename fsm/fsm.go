@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/permitd/permitd/bucket"
 )
 
 // state is everything replicated: what snapshots hold and StateHash covers.
@@ -121,8 +123,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 }
 
 // put creates or reconfigures a limit at index. With the same algorithm the
-// pacer is reconfigured (debt is kept); with another, the fresh pacer built
-// while decoding replaces it. Counters are kept either way.
+// pacer is reconfigured (debt is kept); with another, a fresh pacer replaces
+// it. A fresh pacer's timeline starts at the put's cluster time, as Guava's
+// limiter starts at its construction. Counters are kept either way.
 func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) PutResult {
 	l, ok := s.limits[p.Name]
 	if ok && l.pool != nil {
@@ -134,7 +137,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 	switch {
 	case !ok:
 		l = &limit{name: p.Name}
-		l.setConfig(p.Config, parts.rawConfig, index, parts.pacer)
+		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
 		s.limits[p.Name] = l
 		i, _ := slices.BinarySearch(s.names, p.Name)
 		s.names = slices.Insert(s.names, i, p.Name)
@@ -148,9 +151,19 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 		l.setConfig(p.Config, parts.rawConfig, index, l.pacer)
 	default:
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
-		l.setConfig(p.Config, parts.rawConfig, index, parts.pacer)
+		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
 	}
 	return PutResult{Version: index}
+}
+
+// freshPacer builds the pacer of a config that decoding already built one
+// for (checkConfig), so it cannot fail.
+func freshPacer(cfg bucket.Config, nowNanos int64) bucket.Pacer {
+	p, err := bucket.New(cfg, nowNanos)
+	if err != nil {
+		panic(fmt.Errorf("fsm: a config that decoded cannot build a pacer: %w", err))
+	}
+	return p
 }
 
 // accrueLeases mints a leased limit's permits up to now at its current

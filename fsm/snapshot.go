@@ -220,7 +220,7 @@ func decodeLimits(r *reader, st *state) {
 			r.fail("name %q does not sort after %q (limits must be sorted by name, without repeats)", name, st.names[i-1])
 			return
 		}
-		cfg, pacer, err := checkConfig(name, rawConfig)
+		cfg, pacer, err := checkConfig(name, rawConfig, 0)
 		if err != nil {
 			r.fail("%v", err)
 			return

@@ -51,7 +51,7 @@ func BenchmarkDecision(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			p, err := bucket.New(c)
+			p, err := bucket.New(c, 0)
 			if err != nil {
 				b.Fatal(err)
 			}

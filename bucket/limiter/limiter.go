@@ -126,7 +126,9 @@ func NewFromConfig(c bucket.Config) (*Limiter, error) {
 // newLimiterClock returns a Limiter for c, compiled from s, on the clock
 // chosen by the caller (tests).
 func newLimiterClock(c bucket.Config, s bucket.Spec, clk clock) (*Limiter, error) {
-	p, err := bucket.New(c)
+	// The pacer's timeline starts now, as Guava's limiter starts at its
+	// construction.
+	p, err := bucket.New(c, clk.nowNanos())
 	if err != nil {
 		return nil, err
 	}

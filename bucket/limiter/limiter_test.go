@@ -59,7 +59,7 @@ func newRefPacer(t *testing.T, s bucket.Spec) bucket.Pacer {
 	if err != nil {
 		t.Fatalf("Compile(%+v): %v", s, err)
 	}
-	p, err := bucket.New(c)
+	p, err := bucket.New(c, 0)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

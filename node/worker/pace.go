@@ -72,7 +72,7 @@ func (p *pacer) setRate(nowNanos, rateMilli int64) error {
 		return err
 	}
 	if p.p == nil {
-		if p.p, err = bucket.New(c); err != nil {
+		if p.p, err = bucket.New(c, nowNanos); err != nil {
 			return err
 		}
 	} else if err := p.p.Reconfigure(nowNanos, c); err != nil {
