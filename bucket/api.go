@@ -79,10 +79,15 @@ var (
 // When refused, nothing was reserved and AtNanos is the earliest time at which
 // the same request could be granted by a reservation with maxWait 0, as known
 // now (another caller may take it first).
+//
+// A grant of n > 1 permits is usable together at AtNanos, except when
+// SpacingNanos is not zero (Strict): permit j (0-based) is then usable from
+// AtNanos + j*SpacingNanos until ExpiresAtNanos + j*SpacingNanos.
 type Decision struct {
 	Granted        bool
 	AtNanos        int64
 	ExpiresAtNanos int64
+	SpacingNanos   int64
 }
 
 // Pacer is one limit's algorithm and state. Time is always an argument:

@@ -138,12 +138,12 @@ func TestPackageDocExample(t *testing.T) {
 		now            int64
 		strict, bursty Decision
 	}{
-		{2 * sec, Decision{true, 2 * sec, 5 * sec}, Decision{true, 2 * sec, 0}},
-		{8 * sec, Decision{true, 8 * sec, 11 * sec}, Decision{true, 8 * sec, 0}},
-		{13 * sec, Decision{false, 14 * sec, 0}, Decision{false, 14 * sec, 0}},
-		{14 * sec, Decision{true, 14 * sec, 17 * sec}, Decision{true, 14 * sec, 0}},
-		{40 * sec, Decision{true, 40 * sec, 43 * sec}, Decision{true, 40 * sec, 0}},
-		{40 * sec, Decision{false, 46 * sec, 0}, Decision{true, 40 * sec, 0}},
+		{2 * sec, Decision{true, 2 * sec, 5 * sec, 6 * sec}, Decision{true, 2 * sec, 0, 0}},
+		{8 * sec, Decision{true, 8 * sec, 11 * sec, 6 * sec}, Decision{true, 8 * sec, 0, 0}},
+		{13 * sec, Decision{false, 14 * sec, 0, 0}, Decision{false, 14 * sec, 0, 0}},
+		{14 * sec, Decision{true, 14 * sec, 17 * sec, 6 * sec}, Decision{true, 14 * sec, 0, 0}},
+		{40 * sec, Decision{true, 40 * sec, 43 * sec, 6 * sec}, Decision{true, 40 * sec, 0, 0}},
+		{40 * sec, Decision{false, 46 * sec, 0, 0}, Decision{true, 40 * sec, 0, 0}},
 	}
 	for _, st := range steps {
 		if got := mustReserve(t, strict, st.now, 1, 0); got != st.strict {

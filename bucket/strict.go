@@ -16,8 +16,10 @@ import "math"
 //
 // and moves nextFree to at+n*I. Permit j (0-based) of a grant may be used
 // from its slot at+j*I until that slot plus ExpiryNanos; Decision.AtNanos is
-// the first slot and Decision.ExpiresAtNanos = AtNanos + ExpiryNanos is the
-// expiry of the first permit. Because at is never earlier than now, time
+// the first slot, Decision.ExpiresAtNanos = AtNanos + ExpiryNanos is the
+// expiry of the first permit and Decision.SpacingNanos = I the spacing of
+// the others. A caller must use permit j at its own slot: n permits used
+// together would break the spacing the limit exists to enforce. Because at is never earlier than now, time
 // nobody used is forgotten: an API that counts no past under-utilisation
 // (the document's premise) never sees two slots closer than I.
 //
@@ -99,7 +101,7 @@ func (p *StrictPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 	}
 	p.lastNow = now
 	p.nextFree = end
-	return Decision{Granted: true, AtNanos: at, ExpiresAtNanos: satAdd(at, p.cfg.ExpiryNanos)}, nil
+	return Decision{Granted: true, AtNanos: at, ExpiresAtNanos: satAdd(at, p.cfg.ExpiryNanos), SpacingNanos: p.cfg.IntervalNanos}, nil
 }
 
 // Query returns max(nextFree, now): the first slot a request made now would

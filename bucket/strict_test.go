@@ -25,24 +25,24 @@ func TestStrictTimelineOfDocument002(t *testing.T) {
 			name: "pessimistic: the request at 13s is refused, come back at 14s",
 			spec: Spec{Algorithm: Strict, Rate: 1, Per: 6 * time.Second},
 			steps: []step{
-				{2 * sec, 0, Decision{true, 2 * sec, 5 * sec}},
-				{8 * sec, 0, Decision{true, 8 * sec, 11 * sec}},
-				{13 * sec, 0, Decision{false, 14 * sec, 0}},
-				{13 * sec, 10 * sec, Decision{false, 14 * sec, 0}}, // MaxReserved 0: no waiting ever
-				{14 * sec, 0, Decision{true, 14 * sec, 17 * sec}},
-				{21 * sec, 0, Decision{true, 21 * sec, 24 * sec}}, // no memory of the idle second
+				{2 * sec, 0, Decision{true, 2 * sec, 5 * sec, 6 * sec}},
+				{8 * sec, 0, Decision{true, 8 * sec, 11 * sec, 6 * sec}},
+				{13 * sec, 0, Decision{false, 14 * sec, 0, 0}},
+				{13 * sec, 10 * sec, Decision{false, 14 * sec, 0, 0}}, // MaxReserved 0: no waiting ever
+				{14 * sec, 0, Decision{true, 14 * sec, 17 * sec, 6 * sec}},
+				{21 * sec, 0, Decision{true, 21 * sec, 24 * sec, 6 * sec}}, // no memory of the idle second
 			},
 		},
 		{
 			name: "optimistic: the request at 13s waits until 14s",
 			spec: Spec{Algorithm: Strict, Rate: 1, Per: 6 * time.Second, MaxReserved: 1},
 			steps: []step{
-				{2 * sec, 0, Decision{true, 2 * sec, 5 * sec}},
-				{8 * sec, 0, Decision{true, 8 * sec, 11 * sec}},
-				{13 * sec, sec - 1, Decision{false, 14 * sec, 0}}, // not willing to wait 1 s
-				{13 * sec, sec, Decision{true, 14 * sec, 17 * sec}},
-				{13 * sec, time.Hour.Nanoseconds(), Decision{false, 20 * sec, 0}}, // a second reservation ahead: over MaxReserved
-				{15 * sec, 5 * sec, Decision{true, 20 * sec, 23 * sec}},           // 14s slot is past: only this one ahead
+				{2 * sec, 0, Decision{true, 2 * sec, 5 * sec, 6 * sec}},
+				{8 * sec, 0, Decision{true, 8 * sec, 11 * sec, 6 * sec}},
+				{13 * sec, sec - 1, Decision{false, 14 * sec, 0, 0}}, // not willing to wait 1 s
+				{13 * sec, sec, Decision{true, 14 * sec, 17 * sec, 6 * sec}},
+				{13 * sec, time.Hour.Nanoseconds(), Decision{false, 20 * sec, 0, 0}}, // a second reservation ahead: over MaxReserved
+				{15 * sec, 5 * sec, Decision{true, 20 * sec, 23 * sec, 6 * sec}},     // 14s slot is past: only this one ahead
 			},
 		},
 	}
@@ -64,10 +64,10 @@ func TestStrictMaxReserved(t *testing.T) {
 	p := mustNew(t, Spec{Algorithm: Strict, Rate: 1, MaxReserved: 2})
 	const forever = math.MaxInt64
 	want := []Decision{
-		{true, 0, sec / 2},             // served now
-		{true, sec, sec + sec/2},       // 1 ahead
-		{true, 2 * sec, 2*sec + sec/2}, // 2 ahead
-		{false, 3 * sec, 0},            // would be the 3rd ahead
+		{true, 0, sec / 2, sec},             // served now
+		{true, sec, sec + sec/2, sec},       // 1 ahead
+		{true, 2 * sec, 2*sec + sec/2, sec}, // 2 ahead
+		{false, 3 * sec, 0, 0},              // would be the 3rd ahead
 	}
 	for i, w := range want {
 		if got := mustReserve(t, p, 0, 1, forever); got != w {
@@ -90,7 +90,7 @@ func TestStrictMaxReserved(t *testing.T) {
 func TestStrictWeighted(t *testing.T) {
 	p := mustNew(t, Spec{Algorithm: Strict, Rate: 10, MaxReserved: 4, Expiry: time.Millisecond})
 	// 3 permits at 0: slots 0, 100ms, 200ms (2 ahead).
-	if got := mustReserve(t, p, 0, 3, 0); got != (Decision{true, 0, 1e6}) {
+	if got := mustReserve(t, p, 0, 3, 0); got != (Decision{true, 0, 1e6, 1e8}) {
 		t.Fatalf("3 permits: %+v", got)
 	}
 	// 3 more: slots 300..500ms, ahead = 2 + 3 = 5 > 4.
@@ -98,7 +98,7 @@ func TestStrictWeighted(t *testing.T) {
 		t.Fatalf("3 more: %+v, want refused at 300ms", got)
 	}
 	// 2 more: slots 300, 400ms: ahead 4.
-	if got := mustReserve(t, p, 0, 2, sec); got != (Decision{true, 3e8, 3e8 + 1e6}) {
+	if got := mustReserve(t, p, 0, 2, sec); got != (Decision{true, 3e8, 3e8 + 1e6, 1e8}) {
 		t.Fatalf("2 more: %+v", got)
 	}
 	if _, err := p.Reserve(0, 6, 0); !errors.Is(err, ErrTooManyPermits) {
@@ -139,7 +139,7 @@ func TestStrictTimeGoesBackwards(t *testing.T) {
 	p := mustNew(t, Spec{Algorithm: Strict, Rate: 1, MaxReserved: 1})
 	mustReserve(t, p, 10*sec, 1, 0)
 	// now = 5s is treated as 10s: the next slot is 11s, 1 s away.
-	if got := mustReserve(t, p, 5*sec, 1, sec); got != (Decision{true, 11 * sec, 11*sec + sec/2}) {
+	if got := mustReserve(t, p, 5*sec, 1, sec); got != (Decision{true, 11 * sec, 11*sec + sec/2, sec}) {
 		t.Fatalf("backwards: %+v", got)
 	}
 }
@@ -161,7 +161,7 @@ func TestStrictReconfigureKeepsReservations(t *testing.T) {
 		t.Fatalf("after reconfigure at 2s: %+v", got)
 	}
 	// At 2.8s the next slot (3s) is 2 new intervals away: 2 ahead with this one.
-	if got := mustReserve(t, p, 28e8, 1, 10*sec); got != (Decision{true, 3 * sec, 3*sec + 5e7}) {
+	if got := mustReserve(t, p, 28e8, 1, 10*sec); got != (Decision{true, 3 * sec, 3*sec + 5e7, 1e8}) {
 		t.Fatalf("after reconfigure at 2.8s: %+v", got)
 	}
 }

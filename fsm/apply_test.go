@@ -201,7 +201,7 @@ func TestTimeClamp(t *testing.T) {
 }
 
 func TestApplyPanicsOnBadEntry(t *testing.T) {
-	good, err := AppendReserveBatch(nil, sec, []Reserve{rsv("api", 1, 0, "")})
+	good, err := AppendReserveBatch(nil, at(sec), []Reserve{rsv("api", 1, 0, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,13 +211,14 @@ func TestApplyPanicsOnBadEntry(t *testing.T) {
 		want string
 	}{
 		{"empty", nil, "command type: truncated"},
-		{"unknown type", []byte{0x7f, 1, 0, 0, 0, 0, 0, 0, 0, 0}, "unknown command type 127"},
+		{"unknown type", []byte{0x7f, 2, 0, 0, 0, 0, 0, 0, 0, 0}, "unknown command type 127"},
 		{"unknown version", []byte{byte(CmdNoop), 9, 0, 0, 0, 0, 0, 0, 0, 0}, "encoding version 9"},
+		{"version 1", []byte{byte(CmdNoop), 1, 0, 0, 0, 0, 0, 0, 0, 0}, "encoding version 1"},
 		{"trailing", append(clone(good), 0), "1 trailing bytes"},
 		{"truncated", good[:len(good)-2], "truncated"},
 		{"zero permits", func() []byte {
 			b := clone(good)
-			b[len(b)-3] = 0 // the permits varint of the only reserve
+			b[len(b)-4] = 0 // the permits varint of the only reserve (then max wait, arrival, key)
 			return b
 		}(), "0 permits"},
 	}
@@ -247,30 +248,37 @@ func TestApplyPanicsOnBadEntry(t *testing.T) {
 func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // TestBatchEqualsSequential checks that one entry with k reserves gives the
-// results and the state of k entries of one reserve at the same time.
+// results and the state of k entries of one reserve, each stamped at its
+// reserve's arrival time.
 func TestBatchEqualsSequential(t *testing.T) {
 	var rs []Reserve
 	rng := rand.New(rand.NewPCG(7, 7))
+	arrived := 2 * sec
 	for i := range 200 {
 		id := ""
 		if i%3 == 0 {
 			id = []string{"r1", "r2", "r3", "r4", "r5", "r6", "r7"}[rng.IntN(7)]
 		}
-		rs = append(rs, rsv([]string{"a", "b", "missing"}[rng.IntN(3)], 1+rng.Int64N(2), []int64{0, sec / 2, 5 * sec}[rng.IntN(3)], id))
+		if rng.IntN(2) == 0 {
+			arrived += rng.Int64N(30 * ms)
+		}
+		r := rsv([]string{"a", "b", "c", "missing"}[rng.IntN(4)], 1+rng.Int64N(2), []int64{0, sec / 2, 5 * sec}[rng.IntN(3)], id)
+		r.ArrivedNanos = arrived
+		rs = append(rs, r)
 	}
 	one, seq := newHarness(t), newHarness(t)
 	for _, h := range []*harness{one, seq} {
 		h.put(0, "a", strict(t, 50, 20))
 		h.put(0, "b", strict(t, 3, 0))
+		h.put(0, "c", compile(t, bucket.Spec{Algorithm: bucket.Hybrid, Rate: 100}))
 		h.reserve1(sec, rsv("a", 1, 0, "r1"))
 	}
-	now := 2 * sec
 	var got []ReserveResult
 	for _, r := range rs {
-		got = append(got, seq.reserve1(now, r))
+		got = append(got, seq.reserve1(r.ArrivedNanos, r))
 	}
 	one.index = seq.index - 1 // the batch gets the index of the last single entry
-	want := one.reserve(now, rs...)
+	want := one.reserve(2*sec, rs...)
 	if !reflect.DeepEqual(got, want) {
 		for i := range got {
 			if got[i] != want[i] {
@@ -298,25 +306,101 @@ func TestBatchEqualsSequential(t *testing.T) {
 	}
 }
 
-// TestLimitTimelineStartsAtItsPut: a limit's pacer starts at the cluster
-// time of the put that created it (or changed its algorithm), as Guava's
-// limiter starts at its construction: a bursty limit created and left idle
-// has stored permits at its first reserve.
-func TestLimitTimelineStartsAtItsPut(t *testing.T) {
+// TestBatchArrivalsAreNotCollapsed: reserves that reached the leader spread
+// out, batched into one entry, are decided at their arrival times, not at
+// one instant. At half the rate of a hybrid limit with max wait 0, every
+// one is granted; decided at the entry's single stamp, most would be
+// refused.
+func TestBatchArrivalsAreNotCollapsed(t *testing.T) {
 	h := newHarness(t)
-	h.noop(5 * sec)
-	h.put(5*sec, "b", compile(t, bucket.Spec{Algorithm: bucket.Bursty, Rate: 5, MaxBurstSeconds: 1}))
-	// One idle second stored 5 permits: 5 + 1 are granted at once (the
-	// store pays for 5, the 6th is served at nextFree and the next caller
-	// pays), the 7th is not.
-	for i, want := range []Status{Granted, Granted, Granted, Granted, Granted, Granted, Refused} {
-		if got := h.reserve1(6*sec, rsv("b", 1, 0, "")); got.Status != want || got.Status == Granted && got.WaitNanos != 0 {
-			t.Fatalf("reserve %d at 6s on a bursty limit created at 5s: %+v, want %v without waiting", i, got, want)
+	h.put(0, "h", compile(t, bucket.Spec{Algorithm: bucket.Hybrid, Rate: 5000})) // I = 200 µs
+	const perBatch, batches = 50, 20
+	next := int64(0)
+	refused := 0
+	for range batches {
+		rs := make([]Reserve, perBatch)
+		for i := range rs {
+			next += 400_000 // 2 500/s: half the rate
+			rs[i] = Reserve{Limit: "h", Permits: 1, ArrivedNanos: next}
+		}
+		for _, r := range h.reserve(rs[0].ArrivedNanos, rs...) {
+			if r.Status != Granted {
+				refused++
+			}
 		}
 	}
-	// An algorithm change starts a new timeline at its put.
-	h.put(10*sec, "b", compile(t, bucket.Spec{Algorithm: bucket.Hybrid, Rate: 5}))
-	if got := h.reserve1(10*sec, rsv("b", 1, 0, "")); got.Status != Granted {
-		t.Fatalf("reserve at the hybrid put's time: %+v", got)
+	if refused != 0 {
+		t.Fatalf("%d of %d reserves at half the rate with max wait 0 refused, want 0", refused, perBatch*batches)
+	}
+	if h.f.LastNowNanos() != next {
+		t.Fatalf("LastNowNanos = %d after the batches, want the last arrival %d", h.f.LastNowNanos(), next)
+	}
+}
+
+// TestStampFromAnotherTermPassesNoTime: an entry stamped in one term and
+// appended in another carries a time read from an earlier timeline; Apply
+// decides it as if no time had passed since the last entry.
+func TestStampFromAnotherTermPassesNoTime(t *testing.T) {
+	h := newHarness(t)
+	h.put(0, "s", strict(t, 0.5, 0)) // one permit per 2 s
+	if got := h.reserve1(10*sec, rsv("s", 1, 0, "")); got.Status != Granted {
+		t.Fatalf("first permit: %+v", got)
+	}
+	// Stamped at 20 s in term 1, appended in term 3: no time passes.
+	b, err := AppendReserveBatch(nil, Stamp{Nanos: 20 * sec, Term: 1}, []Reserve{{Limit: "s", Permits: 1, ArrivedNanos: 25 * sec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.index++
+	res := h.f.Apply(&raft.Log{Index: h.index, Term: 3, Type: raft.LogCommand, Data: b}).([]ReserveResult)
+	if res[0].Status != Refused || res[0].NowNanos != 10*sec || res[0].RetryAfterNanos != 2*sec || res[0].OnArrival {
+		t.Fatalf("reserve stamped in another term = %+v, want refused at 10 s, retry after 2 s, not on arrival", res[0])
+	}
+	if h.f.LastNowNanos() != 10*sec {
+		t.Fatalf("LastNowNanos = %d, want 10 s: a stale stamp must not move the timeline", h.f.LastNowNanos())
+	}
+	// In its own term a reserve is decided on arrival, unless the timeline
+	// is already past its stamp.
+	b, _ = AppendReserveBatch(nil, Stamp{Nanos: 11 * sec, Term: 3}, []Reserve{
+		{Limit: "s", Permits: 1, ArrivedNanos: 12 * sec}, {Limit: "s", Permits: 1, ArrivedNanos: 12 * sec}})
+	h.index++
+	res = h.f.Apply(&raft.Log{Index: h.index, Term: 3, Type: raft.LogCommand, Data: b}).([]ReserveResult)
+	if !res[0].OnArrival || res[0].NowNanos != 12*sec || !res[1].OnArrival {
+		t.Fatalf("reserves stamped in the entry's term = %+v, want decided on arrival at 12 s", res)
+	}
+	b, _ = AppendReserveBatch(nil, Stamp{Nanos: 11 * sec, Term: 3}, []Reserve{{Limit: "s", Permits: 1, ArrivedNanos: 11 * sec}})
+	h.index++
+	res = h.f.Apply(&raft.Log{Index: h.index, Term: 3, Type: raft.LogCommand, Data: b}).([]ReserveResult)
+	if res[0].OnArrival || res[0].NowNanos != 12*sec {
+		t.Fatalf("reserve stamped behind the timeline = %+v, want decided at 12 s, not on arrival", res[0])
+	}
+	// The same stamp in its own term is trusted.
+	b = AppendNoop(nil, Stamp{Nanos: 20 * sec, Term: 3})
+	h.index++
+	h.f.Apply(&raft.Log{Index: h.index, Term: 3, Type: raft.LogCommand, Data: b})
+	if h.f.LastNowNanos() != 20*sec {
+		t.Fatalf("LastNowNanos = %d, want 20 s", h.f.LastNowNanos())
+	}
+}
+
+// TestGrantSpacingAndReplayExpiry: a strict grant of n permits says how far
+// apart they are; a replayed grant of an algorithm without expiry is
+// usable for one interval after its time, and refused (expired) later.
+func TestGrantSpacingAndReplayExpiry(t *testing.T) {
+	h := newHarness(t)
+	h.put(0, "s", strict(t, 1, 2))
+	h.put(0, "b", bursty(t, 10)) // I = 100 ms
+	if got := h.reserve1(0, rsv("s", 3, 0, "")); got.Status != Granted || got.WaitNanos != 0 || got.SpacingNanos != sec || got.ExpiresInNanos != sec/2 {
+		t.Fatalf("strict grant of 3 = %+v, want at once, spaced 1 s, first expiring after 0.5 s", got)
+	}
+	fresh := h.reserve1(sec, rsv("b", 1, 0, "x"))
+	if fresh.Status != Granted || fresh.ExpiresInNanos != 0 || fresh.SpacingNanos != 0 {
+		t.Fatalf("fresh bursty grant = %+v, want no expiry, no spacing", fresh)
+	}
+	if got := h.reserve1(sec+50*ms, rsv("b", 1, 0, "x")); !got.Duplicate || got.Status != Granted || got.ExpiresInNanos != 50*ms {
+		t.Fatalf("replay 50 ms later = %+v, want a duplicate expiring in 50 ms", got)
+	}
+	if got := h.reserve1(sec+100*ms, rsv("b", 1, 0, "x")); !got.Duplicate || got.ExpiresInNanos != -1 {
+		t.Fatalf("replay one interval later = %+v, want expired (-1)", got)
 	}
 }

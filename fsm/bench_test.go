@@ -28,7 +28,7 @@ func BenchmarkApplyBatch64Strict(b *testing.B) {
 	for _, withIDs := range []bool{false, true} {
 		b.Run(fmt.Sprintf("ids=%v", withIDs), func(b *testing.B) {
 			f := New()
-			put, err := AppendPut(nil, 0, PutLimit{Name: "api", Config: strict(b, 1e6, 64)})
+			put, err := AppendPut(nil, at(0), PutLimit{Name: "api", Config: strict(b, 1e6, 64)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -47,7 +47,7 @@ func BenchmarkApplyBatch64Strict(b *testing.B) {
 				if withIDs {
 					prefix = "req"
 				}
-				if entries[i], err = AppendReserveBatch(nil, 0, benchBatch(prefix, i)); err != nil {
+				if entries[i], err = AppendReserveBatch(nil, at(0), benchBatch(prefix, i)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -79,7 +79,7 @@ func BenchmarkAppendReserveBatch64(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		if buf, err = AppendReserveBatch(buf[:0], 1, rs); err != nil {
+		if buf, err = AppendReserveBatch(buf[:0], at(1), rs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -87,7 +87,7 @@ func BenchmarkAppendReserveBatch64(b *testing.B) {
 }
 
 func BenchmarkDecodeReserveBatch64(b *testing.B) {
-	data, err := AppendReserveBatch(nil, 1, benchBatch("req", 0))
+	data, err := AppendReserveBatch(nil, at(1), benchBatch("req", 0))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func BenchmarkDecodeReserveBatch64(b *testing.B) {
 }
 
 func BenchmarkDecodePut(b *testing.B) {
-	data, err := AppendPut(nil, 1, PutLimit{Name: "api", Config: strict(b, 10, 5)})
+	data, err := AppendPut(nil, at(1), PutLimit{Name: "api", Config: strict(b, 10, 5)})
 	if err != nil {
 		b.Fatal(err)
 	}

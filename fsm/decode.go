@@ -6,8 +6,9 @@ import (
 )
 
 // minReserveLen is the smallest encoding of one reserve (one-byte name,
-// permits, max wait, empty id); it bounds preallocation for a claimed count.
-const minReserveLen = 5
+// permits, max wait, arrival delta, key byte); it bounds preallocation for
+// a claimed count.
+const minReserveLen = 6
 
 // Decode decodes and validates one log entry. It never panics; every error
 // wraps ErrDecode (the bytes are not an entry of this encoding: truncated,
@@ -77,14 +78,18 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 		return putParts{}, r.err
 	}
 	e.Type = t
-	e.NowNanos = int64(r.uint64BE("timestamp"))
+	e.Stamp.Nanos = int64(r.uint64BE("timestamp"))
+	e.Stamp.Term = r.uint64BE("stamp term")
+	if r.err != nil {
+		return putParts{}, r.err
+	}
 	switch t {
 	case CmdPutLimit:
-		put, err = decodePut(&r, &e.Put, e.NowNanos)
+		put, err = decodePut(&r, &e.Put, e.Stamp.Nanos)
 	case CmdDeleteLimit:
 		e.Delete.Name, err = decodeName(&r, names)
 	case CmdReserveBatch:
-		e.Reserves, err = decodeReserves(&r, reserves, names)
+		e.Reserves, err = decodeReserves(&r, reserves, names, e.Stamp.Nanos)
 	case CmdPutLeasePolicy:
 		err = decodeLeasePolicy(&r, &e.Policy, names)
 	case CmdLease:
@@ -134,7 +139,7 @@ func decodePut(r *reader, p *PutLimit, nowNanos int64) (putParts, error) {
 	return putParts{rawConfig: raw}, nil
 }
 
-func decodeReserves(r *reader, rs []Reserve, names *interner) ([]Reserve, error) {
+func decodeReserves(r *reader, rs []Reserve, names *interner, stampNanos int64) ([]Reserve, error) {
 	n := r.uvarint("batch count")
 	if r.err != nil {
 		return rs, r.err
@@ -147,6 +152,7 @@ func decodeReserves(r *reader, rs []Reserve, names *interner) ([]Reserve, error)
 		rs = make([]Reserve, 0, want)
 	}
 	r.unit = "reserve"
+	arrived := stampNanos
 	for i := range count {
 		r.index = i
 		name, err := decodeName(r, names)
@@ -155,19 +161,36 @@ func decodeReserves(r *reader, rs []Reserve, names *interner) ([]Reserve, error)
 		}
 		permits := r.uvarint("permits")
 		maxWait := r.uvarint("max wait")
-		id := r.bytes("request id", MaxRequestIDLen)
+		delta := r.uvarint("arrival delta")
+		res := Reserve{Limit: name}
+		switch key := r.byte1("key"); key {
+		case keyNone:
+		case keyRequestID:
+			id := r.bytes("request id", MaxRequestIDLen)
+			if r.err == nil && len(id) == 0 {
+				r.fail("empty request id after key byte %d (an empty id is key %d)", keyRequestID, keyNone)
+			}
+			if len(id) > 0 {
+				res.RequestID = string(id)
+			}
+		case keySession:
+			res.Session = SessionRef{ID: r.uvarint("session id"), Seq: r.uvarint("session seq"), AckedBelow: r.uvarint("session acked below")}
+			if r.err == nil && res.Session.ID == 0 {
+				r.fail("session id 0 after key byte %d (no session is key %d)", keySession, keyNone)
+			}
+		default:
+			r.fail("key byte %d (allowed: %d none, %d request id, %d session)", key, keyNone, keyRequestID, keySession)
+		}
 		if r.err != nil {
 			return rs, r.err
 		}
-		if permits > math.MaxInt64 || maxWait > math.MaxInt64 {
-			return rs, inReserve(fmt.Errorf("%w: reserve on limit %q: permits %d or max wait %dns exceeds the int64 range",
-				ErrInvalidCommand, name, permits, maxWait), i, count)
+		if permits > math.MaxInt64 || maxWait > math.MaxInt64 || delta > uint64(math.MaxInt64-arrived) {
+			return rs, inReserve(fmt.Errorf("%w: reserve on limit %q: permits %d, max wait %dns or arrival %d+%dns exceeds the int64 range",
+				ErrInvalidCommand, name, permits, maxWait, arrived, delta), i, count)
 		}
-		res := Reserve{Limit: name, Permits: int64(permits), MaxWaitNanos: int64(maxWait)}
-		if len(id) > 0 {
-			res.RequestID = string(id)
-		}
-		if err := validateReserveNumbers(res.Limit, res.Permits, res.MaxWaitNanos, res.RequestID); err != nil {
+		arrived += int64(delta)
+		res.Permits, res.MaxWaitNanos, res.ArrivedNanos = int64(permits), int64(maxWait), arrived
+		if err := validateReserveNumbers(&res); err != nil {
 			return rs, inReserve(err, i, count)
 		}
 		rs = append(rs, res)

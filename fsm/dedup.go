@@ -4,21 +4,32 @@ import (
 	"time"
 )
 
-// Retention of request IDs. Both are part of the replicated behaviour: every
-// replica must evict the same IDs at the same entry, so changing them needs
+// Retention of request IDs. They are part of the replicated behaviour: every
+// replica must forget the same IDs at the same entry, so changing them needs
 // a new EncodingVersion.
 const (
 	// DedupWindowNanos is how long, in cluster time, a request ID is
-	// remembered after its reserve was decided. A retry arriving later is
+	// remembered after its command was decided. A retry arriving later is
 	// decided afresh.
 	DedupWindowNanos = int64(10 * time.Minute)
-	// MaxDedupEntries is the most request IDs remembered at once; when full,
-	// the oldest is forgotten first.
+	// MaxDedupEntries is the most reserve request IDs remembered at once.
+	// When the table is full a reserve with a new ID is answered Busy
+	// rather than forgetting an ID younger than DedupWindowNanos, so that
+	// the window always holds: the table admits at most MaxDedupEntries
+	// new reserve IDs per DedupWindowNanos (about 1 750 per second).
+	// Sessions have no such limit.
 	MaxDedupEntries = 1 << 20
+	// MaxLeaseDedupEntries is the most lease-command request IDs
+	// remembered at once; when full, the oldest is forgotten first. That
+	// is safe for lease commands: a renew or return retried after its ID
+	// was forgotten is fenced (the lease's epoch moved on), and a lease
+	// retried so is refused, naming the lease its holder already holds.
+	MaxLeaseDedupEntries = 1 << 18
 )
 
 // dedupRecord is one remembered request ID and the outcome of its reserve
-// (outcome) or of its lease command (lease, nil for a reserve).
+// (outcome, in the reserve table) or of its lease command (lease, in the
+// lease table).
 type dedupRecord struct {
 	id              string
 	recordedAtNanos int64
@@ -33,6 +44,9 @@ type dedupRecord struct {
 type dedupTable struct {
 	windowNanos int64
 	maxEntries  int
+	// evict reports that a full table forgets its oldest ID to take a new
+	// one (the lease table); otherwise a full table takes none (full).
+	evict bool
 	// seqByID maps an ID to its sequence number; queue[seq-firstSeq] is its
 	// record.
 	seqByID map[string]uint64
@@ -42,9 +56,16 @@ type dedupTable struct {
 	firstSeq uint64
 }
 
-func newDedupTable(windowNanos int64, maxEntries int) dedupTable {
-	return dedupTable{windowNanos: windowNanos, maxEntries: maxEntries, seqByID: make(map[string]uint64)}
+func newDedupTable(windowNanos int64, maxEntries int, evict bool) dedupTable {
+	return dedupTable{windowNanos: windowNanos, maxEntries: maxEntries, evict: evict, seqByID: make(map[string]uint64)}
 }
+
+// full reports that a table that does not evict cannot take a new ID.
+func (t *dedupTable) full() bool { return !t.evict && t.len() >= t.maxEntries }
+
+// oldestAtNanos is when the oldest remembered ID was recorded (only for a
+// non-empty table).
+func (t *dedupTable) oldestAtNanos() int64 { return t.queue[t.head].recordedAtNanos }
 
 // len is the number of remembered IDs.
 func (t *dedupTable) len() int { return len(t.queue) - t.head }
@@ -84,8 +105,9 @@ func (t *dedupTable) popOldest() {
 }
 
 // add remembers rec, forgetting the oldest record first if the table is
-// full. rec.id must not be in the table and rec.recordedAtNanos must not be
-// before the newest record's.
+// full and evicts (a table that does not evict must not be full). rec.id
+// must not be in the table and rec.recordedAtNanos must not be before the
+// newest record's.
 func (t *dedupTable) add(rec dedupRecord) {
 	if t.len() >= t.maxEntries {
 		t.popOldest()

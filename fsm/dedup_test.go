@@ -49,6 +49,7 @@ func TestDedupLaterEntryRebasesTimes(t *testing.T) {
 	want := first
 	want.Duplicate = true
 	want.WaitNanos -= half
+	want.NowNanos = half
 	if want.ExpiresInNanos != 0 {
 		want.ExpiresInNanos -= half
 	}
@@ -76,7 +77,7 @@ func TestDedupRecordsEveryOutcome(t *testing.T) {
 	if got := h.reserve1(refused.RetryAfterNanos, rsv("api", 1, 0, "r")); !got.Duplicate || got.Status != Refused || got.RetryAfterNanos != 1 {
 		t.Fatalf("refused duplicate at its retry time = %+v, want a Refused duplicate with RetryAfterNanos 1", got)
 	}
-	if got := h.reserve1(refused.RetryAfterNanos, rsv("later", 1, 0, "u")); got != (ReserveResult{Status: UnknownLimit, Duplicate: true}) {
+	if got := h.reserve1(refused.RetryAfterNanos, rsv("later", 1, 0, "u")); got != (ReserveResult{Status: UnknownLimit, Duplicate: true, NowNanos: refused.RetryAfterNanos}) {
 		t.Fatalf("unknown-limit duplicate = %+v: an id names one decision", got)
 	}
 }
@@ -104,25 +105,36 @@ func TestDedupWindow(t *testing.T) {
 	}
 }
 
-func TestDedupCapacityEvictsOldest(t *testing.T) {
+// TestDedupFullTableAnswersBusy: a full table of reserve IDs takes no new
+// ID (forgetting one younger than the window would let its late retry be
+// decided afresh): a reserve with a new ID is Busy until the oldest ID
+// ages out, and every remembered ID is still answered from the table.
+func TestDedupFullTableAnswersBusy(t *testing.T) {
 	h := &harness{t: t, f: newFSM(DedupWindowNanos, 3)}
 	h.put(0, "api", strict(t, 1e6, 0))
-	for i, id := range []string{"a", "b", "c", "d"} {
+	for i, id := range []string{"a", "b", "c"} {
 		h.reserve1(int64(i)*sec, rsv("api", 1, 0, id))
 	}
-	if h.f.DedupEntries() != 3 {
-		t.Fatalf("DedupEntries = %d, want the cap 3", h.f.DedupEntries())
+	busy := h.reserve1(10*sec, rsv("api", 1, 0, "d"))
+	if busy.Status != Busy || busy.RetryAfterNanos != DedupWindowNanos-10*sec || busy.Duplicate {
+		t.Fatalf("a new ID in a full table = %+v, want Busy, retry when the oldest ID (recorded at 0) ages out", busy)
 	}
-	res := h.reserve(10*sec, rsv("api", 1, 0, "d"), rsv("api", 1, 0, "b"), rsv("api", 1, 0, "a"))
-	if !res[0].Duplicate || !res[1].Duplicate || res[2].Duplicate {
-		t.Fatalf("after evicting the oldest: %+v; want d, b duplicates and a forgotten", res)
+	res := h.reserve(10*sec, rsv("api", 1, 0, "c"), rsv("api", 1, 0, "b"), rsv("api", 1, 0, "a"), rsv("api", 1, 0, ""))
+	if !res[0].Duplicate || !res[1].Duplicate || !res[2].Duplicate || res[3].Status != Granted {
+		t.Fatalf("remembered IDs and a reserve without an ID in a full table: %+v; want three duplicates and a grant", res)
+	}
+	if info, _ := h.f.Limit("api"); info.GrantedRequests != 4 {
+		t.Fatalf("a Busy reserve was counted or granted: %+v", info)
+	}
+	if got := h.reserve1(DedupWindowNanos, rsv("api", 1, 0, "d")); got.Status != Granted || got.Duplicate {
+		t.Fatalf("once the oldest ID aged out = %+v, want a fresh grant", got)
 	}
 }
 
 // TestDedupTableQueue exercises the queue's compaction and reset with many
 // insertions and evictions.
 func TestDedupTableQueue(t *testing.T) {
-	tab := newDedupTable(100, 50)
+	tab := newDedupTable(100, 50, true)
 	for i := range 10000 {
 		now := int64(i)
 		tab.expire(now)

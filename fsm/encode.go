@@ -12,51 +12,73 @@ import (
 //
 //	byte 0      CommandType
 //	byte 1      EncodingVersion
-//	bytes 2-9   NowNanos, int64 big-endian (the leader's cluster time)
+//	bytes 2-9   Stamp.Nanos, int64 big-endian (the leader's cluster time)
+//	bytes 10-17 Stamp.Term, uint64 big-endian (the term it was stamped in)
 //	...         the command:
 //
 //	CmdPutLimit      name, config (uvarint length + bucket.Config.AppendBinary)
 //	CmdDeleteLimit   name
 //	CmdReserveBatch  uvarint count (1..MaxBatchReserves), then per reserve:
 //	                 limit name, uvarint permits (>= 1), uvarint max wait
-//	                 nanos, request id (0..MaxRequestIDLen bytes)
+//	                 nanos, uvarint arrival delta (ArrivedNanos minus the
+//	                 previous reserve's, the first's minus Stamp.Nanos),
+//	                 byte key: 0 none, 1 request id (1..MaxRequestIDLen
+//	                 bytes), 2 session (uvarint id, seq, acked below)
 //	CmdNoop          nothing
+//	CmdOpenSession   nothing
 //	CmdLease, CmdRenew, CmdReturn, CmdPutLeasePolicy: see leasecodec.go
 //
 // Names and ids are uvarint-length-prefixed bytes; varints are in shortest
 // form. Nothing may follow the command.
 
-// headerLen is the length of the type, version and timestamp prefix.
-const headerLen = 10
+// headerLen is the length of the type, version and stamp prefix.
+const headerLen = 18
 
-// appendHeader appends the type, version and timestamp of an entry.
-func appendHeader(b []byte, t CommandType, nowNanos int64) []byte {
+// Key bytes of a reserve in a CmdReserveBatch.
+const (
+	keyNone      = 0
+	keyRequestID = 1
+	keySession   = 2
+)
+
+// appendHeader appends the type, version and stamp of an entry.
+func appendHeader(b []byte, t CommandType, st Stamp) []byte {
 	b = append(b, byte(t), EncodingVersion)
-	return appendUint64(b, uint64(nowNanos))
+	b = appendUint64(b, uint64(st.Nanos))
+	return appendUint64(b, st.Term)
 }
 
-// AppendNoop appends a CmdNoop entry stamped nowNanos to b. A new leader
-// writes one to continue the cluster timeline.
-func AppendNoop(b []byte, nowNanos int64) []byte {
-	return appendHeader(b, CmdNoop, nowNanos)
+// AppendNoop appends a CmdNoop entry stamped st to b. A new leader writes
+// one to continue the cluster timeline.
+func AppendNoop(b []byte, st Stamp) []byte {
+	return appendHeader(b, CmdNoop, st)
+}
+
+// AppendOpenSession appends a CmdOpenSession entry stamped st to b.
+func AppendOpenSession(b []byte, st Stamp) []byte {
+	return appendHeader(b, CmdOpenSession, st)
 }
 
 // AppendDelete appends a CmdDeleteLimit entry to b. On error b is returned
 // unchanged and the error wraps ErrInvalidCommand.
-func AppendDelete(b []byte, nowNanos int64, d DeleteLimit) ([]byte, error) {
+func AppendDelete(b []byte, st Stamp, d DeleteLimit) ([]byte, error) {
 	if err := validateName(d.Name); err != nil {
 		return b, err
 	}
-	b = appendHeader(b, CmdDeleteLimit, nowNanos)
+	b = appendHeader(b, CmdDeleteLimit, st)
 	return appendBytes(b, d.Name), nil
 }
 
 // AppendReserveBatch appends a CmdReserveBatch entry carrying rs, in order, to
 // b. Every reserve must pass Reserve.Validate and the batch must hold 1 to
-// MaxBatchReserves reserves. On error b is returned unchanged and the error
-// (wrapping ErrInvalidCommand) names the offending reserve. It allocates
-// nothing beyond growing b.
-func AppendReserveBatch(b []byte, nowNanos int64, rs []Reserve) ([]byte, error) {
+// MaxBatchReserves reserves. Arrival times are made non-decreasing (an
+// ArrivedNanos before the previous reserve's, or before st.Nanos for the
+// first, counts as that one), so an entry it produces decodes to reserves
+// whose ArrivedNanos are exactly the times Apply decides them at (before
+// the clamp to the timeline). On error b is returned unchanged and the
+// error (wrapping ErrInvalidCommand) names the offending reserve. It
+// allocates nothing beyond growing b.
+func AppendReserveBatch(b []byte, st Stamp, rs []Reserve) ([]byte, error) {
 	if err := validateBatchLen(uint64(len(rs))); err != nil {
 		return b, err
 	}
@@ -65,14 +87,29 @@ func AppendReserveBatch(b []byte, nowNanos int64, rs []Reserve) ([]byte, error) 
 			return b, inReserve(err, i, len(rs))
 		}
 	}
-	b = appendHeader(b, CmdReserveBatch, nowNanos)
+	b = appendHeader(b, CmdReserveBatch, st)
 	b = binary.AppendUvarint(b, uint64(len(rs)))
+	prev := st.Nanos
 	for i := range rs {
 		r := &rs[i]
 		b = appendBytes(b, r.Limit)
 		b = binary.AppendUvarint(b, uint64(r.Permits))
 		b = binary.AppendUvarint(b, uint64(r.MaxWaitNanos))
-		b = appendBytes(b, r.RequestID)
+		arrived := max(prev, r.ArrivedNanos)
+		b = binary.AppendUvarint(b, uint64(arrived-prev)) // >= 0; wraps only for stamps 2^63 apart, which decoding rejects
+		prev = arrived
+		switch {
+		case r.RequestID != "":
+			b = append(b, keyRequestID)
+			b = appendBytes(b, r.RequestID)
+		case r.Session.ID != 0:
+			b = append(b, keySession)
+			b = binary.AppendUvarint(b, r.Session.ID)
+			b = binary.AppendUvarint(b, r.Session.Seq)
+			b = binary.AppendUvarint(b, r.Session.AckedBelow)
+		default:
+			b = append(b, keyNone)
+		}
 	}
 	return b, nil
 }
@@ -83,12 +120,12 @@ func AppendReserveBatch(b []byte, nowNanos int64, rs []Reserve) ([]byte, error) 
 // so that an entry AppendPut accepts is never rejected by Apply. (This check
 // allocates; puts are rare.) On error b is returned unchanged and the error
 // wraps ErrInvalidCommand.
-func AppendPut(b []byte, nowNanos int64, p PutLimit) ([]byte, error) {
+func AppendPut(b []byte, st Stamp, p PutLimit) ([]byte, error) {
 	if err := validateName(p.Name); err != nil {
 		return b, err
 	}
 	in := b
-	b = appendHeader(b, CmdPutLimit, nowNanos)
+	b = appendHeader(b, CmdPutLimit, st)
 	b = appendBytes(b, p.Name)
 	cfgStart := len(b)
 	b, err := p.Config.AppendBinary(b)
@@ -105,7 +142,7 @@ func AppendPut(b []byte, nowNanos int64, p PutLimit) ([]byte, error) {
 			ErrInvalidCommand, p.Name, n, MaxConfigBytes)
 	}
 	b = insertLen(b, cfgStart)
-	if _, _, err := checkConfig(p.Name, b[len(b)-n:], nowNanos); err != nil {
+	if _, _, err := checkConfig(p.Name, b[len(b)-n:], st.Nanos); err != nil {
 		return in, err
 	}
 	return b, nil

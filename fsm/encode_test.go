@@ -74,21 +74,23 @@ func reencode(t testing.TB, e Entry) []byte {
 	var err error
 	switch e.Type {
 	case CmdPutLimit:
-		b, err = AppendPut(nil, e.NowNanos, e.Put)
+		b, err = AppendPut(nil, e.Stamp, e.Put)
 	case CmdDeleteLimit:
-		b, err = AppendDelete(nil, e.NowNanos, e.Delete)
+		b, err = AppendDelete(nil, e.Stamp, e.Delete)
 	case CmdReserveBatch:
-		b, err = AppendReserveBatch(nil, e.NowNanos, e.Reserves)
+		b, err = AppendReserveBatch(nil, e.Stamp, e.Reserves)
 	case CmdNoop:
-		b = AppendNoop(nil, e.NowNanos)
+		b = AppendNoop(nil, e.Stamp)
+	case CmdOpenSession:
+		b = AppendOpenSession(nil, e.Stamp)
 	case CmdPutLeasePolicy:
-		b, err = AppendLeasePolicy(nil, e.NowNanos, e.Policy)
+		b, err = AppendLeasePolicy(nil, e.Stamp, e.Policy)
 	case CmdLease:
-		b, err = AppendLease(nil, e.NowNanos, e.Lease)
+		b, err = AppendLease(nil, e.Stamp, e.Lease)
 	case CmdRenew:
-		b, err = AppendRenew(nil, e.NowNanos, e.Renew)
+		b, err = AppendRenew(nil, e.Stamp, e.Renew)
 	case CmdReturn:
-		b, err = AppendReturn(nil, e.NowNanos, e.Return)
+		b, err = AppendReturn(nil, e.Stamp, e.Return)
 	default:
 		t.Fatalf("decoded unknown type %d", e.Type)
 	}
@@ -100,30 +102,43 @@ func reencode(t testing.TB, e Entry) []byte {
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	cfg := strict(t, 10, 5)
-	put, err := AppendPut([]byte("prefix"), -7, PutLimit{Name: "api", Config: cfg})
+	put, err := AppendPut([]byte("prefix"), at(-7), PutLimit{Name: "api", Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	del, err := AppendDelete(nil, 1, DeleteLimit{Name: "api"})
+	del, err := AppendDelete(nil, at(1), DeleteLimit{Name: "api"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := []Reserve{rsv("api", 1, 0, ""), rsv("other", math.MaxInt64, math.MaxInt64, "req-1"), rsv("api", 300, 1<<40, strings.Repeat("z", MaxRequestIDLen))}
-	batch, err := AppendReserveBatch(nil, math.MaxInt64, rs)
+	rs := []Reserve{rsv("api", 1, 0, ""), rsv("other", math.MaxInt64, math.MaxInt64, "req-1"), rsv("api", 300, 1<<40, strings.Repeat("z", MaxRequestIDLen)),
+		{Limit: "api", Permits: 2, Session: SessionRef{ID: 7, Seq: 9, AckedBelow: 3}}}
+	batch, err := AppendReserveBatch(nil, at(math.MaxInt64), rs)
+	// Arrival times: a batch stamped at the end of time holds reserves
+	// that arrived then; another with increasing ones decodes them as is.
+	for i := range rs {
+		rs[i].ArrivedNanos = math.MaxInt64
+	}
+	arrivals := []Reserve{{Limit: "a", Permits: 1, ArrivedNanos: 3}, {Limit: "a", Permits: 1, ArrivedNanos: 2}, {Limit: "b", Permits: 1, ArrivedNanos: 40}}
+	spread, err2 := AppendReserveBatch(nil, at(1), arrivals)
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	arrivals[1].ArrivedNanos = 3 // made non-decreasing
 	if err != nil {
 		t.Fatal(err)
 	}
-	noop := AppendNoop(nil, math.MinInt64)
+	noop := AppendNoop(nil, at(math.MinInt64))
 
 	tests := []struct {
 		desc string
 		b    []byte
 		want Entry
 	}{
-		{"put", put[len("prefix"):], Entry{Type: CmdPutLimit, NowNanos: -7, Put: PutLimit{Name: "api", Config: cfg}}},
-		{"delete", del, Entry{Type: CmdDeleteLimit, NowNanos: 1, Delete: DeleteLimit{Name: "api"}}},
-		{"batch", batch, Entry{Type: CmdReserveBatch, NowNanos: math.MaxInt64, Reserves: rs}},
-		{"noop", noop, Entry{Type: CmdNoop, NowNanos: math.MinInt64}},
+		{"put", put[len("prefix"):], Entry{Type: CmdPutLimit, Stamp: at(-7), Put: PutLimit{Name: "api", Config: cfg}}},
+		{"delete", del, Entry{Type: CmdDeleteLimit, Stamp: at(1), Delete: DeleteLimit{Name: "api"}}},
+		{"batch", batch, Entry{Type: CmdReserveBatch, Stamp: at(math.MaxInt64), Reserves: rs}},
+		{"arrivals", spread, Entry{Type: CmdReserveBatch, Stamp: at(1), Reserves: arrivals}},
+		{"noop", noop, Entry{Type: CmdNoop, Stamp: at(math.MinInt64)}},
 	}
 	for _, tt := range tests {
 		e, err := Decode(tt.b)
@@ -157,13 +172,13 @@ func TestAppendRejects(t *testing.T) {
 		fn   func(b []byte) ([]byte, error)
 		want string
 	}{
-		{"put bad name", func(b []byte) ([]byte, error) { return AppendPut(b, 0, PutLimit{Name: "", Config: cfg}) }, "limit name"},
-		{"put zero config", func(b []byte) ([]byte, error) { return AppendPut(b, 0, PutLimit{Name: "a"}) }, `limit "a"`},
-		{"delete bad name", func(b []byte) ([]byte, error) { return AppendDelete(b, 0, DeleteLimit{Name: "a/b"}) }, "limit name"},
-		{"empty batch", func(b []byte) ([]byte, error) { return AppendReserveBatch(b, 0, nil) }, "batch of 0 reserves"},
-		{"huge batch", func(b []byte) ([]byte, error) { return AppendReserveBatch(b, 0, tooMany) }, "batch of 65537 reserves"},
+		{"put bad name", func(b []byte) ([]byte, error) { return AppendPut(b, at(0), PutLimit{Name: "", Config: cfg}) }, "limit name"},
+		{"put zero config", func(b []byte) ([]byte, error) { return AppendPut(b, at(0), PutLimit{Name: "a"}) }, `limit "a"`},
+		{"delete bad name", func(b []byte) ([]byte, error) { return AppendDelete(b, at(0), DeleteLimit{Name: "a/b"}) }, "limit name"},
+		{"empty batch", func(b []byte) ([]byte, error) { return AppendReserveBatch(b, at(0), nil) }, "batch of 0 reserves"},
+		{"huge batch", func(b []byte) ([]byte, error) { return AppendReserveBatch(b, at(0), tooMany) }, "batch of 65537 reserves"},
 		{"bad reserve", func(b []byte) ([]byte, error) {
-			return AppendReserveBatch(b, 0, []Reserve{rsv("a", 1, 0, ""), rsv("a", 0, 0, "")})
+			return AppendReserveBatch(b, at(0), []Reserve{rsv("a", 1, 0, ""), rsv("a", 0, 0, "")})
 		}, "(reserve 1 of 2 in the batch)"},
 	}
 	for _, tt := range tests {
@@ -185,11 +200,11 @@ func TestAppendReserveBatchDoesNotAllocate(t *testing.T) {
 	buf := make([]byte, 0, 64<<10)
 	allocs := testing.AllocsPerRun(100, func() {
 		var err error
-		if _, err = AppendReserveBatch(buf[:0], 1, rs); err != nil {
+		if _, err = AppendReserveBatch(buf[:0], at(1), rs); err != nil {
 			t.Fatal(err)
 		}
-		_ = AppendNoop(buf[:0], 1)
-		if _, err = AppendDelete(buf[:0], 1, DeleteLimit{Name: "x"}); err != nil {
+		_ = AppendNoop(buf[:0], at(1))
+		if _, err = AppendDelete(buf[:0], at(1), DeleteLimit{Name: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -199,11 +214,11 @@ func TestAppendReserveBatchDoesNotAllocate(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	valid, err := AppendReserveBatch(nil, 5, []Reserve{rsv("a", 1, 0, "x")})
+	valid, err := AppendReserveBatch(nil, at(5), []Reserve{rsv("a", 1, 0, "x")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hdr := func(typ CommandType) []byte { return appendHeader(nil, typ, 5) }
+	hdr := func(typ CommandType) []byte { return appendHeader(nil, typ, at(5)) }
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	uv := func(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 	str := func(s string) []byte { return appendBytes(nil, s) }
@@ -215,24 +230,32 @@ func TestDecodeRejects(t *testing.T) {
 	}{
 		{"empty", nil, false, "command type: truncated"},
 		{"only type", []byte{3}, false, "encoding version: truncated"},
-		{"unknown type 0", []byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 0"},
-		{"unknown type 9", []byte{9, 1, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 9"},
-		{"bad version", []byte{4, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 2"},
-		{"short timestamp", []byte{4, 1, 0, 0}, false, "timestamp: truncated"},
+		{"unknown type 0", []byte{0, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 0"},
+		{"unknown type 10", []byte{10, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 10"},
+		{"bad version", []byte{4, 3, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 3"},
+		{"version 1 of an older permitd", []byte{4, 1, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 1"},
+		{"short timestamp", []byte{4, 2, 0, 0}, false, "timestamp: truncated"},
+		{"short stamp term", []byte{4, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0}, false, "stamp term: truncated"},
 		{"noop trailing", append(hdr(CmdNoop), 0), false, "1 trailing bytes"},
 		{"batch trailing", append(bytes.Clone(valid), 7), false, "1 trailing bytes"},
 		{"batch truncated", valid[:len(valid)-1], false, "truncated"},
 		{"batch count 0", cat(hdr(CmdReserveBatch), uv(0)), true, "batch of 0 reserves"},
 		{"batch count huge", cat(hdr(CmdReserveBatch), uv(1<<40)), true, "batch of 1099511627776 reserves"},
-		{"count larger than data", cat(hdr(CmdReserveBatch), uv(65536), str("a"), uv(1), uv(0), uv(0)), false, "reserve 1: limit name length: truncated"},
-		{"non-canonical varint", cat(hdr(CmdReserveBatch), []byte{0x81, 0x00}, str("a"), uv(1), uv(0), uv(0)), false, "not in shortest form"},
+		{"count larger than data", cat(hdr(CmdReserveBatch), uv(65536), str("a"), uv(1), uv(0), uv(0), []byte{0}), false, "reserve 1: limit name length: truncated"},
+		{"non-canonical varint", cat(hdr(CmdReserveBatch), []byte{0x81, 0x00}, str("a"), uv(1), uv(0), uv(0), []byte{0}), false, "not in shortest form"},
 		{"varint overflow", cat(hdr(CmdReserveBatch), bytes.Repeat([]byte{0xff}, 10), []byte{1}), false, "overflows 64 bits"},
-		{"zero permits", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(0), uv(0), uv(0)), true, "0 permits"},
-		{"permits over int64", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(math.MaxUint64), uv(0), uv(0)), true, "int64 range"},
-		{"bad name", cat(hdr(CmdReserveBatch), uv(1), str("a b"), uv(1), uv(0), uv(0)), true, `limit name "a b"`},
+		{"zero permits", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(0), uv(0), uv(0), []byte{0}), true, "0 permits"},
+		{"permits over int64", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(math.MaxUint64), uv(0), uv(0), []byte{0}), true, "int64 range"},
+		{"arrival past int64", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(math.MaxInt64), []byte{0}), true, "int64 range"},
+		{"bad name", cat(hdr(CmdReserveBatch), uv(1), str("a b"), uv(1), uv(0), uv(0), []byte{0}), true, `limit name "a b"`},
 		{"empty name", cat(hdr(CmdDeleteLimit), str("")), true, "limit name is 0 bytes"},
 		{"long name", cat(hdr(CmdDeleteLimit), str(strings.Repeat("n", 129))), false, "length 129"},
-		{"long id", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), str(strings.Repeat("i", 65))), false, "request id: length 65"},
+		{"long id", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{1}, str(strings.Repeat("i", 65))), false, "request id: length 65"},
+		{"empty id with key 1", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{1}, str("")), false, "empty request id"},
+		{"unknown key", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{3}), false, "key byte 3"},
+		{"session 0", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{2}, uv(0), uv(1), uv(1)), false, "session id 0"},
+		{"session acked above seq", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{2}, uv(4), uv(1), uv(2)), true, "1 <= acked below <= seq"},
+		{"session seq 0", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{2}, uv(4), uv(0), uv(0)), true, "1 <= acked below <= seq"},
 		{"put garbage config", cat(hdr(CmdPutLimit), str("a"), str("garbage")), true, `limit "a": config`},
 		{"put empty config", cat(hdr(CmdPutLimit), str("a"), uv(0)), true, `limit "a": config`},
 	}

@@ -21,7 +21,11 @@ type state struct {
 	limits       map[string]*limit
 	// names holds the keys of limits, sorted.
 	names []string
-	dedup dedupTable
+	// dedup remembers reserve request IDs, leaseDedup lease-command IDs
+	// (one ID space: an ID used by one kind is Invalid for the other).
+	dedup      dedupTable
+	leaseDedup dedupTable
+	sessions   sessionTable
 	// lastLeaseID is the ID of the latest lease opened (0 if none): lease
 	// IDs are 1, 2, 3, ... over all limits, never reused.
 	lastLeaseID uint64
@@ -31,7 +35,12 @@ type state struct {
 }
 
 func newState(dedupWindowNanos int64, maxDedupEntries int) state {
-	return state{limits: make(map[string]*limit), dedup: newDedupTable(dedupWindowNanos, maxDedupEntries)}
+	return state{
+		limits:     make(map[string]*limit),
+		dedup:      newDedupTable(dedupWindowNanos, maxDedupEntries, false),
+		leaseDedup: newDedupTable(dedupWindowNanos, min(maxDedupEntries, MaxLeaseDedupEntries), true),
+		sessions:   newSessionTable(),
+	}
 }
 
 // FSM is permitd's raft.FSM: the replicated set of limits and the dedup
@@ -71,12 +80,18 @@ func newFSM(dedupWindowNanos int64, maxDedupEntries int) *FSM {
 // PutResult for CmdPutLimit, DeleteResult for CmdDeleteLimit,
 // []ReserveResult (one per reserve, in order) for CmdReserveBatch,
 // LeasePolicyResult for CmdPutLeasePolicy, LeaseResult for CmdLease,
-// CmdRenew and CmdReturn, nil for CmdNoop.
+// CmdRenew and CmdReturn, SessionResult for CmdOpenSession, nil for
+// CmdNoop.
 //
 // The entry's time is clamped to the cluster timeline first:
-// now = max(LastNowNanos(), entry.NowNanos). Then request IDs older than
-// DedupWindowNanos are forgotten, lease grants whose expiry is <= now are
-// closed (on every limit), and the command is applied at now.
+// now = max(LastNowNanos(), entry.Stamp.Nanos) if the entry was stamped in
+// the term it was appended in (l.Term), else now = LastNowNanos() (a stamp
+// from an earlier term is not trusted: no time passes). Then request IDs
+// older than DedupWindowNanos and idle sessions are forgotten, lease grants
+// whose expiry is <= now are closed (on every limit), and the command is
+// applied at now. The reserves of a batch are decided in order, each at
+// the later of its own arrival time (Reserve.ArrivedNanos) and the
+// timeline, which then moves to that time.
 //
 // An entry that does not decode or is invalid was never produced by the
 // Append functions: it is a bug or corruption, and applying anything (or
@@ -93,10 +108,16 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	}
 	e := &f.scratch
 	s := &f.st
-	now := max(s.lastNowNanos, e.NowNanos)
+	trusted := e.Stamp.Term == l.Term
+	now := s.lastNowNanos
+	if trusted {
+		now = max(now, e.Stamp.Nanos)
+	}
 	s.lastNowNanos = now
 	s.appliedIndex = l.Index
 	s.dedup.expire(now)
+	s.leaseDedup.expire(now)
+	s.sessions.expire(now)
 	s.expireLeases(now)
 
 	switch e.Type {
@@ -107,7 +128,18 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	case CmdReserveBatch:
 		results := make([]ReserveResult, len(e.Reserves))
 		for i := range e.Reserves {
-			results[i] = s.reserve(now, &e.Reserves[i])
+			r := &e.Reserves[i]
+			if trusted && r.ArrivedNanos > s.lastNowNanos {
+				s.lastNowNanos = r.ArrivedNanos
+				// Later arrivals of the batch may be due to expire grants
+				// and forget IDs, exactly as if applied one per entry.
+				s.dedup.expire(s.lastNowNanos)
+				s.leaseDedup.expire(s.lastNowNanos)
+				s.sessions.expire(s.lastNowNanos)
+				s.expireLeases(s.lastNowNanos)
+			}
+			results[i] = s.reserve(s.lastNowNanos, r)
+			results[i].OnArrival = trusted && r.ArrivedNanos == s.lastNowNanos
 		}
 		return results
 	case CmdPutLeasePolicy:
@@ -118,6 +150,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return s.renew(now, &e.Renew)
 	case CmdReturn:
 		return s.returnLease(now, &e.Return)
+	case CmdOpenSession:
+		s.sessions.open(l.Index, now)
+		return SessionResult{ID: l.Index, IdleNanos: SessionIdleNanos}
 	}
 	return nil // CmdNoop
 }
@@ -198,30 +233,40 @@ func (s *state) delete(name string) DeleteResult {
 	return DeleteResult{Existed: true}
 }
 
-// reserve decides one reserve at nowNanos, answering a known request ID from
-// the dedup table and recording a new one.
+// reserve decides one reserve at nowNanos: within its session, or
+// answering a known request ID from the dedup table and recording a new
+// one (Busy when the table cannot take a new one), or plainly.
 func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
-	if r.RequestID != "" {
-		if rec := s.dedup.lookup(r.RequestID); rec != nil {
-			if rec.lease != nil {
-				return ReserveResult{Status: Invalid, Duplicate: true, Detail: boundDetail(fmt.Sprintf(
-					"request id %q was used by a %s, not a reserve: use a new id for a new command", r.RequestID, opName(rec.lease.op)))}
-			}
-			res := rec.resultAt(nowNanos)
-			res.Duplicate = true
-			return res
-		}
+	if r.Session.ID != 0 {
+		return s.reserveInSession(nowNanos, r)
 	}
-	var o outcome
+	if r.RequestID == "" {
+		o := s.decide(nowNanos, r)
+		return o.resultAt(nowNanos, false)
+	}
+	if rec := s.dedup.lookup(r.RequestID); rec != nil {
+		return rec.resultAt(nowNanos, true)
+	}
+	if rec := s.leaseDedup.lookup(r.RequestID); rec != nil {
+		return ReserveResult{Status: Invalid, Duplicate: true, NowNanos: nowNanos, Detail: boundDetail(fmt.Sprintf(
+			"request id %q was used by a %s, not a reserve: use a new id for a new command", r.RequestID, opName(rec.lease.op)))}
+	}
+	if s.dedup.full() {
+		o := outcome{status: Busy, atNanos: s.dedup.oldestAtNanos() + s.dedup.windowNanos}
+		return o.resultAt(nowNanos, false)
+	}
+	o := s.decide(nowNanos, r)
+	s.dedup.add(dedupRecord{id: r.RequestID, recordedAtNanos: nowNanos, outcome: o})
+	return o.resultAt(nowNanos, false)
+}
+
+// decide decides a reserve on its limit at nowNanos (UnknownLimit if there
+// is none).
+func (s *state) decide(nowNanos int64, r *Reserve) outcome {
 	if l, ok := s.limits[r.Limit]; ok {
-		o = l.decide(nowNanos, r)
-	} else {
-		o = outcome{status: UnknownLimit}
+		return l.decide(nowNanos, r)
 	}
-	if r.RequestID != "" {
-		s.dedup.add(dedupRecord{id: r.RequestID, recordedAtNanos: nowNanos, outcome: o})
-	}
-	return o.resultAt(nowNanos)
+	return outcome{status: UnknownLimit}
 }
 
 // Limit returns a view of the limit called name.

@@ -44,7 +44,14 @@ func FuzzRestore(f *testing.F) {
 		h.apply(e)
 	}
 	f.Add(snapshotBytes(f, h.f))
-	f.Add([]byte("PRMTFSM\x03"))
+	// Sessions with outcomes of every kind.
+	sh := newHarness(f)
+	sh.put(0, "api", strict(f, 2, 3))
+	a := sh.openSession(0).ID
+	b := sh.openSession(sec).ID
+	sh.reserve(2*sec, srsv("api", 1, 5*sec, a, 4, 2), srsv("api", 2, 0, b, 1, 1), srsv("nope", 1, 0, b, 7, 1), srsv("api", 9, 0, a, 5, 2))
+	f.Add(snapshotBytes(f, sh.f))
+	f.Add([]byte("PRMTFSM\x04"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
 		if err := restore(fsm, b); err != nil {

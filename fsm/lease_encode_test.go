@@ -21,29 +21,29 @@ func leaseEntries(t testing.TB) [][]byte {
 		}
 		out = append(out, b)
 	}
-	add(AppendLeasePolicy(nil, 1, LeasePolicy{Limit: "hot", Leased: true, BurstPermits: MaxLeasePoolPermits, MaxOutstandingPermits: 1}))
-	add(AppendLeasePolicy(nil, 2, LeasePolicy{Limit: "hot"}))
-	add(AppendLease(nil, 3, Lease{Limit: "hot", Holder: "w-1:9000", Group: "g.a", Weight: MaxLeaseWeight,
+	add(AppendLeasePolicy(nil, at(1), LeasePolicy{Limit: "hot", Leased: true, BurstPermits: MaxLeasePoolPermits, MaxOutstandingPermits: 1}))
+	add(AppendLeasePolicy(nil, at(2), LeasePolicy{Limit: "hot"}))
+	add(AppendLease(nil, at(3), Lease{Limit: "hot", Holder: "w-1:9000", Group: "g.a", Weight: MaxLeaseWeight,
 		DemandMilliPermitsPerSec: MaxDemandMilliPermitsPerSec, TTLNanos: MaxLeaseTTLNanos, RequestID: strings.Repeat("r", MaxRequestIDLen)}))
-	add(AppendLease(nil, 4, Lease{Limit: "hot", Holder: "w", Group: "g", Weight: 1, TTLNanos: MinLeaseTTLNanos}))
-	add(AppendRenew(nil, 5, Renew{Limit: "hot", LeaseID: math.MaxUint64, Epoch: math.MaxUint64, SpentPermits: math.MaxInt64,
+	add(AppendLease(nil, at(4), Lease{Limit: "hot", Holder: "w", Group: "g", Weight: 1, TTLNanos: MinLeaseTTLNanos}))
+	add(AppendRenew(nil, at(5), Renew{Limit: "hot", LeaseID: math.MaxUint64, Epoch: math.MaxUint64, SpentPermits: math.MaxInt64,
 		StolenOutPermits: math.MaxInt64, StolenInPermits: math.MaxInt64, DemandMilliPermitsPerSec: 7, TTLNanos: sec, RequestID: "id"}))
-	add(AppendReturn(nil, math.MinInt64, Return{Limit: "hot", LeaseID: 1, Epoch: 1}))
-	add(AppendReturn(nil, math.MaxInt64, Return{Limit: "hot", LeaseID: 2, Epoch: 3, SpentPermits: 4, StolenOutPermits: 5, StolenInPermits: 6, RequestID: "x"}))
+	add(AppendReturn(nil, at(math.MinInt64), Return{Limit: "hot", LeaseID: 1, Epoch: 1}))
+	add(AppendReturn(nil, at(math.MaxInt64), Return{Limit: "hot", LeaseID: 2, Epoch: 3, SpentPermits: 4, StolenOutPermits: 5, StolenInPermits: 6, RequestID: "x"}))
 	return out
 }
 
 func TestLeaseEncodeDecodeRoundTrip(t *testing.T) {
 	want := []Entry{
-		{Type: CmdPutLeasePolicy, NowNanos: 1, Policy: LeasePolicy{Limit: "hot", Leased: true, BurstPermits: MaxLeasePoolPermits, MaxOutstandingPermits: 1}},
-		{Type: CmdPutLeasePolicy, NowNanos: 2, Policy: LeasePolicy{Limit: "hot"}},
-		{Type: CmdLease, NowNanos: 3, Lease: Lease{Limit: "hot", Holder: "w-1:9000", Group: "g.a", Weight: MaxLeaseWeight,
+		{Type: CmdPutLeasePolicy, Stamp: at(1), Policy: LeasePolicy{Limit: "hot", Leased: true, BurstPermits: MaxLeasePoolPermits, MaxOutstandingPermits: 1}},
+		{Type: CmdPutLeasePolicy, Stamp: at(2), Policy: LeasePolicy{Limit: "hot"}},
+		{Type: CmdLease, Stamp: at(3), Lease: Lease{Limit: "hot", Holder: "w-1:9000", Group: "g.a", Weight: MaxLeaseWeight,
 			DemandMilliPermitsPerSec: MaxDemandMilliPermitsPerSec, TTLNanos: MaxLeaseTTLNanos, RequestID: strings.Repeat("r", MaxRequestIDLen)}},
-		{Type: CmdLease, NowNanos: 4, Lease: Lease{Limit: "hot", Holder: "w", Group: "g", Weight: 1, TTLNanos: MinLeaseTTLNanos}},
-		{Type: CmdRenew, NowNanos: 5, Renew: Renew{Limit: "hot", LeaseID: math.MaxUint64, Epoch: math.MaxUint64, SpentPermits: math.MaxInt64,
+		{Type: CmdLease, Stamp: at(4), Lease: Lease{Limit: "hot", Holder: "w", Group: "g", Weight: 1, TTLNanos: MinLeaseTTLNanos}},
+		{Type: CmdRenew, Stamp: at(5), Renew: Renew{Limit: "hot", LeaseID: math.MaxUint64, Epoch: math.MaxUint64, SpentPermits: math.MaxInt64,
 			StolenOutPermits: math.MaxInt64, StolenInPermits: math.MaxInt64, DemandMilliPermitsPerSec: 7, TTLNanos: sec, RequestID: "id"}},
-		{Type: CmdReturn, NowNanos: math.MinInt64, Return: Return{Limit: "hot", LeaseID: 1, Epoch: 1}},
-		{Type: CmdReturn, NowNanos: math.MaxInt64, Return: Return{Limit: "hot", LeaseID: 2, Epoch: 3, SpentPermits: 4, StolenOutPermits: 5, StolenInPermits: 6, RequestID: "x"}},
+		{Type: CmdReturn, Stamp: at(math.MinInt64), Return: Return{Limit: "hot", LeaseID: 1, Epoch: 1}},
+		{Type: CmdReturn, Stamp: at(math.MaxInt64), Return: Return{Limit: "hot", LeaseID: 2, Epoch: 3, SpentPermits: 4, StolenOutPermits: 5, StolenInPermits: 6, RequestID: "x"}},
 	}
 	for i, b := range leaseEntries(t) {
 		e, err := Decode(b)
@@ -68,43 +68,43 @@ func TestLeaseAppendRejects(t *testing.T) {
 		want string
 	}{
 		{"policy bad name", func(b []byte) ([]byte, error) {
-			return AppendLeasePolicy(b, 0, LeasePolicy{Limit: "a b", Leased: true})
+			return AppendLeasePolicy(b, at(0), LeasePolicy{Limit: "a b", Leased: true})
 		}, "limit name"},
 		{"policy negative burst", func(b []byte) ([]byte, error) {
-			return AppendLeasePolicy(b, 0, LeasePolicy{Limit: "a", Leased: true, BurstPermits: -1})
+			return AppendLeasePolicy(b, at(0), LeasePolicy{Limit: "a", Leased: true, BurstPermits: -1})
 		}, "burst -1"},
 		{"policy huge outstanding", func(b []byte) ([]byte, error) {
-			return AppendLeasePolicy(b, 0, LeasePolicy{Limit: "a", Leased: true, MaxOutstandingPermits: MaxLeasePoolPermits + 1})
+			return AppendLeasePolicy(b, at(0), LeasePolicy{Limit: "a", Leased: true, MaxOutstandingPermits: MaxLeasePoolPermits + 1})
 		}, "max outstanding"},
 		{"policy capacities with leasing off", func(b []byte) ([]byte, error) {
-			return AppendLeasePolicy(b, 0, LeasePolicy{Limit: "a", BurstPermits: 5})
+			return AppendLeasePolicy(b, at(0), LeasePolicy{Limit: "a", BurstPermits: 5})
 		}, "both 0 when Leased is false"},
-		{"lease empty holder", func(b []byte) ([]byte, error) { return AppendLease(b, 0, with(func(q *Lease) { q.Holder = "" })) }, "holder name"},
-		{"lease bad group", func(b []byte) ([]byte, error) { return AppendLease(b, 0, with(func(q *Lease) { q.Group = "g/1" })) }, "group name"},
-		{"lease weight 0", func(b []byte) ([]byte, error) { return AppendLease(b, 0, with(func(q *Lease) { q.Weight = 0 })) }, "weight 0"},
+		{"lease empty holder", func(b []byte) ([]byte, error) { return AppendLease(b, at(0), with(func(q *Lease) { q.Holder = "" })) }, "holder name"},
+		{"lease bad group", func(b []byte) ([]byte, error) { return AppendLease(b, at(0), with(func(q *Lease) { q.Group = "g/1" })) }, "group name"},
+		{"lease weight 0", func(b []byte) ([]byte, error) { return AppendLease(b, at(0), with(func(q *Lease) { q.Weight = 0 })) }, "weight 0"},
 		{"lease heavy", func(b []byte) ([]byte, error) {
-			return AppendLease(b, 0, with(func(q *Lease) { q.Weight = MaxLeaseWeight + 1 }))
+			return AppendLease(b, at(0), with(func(q *Lease) { q.Weight = MaxLeaseWeight + 1 }))
 		}, "weight 1000001"},
 		{"lease negative demand", func(b []byte) ([]byte, error) {
-			return AppendLease(b, 0, with(func(q *Lease) { q.DemandMilliPermitsPerSec = -1 }))
+			return AppendLease(b, at(0), with(func(q *Lease) { q.DemandMilliPermitsPerSec = -1 }))
 		}, "demand -1"},
 		{"lease short TTL", func(b []byte) ([]byte, error) {
-			return AppendLease(b, 0, with(func(q *Lease) { q.TTLNanos = MinLeaseTTLNanos - 1 }))
+			return AppendLease(b, at(0), with(func(q *Lease) { q.TTLNanos = MinLeaseTTLNanos - 1 }))
 		}, "TTL 99999999ns"},
 		{"lease long TTL", func(b []byte) ([]byte, error) {
-			return AppendLease(b, 0, with(func(q *Lease) { q.TTLNanos = MaxLeaseTTLNanos + 1 }))
+			return AppendLease(b, at(0), with(func(q *Lease) { q.TTLNanos = MaxLeaseTTLNanos + 1 }))
 		}, "TTL 60000000001ns"},
 		{"lease long id", func(b []byte) ([]byte, error) {
-			return AppendLease(b, 0, with(func(q *Lease) { q.RequestID = strings.Repeat("i", MaxRequestIDLen+1) }))
+			return AppendLease(b, at(0), with(func(q *Lease) { q.RequestID = strings.Repeat("i", MaxRequestIDLen+1) }))
 		}, "request id"},
-		{"renew lease 0", func(b []byte) ([]byte, error) { return AppendRenew(b, 0, Renew{Limit: "a", Epoch: 1, TTLNanos: sec}) }, "lease 0 epoch 1"},
-		{"renew epoch 0", func(b []byte) ([]byte, error) { return AppendRenew(b, 0, Renew{Limit: "a", LeaseID: 1, TTLNanos: sec}) }, "lease 1 epoch 0"},
+		{"renew lease 0", func(b []byte) ([]byte, error) { return AppendRenew(b, at(0), Renew{Limit: "a", Epoch: 1, TTLNanos: sec}) }, "lease 0 epoch 1"},
+		{"renew epoch 0", func(b []byte) ([]byte, error) { return AppendRenew(b, at(0), Renew{Limit: "a", LeaseID: 1, TTLNanos: sec}) }, "lease 1 epoch 0"},
 		{"renew negative spent", func(b []byte) ([]byte, error) {
-			return AppendRenew(b, 0, Renew{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: -1, TTLNanos: sec})
+			return AppendRenew(b, at(0), Renew{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: -1, TTLNanos: sec})
 		}, "spent -1"},
-		{"renew no TTL", func(b []byte) ([]byte, error) { return AppendRenew(b, 0, Renew{Limit: "a", LeaseID: 1, Epoch: 1}) }, "TTL 0ns"},
+		{"renew no TTL", func(b []byte) ([]byte, error) { return AppendRenew(b, at(0), Renew{Limit: "a", LeaseID: 1, Epoch: 1}) }, "TTL 0ns"},
 		{"return negative stolen out", func(b []byte) ([]byte, error) {
-			return AppendReturn(b, 0, Return{Limit: "a", LeaseID: 1, Epoch: 1, StolenOutPermits: -2})
+			return AppendReturn(b, at(0), Return{Limit: "a", LeaseID: 1, Epoch: 1, StolenOutPermits: -2})
 		}, "stolen out -2"},
 	}
 	for _, tt := range tests {
@@ -119,7 +119,7 @@ func TestLeaseAppendRejects(t *testing.T) {
 }
 
 func TestLeaseDecodeRejects(t *testing.T) {
-	hdr := func(typ CommandType) []byte { return appendHeader(nil, typ, 5) }
+	hdr := func(typ CommandType) []byte { return appendHeader(nil, typ, at(5)) }
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	uv := func(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 	str := func(s string) []byte { return appendBytes(nil, s) }
@@ -145,7 +145,7 @@ func TestLeaseDecodeRejects(t *testing.T) {
 		{"renew epoch 0", cat(hdr(CmdRenew), str("hot"), uv(1), uv(0), uv(0), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "epoch 0"},
 		{"renew spent beyond int64", cat(hdr(CmdRenew), str("hot"), uv(1), uv(1), uv(1<<63), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "int64 range"},
 		{"return non-canonical varint", cat(hdr(CmdReturn), str("hot"), []byte{0x81, 0x00}, uv(1), uv(0), uv(0), uv(0), str("")), false, "shortest form"},
-		{"unknown type 9", []byte{9, 1, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 9 (known: 1-8)"},
+		{"unknown type 10", []byte{10, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 10 (known: 1-9)"},
 	}
 	for _, tt := range tests {
 		e, err := Decode(tt.b)

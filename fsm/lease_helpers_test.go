@@ -31,7 +31,7 @@ func leased(t testing.TB, burst, maxOut int64) *harness {
 
 func (h *harness) policy(nowNanos int64, p LeasePolicy) LeasePolicyResult {
 	h.t.Helper()
-	b, err := AppendLeasePolicy(nil, nowNanos, p)
+	b, err := AppendLeasePolicy(nil, at(nowNanos), p)
 	if err != nil {
 		h.t.Fatalf("AppendLeasePolicy: %v", err)
 	}
@@ -44,7 +44,7 @@ func (h *harness) policy(nowNanos int64, p LeasePolicy) LeasePolicyResult {
 
 func (h *harness) lease(nowNanos int64, q Lease) LeaseResult {
 	h.t.Helper()
-	b, err := AppendLease(nil, nowNanos, q)
+	b, err := AppendLease(nil, at(nowNanos), q)
 	if err != nil {
 		h.t.Fatalf("AppendLease: %v", err)
 	}
@@ -53,7 +53,7 @@ func (h *harness) lease(nowNanos int64, q Lease) LeaseResult {
 
 func (h *harness) renew(nowNanos int64, q Renew) LeaseResult {
 	h.t.Helper()
-	b, err := AppendRenew(nil, nowNanos, q)
+	b, err := AppendRenew(nil, at(nowNanos), q)
 	if err != nil {
 		h.t.Fatalf("AppendRenew: %v", err)
 	}
@@ -62,7 +62,7 @@ func (h *harness) renew(nowNanos int64, q Renew) LeaseResult {
 
 func (h *harness) ret(nowNanos int64, q Return) LeaseResult {
 	h.t.Helper()
-	b, err := AppendReturn(nil, nowNanos, q)
+	b, err := AppendReturn(nil, at(nowNanos), q)
 	if err != nil {
 		h.t.Fatalf("AppendReturn: %v", err)
 	}

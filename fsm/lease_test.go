@@ -548,9 +548,9 @@ func (s *leaseSim) entry() []byte {
 	var err error
 	switch k := rng.IntN(10); {
 	case k == 0:
-		b = AppendNoop(nil, s.now)
+		b = AppendNoop(nil, at(s.now))
 	case !have || k == 1:
-		b, err = AppendLease(nil, s.now, Lease{Limit: "hot", Holder: holder, Group: group, Weight: 1 + rng.Int64N(3),
+		b, err = AppendLease(nil, at(s.now), Lease{Limit: "hot", Holder: holder, Group: group, Weight: 1 + rng.Int64N(3),
 			DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: id})
 	case k < 8:
 		spent := rng.Int64N(g.Permits + 1)
@@ -562,11 +562,11 @@ func (s *leaseSim) entry() []byte {
 		if rng.IntN(10) == 0 {
 			epoch++ // stale or future
 		}
-		b, err = AppendRenew(nil, s.now, Renew{Limit: "hot", LeaseID: g.LeaseID, Epoch: epoch, SpentPermits: spent,
+		b, err = AppendRenew(nil, at(s.now), Renew{Limit: "hot", LeaseID: g.LeaseID, Epoch: epoch, SpentPermits: spent,
 			StolenOutPermits: out, StolenInPermits: rng.Int64N(3), DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: id})
 	default:
 		spent := rng.Int64N(g.Permits + 1)
-		b, err = AppendReturn(nil, s.now, Return{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, RequestID: id})
+		b, err = AppendReturn(nil, at(s.now), Return{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, RequestID: id})
 	}
 	if err != nil {
 		s.h.t.Fatalf("leaseSim: %v", err)

@@ -21,11 +21,11 @@ import (
 
 // AppendLeasePolicy appends a CmdPutLeasePolicy entry to b. On error b is
 // returned unchanged and the error wraps ErrInvalidCommand.
-func AppendLeasePolicy(b []byte, nowNanos int64, p LeasePolicy) ([]byte, error) {
+func AppendLeasePolicy(b []byte, st Stamp, p LeasePolicy) ([]byte, error) {
 	if err := p.Validate(); err != nil {
 		return b, err
 	}
-	b = appendHeader(b, CmdPutLeasePolicy, nowNanos)
+	b = appendHeader(b, CmdPutLeasePolicy, st)
 	b = appendBytes(b, p.Limit)
 	leased := byte(0)
 	if p.Leased {
@@ -38,11 +38,11 @@ func AppendLeasePolicy(b []byte, nowNanos int64, p LeasePolicy) ([]byte, error) 
 
 // AppendLease appends a CmdLease entry to b. On error b is returned
 // unchanged and the error wraps ErrInvalidCommand.
-func AppendLease(b []byte, nowNanos int64, q Lease) ([]byte, error) {
+func AppendLease(b []byte, st Stamp, q Lease) ([]byte, error) {
 	if err := q.Validate(); err != nil {
 		return b, err
 	}
-	b = appendHeader(b, CmdLease, nowNanos)
+	b = appendHeader(b, CmdLease, st)
 	b = appendBytes(b, q.Limit)
 	b = appendBytes(b, q.Holder)
 	b = appendBytes(b, q.Group)
@@ -54,11 +54,11 @@ func AppendLease(b []byte, nowNanos int64, q Lease) ([]byte, error) {
 
 // AppendRenew appends a CmdRenew entry to b. On error b is returned
 // unchanged and the error wraps ErrInvalidCommand.
-func AppendRenew(b []byte, nowNanos int64, q Renew) ([]byte, error) {
+func AppendRenew(b []byte, st Stamp, q Renew) ([]byte, error) {
 	if err := q.Validate(); err != nil {
 		return b, err
 	}
-	b = appendHeader(b, CmdRenew, nowNanos)
+	b = appendHeader(b, CmdRenew, st)
 	b = appendReport(b, q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits)
 	b = binary.AppendUvarint(b, uint64(q.DemandMilliPermitsPerSec))
 	b = binary.AppendUvarint(b, uint64(q.TTLNanos))
@@ -67,11 +67,11 @@ func AppendRenew(b []byte, nowNanos int64, q Renew) ([]byte, error) {
 
 // AppendReturn appends a CmdReturn entry to b. On error b is returned
 // unchanged and the error wraps ErrInvalidCommand.
-func AppendReturn(b []byte, nowNanos int64, q Return) ([]byte, error) {
+func AppendReturn(b []byte, st Stamp, q Return) ([]byte, error) {
 	if err := q.Validate(); err != nil {
 		return b, err
 	}
-	b = appendHeader(b, CmdReturn, nowNanos)
+	b = appendHeader(b, CmdReturn, st)
 	b = appendReport(b, q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits)
 	return appendBytes(b, q.RequestID), nil
 }

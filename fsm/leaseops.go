@@ -60,18 +60,20 @@ func opName(op CommandType) string {
 // the command and records its outcome under a new one.
 func (s *state) leaseCommand(nowNanos int64, op CommandType, requestID string, decide func() leaseOutcome) LeaseResult {
 	if requestID != "" {
-		if rec := s.dedup.lookup(requestID); rec != nil {
-			if rec.lease == nil || rec.lease.op != op {
-				kind := "reserve"
-				if rec.lease != nil {
-					kind = opName(rec.lease.op)
-				}
-				return LeaseResult{Status: LeaseInvalid, Duplicate: true, Detail: boundDetail(fmt.Sprintf(
-					"request id %q was used by a %s, not a %s: use a new id for a new command", requestID, kind, opName(op)))}
+		kind := ""
+		if rec := s.leaseDedup.lookup(requestID); rec != nil {
+			if rec.lease.op == op {
+				res := rec.lease.resultAt(nowNanos)
+				res.Duplicate = true
+				return res
 			}
-			res := rec.lease.resultAt(nowNanos)
-			res.Duplicate = true
-			return res
+			kind = opName(rec.lease.op)
+		} else if s.dedup.lookup(requestID) != nil {
+			kind = "reserve"
+		}
+		if kind != "" {
+			return LeaseResult{Status: LeaseInvalid, Duplicate: true, Detail: boundDetail(fmt.Sprintf(
+				"request id %q was used by a %s, not a %s: use a new id for a new command", requestID, kind, opName(op)))}
 		}
 	}
 	o := decide()
@@ -79,7 +81,7 @@ func (s *state) leaseCommand(nowNanos int64, op CommandType, requestID string, d
 	o.detail = boundDetail(o.detail)
 	if requestID != "" {
 		lo := o
-		s.dedup.add(dedupRecord{id: requestID, recordedAtNanos: nowNanos, lease: &lo})
+		s.leaseDedup.add(dedupRecord{id: requestID, recordedAtNanos: nowNanos, lease: &lo})
 	}
 	return o.resultAt(nowNanos)
 }

@@ -37,10 +37,6 @@ import (
 // + settled); the derived indexes (holders, groups, the expiry heap) are
 // rebuilt.
 
-// dedupLeaseTag is the status byte of a dedup record holding the outcome
-// of a lease command.
-const dedupLeaseTag = 16
-
 // minPoolRecordLen and minLeaseRecordLen bound preallocation for claimed
 // counts.
 const (
@@ -63,7 +59,7 @@ func (s *state) leaseBookSizeHint() int {
 
 // appendLeaseOutcome appends the dedup encoding of a lease outcome.
 func appendLeaseOutcome(b []byte, o *leaseOutcome, recordedAtNanos int64) []byte {
-	b = append(b, dedupLeaseTag, byte(o.op), byte(o.status))
+	b = append(b, byte(o.op), byte(o.status))
 	switch o.status {
 	case LeaseGranted:
 		b = binary.AppendUvarint(b, o.leaseID)
@@ -87,8 +83,8 @@ func appendLeaseOutcome(b []byte, o *leaseOutcome, recordedAtNanos int64) []byte
 	return b
 }
 
-// decodeLeaseOutcome decodes what follows dedupLeaseTag. atNanos is left
-// relative to the record's time.
+// decodeLeaseOutcome decodes what appendLeaseOutcome appended. atNanos is
+// left relative to the record's time.
 func decodeLeaseOutcome(r *reader) *leaseOutcome {
 	o := &leaseOutcome{op: CommandType(r.byte1("lease op")), status: LeaseStatus(r.byte1("lease status"))}
 	if r.err != nil {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/permitd/permitd/bucket"
 )
@@ -76,5 +77,21 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 	}
 	l.grantedRequests++
 	l.grantedPermits += uint64(r.Permits)
-	return outcome{status: Granted, atNanos: d.AtNanos, expiresAtNanos: d.ExpiresAtNanos}
+	o := outcome{status: Granted, atNanos: d.AtNanos, expiresAtNanos: d.ExpiresAtNanos, spacingNanos: d.SpacingNanos}
+	if o.expiresAtNanos == 0 && l.cfg.IntervalNanos > 0 {
+		// Algorithms without expiry: a replay of this grant is usable for
+		// one interval after its time, like a strict permit for its expiry.
+		o.expiresAtNanos, o.replayExpiry = replayExpiry(d.AtNanos, l.cfg.IntervalNanos), true
+	}
+	return o
+}
+
+// replayExpiry is when a replayed grant of an algorithm without expiry
+// stops being usable: one interval after its time (saturating; a time at
+// the end of the int64 timeline never expires, as 0 means).
+func replayExpiry(atNanos, intervalNanos int64) int64 {
+	if atNanos > math.MaxInt64-intervalNanos {
+		return math.MaxInt64
+	}
+	return atNanos + intervalNanos
 }

@@ -9,46 +9,57 @@ import (
 const maxDetailBytes = 1024
 
 // outcome is the decision on one reserve in absolute cluster time. It is
-// what the dedup table stores; ReserveResult is an outcome seen from one
-// entry's now.
+// what the dedup table and the session table store; ReserveResult is an
+// outcome seen from one entry's now.
 type outcome struct {
 	status Status
-	// atNanos is, when Granted, the time from which the permits may be used
-	// and, when Refused, the earliest time the request could be granted.
+	// atNanos is, when Granted, the time from which the first permit may be
+	// used and, when Refused or Busy, the earliest time the request could
+	// be granted (or the table could take a new ID).
 	atNanos int64
-	// expiresAtNanos (Granted) is when unused permits stop being usable;
-	// 0 = no expiry.
+	// expiresAtNanos (Granted) is when the first permit stops being
+	// usable; 0 = never (an infinite bursty rate). replayExpiry reports
+	// that a fresh answer carries no expiry (every algorithm but strict):
+	// only a replay of the outcome does, so that a late retry cannot use
+	// a permit arbitrarily late.
 	expiresAtNanos int64
+	replayExpiry   bool
+	// spacingNanos (Granted) is the spacing of the grant's permits (see
+	// ReserveResult.SpacingNanos).
+	spacingNanos int64
 	// detail explains Invalid.
 	detail string
 }
 
 // resultAt expresses the outcome relative to nowNanos (the cluster time of
-// the entry being applied, >= the time of the decision):
+// the entry being applied, >= the time of the decision), for the reserve
+// that was decided (replay false) or for a retry of it (replay true):
 //
-//   - Granted: WaitNanos = max(0, at-now); ExpiresInNanos = expiresAt-now when
-//     there is an expiry that has not passed, -1 when it has passed (only
-//     possible for a Duplicate replayed late), 0 when there is no expiry;
-//   - Refused: RetryAfterNanos = max(1, at-now), so a refusal never invites
-//     an immediate retry;
-//   - UnknownLimit, Invalid: Detail.
+//   - Granted: WaitNanos = max(0, at-now); ExpiresInNanos = expiresAt-now
+//     when the answer has an expiry that has not passed, -1 when it has
+//     passed (only possible for a replay), 0 when it has no expiry;
+//     SpacingNanos as decided;
+//   - Refused, Busy: RetryAfterNanos = max(1, at-now), so a refusal never
+//     invites an immediate retry;
+//   - UnknownLimit, Invalid, SessionExpired: Detail.
 //
 // Comparisons come before subtractions, so nothing overflows.
-func (o *outcome) resultAt(nowNanos int64) ReserveResult {
-	res := ReserveResult{Status: o.status}
+func (o *outcome) resultAt(nowNanos int64, replay bool) ReserveResult {
+	res := ReserveResult{Status: o.status, NowNanos: nowNanos, Duplicate: replay}
 	switch o.status {
 	case Granted:
 		if o.atNanos > nowNanos {
 			res.WaitNanos = o.atNanos - nowNanos
 		}
-		if o.expiresAtNanos != 0 {
+		res.SpacingNanos = o.spacingNanos
+		if o.expiresAtNanos != 0 && (replay || !o.replayExpiry) {
 			if o.expiresAtNanos > nowNanos {
 				res.ExpiresInNanos = o.expiresAtNanos - nowNanos
 			} else {
 				res.ExpiresInNanos = -1
 			}
 		}
-	case Refused:
+	case Refused, Busy:
 		res.RetryAfterNanos = 1
 		if o.atNanos > nowNanos {
 			res.RetryAfterNanos = o.atNanos - nowNanos

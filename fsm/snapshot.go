@@ -7,11 +7,12 @@ import (
 	"math"
 )
 
-// Snapshot layout (format version 3; version 1, never released, had no
-// lease book; version 2 had no lease entitlements). Every replica that
-// applied the same log produces the same bytes:
+// Snapshot layout (format version 4; versions 1 to 3, never released, had
+// no sessions, one table for every request ID, and outcomes without
+// spacing and replay expiry). Every replica that applied the same log
+// produces the same bytes:
 //
-//	magic          "PRMTFSM" (7 bytes) then format version byte 1
+//	magic          "PRMTFSM" (7 bytes) then format version byte 4
 //	lastNowNanos   int64 big-endian
 //	appliedIndex   uint64 big-endian
 //	limit count    uvarint, then per limit, sorted by name (strictly ascending):
@@ -20,25 +21,42 @@ import (
 //	    config          uvarint length + bucket.Config.AppendBinary bytes
 //	    counters        uvarint grantedRequests, grantedPermits, refusedRequests
 //	    pacer state     uvarint length + bucket.Pacer.AppendState bytes
-//	dedup count    uvarint (<= MaxDedupEntries), then per request id, oldest
-//	               first (the eviction order):
+//	reserve ids    uvarint count (<= MaxDedupEntries), then per request id,
+//	               oldest first (the eviction order):
 //	    id              uvarint length + bytes (1..MaxRequestIDLen)
 //	    recorded at     uvarint, delta from the previous record's time (the
 //	                    first: from 0), so times never decrease
-//	    status          byte (Granted, Refused, UnknownLimit, Invalid), then
-//	      Granted:      varint at-recordedAt, byte hasExpiry (0/1),
-//	                    if 1: varint expiresAt-at
-//	      Refused:      varint at-recordedAt
-//	      Invalid:      detail, uvarint length + bytes
-//	    or the byte dedupLeaseTag (16) for the outcome of a lease command:
-//	      op byte (CmdLease, CmdRenew, CmdReturn), LeaseStatus byte, then
+//	    outcome         see below, times relative to recorded at
+//	lease ids      uvarint count (<= MaxLeaseDedupEntries), then per id, as
+//	               above but with a lease outcome: op byte (CmdLease,
+//	               CmdRenew, CmdReturn), LeaseStatus byte, then
 //	      Granted:      uvarint lease id, epoch, permits, share, credited,
 //	                    varint expiresAt-recordedAt
 //	      Refused:      uvarint lease id, epoch, varint at-recordedAt, detail
 //	      Invalid, Fenced: detail
 //	      Returned:     uvarint lease id, epoch, credited
+//	sessions       uvarint count (<= MaxSessions), then per session, least
+//	               recently active first:
+//	    id              uvarint (unique, <= appliedIndex)
+//	    last active     uvarint, delta from the previous session's (the
+//	                    first: from 0), within SessionIdleNanos of lastNow
+//	    acked below     uvarint (>= 1)
+//	    outcome count   uvarint (<= MaxSessionPending), then per outcome,
+//	                    by seq strictly ascending:
+//	        seq             uvarint delta from the previous (the first:
+//	                        from acked below)
+//	        outcome         see below, times relative to last active
 //	lease book     see leasesnapshot.go
 //	crc32          Castagnoli checksum of every preceding byte, big-endian
+//
+// A reserve outcome is a status byte (Granted, Refused, UnknownLimit,
+// Invalid; the others are never recorded), then
+//
+//	Granted:  varint at, uvarint spacing, byte flags (1: has an expiry,
+//	          2: the expiry is for replays only), if it has an expiry:
+//	          varint expiresAt-at
+//	Refused:  varint at
+//	Invalid:  detail, uvarint length + bytes
 //
 // Varints are in shortest form; signed deltas use wrapping arithmetic, so
 // they round-trip any int64. Restore accepts only a snapshot that re-encodes
@@ -46,7 +64,7 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 3
+	snapshotVersion = 4
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
@@ -80,11 +98,19 @@ func (s *state) snapshotSizeHint() int {
 	for _, l := range s.limits {
 		n += len(l.name) + len(l.cfgBytes) + 64
 	}
-	recs := s.dedup.records()
-	for i := range recs {
-		n += len(recs[i].id) + len(recs[i].detail) + 24
-		if recs[i].lease != nil {
-			n += len(recs[i].lease.detail) + 40
+	for _, t := range []*dedupTable{&s.dedup, &s.leaseDedup} {
+		recs := t.records()
+		for i := range recs {
+			n += len(recs[i].id) + len(recs[i].detail) + 32
+			if recs[i].lease != nil {
+				n += len(recs[i].lease.detail) + 40
+			}
+		}
+	}
+	for sess := s.sessions.oldest; sess != nil; sess = sess.newer {
+		n += 24 + 32*len(sess.pending)
+		for i := range sess.pending {
+			n += len(sess.pending[i].detail)
 		}
 	}
 	return n + s.leaseBookSizeHint()
@@ -112,7 +138,17 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		b = insertLen(b, stateStart)
 	}
 
-	recs := s.dedup.records()
+	b = appendDedup(b, &s.dedup)
+	b = appendDedup(b, &s.leaseDedup)
+	b = s.appendSessions(b)
+	b = s.appendLeaseBook(b)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+// appendDedup appends a table of request IDs (reserve outcomes or lease
+// outcomes).
+func appendDedup(b []byte, t *dedupTable) []byte {
+	recs := t.records()
 	b = binary.AppendUvarint(b, uint64(len(recs)))
 	var prev int64
 	for i := range recs {
@@ -122,26 +158,73 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		prev = rec.recordedAtNanos
 		if rec.lease != nil {
 			b = appendLeaseOutcome(b, rec.lease, rec.recordedAtNanos)
-			continue
-		}
-		b = append(b, byte(rec.status))
-		switch rec.status {
-		case Granted:
-			b = binary.AppendVarint(b, rec.atNanos-rec.recordedAtNanos)
-			if rec.expiresAtNanos == 0 {
-				b = append(b, 0)
-			} else {
-				b = append(b, 1)
-				b = binary.AppendVarint(b, rec.expiresAtNanos-rec.atNanos)
-			}
-		case Refused:
-			b = binary.AppendVarint(b, rec.atNanos-rec.recordedAtNanos)
-		case Invalid:
-			b = appendBytes(b, rec.detail)
+		} else {
+			b = appendOutcome(b, &rec.outcome, rec.recordedAtNanos)
 		}
 	}
-	b = s.appendLeaseBook(b)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	return b
+}
+
+// Flags of a granted outcome in a snapshot.
+const (
+	outcomeHasExpiry    = 1
+	outcomeReplayExpiry = 2
+)
+
+// appendOutcome appends a reserve outcome, its times relative to base.
+func appendOutcome(b []byte, o *outcome, base int64) []byte {
+	b = append(b, byte(o.status))
+	switch o.status {
+	case Granted:
+		b = binary.AppendVarint(b, o.atNanos-base)
+		b = binary.AppendUvarint(b, uint64(o.spacingNanos))
+		var flags byte
+		if o.expiresAtNanos != 0 {
+			flags |= outcomeHasExpiry
+		}
+		if o.replayExpiry {
+			flags |= outcomeReplayExpiry
+		}
+		b = append(b, flags)
+		if o.expiresAtNanos != 0 {
+			b = binary.AppendVarint(b, o.expiresAtNanos-o.atNanos)
+		}
+	case Refused:
+		b = binary.AppendVarint(b, o.atNanos-base)
+	case Invalid:
+		b = appendBytes(b, o.detail)
+	}
+	return b
+}
+
+// decodeOutcome decodes what appendOutcome appended, its times relative to
+// base (deltas use wrapping arithmetic, the inverse of the encoder's).
+func decodeOutcome(r *reader, base int64) outcome {
+	o := outcome{status: Status(r.byte1("status"))}
+	switch o.status {
+	case Granted:
+		o.atNanos = base + r.varint("at")
+		o.spacingNanos = r.int64Snap("spacing")
+		switch flags := r.byte1("flags"); flags {
+		case 0:
+		case outcomeHasExpiry, outcomeHasExpiry | outcomeReplayExpiry:
+			o.replayExpiry = flags&outcomeReplayExpiry != 0
+			o.expiresAtNanos = o.atNanos + r.varint("expires at")
+			if r.err == nil && o.expiresAtNanos == 0 {
+				r.fail("expiry at time 0 (0 means none)")
+			}
+		default:
+			r.fail("outcome flags %d (allowed: 0, %d, %d)", flags, outcomeHasExpiry, outcomeHasExpiry|outcomeReplayExpiry)
+		}
+	case Refused:
+		o.atNanos = base + r.varint("at")
+	case UnknownLimit:
+	case Invalid:
+		o.detail = string(r.bytes("detail", maxDetailBytes))
+	default:
+		r.fail("status %d (allowed: %d-%d)", o.status, Granted, Invalid)
+	}
+	return o
 }
 
 // decodeSnapshot decodes and validates a snapshot. It never panics; every
@@ -175,7 +258,9 @@ func decodeSnapshot(data []byte, dedupWindowNanos int64, maxDedupEntries int) (s
 		r.fail("last now %d is negative (cluster time starts at 0)", st.lastNowNanos)
 	}
 	decodeLimits(&r, &st)
-	decodeDedup(&r, &st)
+	decodeDedup(&r, &st, &st.dedup, false)
+	decodeDedup(&r, &st, &st.leaseDedup, true)
+	decodeSessions(&r, &st)
 	decodeLeaseBook(&r, &st)
 	r.end()
 	if r.err != nil {
@@ -237,50 +322,47 @@ func decodeLimits(r *reader, st *state) {
 	r.unit = ""
 }
 
-func decodeDedup(r *reader, st *state) {
-	n := r.uvarint("dedup count")
-	if r.err == nil && n > uint64(st.dedup.maxEntries) {
-		r.fail("%d request ids (allowed: at most %d)", n, st.dedup.maxEntries)
+// decodeDedup decodes a table of request IDs into t: lease outcomes if
+// lease is set, reserve outcomes otherwise. An ID must not be in either
+// table already.
+func decodeDedup(r *reader, st *state, t *dedupTable, lease bool) {
+	what := "reserve request ids"
+	if lease {
+		what = "lease request ids"
+	}
+	n := r.uvarint(what)
+	if r.err == nil && n > uint64(t.maxEntries) {
+		r.fail("%d %s (allowed: at most %d)", n, what, t.maxEntries)
 	}
 	if r.err == nil && n > uint64(r.remaining()/minDedupRecordLen) {
-		r.fail("claims %d request ids but only %d bytes remain", n, r.remaining())
+		r.fail("claims %d %s but only %d bytes remain", n, what, r.remaining())
 	}
 	if r.err != nil {
 		return
 	}
-	st.dedup.queue = make([]dedupRecord, 0, int(n))
-	r.unit = "dedup record"
+	t.queue = make([]dedupRecord, 0, int(n))
+	r.unit = what
 	var at int64
 	for i := range int(n) {
 		r.index = i
 		id := r.bytes("request id", MaxRequestIDLen)
 		delta := r.uvarint("recorded at")
-		rec := dedupRecord{}
-		var atDelta, expiresDelta int64
-		hasExpiry := false
-		var lo *leaseOutcome
-		rec.status = Status(r.byte1("status"))
-		switch rec.status {
-		case dedupLeaseTag:
-			rec.status = 0
-			lo = decodeLeaseOutcome(r)
-		case Granted:
-			atDelta = r.varint("at")
-			switch flag := r.byte1("has expiry"); flag {
-			case 0:
-			case 1:
-				hasExpiry = true
-				expiresDelta = r.varint("expires at")
-			default:
-				r.fail("has-expiry byte %d (allowed: 0, 1)", flag)
+		if r.err != nil {
+			return
+		}
+		if delta > uint64(math.MaxInt64-at) {
+			r.fail("recorded-at delta %d overflows int64", delta)
+			return
+		}
+		at += int64(delta)
+		rec := dedupRecord{recordedAtNanos: at}
+		if lease {
+			rec.lease = decodeLeaseOutcome(r)
+			if rec.lease != nil && (rec.lease.status == LeaseGranted || rec.lease.status == LeaseRefused) {
+				rec.lease.atNanos += at // stored relative to the record's time
 			}
-		case Refused:
-			atDelta = r.varint("at")
-		case UnknownLimit:
-		case Invalid:
-			rec.detail = string(r.bytes("detail", maxDetailBytes))
-		default:
-			r.fail("status %d (allowed: %d-%d, or %d for a lease command)", rec.status, Granted, Invalid, dedupLeaseTag)
+		} else {
+			rec.outcome = decodeOutcome(r, at)
 		}
 		if r.err != nil {
 			return
@@ -289,37 +371,17 @@ func decodeDedup(r *reader, st *state) {
 			r.fail("empty request id")
 			return
 		}
-		if delta > uint64(math.MaxInt64-at) {
-			r.fail("recorded-at delta %d overflows int64", delta)
-			return
-		}
-		at += int64(delta)
-		if at > st.lastNowNanos || st.lastNowNanos-at >= st.dedup.windowNanos {
+		if at > st.lastNowNanos || st.lastNowNanos-at >= t.windowNanos {
 			r.fail("recorded at %d, outside the retention window (%d, %d] of last now %d",
-				at, st.lastNowNanos-st.dedup.windowNanos, st.lastNowNanos, st.lastNowNanos)
+				at, st.lastNowNanos-t.windowNanos, st.lastNowNanos, st.lastNowNanos)
 			return
 		}
 		rec.id = string(id)
-		if st.dedup.lookup(rec.id) != nil {
+		if st.dedup.lookup(rec.id) != nil || st.leaseDedup.lookup(rec.id) != nil {
 			r.fail("request id %q appears twice", rec.id)
 			return
 		}
-		rec.recordedAtNanos = at
-		// Deltas use wrapping arithmetic, the inverse of the encoder's.
-		switch rec.status {
-		case Granted, Refused:
-			rec.atNanos = at + atDelta
-		}
-		if hasExpiry {
-			rec.expiresAtNanos = rec.atNanos + expiresDelta
-		}
-		if lo != nil {
-			if lo.status == LeaseGranted || lo.status == LeaseRefused {
-				lo.atNanos += at // stored relative to the record's time
-			}
-			rec.lease = lo
-		}
-		st.dedup.add(rec)
+		t.add(rec)
 	}
 	r.unit = ""
 }

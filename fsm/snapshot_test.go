@@ -55,11 +55,11 @@ func randomLog(t testing.TB, seed uint64, n int) [][]byte {
 			default:
 				cfg = strict(t, rate, rng.Int64N(4))
 			}
-			b, err = AppendPut(nil, now, PutLimit{Name: names[rng.IntN(len(names))], Config: cfg})
+			b, err = AppendPut(nil, at(now), PutLimit{Name: names[rng.IntN(len(names))], Config: cfg})
 		case k < 3:
-			b, err = AppendDelete(nil, now, DeleteLimit{Name: names[rng.IntN(len(names))]})
+			b, err = AppendDelete(nil, at(now), DeleteLimit{Name: names[rng.IntN(len(names))]})
 		case k < 4:
-			b = AppendNoop(nil, now)
+			b = AppendNoop(nil, at(now))
 		default:
 			rs := make([]Reserve, 1+rng.IntN(8))
 			for i := range rs {
@@ -70,7 +70,7 @@ func randomLog(t testing.TB, seed uint64, n int) [][]byte {
 				rs[i] = rsv(names[rng.IntN(len(names))]+[]string{"", "", "", "x"}[rng.IntN(4)], 1+rng.Int64N(4),
 					[]int64{0, sec / 10, sec, 10 * sec}[rng.IntN(4)], id)
 			}
-			b, err = AppendReserveBatch(nil, now, rs)
+			b, err = AppendReserveBatch(nil, at(now), rs)
 		}
 		if err != nil {
 			t.Fatalf("randomLog: %v", err)
@@ -148,7 +148,7 @@ func richState(t testing.TB) *harness {
 func TestSnapshotRoundTrip(t *testing.T) {
 	h := richState(t)
 	snap := snapshotBytes(t, h.f)
-	if !bytes.HasPrefix(snap, []byte("PRMTFSM\x03")) {
+	if !bytes.HasPrefix(snap, []byte("PRMTFSM\x04")) {
 		t.Fatalf("snapshot starts with %q, want the magic and version", snap[:8])
 	}
 	if got := h.f.StateHash(); got != sha256.Sum256(snap) {
@@ -235,13 +235,16 @@ func TestRestoreRejects(t *testing.T) {
 		{"magic", append([]byte("XRMTFSM"), snap[7:]...), "bad magic"},
 		{"version 1", withCRC(append(append([]byte("PRMTFSM"), 1), snap[8:]...)), "format version 1"},
 		{"version 2", withCRC(append(append([]byte("PRMTFSM"), 2), snap[8:]...)), "format version 2"},
-		{"version 4", withCRC(append(append([]byte("PRMTFSM"), 4), snap[8:]...)), "format version 4"},
+		{"version 3", withCRC(append(append([]byte("PRMTFSM"), 3), snap[8:]...)), "format version 3"},
+		{"version 5", withCRC(append(append([]byte("PRMTFSM"), 5), snap[8:]...)), "format version 5"},
 		{"checksum", append(bytes.Clone(snap[:len(snap)-1]), snap[len(snap)-1]^1), "checksum mismatch"},
 		{"truncated", withCRC(snap[:len(snap)-5]), "truncated"},
 		{"trailing", withCRC(append(bytes.Clone(snap[:len(snap)-4]), 0, 0, 0, 0, 0)), "trailing"},
-		{"negative now", withCRC(append(append([]byte("PRMTFSM\x03"), 0xff, 0, 0, 0, 0, 0, 0, 0), empty[16:]...)), "negative"},
+		{"negative now", withCRC(append(append([]byte("PRMTFSM\x04"), 0xff, 0, 0, 0, 0, 0, 0, 0), empty[16:]...)), "negative"},
 		{"huge limit count", withCRC(append(append(bytes.Clone(empty[:24]), 0xff, 0x7f), empty[25:]...)), "claims 16383 limits"},
-		{"huge dedup count", withCRC(append(append(bytes.Clone(empty[:25]), 0xff, 0x7f), empty[26:]...)), "claims 16383 request ids"},
+		{"huge dedup count", withCRC(append(append(bytes.Clone(empty[:25]), 0xff, 0x7f), empty[26:]...)), "claims 16383 reserve request ids"},
+		{"huge lease id count", withCRC(append(append(bytes.Clone(empty[:26]), 0xff, 0x7f), empty[27:]...)), "claims 16383 lease request ids"},
+		{"huge session count", withCRC(append(append(bytes.Clone(empty[:27]), 0xff, 0x7f), empty[28:]...)), "claims 16383 sessions"},
 	}
 	for _, tt := range tests {
 		f := New()

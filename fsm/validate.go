@@ -81,27 +81,51 @@ func validateRequestID[T ~string | ~[]byte](id T) error {
 }
 
 // Validate reports whether r can be replicated: a valid limit name, Permits
-// >= 1, MaxWaitNanos >= 0 and a valid RequestID. Whether the limit exists and
-// can grant that many permits is decided by Apply, not here. The error wraps
-// ErrInvalidCommand.
+// >= 1, MaxWaitNanos >= 0, and at most one of a valid
+// RequestID and a valid Session. Whether the limit exists and can grant
+// that many permits, and whether the session is open, is decided by Apply,
+// not here. The error wraps ErrInvalidCommand.
 func (r Reserve) Validate() error {
 	if err := validateName(r.Limit); err != nil {
 		return err
 	}
-	return validateReserveNumbers(r.Limit, r.Permits, r.MaxWaitNanos, r.RequestID)
+	return validateReserveNumbers(&r)
 }
 
 // validateReserveNumbers checks the fields of a reserve other than its name.
-func validateReserveNumbers(limit string, permits, maxWaitNanos int64, requestID string) error {
-	if permits < 1 {
+func validateReserveNumbers(r *Reserve) error {
+	if r.Permits < 1 {
 		return fmt.Errorf("%w: reserve on limit %q asks for %d permits (allowed: >= 1)",
-			ErrInvalidCommand, limit, permits)
+			ErrInvalidCommand, r.Limit, r.Permits)
 	}
-	if maxWaitNanos < 0 {
+	if r.MaxWaitNanos < 0 {
 		return fmt.Errorf("%w: reserve on limit %q has max wait %dns (allowed: >= 0)",
-			ErrInvalidCommand, limit, maxWaitNanos)
+			ErrInvalidCommand, r.Limit, r.MaxWaitNanos)
 	}
-	return validateRequestID(requestID)
+	if err := validateRequestID(r.RequestID); err != nil {
+		return err
+	}
+	return r.Session.validate(r.Limit, r.RequestID != "")
+}
+
+// validate checks a session reference: none (ID 0, and then Seq and
+// AckedBelow 0 too), or ID >= 1 and 1 <= AckedBelow <= Seq, and not
+// together with a request ID.
+func (s SessionRef) validate(limit string, hasRequestID bool) error {
+	switch {
+	case s.ID == 0 && (s.Seq != 0 || s.AckedBelow != 0):
+		return fmt.Errorf("%w: reserve on limit %q has seq %d and acked below %d without a session (allowed: both 0 without a session id)",
+			ErrInvalidCommand, limit, s.Seq, s.AckedBelow)
+	case s.ID == 0:
+		return nil
+	case hasRequestID:
+		return fmt.Errorf("%w: reserve on limit %q has both a request id and session %d (allowed: at most one of the two)",
+			ErrInvalidCommand, limit, s.ID)
+	case s.Seq < 1 || s.AckedBelow < 1 || s.AckedBelow > s.Seq:
+		return fmt.Errorf("%w: reserve on limit %q in session %d has seq %d and acked below %d (allowed: 1 <= acked below <= seq)",
+			ErrInvalidCommand, limit, s.ID, s.Seq, s.AckedBelow)
+	}
+	return nil
 }
 
 // validateBatchLen checks the number of reserves in one batch.

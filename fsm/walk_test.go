@@ -76,6 +76,7 @@ func TestReachableStateWalk(t *testing.T) {
 var walkKinds = []string{
 	"put-new", "put-rate", "put-algorithm", "delete", "policy-on", "policy-capacity", "policy-off",
 	"lease", "renew", "renew-stale", "return", "reserve", "reserve-replay", "noop",
+	"open-session", "session-replay", "session-expired", "stale-stamp",
 	"time-jump", "time-back",
 	"lease-granted", "renew-granted", "returned", "fenced", "reserve-granted", "reserve-refused",
 }
@@ -98,6 +99,27 @@ type walker struct {
 	seq int
 	// fresh makes an empty FSM with the walk's dedup retention.
 	fresh func() *FSM
+	// term is the raft term entries are appended in; staleTerm, when not
+	// 0, the term the next entry was stamped in (an entry that waited
+	// across a change of leadership).
+	term, staleTerm uint64
+	// sessions are the sessions the walk opened, with their next seq and
+	// acknowledgement.
+	sessions []walkSession
+}
+
+// walkSession is a client session of the walk.
+type walkSession struct {
+	id, nextSeq, acked uint64
+}
+
+// stamp returns the stamp of the next entry: the walk's time in the
+// current term, or in an older one.
+func (w *walker) stamp() Stamp {
+	if w.staleTerm != 0 {
+		return Stamp{Nanos: w.now, Term: w.staleTerm}
+	}
+	return Stamp{Nanos: w.now, Term: w.term}
 }
 
 var walkNames = []string{"a", "b", "c"}
@@ -106,7 +128,7 @@ var walkNames = []string{"a", "b", "c"}
 // table (16 IDs for 30 s), so that eviction by size and by age is walked
 // too.
 func newWalker(t *testing.T, seed uint64) *walker {
-	w := &walker{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), live: map[uint64]LeaseResult{}}
+	w := &walker{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), live: map[uint64]LeaseResult{}, term: 1}
 	w.fresh = New
 	if seed%4 == 0 {
 		w.fresh = func() *FSM { return newFSM(int64(30*time.Second), 16) }
@@ -122,13 +144,23 @@ func newWalker(t *testing.T, seed uint64) *walker {
 func (w *walker) step() []string {
 	w.t.Helper()
 	moved := w.advance()
+	w.staleTerm = 0
+	switch p := w.rng.IntN(100); {
+	case p < 3:
+		w.term++ // a new leader
+	case p < 6 && w.term > 1:
+		w.staleTerm = w.term - 1 - w.rng.Uint64N(w.term-1)
+	}
 	kind, data := w.command()
 	labels := []string{kind}
 	if moved != "" {
 		labels = append(labels, moved)
 	}
+	if w.staleTerm != 0 {
+		labels = append(labels, "stale-stamp")
+	}
 	w.index++
-	l := &raft.Log{Index: w.index, Term: 1, Type: raft.LogCommand, Data: data}
+	l := &raft.Log{Index: w.index, Term: w.term, Type: raft.LogCommand, Data: data}
 	got := w.f.Apply(l)
 	twin := w.twin.Apply(&raft.Log{Index: l.Index, Term: l.Term, Type: l.Type, Data: data})
 	if !reflect.DeepEqual(got, twin) {
@@ -172,7 +204,7 @@ func (w *walker) command() (string, []byte) {
 		if _, ok := w.f.Limit(name); ok {
 			kind = "put-algorithm"
 		}
-		b, err = AppendPut(nil, w.now, PutLimit{Name: name, Config: w.randomConfig(bucket.Algorithm(1 + r.IntN(4)))})
+		b, err = AppendPut(nil, w.stamp(), PutLimit{Name: name, Config: w.randomConfig(bucket.Algorithm(1 + r.IntN(4)))})
 	case p < 20:
 		kind = "put-rate"
 		info, ok := w.f.Limit(name)
@@ -180,10 +212,10 @@ func (w *walker) command() (string, []byte) {
 		if ok {
 			alg = info.Config.Spec.Algorithm
 		}
-		b, err = AppendPut(nil, w.now, PutLimit{Name: name, Config: w.randomConfig(alg)})
+		b, err = AppendPut(nil, w.stamp(), PutLimit{Name: name, Config: w.randomConfig(alg)})
 	case p < 24:
 		kind = "delete"
-		b, err = AppendDelete(nil, w.now, DeleteLimit{Name: name})
+		b, err = AppendDelete(nil, w.stamp(), DeleteLimit{Name: name})
 	case p < 30:
 		kind = "policy-on"
 		pol := LeasePolicy{Limit: name, Leased: true}
@@ -194,14 +226,14 @@ func (w *walker) command() (string, []byte) {
 			pol.BurstPermits = 1 + r.Int64N(200)
 			pol.MaxOutstandingPermits = 1 + r.Int64N(200)
 		}
-		b, err = AppendLeasePolicy(nil, w.now, pol)
+		b, err = AppendLeasePolicy(nil, w.stamp(), pol)
 	case p < 33:
 		kind = "policy-off"
-		b, err = AppendLeasePolicy(nil, w.now, LeasePolicy{Limit: name})
+		b, err = AppendLeasePolicy(nil, w.stamp(), LeasePolicy{Limit: name})
 	case p < 45:
 		kind = "lease"
 		holder := fmt.Sprintf("h%d", r.IntN(6))
-		b, err = AppendLease(nil, w.now, Lease{Limit: name, Holder: holder, Group: fmt.Sprintf("g%d", r.IntN(3)),
+		b, err = AppendLease(nil, w.stamp(), Lease{Limit: name, Holder: holder, Group: fmt.Sprintf("g%d", r.IntN(3)),
 			Weight: 1 + r.Int64N(3), DemandMilliPermitsPerSec: r.Int64N(2_000_000), TTLNanos: w.ttl(), RequestID: w.requestID()})
 	case p < 62:
 		kind = "renew"
@@ -216,7 +248,7 @@ func (w *walker) command() (string, []byte) {
 			kind = "renew-stale"
 			q.Epoch += uint64(1 + r.IntN(2))
 		}
-		b, err = AppendRenew(nil, w.now, q)
+		b, err = AppendRenew(nil, w.stamp(), q)
 	case p < 67:
 		kind = "return"
 		g, ok := w.anyGrant()
@@ -224,17 +256,29 @@ func (w *walker) command() (string, []byte) {
 			return w.noop()
 		}
 		spent, out := w.report(g)
-		b, err = AppendReturn(nil, w.now, Return{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch,
+		b, err = AppendReturn(nil, w.stamp(), Return{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch,
 			SpentPermits: spent, StolenOutPermits: out, RequestID: w.requestID()})
-	case p < 92:
+	case p < 89:
 		kind = "reserve"
 		n := 1 + r.IntN(4)
 		rs := make([]Reserve, n)
+		st := w.stamp()
 		for i := range rs {
-			id := w.requestID()
-			rs[i] = Reserve{Limit: walkNames[r.IntN(len(walkNames))], Permits: 1 + r.Int64N(4), MaxWaitNanos: w.maxWait(), RequestID: id}
+			rs[i] = Reserve{Limit: walkNames[r.IntN(len(walkNames))], Permits: 1 + r.Int64N(4), MaxWaitNanos: w.maxWait()}
+			if len(w.sessions) > 0 && r.IntN(3) == 0 {
+				rs[i].Session = w.sessionRef()
+			} else {
+				rs[i].RequestID = w.requestID()
+			}
+			if r.IntN(2) == 0 {
+				w.now += r.Int64N(int64(50 * time.Millisecond)) // arrivals spread over the batch
+			}
+			rs[i].ArrivedNanos = w.now
 		}
-		b, err = AppendReserveBatch(nil, w.now, rs)
+		b, err = AppendReserveBatch(nil, st, rs)
+	case p < 92:
+		kind = "open-session"
+		b = AppendOpenSession(nil, w.stamp())
 	default:
 		return w.noop()
 	}
@@ -244,7 +288,7 @@ func (w *walker) command() (string, []byte) {
 	return kind, b
 }
 
-func (w *walker) noop() (string, []byte) { return "noop", AppendNoop(nil, w.now) }
+func (w *walker) noop() (string, []byte) { return "noop", AppendNoop(nil, w.stamp()) }
 
 // advance moves the walk's clock: mostly small steps, sometimes none,
 // sometimes a jump of minutes (past TTLs and the dedup window), sometimes a
@@ -331,6 +375,24 @@ func (w *walker) requestID() string {
 	return id
 }
 
+// sessionRef draws a reference in one of the walk's sessions: usually
+// the next request, sometimes a retry of an earlier one, with the
+// acknowledgement moving forward now and then.
+func (w *walker) sessionRef() SessionRef {
+	r := w.rng
+	ws := &w.sessions[r.IntN(len(w.sessions))]
+	if r.IntN(3) == 0 && ws.nextSeq > ws.acked {
+		ws.acked += r.Uint64N(ws.nextSeq - ws.acked + 1)
+	}
+	seq := ws.nextSeq
+	if r.IntN(5) == 0 && seq > 1 {
+		seq = 1 + r.Uint64N(seq-1) // a retry, maybe of an acknowledged one
+	} else {
+		ws.nextSeq++
+	}
+	return SessionRef{ID: ws.id, Seq: seq, AckedBelow: min(max(ws.acked, 1), seq)}
+}
+
 // anyGrant returns a known grant (live or not: the register decides).
 func (w *walker) anyGrant() (LeaseResult, bool) {
 	if len(w.live) == 0 {
@@ -393,9 +455,15 @@ func (w *walker) observe(data []byte, res any) string {
 			}
 			return "fenced"
 		}
+	case SessionResult:
+		w.sessions = append(w.sessions, walkSession{id: v.ID, nextSeq: 1, acked: 1})
 	case []ReserveResult:
 		for i, rr := range v {
 			switch {
+			case rr.Status == SessionExpired:
+				return "session-expired"
+			case rr.Duplicate && e.Reserves[i].Session.ID != 0:
+				return "session-replay"
 			case rr.Duplicate:
 				return "reserve-replay"
 			case rr.Status == Granted && e.Reserves[i].Permits > 1:

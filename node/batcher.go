@@ -17,6 +17,14 @@ import (
 // to maxInflight entries are being committed, newly arriving reserves queue
 // and leave together in the next entry (at most maxBatch), in arrival order.
 // No timer is involved, so there is no added latency at low load.
+//
+// Each reserve is stamped when it reaches the leader (its arrival), and
+// the entry carries every arrival, so the register decides each reserve at
+// its own time, as if it had been applied alone on arrival: batching
+// shares an fsync, never an instant. Arrivals are made non-decreasing in
+// log order (a reserve stamped before one queued ahead of it takes that
+// one's stamp), and a reserve stamped in an earlier term than the entry's
+// takes the entry's stamp: both only make decisions later.
 type batcher struct {
 	n           *Node
 	mu          sync.RWMutex // guards closed against enqueues racing close
@@ -27,17 +35,31 @@ type batcher struct {
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	applyTimout time.Duration
+
+	// last is the latest arrival given to a reserve (loop goroutine only).
+	last arrival
+}
+
+// arrival is when a reserve reached the leader: its cluster-time stamp and
+// the real instant of the reading.
+type arrival struct {
+	st fsm.Stamp
+	at time.Time
 }
 
 // pendingReserve is one reserve waiting for its entry to commit.
 type pendingReserve struct {
-	r    fsm.Reserve
-	done chan reserveOutcome
+	r       fsm.Reserve
+	arrived arrival
+	done    chan reserveOutcome
 }
 
+// reserveOutcome is the register's answer to a pending reserve, or why
+// there is none; appliedAt is when the entry's apply returned.
 type reserveOutcome struct {
-	res fsm.ReserveResult
-	err error
+	res       fsm.ReserveResult
+	err       error
+	appliedAt time.Time
 }
 
 var pendingPool = sync.Pool{New: func() any { return &pendingReserve{done: make(chan reserveOutcome, 1)} }}
@@ -142,7 +164,7 @@ func failAll(batch []*pendingReserve, err error) {
 // submit stamps, encodes and applies one batch, and answers its reserves
 // when the entry is applied.
 func (b *batcher) submit(batch []*pendingReserve) {
-	now, ok := b.n.stampForApply()
+	st, at, ok := b.n.stampForApply()
 	if !ok {
 		<-b.inflight
 		failAll(batch, fmt.Errorf("%w: this node is not the leader", ErrNoLeader))
@@ -150,9 +172,18 @@ func (b *batcher) submit(batch []*pendingReserve) {
 	}
 	rs := make([]fsm.Reserve, len(batch))
 	for i, p := range batch {
+		if p.arrived.st.Term != st.Term {
+			p.arrived = arrival{st: st, at: at} // stamped on another timeline
+		}
+		if b.last.st.Term == st.Term && p.arrived.st.Nanos < b.last.st.Nanos {
+			p.arrived = b.last // queued behind a later stamp
+		}
+		b.last = p.arrived
+		p.r.ArrivedNanos = p.arrived.st.Nanos
 		rs[i] = p.r
 	}
-	buf, err := fsm.AppendReserveBatch(make([]byte, 0, 16+len(batch)*48), now, rs)
+	entry := fsm.Stamp{Nanos: rs[0].ArrivedNanos, Term: st.Term}
+	buf, err := fsm.AppendReserveBatch(make([]byte, 0, 16+len(batch)*48), entry, rs)
 	if err != nil {
 		<-b.inflight
 		failAll(batch, fmt.Errorf("%w: %v", ErrInvalid, err))
@@ -167,6 +198,7 @@ func (b *batcher) submit(batch []*pendingReserve) {
 			failAll(batch, mapRaftErr(err))
 			return
 		}
+		applied := time.Now()
 		results, ok := f.Response().([]fsm.ReserveResult)
 		if !ok || len(results) != len(batch) {
 			// Committed, but the answer is lost: the outcome is unknown to
@@ -175,10 +207,10 @@ func (b *batcher) submit(batch []*pendingReserve) {
 			return
 		}
 		if b.n.cfg.OnBatch != nil {
-			b.n.cfg.OnBatch(len(batch), time.Since(start))
+			b.n.cfg.OnBatch(len(batch), applied.Sub(start))
 		}
 		for i, p := range batch {
-			p.done <- reserveOutcome{res: results[i]}
+			p.done <- reserveOutcome{res: results[i], appliedAt: applied}
 		}
 	}()
 }

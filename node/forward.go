@@ -60,16 +60,6 @@ func newFwdConn(network Network, addr string, timeout time.Duration) (*fwdConn, 
 	return &fwdConn{addr: addr, Conn: binproto.NewConn(c)}, nil
 }
 
-// call sends one request to the leader; a connection failure is ErrNoLeader
-// (outcome unknown).
-func (fc *fwdConn) call(ctx context.Context, op byte, payload []byte) (byte, []byte, error) {
-	code, resp, err := fc.Call(ctx, op, payload)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%w: leader %s: %v", ErrNoLeader, fc.addr, err)
-	}
-	return code, resp, nil
-}
-
 // forwarder keeps the connection to the current leader.
 type forwarder struct {
 	network Network
@@ -109,18 +99,25 @@ func (f *forwarder) close() {
 // forward sends op to the leader at addr and maps the answer's code to an
 // error; on binproto.CodeOK it returns the payload.
 func (f *forwarder) forward(ctx context.Context, addr string, op byte, payload []byte) ([]byte, error) {
+	resp, _, err := f.forwardTimed(ctx, addr, op, payload)
+	return resp, err
+}
+
+// forwardTimed is forward, and also returns when the answer was read off
+// the connection.
+func (f *forwarder) forwardTimed(ctx context.Context, addr string, op byte, payload []byte) ([]byte, time.Time, error) {
 	c, err := f.get(addr)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	code, resp, err := c.call(ctx, op, payload)
+	code, resp, received, err := c.CallTimed(ctx, op, payload)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, fmt.Errorf("%w: leader %s: %v", ErrNoLeader, c.addr, err)
 	}
 	if code != binproto.CodeOK {
-		return nil, errOf(code, string(resp))
+		return nil, received, errOf(code, string(resp))
 	}
-	return resp, nil
+	return resp, received, nil
 }
 
 // serveForwarded serves one forwarding connection from a follower: each
@@ -139,10 +136,21 @@ func (n *Node) ServeClient(c net.Conn) {
 	n.servePipelined(c, binproto.MaxClientFrame, n.handleClient)
 }
 
-// handleClient serves one call of a binary client.
+// handleClient serves one call of a binary client: a reserve or the
+// opening of a session.
 func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+	if op == binproto.OpOpenSession {
+		if len(payload) != 0 {
+			return nil, fmt.Errorf("%w: open session takes no payload (%d bytes)", ErrInvalid, len(payload))
+		}
+		res, err := n.OpenSession(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return binproto.EncodeSessionResult(res), nil
+	}
 	if op != binproto.OpReserve {
-		return nil, fmt.Errorf("%w: operation %d on a client connection: allowed: %d (reserve)", ErrInvalid, op, binproto.OpReserve)
+		return nil, fmt.Errorf("%w: operation %d on a client connection: allowed: %d (reserve), %d (open session)", ErrInvalid, op, binproto.OpReserve, binproto.OpOpenSession)
 	}
 	r, err := binproto.DecodeReserve(payload)
 	if err != nil {

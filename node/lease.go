@@ -39,7 +39,7 @@ func (n *Node) PutLeasePolicy(ctx context.Context, p fsm.LeasePolicy) (fsm.Lease
 	if err := p.Validate(); err != nil {
 		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	payload, err := fsm.AppendLeasePolicy(nil, 0, p)
+	payload, err := fsm.AppendLeasePolicy(nil, fsm.Stamp{}, p)
 	if err != nil {
 		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -76,7 +76,7 @@ func (n *Node) leasePolicyLocal(ctx context.Context, p fsm.LeasePolicy) (fsm.Lea
 	if _, ok := n.fsm.Limit(p.Limit); !ok {
 		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: limit %q", ErrNotFound, p.Limit)
 	}
-	v, err := n.applyAdmin(ctx, func(now int64) ([]byte, error) { return fsm.AppendLeasePolicy(nil, now, p) })
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendLeasePolicy(nil, st, p) })
 	if err != nil {
 		return fsm.LeasePolicyResult{}, err
 	}
@@ -95,8 +95,8 @@ func (n *Node) Lease(ctx context.Context, q fsm.Lease) (fsm.LeaseResult, error) 
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpLease, func(now int64) ([]byte, error) {
-		return fsm.AppendLease(nil, now, q)
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpLease, func(st fsm.Stamp) ([]byte, error) {
+		return fsm.AppendLease(nil, st, q)
 	})
 }
 
@@ -108,8 +108,8 @@ func (n *Node) Renew(ctx context.Context, q fsm.Renew) (fsm.LeaseResult, error) 
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpRenew, func(now int64) ([]byte, error) {
-		return fsm.AppendRenew(nil, now, q)
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpRenew, func(st fsm.Stamp) ([]byte, error) {
+		return fsm.AppendRenew(nil, st, q)
 	})
 }
 
@@ -120,8 +120,8 @@ func (n *Node) Return(ctx context.Context, q fsm.Return) (fsm.LeaseResult, error
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpReturn, func(now int64) ([]byte, error) {
-		return fsm.AppendReturn(nil, now, q)
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpReturn, func(st fsm.Stamp) ([]byte, error) {
+		return fsm.AppendReturn(nil, st, q)
 	})
 }
 
@@ -129,8 +129,8 @@ func (n *Node) Return(ctx context.Context, q fsm.Return) (fsm.LeaseResult, error
 // builds its log entry at a cluster time), retrying a command with a
 // request ID on ambiguous failures. A follower forwards the entry itself,
 // stamped 0: the leader decodes it with fsm.Decode and stamps its own.
-func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, op byte, encode func(now int64) ([]byte, error)) (fsm.LeaseResult, error) {
-	payload, err := encode(0)
+func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, op byte, encode func(st fsm.Stamp) ([]byte, error)) (fsm.LeaseResult, error) {
+	payload, err := encode(fsm.Stamp{})
 	if err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -149,7 +149,7 @@ func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, op byt
 	}
 }
 
-func (n *Node) leaseOnce(ctx context.Context, limit string, op byte, payload []byte, encode func(now int64) ([]byte, error)) (fsm.LeaseResult, error) {
+func (n *Node) leaseOnce(ctx context.Context, limit string, op byte, payload []byte, encode func(st fsm.Stamp) ([]byte, error)) (fsm.LeaseResult, error) {
 	resp, err := n.leaderDo(ctx, op, payload, func(ctx context.Context) ([]byte, error) {
 		res, err := n.leaseLocal(ctx, limit, encode)
 		if err != nil {
@@ -169,7 +169,7 @@ func (n *Node) leaseOnce(ctx context.Context, limit string, op byte, payload []b
 
 // leaseLocal checks the limit and applies one lease command on the
 // leader, returning the register's result as is.
-func (n *Node) leaseLocal(ctx context.Context, limit string, encode func(now int64) ([]byte, error)) (fsm.LeaseResult, error) {
+func (n *Node) leaseLocal(ctx context.Context, limit string, encode func(st fsm.Stamp) ([]byte, error)) (fsm.LeaseResult, error) {
 	if err := n.checkLeased(limit); err != nil {
 		return fsm.LeaseResult{}, err
 	}
@@ -299,21 +299,21 @@ func (n *Node) handleForwardedLease(ctx context.Context, op byte, payload []byte
 			return invalid(err)
 		}
 		q := e.Lease
-		return result(n.leaseLocal(ctx, q.Limit, func(now int64) ([]byte, error) { return fsm.AppendLease(nil, now, q) }))
+		return result(n.leaseLocal(ctx, q.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendLease(nil, st, q) }))
 	case binproto.OpRenew:
 		e, err := decodeCommand(payload, fsm.CmdRenew)
 		if err != nil {
 			return invalid(err)
 		}
 		q := e.Renew
-		return result(n.leaseLocal(ctx, q.Limit, func(now int64) ([]byte, error) { return fsm.AppendRenew(nil, now, q) }))
+		return result(n.leaseLocal(ctx, q.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendRenew(nil, st, q) }))
 	case binproto.OpReturn:
 		e, err := decodeCommand(payload, fsm.CmdReturn)
 		if err != nil {
 			return invalid(err)
 		}
 		q := e.Return
-		return result(n.leaseLocal(ctx, q.Limit, func(now int64) ([]byte, error) { return fsm.AppendReturn(nil, now, q) }))
+		return result(n.leaseLocal(ctx, q.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendReturn(nil, st, q) }))
 	case binproto.OpLeaseView:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {

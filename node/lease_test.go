@@ -276,8 +276,8 @@ func TestLeasesThroughCluster(t *testing.T) {
 // decodes to the same value.
 func FuzzLeaseCodec(f *testing.F) {
 	seeds := [][]byte{
-		mustEncode(fsm.AppendLease(nil, 0, fsm.Lease{Limit: "api", Holder: "h", Group: "g", Weight: 3, DemandMilliPermitsPerSec: 1e12, TTLNanos: 1e9, RequestID: "r"})),
-		mustEncode(fsm.AppendReturn(nil, 0, fsm.Return{Limit: "api", LeaseID: 9, Epoch: 1, SpentPermits: 1, RequestID: "x"})),
+		mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, fsm.Lease{Limit: "api", Holder: "h", Group: "g", Weight: 3, DemandMilliPermitsPerSec: 1e12, TTLNanos: 1e9, RequestID: "r"})),
+		mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, fsm.Return{Limit: "api", LeaseID: 9, Epoch: 1, SpentPermits: 1, RequestID: "x"})),
 		encodeLeaseResult(fsm.LeaseResult{Status: fsm.LeaseGranted, LeaseID: 1, Epoch: 2, Permits: 3, ExpiresInNanos: -1, Duplicate: true, Detail: "d"}),
 		encodeLeasePolicyResult(fsm.LeasePolicyResult{Applied: true, BurstPermits: 1, MaxOutstandingPermits: 2, Detail: "x"}),
 		encodeLeaseView(fsm.LeasePoolInfo{Limit: "api", MintedPermits: 5, ActiveLeases: 1}, []fsm.LeaseInfo{{ID: 1, Epoch: 1, Active: true, Holder: "h", Group: "g", Weight: 1}}),
@@ -345,13 +345,13 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 			t.Errorf("%s: got %+v (%v), want %+v", name, got, err, want)
 		}
 	}
-	e1, err := decodeCommand(mustEncode(fsm.AppendLeasePolicy(nil, 0, pol)), fsm.CmdPutLeasePolicy)
+	e1, err := decodeCommand(mustEncode(fsm.AppendLeasePolicy(nil, fsm.Stamp{}, pol)), fsm.CmdPutLeasePolicy)
 	check("policy", pol, e1.Policy, err)
-	e2, err := decodeCommand(mustEncode(fsm.AppendLease(nil, 0, lease)), fsm.CmdLease)
+	e2, err := decodeCommand(mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, lease)), fsm.CmdLease)
 	check("lease", lease, e2.Lease, err)
-	e3, err := decodeCommand(mustEncode(fsm.AppendRenew(nil, 0, renew)), fsm.CmdRenew)
+	e3, err := decodeCommand(mustEncode(fsm.AppendRenew(nil, fsm.Stamp{}, renew)), fsm.CmdRenew)
 	check("renew", renew, e3.Renew, err)
-	e4, err := decodeCommand(mustEncode(fsm.AppendReturn(nil, 0, ret)), fsm.CmdReturn)
+	e4, err := decodeCommand(mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, ret)), fsm.CmdReturn)
 	check("return", ret, e4.Return, err)
 	got5, err := decodeLeaseResult(encodeLeaseResult(res))
 	check("result", res, got5, err)
@@ -372,10 +372,10 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 			t.Errorf("result truncated to %d bytes decodes", i)
 		}
 	}
-	if _, err := decodeCommand(mustEncode(fsm.AppendLease(nil, 0, lease)), fsm.CmdRenew); err == nil {
+	if _, err := decodeCommand(mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, lease)), fsm.CmdRenew); err == nil {
 		t.Errorf("a lease decodes as a renew")
 	}
-	if _, err := decodeCommand(append(mustEncode(fsm.AppendReturn(nil, 0, ret)), 0), fsm.CmdReturn); err == nil {
+	if _, err := decodeCommand(append(mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, ret)), 0), fsm.CmdReturn); err == nil {
 		t.Errorf("trailing byte decodes")
 	}
 	// A lease count beyond the frame is rejected before allocating.

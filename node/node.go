@@ -328,13 +328,15 @@ func (n *Node) onLeadership(isLeader bool) {
 }
 
 // stampForApply stamps a command if this node is the leader of the term its
-// timeline began in.
-func (n *Node) stampForApply() (int64, bool) {
-	now, term, ok := n.timeline.stamp()
+// timeline began in: the cluster time and that term (fsm.Apply trusts the
+// time only in an entry appended in the same term), and the real instant
+// of the reading.
+func (n *Node) stampForApply() (fsm.Stamp, time.Time, bool) {
+	now, term, at, ok := n.timeline.stamp()
 	if !ok || n.raft.CurrentTerm() != term || n.raft.State() != raft.Leader {
-		return 0, false
+		return fsm.Stamp{}, time.Time{}, false
 	}
-	return now, true
+	return fsm.Stamp{Nanos: now, Term: term}, at, true
 }
 
 // waitLeading waits until this node's timeline is active or ctx ends.

@@ -326,14 +326,20 @@ func TestPartitionedLeaderRefusesAndMajorityServes(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, 10*time.Millisecond, 10)); return err })
+	// An expiry far above any commit latency: this test is about who
+	// decides, not about how late a permit may be used.
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1, Per: 10 * time.Millisecond, MaxReserved: 10, Expiry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", cfg); return err })
 	var addrs []string
 	for _, id := range c.ids {
 		addrs = append(addrs, addrOf(id))
 	}
 	c.sw.Isolate(addrOf(l.ID()), addrs)
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err := l.Reserve(short, fsm.Reserve{Limit: "api", Permits: 1})
+	_, err = l.Reserve(short, fsm.Reserve{Limit: "api", Permits: 1})
 	cancel()
 	if err == nil {
 		t.Fatal("an isolated leader granted a permit")
@@ -373,7 +379,10 @@ func TestConcurrentReservesAreBatched(t *testing.T) {
 	})
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1e6, Per: time.Second, MaxReserved: 1 << 20})
+	// An expiry of an hour: a strict permit of a microsecond's interval
+	// expires (by default) half a microsecond after its slot, long before
+	// any answer could reach a caller; this test is about batching.
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1e6, Per: time.Second, MaxReserved: 1 << 20, Expiry: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,12 +26,14 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 	if err := n.checkLocal(r); err != nil {
 		return fsm.ReserveResult{}, err
 	}
-	// Retries stop well inside the register's dedup retention, so that a
-	// retry is always recognised as one.
+	// Retries stop well inside the register's dedup retention (and a
+	// session's idle lifetime), so that a retry is always recognised as
+	// one.
+	idempotent := r.RequestID != "" || r.Session.ID != 0
 	giveUp := time.Now().Add(maxRetryFor)
 	for {
 		res, err := n.reserveOnce(ctx, r)
-		if err == nil || r.RequestID == "" || !errors.Is(err, ErrNoLeader) || ctx.Err() != nil || time.Now().After(giveUp) {
+		if err == nil || !idempotent || !errors.Is(err, ErrNoLeader) || ctx.Err() != nil || time.Now().After(giveUp) {
 			return res, err
 		}
 		if !n.pause(ctx, 20*time.Millisecond) {
@@ -79,6 +81,9 @@ func (n *Node) pause(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// reserveOnce decides r once: on this node if it leads, else through the
+// leader. Either way the answer's durations count from the moment this
+// node returns it (answer.go).
 func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
 	if n.waitLeading(ctx) {
 		return n.reserveLocal(ctx, r)
@@ -94,7 +99,7 @@ func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve) (fsm.ReserveResul
 		}
 		return fsm.ReserveResult{}, fmt.Errorf("%w: leadership not established", ErrNoLeader)
 	}
-	resp, err := n.fwd.forward(ctx, addr, binproto.OpReserve, binproto.EncodeReserve(r))
+	resp, received, err := n.fwd.forwardTimed(ctx, addr, binproto.OpReserve, binproto.EncodeReserve(r))
 	if err != nil {
 		return fsm.ReserveResult{}, err
 	}
@@ -102,12 +107,18 @@ func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve) (fsm.ReserveResul
 	if err != nil {
 		return fsm.ReserveResult{}, fmt.Errorf("node: leader's answer: %w", err)
 	}
-	return resultToErr(r, res)
+	return resultToErr(r, shiftResult(res, time.Since(received)))
 }
 
+// reserveLocal stamps r's arrival, hands it to the batcher and waits for
+// the register's decision, expressed relative to the moment it returns.
 func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	st, at, ok := n.stampForApply()
+	if !ok {
+		return fsm.ReserveResult{}, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
+	}
 	p := pendingPool.Get().(*pendingReserve)
-	p.r = r
+	p.r, p.arrived = r, arrival{st: st, at: at}
 	if err := n.batcher.enqueue(ctx, p); err != nil {
 		pendingPool.Put(p)
 		return fsm.ReserveResult{}, err
@@ -117,21 +128,27 @@ func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResu
 	// The batcher always answers: with the decision, or with an unknown
 	// outcome when leadership is lost or the node stops (awaitFuture).
 	out := <-p.done
+	arrived := p.arrived
 	pendingPool.Put(p)
 	if out.err != nil {
 		return fsm.ReserveResult{}, out.err
 	}
-	return resultToErr(r, out.res)
+	return resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)))
 }
 
 // resultToErr maps domain outcomes that the API reports as errors. A
-// duplicate whose permit expired before the retry arrived is reported as a
-// refusal: the permit must not be used, and a new request (with a new ID)
-// may be granted.
+// grant whose (first) permit expired before the answer could be sent — a
+// duplicate replayed too late, or a fresh strict grant held past its
+// expiry — is reported as a refusal: the permit must not be used, and a
+// new request (with a new ID) may be granted. A refusal, Busy and
+// SessionExpired stay results: they carry their retry time or detail.
 func resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveResult, error) {
 	if res.Status == fsm.Granted && res.ExpiresInNanos < 0 {
-		return fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 1, Duplicate: true,
-			Detail: "the permit granted to this request_id expired before the retry arrived; retry with a new request_id"}, nil
+		detail := "the permit granted to this request expired before its answer could be sent; reserve again"
+		if res.Duplicate {
+			detail = "the permit granted to this request_id expired before the retry arrived; retry with a new request_id"
+		}
+		return fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 1, Duplicate: res.Duplicate, Detail: detail}, nil
 	}
 	switch res.Status {
 	case fsm.UnknownLimit:
@@ -142,16 +159,44 @@ func resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveResult, error
 	return res, nil
 }
 
+// OpenSession opens a client session (see fsm.SessionResult): the session
+// ID to put in reserves' fsm.SessionRef, and how long the session lives
+// without a reserve. It is not retried: a session opened by an attempt
+// whose answer was lost expires unused.
+func (n *Node) OpenSession(ctx context.Context) (fsm.SessionResult, error) {
+	resp, err := n.leaderDo(ctx, binproto.OpOpenSession, nil, n.openSessionLocal)
+	if err != nil {
+		return fsm.SessionResult{}, err
+	}
+	res, err := binproto.DecodeSessionResult(resp)
+	if err != nil {
+		return fsm.SessionResult{}, fmt.Errorf("node: leader's answer: %w", err)
+	}
+	return res, nil
+}
+
+func (n *Node) openSessionLocal(ctx context.Context) ([]byte, error) {
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendOpenSession(nil, st), nil })
+	if err != nil {
+		return nil, err
+	}
+	res, ok := v.(fsm.SessionResult)
+	if !ok {
+		return nil, fmt.Errorf("%w: internal error: open session answered %T (outcome unknown)", ErrNoLeader, v)
+	}
+	return binproto.EncodeSessionResult(res), nil
+}
+
 // applyAdmin stamps and applies one admin command on the leader.
-func (n *Node) applyAdmin(ctx context.Context, encode func(now int64) ([]byte, error)) (any, error) {
+func (n *Node) applyAdmin(ctx context.Context, encode func(st fsm.Stamp) ([]byte, error)) (any, error) {
 	if !n.waitLeading(ctx) {
 		return nil, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
 	}
-	now, ok := n.stampForApply()
+	st, _, ok := n.stampForApply()
 	if !ok {
 		return nil, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
 	}
-	buf, err := encode(now)
+	buf, err := encode(st)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -201,8 +246,8 @@ func (n *Node) PutLimit(ctx context.Context, name string, cfg bucket.Config) (fs
 }
 
 func (n *Node) putLocal(ctx context.Context, name string, cfg bucket.Config) ([]byte, error) {
-	v, err := n.applyAdmin(ctx, func(now int64) ([]byte, error) {
-		return fsm.AppendPut(nil, now, fsm.PutLimit{Name: name, Config: cfg})
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) {
+		return fsm.AppendPut(nil, st, fsm.PutLimit{Name: name, Config: cfg})
 	})
 	if err != nil {
 		return nil, err
@@ -243,8 +288,8 @@ func (n *Node) DeleteLimit(ctx context.Context, name string) (fsm.DeleteResult, 
 }
 
 func (n *Node) deleteLocal(ctx context.Context, name string) ([]byte, error) {
-	v, err := n.applyAdmin(ctx, func(now int64) ([]byte, error) {
-		return fsm.AppendDelete(nil, now, fsm.DeleteLimit{Name: name})
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) {
+		return fsm.AppendDelete(nil, st, fsm.DeleteLimit{Name: name})
 	})
 	if err != nil {
 		return nil, err
@@ -432,6 +477,11 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		return nil, n.removeLocal(ss[0])
 	case binproto.OpLeasePolicy, binproto.OpLease, binproto.OpRenew, binproto.OpReturn, binproto.OpLeaseView:
 		return n.handleForwardedLease(ctx, op, payload)
+	case binproto.OpOpenSession:
+		if len(payload) != 0 {
+			return nil, fmt.Errorf("%w: open session takes no payload (%d bytes)", ErrInvalid, len(payload))
+		}
+		return n.openSessionLocal(ctx)
 	}
 	return nil, fmt.Errorf("%w: unknown forwarded operation %d", ErrInvalid, op)
 }

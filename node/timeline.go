@@ -1,6 +1,9 @@
 package node
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // timeline is the leader's view of cluster time (ARCHITECTURE.md, invariant
 // 2). When a node becomes leader it first applies its whole log (a raft
@@ -50,13 +53,16 @@ func (t *timeline) end() {
 	t.mu.Unlock()
 }
 
-// stamp returns the current cluster time and the term the timeline began
-// in, or false if this node is not an active leader.
-func (t *timeline) stamp() (int64, uint64, bool) {
+// stamp returns the current cluster time, the term the timeline began in
+// and the real (monotonic) instant of the reading, or false if this node
+// is not an active leader. The instant is what an answer's durations are
+// counted from when they are sent (see answer.go): it is never earlier
+// than the real time at which the timeline reached the stamp.
+func (t *timeline) stamp() (int64, uint64, time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.active {
-		return 0, 0, false
+		return 0, 0, time.Time{}, false
 	}
 	elapsed := min(t.clock.NowNanos()-t.start, t.real.NowNanos()-t.realStart)
 	now := t.base + max(elapsed, 0)
@@ -64,7 +70,7 @@ func (t *timeline) stamp() (int64, uint64, bool) {
 		now = t.last
 	}
 	t.last = now
-	return now, t.term, true
+	return now, t.term, time.Now(), true
 }
 
 // activeTerm returns the term the active timeline began in.

@@ -28,7 +28,7 @@ func TestTimelineNeverRunsFasterThanRealTime(t *testing.T) {
 	for i, s := range steps {
 		injected.advance(s.injected)
 		real.advance(s.real)
-		got, term, ok := tl.stamp()
+		got, term, _, ok := tl.stamp()
 		if !ok || term != 7 || got != s.want {
 			t.Fatalf("step %d: stamp = %d, %d, %v; want %d, 7, true", i, got, term, ok, s.want)
 		}
@@ -37,11 +37,11 @@ func TestTimelineNeverRunsFasterThanRealTime(t *testing.T) {
 	tl.begin(8, 0)
 	injected.advance(time.Millisecond)
 	real.advance(time.Second)
-	if got, _, _ := tl.stamp(); got != int64(time.Millisecond) {
+	if got, _, _, _ := tl.stamp(); got != int64(time.Millisecond) {
 		t.Fatalf("slow clock: stamp = %d, want %d", got, int64(time.Millisecond))
 	}
 	tl.end()
-	if _, _, ok := tl.stamp(); ok {
+	if _, _, _, ok := tl.stamp(); ok {
 		t.Fatal("an ended timeline stamped")
 	}
 }

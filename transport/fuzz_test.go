@@ -81,11 +81,12 @@ func FuzzReserveParse(f *testing.F) {
 		`{"request_id":"x","permits":12,"max_wait":"0s"}`, `{"permits":05}`, `{"permits":1,"permits":2}`,
 		`{"Permits":3}`, `{"permits":1.0}`, `{"max_wait":"\u0031s"}`, `{"permits":1}x`, `{"permits":-1}`,
 		`{"permits":123456789012345678}`, `{"permits":1234567890123456789}`, `{"request_id":"é"}`,
+		`{"permits":2,"max_wait":"1s","session":7,"seq":3,"acked_below":2}`, `{"seq":1}`, `{"session":1,"seq":1,"request_id":"x"}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		permits, maxWait, reqID, ok := parseReserveFast(body)
+		got, ok := parseReserveFast(body)
 		if !ok {
 			return
 		}
@@ -93,19 +94,21 @@ func FuzzReserveParse(f *testing.F) {
 		if herr := decodeObject(body, &req, reserveFields, true); herr != nil {
 			t.Fatalf("fast path accepted %q, encoding/json rejects it: %v", body, herr)
 		}
-		wantPermits, wantWait, wantID := int64(1), "0s", ""
+		want := fastReserve{permits: 1, maxWait: "0s"}
 		if req.Permits.set {
-			wantPermits = req.Permits.v
+			want.permits = req.Permits.v
 		}
 		if req.MaxWait.set {
-			wantWait = req.MaxWait.v
+			want.maxWait = req.MaxWait.v
 		}
 		if req.RequestID.set {
-			wantID = req.RequestID.v
+			want.reqID = req.RequestID.v
 		}
-		if permits != wantPermits || maxWait != wantWait || reqID != wantID {
-			t.Fatalf("%q: fast (%d %q %q) != encoding/json (%d %q %q)", body, permits, maxWait, reqID, wantPermits, wantWait, wantID)
+		want.session, want.seq, want.acked = req.Session.v, req.Seq.v, req.AckedBelow.v
+		if got != want {
+			t.Fatalf("%q: fast %+v != encoding/json %+v", body, got, want)
 		}
+		permits, reqID := got.permits, got.reqID
 		// parseReserve agrees with what was decoded.
 		var r fsm.Reserve
 		if herr := parseReserve(body, &r); herr == nil && (r.Permits != permits || r.RequestID != reqID) {

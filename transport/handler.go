@@ -75,6 +75,7 @@ const (
 	routeLease
 	routeRenew
 	routeReturn
+	routeSessions
 	numRoutes
 )
 
@@ -96,6 +97,7 @@ var routeLabels = [numRoutes]string{
 	routeLease:       "/v1/limits/{name}/lease",
 	routeRenew:       "/v1/limits/{name}/leases/{id}/renew",
 	routeReturn:      "/v1/limits/{name}/leases/{id}/return",
+	routeSessions:    "/v1/sessions",
 }
 
 // ServeHTTP implements http.Handler.
@@ -146,6 +148,11 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		if rt := h.dispatchLease(w, r, name, sub); rt != routeUnknown {
 			return rt
 		}
+	case p == "/v1/sessions":
+		if h.method(w, r, "POST") {
+			h.openSession(w, r)
+		}
+		return routeSessions
 	case p == "/v1/status":
 		if h.method(w, r, "GET, HEAD") {
 			writeJSON(w, http.StatusOK, h.store.Status())
@@ -190,7 +197,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		}
 		return routeReadyz
 	}
-	writeError(w, http.StatusNotFound, "unknown path "+strconvQuote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/status, /v1/cluster, /metrics, /healthz, /readyz")
+	writeError(w, http.StatusNotFound, "unknown path "+strconvQuote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz")
 	return routeUnknown
 }
 

@@ -159,7 +159,7 @@ func TestReserve(t *testing.T) {
 
 	// Empty body: one permit, no waiting.
 	w := e.do(t, "POST", "/v1/limits/a/reserve", "")
-	if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != `{"granted":true,"wait_ns":0,"expires_in_ns":0,"duplicate":false}` {
+	if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != `{"granted":true,"wait_ns":0,"expires_in_ns":0,"spacing_ns":1500000000,"duplicate":false}` {
 		t.Fatalf("first reserve: %d %s", w.Code, got)
 	}
 	// The next permit is 1.5s away; max_wait 0 refuses.
@@ -184,12 +184,33 @@ func TestReserve(t *testing.T) {
 	if m := decode(t, w); w.Code != 200 || m["duplicate"] != true {
 		t.Fatalf("duplicate reserve: %d %s", w.Code, w.Body)
 	}
+	// A session: POST /v1/sessions, then reserves numbered by seq; a retry
+	// of a seq is answered from the register.
+	w = e.do(t, "POST", "/v1/sessions", "")
+	if m := decode(t, w); w.Code != http.StatusCreated || m["session"] != 1.0 || m["idle_ttl_ns"] != float64(fsm.SessionIdleNanos) {
+		t.Fatalf("open session: %d %s", w.Code, w.Body)
+	}
+	w = e.do(t, "POST", "/v1/limits/a/reserve", `{"max_wait":"5s","session":1,"seq":1}`)
+	if m := decode(t, w); w.Code != 200 || m["duplicate"] != false {
+		t.Fatalf("session reserve: %d %s", w.Code, w.Body)
+	}
+	w = e.do(t, "POST", "/v1/limits/a/reserve", `{"max_wait":"5s","session":1,"seq":1,"acked_below":1}`)
+	if m := decode(t, w); w.Code != 200 || m["duplicate"] != true {
+		t.Fatalf("session retry: %d %s", w.Code, w.Body)
+	}
+	w = e.do(t, "POST", "/v1/limits/a/reserve", `{"session":7,"seq":1}`)
+	if m := decode(t, w); w.Code != http.StatusGone || m["session_expired"] != true {
+		t.Fatalf("reserve of an unknown session: %d %s", w.Code, w.Body)
+	}
 	got := e.store.Reserves()
 	want := []fsm.Reserve{
 		{Limit: "a", Permits: 1},
 		{Limit: "a", Permits: 1},
 		{Limit: "a", Permits: 1, MaxWaitNanos: 2e9, RequestID: "abc-1"},
 		{Limit: "a", Permits: 1, MaxWaitNanos: 2e9, RequestID: "abc-1"},
+		{Limit: "a", Permits: 1, MaxWaitNanos: 5e9, Session: fsm.SessionRef{ID: 1, Seq: 1, AckedBelow: 1}},
+		{Limit: "a", Permits: 1, MaxWaitNanos: 5e9, Session: fsm.SessionRef{ID: 1, Seq: 1, AckedBelow: 1}},
+		{Limit: "a", Permits: 1, Session: fsm.SessionRef{ID: 7, Seq: 1, AckedBelow: 1}},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("reserves reaching the store:\n got %v\nwant %v", got, want)
@@ -356,6 +377,15 @@ func badInputs() []badInput {
 		res("request_id too long", `{"request_id":"`+strings.Repeat("r", 65)+`"}`, "65 bytes"),
 		res("request_id bad char", `{"request_id":"a b"}`, "not allowed"),
 		res("request_id number", `{"request_id":7}`, `"request_id"`),
+		res("session without seq", `{"session":3}`, `"seq"`),
+		res("session zero", `{"session":0,"seq":1}`, `"session"`),
+		res("session negative", `{"session":-1,"seq":1}`, `"session"`),
+		res("session with request_id", `{"session":3,"seq":1,"request_id":"x"}`, `"request_id"`),
+		res("seq without session", `{"seq":1}`, `"session"`),
+		res("acked_below above seq", `{"session":3,"seq":2,"acked_below":3}`, `"acked_below"`),
+		res("acked_below zero", `{"session":3,"seq":2,"acked_below":0}`, `"acked_below"`),
+		res("session string", `{"session":"3","seq":1}`, `"session"`),
+		{"sessions with a field", "POST", "/v1/sessions", `{"ttl":"1h"}`, 400, "no fields"},
 		res("unknown field", `{"permits":1,"limit":"a"}`, `unknown field "limit"`),
 		res("duplicate-ish unknown case", `{"Permits":1,"priority":2}`, `unknown field "priority"`),
 		res("truncated", `{"permits":1`, "truncated"),

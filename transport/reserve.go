@@ -3,6 +3,7 @@ package transport
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/permitd/permitd/fsm"
@@ -11,127 +12,184 @@ import (
 // reserveRequest is the body of POST /v1/limits/{name}/reserve. An empty
 // body asks for one permit without waiting.
 type reserveRequest struct {
-	Permits   opt[int64]  `json:"permits"`
-	MaxWait   opt[string] `json:"max_wait"`
-	RequestID opt[string] `json:"request_id"`
+	Permits    opt[int64]  `json:"permits"`
+	MaxWait    opt[string] `json:"max_wait"`
+	RequestID  opt[string] `json:"request_id"`
+	Session    opt[int64]  `json:"session"`
+	Seq        opt[int64]  `json:"seq"`
+	AckedBelow opt[int64]  `json:"acked_below"`
 }
 
 var reserveFields = fieldHelp{
 	{"permits", "an integer > 0 (default 1)"},
 	{"max_wait", `a Go duration string >= 0 such as "0s", "250ms" or "2s" (default "0s")`},
 	{"request_id", "an idempotency key of " + allowedRequestIDChars},
+	{"session", "a session id from POST /v1/sessions (with seq and acked_below; not with request_id)"},
+	{"seq", "with session: this request's number in the session, an integer >= 1 (a retry reuses it)"},
+	{"acked_below", "with session: the lowest seq whose answer the client has not received, 1 <= acked_below <= seq (default 1)"},
 }
 
 // parseReserve validates a reserve body into r (whose Limit is already set).
 func parseReserve(body []byte, r *fsm.Reserve) *httpError {
-	permits, maxWait, reqID, ok := parseReserveFast(body)
+	f, ok := parseReserveFast(body)
 	if !ok {
 		var req reserveRequest
 		if herr := decodeObject(body, &req, reserveFields, true); herr != nil {
 			return herr
 		}
-		permits, maxWait, reqID = 1, "0s", ""
+		f = fastReserve{permits: 1, maxWait: "0s"}
 		if req.Permits.set {
-			permits = req.Permits.v
+			f.permits = req.Permits.v
 		}
 		if req.MaxWait.set {
-			maxWait = req.MaxWait.v // "" is rejected below
+			f.maxWait = req.MaxWait.v // "" is rejected below
 		}
 		if req.RequestID.set {
-			reqID = req.RequestID.v
+			f.reqID = req.RequestID.v
+		}
+		if herr := parseSessionRef(&req, f.reqID != "", &r.Session); herr != nil {
+			return herr
+		}
+	} else if f.session != 0 {
+		req := reserveRequest{Session: opt[int64]{v: f.session, set: true}, Seq: opt[int64]{v: f.seq, set: f.seq != 0},
+			AckedBelow: opt[int64]{v: f.acked, set: f.acked != 0}}
+		if herr := parseSessionRef(&req, f.reqID != "", &r.Session); herr != nil {
+			return herr
 		}
 	}
-	if permits <= 0 {
-		return badRequest(`field "permits": %d; allowed: %s`, permits, reserveFields.help("permits"))
+	if f.permits <= 0 {
+		return badRequest(`field "permits": %d; allowed: %s`, f.permits, reserveFields.help("permits"))
 	}
-	r.Permits = permits
-	if maxWait != "0s" {
-		d, herr := parseDuration("max_wait", maxWait, true)
+	r.Permits = f.permits
+	if f.maxWait != "0s" {
+		d, herr := parseDuration("max_wait", f.maxWait, true)
 		if herr != nil {
 			return herr
 		}
 		r.MaxWaitNanos = int64(d)
 	}
-	if reqID != "" {
-		if err := validateRequestID(reqID); err != nil {
+	if f.reqID != "" {
+		if err := validateRequestID(f.reqID); err != nil {
 			return badRequest(`field "request_id": %v`, err)
 		}
-		r.RequestID = reqID
+		r.RequestID = f.reqID
 	}
 	return nil
 }
 
-// parseReserveFast decodes the common shape of a reserve body without
-// reflection: an object whose keys are among permits (a plain decimal
-// integer), max_wait and request_id (strings without escapes), each at most
-// once. ok is false for anything else, and the caller then decodes with
-// encoding/json, which produces the same result or the error to report.
-// An empty max_wait ("") or request_id is left to the slow path. maxWait is
-// "0s" when absent.
-func parseReserveFast(b []byte) (permits int64, maxWait, reqID string, ok bool) {
-	permits, maxWait = 1, "0s"
-	i := skipSpace(b, 0)
-	if i == len(b) {
-		return 0, "", "", false // empty body: the slow path decides
+// fastReserve is what parseReserveFast reads: the fields of a reserve
+// body, with their defaults (1 permit, "0s"); session, seq and acked are
+// 0 when absent.
+type fastReserve struct {
+	permits             int64
+	maxWait, reqID      string
+	session, seq, acked int64
+}
+
+// parseSessionRef validates the session fields of a reserve body.
+func parseSessionRef(req *reserveRequest, hasRequestID bool, ref *fsm.SessionRef) *httpError {
+	if !req.Session.set {
+		if req.Seq.set || req.AckedBelow.set {
+			return badRequest(`fields "seq" and "acked_below" need "session"; allowed: %s`, reserveFields.help("session"))
+		}
+		return nil
 	}
-	if b[i] != '{' {
-		return 0, "", "", false
+	if hasRequestID {
+		return badRequest(`fields "session" and "request_id" together; allowed: one of them (a session numbers its requests with "seq")`)
+	}
+	if req.Session.v < 1 {
+		return badRequest(`field "session": %d; allowed: %s`, req.Session.v, reserveFields.help("session"))
+	}
+	if !req.Seq.set || req.Seq.v < 1 {
+		return badRequest(`field "seq": %d (or missing); allowed: %s`, req.Seq.v, reserveFields.help("seq"))
+	}
+	acked := int64(1)
+	if req.AckedBelow.set {
+		acked = req.AckedBelow.v
+	}
+	if acked < 1 || acked > req.Seq.v {
+		return badRequest(`field "acked_below": %d with seq %d; allowed: %s`, acked, req.Seq.v, reserveFields.help("acked_below"))
+	}
+	*ref = fsm.SessionRef{ID: uint64(req.Session.v), Seq: uint64(req.Seq.v), AckedBelow: uint64(acked)}
+	return nil
+}
+
+// parseReserveFast decodes the common shape of a reserve body without
+// reflection: an object whose keys are among permits, session, seq and
+// acked_below (plain decimal integers > 0), max_wait and request_id
+// (strings without escapes), each at most once. ok is false for anything
+// else, and the caller then decodes with encoding/json, which produces the
+// same result or the error to report. An empty max_wait ("") or
+// request_id is left to the slow path.
+func parseReserveFast(b []byte) (f fastReserve, ok bool) {
+	f = fastReserve{permits: 1, maxWait: "0s"}
+	i := skipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return fastReserve{}, false // an empty body: the slow path decides
 	}
 	i = skipSpace(b, i+1)
-	var seen [3]bool
+	var seen [6]bool
 	if i < len(b) && b[i] == '}' {
-		return permits, maxWait, "", len(b) == skipSpace(b, i+1)
+		return f, len(b) == skipSpace(b, i+1)
 	}
 	for {
 		key, j, kok := fastString(b, i)
 		if !kok {
-			return 0, "", "", false
+			return fastReserve{}, false
 		}
 		i = skipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
-			return 0, "", "", false
+			return fastReserve{}, false
 		}
 		i = skipSpace(b, i+1)
+		var k int
+		var num *int64
+		var str *string
 		switch key {
 		case "permits":
-			if seen[0] {
-				return 0, "", "", false
-			}
-			seen[0] = true
+			k, num = 0, &f.permits
+		case "max_wait":
+			k, str = 1, &f.maxWait
+		case "request_id":
+			k, str = 2, &f.reqID
+		case "session":
+			k, num = 3, &f.session
+		case "seq":
+			k, num = 4, &f.seq
+		case "acked_below":
+			k, num = 5, &f.acked
+		default:
+			return fastReserve{}, false
+		}
+		if seen[k] {
+			return fastReserve{}, false
+		}
+		seen[k] = true
+		if num != nil {
 			n, j, nok := fastInt(b, i)
 			if !nok {
-				return 0, "", "", false
+				return fastReserve{}, false
 			}
-			permits, i = n, j
-		case "max_wait", "request_id":
+			*num, i = n, j
+		} else {
 			s, j, sok := fastString(b, i)
 			if !sok || s == "" {
-				return 0, "", "", false
+				return fastReserve{}, false
 			}
-			if key == "max_wait" {
-				if seen[1] {
-					return 0, "", "", false
-				}
-				seen[1], maxWait = true, s
-			} else {
-				if seen[2] {
-					return 0, "", "", false
-				}
-				seen[2], reqID = true, s
-			}
-			i = j
-		default:
-			return 0, "", "", false
+			*str, i = s, j
 		}
 		i = skipSpace(b, i)
 		if i >= len(b) {
-			return 0, "", "", false
+			return fastReserve{}, false
 		}
 		if b[i] == '}' {
-			return permits, maxWait, reqID, len(b) == skipSpace(b, i+1)
+			if (seen[4] || seen[5]) && !seen[3] {
+				return fastReserve{}, false // the slow path explains
+			}
+			return f, len(b) == skipSpace(b, i+1)
 		}
 		if b[i] != ',' {
-			return 0, "", "", false
+			return fastReserve{}, false
 		}
 		i = skipSpace(b, i+1)
 	}
@@ -225,6 +283,8 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		b = strconv.AppendInt(b, res.WaitNanos, 10)
 		b = append(b, `,"expires_in_ns":`...)
 		b = strconv.AppendInt(b, res.ExpiresInNanos, 10)
+		b = append(b, `,"spacing_ns":`...)
+		b = strconv.AppendInt(b, res.SpacingNanos, 10)
 		b = append(b, `,"duplicate":`...)
 		b = strconv.AppendBool(b, res.Duplicate)
 		b = append(b, "}\n"...)
@@ -241,6 +301,22 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 			time.Duration(req.MaxWaitNanos).String()+"; retry after "+time.Duration(res.RetryAfterNanos).String())
 		b = append(b, "}\n"...)
 		writeRaw(w, http.StatusTooManyRequests, b)
+	case fsm.Busy:
+		m.reserveOutcome(outcomeError)
+		w.Header()["Retry-After"] = []string{strconv.FormatInt(retryAfterSeconds(res.RetryAfterNanos), 10)}
+		b = append(b, `{"granted":false,"retry_after_ns":`...)
+		b = strconv.AppendInt(b, res.RetryAfterNanos, 10)
+		b = append(b, `,"error":`...)
+		b = appendJSONString(b, "the register remembers as many request ids as it can keep for their whole retention window: retry after "+
+			time.Duration(res.RetryAfterNanos).String()+", or use a session (POST /v1/sessions), which has no such limit")
+		b = append(b, "}\n"...)
+		writeRaw(w, http.StatusServiceUnavailable, b)
+	case fsm.SessionExpired:
+		m.reserveOutcome(outcomeInvalid)
+		b = append(b, `{"granted":false,"session_expired":true,"error":`...)
+		b = appendJSONString(b, res.Detail)
+		b = append(b, "}\n"...)
+		writeRaw(w, http.StatusGone, b)
 	case fsm.UnknownLimit:
 		m.reserveOutcome(outcomeUnknown)
 		writeError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found")
@@ -266,4 +342,33 @@ func retryAfterSeconds(nanos int64) int64 {
 		s++
 	}
 	return s
+}
+
+// openSession serves POST /v1/sessions: a new client session for
+// exactly-once reserves (see fsm.SessionResult).
+func (h *handler) openSession(w http.ResponseWriter, r *http.Request) {
+	buf := getBuf()
+	defer putBuf(buf)
+	if herr := readBody(w, r, buf); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	if body := strings.TrimSpace(buf.String()); body != "" && body != "{}" {
+		writeError(w, http.StatusBadRequest, "POST /v1/sessions takes no fields; send an empty body or {}")
+		return
+	}
+	ctx, cancel := h.context(r)
+	res, err := h.store.OpenSession(ctx)
+	cancel()
+	if err != nil {
+		h.storeError(w, "open session", err)
+		return
+	}
+	b := buf.AvailableBuffer()
+	b = append(b, `{"session":`...)
+	b = strconv.AppendUint(b, res.ID, 10)
+	b = append(b, `,"idle_ttl_ns":`...)
+	b = strconv.AppendInt(b, res.IdleNanos, 10)
+	b = append(b, "}\n"...)
+	writeRaw(w, http.StatusCreated, b)
 }

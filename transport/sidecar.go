@@ -34,18 +34,23 @@ var _ SidecarWorker = (*worker.Worker)(nil)
 // register's reserve contract, answered locally by w for w's one limit.
 //
 //   - POST /v1/limits/{name}/reserve takes the register's body
-//     ({"permits":N,"max_wait":"DURATION","request_id":ID}, all optional)
-//     and answers 200 {"granted":true,"wait_ns":0,...} when the worker
-//     handed out the permits within max_wait (it waited first when pacing
-//     needed it, so the permits are usable at once: wait_ns is always 0),
+//     ({"permits":N,"max_wait":"DURATION","request_id":ID} or a session
+//     reference, all optional) and answers 200 {"granted":true,"wait_ns":0,
+//     "spacing_ns":0,...} when the worker handed out the permits within
+//     max_wait (it waited first when pacing needed it, so the permits are
+//     usable at once: wait_ns is always 0; a leased limit's bound is
+//     C + O + floor(W/I) + 1, not strict spacing, so the n permits of a
+//     grant are usable together whatever the limit's algorithm),
 //     429 {"granted":false,"retry_after_ns":W,"error":...} when it could
 //     not within max_wait (W estimates one pacing slot at the current
 //     share, 0 when unknown), 400 for a bad body or a max_wait longer than
 //     opts.RequestTimeout (the sidecar holds the request while it waits),
 //     404 for another limit than the worker's, and 503 when the worker
 //     fails closed (register unreachable or refusing the lease, and no
-//     permit left) or is stopped. request_id is validated but not
-//     deduplicated: a resent request is a new reserve.
+//     permit left) or is stopped. request_id and sessions are validated
+//     but not deduplicated: a resent request is a new reserve.
+//   - POST /v1/sessions answers a session (always 1), so that clients of
+//     the register, which open one, work against a sidecar unchanged.
 //   - GET /v1/status answers the worker's group, holder, limit, lease,
 //     share, stats and members.
 //   - GET /healthz answers {"status":"ok"}.
@@ -86,6 +91,14 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if sidecarMethod(w, r, "POST") {
 			h.reserve(w, r, name)
+		}
+		return
+	case p == "/v1/sessions":
+		// The sidecar does not deduplicate (a resent request is a new
+		// reserve, served from permits the worker counts as spent), but
+		// accepts sessions so that a register client works unchanged.
+		if sidecarMethod(w, r, "POST") {
+			writeRaw(w, http.StatusCreated, []byte(`{"session":1,"idle_ttl_ns":`+strconv.FormatInt(fsm.SessionIdleNanos, 10)+"}\n"))
 		}
 		return
 	case p == "/v1/status":
@@ -151,7 +164,7 @@ func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name st
 		return
 	}
 	if ok {
-		writeRaw(w, http.StatusOK, []byte(`{"granted":true,"wait_ns":0,"expires_in_ns":0,"duplicate":false}`+"\n"))
+		writeRaw(w, http.StatusOK, []byte(`{"granted":true,"wait_ns":0,"expires_in_ns":0,"spacing_ns":0,"duplicate":false}`+"\n"))
 		return
 	}
 	retry := h.retryAfterNanos(req.Permits)

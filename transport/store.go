@@ -22,8 +22,10 @@ type Store interface {
 	// Limits returns every limit, sorted by name.
 	Limits(ctx context.Context) ([]fsm.LimitInfo, error)
 	// Reserve decides one reserve; node.ErrNotFound / node.ErrInvalid /
-	// node.ErrNoLeader.
+	// node.ErrNoLeader. Refused, Busy and SessionExpired are results.
 	Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error)
+	// OpenSession opens a client session for exactly-once reserves.
+	OpenSession(ctx context.Context) (fsm.SessionResult, error)
 	// PutLeasePolicy makes a limit leased or linearized again; a policy
 	// the register does not apply is node.ErrInvalid (or a result with
 	// Applied false and Detail), an unknown limit node.ErrNotFound.

@@ -45,6 +45,12 @@ func printJSON(w io.Writer, v any) {
 	enc.Encode(v)
 }
 
+// printLine writes v as one line of JSON (for output that scripts read line
+// by line).
+func printLine(w io.Writer, v any) {
+	_ = json.NewEncoder(w).Encode(v)
+}
+
 func parseFlags(fs *flag.FlagSet, args []string, usage string) (bool, int) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage, "\nFlags:\n")
@@ -189,9 +195,18 @@ Algorithms and their options:
 func runReserve(args []string, stdout, stderr io.Writer) int {
 	const usage = `Usage: permitd reserve NAME [--permits N] [--max-wait D] [--wait]
 
-Reserves N permits of limit NAME once. Prints the grant (wait before use) or
-the refusal (retry after) as JSON; exits 0 when granted, 3 when refused.
-With --wait it also sleeps the granted wait before exiting.
+Reserves N permits of limit NAME once. Prints the grant as one JSON line
+({"granted":true,"wait_ns":W,"spacing_ns":S,...}: permit j may be used
+W + j*S after the answer) or the refusal ({"granted":false,
+"retry_after_ns":R,...}); exits 0 when granted, 3 when refused.
+
+With --wait it then prints one line {"permit":J} per permit at the moment
+that permit may be used (a strict limit spaces them by its interval; the
+other algorithms grant them together) and exits 0 after the last, or 1 if
+a permit expired before its line could be printed. A refusal never sleeps.
+Use a permit when its line is printed:
+
+  permitd reserve api --permits 3 --wait | tail -n +2 | while read -r _; do call_api; done
 `
 	fs := flag.NewFlagSet("reserve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -199,7 +214,7 @@ With --wait it also sleeps the granted wait before exiting.
 	cf.register(fs)
 	permits := fs.Int64("permits", 1, "permits to reserve (>= 1)")
 	maxWait := fs.Duration("max-wait", 0, "longest acceptable wait")
-	wait := fs.Bool("wait", false, "sleep the granted wait before exiting")
+	wait := fs.Bool("wait", false, "print a line per permit when it may be used")
 	var name string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		name, args = args[0], args[1:]
@@ -221,20 +236,24 @@ With --wait it also sleeps the granted wait before exiting.
 	}
 	defer cancel()
 	g, err := cl.Reserve(ctx, name, *permits, *maxWait)
-	var refused *client.RefusedError
-	if errors.As(err, &refused) {
-		printJSON(stdout, map[string]any{"granted": false, "retry_after_ns": refused.RetryAfter.Nanoseconds(), "error": refused.Error()})
-		return 3
-	}
 	if err != nil {
 		fmt.Fprintln(stderr, "permitd reserve:", err)
 		return 1
 	}
-	printJSON(stdout, map[string]any{"granted": true, "wait_ns": g.Delay.Nanoseconds(), "request_id": g.RequestID})
+	if !g.Granted {
+		printLine(stdout, map[string]any{"granted": false, "retry_after_ns": g.RetryAfter.Nanoseconds(), "request_id": g.RequestID,
+			"error": fmt.Sprintf("limit %q: no permit within max wait %v; retry after %v", name, *maxWait, g.RetryAfter)})
+		return 3
+	}
+	printLine(stdout, map[string]any{"granted": true, "permits": g.Permits, "wait_ns": g.Delay.Nanoseconds(),
+		"spacing_ns": g.Spacing.Nanoseconds(), "expires_in_ns": g.ExpiresIn.Nanoseconds(), "request_id": g.RequestID})
 	if *wait {
-		if err := g.Wait(ctx); err != nil {
-			fmt.Fprintln(stderr, "permitd reserve:", err)
-			return 1
+		for j := range g.Permits {
+			if err := g.WaitPermit(ctx, j); err != nil {
+				fmt.Fprintln(stderr, "permitd reserve:", err)
+				return 1
+			}
+			printLine(stdout, map[string]any{"permit": j})
 		}
 	}
 	return 0

@@ -64,6 +64,7 @@ type BenchResult struct {
 	Requests      int64   `json:"requests"`
 	Granted       int64   `json:"granted"`
 	Refused       int64   `json:"refused"`
+	RefusedShare  float64 `json:"refused_share"`
 	Errors        int64   `json:"errors"`
 	ThroughputRPS float64 `json:"throughput_rps"`
 	P50Ms         float64 `json:"p50_ms"`
@@ -142,7 +143,7 @@ Flags:
 
 func printBench(w io.Writer, r BenchResult) {
 	fmt.Fprintf(w, "mode=%s protocol=%s concurrency=%d servers=%s limit=%s duration=%.1fs\n", r.Mode, r.Protocol, r.Concurrency, r.Servers, r.Limit, r.DurationSec)
-	fmt.Fprintf(w, "requests=%d granted=%d refused=%d errors=%d\n", r.Requests, r.Granted, r.Refused, r.Errors)
+	fmt.Fprintf(w, "requests=%d granted=%d refused=%d (%.2f%%) errors=%d\n", r.Requests, r.Granted, r.Refused, 100*r.RefusedShare, r.Errors)
 	fmt.Fprintf(w, "throughput=%.0f req/s  latency p50=%.3fms p90=%.3fms p99=%.3fms p99.9=%.3fms max=%.3fms\n", r.ThroughputRPS, r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs)
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "first error: %s\n", r.FirstError)
@@ -165,7 +166,11 @@ func benchHTTPClient(conns int) *http.Client {
 func createLimit(ctx context.Context, hc *http.Client, servers []string, b benchFlags) error {
 	body := fmt.Sprintf(`{"algorithm":%q,"rate":%v,"per":%q}`, b.algorithm, b.rate, b.per.String())
 	if b.algorithm == "strict" {
-		body = fmt.Sprintf(`{"algorithm":"strict","rate":%v,"per":%q,"max_reserved":1000000}`, b.rate, b.per.String())
+		// An expiry of an hour: by default a strict permit expires half
+		// an interval after its slot, which at the default rate is long
+		// before any answer can be sent, and the register would refuse
+		// every grant as expired.
+		body = fmt.Sprintf(`{"algorithm":"strict","rate":%v,"per":%q,"max_reserved":1000000,"expiry":"1h"}`, b.rate, b.per.String())
 	}
 	if b.algorithm == "warmup" {
 		body = fmt.Sprintf(`{"algorithm":"warmup","rate":%v,"per":%q,"warmup":"1s"}`, b.rate, b.per.String())
@@ -418,6 +423,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		Mode: b.mode, Protocol: b.protocol, Concurrency: b.concurrency, Servers: b.servers, Limit: b.limit,
 		DurationSec: elapsed.Seconds(), Requests: rec.requests.Load(), Granted: rec.granted.Load(),
 		Refused: rec.refused.Load(), Errors: rec.errs.Load(),
+		RefusedShare: share(rec.refused.Load(), rec.requests.Load()),
 		P50Ms: pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
 	}
 	if b.mode == "open" {
@@ -507,4 +513,12 @@ func dialBinary(servers []string) ([]*binproto.Conn, error) {
 		out = append(out, binproto.NewConn(nc))
 	}
 	return out, nil
+}
+
+// share is part/total, 0 for an empty total.
+func share(part, total int64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return float64(part) / float64(total)
 }

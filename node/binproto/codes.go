@@ -18,6 +18,9 @@ const (
 	OpRenew       byte = 9
 	OpReturn      byte = 10
 	OpLeaseView   byte = 11
+	// OpOpenSession opens a client session (empty payload; the answer is
+	// the session ID and its idle lifetime).
+	OpOpenSession byte = 12
 )
 
 // Answer codes (the Kind of an answer frame). Every code but CodeOK carries

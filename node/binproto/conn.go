@@ -7,17 +7,20 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 )
 
 // ErrBroken reports a connection that failed: the calls pending on it have
 // an unknown outcome (they may have been applied).
 var ErrBroken = errors.New("binproto: connection broken")
 
-// answer is one answer, or the failure of the connection.
+// answer is one answer, or the failure of the connection. receivedAt is
+// when the reader had read its frame.
 type answer struct {
-	code    byte
-	payload []byte
-	err     error
+	code       byte
+	payload    []byte
+	err        error
+	receivedAt time.Time
 }
 
 // Conn is the calling side of one pipelined connection: any number of
@@ -53,7 +56,7 @@ func (fc *Conn) readLoop() {
 		delete(fc.pending, f.ID)
 		fc.mu.Unlock()
 		if ch != nil {
-			ch <- answer{code: f.Kind, payload: f.Payload}
+			ch <- answer{code: f.Kind, payload: f.Payload, receivedAt: time.Now()}
 		}
 	}
 }
@@ -86,12 +89,21 @@ func (fc *Conn) Broken() bool {
 // ctx. An error means no answer: the outcome is unknown when the request
 // may have been written (a broken connection, a cancelled wait).
 func (fc *Conn) Call(ctx context.Context, op byte, payload []byte) (byte, []byte, error) {
+	code, resp, _, err := fc.CallTimed(ctx, op, payload)
+	return code, resp, err
+}
+
+// CallTimed is Call, and also returns when the answer's frame was read off
+// the connection (before the caller woke up): answers whose durations
+// count from the moment they were sent use it to subtract the time they
+// were held on this side.
+func (fc *Conn) CallTimed(ctx context.Context, op byte, payload []byte) (byte, []byte, time.Time, error) {
 	ch := make(chan answer, 1)
 	fc.mu.Lock()
 	if fc.broken != nil {
 		err := fc.broken
 		fc.mu.Unlock()
-		return 0, nil, err
+		return 0, nil, time.Time{}, err
 	}
 	fc.nextID++
 	id := fc.nextID
@@ -103,12 +115,12 @@ func (fc *Conn) Call(ctx context.Context, op byte, payload []byte) (byte, []byte
 	}
 	select {
 	case a := <-ch:
-		return a.code, a.payload, a.err
+		return a.code, a.payload, a.receivedAt, a.err
 	case <-ctx.Done():
 		fc.mu.Lock()
 		delete(fc.pending, id)
 		fc.mu.Unlock()
-		return 0, nil, fmt.Errorf("binproto: waiting for an answer from %s: %w", fc.conn.RemoteAddr(), ctx.Err())
+		return 0, nil, time.Time{}, fmt.Errorf("binproto: waiting for an answer from %s: %w", fc.conn.RemoteAddr(), ctx.Err())
 	}
 }
 

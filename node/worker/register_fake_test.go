@@ -69,12 +69,12 @@ func (r *fakeRegister) putLeased(name string, rate float64, burst, maxOut int64)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, err := r.applyLocked(func(now int64) ([]byte, error) {
-		return fsm.AppendPut(nil, now, fsm.PutLimit{Name: name, Config: cfg})
+		return fsm.AppendPut(nil, fsm.Stamp{Nanos: now}, fsm.PutLimit{Name: name, Config: cfg})
 	}); err != nil {
 		r.t.Fatalf("put: %v", err)
 	}
 	res, err := r.applyLocked(func(now int64) ([]byte, error) {
-		return fsm.AppendLeasePolicy(nil, now, fsm.LeasePolicy{Limit: name, Leased: true, BurstPermits: burst, MaxOutstandingPermits: maxOut})
+		return fsm.AppendLeasePolicy(nil, fsm.Stamp{Nanos: now}, fsm.LeasePolicy{Limit: name, Leased: true, BurstPermits: burst, MaxOutstandingPermits: maxOut})
 	})
 	if err != nil {
 		r.t.Fatalf("policy: %v", err)
@@ -127,17 +127,17 @@ func (r *fakeRegister) grant(k grantKey) (grantLife, bool) {
 
 // Lease implements Register.
 func (r *fakeRegister) Lease(ctx context.Context, limit string, q fsm.Lease) (fsm.LeaseResult, error) {
-	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendLease(nil, now, q) }, grantKey{})
+	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendLease(nil, fsm.Stamp{Nanos: now}, q) }, grantKey{})
 }
 
 // Renew implements Register.
 func (r *fakeRegister) Renew(ctx context.Context, limit string, q fsm.Renew) (fsm.LeaseResult, error) {
-	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendRenew(nil, now, q) }, grantKey{q.LeaseID, q.Epoch})
+	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendRenew(nil, fsm.Stamp{Nanos: now}, q) }, grantKey{q.LeaseID, q.Epoch})
 }
 
 // Return implements Register.
 func (r *fakeRegister) Return(ctx context.Context, limit string, q fsm.Return) (fsm.LeaseResult, error) {
-	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendReturn(nil, now, q) }, grantKey{q.LeaseID, q.Epoch})
+	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendReturn(nil, fsm.Stamp{Nanos: now}, q) }, grantKey{q.LeaseID, q.Epoch})
 }
 
 // pool returns the limit's lease pool, minting brought up to now (a noop
@@ -146,7 +146,7 @@ func (r *fakeRegister) pool(name string) fsm.LeasePoolInfo {
 	r.t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, err := r.applyLocked(func(now int64) ([]byte, error) { return fsm.AppendNoop(nil, now), nil }); err != nil {
+	if _, err := r.applyLocked(func(now int64) ([]byte, error) { return fsm.AppendNoop(nil, fsm.Stamp{Nanos: now}), nil }); err != nil {
 		r.t.Fatalf("noop: %v", err)
 	}
 	p, ok := r.f.LeasePool(name)

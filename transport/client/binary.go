@@ -108,29 +108,59 @@ func (c *Client) Close() {
 
 // reserveBinary is reserve over the binary protocol, with the failover of
 // HTTP requests: a dial error, a broken connection, a timeout or a node
-// without a leader moves to the next server with the same request ID.
-func (c *Client) reserveBinary(ctx context.Context, limit string, n int64, maxWait time.Duration, id string) (Grant, error) {
-	payload := binproto.EncodeReserve(fsm.Reserve{Limit: limit, Permits: n, MaxWaitNanos: int64(maxWait), RequestID: id})
+// without a leader moves to the next server with the same idempotency key
+// (k.requestID, or k.session at its current acknowledgement).
+func (c *Client) reserveBinary(ctx context.Context, limit string, n int64, maxWait time.Duration, k reserveKey) (Grant, error) {
 	var g Grant
 	err := c.failover(ctx, "reserve on "+strconv.Quote(limit), func(server string) (attemptOutcome, error) {
-		got, err := c.attemptBinary(ctx, server, payload)
-		var dialErr *binaryDialError
-		var apiErr *APIError
-		switch {
-		case err == nil:
-			g = got
-			return attemptDone, nil
-		case errors.As(err, &dialErr):
-			return attemptUndelivered, err
-		case errors.As(err, &apiErr) && apiErr.StatusCode != http.StatusServiceUnavailable:
-			return attemptDone, err // 4xx: the same answer everywhere
+		r := fsm.Reserve{Limit: limit, Permits: n, MaxWaitNanos: int64(maxWait), RequestID: k.requestID}
+		if k.session != nil {
+			r.Session = c.sess.fsmRef(*k.session)
 		}
-		return attemptRetry, err
+		ans, err := c.callBinary(ctx, server, binproto.OpReserve, binproto.EncodeReserve(r))
+		if err != nil {
+			return binaryOutcome(err), err
+		}
+		res, err := binproto.DecodeReserveResult(ans.payload)
+		if err != nil {
+			return attemptDone, fmt.Errorf("client: cannot decode the reserve answer of %s: %w", server, err)
+		}
+		g, err = grantOf(server, n, res, ans.sentAt, ans.receivedAt)
+		if err != nil {
+			return binaryOutcome(err), err
+		}
+		return attemptDone, nil
 	})
 	if err != nil {
 		return Grant{}, err
 	}
-	g.RequestID, g.clock = id, c.clock
+	g.RequestID, g.clock = k.String(), c.clock
+	return g, nil
+}
+
+// grantOf maps a decided reserve as the HTTP API would: a grant or a
+// refusal is a Grant; the other outcomes are *APIError with the status
+// the HTTP API answers them with (SessionExpired wraps errSessionExpired).
+func grantOf(server string, n int64, res fsm.ReserveResult, sentAt, receivedAt time.Time) (Grant, error) {
+	g := Grant{Permits: n, Duplicate: res.Duplicate, SentAt: sentAt, ReceivedAt: receivedAt}
+	switch res.Status {
+	case fsm.Granted:
+		g.Granted, g.Delay, g.ExpiresIn = true, time.Duration(res.WaitNanos), time.Duration(res.ExpiresInNanos)
+		g.Spacing = time.Duration(res.SpacingNanos)
+	case fsm.Refused:
+		g.RetryAfter = time.Duration(res.RetryAfterNanos)
+	case fsm.UnknownLimit:
+		return Grant{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: "limit not found"}
+	case fsm.Invalid:
+		return Grant{}, &APIError{Server: server, StatusCode: http.StatusBadRequest, Message: res.Detail}
+	case fsm.SessionExpired:
+		return Grant{}, fmt.Errorf("%w: %w", errSessionExpired, &APIError{Server: server, StatusCode: http.StatusGone, Message: res.Detail})
+	case fsm.Busy:
+		return Grant{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable,
+			Message: fmt.Sprintf("the register's table of request ids is full; retry after %v or use a session", time.Duration(res.RetryAfterNanos))}
+	default:
+		return Grant{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: fmt.Sprintf("unexpected result status %d", res.Status)}
+	}
 	return g, nil
 }
 
@@ -140,51 +170,57 @@ type binaryDialError struct{ err error }
 func (e *binaryDialError) Error() string { return "client: dial: " + e.err.Error() }
 func (e *binaryDialError) Unwrap() error { return e.err }
 
-// attemptBinary sends one reserve to one server and maps its answer as the
-// HTTP API would: a decision is a Grant; NotFound, Invalid, NoLeader and
-// other failures are *APIError with the HTTP status they stand for.
-func (c *Client) attemptBinary(ctx context.Context, server string, payload []byte) (Grant, error) {
+// binaryAnswer is a CodeOK answer of a binary call: its payload, when the
+// call was sent and when its answer was read off the connection.
+type binaryAnswer struct {
+	payload            []byte
+	sentAt, receivedAt time.Time
+}
+
+// callBinary sends one call to one server and maps an answer code other
+// than CodeOK as the HTTP API would: NotFound, Invalid, NoLeader and other
+// failures are *APIError with the HTTP status they stand for.
+func (c *Client) callBinary(ctx context.Context, server string, op byte, payload []byte) (binaryAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
 	defer cancel()
 	addr := strings.TrimPrefix(server, "http://")
 	conn, err := c.bin.get(ctx, addr)
 	if err != nil {
-		return Grant{}, &binaryDialError{err: err}
+		return binaryAnswer{}, &binaryDialError{err: err}
 	}
 	sentAt := c.clock.Now()
-	code, resp, err := conn.Call(ctx, binproto.OpReserve, payload)
-	receivedAt := c.clock.Now()
+	code, resp, received, err := conn.CallTimed(ctx, op, payload)
 	if err != nil {
 		// A broken connection is redialled by the next get; a timed-out
 		// call leaves it usable. Either way the outcome is unknown and the
-		// next attempt goes to the next server with the same request ID.
-		return Grant{}, err
+		// next attempt goes to the next server with the same key.
+		return binaryAnswer{}, err
+	}
+	if _, real := c.clock.(realClock); !real {
+		received = c.clock.Now() // a test clock: the connection's instant is on another clock
 	}
 	switch code {
 	case binproto.CodeOK:
+		return binaryAnswer{payload: resp, sentAt: sentAt, receivedAt: received}, nil
 	case binproto.CodeNotFound:
-		return Grant{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: string(resp)}
+		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: string(resp)}
 	case binproto.CodeInvalid:
-		return Grant{}, &APIError{Server: server, StatusCode: http.StatusBadRequest, Message: string(resp)}
-	default:
-		return Grant{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: string(resp)}
+		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusBadRequest, Message: string(resp)}
 	}
-	res, err := binproto.DecodeReserveResult(resp)
-	if err != nil {
-		return Grant{}, fmt.Errorf("client: cannot decode the reserve answer of %s: %w", server, err)
+	return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: string(resp)}
+}
+
+// binaryOutcome tells failover what to do after a failed binary attempt:
+// nothing was sent (a dial error), the answer is final (4xx, an expired
+// session), or try the next server.
+func binaryOutcome(err error) attemptOutcome {
+	var dialErr *binaryDialError
+	var apiErr *APIError
+	switch {
+	case errors.As(err, &dialErr):
+		return attemptUndelivered
+	case errors.As(err, &apiErr) && apiErr.StatusCode != http.StatusServiceUnavailable:
+		return attemptDone // the same answer everywhere
 	}
-	g := Grant{Duplicate: res.Duplicate, SentAt: sentAt, ReceivedAt: receivedAt}
-	switch res.Status {
-	case fsm.Granted:
-		g.Granted, g.Delay, g.ExpiresIn = true, time.Duration(res.WaitNanos), time.Duration(res.ExpiresInNanos)
-	case fsm.Refused:
-		g.RetryAfter = time.Duration(res.RetryAfterNanos)
-	case fsm.UnknownLimit:
-		return Grant{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: "limit not found"}
-	case fsm.Invalid:
-		return Grant{}, &APIError{Server: server, StatusCode: http.StatusBadRequest, Message: res.Detail}
-	default:
-		return Grant{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: fmt.Sprintf("unexpected result status %d", res.Status)}
-	}
-	return g, nil
+	return attemptRetry
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -57,17 +58,29 @@ func (s *binServer) serve(t *testing.T, c net.Conn) {
 		if err != nil {
 			return
 		}
+		if f.Kind == binproto.OpOpenSession {
+			w.Send(binproto.Frame{ID: f.ID, Kind: binproto.CodeOK, Payload: binproto.EncodeSessionResult(fsm.SessionResult{ID: 1, IdleNanos: fsm.SessionIdleNanos})})
+			continue
+		}
 		q, err := binproto.DecodeReserve(f.Payload)
 		if err != nil || f.Kind != binproto.OpReserve {
 			t.Errorf("frame kind %d payload %x: %v", f.Kind, f.Payload, err)
 			return
 		}
 		s.mu.Lock()
-		s.ids = append(s.ids, q.RequestID)
+		s.ids = append(s.ids, keyOf(q))
 		s.mu.Unlock()
 		code, p := s.answer(q)
 		w.Send(binproto.Frame{ID: f.ID, Kind: code, Payload: p})
 	}
+}
+
+// keyOf is the idempotency key of a reserve as Grant.RequestID names it.
+func keyOf(q fsm.Reserve) string {
+	if q.Session.ID != 0 {
+		return fmt.Sprintf("session:%d:%d", q.Session.ID, q.Session.Seq)
+	}
+	return q.RequestID
 }
 
 func (s *binServer) requestIDs() []string {

@@ -35,6 +35,8 @@ type Client struct {
 	attemptTimeout time.Duration
 	rounds         int
 	bin            *binaryPool // nil: reserves over HTTP
+	noSessions     bool        // reserves carry request IDs instead
+	sess           sessionState
 
 	rngMu sync.Mutex
 	rng   *mrand.Rand

@@ -97,13 +97,19 @@ type scripted struct {
 func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		RequestID string `json:"request_id"`
+		Session   uint64 `json:"session"`
+		Seq       uint64 `json:"seq"`
 	}
 	b, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(b, &body)
+	key := body.RequestID
+	if body.Session != 0 {
+		key = fmt.Sprintf("session:%d:%d", body.Session, body.Seq)
+	}
 	s.mu.Lock()
 	s.hits++
 	hit := s.hits
-	s.ids = append(s.ids, body.RequestID)
+	s.ids = append(s.ids, key)
 	s.mu.Unlock()
 	s.reply(hit, w, r)
 }
@@ -120,9 +126,18 @@ func (s *scripted) IDs() []string {
 	return append([]string(nil), s.ids...)
 }
 
+// serve runs h on an httptest server that also opens client sessions
+// (POST /v1/sessions answers session 1), as every node does.
 func serve(t *testing.T, h http.Handler) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/sessions" {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"session":1,"idle_ttl_ns":600000000000}`))
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -335,7 +350,7 @@ func TestRequestIDReusedOnAmbiguousFailure(t *testing.T) {
 	}}
 	busy := &scripted{reply: unavailable}
 	good := &scripted{reply: granted(5)}
-	c := newClient(t, []string{host(serve(t, drop)), host(serve(t, busy)), host(serve(t, good))}, WithClock(newFakeClock()))
+	c := newClient(t, []string{host(serve(t, drop)), host(serve(t, busy)), host(serve(t, good))}, WithClock(newFakeClock()), WithoutSessions())
 	g, err := c.Reserve(context.Background(), "a", 1, time.Second)
 	if err != nil || !g.Granted || g.Delay != 5 {
 		t.Fatalf("reserve: %+v %v", g, err)
@@ -353,6 +368,75 @@ func TestRequestIDReusedOnAmbiguousFailure(t *testing.T) {
 	}
 	if ids := good.IDs(); ids[1] == ids[0] {
 		t.Errorf("two reserves share request id %q", ids[0])
+	}
+}
+
+// TestSessionSeqReusedOnAmbiguousFailure: in a session, a retry after an
+// ambiguous failure carries the same session and seq; the next reserve
+// the next seq.
+func TestSessionSeqReusedOnAmbiguousFailure(t *testing.T) {
+	drop := &scripted{reply: func(_ int, w http.ResponseWriter, _ *http.Request) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}}
+	good := &scripted{reply: granted(5)}
+	c := newClient(t, []string{host(serve(t, drop)), host(serve(t, good))}, WithClock(newFakeClock()))
+	g, err := c.Reserve(context.Background(), "a", 1, time.Second)
+	if err != nil || !g.Granted {
+		t.Fatalf("reserve: %+v %v", g, err)
+	}
+	if a, b := drop.IDs(), good.IDs(); len(a) != 1 || len(b) != 1 || a[0] != "session:1:1" || b[0] != a[0] || g.RequestID != a[0] {
+		t.Fatalf("keys %v then %v, grant %q: want session:1:1 on both", a, b, g.RequestID)
+	}
+	if _, err := c.Reserve(context.Background(), "a", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ids := good.IDs(); len(ids) != 2 || ids[1] != "session:1:2" {
+		t.Fatalf("second reserve keys %v, want session:1:2", ids)
+	}
+}
+
+// TestSessionExpiredIsSentAgainInANewSession: a 410 (session expired)
+// decided nothing; the client opens a new session and sends the request
+// as a new one.
+func TestSessionExpiredIsSentAgainInANewSession(t *testing.T) {
+	var opened atomic.Int64
+	var keys []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/sessions" {
+			n := opened.Add(1)
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"session":%d}`, 10*n)
+			return
+		}
+		var body struct{ Session, Seq, AckedBelow uint64 }
+		_ = json.NewDecoder(r.Body).Decode(&struct {
+			Session    *uint64 `json:"session"`
+			Seq        *uint64 `json:"seq"`
+			AckedBelow *uint64 `json:"acked_below"`
+		}{&body.Session, &body.Seq, &body.AckedBelow})
+		mu.Lock()
+		keys = append(keys, fmt.Sprintf("%d/%d/%d", body.Session, body.Seq, body.AckedBelow))
+		mu.Unlock()
+		if body.Session == 10 {
+			w.WriteHeader(http.StatusGone)
+			_, _ = w.Write([]byte(`{"granted":false,"session_expired":true,"error":"session 10 is not open"}`))
+			return
+		}
+		granted(0)(0, w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, []string{host(srv)})
+	g, err := c.Reserve(context.Background(), "a", 1, 0)
+	if err != nil || !g.Granted || g.RequestID != "session:20:1" {
+		t.Fatalf("reserve after an expired session = %+v, %v; want granted in session 20", g, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 2 || keys[0] != "10/1/1" || keys[1] != "20/1/1" {
+		t.Fatalf("reserves sent %v, want 10/1/1 then 20/1/1", keys)
 	}
 }
 
@@ -606,7 +690,12 @@ func TestThrottleModes(t *testing.T) {
 	if v, err := wrapped(ctx); !errors.Is(err, ErrThrottled) || v != "" {
 		t.Errorf("wrap fail: %q %v", v, err)
 	}
+	// Two permits of a strict limit can never be used together.
 	wrapped = Wrap(c, "api", Block, func(context.Context) (string, error) { return "ran", nil }, ThrottlePermits(2))
+	if v, err := wrapped(ctx); !errors.Is(err, ErrSpacedGrant) || v != "" {
+		t.Errorf("wrap block of 2 strict permits: %q %v, want ErrSpacedGrant without running", v, err)
+	}
+	wrapped = Wrap(c, "api", Block, func(context.Context) (string, error) { return "ran", nil })
 	if v, err := wrapped(ctx); err != nil || v != "ran" {
 		t.Errorf("wrap block: %q %v", v, err)
 	}
@@ -621,3 +710,44 @@ func TestThrottleModes(t *testing.T) {
 		t.Errorf("bad mode: %v", err)
 	}
 }
+
+// TestAcquireEachPacesSpacedPermits: a strict grant of 3 permits is used
+// one interval apart, never together.
+func TestAcquireEachPacesSpacedPermits(t *testing.T) {
+	srv, _ := apiServer(t)
+	clk := newFakeClock()
+	c := newClient(t, []string{host(srv)}, WithClock(clk))
+	ctx := context.Background()
+	if _, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: time.Second, MaxReserved: ptr(int64(2))}); err != nil {
+		t.Fatal(err)
+	}
+	var used []time.Time
+	start := clk.Now()
+	err := c.AcquireEach(ctx, "api", 3, func(_ context.Context, j int64) error {
+		if int(j) != len(used) {
+			t.Errorf("use(%d) after %d uses", j, len(used))
+		}
+		used = append(used, clk.Now())
+		return nil
+	})
+	if err != nil || len(used) != 3 {
+		t.Fatalf("AcquireEach: %v, %d uses", err, len(used))
+	}
+	for j, at := range used {
+		if want := start.Add(time.Duration(j) * time.Second); at.Before(want) {
+			t.Errorf("permit %d used at +%v, before its slot +%v", j, at.Sub(start), want.Sub(start))
+		}
+	}
+	g, err := c.Reserve(ctx, "api", 2, 10*time.Second)
+	if err != nil || !g.Granted || g.Spacing != time.Second || !g.Spaced() {
+		t.Fatalf("Reserve(2) = %+v, %v; want a grant spaced 1 s", g, err)
+	}
+	if err := g.Wait(ctx); !errors.Is(err, ErrSpacedGrant) {
+		t.Fatalf("Wait on a spaced grant: %v, want ErrSpacedGrant", err)
+	}
+	if err := c.Acquire(ctx, "api", 2); !errors.Is(err, ErrSpacedGrant) {
+		t.Fatalf("Acquire(2) on a strict limit: %v, want ErrSpacedGrant", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -22,6 +22,11 @@ var (
 	ErrUnavailable = errors.New("client: no server available")
 	// ErrExpired: a granted permit expired before it could be used.
 	ErrExpired = errors.New("client: permit expired before use")
+	// ErrSpacedGrant: the permits of a grant must be used one by one, at
+	// their own times (a strict limit's grant of several permits), and
+	// were asked to be used together. See Grant.WaitPermit and
+	// Client.AcquireEach.
+	ErrSpacedGrant = errors.New("client: the permits of this grant must be used one by one")
 	// ErrNotDelivered: the request certainly never reached a server: every
 	// attempt failed to open a connection (connection refused, dial
 	// timeout), or none was made before the context ended. It is wrapped
@@ -29,6 +34,10 @@ var (
 	// failure is ambiguous: the server may have applied the request.
 	ErrNotDelivered = errors.New("client: request not delivered to any server")
 )
+
+// errSessionExpired marks a reserve whose session was not open: nothing was
+// decided; Reserve sends it again in a new session.
+var errSessionExpired = errors.New("client: session expired")
 
 // APIError is an error answer from a server.
 type APIError struct {

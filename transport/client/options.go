@@ -64,3 +64,11 @@ func WithAttemptTimeout(d time.Duration) Option { return func(c *Client) { c.att
 // WithRounds sets how many times one request may go round all servers
 // before failing with ErrUnavailable (default DefaultRounds).
 func WithRounds(n int) Option { return func(c *Client) { c.rounds = n } }
+
+// WithoutSessions makes reserves carry a random request ID each instead of
+// a number in the client's session. The register remembers a request ID
+// for ten minutes, but admits only about 1 750 new IDs per second over
+// that window (beyond that it answers 503 rather than forget one), while
+// a session has no such limit; a client that reserves rarely and wants no
+// session round trip may prefer IDs.
+func WithoutSessions() Option { return func(c *Client) { c.noSessions = true } }

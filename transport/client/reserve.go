@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,19 +14,30 @@ import (
 type Grant struct {
 	// Granted reports whether the permits were reserved.
 	Granted bool
-	// Delay (granted) is how long after ReceivedAt the permits may be used.
+	// Permits is how many permits the reserve asked for.
+	Permits int64
+	// Delay (granted) is how long after ReceivedAt the first permit may be
+	// used.
 	Delay time.Duration
+	// Spacing (granted) is how far apart the permits of this grant must
+	// be used: permit j (0-based) may be used Delay + j*Spacing after
+	// ReceivedAt and expires ExpiresIn + j*Spacing after SentAt. A strict
+	// limit spaces the permits of a grant by its interval; the other
+	// algorithms grant them together (Spacing 0).
+	Spacing time.Duration
 	// ExpiresIn (granted, when the limit has expiry) is how long after the
-	// decision the permits stop being usable; 0 means no expiry. The client
-	// counts it from SentAt, which is never later than the decision.
+	// answer left the server the first permit stops being usable; 0 means
+	// no expiry. The client counts it from SentAt, which is never later
+	// than the answer's departure.
 	ExpiresIn time.Duration
 	// RetryAfter (refused) is when, as known by the server, the same
 	// request could be granted, counted from ReceivedAt.
 	RetryAfter time.Duration
 	// Duplicate reports that the server had already decided this request
-	// id (a retry after a lost answer) and replayed that decision.
+	// (a retry after a lost answer) and replayed that decision.
 	Duplicate bool
-	// RequestID is the idempotency key the reserve carried.
+	// RequestID is the idempotency key the reserve carried: its request
+	// ID, or "session:ID:SEQ" for a reserve made in a client session.
 	RequestID string
 	// SentAt is when the attempt that was answered was sent; ReceivedAt is
 	// when its answer had been received, before it was parsed.
@@ -34,11 +46,15 @@ type Grant struct {
 	clock Clock
 }
 
-// ReadyAt is when the permits may be used: ReceivedAt + Delay.
+// ReadyAt is when the first permit may be used: ReceivedAt + Delay.
 func (g Grant) ReadyAt() time.Time { return g.ReceivedAt.Add(g.Delay) }
 
-// ExpiresAt is the conservative end of the permits' validity (SentAt +
-// ExpiresIn), or the zero time when they do not expire. A negative
+// ReadyAtPermit is when permit j (0-based) may be used: ReadyAt +
+// j*Spacing.
+func (g Grant) ReadyAtPermit(j int64) time.Time { return g.ReadyAt().Add(time.Duration(j) * g.Spacing) }
+
+// ExpiresAt is the conservative end of the first permit's validity (SentAt
+// + ExpiresIn), or the zero time when the permits do not expire. A negative
 // ExpiresIn (a replayed grant that had already expired) is expired at
 // SentAt.
 func (g Grant) ExpiresAt() time.Time {
@@ -51,43 +67,93 @@ func (g Grant) ExpiresAt() time.Time {
 	return g.SentAt.Add(g.ExpiresIn)
 }
 
-// Wait sleeps until ReadyAt, or until ctx is done (returning its error). It
-// returns ErrExpired if the permits expired before Wait returned, and
-// ErrThrottled for a refused grant.
+// ExpiresAtPermit is the end of permit j's validity: ExpiresAt +
+// j*Spacing, or the zero time when the permits do not expire.
+func (g Grant) ExpiresAtPermit(j int64) time.Time {
+	exp := g.ExpiresAt()
+	if exp.IsZero() || g.ExpiresIn < 0 {
+		return exp
+	}
+	return exp.Add(time.Duration(j) * g.Spacing)
+}
+
+// Spaced reports whether the grant's permits must be used one by one, at
+// their own times (Spacing > 0 and more than one permit).
+func (g Grant) Spaced() bool { return g.Spacing > 0 && g.Permits > 1 }
+
+// Wait sleeps until the grant's permits may be used together, or until ctx
+// is done (returning its error). It returns ErrExpired if they expired
+// before Wait returned, ErrThrottled for a refused grant, and
+// ErrSpacedGrant for a grant whose permits must be used one by one (see
+// WaitPermit): using them together would break the limit.
 func (g Grant) Wait(ctx context.Context) error {
+	if g.Spaced() {
+		return fmt.Errorf("%w: %d permits %v apart", ErrSpacedGrant, g.Permits, g.Spacing)
+	}
+	return g.WaitPermit(ctx, 0)
+}
+
+// WaitPermit sleeps until permit j (0-based) of the grant may be used, or
+// until ctx is done (returning its error). It returns ErrExpired if that
+// permit expired before WaitPermit returned, and ErrThrottled for a
+// refused grant. Use permit j right after it returns, and each permit once.
+func (g Grant) WaitPermit(ctx context.Context, j int64) error {
 	if !g.Granted {
 		return fmt.Errorf("%w (%w)", errNoGrant, ErrThrottled)
+	}
+	if j < 0 || (g.Permits > 0 && j >= g.Permits) {
+		return fmt.Errorf("%w: permit %d of a grant of %d (allowed: 0 to %d)", ErrInvalid, j, g.Permits, g.Permits-1)
 	}
 	clk := g.clock
 	if clk == nil {
 		clk = realClock{}
 	}
-	if d := g.ReadyAt().Sub(clk.Now()); d > 0 {
+	if d := g.ReadyAtPermit(j).Sub(clk.Now()); d > 0 {
 		if err := clk.Sleep(ctx, d); err != nil {
 			return fmt.Errorf("client: waiting %v for a granted permit: %w", d, err)
 		}
 	}
-	if exp := g.ExpiresAt(); !exp.IsZero() && clk.Now().After(exp) {
-		return fmt.Errorf("%w: expired at %v, now %v", ErrExpired, exp, clk.Now())
+	if exp := g.ExpiresAtPermit(j); !exp.IsZero() && clk.Now().After(exp) {
+		return fmt.Errorf("%w: permit %d expired at %v, now %v", ErrExpired, j, exp, clk.Now())
 	}
 	return nil
 }
 
-// reserveAnswer is the JSON of a reserve answer (200 or 429).
+// reserveAnswer is the JSON of a reserve answer (200, 429, 410).
 type reserveAnswer struct {
 	Granted      bool   `json:"granted"`
 	WaitNanos    int64  `json:"wait_ns"`
 	ExpiresNanos int64  `json:"expires_in_ns"`
+	SpacingNanos int64  `json:"spacing_ns"`
 	RetryNanos   int64  `json:"retry_after_ns"`
 	Duplicate    bool   `json:"duplicate"`
+	Expired      bool   `json:"session_expired"`
 	Error        string `json:"error"`
+}
+
+// reserveKey is what makes a reserve idempotent: a request ID, or a place
+// in the client's session.
+type reserveKey struct {
+	requestID string
+	session   *sessionRef
+}
+
+// String is the key as Grant.RequestID reports it.
+func (k reserveKey) String() string {
+	if k.session != nil {
+		return k.session.requestKey()
+	}
+	return k.requestID
 }
 
 // Reserve asks for n permits of limit, accepting a wait of at most maxWait.
 // A refusal (429) is not an error: it returns a Grant with Granted false
 // and RetryAfter. Connection errors and 503s fail over to the next server
-// with the same request id. Reserve never sleeps for the permit; see
-// Grant.Wait.
+// with the same idempotency key, so that a retry is never decided twice:
+// the reserve is numbered in the client's session (opened on first use,
+// and again if it expires), or carries a request ID with WithoutSessions.
+// Reserve never sleeps for the permits; see Grant.Wait and
+// Grant.WaitPermit.
 func (c *Client) Reserve(ctx context.Context, limit string, n int64, maxWait time.Duration) (Grant, error) {
 	if n < 1 {
 		return Grant{}, fmt.Errorf("%w: reserve %d permits of %q; allowed: n >= 1", ErrInvalid, n, limit)
@@ -95,25 +161,64 @@ func (c *Client) Reserve(ctx context.Context, limit string, n int64, maxWait tim
 	if maxWait < 0 {
 		return Grant{}, fmt.Errorf("%w: reserve with max wait %v; allowed: >= 0", ErrInvalid, maxWait)
 	}
-	if c.bin != nil {
-		return c.reserveBinary(ctx, limit, n, maxWait, newRequestID())
+	if c.noSessions {
+		return c.reserveKeyed(ctx, limit, n, maxWait, reserveKey{requestID: newRequestID()})
 	}
-	return c.reserve(ctx, limit, n, maxWait, newRequestID())
+	// An expired session decided nothing; the request is sent again, as a
+	// new one, in a new session (see session.go). Twice in a row means
+	// sessions expire as fast as they open: give up.
+	for range 2 {
+		ref, err := c.sess.begin(ctx, c.OpenSession)
+		if err != nil {
+			return Grant{}, fmt.Errorf("client: opening a session for a reserve on %q: %w", limit, err)
+		}
+		g, err := c.reserveKeyed(ctx, limit, n, maxWait, reserveKey{session: &ref})
+		c.sess.finish(ref)
+		if errors.Is(err, errSessionExpired) {
+			c.log.Debug("session expired, opening a new one", "session", ref.id)
+			c.sess.expired(ref.id)
+			continue
+		}
+		return g, err
+	}
+	return Grant{}, fmt.Errorf("%w: reserve on %q: the register expired two sessions in a row", ErrUnavailable, limit)
 }
 
-func (c *Client) reserve(ctx context.Context, limit string, n int64, maxWait time.Duration, id string) (Grant, error) {
-	body := make([]byte, 0, 96)
+// reserveKeyed sends one reserve with its key over the client's protocol.
+func (c *Client) reserveKeyed(ctx context.Context, limit string, n int64, maxWait time.Duration, k reserveKey) (Grant, error) {
+	if c.bin != nil {
+		return c.reserveBinary(ctx, limit, n, maxWait, k)
+	}
+	return c.reserve(ctx, limit, n, maxWait, k)
+}
+
+func (c *Client) reserve(ctx context.Context, limit string, n int64, maxWait time.Duration, k reserveKey) (Grant, error) {
+	body := make([]byte, 0, 128)
 	body = append(body, `{"permits":`...)
 	body = strconv.AppendInt(body, n, 10)
 	body = append(body, `,"max_wait":"`...)
 	body = append(body, maxWait.String()...)
-	body = append(body, `","request_id":"`...)
-	body = append(body, id...)
-	body = append(body, `"}`...)
+	if k.session != nil {
+		ref := c.sess.fsmRef(*k.session)
+		body = append(body, `","session":`...)
+		body = strconv.AppendUint(body, ref.ID, 10)
+		body = append(body, `,"seq":`...)
+		body = strconv.AppendUint(body, ref.Seq, 10)
+		body = append(body, `,"acked_below":`...)
+		body = strconv.AppendUint(body, ref.AckedBelow, 10)
+		body = append(body, '}')
+	} else {
+		body = append(body, `","request_id":"`...)
+		body = append(body, k.requestID...)
+		body = append(body, `"}`...)
+	}
 	path := "/v1/limits/" + url.PathEscape(limit) + "/reserve"
 	resp, err := c.send(ctx, http.MethodPost, path, body)
 	if err != nil {
 		return Grant{}, err
+	}
+	if resp.code == http.StatusGone {
+		return Grant{}, fmt.Errorf("%w: %w", errSessionExpired, resp.apiError())
 	}
 	if resp.code != http.StatusOK && resp.code != http.StatusTooManyRequests {
 		return Grant{}, resp.apiError()
@@ -124,8 +229,9 @@ func (c *Client) reserve(ctx context.Context, limit string, n int64, maxWait tim
 	}
 	g := Grant{
 		Granted:    resp.code == http.StatusOK && a.Granted,
+		Permits:    n,
 		Duplicate:  a.Duplicate,
-		RequestID:  id,
+		RequestID:  k.String(),
 		SentAt:     resp.sentAt,
 		ReceivedAt: resp.receivedAt,
 		clock:      c.clock,
@@ -133,6 +239,7 @@ func (c *Client) reserve(ctx context.Context, limit string, n int64, maxWait tim
 	if g.Granted {
 		g.Delay = time.Duration(a.WaitNanos)
 		g.ExpiresIn = time.Duration(a.ExpiresNanos)
+		g.Spacing = time.Duration(a.SpacingNanos)
 	} else {
 		g.RetryAfter = time.Duration(a.RetryNanos)
 	}
@@ -154,33 +261,84 @@ func (c *Client) TryAcquire(ctx context.Context, limit string, n int64, maxWait 
 	return g, nil
 }
 
-// Acquire blocks until n permits of limit may be used, or ctx is done. It
-// reserves with max_wait = the time left until ctx's deadline (or the
-// default max wait without one), then sleeps the granted wait. When refused
-// it backs off with full jitter, never longer than the server's
-// retry_after, and retries with a new request id until ctx is done.
-// Errors other than refusals (unknown limit, invalid request, no server
-// available after the bounded failover) end it.
+// Acquire blocks until n permits of limit may be used together, or ctx is
+// done. It reserves with max_wait = the time left until ctx's deadline (or
+// the default max wait without one), then sleeps the granted wait. When
+// refused it backs off with full jitter, never longer than the server's
+// retry_after, and retries (a new request) until ctx is done. Errors other
+// than refusals (unknown limit, invalid request, no server available after
+// the bounded failover) end it.
+//
+// A strict limit never lets two permits be used closer than its interval,
+// so n > 1 permits of a strict limit cannot be used together: Acquire then
+// fails with ErrSpacedGrant (the permits it reserved are forfeited, never
+// used). Use AcquireEach to use them one by one.
 func (c *Client) Acquire(ctx context.Context, limit string, n int64) error {
+	g, err := c.acquireGrant(ctx, limit, n)
+	if err != nil {
+		return err
+	}
+	return g.Wait(ctx)
+}
+
+// acquireGrant reserves n permits of limit, retrying refusals as Acquire
+// does, and returns the grant without waiting for it.
+func (c *Client) acquireGrant(ctx context.Context, limit string, n int64) (Grant, error) {
 	for k := 0; ; k++ {
 		maxWait := c.defaultMaxWait
 		if dl, ok := ctx.Deadline(); ok {
 			maxWait = dl.Sub(c.clock.Now())
 			if maxWait <= 0 {
-				return fmt.Errorf("client: acquire %d permits of %q: %w", n, limit, context.DeadlineExceeded)
+				return Grant{}, fmt.Errorf("client: acquire %d permits of %q: %w", n, limit, context.DeadlineExceeded)
 			}
 		}
 		g, err := c.Reserve(ctx, limit, n, maxWait)
 		if err != nil {
-			return err
+			return Grant{}, err
 		}
 		if g.Granted {
-			return g.Wait(ctx)
+			return g, nil
 		}
 		d := c.backoff(k, g.RetryAfter)
 		c.log.Trace("reserve refused, backing off", "limit", limit, "retry_after", g.RetryAfter, "backoff", d)
 		if err := c.clock.Sleep(ctx, d); err != nil {
-			return fmt.Errorf("client: acquire %d permits of %q: %w", n, limit, err)
+			return Grant{}, fmt.Errorf("client: acquire %d permits of %q: %w", n, limit, err)
 		}
 	}
+}
+
+// maxExpiredRounds bounds how often AcquireEach reserves again after
+// permits expired before use.
+const maxExpiredRounds = 4
+
+// AcquireEach acquires n permits of limit and calls use once per permit,
+// with j = 0, 1, ..., n-1, each at the moment that permit may be used:
+// together for the algorithms that grant n permits together, one interval
+// apart for a strict limit. If a permit expires before its turn (the
+// caller's use of the previous one took too long), the rest are reserved
+// again, at most maxExpiredRounds times; then it fails with ErrExpired. It
+// stops at the first error of use and returns it; a permit is never used
+// twice, nor after its expiry.
+func (c *Client) AcquireEach(ctx context.Context, limit string, n int64, use func(ctx context.Context, j int64) error) error {
+	done := int64(0)
+	for round := 0; done < n; round++ {
+		g, err := c.acquireGrant(ctx, limit, n-done)
+		if err != nil {
+			return err
+		}
+		for j := int64(0); j < g.Permits; j++ {
+			err := g.WaitPermit(ctx, j)
+			if errors.Is(err, ErrExpired) && round+1 < maxExpiredRounds {
+				break // reserve the rest again
+			}
+			if err != nil {
+				return err
+			}
+			if err := use(ctx, done); err != nil {
+				return err
+			}
+			done++
+		}
+	}
+	return nil
 }

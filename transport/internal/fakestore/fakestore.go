@@ -33,6 +33,7 @@ type Store struct {
 	leaseCmds   []any
 	leaseDedup  map[string]leaseRecord
 	lastLeaseID uint64
+	lastSession uint64
 }
 
 type limit struct {
@@ -172,8 +173,15 @@ func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, 
 		return f(ctx, r)
 	}
 	defer s.mu.Unlock()
-	if r.RequestID != "" {
-		if res, ok := s.dedup[r.RequestID]; ok {
+	key := r.RequestID
+	if r.Session.ID != 0 {
+		if r.Session.ID > s.lastSession {
+			return fsm.ReserveResult{Status: fsm.SessionExpired, Detail: fmt.Sprintf("session %d is not open", r.Session.ID)}, nil
+		}
+		key = fmt.Sprintf("session %d seq %d", r.Session.ID, r.Session.Seq)
+	}
+	if key != "" {
+		if res, ok := s.dedup[key]; ok {
 			res.Duplicate = true
 			return res, nil
 		}
@@ -195,15 +203,27 @@ func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, 
 		l.nextNanos = start + r.Permits*l.info.Config.IntervalNanos
 		l.info.GrantedRequests++
 		l.info.GrantedPermits += uint64(r.Permits)
-		res = fsm.ReserveResult{Status: fsm.Granted, WaitNanos: wait}
+		res = fsm.ReserveResult{Status: fsm.Granted, WaitNanos: wait, SpacingNanos: l.info.Config.IntervalNanos}
 	} else {
 		l.info.RefusedRequests++
 		res = fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: wait - r.MaxWaitNanos}
 	}
-	if r.RequestID != "" {
-		s.dedup[r.RequestID] = res
+	if key != "" {
+		s.dedup[key] = res
 	}
 	return res, nil
+}
+
+// OpenSession implements transport.Store: sessions are numbered 1, 2, 3,
+// ... and never expire.
+func (s *Store) OpenSession(ctx context.Context) (fsm.SessionResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return fsm.SessionResult{}, err
+	}
+	s.lastSession++
+	return fsm.SessionResult{ID: s.lastSession, IdleNanos: fsm.SessionIdleNanos}, nil
 }
 
 // Status implements transport.Store.

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"time"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+// answer.go: an answer's durations count from the moment it leaves.
+//
+// The register decides a reserve at a cluster time and expresses its
+// answer relative to it: use the permit WaitNanos after the decision. The
+// client counts the wait from when it receives the answer, so every
+// nanosecond between the decision and the sending of the answer (the
+// commit, an fsync stall, a batch ahead in the pipeline, a failover) would
+// delay the use of the permit by as much, and shrink the gap to the next
+// permit, decided without that delay. So the node that sends an answer
+// first subtracts the time it held it:
+//
+//	wait' = max(0, wait - held)     expiresIn' = expiresIn - held
+//	retryAfter' = max(1, retryAfter - held)
+//
+// held is measured on the node's own monotonic clock, and must never be
+// more than the real time that passed since the decision's cluster time
+// was reached (else the permit would be used early):
+//
+//   - on the leader, for a reserve decided at its own arrival stamp, held
+//     is the time since that stamp was read: the timeline reached the
+//     stamp no later than that instant;
+//   - for a reserve the register decided at a later cluster time than its
+//     stamp (an entry applied before it had a later time, or its stamp came
+//     from an earlier term), held is the time since its entry's apply
+//     returned: the decision's cluster time was reached before then;
+//   - a follower that forwarded the reserve subtracts the time since the
+//     leader's answer was read off the connection (the leader subtracted
+//     its own).
+//
+// What is left is the network's one-way delay from the sender to the
+// client, which can only make a permit later, and its jitter. A grant
+// whose (first) permit expired while held becomes an expired answer
+// (ExpiresInNanos -1), which Reserve reports as a refusal.
+
+// shiftResult subtracts held from the durations of res and clears its
+// NowNanos and OnArrival (meaningful only to the leader that decided it).
+func shiftResult(res fsm.ReserveResult, held time.Duration) fsm.ReserveResult {
+	res.NowNanos, res.OnArrival = 0, false
+	h := max(int64(held), 0)
+	switch res.Status {
+	case fsm.Granted:
+		res.WaitNanos = max(res.WaitNanos-h, 0)
+		if res.ExpiresInNanos > 0 {
+			res.ExpiresInNanos -= h
+			if res.ExpiresInNanos <= 0 {
+				res.ExpiresInNanos = -1
+			}
+		}
+	case fsm.Refused, fsm.Busy:
+		res.RetryAfterNanos = max(res.RetryAfterNanos-h, 1)
+	}
+	return res
+}
+
+// heldSince returns how long the leader held the answer to a reserve that
+// arrived at arrived and whose entry's apply returned at appliedAt: since
+// the arrival if the register decided it at its own arrival stamp
+// (res.OnArrival), else since the apply.
+func heldSince(res fsm.ReserveResult, arrived arrival, appliedAt time.Time) time.Duration {
+	if res.OnArrival {
+		return time.Since(arrived.at)
+	}
+	return time.Since(appliedAt)
+}

@@ -1,0 +1,148 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node/binproto"
+)
+
+// session.go: exactly-once reserves through a client session.
+//
+// The register remembers a request ID for ten minutes at most, and only as
+// many IDs as it can keep for that long (about 1 750 new IDs per second;
+// beyond that it answers 503 rather than forget a younger one). A session
+// has no such limit: the client opens one (POST /v1/sessions, or the binary
+// protocol's open-session call), numbers its reserves 1, 2, 3, ..., sends
+// the same number again when it retries, and tells the register the lowest
+// number whose answer it is still waiting for, below which the register
+// forgets the answers. So the register keeps, per client, only the answers
+// in flight, and recognises a retry for as long as the session lives (ten
+// minutes after its last reserve).
+//
+// If the session expired (idle for ten minutes, or evicted), the register
+// answers SessionExpired and decides nothing. The client never received an
+// answer to the request it retried (else it would not retry), so it opens
+// a new session and sends the request again as a new one: at most one of
+// the two can be granted to a caller that acts only on answers it
+// received.
+
+// sessionState is the client's current session: its ID and the sequence
+// numbers in flight. A zero ID means none is open yet.
+type sessionState struct {
+	mu   sync.Mutex
+	id   uint64
+	next uint64 // the next seq to hand out
+	// inFlight holds the seqs handed out and not finished; lowest is at
+	// most the smallest of them (advanced lazily).
+	inFlight map[uint64]struct{}
+	lowest   uint64
+}
+
+// sessionRef is one request's place in a session.
+type sessionRef struct {
+	id, seq uint64
+}
+
+// begin hands out the next seq of the open session, opening one first if
+// none is (open is called without the lock held by another begin: opens
+// are serialised by the lock, and a second caller reuses the first's).
+func (s *sessionState) begin(ctx context.Context, open func(context.Context) (uint64, error)) (sessionRef, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.id == 0 {
+		id, err := open(ctx)
+		if err != nil {
+			return sessionRef{}, err
+		}
+		s.id, s.next, s.lowest, s.inFlight = id, 1, 1, make(map[uint64]struct{})
+	}
+	seq := s.next
+	s.next++
+	s.inFlight[seq] = struct{}{}
+	return sessionRef{id: s.id, seq: seq}, nil
+}
+
+// ackedBelow returns the acknowledgement to send with ref: the lowest seq
+// still in flight in ref's session (ref itself is, so this is <= ref.seq).
+func (s *sessionState) ackedBelow(ref sessionRef) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.id != ref.id {
+		return ref.seq // the session was replaced: acknowledge nothing new
+	}
+	for s.lowest < s.next {
+		if _, ok := s.inFlight[s.lowest]; ok {
+			break
+		}
+		s.lowest++
+	}
+	return min(s.lowest, ref.seq)
+}
+
+// finish records that ref has its final answer (or will never be retried).
+func (s *sessionState) finish(ref sessionRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.id == ref.id {
+		delete(s.inFlight, ref.seq)
+	}
+}
+
+// expired forgets session id if it is still the current one, so that the
+// next begin opens a new session.
+func (s *sessionState) expired(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.id == id {
+		s.id, s.inFlight = 0, nil
+	}
+}
+
+// requestKey names a session reserve the way Grant.RequestID reports it.
+func (r sessionRef) requestKey() string { return fmt.Sprintf("session:%d:%d", r.id, r.seq) }
+
+// fsmRef is the reference a reserve carries.
+func (s *sessionState) fsmRef(ref sessionRef) fsm.SessionRef {
+	return fsm.SessionRef{ID: ref.id, Seq: ref.seq, AckedBelow: s.ackedBelow(ref)}
+}
+
+// OpenSession opens a new client session on the cluster and returns its
+// ID. The client opens and renews its own session as needed; this is for
+// programs that manage sessions themselves.
+func (c *Client) OpenSession(ctx context.Context) (uint64, error) {
+	if c.bin != nil {
+		return c.openSessionBinary(ctx)
+	}
+	var out struct {
+		Session uint64 `json:"session"`
+	}
+	if err := c.call(ctx, http.MethodPost, "/v1/sessions", nil, &out); err != nil {
+		return 0, err
+	}
+	if out.Session == 0 {
+		return 0, fmt.Errorf("client: the server answered session 0 to POST /v1/sessions")
+	}
+	return out.Session, nil
+}
+
+// openSessionBinary opens a session over the binary protocol.
+func (c *Client) openSessionBinary(ctx context.Context) (uint64, error) {
+	var id uint64
+	err := c.failover(ctx, "open session", func(server string) (attemptOutcome, error) {
+		resp, err := c.callBinary(ctx, server, binproto.OpOpenSession, nil)
+		if err != nil {
+			return binaryOutcome(err), err
+		}
+		res, err := binproto.DecodeSessionResult(resp.payload)
+		if err != nil {
+			return attemptDone, fmt.Errorf("client: cannot decode the open-session answer of %s: %w", server, err)
+		}
+		id = res.ID
+		return attemptDone, nil
+	})
+	return id, err
+}
