@@ -97,8 +97,12 @@ func TestLeaseAppendRejects(t *testing.T) {
 		{"lease long id", func(b []byte) ([]byte, error) {
 			return AppendLease(b, at(0), with(func(q *Lease) { q.RequestID = strings.Repeat("i", MaxRequestIDLen+1) }))
 		}, "request id"},
-		{"renew lease 0", func(b []byte) ([]byte, error) { return AppendRenew(b, at(0), Renew{Limit: "a", Epoch: 1, TTLNanos: sec}) }, "lease 0 epoch 1"},
-		{"renew epoch 0", func(b []byte) ([]byte, error) { return AppendRenew(b, at(0), Renew{Limit: "a", LeaseID: 1, TTLNanos: sec}) }, "lease 1 epoch 0"},
+		{"renew lease 0", func(b []byte) ([]byte, error) {
+			return AppendRenew(b, at(0), Renew{Limit: "a", Epoch: 1, TTLNanos: sec})
+		}, "lease 0 epoch 1"},
+		{"renew epoch 0", func(b []byte) ([]byte, error) {
+			return AppendRenew(b, at(0), Renew{Limit: "a", LeaseID: 1, TTLNanos: sec})
+		}, "lease 1 epoch 0"},
 		{"renew negative spent", func(b []byte) ([]byte, error) {
 			return AppendRenew(b, at(0), Renew{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: -1, TTLNanos: sec})
 		}, "spent -1"},

@@ -111,7 +111,7 @@ type Stamp struct {
 type Entry struct {
 	Type CommandType
 	// Stamp is the cluster time and term stamped by the leader.
-	Stamp Stamp
+	Stamp    Stamp
 	Put      PutLimit
 	Delete   DeleteLimit
 	Reserves []Reserve

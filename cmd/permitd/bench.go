@@ -424,7 +424,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		DurationSec: elapsed.Seconds(), Requests: rec.requests.Load(), Granted: rec.granted.Load(),
 		Refused: rec.refused.Load(), Errors: rec.errs.Load(),
 		RefusedShare: share(rec.refused.Load(), rec.requests.Load()),
-		P50Ms: pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
+		P50Ms:        pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
 	}
 	if b.mode == "open" {
 		res.OpenRate = b.openRate
