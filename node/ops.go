@@ -414,6 +414,58 @@ func (n *Node) removeLocal(id string) error {
 	return nil
 }
 
+// TransferLeadership hands the leadership to the voter to (any voter if to
+// is empty), through the leader, and waits until raft reports the transfer
+// done. ErrNotFound if to is not a voter, ErrInvalid if to is the leader
+// itself or the cluster has no other voter.
+func (n *Node) TransferLeadership(ctx context.Context, to string) error {
+	_, err := n.leaderDo(ctx, binproto.OpTransfer, encodeStrings(to), func(ctx context.Context) ([]byte, error) {
+		return nil, n.transferLocal(to)
+	})
+	return err
+}
+
+func (n *Node) transferLocal(to string) error {
+	if to == "" {
+		if n.voterCount() < 2 {
+			return fmt.Errorf("%w: leadership transfer: the cluster has no other voter", ErrInvalid)
+		}
+		if err := n.awaitFuture(n.raft.LeadershipTransfer()); err != nil {
+			return mapRaftErr(err)
+		}
+		n.log.Info("leadership transferred", "from", n.cfg.ID)
+		return nil
+	}
+	if to == n.cfg.ID {
+		return fmt.Errorf("%w: leadership transfer to %q: it already leads", ErrInvalid, to)
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return mapRaftErr(err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == to && s.Suffrage == raft.Voter {
+			if err := n.awaitFuture(n.raft.LeadershipTransferToServer(s.ID, s.Address)); err != nil {
+				return mapRaftErr(err)
+			}
+			n.log.Info("leadership transferred", "from", n.cfg.ID, "to", to)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: leadership transfer to %q: not a voter of the cluster", ErrNotFound, to)
+}
+
+// Snapshot makes this replica take a raft snapshot of its state now (and
+// compact its log), as it does by itself every SnapshotInterval or
+// SnapshotThreshold entries. raft answers an error when nothing was
+// applied since the last snapshot.
+func (n *Node) Snapshot() error {
+	if err := n.awaitFuture(n.raft.Snapshot()); err != nil {
+		return fmt.Errorf("node: snapshot: %w", err)
+	}
+	return nil
+}
+
 // handleForwarded serves one operation forwarded by a follower. It never
 // forwards again: if this node is not the leader it says so.
 func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]byte, error) {
@@ -482,6 +534,12 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 			return nil, fmt.Errorf("%w: open session takes no payload (%d bytes)", ErrInvalid, len(payload))
 		}
 		return n.openSessionLocal(ctx)
+	case binproto.OpTransfer:
+		ss, err := decodeStrings(payload, 1)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return nil, n.transferLocal(ss[0])
 	}
 	return nil, fmt.Errorf("%w: unknown forwarded operation %d", ErrInvalid, op)
 }

@@ -107,6 +107,48 @@ func (h *handler) removeServer(w http.ResponseWriter, r *http.Request, id string
 	}{id, true})
 }
 
+// transferRequest is the body of POST /v1/cluster/transfer-leadership.
+type transferRequest struct {
+	To opt[string] `json:"to"`
+}
+
+var transferFields = fieldHelp{
+	{"to", "the id of the voter to hand leadership to (" + allowedNameChars + "); absent or empty: any voter"},
+}
+
+// transferLeadership serves POST /v1/cluster/transfer-leadership: the
+// leader hands its leadership to another voter (a rolling restart moves
+// it before stopping the leader; jepsen-lite moves it A→B→A).
+func (h *handler) transferLeadership(w http.ResponseWriter, r *http.Request) {
+	buf := getBuf()
+	defer putBuf(buf)
+	if herr := readBody(w, r, buf); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	var req transferRequest
+	if herr := decodeObject(buf.Bytes(), &req, transferFields, true); herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
+	if req.To.v != "" {
+		if err := validateName("server id", req.To.v); err != nil {
+			writeError(w, http.StatusBadRequest, `field "to": `+err.Error())
+			return
+		}
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	if err := h.store.TransferLeadership(ctx, req.To.v); err != nil {
+		h.storeError(w, "transfer leadership", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		To          string `json:"to"`
+		Transferred bool   `json:"transferred"`
+	}{req.To.v, true})
+}
+
 // clusterView is the answer to GET /v1/cluster.
 type clusterView struct {
 	ID       string        `json:"id"`

@@ -76,6 +76,7 @@ const (
 	routeRenew
 	routeReturn
 	routeSessions
+	routeTransfer
 	numRoutes
 )
 
@@ -98,6 +99,7 @@ var routeLabels = [numRoutes]string{
 	routeRenew:       "/v1/limits/{name}/leases/{id}/renew",
 	routeReturn:      "/v1/limits/{name}/leases/{id}/return",
 	routeSessions:    "/v1/sessions",
+	routeTransfer:    "/v1/cluster/transfer-leadership",
 }
 
 // ServeHTTP implements http.Handler.
@@ -168,6 +170,11 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 			h.join(w, r)
 		}
 		return routeJoin
+	case p == "/v1/cluster/transfer-leadership":
+		if h.method(w, r, "POST") {
+			h.transferLeadership(w, r)
+		}
+		return routeTransfer
 	case strings.HasPrefix(p, "/v1/cluster/servers/"):
 		id := p[len("/v1/cluster/servers/"):]
 		if strings.IndexByte(id, '/') >= 0 {

@@ -45,4 +45,8 @@ type Store interface {
 	Join(ctx context.Context, id, raftAddr string) error
 	// Remove removes a server from the raft configuration.
 	Remove(ctx context.Context, id string) error
+	// TransferLeadership hands the leadership to voter to (any if empty);
+	// node.ErrNotFound for an unknown voter, node.ErrInvalid when it
+	// cannot be done (to already leads, no other voter).
+	TransferLeadership(ctx context.Context, to string) error
 }

@@ -25,6 +25,19 @@ func withClockHook(next http.Handler, clock *node.SkewedClock, n *node.Node) htt
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"applied_index": idx, "state_hash": h})
 	})
+	// POST /v1/debug/snapshot: take a raft snapshot of this replica now
+	// (jepsen-lite forces one after a reconfiguration, then restarts the
+	// node from its data directory).
+	mux.HandleFunc("POST /v1/debug/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if err := n.Snapshot(); err != nil {
+			w.WriteHeader(http.StatusConflict)
+			json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+			return
+		}
+		idx, _ := n.StateHash()
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "applied_index": idx})
+	})
 	mux.HandleFunc("POST /v1/debug/clock", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			OffsetDelta string  `json:"offset_delta"`

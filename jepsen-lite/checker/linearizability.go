@@ -51,16 +51,20 @@ type LinearizabilityInput struct {
 //     ceil(W/I) − 1 + n <= M, moving N to at + n·I;
 //   - refuses otherwise, with retry_after R = N − now >= 1.
 //
-// The client sees only relative waits; the model turns them into absolute
-// run times through τ, which it only knows to lie in [invoke − tol,
-// complete + tol], and through L. So its state is a set of boxes (τ of the
-// last decision >= T, N within [Lo, Hi]); every step intersects a box with
+// The client sees only relative durations, and they count from the moment
+// the node sent the answer, not from the decision: the node subtracts the
+// time it held the answer (README, "Grants are relative"). The model turns
+// them into absolute run times through that moment τ, which it only knows
+// to lie in [invoke − tol, complete + tol], and through L. So its state is
+// a set of boxes (N within [Lo, Hi]); every step intersects a box with
 // what the answer implies and fails when nothing is left:
 //
 //   - ok, W > 0: it waited, so N = at = τ − L + W, and N' = at + n·I;
-//   - ok, W = 0: at = τ − L >= N, and N' = at + n·I;
-//   - fail with retry_after R (a refusal): N = τ − L + R, unchanged;
-//   - decisions are ordered: each τ is >= the previous one's.
+//   - ok, W = 0: at <= τ − L and at >= N, and N' = at + n·I;
+//   - fail with retry_after R (a refusal): N = τ − L + R, unchanged.
+//
+// Decisions are ordered but the moments their answers leave are not, so
+// the model does not order the τ of successive operations.
 //
 // An operation whose outcome is unknown (info, or never completed) may
 // have taken effect at any time after its invoke, or never. It is not

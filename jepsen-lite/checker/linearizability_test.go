@@ -296,15 +296,15 @@ func TestLinearizabilityInvalidInput(t *testing.T) {
 
 func TestCanonicalMergesPastMaxBoxes(t *testing.T) {
 	var boxes []regBox
-	for i := range int64(maxBoxes + 5) {
-		boxes = append(boxes, regBox{T: i, Lo: 100 - i, Hi: 100 - i}) // none covers another
+	for i := range maxBoxes + 5 {
+		boxes = append(boxes, regBox{Lo: 100 - int64(i), Hi: 100 - int64(i), K: i}) // none covers another
 	}
 	s := canonical(boxes)
-	if len(s) != 1 || s[0] != (regBox{T: 0, Lo: 100 - maxBoxes - 4, Hi: 100}) {
+	if len(s) != 1 || s[0] != (regBox{Lo: 100 - maxBoxes - 4, Hi: 100, K: 0}) {
 		t.Fatalf("canonical = %v", s)
 	}
-	s = canonical([]regBox{{T: 1, Lo: 1, Hi: 2}, {T: 0, Lo: 0, Hi: 5}, {T: 2, Lo: 0, Hi: 1}})
-	if len(s) != 1 || s[0] != (regBox{T: 0, Lo: 0, Hi: 5}) {
+	s = canonical([]regBox{{Lo: 1, Hi: 2, K: 1}, {Lo: 0, Hi: 5}, {Lo: 0, Hi: 1, K: 2}})
+	if len(s) != 1 || s[0] != (regBox{Lo: 0, Hi: 5}) {
 		t.Fatalf("covered boxes kept: %v", s)
 	}
 }

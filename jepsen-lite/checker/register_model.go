@@ -101,18 +101,21 @@ const (
 
 // regBox is one region of the model's state:
 //
-//	T:        the last decision happened at real time >= T;
 //	[Lo, Hi]: the register's next free slot N, in run time shifted by the
 //	          cluster timeline's lag, lies in this range;
 //	K:        pending operations already assumed to have taken effect.
+//
+// (The model does not order the operations' reference instants: an
+// answer's durations count from the moment it left the node, and answers
+// leave in another order than the decisions were taken.)
 type regBox struct {
-	T, Lo, Hi int64
-	K         int
+	Lo, Hi int64
+	K      int
 }
 
 // covers reports whether every history b allows, a allows too.
 func (a regBox) covers(b regBox) bool {
-	return a.T <= b.T && a.Lo <= b.Lo && a.Hi >= b.Hi && a.K <= b.K
+	return a.Lo <= b.Lo && a.Hi >= b.Hi && a.K <= b.K
 }
 
 // regState is a canonical (sorted, no box covering another) set of boxes:
@@ -148,9 +151,9 @@ func newRegisterModel(spec RegisterSpec, pending []PendingOp, tol, lag int64) re
 // initState is the state before any operation.
 func (m registerModel) initState() regState {
 	if m.spec.Fresh {
-		return regState{{T: negInf, Lo: negInf, Hi: negInf}}
+		return regState{{Lo: negInf, Hi: negInf}}
 	}
-	return regState{{T: negInf, Lo: negInf, Hi: posInf}}
+	return regState{{Lo: negInf, Hi: posInf}}
 }
 
 // localFault returns why an answer is impossible whatever the state: a
@@ -216,21 +219,20 @@ func (m registerModel) pendingAvailable(b regBox, in RegisterInput) bool {
 // uses the earliest invoke and the fewest permits of all pending
 // operations, which can only make the state wider.
 func (m registerModel) pendingEffect(b regBox) regBox {
-	t := max(b.T, satAdd(m.pendingCalls[0], -m.toleranceNanos))
+	t := satAdd(m.pendingCalls[0], -m.toleranceNanos)
 	aLo := max(b.Lo, satAdd(t, -m.timelineLagNanos))
-	return regBox{T: t, Lo: satAdd(aLo, satMul(m.minPermits, m.spec.IntervalNanos)), Hi: posInf, K: b.K + 1}
+	return regBox{Lo: satAdd(aLo, satMul(m.minPermits, m.spec.IntervalNanos)), Hi: posInf, K: b.K + 1}
 }
 
-// stepBox returns the boxes b can move to. τ is the decision's real time,
-// L the timeline's lag at τ (0 <= L <= Lag), "at" the granted slot in the
-// model's frame: the register's cluster-time now is τ − L.
+// stepBox returns the boxes b can move to. τ is the real time the
+// answer's durations count from (when the node sent it: its decision time
+// plus the time it held the answer, which it subtracted), L the timeline's
+// lag (0 <= L <= Lag), "at" the granted slot in the model's frame: the
+// register's cluster-time now, moved forward by the held time, is τ − L.
 func (m registerModel) stepBox(b regBox, in RegisterInput, out RegisterOutput) []regBox {
 	tol, lag, nI := m.toleranceNanos, m.timelineLagNanos, satMul(in.Permits, m.spec.IntervalNanos)
-	ta := max(satAdd(in.CallNanos, -tol), b.T) // earliest τ
-	tb := satAdd(in.ReturnNanos, tol)          // latest τ
-	if ta > tb {
-		return nil // it would be decided after an op decided after it returned
-	}
+	ta := satAdd(in.CallNanos, -tol)  // earliest τ
+	tb := satAdd(in.ReturnNanos, tol) // latest τ
 	w := out.WaitNanos
 	switch {
 	case out.Outcome == Granted && out.Duplicate:
@@ -239,28 +241,28 @@ func (m registerModel) stepBox(b regBox, in RegisterInput, out RegisterOutput) [
 		if aLo > aHi {
 			return nil
 		}
-		return []regBox{{T: max(ta, satAdd(aLo, -in.MaxWaitNanos)), Lo: satAdd(aLo, nI), Hi: satAdd(aHi, nI), K: b.K}}
+		return []regBox{{Lo: satAdd(aLo, nI), Hi: satAdd(aHi, nI), K: b.K}}
 	case out.Outcome == Granted && w > 0:
 		// It waited: at = N = τ − L + W.
 		aLo, aHi := max(b.Lo, satAdd(satAdd(ta, -lag), w)), min(b.Hi, satAdd(tb, w))
 		if aLo > aHi {
 			return nil
 		}
-		return []regBox{{T: max(ta, satAdd(aLo, -w)), Lo: satAdd(aLo, nI), Hi: satAdd(aHi, nI), K: b.K}}
+		return []regBox{{Lo: satAdd(aLo, nI), Hi: satAdd(aHi, nI), K: b.K}}
 	case out.Outcome == Granted:
 		// No wait: at = τ − L >= N.
 		aLo, aHi := max(b.Lo, satAdd(ta, -lag)), tb
 		if aLo > aHi {
 			return nil
 		}
-		return []regBox{{T: max(ta, aLo), Lo: satAdd(aLo, nI), Hi: satAdd(aHi, nI), K: b.K}}
+		return []regBox{{Lo: satAdd(aLo, nI), Hi: satAdd(aHi, nI), K: b.K}}
 	default: // Refused: N = τ − L + R, unchanged.
 		r := out.RetryAfterNanos
 		nLo, nHi := max(b.Lo, satAdd(satAdd(ta, -lag), r)), min(b.Hi, satAdd(tb, r))
 		if nLo > nHi {
 			return nil
 		}
-		return []regBox{{T: max(ta, satAdd(nLo, -r)), Lo: nLo, Hi: nHi, K: b.K}}
+		return []regBox{{Lo: nLo, Hi: nHi, K: b.K}}
 	}
 }
 
@@ -268,9 +270,6 @@ func (m registerModel) stepBox(b regBox, in RegisterInput, out RegisterOutput) [
 // sorts.
 func canonical(boxes []regBox) regState {
 	slices.SortFunc(boxes, func(a, b regBox) int {
-		if c := cmp.Compare(a.T, b.T); c != 0 {
-			return c
-		}
 		if c := cmp.Compare(a.Lo, b.Lo); c != 0 {
 			return c
 		}
@@ -295,7 +294,7 @@ func canonical(boxes []regBox) regState {
 	if len(out) > maxBoxes {
 		h := out[0]
 		for _, b := range out[1:] {
-			h = regBox{T: min(h.T, b.T), Lo: min(h.Lo, b.Lo), Hi: max(h.Hi, b.Hi), K: min(h.K, b.K)}
+			h = regBox{Lo: min(h.Lo, b.Lo), Hi: max(h.Hi, b.Hi), K: min(h.K, b.K)}
 		}
 		out = regState{h}
 	}
@@ -313,7 +312,7 @@ func (m registerModel) Model() porcupine.Model {
 		Hash: func(state any) uint64 {
 			h := uint64(14695981039346656037)
 			for _, b := range state.(regState) {
-				for _, v := range [4]int64{b.T, b.Lo, b.Hi, int64(b.K)} {
+				for _, v := range [3]int64{b.Lo, b.Hi, int64(b.K)} {
 					h ^= uint64(v)
 					h *= 1099511628211
 				}
@@ -327,7 +326,7 @@ func (m registerModel) Model() porcupine.Model {
 			s := state.(regState)
 			parts := make([]string, len(s))
 			for i, b := range s {
-				parts[i] = fmt.Sprintf("N∈[%s, %s] τ≥%s", inf(b.Lo), inf(b.Hi), inf(b.T))
+				parts[i] = fmt.Sprintf("N∈[%s, %s]", inf(b.Lo), inf(b.Hi))
 				if b.K > 0 {
 					parts[i] += fmt.Sprintf(" (%d pending took effect)", b.K)
 				}

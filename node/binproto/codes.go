@@ -21,6 +21,9 @@ const (
 	// OpOpenSession opens a client session (empty payload; the answer is
 	// the session ID and its idle lifetime).
 	OpOpenSession byte = 12
+	// OpTransfer hands leadership to another voter (payload: the target's
+	// ID, empty for any).
+	OpTransfer byte = 13
 )
 
 // Answer codes (the Kind of an answer frame). Every code but CodeOK carries

@@ -273,3 +273,17 @@ func (s *Store) enter(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
+
+// TransferLeadership implements transport.Store: the single node leads,
+// so there is no one to hand leadership to.
+func (s *Store) TransferLeadership(ctx context.Context, to string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	if to != "" && to != s.status.ID {
+		return fmt.Errorf("%w: server %q", node.ErrNotFound, to)
+	}
+	return fmt.Errorf("%w: leadership transfer: the cluster has no other voter", node.ErrInvalid)
+}
