@@ -209,6 +209,9 @@ func (b *batcher) submit(batch []*pendingReserve) {
 		if b.n.cfg.OnBatch != nil {
 			b.n.cfg.OnBatch(len(batch), applied.Sub(start))
 		}
+		if hold := b.n.testHoldAnswers; hold != nil {
+			hold() // a test stalls the answers here, as a slow fsync would
+		}
 		for i, p := range batch {
 			p.done <- reserveOutcome{res: results[i], appliedAt: applied}
 		}

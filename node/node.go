@@ -152,6 +152,11 @@ type Node struct {
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+
+	// testHoldAnswers, set only by tests before the node serves, runs
+	// after a reserve entry is applied and before its answers are handed
+	// back: it simulates an fsync or scheduling stall.
+	testHoldAnswers func()
 }
 
 // New starts a node: it opens (or creates) its data directory, starts raft
