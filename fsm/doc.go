@@ -6,19 +6,22 @@
 //
 // Every log entry is a compact binary command (see encode.go for the byte
 // layout), in the manner of consul's FSM: byte 0 is the CommandType, byte 1
-// the EncodingVersion, then the leader's cluster time NowNanos, then the
-// command:
+// the EncodingVersion, then the leader's Stamp (its cluster time and the
+// term its timeline began in), then the command:
 //
 //   - CmdPutLimit creates a limit or replaces its configuration. With the
 //     same algorithm the pacer is reconfigured and keeps its debt (permits
 //     already reserved stay reserved); with another algorithm it starts
 //     afresh. The limit's Version becomes the raft index of the put.
 //   - CmdDeleteLimit removes a limit and its state.
-//   - CmdReserveBatch carries 1 to MaxBatchReserves reserves, decided in
-//     order at the same cluster time. Applying a batch gives exactly the
-//     results (and the state) of applying its reserves one per entry at that
-//     time: batching is only a way to share one fsync.
-//   - CmdNoop only advances the cluster time; a new leader writes one.
+//   - CmdReserveBatch carries 1 to MaxBatchReserves reserves, each with the
+//     cluster time it reached the leader (Reserve.ArrivedNanos, non-
+//     decreasing in the batch), decided in order, each at its own arrival.
+//     Applying a batch gives exactly the results (and the state) of
+//     applying its reserves one per entry, each stamped at its arrival:
+//     batching is only a way to share one fsync, never an instant.
+//   - CmdNoop only advances the cluster time.
+//   - CmdOpenSession opens a client session (see Deduplication).
 //   - CmdPutLeasePolicy, CmdLease, CmdRenew and CmdReturn keep the lease
 //     book (see Leases below).
 //
@@ -41,34 +44,67 @@
 // # Cluster time
 //
 // Time is an argument, never read from a clock. Each entry carries the
-// leader's time; Apply clamps it to the timeline, now = max(lastNow,
-// entry.NowNanos), and remembers it. The timeline starts at 0 and never goes
+// leader's stamp; Apply clamps it to the timeline, now = max(lastNow,
+// stamp), and remembers it. The timeline starts at 0 and never goes
 // backwards, so an entry stamped by a leader whose clock is behind is
 // decided at the latest time already seen: a grant can be later than the
 // leader meant, never earlier. LastNowNanos lets a new leader continue the
 // timeline from the last applied entry. raft.Log.AppendedAt is never used.
 //
-// Results are relative to the entry's clamped time: WaitNanos, ExpiresInNanos
-// and RetryAfterNanos are durations, never instants, so client clocks do not
-// matter.
+// A stamp is trusted only in the term it was read in: if the entry was
+// appended in another term (raft.Log.Term differs from Stamp.Term: its
+// leader stamped it, lost the leadership and won it back before raft took
+// the entry), its time came from an earlier timeline that kept counting
+// while others led from the last applied time, and max(lastNow, stamp)
+// would move cluster time ahead of real time. Apply then decides the whole
+// entry at lastNow: no time passed.
+//
+// Results are relative to the cluster time their reserve was decided at:
+// WaitNanos, ExpiresInNanos and RetryAfterNanos are durations, never
+// instants, so client clocks do not matter. The result also says that time
+// (NowNanos) and whether it is the reserve's own arrival stamp (OnArrival),
+// for the leader, which re-expresses the durations relative to the moment
+// it sends the answer (package node, answer.go); neither is replicated.
+// A strict grant of n permits also gives SpacingNanos, the interval: its
+// permits are usable one by one, at at, at+I, ..., never together.
 //
 // # Deduplication
 //
-// A reserve with a non-empty RequestID is recorded with its outcome (in
-// absolute cluster time). A later reserve with the same ID, in the same batch
-// or a later entry, reserves nothing and gets that outcome with
-// Duplicate=true, its times re-expressed relative to the later entry's time
-// (the wait shrinks, an expired grant reports ExpiresInNanos = -1). Every
-// outcome is recorded, refusals and unknown limits included: an ID names one
-// decision, and a client that wants a new decision uses a new ID. IDs are
-// global, not per limit.
+// A reserve may carry one of two idempotency keys; a reserve with a known
+// key reserves nothing and gets the recorded outcome with Duplicate=true,
+// its times re-expressed relative to the later entry's time (the wait
+// shrinks, the expiry runs out: ExpiresInNanos = -1 once it passed).
 //
-// IDs are kept for DedupWindowNanos of cluster time and at most
-// MaxDedupEntries at once, oldest forgotten first. The table is a queue in
-// insertion order, which is log order, so eviction pops from its head,
-// driven only by the cluster time of the entry being applied and by the
-// table's size: all replicas forget the same IDs at the same entry.
+// A request ID is remembered for DedupWindowNanos of cluster time. The
+// table holds at most MaxDedupEntries IDs; when it is full, a reserve with
+// a new ID is answered Busy (RetryAfterNanos: when the oldest ID ages out)
+// instead of forgetting an ID younger than the window, so that a retry
+// within the window is always recognised: the window is real, and the
+// table admits at most MaxDedupEntries new IDs per window. Lease commands
+// keep their IDs in a second table that forgets its oldest when full
+// (MaxLeaseDedupEntries): a forgotten renew or return is fenced by its
+// epoch anyway. The two tables share one ID space: an ID used by another
+// kind of command answers Invalid.
 //
+// A client session (sessions.go) keeps, per client, only the outcomes of
+// its requests in flight: the client numbers its reserves and says up to
+// where it received the answers. A retry is recognised as long as the
+// session lives (SessionIdleNanos after its last reserve), in memory
+// proportional to requests in flight, whatever the request rate. A
+// reserve of a session that is not open is answered SessionExpired and
+// decides nothing.
+//
+// Every outcome is recorded, refusals and unknown limits included: a key
+// names one decision, and a client that wants a new decision uses a new
+// key. A replayed grant always has an expiry: the strict expiry, or one
+// interval after its time for the algorithms whose fresh grants have
+// none, so that a late retry never uses a permit arbitrarily late.
+//
+// Both ID tables are queues in insertion order, which is log order, so
+// eviction pops from their heads, driven only by the cluster time of the
+// entry being applied and by their sizes; sessions are a list in order of
+// last activity. All replicas forget the same keys at the same entry.
+
 // # Determinism
 //
 // Apply is a pure function of (state, entry): no clock, randomness, map
@@ -82,16 +118,24 @@
 // Snapshot encodes the whole state under the lock; Persist only writes the
 // bytes. The format (see snapshot.go) is a magic and format version, the
 // cluster time and applied index, the limits sorted by name (name, version,
-// config, counters, pacer state), the dedup table in eviction order, the
-// lease book (pools sorted by limit name, leases by ID), and a CRC-32C of
-// everything before it. Restore checks the checksum, every bound and
+// config, counters, pacer state), the two ID tables in eviction order, the
+// sessions in order of activity, the lease book (pools sorted by limit
+// name, leases by ID), and a CRC-32C of everything before it. Restore checks the checksum, every bound and
 // invariant (sorted unique names, canonical configs that build pacers,
 // pacer states they accept, IDs unique, in time order and inside the
-// retention window; lease accounts that balance, live leases unexpired,
-// one active lease per holder), accepts only a snapshot that re-encodes to
-// exactly its own bytes, and
-// replaces the state only if all of that holds; otherwise it returns an
-// error wrapping ErrDecode and changes nothing.
+// retention window; sessions inside their idle window; lease accounts that
+// balance, live leases unexpired, one active lease per holder), accepts
+// only a snapshot that re-encodes to exactly its own bytes, and replaces
+// the state only if all of that holds; otherwise it returns an error
+// wrapping ErrDecode and changes nothing.
+//
+// Restore accepts every state Apply can reach, including the transient
+// ones that follow a reconfiguration: for up to a lease TTL after a
+// leased limit's rate was lowered, a lease may hold a share computed at
+// the old rate, above the new capacity. The reachable-state walk of the
+// tests (walk_test.go) takes a snapshot after every step of seeded random
+// sequences of every command and checks that it restores, re-encodes to
+// the same bytes, and continues exactly as the original.
 //
 // # Leases
 //
