@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"net/http"
+)
+
+// TestMeasureGapsThroughLeaderKill is a measurement, not a test: it runs
+// only with PERMITD_MEASURE_GAPS=N (N runs). Each run starts three agents
+// (PERMITD_BIN, or a build of this package without -race), puts a strict
+// limit of one permit per 100 ms, drives it with 16 HTTP clients reserving
+// through random nodes (max_wait 2 s, a request ID, retried on 503), kills
+// the leader with kill -9 after 3 s, and keeps going for 3 s. A client
+// uses a permit at receipt + wait_ns, and only if it has not expired by
+// then, counting expires_in_ns from the send (the Go client's rule). It
+// reports the gaps between consecutive uses: over the whole run, and for
+// uses within 0.1 s and 1 s after the kill.
+func TestMeasureGapsThroughLeaderKill(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("PERMITD_MEASURE_GAPS"))
+	if runs <= 0 {
+		t.Skip("a measurement: set PERMITD_MEASURE_GAPS=runs")
+	}
+	bin := os.Getenv("PERMITD_BIN")
+	if bin == "" {
+		bin = filepath.Join(t.TempDir(), "permitd")
+		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+	}
+	var all []float64
+	for r := range runs {
+		m := measureGapsOnce(t, bin, uint64(r))
+		t.Logf("run %d: %d uses; gaps ms: min %.1f, p1 %.1f, median %.1f; after the kill: min within 0.1 s %.1f, within 1 s %.1f",
+			r, m.uses, m.min, m.p1, m.median, m.minKill100ms, m.minKill1s)
+		all = append(all, m.min)
+	}
+	t.Logf("min gap over %d runs: %v ms", runs, all)
+}
+
+// gapStats are the gaps of one run, in milliseconds.
+type gapStats struct {
+	uses                                     int
+	min, p1, median, minKill100ms, minKill1s float64
+}
+
+func measureGapsOnce(t *testing.T, bin string, seed uint64) gapStats {
+	const interval = 100 * time.Millisecond
+	ports := freePorts(t, 6)
+	ids := []string{"m1", "m2", "m3"}
+	raftAddr, httpAddr := map[string]string{}, map[string]string{}
+	var initial []string
+	for i, id := range ids {
+		raftAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i])
+		httpAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
+		initial = append(initial, id+"="+raftAddr[id])
+	}
+	procs := map[string]*exec.Cmd{}
+	for _, id := range ids {
+		cmd := exec.Command(bin, "agent", "--id", id, "--data-dir", t.TempDir(), "--raft-addr", raftAddr[id],
+			"--http-addr", httpAddr[id], "--initial-cluster", strings.Join(initial, ","))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[id] = cmd
+	}
+	defer func() {
+		for _, cmd := range procs {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
+	}()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	leader := waitLeader(t, hc, httpAddr, ids)
+	body := fmt.Sprintf(`{"algorithm":"strict","rate":1,"per":"%s","max_reserved":16}`, interval)
+	if code, resp := do(t, hc, "PUT", "http://"+httpAddr[leader]+"/v1/limits/gaps", body); code != 200 && code != 201 {
+		t.Fatalf("put limit: %d %s", code, resp)
+	}
+	var mu sync.Mutex
+	var uses []time.Time
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for i := 0; ctx.Err() == nil; i++ {
+				reqID := fmt.Sprintf("g%d-%d-%d", seed, w, i)
+				for attempt := 0; attempt < 40 && ctx.Err() == nil; attempt++ {
+					node := ids[rng.IntN(len(ids))]
+					sent := time.Now()
+					code, resp := doQuiet(hc, "POST", "http://"+httpAddr[node]+"/v1/limits/gaps/reserve",
+						fmt.Sprintf(`{"permits":1,"max_wait":"2s","request_id":%q}`, reqID))
+					recv := time.Now()
+					if code == 200 {
+						var a struct {
+							WaitNs    int64 `json:"wait_ns"`
+							ExpiresNs int64 `json:"expires_in_ns"`
+						}
+						if json.Unmarshal(resp, &a) != nil {
+							return
+						}
+						use := recv.Add(time.Duration(a.WaitNs))
+						time.Sleep(time.Until(use))
+						now := time.Now()
+						if a.ExpiresNs > 0 && now.After(sent.Add(time.Duration(a.ExpiresNs))) {
+							break // expired: not used
+						}
+						mu.Lock()
+						uses = append(uses, now)
+						mu.Unlock()
+						break
+					}
+					if code == 429 || code == 400 || code == 404 {
+						break
+					}
+				}
+			}
+		}()
+	}
+	time.Sleep(3 * time.Second)
+	killAt := time.Now()
+	_ = procs[leader].Process.Signal(syscall.SIGKILL)
+	_ = procs[leader].Wait()
+	delete(procs, leader)
+	time.Sleep(3 * time.Second)
+	cancel()
+	wg.Wait()
+
+	slices.SortFunc(uses, func(a, b time.Time) int { return a.Compare(b) })
+	var gaps []float64
+	st := gapStats{uses: len(uses), minKill100ms: -1, minKill1s: -1}
+	for i := 1; i < len(uses); i++ {
+		g := float64(uses[i].Sub(uses[i-1])) / 1e6
+		gaps = append(gaps, g)
+		since := uses[i].Sub(killAt)
+		if since >= 0 && since <= 100*time.Millisecond && (st.minKill100ms < 0 || g < st.minKill100ms) {
+			st.minKill100ms = g
+		}
+		if since >= 0 && since <= time.Second && (st.minKill1s < 0 || g < st.minKill1s) {
+			st.minKill1s = g
+		}
+	}
+	if len(gaps) == 0 {
+		t.Fatalf("no uses")
+	}
+	slices.Sort(gaps)
+	st.min, st.p1, st.median = gaps[0], gaps[len(gaps)/100], gaps[len(gaps)/2]
+	return st
+}
