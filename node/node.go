@@ -260,6 +260,26 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// HasExistingState reports whether dataDir holds a node's raft state (a
+// log, a stable store or a snapshot): a node started on it rejoins its
+// cluster by itself, while a node on an empty directory needs an initial
+// cluster to bootstrap or a cluster to join. It opens nothing for writing.
+func HasExistingState(dataDir string) (bool, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, "raft.db")); err == nil {
+		return true, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("node: data dir %s: %w", dataDir, err)
+	}
+	entries, err := os.ReadDir(filepath.Join(dataDir, "snapshots"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("node: data dir %s: %w", dataDir, err)
+	}
+	return len(entries) > 0, nil
+}
+
 // ID returns the node's server ID.
 func (n *Node) ID() string { return n.cfg.ID }
 

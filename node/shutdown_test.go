@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -52,5 +53,20 @@ func TestGracefulShutdownHandsOverLeadership(t *testing.T) {
 	}
 	if at := time.Now().Add(time.Duration(res.WaitNanos)); at.Sub(firstAt) < interval-5*time.Millisecond {
 		t.Fatalf("grants %v apart across the handover, want >= %v", at.Sub(firstAt), interval)
+	}
+}
+
+func TestHasExistingState(t *testing.T) {
+	dir := t.TempDir()
+	if has, err := HasExistingState(dir); has || err != nil {
+		t.Fatalf("empty dir: %v %v", has, err)
+	}
+	if has, err := HasExistingState(filepath.Join(dir, "missing")); has || err != nil {
+		t.Fatalf("missing dir: %v %v", has, err)
+	}
+	c := newTestCluster(t, 1)
+	c.leader()
+	if has, err := HasExistingState(c.dirs["n1"]); !has || err != nil {
+		t.Fatalf("a node's dir: %v %v", has, err)
 	}
 }
