@@ -26,25 +26,31 @@ func codeOf(err error) byte {
 		return binproto.CodeNotFound
 	case errors.Is(err, ErrInvalid):
 		return binproto.CodeInvalid
-	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown):
+	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown), errors.Is(err, ErrRemoved):
 		return binproto.CodeNoLeader
 	}
 	return binproto.CodeError
 }
 
+// errOf rebuilds the error of an answer code and the user message the
+// leader sent with it (see servePipelined: Message, never the wrapped
+// text, so that prefixes do not repeat hop after hop).
 func errOf(code byte, msg string) error {
 	switch code {
 	case binproto.CodeOK:
 		return nil
 	case binproto.CodeNotFound:
-		return fmt.Errorf("%w: %s", ErrNotFound, msg)
+		return userErrorf(ErrNotFound, "%s", msg)
 	case binproto.CodeInvalid:
-		return fmt.Errorf("%w: %s", ErrInvalid, msg)
+		return userErrorf(ErrInvalid, "%s", msg)
 	case binproto.CodeNoLeader:
-		return fmt.Errorf("%w: leader says: %s", ErrNoLeader, msg)
+		return userErrorf(ErrNoLeader, "%s", msg)
 	}
-	return fmt.Errorf("node: leader failed the request: %s", msg)
+	return userErrorf(errLeaderFailed, "%s", msg)
 }
+
+// errLeaderFailed is any other failure the leader reported.
+var errLeaderFailed = errors.New("node: the leader failed the request")
 
 // fwdConn is one pipelined connection to a leader.
 type fwdConn struct {
@@ -195,7 +201,7 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, handle func(ctx conte
 			cancel()
 			code := codeOf(err)
 			if err != nil {
-				resp = []byte(err.Error())
+				resp = []byte(Message(err))
 			}
 			if len(resp) > binproto.MaxFrame-9 {
 				code, resp = binproto.CodeError, []byte("answer too large for one frame")

@@ -59,7 +59,7 @@ func (n *Node) PutLeasePolicy(ctx context.Context, p fsm.LeasePolicy) (fsm.Lease
 	}
 	switch {
 	case res.UnknownLimit:
-		return res, fmt.Errorf("%w: limit %q", ErrNotFound, p.Limit)
+		return res, n.limitNotFound(p.Limit)
 	case !res.Applied:
 		detail := res.Detail
 		if detail == "" {
@@ -74,7 +74,7 @@ func (n *Node) PutLeasePolicy(ctx context.Context, p fsm.LeasePolicy) (fsm.Lease
 // result as is.
 func (n *Node) leasePolicyLocal(ctx context.Context, p fsm.LeasePolicy) (fsm.LeasePolicyResult, error) {
 	if _, ok := n.fsm.Limit(p.Limit); !ok {
-		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: limit %q", ErrNotFound, p.Limit)
+		return fsm.LeasePolicyResult{}, n.limitNotFound(p.Limit)
 	}
 	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendLeasePolicy(nil, st, p) })
 	if err != nil {
@@ -138,7 +138,7 @@ func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, op byt
 	for {
 		res, err := n.leaseOnce(ctx, limit, op, payload, encode)
 		if err == nil {
-			return leaseResultToErr(limit, res)
+			return n.leaseResultToErr(limit, res)
 		}
 		if requestID == "" || !errors.Is(err, ErrNoLeader) || ctx.Err() != nil || time.Now().After(giveUp) {
 			return fsm.LeaseResult{}, err
@@ -192,7 +192,7 @@ func (n *Node) checkLeased(limit string) error {
 	info, ok := n.fsm.Limit(limit)
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: limit %q", ErrNotFound, limit)
+		return n.limitNotFound(limit)
 	case !info.Leased:
 		return fmt.Errorf("%w: limit %q is not leased: its permits are reserved one request at a time (put a lease policy with leased=true first)", ErrInvalid, limit)
 	}
@@ -202,7 +202,7 @@ func (n *Node) checkLeased(limit string) error {
 // leaseResultToErr maps the register's outcomes that the API reports as
 // errors. A granted duplicate whose grant expired before the retry arrived
 // is reported as fenced: that grant must not be used.
-func leaseResultToErr(limit string, res fsm.LeaseResult) (fsm.LeaseResult, error) {
+func (n *Node) leaseResultToErr(limit string, res fsm.LeaseResult) (fsm.LeaseResult, error) {
 	switch res.Status {
 	case fsm.LeaseGranted:
 		if res.ExpiresInNanos < 0 {
@@ -214,7 +214,7 @@ func leaseResultToErr(limit string, res fsm.LeaseResult) (fsm.LeaseResult, error
 	case fsm.LeaseRefused, fsm.LeaseFenced, fsm.LeaseReturned:
 		return res, nil
 	case fsm.LeaseUnknownLimit:
-		return res, fmt.Errorf("%w: limit %q", ErrNotFound, limit)
+		return res, n.limitNotFound(limit)
 	case fsm.LeaseInvalid:
 		return res, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)
 	}
@@ -263,7 +263,7 @@ func (n *Node) leaseViewLocal(ctx context.Context, limit string) ([]byte, error)
 		}
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("%w: limit %q", ErrNotFound, limit)
+			return nil, n.limitNotFound(limit)
 		case !info.Leased || !leased:
 			return nil, fmt.Errorf("%w: limit %q is not leased: it has no lease pool", ErrInvalid, limit)
 		}

@@ -392,6 +392,7 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 
 // TestLeaseResultToErr maps the register's outcomes.
 func TestLeaseResultToErr(t *testing.T) {
+	n := &Node{fsm: fsm.New()}
 	for _, tt := range []struct {
 		res        fsm.LeaseResult
 		want       error
@@ -405,12 +406,12 @@ func TestLeaseResultToErr(t *testing.T) {
 		{fsm.LeaseResult{Status: fsm.LeaseUnknownLimit}, ErrNotFound, fsm.LeaseUnknownLimit},
 		{fsm.LeaseResult{Status: fsm.LeaseInvalid, Detail: "why"}, ErrInvalid, fsm.LeaseInvalid},
 	} {
-		got, err := leaseResultToErr("a", tt.res)
+		got, err := n.leaseResultToErr("a", tt.res)
 		if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) || got.Status != tt.wantStatus {
 			t.Errorf("%+v: got %+v %v, want status %v error %v", tt.res, got, err, tt.wantStatus, tt.want)
 		}
 	}
-	if _, err := leaseResultToErr("a", fsm.LeaseResult{Status: 99}); err == nil || errors.Is(err, ErrNoLeader) {
+	if _, err := n.leaseResultToErr("a", fsm.LeaseResult{Status: 99}); err == nil || errors.Is(err, ErrNoLeader) {
 		t.Errorf("unknown status: %v", err)
 	}
 }

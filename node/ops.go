@@ -53,7 +53,7 @@ func (n *Node) checkLocal(r fsm.Reserve) error {
 	info, ok := n.fsm.Limit(r.Limit)
 	if !ok {
 		if n.timeline.isActive() {
-			return fmt.Errorf("%w: limit %q", ErrNotFound, r.Limit)
+			return n.limitNotFound(r.Limit)
 		}
 		return nil
 	}
@@ -107,7 +107,7 @@ func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve) (fsm.ReserveResul
 	if err != nil {
 		return fsm.ReserveResult{}, fmt.Errorf("node: leader's answer: %w", err)
 	}
-	return resultToErr(r, shiftResult(res, time.Since(received)))
+	return n.resultToErr(r, shiftResult(res, time.Since(received)))
 }
 
 // reserveLocal stamps r's arrival, hands it to the batcher and waits for
@@ -133,7 +133,7 @@ func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResu
 	if out.err != nil {
 		return fsm.ReserveResult{}, out.err
 	}
-	return resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)))
+	return n.resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)))
 }
 
 // resultToErr maps domain outcomes that the API reports as errors. A
@@ -142,7 +142,7 @@ func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResu
 // expiry — is reported as a refusal: the permit must not be used, and a
 // new request (with a new ID) may be granted. A refusal, Busy and
 // SessionExpired stay results: they carry their retry time or detail.
-func resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveResult, error) {
+func (n *Node) resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveResult, error) {
 	if res.Status == fsm.Granted && res.ExpiresInNanos < 0 {
 		detail := "the permit granted to this request expired before its answer could be sent; reserve again"
 		if res.Duplicate {
@@ -152,7 +152,7 @@ func resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveResult, error
 	}
 	switch res.Status {
 	case fsm.UnknownLimit:
-		return res, fmt.Errorf("%w: limit %q", ErrNotFound, r.Limit)
+		return res, n.limitNotFound(r.Limit)
 	case fsm.Invalid:
 		return res, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)
 	}
@@ -282,7 +282,7 @@ func (n *Node) DeleteLimit(ctx context.Context, name string) (fsm.DeleteResult, 
 		return fsm.DeleteResult{}, binproto.ErrMalformed
 	}
 	if resp[0] == 0 {
-		return fsm.DeleteResult{}, fmt.Errorf("%w: limit %q", ErrNotFound, name)
+		return fsm.DeleteResult{}, n.limitNotFound(name)
 	}
 	return fsm.DeleteResult{Existed: true}, nil
 }
@@ -316,7 +316,7 @@ func (n *Node) Limit(ctx context.Context, name string) (fsm.LimitInfo, error) {
 		return fsm.LimitInfo{}, err
 	}
 	if len(ls) != 1 {
-		return fsm.LimitInfo{}, fmt.Errorf("%w: limit %q", ErrNotFound, name)
+		return fsm.LimitInfo{}, n.limitNotFound(name)
 	}
 	return ls[0], nil
 }

@@ -1,23 +1,5 @@
 package node
 
-import "errors"
-
-// Errors returned by a Node. Callers map them to protocol errors (the HTTP
-// layer: ErrNoLeader → 503, ErrNotFound → 404, ErrInvalid → 400).
-var (
-	// ErrNoLeader: no leader is known or reachable, or leadership was lost
-	// before the request was committed. The outcome of a write that fails
-	// with ErrNoLeader may be unknown; retry with the same request ID.
-	ErrNoLeader = errors.New("node: no leader reachable")
-	// ErrNotFound: the named limit does not exist.
-	ErrNotFound = errors.New("node: limit not found")
-	// ErrInvalid: the request is invalid for the current state (e.g. more
-	// permits than the limit can ever grant). It was not replicated.
-	ErrInvalid = errors.New("node: invalid request")
-	// ErrShutdown: the node is shutting down.
-	ErrShutdown = errors.New("node: shut down")
-)
-
 // Server is one member of the raft configuration.
 type Server struct {
 	ID       string `json:"id"`

@@ -26,20 +26,22 @@ func strconvQuote(s string) string {
 func (h *handler) storeError(w http.ResponseWriter, op string, err error) int {
 	switch {
 	case errors.Is(err, node.ErrNotFound):
-		writeError(w, http.StatusNotFound, err.Error())
+		writeError(w, http.StatusNotFound, node.Message(err))
 		return http.StatusNotFound
 	case errors.Is(err, node.ErrInvalid):
-		writeError(w, http.StatusBadRequest, err.Error())
+		writeError(w, http.StatusBadRequest, node.Message(err))
 		return http.StatusBadRequest
 	}
-	msg := err.Error()
+	msg := node.Message(err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = op + ": timed out (" + msg + "); retry, possibly on another server"
 	case errors.Is(err, context.Canceled):
 		msg = op + ": canceled (" + msg + ")"
+	case errors.Is(err, node.ErrRemoved):
+		msg = op + ": this node was removed from the cluster and serves nothing; use another node"
 	case errors.Is(err, node.ErrNoLeader), errors.Is(err, node.ErrShutdown):
-		msg = op + ": " + msg + "; retry, possibly on another server"
+		msg = op + ": no leader reachable (" + msg + "); retry, possibly on another server"
 	default:
 		h.log.Error("store failed", "op", op, "error", err)
 		msg = op + ": unavailable: " + msg
