@@ -66,6 +66,11 @@ type Config struct {
 	MaxInflight int
 	// ApplyTimeout bounds one raft apply (default 5s).
 	ApplyTimeout time.Duration
+	// LeaderWait bounds, beyond a reserve's own max wait, how long a
+	// reserve waits for a leader to be known and to answer (default 1s):
+	// with no leader reachable it fails (ErrNoLeader) within max wait +
+	// LeaderWait. An election usually ends well within it.
+	LeaderWait time.Duration
 	// OnBatch, if set, is called after each reserve entry is applied with
 	// its size and its apply latency (for metrics).
 	OnBatch func(size int, applyLatency time.Duration)
@@ -110,6 +115,7 @@ func (c *Config) setDefaults() error {
 	def(&c.CommitTimeout, 5*time.Millisecond)
 	def(&c.SnapshotInterval, 20*time.Second)
 	def(&c.ApplyTimeout, 5*time.Second)
+	def(&c.LeaderWait, time.Second)
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		c.LeaderLeaseTimeout = c.HeartbeatTimeout
 	}
@@ -148,6 +154,7 @@ type Node struct {
 
 	leaderReady chan struct{} // closed when the timeline becomes active; replaced on loss
 	readyMu     sync.Mutex
+	members     membership
 
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -253,6 +260,11 @@ func New(cfg Config) (*Node, error) {
 			return fail(fmt.Errorf("node: bootstrap: %w", err))
 		}
 	}
+	// A node that starts from a data directory was a member of the
+	// configuration it holds, unless that configuration already left it
+	// out (membership.go).
+	n.members.wasMember = has
+	n.checkMembership()
 	n.batcher = newBatcher(n, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.serveForwardListener() }()
@@ -303,6 +315,7 @@ func (n *Node) watchLeadership() {
 		case <-ticker.C:
 			// LeaderCh keeps only the latest value; reconcile periodically.
 			n.onLeadership(n.raft.State() == raft.Leader)
+			n.checkMembership()
 		}
 	}
 }
@@ -446,6 +459,9 @@ func (n *Node) Status() Status {
 		st.Ready = n.timeline.isActive()
 	} else {
 		st.Ready = st.LeaderID != "" && st.AppliedIndex >= st.CommitIndex
+	}
+	if n.members.isRemoved() {
+		st.State, st.Ready = "removed", false
 	}
 	return st
 }

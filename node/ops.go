@@ -23,9 +23,18 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 	if err := r.Validate(); err != nil {
 		return fsm.ReserveResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if err := n.checkRemoved(); err != nil {
+		return fsm.ReserveResult{}, err
+	}
 	if err := n.checkLocal(r); err != nil {
 		return fsm.ReserveResult{}, err
 	}
+	// Without a reachable leader the reserve fails within its own max
+	// wait plus LeaderWait (a caller that accepts no wait gets its 503
+	// within LeaderWait), not after the request's whole timeout. A reserve
+	// queued on the leader still waits for its outcome past this bound.
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.MaxWaitNanos)+n.cfg.LeaderWait)
+	defer cancel()
 	// Retries stop well inside the register's dedup retention (and a
 	// session's idle lifetime), so that a retry is always recognised as
 	// one.
@@ -209,6 +218,9 @@ func (n *Node) applyAdmin(ctx context.Context, encode func(st fsm.Stamp) ([]byte
 
 // leaderDo runs local on the leader or forwards op to it.
 func (n *Node) leaderDo(ctx context.Context, op byte, payload []byte, local func(context.Context) ([]byte, error)) ([]byte, error) {
+	if err := n.checkRemoved(); err != nil {
+		return nil, err
+	}
 	if n.waitLeading(ctx) {
 		return local(ctx)
 	}
@@ -365,14 +377,26 @@ func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
 	return err
 }
 
+// joinLocal adds a voter on the leader. Joining again with the same ID and
+// address is a no-op; an ID that is a member at another address, or an
+// address that another member has, is refused (raft would silently move
+// that member to the new address, and the leader would then fail to reach
+// it, as etcd and Consul refuse too).
 func (n *Node) joinLocal(id, raftAddr string) error {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return mapRaftErr(err)
 	}
 	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter {
+		switch {
+		case string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter:
 			return nil
+		case string(s.ID) == id:
+			return userErrorf(ErrInvalid, "server %q is already a member of the cluster at %s, not %s: remove it first (DELETE /v1/cluster/servers/%s), or join with its address",
+				id, s.Address, raftAddr, id)
+		case string(s.Address) == raftAddr:
+			return userErrorf(ErrInvalid, "raft address %s is already the address of member %q: give the new server its own address, or remove %q first",
+				raftAddr, s.ID, s.ID)
 		}
 	}
 	if err := n.awaitFuture(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)); err != nil {

@@ -11,7 +11,7 @@ type Server struct {
 // Status is a point-in-time view of a node, served by GET /v1/status.
 type Status struct {
 	ID           string `json:"id"`
-	State        string `json:"state"` // leader, follower, candidate, shutdown
+	State        string `json:"state"` // leader, follower, candidate, removed, shutdown
 	LeaderID     string `json:"leader_id"`
 	Term         uint64 `json:"term"`
 	AppliedIndex uint64 `json:"applied_index"`

@@ -172,7 +172,10 @@ func (h *handler) ready(w http.ResponseWriter) {
 	st := h.store.Status()
 	if !st.Ready {
 		reason := "log not yet applied"
-		if st.LeaderID == "" {
+		switch {
+		case st.State == "removed":
+			reason = "this node was removed from the cluster"
+		case st.LeaderID == "":
 			reason = "no leader known"
 		}
 		w.Header().Set("Retry-After", "1")
