@@ -17,7 +17,7 @@ import (
 //	...         the command:
 //
 //	CmdPutLimit      name, config (uvarint length + bucket.Config.AppendBinary)
-//	CmdDeleteLimit   name
+//	CmdDeleteLimit   name, byte force (0 or 1)
 //	CmdReserveBatch  uvarint count (1..MaxBatchReserves), then per reserve:
 //	                 limit name, uvarint permits (>= 1), uvarint max wait
 //	                 nanos, uvarint arrival delta (ArrivedNanos minus the
@@ -66,7 +66,11 @@ func AppendDelete(b []byte, st Stamp, d DeleteLimit) ([]byte, error) {
 		return b, err
 	}
 	b = appendHeader(b, CmdDeleteLimit, st)
-	return appendBytes(b, d.Name), nil
+	b = appendBytes(b, d.Name)
+	if d.Force {
+		return append(b, 1), nil
+	}
+	return append(b, 0), nil
 }
 
 // AppendReserveBatch appends a CmdReserveBatch entry carrying rs, in order, to

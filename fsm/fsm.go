@@ -124,7 +124,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	case CmdPutLimit:
 		return s.put(l.Index, now, &e.Put, put)
 	case CmdDeleteLimit:
-		return s.delete(e.Delete.Name)
+		return s.delete(&e.Delete)
 	case CmdReserveBatch:
 		results := make([]ReserveResult, len(e.Reserves))
 		for i := range e.Reserves {
@@ -217,11 +217,18 @@ func (l *limit) accrueLeases(nowNanos, newIntervalNanos int64) {
 	}
 }
 
-// delete removes a limit.
-func (s *state) delete(name string) DeleteResult {
+// delete removes a limit, unless leases still hold permits of it and the
+// delete is not forced.
+func (s *state) delete(d *DeleteLimit) DeleteResult {
+	name := d.Name
 	l, ok := s.limits[name]
 	if !ok {
 		return DeleteResult{}
+	}
+	if l.pool != nil && len(l.pool.leases) > 0 && !d.Force {
+		return DeleteResult{Existed: true, Detail: boundDetail(fmt.Sprintf(
+			"limit %q is leased and %d leases still hold permits (the last grant is due at cluster time %d): its holders would lose their leases while they may still spend; return them, wait for their expiry, or force the delete",
+			name, len(l.pool.leases), maxEvent(l.pool)))}
 	}
 	if l.pool != nil {
 		s.dropPool(l.pool)

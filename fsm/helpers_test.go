@@ -79,13 +79,23 @@ func (h *harness) put(nowNanos int64, name string, cfg bucket.Config) PutResult 
 
 func (h *harness) del(nowNanos int64, name string) DeleteResult {
 	h.t.Helper()
-	b, err := AppendDelete(nil, at(nowNanos), DeleteLimit{Name: name})
+	return h.delete(nowNanos, DeleteLimit{Name: name})
+}
+
+func (h *harness) forceDel(nowNanos int64, name string) DeleteResult {
+	h.t.Helper()
+	return h.delete(nowNanos, DeleteLimit{Name: name, Force: true})
+}
+
+func (h *harness) delete(nowNanos int64, d DeleteLimit) DeleteResult {
+	h.t.Helper()
+	b, err := AppendDelete(nil, at(nowNanos), d)
 	if err != nil {
-		h.t.Fatalf("AppendDelete(%q): %v", name, err)
+		h.t.Fatalf("AppendDelete(%+v): %v", d, err)
 	}
 	res, ok := h.apply(b).(DeleteResult)
 	if !ok {
-		h.t.Fatalf("delete %q: result is not a DeleteResult", name)
+		h.t.Fatalf("delete %+v: result is not a DeleteResult", d)
 	}
 	return res
 }

@@ -499,7 +499,20 @@ func TestLeaseDelete(t *testing.T) {
 	h.noop(sec)
 	h.lease(sec, lq("w", "g", 1, 10, ""))
 	h.lease(sec, Lease{Limit: "other", Holder: "w", Group: "g", Weight: 1, DemandMilliPermitsPerSec: 1, TTLNanos: sec})
-	h.del(sec, "hot")
+	// Leases hold permits: the delete is refused unless forced.
+	before := h.f.StateHash()
+	if res := h.del(sec, "hot"); !res.Existed || !strings.Contains(res.Detail, "leases still hold permits") {
+		t.Fatalf("unforced delete of a leased limit with leases = %+v", res)
+	}
+	if h.f.StateHash() == before {
+		t.Fatalf("weak test: the refused delete applied nothing, not even its time")
+	}
+	if _, ok := h.f.Limit("hot"); !ok || len(h.f.Leases("hot")) == 0 {
+		t.Fatalf("an unforced delete removed the limit or its leases")
+	}
+	if res := h.forceDel(sec, "hot"); !res.Existed || res.Detail != "" {
+		t.Fatalf("forced delete = %+v", res)
+	}
 	h.noop(3 * sec)
 	if len(h.f.Leases("other")) != 0 {
 		t.Fatalf("the other limit's lease did not expire")

@@ -31,7 +31,7 @@ type limit struct {
 
 // info returns a read-only view of l.
 func (l *limit) info() LimitInfo {
-	return LimitInfo{
+	info := LimitInfo{
 		Name:            l.name,
 		Config:          l.cfg,
 		Version:         l.version,
@@ -40,6 +40,12 @@ func (l *limit) info() LimitInfo {
 		RefusedRequests: l.refusedRequests,
 		Leased:          l.pool != nil,
 	}
+	if p := l.pool; p != nil {
+		i := l.cfg.IntervalNanos
+		info.Lease = LeaseSummary{BurstPermits: p.burst(i), MaxOutstandingPermits: p.maxOutstanding(i),
+			BurstSpec: p.burstSpec, MaxOutstandingSpec: p.maxOutSpec, Leases: len(p.leases)}
+	}
+	return info
 }
 
 // setConfig installs a config (and its pacer) set by the put at index.

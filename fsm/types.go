@@ -58,9 +58,12 @@ type PutLimit struct {
 	Config bucket.Config
 }
 
-// DeleteLimit removes a limit and its state.
+// DeleteLimit removes a limit and its state. A leased limit whose leases
+// still hold permits is removed only with Force: its holders may spend
+// those permits until their grants expire, and lose their leases.
 type DeleteLimit struct {
-	Name string
+	Name  string
+	Force bool
 }
 
 // Reserve asks for Permits permits of Limit, waiting at most MaxWaitNanos.
@@ -210,8 +213,12 @@ type PutResult struct {
 
 // DeleteResult is the outcome of a DeleteLimit.
 type DeleteResult struct {
-	// Existed is true if a limit was removed.
+	// Existed is true if the limit existed (and was removed, unless
+	// Detail says why not).
 	Existed bool
+	// Detail, when not empty, says why the limit was kept: it is leased
+	// and leases still hold permits, and the delete was not forced.
+	Detail string
 }
 
 // LimitInfo is a read-only view of one limit.
@@ -228,4 +235,19 @@ type LimitInfo struct {
 	// Leased reports that the limit's permits are handed out by lease
 	// (see LeasePolicy): reserves on it are Invalid.
 	Leased bool
+	// Lease (Leased only) summarises the lease pool: its policy and how
+	// many leases hold permits.
+	Lease LeaseSummary
+}
+
+// LeaseSummary is the part of a leased limit's pool that a view of the
+// limit shows (LeasePoolInfo has everything).
+type LeaseSummary struct {
+	// BurstPermits (C) and MaxOutstandingPermits (O) are the effective
+	// capacities; BurstSpec and MaxOutstandingSpec the values the policy
+	// set (0 = the default, one second of permits).
+	BurstPermits, MaxOutstandingPermits int64
+	BurstSpec, MaxOutstandingSpec       int64
+	// Leases counts the leases that hold permits (active or lingering).
+	Leases int
 }

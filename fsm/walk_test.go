@@ -215,7 +215,7 @@ func (w *walker) command() (string, []byte) {
 		b, err = AppendPut(nil, w.stamp(), PutLimit{Name: name, Config: w.randomConfig(alg)})
 	case p < 24:
 		kind = "delete"
-		b, err = AppendDelete(nil, w.stamp(), DeleteLimit{Name: name})
+		b, err = AppendDelete(nil, w.stamp(), DeleteLimit{Name: name, Force: r.IntN(2) == 0})
 	case p < 30:
 		kind = "policy-on"
 		pol := LeasePolicy{Limit: name, Leased: true}

@@ -50,6 +50,11 @@ func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
 		w.Uvar(l.GrantedPermits)
 		w.Uvar(l.RefusedRequests)
 		w.Bool(l.Leased)
+		if l.Leased {
+			for _, v := range [...]int64{l.Lease.BurstPermits, l.Lease.MaxOutstandingPermits, l.Lease.BurstSpec, l.Lease.MaxOutstandingSpec, int64(l.Lease.Leases)} {
+				w.Svar(v)
+			}
+		}
 	}
 	return w.B, nil
 }
@@ -65,6 +70,9 @@ func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
 		name := r.Str()
 		cb := r.Bytes()
 		l := fsm.LimitInfo{Name: name, Version: r.Uvar(), GrantedRequests: r.Uvar(), GrantedPermits: r.Uvar(), RefusedRequests: r.Uvar(), Leased: r.Bool()}
+		if l.Leased {
+			l.Lease = fsm.LeaseSummary{BurstPermits: r.Svar(), MaxOutstandingPermits: r.Svar(), BurstSpec: r.Svar(), MaxOutstandingSpec: r.Svar(), Leases: int(r.Svar())}
+		}
 		if r.Err() != nil {
 			break
 		}

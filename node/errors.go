@@ -20,6 +20,10 @@ var (
 	// ErrInvalid: the request is invalid for the current state (e.g. more
 	// permits than the limit can ever grant). It was not replicated.
 	ErrInvalid = errors.New("node: invalid request")
+	// ErrConflict: the request conflicts with the register's state (a
+	// leased limit whose leases hold permits, deleted without force); the
+	// register decided so and changed nothing.
+	ErrConflict = errors.New("node: conflict")
 	// ErrShutdown: the node is shutting down.
 	ErrShutdown = errors.New("node: shut down")
 	// ErrRemoved: this node was removed from the cluster; it serves
@@ -46,7 +50,7 @@ func userErrorf(kind error, format string, args ...any) error {
 // sentinelPrefixes are the texts of permitd's sentinel errors that start
 // the messages of wrapped errors ("fsm: invalid command: limit name ...").
 var sentinelPrefixes = []string{
-	"node: no leader reachable: ", "node: not found: ", "node: invalid request: ", "node: removed from the cluster: ",
+	"node: no leader reachable: ", "node: not found: ", "node: invalid request: ", "node: removed from the cluster: ", "node: conflict: ",
 	"fsm: invalid command: ", "fsm: cannot decode: ", "bucket: ", "node: ",
 }
 

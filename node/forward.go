@@ -26,6 +26,8 @@ func codeOf(err error) byte {
 		return binproto.CodeNotFound
 	case errors.Is(err, ErrInvalid):
 		return binproto.CodeInvalid
+	case errors.Is(err, ErrConflict):
+		return binproto.CodeConflict
 	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown), errors.Is(err, ErrRemoved):
 		return binproto.CodeNoLeader
 	}
@@ -43,6 +45,8 @@ func errOf(code byte, msg string) error {
 		return userErrorf(ErrNotFound, "%s", msg)
 	case binproto.CodeInvalid:
 		return userErrorf(ErrInvalid, "%s", msg)
+	case binproto.CodeConflict:
+		return userErrorf(ErrConflict, "%s", msg)
 	case binproto.CodeNoLeader:
 		return userErrorf(ErrNoLeader, "%s", msg)
 	}

@@ -186,11 +186,20 @@ func TestLeasesThroughCluster(t *testing.T) {
 		_, err := f1.Renew(ctx, fsm.Renew{Limit: "api", LeaseID: h2.id, Epoch: h2.epoch, SpentPermits: h2.permits + 1, TTLNanos: ttl, RequestID: uniq("over")})
 		return err
 	})
-	// Leasing cannot be turned off while leases hold permits.
+	// Leasing cannot be turned off while leases hold permits, nor can the
+	// limit be deleted without force; its view says it is leased.
 	expectErr(t, ErrInvalid, "stays leased", func() error {
 		_, err := f2.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api"})
 		return err
 	})
+	expectErr(t, ErrConflict, "leases still hold permits", func() error {
+		_, err := f2.DeleteLimit(ctx, "api", false)
+		return err
+	})
+	if info, err := f1.Limit(ctx, "api"); err != nil || !info.Leased || info.Lease.BurstPermits != 500 || info.Lease.BurstSpec != 500 ||
+		info.Lease.Leases != 2 || info.Lease.MaxOutstandingPermits < 1 {
+		t.Fatalf("leased limit's view: %+v %v", info, err)
+	}
 
 	// Kill the leader between renewals.
 	old := c.leader()

@@ -279,13 +279,18 @@ func (n *Node) putLocal(ctx context.Context, name string, cfg bucket.Config) ([]
 	return w.B, nil
 }
 
-// DeleteLimit removes a limit.
-func (n *Node) DeleteLimit(ctx context.Context, name string) (fsm.DeleteResult, error) {
+// DeleteLimit removes a limit. A leased limit whose leases still hold
+// permits is kept unless force (ErrConflict, with the register's reason).
+func (n *Node) DeleteLimit(ctx context.Context, name string, force bool) (fsm.DeleteResult, error) {
 	if err := fsm.ValidateName(name); err != nil {
 		return fsm.DeleteResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, binproto.OpDelete, encodeStrings(name), func(ctx context.Context) ([]byte, error) {
-		return n.deleteLocal(ctx, name)
+	flag := ""
+	if force {
+		flag = "force"
+	}
+	resp, err := n.leaderDo(ctx, binproto.OpDelete, encodeStrings(name, flag), func(ctx context.Context) ([]byte, error) {
+		return n.deleteLocal(ctx, name, force)
 	})
 	if err != nil {
 		return fsm.DeleteResult{}, err
@@ -299,9 +304,11 @@ func (n *Node) DeleteLimit(ctx context.Context, name string) (fsm.DeleteResult, 
 	return fsm.DeleteResult{Existed: true}, nil
 }
 
-func (n *Node) deleteLocal(ctx context.Context, name string) ([]byte, error) {
+// deleteLocal applies a delete on the leader: 1 if the limit was removed,
+// 0 if it did not exist; ErrConflict if the register kept it.
+func (n *Node) deleteLocal(ctx context.Context, name string, force bool) ([]byte, error) {
 	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) {
-		return fsm.AppendDelete(nil, st, fsm.DeleteLimit{Name: name})
+		return fsm.AppendDelete(nil, st, fsm.DeleteLimit{Name: name, Force: force})
 	})
 	if err != nil {
 		return nil, err
@@ -310,7 +317,10 @@ func (n *Node) deleteLocal(ctx context.Context, name string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("node: internal error: delete answered %T", v)
 	}
-	if res.Existed {
+	switch {
+	case res.Detail != "":
+		return nil, userErrorf(ErrConflict, "%s", res.Detail)
+	case res.Existed:
 		return []byte{1}, nil
 	}
 	return []byte{0}, nil
@@ -528,11 +538,11 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		}
 		return n.putLocal(ctx, name, cfg)
 	case binproto.OpDelete:
-		ss, err := decodeStrings(payload, 1)
+		ss, err := decodeStrings(payload, 2)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		return n.deleteLocal(ctx, ss[0])
+		return n.deleteLocal(ctx, ss[0], ss[1] == "force")
 	case binproto.OpRead:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {

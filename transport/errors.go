@@ -31,6 +31,9 @@ func (h *handler) storeError(w http.ResponseWriter, op string, err error) int {
 	case errors.Is(err, node.ErrInvalid):
 		writeError(w, http.StatusBadRequest, node.Message(err))
 		return http.StatusBadRequest
+	case errors.Is(err, node.ErrConflict):
+		writeError(w, http.StatusConflict, node.Message(err))
+		return http.StatusConflict
 	}
 	msg := node.Message(err)
 	switch {

@@ -362,6 +362,8 @@ func badInputs() []badInput {
 		{"get bad name", "GET", "/v1/limits/a*b", "", 400, "not allowed"},
 		{"delete bad name", "DELETE", "/v1/limits/" + longName, "", 400, "129 bytes"},
 		{"delete with body", "DELETE", "/v1/limits/a", `{"force":true}`, 400, "unknown field"},
+		{"delete with an unknown query", "DELETE", "/v1/limits/a?purge=1", "", 400, `query parameter "purge"`},
+		{"delete with a bad force", "DELETE", "/v1/limits/a?force=yes", "", 400, "force="},
 
 		res("permits zero", `{"permits":0}`, `"permits"`),
 		res("permits negative", `{"permits":-3}`, `"permits"`),

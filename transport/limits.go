@@ -198,6 +198,21 @@ type limitCounters struct {
 type limitInfoView struct {
 	limitView
 	limitCounters
+	// Leased reports that the limit's permits are handed out by lease;
+	// LeasePolicy is then its pool's policy.
+	Leased      bool             `json:"leased"`
+	LeasePolicy *limitLeaseView `json:"lease_policy,omitempty"`
+}
+
+// limitLeaseView is a leased limit's pool policy in a limit's view: the
+// effective C and O, what the policy set (0: the default), and how many
+// leases hold permits.
+type limitLeaseView struct {
+	BurstPermits          int64 `json:"burst_permits"`
+	MaxOutstandingPermits int64 `json:"max_outstanding_permits"`
+	BurstSpec             int64 `json:"burst_permits_set"`
+	MaxOutstandingSpec    int64 `json:"max_outstanding_permits_set"`
+	Leases                int   `json:"leases"`
 }
 
 // limitPutView is the answer to PUT /v1/limits/{name}.
@@ -239,14 +254,21 @@ func newLimitView(name string, c bucket.Config, version uint64) limitView {
 }
 
 func newLimitInfoView(li fsm.LimitInfo) limitInfoView {
-	return limitInfoView{
+	v := limitInfoView{
 		limitView: newLimitView(li.Name, li.Config, li.Version),
 		limitCounters: limitCounters{
 			GrantedRequests: li.GrantedRequests,
 			GrantedPermits:  li.GrantedPermits,
 			RefusedRequests: li.RefusedRequests,
 		},
+		Leased: li.Leased,
 	}
+	if li.Leased {
+		l := li.Lease
+		v.LeasePolicy = &limitLeaseView{BurstPermits: l.BurstPermits, MaxOutstandingPermits: l.MaxOutstandingPermits,
+			BurstSpec: l.BurstSpec, MaxOutstandingSpec: l.MaxOutstandingSpec, Leases: l.Leases}
+	}
+	return v
 }
 
 func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) {
@@ -335,9 +357,14 @@ func (h *handler) deleteLimit(w http.ResponseWriter, r *http.Request, name strin
 		writeError(w, herr.code, herr.msg)
 		return
 	}
+	force, herr := forceParam(r)
+	if herr != nil {
+		writeError(w, herr.code, herr.msg)
+		return
+	}
 	ctx, cancel := h.context(r)
 	defer cancel()
-	res, err := h.store.DeleteLimit(ctx, name)
+	res, err := h.store.DeleteLimit(ctx, name, force)
 	if err != nil {
 		h.storeError(w, "delete limit", err)
 		return
@@ -346,6 +373,25 @@ func (h *handler) deleteLimit(w http.ResponseWriter, r *http.Request, name strin
 		Name    string `json:"name"`
 		Existed bool   `json:"existed"`
 	}{name, res.Existed})
+}
+
+// forceParam reads the query of DELETE /v1/limits/{name}: at most
+// force=true|false.
+func forceParam(r *http.Request) (bool, *httpError) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "force" {
+			return false, badRequest("query parameter %q; allowed: force=true (delete a leased limit whose leases still hold permits)", k)
+		}
+	}
+	switch v := q.Get("force"); v {
+	case "", "false", "0":
+		return false, nil
+	case "true", "1":
+		return true, nil
+	default:
+		return false, badRequest("query parameter force=%s; allowed: true or false", strconvQuote(v))
+	}
 }
 
 // emptyBody rejects a body on a request that takes none (whitespace and

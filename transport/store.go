@@ -15,8 +15,9 @@ import (
 type Store interface {
 	// PutLimit creates or replaces a limit with an already compiled config.
 	PutLimit(ctx context.Context, name string, cfg bucket.Config) (fsm.PutResult, error)
-	// DeleteLimit removes a limit.
-	DeleteLimit(ctx context.Context, name string) (fsm.DeleteResult, error)
+	// DeleteLimit removes a limit; a leased limit whose leases hold
+	// permits only with force (else node.ErrConflict).
+	DeleteLimit(ctx context.Context, name string, force bool) (fsm.DeleteResult, error)
 	// Limit is a linearizable read of one limit; node.ErrNotFound if absent.
 	Limit(ctx context.Context, name string) (fsm.LimitInfo, error)
 	// Limits returns every limit, sorted by name.

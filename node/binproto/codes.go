@@ -40,4 +40,7 @@ const (
 	CodeNoLeader byte = 3
 	// CodeError: any other failure; the outcome may be unknown.
 	CodeError byte = 4
+	// CodeConflict: the register refused the request because of its state
+	// (it changed nothing).
+	CodeConflict byte = 5
 )

@@ -118,13 +118,16 @@ func (s *Store) PutLimit(ctx context.Context, name string, cfg bucket.Config) (f
 }
 
 // DeleteLimit implements transport.Store.
-func (s *Store) DeleteLimit(ctx context.Context, name string) (fsm.DeleteResult, error) {
+func (s *Store) DeleteLimit(ctx context.Context, name string, force bool) (fsm.DeleteResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.enter(ctx); err != nil {
 		return fsm.DeleteResult{}, err
 	}
-	_, ok := s.limits[name]
+	l, ok := s.limits[name]
+	if ok && l.pool != nil && len(l.pool.leases) > 0 && !force {
+		return fsm.DeleteResult{}, fmt.Errorf("%w: limit %q is leased and leases still hold permits", node.ErrConflict, name)
+	}
 	delete(s.limits, name)
 	return fsm.DeleteResult{Existed: ok}, nil
 }
