@@ -200,7 +200,7 @@ type limitInfoView struct {
 	limitCounters
 	// Leased reports that the limit's permits are handed out by lease;
 	// LeasePolicy is then its pool's policy.
-	Leased      bool             `json:"leased"`
+	Leased      bool            `json:"leased"`
 	LeasePolicy *limitLeaseView `json:"lease_policy,omitempty"`
 }
 
