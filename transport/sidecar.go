@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node/worker"
@@ -60,8 +61,10 @@ var _ SidecarWorker = (*worker.Worker)(nil)
 //
 // opts.Logger receives 503s; opts.Metrics is not used.
 func NewSidecarHandler(w SidecarWorker, opts HandlerOptions) http.Handler {
-	h := &sidecarHandler{w: w, log: opts.Logger, maxWait: opts.RequestTimeout, limit: w.Stats().Limit,
-		metrics: NewWorkerMetrics(nil, w).Handler()}
+	reg := prometheus.NewRegistry()
+	st := w.Stats()
+	h := &sidecarHandler{w: w, log: opts.Logger, maxWait: opts.RequestTimeout, limit: st.Limit,
+		metrics: NewWorkerMetrics(reg, w).Handler(), answers: newSidecarAnswers(reg, st)}
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
 	}
@@ -76,8 +79,9 @@ type sidecarHandler struct {
 	log     hclog.Logger
 	maxWait time.Duration
 	limit   string
-	// metrics serves GET /metrics.
+	// metrics serves GET /metrics; answers counts the reserves served.
 	metrics http.Handler
+	answers *sidecarAnswers
 }
 
 // ServeHTTP implements http.Handler.
@@ -111,6 +115,11 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 		}
 		return
+	case p == "/readyz":
+		if sidecarMethod(w, r, "GET, HEAD") {
+			h.ready(w)
+		}
+		return
 	case p == "/metrics":
 		if sidecarMethod(w, r, "GET, HEAD") {
 			h.metrics.ServeHTTP(w, r)
@@ -118,7 +127,7 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(w, http.StatusNotFound, "unknown path "+strconvQuote(p)+"; this worker sidecar serves POST /v1/limits/"+
-		h.limit+"/reserve, GET /v1/status, GET /healthz and GET /metrics")
+		h.limit+"/reserve, POST /v1/sessions, GET /v1/status, GET /healthz, GET /readyz and GET /metrics")
 }
 
 // sidecarMethod reports whether r's method is among allowed; if not it
@@ -135,26 +144,31 @@ func sidecarMethod(w http.ResponseWriter, r *http.Request, allowed string) bool 
 
 func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 	if err := validateName("limit name", name); err != nil {
+		h.answers.invalid.Inc()
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if name != h.limit {
+		h.answers.invalid.Inc()
 		writeError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found; this worker sidecar serves only limit "+strconv.Quote(h.limit))
 		return
 	}
 	buf := getBuf()
 	defer putBuf(buf)
 	if herr := readBody(w, r, buf); herr != nil {
+		h.answers.invalid.Inc()
 		writeError(w, herr.code, herr.msg)
 		return
 	}
 	req := fsm.Reserve{Limit: name}
 	if herr := parseReserve(buf.Bytes(), &req); herr != nil {
+		h.answers.invalid.Inc()
 		writeError(w, herr.code, herr.msg)
 		return
 	}
 	maxWait := time.Duration(req.MaxWaitNanos)
 	if maxWait > h.maxWait {
+		h.answers.invalid.Inc()
 		writeError(w, http.StatusBadRequest, `field "max_wait": `+maxWait.String()+"; allowed on this worker sidecar: at most "+h.maxWait.String())
 		return
 	}
@@ -164,29 +178,67 @@ func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name st
 		return
 	}
 	if ok {
+		h.answers.granted.Inc()
 		writeRaw(w, http.StatusOK, []byte(`{"granted":true,"wait_ns":0,"expires_in_ns":0,"spacing_ns":0,"duplicate":false}`+"\n"))
 		return
 	}
+	h.answers.refused.Inc()
 	retry := h.retryAfterNanos(req.Permits)
 	w.Header()["Retry-After"] = []string{strconv.FormatInt(retryAfterSeconds(retry), 10)}
+	what := "a permit"
+	if req.Permits > 1 {
+		what = strconv.FormatInt(req.Permits, 10) + " permits"
+	}
 	b := buf.AvailableBuffer()
 	b = append(b, `{"granted":false,"retry_after_ns":`...)
 	b = strconv.AppendInt(b, retry, 10)
 	b = append(b, `,"duplicate":false,"error":`...)
-	b = appendJSONString(b, "limit "+strconv.Quote(name)+": the worker had no "+strconv.FormatInt(req.Permits, 10)+
-		" permits within max_wait "+maxWait.String()+"; retry after "+time.Duration(retry).String())
+	b = appendJSONString(b, "limit "+strconv.Quote(name)+": this worker could not hand out "+what+" within max_wait "+
+		maxWait.String()+"; retry after "+time.Duration(retry).String())
 	b = append(b, "}\n"...)
 	writeRaw(w, http.StatusTooManyRequests, b)
 }
 
-// retryAfterNanos estimates when n permits could be handed out: one pacing
-// slot of n permits at the worker's current share (0 without a share).
+// retryAfterNanos estimates when n permits could be handed out (>= 1 ms,
+// so that a refusal never invites a hot loop): when the worker holds fewer
+// than n permits, its next call to the register (the renewal that brings
+// the next grant); otherwise one pacing slot of n permits at its current
+// share; 100 ms when it knows neither.
 func (h *sidecarHandler) retryAfterNanos(n int64) int64 {
-	share := h.w.Stats().ShareMilliPermitsPerSec
-	if share <= 0 || n > (1<<62)/1_000_000_000_000 {
-		return 0
+	const floor, unknown = int64(time.Millisecond), int64(100 * time.Millisecond)
+	st := h.w.Status()
+	if st.GrantPermitsLeft+st.StolenPermitsLeft < n {
+		if st.NextRenewalIn > 0 {
+			return max(int64(st.NextRenewalIn), floor)
+		}
+		return unknown
 	}
-	return (n*1_000_000_000_000 + share - 1) / share
+	share := st.ShareMilliPermitsPerSec
+	if share <= 0 || n > (1<<62)/1_000_000_000_000 {
+		return unknown
+	}
+	return max((n*1_000_000_000_000+share-1)/share, floor)
+}
+
+// ready answers GET /readyz: 200 while the worker holds a usable grant or
+// stolen permits, or is renewing normally; 503 while it fails closed (cut
+// off from the register with nothing left) or has no lease.
+func (h *sidecarHandler) ready(w http.ResponseWriter) {
+	st := h.w.Status()
+	switch {
+	case st.CutOff:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "not ready: the worker is cut off from the register and holds no permit: "+st.LastError)
+	case st.LeaseID == 0:
+		w.Header().Set("Retry-After", "1")
+		reason := "the worker holds no lease yet"
+		if st.LastError != "" {
+			reason += ": " + st.LastError
+		}
+		writeError(w, http.StatusServiceUnavailable, "not ready: "+reason)
+	default:
+		writeRaw(w, http.StatusOK, []byte(`{"ready":true}`+"\n"))
+	}
 }
 
 // unavailable answers a worker that cannot serve: 503, or 400 for an
@@ -194,6 +246,7 @@ func (h *sidecarHandler) retryAfterNanos(n int64) int64 {
 func (h *sidecarHandler) unavailable(w http.ResponseWriter, name string, err error) {
 	switch {
 	case errors.Is(err, worker.ErrInvalidPermits):
+		h.answers.invalid.Inc()
 		writeError(w, http.StatusBadRequest, "reserve on limit "+strconv.Quote(name)+": "+err.Error())
 		return
 	case errors.Is(err, worker.ErrRegisterUnreachable):
@@ -203,6 +256,7 @@ func (h *sidecarHandler) unavailable(w http.ResponseWriter, name string, err err
 	case errors.Is(err, worker.ErrStopped), errors.Is(err, worker.ErrNotStarted):
 		err = errors.New("worker is not running: " + err.Error())
 	}
+	h.answers.unavailable.Inc()
 	h.log.Warn("reserve unavailable", "limit", name, "error", err)
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, "limit "+strconv.Quote(name)+": "+err.Error())
@@ -270,4 +324,22 @@ func newSidecarStatus(st worker.Status) sidecarStatus {
 			StealsReceived: s.StealsReceived, StealsUnmatched: s.StealsUnmatched},
 		Members: members,
 	}
+}
+
+// sidecarAnswers counts the reserves a sidecar answered, by outcome:
+// permitd_sidecar_reserves_total{limit,group,worker,outcome} with outcome
+// granted (200), refused (429), unavailable (503, failing closed) and
+// invalid (4xx).
+type sidecarAnswers struct {
+	granted, refused, unavailable, invalid prometheus.Counter
+}
+
+func newSidecarAnswers(reg prometheus.Registerer, st worker.Stats) *sidecarAnswers {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "permitd_sidecar_reserves_total",
+		Help: "Reserves answered by this worker sidecar, by outcome: granted (200), refused (429), unavailable (503: it failed closed), invalid (4xx).",
+	}, []string{"limit", "group", "worker", "outcome"})
+	reg.MustRegister(v)
+	c := func(outcome string) prometheus.Counter { return v.WithLabelValues(st.Limit, st.Group, st.Holder, outcome) }
+	return &sidecarAnswers{granted: c("granted"), refused: c("refused"), unavailable: c("unavailable"), invalid: c("invalid")}
 }

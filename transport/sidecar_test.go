@@ -62,7 +62,9 @@ func TestSidecarReserve(t *testing.T) {
 		{name: "empty body is one permit without waiting", path: "/v1/limits/api/reserve", ok: true,
 			wantCode: 200, wantCall: "1/0s", wantBody: map[string]any{"granted": true, "wait_ns": 0.0}},
 		{name: "refused", path: "/v1/limits/api/reserve", body: `{"permits":2}`,
-			wantCode: 429, wantCall: "2/0s", wantBody: map[string]any{"granted": false, "retry_after_ns": 2e7}, wantError: "no 2 permits within max_wait 0s"},
+			wantCode: 429, wantCall: "2/0s", wantBody: map[string]any{"granted": false, "retry_after_ns": 2e7}, wantError: "could not hand out 2 permits within max_wait 0s"},
+		{name: "refused one", path: "/v1/limits/api/reserve", body: `{}`,
+			wantCode: 429, wantCall: "1/0s", wantBody: map[string]any{"granted": false, "retry_after_ns": 1e7}, wantError: "could not hand out a permit"},
 		{name: "fails closed", path: "/v1/limits/api/reserve", body: `{}`, err: unreachable,
 			wantCode: 503, wantCall: "1/0s", wantError: "worker fails closed: the register is unreachable"},
 		{name: "lease refused", path: "/v1/limits/api/reserve", err: fmt.Errorf("x: %w: limit not leased", worker.ErrNoPermits),
@@ -164,5 +166,78 @@ func TestSidecarInvalidPermitsFromWorker(t *testing.T) {
 	NewSidecarHandler(fw, HandlerOptions{}).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(`{"permits":5}`)))
 	if rec.Code != 400 || !errors.Is(fw.err, worker.ErrInvalidPermits) {
 		t.Errorf("code %d body %s", rec.Code, rec.Body)
+	}
+}
+
+// TestSidecarRetryAfterIsNeverZero: a refusal says when to come back: the
+// worker's next renewal when it holds too few permits, one pacing slot
+// when it holds enough, never 0 (which invites a hot loop).
+func TestSidecarRetryAfterIsNeverZero(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		status func(*worker.Status)
+		want   float64
+	}{
+		{"too few permits: the next renewal", func(s *worker.Status) { s.GrantPermitsLeft, s.NextRenewalIn = 0, 150 * time.Millisecond }, 1.5e8},
+		{"too few permits, renewal due: 100 ms", func(s *worker.Status) { s.GrantPermitsLeft, s.NextRenewalIn = 0, 0 }, 1e8},
+		{"no share known: 100 ms", func(s *worker.Status) { s.ShareMilliPermitsPerSec = 0 }, 1e8},
+		{"a fast share: at least 1 ms", func(s *worker.Status) { s.ShareMilliPermitsPerSec = 1e12 }, 1e6},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fw := newFakeSidecarWorker()
+			tt.status(&fw.status)
+			rec := httptest.NewRecorder()
+			NewSidecarHandler(fw, HandlerOptions{}).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(`{}`)))
+			var got map[string]any
+			_ = json.Unmarshal(rec.Body.Bytes(), &got)
+			if rec.Code != 429 || got["retry_after_ns"] != tt.want || rec.Header().Get("Retry-After") == "0" {
+				t.Fatalf("code %d, retry_after_ns %v (want %v), Retry-After %q", rec.Code, got["retry_after_ns"], tt.want, rec.Header().Get("Retry-After"))
+			}
+		})
+	}
+}
+
+// TestSidecarReadyAndCounters: /readyz follows the worker's state, and
+// /metrics counts the answers by outcome.
+func TestSidecarReadyAndCounters(t *testing.T) {
+	fw := newFakeSidecarWorker()
+	h := NewSidecarHandler(fw, HandlerOptions{})
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec
+	}
+	if rec := get("/readyz"); rec.Code != 200 {
+		t.Fatalf("ready worker: %d %s", rec.Code, rec.Body)
+	}
+	fw.status.CutOff, fw.status.LastError = true, "register unreachable"
+	if rec := get("/readyz"); rec.Code != 503 || !strings.Contains(rec.Body.String(), "cut off") {
+		t.Fatalf("cut-off worker: %d %s", rec.Code, rec.Body)
+	}
+	fw.status.CutOff, fw.status.LeaseID = false, 0
+	if rec := get("/readyz"); rec.Code != 503 || !strings.Contains(rec.Body.String(), "no lease") {
+		t.Fatalf("worker without a lease: %d %s", rec.Code, rec.Body)
+	}
+	post := func(body string) {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(body)))
+	}
+	fw.ok = true
+	post(`{}`)
+	post(`{}`)
+	fw.ok = false
+	post(`{}`)
+	post(`{"permits":0}`)
+	fw.err = fmt.Errorf("x: %w", worker.ErrStopped)
+	post(`{}`)
+	body := get("/metrics").Body.String()
+	for _, want := range []string{
+		`permitd_sidecar_reserves_total{group="g1",limit="api",outcome="granted",worker="w1"} 2`,
+		`permitd_sidecar_reserves_total{group="g1",limit="api",outcome="refused",worker="w1"} 1`,
+		`permitd_sidecar_reserves_total{group="g1",limit="api",outcome="invalid",worker="w1"} 1`,
+		`permitd_sidecar_reserves_total{group="g1",limit="api",outcome="unavailable",worker="w1"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }

@@ -65,6 +65,9 @@ type Status struct {
 	// SinceGoodRenewal is the time since the last answer that granted
 	// permits (-1 if none yet).
 	SinceGoodRenewal time.Duration
+	// NextRenewalIn is the time until the worker next calls the register
+	// (a renewal, a new lease or a retry; 0 when one is due or under way).
+	NextRenewalIn time.Duration
 	// CutOff reports that the last register call failed and no open,
 	// unexpired grant remains.
 	CutOff bool

@@ -276,6 +276,7 @@ func (w *Worker) Status() Status {
 	if w.lastGoodNanos >= 0 {
 		st.SinceGoodRenewal = time.Duration(now - w.lastGoodNanos)
 	}
+	st.NextRenewalIn = time.Duration(max(w.nextRegisterNanos-now, 0))
 	switch {
 	case w.regErr != nil:
 		st.LastError = w.regErr.Error()
