@@ -340,6 +340,8 @@ func newSidecarAnswers(reg prometheus.Registerer, st worker.Stats) *sidecarAnswe
 		Help: "Reserves answered by this worker sidecar, by outcome: granted (200), refused (429), unavailable (503: it failed closed), invalid (4xx).",
 	}, []string{"limit", "group", "worker", "outcome"})
 	reg.MustRegister(v)
-	c := func(outcome string) prometheus.Counter { return v.WithLabelValues(st.Limit, st.Group, st.Holder, outcome) }
+	c := func(outcome string) prometheus.Counter {
+		return v.WithLabelValues(st.Limit, st.Group, st.Holder, outcome)
+	}
 	return &sidecarAnswers{granted: c("granted"), refused: c("refused"), unavailable: c("unavailable"), invalid: c("invalid")}
 }

@@ -178,7 +178,7 @@ func TestSidecarRetryAfterIsNeverZero(t *testing.T) {
 		status func(*worker.Status)
 		want   float64
 	}{
-		{"too few permits: the next renewal", func(s *worker.Status) { s.GrantPermitsLeft, s.NextRenewalIn = 0, 150 * time.Millisecond }, 1.5e8},
+		{"too few permits: the next renewal", func(s *worker.Status) { s.GrantPermitsLeft, s.NextRenewalIn = 0, 150*time.Millisecond }, 1.5e8},
 		{"too few permits, renewal due: 100 ms", func(s *worker.Status) { s.GrantPermitsLeft, s.NextRenewalIn = 0, 0 }, 1e8},
 		{"no share known: 100 ms", func(s *worker.Status) { s.ShareMilliPermitsPerSec = 0 }, 1e8},
 		{"a fast share: at least 1 ms", func(s *worker.Status) { s.ShareMilliPermitsPerSec = 1e12 }, 1e6},
