@@ -380,3 +380,17 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 
 // Release does nothing: the snapshot is a byte slice.
 func (s *fsmSnapshot) Release() {}
+
+// WriteSnapshot writes the snapshot encoding of the current state to w (a
+// backup: Restore takes it back) and returns the applied index it covers.
+// It encodes under the read lock, then writes without it.
+func (f *FSM) WriteSnapshot(w io.Writer) (uint64, error) {
+	f.mu.RLock()
+	data := f.st.appendSnapshot(make([]byte, 0, f.st.snapshotSizeHint()))
+	index := f.st.appliedIndex
+	f.mu.RUnlock()
+	if _, err := w.Write(data); err != nil {
+		return 0, fmt.Errorf("fsm: writing snapshot: %w", err)
+	}
+	return index, nil
+}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"net"
 	"net/http"
 	"strconv"
@@ -147,6 +148,26 @@ func (h *handler) transferLeadership(w http.ResponseWriter, r *http.Request) {
 		To          string `json:"to"`
 		Transferred bool   `json:"transferred"`
 	}{req.To.v, true})
+}
+
+// snapshot serves GET /v1/snapshot: the leader's consistent snapshot of
+// the register (application/octet-stream, its applied index in the
+// X-Permitd-Applied-Index header), for `permitd snapshot save`. A node
+// that is not the leader answers 503: ask the leader.
+func (h *handler) snapshot(w http.ResponseWriter, r *http.Request) {
+	var buf bytes.Buffer
+	ctx, cancel := h.context(r)
+	defer cancel()
+	index, err := h.store.SaveSnapshot(ctx, &buf)
+	if err != nil {
+		h.storeError(w, "snapshot", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("X-Permitd-Applied-Index", strconv.FormatUint(index, 10))
+	w.WriteHeader(http.StatusOK)
+	_, _ = buf.WriteTo(w)
 }
 
 // clusterView is the answer to GET /v1/cluster.

@@ -77,6 +77,7 @@ const (
 	routeReturn
 	routeSessions
 	routeTransfer
+	routeSnapshot
 	numRoutes
 )
 
@@ -100,6 +101,7 @@ var routeLabels = [numRoutes]string{
 	routeReturn:      "/v1/limits/{name}/leases/{id}/return",
 	routeSessions:    "/v1/sessions",
 	routeTransfer:    "/v1/cluster/transfer-leadership",
+	routeSnapshot:    "/v1/snapshot",
 }
 
 // ServeHTTP implements http.Handler.
@@ -150,6 +152,11 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		if rt := h.dispatchLease(w, r, name, sub); rt != routeUnknown {
 			return rt
 		}
+	case p == "/v1/snapshot":
+		if h.method(w, r, "GET") {
+			h.snapshot(w, r)
+		}
+		return routeSnapshot
 	case p == "/v1/sessions":
 		if h.method(w, r, "POST") {
 			h.openSession(w, r)

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"io"
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
@@ -46,6 +47,10 @@ type Store interface {
 	Join(ctx context.Context, id, raftAddr string) error
 	// Remove removes a server from the raft configuration.
 	Remove(ctx context.Context, id string) error
+	// SaveSnapshot writes a consistent snapshot of the register's state
+	// to w and returns the index it covers; only the leader takes one
+	// (node.ErrNoLeader elsewhere).
+	SaveSnapshot(ctx context.Context, w io.Writer) (uint64, error)
 	// TransferLeadership hands the leadership to voter to (any if empty);
 	// node.ErrNotFound for an unknown voter, node.ErrInvalid when it
 	// cannot be done (to already leads, no other voter).

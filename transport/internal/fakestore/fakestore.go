@@ -6,6 +6,7 @@ package fakestore
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -275,6 +276,17 @@ func (s *Store) enter(ctx context.Context) error {
 		return s.err
 	}
 	return ctx.Err()
+}
+
+// SaveSnapshot implements transport.Store: the snapshot of an empty real
+// register at the store's clock (the fake keeps no replicated state).
+func (s *Store) SaveSnapshot(ctx context.Context, w io.Writer) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return 0, err
+	}
+	return fsm.New().WriteSnapshot(w)
 }
 
 // TransferLeadership implements transport.Store: the single node leads,
