@@ -353,6 +353,8 @@ func badInputs() []badInput {
 		put("hybrid with cold_factor", `{"algorithm":"hybrid","rate":1,"cold_factor":3}`, `belongs to algorithm "warmup"`),
 		put("warmup negative", `{"algorithm":"warmup","rate":1,"warmup":"-1s"}`, `"warmup"`),
 		put("warmup missing (compile)", `{"algorithm":"warmup","rate":1}`, "warmup"),
+		put("warmup too long to compute", `{"algorithm":"warmup","rate":1,"warmup":"2000000h"}`, "194 years"),
+		put("rate too low for an int64 interval", `{"algorithm":"strict","rate":1e-10}`, "must be at most"),
 		put("max_burst_seconds negative", `{"algorithm":"bursty","rate":1,"max_burst_seconds":-1}`, `"max_burst_seconds"`),
 		{"name with space", "PUT", "/v1/limits/a%20b", `{` + strict + `}`, 400, "not allowed"},
 		{"name with slash", "PUT", "/v1/limits/a%2Fb", `{` + strict + `}`, 400, "not allowed"},
@@ -416,8 +418,14 @@ func TestBadInput(t *testing.T) {
 			if w.Code != tt.code {
 				t.Fatalf("code %d, want %d: %s", w.Code, tt.code, w.Body)
 			}
-			if msg := m["error"].(string); !strings.Contains(msg, tt.mention) {
+			msg := m["error"].(string)
+			if !strings.Contains(msg, tt.mention) {
 				t.Errorf("error %q does not mention %q", msg, tt.mention)
+			}
+			for _, pkg := range []string{"bucket: ", "fsm: ", "node: ", "transport: "} {
+				if strings.Contains(msg, pkg) {
+					t.Errorf("error %q names a Go package (%q)", msg, pkg)
+				}
 			}
 			if n := e.store.Calls(); n != 0 {
 				t.Errorf("bad input reached the store (%d calls)", n)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node"
 )
 
 // limitRequest is the body of PUT /v1/limits/{name}. Every field records
@@ -56,7 +57,7 @@ func (req *limitRequest) spec() (bucket.Spec, *httpError) {
 	}
 	alg, err := bucket.ParseAlgorithm(req.Algorithm.v)
 	if err != nil {
-		return s, badRequest("field %q: %v", "algorithm", err)
+		return s, badRequest("field %q: %s", "algorithm", node.Message(err))
 	}
 	s.Algorithm = alg
 
@@ -294,7 +295,7 @@ func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) 
 	}
 	cfg, err := bucket.Compile(spec)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "limit "+strconvQuote(name)+": "+err.Error())
+		writeError(w, http.StatusBadRequest, "limit "+strconvQuote(name)+": "+node.Message(err))
 		return
 	}
 	ctx, cancel := h.context(r)
