@@ -22,6 +22,11 @@ type RegisterSpec struct {
 	// no slot was given out before the history starts. Otherwise the
 	// register's initial state is unknown (weaker check).
 	Fresh bool
+	// Changes are the puts that reconfigured the limit during the
+	// history (after the one that created it). The model assumes a fixed
+	// I and M, so Linearizability checks each configuration epoch
+	// separately (see splitEpochs); nil: one epoch, the whole history.
+	Changes []RegisterChange
 }
 
 // RegisterOutcome is what a reserve returned, as the model sees it.
