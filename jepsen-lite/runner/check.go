@@ -19,6 +19,9 @@ type limitInfo struct {
 	ExpiryNanos    int64          `json:"expiry_ns,omitempty"`
 	MaxReserved    int64          `json:"max_reserved,omitempty"`
 	MaxStoredNanos int64          `json:"max_stored_ns,omitempty"`
+	// MaxPermits is the most permits one reserve asked for (window: the
+	// bound's n_last).
+	MaxPermits int64 `json:"max_permits,omitempty"`
 	// BurstPermits (C) and MaxOutstandingPermits (O): the leased limit's
 	// lease policy.
 	BurstPermits          int64 `json:"burst_permits,omitempty"`
@@ -39,10 +42,10 @@ func (li limitInfo) bound(workload string) (bound.Bound, error) {
 	if workload == WorkloadLeased {
 		return leasedBound(li)
 	}
-	i, s := li.IntervalNanos, li.MaxStoredNanos
+	i, s, n := li.IntervalNanos, li.MaxStoredNanos, max(li.MaxPermits, 1)
 	return bound.Bound{
-		Formula: fmt.Sprintf("floor((W + maxStored)/I) + n_last with I=%dns maxStored=%dns n_last=1 (README, bursty)", i, s),
-		Max:     func(w int64) int64 { return (max(w, 0)+s)/i + 1 },
+		Formula: fmt.Sprintf("floor((W + maxStored)/I) + n_last with I=%dns maxStored=%dns n_last=%d (README, bursty; n_last: the largest grant)", i, s, n),
+		Max:     func(w int64) int64 { return (max(w, 0)+s)/i + n },
 	}, nil
 }
 

@@ -173,6 +173,14 @@ type Config struct {
 	// MaxWait is the reserves' max_wait (default (MaxReserved+1)·Interval
 	// for strict, 1s for window).
 	MaxWait time.Duration `json:"max_wait_ns"`
+	// MaxPermits is the most permits one reserve asks for: each reserve
+	// asks for n = 1 three times in four, else for n uniform in
+	// 2..MaxPermits, drawn per worker from the seed. Strict: default and
+	// at most MaxReserved+1 (a strict grant of n permits uses them one by
+	// one, spacing_ns apart); window: default 1, at most 100 (the permits
+	// of a bursty grant are used together); leased: 1 (the sidecars grant
+	// one permit per reserve).
+	MaxPermits int64 `json:"max_permits"`
 	// BurstSeconds (window) is the bursty limit's max_burst_seconds
 	// (default 1).
 	BurstSeconds float64 `json:"burst_seconds"`
@@ -295,6 +303,22 @@ func (c Config) withDefaults() (Config, error) {
 		} else {
 			c.MaxWait = time.Second
 		}
+	}
+	switch {
+	case c.MaxPermits < 0:
+		return c, fmt.Errorf("%w: max permits %d; allowed: 0 (the default) or more", ErrInvalid, c.MaxPermits)
+	case c.Workload == WorkloadStrict && c.MaxPermits == 0:
+		c.MaxPermits = c.MaxReserved + 1
+	case c.MaxPermits == 0:
+		c.MaxPermits = 1
+	}
+	switch {
+	case c.Workload == WorkloadStrict && c.MaxPermits > c.MaxReserved+1:
+		return c, fmt.Errorf("%w: max permits %d; allowed for %s: 1 to max reserved + 1 = %d (the most a strict grant can hold)", ErrInvalid, c.MaxPermits, c.Workload, c.MaxReserved+1)
+	case c.Workload == WorkloadWindow && c.MaxPermits > 100:
+		return c, fmt.Errorf("%w: max permits %d; allowed for %s: 1 to 100", ErrInvalid, c.MaxPermits, c.Workload)
+	case c.Workload == WorkloadLeased && c.MaxPermits != 1:
+		return c, fmt.Errorf("%w: max permits %d; allowed for %s: 1 (a sidecar grants one permit per reserve)", ErrInvalid, c.MaxPermits, c.Workload)
 	}
 	if c.MaxWait < 0 || c.MaxWait > time.Minute {
 		return c, fmt.Errorf("%w: max wait %v; allowed: 0 to 1m", ErrInvalid, c.MaxWait)

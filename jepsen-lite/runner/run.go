@@ -256,7 +256,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 	apiCfg := fakeapi.Config{Start: r.start, Mode: fakeapi.Spacing, IntervalNanos: int64(cfg.Interval - cfg.Expiry)}
 	if cfg.Workload == WorkloadWindow {
 		apiCfg = fakeapi.Config{Start: r.start, Mode: fakeapi.Window, WindowNanos: int64(time.Second),
-			Bound: limitInfo{IntervalNanos: int64(cfg.Interval), MaxStoredNanos: int64(cfg.BurstSeconds * 1e9)}.mustBound(cfg.Workload)}
+			Bound: limitInfo{IntervalNanos: int64(cfg.Interval), MaxStoredNanos: int64(cfg.BurstSeconds * 1e9), MaxPermits: cfg.MaxPermits}.mustBound(cfg.Workload)}
 	}
 	if cfg.Workload == WorkloadLeased {
 		if apiCfg, err = leasedAPIConfig(cfg, r.start); err != nil {
@@ -436,7 +436,7 @@ func (r *run) putLimit(ctx context.Context, hw *history.Writer, servers []string
 	cfg := r.cfg
 	name := "jl-" + cfg.Workload
 	spec := client.LimitSpec{Algorithm: "strict", Rate: 1, Per: cfg.Interval}
-	li := limitInfo{Name: name}
+	li := limitInfo{Name: name, MaxPermits: cfg.MaxPermits}
 	if cfg.Workload == WorkloadStrict {
 		m, e := cfg.MaxReserved, cfg.Expiry
 		spec.MaxReserved, spec.Expiry = &m, &e
