@@ -40,6 +40,16 @@ const (
 	FaultClock     = "clock"
 	FaultLoss      = "loss"
 	FaultSnapshot  = "snapshot"
+	// FaultTransfer moves the leadership from the leader A to another
+	// node B and back to A, again and again within its window, through
+	// POST /v1/cluster/transfer-leadership (transfer.go).
+	FaultTransfer = "transfer"
+	// FaultReconfig slows the workload's limit down (interval ×2 or ×3,
+	// PUT /v1/limits/{name}) for its window and restores it at the
+	// window's end; variant snapshot-restart then snapshots one node,
+	// kills it with -9 and restarts it from its data directory
+	// (reconfig.go). Strict and leased workloads.
+	FaultReconfig = "reconfig"
 )
 
 // variants lists each fault kind's variants. Which apply depends on the
@@ -52,10 +62,12 @@ var variants = map[string][]string{
 	FaultLoss:      {"one", "all"},
 	FaultSnapshot:  {"isolate-follower"},
 	FaultWorker:    {"isolate-group", "pause", "kill"},
+	FaultTransfer:  {"a-b-a"},
+	FaultReconfig:  {"slow", "snapshot-restart"},
 }
 
 // faultKinds in a fixed order (schedules must not depend on map order).
-var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot, FaultWorker}
+var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot, FaultWorker, FaultTransfer, FaultReconfig}
 
 // variantsFor returns the variants of kind that make sense with n nodes.
 func variantsFor(kind string, n int) []string {
@@ -72,7 +84,8 @@ func variantsFor(kind string, n int) []string {
 // NemesisSpec is one entry of --nemesis: a fault kind, optionally
 // restricted to some of its variants ("partition:isolate-leader|bridge").
 type NemesisSpec struct {
-	// Kind is partition, kill, pause, clock, loss or snapshot.
+	// Kind is partition, kill, pause, clock, loss, snapshot, worker,
+	// transfer or reconfig.
 	Kind string `json:"kind"`
 	// Variants restricts the kind's variants; empty means all.
 	Variants []string `json:"variants,omitempty"`
@@ -362,6 +375,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := c.validateWorkerFaults(); err != nil {
 		return c, err
+	}
+	if c.Workload == WorkloadWindow && c.hasFault(FaultReconfig) {
+		return c, fmt.Errorf("%w: nemesis %s applies to the %s and %s workloads (the README states no bound across a change of a bursty limit)", ErrInvalid, FaultReconfig, WorkloadStrict, WorkloadLeased)
 	}
 	return c, nil
 }
