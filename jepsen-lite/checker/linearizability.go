@@ -77,9 +77,14 @@ type LinearizabilityInput struct {
 // could only raise N's lower end.
 //
 // Whatever the state, a grant must have W <= max_wait and
-// ceil(W/I) − 1 + n <= M, and a refusal must have R > max_wait or
-// ceil(R/I) − 1 + n > M (it was refused only because the register was
-// full or the wait too long); these are reported one by one, with the op.
+// ceil(W/I) − 1 + n <= M, and a refusal must have R' > max_wait or
+// ceil(R'/I) − 1 + n > M with R' = R + d, d the op's duration plus twice
+// the tolerance (it was refused only because the register was full or the
+// wait too long, as decided before the node took off the time it held the
+// answer, at most d); these are reported one by one, with the op. A
+// refusal with R = 1 ns, the node's floor, is a pending operation: the
+// held time may have used up its retry time, or it is a grant that expired
+// while the node held it, which permitd answers as such a refusal.
 //
 // # What it catches
 //
@@ -117,8 +122,9 @@ type LinearizabilityInput struct {
 // reported as a violation, never as a pass.
 //
 // Details: per_limit ({limit: "Ok"|"Illegal"|"Unknown"}; a reconfigured
-// limit's later epochs as "limit@epochK"), ops (checked), pending_ops,
-// replays, skipped_ops, dropped_across_reconfig (overlapping a put),
+// limit's later epochs as "limit@epochK"), ops (checked), pending_ops
+// (floor_refusals among them), replays, skipped_ops,
+// dropped_across_reconfig (overlapping a put),
 // unchecked_ops (in epochs skipped), epochs (reconfigured limits only:
 // {limit: []EpochReport}), tolerance_ns, timeline_lag_ns, visualizations.
 func Linearizability(in LinearizabilityInput) (Result, error) {
@@ -144,10 +150,10 @@ func Linearizability(in LinearizabilityInput) (Result, error) {
 	perLimit := make(map[string]string, len(byLimit))
 	epochReports := make(map[string][]EpochReport)
 	var files []string
-	total, pending, replays, dropped, unchecked := 0, 0, 0, 0, 0
+	total, pending, replays, dropped, unchecked, floor := 0, 0, 0, 0, 0, 0
 	for _, name := range sortedKeys(byLimit) {
 		whole := byLimit[name]
-		pending, replays = pending+len(whole.Pending), replays+whole.Replays
+		pending, replays, floor = pending+len(whole.Pending), replays+whole.Replays, floor+whole.FloorRefusals
 		epochs, d := splitEpochs(whole, in.Limits[name], in.ToleranceNanos)
 		dropped += d
 		for _, e := range epochs {
@@ -160,9 +166,9 @@ func Linearizability(in LinearizabilityInput) (Result, error) {
 			h, spec, key := e.h, e.spec, e.report.Key
 			total += len(h.Ops)
 			for _, op := range h.Ops {
-				in, out := op.Input.(RegisterInput), op.Output.(RegisterOutput)
-				if why := localFault(spec, in, out); why != "" {
-					r.violate("limit %q: %s: %s", key, describeRegisterOp(in, out), why)
+				input, out := op.Input.(RegisterInput), op.Output.(RegisterOutput)
+				if why := localFault(spec, in.ToleranceNanos, input, out); why != "" {
+					r.violate("limit %q: %s: %s", key, describeRegisterOp(input, out), why)
 				}
 			}
 			model := RegisterModel(h, spec, in.ToleranceNanos, in.TimelineLagNanos)
@@ -194,6 +200,7 @@ func Linearizability(in LinearizabilityInput) (Result, error) {
 	r.Details["pending_ops"] = pending
 	r.Details["replays"] = replays
 	r.Details["skipped_ops"] = skipped
+	r.Details["floor_refusals"] = floor
 	r.Details["dropped_across_reconfig"] = dropped
 	r.Details["unchecked_ops"] = unchecked
 	for name := range epochReports {
@@ -248,6 +255,11 @@ func stuckAt(info porcupine.LinearizationInfo, ops []porcupine.Operation) string
 	}
 	return s
 }
+
+// floorRetryAfter is the smallest retry_after a node answers: the time it
+// held a refusal is taken off its retry_after down to this floor, and a
+// grant that expired while held is answered as a refusal with it.
+const floorRetryAfter = 1
 
 // RegisterOperations splits the reserves of the limits in specs by limit
 // into porcupine operations (grants, refusals), pending operations and
@@ -311,6 +323,15 @@ func RegisterOperations(ops []history.Op, specs map[string]RegisterSpec) (map[st
 				continue
 			case resp.Duplicate:
 				h.Replays++
+				continue
+			case resp.RetryAfterNanos == floorRetryAfter:
+				// The node's floor: the time it held the answer used up the
+				// retry time (the refusal then says little about N), or it is
+				// a grant whose permit expired while the node held it, which
+				// permitd reports as a refusal with retry_after 1 ns: the
+				// slot was taken. Either way the effect is unknown.
+				h.FloorRefusals++
+				h.Pending = append(h.Pending, PendingOp{OpIndex: o.Invoke.Index, Process: o.Process(), Permits: req.Permits, CallNanos: o.CallNanos(), ReturnNanos: ret})
 				continue
 			}
 			output = RegisterOutput{Outcome: Refused, RetryAfterNanos: resp.RetryAfterNanos}

@@ -82,6 +82,34 @@ func TestLinearizability(t *testing.T) {
 			want: "refused although the slot",
 		},
 		{
+			// Decided with a wait of 500 ms > max_wait 495 ms; the node
+			// held the answer 20 ms and took them off: retry_after 480 ms.
+			name: "refusal whose retry_after the node shortened by its hold", limits: fresh(1), valid: true,
+			ops: []opSpec{
+				{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
+				{p: 1, call: 500 * ms, ret: 520 * ms, typ: fail, maxWait: 495 * ms, resp: refused(480 * ms)},
+			},
+		},
+		{
+			name: "refusal that fits even with its whole duration added back", limits: fresh(1),
+			ops: []opSpec{
+				{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
+				{p: 1, call: 500 * ms, ret: 520 * ms, typ: fail, maxWait: 600 * ms, resp: refused(480 * ms)},
+			},
+			want: "at most 500ms at the decision",
+		},
+		{
+			// A grant whose permit expired while the node held it is
+			// answered as a refusal with retry_after 1 ns: it took the
+			// slot [1 s, 2 s), so the next grant waits for 2 s.
+			name: "refusal at the floor took a slot", limits: fresh(2), valid: true,
+			ops: []opSpec{
+				{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
+				{p: 1, call: 20 * ms, ret: 30 * ms, typ: fail, maxWait: 2 * sec, resp: refused(1)},
+				{p: 2, call: 40 * ms, ret: 50 * ms, typ: ok, maxWait: 3 * sec, resp: granted(1960 * ms)},
+			},
+		},
+		{
 			name: "grant waiting longer than max_wait", limits: fresh(5),
 			ops:  []opSpec{{p: 0, call: 0, ret: 10 * ms, typ: ok, maxWait: 100 * ms, resp: granted(200 * ms)}},
 			want: "> max_wait",
