@@ -450,6 +450,15 @@ func (nm *nemesis) end(ctx context.Context, i int) {
 	if af.stop != nil {
 		af.stop()
 	}
+	if trs := af.rec.Transfers; len(trs) > 0 {
+		done := 0
+		for _, tr := range trs {
+			if tr.Outcome == string(history.OK) {
+				done++
+			}
+		}
+		af.rec.Notes = append(af.rec.Notes, fmt.Sprintf("%d leadership transfers, %d seen done", len(trs), done))
+	}
 	if af.rec.Event.Fault == FaultSnapshot && af.follower != nil {
 		nm.awaitCompaction(ctx, af)
 	}

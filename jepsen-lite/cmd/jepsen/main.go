@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Workers, "workers", 4, "client workers")
 	fs.IntVar(&cfg.Groups, "groups", 1, "worker groups (labels; they matter to the leased workload)")
 	fs.StringVar(&cfg.Workload, "workload", "strict", "strict, window, or leased (permitd worker sidecars in --groups groups lease one limit)")
-	fs.StringVar(&nemesis, "nemesis", "partition,kill,pause,clock,loss", "faults: comma-separated kinds (partition, kill, pause, clock, loss, snapshot; leased: worker), each optionally KIND:VARIANT|VARIANT; none for no faults")
+	fs.StringVar(&nemesis, "nemesis", "partition,kill,pause,clock,loss", "faults: comma-separated kinds (partition, kill, pause, clock, loss, snapshot, transfer; strict and leased: reconfig; leased: worker), each optionally KIND:VARIANT|VARIANT; none for no faults")
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "length of the workload, including the fault-free tail")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the fault schedule: the same seed and flags replay the same schedule")
 	fs.StringVar(&cfg.OutDir, "out", "", "report directory, absent or empty (default jepsen-lite/out/<time>-seed<S>)")
