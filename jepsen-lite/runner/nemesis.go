@@ -197,7 +197,9 @@ func (nm *nemesis) leader(ctx context.Context, rec *NemesisRecord) *agentNode {
 	if len(up) == 0 {
 		return nil
 	}
+	nm.mu.Lock() // the transfer loop picks leaders concurrently
 	n := up[nm.rng.IntN(len(up))]
+	nm.mu.Unlock()
 	nm.recordNote(rec, "no leader found within 3s: picked "+n.ID)
 	return n
 }
