@@ -21,6 +21,7 @@ import (
 
 // TransferRecord is one leadership transfer.
 type TransferRecord struct {
+	// From is the node that led, To the node the leadership was handed to.
 	From string `json:"from"`
 	To   string `json:"to"`
 	// Via is the node the request was sent to.
@@ -32,7 +33,8 @@ type TransferRecord struct {
 	// Outcome is ok, fail or info (as in the history).
 	Outcome string `json:"outcome"`
 	// Term is To's term once it led.
-	Term  uint64 `json:"term,omitempty"`
+	Term uint64 `json:"term,omitempty"`
+	// Error says why it failed or was not seen done.
 	Error string `json:"error,omitempty"`
 }
 
