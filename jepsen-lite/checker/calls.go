@@ -26,5 +26,8 @@ func dur(ns int64) string { return time.Duration(ns).String() }
 
 // callString renders a call for messages.
 func callString(c fakeapi.Call) string {
+	if c.Permit != nil {
+		return fmt.Sprintf("call #%d (%s, id %q, permit %d) at %s", c.Seq, c.Worker, c.RequestID, *c.Permit, dur(c.TimeNanos))
+	}
 	return fmt.Sprintf("call #%d (%s, id %q) at %s", c.Seq, c.Worker, c.RequestID, dur(c.TimeNanos))
 }

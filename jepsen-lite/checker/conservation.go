@@ -35,17 +35,25 @@ type ConservationInput struct {
 //   - no request ID is granted twice: at most one ok reserve (or acquire)
 //     per request ID that is not a replay (duplicate=true) of an earlier
 //     decision;
-//   - every API call is backed by a distinct grant: a call spends one token
-//     of the grant named by its request ID, and a grant of n permits backs
-//     at most n calls. So the number of calls never exceeds the number of
-//     granted permits, at any moment (SameTimeBase) or in total;
+//   - every API call is backed by a distinct permit of a grant: a call
+//     spends one token of the grant named by its request ID, and a grant of
+//     n permits backs at most n calls. So the number of calls never exceeds
+//     the number of granted permits, at any moment (SameTimeBase) or in
+//     total. A call that names its permit (fakeapi.Call.Permit) must name
+//     one of 0 to n-1 that no other call of the grant named;
 //   - with SameTimeBase, no call is made before its grant was received, nor
-//     before its ready time minus the tolerance.
+//     before its permit's ready time minus the tolerance. Permit j of a
+//     grant is ready at receive + wait + j·spacing (spacing_ns; 0 for
+//     permits used together). A call naming permit j is judged against
+//     permit j's ready time, and the k-th call of a grant (0-based, in
+//     receive order) against permit k's at least, whatever it names: any
+//     k+1 distinct permits include one numbered k or more.
 //
 // Grants are ok completions of reserve and acquire; an info reserve may
 // have been granted, but its worker never learned so, and a call spending
 // it is flagged. Details: grants, granted_permits, calls, spent,
-// double_grants, early_calls, overdrafts.
+// double_grants, early_calls, overdrafts, permit_reuses,
+// permits_out_of_range.
 func Conservation(in ConservationInput) (Result, error) {
 	if in.ToleranceNanos < 0 {
 		return Result{}, fmt.Errorf("%w: conservation tolerance %d ns; allowed: >= 0", ErrInvalid, in.ToleranceNanos)
@@ -57,10 +65,14 @@ func Conservation(in ConservationInput) (Result, error) {
 	r := newResult("conservation")
 	type grant struct {
 		index   int   // invoke index
-		readyAt int64 // receive + wait
+		readyAt int64 // receive + wait: permit 0's ready time
 		recvAt  int64
+		n       int64 // permits granted
+		spacing int64 // permit j is ready at readyAt + j·spacing
+		calls   int64 // calls seen so far (receive order)
+		used    map[int64]bool
 	}
-	grants := make(map[string]grant) // account → first grant
+	grants := make(map[string]*grant) // account → first grant
 	events := append([]TokenEvent(nil), in.Events...)
 	nGrants, permits, doubles := 0, int64(0), 0
 	for _, o := range ops {
@@ -95,8 +107,11 @@ func Conservation(in ConservationInput) (Result, error) {
 			doubles++
 			r.violate("request_id %q granted twice: ops #%d and #%d both ok and not replays", id, first.index, o.Invoke.Index)
 		}
+		if resp.SpacingNanos < 0 {
+			return Result{}, fmt.Errorf("%w: op #%d: spacing %d ns; allowed: >= 0", ErrInvalid, o.Invoke.Index, resp.SpacingNanos)
+		}
 		recv := o.Completion.TimeNanos
-		g := grant{index: o.Invoke.Index, recvAt: recv, readyAt: recv + resp.WaitNanos}
+		g := &grant{index: o.Invoke.Index, recvAt: recv, readyAt: recv + resp.WaitNanos, n: n, spacing: resp.SpacingNanos, used: map[int64]bool{}}
 		if !seen {
 			grants[account] = g
 		}
@@ -109,8 +124,8 @@ func Conservation(in ConservationInput) (Result, error) {
 		nGrants++
 		permits += n
 	}
-	early := 0
-	for _, c := range in.Calls {
+	early, reuses, outOfRange := 0, 0, 0
+	for _, c := range sortedCalls(in.Calls) {
 		account := ""
 		switch {
 		case in.CallAccount != nil:
@@ -118,14 +133,37 @@ func Conservation(in ConservationInput) (Result, error) {
 		case c.RequestID != "":
 			account = GrantAccount(c.RequestID)
 		}
-		if g, ok := grants[account]; ok && in.SameTimeBase {
-			switch {
-			case c.TimeNanos < g.recvAt:
-				early++
-				r.violate("%s before its grant (op #%d) was received at %s", callString(c), g.index, dur(g.recvAt))
-			case c.TimeNanos < g.readyAt-in.ToleranceNanos:
-				early++
-				r.violate("%s before its grant (op #%d) was ready at %s (tolerance %s)", callString(c), g.index, dur(g.readyAt), dur(in.ToleranceNanos))
+		if g, ok := grants[account]; ok {
+			j := g.calls // at least the permit of its rank
+			g.calls++
+			if c.Permit != nil {
+				switch p := *c.Permit; {
+				case p < 0 || p >= g.n:
+					outOfRange++
+					r.violate("%s spends permit %d of a grant of %d permits (op #%d); allowed: 0 to %d", callString(c), p, g.n, g.index, g.n-1)
+				case g.used[p]:
+					reuses++
+					r.violate("%s spends permit %d of its grant (op #%d) a second time", callString(c), p, g.index)
+				default:
+					g.used[p] = true
+					j = max(j, p)
+				}
+			}
+			j = min(j, g.n-1) // more calls than permits: the ledger reports it
+			ready := g.readyAt + j*g.spacing
+			if in.SameTimeBase {
+				switch {
+				case c.TimeNanos < g.recvAt:
+					early++
+					r.violate("%s before its grant (op #%d) was received at %s", callString(c), g.index, dur(g.recvAt))
+				case c.TimeNanos < ready-in.ToleranceNanos && j == 0:
+					early++
+					r.violate("%s before its grant (op #%d) was ready at %s (tolerance %s)", callString(c), g.index, dur(ready), dur(in.ToleranceNanos))
+				case c.TimeNanos < ready-in.ToleranceNanos:
+					early++
+					r.violate("%s before permit %d of its grant (op #%d) was ready at %s (wait + %d × spacing %s; tolerance %s)",
+						callString(c), j, g.index, dur(ready), j, dur(g.spacing), dur(in.ToleranceNanos))
+				}
 			}
 		}
 		events = append(events, TokenEvent{Kind: Spend, TimeNanos: c.TimeNanos, From: account, Tokens: 1, Source: callString(c)})
@@ -143,6 +181,8 @@ func Conservation(in ConservationInput) (Result, error) {
 	r.Details["overdrafts"] = totals.overdrafts
 	r.Details["double_grants"] = doubles
 	r.Details["early_calls"] = early
+	r.Details["permit_reuses"] = reuses
+	r.Details["permits_out_of_range"] = outOfRange
 	r.Details["same_time_base"] = in.SameTimeBase
 	return r, nil
 }

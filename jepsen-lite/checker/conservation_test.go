@@ -70,6 +70,57 @@ func TestConservation(t *testing.T) {
 	}
 }
 
+// TestConservationSpacedPermits: a strict grant of n permits is spent one
+// permit at a time, permit j from wait + j·spacing after the answer; every
+// call spends a distinct permit.
+func TestConservationSpacedPermits(t *testing.T) {
+	// s1: 3 permits 200 ms apart, received at 100 ms, no wait: ready at
+	// 100 ms, 300 ms and 500 ms.
+	ops := []opSpec{{p: 0, id: "s1", permits: 3, maxWait: sec, call: 90 * ms, ret: 100 * ms, typ: history.OK,
+		resp: history.ReserveResponse{Granted: true, SpacingNanos: 200 * ms}}}
+	permitCalls := func(times []int64, permits ...int64) []fakeapi.Call {
+		cs := calls(times, "s1", "s1", "s1", "s1")
+		for i := range cs {
+			if i < len(permits) && permits[i] >= -1 {
+				p := permits[i]
+				cs[i].Permit = &p
+			}
+		}
+		return cs
+	}
+	const unnamed = -2 // the call does not name its permit
+	tests := []struct {
+		name  string
+		calls []fakeapi.Call
+		tol   int64
+		valid bool
+		want  string
+	}{
+		{name: "each permit at its slot", valid: true, calls: permitCalls([]int64{100 * ms, 300 * ms, 500 * ms}, 0, 1, 2)},
+		{name: "unnamed permits at their slots", valid: true, calls: permitCalls([]int64{100 * ms, 300 * ms, 500 * ms})},
+		{name: "a permit skipped", valid: true, calls: permitCalls([]int64{100 * ms, 500 * ms}, 0, 2)},
+		{name: "second call before the second slot", want: "before permit 1 of its grant (op #0) was ready at 300ms",
+			calls: permitCalls([]int64{100 * ms, 150 * ms}, unnamed, unnamed)},
+		{name: "permits used together", want: "before permit 1",
+			calls: permitCalls([]int64{100 * ms, 101 * ms, 102 * ms}, 0, 1, 2)},
+		{name: "early within tolerance", tol: 20 * ms, valid: true, calls: permitCalls([]int64{100 * ms, 285 * ms}, 0, 1)},
+		{name: "named permit before its slot", want: "before permit 2 of its grant",
+			calls: permitCalls([]int64{310 * ms}, 2)},
+		{name: "permit used twice", want: "spends permit 1 of its grant (op #0) a second time",
+			calls: permitCalls([]int64{300 * ms, 500 * ms}, 1, 1)},
+		{name: "permit out of range", want: "spends permit 3 of a grant of 3 permits",
+			calls: permitCalls([]int64{700 * ms}, 3)},
+		{name: "more calls than permits", want: "tokens spent twice",
+			calls: permitCalls([]int64{100 * ms, 300 * ms, 500 * ms, 700 * ms})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := Conservation(ConservationInput{Ops: build(t, ops...), Calls: tt.calls, SameTimeBase: true, ToleranceNanos: tt.tol})
+			expect(t, r, err, tt.valid, tt.want)
+		})
+	}
+}
+
 func TestConservationLeases(t *testing.T) {
 	byWorker := func(c fakeapi.Call) string { return "lease:" + c.Worker }
 	lease := func(to string, n, at int64) TokenEvent {

@@ -31,8 +31,9 @@ type LinearizabilityInput struct {
 	// result invalid with an "unknown" violation: not proven either way.
 	Timeout time.Duration
 	// VisualizeDir, if set, receives one porcupine HTML visualization per
-	// limit, linearizability-<limit>.html, with pending operations and
-	// nemeses as annotations.
+	// limit, linearizability-<limit>.html (and per later configuration
+	// epoch, linearizability-<limit>-epochK.html), with pending operations
+	// and nemeses as annotations.
 	VisualizeDir string
 }
 
@@ -76,9 +77,14 @@ type LinearizabilityInput struct {
 // could only raise N's lower end.
 //
 // Whatever the state, a grant must have W <= max_wait and
-// ceil(W/I) − 1 + n <= M, and a refusal must have R > max_wait or
-// ceil(R/I) − 1 + n > M (it was refused only because the register was
-// full or the wait too long); these are reported one by one, with the op.
+// ceil(W/I) − 1 + n <= M, and a refusal must have R' > max_wait or
+// ceil(R'/I) − 1 + n > M with R' = R + d, d the op's duration plus twice
+// the tolerance (it was refused only because the register was full or the
+// wait too long, as decided before the node took off the time it held the
+// answer, at most d); these are reported one by one, with the op. A
+// refusal with R = 1 ns, the node's floor, is a pending operation: the
+// held time may have used up its retry time, or it is a grant that expired
+// while the node held it, which permitd answers as such a refusal.
 //
 // # What it catches
 //
@@ -99,11 +105,13 @@ type LinearizabilityInput struct {
 // earliest invoke and the fewest permits of all pending operations, and
 // boxes are merged past 32: both only weaken the check. Replays
 // (duplicate=true) of a request ID the history already granted, and
-// duplicate refusals, are skipped. The limit's I and M are assumed fixed for
-// the whole history (a put that reconfigures the limit mid-run is not
-// modelled: check such runs in separate histories). Acquire ops (several reserves under
-// fresh IDs) are not register operations and are ignored; so are fail ops
-// with an error (no effect) and limits not in Limits.
+// duplicate refusals, are skipped. The model assumes a fixed I and M: a
+// limit reconfigured during the history (RegisterSpec.Changes) is checked
+// epoch by epoch, each with its own I and M and, after the first, an
+// unknown initial N; operations that overlap a put are dropped (see
+// splitEpochs). Acquire ops (several reserves under fresh IDs) are not
+// register operations and are ignored; so are fail ops with an error (no
+// effect) and limits not in Limits.
 //
 // # Cost
 //
@@ -113,9 +121,12 @@ type LinearizabilityInput struct {
 // answers equally well and the search can time out: a result of Unknown,
 // reported as a violation, never as a pass.
 //
-// Details: per_limit ({limit: "Ok"|"Illegal"|"Unknown"}), ops (checked),
-// pending_ops, replays, skipped_ops, tolerance_ns, timeline_lag_ns,
-// visualizations.
+// Details: per_limit ({limit: "Ok"|"Illegal"|"Unknown"}; a reconfigured
+// limit's later epochs as "limit@epochK"), ops (checked), pending_ops
+// (floor_refusals among them), replays, skipped_ops,
+// dropped_across_reconfig (overlapping a put),
+// unchecked_ops (in epochs skipped), epochs (reconfigured limits only:
+// {limit: []EpochReport}), tolerance_ns, timeline_lag_ns, visualizations.
 func Linearizability(in LinearizabilityInput) (Result, error) {
 	if in.ToleranceNanos < 0 || in.TimelineLagNanos < 0 {
 		return Result{}, fmt.Errorf("%w: tolerance %d ns, timeline lag %d ns; allowed: >= 0", ErrInvalid, in.ToleranceNanos, in.TimelineLagNanos)
@@ -124,6 +135,12 @@ func Linearizability(in LinearizabilityInput) (Result, error) {
 		if spec.IntervalNanos <= 0 || spec.MaxReserved < 0 {
 			return Result{}, fmt.Errorf("%w: limit %q: interval %d ns, max_reserved %d; allowed: interval > 0, max_reserved >= 0", ErrInvalid, name, spec.IntervalNanos, spec.MaxReserved)
 		}
+		for _, c := range spec.Changes {
+			if c.IntervalNanos <= 0 || c.MaxReserved < 0 || c.CallNanos < 0 || (c.known() && c.ReturnNanos < c.CallNanos) {
+				return Result{}, fmt.Errorf("%w: limit %q: change op #%d: interval %d ns, max_reserved %d, from %d ns to %d ns; allowed: interval > 0, max_reserved >= 0, 0 <= from <= to (or to = -1: unknown outcome)",
+					ErrInvalid, name, c.OpIndex, c.IntervalNanos, c.MaxReserved, c.CallNanos, c.ReturnNanos)
+			}
+		}
 	}
 	byLimit, skipped, err := RegisterOperations(in.Ops, in.Limits)
 	if err != nil {
@@ -131,37 +148,51 @@ func Linearizability(in LinearizabilityInput) (Result, error) {
 	}
 	r := newResult("linearizability")
 	perLimit := make(map[string]string, len(byLimit))
+	epochReports := make(map[string][]EpochReport)
 	var files []string
-	total, pending, replays := 0, 0, 0
+	total, pending, replays, dropped, unchecked, floor := 0, 0, 0, 0, 0, 0
 	for _, name := range sortedKeys(byLimit) {
-		h := byLimit[name]
-		total, pending, replays = total+len(h.Ops), pending+len(h.Pending), replays+h.Replays
-		spec := in.Limits[name]
-		for _, op := range h.Ops {
-			in, out := op.Input.(RegisterInput), op.Output.(RegisterOutput)
-			if why := localFault(spec, in, out); why != "" {
-				r.violate("limit %q: %s: %s", name, describeRegisterOp(in, out), why)
+		whole := byLimit[name]
+		pending, replays, floor = pending+len(whole.Pending), replays+whole.Replays, floor+whole.FloorRefusals
+		epochs, d := splitEpochs(whole, in.Limits[name], in.ToleranceNanos)
+		dropped += d
+		for _, e := range epochs {
+			if e.report.SkippedWhy != "" {
+				e.report.Result = "skipped"
+				unchecked += len(e.h.Ops)
+				epochReports[name] = append(epochReports[name], e.report)
+				continue
 			}
-		}
-		model := RegisterModel(h, spec, in.ToleranceNanos, in.TimelineLagNanos)
-		res, info := porcupine.CheckOperationsVerbose(model, h.Ops, in.Timeout)
-		perLimit[name] = string(res)
-		switch res {
-		case porcupine.Illegal:
-			r.violate("limit %q: no linearization explains the %d reserves (%d pending); %s", name, len(h.Ops), len(h.Pending), stuckAt(info, h.Ops))
-		case porcupine.Unknown:
-			r.violate("limit %q: linearizability unknown: the search of %d reserves timed out after %s", name, len(h.Ops), in.Timeout)
-		}
-		if in.VisualizeDir != "" {
-			info.AddAnnotations(annotations(h, in.Ops))
-			path := filepath.Join(in.VisualizeDir, "linearizability-"+fileSafe(name)+".html")
-			if err := os.MkdirAll(in.VisualizeDir, 0o755); err != nil {
-				return Result{}, fmt.Errorf("checker: visualization: %w", err)
+			h, spec, key := e.h, e.spec, e.report.Key
+			total += len(h.Ops)
+			for _, op := range h.Ops {
+				input, out := op.Input.(RegisterInput), op.Output.(RegisterOutput)
+				if why := localFault(spec, in.ToleranceNanos, input, out); why != "" {
+					r.violate("limit %q: %s: %s", key, describeRegisterOp(input, out), why)
+				}
 			}
-			if err := porcupine.VisualizePath(model, info, path); err != nil {
-				return Result{}, fmt.Errorf("checker: visualization of limit %q: %w", name, err)
+			model := RegisterModel(h, spec, in.ToleranceNanos, in.TimelineLagNanos)
+			res, info := porcupine.CheckOperationsVerbose(model, h.Ops, in.Timeout)
+			perLimit[key] = string(res)
+			e.report.Result = string(res)
+			epochReports[name] = append(epochReports[name], e.report)
+			switch res {
+			case porcupine.Illegal:
+				r.violate("limit %q: no linearization explains the %d reserves (%d pending); %s", key, len(h.Ops), len(h.Pending), stuckAt(info, h.Ops))
+			case porcupine.Unknown:
+				r.violate("limit %q: linearizability unknown: the search of %d reserves timed out after %s", key, len(h.Ops), in.Timeout)
 			}
-			files = append(files, path)
+			if in.VisualizeDir != "" {
+				info.AddAnnotations(annotations(h, in.Ops))
+				path := filepath.Join(in.VisualizeDir, "linearizability-"+fileSafe(strings.ReplaceAll(key, "@", "-"))+".html")
+				if err := os.MkdirAll(in.VisualizeDir, 0o755); err != nil {
+					return Result{}, fmt.Errorf("checker: visualization: %w", err)
+				}
+				if err := porcupine.VisualizePath(model, info, path); err != nil {
+					return Result{}, fmt.Errorf("checker: visualization of limit %q: %w", key, err)
+				}
+				files = append(files, path)
+			}
 		}
 	}
 	r.Details["per_limit"] = perLimit
@@ -169,6 +200,17 @@ func Linearizability(in LinearizabilityInput) (Result, error) {
 	r.Details["pending_ops"] = pending
 	r.Details["replays"] = replays
 	r.Details["skipped_ops"] = skipped
+	r.Details["floor_refusals"] = floor
+	r.Details["dropped_across_reconfig"] = dropped
+	r.Details["unchecked_ops"] = unchecked
+	for name := range epochReports {
+		if len(in.Limits[name].Changes) == 0 {
+			delete(epochReports, name)
+		}
+	}
+	if len(epochReports) > 0 {
+		r.Details["epochs"] = epochReports
+	}
 	r.Details["tolerance_ns"] = in.ToleranceNanos
 	r.Details["timeline_lag_ns"] = in.TimelineLagNanos
 	if files != nil {
@@ -213,6 +255,11 @@ func stuckAt(info porcupine.LinearizationInfo, ops []porcupine.Operation) string
 	}
 	return s
 }
+
+// floorRetryAfter is the smallest retry_after a node answers: the time it
+// held a refusal is taken off its retry_after down to this floor, and a
+// grant that expired while held is answered as a refusal with it.
+const floorRetryAfter = 1
 
 // RegisterOperations splits the reserves of the limits in specs by limit
 // into porcupine operations (grants, refusals), pending operations and
@@ -276,6 +323,15 @@ func RegisterOperations(ops []history.Op, specs map[string]RegisterSpec) (map[st
 				continue
 			case resp.Duplicate:
 				h.Replays++
+				continue
+			case resp.RetryAfterNanos == floorRetryAfter:
+				// The node's floor: the time it held the answer used up the
+				// retry time (the refusal then says little about N), or it is
+				// a grant whose permit expired while the node held it, which
+				// permitd reports as a refusal with retry_after 1 ns: the
+				// slot was taken. Either way the effect is unknown.
+				h.FloorRefusals++
+				h.Pending = append(h.Pending, PendingOp{OpIndex: o.Invoke.Index, Process: o.Process(), Permits: req.Permits, CallNanos: o.CallNanos(), ReturnNanos: ret})
 				continue
 			}
 			output = RegisterOutput{Outcome: Refused, RetryAfterNanos: resp.RetryAfterNanos}

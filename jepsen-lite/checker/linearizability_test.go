@@ -82,6 +82,34 @@ func TestLinearizability(t *testing.T) {
 			want: "refused although the slot",
 		},
 		{
+			// Decided with a wait of 500 ms > max_wait 495 ms; the node
+			// held the answer 20 ms and took them off: retry_after 480 ms.
+			name: "refusal whose retry_after the node shortened by its hold", limits: fresh(1), valid: true,
+			ops: []opSpec{
+				{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
+				{p: 1, call: 500 * ms, ret: 520 * ms, typ: fail, maxWait: 495 * ms, resp: refused(480 * ms)},
+			},
+		},
+		{
+			name: "refusal that fits even with its whole duration added back", limits: fresh(1),
+			ops: []opSpec{
+				{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
+				{p: 1, call: 500 * ms, ret: 520 * ms, typ: fail, maxWait: 600 * ms, resp: refused(480 * ms)},
+			},
+			want: "at most 500ms at the decision",
+		},
+		{
+			// A grant whose permit expired while the node held it is
+			// answered as a refusal with retry_after 1 ns: it took the
+			// slot [1 s, 2 s), so the next grant waits for 2 s.
+			name: "refusal at the floor took a slot", limits: fresh(2), valid: true,
+			ops: []opSpec{
+				{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
+				{p: 1, call: 20 * ms, ret: 30 * ms, typ: fail, maxWait: 2 * sec, resp: refused(1)},
+				{p: 2, call: 40 * ms, ret: 50 * ms, typ: ok, maxWait: 3 * sec, resp: granted(1960 * ms)},
+			},
+		},
+		{
 			name: "grant waiting longer than max_wait", limits: fresh(5),
 			ops:  []opSpec{{p: 0, call: 0, ret: 10 * ms, typ: ok, maxWait: 100 * ms, resp: granted(200 * ms)}},
 			want: "> max_wait",
@@ -306,5 +334,96 @@ func TestCanonicalMergesPastMaxBoxes(t *testing.T) {
 	s = canonical([]regBox{{Lo: 1, Hi: 2, K: 1}, {Lo: 0, Hi: 5}, {Lo: 0, Hi: 1, K: 2}})
 	if len(s) != 1 || s[0] != (regBox{Lo: 0, Hi: 5}) {
 		t.Fatalf("covered boxes kept: %v", s)
+	}
+}
+
+// TestLinearizabilityReconfigured: a limit slowed down mid-history (I from
+// 1 s to 3 s) is checked epoch by epoch, each with its own configuration;
+// operations overlapping the put are dropped; a put with an unknown
+// outcome leaves the epochs after its invoke unchecked unless it put the
+// epoch's own configuration.
+func TestLinearizabilityReconfigured(t *testing.T) {
+	const ok = history.OK
+	before := []opSpec{
+		{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
+		{p: 1, call: 100 * ms, ret: 110 * ms, typ: ok, maxWait: 2 * sec, resp: granted(900 * ms)},
+	}
+	put := opSpec{p: 9, f: history.FPut, call: 2100 * ms, ret: 2200 * ms, typ: ok, value: history.LimitRequest{Limit: "api"}}
+	// After the put: N = 2 s <= now, so 2.5 s gets the slot at once and
+	// moves N to 5.5 s (I = 3 s); the next waits for it.
+	after := []opSpec{
+		{p: 0, call: 2500 * ms, ret: 2510 * ms, typ: ok, resp: granted(0)},
+		{p: 1, call: 2600 * ms, ret: 2610 * ms, typ: ok, maxWait: 5 * sec, resp: granted(2900 * ms)},
+	}
+	slow := RegisterChange{OpIndex: 4, CallNanos: 2100 * ms, ReturnNanos: 2200 * ms, IntervalNanos: 3 * sec, MaxReserved: 2}
+	spec := func(changes ...RegisterChange) map[string]RegisterSpec {
+		return map[string]RegisterSpec{"api": {IntervalNanos: sec, MaxReserved: 2, Fresh: true, Changes: changes}}
+	}
+	all := func(extra ...opSpec) []opSpec {
+		return append(append(append(append([]opSpec(nil), before...), put), after...), extra...)
+	}
+	tests := []struct {
+		name   string
+		limits map[string]RegisterSpec
+		ops    []opSpec
+		valid  bool
+		want   string
+		epochs []string // per_limit results by key
+	}{
+		{name: "each epoch with its configuration", limits: spec(slow), ops: all(), valid: true,
+			epochs: []string{"api=Ok", "api@epoch1=Ok"}},
+		{name: "one configuration cannot explain both", limits: spec(), ops: all(),
+			want: "ceil(wait/I)-1+n = 3 slots ahead > max_reserved 2"},
+		{name: "an op overlapping the put is dropped", limits: spec(slow), valid: true,
+			ops:    all(opSpec{p: 2, call: 2150 * ms, ret: 2160 * ms, typ: ok, resp: granted(0)}),
+			epochs: []string{"api=Ok", "api@epoch1=Ok"}},
+		{name: "a double grant after the put is caught", limits: spec(slow), want: `limit "api@epoch1": no linearization`,
+			ops: all(opSpec{p: 2, call: 2700 * ms, ret: 2710 * ms, typ: ok, resp: granted(0)})},
+		{name: "max_reserved of the new configuration", want: "max_reserved 0",
+			limits: spec(RegisterChange{OpIndex: 4, CallNanos: 2100 * ms, ReturnNanos: 2200 * ms, IntervalNanos: 3 * sec})},
+		{name: "unknown put of another configuration: checked up to it", valid: true,
+			limits: spec(RegisterChange{OpIndex: 4, CallNanos: 2100 * ms, ReturnNanos: -1, IntervalNanos: 3 * sec, MaxReserved: 2}),
+			ops:    all(opSpec{p: 2, call: 2700 * ms, ret: 2710 * ms, typ: ok, resp: granted(0)}),
+			epochs: []string{"api=Ok"}},
+		{name: "unknown put of another configuration: a fault before it is caught", want: `limit "api": no linearization`,
+			limits: spec(RegisterChange{OpIndex: 4, CallNanos: 2100 * ms, ReturnNanos: -1, IntervalNanos: 3 * sec, MaxReserved: 2}),
+			ops:    all(opSpec{p: 2, call: 500 * ms, ret: 510 * ms, typ: ok, resp: granted(0)})},
+		{name: "unknown put of the same configuration changes nothing", want: "no linearization",
+			limits: spec(slow, RegisterChange{OpIndex: 4, CallNanos: 2300 * ms, ReturnNanos: -1, IntervalNanos: 3 * sec, MaxReserved: 2}),
+			ops:    all(opSpec{p: 2, call: 2700 * ms, ret: 2710 * ms, typ: ok, resp: granted(0)})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ops := tt.ops
+			if ops == nil {
+				ops = all()
+			}
+			r, err := Linearizability(LinearizabilityInput{Ops: build(t, ops...), Limits: tt.limits})
+			expect(t, r, err, tt.valid, tt.want)
+			if tt.epochs != nil {
+				var got []string
+				for _, k := range sortedKeys(r.Details["per_limit"].(map[string]string)) {
+					got = append(got, k+"="+r.Details["per_limit"].(map[string]string)[k])
+				}
+				if strings.Join(got, " ") != strings.Join(tt.epochs, " ") {
+					t.Fatalf("per_limit %v, want %v; details %v", got, tt.epochs, r.Details)
+				}
+			}
+		})
+	}
+	// The unknown put: epoch 0 ends where it began, and the rest is
+	// reported as skipped, its operations unchecked.
+	r, err := Linearizability(LinearizabilityInput{Ops: build(t, all()...),
+		Limits: spec(RegisterChange{OpIndex: 4, CallNanos: 2100 * ms, ReturnNanos: -1, IntervalNanos: 3 * sec, MaxReserved: 2})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := r.Details["epochs"].(map[string][]EpochReport)["api"]
+	if len(eps) != 2 || eps[0].Result != "Ok" || eps[0].ToNanos != 2100*ms || eps[1].Result != "skipped" ||
+		!strings.Contains(eps[1].SkippedWhy, "unknown outcome") || r.Details["unchecked_ops"] != 2 || r.Details["ops"] != 2 {
+		t.Fatalf("epochs %+v, unchecked %v", eps, r.Details["unchecked_ops"])
+	}
+	if _, err := Linearizability(LinearizabilityInput{Ops: build(t, all()...), Limits: spec(RegisterChange{CallNanos: 2, ReturnNanos: 1, IntervalNanos: sec})}); err == nil {
+		t.Fatal("a change that ends before it starts was accepted")
 	}
 }

@@ -22,6 +22,11 @@ type RegisterSpec struct {
 	// no slot was given out before the history starts. Otherwise the
 	// register's initial state is unknown (weaker check).
 	Fresh bool
+	// Changes are the puts that reconfigured the limit during the
+	// history (after the one that created it). The model assumes a fixed
+	// I and M, so Linearizability checks each configuration epoch
+	// separately (see splitEpochs); nil: one epoch, the whole history.
+	Changes []RegisterChange
 }
 
 // RegisterOutcome is what a reserve returned, as the model sees it.
@@ -89,6 +94,9 @@ type RegisterHistory struct {
 	// with duplicate=true for a request ID already granted, duplicate
 	// refusals); they are left out.
 	Replays int
+	// FloorRefusals counts refusals with retry_after at the node's floor
+	// of 1 ns, counted among Pending (see RegisterOperations).
+	FloorRefusals int
 	// Clients maps porcupine client IDs back to history processes.
 	Clients []int
 }
@@ -159,7 +167,14 @@ func (m registerModel) initState() regState {
 // localFault returns why an answer is impossible whatever the state: a
 // grant waiting longer than allowed or reserving more than M ahead, or a
 // refusal of a request that would have fit. "" if none.
-func localFault(spec RegisterSpec, in RegisterInput, out RegisterOutput) string {
+//
+// The node subtracts from an answer's durations the time it held the
+// answer (at most the operation's duration, plus tol on either end): a
+// grant's wait and a refusal's retry_after were that much longer at the
+// decision. A shorter wait only makes a grant's checks easier to pass, so
+// grants are checked as answered; a refusal is a fault only if the request
+// would have fit even with the longest possible hold added back.
+func localFault(spec RegisterSpec, tol int64, in RegisterInput, out RegisterOutput) string {
 	ahead := func(wait int64) int64 { return ceilDiv(wait, spec.IntervalNanos) - 1 + in.Permits }
 	switch out.Outcome {
 	case Granted:
@@ -176,9 +191,10 @@ func localFault(spec RegisterSpec, in RegisterInput, out RegisterOutput) string 
 		if out.RetryAfterNanos <= 0 {
 			return fmt.Sprintf("refused with retry_after %s; a refusal means the next slot is in the future", dur(out.RetryAfterNanos))
 		}
-		if out.RetryAfterNanos <= in.MaxWaitNanos && ahead(out.RetryAfterNanos) <= spec.MaxReserved {
-			return fmt.Sprintf("refused although the slot %s ahead fits: wait <= max_wait %s and ceil(wait/I)-1+n = %d <= max_reserved %d",
-				dur(out.RetryAfterNanos), dur(in.MaxWaitNanos), ahead(out.RetryAfterNanos), spec.MaxReserved)
+		held := satAdd(max(in.ReturnNanos-in.CallNanos, 0), 2*tol)
+		if w := satAdd(out.RetryAfterNanos, held); w <= in.MaxWaitNanos && ahead(w) <= spec.MaxReserved {
+			return fmt.Sprintf("refused although the slot %s ahead (at most %s at the decision, before the node took off the %s it may have held the answer) fits: wait <= max_wait %s and ceil(wait/I)-1+n = %d <= max_reserved %d",
+				dur(out.RetryAfterNanos), dur(w), dur(held), dur(in.MaxWaitNanos), ahead(w), spec.MaxReserved)
 		}
 	default:
 		return fmt.Sprintf("unknown outcome %d", out.Outcome)
@@ -189,7 +205,7 @@ func localFault(spec RegisterSpec, in RegisterInput, out RegisterOutput) string 
 // step applies one operation to every box of s: as it is, and after one
 // more pending operation took effect just before it, if one can have.
 func (m registerModel) step(s regState, in RegisterInput, out RegisterOutput) (bool, regState) {
-	if localFault(m.spec, in, out) != "" {
+	if localFault(m.spec, m.toleranceNanos, in, out) != "" {
 		return false, nil
 	}
 	var next regState

@@ -10,6 +10,10 @@ type CallRequest struct {
 	// SentNanos is the caller's monotonic clock when it sent the call, in
 	// its own time base; used to measure delivery jitter.
 	SentNanos *int64 `json:"sent_ns,omitempty"`
+	// Permit, if given, is which permit (0-based) of the grant the call
+	// spends: a grant of n permits has permits 0 to n-1, each usable
+	// once, permit j from its own ready time.
+	Permit *int64 `json:"permit,omitempty"`
 }
 
 // Call is one call the API received.
@@ -23,6 +27,9 @@ type Call struct {
 	// SentNanos is the caller's send time in the caller's time base, if
 	// given.
 	SentNanos *int64 `json:"sent_ns,omitempty"`
+	// Permit is the permit of the grant the caller said it spent, if it
+	// said (CallRequest.Permit).
+	Permit *int64 `json:"permit,omitempty"`
 	// TimeNanos is the receive time, monotonic ns since Config.Start.
 	TimeNanos int64 `json:"time_ns"`
 }

@@ -52,11 +52,21 @@ func (s *Server) Config() Config { return s.cfg }
 func (s *Server) Now() int64 { return int64(time.Since(s.cfg.Start)) }
 
 // Record stamps and keeps a call from worker spending requestID (sent at
-// sentNanos in the worker's time base, if not nil). The HTTP handler calls
-// it; in-process workers may call it directly.
+// sentNanos in the worker's time base, if not nil). In-process workers may
+// call it directly; see RecordCall for a call that names its permit.
 func (s *Server) Record(worker, requestID string, sentNanos *int64) (Call, error) {
+	return s.RecordCall(CallRequest{Worker: worker, RequestID: requestID, SentNanos: sentNanos})
+}
+
+// RecordCall stamps and keeps the call req describes. The HTTP handler
+// calls it.
+func (s *Server) RecordCall(req CallRequest) (Call, error) {
+	worker, requestID, sentNanos := req.Worker, req.RequestID, req.SentNanos
 	if err := checkCall(worker, requestID); err != nil {
 		return Call{}, err
+	}
+	if req.Permit != nil && *req.Permit < 0 {
+		return Call{}, fmt.Errorf("%w: permit %d; allowed: >= 0 (0-based index of the permit in its grant)", ErrInvalid, *req.Permit)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -68,6 +78,10 @@ func (s *Server) Record(worker, requestID string, sentNanos *int64) (Call, error
 	if sentNanos != nil {
 		v := *sentNanos
 		c.SentNanos = &v
+	}
+	if req.Permit != nil {
+		v := *req.Permit
+		c.Permit = &v
 	}
 	if n := len(s.calls); n > 0 && c.TimeNanos < s.calls[n-1].TimeNanos {
 		c.TimeNanos = s.calls[n-1].TimeNanos // a Start without a monotonic reading
@@ -96,6 +110,10 @@ func (s *Server) Calls() []Call {
 		if p := out[i].SentNanos; p != nil {
 			v := *p
 			out[i].SentNanos = &v
+		}
+		if p := out[i].Permit; p != nil {
+			v := *p
+			out[i].Permit = &v
 		}
 	}
 	return out
@@ -135,14 +153,14 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(`fakeapi: body: %v; allowed: {"worker":string,"request_id":string,"sent_ns":int}`, err))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`fakeapi: body: %v; allowed: {"worker":string,"request_id":string,"sent_ns":int,"permit":int}`, err))
 		return
 	}
 	if dec.More() {
 		writeError(w, http.StatusBadRequest, "fakeapi: trailing data after the JSON object; allowed: exactly one object")
 		return
 	}
-	c, err := s.Record(req.Worker, req.RequestID, req.SentNanos)
+	c, err := s.RecordCall(req)
 	switch {
 	case errors.Is(err, ErrFull):
 		writeError(w, http.StatusServiceUnavailable, err.Error())

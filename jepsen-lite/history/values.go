@@ -25,6 +25,10 @@ type ReserveResponse struct {
 	WaitNanos int64 `json:"wait_ns,omitempty"`
 	// ExpiresInNanos is the server's expires_in_ns (granted only, 0 = none).
 	ExpiresInNanos int64 `json:"expires_in_ns,omitempty"`
+	// SpacingNanos is the server's spacing_ns (granted only): permit j of
+	// the grant may be used from WaitNanos + j·SpacingNanos after the
+	// answer was received. 0: the permits are used together.
+	SpacingNanos int64 `json:"spacing_ns,omitempty"`
 	// RetryAfterNanos is the server's retry_after_ns (refused only).
 	RetryAfterNanos int64 `json:"retry_after_ns,omitempty"`
 	// Duplicate reports that the server replayed an earlier decision on
@@ -62,6 +66,8 @@ type NemesisValue struct {
 type APICallValue struct {
 	// Worker names the worker.
 	Worker string `json:"worker,omitempty"`
+	// Permit is which permit (0-based) of the grant the call spends.
+	Permit int64 `json:"permit,omitempty"`
 	// Status is the HTTP status the API answered (completion only).
 	Status int `json:"status,omitempty"`
 	// Error describes a failure.

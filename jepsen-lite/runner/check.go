@@ -19,6 +19,9 @@ type limitInfo struct {
 	ExpiryNanos    int64          `json:"expiry_ns,omitempty"`
 	MaxReserved    int64          `json:"max_reserved,omitempty"`
 	MaxStoredNanos int64          `json:"max_stored_ns,omitempty"`
+	// MaxPermits is the most permits one reserve asked for (window: the
+	// bound's n_last).
+	MaxPermits int64 `json:"max_permits,omitempty"`
 	// BurstPermits (C) and MaxOutstandingPermits (O): the leased limit's
 	// lease policy.
 	BurstPermits          int64 `json:"burst_permits,omitempty"`
@@ -39,10 +42,10 @@ func (li limitInfo) bound(workload string) (bound.Bound, error) {
 	if workload == WorkloadLeased {
 		return leasedBound(li)
 	}
-	i, s := li.IntervalNanos, li.MaxStoredNanos
+	i, s, n := li.IntervalNanos, li.MaxStoredNanos, max(li.MaxPermits, 1)
 	return bound.Bound{
-		Formula: fmt.Sprintf("floor((W + maxStored)/I) + n_last with I=%dns maxStored=%dns n_last=1 (README, bursty)", i, s),
-		Max:     func(w int64) int64 { return (max(w, 0)+s)/i + 1 },
+		Formula: fmt.Sprintf("floor((W + maxStored)/I) + n_last with I=%dns maxStored=%dns n_last=%d (README, bursty; n_last: the largest grant)", i, s, n),
+		Max:     func(w int64) int64 { return (max(w, 0)+s)/i + n },
 	}, nil
 }
 
@@ -60,6 +63,7 @@ type checkInput struct {
 	lagSpan    int64 // the real time the lag was measured over
 	visualizer string
 	leased     *checker.LeasedInput // the leased workload's worker observations
+	nemeses    []NemesisRecord      // what the faults did (restarts to judge)
 }
 
 // checkOutput is the checkers' verdicts.
@@ -78,7 +82,11 @@ var livenessCheckers = map[string]bool{"recovery": true}
 // runChecks runs every checker that applies to the workload.
 func runChecks(in checkInput) checkOutput {
 	var out checkOutput
+	var configNote func(checker.Result)
 	add := func(r checker.Result, err error) {
+		if err == nil && configNote != nil && (r.Name == "spacing" || r.Name == "spacing-at-use" || r.Name == "window" || r.Name == "window-at-use") {
+			configNote(r)
+		}
 		if err != nil {
 			out.errors = append(out.errors, err.Error())
 			r = checker.Result{Name: r.Name, Valid: false, Violations: []string{"could not judge: " + err.Error()}, Details: map[string]any{"violations_total": 1}}
@@ -91,7 +99,24 @@ func runChecks(in checkInput) checkOutput {
 	}
 	out.jitter = j
 	tol := j.JitterNanos
-	li := in.limit
+	// Bounds are judged with the fastest configuration in effect during
+	// the run (reconfig faults only ever slow the limit down, so it is
+	// the original one); linearizability checks each configuration epoch.
+	puts, err := limitPuts(in.ops, in.limit.Name)
+	if err != nil {
+		out.errors = append(out.errors, err.Error())
+	}
+	li, nconf := fastestLimit(in.limit, puts)
+	configNote = func(r checker.Result) {
+		if nconf > 1 && r.Details != nil {
+			r.Details["configurations"] = nconf
+			with := fmt.Sprintf("I=%v expiry=%v", time.Duration(li.IntervalNanos), time.Duration(li.ExpiryNanos))
+			if in.cfg.Workload == WorkloadLeased {
+				with = fmt.Sprintf("I=%v C=%d O=%d", time.Duration(li.IntervalNanos), li.BurstPermits, li.MaxOutstandingPermits)
+			}
+			r.Details["judged_with"] = "the fastest configuration in effect during the run (README: across a change, the smaller interval and the larger expiry, C and O): " + with
+		}
+	}
 	b, err := li.bound(in.cfg.Workload)
 	if err != nil {
 		out.errors = append(out.errors, err.Error())
@@ -104,7 +129,7 @@ func runChecks(in checkInput) checkOutput {
 	// read when the worker checked the grant), where no jitter applies.
 	used := callsAtUse(in.calls)
 	if in.cfg.Workload == WorkloadLeased {
-		leasedChecks(in, tol, add)
+		leasedChecks(in, li, tol, add)
 	} else if in.cfg.Workload == WorkloadStrict {
 		r, err := checker.Spacing(in.calls, checker.SpacingSpec{IntervalNanos: li.IntervalNanos - li.ExpiryNanos, ToleranceNanos: tol})
 		if err == nil {
@@ -125,8 +150,9 @@ func runChecks(in checkInput) checkOutput {
 		}
 		add(withName(r, "window-at-use"), err)
 		r, err = checker.Linearizability(checker.LinearizabilityInput{
-			Ops:              in.ops,
-			Limits:           map[string]checker.RegisterSpec{li.Name: {IntervalNanos: li.IntervalNanos, MaxReserved: li.MaxReserved, Fresh: true}},
+			Ops: in.ops,
+			Limits: map[string]checker.RegisterSpec{li.Name: {IntervalNanos: in.limit.IntervalNanos, MaxReserved: in.limit.MaxReserved, Fresh: true,
+				Changes: registerChanges(puts, in.limit)}},
 			ToleranceNanos:   int64(time.Millisecond),
 			TimelineLagNanos: max(in.lagNanos, 0) + int64(200*time.Millisecond) + in.lagSpan/50,
 			Timeout:          in.cfg.LinearizabilityTimeout,
@@ -155,12 +181,15 @@ func runChecks(in checkInput) checkOutput {
 	r, err = checker.Durability(checker.DurabilityInput{Ops: durOps, Nodes: in.finals})
 	add(withName(r, "durability"), err)
 	out.results = append(out.results, timelineResult(in))
+	if in.cfg.hasFault(FaultReconfig) {
+		out.results = append(out.results, restartResult(in.nemeses))
+	}
 	r, err = checker.Logs(in.logs, nil)
 	add(withName(r, "logs"), err)
 	if in.endNanos > in.healNanos {
 		r, err = checker.Recovery(in.calls, checker.RecoverySpec{
-			HealNanos: in.healNanos, EndNanos: in.endNanos, RatePerSecond: li.RatePerSecond,
-			MeasureWindowNanos: recoveryWindow(in.cfg.Workload, li), Fraction: in.cfg.RecoveryFraction, WithinNanos: int64(in.cfg.RecoveryWithin),
+			HealNanos: in.healNanos, EndNanos: in.endNanos, RatePerSecond: in.limit.RatePerSecond,
+			MeasureWindowNanos: recoveryWindow(in.cfg.Workload, in.limit), Fraction: in.cfg.RecoveryFraction, WithinNanos: int64(in.cfg.RecoveryWithin),
 		})
 		add(withName(r, "recovery"), err)
 	}

@@ -40,6 +40,16 @@ const (
 	FaultClock     = "clock"
 	FaultLoss      = "loss"
 	FaultSnapshot  = "snapshot"
+	// FaultTransfer moves the leadership from the leader A to another
+	// node B and back to A, again and again within its window, through
+	// POST /v1/cluster/transfer-leadership (transfer.go).
+	FaultTransfer = "transfer"
+	// FaultReconfig slows the workload's limit down (interval ×2 or ×3,
+	// PUT /v1/limits/{name}) for its window and restores it at the
+	// window's end; variant snapshot-restart then snapshots one node,
+	// kills it with -9 and restarts it from its data directory
+	// (reconfig.go). Strict and leased workloads.
+	FaultReconfig = "reconfig"
 )
 
 // variants lists each fault kind's variants. Which apply depends on the
@@ -52,10 +62,12 @@ var variants = map[string][]string{
 	FaultLoss:      {"one", "all"},
 	FaultSnapshot:  {"isolate-follower"},
 	FaultWorker:    {"isolate-group", "pause", "kill"},
+	FaultTransfer:  {"a-b-a"},
+	FaultReconfig:  {"slow", "snapshot-restart"},
 }
 
 // faultKinds in a fixed order (schedules must not depend on map order).
-var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot, FaultWorker}
+var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot, FaultWorker, FaultTransfer, FaultReconfig}
 
 // variantsFor returns the variants of kind that make sense with n nodes.
 func variantsFor(kind string, n int) []string {
@@ -72,7 +84,8 @@ func variantsFor(kind string, n int) []string {
 // NemesisSpec is one entry of --nemesis: a fault kind, optionally
 // restricted to some of its variants ("partition:isolate-leader|bridge").
 type NemesisSpec struct {
-	// Kind is partition, kill, pause, clock, loss or snapshot.
+	// Kind is partition, kill, pause, clock, loss, snapshot, worker,
+	// transfer or reconfig.
 	Kind string `json:"kind"`
 	// Variants restricts the kind's variants; empty means all.
 	Variants []string `json:"variants,omitempty"`
@@ -173,6 +186,14 @@ type Config struct {
 	// MaxWait is the reserves' max_wait (default (MaxReserved+1)·Interval
 	// for strict, 1s for window).
 	MaxWait time.Duration `json:"max_wait_ns"`
+	// MaxPermits is the most permits one reserve asks for: each reserve
+	// asks for n = 1 three times in four, else for n uniform in
+	// 2..MaxPermits, drawn per worker from the seed. Strict: default and
+	// at most MaxReserved+1 (a strict grant of n permits uses them one by
+	// one, spacing_ns apart); window: default 1, at most 100 (the permits
+	// of a bursty grant are used together); leased: 1 (the sidecars grant
+	// one permit per reserve).
+	MaxPermits int64 `json:"max_permits"`
 	// BurstSeconds (window) is the bursty limit's max_burst_seconds
 	// (default 1).
 	BurstSeconds float64 `json:"burst_seconds"`
@@ -296,6 +317,22 @@ func (c Config) withDefaults() (Config, error) {
 			c.MaxWait = time.Second
 		}
 	}
+	switch {
+	case c.MaxPermits < 0:
+		return c, fmt.Errorf("%w: max permits %d; allowed: 0 (the default) or more", ErrInvalid, c.MaxPermits)
+	case c.Workload == WorkloadStrict && c.MaxPermits == 0:
+		c.MaxPermits = c.MaxReserved + 1
+	case c.MaxPermits == 0:
+		c.MaxPermits = 1
+	}
+	switch {
+	case c.Workload == WorkloadStrict && c.MaxPermits > c.MaxReserved+1:
+		return c, fmt.Errorf("%w: max permits %d; allowed for %s: 1 to max reserved + 1 = %d (the most a strict grant can hold)", ErrInvalid, c.MaxPermits, c.Workload, c.MaxReserved+1)
+	case c.Workload == WorkloadWindow && c.MaxPermits > 100:
+		return c, fmt.Errorf("%w: max permits %d; allowed for %s: 1 to 100", ErrInvalid, c.MaxPermits, c.Workload)
+	case c.Workload == WorkloadLeased && c.MaxPermits != 1:
+		return c, fmt.Errorf("%w: max permits %d; allowed for %s: 1 (a sidecar grants one permit per reserve)", ErrInvalid, c.MaxPermits, c.Workload)
+	}
 	if c.MaxWait < 0 || c.MaxWait > time.Minute {
 		return c, fmt.Errorf("%w: max wait %v; allowed: 0 to 1m", ErrInvalid, c.MaxWait)
 	}
@@ -338,6 +375,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if err := c.validateWorkerFaults(); err != nil {
 		return c, err
+	}
+	if c.Workload == WorkloadWindow && c.hasFault(FaultReconfig) {
+		return c, fmt.Errorf("%w: nemesis %s applies to the %s and %s workloads (the README states no bound across a change of a bursty limit)", ErrInvalid, FaultReconfig, WorkloadStrict, WorkloadLeased)
 	}
 	return c, nil
 }

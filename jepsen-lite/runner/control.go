@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,7 +28,26 @@ func newControl() *control {
 	return &control{hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}}}
 }
 
-// do sends one request to node and decodes a 200 answer into out.
+// statusError is a non-200 answer of an agent.
+type statusError struct {
+	Code int
+	Body string
+}
+
+func (e *statusError) Error() string { return fmt.Sprintf("status %d: %s", e.Code, e.Body) }
+
+// answerCode returns the HTTP status of err's answer, or 0 when err is
+// not an agent's non-200 answer (no answer at all, for example).
+func answerCode(err error) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return 0
+}
+
+// do sends one request to node and decodes a 200 answer into out. Another
+// status is an error wrapping a *statusError (see answerCode).
 func (ct *control) do(ctx context.Context, node *agentNode, method, path string, in, out any, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -56,7 +76,7 @@ func (ct *control) do(ctx context.Context, node *agentNode, method, path string,
 		return fmt.Errorf("runner: %s %s on %s: reading: %w", method, path, node.ID, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("runner: %s %s on %s: status %d: %s", method, path, node.ID, resp.StatusCode, bytes.TrimSpace(b))
+		return fmt.Errorf("runner: %s %s on %s: %w", method, path, node.ID, &statusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(b))})
 	}
 	if out != nil {
 		if raw, ok := out.(*[]byte); ok {
@@ -108,6 +128,44 @@ func (ct *control) setFaults(ctx context.Context, node *agentNode, fs faultState
 func (ct *control) setClock(ctx context.Context, node *agentNode, offset time.Duration, rate float64) error {
 	body := map[string]any{"offset_delta": offset.String(), "rate": rate}
 	return ct.do(ctx, node, http.MethodPost, "/v1/debug/clock", body, nil, time.Second)
+}
+
+// transfer asks via (any node: it forwards to the leader) to hand the
+// leadership to the voter to (POST /v1/cluster/transfer-leadership).
+func (ct *control) transfer(ctx context.Context, via *agentNode, to string) error {
+	var out struct {
+		To          string `json:"to"`
+		Transferred bool   `json:"transferred"`
+	}
+	if err := ct.do(ctx, via, http.MethodPost, "/v1/cluster/transfer-leadership", map[string]string{"to": to}, &out, 5*time.Second); err != nil {
+		return err
+	}
+	if !out.Transferred || out.To != to {
+		return fmt.Errorf("runner: transfer of the leadership to %s via %s: answered %+v", to, via.ID, out)
+	}
+	return nil
+}
+
+// snapshot makes node take a raft snapshot now (POST /v1/debug/snapshot)
+// and returns the applied index it covers.
+func (ct *control) snapshot(ctx context.Context, node *agentNode) (uint64, error) {
+	var out struct {
+		OK           bool   `json:"ok"`
+		AppliedIndex uint64 `json:"applied_index"`
+	}
+	if err := ct.do(ctx, node, http.MethodPost, "/v1/debug/snapshot", nil, &out, 10*time.Second); err != nil {
+		return 0, err
+	}
+	if !out.OK {
+		return 0, fmt.Errorf("runner: snapshot on %s: answered ok false", node.ID)
+	}
+	return out.AppliedIndex, nil
+}
+
+// ready reports whether node answers GET /readyz with 200 (it knows a
+// leader and has applied its log).
+func (ct *control) ready(ctx context.Context, node *agentNode) error {
+	return ct.do(ctx, node, http.MethodGet, "/readyz", nil, nil, time.Second)
 }
 
 // debugState is GET /v1/debug/state.

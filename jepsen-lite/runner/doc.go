@@ -13,13 +13,18 @@
 //  2. Start the fake API (package fakeapi) on a unix socket, out of the
 //     faults' reach, with the history's time base.
 //  3. Create the run's limit (recorded as a put), then run W workers:
-//     goroutines of the runner that reserve through transport/client, wait
-//     for the grant, check it is still usable (strict: not expired; window:
-//     answered within 100 ms and used within 20 ms of ready) and call the
-//     fake API. Every reserve and API call is an operation in the history.
+//     goroutines of the runner that reserve n permits (mostly 1, up to
+//     Config.MaxPermits) through transport/client, wait for each permit's
+//     turn (strict: wait + j·spacing), check it is still usable (strict:
+//     not expired; window: answered within 100 ms and used within 20 ms of
+//     ready) and call the fake API once per permit. Every reserve and API
+//     call is an operation in the history.
 //  4. Meanwhile apply the schedule (Generate, deterministic in the seed):
 //     partitions, kill -9 and restart, SIGSTOP/SIGCONT, clock jumps and
-//     rates, loss and delay, isolating a follower past a log compaction.
+//     rates, loss and delay, isolating a follower past a log compaction,
+//     leadership transfers A→B→A (transfer.go), and slowing the limit
+//     down for a window, optionally with a forced snapshot, kill -9 and
+//     restart of one node right after (reconfig.go).
 //     Each fault is a nemesis operation in the history, from start to end.
 //     Partitions and loss are nftables rules in the node namespaces
 //     (namespace mode) or go through every agent's POST /v1/debug/faults
@@ -34,7 +39,10 @@
 //  6. Judge: spacing (strict: consecutive API calls >= I − expiry −
 //     jitter), windows (the README's bound), conservation, linearizability
 //     (strict), durability, the timeline (cluster time never ran ahead of
-//     real time), logs, and recovery (throughput back after the heal).
+//     real time), logs, restart-ready (a node restarted from its own
+//     snapshot is ready within 20 s), and recovery (throughput back after
+//     the heal). Across a reconfiguration the bounds are judged with the
+//     fastest configuration in effect and linearizability epoch by epoch.
 //  7. Write the report directory: summary.json, history.jsonl,
 //     api-calls.jsonl, nodes/*.log, linearizability-*.html (porcupine) and a
 //     self-contained index.html with an SVG timeline.

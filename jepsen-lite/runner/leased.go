@@ -205,8 +205,9 @@ func (r *run) putLeasedLimit(ctx context.Context, hw *history.Writer, servers []
 
 // leasedChecks adds the leased workload's window checks and its
 // lease-conservation check.
-func leasedChecks(in checkInput, tol int64, add func(checker.Result, error)) {
-	li := in.limit
+//
+// li is the limit's fastest configuration over the run (see fastestLimit).
+func leasedChecks(in checkInput, li limitInfo, tol int64, add func(checker.Result, error)) {
 	b, err := leasedBound(li)
 	if err != nil {
 		add(checker.Result{Name: "window"}, err)

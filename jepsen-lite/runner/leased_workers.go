@@ -638,6 +638,7 @@ func (f *fleet) client(wl *workload) func(ctx context.Context, id int) error {
 				continue
 			}
 			wl.counters.granted.Add(1)
+			wl.counters.permitsGranted.Add(1)
 			comp, err := wl.hw.Complete(inv, history.OK, s.Name, reqID, history.ReserveResponse{Granted: true})
 			if err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/jepsen-lite/history"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // NemesisRecord is what one scheduled fault did.
@@ -33,6 +34,11 @@ type NemesisRecord struct {
 	// SnapshotForced (snapshot faults) reports that the leader was seen to
 	// compact its log past the isolated follower before the heal.
 	SnapshotForced bool `json:"snapshot_forced,omitempty"`
+	// Transfers (transfer faults) are the leadership transfers made.
+	Transfers []TransferRecord `json:"transfers,omitempty"`
+	// Restarts (reconfig:snapshot-restart) are the nodes snapshotted,
+	// killed and restarted, and how long each took to be ready.
+	Restarts []RestartRecord `json:"restarts,omitempty"`
 }
 
 // activeFault is a fault being applied.
@@ -50,8 +56,13 @@ type activeFault struct {
 	// snapshot: the isolated follower and its last log index at start.
 	follower     *agentNode
 	followerLast uint64
-	// undo heals a worker fault (leased workload), returning errors.
+	// undo heals a worker fault (leased workload) or puts a reconfigured
+	// limit back, returning errors.
 	undo func(context.Context) []string
+	// launch starts a fault's background loop (transfer, reconfig) once
+	// the fault is recorded; stop ends it and waits for it, before the
+	// fault is healed.
+	launch, stop func()
 }
 
 // nemesis applies a schedule to a cluster and records it in the history.
@@ -65,6 +76,10 @@ type nemesis struct {
 	fleet   *fleet // leased workload: the worker sidecars (worker faults)
 	rng     *rand.Rand
 	logf    func(string, ...any)
+	// limit is the workload's limit and admin a client for its puts
+	// (reconfig faults).
+	limit limitInfo
+	admin *client.Client
 
 	mu      sync.Mutex
 	active  map[int]*activeFault
@@ -72,6 +87,29 @@ type nemesis struct {
 	pushed  map[string]faultState // last fault state each node accepted
 	pushGen map[string]int        // the generation that accepted it
 	healer  int                   // the heal op's process
+	events  int                   // the schedule's length
+	// slowed reports that a reconfig put may have left the limit slower
+	// than its original configuration (the final heal restores it).
+	slowed bool
+}
+
+// auxProcess is the history process of event i's own operations (each
+// leadership transfer, each put of a reconfiguration), apart from the
+// fault's own nemesis operation; i = events is the final heal's.
+func (nm *nemesis) auxProcess(i int) int { return -2 - nm.events - i }
+
+// recordNote and recordError add to a record that a background loop may
+// be filling.
+func (nm *nemesis) recordNote(rec *NemesisRecord, note string) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	rec.Notes = append(rec.Notes, note)
+}
+
+func (nm *nemesis) recordError(rec *NemesisRecord, e string) {
+	nm.mu.Lock()
+	defer nm.mu.Unlock()
+	rec.Errors = append(rec.Errors, e)
 }
 
 func newNemesis(cfg Config, cl *cluster, ct *control, hw *history.Writer, start time.Time, wp *workerPool, logf func(string, ...any)) *nemesis {
@@ -96,6 +134,7 @@ type tick struct {
 // can).
 func (nm *nemesis) run(ctx context.Context, events []Event, healAt time.Duration) {
 	nm.healer = -1 - len(events)
+	nm.events = len(events)
 	var ticks []tick
 	for i, ev := range events {
 		ticks = append(ticks, tick{ev.At, i, true}, tick{ev.Until, i, false})
@@ -158,8 +197,10 @@ func (nm *nemesis) leader(ctx context.Context, rec *NemesisRecord) *agentNode {
 	if len(up) == 0 {
 		return nil
 	}
+	nm.mu.Lock() // the transfer loop picks leaders concurrently
 	n := up[nm.rng.IntN(len(up))]
-	rec.Notes = append(rec.Notes, "no leader found within 3s: picked "+n.ID)
+	nm.mu.Unlock()
+	nm.recordNote(rec, "no leader found within 3s: picked "+n.ID)
 	return n
 }
 
@@ -358,6 +399,10 @@ func (nm *nemesis) begin(ctx context.Context, i int, ev Event) {
 			break
 		}
 		rec.Targets, af.undo = nm.fleet.beginFault(ctx, ev, rec)
+	case FaultTransfer:
+		nm.beginTransfer(ctx, i, ev, af)
+	case FaultReconfig:
+		nm.beginReconfig(ctx, i, ev, af)
 	case FaultLoss:
 		switch ev.Variant {
 		case "one":
@@ -384,6 +429,9 @@ func (nm *nemesis) begin(ctx context.Context, i int, ev Event) {
 	nm.records = append(nm.records, rec)
 	nm.mu.Unlock()
 	nm.logf("nemesis %s on %v %s", ev.Name(), rec.Targets, strings.Join(rec.Notes, "; "))
+	if af.launch != nil {
+		af.launch()
+	}
 }
 
 func nemesisDetail(rec *NemesisRecord) string {
@@ -400,6 +448,18 @@ func (nm *nemesis) end(ctx context.Context, i int) {
 	nm.mu.Unlock()
 	if af == nil {
 		return
+	}
+	if af.stop != nil {
+		af.stop()
+	}
+	if trs := af.rec.Transfers; len(trs) > 0 {
+		done := 0
+		for _, tr := range trs {
+			if tr.Outcome == string(history.OK) {
+				done++
+			}
+		}
+		af.rec.Notes = append(af.rec.Notes, fmt.Sprintf("%d leadership transfers, %d seen done", len(trs), done))
 	}
 	if af.rec.Event.Fault == FaultSnapshot && af.follower != nil {
 		nm.awaitCompaction(ctx, af)
@@ -565,6 +625,16 @@ func (nm *nemesis) healAll(ctx context.Context) {
 	nm.workers.resumeAll()
 	if nm.fleet != nil {
 		nm.fleet.healAll(ctx)
+	}
+	nm.mu.Lock()
+	slowed := nm.slowed
+	nm.mu.Unlock()
+	if slowed {
+		if err := nm.putInterval(ctx, nm.auxProcess(nm.events), 1); err != nil {
+			nm.logf("heal: restoring the limit: %v", err)
+		} else {
+			nm.logf("heal: %s back to its original interval %v", nm.limit.Name, time.Duration(nm.limit.IntervalNanos))
+		}
 	}
 	for attempt := 0; attempt < 20; attempt++ {
 		nm.reconcile(ctx)

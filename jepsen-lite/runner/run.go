@@ -256,7 +256,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 	apiCfg := fakeapi.Config{Start: r.start, Mode: fakeapi.Spacing, IntervalNanos: int64(cfg.Interval - cfg.Expiry)}
 	if cfg.Workload == WorkloadWindow {
 		apiCfg = fakeapi.Config{Start: r.start, Mode: fakeapi.Window, WindowNanos: int64(time.Second),
-			Bound: limitInfo{IntervalNanos: int64(cfg.Interval), MaxStoredNanos: int64(cfg.BurstSeconds * 1e9)}.mustBound(cfg.Workload)}
+			Bound: limitInfo{IntervalNanos: int64(cfg.Interval), MaxStoredNanos: int64(cfg.BurstSeconds * 1e9), MaxPermits: cfg.MaxPermits}.mustBound(cfg.Workload)}
 	}
 	if cfg.Workload == WorkloadLeased {
 		if apiCfg, err = leasedAPIConfig(cfg, r.start); err != nil {
@@ -293,6 +293,10 @@ func (r *run) execute(ctx context.Context) *Summary {
 		return fail("creating the limit: %v", err)
 	}
 	sum.Limit = li
+	admin, err := client.New(servers, client.WithAttemptTimeout(2*time.Second)) // the nemesis's puts
+	if err != nil {
+		return fail("%v", err)
+	}
 	lag0, lagOK0 := r.clusterTime(ctx, ct, cl)
 
 	// Workload, leader monitor, nemesis.
@@ -329,6 +333,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 	}
 	nm := newNemesis(cfg, cl, ct, hw, r.start, pool, r.logf)
 	nm.fleet = fl
+	nm.limit, nm.admin = li, admin
 	healAt := cfg.Duration - cfg.Tail
 	nemDone := make(chan struct{})
 	go func() { defer close(nemDone); nm.run(ctx, sum.Schedule, healAt) }()
@@ -399,7 +404,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 	co := runChecks(checkInput{
 		cfg: cfg, limit: li, ops: ops, calls: calls, finals: finals, logs: logs,
 		healNanos: sum.HealNanos, endNanos: sum.EndNanos, lagNanos: sum.TimelineLagNanos, lagSpan: r.lagSpan,
-		visualizer: cfg.OutDir, leased: fleetObservations(fl),
+		visualizer: cfg.OutDir, leased: fleetObservations(fl), nemeses: sum.Nemeses,
 	})
 	sum.Checkers, sum.Jitter = co.results, co.jitter
 	sum.Errors = append(sum.Errors, co.errors...)
@@ -436,7 +441,7 @@ func (r *run) putLimit(ctx context.Context, hw *history.Writer, servers []string
 	cfg := r.cfg
 	name := "jl-" + cfg.Workload
 	spec := client.LimitSpec{Algorithm: "strict", Rate: 1, Per: cfg.Interval}
-	li := limitInfo{Name: name}
+	li := limitInfo{Name: name, MaxPermits: cfg.MaxPermits}
 	if cfg.Workload == WorkloadStrict {
 		m, e := cfg.MaxReserved, cfg.Expiry
 		spec.MaxReserved, spec.Expiry = &m, &e

@@ -47,7 +47,7 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Nodes != 3 || c.Workers != 4 || c.Workload != WorkloadStrict || c.Interval != 200*time.Millisecond ||
-		c.Expiry != 100*time.Millisecond || c.MaxWait != time.Second || c.Tail != 15*time.Second {
+		c.Expiry != 100*time.Millisecond || c.MaxWait != time.Second || c.Tail != 15*time.Second || c.MaxPermits != 5 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	tests := []struct {
@@ -58,6 +58,9 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 		{"leased max wait", func(c *Config) { c.Workload, c.MaxWait = WorkloadLeased, time.Second }, ErrInvalid},
 		{"worker faults outside leased", func(c *Config) { c.Nemeses = []NemesisSpec{{Kind: FaultWorker}} }, ErrInvalid},
 		{"unknown workload", func(c *Config) { c.Workload = "bulk" }, ErrInvalid},
+		{"strict permits past max reserved + 1", func(c *Config) { c.MaxPermits = 6 }, ErrInvalid},
+		{"negative permits", func(c *Config) { c.MaxPermits = -1 }, ErrInvalid},
+		{"leased permits", func(c *Config) { c.Workload, c.MaxPermits = WorkloadLeased, 2 }, ErrInvalid},
 		{"four nodes", func(c *Config) { c.Nodes = 4 }, ErrInvalid},
 		{"no out", func(c *Config) { c.OutDir = "" }, ErrInvalid},
 		{"short", func(c *Config) { c.Duration = 5 * time.Second }, ErrInvalid},
@@ -183,6 +186,41 @@ func TestDesiredComposesFaults(t *testing.T) {
 	}
 }
 
+// TestPermitDraws: mostly 1, the others within 2..max, the same sequence
+// for the same seed and worker, another for another worker.
+func TestPermitDraws(t *testing.T) {
+	draw := func(seed uint64, id int, max int64) []int64 {
+		d := newPermitDraws(seed, id, max)
+		out := make([]int64, 400)
+		for i := range out {
+			out[i] = d.next()
+		}
+		return out
+	}
+	a := draw(3, 1, 5)
+	if !slices.Equal(a, draw(3, 1, 5)) || slices.Equal(a, draw(3, 2, 5)) {
+		t.Fatal("draws are not a function of seed and worker")
+	}
+	ones, seen := 0, map[int64]bool{}
+	for _, n := range a {
+		if n < 1 || n > 5 {
+			t.Fatalf("drew %d, want 1..5", n)
+		}
+		if n == 1 {
+			ones++
+		}
+		seen[n] = true
+	}
+	if ones < 250 || ones > 350 || len(seen) != 5 {
+		t.Fatalf("%d ones of 400, counts seen %v: want about 300 and every count", ones, seen)
+	}
+	for _, n := range draw(3, 1, 1) {
+		if n != 1 {
+			t.Fatalf("max 1 drew %d", n)
+		}
+	}
+}
+
 func TestWorkerPoolPause(t *testing.T) {
 	wp := newWorkerPool(5)
 	half := wp.pickHalf(3)
@@ -284,5 +322,23 @@ func TestSearchTimeoutIsNotAViolation(t *testing.T) {
 		if got := searchTimedOut(tt.r); got != tt.want {
 			t.Errorf("case %d: %v, want %v", i, got, tt.want)
 		}
+	}
+}
+
+// TestWindowBoundCountsLargestGrant: the bursty bound's n_last is the
+// largest grant a worker asks for, since a grant's permits are used
+// together.
+func TestWindowBoundCountsLargestGrant(t *testing.T) {
+	li := limitInfo{IntervalNanos: int64(200 * time.Millisecond), MaxStoredNanos: int64(time.Second), MaxPermits: 3}
+	b, err := li.bound(WorkloadWindow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Max(int64(time.Second)); got != 10+3 {
+		t.Fatalf("Max(1s) = %d, want floor((1s + 1s)/200ms) + 3 = 13 (%s)", got, b.Formula)
+	}
+	li.MaxPermits = 0 // an older summary: one permit per grant
+	if b, _ = li.bound(WorkloadWindow); b.Max(int64(time.Second)) != 11 {
+		t.Fatalf("Max(1s) = %d with n_last 1, want 11", b.Max(int64(time.Second)))
 	}
 }

@@ -13,7 +13,8 @@ import (
 // other random parameter is drawn when the schedule is generated, so a
 // seed replays the same schedule.
 type Event struct {
-	// Fault is the kind (partition, kill, pause, clock, loss, snapshot).
+	// Fault is the kind (partition, kill, pause, clock, loss, snapshot,
+	// worker, transfer, reconfig).
 	Fault string `json:"fault"`
 	// Variant is one of the kind's variants.
 	Variant string `json:"variant"`
@@ -29,6 +30,10 @@ type Event struct {
 	Loss   float64       `json:"loss,omitempty"`
 	Delay  time.Duration `json:"delay_ns,omitempty"`
 	Jitter time.Duration `json:"jitter_ns,omitempty"`
+	// Reconfig faults: the factor the limit's interval is multiplied by
+	// during the window (generated: 2 or 3, and for the leased workload
+	// sometimes Workers+2, below one worker's fair share; 0 means 2).
+	Factor int `json:"factor,omitempty"`
 	// Ambient marks a fault composed on top of another one (clock or
 	// loss).
 	Ambient bool `json:"ambient,omitempty"`
@@ -51,6 +56,9 @@ func (e Event) validate(healAt time.Duration) error {
 	if e.Fault == FaultLoss && !(e.Loss >= 0 && e.Loss <= 1) {
 		return fmt.Errorf("%w: scheduled fault %s: loss %v; allowed: [0, 1]", ErrInvalid, e.Name(), e.Loss)
 	}
+	if e.Fault == FaultReconfig && (e.Factor < 0 || e.Factor == 1 || e.Factor > maxReconfigFactor) {
+		return fmt.Errorf("%w: scheduled fault %s: factor %d; allowed: 0 (= 2) or 2 to %d (the limit slows down)", ErrInvalid, e.Name(), e.Factor, maxReconfigFactor)
+	}
 	return nil
 }
 
@@ -62,6 +70,8 @@ const (
 	maxQuiet    = 4 * time.Second
 	maxEvents   = 2000
 	ambientProb = 0.3
+	// maxReconfigFactor bounds how much a reconfig fault slows the limit.
+	maxReconfigFactor = 100
 )
 
 // Generate returns the schedule for c: from Warmup until Duration − Tail
@@ -89,7 +99,7 @@ func Generate(c Config) []Event {
 		if ev.Fault == FaultSnapshot {
 			ev.Until = min(t+maxWindow+2*time.Second, heal) // time for the leader to compact
 		}
-		fillParams(&ev, rng)
+		fillParams(c, &ev, rng)
 		out = append(out, ev)
 		var ambient []NemesisSpec
 		for _, n := range c.Nemeses {
@@ -101,7 +111,7 @@ func Generate(c Config) []Event {
 			spec := ambient[rng.IntN(len(ambient))]
 			vs := pickableVariants(spec, c.Nodes)
 			amb := Event{Fault: spec.Kind, Variant: vs[rng.IntN(len(vs))], At: ev.At, Until: ev.Until, Pick: rng.Uint64(), Ambient: true}
-			fillParams(&amb, rng)
+			fillParams(c, &amb, rng)
 			out = append(out, amb)
 		}
 		t = ev.Until + between(minQuiet, maxQuiet)
@@ -110,7 +120,7 @@ func Generate(c Config) []Event {
 }
 
 // fillParams draws the fault's parameters.
-func fillParams(ev *Event, rng *rand.Rand) {
+func fillParams(c Config, ev *Event, rng *rand.Rand) {
 	switch ev.Fault {
 	case FaultClock:
 		switch ev.Variant {
@@ -122,6 +132,15 @@ func fillParams(ev *Event, rng *rand.Rand) {
 			ev.ClockRate = 1
 		default: // rate-*: 0.5 to 2
 			ev.ClockRate = float64(50+rng.IntN(151)) / 100
+		}
+	case FaultReconfig:
+		ev.Factor = 2 + rng.IntN(2)
+		if c.Workload == WorkloadLeased && rng.IntN(3) == 0 {
+			// Slow enough that one worker's fair share of the old rate
+			// (1/Workers of it) is above the new rate: the shares of the
+			// leases granted before the change are then out of the new
+			// rate's range, which a snapshot must still restore.
+			ev.Factor = min(c.Workers+2, maxReconfigFactor)
 		}
 	case FaultLoss:
 		ev.Loss = float64(1+rng.IntN(10)) / 100

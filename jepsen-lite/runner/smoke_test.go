@@ -96,21 +96,26 @@ func describe(sum *Summary) string {
 
 // TestSmoke runs the CI smoke scenarios against real agents: on 3 nodes a
 // leader partition, kill -9 of the leader, pauses and clock skew; on 5
-// nodes a bridge partition; and the leased workload (3 groups of 2 worker
-// sidecars: one group cut off from the register, then a worker killed
-// with -9 and restarted). Every one must be valid: safe, and recovered
-// after the final heal.
+// nodes a bridge partition; on 3 nodes leadership transfers A→B→A and
+// then a reconfiguration (the limit 2× slower) with a forced snapshot of
+// the leader, its kill -9 and restart from its data directory; and the
+// leased workload (3 groups of 2 worker sidecars: one group cut off from
+// the register, then a worker killed with -9 and restarted while the
+// limit is 8× slower, below one worker's share of the old rate, and a
+// follower is snapshotted, killed and restarted). The strict scenarios
+// reserve mixed permit counts (1 to max_reserved+1, used one by one).
+// Every one must be valid: safe, and recovered after the final heal.
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs real clusters for about two and a half minutes")
+		t.Skip("runs real clusters for about three minutes")
 	}
 	scenarios := []struct {
 		name    string
 		nodes   int
 		nemesis string
 		seed    uint64
-		// leased scenarios: groups of worker sidecars and a pinned
-		// schedule.
+		// workload (default strict), groups of worker sidecars (leased)
+		// and a pinned schedule (default: generated from nemesis).
 		workload string
 		groups   int
 		schedule []Event
@@ -120,13 +125,22 @@ func TestSmoke(t *testing.T) {
 		{"3-nodes-pause", 3, "pause:leader|minority", 13, "", 0, nil},
 		{"3-nodes-clock-skew", 3, "clock:skew-leader|skew-followers", 14, "", 0, nil},
 		{"5-nodes-bridge", 5, "partition:bridge", 15, "", 0, nil},
-		{"leased-3-nodes-group-partition-worker-kill", 3, "worker", 16, WorkloadLeased, 3, []Event{
+		{"3-nodes-transfer-reconfig-snapshot-restart", 3, "transfer,reconfig", 17, "", 0, []Event{
+			{Fault: FaultTransfer, Variant: "a-b-a", At: 3 * time.Second, Until: 9 * time.Second, Pick: 1},
+			// Pick 0: the leader is snapshotted, killed and restarted.
+			{Fault: FaultReconfig, Variant: "snapshot-restart", At: 10 * time.Second, Until: 17 * time.Second, Pick: 0, Factor: 2},
+		}},
+		{"leased-3-nodes-group-partition-worker-kill-reconfig", 3, "worker,reconfig", 16, WorkloadLeased, 3, []Event{
 			// Pick 2: group g3, register calls dropped (not delivered).
 			{Fault: FaultWorker, Variant: "isolate-group", At: 3 * time.Second, Until: 10 * time.Second, Pick: 2},
 			// Pick 1: worker g2-w1.
 			{Fault: FaultWorker, Variant: "kill", At: 11 * time.Second, Until: 15 * time.Second, Pick: 1},
+			// Factor 8: 50/s → 6.25/s, below a worker's share of the old
+			// rate (50/6); pick 1: a follower is snapshotted and restarted.
+			{Fault: FaultReconfig, Variant: "snapshot-restart", At: 11 * time.Second, Until: 17 * time.Second, Pick: 1, Factor: 8},
 		}},
 	}
+	var strictGrants, multiGrants int64
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			nem, err := ParseNemeses(sc.nemesis)
@@ -136,13 +150,14 @@ func TestSmoke(t *testing.T) {
 			start := time.Now()
 			cfg := Config{
 				Nodes: sc.nodes, Workers: 4, Workload: WorkloadStrict, Nemeses: nem,
-				Duration: 28 * time.Second, Seed: sc.seed, OutDir: outDir(t, sc.name),
+				Duration: 28 * time.Second, Seed: sc.seed, OutDir: outDir(t, sc.name), Schedule: sc.schedule,
 			}
 			if sc.workload == WorkloadLeased {
-				cfg.Workload, cfg.Workers, cfg.Groups, cfg.Schedule = sc.workload, 2*sc.groups, sc.groups, sc.schedule
+				cfg.Workload, cfg.Workers, cfg.Groups = sc.workload, 2*sc.groups, sc.groups
 			}
 			sum := runScenario(t, cfg)
-			t.Logf("%s in %v (%s mode): %d faults, %d API calls", sc.name, time.Since(start).Round(time.Second), sum.Mode, len(sum.Nemeses), sum.APICalls)
+			t.Logf("%s in %v (%s mode): %d faults, %d API calls, %d grants of %d permits (%d of several)", sc.name, time.Since(start).Round(time.Second), sum.Mode,
+				len(sum.Nemeses), sum.APICalls, sum.Workers.Granted, sum.Workers.PermitsGranted, sum.Workers.MultiPermitGrants)
 			if sum.Namespaces.Available && sum.Mode != ModeNamespaces {
 				t.Errorf("namespaces are available (%s) but the run used %s: %s", sum.Namespaces.Reason, sum.Mode, sum.ModeDetail)
 			}
@@ -154,8 +169,89 @@ func TestSmoke(t *testing.T) {
 			}
 			if sc.workload == WorkloadLeased {
 				checkLeasedSmoke(t, sum)
+			} else {
+				strictGrants += sum.Workers.Granted
+				multiGrants += sum.Workers.MultiPermitGrants
+			}
+			for _, ev := range sc.schedule {
+				switch ev.Fault {
+				case FaultTransfer:
+					checkTransferSmoke(t, sum)
+				case FaultReconfig:
+					checkReconfigSmoke(t, sum)
+				}
 			}
 		})
+	}
+	t.Logf("strict scenarios: %d grants, %d of several permits", strictGrants, multiGrants)
+	if strictGrants > 0 && multiGrants == 0 && !t.Failed() {
+		t.Errorf("no strict grant held more than one permit (mixed counts not exercised)")
+	}
+}
+
+// checkTransferSmoke checks that the transfer fault moved the leadership
+// A→B and back to A at least once.
+func checkTransferSmoke(t *testing.T, sum *Summary) {
+	t.Helper()
+	for _, rec := range sum.Nemeses {
+		if rec.Event.Fault != FaultTransfer {
+			continue
+		}
+		var ok []TransferRecord
+		for _, tr := range rec.Transfers {
+			if tr.Outcome == "ok" {
+				ok = append(ok, tr)
+			}
+		}
+		t.Logf("transfers: %d, %d seen done", len(rec.Transfers), len(ok))
+		back := false
+		for i := 1; i < len(ok); i++ {
+			back = back || (ok[i].From == ok[i-1].To && ok[i].To == ok[i-1].From)
+		}
+		if !back {
+			t.Errorf("no leadership transfer A→B→A was seen done: %+v", rec.Transfers)
+		}
+	}
+}
+
+// checkReconfigSmoke checks that the reconfig fault restored its limit,
+// restarted its node from a snapshot and judged it, and (strict) that
+// linearizability checked the epochs on both sides of the change.
+func checkReconfigSmoke(t *testing.T, sum *Summary) {
+	t.Helper()
+	restarts := 0
+	for _, rec := range sum.Nemeses {
+		if rec.Event.Fault != FaultReconfig {
+			continue
+		}
+		for _, rr := range rec.Restarts {
+			t.Logf("restart of %s (leader %v) after a snapshot at index %d: ready after %v", rr.Node, rr.WasLeader, rr.SnapshotIndex, time.Duration(rr.ReadyAfterNanos))
+			if rr.SnapshotIndex == 0 || rr.ReadyNanos < 0 {
+				t.Errorf("restart %+v: no snapshot or never ready", rr)
+			}
+			restarts++
+		}
+		if !strings.Contains(strings.Join(rec.Notes, "; "), "interval back to") {
+			t.Errorf("the limit was not restored: %v %v", rec.Notes, rec.Errors)
+		}
+	}
+	if restarts == 0 {
+		t.Errorf("no node was snapshotted and restarted")
+	}
+	for _, c := range sum.Checkers {
+		if c.Name == "linearizability" {
+			per, _ := c.Details["per_limit"].(map[string]string)
+			if len(per) < 3 {
+				t.Errorf("linearizability checked %v; want the epochs before, during and after the change", per)
+			}
+		}
+	}
+	seen := false
+	for _, c := range sum.Checkers {
+		seen = seen || c.Name == "restart-ready"
+	}
+	if !seen {
+		t.Errorf("checker restart-ready did not run")
 	}
 }
 

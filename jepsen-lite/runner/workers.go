@@ -44,12 +44,17 @@ type WorkerStats struct {
 	// API calls made and failed.
 	APICalls  int64 `json:"api_calls"`
 	APIErrors int64 `json:"api_errors"`
+	// PermitsGranted sums the permits of the grants; MultiPermitGrants
+	// counts the grants of more than one permit (--max-permits).
+	PermitsGranted    int64 `json:"permits_granted"`
+	MultiPermitGrants int64 `json:"multi_permit_grants"`
 }
 
 type workerCounters struct {
 	granted, refused, failed, unknown         atomic.Int64
 	skippedExpired, skippedStale, skippedLate atomic.Int64
 	apiCalls, apiErrors                       atomic.Int64
+	permitsGranted, multiPermitGrants         atomic.Int64
 }
 
 func (c *workerCounters) snapshot() WorkerStats {
@@ -57,7 +62,29 @@ func (c *workerCounters) snapshot() WorkerStats {
 		Granted: c.granted.Load(), Refused: c.refused.Load(), Failed: c.failed.Load(), Unknown: c.unknown.Load(),
 		SkippedExpired: c.skippedExpired.Load(), SkippedStale: c.skippedStale.Load(), SkippedLate: c.skippedLate.Load(),
 		APICalls: c.apiCalls.Load(), APIErrors: c.apiErrors.Load(),
+		PermitsGranted: c.permitsGranted.Load(), MultiPermitGrants: c.multiPermitGrants.Load(),
 	}
+}
+
+// permitDraws draws the number of permits of each reserve (Config.
+// MaxPermits): 1 three times in four, else uniform in 2..max. Each worker
+// has its own sequence, seeded by the run's seed and the worker's id, so
+// the same seed asks for the same counts in the same order.
+type permitDraws struct {
+	rng *rand.Rand
+	max int64
+}
+
+func newPermitDraws(seed uint64, id int, max int64) *permitDraws {
+	return &permitDraws{rng: rand.New(rand.NewPCG(seed^0x7065726d697473, uint64(id))), max: max}
+}
+
+// next returns the next reserve's permit count.
+func (d *permitDraws) next() int64 {
+	if d.max <= 1 || d.rng.IntN(4) != 0 {
+		return 1
+	}
+	return 2 + d.rng.Int64N(d.max-1)
 }
 
 // workerPool holds the workers' pause switches (the worker pause nemesis:
@@ -142,8 +169,10 @@ func (wl *workload) workerName(id int) string {
 	return fmt.Sprintf("g%d-w%d", id%wl.cfg.Groups+1, id)
 }
 
-// run runs worker id until ctx ends: reserve, wait for the grant, use it
-// at the fake API, again. Every reserve and API call is in the history.
+// run runs worker id until ctx ends: reserve n permits (n drawn by
+// permitDraws), wait for each permit's turn, use it at the fake API (one
+// call per permit, naming it), again. Every reserve and API call is in the
+// history.
 func (wl *workload) run(ctx context.Context, id int) error {
 	servers := slices.Clone(wl.servers)
 	k := id % len(servers)
@@ -155,19 +184,21 @@ func (wl *workload) run(ctx context.Context, id int) error {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(wl.cfg.Seed, uint64(id)))
+	draws := newPermitDraws(wl.cfg.Seed, id, wl.cfg.MaxPermits)
 	name := wl.workerName(id)
-	req := history.ReserveRequest{Limit: wl.limit, Permits: 1, MaxWaitNanos: int64(wl.cfg.MaxWait)}
 	for i := 0; i < maxWorkerOps && ctx.Err() == nil; i++ {
 		wl.pool.pausePoint(ctx, id)
 		if ctx.Err() != nil {
 			break
 		}
+		n := draws.next()
+		req := history.ReserveRequest{Limit: wl.limit, Permits: n, MaxWaitNanos: int64(wl.cfg.MaxWait)}
 		inv, err := wl.hw.Invoke(id, "", history.FReserve, "", req)
 		if err != nil {
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		g, rerr := c.Reserve(rctx, wl.limit, 1, wl.cfg.MaxWait)
+		g, rerr := c.Reserve(rctx, wl.limit, n, wl.cfg.MaxWait)
 		cancel()
 		switch {
 		case rerr != nil && (errors.Is(rerr, client.ErrInvalid) || errors.Is(rerr, client.ErrNotFound)):
@@ -194,52 +225,71 @@ func (wl *workload) run(ctx context.Context, id int) error {
 			continue
 		}
 		wl.counters.granted.Add(1)
+		wl.counters.permitsGranted.Add(n)
+		if n > 1 {
+			wl.counters.multiPermitGrants.Add(1)
+		}
 		comp, err := wl.hw.Complete(inv, history.OK, "", g.RequestID, history.ReserveResponse{
-			Granted: true, WaitNanos: int64(g.Delay), ExpiresInNanos: int64(g.ExpiresIn), Duplicate: g.Duplicate})
+			Granted: true, WaitNanos: int64(g.Delay), ExpiresInNanos: int64(g.ExpiresIn), SpacingNanos: int64(g.Spacing), Duplicate: g.Duplicate})
 		if err != nil {
 			return err
 		}
-		// Ready counts from the completion as recorded (a little after the
-		// client received the answer), so the history's own arithmetic
-		// never finds a call before its grant was ready.
-		ready := wl.start.Add(time.Duration(comp.TimeNanos) + g.Delay)
-		if sleepCtx(ctx, time.Until(ready)) != nil {
-			break
-		}
-		wl.pool.pausePoint(ctx, id)
-		now := time.Now()
-		if !wl.usable(g, ready, now) {
-			continue
-		}
-		sent := int64(now.Sub(wl.start))
-		ainv, err := wl.hw.Invoke(id, "", history.FAPICall, g.RequestID, history.APICallValue{Worker: name})
-		if err != nil {
-			return err
-		}
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, cerr := wl.api.Call(actx, fakeapi.CallRequest{Worker: name, RequestID: g.RequestID, SentNanos: &sent})
-		cancel()
-		if cerr != nil {
-			wl.counters.apiErrors.Add(1)
-			if _, err := wl.hw.Complete(ainv, history.Info, "", "", history.APICallValue{Worker: name, Error: cerr.Error()}); err != nil {
-				return err
-			}
-			continue
-		}
-		wl.counters.apiCalls.Add(1)
-		if _, err := wl.hw.Complete(ainv, history.OK, "", "", history.APICallValue{Worker: name, Status: 200}); err != nil {
+		if err := wl.usePermits(ctx, id, name, g, n, wl.start.Add(time.Duration(comp.TimeNanos))); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// usable applies the workload's use discipline to a grant at now.
-func (wl *workload) usable(g client.Grant, ready, now time.Time) bool {
+// usePermits uses the n permits of grant g, received at recv, each at its
+// own turn: permit j is ready at recv + wait + j·spacing (all together
+// when the spacing is 0). recv is the completion as recorded (a little
+// after the client received the answer), so the history's own arithmetic
+// never finds a call before its permit was ready. A permit that is no
+// longer usable (strict: expired; window: stale or late) is skipped, never
+// used; the next one may still be. It returns only history errors.
+func (wl *workload) usePermits(ctx context.Context, id int, name string, g client.Grant, n int64, recv time.Time) error {
+	for j := int64(0); j < n; j++ {
+		ready := recv.Add(g.Delay + time.Duration(j)*g.Spacing)
+		if sleepCtx(ctx, time.Until(ready)) != nil {
+			return nil
+		}
+		wl.pool.pausePoint(ctx, id)
+		now := time.Now()
+		if !wl.usable(g, j, ready, now) {
+			continue
+		}
+		sent := int64(now.Sub(wl.start))
+		ainv, err := wl.hw.Invoke(id, "", history.FAPICall, g.RequestID, history.APICallValue{Worker: name, Permit: j})
+		if err != nil {
+			return err
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, cerr := wl.api.Call(actx, fakeapi.CallRequest{Worker: name, RequestID: g.RequestID, SentNanos: &sent, Permit: &j})
+		cancel()
+		if cerr != nil {
+			wl.counters.apiErrors.Add(1)
+			if _, err := wl.hw.Complete(ainv, history.Info, "", "", history.APICallValue{Worker: name, Permit: j, Error: cerr.Error()}); err != nil {
+				return err
+			}
+			continue
+		}
+		wl.counters.apiCalls.Add(1)
+		if _, err := wl.hw.Complete(ainv, history.OK, "", "", history.APICallValue{Worker: name, Permit: j, Status: 200}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usable applies the workload's use discipline to permit j of a grant at
+// now.
+func (wl *workload) usable(g client.Grant, j int64, ready, now time.Time) bool {
 	switch wl.cfg.Workload {
 	case WorkloadStrict:
-		// expires_in < 0: a replayed grant that already expired.
-		if g.ExpiresIn < 0 || (g.ExpiresIn > 0 && now.After(g.SentAt.Add(g.ExpiresIn))) {
+		// expires_in < 0: a replayed grant that already expired. Permit j
+		// expires at SentAt + expires_in + j·spacing.
+		if exp := g.ExpiresAtPermit(j); g.ExpiresIn < 0 || (!exp.IsZero() && now.After(exp)) {
 			wl.counters.skippedExpired.Add(1)
 			return false
 		}
