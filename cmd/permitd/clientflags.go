@@ -23,17 +23,27 @@ type clientFlags struct {
 func (f *clientFlags) define(c *cmdLine) {
 	c.List(&f.servers, "servers", "HTTPADDR,...", "127.0.0.1:8001",
 		"HTTP addresses of the cluster's nodes (the next is tried when one is down)", checkServer)
-	c.Duration(&f.timeout, "timeout", 10*time.Second, durPositive, "overall timeout of the command")
+	c.Duration(&f.timeout, "timeout", 10*time.Second, durPositive, "how long the command's requests may take in all")
 }
 
 // client returns a client of --servers and a context bounded by --timeout.
 func (f *clientFlags) client(opts ...client.Option) (*client.Client, context.Context, context.CancelFunc, error) {
-	cl, err := client.New(splitList(f.servers), opts...)
+	cl, err := newClient(f.servers, opts...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	return cl, ctx, cancel, nil
+}
+
+// newClient returns a client of servers (a --servers value), with an
+// error that names the flag.
+func newClient(servers string, opts ...client.Option) (*client.Client, error) {
+	cl, err := client.New(splitList(servers), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--servers %q: %s", servers, describeError(err))
+	}
+	return cl, nil
 }
 
 // checkServer validates one --servers item.

@@ -23,6 +23,9 @@ func runGroup(group, description string, subs []subcommand, args []string, stdou
 		fmt.Fprintf(stderr, "permitd %s: missing subcommand; allowed: %s (see permitd %s --help)\n", group, orList(names), group)
 		return exitUsage
 	}
+	if args[0] == "help" && len(args) > 1 { // permitd limits help put
+		args = []string{args[1], "--help"}
+	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
 		fmt.Fprintf(stdout, "Usage: permitd %s <subcommand> [arguments] [flags]\n\n%s\nSubcommands:\n", group, description)

@@ -198,10 +198,10 @@ Deletes limit NAME and prints {"name":NAME,"deleted":true}; exits 1 if
 there is no such limit.
 
 The register refuses to delete a leased limit while leases still hold
-permits of it (workers could go on spending them); --force deletes it
-anyway: the holders' next renewal fails and they stop. Deleting and
-re-creating a leased limit adds, once, what the old one had handed out to
-the over-grant bound (see the README's Leased limits).
+permits of it (workers could still be spending them); --force asks it to
+delete the limit anyway. Deleting and re-creating a leased limit adds,
+once, what the old one had handed out to the over-grant bound (see the
+README's Leased limits).
 
 `+exitStatusText, stdout, stderr)
 	c.args("NAME")
@@ -216,7 +216,7 @@ the over-grant bound (see the README's Leased limits).
 	if err := checkName("limit name", name); err != nil {
 		return c.usageError(err.Error())
 	}
-	if _, err := client.New(splitList(cf.servers)); err != nil {
+	if _, err := newClient(cf.servers); err != nil {
 		return c.usageError(err.Error())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)

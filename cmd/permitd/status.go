@@ -54,7 +54,7 @@ leader, a member not checked); 2 usage error.
 		return code
 	}
 	servers := dedupe(splitList(cf.servers))
-	cl, err := client.New(servers)
+	cl, err := newClient(strings.Join(servers, ","))
 	if err != nil {
 		return c.usageError(err.Error())
 	}

@@ -125,7 +125,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := newLogger("permitd-worker", f.logLevel, f.logFormat, stderr)
 	attempt := max(f.ttl/4, 50*time.Millisecond)
-	cl, err := client.New(splitList(f.servers), client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(attempt))
+	cl, err := newClient(f.servers, client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(attempt))
 	if err != nil {
 		return c.usageError(err.Error())
 	}
