@@ -182,6 +182,16 @@ func TestBinaryWorkersStayWithinBound(t *testing.T) {
 		}
 	}
 
+	// The sidecar's /metrics: the worker's series, the build and the
+	// process.
+	code, resp = doQuiet(hc, "GET", "http://"+sidecar[0]+"/metrics", "")
+	for _, want := range []string{"permitd_worker_spent_permits_total{", `permitd_build_info{goversion="go`, `version="` + testVersion + `"} 1`,
+		"go_goroutines ", "process_cpu_seconds_total "} {
+		if code != 200 || !strings.Contains(string(resp), want) {
+			t.Errorf("sidecar /metrics (%d) lacks %q", code, want)
+		}
+	}
+
 	for _, p := range workers {
 		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatalf("SIGTERM %s: %v", p.name, err)
