@@ -22,6 +22,7 @@ type cliResult struct {
 	elapsed        time.Duration
 }
 
+// String shows the run for failure messages.
 func (r cliResult) String() string {
 	return fmt.Sprintf("permitd %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(r.args, " "), r.code, r.stdout, r.stderr)
 }
@@ -141,12 +142,14 @@ type lockedBuffer struct {
 	buf bytes.Buffer
 }
 
+// Write implements io.Writer.
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
+// String returns what was written so far.
 func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

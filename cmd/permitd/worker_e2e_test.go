@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -37,12 +36,12 @@ func TestBinaryWorkersStayWithinBound(t *testing.T) {
 	type proc struct {
 		name string
 		cmd  *exec.Cmd
-		log  *bytes.Buffer
+		log  *lockedBuffer
 	}
 	var procs []*proc
 	start := func(name string, args ...string) *proc {
 		cmd := exec.Command(bin, args...)
-		buf := &bytes.Buffer{}
+		buf := &lockedBuffer{}
 		cmd.Stdout, cmd.Stderr = buf, buf
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start %s: %v", name, err)
@@ -189,6 +188,13 @@ func TestBinaryWorkersStayWithinBound(t *testing.T) {
 		"go_goroutines ", "process_cpu_seconds_total "} {
 		if code != 200 || !strings.Contains(string(resp), want) {
 			t.Errorf("sidecar /metrics (%d) lacks %q", code, want)
+		}
+	}
+
+	// At the default log level a worker says where it listens.
+	for i, p := range workers {
+		if !strings.Contains(p.log.String(), "permitd-worker: listening: name=w"+fmt.Sprint(i+1)) {
+			t.Errorf("%s did not log where it listens:\n%s", p.name, p.log.String())
 		}
 	}
 
