@@ -492,7 +492,7 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
-	t.Run("a node down: status exits 1; remove it", func(t *testing.T) {
+	t.Run("a node down: status exits 1; remove it; no quorum", func(t *testing.T) {
 		l := leader(t)
 		var down *testAgent
 		for _, a := range agents {
@@ -549,6 +549,18 @@ func TestCLI(t *testing.T) {
 					t.Errorf("%s logged %q at the default level", a.id, msg)
 				}
 			}
+		}
+
+		// One of the two left down too: no quorum, no leader; status
+		// says so.
+		up[1].signal(t, syscall.SIGKILL)
+		var last cliResult
+		waitUntil(t, 15*time.Second, up[0].id+" to know no leader", func() bool {
+			last = cli(t, "status", "--servers", up[0].httpAddr)
+			return last.code == 1 && strings.Contains(last.stderr, up[0].id+" knows no leader")
+		})
+		if strings.Count(last.stderr, "\n") != 1 || !strings.Contains(last.stdout, "(none)") {
+			t.Fatalf("status without a leader: %v", last)
 		}
 	})
 }

@@ -99,7 +99,11 @@ func (c *cmdLine) loadSettings(configPath string, environ []string) (warnings []
 			continue
 		}
 		name := strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(k, envPrefix)), "_", "-")
-		if _, ok := c.values[name]; !ok || configOnlyOnCommandLine[name] {
+		if configOnlyOnCommandLine[name] {
+			warnings = append(warnings, fmt.Sprintf("ignoring %s: --%s can be given only on the command line", k, name))
+			continue
+		}
+		if _, ok := c.values[name]; !ok {
 			warnings = append(warnings, fmt.Sprintf("ignoring %s: permitd %s has no setting --%s", k, c.name, name))
 			continue
 		}
