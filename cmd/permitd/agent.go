@@ -191,12 +191,12 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	logger := newLogger("permitd", a.logLevel, a.logFormat, stderr)
 	ag, err := startAgent(a, initial, logger)
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd agent:", oneLine(err.Error()))
+		reportFailure(stderr, logger, a.logFormat, "agent", "start", err)
 		return exitFailure
 	}
 	if a.join != "" {
 		if err := joinCluster(a, logger); err != nil {
-			fmt.Fprintln(stderr, "permitd agent:", oneLine(err.Error()))
+			reportFailure(stderr, logger, a.logFormat, "agent", "join", err)
 			ag.stop()
 			return exitFailure
 		}
@@ -207,7 +207,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	case s := <-sig:
 		logger.Info("stopping", "signal", s.String())
 	case err := <-ag.httpErr:
-		fmt.Fprintln(stderr, "permitd agent: http:", err)
+		reportFailure(stderr, logger, a.logFormat, "agent", "http", err)
 		ag.stop()
 		return exitFailure
 	}
@@ -217,7 +217,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		os.Exit(1)
 	}()
 	if err := ag.stop(); err != nil {
-		fmt.Fprintln(stderr, "permitd agent:", err)
+		reportFailure(stderr, logger, a.logFormat, "agent", "stop", err)
 		return exitFailure
 	}
 	logger.Info("stopped")

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"path/filepath"
 	"testing"
 )
@@ -51,6 +53,21 @@ func TestCLIAgentStartChecks(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Fatalf("the missing data directory was created: %v", err)
+	}
+	// A failure after the settings were accepted (here: the HTTP port is
+	// the raft port, already taken) exits 1 with one line, in either log
+	// format.
+	addr := "127.0.0.1:" + fmt.Sprint(freePorts(t, 1)[0])
+	for _, format := range []string{"text", "json"} {
+		r := runCLI(t, bin, nil, "agent", "--id", "n1", "--data-dir", t.TempDir(), "--initial-cluster", "n1="+addr,
+			"--raft-addr", addr, "--http-addr", addr, "--log-format", format)
+		if r.code != 1 || !strings.Contains(r.stderr, "listen on --http-addr "+addr) {
+			t.Fatalf("port in use, %s logs: %v", format, r)
+		}
+		last := r.stderr[strings.LastIndex(strings.TrimSuffix(r.stderr, "\n"), "\n")+1:]
+		if format == "json" && !json.Valid([]byte(last)) || format == "text" && !strings.HasPrefix(last, "permitd agent: start: ") {
+			t.Fatalf("port in use, %s logs: last line %q", format, last)
+		}
 	}
 }
 

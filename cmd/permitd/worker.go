@@ -149,7 +149,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	}
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
-		fmt.Fprintf(stderr, "permitd worker: listen on --http-addr %s: %v\n", f.httpAddr, err)
+		reportFailure(stderr, logger, f.logFormat, "worker", "listen on --http-addr "+f.httpAddr, err)
 		return exitFailure
 	}
 	startCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -157,7 +157,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	cancel()
 	if err != nil {
 		ln.Close()
-		fmt.Fprintln(stderr, "permitd worker:", err)
+		reportFailure(stderr, logger, f.logFormat, "worker", "start", err)
 		return 1
 	}
 	var sw transport.SidecarWorker = w
@@ -187,7 +187,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	case s := <-sig:
 		logger.Info("stopping", "signal", s.String())
 	case err := <-httpErr:
-		fmt.Fprintln(stderr, "permitd worker: http:", err)
+		reportFailure(stderr, logger, f.logFormat, "worker", "http", err)
 		code = 1
 	}
 	go func() {
@@ -205,7 +205,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		close(shut)
 	}()
 	if err := w.Stop(ctx); err != nil {
-		fmt.Fprintln(stderr, "permitd worker: returning the lease:", err)
+		reportFailure(stderr, logger, f.logFormat, "worker", "returning the lease", err)
 		code = 1
 	}
 	<-shut
