@@ -139,6 +139,7 @@ func (c *cmdLine) parse(args []string) (ok bool, code int) {
 	c.parsing = true
 	defer func() { c.parsing = false }()
 	rest := args
+	strayAfter := "" // the word before the first extra argument
 	for range len(args) + 1 { // each round consumes at least one argument
 		c.failed = nil
 		err := c.fs.Parse(rest)
@@ -159,6 +160,9 @@ func (c *cmdLine) parse(args []string) (ok bool, code int) {
 			c.pos = append(c.pos, left...)
 			break
 		}
+		if len(c.pos) == len(c.argNames) && consumed > 0 {
+			strayAfter = rest[consumed-1]
+		}
 		c.pos = append(c.pos, left[0])
 		rest = left[1:]
 	}
@@ -166,8 +170,9 @@ func (c *cmdLine) parse(args []string) (ok bool, code int) {
 	case len(c.pos) > len(c.argNames):
 		stray := c.pos[len(c.argNames)]
 		hint := ""
-		if stray == "true" || stray == "false" {
-			hint = " (a boolean flag takes its value after \"=\", as in --leased=" + stray + ")"
+		name, _, _ := strings.Cut(strings.TrimLeft(strayAfter, "-"), "=")
+		if v, ok := c.values[name]; ok && v.kind == kindBool && (stray == "true" || stray == "false") {
+			hint = fmt.Sprintf(" (a boolean flag takes its value after \"=\", as in --%s=%s)", name, stray)
 		} else if strings.HasPrefix(stray, "-") {
 			hint = " (after \"--\" every word is an argument)"
 		}
