@@ -139,7 +139,7 @@ func (c *cmdLine) parse(args []string) (ok bool, code int) {
 	c.parsing = true
 	defer func() { c.parsing = false }()
 	rest := args
-	strayAfter := "" // the word before the first extra argument
+	strayAfter := ""          // the word before the first extra argument
 	for range len(args) + 1 { // each round consumes at least one argument
 		c.failed = nil
 		err := c.fs.Parse(rest)
