@@ -3,13 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/faultnet"
 	"github.com/permitd/permitd/transport"
@@ -28,11 +30,11 @@ func init() {
 	register("agent", "run a register node (raft member serving the HTTP API)", runAgent)
 }
 
-// agentFlags are the agent's command-line options.
+// agentFlags are the agent's settings (flags, config file, environment).
 type agentFlags struct {
 	id, dataDir, raftAddr, advertise, httpAddr string
 	initialCluster, join                       string
-	logLevel                                   string
+	logLevel, logFormat                        string
 	heartbeat, election, leaderLease, commit   time.Duration
 	snapshotThreshold                          uint64
 	snapshotInterval                           time.Duration
@@ -43,44 +45,61 @@ type agentFlags struct {
 	testBreakTimeline                          bool
 	trailingLogs                               uint64
 	pprof                                      bool
+	config                                     string
+	validate                                   bool
 }
 
-func (a *agentFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.id, "id", "", "node ID, unique in the cluster (required)")
-	fs.StringVar(&a.dataDir, "data-dir", "", "directory for the raft log, stable store and snapshots (required)")
-	fs.StringVar(&a.raftAddr, "raft-addr", "127.0.0.1:7001", "HOST:PORT to listen on for raft and request forwarding")
-	fs.StringVar(&a.advertise, "advertise", "", "raft HOST:PORT other nodes dial (default: --raft-addr)")
-	fs.StringVar(&a.httpAddr, "http-addr", "127.0.0.1:8001", "HOST:PORT of the HTTP API")
-	fs.StringVar(&a.initialCluster, "initial-cluster", "", "ID=RAFTADDR,... of the initial voters; give the same list to every initial node")
-	fs.StringVar(&a.join, "join", "", "HTTPADDR[,HTTPADDR...] of running nodes: join their cluster")
-	fs.StringVar(&a.logLevel, "log-level", "warn", "log level: trace, debug, info, warn, error")
-	fs.DurationVar(&a.heartbeat, "heartbeat-timeout", 500*time.Millisecond, "raft heartbeat timeout")
-	fs.DurationVar(&a.election, "election-timeout", 500*time.Millisecond, "raft election timeout")
-	fs.DurationVar(&a.leaderLease, "leader-lease-timeout", 300*time.Millisecond, "raft leader lease timeout (<= heartbeat timeout)")
-	fs.DurationVar(&a.commit, "commit-timeout", 5*time.Millisecond, "raft commit timeout")
-	fs.Uint64Var(&a.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
-	fs.DurationVar(&a.snapshotInterval, "snapshot-interval", 20*time.Second, "how often to check whether to snapshot")
-	fs.IntVar(&a.maxBatch, "max-batch", 1024, "most reserves in one log entry")
-	fs.IntVar(&a.maxInflight, "max-inflight", 2, "most reserve entries being committed at once")
-	fs.DurationVar(&a.clockOffset, "clock-offset", 0, "TESTING: skew this node's clock by an offset")
-	fs.Float64Var(&a.clockRate, "clock-rate", 1, "TESTING: run this node's clock at this rate")
-	fs.Uint64Var(&a.trailingLogs, "trailing-logs", 4096, "log entries kept after a snapshot (fewer makes lagging followers need a snapshot sooner)")
-	fs.BoolVar(&a.testHooks, "test-hooks", false, "TESTING: inject faults into raft's network (faultnet.TCPFaults) and serve POST /v1/debug/clock (change the clock skew at run time), GET /v1/debug/state (applied index and state hash), GET/POST/DELETE /v1/debug/faults (partitions, loss, delay)")
-	fs.BoolVar(&a.testBreakTimeline, "test-break-timeline", false, "TESTING, UNSAFE (needs --test-hooks): a new leader resumes the cluster timeline from its own clock instead of the last applied time: a deliberately broken register that grants early, for jepsen-lite to catch")
-	fs.BoolVar(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
+func (a *agentFlags) define(c *cmdLine) {
+	c.String(&a.id, "id", "ID", "", "node ID, unique in the cluster (required)", func(s string) error { return checkName("node ID", s) })
+	c.String(&a.dataDir, "data-dir", "DIR", "", "directory for the raft log, stable store and snapshots (required)", nil)
+	c.String(&a.raftAddr, "raft-addr", "HOST:PORT", "127.0.0.1:7001", "address to listen on for raft and request forwarding", checkHostPort)
+	c.String(&a.advertise, "advertise", "HOST:PORT", "", "raft address other nodes dial (default: --raft-addr)", checkHostPort)
+	c.String(&a.httpAddr, "http-addr", "HOST:PORT", "127.0.0.1:8001", "address of the HTTP API (and the binary reserve protocol)", checkHostPort)
+	c.List(&a.initialCluster, "initial-cluster", "ID=HOST:PORT,...", "", "the initial voters and their raft addresses; give the same list, including this node, to every initial node", checkInitialItem)
+	c.List(&a.join, "join", "HTTPADDR,...", "", "HTTP addresses of running nodes: join their cluster", checkServer)
+	c.Choice(&a.logLevel, "log-level", "info", "log level (libraries such as raft log from one level higher)", logLevels...)
+	c.Choice(&a.logFormat, "log-format", "text", "log format: text lines, or one JSON object per line", logFormats...)
+	c.DurationAtLeast(&a.heartbeat, "heartbeat-timeout", 500*time.Millisecond, durPositive, 5*time.Millisecond, "raft heartbeat timeout")
+	c.DurationAtLeast(&a.election, "election-timeout", 500*time.Millisecond, durPositive, 5*time.Millisecond, "raft election timeout (>= --heartbeat-timeout)")
+	c.DurationAtLeast(&a.leaderLease, "leader-lease-timeout", 300*time.Millisecond, durPositive, 5*time.Millisecond, "raft leader lease timeout (capped at --heartbeat-timeout)")
+	c.DurationAtLeast(&a.commit, "commit-timeout", 5*time.Millisecond, durPositive, time.Millisecond, "raft commit timeout")
+	c.Uint64(&a.snapshotThreshold, "snapshot-threshold", "N", 8192, 1, math.MaxUint64, "an integer >= 1", "log entries between snapshots")
+	c.DurationAtLeast(&a.snapshotInterval, "snapshot-interval", 20*time.Second, durPositive, 5*time.Millisecond, "how often to check whether to snapshot")
+	c.Uint64(&a.trailingLogs, "trailing-logs", "N", 4096, 1, math.MaxUint64, "an integer >= 1", "log entries kept after a snapshot (fewer makes lagging followers need a snapshot sooner)")
+	c.Int(&a.maxBatch, "max-batch", "N", 1024, 1, fsm.MaxBatchReserves, fmt.Sprintf("an integer from 1 to %d", fsm.MaxBatchReserves), "most reserves in one log entry")
+	c.Int(&a.maxInflight, "max-inflight", "N", 2, 1, 1024, "an integer from 1 to 1024", "most reserve entries being committed at once")
+	c.Bool(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
+	c.Duration(&a.clockOffset, "clock-offset", 0, durAny, "TESTING: skew this node's clock by an offset")
+	c.Float(&a.clockRate, "clock-rate", "R", 1, positive, "a number > 0", "TESTING: run this node's clock at this rate")
+	c.Bool(&a.testHooks, "test-hooks", false, "TESTING: inject faults into raft's network (faultnet.TCPFaults) and serve POST /v1/debug/clock (change the clock skew at run time), GET /v1/debug/state (applied index and state hash), GET/POST/DELETE /v1/debug/faults (partitions, loss, delay)")
+	c.Bool(&a.testBreakTimeline, "test-break-timeline", false, "TESTING, UNSAFE (needs --test-hooks): a new leader resumes the cluster timeline from its own clock instead of the last applied time: a deliberately broken register that grants early, for jepsen-lite to catch")
+	c.String(&a.config, "config", "FILE", "", "read settings from this JSON file (default: $PERMITD_CONFIG)", nil)
+	c.Bool(&a.validate, "validate", false, "check the settings (flags, environment, config file, data directory), print them as a config file and exit")
+}
+
+// checkInitialItem validates one --initial-cluster item.
+func checkInitialItem(item string) error {
+	id, addr, ok := strings.Cut(item, "=")
+	if !ok || id == "" || addr == "" {
+		return fmt.Errorf("item %q is not ID=HOST:PORT", item)
+	}
+	if err := checkName("node ID", id); err != nil {
+		return fmt.Errorf("item %q: %w", item, err)
+	}
+	if err := checkHostPort(addr); err != nil {
+		return fmt.Errorf("item %q: %w", item, err)
+	}
+	return nil
 }
 
 func parseInitialCluster(s string) ([]raft.Server, error) {
 	var out []raft.Server
 	seen := map[string]bool{}
 	for _, item := range splitList(s) {
-		id, addr, ok := strings.Cut(item, "=")
-		if !ok || id == "" || addr == "" {
-			return nil, fmt.Errorf("--initial-cluster item %q: want ID=HOST:PORT", item)
+		if err := checkInitialItem(item); err != nil {
+			return nil, fmt.Errorf("--initial-cluster %w", err)
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("--initial-cluster item %q: %v", item, err)
-		}
+		id, addr, _ := strings.Cut(item, "=")
 		if seen[id] {
 			return nil, fmt.Errorf("--initial-cluster: ID %q given twice", id)
 		}
@@ -90,58 +109,96 @@ func parseInitialCluster(s string) ([]raft.Server, error) {
 	return out, nil
 }
 
-func runAgent(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var a agentFlags
-	a.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: permitd agent --id ID --data-dir DIR --raft-addr HOST:PORT --http-addr HOST:PORT
-                     (--initial-cluster ID=RAFTADDR,... | --join HTTPADDR)
-
+const agentDescription = `
 Runs one register node. Start a new cluster by giving every initial node the
-same --initial-cluster; add a node to a running cluster with --join. A node
-restarted with its data directory rejoins by itself (no flag needed).
-SIGINT/SIGTERM stop it gracefully (a leader hands over leadership first).
+same --initial-cluster (bootstrapping each identically is safe); add a node
+to a running cluster with --join. A node restarted with its data directory
+rejoins by itself and needs neither. SIGINT/SIGTERM stop it gracefully (a
+leader hands over leadership first).
 
-Flags:
-`)
-		fs.PrintDefaults()
+Every flag can also be set in a JSON config file (--config FILE) by its
+name, {"id": "n1", "data-dir": "/var/lib/permitd", "heartbeat-timeout":
+"500ms", "initial-cluster": ["n1=10.0.0.1:7001", ...]}, and in an
+environment variable PERMITD_<NAME> (--data-dir: PERMITD_DATA_DIR). Flags
+win over the environment, which wins over the file. --validate checks
+everything and prints the effective settings as a config file.
+
+Logs go to stderr; at the default level, one line when the node listens,
+becomes leader, loses leadership, or the membership changes.
+
+Exit status: 0 stopped by a signal; 1 failed while running (a port in use,
+a data directory it cannot open, a failed join); 2 usage error: a bad flag,
+config file, environment variable, or a data directory with no state and
+neither --initial-cluster nor --join.
+`
+
+// agentSettings parses the agent's command line, environment and config
+// file and checks them. ok false: exit with code (reported).
+func agentSettings(args []string, environ []string, stdout, stderr io.Writer) (a agentFlags, initial []raft.Server, ok bool, code int) {
+	c := newCmdLine("agent", `agent --id ID --data-dir DIR --raft-addr HOST:PORT --http-addr HOST:PORT
+                     (--initial-cluster ID=RAFTADDR,... | --join HTTPADDR,...) [--config FILE]`, agentDescription, stdout, stderr)
+	a.define(c)
+	if ok, code := c.parse(args); !ok {
+		return a, nil, false, code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	warnings, err := c.loadSettings(a.config, environ)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "permitd agent: warning: %s\n", w)
+	}
+	if err != nil {
+		return a, nil, false, c.usageError(err.Error())
+	}
+	fail := func(format string, args ...any) (agentFlags, []raft.Server, bool, int) {
+		return a, nil, false, c.usageErrorf(format, args...)
 	}
 	if a.id == "" || a.dataDir == "" {
-		fmt.Fprintln(stderr, "permitd agent: --id and --data-dir are required")
-		return 2
+		return fail("--id and --data-dir are required")
 	}
-	initial, err := parseInitialCluster(a.initialCluster)
-	if err != nil {
-		fmt.Fprintln(stderr, "permitd agent:", err)
-		return 2
+	if initial, err = parseInitialCluster(a.initialCluster); err != nil {
+		return fail("%v", err)
 	}
 	if len(initial) > 0 && a.join != "" {
-		fmt.Fprintln(stderr, "permitd agent: give --initial-cluster or --join, not both")
-		return 2
+		return fail("give --initial-cluster or --join, not both")
+	}
+	if len(initial) > 0 && !slices.ContainsFunc(initial, func(s raft.Server) bool { return string(s.ID) == a.id }) {
+		return fail("--initial-cluster %s does not contain this node's --id %s; list every initial voter, this one included, or start it with --join to add it to a running cluster", a.initialCluster, a.id)
+	}
+	if a.election < a.heartbeat {
+		return fail("--election-timeout %v is shorter than --heartbeat-timeout %v; allowed: >= --heartbeat-timeout", a.election, a.heartbeat)
 	}
 	if a.testBreakTimeline && !a.testHooks {
-		fmt.Fprintln(stderr, "permitd agent: --test-break-timeline is a test-only fault and needs --test-hooks")
-		return 2
+		return fail("--test-break-timeline is a test-only fault and needs --test-hooks")
 	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "permitd", Level: hclog.LevelFromString(a.logLevel), Output: stderr})
+	has, err := node.HasExistingState(a.dataDir)
+	if err != nil {
+		return fail("--data-dir: %v", err)
+	}
+	if !has && len(initial) == 0 && a.join == "" {
+		return fail("--data-dir %s holds no node state: give --initial-cluster ID=RAFTADDR,... (the same list to every initial node) to start a new cluster, or --join HTTPADDR,... to join a running one", a.dataDir)
+	}
+	if a.validate {
+		c.printSettings(stdout)
+		return a, nil, false, exitOK
+	}
+	return a, initial, true, exitOK
+}
+
+func runAgent(args []string, stdout, stderr io.Writer) int {
+	a, initial, ok, code := agentSettings(args, os.Environ(), stdout, stderr)
+	if !ok {
+		return code
+	}
+	logger := newLogger("permitd", a.logLevel, a.logFormat, stderr)
 	ag, err := startAgent(a, initial, logger)
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd agent:", err)
-		return 1
+		reportFailure(stderr, logger, a.logFormat, "agent", "start", err)
+		return exitFailure
 	}
 	if a.join != "" {
 		if err := joinCluster(a, logger); err != nil {
-			fmt.Fprintln(stderr, "permitd agent:", err)
+			reportFailure(stderr, logger, a.logFormat, "agent", "join", err)
 			ag.stop()
-			return 1
+			return exitFailure
 		}
 	}
 	sig := make(chan os.Signal, 2)
@@ -150,9 +207,9 @@ Flags:
 	case s := <-sig:
 		logger.Info("stopping", "signal", s.String())
 	case err := <-ag.httpErr:
-		fmt.Fprintln(stderr, "permitd agent: http:", err)
+		reportFailure(stderr, logger, a.logFormat, "agent", "http", err)
 		ag.stop()
-		return 1
+		return exitFailure
 	}
 	go func() {
 		<-sig
@@ -160,10 +217,11 @@ Flags:
 		os.Exit(1)
 	}()
 	if err := ag.stop(); err != nil {
-		fmt.Fprintln(stderr, "permitd agent:", err)
-		return 1
+		reportFailure(stderr, logger, a.logFormat, "agent", "stop", err)
+		return exitFailure
 	}
-	return 0
+	logger.Info("stopped")
+	return exitOK
 }
 
 // agent is a running node with its HTTP server.
@@ -181,6 +239,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	registerProcessMetrics(reg)
 	ag := &agent{clock: clock, httpErr: make(chan error, 1)}
 	var network node.Network // default: plain TCP
 	if a.testHooks {
@@ -234,7 +293,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 			ag.httpErr <- err
 		}
 	}()
-	logger.Info("agent started", "id", a.id, "raft_addr", n.RaftAddr(), "http_addr", ln.Addr().String())
+	logger.Info("listening", "id", a.id, "http_addr", ln.Addr().String(), "raft_addr", n.RaftAddr(), "version", readBuildInfo().Version)
 	return ag, nil
 }
 

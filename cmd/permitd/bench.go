@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -76,57 +75,43 @@ type BenchResult struct {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var b benchFlags
-	fs.StringVar(&b.servers, "servers", "127.0.0.1:8001", "HTTPADDR,... of the nodes to send to (round-robin per worker)")
-	fs.StringVar(&b.limit, "limit", "bench", "limit to reserve from")
-	fs.BoolVar(&b.create, "create", true, "create (or replace) the limit before the run")
-	fs.StringVar(&b.algorithm, "algorithm", "strict", "algorithm of the created limit: strict, bursty, warmup, hybrid")
-	fs.Float64Var(&b.rate, "rate", 1e9, "rate of the created limit (permits per --per); high by default so that the register, not the limit, is measured")
-	fs.DurationVar(&b.per, "per", time.Second, "period of the created limit's rate")
-	fs.StringVar(&b.mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency")
-	fs.IntVar(&b.concurrency, "concurrency", 16, "closed loop: workers; open loop: most requests outstanding")
-	fs.Float64Var(&b.openRate, "open-rate", 1000, "open loop: requests per second")
-	fs.DurationVar(&b.duration, "duration", 10*time.Second, "measured duration")
-	fs.DurationVar(&b.warmup, "warmup", time.Second, "unmeasured warm-up before the measured duration")
-	fs.DurationVar(&b.maxWait, "max-wait", time.Second, "max_wait of each reserve")
-	fs.Int64Var(&b.permits, "permits", 1, "permits per reserve")
-	fs.BoolVar(&b.requestIDs, "request-ids", false, "send a unique request_id with every reserve (exercises deduplication)")
-	fs.Int64Var(&b.maxRequests, "max-requests", 0, "stop after this many measured requests (0: no cap)")
-	fs.BoolVar(&b.jsonOut, "json", false, "print the result as JSON")
-	fs.StringVar(&b.protocol, "protocol", "http", "http: one decision per HTTP/1.1 request, one keep-alive connection per worker and server; binary: one decision per frame of the binary protocol, every worker sharing --binary-conns pipelined connections per server")
-	fs.IntVar(&b.binaryConns, "binary-conns", 1, "binary protocol: pipelined connections per server")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: permitd bench [flags]
-
+	c := newCmdLine("bench", "bench [flags]", `
 Sends reserves (one decision per request: an HTTP request on keep-alive
 connections, or a frame of the binary protocol with --protocol binary) to the
 given nodes and reports throughput, latency percentiles, granted, refused and
 errors. Latency in open-loop mode counts from each request's scheduled start,
 so a slow server cannot hide queueing (no coordinated omission).
 
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if b.concurrency < 1 || b.duration <= 0 || b.warmup < 0 || b.permits < 1 || (b.mode != "closed" && b.mode != "open") || (b.mode == "open" && !(b.openRate > 0)) ||
-		(b.protocol != "http" && b.protocol != "binary") || b.binaryConns < 1 || b.binaryConns > 64 {
-		fmt.Fprintln(stderr, "permitd bench: need --concurrency >= 1, --duration > 0, --warmup >= 0, --permits >= 1, --mode closed|open, --open-rate > 0 in open mode, --protocol http|binary and --binary-conns 1..64")
-		return 2
+Exit status: 0 ok; 1 no request measured, more than 1% errors, or the limit
+could not be created; 2 usage error.
+`, stdout, stderr)
+	var b benchFlags
+	c.List(&b.servers, "servers", "HTTPADDR,...", "127.0.0.1:8001", "HTTP addresses of the nodes to send to (round-robin per worker)", checkHostPort)
+	c.String(&b.limit, "limit", "NAME", "bench", "limit to reserve from", func(s string) error { return checkName("limit name", s) })
+	c.Bool(&b.create, "create", true, "create (or replace) the limit before the run")
+	c.Choice(&b.algorithm, "algorithm", "strict", "algorithm of the created limit", algorithms...)
+	c.Float(&b.rate, "rate", "R", 1e9, positive, "a number > 0", "rate of the created limit (permits per --per); high by default so that the register, not the limit, is measured")
+	c.Duration(&b.per, "per", time.Second, durPositive, "period of the created limit's rate")
+	c.Choice(&b.mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency", "closed", "open")
+	c.Int(&b.concurrency, "concurrency", "N", 16, 1, 1<<20, "an integer >= 1", "closed loop: workers; open loop: most requests outstanding")
+	c.Float(&b.openRate, "open-rate", "R", 1000, positive, "a number > 0", "open loop: requests per second")
+	c.Duration(&b.duration, "duration", 10*time.Second, durPositive, "measured duration")
+	c.Duration(&b.warmup, "warmup", time.Second, durNonNegative, "unmeasured warm-up before the measured duration")
+	c.Duration(&b.maxWait, "max-wait", time.Second, durNonNegative, "max_wait of each reserve")
+	c.Int64(&b.permits, "permits", "N", 1, 1, 1<<62, "an integer >= 1", "permits per reserve")
+	c.Bool(&b.requestIDs, "request-ids", false, "send a unique request_id with every reserve (exercises deduplication)")
+	c.Int64(&b.maxRequests, "max-requests", "N", 0, 0, math.MaxInt64, "an integer >= 0", "stop after this many measured requests (0: no cap)")
+	c.Bool(&b.jsonOut, "json", false, "print the result as JSON")
+	c.Choice(&b.protocol, "protocol", "http", "http: one decision per HTTP/1.1 request, one keep-alive connection per worker and server; binary: one decision per frame of the binary protocol, every worker sharing --binary-conns pipelined connections per server", "http", "binary")
+	c.Int(&b.binaryConns, "binary-conns", "N", 1, 1, 64, "an integer from 1 to 64", "binary protocol: pipelined connections per server")
+	if ok, code := c.parse(args); !ok {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := bench(ctx, b)
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd bench:", err)
-		return 1
+		return c.fail(exitFailure, err)
 	}
 	if b.jsonOut {
 		enc := json.NewEncoder(stdout)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,20 +34,7 @@ type demoNode struct {
 }
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	duration := fs.Duration("duration", 15*time.Second, "how long to run (Ctrl-C stops earlier)")
-	rate := fs.Float64("rate", 10, "permits per second of the demo limit (strict spacing)")
-	clients := fs.Int("clients", 6, "concurrent clients, spread over the three nodes")
-	killAt := fs.Duration("kill-after", 5*time.Second, "kill the leader after this long (0: never)")
-	verbose := fs.Bool("verbose", false, "show the nodes' logs")
-	scene := fs.String("scene", "all", "which scenes to run: 1 (clients, leader kill), 2 (leased workers, a partitioned group) or all")
-	s2 := scene2{workersPerGroup: 2, callers: 1, ttl: time.Second}
-	fs.DurationVar(&s2.duration, "scene2-duration", 15*time.Second, "how long scene 2 runs (>= 4s); group C is cut off from the register from 1/4 to 1/2 of it")
-	fs.Float64Var(&s2.rate, "scene2-rate", 300, "permits per second of scene 2's leased limit")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: permitd demo [flags]
-
+	c := newCmdLine("demo", "demo [flags]", `
 Starts three register nodes in this process on loopback (temporary data
 directories, removed at exit).
 
@@ -69,36 +54,34 @@ against the over-grant bound C + O + floor(W/I) + 1 (W = 1 s).
 
 Ctrl-C stops it cleanly.
 
-Flags:
-`)
-		fs.PrintDefaults()
+Exit status: 0 ok; 1 the demo failed (or the fleet broke the bound); 2 usage
+error.
+`, stdout, stderr)
+	var (
+		duration, killAt time.Duration
+		rate             float64
+		clients          int
+		verbose          bool
+		scene            string
+	)
+	c.Duration(&duration, "duration", 15*time.Second, durPositive, "how long scene 1 runs (Ctrl-C stops earlier)")
+	c.Float(&rate, "rate", "R", 10, func(x float64) bool { return x > 0 && x <= 1000 }, "a number > 0 and <= 1000", "permits per second of the demo limit (strict spacing)")
+	c.Int(&clients, "clients", "N", 6, 1, 256, "an integer from 1 to 256", "concurrent clients, spread over the three nodes")
+	c.Duration(&killAt, "kill-after", 5*time.Second, durNonNegative, "kill the leader after this long (0: never)")
+	c.Bool(&verbose, "verbose", false, "show the nodes' logs")
+	c.Choice(&scene, "scene", "all", "which scenes to run: 1 (clients, leader kill), 2 (leased workers, a partitioned group) or all", "1", "2", "all")
+	s2 := scene2{workersPerGroup: 2, callers: 1, ttl: time.Second}
+	c.DurationAtLeast(&s2.duration, "scene2-duration", 15*time.Second, durPositive, 4*time.Second, "how long scene 2 runs; group C is cut off from the register from 1/4 to 1/2 of it")
+	c.Float(&s2.rate, "scene2-rate", "R", 300, func(x float64) bool { return x >= 10 && x <= 100_000 }, "a number from 10 to 100000", "permits per second of scene 2's leased limit")
+	if ok, code := c.parse(args); !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if !(*rate > 0) || *rate > 1000 || *clients < 1 || *clients > 256 || *duration <= 0 {
-		fmt.Fprintln(stderr, "permitd demo: need 0 < --rate <= 1000, 1 <= --clients <= 256, --duration > 0")
-		return 2
-	}
-	scenes := map[string]int{"1": 1, "2": 2, "all": 0}
-	which, ok := scenes[*scene]
-	if !ok {
-		fmt.Fprintf(stderr, "permitd demo: --scene %q; allowed: 1, 2 or all\n", *scene)
-		return 2
-	}
-	if s2.duration < 4*time.Second || !(s2.rate >= 10) || s2.rate > 100_000 {
-		fmt.Fprintln(stderr, "permitd demo: need --scene2-duration >= 4s and 10 <= --scene2-rate <= 100000")
-		return 2
-	}
+	which := map[string]int{"1": 1, "2": 2, "all": 0}[scene]
 	s2.cutAfter, s2.cutFor = s2.duration/4, s2.duration/4
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := demo(ctx, stdout, *rate, *clients, *killAt, *verbose, *duration, which, s2); err != nil {
-		fmt.Fprintln(stderr, "permitd demo:", err)
-		return 1
+	if err := demo(ctx, stdout, rate, clients, killAt, verbose, duration, which, s2); err != nil {
+		return c.fail(exitFailure, err)
 	}
 	return 0
 }

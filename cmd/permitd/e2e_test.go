@@ -7,9 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -193,19 +191,6 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 			t.Fatalf("permitd bench --protocol %s result: %s (%v)", proto, out, err)
 		}
 	}
-}
-
-// buildPermitd builds this package's binary, with the race detector, into
-// the test's temporary directory.
-func buildPermitd(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "permitd")
-	build := exec.Command("go", "build", "-race", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
-	}
-	return bin
 }
 
 func without(ids []string, x string) []string {

@@ -1,5 +1,6 @@
-// Command permitd is the permitd binary: a register node (agent), admin and
-// client commands, an embedded demo and a load generator.
+// Command permitd is the permitd binary: a register node (agent), a worker
+// sidecar, admin and client commands, an embedded demo and a load
+// generator.
 package main
 
 import (
@@ -22,24 +23,35 @@ func register(name, summary string, run func(args []string, stdout, stderr io.Wr
 	commands[name] = command{summary: summary, run: run}
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `permitd — a consensus-backed distributed permit register (rate limiter).
-
-Usage:
-  permitd <command> [flags]
-
-Commands:
-`)
+// commandNames returns the commands' names, sorted.
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
+	return names
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage: permitd <command> [arguments] [flags]
+
+permitd is a consensus-backed distributed permit register (rate limiter).
+
+Commands:
+`)
+	for _, n := range commandNames() {
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprint(w, `
-Run "permitd <command> --help" for a command's flags.
+Run "permitd <command> --help" (or "permitd help <command>") for a command's
+arguments and flags. Flags and arguments may come in any order; "--" ends
+the flags.
+
+Exit status: 0 ok; 1 failure (or, for status, a degraded cluster); 2 usage
+error: bad flags, arguments, config or input, nothing changed; 3 reserve
+refused.
+
 Quick start: "permitd demo" runs a 3-node cluster in one process.
 `)
 }
@@ -50,19 +62,30 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stderr)
-		return 2
+		fmt.Fprintf(stderr, "permitd: missing command; allowed: %s (see permitd --help)\n", strings.Join(commandNames(), ", "))
+		return exitUsage
 	}
 	switch args[0] {
-	case "-h", "--help", "-help", "help":
+	case "-h", "--help", "-help":
 		usage(stdout)
-		return 0
+		return exitOK
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return exitOK
+		}
+		return run(append(append([]string(nil), args[1:]...), "--help"), stdout, stderr)
+	case "--version", "-version":
+		return run(append([]string{"version"}, args[1:]...), stdout, stderr)
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "permitd: unknown command %q\n\n", args[0])
-		usage(stderr)
-		return 2
+		hint := ""
+		if best := closest(args[0], commandNames()); best != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", best)
+		}
+		fmt.Fprintf(stderr, "permitd: unknown command %q%s (see permitd --help)\n", args[0], hint)
+		return exitUsage
 	}
 	return cmd.run(args[1:], stdout, stderr)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,8 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/worker"
@@ -27,46 +27,45 @@ func init() {
 	register("worker", "run a worker sidecar: spend a leased limit's permits locally", runWorker)
 }
 
-// workerFlags are the worker's command-line options.
+// workerFlags are the worker's settings (flags, config file, environment).
 type workerFlags struct {
 	name, group, limit               string
 	gossipAddr, join, servers        string
-	httpAddr, logLevel               string
+	httpAddr, logLevel, logFormat    string
 	weight                           int64
 	ttl, margin, pushPull, reqTimout time.Duration
 	stealBias                        float64
 	testHooks, testDoubleLease       bool
+	config                           string
+	validate                         bool
 }
 
-func (f *workerFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.group, "group", "", "the worker's group: shares are divided between groups first, stealing prefers the own group (required; 1-128 of [A-Za-z0-9_.:-])")
-	fs.StringVar(&f.limit, "limit", "", "name of the leased limit to serve (required; make it leased with PUT /v1/limits/{name}/lease-policy)")
-	fs.StringVar(&f.name, "name", "", "holder ID, unique in the fleet (default: GROUP.GOSSIPADDR)")
-	fs.StringVar(&f.gossipAddr, "gossip-addr", "127.0.0.1:7946", "HOST:PORT to gossip on (memberlist, TCP and UDP) with the other workers")
-	fs.StringVar(&f.join, "join", "", "GOSSIPADDR[,GOSSIPADDR...] of other workers to join (rejoined while alone)")
-	fs.StringVar(&f.servers, "servers", "", "HTTPADDR[,HTTPADDR...] of the register's agents (required)")
-	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:8101", "HOST:PORT of the sidecar's HTTP API (reserve, status, healthz)")
-	fs.Int64Var(&f.weight, "weight", 1, "the group's weight in the fair division (1-1000000)")
-	fs.DurationVar(&f.ttl, "ttl", worker.DefaultTTL, "lease TTL asked of the register (100ms-60s); the lease is renewed every TTL/2")
-	fs.DurationVar(&f.margin, "margin", 0, "safety margin subtracted from every local deadline (0: 10% of --ttl, at least 50ms; must leave TTL-margin > TTL/2)")
-	fs.Float64Var(&f.stealBias, "steal-bias", 0, "fraction of its spare permits a worker keeps for its own group when another group asks (0: default 0.5; -1: none; else 0 < F <= 1)")
-	fs.DurationVar(&f.pushPull, "gossip-push-pull", 2*time.Second, "memberlist push/pull interval (short, so that a small fleet converges quickly)")
-	fs.DurationVar(&f.reqTimout, "max-reserve-wait", transport.DefaultRequestTimeout, "longest max_wait a reserve may ask of the sidecar")
-	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: trace, debug, info, warn, error")
-	fs.BoolVar(&f.testHooks, "test-hooks", false, "testing only: serve /v1/debug/faults to cut this worker off from the register (jepsen-lite)")
-	fs.BoolVar(&f.testDoubleLease, "test-double-lease", false, "testing only, BROKEN on purpose: hand out every permit twice (jepsen-lite shows it is caught)")
+func (f *workerFlags) define(c *cmdLine) {
+	c.String(&f.group, "group", "NAME", "", "the worker's group: shares are divided between groups first, stealing prefers the own group (required; 1-128 of [A-Za-z0-9_.:-])",
+		func(s string) error { return checkName("group", s) })
+	c.String(&f.limit, "limit", "NAME", "", "name of the leased limit to serve (required; make it leased with permitd limits lease-policy NAME --leased=true)",
+		func(s string) error { return checkName("limit name", s) })
+	c.String(&f.name, "name", "ID", "", "holder ID, unique in the fleet (default: GROUP.GOSSIPADDR)", func(s string) error { return checkName("holder ID", s) })
+	c.String(&f.gossipAddr, "gossip-addr", "HOST:PORT", "127.0.0.1:7946", "address to gossip on (memberlist, TCP and UDP) with the other workers", checkHostPort)
+	c.List(&f.join, "join", "GOSSIPADDR,...", "", "gossip addresses of other workers to join (rejoined while alone)", checkHostPort)
+	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required)", checkServer)
+	c.String(&f.httpAddr, "http-addr", "HOST:PORT", "127.0.0.1:8101", "address of the sidecar's HTTP API (reserve, status, healthz, metrics)", checkHostPort)
+	c.Int64(&f.weight, "weight", "W", 1, 1, 1_000_000, "an integer from 1 to 1000000", "the group's weight in the fair division")
+	c.DurationRange(&f.ttl, "ttl", worker.DefaultTTL, durPositive, 100*time.Millisecond, time.Minute, "lease TTL asked of the register (100ms-60s); the lease is renewed every TTL/2")
+	c.Duration(&f.margin, "margin", 0, durNonNegative, "safety margin subtracted from every local deadline (0: 10% of --ttl, at least 50ms; must leave TTL-margin > TTL/2)")
+	c.Float(&f.stealBias, "steal-bias", "F", 0, func(x float64) bool { return x == -1 || (x >= 0 && x <= 1) }, "-1, 0, or a number in (0, 1]",
+		"fraction of its spare permits a worker keeps for its own group when another group asks (0: default 0.5; -1: none)")
+	c.Duration(&f.pushPull, "gossip-push-pull", 2*time.Second, durPositive, "memberlist push/pull interval (short, so that a small fleet converges quickly)")
+	c.Duration(&f.reqTimout, "max-reserve-wait", transport.DefaultRequestTimeout, durPositive, "longest max_wait a reserve may ask of the sidecar")
+	c.Choice(&f.logLevel, "log-level", "info", "log level (memberlist logs from one level higher)", logLevels...)
+	c.Choice(&f.logFormat, "log-format", "text", "log format: text lines, or one JSON object per line", logFormats...)
+	c.Bool(&f.testHooks, "test-hooks", false, "testing only: serve /v1/debug/faults to cut this worker off from the register (jepsen-lite)")
+	c.Bool(&f.testDoubleLease, "test-double-lease", false, "testing only, BROKEN on purpose: hand out every permit twice (jepsen-lite shows it is caught)")
+	c.String(&f.config, "config", "FILE", "", "read settings from this JSON file (default: $PERMITD_CONFIG)", nil)
+	c.Bool(&f.validate, "validate", false, "check the settings (flags, environment, config file), print them as a config file and exit")
 }
 
-func runWorker(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f workerFlags
-	f.register(fs)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: permitd worker --group NAME --limit NAME --servers HTTPADDR,...
-                      --gossip-addr HOST:PORT [--join GOSSIPADDR,...] --http-addr HOST:PORT
-                      [--name ID] [--weight W] [--ttl D] [--margin D] [--steal-bias F] [--log-level L]
-
+const workerDescription = `
 Runs a worker sidecar of a leased limit. The worker leases a share of the
 limit's permits from the register (--servers), paces them out locally and
 trades idle permits with the other workers it finds by gossip (--join), so
@@ -84,48 +83,53 @@ The sidecar serves, for --limit only:
        404 for another limit, 400 for a bad body
   GET  /v1/status   group, holder, lease, share, counters, members
   GET  /healthz
+  GET  /metrics     the worker's counters, permitd_build_info, go_* and process_*
+
+Every flag can also be set in a JSON config file (--config FILE) by its
+name, and in an environment variable PERMITD_<NAME> (--gossip-addr:
+PERMITD_GOSSIP_ADDR). Flags win over the environment, which wins over the
+file. --validate checks everything and prints the effective settings.
 
 SIGINT/SIGTERM stop it gracefully: the lease is returned (its unspent permits
 go back to the register) and the worker leaves the gossip cluster.
 
-Flags:
-`)
-		fs.PrintDefaults()
+Exit status: 0 stopped by a signal; 1 failed (the register refused the
+worker, a port in use, the lease could not be returned); 2 usage error.
+`
+
+func runWorker(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("worker", `worker --group NAME --limit NAME --servers HTTPADDR,...
+                      --gossip-addr HOST:PORT [--join GOSSIPADDR,...] --http-addr HOST:PORT
+                      [--name ID] [--weight W] [--ttl D] [--margin D] [--steal-bias F] [--config FILE]`, workerDescription, stdout, stderr)
+	var f workerFlags
+	f.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	warnings, err := c.loadSettings(f.config, os.Environ())
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "permitd worker: warning: %s\n", w)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "permitd worker: unexpected arguments %q\n", fs.Args())
-		return 2
+	if err != nil {
+		return c.usageError(err.Error())
 	}
 	if f.group == "" || f.limit == "" || f.servers == "" {
-		fmt.Fprintln(stderr, "permitd worker: --group, --limit and --servers are required")
-		return 2
+		return c.usageError("--group, --limit and --servers are required")
 	}
 	if f.name == "" {
 		f.name = f.group + "." + f.gossipAddr
 	}
 	gossip, err := gossipConfig(f.gossipAddr, f.pushPull)
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd worker:", err)
-		return 2
+		return c.usageError(err.Error())
 	}
-	if f.reqTimout <= 0 {
-		fmt.Fprintf(stderr, "permitd worker: --max-reserve-wait %v; allowed: > 0\n", f.reqTimout)
-		return 2
-	}
-	logger := hclog.New(&hclog.LoggerOptions{Name: "permitd-worker", Level: hclog.LevelFromString(f.logLevel), Output: stderr})
+	logger := newLogger("permitd-worker", f.logLevel, f.logFormat, stderr)
 	attempt := max(f.ttl/4, 50*time.Millisecond)
-	c, err := client.New(splitList(f.servers), client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(attempt))
+	cl, err := newClient(f.servers, client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(attempt))
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd worker: --servers:", err)
-		return 2
+		return c.usageError(err.Error())
 	}
-	var reg worker.Register = clientRegister{c: c}
+	var reg worker.Register = clientRegister{c: cl}
 	var faults *faultyRegister
 	if f.testHooks {
 		faults = newFaultyRegister(reg)
@@ -137,20 +141,23 @@ Flags:
 		Clock: node.NewMonotonicClock(), Logger: logger,
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd worker:", err)
-		return 2
+		return c.usageError(err.Error())
+	}
+	if f.validate {
+		c.printSettings(stdout)
+		return exitOK
 	}
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
-		fmt.Fprintf(stderr, "permitd worker: listen on --http-addr %s: %v\n", f.httpAddr, err)
-		return 1
+		reportFailure(stderr, logger, f.logFormat, "worker", "listen on --http-addr "+f.httpAddr, err)
+		return exitFailure
 	}
 	startCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err = w.Start(startCtx)
 	cancel()
 	if err != nil {
 		ln.Close()
-		fmt.Fprintln(stderr, "permitd worker:", err)
+		reportFailure(stderr, logger, f.logFormat, "worker", "start", err)
 		return 1
 	}
 	var sw transport.SidecarWorker = w
@@ -159,6 +166,7 @@ Flags:
 		sw = &doubleSpender{SidecarWorker: w}
 	}
 	handler := transport.NewSidecarHandler(sw, transport.HandlerOptions{Logger: logger.Named("http"), RequestTimeout: f.reqTimout})
+	handler = withProcessMetrics(handler, sw)
 	if faults != nil {
 		handler = withWorkerFaultHooks(handler, faults)
 	}
@@ -169,7 +177,8 @@ Flags:
 			httpErr <- err
 		}
 	}()
-	logger.Info("worker started", "name", f.name, "group", f.group, "limit", f.limit, "gossip_addr", f.gossipAddr, "http_addr", ln.Addr().String())
+	logger.Info("listening", "name", f.name, "group", f.group, "limit", f.limit, "http_addr", ln.Addr().String(), "gossip_addr", f.gossipAddr,
+		"version", readBuildInfo().Version)
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -178,7 +187,7 @@ Flags:
 	case s := <-sig:
 		logger.Info("stopping", "signal", s.String())
 	case err := <-httpErr:
-		fmt.Fprintln(stderr, "permitd worker: http:", err)
+		reportFailure(stderr, logger, f.logFormat, "worker", "http", err)
 		code = 1
 	}
 	go func() {
@@ -196,7 +205,7 @@ Flags:
 		close(shut)
 	}()
 	if err := w.Stop(ctx); err != nil {
-		fmt.Fprintln(stderr, "permitd worker: returning the lease:", err)
+		reportFailure(stderr, logger, f.logFormat, "worker", "returning the lease", err)
 		code = 1
 	}
 	<-shut
@@ -208,7 +217,7 @@ Flags:
 func gossipConfig(addr string, pushPull time.Duration) (*memberlist.Config, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("--gossip-addr %q: %v; allowed: HOST:PORT", addr, err)
+		return nil, fmt.Errorf("--gossip-addr %q: %w; allowed: HOST:PORT", addr, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port < 1 || port > 65535 {
@@ -227,4 +236,22 @@ func gossipConfig(addr string, pushPull time.Duration) (*memberlist.Config, erro
 	}
 	c.PushPullInterval = pushPull
 	return c, nil
+}
+
+// withProcessMetrics serves GET /metrics from a registry of the worker's
+// metrics (transport.WorkerMetrics), permitd_build_info and the Go runtime
+// and process collectors; every other request goes to next. (The sidecar
+// handler serves its own registry of the worker's metrics only.)
+func withProcessMetrics(next http.Handler, w transport.WorkerStatser) http.Handler {
+	reg := prometheus.NewRegistry()
+	registerProcessMetrics(reg)
+	transport.NewWorkerMetrics(reg, w)
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			metrics.ServeHTTP(rw, r)
+			return
+		}
+		next.ServeHTTP(rw, r)
+	})
 }

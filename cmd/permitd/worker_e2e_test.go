@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -37,12 +36,12 @@ func TestBinaryWorkersStayWithinBound(t *testing.T) {
 	type proc struct {
 		name string
 		cmd  *exec.Cmd
-		log  *bytes.Buffer
+		log  *lockedBuffer
 	}
 	var procs []*proc
 	start := func(name string, args ...string) *proc {
 		cmd := exec.Command(bin, args...)
-		buf := &bytes.Buffer{}
+		buf := &lockedBuffer{}
 		cmd.Stdout, cmd.Stderr = buf, buf
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start %s: %v", name, err)
@@ -179,6 +178,23 @@ func TestBinaryWorkersStayWithinBound(t *testing.T) {
 		}
 		if st.Group != fmt.Sprintf("g%d", i+1) || st.Lease.LeaseID == 0 || st.ShareMilli <= 0 || st.Stats.SpentPermits < granted[i].Load() {
 			t.Errorf("sidecar %s status %s: want group g%d, a lease, a share and spent >= %d", s, resp, i+1, granted[i].Load())
+		}
+	}
+
+	// The sidecar's /metrics: the worker's series, the build and the
+	// process.
+	code, resp = doQuiet(hc, "GET", "http://"+sidecar[0]+"/metrics", "")
+	for _, want := range []string{"permitd_worker_spent_permits_total{", `permitd_build_info{goversion="go`, `version="` + testVersion + `"} 1`,
+		"go_goroutines ", "process_cpu_seconds_total "} {
+		if code != 200 || !strings.Contains(string(resp), want) {
+			t.Errorf("sidecar /metrics (%d) lacks %q", code, want)
+		}
+	}
+
+	// At the default log level a worker says where it listens.
+	for i, p := range workers {
+		if !strings.Contains(p.log.String(), "permitd-worker: listening: name=w"+fmt.Sprint(i+1)) {
+			t.Errorf("%s did not log where it listens:\n%s", p.name, p.log.String())
 		}
 	}
 

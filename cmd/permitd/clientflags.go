@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+// clientFlags are the flags of every command that talks to a cluster.
+type clientFlags struct {
+	servers string
+	timeout time.Duration
+}
+
+// define adds --servers and --timeout to c.
+func (f *clientFlags) define(c *cmdLine) {
+	c.List(&f.servers, "servers", "HTTPADDR,...", "127.0.0.1:8001",
+		"HTTP addresses of the cluster's nodes (the next is tried when one is down)", checkServer)
+	c.Duration(&f.timeout, "timeout", 10*time.Second, durPositive, "how long the command's requests may take in all")
+}
+
+// client returns a client of --servers and a context bounded by --timeout.
+func (f *clientFlags) client(opts ...client.Option) (*client.Client, context.Context, context.CancelFunc, error) {
+	cl, err := newClient(f.servers, opts...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	return cl, ctx, cancel, nil
+}
+
+// newClient returns a client of servers (a --servers value), with an
+// error that names the flag.
+func newClient(servers string, opts ...client.Option) (*client.Client, error) {
+	cl, err := client.New(splitList(servers), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("--servers %q: %s", servers, describeError(err))
+	}
+	return cl, nil
+}
+
+// checkServer validates one --servers item.
+func checkServer(s string) error {
+	if _, err := client.New([]string{s}); err != nil {
+		return fmt.Errorf("%q is not a server address; allowed: \"host:port\" or \"http://host:port\"", s)
+	}
+	return nil
+}
+
+// checkHostPort validates a HOST:PORT setting (the host may be empty, for
+// every interface).
+func checkHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not HOST:PORT (%v)", s, strings.TrimPrefix(err.Error(), "address "+s+": "))
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%q: port %q; allowed: 0-65535", s, port)
+	}
+	return nil
+}
+
+// checkName validates a limit or server name as the HTTP API does:
+// 1-128 characters of [A-Za-z0-9_.:-].
+func checkName(what, s string) error {
+	if len(s) == 0 || len(s) > 128 {
+		return fmt.Errorf("%s %q has %d characters; allowed: 1-128 characters of [A-Za-z0-9_.:-]", what, s, len(s))
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == ':' || r == '-') {
+			return fmt.Errorf("%s %q contains %q; allowed: 1-128 characters of [A-Za-z0-9_.:-]", what, s, r)
+		}
+	}
+	return nil
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// printLine writes v as one line of JSON (for output that scripts read line
+// by line).
+func printLine(w io.Writer, v any) {
+	_ = json.NewEncoder(w).Encode(v)
+}

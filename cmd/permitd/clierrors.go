@@ -1,0 +1,32 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+// describeError words an error of the Go client for a terminal: a server's
+// answer as its message, status and server; anything else without the
+// client's package prefixes.
+func describeError(err error) string {
+	var api *client.APIError
+	if errors.As(err, &api) {
+		return fmt.Sprintf("%s (%d %s from %s)", api.Message, api.StatusCode, http.StatusText(api.StatusCode),
+			strings.TrimPrefix(api.Server, "http://"))
+	}
+	return strings.ReplaceAll(err.Error(), "client: ", "")
+}
+
+// exitCodeOf is the exit status for a failed request: 2 when the server
+// (or the client, before sending) rejected it as invalid, so that nothing
+// changed, else 1.
+func exitCodeOf(err error) int {
+	if errors.Is(err, client.ErrInvalid) {
+		return exitUsage
+	}
+	return exitFailure
+}

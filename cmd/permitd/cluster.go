@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+func init() {
+	register("cluster", "manage membership and leadership: show, join, remove, transfer", runCluster)
+}
+
+// clusterSubcommands are the subcommands of "permitd cluster".
+var clusterSubcommands = []subcommand{
+	{"show", "print the raft configuration as JSON", runClusterShow},
+	{"join", "add a server to the cluster as a voter", runClusterJoin},
+	{"remove", "remove a server from the cluster", runClusterRemove},
+	{"transfer", "hand the leadership to another voter", runClusterTransfer},
+}
+
+func runCluster(args []string, stdout, stderr io.Writer) int {
+	return runGroup("cluster", "Shows and changes the cluster's membership and leadership (through the leader).\n",
+		clusterSubcommands, args, stdout, stderr)
+}
+
+func runClusterShow(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("cluster show", "cluster show [--servers HTTPADDR,...]",
+		"Prints the raft configuration (servers, leader, term) as the first answering node sees it, as JSON.\n\n"+exitStatusText, stdout, stderr)
+	var cf clientFlags
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cancel()
+	view, err := cl.Cluster(ctx)
+	if err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	printJSON(stdout, view)
+	return exitOK
+}
+
+func runClusterJoin(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("cluster join", "cluster join ID RAFTADDR [--servers HTTPADDR,...]", `
+Adds server ID, whose raft address is RAFTADDR (HOST:PORT), to the cluster
+as a voter. A new agent started with --join does this by itself.
+
+`+exitStatusText, stdout, stderr)
+	c.args("ID", "RAFTADDR")
+	var cf clientFlags
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	id, addr := c.arg(0), c.arg(1)
+	if err := checkName("server ID", id); err != nil {
+		return c.usageError(err.Error())
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return c.usageErrorf("RAFTADDR %q: %v; allowed: HOST:PORT", addr, err)
+	}
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cancel()
+	if err := cl.Join(ctx, id, addr); err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	fmt.Fprintf(stdout, "joined %s (raft %s) as a voter\n", id, addr)
+	return exitOK
+}
+
+func runClusterRemove(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("cluster remove", "cluster remove ID [--servers HTTPADDR,...]", `
+Removes server ID from the raft configuration and prints which server was
+removed and the voters that remain. Stop the removed node afterwards (it
+no longer takes part in the cluster); removing a running node that still
+believes it is a member makes it campaign on its own.
+
+`+exitStatusText, stdout, stderr)
+	c.args("ID")
+	var cf clientFlags
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	id := c.arg(0)
+	if err := checkName("server ID", id); err != nil {
+		return c.usageError(err.Error())
+	}
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cancel()
+	before, err := cl.Cluster(ctx)
+	if err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	raftAddr, found := "", false
+	var remaining []string
+	for _, s := range before.Servers {
+		if s.ID == id {
+			raftAddr, found = s.RaftAddr, true
+		} else if s.Voter {
+			remaining = append(remaining, s.ID)
+		}
+	}
+	if !found {
+		return c.fail(exitFailure, fmt.Errorf("server %q is not a member; members: %s", id, memberIDs(before.Servers)))
+	}
+	if err := cl.RemoveServer(ctx, id); err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	fmt.Fprintf(stdout, "removed %s (raft %s) from the cluster; voters now: %s\n", id, raftAddr, strings.Join(remaining, ", "))
+	return exitOK
+}
+
+// memberIDs lists the servers' IDs.
+func memberIDs(servers []client.Server) string {
+	ids := make([]string, len(servers))
+	for i, s := range servers {
+		ids[i] = s.ID
+	}
+	return strings.Join(ids, ", ")
+}
+
+func runClusterTransfer(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("cluster transfer", "cluster transfer [--to ID] [--servers HTTPADDR,...]", `
+Makes the leader hand its leadership over to voter --to (any other voter if
+--to is not given), waits until a new leader is known, and prints who led
+before and who leads now. Use it before stopping the leader for
+maintenance (a leader stopped with SIGTERM also hands over by itself).
+
+`+exitStatusText, stdout, stderr)
+	var cf clientFlags
+	var to string
+	c.String(&to, "to", "ID", "", "the voter to hand leadership to (default: any other voter)", func(s string) error {
+		return checkName("server ID", s)
+	})
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cancel()
+	before, err := cl.Cluster(ctx)
+	if err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	if to != "" && to == before.LeaderID {
+		return c.fail(exitUsage, fmt.Errorf("%s already leads (term %d)", to, before.Term))
+	}
+	body := map[string]string{}
+	if to != "" {
+		body["to"] = to
+	}
+	if err := adminCall(ctx, splitList(cf.servers), "POST", "/v1/cluster/transfer-leadership", body, false, nil); err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	// Wait (bounded by --timeout) until some node names the new leader.
+	for {
+		after, err := cl.Cluster(ctx)
+		if err == nil && after.LeaderID != "" && after.LeaderID != before.LeaderID {
+			fmt.Fprintf(stdout, "leadership transferred from %s to %s (term %d)\n", before.LeaderID, after.LeaderID, after.Term)
+			return exitOK
+		}
+		select {
+		case <-ctx.Done():
+			return c.fail(exitFailure, fmt.Errorf("the transfer was accepted but no new leader was seen within --timeout %v", cf.timeout))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/url"
+	"time"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+func init() {
+	register("limits", "manage limits: put, get, list, delete, lease-policy", runLimits)
+}
+
+// limitsSubcommands are the subcommands of "permitd limits".
+var limitsSubcommands = []subcommand{
+	{"put", "create or replace a limit", runLimitsPut},
+	{"get", "print a limit with its counters", runLimitsGet},
+	{"list", "print every limit", runLimitsList},
+	{"delete", "delete a limit", runLimitsDelete},
+	{"lease-policy", "make a limit leased (spent by worker sidecars) or linearized", runLimitsLeasePolicy},
+}
+
+func runLimits(args []string, stdout, stderr io.Writer) int {
+	return runGroup("limits", "Manages the cluster's limits. Each subcommand prints the server's answer as JSON.\n",
+		limitsSubcommands, args, stdout, stderr)
+}
+
+const exitStatusText = "Exit status: 0 ok; 1 failure (server unreachable, limit not found, ...); 2 usage\nerror or input the server rejected as invalid (nothing changed).\n"
+
+// algorithmOptions lists the flags each algorithm accepts besides --rate
+// and --per.
+var algorithmOptions = map[string][]string{
+	"strict": {"max-reserved", "expiry"},
+	"bursty": {"max-burst-seconds"},
+	"warmup": {"warmup", "cold-factor"},
+	"hybrid": {"burst-ratio", "strictness"},
+}
+
+// algorithms are the algorithms, in the order help texts list them.
+var algorithms = []string{"strict", "bursty", "warmup", "hybrid"}
+
+func runLimitsPut(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("limits put", "limits put NAME --algorithm strict|bursty|warmup|hybrid --rate R [--per D] [options]", `
+Creates limit NAME, or replaces its configuration, and prints it as JSON.
+A limit allows --rate permits per --per. The algorithm decides how they may
+be spent; each algorithm takes only its own options:
+
+  strict   --max-reserved N --expiry D     minimum spacing per/rate; N permits may be reserved ahead
+  bursty   --max-burst-seconds S           idle time stored as up to S seconds of permits
+  warmup   --warmup D --cold-factor F      stored permits served slower; ramps up over D
+  hybrid   --burst-ratio B --strictness S  EngineBlock pools; catches up at up to B × rate
+
+Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reserved 2
+
+`+exitStatusText, stdout, stderr)
+	c.args("NAME")
+	var cf clientFlags
+	var (
+		algorithm                                  string
+		rate                                       float64
+		per, expiry, warmup                        time.Duration
+		maxReserved                                int64
+		maxBurst, coldFactor, burstRatio, strictns float64
+	)
+	c.Choice(&algorithm, "algorithm", "", "the algorithm (required)", algorithms...)
+	c.Float(&rate, "rate", "R", 0, positive, "a number > 0: permits per --per", "permits per --per (required)")
+	c.Duration(&per, "per", time.Second, durPositive, "the period of --rate")
+	c.Int64(&maxReserved, "max-reserved", "N", 0, 0, 1<<62, "an integer >= 0", "strict: permits that may be reserved ahead of now")
+	c.Duration(&expiry, "expiry", 0, durNonNegative, "strict: how long after its time a permit may still be used (0: half an interval)")
+	c.Float(&maxBurst, "max-burst-seconds", "S", 0, nonNegative, "a number >= 0", "bursty: seconds of permits stored while idle")
+	c.Duration(&warmup, "warmup", 0, durPositive, "warmup: the warm-up period")
+	c.Float(&coldFactor, "cold-factor", "F", 0, zeroOrAtLeastOne, "a number >= 1, or 0 for the default", "warmup: cold interval / stable interval")
+	c.Float(&burstRatio, "burst-ratio", "B", 0, zeroOrAtLeastOne, "a number >= 1, or 0 for the default", "hybrid: catch-up speed relative to the rate")
+	c.Float(&strictns, "strictness", "S", 0, nil, "a number", "hybrid: pacing mode, see the README")
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	name := c.arg(0)
+	if err := checkName("limit name", name); err != nil {
+		return c.usageError(err.Error())
+	}
+	if !c.isSet("algorithm") {
+		return c.usageErrorf("--algorithm is required; allowed: %s", orList(algorithms))
+	}
+	if !c.isSet("rate") {
+		return c.usageError("--rate is required; allowed: a number > 0: permits per --per")
+	}
+	for _, other := range algorithms {
+		if other == algorithm {
+			continue
+		}
+		for _, o := range algorithmOptions[other] {
+			if c.isSet(o) {
+				return c.usageErrorf("--%s belongs to algorithm %s, not %s; allowed with %s: %s", o, other, algorithm, algorithm,
+					orList(dashed(algorithmOptions[algorithm])))
+			}
+		}
+	}
+	spec := client.LimitSpec{Algorithm: algorithm, Rate: rate, Per: per}
+	if c.isSet("max-reserved") {
+		spec.MaxReserved = &maxReserved
+	}
+	if c.isSet("expiry") {
+		spec.Expiry = &expiry
+	}
+	if c.isSet("max-burst-seconds") {
+		spec.MaxBurstSeconds = &maxBurst
+	}
+	if c.isSet("warmup") {
+		spec.Warmup = &warmup
+	}
+	if c.isSet("cold-factor") {
+		spec.ColdFactor = &coldFactor
+	}
+	if c.isSet("burst-ratio") {
+		spec.BurstRatio = &burstRatio
+	}
+	if c.isSet("strictness") {
+		spec.Strictness = &strictns
+	}
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cancel()
+	l, err := cl.PutLimit(ctx, name, spec)
+	if err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	printJSON(stdout, l)
+	return exitOK
+}
+
+// dashed prefixes flag names with "--".
+func dashed(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "--" + n
+	}
+	return out
+}
+
+func runLimitsGet(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("limits get", "limits get NAME [--servers HTTPADDR,...]",
+		"Prints limit NAME (its configuration and counters) as JSON.\n\n"+exitStatusText, stdout, stderr)
+	c.args("NAME")
+	var cf clientFlags
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	if err := checkName("limit name", c.arg(0)); err != nil {
+		return c.usageError(err.Error())
+	}
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cancel()
+	l, err := cl.GetLimit(ctx, c.arg(0))
+	if err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	printJSON(stdout, l)
+	return exitOK
+}
+
+func runLimitsList(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("limits list", "limits list [--servers HTTPADDR,...]",
+		"Prints every limit, sorted by name, as a JSON array.\n\n"+exitStatusText, stdout, stderr)
+	var cf clientFlags
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cancel()
+	ls, err := cl.ListLimits(ctx)
+	if err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	if ls == nil {
+		ls = []client.Limit{}
+	}
+	printJSON(stdout, ls)
+	return exitOK
+}
+
+func runLimitsDelete(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("limits delete", "limits delete NAME [--force] [--servers HTTPADDR,...]", `
+Deletes limit NAME and prints {"name":NAME,"deleted":true}; exits 1 if
+there is no such limit.
+
+The register refuses to delete a leased limit while leases still hold
+permits of it (workers could still be spending them); --force asks it to
+delete the limit anyway. Deleting and re-creating a leased limit adds,
+once, what the old one had handed out to the over-grant bound (see the
+README's Leased limits).
+
+`+exitStatusText, stdout, stderr)
+	c.args("NAME")
+	var cf clientFlags
+	var force bool
+	c.Bool(&force, "force", false, "delete a leased limit even while leases hold permits of it")
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	name := c.arg(0)
+	if err := checkName("limit name", name); err != nil {
+		return c.usageError(err.Error())
+	}
+	if _, err := newClient(cf.servers); err != nil {
+		return c.usageError(err.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
+	defer cancel()
+	path := "/v1/limits/" + url.PathEscape(name)
+	if force {
+		path += "?force=true"
+	}
+	var out struct {
+		Existed bool `json:"existed"`
+	}
+	if err := adminCall(ctx, splitList(cf.servers), "DELETE", path, nil, true, &out); err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	// The server answers 404 for a limit that does not exist; "existed"
+	// is false only when a retry found it deleted by the first attempt.
+	printJSON(stdout, map[string]any{"name": name, "deleted": true})
+	return exitOK
+}
+
+func runLimitsLeasePolicy(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("limits lease-policy", "limits lease-policy NAME --leased=true|false [--burst-permits C] [--max-outstanding-permits O]", `
+Makes limit NAME leased (--leased=true: worker sidecars lease shares of its
+permits and spend them locally; reserves on it are then refused) or
+linearized again (--leased=false: every reserve is one raft decision; only
+once no lease holds permits). Prints the effective policy as JSON.
+
+In any window of length W the workers together spend at most
+C + O + floor(W / interval) + 1 permits of a leased limit.
+
+`+exitStatusText, stdout, stderr)
+	c.args("NAME")
+	var cf clientFlags
+	var leased bool
+	var burst, outstanding int64
+	c.Bool(&leased, "leased", false, "true: lease the limit's permits to workers; false: linearized (required, written --leased=true or --leased=false)")
+	c.Int64(&burst, "burst-permits", "C", 0, 0, 1<<60, "an integer 1-1152921504606846976 (2^60), or 0 for the default",
+		"C, the most permits the free pool accumulates (0: one second of permits); only with --leased=true")
+	c.Int64(&outstanding, "max-outstanding-permits", "O", 0, 0, 1<<60, "an integer 1-1152921504606846976 (2^60), or 0 for the default",
+		"O, the most permits held by leases at once (0: one second of permits); only with --leased=true")
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	name := c.arg(0)
+	if err := checkName("limit name", name); err != nil {
+		return c.usageError(err.Error())
+	}
+	if !c.isSet("leased") {
+		return c.usageError("--leased is required; allowed: --leased=true (lease the limit to workers) or --leased=false (linearized)")
+	}
+	if !leased && (burst != 0 || outstanding != 0) {
+		return c.usageError("--burst-permits and --max-outstanding-permits apply only with --leased=true")
+	}
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cancel()
+	res, err := cl.PutLeasePolicy(ctx, name, client.LeasePolicy{Leased: leased, BurstPermits: burst, MaxOutstandingPermits: outstanding})
+	if err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	printJSON(stdout, res)
+	return exitOK
+}
