@@ -364,7 +364,7 @@ func TestCLI(t *testing.T) {
 		}
 		wantCode(t, cli(t, "limits", "get", "other", "--servers", all), 1)
 		r = cli(t, "limits", "delete", "other", "--servers", all)
-		if r.code != 1 || !strings.Contains(r.stderr, `limit not found: limit "other" (404 Not Found from `) {
+		if r.code != 1 || !strings.Contains(r.stderr, `limit "other" not found (404 Not Found from `) {
 			t.Fatalf("second delete: %v", r)
 		}
 	})
@@ -395,6 +395,19 @@ func TestCLI(t *testing.T) {
 		}
 		wantCode(t, cli(t, "reserve", "fleet", "--max-wait", "1s", "--servers", all), 0)
 		wantCode(t, cli(t, "limits", "lease-policy", "nosuch", "--leased=true", "--servers", all), 1)
+		// A leased limit whose lease holds permits is deleted only with
+		// --force: without it the register refuses (409, exit 1).
+		wantCode(t, cli(t, "limits", "lease-policy", "fleet", "--leased=true", "--servers", all), 0)
+		hc := &http.Client{Timeout: 5 * time.Second}
+		if code, b := do(t, hc, "POST", "http://"+agents[0].httpAddr+"/v1/limits/fleet/lease",
+			`{"holder":"w1","group":"g","demand_per_sec":50,"ttl":"60s"}`); code != 200 || !strings.Contains(string(b), `"permits":`) {
+			t.Fatalf("lease: %d %s", code, b)
+		}
+		r = cli(t, "limits", "delete", "fleet", "--servers", all)
+		if r.code != exitFailure || !strings.Contains(r.stderr, "leases still hold permits") || !strings.Contains(r.stderr, "409") {
+			t.Fatalf("delete of a leased limit without --force: %v", r)
+		}
+		wantCode(t, cli(t, "limits", "get", "fleet", "--servers", all), 0)
 		r = cli(t, "limits", "delete", "fleet", "--force", "--servers", all)
 		wantCode(t, r, 0)
 		if !strings.Contains(r.stdout, `"deleted": true`) {

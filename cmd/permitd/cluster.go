@@ -163,11 +163,7 @@ maintenance (a leader stopped with SIGTERM also hands over by itself).
 	if to != "" && to == before.LeaderID {
 		return c.fail(exitUsage, fmt.Errorf("%s already leads (term %d)", to, before.Term))
 	}
-	body := map[string]string{}
-	if to != "" {
-		body["to"] = to
-	}
-	if err := adminCall(ctx, splitList(cf.servers), "POST", "/v1/cluster/transfer-leadership", body, false, nil); err != nil {
+	if err := cl.TransferLeadership(ctx, to); err != nil {
 		return c.fail(exitCodeOf(err), err)
 	}
 	// Wait (bounded by --timeout) until some node names the new leader.

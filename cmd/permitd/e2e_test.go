@@ -25,55 +25,19 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildPermitd(t)
-	ports := freePorts(t, 6)
-	ids := []string{"a1", "a2", "a3"}
-	raftAddr := map[string]string{}
+	agents := newTestAgents(t, 3)
+	ids := make([]string, len(agents))
 	httpAddr := map[string]string{}
-	var initial []string
-	for i, id := range ids {
-		raftAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i])
-		httpAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
-		initial = append(initial, id+"="+raftAddr[id])
+	byID := map[string]*testAgent{}
+	for i, a := range agents {
+		ids[i], httpAddr[a.id], byID[a.id] = a.id, a.httpAddr, a
 	}
-	dataDir := map[string]string{}
-	procs := map[string]*exec.Cmd{}
-	logs := map[string]*bytes.Buffer{}
-	var mu sync.Mutex
 	start := func(id string) {
-		if dataDir[id] == "" {
-			dataDir[id] = t.TempDir()
-		}
-		cmd := exec.Command(bin, "agent", "--id", id, "--data-dir", dataDir[id], "--raft-addr", raftAddr[id],
-			"--http-addr", httpAddr[id], "--initial-cluster", strings.Join(initial, ","))
-		buf := &bytes.Buffer{}
-		cmd.Stdout, cmd.Stderr = buf, buf
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", id, err)
-		}
-		mu.Lock()
-		procs[id], logs[id] = cmd, buf
-		mu.Unlock()
+		a := byID[id]
+		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
 	}
-	kill := func(id string) {
-		mu.Lock()
-		cmd := procs[id]
-		delete(procs, id)
-		mu.Unlock()
-		if cmd != nil {
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			_ = cmd.Wait()
-		}
-	}
-	t.Cleanup(func() {
-		for _, id := range ids {
-			kill(id)
-		}
-		if t.Failed() {
-			for id, b := range logs {
-				t.Logf("--- %s log:\n%s", id, b.String())
-			}
-		}
-	})
+	kill := func(id string) { byID[id].signal(t, syscall.SIGKILL) }
 	for _, id := range ids {
 		start(id)
 	}
@@ -174,12 +138,8 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 	// A correctness smoke of permitd bench against the same cluster: it
 	// creates its limit, sends reserves through every node, and exits 0
 	// only without errors.
-	var servers []string
-	for _, id := range ids {
-		servers = append(servers, httpAddr[id])
-	}
 	for _, proto := range []string{"http", "binary"} {
-		out, err := exec.Command(bin, "bench", "--servers", strings.Join(servers, ","), "--limit", "smoke", "--protocol", proto,
+		out, err := exec.Command(bin, "bench", "--servers", serversOf(agents...), "--limit", "smoke", "--protocol", proto,
 			"--concurrency", "4", "--duration", "1s", "--warmup", "200ms", "--request-ids", "--json").CombinedOutput()
 		if err != nil {
 			t.Fatalf("permitd bench --protocol %s: %v\n%s", proto, err, out)

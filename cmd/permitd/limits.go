@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"io"
-	"net/url"
 	"time"
 
 	"github.com/permitd/permitd/transport/client"
@@ -216,19 +214,16 @@ README's Leased limits).
 	if err := checkName("limit name", name); err != nil {
 		return c.usageError(err.Error())
 	}
-	if _, err := newClient(cf.servers); err != nil {
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
 		return c.usageError(err.Error())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
 	defer cancel()
-	path := "/v1/limits/" + url.PathEscape(name)
+	del := cl.DeleteLimit
 	if force {
-		path += "?force=true"
+		del = cl.ForceDeleteLimit
 	}
-	var out struct {
-		Existed bool `json:"existed"`
-	}
-	if err := adminCall(ctx, splitList(cf.servers), "DELETE", path, nil, true, &out); err != nil {
+	if _, err := del(ctx, name); err != nil {
 		return c.fail(exitCodeOf(err), err)
 	}
 	// The server answers 404 for a limit that does not exist; "existed"

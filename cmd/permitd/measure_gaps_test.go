@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -59,28 +58,18 @@ type gapStats struct {
 
 func measureGapsOnce(t *testing.T, bin string, seed uint64) gapStats {
 	const interval = 100 * time.Millisecond
-	ports := freePorts(t, 6)
-	ids := []string{"m1", "m2", "m3"}
-	raftAddr, httpAddr := map[string]string{}, map[string]string{}
-	var initial []string
-	for i, id := range ids {
-		raftAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i])
-		httpAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
-		initial = append(initial, id+"="+raftAddr[id])
-	}
-	procs := map[string]*exec.Cmd{}
-	for _, id := range ids {
-		cmd := exec.Command(bin, "agent", "--id", id, "--data-dir", t.TempDir(), "--raft-addr", raftAddr[id],
-			"--http-addr", httpAddr[id], "--initial-cluster", strings.Join(initial, ","))
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs[id] = cmd
+	agents := newTestAgents(t, 3)
+	ids := make([]string, len(agents))
+	httpAddr := map[string]string{}
+	byID := map[string]*testAgent{}
+	for i, a := range agents {
+		ids[i], httpAddr[a.id], byID[a.id] = a.id, a.httpAddr, a
+		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
 	}
 	defer func() {
-		for _, cmd := range procs {
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			_ = cmd.Wait()
+		for _, a := range agents {
+			a.signal(t, syscall.SIGKILL)
 		}
 	}()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
@@ -133,11 +122,10 @@ func measureGapsOnce(t *testing.T, bin string, seed uint64) gapStats {
 			}
 		}()
 	}
-	time.Sleep(3 * time.Second)
+	// About 3 s of uses at the full rate, then the kill.
+	waitUntil(t, 20*time.Second, "30 uses", func() bool { mu.Lock(); defer mu.Unlock(); return len(uses) >= 30 })
 	killAt := time.Now()
-	_ = procs[leader].Process.Signal(syscall.SIGKILL)
-	_ = procs[leader].Wait()
-	delete(procs, leader)
+	byID[leader].signal(t, syscall.SIGKILL)
 	time.Sleep(3 * time.Second)
 	cancel()
 	wg.Wait()

@@ -2,8 +2,7 @@ package main
 
 import (
 	"bytes"
-	"flag"
-	"fmt"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,133 +18,119 @@ func init() {
 	register("snapshot", "back up the register to a file, or seed a new cluster from one", runSnapshot)
 }
 
-func runSnapshot(args []string, stdout, stderr io.Writer) int {
-	const usage = `Usage: permitd snapshot save FILE [--servers HTTPADDR,...]
-       permitd snapshot restore FILE --data-dir DIR --id ID (--initial-cluster ID=RAFTADDR,... | --raft-addr HOST:PORT)
-
-save writes a consistent snapshot of the register (every limit, its pacer
-state, the leases, request IDs and sessions, and the cluster time) to FILE,
-taken on the leader after everything committed so far.
-
-restore seeds the empty data directory DIR of one node of a NEW cluster from
-FILE. Restore every node of the new cluster from the same FILE with the same
---initial-cluster (or a one-node cluster with --raft-addr), then start each
-with "permitd agent --id ID --data-dir DIR --raft-addr ... --http-addr ..."
-and no --initial-cluster or --join: the seed holds the cluster's members.
-`
-	if len(args) == 0 || (args[0] != "save" && args[0] != "restore") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(stdout, usage)
-			return 0
-		}
-		fmt.Fprintln(stderr, "permitd snapshot: want \"save\" or \"restore\" (see permitd snapshot --help)")
-		return 2
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("snapshot "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf commonFlags
-	cf.register(fs)
-	dataDir := fs.String("data-dir", "", "restore: the new node's empty data directory")
-	id := fs.String("id", "", "restore: the new node's ID")
-	initial := fs.String("initial-cluster", "", "restore: ID=RAFTADDR,... of the new cluster's voters (the same on every node)")
-	raftAddr := fs.String("raft-addr", "", "restore: the raft HOST:PORT of a one-node cluster (without --initial-cluster)")
-	var file string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		file, args = args[0], args[1:]
-	}
-	if ok, code := parseFlags(fs, args, usage); !ok {
-		return code
-	}
-	if file == "" && fs.NArg() > 0 {
-		file = fs.Arg(0)
-	}
-	if file == "" {
-		fmt.Fprintf(stderr, "permitd snapshot %s: a FILE is required (see permitd snapshot --help)\n", sub)
-		return 2
-	}
-	if sub == "save" {
-		return snapshotSave(cf, file, stdout, stderr)
-	}
-	return snapshotRestore(file, *dataDir, *id, *initial, *raftAddr, stdout, stderr)
+// snapshotSubcommands are the subcommands of "permitd snapshot".
+var snapshotSubcommands = []subcommand{
+	{"save", "write the leader's consistent snapshot to a file", runSnapshotSave},
+	{"restore", "seed a new node's empty data directory from a snapshot file", runSnapshotRestore},
 }
 
-func snapshotSave(cf commonFlags, file string, stdout, stderr io.Writer) int {
+func runSnapshot(args []string, stdout, stderr io.Writer) int {
+	return runGroup("snapshot", "Backs up the register (every limit, its pacer state, the leases, request IDs,\nsessions and the cluster time) and seeds new clusters from a backup.\n",
+		snapshotSubcommands, args, stdout, stderr)
+}
+
+func runSnapshotSave(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("snapshot save", "snapshot save FILE [--servers HTTPADDR,...]", `
+Writes a consistent snapshot of the register to FILE, taken on the leader
+after everything committed so far, and prints the file, its size and the
+log index it holds. FILE is written whole or not at all (through a
+temporary file in its directory).
+
+`+exitStatusText, stdout, stderr)
+	c.args("FILE")
+	var cf clientFlags
+	cf.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	file := c.arg(0)
 	cl, ctx, cancel, err := cf.client()
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd snapshot save:", err)
-		return 2
+		return c.usageError(err.Error())
 	}
 	defer cancel()
 	var buf bytes.Buffer
 	index, err := cl.SaveSnapshot(ctx, &buf)
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd snapshot save:", err)
-		return 1
+		return c.fail(exitCodeOf(err), err)
 	}
-	// Written to a temporary file first, so that FILE is never half a
-	// snapshot.
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".permitd-snapshot-*")
-	if err == nil {
-		_, err = tmp.Write(buf.Bytes())
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), file)
-		}
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "permitd snapshot save:", err)
-		return 1
+	if err := writeWhole(file, buf.Bytes()); err != nil {
+		return c.fail(exitFailure, err)
 	}
 	printJSON(stdout, map[string]any{"file": file, "bytes": buf.Len(), "applied_index": index})
-	return 0
+	return exitOK
 }
 
-func snapshotRestore(file, dataDir, id, initial, raftAddr string, stdout, stderr io.Writer) int {
+// writeWhole writes data to file through a temporary file in the same
+// directory, so that file is never half written.
+func writeWhole(file string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".permitd-snapshot-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	err = errors.Join(err, tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+func runSnapshotRestore(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("snapshot restore", "snapshot restore FILE --data-dir DIR --id ID (--initial-cluster ID=RAFTADDR,... | --raft-addr HOST:PORT)", `
+Seeds the empty data directory DIR of one node of a NEW cluster from FILE
+(written by "permitd snapshot save"). Restore every node of the new cluster
+from the same FILE with the same --initial-cluster (or a one-node cluster
+with --raft-addr), then start each with "permitd agent --id ID --data-dir
+DIR --raft-addr ... --http-addr ..." and neither --initial-cluster nor
+--join: the seed holds the cluster's members.
+
+`+exitStatusText, stdout, stderr)
+	c.args("FILE")
+	var dataDir, id, initial, raftAddr string
+	c.String(&dataDir, "data-dir", "DIR", "", "the new node's empty data directory (required)", nil)
+	c.String(&id, "id", "ID", "", "the new node's ID (required)", func(s string) error { return checkName("node ID", s) })
+	c.List(&initial, "initial-cluster", "ID=HOST:PORT,...", "", "the new cluster's voters and their raft addresses (the same on every node)", checkInitialItem)
+	c.String(&raftAddr, "raft-addr", "HOST:PORT", "", "the raft address of a one-node cluster (instead of --initial-cluster)", checkHostPort)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	file := c.arg(0)
 	if dataDir == "" || id == "" {
-		fmt.Fprintln(stderr, "permitd snapshot restore: --data-dir and --id are required (see permitd snapshot --help)")
-		return 2
+		return c.usageError("--data-dir and --id are required")
 	}
 	var servers []raft.Server
 	switch {
 	case initial != "" && raftAddr != "":
-		fmt.Fprintln(stderr, "permitd snapshot restore: give --initial-cluster or --raft-addr, not both")
-		return 2
+		return c.usageError("give --initial-cluster or --raft-addr, not both")
 	case initial != "":
 		var err error
 		if servers, err = parseInitialCluster(initial); err != nil {
-			fmt.Fprintln(stderr, "permitd snapshot restore:", err)
-			return 2
+			return c.usageError(err.Error())
 		}
 	case raftAddr != "":
 		servers = []raft.Server{{ID: raft.ServerID(id), Address: raft.ServerAddress(raftAddr), Suffrage: raft.Voter}}
 	default:
-		fmt.Fprintln(stderr, "permitd snapshot restore: --initial-cluster (or --raft-addr for a one-node cluster) is required")
-		return 2
+		return c.usageError("--initial-cluster (or --raft-addr for a one-node cluster) is required")
 	}
 	member := false
 	for _, s := range servers {
 		member = member || string(s.ID) == id
 	}
 	if !member {
-		fmt.Fprintf(stderr, "permitd snapshot restore: --id %q is not in the new cluster's members\n", id)
-		return 2
+		return c.usageErrorf("--id %q is not in the new cluster's members (--initial-cluster %s)", id, initial)
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd snapshot restore:", err)
-		return 1
+		return c.fail(exitFailure, err)
 	}
 	index, err := node.SeedDataDir(dataDir, data, servers)
 	if err != nil {
-		fmt.Fprintln(stderr, "permitd snapshot restore:", node.Message(err))
-		return 1
+		return c.fail(exitFailure, errors.New(node.Message(err)))
 	}
 	printJSON(stdout, map[string]any{"data_dir": dataDir, "id": id, "applied_index": index, "members": len(servers)})
-	return 0
+	return exitOK
 }

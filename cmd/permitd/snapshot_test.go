@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -23,70 +20,28 @@ func TestSnapshotSaveRestoreCLI(t *testing.T) {
 	}
 	bin := buildPermitd(t)
 	hc := &http.Client{Timeout: 5 * time.Second}
-	run := func(args ...string) (int, string, string) {
+	run := func(args ...string) cliResult { t.Helper(); return runCLI(t, bin, nil, args...) }
+	// startCluster starts agents on their data directories (with
+	// --initial-cluster unless seeded) and waits for a leader.
+	startCluster := func(agents []*testAgent, seeded bool) {
 		t.Helper()
-		var out, errb bytes.Buffer
-		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("permitd %v: %v", args, err)
-		}
-		return code, out.String(), errb.String()
-	}
-	startCluster := func(prefix string, seeded map[string]string) (map[string]string, []string, func()) {
-		ports := freePorts(t, 6)
-		ids := []string{prefix + "1", prefix + "2", prefix + "3"}
-		raftAddr, httpAddr := map[string]string{}, map[string]string{}
-		var initial []string
-		for i, id := range ids {
-			raftAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i])
-			httpAddr[id] = fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])
-			initial = append(initial, id+"="+raftAddr[id])
-		}
-		if seeded != nil {
-			for _, id := range ids {
-				code, out, errs := run("snapshot", "restore", seeded["file"], "--data-dir", seeded[id], "--id", id, "--initial-cluster", strings.Join(initial, ","))
-				if code != 0 || !strings.Contains(out, `"applied_index"`) {
-					t.Fatalf("snapshot restore %s: exit %d\n%s%s", id, code, out, errs)
-				}
+		ids := make([]string, len(agents))
+		httpAddr := map[string]string{}
+		for i, a := range agents {
+			args := []string{"agent", "--id", a.id, "--raft-addr", a.raftAddr, "--http-addr", a.httpAddr, "--data-dir", a.dataDir}
+			if !seeded {
+				args = append(args, "--initial-cluster", initialCluster(agents))
 			}
+			a.start(t, bin, nil, args...)
+			ids[i], httpAddr[a.id] = a.id, a.httpAddr
 		}
-		var procs []*exec.Cmd
-		for _, id := range ids {
-			args := []string{"agent", "--id", id, "--raft-addr", raftAddr[id], "--http-addr", httpAddr[id]}
-			if seeded == nil {
-				args = append(args, "--data-dir", t.TempDir(), "--initial-cluster", strings.Join(initial, ","))
-			} else {
-				args = append(args, "--data-dir", seeded[id])
-			}
-			cmd := exec.Command(bin, args...)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			procs = append(procs, cmd)
-		}
-		stop := func() {
-			for _, p := range procs {
-				_ = p.Process.Signal(syscall.SIGKILL)
-				_ = p.Wait()
-			}
-		}
-		t.Cleanup(stop)
 		waitLeader(t, hc, httpAddr, ids)
-		var servers []string
-		for _, id := range ids {
-			servers = append(servers, httpAddr[id])
-		}
-		return httpAddr, servers, stop
 	}
 
-	httpAddr, servers, stop := startCluster("s", nil)
-	list := strings.Join(servers, ",")
-	api := "http://" + httpAddr["s1"]
+	old := newTestAgents(t, 3)
+	startCluster(old, false)
+	list := serversOf(old...)
+	api := "http://" + old[0].httpAddr
 	for _, put := range []struct{ name, body string }{
 		{"slow", `{"algorithm":"strict","rate":1,"per":"1m","max_reserved":3,"expiry":"1h"}`},
 		{"hot", `{"algorithm":"strict","rate":1000,"per":"1s"}`},
@@ -102,23 +57,28 @@ func TestSnapshotSaveRestoreCLI(t *testing.T) {
 		t.Fatalf("lease: %d %s", code, b)
 	}
 	for range 2 {
-		if code, _, errs := run("reserve", "slow", "--max-wait", "1h", "--servers", list); code != 0 {
-			t.Fatalf("reserve: exit %d %s", code, errs)
-		}
+		wantCode(t, run("reserve", "slow", "--max-wait", "1h", "--servers", list), exitOK)
 	}
 	file := filepath.Join(t.TempDir(), "backup.snap")
-	code, out, errs := run("snapshot", "save", file, "--servers", list)
-	if code != 0 || !strings.Contains(out, `"applied_index"`) {
-		t.Fatalf("snapshot save: exit %d\n%s%s", code, out, errs)
+	if r := run("snapshot", "save", file, "--servers", list); r.code != exitOK || !strings.Contains(r.stdout, `"applied_index"`) {
+		t.Fatalf("snapshot save: %v", r)
 	}
-	if code, _, errs := run("snapshot", "restore", file, "--data-dir", t.TempDir()); code != 2 || !strings.Contains(errs, "--id are required") {
-		t.Fatalf("restore without --id: exit %d %s", code, errs)
+	wantUsageError(t, run("snapshot", "restore", file, "--data-dir", t.TempDir()), "--data-dir and --id are required")
+	wantUsageError(t, run("snapshot", "restore", file, "--data-dir", t.TempDir(), "--id", "x", "--raft-addr", "127.0.0.1:1", "extra"), `unexpected argument "extra"`)
+	for _, a := range old {
+		a.signal(t, syscall.SIGKILL)
 	}
-	stop()
 
-	seeded := map[string]string{"file": file, "r1": t.TempDir(), "r2": t.TempDir(), "r3": t.TempDir()}
-	httpAddr, servers, _ = startCluster("r", seeded)
-	api = "http://" + httpAddr["r2"]
+	// A new cluster on other addresses, seeded from the file.
+	seeded := newTestAgents(t, 3)
+	for _, a := range seeded {
+		r := run("snapshot", "restore", file, "--data-dir", a.dataDir, "--id", a.id, "--initial-cluster", initialCluster(seeded))
+		if r.code != exitOK || !strings.Contains(r.stdout, `"applied_index"`) {
+			t.Fatalf("snapshot restore %s: %v", a.id, r)
+		}
+	}
+	startCluster(seeded, true)
+	api = "http://" + seeded[1].httpAddr
 	var slow struct {
 		GrantedRequests uint64 `json:"granted_requests"`
 		IntervalNanos   int64  `json:"interval_ns"`
@@ -132,11 +92,11 @@ func TestSnapshotSaveRestoreCLI(t *testing.T) {
 		t.Fatalf("leases after the restore: %d %s", code, b)
 	}
 	// The last grant is kept: the next permit of "slow" waits over a minute.
-	code, out, errs = run("reserve", "slow", "--max-wait", "1h", "--servers", strings.Join(servers, ","))
+	r := run("reserve", "slow", "--max-wait", "1h", "--servers", serversOf(seeded...))
 	var g struct {
 		WaitNs int64 `json:"wait_ns"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &g) != nil || g.WaitNs < int64(time.Minute) {
-		t.Fatalf("reserve after the restore: exit %d, %s%s (want a wait of over a minute)", code, out, errs)
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &g) != nil || g.WaitNs < int64(time.Minute) {
+		t.Fatalf("reserve after the restore (want a wait of over a minute): %v", r)
 	}
 }

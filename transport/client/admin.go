@@ -281,6 +281,17 @@ func (c *Client) DeleteLimit(ctx context.Context, name string) (existed bool, er
 	return out.Existed, err
 }
 
+// ForceDeleteLimit removes limit name even if it is leased and leases
+// still hold permits of it (DeleteLimit is then refused with 409:
+// workers could still be spending them), and reports whether it existed.
+func (c *Client) ForceDeleteLimit(ctx context.Context, name string) (existed bool, err error) {
+	var out struct {
+		Existed bool `json:"existed"`
+	}
+	err = c.call(ctx, http.MethodDelete, limitPath(name)+"?force=true", nil, &out)
+	return out.Existed, err
+}
+
 // Status returns the status of the first server that answers.
 func (c *Client) Status(ctx context.Context) (Status, error) {
 	var st Status
@@ -323,6 +334,34 @@ func (c *Client) Join(ctx context.Context, id, raftAddr string) error {
 		ID       string `json:"id"`
 		RaftAddr string `json:"raft_addr"`
 	}{id, raftAddr}, nil)
+}
+
+// TransferLeadership asks the leader to hand its leadership to voter to
+// (any other voter if to is ""). A failure to connect moves on to the next
+// server; any other failure is returned, not retried: a transfer repeated
+// after an ambiguous failure could move leadership twice.
+func (c *Client) TransferLeadership(ctx context.Context, to string) error {
+	body, err := jsonMarshal(struct {
+		To string `json:"to,omitempty"`
+	}{to})
+	if err != nil {
+		return fmt.Errorf("%w: encoding the request: %v", ErrInvalid, err)
+	}
+	const path = "/v1/cluster/transfer-leadership"
+	return c.failover(ctx, "POST "+path, func(server string) (attemptOutcome, error) {
+		r, err := c.attempt(ctx, server, http.MethodPost, path, body)
+		switch {
+		case err != nil && isDialError(err):
+			return attemptUndelivered, err
+		case err != nil:
+			return attemptDone, fmt.Errorf("client: transfer of leadership through %s: %w (it may have happened)", server, err)
+		case r.code == http.StatusServiceUnavailable:
+			return attemptRetry, r.apiError() // no leader to transfer from yet
+		case r.code < 200 || r.code > 299:
+			return attemptDone, r.apiError()
+		}
+		return attemptDone, nil
+	})
 }
 
 // RemoveServer removes server id from the raft configuration.
