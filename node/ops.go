@@ -33,19 +33,21 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 	// wait plus LeaderWait (a caller that accepts no wait gets its 503
 	// within LeaderWait), not after the request's whole timeout. A reserve
 	// queued on the leader still waits for its outcome past this bound.
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(r.MaxWaitNanos)+n.cfg.LeaderWait)
-	defer cancel()
+	leaderBy := time.Now().Add(time.Duration(r.MaxWaitNanos) + n.cfg.LeaderWait)
 	// Retries stop well inside the register's dedup retention (and a
 	// session's idle lifetime), so that a retry is always recognised as
 	// one.
 	idempotent := r.RequestID != "" || r.Session.ID != 0
 	giveUp := time.Now().Add(maxRetryFor)
 	for {
-		res, err := n.reserveOnce(ctx, r)
+		res, err := n.reserveOnce(ctx, r, leaderBy)
 		if err == nil || !idempotent || !errors.Is(err, ErrNoLeader) || ctx.Err() != nil || time.Now().After(giveUp) {
 			return res, err
 		}
-		if !n.pause(ctx, 20*time.Millisecond) {
+		if !n.pause(ctx, min(20*time.Millisecond, time.Until(leaderBy))) {
+			return res, err
+		}
+		if time.Now().After(leaderBy) {
 			return res, err
 		}
 	}
@@ -93,7 +95,16 @@ func (n *Node) pause(ctx context.Context, d time.Duration) bool {
 // reserveOnce decides r once: on this node if it leads, else through the
 // leader. Either way the answer's durations count from the moment this
 // node returns it (answer.go).
-func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+//
+// On the leader it queues r at once (the fast path: no context of its own).
+// Otherwise it waits for a leader, or for its answer through one, until
+// leaderBy at the latest.
+func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve, leaderBy time.Time) (fsm.ReserveResult, error) {
+	if n.timeline.isActive() {
+		return n.reserveLocal(ctx, r)
+	}
+	ctx, cancel := context.WithDeadline(ctx, leaderBy)
+	defer cancel()
 	if n.waitLeading(ctx) {
 		return n.reserveLocal(ctx, r)
 	}
