@@ -227,20 +227,28 @@ func (n *Node) applyAdmin(ctx context.Context, encode func(st fsm.Stamp) ([]byte
 	return f.Response(), nil
 }
 
-// leaderDo runs local on the leader or forwards op to it.
+// leaderDo runs local on the leader or forwards op to it. A node that is
+// not the leader waits for one at most Config.LeaderWait.
 func (n *Node) leaderDo(ctx context.Context, op byte, payload []byte, local func(context.Context) ([]byte, error)) ([]byte, error) {
 	if err := n.checkRemoved(); err != nil {
 		return nil, err
 	}
-	if n.waitLeading(ctx) {
+	if n.timeline.isActive() {
 		return local(ctx)
 	}
-	addr, _, err := n.leaderAddr(ctx)
+	// A leader is awaited for at most LeaderWait: without one the request
+	// fails (503, retry later) instead of hanging for its whole timeout.
+	wait, cancel := context.WithTimeout(ctx, n.cfg.LeaderWait)
+	defer cancel()
+	if n.waitLeading(wait) {
+		return local(ctx)
+	}
+	addr, _, err := n.leaderAddr(wait)
 	if err != nil {
 		return nil, err
 	}
 	if addr == string(n.trans.LocalAddr()) {
-		if n.waitLeading(ctx) {
+		if n.waitLeading(wait) {
 			return local(ctx)
 		}
 		return nil, fmt.Errorf("%w: leadership not established", ErrNoLeader)

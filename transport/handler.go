@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,6 +23,11 @@ type HandlerOptions struct {
 	// /metrics (when it was built on a registry that is also a
 	// prometheus.Gatherer). Nil: no metrics, /metrics answers 404.
 	Metrics *Metrics
+	// Registry is used by the worker sidecar (NewSidecarHandler) only: its
+	// metrics are registered there and its /metrics serves the registry
+	// whole, so that a binary adds its own collectors (build, runtime,
+	// process) to the same page. Nil: a private registry.
+	Registry *prometheus.Registry
 	// RequestTimeout bounds the time one request may spend in the Store;
 	// a request that runs out is answered 503. Zero: DefaultRequestTimeout.
 	RequestTimeout time.Duration

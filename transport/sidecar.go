@@ -56,12 +56,17 @@ var _ SidecarWorker = (*worker.Worker)(nil)
 //     share, stats and members.
 //   - GET /healthz answers {"status":"ok"}.
 //   - GET /metrics serves the worker's counters in the Prometheus text
-//     format from a private registry (see WorkerMetrics: per limit, group
-//     and worker, and the over-grant headroom the worker holds).
+//     format (see WorkerMetrics: per limit, group and worker, and the
+//     over-grant headroom the worker holds) and its answers by outcome,
+//     from opts.Registry (with whatever else was registered there) or a
+//     private registry.
 //
 // opts.Logger receives 503s; opts.Metrics is not used.
 func NewSidecarHandler(w SidecarWorker, opts HandlerOptions) http.Handler {
-	reg := prometheus.NewRegistry()
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	st := w.Stats()
 	h := &sidecarHandler{w: w, log: opts.Logger, maxWait: opts.RequestTimeout, limit: st.Limit,
 		metrics: NewWorkerMetrics(reg, w).Handler(), answers: newSidecarAnswers(reg, st)}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/permitd/permitd/transport/client"
 )
 
 func init() {
@@ -46,7 +48,9 @@ permit expired); 2 usage error or input the server rejected as invalid;
 	if err := checkName("limit name", name); err != nil {
 		return c.usageError(err.Error())
 	}
-	cl, ctx, cancel, err := cf.client()
+	// One reserve per run: a request ID makes its retries exactly-once
+	// without the extra round trip (and log entry) of opening a session.
+	cl, ctx, cancel, err := cf.client(client.WithoutSessions())
 	if err != nil {
 		return c.usageError(err.Error())
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/worker"
@@ -165,8 +164,11 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		logger.Warn("--test-double-lease: this worker hands out every permit twice (a deliberately broken build for testing)")
 		sw = &doubleSpender{SidecarWorker: w}
 	}
-	handler := transport.NewSidecarHandler(sw, transport.HandlerOptions{Logger: logger.Named("http"), RequestTimeout: f.reqTimout})
-	handler = withProcessMetrics(handler, sw)
+	// One /metrics page: the sidecar's series, the build, the Go runtime
+	// and the process.
+	metricsReg := prometheus.NewRegistry()
+	registerProcessMetrics(metricsReg)
+	handler := transport.NewSidecarHandler(sw, transport.HandlerOptions{Logger: logger.Named("http"), RequestTimeout: f.reqTimout, Registry: metricsReg})
 	if faults != nil {
 		handler = withWorkerFaultHooks(handler, faults)
 	}
@@ -238,20 +240,3 @@ func gossipConfig(addr string, pushPull time.Duration) (*memberlist.Config, erro
 	return c, nil
 }
 
-// withProcessMetrics serves GET /metrics from a registry of the worker's
-// metrics (transport.WorkerMetrics), permitd_build_info and the Go runtime
-// and process collectors; every other request goes to next. (The sidecar
-// handler serves its own registry of the worker's metrics only.)
-func withProcessMetrics(next http.Handler, w transport.WorkerStatser) http.Handler {
-	reg := prometheus.NewRegistry()
-	registerProcessMetrics(reg)
-	transport.NewWorkerMetrics(reg, w)
-	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			metrics.ServeHTTP(rw, r)
-			return
-		}
-		next.ServeHTTP(rw, r)
-	})
-}

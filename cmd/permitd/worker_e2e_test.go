@@ -132,6 +132,15 @@ func TestBinaryWorkersStayWithinBound(t *testing.T) {
 					case 200:
 						granted[i].Add(1)
 					case 429:
+						// A refusal says when to come back: never 0, which
+						// would invite a hot retry loop.
+						var a struct {
+							RetryAfterNs int64 `json:"retry_after_ns"`
+						}
+						if json.Unmarshal(resp, &a) != nil || a.RetryAfterNs < int64(time.Millisecond) {
+							other.Add(1)
+							t.Logf("sidecar %s refused without a retry time: %s", s, resp)
+						}
 					default:
 						other.Add(1)
 						t.Logf("sidecar %s answered %d %s", s, code, resp)
@@ -181,10 +190,37 @@ func TestBinaryWorkersStayWithinBound(t *testing.T) {
 		}
 	}
 
-	// The sidecar's /metrics: the worker's series, the build and the
-	// process.
+	// A sidecar with a lease is ready; a 429's Retry-After header is at
+	// least a second (HTTP's unit).
+	for _, s := range sidecar {
+		if code, resp := doQuiet(hc, "GET", "http://"+s+"/readyz", ""); code != 200 {
+			t.Errorf("sidecar %s /readyz: %d %s", s, code, resp)
+		}
+	}
+	for k := 0; ; k++ {
+		resp, err := hc.Post("http://"+sidecar[0]+"/v1/limits/wl/reserve", "application/json",
+			strings.NewReader(`{"permits":1,"max_wait":"0s"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 429 {
+			if ra := resp.Header.Get("Retry-After"); ra == "" || ra == "0" {
+				t.Errorf("429 with Retry-After %q", ra)
+			}
+			break
+		}
+		if k == 10000 {
+			t.Fatalf("no 429 from the sidecar in %d reserves with max_wait 0", k)
+		}
+	}
+
+	// The sidecar's /metrics: the worker's series, its answers by
+	// outcome, the build and the process.
 	code, resp = doQuiet(hc, "GET", "http://"+sidecar[0]+"/metrics", "")
 	for _, want := range []string{"permitd_worker_spent_permits_total{", `permitd_build_info{goversion="go`, `version="` + testVersion + `"} 1`,
+		`permitd_sidecar_reserves_total{group="g1",limit="wl",outcome="granted",worker="w1"} `,
+		`permitd_sidecar_reserves_total{group="g1",limit="wl",outcome="refused",worker="w1"} `,
 		"go_goroutines ", "process_cpu_seconds_total "} {
 		if code != 200 || !strings.Contains(string(resp), want) {
 			t.Errorf("sidecar /metrics (%d) lacks %q", code, want)
