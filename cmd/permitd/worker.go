@@ -239,4 +239,3 @@ func gossipConfig(addr string, pushPull time.Duration) (*memberlist.Config, erro
 	c.PushPullInterval = pushPull
 	return c, nil
 }
-
