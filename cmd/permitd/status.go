@@ -210,23 +210,6 @@ func shortNetError(err error) string {
 	return describeError(err)
 }
 
-// statusJSON is a node's status as status --json prints it: the server's
-// answer without its debug-only state hash.
-type statusJSON struct {
-	ID                string          `json:"id"`
-	State             string          `json:"state"`
-	LeaderID          string          `json:"leader_id"`
-	Term              uint64          `json:"term"`
-	AppliedIndex      uint64          `json:"applied_index"`
-	CommitIndex       uint64          `json:"commit_index"`
-	LastLogIndex      uint64          `json:"last_log_index"`
-	FirstLogIndex     uint64          `json:"first_log_index"`
-	LastSnapshotIndex uint64          `json:"last_snapshot_index"`
-	ClusterNanos      int64           `json:"cluster_now_ns"`
-	Servers           []client.Server `json:"servers"`
-	Ready             bool            `json:"ready"`
-	LastContactNs     int64           `json:"last_contact_ns,omitempty"`
-}
 
 // printStatusJSON prints the answers keyed by server URL.
 func printStatusJSON(w io.Writer, cl *client.Client, reports []nodeReport) {
@@ -238,11 +221,7 @@ func printStatusJSON(w io.Writer, cl *client.Client, reports []nodeReport) {
 			out[key] = map[string]string{"error": describeError(r.err)}
 			continue
 		}
-		st := r.status
-		out[key] = statusJSON{ID: st.ID, State: st.State, LeaderID: st.LeaderID, Term: st.Term, AppliedIndex: st.AppliedIndex,
-			CommitIndex: st.CommitIndex, LastLogIndex: st.LastLogIndex, FirstLogIndex: st.FirstLogIndex,
-			LastSnapshotIndex: st.LastSnapshotIndex, ClusterNanos: st.ClusterNanos, Servers: st.Servers, Ready: st.Ready,
-			LastContactNs: st.LastContactNs}
+		out[key] = r.status
 	}
 	printJSON(w, out)
 }

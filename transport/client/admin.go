@@ -232,7 +232,6 @@ type Status struct {
 	FirstLogIndex     uint64   `json:"first_log_index"`
 	LastSnapshotIndex uint64   `json:"last_snapshot_index"`
 	ClusterNanos      int64    `json:"cluster_now_ns"`
-	StateHash         string   `json:"state_hash"`
 	Servers           []Server `json:"servers"`
 	Ready             bool     `json:"ready"`
 	LastContactNs     int64    `json:"last_contact_ns"`
