@@ -272,10 +272,11 @@ func TestAdminAgainstHandler(t *testing.T) {
 	}
 }
 
-// TestStatusMirrorsNode: client.Status decodes every field of node.Status.
+// TestStatusMirrorsNode: client.Status decodes every field of node.Status
+// that GET /v1/status serves (StateHash only debug endpoints fill).
 func TestStatusMirrorsNode(t *testing.T) {
 	want := node.Status{ID: "a", State: "leader", LeaderID: "a", Term: 2, AppliedIndex: 3, CommitIndex: 4, LastLogIndex: 5,
-		ClusterNanos: 6, StateHash: "h", Servers: []node.Server{{ID: "a", RaftAddr: "x:1", Voter: true, Leader: true}}, Ready: true, LastContactNs: 7}
+		ClusterNanos: 6, Servers: []node.Server{{ID: "a", RaftAddr: "x:1", Voter: true, Leader: true}}, Ready: true, LastContactNs: 7}
 	b, _ := json.Marshal(want)
 	var got Status
 	if err := json.Unmarshal(b, &got); err != nil {
