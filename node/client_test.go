@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // TestServeClientOnFollower: a binary client connected to a follower gets
@@ -22,7 +21,7 @@ func TestServeClientOnFollower(t *testing.T) {
 
 	server, clientSide := net.Pipe()
 	go f.ServeClient(server)
-	bc := binproto.NewConn(clientSide)
+	bc := wire.NewConn(clientSide)
 	defer bc.Close()
 
 	call := func(op byte, payload []byte) (byte, []byte) {
@@ -33,14 +32,14 @@ func TestServeClientOnFollower(t *testing.T) {
 		}
 		return code, p
 	}
-	reserve := func(q fsm.Reserve) []byte { return binproto.EncodeReserve(q) }
+	reserve := func(q wire.Reserve) []byte { return wire.EncodeReserve(q) }
 	id := func(k int) string { return fmt.Sprintf("bin-%d-%d", k, time.Now().UnixNano()) }
 
-	code, p := call(binproto.OpReserve, reserve(fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: id(1)}))
-	if code != binproto.CodeOK {
+	code, p := call(wire.OpReserve, reserve(wire.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: id(1)}))
+	if code != wire.CodeOK {
 		t.Fatalf("reserve: code %d %s", code, p)
 	}
-	if res, err := binproto.DecodeReserveResult(p); err != nil || res.Status != fsm.Granted {
+	if res, err := wire.DecodeReserveResult(p); err != nil || res.Status != wire.Granted {
 		t.Fatalf("reserve result %+v %v", res, err)
 	}
 	for _, tc := range []struct {
@@ -49,11 +48,11 @@ func TestServeClientOnFollower(t *testing.T) {
 		payload []byte
 		want    byte
 	}{
-		{"unknown limit", binproto.OpReserve, reserve(fsm.Reserve{Limit: "nope", Permits: 1, RequestID: id(2)}), binproto.CodeNotFound},
-		{"zero permits", binproto.OpReserve, reserve(fsm.Reserve{Limit: "api", Permits: 0, RequestID: id(3)}), binproto.CodeInvalid},
-		{"bad name", binproto.OpReserve, reserve(fsm.Reserve{Limit: "a b", Permits: 1}), binproto.CodeInvalid},
-		{"garbage", binproto.OpReserve, []byte{0xff}, binproto.CodeInvalid},
-		{"admin op", binproto.OpDelete, []byte{3, 'a', 'p', 'i'}, binproto.CodeInvalid},
+		{"unknown limit", wire.OpReserve, reserve(wire.Reserve{Limit: "nope", Permits: 1, RequestID: id(2)}), wire.CodeNotFound},
+		{"zero permits", wire.OpReserve, reserve(wire.Reserve{Limit: "api", Permits: 0, RequestID: id(3)}), wire.CodeInvalid},
+		{"bad name", wire.OpReserve, reserve(wire.Reserve{Limit: "a b", Permits: 1}), wire.CodeInvalid},
+		{"garbage", wire.OpReserve, []byte{0xff}, wire.CodeInvalid},
+		{"admin op", wire.OpDelete, []byte{3, 'a', 'p', 'i'}, wire.CodeInvalid},
 	} {
 		if code, p := call(tc.op, tc.payload); code != tc.want {
 			t.Errorf("%s: code %d (%s), want %d", tc.name, code, p, tc.want)

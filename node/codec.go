@@ -2,7 +2,7 @@ package node
 
 import (
 	"fmt"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
@@ -15,14 +15,14 @@ func encodePut(name string, cfg bucket.Config) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var w binproto.Enc
+	var w wire.Enc
 	w.Str(name)
 	w.Bytes(cb)
 	return w.B, nil
 }
 
 func decodePut(p []byte) (string, bucket.Config, error) {
-	r := binproto.Dec{B: p}
+	r := wire.Dec{B: p}
 	name := r.Str()
 	cb := r.Bytes()
 	if err := r.Done(); err != nil {
@@ -36,7 +36,7 @@ func decodePut(p []byte) (string, bucket.Config, error) {
 }
 
 func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
-	var w binproto.Enc
+	var w wire.Enc
 	w.Uvar(uint64(len(ls)))
 	for _, l := range ls {
 		cb, err := l.Config.AppendBinary(nil)
@@ -60,10 +60,10 @@ func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
 }
 
 func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
-	r := binproto.Dec{B: p}
+	r := wire.Dec{B: p}
 	n := r.Uvar()
 	if n > uint64(len(p)) {
-		return nil, binproto.ErrMalformed
+		return nil, wire.ErrMalformed
 	}
 	out := make([]fsm.LimitInfo, 0, min(n, 1024))
 	for i := uint64(0); i < n && r.Err() == nil; i++ {
@@ -87,7 +87,7 @@ func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
 }
 
 func encodeStrings(ss ...string) []byte {
-	var w binproto.Enc
+	var w wire.Enc
 	for _, s := range ss {
 		w.Str(s)
 	}
@@ -95,7 +95,7 @@ func encodeStrings(ss ...string) []byte {
 }
 
 func decodeStrings(p []byte, n int) ([]string, error) {
-	r := binproto.Dec{B: p}
+	r := wire.Dec{B: p}
 	out := make([]string, n)
 	for i := range out {
 		out[i] = r.Str()
@@ -115,13 +115,13 @@ func decodeCommand(b []byte, want fsm.CommandType) (fsm.Entry, error) {
 		return fsm.Entry{}, err
 	}
 	if e.Type != want {
-		return fsm.Entry{}, fmt.Errorf("%w: forwarded command type %d where %d was expected", binproto.ErrMalformed, e.Type, want)
+		return fsm.Entry{}, fmt.Errorf("%w: forwarded command type %d where %d was expected", wire.ErrMalformed, e.Type, want)
 	}
 	return e, nil
 }
 
 func encodeLeaseResult(res fsm.LeaseResult) []byte {
-	var w binproto.Enc
+	var w wire.Enc
 	w.U8(byte(res.Status))
 	w.Uvar(res.LeaseID)
 	w.Uvar(res.Epoch)
@@ -136,7 +136,7 @@ func encodeLeaseResult(res fsm.LeaseResult) []byte {
 }
 
 func decodeLeaseResult(b []byte) (fsm.LeaseResult, error) {
-	r := binproto.Dec{B: b}
+	r := wire.Dec{B: b}
 	res := fsm.LeaseResult{Status: fsm.LeaseStatus(r.U8()), LeaseID: r.Uvar(), Epoch: r.Uvar(), Permits: r.Svar(),
 		ExpiresInNanos: r.Svar(), ShareMilliPermitsPerSec: r.Svar(), CreditedPermits: r.Svar(), RetryAfterNanos: r.Svar(),
 		Duplicate: r.Bool(), Detail: r.Str()}
@@ -144,7 +144,7 @@ func decodeLeaseResult(b []byte) (fsm.LeaseResult, error) {
 }
 
 func encodeLeasePolicyResult(res fsm.LeasePolicyResult) []byte {
-	var w binproto.Enc
+	var w wire.Enc
 	w.Bool(res.Applied)
 	w.Bool(res.UnknownLimit)
 	w.Svar(res.BurstPermits)
@@ -154,7 +154,7 @@ func encodeLeasePolicyResult(res fsm.LeasePolicyResult) []byte {
 }
 
 func decodeLeasePolicyResult(b []byte) (fsm.LeasePolicyResult, error) {
-	r := binproto.Dec{B: b}
+	r := wire.Dec{B: b}
 	res := fsm.LeasePolicyResult{Applied: r.Bool(), UnknownLimit: r.Bool(), BurstPermits: r.Svar(),
 		MaxOutstandingPermits: r.Svar(), Detail: r.Str()}
 	return res, r.Done()
@@ -163,7 +163,7 @@ func decodeLeasePolicyResult(b []byte) (fsm.LeasePolicyResult, error) {
 // encodeLeaseView carries a pool and its leases (at most
 // fsm.MaxLeasesPerLimit, about 100 bytes each: well inside one frame).
 func encodeLeaseView(p fsm.LeasePoolInfo, ls []fsm.LeaseInfo) []byte {
-	var w binproto.Enc
+	var w wire.Enc
 	w.Str(p.Limit)
 	for _, v := range []int64{p.BurstPermits, p.MaxOutstandingPermits, p.BurstSpec, p.MaxOutstandingSpec, p.IntervalNanos,
 		p.MintedPermits, p.FreePermits, p.OutstandingPermits, p.SettledPermits, p.SpentPermits, p.StolenPermits,
@@ -189,7 +189,7 @@ func encodeLeaseView(p fsm.LeasePoolInfo, ls []fsm.LeaseInfo) []byte {
 }
 
 func decodeLeaseView(b []byte) (fsm.LeasePoolInfo, []fsm.LeaseInfo, error) {
-	r := binproto.Dec{B: b}
+	r := wire.Dec{B: b}
 	p := fsm.LeasePoolInfo{Limit: r.Str()}
 	for _, v := range []*int64{&p.BurstPermits, &p.MaxOutstandingPermits, &p.BurstSpec, &p.MaxOutstandingSpec, &p.IntervalNanos,
 		&p.MintedPermits, &p.FreePermits, &p.OutstandingPermits, &p.SettledPermits, &p.SpentPermits, &p.StolenPermits,

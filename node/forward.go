@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 	"net"
 	"sync"
 	"time"
@@ -13,7 +13,7 @@ import (
 
 // forward.go: followers forward client requests to the leader over one
 // persistent, pipelined connection per leader (multiplexed on the raft
-// port), in package binproto's framing. Many calls are in flight on one
+// port), in package wire's framing. Many calls are in flight on one
 // connection at once; the leader serves each call in its own goroutine, so
 // forwarded reserves join the leader's batches like local ones. The same
 // server loop serves binary clients (ServeClient), reserves only.
@@ -21,17 +21,17 @@ import (
 func codeOf(err error) byte {
 	switch {
 	case err == nil:
-		return binproto.CodeOK
+		return wire.CodeOK
 	case errors.Is(err, ErrNotFound):
-		return binproto.CodeNotFound
+		return wire.CodeNotFound
 	case errors.Is(err, ErrInvalid):
-		return binproto.CodeInvalid
+		return wire.CodeInvalid
 	case errors.Is(err, ErrConflict):
-		return binproto.CodeConflict
+		return wire.CodeConflict
 	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown), errors.Is(err, ErrRemoved):
-		return binproto.CodeNoLeader
+		return wire.CodeNoLeader
 	}
-	return binproto.CodeError
+	return wire.CodeError
 }
 
 // errOf rebuilds the error of an answer code and the user message the
@@ -39,15 +39,15 @@ func codeOf(err error) byte {
 // text, so that prefixes do not repeat hop after hop).
 func errOf(code byte, msg string) error {
 	switch code {
-	case binproto.CodeOK:
+	case wire.CodeOK:
 		return nil
-	case binproto.CodeNotFound:
+	case wire.CodeNotFound:
 		return userErrorf(ErrNotFound, "%s", msg)
-	case binproto.CodeInvalid:
+	case wire.CodeInvalid:
 		return userErrorf(ErrInvalid, "%s", msg)
-	case binproto.CodeConflict:
+	case wire.CodeConflict:
 		return userErrorf(ErrConflict, "%s", msg)
-	case binproto.CodeNoLeader:
+	case wire.CodeNoLeader:
 		return userErrorf(ErrNoLeader, "%s", msg)
 	}
 	return userErrorf(errLeaderFailed, "%s", msg)
@@ -59,7 +59,7 @@ var errLeaderFailed = errors.New("node: the leader failed the request")
 // fwdConn is one pipelined connection to a leader.
 type fwdConn struct {
 	addr string
-	*binproto.Conn
+	*wire.Conn
 }
 
 func newFwdConn(network Network, addr string, timeout time.Duration) (*fwdConn, error) {
@@ -67,7 +67,7 @@ func newFwdConn(network Network, addr string, timeout time.Duration) (*fwdConn, 
 	if err != nil {
 		return nil, err
 	}
-	return &fwdConn{addr: addr, Conn: binproto.NewConn(c)}, nil
+	return &fwdConn{addr: addr, Conn: wire.NewConn(c)}, nil
 }
 
 // forwarder keeps the connection to the current leader.
@@ -107,7 +107,7 @@ func (f *forwarder) close() {
 }
 
 // forward sends op to the leader at addr and maps the answer's code to an
-// error; on binproto.CodeOK it returns the payload.
+// error; on wire.CodeOK it returns the payload.
 func (f *forwarder) forward(ctx context.Context, addr string, op byte, payload []byte) ([]byte, error) {
 	resp, _, err := f.forwardTimed(ctx, addr, op, payload)
 	return resp, err
@@ -124,7 +124,7 @@ func (f *forwarder) forwardTimed(ctx context.Context, addr string, op byte, payl
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("%w: leader %s: %v", ErrNoLeader, c.addr, err)
 	}
-	if code != binproto.CodeOK {
+	if code != wire.CodeOK {
 		return nil, received, errOf(code, string(resp))
 	}
 	return resp, received, nil
@@ -134,22 +134,22 @@ func (f *forwarder) forwardTimed(ctx context.Context, addr string, op byte, payl
 // call runs in its own goroutine (bounded per connection) so that forwarded
 // reserves join the leader's batches; answers share the frame writer.
 func (n *Node) serveForwarded(c net.Conn) {
-	n.servePipelined(c, binproto.MaxFrame, n.handleForwarded)
+	n.servePipelined(c, wire.MaxFrame, n.handleForwarded)
 }
 
-// ServeClient serves one binary client connection (package binproto) whose
+// ServeClient serves one binary client connection (package transport/wire) whose
 // preface byte the caller has already read: reserves only, each decided as
 // Reserve decides it (a follower forwards to the leader). Any other
 // operation is answered CodeInvalid. It returns when the connection fails
 // or the node stops, and closes c.
 func (n *Node) ServeClient(c net.Conn) {
-	n.servePipelined(c, binproto.MaxClientFrame, n.handleClient)
+	n.servePipelined(c, wire.MaxClientFrame, n.handleClient)
 }
 
 // handleClient serves one call of a binary client: a reserve or the
 // opening of a session.
 func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byte, error) {
-	if op == binproto.OpOpenSession {
+	if op == wire.OpOpenSession {
 		if len(payload) != 0 {
 			return nil, fmt.Errorf("%w: open session takes no payload (%d bytes)", ErrInvalid, len(payload))
 		}
@@ -157,20 +157,20 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byt
 		if err != nil {
 			return nil, err
 		}
-		return binproto.EncodeSessionResult(res), nil
+		return wire.EncodeSessionResult(toWireSession(res)), nil
 	}
-	if op != binproto.OpReserve {
-		return nil, fmt.Errorf("%w: operation %d on a client connection: allowed: %d (reserve), %d (open session)", ErrInvalid, op, binproto.OpReserve, binproto.OpOpenSession)
+	if op != wire.OpReserve {
+		return nil, fmt.Errorf("%w: operation %d on a client connection: allowed: %d (reserve), %d (open session)", ErrInvalid, op, wire.OpReserve, wire.OpOpenSession)
 	}
-	r, err := binproto.DecodeReserve(payload)
+	r, err := wire.DecodeReserve(payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	res, err := n.Reserve(ctx, r)
+	res, err := n.Reserve(ctx, fromWireReserve(r))
 	if err != nil {
 		return nil, err
 	}
-	return binproto.EncodeReserveResult(res), nil
+	return wire.EncodeReserveResult(toWireResult(res)), nil
 }
 
 // servePipelined reads calls of at most maxFrame bytes from c and answers
@@ -179,7 +179,7 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byt
 func (n *Node) servePipelined(c net.Conn, maxFrame uint32, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
-	w := binproto.NewWriter(c)
+	w := wire.NewWriter(c)
 	sem := make(chan struct{}, maxForwardedInflight)
 	var wg sync.WaitGroup
 	defer func() {
@@ -187,7 +187,7 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, handle func(ctx conte
 		w.Close()
 	}()
 	for {
-		f, err := binproto.ReadFrameLimit(br, maxFrame)
+		f, err := wire.ReadFrameLimit(br, maxFrame)
 		if err != nil {
 			return
 		}
@@ -207,10 +207,10 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, handle func(ctx conte
 			if err != nil {
 				resp = []byte(Message(err))
 			}
-			if len(resp) > binproto.MaxFrame-9 {
-				code, resp = binproto.CodeError, []byte("answer too large for one frame")
+			if len(resp) > wire.MaxFrame-9 {
+				code, resp = wire.CodeError, []byte("answer too large for one frame")
 			}
-			w.Send(binproto.Frame{ID: f.ID, Kind: code, Payload: resp})
+			w.Send(wire.Frame{ID: f.ID, Kind: code, Payload: resp})
 		}()
 	}
 }

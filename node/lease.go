@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // lease.go: the lease commands of package fsm (lease policy, lease, renew,
@@ -43,7 +43,7 @@ func (n *Node) PutLeasePolicy(ctx context.Context, p fsm.LeasePolicy) (fsm.Lease
 	if err != nil {
 		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, binproto.OpLeasePolicy, payload, func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, wire.OpLeasePolicy, payload, func(ctx context.Context) ([]byte, error) {
 		res, err := n.leasePolicyLocal(ctx, p)
 		if err != nil {
 			return nil, err
@@ -95,7 +95,7 @@ func (n *Node) Lease(ctx context.Context, q fsm.Lease) (fsm.LeaseResult, error) 
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpLease, func(st fsm.Stamp) ([]byte, error) {
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, wire.OpLease, func(st fsm.Stamp) ([]byte, error) {
 		return fsm.AppendLease(nil, st, q)
 	})
 }
@@ -108,7 +108,7 @@ func (n *Node) Renew(ctx context.Context, q fsm.Renew) (fsm.LeaseResult, error) 
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpRenew, func(st fsm.Stamp) ([]byte, error) {
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, wire.OpRenew, func(st fsm.Stamp) ([]byte, error) {
 		return fsm.AppendRenew(nil, st, q)
 	})
 }
@@ -120,7 +120,7 @@ func (n *Node) Return(ctx context.Context, q fsm.Return) (fsm.LeaseResult, error
 	if err := q.Validate(); err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, binproto.OpReturn, func(st fsm.Stamp) ([]byte, error) {
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, wire.OpReturn, func(st fsm.Stamp) ([]byte, error) {
 		return fsm.AppendReturn(nil, st, q)
 	})
 }
@@ -228,7 +228,7 @@ func (n *Node) LeaseView(ctx context.Context, limit string) (fsm.LeasePoolInfo, 
 	if err := fsm.ValidateName(limit); err != nil {
 		return fsm.LeasePoolInfo{}, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, binproto.OpLeaseView, encodeStrings(limit), func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, wire.OpLeaseView, encodeStrings(limit), func(ctx context.Context) ([]byte, error) {
 		return n.leaseViewLocal(ctx, limit)
 	})
 	if err != nil {
@@ -282,7 +282,7 @@ func (n *Node) handleForwardedLease(ctx context.Context, op byte, payload []byte
 		return encodeLeaseResult(res), nil
 	}
 	switch op {
-	case binproto.OpLeasePolicy:
+	case wire.OpLeasePolicy:
 		e, err := decodeCommand(payload, fsm.CmdPutLeasePolicy)
 		if err != nil {
 			return invalid(err)
@@ -293,28 +293,28 @@ func (n *Node) handleForwardedLease(ctx context.Context, op byte, payload []byte
 			return nil, err
 		}
 		return encodeLeasePolicyResult(res), nil
-	case binproto.OpLease:
+	case wire.OpLease:
 		e, err := decodeCommand(payload, fsm.CmdLease)
 		if err != nil {
 			return invalid(err)
 		}
 		q := e.Lease
 		return result(n.leaseLocal(ctx, q.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendLease(nil, st, q) }))
-	case binproto.OpRenew:
+	case wire.OpRenew:
 		e, err := decodeCommand(payload, fsm.CmdRenew)
 		if err != nil {
 			return invalid(err)
 		}
 		q := e.Renew
 		return result(n.leaseLocal(ctx, q.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendRenew(nil, st, q) }))
-	case binproto.OpReturn:
+	case wire.OpReturn:
 		e, err := decodeCommand(payload, fsm.CmdReturn)
 		if err != nil {
 			return invalid(err)
 		}
 		q := e.Return
 		return result(n.leaseLocal(ctx, q.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendReturn(nil, st, q) }))
-	case binproto.OpLeaseView:
+	case wire.OpLeaseView:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {
 			return invalid(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // expectErr runs op, retrying while it fails with ErrNoLeader (a leader
@@ -388,7 +388,7 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 		t.Errorf("trailing byte decodes")
 	}
 	// A lease count beyond the frame is rejected before allocating.
-	var w binproto.Enc
+	var w wire.Enc
 	w.Str("a")
 	for range 20 {
 		w.Svar(0)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Reserve decides one reserve on the leader: locally if this node leads,
@@ -119,15 +119,15 @@ func (n *Node) reserveOnce(ctx context.Context, r fsm.Reserve, leaderBy time.Tim
 		}
 		return fsm.ReserveResult{}, fmt.Errorf("%w: leadership not established", ErrNoLeader)
 	}
-	resp, received, err := n.fwd.forwardTimed(ctx, addr, binproto.OpReserve, binproto.EncodeReserve(r))
+	resp, received, err := n.fwd.forwardTimed(ctx, addr, wire.OpReserve, wire.EncodeReserve(toWireReserve(r)))
 	if err != nil {
 		return fsm.ReserveResult{}, err
 	}
-	res, err := binproto.DecodeReserveResult(resp)
+	res, err := wire.DecodeReserveResult(resp)
 	if err != nil {
 		return fsm.ReserveResult{}, fmt.Errorf("node: leader's answer: %w", err)
 	}
-	return n.resultToErr(r, shiftResult(res, time.Since(received)))
+	return n.resultToErr(r, shiftResult(fromWireResult(res), time.Since(received)))
 }
 
 // reserveLocal stamps r's arrival, hands it to the batcher and waits for
@@ -184,15 +184,15 @@ func (n *Node) resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveRes
 // without a reserve. It is not retried: a session opened by an attempt
 // whose answer was lost expires unused.
 func (n *Node) OpenSession(ctx context.Context) (fsm.SessionResult, error) {
-	resp, err := n.leaderDo(ctx, binproto.OpOpenSession, nil, n.openSessionLocal)
+	resp, err := n.leaderDo(ctx, wire.OpOpenSession, nil, n.openSessionLocal)
 	if err != nil {
 		return fsm.SessionResult{}, err
 	}
-	res, err := binproto.DecodeSessionResult(resp)
+	res, err := wire.DecodeSessionResult(resp)
 	if err != nil {
 		return fsm.SessionResult{}, fmt.Errorf("node: leader's answer: %w", err)
 	}
-	return res, nil
+	return fromWireSession(res), nil
 }
 
 func (n *Node) openSessionLocal(ctx context.Context) ([]byte, error) {
@@ -204,7 +204,7 @@ func (n *Node) openSessionLocal(ctx context.Context) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: internal error: open session answered %T (outcome unknown)", ErrNoLeader, v)
 	}
-	return binproto.EncodeSessionResult(res), nil
+	return wire.EncodeSessionResult(toWireSession(res)), nil
 }
 
 // applyAdmin stamps and applies one admin command on the leader.
@@ -265,13 +265,13 @@ func (n *Node) PutLimit(ctx context.Context, name string, cfg bucket.Config) (fs
 	if err != nil {
 		return fsm.PutResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, binproto.OpPut, payload, func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, wire.OpPut, payload, func(ctx context.Context) ([]byte, error) {
 		return n.putLocal(ctx, name, cfg)
 	})
 	if err != nil {
 		return fsm.PutResult{}, err
 	}
-	r := binproto.Dec{B: resp}
+	r := wire.Dec{B: resp}
 	out := fsm.PutResult{Version: r.Uvar(), Created: r.Bool()}
 	return out, r.Done()
 }
@@ -292,7 +292,7 @@ func (n *Node) putLocal(ctx context.Context, name string, cfg bucket.Config) ([]
 		// cannot carry the current state over).
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)
 	}
-	var w binproto.Enc
+	var w wire.Enc
 	w.Uvar(res.Version)
 	w.Bool(res.Created)
 	return w.B, nil
@@ -308,14 +308,14 @@ func (n *Node) DeleteLimit(ctx context.Context, name string, force bool) (fsm.De
 	if force {
 		flag = "force"
 	}
-	resp, err := n.leaderDo(ctx, binproto.OpDelete, encodeStrings(name, flag), func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, wire.OpDelete, encodeStrings(name, flag), func(ctx context.Context) ([]byte, error) {
 		return n.deleteLocal(ctx, name, force)
 	})
 	if err != nil {
 		return fsm.DeleteResult{}, err
 	}
 	if len(resp) != 1 {
-		return fsm.DeleteResult{}, binproto.ErrMalformed
+		return fsm.DeleteResult{}, wire.ErrMalformed
 	}
 	if resp[0] == 0 {
 		return fsm.DeleteResult{}, n.limitNotFound(name)
@@ -368,7 +368,7 @@ func (n *Node) Limits(ctx context.Context) ([]fsm.LimitInfo, error) {
 }
 
 func (n *Node) read(ctx context.Context, name string) ([]fsm.LimitInfo, error) {
-	resp, err := n.leaderDo(ctx, binproto.OpRead, encodeStrings(name), func(ctx context.Context) ([]byte, error) {
+	resp, err := n.leaderDo(ctx, wire.OpRead, encodeStrings(name), func(ctx context.Context) ([]byte, error) {
 		return n.readLocal(ctx, name)
 	})
 	if err != nil {
@@ -400,7 +400,7 @@ func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
 	if id == "" || raftAddr == "" {
 		return fmt.Errorf("%w: join needs a non-empty id and raft address", ErrInvalid)
 	}
-	_, err := n.leaderDo(ctx, binproto.OpJoin, encodeStrings(id, raftAddr), func(ctx context.Context) ([]byte, error) {
+	_, err := n.leaderDo(ctx, wire.OpJoin, encodeStrings(id, raftAddr), func(ctx context.Context) ([]byte, error) {
 		return nil, n.joinLocal(id, raftAddr)
 	})
 	return err
@@ -440,7 +440,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: remove needs a non-empty id", ErrInvalid)
 	}
-	_, err := n.leaderDo(ctx, binproto.OpRemove, encodeStrings(id), func(ctx context.Context) ([]byte, error) {
+	_, err := n.leaderDo(ctx, wire.OpRemove, encodeStrings(id), func(ctx context.Context) ([]byte, error) {
 		return nil, n.removeLocal(id)
 	})
 	return err
@@ -472,7 +472,7 @@ func (n *Node) removeLocal(id string) error {
 // done. ErrNotFound if to is not a voter, ErrInvalid if to is the leader
 // itself or the cluster has no other voter.
 func (n *Node) TransferLeadership(ctx context.Context, to string) error {
-	_, err := n.leaderDo(ctx, binproto.OpTransfer, encodeStrings(to), func(ctx context.Context) ([]byte, error) {
+	_, err := n.leaderDo(ctx, wire.OpTransfer, encodeStrings(to), func(ctx context.Context) ([]byte, error) {
 		return nil, n.transferLocal(to)
 	})
 	return err
@@ -526,11 +526,12 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		return nil, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.cfg.ID)
 	}
 	switch op {
-	case binproto.OpReserve:
-		r, err := binproto.DecodeReserve(payload)
+	case wire.OpReserve:
+		wr, err := wire.DecodeReserve(payload)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
+		r := fromWireReserve(wr)
 		if err := r.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
@@ -546,8 +547,8 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 			return nil, err
 		}
 		// Domain outcomes travel as results; the follower maps them again.
-		return binproto.EncodeReserveResult(res), nil
-	case binproto.OpPut:
+		return wire.EncodeReserveResult(toWireResult(res)), nil
+	case wire.OpPut:
 		name, cfg, err := decodePut(payload)
 		if err != nil {
 			return nil, err
@@ -556,38 +557,38 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return n.putLocal(ctx, name, cfg)
-	case binproto.OpDelete:
+	case wire.OpDelete:
 		ss, err := decodeStrings(payload, 2)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return n.deleteLocal(ctx, ss[0], ss[1] == "force")
-	case binproto.OpRead:
+	case wire.OpRead:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return n.readLocal(ctx, ss[0])
-	case binproto.OpJoin:
+	case wire.OpJoin:
 		ss, err := decodeStrings(payload, 2)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return nil, n.joinLocal(ss[0], ss[1])
-	case binproto.OpRemove:
+	case wire.OpRemove:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		return nil, n.removeLocal(ss[0])
-	case binproto.OpLeasePolicy, binproto.OpLease, binproto.OpRenew, binproto.OpReturn, binproto.OpLeaseView:
+	case wire.OpLeasePolicy, wire.OpLease, wire.OpRenew, wire.OpReturn, wire.OpLeaseView:
 		return n.handleForwardedLease(ctx, op, payload)
-	case binproto.OpOpenSession:
+	case wire.OpOpenSession:
 		if len(payload) != 0 {
 			return nil, fmt.Errorf("%w: open session takes no payload (%d bytes)", ErrInvalid, len(payload))
 		}
 		return n.openSessionLocal(ctx)
-	case binproto.OpTransfer:
+	case wire.OpTransfer:
 		ss, err := decodeStrings(payload, 1)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)

@@ -6,12 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // binary.go: the HTTP port also speaks permitd's binary, pipelined reserve
-// protocol (package binproto). A connection whose first byte is
-// binproto.ClientPreface (0x00, which starts no HTTP request) is handed to
+// protocol (package wire). A connection whose first byte is
+// wire.ClientPreface (0x00, which starts no HTTP request) is handed to
 // the binary server; any other connection goes to the HTTP server with its
 // first byte intact. Both share one address, so clients need no second
 // port and firewalls no second rule.
@@ -68,7 +68,7 @@ func (l *sniffListener) route(c net.Conn) {
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	if first[0] == binproto.ClientPreface {
+	if first[0] == wire.ClientPreface {
 		l.binary(c)
 		return
 	}

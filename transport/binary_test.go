@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // fakeBinary answers every reserve of limit "api" with a grant of WaitNanos
@@ -19,21 +18,21 @@ import (
 func fakeBinary(c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReader(c)
-	w := binproto.NewWriter(c)
+	w := wire.NewWriter(c)
 	defer w.Close()
 	for {
-		f, err := binproto.ReadFrame(br)
+		f, err := wire.ReadFrame(br)
 		if err != nil {
 			return
 		}
-		q, err := binproto.DecodeReserve(f.Payload)
+		q, err := wire.DecodeReserve(f.Payload)
 		switch {
 		case err != nil:
-			w.Send(binproto.Frame{ID: f.ID, Kind: binproto.CodeInvalid, Payload: []byte(err.Error())})
+			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeInvalid, Payload: []byte(err.Error())})
 		case q.Limit != "api":
-			w.Send(binproto.Frame{ID: f.ID, Kind: binproto.CodeNotFound, Payload: []byte("no such limit")})
+			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeNotFound, Payload: []byte("no such limit")})
 		default:
-			w.Send(binproto.Frame{ID: f.ID, Kind: binproto.CodeOK, Payload: binproto.EncodeReserveResult(fsm.ReserveResult{Status: fsm.Granted, WaitNanos: q.Permits})})
+			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: wire.EncodeReserveResult(wire.ReserveResult{Status: wire.Granted, WaitNanos: q.Permits})})
 		}
 	}
 }
@@ -63,18 +62,18 @@ func TestSniffListenerServesHTTPAndBinaryOnOnePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nc.Write([]byte{binproto.ClientPreface}); err != nil {
+	if _, err := nc.Write([]byte{wire.ClientPreface}); err != nil {
 		t.Fatal(err)
 	}
-	bc := binproto.NewConn(nc)
+	bc := wire.NewConn(nc)
 	defer bc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	code, p, err := bc.Call(ctx, binproto.OpReserve, binproto.EncodeReserve(fsm.Reserve{Limit: "api", Permits: 7}))
-	if err != nil || code != binproto.CodeOK {
+	code, p, err := bc.Call(ctx, wire.OpReserve, wire.EncodeReserve(wire.Reserve{Limit: "api", Permits: 7}))
+	if err != nil || code != wire.CodeOK {
 		t.Fatalf("binary call = %d %q %v", code, p, err)
 	}
-	if res, err := binproto.DecodeReserveResult(p); err != nil || res.Status != fsm.Granted || res.WaitNanos != 7 {
+	if res, err := wire.DecodeReserveResult(p); err != nil || res.Status != wire.Granted || res.WaitNanos != 7 {
 		t.Fatalf("binary answer = %+v, %v", res, err)
 	}
 }

@@ -74,8 +74,8 @@
 // # Binary reserves
 //
 // NewSniffListener lets the HTTP port also serve permitd's binary,
-// pipelined reserve protocol (package node/binproto): a connection that
-// starts with binproto.ClientPreface (0x00) is handed to the node's
+// pipelined reserve protocol (package transport/wire): a connection that
+// starts with wire.ClientPreface (0x00) is handed to the node's
 // ServeClient, which validates, deduplicates and forwards exactly as the
 // HTTP reserve does; every other connection reaches the HTTP server with
 // its first byte intact.

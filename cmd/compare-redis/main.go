@@ -16,7 +16,7 @@
 //   - Redis: one EVALSHA of the GCRA script (gcra.lua) through go-redis,
 //     whose pool has exactly as many connections as there are workers.
 //   - permitd, by --protocol: binary (the default), one reserve frame of
-//     the binary protocol (node/binproto) on one pipelined connection per
+//     the binary protocol (transport/wire) on one pipelined connection per
 //     node shared by all workers, no request ID; client, the same through
 //     the Go client (client.WithBinaryReserves), which adds a request ID to
 //     every reserve for exactly-once retries; or http, one POST

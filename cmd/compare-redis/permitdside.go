@@ -18,9 +18,8 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/cmd/internal/httplite"
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Bounds of the permitd side's setup steps.
@@ -261,25 +260,25 @@ func clientDecider(c *client.Client) decideFunc {
 // the binary protocol, worker w's seq-th request to conns[(w+seq) % len]
 // (one pipelined connection per target, shared by every worker), with no
 // request ID: the same work per decision as the Redis side's EVALSHA.
-func binaryDecider(conns []*binproto.Conn) decideFunc {
-	payload := binproto.EncodeReserve(fsm.Reserve{Limit: permitdLimit, Permits: 1, MaxWaitNanos: int64(time.Second)})
+func binaryDecider(conns []*wire.Conn) decideFunc {
+	payload := wire.EncodeReserve(wire.Reserve{Limit: permitdLimit, Permits: 1, MaxWaitNanos: int64(time.Second)})
 	return func(ctx context.Context, w, seq int) (bool, error) {
 		c := conns[(w+seq)%len(conns)]
-		code, resp, err := c.Call(ctx, binproto.OpReserve, payload)
+		code, resp, err := c.Call(ctx, wire.OpReserve, payload)
 		if err != nil {
 			return false, err
 		}
-		if code != binproto.CodeOK {
+		if code != wire.CodeOK {
 			return false, fmt.Errorf("binary answer code %d: %s", code, resp)
 		}
-		res, err := binproto.DecodeReserveResult(resp)
+		res, err := wire.DecodeReserveResult(resp)
 		if err != nil {
 			return false, err
 		}
 		switch res.Status {
-		case fsm.Granted:
+		case wire.Granted:
 			return true, nil
-		case fsm.Refused:
+		case wire.Refused:
 			return false, nil
 		}
 		return false, fmt.Errorf("reserve status %d: %s", res.Status, res.Detail)
@@ -287,12 +286,12 @@ func binaryDecider(conns []*binproto.Conn) decideFunc {
 }
 
 // dialBinary opens one binary-protocol connection to each target.
-func dialBinary(targets []string) ([]*binproto.Conn, error) {
-	var out []*binproto.Conn
+func dialBinary(targets []string) ([]*wire.Conn, error) {
+	var out []*wire.Conn
 	for _, t := range targets {
 		nc, err := net.DialTimeout("tcp", t, 5*time.Second)
 		if err == nil {
-			_, err = nc.Write([]byte{binproto.ClientPreface})
+			_, err = nc.Write([]byte{wire.ClientPreface})
 		}
 		if err != nil {
 			for _, c := range out {
@@ -300,7 +299,7 @@ func dialBinary(targets []string) ([]*binproto.Conn, error) {
 			}
 			return nil, fmt.Errorf("compare-redis: binary connection to %s: %w", t, err)
 		}
-		out = append(out, binproto.NewConn(nc))
+		out = append(out, wire.NewConn(nc))
 	}
 	return out, nil
 }

@@ -20,8 +20,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/cmd/internal/httplite"
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 func init() {
@@ -253,7 +252,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	// Connections: over HTTP, closed loop, one per worker and server; open
 	// loop, a pool per server. Over the binary protocol every worker
 	// shares --binary-conns pipelined connections per server.
-	var shared [][]*binproto.Conn
+	var shared [][]*wire.Conn
 	if b.protocol == "binary" {
 		for k := 0; k < b.binaryConns; k++ {
 			cs, err := dialBinary(servers)
@@ -275,7 +274,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		cs := make([]benchConn, len(servers))
 		for i, s := range servers {
 			if shared != nil {
-				cs[i] = binaryBenchConn{c: shared[int(connSeq.Add(1))%len(shared)][i], r: fsm.Reserve{Limit: b.limit, Permits: b.permits, MaxWaitNanos: int64(b.maxWait)}}
+				cs[i] = binaryBenchConn{c: shared[int(connSeq.Add(1))%len(shared)][i], r: wire.Reserve{Limit: b.limit, Permits: b.permits, MaxWaitNanos: int64(b.maxWait)}}
 			} else {
 				cs[i] = httpBenchConn{c: httplite.New(s, 10*time.Second), path: path, permits: b.permits, maxWait: b.maxWait}
 			}
@@ -451,28 +450,28 @@ func (h httpBenchConn) Close() { h.c.Close() }
 
 // binaryBenchConn is a share of a pipelined binary connection.
 type binaryBenchConn struct {
-	c *binproto.Conn
-	r fsm.Reserve
+	c *wire.Conn
+	r wire.Reserve
 }
 
 func (bc binaryBenchConn) reserve(_ *bytes.Buffer, requestID string) (int, error) {
 	r := bc.r
 	r.RequestID = requestID
-	code, resp, err := bc.c.Call(context.Background(), binproto.OpReserve, binproto.EncodeReserve(r))
+	code, resp, err := bc.c.Call(context.Background(), wire.OpReserve, wire.EncodeReserve(r))
 	if err != nil {
 		return 0, err
 	}
-	if code != binproto.CodeOK {
+	if code != wire.CodeOK {
 		return 0, fmt.Errorf("binary answer code %d: %s", code, resp)
 	}
-	res, err := binproto.DecodeReserveResult(resp)
+	res, err := wire.DecodeReserveResult(resp)
 	if err != nil {
 		return 0, err
 	}
 	switch res.Status {
-	case fsm.Granted:
+	case wire.Granted:
 		return 200, nil
-	case fsm.Refused:
+	case wire.Refused:
 		return 429, nil
 	}
 	return 0, fmt.Errorf("reserve status %d: %s", res.Status, res.Detail)
@@ -482,12 +481,12 @@ func (bc binaryBenchConn) reserve(_ *bytes.Buffer, requestID string) (int, error
 func (bc binaryBenchConn) Close() {}
 
 // dialBinary opens one binary connection to each server.
-func dialBinary(servers []string) ([]*binproto.Conn, error) {
-	out := make([]*binproto.Conn, 0, len(servers))
+func dialBinary(servers []string) ([]*wire.Conn, error) {
+	out := make([]*wire.Conn, 0, len(servers))
 	for _, s := range servers {
 		nc, err := net.DialTimeout("tcp", s, 5*time.Second)
 		if err == nil {
-			_, err = nc.Write([]byte{binproto.ClientPreface})
+			_, err = nc.Write([]byte{wire.ClientPreface})
 		}
 		if err != nil {
 			for _, c := range out {
@@ -495,7 +494,7 @@ func dialBinary(servers []string) ([]*binproto.Conn, error) {
 			}
 			return nil, fmt.Errorf("bench: binary connection to %s: %w", s, err)
 		}
-		out = append(out, binproto.NewConn(nc))
+		out = append(out, wire.NewConn(nc))
 	}
 	return out, nil
 }

@@ -210,7 +210,6 @@ func shortNetError(err error) string {
 	return describeError(err)
 }
 
-
 // printStatusJSON prints the answers keyed by server URL.
 func printStatusJSON(w io.Writer, cl *client.Client, reports []nodeReport) {
 	out := map[string]any{}

@@ -12,12 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // binary.go: reserves over permitd's binary, pipelined protocol (package
-// binproto) instead of HTTP, on the same port. Every concurrent Reserve
+// wire) instead of HTTP, on the same port. Every concurrent Reserve
 // shares a few connections per server; each request is still one decision
 // with its own answer, but a burst of them shares write and read system
 // calls on both sides, which is most of the cost of a decision over
@@ -39,7 +38,7 @@ type binaryPool struct {
 	dialTimeout    time.Duration
 
 	mu    sync.Mutex
-	conns map[string][]*binproto.Conn // by "host:port"
+	conns map[string][]*wire.Conn // by "host:port"
 	next  atomic.Uint64
 }
 
@@ -54,18 +53,18 @@ func (p *binaryPool) init(servers []string, dialTimeout time.Duration) error {
 		}
 	}
 	p.dialTimeout = dialTimeout
-	p.conns = make(map[string][]*binproto.Conn)
+	p.conns = make(map[string][]*wire.Conn)
 	return nil
 }
 
 // get returns a live connection to addr, dialling one if needed.
-func (p *binaryPool) get(ctx context.Context, addr string) (*binproto.Conn, error) {
+func (p *binaryPool) get(ctx context.Context, addr string) (*wire.Conn, error) {
 	i := int(p.next.Add(1) % uint64(p.connsPerServer))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cs := p.conns[addr]
 	if cs == nil {
-		cs = make([]*binproto.Conn, p.connsPerServer)
+		cs = make([]*wire.Conn, p.connsPerServer)
 		p.conns[addr] = cs
 	}
 	if c := cs[i]; c != nil && !c.Broken() {
@@ -76,11 +75,11 @@ func (p *binaryPool) get(ctx context.Context, addr string) (*binproto.Conn, erro
 	if err != nil {
 		return nil, err
 	}
-	if _, err := nc.Write([]byte{binproto.ClientPreface}); err != nil {
+	if _, err := nc.Write([]byte{wire.ClientPreface}); err != nil {
 		nc.Close()
 		return nil, err
 	}
-	cs[i] = binproto.NewConn(nc)
+	cs[i] = wire.NewConn(nc)
 	return cs[i], nil
 }
 
@@ -95,7 +94,7 @@ func (p *binaryPool) close() {
 			}
 		}
 	}
-	p.conns = make(map[string][]*binproto.Conn)
+	p.conns = make(map[string][]*wire.Conn)
 }
 
 // Close releases the client's binary connections (a client without binary
@@ -113,15 +112,15 @@ func (c *Client) Close() {
 func (c *Client) reserveBinary(ctx context.Context, limit string, n int64, maxWait time.Duration, k reserveKey) (Grant, error) {
 	var g Grant
 	err := c.failover(ctx, "reserve on "+strconv.Quote(limit), func(server string) (attemptOutcome, error) {
-		r := fsm.Reserve{Limit: limit, Permits: n, MaxWaitNanos: int64(maxWait), RequestID: k.requestID}
+		r := wire.Reserve{Limit: limit, Permits: n, MaxWaitNanos: int64(maxWait), RequestID: k.requestID}
 		if k.session != nil {
-			r.Session = c.sess.fsmRef(*k.session)
+			r.Session = c.sess.wireRef(*k.session)
 		}
-		ans, err := c.callBinary(ctx, server, binproto.OpReserve, binproto.EncodeReserve(r))
+		ans, err := c.callBinary(ctx, server, wire.OpReserve, wire.EncodeReserve(r))
 		if err != nil {
 			return binaryOutcome(err), err
 		}
-		res, err := binproto.DecodeReserveResult(ans.payload)
+		res, err := wire.DecodeReserveResult(ans.payload)
 		if err != nil {
 			return attemptDone, fmt.Errorf("client: cannot decode the reserve answer of %s: %w", server, err)
 		}
@@ -141,21 +140,21 @@ func (c *Client) reserveBinary(ctx context.Context, limit string, n int64, maxWa
 // grantOf maps a decided reserve as the HTTP API would: a grant or a
 // refusal is a Grant; the other outcomes are *APIError with the status
 // the HTTP API answers them with (SessionExpired wraps errSessionExpired).
-func grantOf(server string, n int64, res fsm.ReserveResult, sentAt, receivedAt time.Time) (Grant, error) {
+func grantOf(server string, n int64, res wire.ReserveResult, sentAt, receivedAt time.Time) (Grant, error) {
 	g := Grant{Permits: n, Duplicate: res.Duplicate, SentAt: sentAt, ReceivedAt: receivedAt}
 	switch res.Status {
-	case fsm.Granted:
+	case wire.Granted:
 		g.Granted, g.Delay, g.ExpiresIn = true, time.Duration(res.WaitNanos), time.Duration(res.ExpiresInNanos)
 		g.Spacing = time.Duration(res.SpacingNanos)
-	case fsm.Refused:
+	case wire.Refused:
 		g.RetryAfter = time.Duration(res.RetryAfterNanos)
-	case fsm.UnknownLimit:
+	case wire.UnknownLimit:
 		return Grant{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: "limit not found"}
-	case fsm.Invalid:
+	case wire.Invalid:
 		return Grant{}, &APIError{Server: server, StatusCode: http.StatusBadRequest, Message: res.Detail}
-	case fsm.SessionExpired:
+	case wire.SessionExpired:
 		return Grant{}, fmt.Errorf("%w: %w", errSessionExpired, &APIError{Server: server, StatusCode: http.StatusGone, Message: res.Detail})
-	case fsm.Busy:
+	case wire.Busy:
 		return Grant{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable,
 			Message: fmt.Sprintf("the register's table of request ids is full; retry after %v or use a session", time.Duration(res.RetryAfterNanos))}
 	default:
@@ -200,11 +199,11 @@ func (c *Client) callBinary(ctx context.Context, server string, op byte, payload
 		received = c.clock.Now() // a test clock: the connection's instant is on another clock
 	}
 	switch code {
-	case binproto.CodeOK:
+	case wire.CodeOK:
 		return binaryAnswer{payload: resp, sentAt: sentAt, receivedAt: received}, nil
-	case binproto.CodeNotFound:
+	case wire.CodeNotFound:
 		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: string(resp)}
-	case binproto.CodeInvalid:
+	case wire.CodeInvalid:
 		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusBadRequest, Message: string(resp)}
 	}
 	return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: string(resp)}

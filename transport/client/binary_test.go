@@ -10,21 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // binServer is a fake node speaking the binary protocol: answer decides
 // each reserve's answer code and payload; it records the request IDs.
 type binServer struct {
 	addr   string
-	answer func(q fsm.Reserve) (byte, []byte)
+	answer func(q wire.Reserve) (byte, []byte)
 
 	mu  sync.Mutex
 	ids []string
 }
 
-func serveBinary(t *testing.T, answer func(q fsm.Reserve) (byte, []byte)) *binServer {
+func serveBinary(t *testing.T, answer func(q wire.Reserve) (byte, []byte)) *binServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -47,23 +46,23 @@ func serveBinary(t *testing.T, answer func(q fsm.Reserve) (byte, []byte)) *binSe
 func (s *binServer) serve(t *testing.T, c net.Conn) {
 	defer c.Close()
 	br := bufio.NewReader(c)
-	if b, err := br.ReadByte(); err != nil || b != binproto.ClientPreface {
-		t.Errorf("preface = %x, %v; want %x", b, err, binproto.ClientPreface)
+	if b, err := br.ReadByte(); err != nil || b != wire.ClientPreface {
+		t.Errorf("preface = %x, %v; want %x", b, err, wire.ClientPreface)
 		return
 	}
-	w := binproto.NewWriter(c)
+	w := wire.NewWriter(c)
 	defer w.Close()
 	for {
-		f, err := binproto.ReadFrame(br)
+		f, err := wire.ReadFrame(br)
 		if err != nil {
 			return
 		}
-		if f.Kind == binproto.OpOpenSession {
-			w.Send(binproto.Frame{ID: f.ID, Kind: binproto.CodeOK, Payload: binproto.EncodeSessionResult(fsm.SessionResult{ID: 1, IdleNanos: fsm.SessionIdleNanos})})
+		if f.Kind == wire.OpOpenSession {
+			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: wire.EncodeSessionResult(wire.SessionResult{ID: 1, IdleNanos: int64(10 * time.Minute)})})
 			continue
 		}
-		q, err := binproto.DecodeReserve(f.Payload)
-		if err != nil || f.Kind != binproto.OpReserve {
+		q, err := wire.DecodeReserve(f.Payload)
+		if err != nil || f.Kind != wire.OpReserve {
 			t.Errorf("frame kind %d payload %x: %v", f.Kind, f.Payload, err)
 			return
 		}
@@ -71,12 +70,12 @@ func (s *binServer) serve(t *testing.T, c net.Conn) {
 		s.ids = append(s.ids, keyOf(q))
 		s.mu.Unlock()
 		code, p := s.answer(q)
-		w.Send(binproto.Frame{ID: f.ID, Kind: code, Payload: p})
+		w.Send(wire.Frame{ID: f.ID, Kind: code, Payload: p})
 	}
 }
 
 // keyOf is the idempotency key of a reserve as Grant.RequestID names it.
-func keyOf(q fsm.Reserve) string {
+func keyOf(q wire.Reserve) string {
 	if q.Session.ID != 0 {
 		return fmt.Sprintf("session:%d:%d", q.Session.ID, q.Session.Seq)
 	}
@@ -89,14 +88,14 @@ func (s *binServer) requestIDs() []string {
 	return append([]string(nil), s.ids...)
 }
 
-func grantAfter(q fsm.Reserve) (byte, []byte) {
-	return binproto.CodeOK, binproto.EncodeReserveResult(fsm.ReserveResult{Status: fsm.Granted, WaitNanos: q.Permits * 1000, ExpiresInNanos: 5e6})
+func grantAfter(q wire.Reserve) (byte, []byte) {
+	return wire.CodeOK, wire.EncodeReserveResult(wire.ReserveResult{Status: wire.Granted, WaitNanos: q.Permits * 1000, ExpiresInNanos: 5e6})
 }
 
 func TestBinaryReserveGrantAndRefusal(t *testing.T) {
-	s := serveBinary(t, func(q fsm.Reserve) (byte, []byte) {
+	s := serveBinary(t, func(q wire.Reserve) (byte, []byte) {
 		if q.Permits > 5 {
-			return binproto.CodeOK, binproto.EncodeReserveResult(fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 42})
+			return wire.CodeOK, wire.EncodeReserveResult(wire.ReserveResult{Status: wire.Refused, RetryAfterNanos: 42})
 		}
 		return grantAfter(q)
 	})
@@ -135,7 +134,7 @@ func TestBinaryReserveGrantAndRefusal(t *testing.T) {
 }
 
 func TestBinaryReserveFailsOverWithTheSameRequestID(t *testing.T) {
-	noLeader := serveBinary(t, func(fsm.Reserve) (byte, []byte) { return binproto.CodeNoLeader, []byte("no leader") })
+	noLeader := serveBinary(t, func(wire.Reserve) (byte, []byte) { return wire.CodeNoLeader, []byte("no leader") })
 	good := serveBinary(t, grantAfter)
 	c, err := New([]string{noLeader.addr, good.addr}, WithBinaryReserves(1))
 	if err != nil {
@@ -153,8 +152,8 @@ func TestBinaryReserveFailsOverWithTheSameRequestID(t *testing.T) {
 }
 
 func TestBinaryReserveErrors(t *testing.T) {
-	invalid := serveBinary(t, func(fsm.Reserve) (byte, []byte) { return binproto.CodeInvalid, []byte("bad name") })
-	missing := serveBinary(t, func(fsm.Reserve) (byte, []byte) { return binproto.CodeNotFound, []byte("no such limit") })
+	invalid := serveBinary(t, func(wire.Reserve) (byte, []byte) { return wire.CodeInvalid, []byte("bad name") })
+	missing := serveBinary(t, func(wire.Reserve) (byte, []byte) { return wire.CodeNotFound, []byte("no such limit") })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@
 // # Binary reserves
 //
 // WithBinaryReserves sends reserves over permitd's binary, pipelined
-// protocol (package node/binproto) on the same port instead of HTTP: every
+// protocol (package transport/wire) on the same port instead of HTTP: every
 // goroutine's reserves share a few connections per server, so a burst of
 // them shares system calls on both sides. Each reserve is still one
 // decision with its own answer, request ID, failover and error meaning.

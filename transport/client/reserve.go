@@ -199,7 +199,7 @@ func (c *Client) reserve(ctx context.Context, limit string, n int64, maxWait tim
 	body = append(body, `,"max_wait":"`...)
 	body = append(body, maxWait.String()...)
 	if k.session != nil {
-		ref := c.sess.fsmRef(*k.session)
+		ref := c.sess.wireRef(*k.session)
 		body = append(body, `","session":`...)
 		body = strconv.AppendUint(body, ref.ID, 10)
 		body = append(body, `,"seq":`...)

@@ -6,8 +6,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/binproto"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // session.go: exactly-once reserves through a client session.
@@ -105,9 +104,9 @@ func (s *sessionState) expired(id uint64) {
 // requestKey names a session reserve the way Grant.RequestID reports it.
 func (r sessionRef) requestKey() string { return fmt.Sprintf("session:%d:%d", r.id, r.seq) }
 
-// fsmRef is the reference a reserve carries.
-func (s *sessionState) fsmRef(ref sessionRef) fsm.SessionRef {
-	return fsm.SessionRef{ID: ref.id, Seq: ref.seq, AckedBelow: s.ackedBelow(ref)}
+// wireRef is the session reference a reserve carries.
+func (s *sessionState) wireRef(ref sessionRef) wire.SessionRef {
+	return wire.SessionRef{ID: ref.id, Seq: ref.seq, AckedBelow: s.ackedBelow(ref)}
 }
 
 // OpenSession opens a new client session on the cluster and returns its
@@ -133,11 +132,11 @@ func (c *Client) OpenSession(ctx context.Context) (uint64, error) {
 func (c *Client) openSessionBinary(ctx context.Context) (uint64, error) {
 	var id uint64
 	err := c.failover(ctx, "open session", func(server string) (attemptOutcome, error) {
-		resp, err := c.callBinary(ctx, server, binproto.OpOpenSession, nil)
+		resp, err := c.callBinary(ctx, server, wire.OpOpenSession, nil)
 		if err != nil {
 			return binaryOutcome(err), err
 		}
-		res, err := binproto.DecodeSessionResult(resp.payload)
+		res, err := wire.DecodeSessionResult(resp.payload)
 		if err != nil {
 			return attemptDone, fmt.Errorf("client: cannot decode the open-session answer of %s: %w", server, err)
 		}

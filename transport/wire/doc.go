@@ -1,7 +1,12 @@
-// Package binproto is permitd's binary, pipelined request protocol: the
+// Package wire is permitd's binary, pipelined request protocol: the
 // framing, the operation and answer codes, the little varint codec of the
-// payloads, a queued frame writer, and the client side of a pipelined
-// connection.
+// payloads, a queued frame writer, the client side of a pipelined
+// connection, and the protocol's reserve vocabulary (Reserve,
+// ReserveResult).
+//
+// It imports nothing of permitd's: both sides share it, the Go client
+// without the server's packages (no raft, no bbolt) and the nodes, which
+// convert its types to and from the register's.
 //
 // Two kinds of peers speak it:
 //
@@ -21,4 +26,4 @@
 //
 // Every value is bounded when read, and a short or malformed frame is an
 // error, never a panic: frames cross the network.
-package binproto
+package wire

@@ -1,4 +1,4 @@
-package binproto
+package wire
 
 // ClientPreface is the first byte a client writes on a binary connection to
 // a node's HTTP port. No HTTP/1.x or HTTP/2 connection starts with it.

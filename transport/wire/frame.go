@@ -1,4 +1,4 @@
-package binproto
+package wire
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ const MaxFrame = 4 << 20
 const headerBytes = 13
 
 // ErrMalformed reports a frame or payload that does not decode.
-var ErrMalformed = errors.New("binproto: malformed frame")
+var ErrMalformed = errors.New("wire: malformed frame")
 
 // Frame is one message: a call (Kind is an Op) or its answer (Kind is a
 // Code), paired by ID.

@@ -1,4 +1,4 @@
-package binproto
+package wire
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 
 // ErrBroken reports a connection that failed: the calls pending on it have
 // an unknown outcome (they may have been applied).
-var ErrBroken = errors.New("binproto: connection broken")
+var ErrBroken = errors.New("wire: connection broken")
 
 // answer is one answer, or the failure of the connection. receivedAt is
 // when the reader had read its frame.
@@ -120,7 +120,7 @@ func (fc *Conn) CallTimed(ctx context.Context, op byte, payload []byte) (byte, [
 		fc.mu.Lock()
 		delete(fc.pending, id)
 		fc.mu.Unlock()
-		return 0, nil, time.Time{}, fmt.Errorf("binproto: waiting for an answer from %s: %w", fc.conn.RemoteAddr(), ctx.Err())
+		return 0, nil, time.Time{}, fmt.Errorf("wire: waiting for an answer from %s: %w", fc.conn.RemoteAddr(), ctx.Err())
 	}
 }
 

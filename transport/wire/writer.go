@@ -1,4 +1,4 @@
-package binproto
+package wire
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package binproto
+package wire
 
 import (
 	"bufio"
@@ -9,17 +9,15 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/permitd/permitd/fsm"
 )
 
 func TestReserveRoundTrip(t *testing.T) {
-	q := fsm.Reserve{Limit: "api", Permits: 3, MaxWaitNanos: 5e8, RequestID: "r-1"}
+	q := Reserve{Limit: "api", Permits: 3, MaxWaitNanos: 5e8, RequestID: "r-1"}
 	got, err := DecodeReserve(EncodeReserve(q))
 	if err != nil || got != q {
 		t.Fatalf("DecodeReserve = %+v, %v; want %+v", got, err, q)
 	}
-	res := fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 7, RetryAfterNanos: -1, ExpiresInNanos: 9, Duplicate: true, Detail: "d"}
+	res := ReserveResult{Status: Granted, WaitNanos: 7, RetryAfterNanos: -1, ExpiresInNanos: 9, Duplicate: true, Detail: "d"}
 	gr, err := DecodeReserveResult(EncodeReserveResult(res))
 	if err != nil || gr != res {
 		t.Fatalf("DecodeReserveResult = %+v, %v; want %+v", gr, err, res)
@@ -27,7 +25,7 @@ func TestReserveRoundTrip(t *testing.T) {
 }
 
 func TestMalformedPayloadsAreErrors(t *testing.T) {
-	good := EncodeReserve(fsm.Reserve{Limit: "api", Permits: 1})
+	good := EncodeReserve(Reserve{Limit: "api", Permits: 1})
 	for name, p := range map[string][]byte{
 		"empty":     nil,
 		"truncated": good[:len(good)-1],
@@ -38,7 +36,7 @@ func TestMalformedPayloadsAreErrors(t *testing.T) {
 			t.Errorf("%s: DecodeReserve err = %v, want ErrMalformed", name, err)
 		}
 	}
-	res := EncodeReserveResult(fsm.ReserveResult{Status: fsm.Granted})
+	res := EncodeReserveResult(ReserveResult{Status: Granted})
 	res[4] = 2 // the Duplicate flag must be 0 or 1
 	if _, err := DecodeReserveResult(res); !errors.Is(err, ErrMalformed) {
 		t.Errorf("bad bool: err = %v, want ErrMalformed", err)
@@ -169,8 +167,8 @@ func TestCallHonoursContext(t *testing.T) {
 
 // FuzzDecoders: no input makes the frame reader or a payload decoder panic.
 func FuzzDecoders(f *testing.F) {
-	f.Add(EncodeReserve(fsm.Reserve{Limit: "a", Permits: 1, RequestID: "x"}))
-	f.Add(EncodeReserveResult(fsm.ReserveResult{Status: fsm.Refused, Detail: "d"}))
+	f.Add(EncodeReserve(Reserve{Limit: "a", Permits: 1, RequestID: "x"}))
+	f.Add(EncodeReserveResult(ReserveResult{Status: Refused, Detail: "d"}))
 	f.Add([]byte{0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = DecodeReserve(b)

@@ -1,0 +1,41 @@
+package node
+
+import (
+	"testing"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
+)
+
+// TestWireStatusesAreTheRegisters: the binary protocol numbers a reserve's
+// outcomes as the register does, so that converting one is a cast.
+func TestWireStatusesAreTheRegisters(t *testing.T) {
+	for _, c := range []struct {
+		f fsm.Status
+		w wire.Status
+	}{
+		{fsm.Granted, wire.Granted}, {fsm.Refused, wire.Refused}, {fsm.UnknownLimit, wire.UnknownLimit},
+		{fsm.Invalid, wire.Invalid}, {fsm.SessionExpired, wire.SessionExpired}, {fsm.Busy, wire.Busy},
+	} {
+		if uint8(c.f) != uint8(c.w) {
+			t.Errorf("fsm status %d is wire status %d", c.f, c.w)
+		}
+	}
+}
+
+// TestWireConversionsRoundTrip: a reserve and its answer survive the trip
+// through the protocol's types (what travels of them).
+func TestWireConversionsRoundTrip(t *testing.T) {
+	r := fsm.Reserve{Limit: "api", Permits: 3, MaxWaitNanos: 7, RequestID: "r", Session: fsm.SessionRef{ID: 1, Seq: 2, AckedBelow: 3}}
+	if got := fromWireReserve(toWireReserve(r)); got != r {
+		t.Errorf("reserve %+v came back as %+v", r, got)
+	}
+	res := fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, RetryAfterNanos: 2, ExpiresInNanos: 3, SpacingNanos: 4, Duplicate: true, Detail: "d"}
+	if got := fromWireResult(toWireResult(res)); got != res {
+		t.Errorf("result %+v came back as %+v", res, got)
+	}
+	s := fsm.SessionResult{ID: 9, IdleNanos: 10}
+	if got := fromWireSession(toWireSession(s)); got != s {
+		t.Errorf("session %+v came back as %+v", s, got)
+	}
+}
