@@ -77,27 +77,33 @@ type Lease struct {
 	RequestID string
 }
 
-// Renew is the payload of CmdRenew: the holder of lease LeaseID at Epoch
-// reports what became of its current grant, the register settles it and
-// issues a new grant for TTLNanos under Epoch+1.
+// Report is what the holder of lease LeaseID on Limit reports on its
+// grant at Epoch when it renews or returns it.
 //
-// By sending a renew the holder stops spending the current grant (and
-// stops giving it away): whatever it does not report as spent or stolen
-// out goes back to the free pool.
-type Renew struct {
+// By sending the report the holder stops spending that grant (and stops
+// giving it away): whatever it does not report as spent or stolen out goes
+// back to the free pool.
+type Report struct {
 	Limit   string
 	LeaseID uint64
 	Epoch   uint64
-	// SpentPermits is how many permits of the current grant the holder
-	// spent itself; StolenOutPermits how many it gave to other holders
-	// (they may spend them until the grant's expiry). Together at most the
-	// grant's Permits.
+	// SpentPermits is how many permits of the grant the holder spent
+	// itself; StolenOutPermits how many it gave to other holders (they may
+	// spend them until the grant's expiry). Together at most the grant's
+	// Permits.
 	SpentPermits     int64
 	StolenOutPermits int64
 	// StolenInPermits is how many permits of other leases the holder
 	// received since its last report; informational (counted, not
 	// settled: those permits belong to their donors' grants).
-	StolenInPermits          int64
+	StolenInPermits int64
+}
+
+// Renew is the payload of CmdRenew: the holder reports what became of its
+// current grant, the register settles it and issues a new grant for
+// TTLNanos under Epoch+1, at the holder's new demand.
+type Renew struct {
+	Report
 	DemandMilliPermitsPerSec int64
 	TTLNanos                 int64
 	RequestID                string
@@ -106,13 +112,8 @@ type Renew struct {
 // Return is the payload of CmdReturn: like Renew, the holder reports on
 // its current grant, but the lease is closed instead of renewed.
 type Return struct {
-	Limit            string
-	LeaseID          uint64
-	Epoch            uint64
-	SpentPermits     int64
-	StolenOutPermits int64
-	StolenInPermits  int64
-	RequestID        string
+	Report
+	RequestID string
 }
 
 // LeaseStatus is the outcome of a lease, renew or return.
@@ -346,7 +347,7 @@ func (q Renew) Validate() error {
 	if err := validateName(q.Limit); err != nil {
 		return err
 	}
-	if err := validateReport("renew", q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits); err != nil {
+	if err := q.Report.validate("renew"); err != nil {
 		return err
 	}
 	if err := validateDemand("renew", q.Limit, q.DemandMilliPermitsPerSec); err != nil {
@@ -364,7 +365,7 @@ func (q Return) Validate() error {
 	if err := validateName(q.Limit); err != nil {
 		return err
 	}
-	if err := validateReport("return", q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits); err != nil {
+	if err := q.Report.validate("return"); err != nil {
 		return err
 	}
 	return validateRequestID(q.RequestID)
@@ -394,13 +395,14 @@ func validateTTL(cmd, limit string, v int64) error {
 	return nil
 }
 
-func validateReport(cmd, limit string, id, epoch uint64, spent, out, in int64) error {
-	if id < 1 || epoch < 1 {
-		return fmt.Errorf("%w: %s on limit %q: lease %d epoch %d (allowed: both >= 1)", ErrInvalidCommand, cmd, limit, id, epoch)
+// validate checks r's numbers (its limit name is checked by the caller).
+func (r Report) validate(cmd string) error {
+	if r.LeaseID < 1 || r.Epoch < 1 {
+		return fmt.Errorf("%w: %s on limit %q: lease %d epoch %d (allowed: both >= 1)", ErrInvalidCommand, cmd, r.Limit, r.LeaseID, r.Epoch)
 	}
-	if spent < 0 || out < 0 || in < 0 {
+	if r.SpentPermits < 0 || r.StolenOutPermits < 0 || r.StolenInPermits < 0 {
 		return fmt.Errorf("%w: %s of lease %d on limit %q: spent %d, stolen out %d, stolen in %d permits (allowed: >= 0)",
-			ErrInvalidCommand, cmd, id, limit, spent, out, in)
+			ErrInvalidCommand, cmd, r.LeaseID, r.Limit, r.SpentPermits, r.StolenOutPermits, r.StolenInPermits)
 	}
 	return nil
 }

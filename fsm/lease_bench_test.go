@@ -31,8 +31,7 @@ func BenchmarkApplyRenew(b *testing.B) {
 			for i := range b.N {
 				g := &grants[i%n]
 				now += 100_000
-				data, err := AppendRenew(nil, at(now), Renew{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits,
-					DemandMilliPermitsPerSec: 1000 + int64(i%5)*300, TTLNanos: 10 * sec})
+				data, err := AppendRenew(nil, at(now), Renew{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits}, DemandMilliPermitsPerSec: 1000 + int64(i%5)*300, TTLNanos: 10 * sec})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -26,10 +26,9 @@ func leaseEntries(t testing.TB) [][]byte {
 	add(AppendLease(nil, at(3), Lease{Limit: "hot", Holder: "w-1:9000", Group: "g.a", Weight: MaxLeaseWeight,
 		DemandMilliPermitsPerSec: MaxDemandMilliPermitsPerSec, TTLNanos: MaxLeaseTTLNanos, RequestID: strings.Repeat("r", MaxRequestIDLen)}))
 	add(AppendLease(nil, at(4), Lease{Limit: "hot", Holder: "w", Group: "g", Weight: 1, TTLNanos: MinLeaseTTLNanos}))
-	add(AppendRenew(nil, at(5), Renew{Limit: "hot", LeaseID: math.MaxUint64, Epoch: math.MaxUint64, SpentPermits: math.MaxInt64,
-		StolenOutPermits: math.MaxInt64, StolenInPermits: math.MaxInt64, DemandMilliPermitsPerSec: 7, TTLNanos: sec, RequestID: "id"}))
-	add(AppendReturn(nil, at(math.MinInt64), Return{Limit: "hot", LeaseID: 1, Epoch: 1}))
-	add(AppendReturn(nil, at(math.MaxInt64), Return{Limit: "hot", LeaseID: 2, Epoch: 3, SpentPermits: 4, StolenOutPermits: 5, StolenInPermits: 6, RequestID: "x"}))
+	add(AppendRenew(nil, at(5), Renew{Report: Report{Limit: "hot", LeaseID: math.MaxUint64, Epoch: math.MaxUint64, SpentPermits: math.MaxInt64, StolenOutPermits: math.MaxInt64, StolenInPermits: math.MaxInt64}, DemandMilliPermitsPerSec: 7, TTLNanos: sec, RequestID: "id"}))
+	add(AppendReturn(nil, at(math.MinInt64), Return{Report: Report{Limit: "hot", LeaseID: 1, Epoch: 1}}))
+	add(AppendReturn(nil, at(math.MaxInt64), Return{Report: Report{Limit: "hot", LeaseID: 2, Epoch: 3, SpentPermits: 4, StolenOutPermits: 5, StolenInPermits: 6}, RequestID: "x"}))
 	return out
 }
 
@@ -40,10 +39,9 @@ func TestLeaseEncodeDecodeRoundTrip(t *testing.T) {
 		{Type: CmdLease, Stamp: at(3), Lease: Lease{Limit: "hot", Holder: "w-1:9000", Group: "g.a", Weight: MaxLeaseWeight,
 			DemandMilliPermitsPerSec: MaxDemandMilliPermitsPerSec, TTLNanos: MaxLeaseTTLNanos, RequestID: strings.Repeat("r", MaxRequestIDLen)}},
 		{Type: CmdLease, Stamp: at(4), Lease: Lease{Limit: "hot", Holder: "w", Group: "g", Weight: 1, TTLNanos: MinLeaseTTLNanos}},
-		{Type: CmdRenew, Stamp: at(5), Renew: Renew{Limit: "hot", LeaseID: math.MaxUint64, Epoch: math.MaxUint64, SpentPermits: math.MaxInt64,
-			StolenOutPermits: math.MaxInt64, StolenInPermits: math.MaxInt64, DemandMilliPermitsPerSec: 7, TTLNanos: sec, RequestID: "id"}},
-		{Type: CmdReturn, Stamp: at(math.MinInt64), Return: Return{Limit: "hot", LeaseID: 1, Epoch: 1}},
-		{Type: CmdReturn, Stamp: at(math.MaxInt64), Return: Return{Limit: "hot", LeaseID: 2, Epoch: 3, SpentPermits: 4, StolenOutPermits: 5, StolenInPermits: 6, RequestID: "x"}},
+		{Type: CmdRenew, Stamp: at(5), Renew: Renew{Report: Report{Limit: "hot", LeaseID: math.MaxUint64, Epoch: math.MaxUint64, SpentPermits: math.MaxInt64, StolenOutPermits: math.MaxInt64, StolenInPermits: math.MaxInt64}, DemandMilliPermitsPerSec: 7, TTLNanos: sec, RequestID: "id"}},
+		{Type: CmdReturn, Stamp: at(math.MinInt64), Return: Return{Report: Report{Limit: "hot", LeaseID: 1, Epoch: 1}}},
+		{Type: CmdReturn, Stamp: at(math.MaxInt64), Return: Return{Report: Report{Limit: "hot", LeaseID: 2, Epoch: 3, SpentPermits: 4, StolenOutPermits: 5, StolenInPermits: 6}, RequestID: "x"}},
 	}
 	for i, b := range leaseEntries(t) {
 		e, err := Decode(b)
@@ -98,17 +96,19 @@ func TestLeaseAppendRejects(t *testing.T) {
 			return AppendLease(b, at(0), with(func(q *Lease) { q.RequestID = strings.Repeat("i", MaxRequestIDLen+1) }))
 		}, "request id"},
 		{"renew lease 0", func(b []byte) ([]byte, error) {
-			return AppendRenew(b, at(0), Renew{Limit: "a", Epoch: 1, TTLNanos: sec})
+			return AppendRenew(b, at(0), Renew{Report: Report{Limit: "a", Epoch: 1}, TTLNanos: sec})
 		}, "lease 0 epoch 1"},
 		{"renew epoch 0", func(b []byte) ([]byte, error) {
-			return AppendRenew(b, at(0), Renew{Limit: "a", LeaseID: 1, TTLNanos: sec})
+			return AppendRenew(b, at(0), Renew{Report: Report{Limit: "a", LeaseID: 1}, TTLNanos: sec})
 		}, "lease 1 epoch 0"},
 		{"renew negative spent", func(b []byte) ([]byte, error) {
-			return AppendRenew(b, at(0), Renew{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: -1, TTLNanos: sec})
+			return AppendRenew(b, at(0), Renew{Report: Report{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: -1}, TTLNanos: sec})
 		}, "spent -1"},
-		{"renew no TTL", func(b []byte) ([]byte, error) { return AppendRenew(b, at(0), Renew{Limit: "a", LeaseID: 1, Epoch: 1}) }, "TTL 0ns"},
+		{"renew no TTL", func(b []byte) ([]byte, error) {
+			return AppendRenew(b, at(0), Renew{Report: Report{Limit: "a", LeaseID: 1, Epoch: 1}})
+		}, "TTL 0ns"},
 		{"return negative stolen out", func(b []byte) ([]byte, error) {
-			return AppendReturn(b, at(0), Return{Limit: "a", LeaseID: 1, Epoch: 1, StolenOutPermits: -2})
+			return AppendReturn(b, at(0), Return{Report: Report{Limit: "a", LeaseID: 1, Epoch: 1, StolenOutPermits: -2}})
 		}, "stolen out -2"},
 	}
 	for _, tt := range tests {

@@ -109,8 +109,7 @@ func runSaturation(t *testing.T, spec simSpec, seed uint64) []simResult {
 					res = h.lease(now, Lease{Limit: "hot", Holder: s.name, Group: s.group, Weight: 1,
 						DemandMilliPermitsPerSec: perSec(s.reported), TTLNanos: spec.ttl})
 				} else {
-					res = h.renew(now, Renew{Limit: "hot", LeaseID: s.g.LeaseID, Epoch: s.g.Epoch, SpentPermits: s.reportSpent,
-						DemandMilliPermitsPerSec: perSec(s.reported), TTLNanos: spec.ttl})
+					res = h.renew(now, Renew{Report: Report{Limit: "hot", LeaseID: s.g.LeaseID, Epoch: s.g.Epoch, SpentPermits: s.reportSpent}, DemandMilliPermitsPerSec: perSec(s.reported), TTLNanos: spec.ttl})
 				}
 				if res.Status != LeaseGranted {
 					t.Fatalf("%s at %dms: %+v", s.name, now/ms, res)

@@ -86,8 +86,7 @@ func lq(holder, group string, weight, demandPerSec int64, id string) Lease {
 
 // rq builds a renew on "hot" for the grant res, with a TTL of one second.
 func rq(res LeaseResult, spent, demandPerSec int64, id string) Renew {
-	return Renew{Limit: "hot", LeaseID: res.LeaseID, Epoch: res.Epoch, SpentPermits: spent,
-		DemandMilliPermitsPerSec: perSec(demandPerSec), TTLNanos: sec, RequestID: id}
+	return Renew{Report: Report{Limit: "hot", LeaseID: res.LeaseID, Epoch: res.Epoch, SpentPermits: spent}, DemandMilliPermitsPerSec: perSec(demandPerSec), TTLNanos: sec, RequestID: id}
 }
 
 // accounts returns the four accounts of a limit.

@@ -31,10 +31,9 @@ func leaseState(t testing.TB) *harness {
 	h.lease(sec+ms, Lease{Limit: "hot", Holder: "a1", Group: "alpha", Weight: 2, TTLNanos: sec, RequestID: "refused"})
 	h.lease(sec+ms, Lease{Limit: "gone", Holder: "a1", Group: "alpha", Weight: 2, TTLNanos: sec, RequestID: "unknown"})
 	h.lease(sec+ms, Lease{Limit: "lin", Holder: "a1", Group: "alpha", Weight: 2, TTLNanos: sec, RequestID: "invalid"})
-	h.renew(sec+ms, Renew{Limit: "hot", LeaseID: a.LeaseID, Epoch: 7, TTLNanos: sec, RequestID: "fenced"})
-	a = h.renew(sec+100*ms, Renew{Limit: "hot", LeaseID: a.LeaseID, Epoch: a.Epoch, SpentPermits: 10, StolenOutPermits: 5,
-		StolenInPermits: 2, DemandMilliPermitsPerSec: 250_000, TTLNanos: sec, RequestID: "renew-a1"})
-	h.ret(sec+200*ms, Return{Limit: "hot", LeaseID: b.LeaseID, Epoch: b.Epoch, SpentPermits: 1, StolenOutPermits: 3, RequestID: "return-b1"})
+	h.renew(sec+ms, Renew{Report: Report{Limit: "hot", LeaseID: a.LeaseID, Epoch: 7}, TTLNanos: sec, RequestID: "fenced"})
+	a = h.renew(sec+100*ms, Renew{Report: Report{Limit: "hot", LeaseID: a.LeaseID, Epoch: a.Epoch, SpentPermits: 10, StolenOutPermits: 5, StolenInPermits: 2}, DemandMilliPermitsPerSec: 250_000, TTLNanos: sec, RequestID: "renew-a1"})
+	h.ret(sec+200*ms, Return{Report: Report{Limit: "hot", LeaseID: b.LeaseID, Epoch: b.Epoch, SpentPermits: 1, StolenOutPermits: 3}, RequestID: "return-b1"})
 	h.lease(sec+300*ms, Lease{Limit: "hot", Holder: "c1", Group: "beta", Weight: 3, DemandMilliPermitsPerSec: 123_456, TTLNanos: 300 * ms})
 	h.noop(sec + 400*ms)
 	return h

@@ -37,12 +37,14 @@ func TestLeaseLifecycle(t *testing.T) {
 			[4]int64{30, 5, 25, 0}},
 		{"renew at 60ms: 20 spent, 5 credited back, demand above the rate: share = rate, 50 fair but 40 free",
 			func() LeaseResult {
-				return h.renew(60*ms, Renew{Limit: "hot", LeaseID: 1, Epoch: 1, SpentPermits: 20, DemandMilliPermitsPerSec: perSec(2000), TTLNanos: sec})
+				return h.renew(60*ms, Renew{Report: Report{Limit: "hot", LeaseID: 1, Epoch: 1, SpentPermits: 20}, DemandMilliPermitsPerSec: perSec(2000), TTLNanos: sec})
 			},
 			LeaseResult{Status: LeaseGranted, LeaseID: 1, Epoch: 2, Permits: 40, ExpiresInNanos: sec, ShareMilliPermitsPerSec: perSec(1000), CreditedPermits: 5},
 			[4]int64{60, 0, 40, 20}},
 		{"return at 100ms: all 40 spent",
-			func() LeaseResult { return h.ret(100*ms, Return{Limit: "hot", LeaseID: 1, Epoch: 2, SpentPermits: 40}) },
+			func() LeaseResult {
+				return h.ret(100*ms, Return{Report: Report{Limit: "hot", LeaseID: 1, Epoch: 2, SpentPermits: 40}})
+			},
 			LeaseResult{Status: LeaseReturned, LeaseID: 1, Epoch: 2},
 			[4]int64{100, 40, 0, 60}},
 		{"a second lease gets what the pool holds up to O",
@@ -50,7 +52,9 @@ func TestLeaseLifecycle(t *testing.T) {
 			LeaseResult{Status: LeaseGranted, LeaseID: 2, Epoch: 1, Permits: 40, ExpiresInNanos: sec, ShareMilliPermitsPerSec: perSec(1000)},
 			[4]int64{100, 0, 40, 60}},
 		{"return with 10 unspent: credited",
-			func() LeaseResult { return h.ret(110*ms, Return{Limit: "hot", LeaseID: 2, Epoch: 1, SpentPermits: 30}) },
+			func() LeaseResult {
+				return h.ret(110*ms, Return{Report: Report{Limit: "hot", LeaseID: 2, Epoch: 1, SpentPermits: 30}})
+			},
 			LeaseResult{Status: LeaseReturned, LeaseID: 2, Epoch: 1, CreditedPermits: 10},
 			[4]int64{110, 20, 0, 90}},
 	}
@@ -100,7 +104,7 @@ func TestLinearizedOrLeased(t *testing.T) {
 	if got := h.policy(sec, LeasePolicy{Limit: "hot"}); got.Applied || !strings.Contains(got.Detail, "1 leases still hold permits") {
 		t.Fatalf("turning leasing off with a live lease = %+v, want refused", got)
 	}
-	h.ret(sec, Return{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits})
+	h.ret(sec, Return{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits}})
 	if got := h.policy(sec, LeasePolicy{Limit: "hot"}); !got.Applied {
 		t.Fatalf("turning leasing off = %+v", got)
 	}
@@ -182,9 +186,9 @@ func TestLeaseFencing(t *testing.T) {
 	}
 	before := h.f.StateHash()
 	fenced("renew with the superseded epoch", h.renew(sec+20*ms, rq(g1, 0, 100, "")), "is at epoch 2, not 1")
-	fenced("return with the superseded epoch", h.ret(sec+20*ms, Return{Limit: "hot", LeaseID: 1, Epoch: 1}), "is at epoch 2, not 1")
-	fenced("renew with a future epoch", h.renew(sec+20*ms, Renew{Limit: "hot", LeaseID: 1, Epoch: 3, TTLNanos: sec}), "not 3")
-	fenced("renew of a lease that never existed", h.renew(sec+20*ms, Renew{Limit: "hot", LeaseID: 99, Epoch: 1, TTLNanos: sec}), "lease 99 is not live")
+	fenced("return with the superseded epoch", h.ret(sec+20*ms, Return{Report: Report{Limit: "hot", LeaseID: 1, Epoch: 1}}), "is at epoch 2, not 1")
+	fenced("renew with a future epoch", h.renew(sec+20*ms, Renew{Report: Report{Limit: "hot", LeaseID: 1, Epoch: 3}, TTLNanos: sec}), "not 3")
+	fenced("renew of a lease that never existed", h.renew(sec+20*ms, Renew{Report: Report{Limit: "hot", LeaseID: 99, Epoch: 1}, TTLNanos: sec}), "lease 99 is not live")
 	if p, _ := h.f.LeasePool("hot"); p.Fenced != 4 {
 		t.Fatalf("fenced counter %d, want 4", p.Fenced)
 	}
@@ -205,11 +209,11 @@ func TestLeaseFencing(t *testing.T) {
 	exp := g2
 	h.noop(sec + 10*ms + sec)
 	fenced("renew after expiry", h.renew(2*sec+20*ms, rq(exp, 0, 100, "")), "is not live")
-	fenced("return after expiry", h.ret(2*sec+20*ms, Return{Limit: "hot", LeaseID: exp.LeaseID, Epoch: exp.Epoch}), "is not live")
+	fenced("return after expiry", h.ret(2*sec+20*ms, Return{Report: Report{Limit: "hot", LeaseID: exp.LeaseID, Epoch: exp.Epoch}}), "is not live")
 	// Returned leases are fenced too.
 	g3 := h.lease(3*sec, lq("w1", "g", 1, 100, ""))
-	h.ret(3*sec, Return{Limit: "hot", LeaseID: g3.LeaseID, Epoch: g3.Epoch})
-	fenced("return after return", h.ret(3*sec, Return{Limit: "hot", LeaseID: g3.LeaseID, Epoch: g3.Epoch}), "is not live")
+	h.ret(3*sec, Return{Report: Report{Limit: "hot", LeaseID: g3.LeaseID, Epoch: g3.Epoch}})
+	fenced("return after return", h.ret(3*sec, Return{Report: Report{Limit: "hot", LeaseID: g3.LeaseID, Epoch: g3.Epoch}}), "is not live")
 	fenced("renew after return", h.renew(3*sec, rq(g3, 0, 1, "")), "is not live")
 }
 
@@ -317,12 +321,12 @@ func TestLeaseDedup(t *testing.T) {
 	if got := h.reserve1(4*sec, rsv("lin", 1, 0, "L1")); got.Status != Invalid || !got.Duplicate || !strings.Contains(got.Detail, "used by a lease") {
 		t.Fatalf("reserve reusing a lease's id = %+v", got)
 	}
-	if got := h.ret(4*sec, Return{Limit: "hot", LeaseID: 1, Epoch: 1, RequestID: "R1"}); got.Status != LeaseInvalid || !strings.Contains(got.Detail, "used by a renew, not a return") {
+	if got := h.ret(4*sec, Return{Report: Report{Limit: "hot", LeaseID: 1, Epoch: 1}, RequestID: "R1"}); got.Status != LeaseInvalid || !strings.Contains(got.Detail, "used by a renew, not a return") {
 		t.Fatalf("return reusing a renew's id = %+v", got)
 	}
 	// Outcomes other than grants are recorded too.
-	f1 := h.ret(4*sec, Return{Limit: "hot", LeaseID: 77, Epoch: 1, RequestID: "F"})
-	f2 := h.ret(4*sec, Return{Limit: "hot", LeaseID: 77, Epoch: 1, RequestID: "F"})
+	f1 := h.ret(4*sec, Return{Report: Report{Limit: "hot", LeaseID: 77, Epoch: 1}, RequestID: "F"})
+	f2 := h.ret(4*sec, Return{Report: Report{Limit: "hot", LeaseID: 77, Epoch: 1}, RequestID: "F"})
 	if f1.Status != LeaseFenced || !f2.Duplicate || f2.Detail != f1.Detail {
 		t.Fatalf("fenced return and its duplicate: %+v, %+v", f1, f2)
 	}
@@ -423,8 +427,7 @@ func TestLeaseCarry(t *testing.T) {
 	g := h.lease(sec, Lease{Limit: "hot", Holder: "w", Group: "g", Weight: 1, DemandMilliPermitsPerSec: 300, TTLNanos: sec})
 	total := g.Permits
 	for i := range 19 {
-		g = h.renew(sec+int64(i+1)*ms, Renew{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits,
-			DemandMilliPermitsPerSec: 300, TTLNanos: sec})
+		g = h.renew(sec+int64(i+1)*ms, Renew{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits}, DemandMilliPermitsPerSec: 300, TTLNanos: sec})
 		total += g.Permits
 	}
 	if total != 6 {
@@ -439,19 +442,17 @@ func TestLeaseStolenPermitsLinger(t *testing.T) {
 	h.noop(sec)
 	d := h.lease(sec, lq("donor", "g1", 1, 100, ""))  // 100 permits until 2s
 	tk := h.lease(sec, lq("taker", "g2", 1, 100, "")) // the taker
-	d2 := h.renew(sec+500*ms, Renew{Limit: "hot", LeaseID: d.LeaseID, Epoch: d.Epoch, SpentPermits: 30, StolenOutPermits: 40,
-		DemandMilliPermitsPerSec: perSec(100), TTLNanos: sec})
+	d2 := h.renew(sec+500*ms, Renew{Report: Report{Limit: "hot", LeaseID: d.LeaseID, Epoch: d.Epoch, SpentPermits: 30, StolenOutPermits: 40}, DemandMilliPermitsPerSec: perSec(100), TTLNanos: sec})
 	if d2.CreditedPermits != 30 {
 		t.Fatalf("renew with 30 spent, 40 stolen out of 100: credited %d, want 30", d2.CreditedPermits)
 	}
-	h.renew(sec+600*ms, Renew{Limit: "hot", LeaseID: tk.LeaseID, Epoch: tk.Epoch, SpentPermits: tk.Permits, StolenInPermits: 40,
-		DemandMilliPermitsPerSec: perSec(100), TTLNanos: sec})
+	h.renew(sec+600*ms, Renew{Report: Report{Limit: "hot", LeaseID: tk.LeaseID, Epoch: tk.Epoch, SpentPermits: tk.Permits, StolenInPermits: 40}, DemandMilliPermitsPerSec: perSec(100), TTLNanos: sec})
 	info := h.f.Leases("hot")[0]
 	if info.LingeringPermits != 40 {
 		t.Fatalf("donor lease %+v, want 40 lingering", info)
 	}
 	// The donor returns its lease: it lingers (inactive) until 2s.
-	h.ret(sec+700*ms, Return{Limit: "hot", LeaseID: d2.LeaseID, Epoch: d2.Epoch, SpentPermits: d2.Permits})
+	h.ret(sec+700*ms, Return{Report: Report{Limit: "hot", LeaseID: d2.LeaseID, Epoch: d2.Epoch, SpentPermits: d2.Permits}})
 	info = h.f.Leases("hot")[0]
 	if info.Active || info.LingeringPermits != 40 {
 		t.Fatalf("returned donor lease %+v, want inactive with 40 lingering", info)
@@ -478,8 +479,7 @@ func TestLeaseLingerMerge(t *testing.T) {
 	h.noop(5 * sec)
 	g := h.lease(5*sec, lq("d", "g", 1, 1000, ""))
 	for i := range 6 {
-		g = h.renew(5*sec+int64(i+1)*10*ms, Renew{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, StolenOutPermits: 1,
-			DemandMilliPermitsPerSec: perSec(1000), TTLNanos: sec})
+		g = h.renew(5*sec+int64(i+1)*10*ms, Renew{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, StolenOutPermits: 1}, DemandMilliPermitsPerSec: perSec(1000), TTLNanos: sec})
 	}
 	h.f.mu.RLock()
 	linger := append([]lingerGrant(nil), h.f.st.limits["hot"].pool.leases[0].linger...)
@@ -575,11 +575,10 @@ func (s *leaseSim) entry() []byte {
 		if rng.IntN(10) == 0 {
 			epoch++ // stale or future
 		}
-		b, err = AppendRenew(nil, at(s.now), Renew{Limit: "hot", LeaseID: g.LeaseID, Epoch: epoch, SpentPermits: spent,
-			StolenOutPermits: out, StolenInPermits: rng.Int64N(3), DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: id})
+		b, err = AppendRenew(nil, at(s.now), Renew{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: rng.Int64N(3)}, DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: id})
 	default:
 		spent := rng.Int64N(g.Permits + 1)
-		b, err = AppendReturn(nil, at(s.now), Return{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, RequestID: id})
+		b, err = AppendReturn(nil, at(s.now), Return{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent}, RequestID: id})
 	}
 	if err != nil {
 		s.h.t.Fatalf("leaseSim: %v", err)
@@ -677,8 +676,7 @@ func TestLeaseBound(t *testing.T) {
 			if hd.hoards {
 				spent = 0
 			}
-			res = h.renew(now, Renew{Limit: "hot", LeaseID: hd.g.LeaseID, Epoch: hd.g.Epoch, SpentPermits: spent,
-				DemandMilliPermitsPerSec: perSec(rng.Int64N(2000)), TTLNanos: []int64{MinLeaseTTLNanos, 500 * ms}[rng.IntN(2)]})
+			res = h.renew(now, Renew{Report: Report{Limit: "hot", LeaseID: hd.g.LeaseID, Epoch: hd.g.Epoch, SpentPermits: spent}, DemandMilliPermitsPerSec: perSec(rng.Int64N(2000)), TTLNanos: []int64{MinLeaseTTLNanos, 500 * ms}[rng.IntN(2)]})
 		}
 		hd.g = res
 		if res.Status == LeaseGranted && res.Permits > 0 && !hd.hoards {
@@ -722,7 +720,7 @@ func TestLeaseBoundIsTight(t *testing.T) {
 	h := leased(t, c, o)
 	h.noop(sec) // free = C
 	g := h.lease(sec, Lease{Limit: "hot", Holder: "hoarder", Group: "g", Weight: 1, DemandMilliPermitsPerSec: perSec(1000), TTLNanos: 500 * ms})
-	g = h.renew(sec+100*ms, Renew{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, DemandMilliPermitsPerSec: perSec(1000), TTLNanos: 500 * ms})
+	g = h.renew(sec+100*ms, Renew{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch}, DemandMilliPermitsPerSec: perSec(1000), TTLNanos: 500 * ms})
 	if g.Permits != o {
 		t.Fatalf("hoarder holds %d, want O = %d", g.Permits, o)
 	}
@@ -733,8 +731,7 @@ func TestLeaseBoundIsTight(t *testing.T) {
 	// At 1.2s the hoarder spends its O permits, reports them, and is
 	// granted (and spends) the C free ones: C + O in a window of length 0.
 	spent := g.Permits
-	g = h.renew(sec+200*ms, Renew{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits,
-		DemandMilliPermitsPerSec: perSec(1000), TTLNanos: 500 * ms})
+	g = h.renew(sec+200*ms, Renew{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits}, DemandMilliPermitsPerSec: perSec(1000), TTLNanos: 500 * ms})
 	spent += g.Permits
 	if spent != c+o {
 		t.Fatalf("spent %d at one instant, want C + O = %d (the bound for W = 0 is C + O + 1)", spent, c+o)

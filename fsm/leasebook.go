@@ -385,7 +385,8 @@ func (p *leasePool) surplusFor(nowNanos int64, l *lease, credit, capacity, inter
 // reports it: spent permits are settled, stolen-out permits linger until
 // the grant's expiry, the rest goes back to free. It returns the permits
 // credited to free. spent+out <= l.permits.
-func (p *leasePool) settleReport(l *lease, spent, out, in int64) int64 {
+func (p *leasePool) settleReport(l *lease, r Report) int64 {
+	spent, out, in := r.SpentPermits, r.StolenOutPermits, r.StolenInPermits
 	credit := l.permits - spent - out
 	p.spent += spent
 	p.free += credit

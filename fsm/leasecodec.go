@@ -59,7 +59,7 @@ func AppendRenew(b []byte, st Stamp, q Renew) ([]byte, error) {
 		return b, err
 	}
 	b = appendHeader(b, CmdRenew, st)
-	b = appendReport(b, q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits)
+	b = appendReport(b, q.Report)
 	b = binary.AppendUvarint(b, uint64(q.DemandMilliPermitsPerSec))
 	b = binary.AppendUvarint(b, uint64(q.TTLNanos))
 	return appendBytes(b, q.RequestID), nil
@@ -72,17 +72,17 @@ func AppendReturn(b []byte, st Stamp, q Return) ([]byte, error) {
 		return b, err
 	}
 	b = appendHeader(b, CmdReturn, st)
-	b = appendReport(b, q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits)
+	b = appendReport(b, q.Report)
 	return appendBytes(b, q.RequestID), nil
 }
 
-func appendReport(b []byte, limit string, id, epoch uint64, spent, out, in int64) []byte {
-	b = appendBytes(b, limit)
-	b = binary.AppendUvarint(b, id)
-	b = binary.AppendUvarint(b, epoch)
-	b = binary.AppendUvarint(b, uint64(spent))
-	b = binary.AppendUvarint(b, uint64(out))
-	return binary.AppendUvarint(b, uint64(in))
+func appendReport(b []byte, r Report) []byte {
+	b = appendBytes(b, r.Limit)
+	b = binary.AppendUvarint(b, r.LeaseID)
+	b = binary.AppendUvarint(b, r.Epoch)
+	b = binary.AppendUvarint(b, uint64(r.SpentPermits))
+	b = binary.AppendUvarint(b, uint64(r.StolenOutPermits))
+	return binary.AppendUvarint(b, uint64(r.StolenInPermits))
 }
 
 // int64Field reads a uvarint that must fit in int64; a larger value is an
@@ -148,13 +148,10 @@ func decodeLease(r *reader, q *Lease, names *interner) error {
 
 // report reads the fields a renew and a return share: the lease, its epoch
 // and what the holder reports of its grant (the first bad number in bad).
-func (r *reader) report(bad *error) (leaseID, epoch uint64, spent, out, in int64) {
-	leaseID = r.uvarint("lease id")
-	epoch = r.uvarint("epoch")
-	spent = r.int64Field("spent permits", bad)
-	out = r.int64Field("stolen out permits", bad)
-	in = r.int64Field("stolen in permits", bad)
-	return leaseID, epoch, spent, out, in
+func (r *reader) report(limit string, bad *error) Report {
+	return Report{Limit: limit, LeaseID: r.uvarint("lease id"), Epoch: r.uvarint("epoch"),
+		SpentPermits: r.int64Field("spent permits", bad), StolenOutPermits: r.int64Field("stolen out permits", bad),
+		StolenInPermits: r.int64Field("stolen in permits", bad)}
 }
 
 func decodeRenew(r *reader, q *Renew, names *interner) error {
@@ -163,7 +160,7 @@ func decodeRenew(r *reader, q *Renew, names *interner) error {
 		return err
 	}
 	var bad error
-	leaseID, epoch, spent, out, in := r.report(&bad)
+	rep := r.report(name, &bad)
 	demand := r.int64Field("demand", &bad)
 	ttl := r.int64Field("TTL", &bad)
 	id := r.bytes("request id", MaxRequestIDLen)
@@ -173,8 +170,7 @@ func decodeRenew(r *reader, q *Renew, names *interner) error {
 	if bad != nil {
 		return bad
 	}
-	*q = Renew{Limit: name, LeaseID: leaseID, Epoch: epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: in,
-		DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: optString(id)}
+	*q = Renew{Report: rep, DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: optString(id)}
 	return q.Validate()
 }
 
@@ -184,7 +180,7 @@ func decodeReturn(r *reader, q *Return, names *interner) error {
 		return err
 	}
 	var bad error
-	leaseID, epoch, spent, out, in := r.report(&bad)
+	rep := r.report(name, &bad)
 	id := r.bytes("request id", MaxRequestIDLen)
 	if r.err != nil {
 		return r.err
@@ -192,8 +188,7 @@ func decodeReturn(r *reader, q *Return, names *interner) error {
 	if bad != nil {
 		return bad
 	}
-	*q = Return{Limit: name, LeaseID: leaseID, Epoch: epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: in,
-		RequestID: optString(id)}
+	*q = Return{Report: rep, RequestID: optString(id)}
 	return q.Validate()
 }
 

@@ -147,7 +147,8 @@ func (s *state) lease(nowNanos int64, q *Lease) LeaseResult {
 
 // liveLease returns the active lease id of p at epoch, or the Fenced or
 // Invalid outcome that ends the command.
-func (p *leasePool) liveLease(op CommandType, limit string, id, epoch uint64, spent, out int64) (*lease, *leaseOutcome) {
+func (p *leasePool) liveLease(op CommandType, r Report) (*lease, *leaseOutcome) {
+	limit, id, epoch, spent, out := r.Limit, r.LeaseID, r.Epoch, r.SpentPermits, r.StolenOutPermits
 	ls := p.find(id)
 	switch {
 	case ls == nil || !ls.active:
@@ -176,7 +177,7 @@ func (s *state) renew(nowNanos int64, q *Renew) LeaseResult {
 		if stop != nil {
 			return *stop
 		}
-		ls, stop := p.liveLease(CmdRenew, q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits)
+		ls, stop := p.liveLease(CmdRenew, q.Report)
 		if stop != nil {
 			return *stop
 		}
@@ -185,7 +186,7 @@ func (s *state) renew(nowNanos int64, q *Renew) LeaseResult {
 		}
 		interval := l.cfg.IntervalNanos
 		p.accrue(nowNanos, interval)
-		credit := p.settleReport(ls, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits)
+		credit := p.settleReport(ls, q.Report)
 		p.setDemand(ls, q.DemandMilliPermitsPerSec)
 		ls.epoch++
 		p.grant(nowNanos, ls, q.TTLNanos, interval, credit)
@@ -204,12 +205,12 @@ func (s *state) returnLease(nowNanos int64, q *Return) LeaseResult {
 		if stop != nil {
 			return *stop
 		}
-		ls, stop := p.liveLease(CmdReturn, q.Limit, q.LeaseID, q.Epoch, q.SpentPermits, q.StolenOutPermits)
+		ls, stop := p.liveLease(CmdReturn, q.Report)
 		if stop != nil {
 			return *stop
 		}
 		p.accrue(nowNanos, l.cfg.IntervalNanos)
-		credit := p.settleReport(ls, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits)
+		credit := p.settleReport(ls, q.Report)
 		p.deactivate(ls)
 		if len(ls.linger) == 0 {
 			heap.Remove(&s.expiries, ls.heapIndex)

@@ -242,8 +242,7 @@ func (w *walker) command() (string, []byte) {
 			return w.noop()
 		}
 		spent, out := w.report(g)
-		q := Renew{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, StolenOutPermits: out,
-			StolenInPermits: r.Int64N(3), DemandMilliPermitsPerSec: r.Int64N(2_000_000), TTLNanos: w.ttl(), RequestID: w.requestID()}
+		q := Renew{Report: Report{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: r.Int64N(3)}, DemandMilliPermitsPerSec: r.Int64N(2_000_000), TTLNanos: w.ttl(), RequestID: w.requestID()}
 		if r.IntN(8) == 0 {
 			kind = "renew-stale"
 			q.Epoch += uint64(1 + r.IntN(2))
@@ -256,8 +255,7 @@ func (w *walker) command() (string, []byte) {
 			return w.noop()
 		}
 		spent, out := w.report(g)
-		b, err = AppendReturn(nil, w.stamp(), Return{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch,
-			SpentPermits: spent, StolenOutPermits: out, RequestID: w.requestID()})
+		b, err = AppendReturn(nil, w.stamp(), Return{Report: Report{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, StolenOutPermits: out}, RequestID: w.requestID()})
 	case p < 89:
 		kind = "reserve"
 		n := 1 + r.IntN(4)

@@ -78,11 +78,11 @@ func TestLeasesThroughCluster(t *testing.T) {
 		return err
 	})
 	expectErr(t, ErrInvalid, "TTL", func() error {
-		_, err := f1.Renew(ctx, fsm.Renew{Limit: "api", LeaseID: 1, Epoch: 1, TTLNanos: 1})
+		_, err := f1.Renew(ctx, fsm.Renew{Report: fsm.Report{Limit: "api", LeaseID: 1, Epoch: 1}, TTLNanos: 1})
 		return err
 	})
 	expectErr(t, ErrInvalid, "epoch 0", func() error {
-		_, err := f1.Return(ctx, fsm.Return{Limit: "api", LeaseID: 1})
+		_, err := f1.Return(ctx, fsm.Return{Report: fsm.Report{Limit: "api", LeaseID: 1}})
 		return err
 	})
 	expectErr(t, ErrInvalid, "leasing off", func() error {
@@ -151,8 +151,7 @@ func TestLeasesThroughCluster(t *testing.T) {
 
 	renew := func(n *Node, h *holder, spent, out int64) fsm.LeaseResult {
 		t.Helper()
-		res, err := n.Renew(ctx, fsm.Renew{Limit: "api", LeaseID: h.id, Epoch: h.epoch, SpentPermits: spent, StolenOutPermits: out,
-			DemandMilliPermitsPerSec: 500_000, TTLNanos: ttl, RequestID: uniq("renew-" + h.name)})
+		res, err := n.Renew(ctx, fsm.Renew{Report: fsm.Report{Limit: "api", LeaseID: h.id, Epoch: h.epoch, SpentPermits: spent, StolenOutPermits: out}, DemandMilliPermitsPerSec: 500_000, TTLNanos: ttl, RequestID: uniq("renew-" + h.name)})
 		if err != nil || res.Status != fsm.LeaseGranted || res.LeaseID != h.id || res.Epoch != h.epoch+1 {
 			t.Fatalf("renew of %s at epoch %d via %s: %+v %v", h.name, h.epoch, n.ID(), res, err)
 		}
@@ -177,13 +176,13 @@ func TestLeasesThroughCluster(t *testing.T) {
 	renew(l, h1, h1.permits-1, 1) // one permit given to another holder
 
 	// A stale epoch is fenced and changes nothing.
-	res, err = f2.Renew(ctx, fsm.Renew{Limit: "api", LeaseID: h1.id, Epoch: h1.epoch - 1, DemandMilliPermitsPerSec: 1, TTLNanos: ttl, RequestID: uniq("stale")})
+	res, err = f2.Renew(ctx, fsm.Renew{Report: fsm.Report{Limit: "api", LeaseID: h1.id, Epoch: h1.epoch - 1}, DemandMilliPermitsPerSec: 1, TTLNanos: ttl, RequestID: uniq("stale")})
 	if err != nil || res.Status != fsm.LeaseFenced || !strings.Contains(res.Detail, "epoch") {
 		t.Fatalf("renew at a stale epoch: %+v %v", res, err)
 	}
 	// A report larger than the grant is invalid.
 	expectErr(t, ErrInvalid, "spent", func() error {
-		_, err := f1.Renew(ctx, fsm.Renew{Limit: "api", LeaseID: h2.id, Epoch: h2.epoch, SpentPermits: h2.permits + 1, TTLNanos: ttl, RequestID: uniq("over")})
+		_, err := f1.Renew(ctx, fsm.Renew{Report: fsm.Report{Limit: "api", LeaseID: h2.id, Epoch: h2.epoch, SpentPermits: h2.permits + 1}, TTLNanos: ttl, RequestID: uniq("over")})
 		return err
 	})
 	// Leasing cannot be turned off while leases hold permits, nor can the
@@ -244,12 +243,12 @@ func TestLeasesThroughCluster(t *testing.T) {
 	// Returns close the leases; a renew after the return is fenced.
 	for _, h := range []*holder{h1, h2} {
 		spent := h.permits / 2
-		res, err := via.Return(ctx, fsm.Return{Limit: "api", LeaseID: h.id, Epoch: h.epoch, SpentPermits: spent, RequestID: uniq("ret-" + h.name)})
+		res, err := via.Return(ctx, fsm.Return{Report: fsm.Report{Limit: "api", LeaseID: h.id, Epoch: h.epoch, SpentPermits: spent}, RequestID: uniq("ret-" + h.name)})
 		if err != nil || res.Status != fsm.LeaseReturned || res.LeaseID != h.id || res.CreditedPermits != h.permits-spent {
 			t.Fatalf("return of %s: %+v %v", h.name, res, err)
 		}
 	}
-	res, err = nl.Renew(ctx, fsm.Renew{Limit: "api", LeaseID: h2.id, Epoch: h2.epoch, TTLNanos: ttl, RequestID: uniq("late")})
+	res, err = nl.Renew(ctx, fsm.Renew{Report: fsm.Report{Limit: "api", LeaseID: h2.id, Epoch: h2.epoch}, TTLNanos: ttl, RequestID: uniq("late")})
 	if err != nil || res.Status != fsm.LeaseFenced {
 		t.Fatalf("renew after return: %+v %v", res, err)
 	}
@@ -286,7 +285,7 @@ func TestLeasesThroughCluster(t *testing.T) {
 func FuzzLeaseCodec(f *testing.F) {
 	seeds := [][]byte{
 		mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, fsm.Lease{Limit: "api", Holder: "h", Group: "g", Weight: 3, DemandMilliPermitsPerSec: 1e12, TTLNanos: 1e9, RequestID: "r"})),
-		mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, fsm.Return{Limit: "api", LeaseID: 9, Epoch: 1, SpentPermits: 1, RequestID: "x"})),
+		mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, fsm.Return{Report: fsm.Report{Limit: "api", LeaseID: 9, Epoch: 1, SpentPermits: 1}, RequestID: "x"})),
 		encodeLeaseResult(fsm.LeaseResult{Status: fsm.LeaseGranted, LeaseID: 1, Epoch: 2, Permits: 3, ExpiresInNanos: -1, Duplicate: true, Detail: "d"}),
 		encodeLeasePolicyResult(fsm.LeasePolicyResult{Applied: true, BurstPermits: 1, MaxOutstandingPermits: 2, Detail: "x"}),
 		encodeLeaseView(fsm.LeasePoolInfo{Limit: "api", MintedPermits: 5, ActiveLeases: 1}, []fsm.LeaseInfo{{ID: 1, Epoch: 1, Active: true, Holder: "h", Group: "g", Weight: 1}}),
@@ -339,8 +338,8 @@ func mustEncode(b []byte, err error) []byte {
 func TestLeaseCodecRoundTrip(t *testing.T) {
 	pol := fsm.LeasePolicy{Limit: "a", Leased: true, BurstPermits: 1, MaxOutstandingPermits: 2}
 	lease := fsm.Lease{Limit: "a", Holder: "h", Group: "g", Weight: 4, DemandMilliPermitsPerSec: 5, TTLNanos: 1e9, RequestID: "r"}
-	renew := fsm.Renew{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 3, StolenOutPermits: 4, StolenInPermits: 5, DemandMilliPermitsPerSec: 6, TTLNanos: 2e9, RequestID: "r"}
-	ret := fsm.Return{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 3, StolenOutPermits: 4, StolenInPermits: 5, RequestID: "r"}
+	renew := fsm.Renew{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 3, StolenOutPermits: 4, StolenInPermits: 5}, DemandMilliPermitsPerSec: 6, TTLNanos: 2e9, RequestID: "r"}
+	ret := fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 3, StolenOutPermits: 4, StolenInPermits: 5}, RequestID: "r"}
 	res := fsm.LeaseResult{Status: fsm.LeaseRefused, LeaseID: 1, Epoch: 2, Permits: 3, ExpiresInNanos: 4, ShareMilliPermitsPerSec: 5,
 		CreditedPermits: 6, RetryAfterNanos: 7, Duplicate: true, Detail: "d"}
 	pres := fsm.LeasePolicyResult{Applied: true, UnknownLimit: true, BurstPermits: 1, MaxOutstandingPermits: 2, Detail: "d"}

@@ -460,7 +460,7 @@ func (h *handler) lease(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (h *handler) renew(w http.ResponseWriter, r *http.Request, name, idText string) {
-	q := fsm.Renew{Limit: name}
+	q := fsm.Renew{Report: fsm.Report{Limit: name}}
 	h.leaseCommand(w, r, "renew", name, func() *httpError {
 		var req renewRequest
 		herr := h.leasePath(name, idText, &q.LeaseID)
@@ -487,7 +487,7 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request, name, idText str
 }
 
 func (h *handler) returnLease(w http.ResponseWriter, r *http.Request, name, idText string) {
-	q := fsm.Return{Limit: name}
+	q := fsm.Return{Report: fsm.Report{Limit: name}}
 	h.leaseCommand(w, r, "return", name, func() *httpError {
 		var req returnRequest
 		herr := h.leasePath(name, idText, &q.LeaseID)

@@ -112,11 +112,11 @@ func TestLeaseLifecycle(t *testing.T) {
 		fsm.Lease{Limit: "a", Holder: "h1", Group: "g1", Weight: 1, DemandMilliPermitsPerSec: 10000, TTLNanos: 2e9, RequestID: "l1"},
 		fsm.Lease{Limit: "a", Holder: "h1", Group: "g1", Weight: 1, DemandMilliPermitsPerSec: 10000, TTLNanos: 2e9, RequestID: "l1"},
 		fsm.Lease{Limit: "a", Holder: "h1", Group: "g1", Weight: 2, DemandMilliPermitsPerSec: 1, TTLNanos: 1e8},
-		fsm.Renew{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: 5, StolenOutPermits: 1, StolenInPermits: 3, DemandMilliPermitsPerSec: 1500, TTLNanos: 4e9, RequestID: "r1"},
-		fsm.Renew{Limit: "a", LeaseID: 1, Epoch: 1, DemandMilliPermitsPerSec: 1000, TTLNanos: 1e9},
-		fsm.Return{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 7},
-		fsm.Return{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 6, RequestID: "ret1"},
-		fsm.Return{Limit: "a", LeaseID: 1, Epoch: 2},
+		fsm.Renew{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: 5, StolenOutPermits: 1, StolenInPermits: 3}, DemandMilliPermitsPerSec: 1500, TTLNanos: 4e9, RequestID: "r1"},
+		fsm.Renew{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 1}, DemandMilliPermitsPerSec: 1000, TTLNanos: 1e9},
+		fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 7}},
+		fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 6}, RequestID: "ret1"},
+		fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2}},
 	}
 	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", wantCmds) {
 		t.Errorf("commands reaching the store:\n got %+v\nwant %+v", got, wantCmds)

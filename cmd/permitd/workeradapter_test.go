@@ -89,8 +89,7 @@ func TestClientRegisterRequestsAndAnswers(t *testing.T) {
 			name: "renew granted", code: 200,
 			resp: `{"status":"granted","lease_id":7,"epoch":3,"permits":20,"expires_in_ns":1000,"share_milli_per_sec":5,"credited_permits":4}`,
 			call: func() (fsm.LeaseResult, error) {
-				return reg.Renew(ctx, "lim", fsm.Renew{LeaseID: 7, Epoch: 2, SpentPermits: 10, StolenOutPermits: 2, StolenInPermits: 1,
-					DemandMilliPermitsPerSec: 500, TTLNanos: int64(time.Second), RequestID: "r3"})
+				return reg.Renew(ctx, "lim", fsm.Renew{Report: fsm.Report{LeaseID: 7, Epoch: 2, SpentPermits: 10, StolenOutPermits: 2, StolenInPermits: 1}, DemandMilliPermitsPerSec: 500, TTLNanos: int64(time.Second), RequestID: "r3"})
 			},
 			wantPath: "/v1/limits/lim/leases/7/renew",
 			wantBody: map[string]any{"epoch": 2.0, "spent": 10.0, "stolen_out": 2.0, "stolen_in": 1.0, "demand_per_sec": 0.5, "ttl": "1s", "request_id": "r3"},
@@ -100,7 +99,7 @@ func TestClientRegisterRequestsAndAnswers(t *testing.T) {
 			name: "renew fenced", code: 409,
 			resp: `{"status":"fenced","lease_id":7,"epoch":3,"error":"epoch 2 is stale"}`,
 			call: func() (fsm.LeaseResult, error) {
-				return reg.Renew(ctx, "lim", fsm.Renew{LeaseID: 7, Epoch: 2, TTLNanos: int64(time.Second), RequestID: "r4"})
+				return reg.Renew(ctx, "lim", fsm.Renew{Report: fsm.Report{LeaseID: 7, Epoch: 2}, TTLNanos: int64(time.Second), RequestID: "r4"})
 			},
 			wantPath: "/v1/limits/lim/leases/7/renew",
 			want:     fsm.LeaseResult{Status: fsm.LeaseFenced, LeaseID: 7, Epoch: 3, Detail: "epoch 2 is stale"},
@@ -109,7 +108,7 @@ func TestClientRegisterRequestsAndAnswers(t *testing.T) {
 			name: "return", code: 200,
 			resp: `{"status":"returned","lease_id":7,"epoch":3,"credited_permits":9}`,
 			call: func() (fsm.LeaseResult, error) {
-				return reg.Return(ctx, "lim", fsm.Return{LeaseID: 7, Epoch: 3, SpentPermits: 11, RequestID: "r5"})
+				return reg.Return(ctx, "lim", fsm.Return{Report: fsm.Report{LeaseID: 7, Epoch: 3, SpentPermits: 11}, RequestID: "r5"})
 			},
 			wantPath: "/v1/limits/lim/leases/7/return",
 			wantBody: map[string]any{"epoch": 3.0, "spent": 11.0, "request_id": "r5"},
@@ -185,7 +184,7 @@ func TestClientRegisterErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := newAdapter(t, tt.servers...)
-			_, err := reg.Renew(context.Background(), "lim", fsm.Renew{LeaseID: 1, Epoch: 1, TTLNanos: int64(time.Second), RequestID: "r"})
+			_, err := reg.Renew(context.Background(), "lim", fsm.Renew{Report: fsm.Report{LeaseID: 1, Epoch: 1}, TTLNanos: int64(time.Second), RequestID: "r"})
 			if err == nil {
 				t.Fatal("renew succeeded, want an error")
 			}

@@ -119,9 +119,7 @@ func (w *Worker) renew(ctx context.Context) {
 			spent, out = g.spent, g.stolenOut
 		}
 		demand := w.meter.reportDemand(w.now(), w.cfg.retryNanos, w.share)
-		w.pendingRenew = &fsm.Renew{Limit: w.cfg.Limit, LeaseID: w.leaseID, Epoch: w.epoch, SpentPermits: spent,
-			StolenOutPermits: out, StolenInPermits: w.inSinceReport, DemandMilliPermitsPerSec: demand,
-			TTLNanos: w.cfg.ttlNanos, RequestID: w.newRequestIDLocked()}
+		w.pendingRenew = &fsm.Renew{Report: fsm.Report{Limit: w.cfg.Limit, LeaseID: w.leaseID, Epoch: w.epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: w.inSinceReport}, DemandMilliPermitsPerSec: demand, TTLNanos: w.cfg.ttlNanos, RequestID: w.newRequestIDLocked()}
 		w.inSinceReport = 0
 		w.stats.DemandMilliPermitsPerSec = demand
 	}
@@ -256,10 +254,9 @@ func (w *Worker) returnLease(ctx context.Context) error {
 		// A renew of this grant may have been applied: report the same;
 		// if it was, the return is fenced and its new grant expires
 		// unspent.
-		q = fsm.Return{LeaseID: p.LeaseID, Epoch: p.Epoch, SpentPermits: p.SpentPermits, StolenOutPermits: p.StolenOutPermits,
-			StolenInPermits: p.StolenInPermits + w.inSinceReport}
+		q = fsm.Return{Report: fsm.Report{LeaseID: p.LeaseID, Epoch: p.Epoch, SpentPermits: p.SpentPermits, StolenOutPermits: p.StolenOutPermits, StolenInPermits: p.StolenInPermits + w.inSinceReport}}
 	} else {
-		q = fsm.Return{LeaseID: w.leaseID, Epoch: w.epoch, StolenInPermits: w.inSinceReport}
+		q = fsm.Return{Report: fsm.Report{LeaseID: w.leaseID, Epoch: w.epoch, StolenInPermits: w.inSinceReport}}
 		if g := w.cur; g != nil && g.leaseID == w.leaseID && g.epoch == w.epoch {
 			g.closed = true
 			q.SpentPermits, q.StolenOutPermits = g.spent, g.stolenOut

@@ -104,7 +104,7 @@ func TestFencedLeaseIsLeasedAgain(t *testing.T) {
 	first := w.Status()
 	// Someone returns the worker's lease behind its back: its next renewal
 	// is fenced, and it opens a new lease.
-	if _, err := reg.Return(context.Background(), testLimit, fsm.Return{Limit: testLimit, LeaseID: first.LeaseID, Epoch: first.Epoch}); err != nil {
+	if _, err := reg.Return(context.Background(), testLimit, fsm.Return{Report: fsm.Report{Limit: testLimit, LeaseID: first.LeaseID, Epoch: first.Epoch}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Second, "a new lease", func() bool { return w.Status().LeaseID != first.LeaseID && w.Status().LeaseID != 0 })
