@@ -89,9 +89,15 @@ func TestAnswersCountFromTheirDeparture(t *testing.T) {
 
 // TestBatchedReservesAreDecidedOnArrival: reserves that arrive spread out
 // while an entry is being committed leave together in the next entry, but
-// each is decided at its own arrival. At half the rate of a hybrid limit
-// with max wait 0 almost all are granted; decided at one instant per
-// batch, all but the few a full pool covers would be refused.
+// each is decided at its own arrival: the register's decision carries the
+// reserve's own arrival stamp (OnArrival), and the stamps of one entry
+// differ. (Decided at one instant per batch, every reserve of an entry
+// had the same decision time, and at half the rate of a hybrid limit
+// with max wait 0 all but the few a full pool covers were refused;
+// fsm's TestBatchEqualsSequential shows that decisions at those stamps
+// equal a pacer fed one reserve at a time.) How many are refused depends
+// on how the goroutines reach the leader on a loaded machine, so it is
+// reported, not asserted.
 func TestBatchedReservesAreDecidedOnArrival(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
@@ -104,9 +110,15 @@ func TestBatchedReservesAreDecidedOnArrival(t *testing.T) {
 	// Every commit stalls 30 ms, so the reserves of each stall pile up
 	// into one entry.
 	l.testHoldAnswers = func() { time.Sleep(30 * time.Millisecond) }
+	var mu sync.Mutex
+	var decided []fsm.ReserveResult
+	l.testDecided = func(res fsm.ReserveResult) {
+		mu.Lock()
+		decided = append(decided, res)
+		mu.Unlock()
+	}
 	const n, gap = 400, 400 * time.Microsecond // 2 500/s: half the rate
 	var wg sync.WaitGroup
-	var mu sync.Mutex
 	refused := 0
 	next := time.Now()
 	for range n {
@@ -130,8 +142,16 @@ func TestBatchedReservesAreDecidedOnArrival(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if refused > n/5 {
-		t.Fatalf("%d of %d reserves at half the rate refused with max wait 0: batched reserves were decided at one instant", refused, n)
+	onArrival, instants := 0, map[int64]bool{}
+	for _, res := range decided {
+		if res.OnArrival {
+			onArrival++
+		}
+		instants[res.NowNanos] = true
 	}
-	t.Logf("%d of %d refused", refused, n)
+	if len(decided) != n || onArrival < n*9/10 || len(instants) < n*9/10 {
+		t.Fatalf("%d reserves decided, %d at their own arrival, at %d distinct instants; want %d, at least 90%% each: batched reserves were decided at one instant",
+			len(decided), onArrival, len(instants), n)
+	}
+	t.Logf("%d of %d decided at their own arrival, at %d distinct instants; %d refused", onArrival, n, len(instants), refused)
 }

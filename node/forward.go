@@ -166,7 +166,7 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byt
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	res, err := n.Reserve(ctx, fromWireReserve(r))
+	res, err := n.Reserve(ctx, ReserveFromWire(r))
 	if err != nil {
 		return nil, err
 	}

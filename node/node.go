@@ -164,6 +164,10 @@ type Node struct {
 	// after a reserve entry is applied and before its answers are handed
 	// back: it simulates an fsync or scheduling stall.
 	testHoldAnswers func()
+	// testDecided, set only by tests before the node serves, sees every
+	// reserve the leader decided, before its answer is shifted to its
+	// departure (NowNanos and OnArrival still set).
+	testDecided func(fsm.ReserveResult)
 }
 
 // New starts a node: it opens (or creates) its data directory, starts raft

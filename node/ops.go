@@ -153,6 +153,9 @@ func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResu
 	if out.err != nil {
 		return fsm.ReserveResult{}, out.err
 	}
+	if f := n.testDecided; f != nil {
+		f(out.res)
+	}
 	return n.resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)))
 }
 
@@ -531,7 +534,7 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		r := fromWireReserve(wr)
+		r := ReserveFromWire(wr)
 		if err := r.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}

@@ -9,7 +9,10 @@ import (
 // clients speak without the server's packages) to and from the register's.
 // The two Status numberings are the same (TestWireStatusesAreTheRegisters).
 
-func fromWireReserve(r wire.Reserve) fsm.Reserve {
+// ReserveFromWire is the register's reserve for a reserve in the
+// protocol's vocabulary (the binary protocol's, and the HTTP body's once
+// parsed).
+func ReserveFromWire(r wire.Reserve) fsm.Reserve {
 	return fsm.Reserve{Limit: r.Limit, Permits: r.Permits, MaxWaitNanos: r.MaxWaitNanos, RequestID: r.RequestID,
 		Session: fsm.SessionRef{ID: r.Session.ID, Seq: r.Session.Seq, AckedBelow: r.Session.AckedBelow}}
 }

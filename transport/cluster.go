@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"github.com/permitd/permitd/transport/internal/httpapi"
 	"net"
 	"net/http"
 	"strconv"
@@ -11,18 +12,18 @@ import (
 
 // joinRequest is the body of POST /v1/cluster/join.
 type joinRequest struct {
-	ID       opt[string] `json:"id"`
-	RaftAddr opt[string] `json:"raft_addr"`
+	ID       httpapi.Opt[string] `json:"id"`
+	RaftAddr httpapi.Opt[string] `json:"raft_addr"`
 }
 
-var joinFields = fieldHelp{
-	{"id", "the new server's id: " + allowedNameChars},
+var joinFields = httpapi.Fields{
+	{"id", "the new server's id: " + httpapi.AllowedNameChars},
 	{"raft_addr", `the new server's raft address "host:port" (port 1-65535)`},
 }
 
 // validateHostPort checks a "host:port" address with a non-empty host and a
 // numeric port in 1–65535.
-func validateHostPort(field, addr string) *httpError {
+func validateHostPort(field, addr string) *httpapi.Error {
 	host, port, err := net.SplitHostPort(addr)
 	if err == nil && host == "" {
 		err = errEmptyHost
@@ -35,7 +36,7 @@ func validateHostPort(field, addr string) *httpError {
 		}
 	}
 	if err != nil || len(addr) > 255 {
-		return badRequest("field %q: %s is not a valid address; allowed: %s", field, strconvQuote(addr), joinFields.help(field))
+		return httpapi.BadRequest("field %q: %s is not a valid address; allowed: %s", field, httpapi.Quote(addr), joinFields.Help(field))
 	}
 	return nil
 }
@@ -50,50 +51,50 @@ const (
 )
 
 func (h *handler) join(w http.ResponseWriter, r *http.Request) {
-	buf := getBuf()
-	defer putBuf(buf)
-	if herr := readBody(w, r, buf); herr != nil {
-		writeError(w, herr.code, herr.msg)
+	buf := httpapi.GetBuf()
+	defer httpapi.PutBuf(buf)
+	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	var req joinRequest
-	if herr := decodeObject(buf.Bytes(), &req, joinFields, false); herr != nil {
-		writeError(w, herr.code, herr.msg)
+	if herr := httpapi.DecodeObject(buf.Bytes(), &req, joinFields, false); herr != nil {
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
-	if !req.ID.set || !req.RaftAddr.set {
-		writeError(w, http.StatusBadRequest, `fields "id" and "raft_addr" are required; allowed: `+
-			joinFields.help("id")+`; `+joinFields.help("raft_addr"))
+	if !req.ID.Set || !req.RaftAddr.Set {
+		httpapi.WriteError(w, http.StatusBadRequest, `fields "id" and "raft_addr" are required; allowed: `+
+			joinFields.Help("id")+`; `+joinFields.Help("raft_addr"))
 		return
 	}
-	if err := validateName("server id", req.ID.v); err != nil {
-		writeError(w, http.StatusBadRequest, `field "id": `+err.Error())
+	if err := httpapi.ValidateName("server id", req.ID.V); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, `field "id": `+err.Error())
 		return
 	}
-	if herr := validateHostPort("raft_addr", req.RaftAddr.v); herr != nil {
-		writeError(w, herr.code, herr.msg)
+	if herr := validateHostPort("raft_addr", req.RaftAddr.V); herr != nil {
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	ctx, cancel := h.context(r)
 	defer cancel()
-	if err := h.store.Join(ctx, req.ID.v, req.RaftAddr.v); err != nil {
+	if err := h.store.Join(ctx, req.ID.V, req.RaftAddr.V); err != nil {
 		h.storeError(w, "join", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		ID       string `json:"id"`
 		RaftAddr string `json:"raft_addr"`
 		Joined   bool   `json:"joined"`
-	}{req.ID.v, req.RaftAddr.v, true})
+	}{req.ID.V, req.RaftAddr.V, true})
 }
 
 func (h *handler) removeServer(w http.ResponseWriter, r *http.Request, id string) {
-	if err := validateName("server id", id); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if err := httpapi.ValidateName("server id", id); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if herr := h.emptyBody(w, r); herr != nil {
-		writeError(w, herr.code, herr.msg)
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	ctx, cancel := h.context(r)
@@ -102,7 +103,7 @@ func (h *handler) removeServer(w http.ResponseWriter, r *http.Request, id string
 		h.storeError(w, "remove server", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		ID      string `json:"id"`
 		Removed bool   `json:"removed"`
 	}{id, true})
@@ -110,44 +111,44 @@ func (h *handler) removeServer(w http.ResponseWriter, r *http.Request, id string
 
 // transferRequest is the body of POST /v1/cluster/transfer-leadership.
 type transferRequest struct {
-	To opt[string] `json:"to"`
+	To httpapi.Opt[string] `json:"to"`
 }
 
-var transferFields = fieldHelp{
-	{"to", "the id of the voter to hand leadership to (" + allowedNameChars + "); absent or empty: any voter"},
+var transferFields = httpapi.Fields{
+	{"to", "the id of the voter to hand leadership to (" + httpapi.AllowedNameChars + "); absent or empty: any voter"},
 }
 
 // transferLeadership serves POST /v1/cluster/transfer-leadership: the
 // leader hands its leadership to another voter (a rolling restart moves
 // it before stopping the leader; jepsen-lite moves it A→B→A).
 func (h *handler) transferLeadership(w http.ResponseWriter, r *http.Request) {
-	buf := getBuf()
-	defer putBuf(buf)
-	if herr := readBody(w, r, buf); herr != nil {
-		writeError(w, herr.code, herr.msg)
+	buf := httpapi.GetBuf()
+	defer httpapi.PutBuf(buf)
+	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	var req transferRequest
-	if herr := decodeObject(buf.Bytes(), &req, transferFields, true); herr != nil {
-		writeError(w, herr.code, herr.msg)
+	if herr := httpapi.DecodeObject(buf.Bytes(), &req, transferFields, true); herr != nil {
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
-	if req.To.v != "" {
-		if err := validateName("server id", req.To.v); err != nil {
-			writeError(w, http.StatusBadRequest, `field "to": `+err.Error())
+	if req.To.V != "" {
+		if err := httpapi.ValidateName("server id", req.To.V); err != nil {
+			httpapi.WriteError(w, http.StatusBadRequest, `field "to": `+err.Error())
 			return
 		}
 	}
 	ctx, cancel := h.context(r)
 	defer cancel()
-	if err := h.store.TransferLeadership(ctx, req.To.v); err != nil {
+	if err := h.store.TransferLeadership(ctx, req.To.V); err != nil {
 		h.storeError(w, "transfer leadership", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		To          string `json:"to"`
 		Transferred bool   `json:"transferred"`
-	}{req.To.v, true})
+	}{req.To.V, true})
 }
 
 // snapshot serves GET /v1/snapshot: the leader's consistent snapshot of
@@ -184,7 +185,7 @@ func (h *handler) cluster(w http.ResponseWriter, _ *http.Request) {
 	if servers == nil {
 		servers = []node.Server{}
 	}
-	writeJSON(w, http.StatusOK, clusterView{ID: st.ID, LeaderID: st.LeaderID, Term: st.Term, Servers: servers})
+	httpapi.WriteJSON(w, http.StatusOK, clusterView{ID: st.ID, LeaderID: st.LeaderID, Term: st.Term, Servers: servers})
 }
 
 // ready answers /readyz: 200 only when the node knows a leader and has
@@ -200,9 +201,9 @@ func (h *handler) ready(w http.ResponseWriter) {
 			reason = "no leader known"
 		}
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "not ready: "+reason+" (state "+st.State+", applied index "+
+		httpapi.WriteError(w, http.StatusServiceUnavailable, "not ready: "+reason+" (state "+st.State+", applied index "+
 			strconv.FormatUint(st.AppliedIndex, 10)+")")
 		return
 	}
-	writeRaw(w, http.StatusOK, []byte(`{"ready":true}`+"\n"))
+	httpapi.WriteRaw(w, http.StatusOK, []byte(`{"ready":true}`+"\n"))
 }

@@ -3,22 +3,11 @@ package transport
 import (
 	"context"
 	"errors"
+	"github.com/permitd/permitd/transport/internal/httpapi"
 	"net/http"
-	"strconv"
 
 	"github.com/permitd/permitd/node"
 )
-
-// maxQuoted is the longest piece of client input echoed in an error.
-const maxQuoted = 200
-
-// strconvQuote quotes s for an error message, truncated to maxQuoted bytes.
-func strconvQuote(s string) string {
-	if len(s) > maxQuoted {
-		return strconv.Quote(s[:maxQuoted]) + "..."
-	}
-	return strconv.Quote(s)
-}
 
 // storeError answers an error returned by the Store:
 // ErrNotFound → 404, ErrInvalid → 400, everything else → 503 (with a
@@ -26,13 +15,13 @@ func strconvQuote(s string) string {
 func (h *handler) storeError(w http.ResponseWriter, op string, err error) int {
 	switch {
 	case errors.Is(err, node.ErrNotFound):
-		writeError(w, http.StatusNotFound, node.Message(err))
+		httpapi.WriteError(w, http.StatusNotFound, node.Message(err))
 		return http.StatusNotFound
 	case errors.Is(err, node.ErrInvalid):
-		writeError(w, http.StatusBadRequest, node.Message(err))
+		httpapi.WriteError(w, http.StatusBadRequest, node.Message(err))
 		return http.StatusBadRequest
 	case errors.Is(err, node.ErrConflict):
-		writeError(w, http.StatusConflict, node.Message(err))
+		httpapi.WriteError(w, http.StatusConflict, node.Message(err))
 		return http.StatusConflict
 	}
 	msg := node.Message(err)
@@ -51,6 +40,6 @@ func (h *handler) storeError(w http.ResponseWriter, op string, err error) int {
 	}
 	h.log.Debug("request unavailable", "op", op, "error", err)
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, msg)
+	httpapi.WriteError(w, http.StatusServiceUnavailable, msg)
 	return http.StatusServiceUnavailable
 }

@@ -2,7 +2,7 @@ package transport
 
 import (
 	"context"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/permitd/permitd/transport/internal/httpapi"
 	"net/http"
 	"strings"
 	"sync"
@@ -23,11 +23,6 @@ type HandlerOptions struct {
 	// /metrics (when it was built on a registry that is also a
 	// prometheus.Gatherer). Nil: no metrics, /metrics answers 404.
 	Metrics *Metrics
-	// Registry is used by the worker sidecar (NewSidecarHandler) only: its
-	// metrics are registered there and its /metrics serves the registry
-	// whole, so that a binary adds its own collectors (build, runtime,
-	// process) to the same page. Nil: a private registry.
-	Registry *prometheus.Registry
 	// RequestTimeout bounds the time one request may spend in the Store;
 	// a request that runs out is answered 503. Zero: DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -145,7 +140,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 			case http.MethodDelete:
 				h.deleteLimit(w, r, name)
 			default:
-				methodNotAllowed(w, r, "GET, HEAD, PUT, DELETE")
+				httpapi.MethodNotAllowed(w, r, "GET, HEAD, PUT, DELETE")
 			}
 			return routeLimit
 		}
@@ -170,7 +165,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		return routeSessions
 	case p == "/v1/status":
 		if h.method(w, r, "GET, HEAD") {
-			writeJSON(w, http.StatusOK, h.store.Status())
+			httpapi.WriteJSON(w, http.StatusOK, h.store.Status())
 		}
 		return routeStatus
 	case p == "/v1/cluster":
@@ -200,7 +195,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 	case p == "/metrics":
 		if h.method(w, r, "GET, HEAD") {
 			if h.metricsHandler == nil {
-				writeError(w, http.StatusNotFound, "metrics are not enabled on this server")
+				httpapi.WriteError(w, http.StatusNotFound, "metrics are not enabled on this server")
 			} else {
 				h.metricsHandler.ServeHTTP(w, r)
 			}
@@ -208,7 +203,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		return routeMetrics
 	case p == "/healthz":
 		if h.method(w, r, "GET, HEAD") {
-			writeRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+			httpapi.WriteRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 		}
 		return routeHealthz
 	case p == "/readyz":
@@ -217,7 +212,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		}
 		return routeReadyz
 	}
-	writeError(w, http.StatusNotFound, "unknown path "+strconvQuote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz")
+	httpapi.WriteError(w, http.StatusNotFound, "unknown path "+httpapi.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz")
 	return routeUnknown
 }
 
@@ -229,13 +224,8 @@ func (h *handler) method(w http.ResponseWriter, r *http.Request, allowed string)
 			return true
 		}
 	}
-	methodNotAllowed(w, r, allowed)
+	httpapi.MethodNotAllowed(w, r, allowed)
 	return false
-}
-
-func methodNotAllowed(w http.ResponseWriter, r *http.Request, allowed string) {
-	w.Header().Set("Allow", allowed)
-	writeError(w, http.StatusMethodNotAllowed, "method "+strconvQuote(r.Method)+" is not allowed on "+strconvQuote(r.URL.EscapedPath())+"; allowed: "+allowed)
 }
 
 // context returns the request context bounded by the request timeout.

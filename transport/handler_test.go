@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/permitd/permitd/transport/internal/httpapi"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -592,15 +593,15 @@ func TestRetryAfterSeconds(t *testing.T) {
 	for _, tt := range []struct{ nanos, want int64 }{
 		{-5, 0}, {0, 0}, {1, 1}, {1e9, 1}, {1e9 + 1, 2}, {1.5e9, 2}, {60e9, 60},
 	} {
-		if got := retryAfterSeconds(tt.nanos); got != tt.want {
-			t.Errorf("retryAfterSeconds(%d) = %d, want %d", tt.nanos, got, tt.want)
+		if got := httpapi.RetryAfterSeconds(tt.nanos); got != tt.want {
+			t.Errorf("httpapi.RetryAfterSeconds(%d) = %d, want %d", tt.nanos, got, tt.want)
 		}
 	}
 }
 
 func TestAppendJSONString(t *testing.T) {
 	for _, s := range []string{"", "plain", `q"uo\te`, "ctl\x00\x1f\n", "bad\xffutf8", "é ✓ \u2028", "<a&b>"} {
-		b := appendJSONString(nil, s)
+		b := httpapi.AppendJSONString(nil, s)
 		var got string
 		if err := json.Unmarshal(b, &got); err != nil {
 			t.Errorf("%q encodes to invalid JSON %s: %v", s, b, err)

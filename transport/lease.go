@@ -3,8 +3,11 @@ package transport
 import (
 	"context"
 	"encoding/json"
+	"github.com/permitd/permitd/transport/internal/httpapi"
+	"math/big"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -72,12 +75,12 @@ func (h *handler) dispatchLease(w *recorder, r *http.Request, name, sub string) 
 
 // leasePolicyRequest is the body of PUT /v1/limits/{name}/lease-policy.
 type leasePolicyRequest struct {
-	Leased                opt[bool]  `json:"leased"`
-	BurstPermits          opt[int64] `json:"burst_permits"`
-	MaxOutstandingPermits opt[int64] `json:"max_outstanding_permits"`
+	Leased                httpapi.Opt[bool]  `json:"leased"`
+	BurstPermits          httpapi.Opt[int64] `json:"burst_permits"`
+	MaxOutstandingPermits httpapi.Opt[int64] `json:"max_outstanding_permits"`
 }
 
-var leasePolicyFields = fieldHelp{
+var leasePolicyFields = httpapi.Fields{
 	{"leased", "true to lease the limit's permits to workers, false to reserve them one request at a time again (required)"},
 	{"burst_permits", "C, the most permits the free pool accumulates: an integer 1-" + maxPoolText + ", or 0 for the default (one second of permits); only with leased true"},
 	{"max_outstanding_permits", "O, the most permits held by leases at once: an integer 1-" + maxPoolText + ", or 0 for the default (one second of permits); only with leased true"},
@@ -87,26 +90,29 @@ const maxPoolText = "1152921504606846976 (2^60)"
 
 // leaseRequest is the body of POST /v1/limits/{name}/lease.
 type leaseRequest struct {
-	Holder       opt[string] `json:"holder"`
-	Group        opt[string] `json:"group"`
-	Weight       opt[int64]  `json:"weight"`
-	DemandPerSec jsonDecimal `json:"demand_per_sec"`
-	TTL          opt[string] `json:"ttl"`
-	RequestID    opt[string] `json:"request_id"`
+	Holder httpapi.Opt[string] `json:"holder"`
+	Group  httpapi.Opt[string] `json:"group"`
+	Weight httpapi.Opt[int64]  `json:"weight"`
+	demandFields
+	TTL       httpapi.Opt[string] `json:"ttl"`
+	RequestID httpapi.Opt[string] `json:"request_id"`
 }
 
 const (
-	helpDemand = "a JSON number of permits per second, 0 to 1e9 (required), converted exactly from its decimal text to thousandths " +
-		"of a permit per second, any remainder rounded up (0.0004 -> 0.001, 2.0001 -> 2.001)"
+	helpDemandMilli = "the rate the holder wants in thousandths of a permit per second, an integer 0 to 1000000000000 " +
+		"(required, or the older demand_per_sec)"
+	helpDemand = "deprecated, use demand_milli_per_sec: a JSON number of permits per second, 0 to 1e9, converted exactly " +
+		"from its decimal text to thousandths, any remainder rounded up (0.0004 -> 1, 2.0001 -> 2001)"
 	helpTTL       = `a Go duration string from 100ms to 1m0s such as "2s" (required): how long the grant lasts`
-	helpRequestID = "an idempotency key of " + allowedRequestIDChars
+	helpRequestID = "an idempotency key of " + httpapi.AllowedRequestIDChars
 	helpReport    = "an integer >= 0 (default 0)"
 )
 
-var leaseFields = fieldHelp{
-	{"holder", "the worker's name, " + allowedNameChars + " (required)"},
-	{"group", "the worker's group, " + allowedNameChars + " (required)"},
+var leaseFields = httpapi.Fields{
+	{"holder", "the worker's name, " + httpapi.AllowedNameChars + " (required)"},
+	{"group", "the worker's group, " + httpapi.AllowedNameChars + " (required)"},
 	{"weight", "the group's weight in the fair division of the rate, an integer 1-1000000 (default 1)"},
+	{"demand_milli_per_sec", helpDemandMilli},
 	{"demand_per_sec", helpDemand},
 	{"ttl", helpTTL},
 	{"request_id", helpRequestID},
@@ -114,20 +120,21 @@ var leaseFields = fieldHelp{
 
 // renewRequest is the body of POST /v1/limits/{name}/leases/{id}/renew.
 type renewRequest struct {
-	Epoch        opt[uint64] `json:"epoch"`
-	Spent        opt[int64]  `json:"spent"`
-	StolenOut    opt[int64]  `json:"stolen_out"`
-	StolenIn     opt[int64]  `json:"stolen_in"`
-	DemandPerSec jsonDecimal `json:"demand_per_sec"`
-	TTL          opt[string] `json:"ttl"`
-	RequestID    opt[string] `json:"request_id"`
+	Epoch     httpapi.Opt[uint64] `json:"epoch"`
+	Spent     httpapi.Opt[int64]  `json:"spent"`
+	StolenOut httpapi.Opt[int64]  `json:"stolen_out"`
+	StolenIn  httpapi.Opt[int64]  `json:"stolen_in"`
+	demandFields
+	TTL       httpapi.Opt[string] `json:"ttl"`
+	RequestID httpapi.Opt[string] `json:"request_id"`
 }
 
-var reportFields = fieldHelp{
+var reportFields = httpapi.Fields{
 	{"epoch", "the epoch of the grant reported on, an integer >= 1 (required)"},
 	{"spent", "permits of the grant the holder spent: " + helpReport},
 	{"stolen_out", "permits of the grant the holder gave to other holders: " + helpReport},
 	{"stolen_in", "permits the holder received from other leases since its last report: " + helpReport},
+	{"demand_milli_per_sec", helpDemandMilli + "; renew only"},
 	{"demand_per_sec", helpDemand + "; renew only"},
 	{"ttl", helpTTL + "; renew only"},
 	{"request_id", helpRequestID},
@@ -135,193 +142,182 @@ var reportFields = fieldHelp{
 
 // returnRequest is the body of POST /v1/limits/{name}/leases/{id}/return.
 type returnRequest struct {
-	Epoch     opt[uint64] `json:"epoch"`
-	Spent     opt[int64]  `json:"spent"`
-	StolenOut opt[int64]  `json:"stolen_out"`
-	StolenIn  opt[int64]  `json:"stolen_in"`
-	RequestID opt[string] `json:"request_id"`
+	Epoch     httpapi.Opt[uint64] `json:"epoch"`
+	Spent     httpapi.Opt[int64]  `json:"spent"`
+	StolenOut httpapi.Opt[int64]  `json:"stolen_out"`
+	StolenIn  httpapi.Opt[int64]  `json:"stolen_in"`
+	RequestID httpapi.Opt[string] `json:"request_id"`
 }
 
-var returnFields = fieldHelp{
-	{"epoch", reportFields.help("epoch")},
-	{"spent", reportFields.help("spent")},
-	{"stolen_out", reportFields.help("stolen_out")},
-	{"stolen_in", reportFields.help("stolen_in")},
+var returnFields = httpapi.Fields{
+	{"epoch", reportFields.Help("epoch")},
+	{"spent", reportFields.Help("spent")},
+	{"stolen_out", reportFields.Help("stolen_out")},
+	{"stolen_in", reportFields.Help("stolen_in")},
 	{"request_id", helpRequestID},
 }
 
-// jsonDecimal is a JSON number kept as its text, so that it can be
-// converted to an integer exactly (see decimalMilli). Any other JSON type,
-// null included, is rejected with the field's name.
+// demandFields are a demand's two spellings: demand_milli_per_sec, an
+// integer of thousandths of a permit per second (the one vocabulary of
+// demands and shares, from the worker to the register and back), and the
+// older demand_per_sec, a number of permits per second, still accepted
+// for one release. Exactly one is required.
+type demandFields struct {
+	Milli  httpapi.Opt[int64] `json:"demand_milli_per_sec"`
+	PerSec jsonDecimal        `json:"demand_per_sec"`
+}
+
+// jsonDecimal is a JSON number kept as its text, so that it converts to
+// thousandths exactly. Any other JSON type, null included, is rejected
+// with the field's name.
 type jsonDecimal struct {
-	set bool
+	Set bool
 	lit string
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
 func (d *jsonDecimal) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
-		got := "string"
-		if len(b) > 0 {
-			switch b[0] {
-			case 'n':
-				got = "null"
-			case 't', 'f':
-				got = "bool"
-			case '{':
-				got = "object"
-			case '[':
-				got = "array"
-			}
-		}
-		return &json.UnmarshalTypeError{Value: got, Type: reflect.TypeFor[float64]()}
+		return &json.UnmarshalTypeError{Value: jsonKind(b), Type: reflect.TypeFor[float64]()}
 	}
-	d.set, d.lit = true, string(b)
+	d.Set, d.lit = true, string(b)
 	return nil
 }
 
-// maxMilliDigits is the number of digits of fsm.MaxDemandMilliPermitsPerSec
-// (10^12).
-const maxMilliDigits = 13
-
-// decimalMilli converts a JSON number literal of permits per second to
-// thousandths of a permit per second, exactly from its decimal text (never
-// through a binary float), rounding any remainder up: a positive demand
-// never becomes 0. ok is false when the literal is negative (and not
-// zero), malformed, or larger than fsm.MaxDemandMilliPermitsPerSec.
-func decimalMilli(s string) (milli int64, ok bool) {
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	mant, exp := s, 0
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		mant = s[:i]
-		e := strings.TrimPrefix(s[i+1:], "+")
-		eneg := strings.HasPrefix(e, "-")
-		e = strings.TrimPrefix(e, "-")
-		if e == "" || strings.Trim(e, "0123456789") != "" {
-			return 0, false
-		}
-		e = strings.TrimLeft(e, "0")
-		// Clamp absurd exponents: the mantissa has fewer than 2^20 digits
-		// (bodies are at most 1 MiB), so from 10^8 on the value is out of
-		// range, or below a thousandth, whatever the exponent.
-		if len(e) > 8 {
-			e = "100000000"
-		}
-		exp, _ = strconv.Atoi("0" + e)
-		if eneg {
-			exp = -exp
+// jsonKind names the JSON type of a value that is not a number.
+func jsonKind(b []byte) string {
+	if len(b) > 0 {
+		switch b[0] {
+		case 'n':
+			return "null"
+		case 't', 'f':
+			return "bool"
+		case '{':
+			return "object"
+		case '[':
+			return "array"
 		}
 	}
-	intPart, frac, _ := strings.Cut(mant, ".")
-	digits := intPart + frac
-	if digits == "" || strings.Trim(digits, "0123456789") != "" {
-		return 0, false
-	}
-	digits = strings.TrimLeft(digits, "0")
-	if digits == "" {
-		return 0, true // zero, "-0" included
-	}
-	if neg {
-		return 0, false
-	}
-	// The value is digits × 10^shift thousandths.
-	shift := exp + 3 - len(frac)
-	var whole, rest string
-	switch {
-	case shift >= 0:
-		if len(digits)+shift > maxMilliDigits {
-			return 0, false
-		}
-		whole = digits + strings.Repeat("0", shift)
-	case len(digits)+shift <= 0:
-		whole, rest = "0", digits
-	default:
-		whole, rest = digits[:len(digits)+shift], digits[len(digits)+shift:]
-		if len(whole) > maxMilliDigits {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	if strings.Trim(rest, "0") != "" {
-		v++
-	}
-	if v > fsm.MaxDemandMilliPermitsPerSec {
-		return 0, false
-	}
-	return v, true
+	return "string"
 }
 
-// parseDemand validates a demand_per_sec field.
-func parseDemand(d jsonDecimal, fields fieldHelp) (int64, *httpError) {
-	if !d.set {
-		return 0, badRequest(`field "demand_per_sec" is required; allowed: %s`, fields.help("demand_per_sec"))
+// jsonNumberSyntax is the grammar of a JSON number.
+var jsonNumberSyntax = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE]([+-]?)([0-9]+))?$`)
+
+// decimalMilli converts a JSON number of permits per second to
+// thousandths exactly (through a rational, never a binary float), rounding
+// any remainder up so that a positive demand never becomes 0. ok is false
+// for a negative, malformed or too large number (over
+// fsm.MaxDemandMilliPermitsPerSec).
+func decimalMilli(lit string) (milli int64, ok bool) {
+	m := jsonNumberSyntax.FindStringSubmatch(lit)
+	if m == nil {
+		return 0, false
 	}
-	milli, ok := decimalMilli(d.lit)
+	mantissa := strings.TrimLeft(strings.ReplaceAll(m[1]+m[2], ".", ""), "0")
+	switch {
+	case mantissa == "":
+		return 0, true // zero, "-0" included
+	case lit[0] == '-':
+		return 0, false
+	case len(strings.TrimLeft(m[5], "0")) > 4:
+		// An exponent of 10^5 or more: far out of range, or far below a
+		// thousandth (which rounds up to one).
+		if m[4] == "-" {
+			return 1, true
+		}
+		return 0, false
+	}
+	r, ok := new(big.Rat).SetString(lit)
 	if !ok {
-		return 0, badRequest(`field "demand_per_sec": %s; allowed: %s`, strconvQuote(d.lit), fields.help("demand_per_sec"))
+		return 0, false
 	}
-	return milli, nil
+	r.Mul(r, big.NewRat(1000, 1))
+	q, rem := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if rem.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() || q.Int64() > fsm.MaxDemandMilliPermitsPerSec {
+		return 0, false
+	}
+	return q.Int64(), true
+}
+
+// parseDemand validates a demand given in either spelling.
+func parseDemand(d demandFields, fields httpapi.Fields) (int64, *httpapi.Error) {
+	switch {
+	case d.Milli.Set && d.PerSec.Set:
+		return 0, httpapi.BadRequest(`fields "demand_milli_per_sec" and "demand_per_sec" both given; allowed: one of them (demand_milli_per_sec: %s)`, fields.Help("demand_milli_per_sec"))
+	case d.Milli.Set:
+		if d.Milli.V < 0 || d.Milli.V > fsm.MaxDemandMilliPermitsPerSec {
+			return 0, httpapi.BadRequest(`field "demand_milli_per_sec": %d; allowed: %s`, d.Milli.V, fields.Help("demand_milli_per_sec"))
+		}
+		return d.Milli.V, nil
+	case d.PerSec.Set:
+		milli, ok := decimalMilli(d.PerSec.lit)
+		if !ok {
+			return 0, httpapi.BadRequest(`field "demand_per_sec": %s; allowed: %s`, httpapi.Quote(d.PerSec.lit), fields.Help("demand_per_sec"))
+		}
+		return milli, nil
+	}
+	return 0, httpapi.BadRequest(`field "demand_milli_per_sec" is required; allowed: %s`, fields.Help("demand_milli_per_sec"))
 }
 
 // parseTTL validates a ttl field.
-func parseTTL(v opt[string]) (int64, *httpError) {
-	if !v.set {
-		return 0, badRequest(`field "ttl" is required; allowed: %s`, helpTTL)
+func parseTTL(v httpapi.Opt[string]) (int64, *httpapi.Error) {
+	if !v.Set {
+		return 0, httpapi.BadRequest(`field "ttl" is required; allowed: %s`, helpTTL)
 	}
-	d, herr := parseDuration("ttl", v.v, false)
+	d, herr := httpapi.ParseDuration("ttl", v.V, false)
 	if herr != nil {
 		return 0, herr
 	}
 	if int64(d) < fsm.MinLeaseTTLNanos || int64(d) > fsm.MaxLeaseTTLNanos {
-		return 0, badRequest(`field "ttl": %s; allowed: %s`, strconvQuote(v.v), helpTTL)
+		return 0, httpapi.BadRequest(`field "ttl": %s; allowed: %s`, httpapi.Quote(v.V), helpTTL)
 	}
 	return int64(d), nil
 }
 
 // parseCount validates a non-negative permit count (0 when absent).
-func parseCount(field string, v opt[int64], fields fieldHelp) (int64, *httpError) {
-	if v.set && v.v < 0 {
-		return 0, badRequest(`field %q: %d; allowed: %s`, field, v.v, fields.help(field))
+func parseCount(field string, v httpapi.Opt[int64], fields httpapi.Fields) (int64, *httpapi.Error) {
+	if v.Set && v.V < 0 {
+		return 0, httpapi.BadRequest(`field %q: %d; allowed: %s`, field, v.V, fields.Help(field))
 	}
-	return v.v, nil
+	return v.V, nil
 }
 
 // parseRequestIDField validates an optional request_id field.
-func parseRequestIDField(v opt[string]) (string, *httpError) {
-	if !v.set {
+func parseRequestIDField(v httpapi.Opt[string]) (string, *httpapi.Error) {
+	if !v.Set {
 		return "", nil
 	}
-	if err := validateRequestID(v.v); err != nil {
-		return "", badRequest(`field "request_id": %v`, err)
+	if err := httpapi.ValidateRequestID(v.V); err != nil {
+		return "", httpapi.BadRequest(`field "request_id": %v`, err)
 	}
-	return v.v, nil
+	return v.V, nil
 }
 
 // parseLeaseID validates the {id} of a lease path: a decimal integer
 // 1..2^64-1 without sign or leading zeros.
-func parseLeaseID(s string) (uint64, *httpError) {
+func parseLeaseID(s string) (uint64, *httpapi.Error) {
 	const allowed = "a lease id: a decimal integer from 1 to 18446744073709551615 without sign or leading zeros"
 	if s == "" || len(s) > 20 || s[0] == '0' || strings.Trim(s, "0123456789") != "" {
-		return 0, badRequest("lease id %s in the path; allowed: %s", strconvQuote(s), allowed)
+		return 0, httpapi.BadRequest("lease id %s in the path; allowed: %s", httpapi.Quote(s), allowed)
 	}
 	id, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, badRequest("lease id %s in the path; allowed: %s", strconvQuote(s), allowed)
+		return 0, httpapi.BadRequest("lease id %s in the path; allowed: %s", httpapi.Quote(s), allowed)
 	}
 	return id, nil
 }
 
 // parseReport validates the fields common to renew and return.
-func parseReport(epoch opt[uint64], spent, out, in opt[int64], fields fieldHelp) (e uint64, s, o, i int64, herr *httpError) {
-	if !epoch.set || epoch.v < 1 {
-		if !epoch.set {
-			return 0, 0, 0, 0, badRequest(`field "epoch" is required; allowed: %s`, fields.help("epoch"))
+func parseReport(epoch httpapi.Opt[uint64], spent, out, in httpapi.Opt[int64], fields httpapi.Fields) (e uint64, s, o, i int64, herr *httpapi.Error) {
+	if !epoch.Set || epoch.V < 1 {
+		if !epoch.Set {
+			return 0, 0, 0, 0, httpapi.BadRequest(`field "epoch" is required; allowed: %s`, fields.Help("epoch"))
 		}
-		return 0, 0, 0, 0, badRequest(`field "epoch": %d; allowed: %s`, epoch.v, fields.help("epoch"))
+		return 0, 0, 0, 0, httpapi.BadRequest(`field "epoch": %d; allowed: %s`, epoch.V, fields.Help("epoch"))
 	}
 	if s, herr = parseCount("spent", spent, fields); herr != nil {
 		return
@@ -332,43 +328,43 @@ func parseReport(epoch opt[uint64], spent, out, in opt[int64], fields fieldHelp)
 	if i, herr = parseCount("stolen_in", in, fields); herr != nil {
 		return
 	}
-	return epoch.v, s, o, i, nil
+	return epoch.V, s, o, i, nil
 }
 
 // readObject reads r's body and decodes it as one JSON object into v.
-func readObject(w http.ResponseWriter, r *http.Request, v any, fields fieldHelp) *httpError {
-	buf := getBuf()
-	defer putBuf(buf)
-	if herr := readBody(w, r, buf); herr != nil {
+func readObject(w http.ResponseWriter, r *http.Request, v any, fields httpapi.Fields) *httpapi.Error {
+	buf := httpapi.GetBuf()
+	defer httpapi.PutBuf(buf)
+	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
 		return herr
 	}
-	return decodeObject(buf.Bytes(), v, fields, false)
+	return httpapi.DecodeObject(buf.Bytes(), v, fields, false)
 }
 
 // parseLeaseRequest validates a lease body into q (whose Limit is set).
-func parseLeaseRequest(req *leaseRequest, q *fsm.Lease) *httpError {
+func parseLeaseRequest(req *leaseRequest, q *fsm.Lease) *httpapi.Error {
 	for _, f := range []struct {
 		name string
-		v    opt[string]
+		V    httpapi.Opt[string]
 		dst  *string
 	}{{"holder", req.Holder, &q.Holder}, {"group", req.Group, &q.Group}} {
-		if !f.v.set {
-			return badRequest("field %q is required; allowed: %s", f.name, leaseFields.help(f.name))
+		if !f.V.Set {
+			return httpapi.BadRequest("field %q is required; allowed: %s", f.name, leaseFields.Help(f.name))
 		}
-		if err := validateName(f.name+" name", f.v.v); err != nil {
-			return badRequest("field %q: %v", f.name, err)
+		if err := httpapi.ValidateName(f.name+" name", f.V.V); err != nil {
+			return httpapi.BadRequest("field %q: %v", f.name, err)
 		}
-		*f.dst = f.v.v
+		*f.dst = f.V.V
 	}
 	q.Weight = 1
-	if req.Weight.set {
-		if req.Weight.v < 1 || req.Weight.v > fsm.MaxLeaseWeight {
-			return badRequest(`field "weight": %d; allowed: %s`, req.Weight.v, leaseFields.help("weight"))
+	if req.Weight.Set {
+		if req.Weight.V < 1 || req.Weight.V > fsm.MaxLeaseWeight {
+			return httpapi.BadRequest(`field "weight": %d; allowed: %s`, req.Weight.V, leaseFields.Help("weight"))
 		}
-		q.Weight = req.Weight.v
+		q.Weight = req.Weight.V
 	}
-	var herr *httpError
-	if q.DemandMilliPermitsPerSec, herr = parseDemand(req.DemandPerSec, leaseFields); herr != nil {
+	var herr *httpapi.Error
+	if q.DemandMilliPermitsPerSec, herr = parseDemand(req.demandFields, leaseFields); herr != nil {
 		return herr
 	}
 	if q.TTLNanos, herr = parseTTL(req.TTL); herr != nil {
@@ -381,37 +377,37 @@ func parseLeaseRequest(req *leaseRequest, q *fsm.Lease) *httpError {
 }
 
 func (h *handler) putLeasePolicy(w http.ResponseWriter, r *http.Request, name string) {
-	if err := validateName("limit name", name); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if err := httpapi.ValidateName("limit name", name); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	var req leasePolicyRequest
 	if herr := readObject(w, r, &req, leasePolicyFields); herr != nil {
-		writeError(w, herr.code, herr.msg)
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
-	if !req.Leased.set {
-		writeError(w, http.StatusBadRequest, `field "leased" is required; allowed: `+leasePolicyFields.help("leased"))
+	if !req.Leased.Set {
+		httpapi.WriteError(w, http.StatusBadRequest, `field "leased" is required; allowed: `+leasePolicyFields.Help("leased"))
 		return
 	}
-	p := fsm.LeasePolicy{Limit: name, Leased: req.Leased.v}
+	p := fsm.LeasePolicy{Limit: name, Leased: req.Leased.V}
 	for _, f := range []struct {
 		name string
-		v    opt[int64]
+		V    httpapi.Opt[int64]
 		dst  *int64
 	}{{"burst_permits", req.BurstPermits, &p.BurstPermits}, {"max_outstanding_permits", req.MaxOutstandingPermits, &p.MaxOutstandingPermits}} {
-		if !f.v.set {
+		if !f.V.Set {
 			continue
 		}
-		if f.v.v < 0 || f.v.v > fsm.MaxLeasePoolPermits || (f.v.v != 0 && !p.Leased) {
-			writeError(w, http.StatusBadRequest, "field "+strconv.Quote(f.name)+": "+strconv.FormatInt(f.v.v, 10)+
-				" with leased "+strconv.FormatBool(p.Leased)+"; allowed: "+leasePolicyFields.help(f.name))
+		if f.V.V < 0 || f.V.V > fsm.MaxLeasePoolPermits || (f.V.V != 0 && !p.Leased) {
+			httpapi.WriteError(w, http.StatusBadRequest, "field "+strconv.Quote(f.name)+": "+strconv.FormatInt(f.V.V, 10)+
+				" with leased "+strconv.FormatBool(p.Leased)+"; allowed: "+leasePolicyFields.Help(f.name))
 			return
 		}
-		*f.dst = f.v.v
+		*f.dst = f.V.V
 	}
 	if err := p.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	ctx, cancel := h.context(r)
@@ -423,13 +419,13 @@ func (h *handler) putLeasePolicy(w http.ResponseWriter, r *http.Request, name st
 	}
 	switch {
 	case res.UnknownLimit:
-		writeError(w, http.StatusNotFound, "limit "+strconvQuote(name)+" not found")
+		httpapi.WriteError(w, http.StatusNotFound, "limit "+httpapi.Quote(name)+" not found")
 		return
 	case !res.Applied:
-		writeError(w, http.StatusBadRequest, "lease policy of limit "+strconvQuote(name)+" not applied: "+res.Detail)
+		httpapi.WriteError(w, http.StatusBadRequest, "lease policy of limit "+httpapi.Quote(name)+" not applied: "+res.Detail)
 		return
 	}
-	writeJSON(w, http.StatusOK, leasePolicyView{Name: name, Leased: p.Leased, BurstPermits: res.BurstPermits,
+	httpapi.WriteJSON(w, http.StatusOK, leasePolicyView{Name: name, Leased: p.Leased, BurstPermits: res.BurstPermits,
 		MaxOutstandingPermits: res.MaxOutstandingPermits})
 }
 
@@ -444,9 +440,9 @@ type leasePolicyView struct {
 
 func (h *handler) lease(w http.ResponseWriter, r *http.Request, name string) {
 	q := fsm.Lease{Limit: name}
-	h.leaseCommand(w, r, "lease", name, func() *httpError {
-		if err := validateName("limit name", name); err != nil {
-			return badRequest("%v", err)
+	h.leaseCommand(w, r, "lease", name, func() *httpapi.Error {
+		if err := httpapi.ValidateName("limit name", name); err != nil {
+			return httpapi.BadRequest("%v", err)
 		}
 		var req leaseRequest
 		if herr := readObject(w, r, &req, leaseFields); herr != nil {
@@ -461,7 +457,7 @@ func (h *handler) lease(w http.ResponseWriter, r *http.Request, name string) {
 
 func (h *handler) renew(w http.ResponseWriter, r *http.Request, name, idText string) {
 	q := fsm.Renew{Report: fsm.Report{Limit: name}}
-	h.leaseCommand(w, r, "renew", name, func() *httpError {
+	h.leaseCommand(w, r, "renew", name, func() *httpapi.Error {
 		var req renewRequest
 		herr := h.leasePath(name, idText, &q.LeaseID)
 		if herr == nil {
@@ -471,7 +467,7 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request, name, idText str
 			q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits, herr = parseReport(req.Epoch, req.Spent, req.StolenOut, req.StolenIn, reportFields)
 		}
 		if herr == nil {
-			q.DemandMilliPermitsPerSec, herr = parseDemand(req.DemandPerSec, reportFields)
+			q.DemandMilliPermitsPerSec, herr = parseDemand(req.demandFields, reportFields)
 		}
 		if herr == nil {
 			q.TTLNanos, herr = parseTTL(req.TTL)
@@ -488,7 +484,7 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request, name, idText str
 
 func (h *handler) returnLease(w http.ResponseWriter, r *http.Request, name, idText string) {
 	q := fsm.Return{Report: fsm.Report{Limit: name}}
-	h.leaseCommand(w, r, "return", name, func() *httpError {
+	h.leaseCommand(w, r, "return", name, func() *httpapi.Error {
 		var req returnRequest
 		herr := h.leasePath(name, idText, &q.LeaseID)
 		if herr == nil {
@@ -510,10 +506,10 @@ func (h *handler) returnLease(w http.ResponseWriter, r *http.Request, name, idTe
 // leaseCommand answers one lease command: parse reads and validates the
 // request into the command the closures share; a rejection is counted
 // and answered without reaching the store; otherwise send sends it.
-func (h *handler) leaseCommand(w http.ResponseWriter, r *http.Request, op, name string, parse func() *httpError, send func(context.Context) (fsm.LeaseResult, error)) {
+func (h *handler) leaseCommand(w http.ResponseWriter, r *http.Request, op, name string, parse func() *httpapi.Error, send func(context.Context) (fsm.LeaseResult, error)) {
 	if herr := parse(); herr != nil {
 		h.metrics.countLease(leaseInvalid)
-		writeError(w, herr.code, herr.msg)
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	ctx, cancel := h.context(r)
@@ -523,19 +519,19 @@ func (h *handler) leaseCommand(w http.ResponseWriter, r *http.Request, op, name 
 }
 
 // validated turns a command's Validate error into a 400.
-func validated(err error) *httpError {
+func validated(err error) *httpapi.Error {
 	if err != nil {
-		return badRequest("%v", err)
+		return httpapi.BadRequest("%v", err)
 	}
 	return nil
 }
 
 // leasePath validates the limit name and lease id of a lease path.
-func (h *handler) leasePath(name, idText string, id *uint64) *httpError {
-	if err := validateName("limit name", name); err != nil {
-		return badRequest("%v", err)
+func (h *handler) leasePath(name, idText string, id *uint64) *httpapi.Error {
+	if err := httpapi.ValidateName("limit name", name); err != nil {
+		return httpapi.BadRequest("%v", err)
 	}
-	var herr *httpError
+	var herr *httpapi.Error
 	*id, herr = parseLeaseID(idText)
 	return herr
 }
@@ -547,14 +543,13 @@ type leaseAnswerView struct {
 	LeaseID uint64 `json:"lease_id"`
 	Epoch   uint64 `json:"epoch"`
 	// Permits, ExpiresInNanos and the share describe a grant.
-	Permits          int64     `json:"permits"`
-	ExpiresInNanos   int64     `json:"expires_in_ns"`
-	SharePerSec      jsonFloat `json:"share_per_sec"`
-	ShareMilliPerSec int64     `json:"share_milli_per_sec"`
-	CreditedPermits  int64     `json:"credited_permits"`
-	RetryAfterNanos  int64     `json:"retry_after_ns,omitempty"`
-	Duplicate        bool      `json:"duplicate"`
-	Error            string    `json:"error,omitempty"`
+	Permits          int64  `json:"permits"`
+	ExpiresInNanos   int64  `json:"expires_in_ns"`
+	ShareMilliPerSec int64  `json:"share_milli_per_sec"`
+	CreditedPermits  int64  `json:"credited_permits"`
+	RetryAfterNanos  int64  `json:"retry_after_ns,omitempty"`
+	Duplicate        bool   `json:"duplicate"`
+	Error            string `json:"error,omitempty"`
 }
 
 // leaseAnswer answers the store's result of a lease, renew or return.
@@ -572,8 +567,7 @@ func (h *handler) leaseAnswer(w http.ResponseWriter, op, name string, res fsm.Le
 		return
 	}
 	v := leaseAnswerView{Status: res.Status.String(), LeaseID: res.LeaseID, Epoch: res.Epoch, Permits: res.Permits,
-		ExpiresInNanos: res.ExpiresInNanos, SharePerSec: milliToPerSec(res.ShareMilliPermitsPerSec),
-		ShareMilliPerSec: res.ShareMilliPermitsPerSec, CreditedPermits: res.CreditedPermits, Duplicate: res.Duplicate}
+		ExpiresInNanos: res.ExpiresInNanos, ShareMilliPerSec: res.ShareMilliPermitsPerSec, CreditedPermits: res.CreditedPermits, Duplicate: res.Duplicate}
 	detail := func(fallback string) string {
 		if res.Detail != "" {
 			return op + " on limit " + strconv.Quote(name) + ": " + res.Detail
@@ -583,38 +577,33 @@ func (h *handler) leaseAnswer(w http.ResponseWriter, op, name string, res fsm.Le
 	switch res.Status {
 	case fsm.LeaseGranted:
 		m.countLease(leaseGranted)
-		writeJSON(w, http.StatusOK, v)
+		httpapi.WriteJSON(w, http.StatusOK, v)
 	case fsm.LeaseReturned:
 		m.countLease(leaseReturned)
-		writeJSON(w, http.StatusOK, v)
+		httpapi.WriteJSON(w, http.StatusOK, v)
 	case fsm.LeaseRefused:
 		m.countLease(leaseRefused)
 		v.RetryAfterNanos = res.RetryAfterNanos
 		v.Error = detail("refused; retry after " + time.Duration(res.RetryAfterNanos).String())
-		w.Header()["Retry-After"] = []string{strconv.FormatInt(retryAfterSeconds(res.RetryAfterNanos), 10)}
-		writeJSON(w, http.StatusTooManyRequests, v)
+		w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(res.RetryAfterNanos), 10)}
+		httpapi.WriteJSON(w, http.StatusTooManyRequests, v)
 	case fsm.LeaseFenced:
 		m.countLease(leaseFenced)
 		v.Error = detail("the lease is not live at that epoch: stop using that grant")
-		writeJSON(w, http.StatusConflict, v)
+		httpapi.WriteJSON(w, http.StatusConflict, v)
 	case fsm.LeaseUnknownLimit:
 		m.countLease(leaseUnknown)
-		writeError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found")
+		httpapi.WriteError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found")
 	case fsm.LeaseInvalid:
 		m.countLease(leaseInvalid)
-		writeError(w, http.StatusBadRequest, detail("invalid"))
+		httpapi.WriteError(w, http.StatusBadRequest, detail("invalid"))
 	default:
 		m.countLease(leaseError)
 		h.log.Error("store returned an unknown lease status", "status", res.Status, "limit", name, "op", op)
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, op+": unexpected result status "+strconv.Itoa(int(res.Status)))
+		httpapi.WriteError(w, http.StatusServiceUnavailable, op+": unexpected result status "+strconv.Itoa(int(res.Status)))
 	}
 }
-
-// milliToPerSec turns thousandths of a permit per second into permits per
-// second. Every value up to fsm.MaxDemandMilliPermitsPerSec has at most 13
-// significant digits, so the JSON text is the exact decimal.
-func milliToPerSec(milli int64) jsonFloat { return jsonFloat(float64(milli) / 1000) }
 
 // leasePoolView is the answer to GET /v1/limits/{name}/leases: the pool's
 // capacities, accounts (minted = free + outstanding + settled) and
@@ -647,21 +636,19 @@ type leasePoolView struct {
 
 // leaseView is one lease of a leasePoolView.
 type leaseView struct {
-	LeaseID           uint64    `json:"lease_id"`
-	Epoch             uint64    `json:"epoch"`
-	Active            bool      `json:"active"`
-	Holder            string    `json:"holder"`
-	Group             string    `json:"group"`
-	Weight            int64     `json:"weight"`
-	DemandPerSec      jsonFloat `json:"demand_per_sec"`
-	DemandMilliPerSec int64     `json:"demand_milli_per_sec"`
-	SharePerSec       jsonFloat `json:"share_per_sec"`
-	ShareMilliPerSec  int64     `json:"share_milli_per_sec"`
-	Permits           int64     `json:"permits"`
-	LingeringPermits  int64     `json:"lingering_permits"`
-	GrantedAtNanos    int64     `json:"granted_at_cluster_ns"`
-	ExpiresAtNanos    int64     `json:"expires_at_cluster_ns"`
-	StolenInPermits   int64     `json:"stolen_in_permits"`
+	LeaseID           uint64 `json:"lease_id"`
+	Epoch             uint64 `json:"epoch"`
+	Active            bool   `json:"active"`
+	Holder            string `json:"holder"`
+	Group             string `json:"group"`
+	Weight            int64  `json:"weight"`
+	DemandMilliPerSec int64  `json:"demand_milli_per_sec"`
+	ShareMilliPerSec  int64  `json:"share_milli_per_sec"`
+	Permits           int64  `json:"permits"`
+	LingeringPermits  int64  `json:"lingering_permits"`
+	GrantedAtNanos    int64  `json:"granted_at_cluster_ns"`
+	ExpiresAtNanos    int64  `json:"expires_at_cluster_ns"`
+	StolenInPermits   int64  `json:"stolen_in_permits"`
 }
 
 func newLeasePoolView(name string, p fsm.LeasePoolInfo, ls []fsm.LeaseInfo) leasePoolView {
@@ -674,8 +661,7 @@ func newLeasePoolView(name string, p fsm.LeasePoolInfo, ls []fsm.LeaseInfo) leas
 		Expirations: p.Expirations, Fenced: p.Fenced, Leases: make([]leaseView, len(ls))}
 	for i, l := range ls {
 		v.Leases[i] = leaseView{LeaseID: l.ID, Epoch: l.Epoch, Active: l.Active, Holder: l.Holder, Group: l.Group,
-			Weight: l.Weight, DemandPerSec: milliToPerSec(l.DemandMilliPermitsPerSec), DemandMilliPerSec: l.DemandMilliPermitsPerSec,
-			SharePerSec: milliToPerSec(l.ShareMilliPermitsPerSec), ShareMilliPerSec: l.ShareMilliPermitsPerSec,
+			Weight: l.Weight, DemandMilliPerSec: l.DemandMilliPermitsPerSec, ShareMilliPerSec: l.ShareMilliPermitsPerSec,
 			Permits: l.Permits, LingeringPermits: l.LingeringPermits, GrantedAtNanos: l.GrantedAtNanos,
 			ExpiresAtNanos: l.ExpiresAtNanos, StolenInPermits: l.StolenInPermits}
 	}
@@ -683,8 +669,8 @@ func newLeasePoolView(name string, p fsm.LeasePoolInfo, ls []fsm.LeaseInfo) leas
 }
 
 func (h *handler) getLeases(w http.ResponseWriter, r *http.Request, name string) {
-	if err := validateName("limit name", name); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if err := httpapi.ValidateName("limit name", name); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	ctx, cancel := h.context(r)
@@ -694,5 +680,5 @@ func (h *handler) getLeases(w http.ResponseWriter, r *http.Request, name string)
 		h.storeError(w, "list leases", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newLeasePoolView(name, pool, leases))
+	httpapi.WriteJSON(w, http.StatusOK, newLeasePoolView(name, pool, leases))
 }

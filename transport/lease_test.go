@@ -33,9 +33,9 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("reserve on a leased limit: %d %s", w.Code, w.Body)
 	}
 
-	lease := `{"holder":"h1","group":"g1","demand_per_sec":10,"ttl":"2s","request_id":"l1"}`
+	lease := `{"holder":"h1","group":"g1","demand_milli_per_sec":10000,"ttl":"2s","request_id":"l1"}`
 	w = e.do(t, "POST", "/v1/limits/a/lease", lease)
-	want := `{"status":"granted","lease_id":1,"epoch":1,"permits":20,"expires_in_ns":2000000000,"share_per_sec":10,"share_milli_per_sec":10000,"credited_permits":0,"duplicate":false}`
+	want := `{"status":"granted","lease_id":1,"epoch":1,"permits":20,"expires_in_ns":2000000000,"share_milli_per_sec":10000,"credited_permits":0,"duplicate":false}`
 	if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != want {
 		t.Fatalf("lease:\n got %d %s\nwant 200 %s", w.Code, got, want)
 	}
@@ -54,13 +54,13 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Errorf("Retry-After %q, want 2", ra)
 	}
 
-	w = e.do(t, "POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"spent":5,"stolen_out":1,"stolen_in":3,"demand_per_sec":1.5,"ttl":"4s","request_id":"r1"}`)
+	w = e.do(t, "POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"spent":5,"stolen_out":1,"stolen_in":3,"demand_milli_per_sec":1500,"ttl":"4s","request_id":"r1"}`)
 	if m := decode(t, w); w.Code != 200 || m["status"] != "granted" || m["epoch"] != 2.0 || m["credited_permits"] != 14.0 || m["permits"] != 6.0 ||
-		m["share_per_sec"] != 1.5 || m["share_milli_per_sec"] != 1500.0 {
+		m["share_milli_per_sec"] != 1500.0 {
 		t.Fatalf("renew: %d %s", w.Code, w.Body)
 	}
 	// The superseded epoch is fenced (409).
-	w = e.do(t, "POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`)
+	w = e.do(t, "POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`)
 	if m := decode(t, w); w.Code != 409 || m["status"] != "fenced" || !strings.Contains(m["error"].(string), "epoch 2, not 1") {
 		t.Fatalf("stale renew: %d %s", w.Code, w.Body)
 	}
@@ -74,8 +74,8 @@ func TestLeaseLifecycle(t *testing.T) {
 	if w.Code != 200 || m["minted_permits"] != 100.0 || m["outstanding_permits"] != 6.0 || m["leases_opened"] != 1.0 || m["fenced"] != 1.0 || m["interval_ns"] != 1e6 {
 		t.Fatalf("pool: %d %s", w.Code, w.Body)
 	}
-	if ls := m["leases"].([]any); len(ls) != 1 || ls[0].(map[string]any)["holder"] != "h1" || ls[0].(map[string]any)["demand_per_sec"] != 1.5 ||
-		ls[0].(map[string]any)["demand_milli_per_sec"] != 1500.0 || ls[0].(map[string]any)["stolen_in_permits"] != 3.0 {
+	if ls := m["leases"].([]any); len(ls) != 1 || ls[0].(map[string]any)["holder"] != "h1" || ls[0].(map[string]any)["demand_milli_per_sec"] != 1500.0 ||
+		ls[0].(map[string]any)["share_per_sec"] != nil || ls[0].(map[string]any)["stolen_in_permits"] != 3.0 {
 		t.Fatalf("leases: %s", w.Body)
 	}
 	// Leasing stays on while a lease holds permits.
@@ -151,8 +151,8 @@ func TestLeaseStoreOutcomes(t *testing.T) {
 		{"deadline", fsm.LeaseResult{}, context.DeadlineExceeded, 503, "timed out", leaseError},
 	}
 	reqs := []struct{ path, body string }{
-		{"/v1/limits/a/lease", `{"holder":"h","group":"g","demand_per_sec":1,"ttl":"1s"}`},
-		{"/v1/limits/a/leases/4/renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`},
+		{"/v1/limits/a/lease", `{"holder":"h","group":"g","demand_milli_per_sec":1000,"ttl":"1s"}`},
+		{"/v1/limits/a/leases/4/renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`},
 		{"/v1/limits/a/leases/4/return", `{"epoch":1}`},
 	}
 	for _, tt := range tests {
@@ -197,8 +197,8 @@ func TestLeaseViewAndPolicyStoreErrors(t *testing.T) {
 		for _, r := range []struct{ method, path, body string }{
 			{"PUT", "/v1/limits/a/lease-policy", `{"leased":true}`},
 			{"GET", "/v1/limits/a/leases", ""},
-			{"POST", "/v1/limits/a/lease", `{"holder":"h","group":"g","demand_per_sec":1,"ttl":"1s"}`},
-			{"POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`},
+			{"POST", "/v1/limits/a/lease", `{"holder":"h","group":"g","demand_milli_per_sec":1000,"ttl":"1s"}`},
+			{"POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`},
 			{"POST", "/v1/limits/a/leases/1/return", `{"epoch":1}`},
 		} {
 			w := e.do(t, r.method, r.path, r.body)
@@ -234,7 +234,7 @@ func leaseBadInputs() []badInput {
 		return badInput{"return " + name, "POST", "/v1/limits/a/leases/7/return", body, 400, mention}
 	}
 	const hg = `"holder":"h","group":"g"`
-	const ok = hg + `,"demand_per_sec":1,"ttl":"1s"`
+	const ok = hg + `,"demand_milli_per_sec":1000,"ttl":"1s"`
 	return []badInput{
 		pol("empty", ``, "empty"),
 		pol("leased missing", `{"burst_permits":3}`, `"leased" is required`),
@@ -250,50 +250,55 @@ func leaseBadInputs() []badInput {
 
 		lease("empty", ``, "empty"),
 		lease("array", `[]`, "JSON object"),
-		lease("holder missing", `{"group":"g","demand_per_sec":1,"ttl":"1s"}`, `"holder" is required`),
-		lease("group missing", `{"holder":"h","demand_per_sec":1,"ttl":"1s"}`, `"group" is required`),
-		lease("holder bad char", `{"holder":"h h","group":"g","demand_per_sec":1,"ttl":"1s"}`, "not allowed"),
-		lease("holder empty", `{"holder":"","group":"g","demand_per_sec":1,"ttl":"1s"}`, "empty"),
-		lease("group too long", `{"holder":"h","group":"`+longName+`","demand_per_sec":1,"ttl":"1s"}`, "129 bytes"),
-		lease("holder number", `{"holder":1,"group":"g","demand_per_sec":1,"ttl":"1s"}`, `"holder"`),
+		lease("holder missing", `{"group":"g","demand_milli_per_sec":1000,"ttl":"1s"}`, `"holder" is required`),
+		lease("group missing", `{"holder":"h","demand_milli_per_sec":1000,"ttl":"1s"}`, `"group" is required`),
+		lease("holder bad char", `{"holder":"h h","group":"g","demand_milli_per_sec":1000,"ttl":"1s"}`, "not allowed"),
+		lease("holder empty", `{"holder":"","group":"g","demand_milli_per_sec":1000,"ttl":"1s"}`, "empty"),
+		lease("group too long", `{"holder":"h","group":"`+longName+`","demand_milli_per_sec":1000,"ttl":"1s"}`, "129 bytes"),
+		lease("holder number", `{"holder":1,"group":"g","demand_milli_per_sec":1000,"ttl":"1s"}`, `"holder"`),
 		lease("weight zero", `{`+ok+`,"weight":0}`, `"weight"`),
 		lease("weight too big", `{`+ok+`,"weight":1000001}`, `"weight"`),
 		lease("weight fraction", `{`+ok+`,"weight":1.5}`, `"weight"`),
-		lease("demand missing", `{`+hg+`,"ttl":"1s"}`, `"demand_per_sec" is required`),
+		lease("demand missing", `{`+hg+`,"ttl":"1s"}`, `"demand_milli_per_sec" is required`),
+		lease("demand milli negative", `{`+hg+`,"demand_milli_per_sec":-1,"ttl":"1s"}`, `"demand_milli_per_sec": -1`),
+		lease("demand milli too big", `{`+hg+`,"demand_milli_per_sec":1000000000001,"ttl":"1s"}`, `"demand_milli_per_sec": 1000000000001`),
+		lease("demand milli fraction", `{`+hg+`,"demand_milli_per_sec":1.5,"ttl":"1s"}`, `"demand_milli_per_sec"`),
+		lease("demand milli string", `{`+hg+`,"demand_milli_per_sec":"1","ttl":"1s"}`, `"demand_milli_per_sec": got JSON string`),
+		lease("demand in both spellings", `{`+hg+`,"demand_milli_per_sec":1000,"demand_per_sec":1,"ttl":"1s"}`, `both given`),
 		lease("demand string", `{`+hg+`,"demand_per_sec":"1","ttl":"1s"}`, `"demand_per_sec": got JSON string`),
 		lease("demand null", `{`+hg+`,"demand_per_sec":null,"ttl":"1s"}`, `"demand_per_sec"`),
 		lease("demand bool", `{`+hg+`,"demand_per_sec":true,"ttl":"1s"}`, `"demand_per_sec"`),
 		lease("demand negative", `{`+hg+`,"demand_per_sec":-0.5,"ttl":"1s"}`, `"demand_per_sec"`),
 		lease("demand too big", `{`+hg+`,"demand_per_sec":1000000000.0001,"ttl":"1s"}`, `"demand_per_sec"`),
 		lease("demand huge exponent", `{`+hg+`,"demand_per_sec":1e999999999999,"ttl":"1s"}`, `"demand_per_sec"`),
-		lease("ttl missing", `{`+hg+`,"demand_per_sec":1}`, `"ttl" is required`),
-		lease("ttl too short", `{`+hg+`,"demand_per_sec":1,"ttl":"99ms"}`, `"ttl"`),
-		lease("ttl too long", `{`+hg+`,"demand_per_sec":1,"ttl":"1m0.000000001s"}`, `"ttl"`),
-		lease("ttl number", `{`+hg+`,"demand_per_sec":1,"ttl":1}`, `"ttl"`),
-		lease("ttl unparsable", `{`+hg+`,"demand_per_sec":1,"ttl":"soon"}`, "not a duration"),
+		lease("ttl missing", `{`+hg+`,"demand_milli_per_sec":1000}`, `"ttl" is required`),
+		lease("ttl too short", `{`+hg+`,"demand_milli_per_sec":1000,"ttl":"99ms"}`, `"ttl"`),
+		lease("ttl too long", `{`+hg+`,"demand_milli_per_sec":1000,"ttl":"1m0.000000001s"}`, `"ttl"`),
+		lease("ttl number", `{`+hg+`,"demand_milli_per_sec":1000,"ttl":1}`, `"ttl"`),
+		lease("ttl unparsable", `{`+hg+`,"demand_milli_per_sec":1000,"ttl":"soon"}`, "not a duration"),
 		lease("request_id bad", `{`+ok+`,"request_id":"a b"}`, "not allowed"),
 		lease("request_id too long", `{`+ok+`,"request_id":"`+strings.Repeat("r", 65)+`"}`, "65 bytes"),
 		lease("unknown field", `{`+ok+`,"epoch":1}`, `unknown field "epoch"`),
 		lease("truncated", `{`+hg, "truncated"),
 		{"lease bad name", "POST", "/v1/limits/" + longName + "/lease", `{` + ok + `}`, 400, "129 bytes"},
 
-		renew("epoch missing", `{"demand_per_sec":1,"ttl":"1s"}`, `"epoch" is required`),
-		renew("epoch zero", `{"epoch":0,"demand_per_sec":1,"ttl":"1s"}`, `"epoch"`),
-		renew("epoch negative", `{"epoch":-1,"demand_per_sec":1,"ttl":"1s"}`, `"epoch"`),
-		renew("epoch overflow", `{"epoch":18446744073709551616,"demand_per_sec":1,"ttl":"1s"}`, `"epoch"`),
-		renew("spent negative", `{"epoch":1,"spent":-1,"demand_per_sec":1,"ttl":"1s"}`, `"spent"`),
-		renew("stolen_out fraction", `{"epoch":1,"stolen_out":0.5,"demand_per_sec":1,"ttl":"1s"}`, `"stolen_out"`),
-		renew("stolen_in negative", `{"epoch":1,"stolen_in":-4,"demand_per_sec":1,"ttl":"1s"}`, `"stolen_in"`),
-		renew("demand missing", `{"epoch":1,"ttl":"1s"}`, `"demand_per_sec" is required`),
-		renew("ttl missing", `{"epoch":1,"demand_per_sec":1}`, `"ttl" is required`),
-		renew("unknown field", `{"epoch":1,"demand_per_sec":1,"ttl":"1s","holder":"h"}`, `unknown field "holder"`),
-		{"renew id zero", "POST", "/v1/limits/a/leases/0/renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`, 400, "lease id"},
-		{"renew id leading zero", "POST", "/v1/limits/a/leases/07/renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`, 400, "lease id"},
-		{"renew id negative", "POST", "/v1/limits/a/leases/-7/renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`, 400, "lease id"},
-		{"renew id letters", "POST", "/v1/limits/a/leases/x/renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`, 400, "lease id"},
-		{"renew id empty", "POST", "/v1/limits/a/leases//renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`, 400, "lease id"},
-		{"renew id overflow", "POST", "/v1/limits/a/leases/18446744073709551616/renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`, 400, "lease id"},
-		{"renew bad name", "POST", "/v1/limits/a%2Fb/leases/1/renew", `{"epoch":1,"demand_per_sec":1,"ttl":"1s"}`, 400, "not allowed"},
+		renew("epoch missing", `{"demand_milli_per_sec":1000,"ttl":"1s"}`, `"epoch" is required`),
+		renew("epoch zero", `{"epoch":0,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"epoch"`),
+		renew("epoch negative", `{"epoch":-1,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"epoch"`),
+		renew("epoch overflow", `{"epoch":18446744073709551616,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"epoch"`),
+		renew("spent negative", `{"epoch":1,"spent":-1,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"spent"`),
+		renew("stolen_out fraction", `{"epoch":1,"stolen_out":0.5,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"stolen_out"`),
+		renew("stolen_in negative", `{"epoch":1,"stolen_in":-4,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"stolen_in"`),
+		renew("demand missing", `{"epoch":1,"ttl":"1s"}`, `"demand_milli_per_sec" is required`),
+		renew("ttl missing", `{"epoch":1,"demand_milli_per_sec":1000}`, `"ttl" is required`),
+		renew("unknown field", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s","holder":"h"}`, `unknown field "holder"`),
+		{"renew id zero", "POST", "/v1/limits/a/leases/0/renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`, 400, "lease id"},
+		{"renew id leading zero", "POST", "/v1/limits/a/leases/07/renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`, 400, "lease id"},
+		{"renew id negative", "POST", "/v1/limits/a/leases/-7/renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`, 400, "lease id"},
+		{"renew id letters", "POST", "/v1/limits/a/leases/x/renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`, 400, "lease id"},
+		{"renew id empty", "POST", "/v1/limits/a/leases//renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`, 400, "lease id"},
+		{"renew id overflow", "POST", "/v1/limits/a/leases/18446744073709551616/renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`, 400, "lease id"},
+		{"renew bad name", "POST", "/v1/limits/a%2Fb/leases/1/renew", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`, 400, "not allowed"},
 
 		ret("empty", ``, "empty"),
 		ret("epoch missing", `{"spent":1}`, `"epoch" is required`),

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"github.com/permitd/permitd/transport/internal/httpapi"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,19 +17,19 @@ import (
 // its presence so that options of another algorithm are rejected even when
 // they are zero.
 type limitRequest struct {
-	Algorithm       opt[string]  `json:"algorithm"`
-	Rate            opt[float64] `json:"rate"`
-	Per             opt[string]  `json:"per"`
-	MaxReserved     opt[int64]   `json:"max_reserved"`
-	Expiry          opt[string]  `json:"expiry"`
-	MaxBurstSeconds opt[float64] `json:"max_burst_seconds"`
-	Warmup          opt[string]  `json:"warmup"`
-	ColdFactor      opt[float64] `json:"cold_factor"`
-	BurstRatio      opt[float64] `json:"burst_ratio"`
-	Strictness      opt[float64] `json:"strictness"`
+	Algorithm       httpapi.Opt[string]  `json:"algorithm"`
+	Rate            httpapi.Opt[float64] `json:"rate"`
+	Per             httpapi.Opt[string]  `json:"per"`
+	MaxReserved     httpapi.Opt[int64]   `json:"max_reserved"`
+	Expiry          httpapi.Opt[string]  `json:"expiry"`
+	MaxBurstSeconds httpapi.Opt[float64] `json:"max_burst_seconds"`
+	Warmup          httpapi.Opt[string]  `json:"warmup"`
+	ColdFactor      httpapi.Opt[float64] `json:"cold_factor"`
+	BurstRatio      httpapi.Opt[float64] `json:"burst_ratio"`
+	Strictness      httpapi.Opt[float64] `json:"strictness"`
 }
 
-var limitFields = fieldHelp{
+var limitFields = httpapi.Fields{
 	{"algorithm", `one of "strict", "bursty", "warmup", "hybrid"`},
 	{"rate", "a number > 0: permits per \"per\""},
 	{"per", `a Go duration string > 0 such as "1s" or "6s" (default "1s")`},
@@ -50,25 +51,25 @@ var algorithmOptions = map[bucket.Algorithm][]string{
 }
 
 // spec validates req and turns it into a bucket.Spec (not yet compiled).
-func (req *limitRequest) spec() (bucket.Spec, *httpError) {
+func (req *limitRequest) spec() (bucket.Spec, *httpapi.Error) {
 	var s bucket.Spec
-	if !req.Algorithm.set {
-		return s, badRequest(`field "algorithm" is required; allowed: %s`, limitFields.help("algorithm"))
+	if !req.Algorithm.Set {
+		return s, httpapi.BadRequest(`field "algorithm" is required; allowed: %s`, limitFields.Help("algorithm"))
 	}
-	alg, err := bucket.ParseAlgorithm(req.Algorithm.v)
+	alg, err := bucket.ParseAlgorithm(req.Algorithm.V)
 	if err != nil {
-		return s, badRequest("field %q: %s", "algorithm", node.Message(err))
+		return s, httpapi.BadRequest("field %q: %s", "algorithm", node.Message(err))
 	}
 	s.Algorithm = alg
 
 	present := map[string]bool{
-		"max_reserved":      req.MaxReserved.set,
-		"expiry":            req.Expiry.set,
-		"max_burst_seconds": req.MaxBurstSeconds.set,
-		"warmup":            req.Warmup.set,
-		"cold_factor":       req.ColdFactor.set,
-		"burst_ratio":       req.BurstRatio.set,
-		"strictness":        req.Strictness.set,
+		"max_reserved":      req.MaxReserved.Set,
+		"expiry":            req.Expiry.Set,
+		"max_burst_seconds": req.MaxBurstSeconds.Set,
+		"warmup":            req.Warmup.Set,
+		"cold_factor":       req.ColdFactor.Set,
+		"burst_ratio":       req.BurstRatio.Set,
+		"strictness":        req.Strictness.Set,
 	}
 	for _, other := range []bucket.Algorithm{bucket.Strict, bucket.Bursty, bucket.WarmingUp, bucket.Hybrid} {
 		if other == alg {
@@ -76,90 +77,74 @@ func (req *limitRequest) spec() (bucket.Spec, *httpError) {
 		}
 		for _, key := range algorithmOptions[other] {
 			if present[key] {
-				return s, badRequest("option %q belongs to algorithm %q, not %q; allowed for %q: %s",
+				return s, httpapi.BadRequest("option %q belongs to algorithm %q, not %q; allowed for %q: %s",
 					key, other.String(), alg.String(), alg.String(), quoteList(algorithmOptions[alg]))
 			}
 		}
 	}
 
-	if !req.Rate.set {
-		return s, badRequest(`field "rate" is required; allowed: %s`, limitFields.help("rate"))
+	if !req.Rate.Set {
+		return s, httpapi.BadRequest(`field "rate" is required; allowed: %s`, limitFields.Help("rate"))
 	}
-	if !(req.Rate.v > 0) { // JSON cannot carry NaN or infinities.
-		return s, badRequest(`field "rate": %v; allowed: %s`, req.Rate.v, limitFields.help("rate"))
+	if !(req.Rate.V > 0) { // JSON cannot carry NaN or infinities.
+		return s, httpapi.BadRequest(`field "rate": %v; allowed: %s`, req.Rate.V, limitFields.Help("rate"))
 	}
-	s.Rate = req.Rate.v
+	s.Rate = req.Rate.V
 
 	s.Per = time.Second
-	if req.Per.set {
-		d, herr := parseDuration("per", req.Per.v, false)
+	if req.Per.Set {
+		d, herr := httpapi.ParseDuration("per", req.Per.V, false)
 		if herr != nil {
 			return s, herr
 		}
 		s.Per = d
 	}
 
-	var herr *httpError
+	var herr *httpapi.Error
 	switch alg {
 	case bucket.Strict:
-		if req.MaxReserved.set {
-			if req.MaxReserved.v < 0 {
-				return s, badRequest(`field "max_reserved": %d; allowed: %s`, req.MaxReserved.v, limitFields.help("max_reserved"))
+		if req.MaxReserved.Set {
+			if req.MaxReserved.V < 0 {
+				return s, httpapi.BadRequest(`field "max_reserved": %d; allowed: %s`, req.MaxReserved.V, limitFields.Help("max_reserved"))
 			}
-			s.MaxReserved = req.MaxReserved.v
+			s.MaxReserved = req.MaxReserved.V
 		}
-		if req.Expiry.set {
-			if s.Expiry, herr = parseDuration("expiry", req.Expiry.v, true); herr != nil {
+		if req.Expiry.Set {
+			if s.Expiry, herr = httpapi.ParseDuration("expiry", req.Expiry.V, true); herr != nil {
 				return s, herr
 			}
 		}
 	case bucket.Bursty:
-		if req.MaxBurstSeconds.set {
-			if !(req.MaxBurstSeconds.v >= 0) {
-				return s, badRequest(`field "max_burst_seconds": %v; allowed: %s`, req.MaxBurstSeconds.v, limitFields.help("max_burst_seconds"))
+		if req.MaxBurstSeconds.Set {
+			if !(req.MaxBurstSeconds.V >= 0) {
+				return s, httpapi.BadRequest(`field "max_burst_seconds": %v; allowed: %s`, req.MaxBurstSeconds.V, limitFields.Help("max_burst_seconds"))
 			}
-			s.MaxBurstSeconds = req.MaxBurstSeconds.v
+			s.MaxBurstSeconds = req.MaxBurstSeconds.V
 		}
 	case bucket.WarmingUp:
-		if req.Warmup.set {
-			if s.Warmup, herr = parseDuration("warmup", req.Warmup.v, false); herr != nil {
+		if req.Warmup.Set {
+			if s.Warmup, herr = httpapi.ParseDuration("warmup", req.Warmup.V, false); herr != nil {
 				return s, herr
 			}
 		}
-		if req.ColdFactor.set {
-			if !(req.ColdFactor.v >= 0) {
-				return s, badRequest(`field "cold_factor": %v; allowed: %s`, req.ColdFactor.v, limitFields.help("cold_factor"))
+		if req.ColdFactor.Set {
+			if !(req.ColdFactor.V >= 0) {
+				return s, httpapi.BadRequest(`field "cold_factor": %v; allowed: %s`, req.ColdFactor.V, limitFields.Help("cold_factor"))
 			}
-			s.ColdFactor = req.ColdFactor.v
+			s.ColdFactor = req.ColdFactor.V
 		}
 	case bucket.Hybrid:
-		if req.BurstRatio.set {
-			if !(req.BurstRatio.v >= 0) {
-				return s, badRequest(`field "burst_ratio": %v; allowed: %s`, req.BurstRatio.v, limitFields.help("burst_ratio"))
+		if req.BurstRatio.Set {
+			if !(req.BurstRatio.V >= 0) {
+				return s, httpapi.BadRequest(`field "burst_ratio": %v; allowed: %s`, req.BurstRatio.V, limitFields.Help("burst_ratio"))
 			}
-			s.BurstRatio = req.BurstRatio.v
+			s.BurstRatio = req.BurstRatio.V
 		}
-		if req.Strictness.set {
-			s.Strictness = req.Strictness.v
+		if req.Strictness.Set {
+			s.Strictness = req.Strictness.V
 		}
 	}
 	return s, nil
-}
-
-// parseDuration parses a Go duration string for field; zeroOK allows 0.
-func parseDuration(field, v string, zeroOK bool) (time.Duration, *httpError) {
-	want := "> 0"
-	if zeroOK {
-		want = ">= 0"
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, badRequest(`field %q: %s is not a duration; allowed: a Go duration string %s such as "250ms", "1s" or "1m30s"`, field, strconvQuote(v), want)
-	}
-	if d < 0 || (d == 0 && !zeroOK) {
-		return 0, badRequest(`field %q: %s; allowed: a Go duration string %s`, field, strconvQuote(v), want)
-	}
-	return d, nil
 }
 
 func quoteList(keys []string) string {
@@ -173,19 +158,19 @@ func quoteList(keys []string) string {
 // limitView is the JSON view of a limit's configuration. Only the options
 // of the limit's algorithm are present.
 type limitView struct {
-	Name            string     `json:"name"`
-	Algorithm       string     `json:"algorithm"`
-	Rate            jsonFloat  `json:"rate"`
-	Per             string     `json:"per"`
-	Version         uint64     `json:"version"`
-	MaxReserved     *int64     `json:"max_reserved,omitempty"`
-	Expiry          *string    `json:"expiry,omitempty"`
-	MaxBurstSeconds *jsonFloat `json:"max_burst_seconds,omitempty"`
-	Warmup          *string    `json:"warmup,omitempty"`
-	ColdFactor      *jsonFloat `json:"cold_factor,omitempty"`
-	BurstRatio      *jsonFloat `json:"burst_ratio,omitempty"`
-	Strictness      *jsonFloat `json:"strictness,omitempty"`
-	IntervalNanos   int64      `json:"interval_ns"`
+	Name            string         `json:"name"`
+	Algorithm       string         `json:"algorithm"`
+	Rate            httpapi.Float  `json:"rate"`
+	Per             string         `json:"per"`
+	Version         uint64         `json:"version"`
+	MaxReserved     *int64         `json:"max_reserved,omitempty"`
+	Expiry          *string        `json:"expiry,omitempty"`
+	MaxBurstSeconds *httpapi.Float `json:"max_burst_seconds,omitempty"`
+	Warmup          *string        `json:"warmup,omitempty"`
+	ColdFactor      *httpapi.Float `json:"cold_factor,omitempty"`
+	BurstRatio      *httpapi.Float `json:"burst_ratio,omitempty"`
+	Strictness      *httpapi.Float `json:"strictness,omitempty"`
+	IntervalNanos   int64          `json:"interval_ns"`
 }
 
 // limitCounters are a limit's counters since it was created.
@@ -231,12 +216,12 @@ func newLimitView(name string, c bucket.Config, version uint64) limitView {
 	v := limitView{
 		Name:          name,
 		Algorithm:     s.Algorithm.String(),
-		Rate:          jsonFloat(s.Rate),
+		Rate:          httpapi.Float(s.Rate),
 		Per:           per.String(),
 		Version:       version,
 		IntervalNanos: c.IntervalNanos,
 	}
-	f := func(x float64) *jsonFloat { j := jsonFloat(x); return &j }
+	f := func(x float64) *httpapi.Float { j := httpapi.Float(x); return &j }
 	d := func(x time.Duration) *string { str := x.String(); return &str }
 	switch s.Algorithm {
 	case bucket.Strict:
@@ -273,29 +258,29 @@ func newLimitInfoView(li fsm.LimitInfo) limitInfoView {
 }
 
 func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) {
-	if err := validateName("limit name", name); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if err := httpapi.ValidateName("limit name", name); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	buf := getBuf()
-	defer putBuf(buf)
-	if herr := readBody(w, r, buf); herr != nil {
-		writeError(w, herr.code, herr.msg)
+	buf := httpapi.GetBuf()
+	defer httpapi.PutBuf(buf)
+	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	var req limitRequest
-	if herr := decodeObject(buf.Bytes(), &req, limitFields, false); herr != nil {
-		writeError(w, herr.code, herr.msg)
+	if herr := httpapi.DecodeObject(buf.Bytes(), &req, limitFields, false); herr != nil {
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	spec, herr := req.spec()
 	if herr != nil {
-		writeError(w, herr.code, herr.msg)
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	cfg, err := bucket.Compile(spec)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "limit "+strconvQuote(name)+": "+node.Message(err))
+		httpapi.WriteError(w, http.StatusBadRequest, "limit "+httpapi.Quote(name)+": "+node.Message(err))
 		return
 	}
 	ctx, cancel := h.context(r)
@@ -306,7 +291,7 @@ func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	}
 	if res.Detail != "" {
-		writeError(w, http.StatusBadRequest, "limit "+strconvQuote(name)+": configuration not applied: "+res.Detail+
+		httpapi.WriteError(w, http.StatusBadRequest, "limit "+httpapi.Quote(name)+": configuration not applied: "+res.Detail+
 			"; the limit keeps its configuration of version "+strconv.FormatUint(res.Version, 10))
 		return
 	}
@@ -314,12 +299,12 @@ func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) 
 	if res.Created {
 		code = http.StatusCreated
 	}
-	writeJSON(w, code, limitPutView{limitView: newLimitView(name, cfg, res.Version), Created: res.Created})
+	httpapi.WriteJSON(w, code, limitPutView{limitView: newLimitView(name, cfg, res.Version), Created: res.Created})
 }
 
 func (h *handler) getLimit(w http.ResponseWriter, r *http.Request, name string) {
-	if err := validateName("limit name", name); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if err := httpapi.ValidateName("limit name", name); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	ctx, cancel := h.context(r)
@@ -329,7 +314,7 @@ func (h *handler) getLimit(w http.ResponseWriter, r *http.Request, name string) 
 		h.storeError(w, "get limit", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, newLimitInfoView(li))
+	httpapi.WriteJSON(w, http.StatusOK, newLimitInfoView(li))
 }
 
 func (h *handler) listLimits(w http.ResponseWriter, r *http.Request) {
@@ -344,23 +329,23 @@ func (h *handler) listLimits(w http.ResponseWriter, r *http.Request) {
 	for i, li := range all {
 		views[i] = newLimitInfoView(li)
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		Limits []limitInfoView `json:"limits"`
 	}{views})
 }
 
 func (h *handler) deleteLimit(w http.ResponseWriter, r *http.Request, name string) {
-	if err := validateName("limit name", name); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+	if err := httpapi.ValidateName("limit name", name); err != nil {
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if herr := h.emptyBody(w, r); herr != nil {
-		writeError(w, herr.code, herr.msg)
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	force, herr := forceParam(r)
 	if herr != nil {
-		writeError(w, herr.code, herr.msg)
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	ctx, cancel := h.context(r)
@@ -370,7 +355,7 @@ func (h *handler) deleteLimit(w http.ResponseWriter, r *http.Request, name strin
 		h.storeError(w, "delete limit", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	httpapi.WriteJSON(w, http.StatusOK, struct {
 		Name    string `json:"name"`
 		Existed bool   `json:"existed"`
 	}{name, res.Existed})
@@ -378,11 +363,11 @@ func (h *handler) deleteLimit(w http.ResponseWriter, r *http.Request, name strin
 
 // forceParam reads the query of DELETE /v1/limits/{name}: at most
 // force=true|false.
-func forceParam(r *http.Request) (bool, *httpError) {
+func forceParam(r *http.Request) (bool, *httpapi.Error) {
 	q := r.URL.Query()
 	for k := range q {
 		if k != "force" {
-			return false, badRequest("query parameter %q; allowed: force=true (delete a leased limit whose leases still hold permits)", k)
+			return false, httpapi.BadRequest("query parameter %q; allowed: force=true (delete a leased limit whose leases still hold permits)", k)
 		}
 	}
 	switch v := q.Get("force"); v {
@@ -391,18 +376,18 @@ func forceParam(r *http.Request) (bool, *httpError) {
 	case "true", "1":
 		return true, nil
 	default:
-		return false, badRequest("query parameter force=%s; allowed: true or false", strconvQuote(v))
+		return false, httpapi.BadRequest("query parameter force=%s; allowed: true or false", httpapi.Quote(v))
 	}
 }
 
 // emptyBody rejects a body on a request that takes none (whitespace and
 // an empty object are tolerated).
-func (h *handler) emptyBody(w http.ResponseWriter, r *http.Request) *httpError {
-	buf := getBuf()
-	defer putBuf(buf)
-	if herr := readBody(w, r, buf); herr != nil {
+func (h *handler) emptyBody(w http.ResponseWriter, r *http.Request) *httpapi.Error {
+	buf := httpapi.GetBuf()
+	defer httpapi.PutBuf(buf)
+	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
 		return herr
 	}
 	var none struct{}
-	return decodeObject(buf.Bytes(), &none, nil, true)
+	return httpapi.DecodeObject(buf.Bytes(), &none, nil, true)
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"github.com/permitd/permitd/transport/internal/httpapi"
 	"strings"
 	"testing"
 
@@ -26,11 +27,11 @@ func TestNameRuleMatchesFSM(t *testing.T) {
 		names = append(names, "x"+string(rune(c)), string([]byte{byte(c)}))
 	}
 	for _, n := range names {
-		ours, theirs := validateName("limit name", n) == nil, fsm.ValidateName(n) == nil
+		ours, theirs := httpapi.ValidateName("limit name", n) == nil, fsm.ValidateName(n) == nil
 		if ours != theirs {
 			t.Errorf("name %q: transport accepts %v, fsm accepts %v", n, ours, theirs)
 		}
-		if validateRequestID(n) == nil && fsm.ValidateRequestID(n) != nil {
+		if httpapi.ValidateRequestID(n) == nil && fsm.ValidateRequestID(n) != nil {
 			t.Errorf("request id %q accepted here, refused by fsm", n)
 		}
 	}

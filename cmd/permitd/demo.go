@@ -45,7 +45,7 @@ After --kill-after it kills the leader (no graceful handover) to show
 failover.
 
 Scene 2 (--scene2-duration): makes a leased limit and runs six workers
-(node/worker, in this process) in three groups A, B and C, one caller each,
+(transport/worker, in this process) in three groups A, B and C, one caller each,
 through the cluster's HTTP API. Group C's register access is cut for a
 quarter of the scene: it spends its lease, steals from the others, then
 fails closed; after it reconnects it is back to its share. Prints one line

@@ -16,8 +16,8 @@ import (
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/node/worker"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/worker"
 )
 
 // Scene 2 of the demo: a leased limit spent by three groups of in-process
@@ -38,45 +38,6 @@ type scene2 struct {
 	servers                  []string
 	leader                   func() *node.Node
 	workersPerGroup, callers int
-}
-
-// cutRegister is a worker.Register whose requests can be cut: while cut,
-// every call fails as never delivered (the register stays unreachable, as
-// in a network partition on the worker's side).
-type cutRegister struct {
-	inner worker.Register
-	cut   *atomic.Bool
-}
-
-func (r cutRegister) check() error {
-	if r.cut.Load() {
-		return fmt.Errorf("demo: group partitioned from the register: %w", worker.ErrNotDelivered)
-	}
-	return nil
-}
-
-// Lease implements worker.Register.
-func (r cutRegister) Lease(ctx context.Context, limit string, q fsm.Lease) (fsm.LeaseResult, error) {
-	if err := r.check(); err != nil {
-		return fsm.LeaseResult{}, err
-	}
-	return r.inner.Lease(ctx, limit, q)
-}
-
-// Renew implements worker.Register.
-func (r cutRegister) Renew(ctx context.Context, limit string, q fsm.Renew) (fsm.LeaseResult, error) {
-	if err := r.check(); err != nil {
-		return fsm.LeaseResult{}, err
-	}
-	return r.inner.Renew(ctx, limit, q)
-}
-
-// Return implements worker.Register.
-func (r cutRegister) Return(ctx context.Context, limit string, q fsm.Return) (fsm.LeaseResult, error) {
-	if err := r.check(); err != nil {
-		return fsm.LeaseResult{}, err
-	}
-	return r.inner.Return(ctx, limit, q)
 }
 
 // runScene2 runs scene 2 and prints a line per second and a summary. It
@@ -110,7 +71,10 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 	if err != nil {
 		return err
 	}
+	// Group C reaches the register through a fault switch that the scene
+	// sets to drop (every call fails as never delivered) for a while.
 	var cut atomic.Bool
+	partitioned := newFaultyRegister(c)
 	type member struct {
 		w     *worker.Worker
 		group int
@@ -129,9 +93,9 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 	}()
 	for gi, g := range demoGroups {
 		for k := 0; k < sc.workersPerGroup; k++ {
-			var reg worker.Register = clientRegister{c: c}
+			var reg worker.Register = c
 			if gi == len(demoGroups)-1 {
-				reg = cutRegister{inner: reg, cut: &cut}
+				reg = partitioned
 			}
 			mlc, err := gossipConfig(gossipAddrs[len(members)], 200*time.Millisecond)
 			if err != nil {
@@ -224,9 +188,12 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 		switch {
 		case !cut.Load() && !cutDone && el >= sc.cutAfter:
 			cut.Store(true)
+			partitioned.setFault(registerFaultDrop)
 			fmt.Fprintf(out, "*** cutting group %s off from the register\n", demoGroups[len(demoGroups)-1])
 		case cut.Load() && el >= sc.cutAfter+sc.cutFor:
 			cut.Store(false)
+			partitioned.setFault(registerFaultNone)
+			partitioned.setFault(registerFaultNone)
 			cutDone = true
 			fmt.Fprintf(out, "*** group %s reconnected\n", demoGroups[len(demoGroups)-1])
 		}

@@ -50,7 +50,7 @@ func newLogger(name, level, format string, out io.Writer) hclog.Logger {
 	})
 }
 
-// libraryLoggers are the named sub-loggers node/ and node/worker hand to
+// libraryLoggers are the named sub-loggers node/ and transport/worker hand to
 // raft and memberlist.
 var libraryLoggers = []string{"raft", "raft-net", "snapshots", "memberlist"}
 

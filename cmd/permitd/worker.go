@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/permitd/permitd/transport/sidecar"
 	"io"
 	"net"
 	"net/http"
@@ -17,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/node/worker"
 	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/worker"
 )
 
 func init() {
@@ -128,7 +129,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.usageError(err.Error())
 	}
-	var reg worker.Register = clientRegister{c: cl}
+	var reg worker.Register = cl
 	var faults *faultyRegister
 	if f.testHooks {
 		faults = newFaultyRegister(reg)
@@ -159,16 +160,16 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		reportFailure(stderr, logger, f.logFormat, "worker", "start", err)
 		return 1
 	}
-	var sw transport.SidecarWorker = w
+	var sw sidecar.Worker = w
 	if f.testDoubleLease {
 		logger.Warn("--test-double-lease: this worker hands out every permit twice (a deliberately broken build for testing)")
-		sw = &doubleSpender{SidecarWorker: w}
+		sw = &doubleSpender{Worker: w}
 	}
 	// One /metrics page: the sidecar's series, the build, the Go runtime
 	// and the process.
 	metricsReg := prometheus.NewRegistry()
 	registerProcessMetrics(metricsReg)
-	handler := transport.NewSidecarHandler(sw, transport.HandlerOptions{Logger: logger.Named("http"), RequestTimeout: f.reqTimout, Registry: metricsReg})
+	handler := sidecar.NewHandler(sw, sidecar.Options{Logger: logger.Named("http"), RequestTimeout: f.reqTimout, Registry: metricsReg})
 	if faults != nil {
 		handler = withWorkerFaultHooks(handler, faults)
 	}

@@ -4,14 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/permitd/permitd/transport/sidecar"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/worker"
-	"github.com/permitd/permitd/transport"
+	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/worker"
 )
 
 // Register fault modes of a worker's test hook (POST /v1/debug/faults
@@ -56,7 +56,7 @@ func (r *faultyRegister) fault(ctx context.Context, op string) error {
 	switch mode {
 	case registerFaultDrop:
 		r.count()
-		return fmt.Errorf("permitd worker: %s: %w: test fault %q: the register is cut off", op, worker.ErrNotDelivered, mode)
+		return fmt.Errorf("permitd worker: %s: %w: test fault %q: the register is cut off", op, client.ErrNotDelivered, mode)
 	case registerFaultBlackhole:
 		r.count()
 		t := time.NewTimer(10 * time.Second)
@@ -76,28 +76,32 @@ func (r *faultyRegister) count() {
 	r.mu.Unlock()
 }
 
+// setFault sets the fault mode: registerFaultNone, registerFaultDrop or
+// registerFaultBlackhole.
+func (r *faultyRegister) setFault(mode string) { r.mode.Store(mode) }
+
 // Lease implements worker.Register.
-func (r *faultyRegister) Lease(ctx context.Context, limit string, q fsm.Lease) (fsm.LeaseResult, error) {
+func (r *faultyRegister) Lease(ctx context.Context, limit string, q client.LeaseRequest) (client.LeaseGrant, error) {
 	if err := r.fault(ctx, "lease"); err != nil {
-		return fsm.LeaseResult{}, err
+		return client.LeaseGrant{}, err
 	}
 	return r.inner.Lease(ctx, limit, q)
 }
 
 // Renew implements worker.Register.
-func (r *faultyRegister) Renew(ctx context.Context, limit string, q fsm.Renew) (fsm.LeaseResult, error) {
+func (r *faultyRegister) Renew(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
 	if err := r.fault(ctx, "renew"); err != nil {
-		return fsm.LeaseResult{}, err
+		return client.LeaseGrant{}, err
 	}
-	return r.inner.Renew(ctx, limit, q)
+	return r.inner.Renew(ctx, limit, id, epoch, rep)
 }
 
 // Return implements worker.Register.
-func (r *faultyRegister) Return(ctx context.Context, limit string, q fsm.Return) (fsm.LeaseResult, error) {
+func (r *faultyRegister) Return(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
 	if err := r.fault(ctx, "return"); err != nil {
-		return fsm.LeaseResult{}, err
+		return client.LeaseGrant{}, err
 	}
-	return r.inner.Return(ctx, limit, q)
+	return r.inner.Return(ctx, limit, id, epoch, rep)
 }
 
 // workerFaultsBody is the body of the worker's POST /v1/debug/faults and
@@ -128,7 +132,7 @@ func withWorkerFaultHooks(next http.Handler, r *faultyRegister) http.Handler {
 	}
 	mux.HandleFunc("GET /v1/debug/faults", func(w http.ResponseWriter, _ *http.Request) { answer(w) })
 	mux.HandleFunc("DELETE /v1/debug/faults", func(w http.ResponseWriter, _ *http.Request) {
-		r.mode.Store(registerFaultNone)
+		r.setFault(registerFaultNone)
 		answer(w)
 	})
 	mux.HandleFunc("POST /v1/debug/faults", func(w http.ResponseWriter, req *http.Request) {
@@ -160,7 +164,7 @@ func withWorkerFaultHooks(next http.Handler, r *faultyRegister) http.Handler {
 // is handed out twice, the second time without asking the worker. It
 // exists so that jepsen-lite can show that it catches a lease bug.
 type doubleSpender struct {
-	transport.SidecarWorker
+	sidecar.Worker
 	owed atomic.Int64
 }
 
@@ -176,7 +180,7 @@ func (d *doubleSpender) TryAcquire(n int64, maxWait time.Duration) (bool, error)
 			return true, nil
 		}
 	}
-	ok, err := d.SidecarWorker.TryAcquire(n, maxWait)
+	ok, err := d.Worker.TryAcquire(n, maxWait)
 	if ok {
 		d.owed.Add(n)
 	}

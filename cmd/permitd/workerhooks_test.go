@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/permitd/permitd/transport/sidecar"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,27 +11,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/worker"
-	"github.com/permitd/permitd/transport"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // countingRegister answers every call as granted and counts them.
 type countingRegister struct{ calls atomic.Int64 }
 
-func (r *countingRegister) Lease(context.Context, string, fsm.Lease) (fsm.LeaseResult, error) {
+func (r *countingRegister) Lease(context.Context, string, client.LeaseRequest) (client.LeaseGrant, error) {
 	r.calls.Add(1)
-	return fsm.LeaseResult{Status: fsm.LeaseGranted}, nil
+	return client.LeaseGrant{Status: client.LeaseGranted}, nil
 }
 
-func (r *countingRegister) Renew(context.Context, string, fsm.Renew) (fsm.LeaseResult, error) {
+func (r *countingRegister) Renew(context.Context, string, uint64, uint64, client.LeaseReport) (client.LeaseGrant, error) {
 	r.calls.Add(1)
-	return fsm.LeaseResult{Status: fsm.LeaseGranted}, nil
+	return client.LeaseGrant{Status: client.LeaseGranted}, nil
 }
 
-func (r *countingRegister) Return(context.Context, string, fsm.Return) (fsm.LeaseResult, error) {
+func (r *countingRegister) Return(context.Context, string, uint64, uint64, client.LeaseReport) (client.LeaseGrant, error) {
 	r.calls.Add(1)
-	return fsm.LeaseResult{Status: fsm.LeaseReturned}, nil
+	return client.LeaseGrant{Status: client.LeaseReturned}, nil
 }
 
 func TestWorkerFaultHooks(t *testing.T) {
@@ -43,7 +42,7 @@ func TestWorkerFaultHooks(t *testing.T) {
 		return rec.Code, rec.Body.String()
 	}
 	ctx := context.Background()
-	if _, err := reg.Renew(ctx, "l", fsm.Renew{}); err != nil || inner.calls.Load() != 1 {
+	if _, err := reg.Renew(ctx, "l", 1, 1, client.LeaseReport{}); err != nil || inner.calls.Load() != 1 {
 		t.Fatalf("no fault: %v, %d calls", err, inner.calls.Load())
 	}
 	if code, body := do("POST", `{"register":"sometimes"}`); code != 400 || !strings.Contains(body, "drop") {
@@ -52,29 +51,29 @@ func TestWorkerFaultHooks(t *testing.T) {
 	if code, body := do("POST", `{"register":"drop"}`); code != 200 || !strings.Contains(body, `"drop"`) {
 		t.Fatalf("drop: %d %s", code, body)
 	}
-	if _, err := reg.Lease(ctx, "l", fsm.Lease{}); !errors.Is(err, worker.ErrNotDelivered) {
+	if _, err := reg.Lease(ctx, "l", client.LeaseRequest{}); !errors.Is(err, client.ErrNotDelivered) {
 		t.Fatalf("drop: %v, want ErrNotDelivered", err)
 	}
 	if code, _ := do("POST", `{"register":"blackhole"}`); code != 200 {
 		t.Fatalf("blackhole: %d", code)
 	}
 	bctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	_, err := reg.Return(bctx, "l", fsm.Return{})
+	_, err := reg.Return(bctx, "l", 1, 1, client.LeaseReport{})
 	cancel()
-	if err == nil || errors.Is(err, worker.ErrNotDelivered) || bctx.Err() == nil {
+	if err == nil || errors.Is(err, client.ErrNotDelivered) || bctx.Err() == nil {
 		t.Fatalf("blackhole: %v (ctx %v), want an ambiguous error after the context ended", err, bctx.Err())
 	}
 	if code, body := do("DELETE", ""); code != 200 || !strings.Contains(body, `"none"`) || !strings.Contains(body, `"dropped":2`) {
 		t.Fatalf("heal: %d %s", code, body)
 	}
-	if _, err := reg.Renew(ctx, "l", fsm.Renew{}); err != nil || inner.calls.Load() != 2 {
+	if _, err := reg.Renew(ctx, "l", 1, 1, client.LeaseReport{}); err != nil || inner.calls.Load() != 2 {
 		t.Fatalf("healed: %v, %d calls (none may reach the register while cut off)", err, inner.calls.Load())
 	}
 }
 
 // fakeSidecarWorker grants every TryAcquire and counts the permits.
 type fakeSidecarWorker struct {
-	transport.SidecarWorker
+	sidecar.Worker
 	spent atomic.Int64
 }
 
@@ -85,7 +84,7 @@ func (w *fakeSidecarWorker) TryAcquire(n int64, _ time.Duration) (bool, error) {
 
 func TestDoubleSpenderHandsOutTwice(t *testing.T) {
 	inner := &fakeSidecarWorker{}
-	d := &doubleSpender{SidecarWorker: inner}
+	d := &doubleSpender{Worker: inner}
 	for range 10 {
 		if ok, err := d.TryAcquire(1, 0); !ok || err != nil {
 			t.Fatalf("TryAcquire: %v %v", ok, err)

@@ -6,7 +6,7 @@ import (
 )
 
 // WorkerCounters are a lease worker's cumulative counters, as its sidecar's
-// GET /v1/status reports them (node/worker.Stats). Every permit that came
+// GET /v1/status reports them (transport/worker.Stats). Every permit that came
 // to the worker (Leased from the register, StolenIn from peers) is spent,
 // given away (StolenOut), credited back to the register, expired unused,
 // or still outstanding.

@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -58,11 +56,9 @@ type LeaseRequest struct {
 	// Weight is the group's weight in the fair division (1-1000000); 0
 	// leaves it to the server (1).
 	Weight int64
-	// DemandPerSec is the rate the holder wants, in permits per second
-	// (0-1e9). It is sent as the shortest decimal that round-trips the
-	// float64; the server converts that decimal exactly to thousandths of
-	// a permit per second, rounding any remainder up.
-	DemandPerSec float64
+	// DemandMilliPerSec is the rate the holder wants, in thousandths of a
+	// permit per second (0-10^12), as the register counts it.
+	DemandMilliPerSec int64
 	// TTL is how long the grant lasts (100ms-60s).
 	TTL time.Duration
 	// RequestID is the idempotency key; empty: a new random one.
@@ -77,9 +73,9 @@ type LeaseReport struct {
 	// grant). StolenIn is how many it received from other leases since its
 	// last report (informational).
 	Spent, StolenOut, StolenIn int64
-	// DemandPerSec and TTL (Renew only) are as in LeaseRequest.
-	DemandPerSec float64
-	TTL          time.Duration
+	// DemandMilliPerSec and TTL (Renew only) are as in LeaseRequest.
+	DemandMilliPerSec int64
+	TTL               time.Duration
 	// RequestID is the idempotency key; empty: a new random one.
 	RequestID string
 }
@@ -114,10 +110,8 @@ type LeaseGrant struct {
 	// ExpiresIn (Granted) is how long after SentAt the grant stops being
 	// usable (see the package's lease timing).
 	ExpiresIn time.Duration
-	// SharePerSec (Granted) is the holder's fair share of the rate in
-	// permits per second; ShareMilliPerSec the same, exactly, in
-	// thousandths.
-	SharePerSec      float64
+	// ShareMilliPerSec (Granted) is the holder's fair share of the rate,
+	// in thousandths of a permit per second.
 	ShareMilliPerSec int64
 	// CreditedPermits (renew, return) went back to the free pool.
 	CreditedPermits int64
@@ -165,7 +159,6 @@ type leaseAnswer struct {
 	Epoch            uint64      `json:"epoch"`
 	Permits          int64       `json:"permits"`
 	ExpiresInNanos   int64       `json:"expires_in_ns"`
-	SharePerSec      float64     `json:"share_per_sec"`
 	ShareMilliPerSec int64       `json:"share_milli_per_sec"`
 	CreditedPermits  int64       `json:"credited_permits"`
 	RetryAfterNanos  int64       `json:"retry_after_ns"`
@@ -175,24 +168,24 @@ type leaseAnswer struct {
 
 // leaseBody is the JSON of a lease, renew or return request.
 type leaseBody struct {
-	Holder       string          `json:"holder,omitempty"`
-	Group        string          `json:"group,omitempty"`
-	Weight       int64           `json:"weight,omitempty"`
-	Epoch        uint64          `json:"epoch,omitempty"`
-	Spent        int64           `json:"spent,omitempty"`
-	StolenOut    int64           `json:"stolen_out,omitempty"`
-	StolenIn     int64           `json:"stolen_in,omitempty"`
-	DemandPerSec json.RawMessage `json:"demand_per_sec,omitempty"`
-	TTL          string          `json:"ttl,omitempty"`
-	RequestID    string          `json:"request_id"`
+	Holder      string `json:"holder,omitempty"`
+	Group       string `json:"group,omitempty"`
+	Weight      int64  `json:"weight,omitempty"`
+	Epoch       uint64 `json:"epoch,omitempty"`
+	Spent       int64  `json:"spent,omitempty"`
+	StolenOut   int64  `json:"stolen_out,omitempty"`
+	StolenIn    int64  `json:"stolen_in,omitempty"`
+	DemandMilli *int64 `json:"demand_milli_per_sec,omitempty"`
+	TTL         string `json:"ttl,omitempty"`
+	RequestID   string `json:"request_id"`
 }
 
-// demandJSON encodes a demand as the shortest decimal that round-trips.
-func demandJSON(what string, v float64) (json.RawMessage, error) {
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e9 {
-		return nil, fmt.Errorf("%w: %s demand %v permits/s; allowed: 0 to 1e9", ErrInvalid, what, v)
+// checkDemand checks a demand in milli-permits per second.
+func checkDemand(what string, milli int64) error {
+	if milli < 0 || milli > MaxDemandMilliPerSec {
+		return fmt.Errorf("%w: %s demand %d milli-permits/s; allowed: 0 to %d", ErrInvalid, what, milli, int64(MaxDemandMilliPerSec))
 	}
-	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
+	return nil
 }
 
 // PutLeasePolicy makes limit leased (p.Leased) or linearized again and sets
@@ -214,11 +207,11 @@ func (c *Client) Lease(ctx context.Context, limit string, req LeaseRequest) (Lea
 	if req.TTL <= 0 {
 		return LeaseGrant{}, fmt.Errorf("%w: lease on %q with TTL %v; allowed: 100ms to 60s", ErrInvalid, limit, req.TTL)
 	}
-	demand, err := demandJSON("lease", req.DemandPerSec)
-	if err != nil {
+	if err := checkDemand("lease", req.DemandMilliPerSec); err != nil {
 		return LeaseGrant{}, err
 	}
-	b := leaseBody{Holder: req.Holder, Group: req.Group, Weight: req.Weight, DemandPerSec: demand, TTL: req.TTL.String(), RequestID: req.RequestID}
+	demand := req.DemandMilliPerSec
+	b := leaseBody{Holder: req.Holder, Group: req.Group, Weight: req.Weight, DemandMilli: &demand, TTL: req.TTL.String(), RequestID: req.RequestID}
 	return c.leaseCall(ctx, limitPath(limit)+"/lease", b)
 }
 
@@ -229,20 +222,20 @@ func (c *Client) Renew(ctx context.Context, limit string, leaseID, epoch uint64,
 	if rep.TTL <= 0 {
 		return LeaseGrant{}, fmt.Errorf("%w: renew of lease %d on %q with TTL %v; allowed: 100ms to 60s", ErrInvalid, leaseID, limit, rep.TTL)
 	}
-	demand, err := demandJSON("renew", rep.DemandPerSec)
-	if err != nil {
+	if err := checkDemand("renew", rep.DemandMilliPerSec); err != nil {
 		return LeaseGrant{}, err
 	}
 	b, err := reportBody(limit, "renew", leaseID, epoch, rep)
 	if err != nil {
 		return LeaseGrant{}, err
 	}
-	b.DemandPerSec, b.TTL = demand, rep.TTL.String()
+	demand := rep.DemandMilliPerSec
+	b.DemandMilli, b.TTL = &demand, rep.TTL.String()
 	return c.leaseCall(ctx, leasePath(limit, leaseID)+"/renew", b)
 }
 
 // Return reports on the current grant (epoch) of lease leaseID on limit and
-// closes the lease (rep.DemandPerSec and rep.TTL are not used). A fenced
+// closes the lease (rep.DemandMilliPerSec and rep.TTL are not used). A fenced
 // lease is an answer with Status LeaseFenced, not an error.
 func (c *Client) Return(ctx context.Context, limit string, leaseID, epoch uint64, rep LeaseReport) (LeaseGrant, error) {
 	b, err := reportBody(limit, "return", leaseID, epoch, rep)
@@ -304,7 +297,7 @@ func (c *Client) leaseCall(ctx context.Context, path string, b leaseBody) (Lease
 	}
 	return LeaseGrant{
 		Status: a.Status, LeaseID: a.LeaseID, Epoch: a.Epoch, Permits: a.Permits, ExpiresIn: time.Duration(a.ExpiresInNanos),
-		SharePerSec: a.SharePerSec, ShareMilliPerSec: a.ShareMilliPerSec, CreditedPermits: a.CreditedPermits,
+		ShareMilliPerSec: a.ShareMilliPerSec, CreditedPermits: a.CreditedPermits,
 		RetryAfter: time.Duration(a.RetryAfterNanos), Duplicate: a.Duplicate, Detail: a.Error, RequestID: b.RequestID,
 		SentAt: resp.sentAt, ReceivedAt: resp.receivedAt,
 	}, nil
@@ -340,21 +333,19 @@ type LeasePool struct {
 
 // LeaseState is one lease of a LeasePool.
 type LeaseState struct {
-	LeaseID           uint64  `json:"lease_id"`
-	Epoch             uint64  `json:"epoch"`
-	Active            bool    `json:"active"`
-	Holder            string  `json:"holder"`
-	Group             string  `json:"group"`
-	Weight            int64   `json:"weight"`
-	DemandPerSec      float64 `json:"demand_per_sec"`
-	DemandMilliPerSec int64   `json:"demand_milli_per_sec"`
-	SharePerSec       float64 `json:"share_per_sec"`
-	ShareMilliPerSec  int64   `json:"share_milli_per_sec"`
-	Permits           int64   `json:"permits"`
-	LingeringPermits  int64   `json:"lingering_permits"`
-	GrantedAtNanos    int64   `json:"granted_at_cluster_ns"`
-	ExpiresAtNanos    int64   `json:"expires_at_cluster_ns"`
-	StolenInPermits   int64   `json:"stolen_in_permits"`
+	LeaseID           uint64 `json:"lease_id"`
+	Epoch             uint64 `json:"epoch"`
+	Active            bool   `json:"active"`
+	Holder            string `json:"holder"`
+	Group             string `json:"group"`
+	Weight            int64  `json:"weight"`
+	DemandMilliPerSec int64  `json:"demand_milli_per_sec"`
+	ShareMilliPerSec  int64  `json:"share_milli_per_sec"`
+	Permits           int64  `json:"permits"`
+	LingeringPermits  int64  `json:"lingering_permits"`
+	GrantedAtNanos    int64  `json:"granted_at_cluster_ns"`
+	ExpiresAtNanos    int64  `json:"expires_at_cluster_ns"`
+	StolenInPermits   int64  `json:"stolen_in_permits"`
 }
 
 // Leases returns the lease pool of a leased limit and its leases

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -40,31 +39,31 @@ func TestLeaseAgainstHandler(t *testing.T) {
 		t.Errorf("reserve on a leased limit: %v", err)
 	}
 
-	g, err := c.Lease(ctx, "api", LeaseRequest{Holder: "h1", Group: "g1", Weight: 2, DemandPerSec: 10, TTL: 2 * time.Second})
+	g, err := c.Lease(ctx, "api", LeaseRequest{Holder: "h1", Group: "g1", Weight: 2, DemandMilliPerSec: 10_000, TTL: 2 * time.Second})
 	if err != nil || !g.Granted() || g.LeaseID != 1 || g.Epoch != 1 || g.Permits != 20 || g.ExpiresIn != 2*time.Second ||
-		g.SharePerSec != 10 || g.ShareMilliPerSec != 10_000 || g.Duplicate || len(g.RequestID) != 32 || g.SentAt.IsZero() || g.ReceivedAt.Before(g.SentAt) {
+		g.ShareMilliPerSec != 10_000 || g.Duplicate || len(g.RequestID) != 32 || g.SentAt.IsZero() || g.ReceivedAt.Before(g.SentAt) {
 		t.Fatalf("lease: %+v %v", g, err)
 	}
 	if !g.ExpiresAt().Equal(g.SentAt.Add(2*time.Second)) || !g.UsableUntil(20*time.Millisecond).Equal(g.SentAt.Add(1980*time.Millisecond)) {
 		t.Errorf("expiry %v, usable until %v, sent %v", g.ExpiresAt(), g.UsableUntil(20*time.Millisecond), g.SentAt)
 	}
 	// The same request id replays the decision.
-	again, err := c.Lease(ctx, "api", LeaseRequest{Holder: "h1", Group: "g1", DemandPerSec: 10, TTL: 2 * time.Second, RequestID: g.RequestID})
+	again, err := c.Lease(ctx, "api", LeaseRequest{Holder: "h1", Group: "g1", DemandMilliPerSec: 10_000, TTL: 2 * time.Second, RequestID: g.RequestID})
 	if err != nil || !again.Duplicate || again.LeaseID != 1 || again.RequestID != g.RequestID {
 		t.Errorf("replayed lease: %+v %v", again, err)
 	}
 	// A second lease of the holder is refused: an answer, not an error.
-	ref, err := c.Lease(ctx, "api", LeaseRequest{Holder: "h1", Group: "g1", DemandPerSec: 1, TTL: time.Second})
+	ref, err := c.Lease(ctx, "api", LeaseRequest{Holder: "h1", Group: "g1", DemandMilliPerSec: 1000, TTL: time.Second})
 	if err != nil || ref.Status != LeaseRefused || ref.LeaseID != 1 || ref.RetryAfter != 2*time.Second || !strings.Contains(ref.Detail, "already holds") ||
 		!ref.ExpiresAt().IsZero() || !ref.UsableUntil(0).IsZero() {
 		t.Errorf("second lease: %+v %v", ref, err)
 	}
 
-	r, err := c.Renew(ctx, "api", g.LeaseID, g.Epoch, LeaseReport{Spent: 5, StolenOut: 1, StolenIn: 2, DemandPerSec: 1.5, TTL: 4 * time.Second})
+	r, err := c.Renew(ctx, "api", g.LeaseID, g.Epoch, LeaseReport{Spent: 5, StolenOut: 1, StolenIn: 2, DemandMilliPerSec: 1500, TTL: 4 * time.Second})
 	if err != nil || r.Status != LeaseGranted || r.Epoch != 2 || r.CreditedPermits != 14 || r.Permits != 6 || r.ShareMilliPerSec != 1500 {
 		t.Fatalf("renew: %+v %v", r, err)
 	}
-	f, err := c.Renew(ctx, "api", g.LeaseID, g.Epoch, LeaseReport{DemandPerSec: 1, TTL: time.Second})
+	f, err := c.Renew(ctx, "api", g.LeaseID, g.Epoch, LeaseReport{DemandMilliPerSec: 1000, TTL: time.Second})
 	if err != nil || f.Status != LeaseFenced || f.Granted() || !strings.Contains(f.Detail, "not 1") {
 		t.Errorf("stale renew: %+v %v", f, err)
 	}
@@ -76,8 +75,8 @@ func TestLeaseAgainstHandler(t *testing.T) {
 		pool.BurstSpec != 100 || pool.Fenced != 1 || len(pool.Leases) != 1 {
 		t.Fatalf("pool: %+v %v", pool, err)
 	}
-	if ls := pool.Leases[0]; ls.LeaseID != 1 || ls.Epoch != 2 || !ls.Active || ls.Holder != "h1" || ls.Weight != 2 || ls.DemandPerSec != 1.5 ||
-		ls.DemandMilliPerSec != 1500 || ls.Permits != 6 || ls.StolenInPermits != 2 {
+	if ls := pool.Leases[0]; ls.LeaseID != 1 || ls.Epoch != 2 || !ls.Active || ls.Holder != "h1" || ls.Weight != 2 || ls.DemandMilliPerSec != 1500 ||
+		ls.Permits != 6 || ls.StolenInPermits != 2 {
 		t.Errorf("lease state: %+v", ls)
 	}
 	ret, err := c.Return(ctx, "api", g.LeaseID, r.Epoch, LeaseReport{Spent: 6})
@@ -142,16 +141,14 @@ func TestLeaseSentAtAndRequestID(t *testing.T) {
 	good := &leaseScript{reply: func(_ int, w http.ResponseWriter) {
 		sentAt = clk.Now()
 		clk.Advance(40 * time.Millisecond) // the answer takes 40ms
-		fmt.Fprint(w, `{"status":"granted","lease_id":9,"epoch":3,"permits":12,"expires_in_ns":1000000000,"share_per_sec":0.001,"share_milli_per_sec":1,"credited_permits":4,"duplicate":true}`)
+		fmt.Fprint(w, `{"status":"granted","lease_id":9,"epoch":3,"permits":12,"expires_in_ns":1000000000,"share_milli_per_sec":1,"credited_permits":4,"duplicate":true}`)
 	}}
 	c := newClient(t, []string{host(serve(t, busy)), host(serve(t, good))}, WithClock(clk))
-	demand := 0.1
-	demand += 0.2 // 0.30000000000000004: sent as the shortest decimal that round-trips
-	g, err := c.Renew(context.Background(), "a:b", 9, 2, LeaseReport{Spent: 3, DemandPerSec: demand, TTL: 1500 * time.Millisecond})
+	g, err := c.Renew(context.Background(), "a:b", 9, 2, LeaseReport{Spent: 3, DemandMilliPerSec: 300, TTL: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := LeaseGrant{Status: LeaseGranted, LeaseID: 9, Epoch: 3, Permits: 12, ExpiresIn: time.Second, SharePerSec: 0.001, ShareMilliPerSec: 1,
+	want := LeaseGrant{Status: LeaseGranted, LeaseID: 9, Epoch: 3, Permits: 12, ExpiresIn: time.Second, ShareMilliPerSec: 1,
 		CreditedPermits: 4, Duplicate: true, RequestID: g.RequestID, SentAt: sentAt, ReceivedAt: sentAt.Add(40 * time.Millisecond)}
 	if g != want {
 		t.Errorf("grant\n got %+v\nwant %+v", g, want)
@@ -163,7 +160,7 @@ func TestLeaseSentAtAndRequestID(t *testing.T) {
 	if fmt.Sprint(b1) != fmt.Sprint(b2) || b2["request_id"] != g.RequestID {
 		t.Errorf("bodies differ across failover: %v / %v", b1, b2)
 	}
-	if b2["epoch"] != 2.0 || b2["spent"] != 3.0 || b2["ttl"] != "1.5s" || b2["demand_per_sec"] != 0.30000000000000004 {
+	if b2["epoch"] != 2.0 || b2["spent"] != 3.0 || b2["ttl"] != "1.5s" || b2["demand_milli_per_sec"] != 300.0 {
 		t.Errorf("renew body %v", b2)
 	}
 	if _, ok := b2["stolen_out"]; ok {
@@ -221,23 +218,15 @@ func TestLeaseClientValidation(t *testing.T) {
 	c := newClient(t, []string{host(serve(t, s))}, WithClock(newFakeClock()))
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
-		"lease NaN demand": func() error {
-			_, err := c.Lease(ctx, "a", LeaseRequest{DemandPerSec: math.NaN(), TTL: time.Second})
-			return err
-		},
-		"lease Inf demand": func() error {
-			_, err := c.Lease(ctx, "a", LeaseRequest{DemandPerSec: math.Inf(1), TTL: time.Second})
-			return err
-		},
 		"lease neg demand": func() error {
-			_, err := c.Lease(ctx, "a", LeaseRequest{DemandPerSec: -1, TTL: time.Second})
+			_, err := c.Lease(ctx, "a", LeaseRequest{DemandMilliPerSec: -1, TTL: time.Second})
 			return err
 		},
 		"lease big demand": func() error {
-			_, err := c.Lease(ctx, "a", LeaseRequest{DemandPerSec: 2e9, TTL: time.Second})
+			_, err := c.Lease(ctx, "a", LeaseRequest{DemandMilliPerSec: MaxDemandMilliPerSec + 1, TTL: time.Second})
 			return err
 		},
-		"lease zero TTL":   func() error { _, err := c.Lease(ctx, "a", LeaseRequest{DemandPerSec: 1}); return err },
+		"lease zero TTL":   func() error { _, err := c.Lease(ctx, "a", LeaseRequest{DemandMilliPerSec: 1}); return err },
 		"renew zero TTL":   func() error { _, err := c.Renew(ctx, "a", 1, 1, LeaseReport{}); return err },
 		"renew epoch 0":    func() error { _, err := c.Renew(ctx, "a", 1, 0, LeaseReport{TTL: time.Second}); return err },
 		"return lease 0":   func() error { _, err := c.Return(ctx, "a", 0, 1, LeaseReport{}); return err },
@@ -246,8 +235,8 @@ func TestLeaseClientValidation(t *testing.T) {
 			_, err := c.Renew(ctx, "a", 1, 1, LeaseReport{StolenIn: -1, TTL: time.Second})
 			return err
 		},
-		"renew NaN demand": func() error {
-			_, err := c.Renew(ctx, "a", 1, 1, LeaseReport{DemandPerSec: math.NaN(), TTL: time.Second})
+		"renew big demand": func() error {
+			_, err := c.Renew(ctx, "a", 1, 1, LeaseReport{DemandMilliPerSec: MaxDemandMilliPerSec + 1, TTL: time.Second})
 			return err
 		},
 		"return neg stolen": func() error { _, err := c.Return(ctx, "a", 1, 1, LeaseReport{StolenOut: -1}); return err },

@@ -1,4 +1,4 @@
-package transport
+package sidecar
 
 import (
 	"net/http"
@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/permitd/permitd/node/worker"
+	"github.com/permitd/permitd/transport/worker"
 )
 
 // WorkerStatser is what the worker metrics read: a worker's counters.
@@ -17,7 +17,7 @@ type WorkerStatser interface {
 }
 
 // WorkerMetrics exports the counters of the workers of one process (a
-// sidecar has one; a program embedding node/worker may have several) as
+// sidecar has one; a program embedding transport/worker may have several) as
 // Prometheus metrics, read from Stats at scrape time. Labels are limit,
 // group and worker (the holder name): a worker process has few of each.
 //

@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // The worker's two small encodings: the node meta it gossips, and the
 // steal messages it sends over memberlist's reliable user messages.
 //
 // Every encoding starts with wireMagic and wireVersion, then a kind byte;
-// strings are a uvarint length and bytes (at most fsm.MaxNameLen);
+// strings are a uvarint length and bytes (at most client.MaxNameLen);
 // integers are uvarints (IDs) or zig-zag varints (counts, durations).
 // Decoding rejects anything else, trailing bytes included.
 //
@@ -142,8 +142,8 @@ func (r *wireReader) str(field string, minLen int) string {
 	if r.err != nil {
 		return ""
 	}
-	if n < uint64(minLen) || n > fsm.MaxNameLen || n > uint64(len(r.b)) {
-		r.fail("%s: length %d (allowed: %d-%d, within the message)", field, n, minLen, fsm.MaxNameLen)
+	if n < uint64(minLen) || n > client.MaxNameLen || n > uint64(len(r.b)) {
+		r.fail("%s: length %d (allowed: %d-%d, within the message)", field, n, minLen, client.MaxNameLen)
 		return ""
 	}
 	s := string(r.b[:n])

@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 
-	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // Worker is one holder of a leased limit: it leases a share of the limit's
@@ -66,8 +66,8 @@ type Worker struct {
 	// (ambiguous failure): it is retried with the same request ID and
 	// payload, so that a command applied once is answered from the
 	// register's dedup table.
-	pendingLease *fsm.Lease
-	pendingRenew *fsm.Renew
+	pendingLease *client.LeaseRequest
+	pendingRenew *renewCall
 	// inFlight is set while a register call is outstanding.
 	inFlight bool
 	// nextRegisterNanos is when the lease loop acts next; nextRenewNanos

@@ -19,9 +19,6 @@ var (
 	// expired and stealing no longer helps; the message says how long ago
 	// the last good renewal was.
 	ErrRegisterUnreachable = errors.New("worker: register unreachable")
-	// ErrNotDelivered is for Register implementations: they wrap it when a
-	// request certainly never reached the register (see Register).
-	ErrNotDelivered = errors.New("worker: request not delivered to the register")
 	// ErrNotStarted is returned by Acquire, TryAcquire and Stop before
 	// Start.
 	ErrNotStarted = errors.New("worker: not started")

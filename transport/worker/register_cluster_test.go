@@ -20,6 +20,7 @@ import (
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/faultnet"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // testRegister is a register the fleet harness runs against: the fake
@@ -403,17 +404,29 @@ func (r *clusterRegister) call(holder string, reported grantKey, f func(n *node.
 }
 
 // Lease implements Register.
-func (r *clusterRegister) Lease(ctx context.Context, limit string, q fsm.Lease) (fsm.LeaseResult, error) {
-	return r.call(q.Holder, grantKey{}, func(n *node.Node) (fsm.LeaseResult, error) { return n.Lease(ctx, q) })
+func (r *clusterRegister) Lease(ctx context.Context, limit string, q client.LeaseRequest) (client.LeaseGrant, error) {
+	return asRegister{r}.Lease(ctx, limit, q)
 }
 
 // Renew implements Register.
-func (r *clusterRegister) Renew(ctx context.Context, limit string, q fsm.Renew) (fsm.LeaseResult, error) {
-	return r.call("", grantKey{q.LeaseID, q.Epoch}, func(n *node.Node) (fsm.LeaseResult, error) { return n.Renew(ctx, q) })
+func (r *clusterRegister) Renew(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
+	return asRegister{r}.Renew(ctx, limit, id, epoch, rep)
 }
 
 // Return implements Register.
-func (r *clusterRegister) Return(ctx context.Context, limit string, q fsm.Return) (fsm.LeaseResult, error) {
+func (r *clusterRegister) Return(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
+	return asRegister{r}.Return(ctx, limit, id, epoch, rep)
+}
+
+func (r *clusterRegister) leaseFSM(ctx context.Context, q fsm.Lease) (fsm.LeaseResult, error) {
+	return r.call(q.Holder, grantKey{}, func(n *node.Node) (fsm.LeaseResult, error) { return n.Lease(ctx, q) })
+}
+
+func (r *clusterRegister) renewFSM(ctx context.Context, q fsm.Renew) (fsm.LeaseResult, error) {
+	return r.call("", grantKey{q.LeaseID, q.Epoch}, func(n *node.Node) (fsm.LeaseResult, error) { return n.Renew(ctx, q) })
+}
+
+func (r *clusterRegister) returnFSM(ctx context.Context, q fsm.Return) (fsm.LeaseResult, error) {
 	return r.call("", grantKey{q.LeaseID, q.Epoch}, func(n *node.Node) (fsm.LeaseResult, error) { return n.Return(ctx, q) })
 }
 

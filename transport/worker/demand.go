@@ -3,7 +3,7 @@ package worker
 import (
 	"math"
 
-	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // demandMeter measures a worker's demand: the permits its callers asked
@@ -107,26 +107,26 @@ func (m *demandMeter) current(nowNanos int64) int64 { return max(m.lastMilli, m.
 func (m *demandMeter) reportDemand(nowNanos, minWindowNanos, shareMilli int64) int64 {
 	d := withHeadroom(m.measure(nowNanos, minWindowNanos))
 	if m.lastHeld && shareMilli > 0 {
-		d = max(d, min(shareMilli, fsm.MaxDemandMilliPermitsPerSec/heldBackGrowth)*heldBackGrowth)
+		d = max(d, min(shareMilli, client.MaxDemandMilliPerSec/heldBackGrowth)*heldBackGrowth)
 	}
 	return d
 }
 
 // withHeadroom returns the demand to report for a measured one.
 func withHeadroom(milli int64) int64 {
-	return min(milli+milli/demandHeadroomDiv, fsm.MaxDemandMilliPermitsPerSec)
+	return min(milli+milli/demandHeadroomDiv, client.MaxDemandMilliPerSec)
 }
 
 // perSecMilli converts n permits over elapsedNanos into milli-permits per
-// second, capped at fsm.MaxDemandMilliPermitsPerSec (a measurement, not a
+// second, capped at client.MaxDemandMilliPerSec (a measurement, not a
 // replicated value: float arithmetic is fine here).
 func perSecMilli(n, elapsedNanos int64) int64 {
 	if n <= 0 || elapsedNanos <= 0 {
 		return 0
 	}
 	r := math.Ceil(float64(n) * 1e12 / float64(elapsedNanos))
-	if r >= float64(fsm.MaxDemandMilliPermitsPerSec) {
-		return fsm.MaxDemandMilliPermitsPerSec
+	if r >= float64(client.MaxDemandMilliPerSec) {
+		return client.MaxDemandMilliPerSec
 	}
 	return int64(r)
 }

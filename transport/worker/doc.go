@@ -151,7 +151,7 @@
 // # Performance
 //
 // BenchmarkLeased (bench_test.go; go test -run '^$' -bench Leased
-// -benchtime 3s ./node/worker/) runs 8 workers, one closed-loop caller
+// -benchtime 3s ./transport/worker/) runs 8 workers, one closed-loop caller
 // each, against the in-process register (a real fsm.FSM, one log entry
 // per lease, renew or return). On the 2-vCPU development VM (median of 3):
 // 5.5 million permits/s at one permit per Acquire on a 50 000 000/s limit,

@@ -1,4 +1,4 @@
-package transport
+package sidecar
 
 import (
 	"bufio"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/permitd/permitd/node/worker"
+	"github.com/permitd/permitd/transport/worker"
 )
 
 // statsWorker is a WorkerStatser whose counters the test sets.
@@ -61,7 +61,7 @@ func scrape(t *testing.T, h http.Handler, path string) map[string]string {
 func TestSidecarMetrics(t *testing.T) {
 	fw := newFakeSidecarWorker()
 	fw.status.Stats = worker.Stats{Limit: "api", Group: "g1", Holder: "w1"}
-	h := NewSidecarHandler(fw, HandlerOptions{})
+	h := NewHandler(fw, Options{})
 	lbl := `{group="g1",limit="api",worker="w1"}`
 
 	// Before anything happened every series is 0.

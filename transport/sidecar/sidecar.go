@@ -1,7 +1,8 @@
-package transport
+package sidecar
 
 import (
 	"errors"
+	"github.com/permitd/permitd/transport/internal/httpapi"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,13 +11,13 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node/worker"
+	"github.com/permitd/permitd/transport/wire"
+	"github.com/permitd/permitd/transport/worker"
 )
 
-// SidecarWorker is what the sidecar handler needs from a worker of a
+// Worker is what the sidecar handler needs from a worker of a
 // leased limit; *worker.Worker implements it.
-type SidecarWorker interface {
+type Worker interface {
 	// TryAcquire spends n permits if it can within maxWait (pacing
 	// included) and reports whether it did; it fails (errors wrapping
 	// worker.ErrNoPermits, worker.ErrStopped, ...) when the worker cannot
@@ -29,9 +30,30 @@ type SidecarWorker interface {
 	Status() worker.Status
 }
 
-var _ SidecarWorker = (*worker.Worker)(nil)
+var _ Worker = (*worker.Worker)(nil)
 
-// NewSidecarHandler returns the HTTP handler of a worker sidecar: the
+// Options configure a sidecar handler.
+type Options struct {
+	// Logger receives the 503s (the worker failing closed). Nil: none.
+	Logger hclog.Logger
+	// RequestTimeout is the longest max_wait a reserve may ask (the
+	// sidecar holds the request while it waits). Zero:
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// Registry receives the sidecar's metrics, and its /metrics serves the
+	// registry whole, so that a binary adds its own collectors (build,
+	// runtime, process) to the same page. Nil: a private registry.
+	Registry *prometheus.Registry
+}
+
+// DefaultRequestTimeout is the longest max_wait of a reserve by default.
+const DefaultRequestTimeout = 10 * time.Second
+
+// sessionIdle is the idle lifetime the sidecar answers for its one dummy
+// session (the register's: ten minutes).
+const sessionIdle = 10 * time.Minute
+
+// NewHandler returns the HTTP handler of a worker sidecar: the
 // register's reserve contract, answered locally by w for w's one limit.
 //
 //   - POST /v1/limits/{name}/reserve takes the register's body
@@ -60,9 +82,7 @@ var _ SidecarWorker = (*worker.Worker)(nil)
 //     over-grant headroom the worker holds) and its answers by outcome,
 //     from opts.Registry (with whatever else was registered there) or a
 //     private registry.
-//
-// opts.Logger receives 503s; opts.Metrics is not used.
-func NewSidecarHandler(w SidecarWorker, opts HandlerOptions) http.Handler {
+func NewHandler(w Worker, opts Options) http.Handler {
 	reg := opts.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -80,7 +100,7 @@ func NewSidecarHandler(w SidecarWorker, opts HandlerOptions) http.Handler {
 }
 
 type sidecarHandler struct {
-	w       SidecarWorker
+	w       Worker
 	log     hclog.Logger
 	maxWait time.Duration
 	limit   string
@@ -107,17 +127,17 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// reserve, served from permits the worker counts as spent), but
 		// accepts sessions so that a register client works unchanged.
 		if sidecarMethod(w, r, "POST") {
-			writeRaw(w, http.StatusCreated, []byte(`{"session":1,"idle_ttl_ns":`+strconv.FormatInt(fsm.SessionIdleNanos, 10)+"}\n"))
+			httpapi.WriteRaw(w, http.StatusCreated, []byte(`{"session":1,"idle_ttl_ns":`+strconv.FormatInt(int64(sessionIdle), 10)+"}\n"))
 		}
 		return
 	case p == "/v1/status":
 		if sidecarMethod(w, r, "GET, HEAD") {
-			writeJSON(w, http.StatusOK, newSidecarStatus(h.w.Status()))
+			httpapi.WriteJSON(w, http.StatusOK, newSidecarStatus(h.w.Status()))
 		}
 		return
 	case p == "/healthz":
 		if sidecarMethod(w, r, "GET, HEAD") {
-			writeRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+			httpapi.WriteRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 		}
 		return
 	case p == "/readyz":
@@ -131,7 +151,7 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	writeError(w, http.StatusNotFound, "unknown path "+strconvQuote(p)+"; this worker sidecar serves POST /v1/limits/"+
+	httpapi.WriteError(w, http.StatusNotFound, "unknown path "+httpapi.Quote(p)+"; this worker sidecar serves POST /v1/limits/"+
 		h.limit+"/reserve, POST /v1/sessions, GET /v1/status, GET /healthz, GET /readyz and GET /metrics")
 }
 
@@ -143,38 +163,38 @@ func sidecarMethod(w http.ResponseWriter, r *http.Request, allowed string) bool 
 			return true
 		}
 	}
-	methodNotAllowed(w, r, allowed)
+	httpapi.MethodNotAllowed(w, r, allowed)
 	return false
 }
 
 func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name string) {
-	if err := validateName("limit name", name); err != nil {
+	if err := httpapi.ValidateName("limit name", name); err != nil {
 		h.answers.invalid.Inc()
-		writeError(w, http.StatusBadRequest, err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if name != h.limit {
 		h.answers.invalid.Inc()
-		writeError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found; this worker sidecar serves only limit "+strconv.Quote(h.limit))
+		httpapi.WriteError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found; this worker sidecar serves only limit "+strconv.Quote(h.limit))
 		return
 	}
-	buf := getBuf()
-	defer putBuf(buf)
-	if herr := readBody(w, r, buf); herr != nil {
+	buf := httpapi.GetBuf()
+	defer httpapi.PutBuf(buf)
+	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
 		h.answers.invalid.Inc()
-		writeError(w, herr.code, herr.msg)
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
-	req := fsm.Reserve{Limit: name}
-	if herr := parseReserve(buf.Bytes(), &req); herr != nil {
+	req := wire.Reserve{Limit: name}
+	if herr := httpapi.ParseReserve(buf.Bytes(), &req); herr != nil {
 		h.answers.invalid.Inc()
-		writeError(w, herr.code, herr.msg)
+		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	maxWait := time.Duration(req.MaxWaitNanos)
 	if maxWait > h.maxWait {
 		h.answers.invalid.Inc()
-		writeError(w, http.StatusBadRequest, `field "max_wait": `+maxWait.String()+"; allowed on this worker sidecar: at most "+h.maxWait.String())
+		httpapi.WriteError(w, http.StatusBadRequest, `field "max_wait": `+maxWait.String()+"; allowed on this worker sidecar: at most "+h.maxWait.String())
 		return
 	}
 	ok, err := h.w.TryAcquire(req.Permits, maxWait)
@@ -184,12 +204,12 @@ func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name st
 	}
 	if ok {
 		h.answers.granted.Inc()
-		writeRaw(w, http.StatusOK, []byte(`{"granted":true,"wait_ns":0,"expires_in_ns":0,"spacing_ns":0,"duplicate":false}`+"\n"))
+		httpapi.WriteRaw(w, http.StatusOK, []byte(`{"granted":true,"wait_ns":0,"expires_in_ns":0,"spacing_ns":0,"duplicate":false}`+"\n"))
 		return
 	}
 	h.answers.refused.Inc()
 	retry := h.retryAfterNanos(req.Permits)
-	w.Header()["Retry-After"] = []string{strconv.FormatInt(retryAfterSeconds(retry), 10)}
+	w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(retry), 10)}
 	what := "a permit"
 	if req.Permits > 1 {
 		what = strconv.FormatInt(req.Permits, 10) + " permits"
@@ -198,10 +218,10 @@ func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name st
 	b = append(b, `{"granted":false,"retry_after_ns":`...)
 	b = strconv.AppendInt(b, retry, 10)
 	b = append(b, `,"duplicate":false,"error":`...)
-	b = appendJSONString(b, "limit "+strconv.Quote(name)+": this worker could not hand out "+what+" within max_wait "+
+	b = httpapi.AppendJSONString(b, "limit "+strconv.Quote(name)+": this worker could not hand out "+what+" within max_wait "+
 		maxWait.String()+"; retry after "+time.Duration(retry).String())
 	b = append(b, "}\n"...)
-	writeRaw(w, http.StatusTooManyRequests, b)
+	httpapi.WriteRaw(w, http.StatusTooManyRequests, b)
 }
 
 // retryAfterNanos estimates when n permits could be handed out (>= 1 ms,
@@ -233,16 +253,16 @@ func (h *sidecarHandler) ready(w http.ResponseWriter) {
 	switch {
 	case st.CutOff:
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "not ready: the worker is cut off from the register and holds no permit: "+st.LastError)
+		httpapi.WriteError(w, http.StatusServiceUnavailable, "not ready: the worker is cut off from the register and holds no permit: "+st.LastError)
 	case st.LeaseID == 0:
 		w.Header().Set("Retry-After", "1")
 		reason := "the worker holds no lease yet"
 		if st.LastError != "" {
 			reason += ": " + st.LastError
 		}
-		writeError(w, http.StatusServiceUnavailable, "not ready: "+reason)
+		httpapi.WriteError(w, http.StatusServiceUnavailable, "not ready: "+reason)
 	default:
-		writeRaw(w, http.StatusOK, []byte(`{"ready":true}`+"\n"))
+		httpapi.WriteRaw(w, http.StatusOK, []byte(`{"ready":true}`+"\n"))
 	}
 }
 
@@ -252,7 +272,7 @@ func (h *sidecarHandler) unavailable(w http.ResponseWriter, name string, err err
 	switch {
 	case errors.Is(err, worker.ErrInvalidPermits):
 		h.answers.invalid.Inc()
-		writeError(w, http.StatusBadRequest, "reserve on limit "+strconv.Quote(name)+": "+err.Error())
+		httpapi.WriteError(w, http.StatusBadRequest, "reserve on limit "+strconv.Quote(name)+": "+err.Error())
 		return
 	case errors.Is(err, worker.ErrRegisterUnreachable):
 		err = errors.New("worker fails closed: the register is unreachable and no permit is left: " + err.Error())
@@ -264,7 +284,7 @@ func (h *sidecarHandler) unavailable(w http.ResponseWriter, name string, err err
 	h.answers.unavailable.Inc()
 	h.log.Warn("reserve unavailable", "limit", name, "error", err)
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, "limit "+strconv.Quote(name)+": "+err.Error())
+	httpapi.WriteError(w, http.StatusServiceUnavailable, "limit "+strconv.Quote(name)+": "+err.Error())
 }
 
 // sidecarStatus is the JSON of GET /v1/status on a sidecar.
@@ -272,7 +292,7 @@ type sidecarStatus struct {
 	Limit                   string              `json:"limit"`
 	Group                   string              `json:"group"`
 	Holder                  string              `json:"holder"`
-	SharePerSec             jsonFloat           `json:"share_per_sec"`
+	SharePerSec             httpapi.Float       `json:"share_per_sec"`
 	ShareMilliPermitsPerSec int64               `json:"share_milli_per_sec"`
 	Lease                   sidecarLease        `json:"lease"`
 	Stats                   sidecarStats        `json:"stats"`
@@ -318,7 +338,7 @@ func newSidecarStatus(st worker.Status) sidecarStatus {
 	}
 	return sidecarStatus{
 		Limit: s.Limit, Group: s.Group, Holder: s.Holder,
-		SharePerSec: jsonFloat(float64(s.ShareMilliPermitsPerSec) / 1000), ShareMilliPermitsPerSec: s.ShareMilliPermitsPerSec,
+		SharePerSec: httpapi.Float(float64(s.ShareMilliPermitsPerSec) / 1000), ShareMilliPermitsPerSec: s.ShareMilliPermitsPerSec,
 		Lease: sidecarLease{LeaseID: st.LeaseID, Epoch: st.Epoch, GrantPermitsLeft: st.GrantPermitsLeft, StolenPermitsLeft: st.StolenPermitsLeft,
 			ExpiresInNanos: int64(st.ExpiresIn), SinceGoodRenewalNanos: int64(st.SinceGoodRenewal), CutOff: st.CutOff, LastError: st.LastError},
 		Stats: sidecarStats{LeasedPermits: s.LeasedPermits, SpentPermits: s.SpentPermits, SpentStolenPermits: s.SpentStolenPermits,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // fakeRegister is the permit register in one process: a real fsm.FSM fed
@@ -126,17 +127,29 @@ func (r *fakeRegister) grant(k grantKey) (grantLife, bool) {
 }
 
 // Lease implements Register.
-func (r *fakeRegister) Lease(ctx context.Context, limit string, q fsm.Lease) (fsm.LeaseResult, error) {
-	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendLease(nil, fsm.Stamp{Nanos: now}, q) }, grantKey{})
+func (r *fakeRegister) Lease(ctx context.Context, limit string, q client.LeaseRequest) (client.LeaseGrant, error) {
+	return asRegister{r}.Lease(ctx, limit, q)
 }
 
 // Renew implements Register.
-func (r *fakeRegister) Renew(ctx context.Context, limit string, q fsm.Renew) (fsm.LeaseResult, error) {
-	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendRenew(nil, fsm.Stamp{Nanos: now}, q) }, grantKey{q.LeaseID, q.Epoch})
+func (r *fakeRegister) Renew(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
+	return asRegister{r}.Renew(ctx, limit, id, epoch, rep)
 }
 
 // Return implements Register.
-func (r *fakeRegister) Return(ctx context.Context, limit string, q fsm.Return) (fsm.LeaseResult, error) {
+func (r *fakeRegister) Return(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
+	return asRegister{r}.Return(ctx, limit, id, epoch, rep)
+}
+
+func (r *fakeRegister) leaseFSM(ctx context.Context, q fsm.Lease) (fsm.LeaseResult, error) {
+	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendLease(nil, fsm.Stamp{Nanos: now}, q) }, grantKey{})
+}
+
+func (r *fakeRegister) renewFSM(ctx context.Context, q fsm.Renew) (fsm.LeaseResult, error) {
+	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendRenew(nil, fsm.Stamp{Nanos: now}, q) }, grantKey{q.LeaseID, q.Epoch})
+}
+
+func (r *fakeRegister) returnFSM(ctx context.Context, q fsm.Return) (fsm.LeaseResult, error) {
 	return r.leaseResult(func(now int64) ([]byte, error) { return fsm.AppendReturn(nil, fsm.Stamp{Nanos: now}, q) }, grantKey{q.LeaseID, q.Epoch})
 }
 
@@ -183,13 +196,13 @@ type link struct {
 
 var errAnswerLost = errors.New("fault link: answer lost")
 
-func (l *link) do(ctx context.Context, f func() (fsm.LeaseResult, error)) (fsm.LeaseResult, error) {
+func (l *link) do(ctx context.Context, f func() (client.LeaseGrant, error)) (client.LeaseGrant, error) {
 	l.calls.Add(1)
 	if err := ctx.Err(); err != nil {
-		return fsm.LeaseResult{}, fmt.Errorf("fault link: %w: %w", ErrNotDelivered, err)
+		return client.LeaseGrant{}, fmt.Errorf("fault link: %w: %w", client.ErrNotDelivered, err)
 	}
 	if l.cut.Load() {
-		return fsm.LeaseResult{}, fmt.Errorf("fault link: partitioned: %w", ErrNotDelivered)
+		return client.LeaseGrant{}, fmt.Errorf("fault link: partitioned: %w", client.ErrNotDelivered)
 	}
 	lat := time.Duration(l.latency.Load())
 	start := time.Now()
@@ -209,22 +222,22 @@ func (l *link) do(ctx context.Context, f func() (fsm.LeaseResult, error)) (fsm.L
 	}
 	time.Sleep(lat)
 	if l.loseAnswers.Load() {
-		return fsm.LeaseResult{}, errAnswerLost
+		return client.LeaseGrant{}, errAnswerLost
 	}
 	return res, nil
 }
 
 // Lease implements Register.
-func (l *link) Lease(ctx context.Context, limit string, q fsm.Lease) (fsm.LeaseResult, error) {
-	return l.do(ctx, func() (fsm.LeaseResult, error) { return l.r.Lease(ctx, limit, q) })
+func (l *link) Lease(ctx context.Context, limit string, q client.LeaseRequest) (client.LeaseGrant, error) {
+	return l.do(ctx, func() (client.LeaseGrant, error) { return l.r.Lease(ctx, limit, q) })
 }
 
 // Renew implements Register.
-func (l *link) Renew(ctx context.Context, limit string, q fsm.Renew) (fsm.LeaseResult, error) {
-	return l.do(ctx, func() (fsm.LeaseResult, error) { return l.r.Renew(ctx, limit, q) })
+func (l *link) Renew(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
+	return l.do(ctx, func() (client.LeaseGrant, error) { return l.r.Renew(ctx, limit, id, epoch, rep) })
 }
 
 // Return implements Register.
-func (l *link) Return(ctx context.Context, limit string, q fsm.Return) (fsm.LeaseResult, error) {
-	return l.do(ctx, func() (fsm.LeaseResult, error) { return l.r.Return(ctx, limit, q) })
+func (l *link) Return(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
+	return l.do(ctx, func() (client.LeaseGrant, error) { return l.r.Return(ctx, limit, id, epoch, rep) })
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 
-	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // Defaults of Config.
@@ -38,14 +38,14 @@ const (
 // on each field.
 type Config struct {
 	// Name is the holder ID of the worker's lease and its memberlist node
-	// name: unique in the fleet, 1 to fsm.MaxNameLen characters of
+	// name: unique in the fleet, 1 to client.MaxNameLen characters of
 	// [A-Za-z0-9_.:-].
 	Name string
 	// Group is the worker's group (same characters). Shares are divided
 	// between groups first, then among the workers of a group; stealing
 	// prefers the own group.
 	Group string
-	// Weight is the group's weight in the division (1..fsm.MaxLeaseWeight;
+	// Weight is the group's weight in the division (1..client.MaxLeaseWeight;
 	// 0 selects 1).
 	Weight int64
 	// Limit is the name of the leased limit.
@@ -66,8 +66,8 @@ type Config struct {
 	// DefaultRejoinEvery).
 	RejoinEvery time.Duration
 
-	// TTL is the lease TTL asked of the register (fsm.MinLeaseTTLNanos to
-	// fsm.MaxLeaseTTLNanos; 0 selects DefaultTTL).
+	// TTL is the lease TTL asked of the register (client.MinLeaseTTL to
+	// client.MaxLeaseTTL; 0 selects DefaultTTL).
 	TTL time.Duration
 	// Margin is subtracted from every deadline the worker counts on its
 	// own clock: a grant is spent until TTL-Margin after its request was
@@ -148,9 +148,16 @@ func resolve(c Config) (settings, error) {
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
-	probe := fsm.Lease{Limit: c.Limit, Holder: c.Name, Group: c.Group, Weight: s.Weight, TTLNanos: int64(ttl)}
-	if err := probe.Validate(); err != nil {
-		return bad("%v", err)
+	for _, n := range []struct{ what, v string }{{"limit name", c.Limit}, {"worker name", c.Name}, {"group name", c.Group}} {
+		if err := client.ValidateName(n.what, n.v); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if s.Weight < 1 || s.Weight > client.MaxLeaseWeight {
+		return bad("weight %d (allowed: 1-%d)", s.Weight, client.MaxLeaseWeight)
+	}
+	if ttl < client.MinLeaseTTL || ttl > client.MaxLeaseTTL {
+		return bad("TTL %v (allowed: %v to %v)", ttl, client.MinLeaseTTL, client.MaxLeaseTTL)
 	}
 	if c.Register == nil {
 		return bad("no Register (required)")

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // solo starts one worker alone (loopback gossip) on limit "api" of 1000
@@ -91,8 +91,8 @@ func TestStartFailsWhenTheLimitCannotBeLeased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Start(context.Background()); !errors.Is(err, ErrNoPermits) || !strings.Contains(err.Error(), "unknown-limit") {
-		t.Fatalf("Start on an unknown limit: %v, want ErrNoPermits naming unknown-limit", err)
+	if err := w.Start(context.Background()); !errors.Is(err, ErrNoPermits) || !errors.Is(err, client.ErrNotFound) || !strings.Contains(err.Error(), `limit "nope" not found`) {
+		t.Fatalf("Start on an unknown limit: %v, want ErrNoPermits and the register's 404", err)
 	}
 	if _, err := w.TryAcquire(1, 0); !errors.Is(err, ErrStopped) {
 		t.Errorf("TryAcquire after a failed Start: %v, want ErrStopped", err)
@@ -104,7 +104,7 @@ func TestFencedLeaseIsLeasedAgain(t *testing.T) {
 	first := w.Status()
 	// Someone returns the worker's lease behind its back: its next renewal
 	// is fenced, and it opens a new lease.
-	if _, err := reg.Return(context.Background(), testLimit, fsm.Return{Report: fsm.Report{Limit: testLimit, LeaseID: first.LeaseID, Epoch: first.Epoch}}); err != nil {
+	if _, err := reg.Return(context.Background(), testLimit, first.LeaseID, first.Epoch, client.LeaseReport{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 2*time.Second, "a new lease", func() bool { return w.Status().LeaseID != first.LeaseID && w.Status().LeaseID != 0 })

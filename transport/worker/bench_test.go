@@ -27,7 +27,7 @@ import (
 //	fraction-of-limit      achieved rate / the limit's rate (a saturated limit: >= 0.98 is the goal; over a
 //	                       short run it may exceed 1 by at most the (C + O) term of the over-grant bound)
 //
-// Run: go test -run '^$' -bench Leased -benchtime 3s ./node/worker/
+// Run: go test -run '^$' -bench Leased -benchtime 3s ./transport/worker/
 func BenchmarkLeased(b *testing.B) {
 	for _, c := range []struct {
 		name string

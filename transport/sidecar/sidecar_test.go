@@ -1,4 +1,4 @@
-package transport
+package sidecar
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/permitd/permitd/node/worker"
+	"github.com/permitd/permitd/transport/worker"
 )
 
 // fakeSidecarWorker answers TryAcquire from ok/err and records the calls.
@@ -85,7 +85,7 @@ func TestSidecarReserve(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fw := newFakeSidecarWorker()
 			fw.ok, fw.err = tt.ok, tt.err
-			h := NewSidecarHandler(fw, HandlerOptions{})
+			h := NewHandler(fw, Options{})
 			method := tt.method
 			if method == "" {
 				method = "POST"
@@ -125,7 +125,7 @@ func TestSidecarReserve(t *testing.T) {
 
 func TestSidecarStatus(t *testing.T) {
 	fw := newFakeSidecarWorker()
-	srv := httptest.NewServer(NewSidecarHandler(fw, HandlerOptions{}))
+	srv := httptest.NewServer(NewHandler(fw, Options{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/v1/status")
 	if err != nil {
@@ -163,7 +163,7 @@ func TestSidecarInvalidPermitsFromWorker(t *testing.T) {
 	fw := newFakeSidecarWorker()
 	fw.err = fmt.Errorf("%w: 5 permits", worker.ErrInvalidPermits)
 	rec := httptest.NewRecorder()
-	NewSidecarHandler(fw, HandlerOptions{}).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(`{"permits":5}`)))
+	NewHandler(fw, Options{}).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(`{"permits":5}`)))
 	if rec.Code != 400 || !errors.Is(fw.err, worker.ErrInvalidPermits) {
 		t.Errorf("code %d body %s", rec.Code, rec.Body)
 	}
@@ -187,7 +187,7 @@ func TestSidecarRetryAfterIsNeverZero(t *testing.T) {
 			fw := newFakeSidecarWorker()
 			tt.status(&fw.status)
 			rec := httptest.NewRecorder()
-			NewSidecarHandler(fw, HandlerOptions{}).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(`{}`)))
+			NewHandler(fw, Options{}).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(`{}`)))
 			var got map[string]any
 			_ = json.Unmarshal(rec.Body.Bytes(), &got)
 			if rec.Code != 429 || got["retry_after_ns"] != tt.want || rec.Header().Get("Retry-After") == "0" {
@@ -201,7 +201,7 @@ func TestSidecarRetryAfterIsNeverZero(t *testing.T) {
 // /metrics counts the answers by outcome.
 func TestSidecarReadyAndCounters(t *testing.T) {
 	fw := newFakeSidecarWorker()
-	h := NewSidecarHandler(fw, HandlerOptions{})
+	h := NewHandler(fw, Options{})
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))

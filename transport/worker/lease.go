@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // The lease manager: one goroutine opens the lease, renews it every
@@ -56,7 +56,7 @@ func (w *Worker) registerStep(ctx context.Context) {
 }
 
 // call runs one register call bounded by RequestTimeout.
-func (w *Worker) call(parent context.Context, f func(context.Context) (fsm.LeaseResult, error)) (fsm.LeaseResult, error) {
+func (w *Worker) call(parent context.Context, f func(context.Context) (client.LeaseGrant, error)) (client.LeaseGrant, error) {
 	ctx, cancel := context.WithTimeout(parent, time.Duration(w.cfg.requestNanos))
 	defer cancel()
 	return f(ctx)
@@ -68,12 +68,12 @@ func (w *Worker) openLease(ctx context.Context) {
 	if w.pendingLease == nil {
 		// Before anything is measured, claim the most: the first grants
 		// split the rate by weight; later leases report the measurement.
-		demand := fsm.MaxDemandMilliPermitsPerSec
+		demand := int64(client.MaxDemandMilliPerSec)
 		if w.everGranted {
 			demand = withHeadroom(w.meter.measure(w.now(), w.cfg.retryNanos))
 		}
-		w.pendingLease = &fsm.Lease{Limit: w.cfg.Limit, Holder: w.cfg.Name, Group: w.cfg.Group, Weight: w.cfg.Weight,
-			DemandMilliPermitsPerSec: demand, TTLNanos: w.cfg.ttlNanos, RequestID: w.newRequestIDLocked()}
+		w.pendingLease = &client.LeaseRequest{Holder: w.cfg.Name, Group: w.cfg.Group, Weight: w.cfg.Weight,
+			DemandMilliPerSec: demand, TTL: time.Duration(w.cfg.ttlNanos), RequestID: w.newRequestIDLocked()}
 		w.stats.DemandMilliPermitsPerSec = demand
 	}
 	q := *w.pendingLease
@@ -81,13 +81,18 @@ func (w *Worker) openLease(ctx context.Context) {
 	sentAt := w.now()
 	w.mu.Unlock()
 
-	res, err := w.call(ctx, func(ctx context.Context) (fsm.LeaseResult, error) { return w.cfg.Register.Lease(ctx, w.cfg.Limit, q) })
+	res, err := w.call(ctx, func(ctx context.Context) (client.LeaseGrant, error) { return w.cfg.Register.Lease(ctx, w.cfg.Limit, q) })
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.answeredLocked(sentAt)
-	if err != nil {
-		if errors.Is(err, ErrNotDelivered) {
+	switch {
+	case rejected(err):
+		w.pendingLease = nil
+		w.refusedLocked(now, now+w.cfg.renewNanos, fmt.Errorf("worker: limit %q: %w: lease: %w", w.cfg.Limit, ErrNoPermits, err))
+		return
+	case err != nil:
+		if errors.Is(err, client.ErrNotDelivered) {
 			w.pendingLease = nil
 		}
 		w.failedLocked(now, "lease", err)
@@ -95,16 +100,29 @@ func (w *Worker) openLease(ctx context.Context) {
 	}
 	w.pendingLease = nil
 	switch res.Status {
-	case fsm.LeaseGranted:
+	case client.LeaseGranted:
 		w.stats.Leases++
 		w.installLocked(now, sentAt, res)
-		w.log.Debug("lease granted", "lease", res.LeaseID, "permits", res.Permits, "share", res.ShareMilliPermitsPerSec)
-	case fsm.LeaseRefused:
-		retry := min(max(res.RetryAfterNanos, w.cfg.retryNanos), w.cfg.ttlNanos)
+		w.log.Debug("lease granted", "lease", res.LeaseID, "permits", res.Permits, "share", res.ShareMilliPerSec)
+	case client.LeaseRefused:
+		retry := min(max(int64(res.RetryAfter), w.cfg.retryNanos), w.cfg.ttlNanos)
 		w.refusedLocked(now, now+retry, fmt.Errorf("worker: limit %q: %w: %w (%s): retry in %v", w.cfg.Limit, ErrNoPermits, errLeaseRefused, res.Detail, time.Duration(retry)))
 	default:
 		w.refusedLocked(now, now+w.cfg.renewNanos, fmt.Errorf("worker: limit %q: %w: lease %s: %s", w.cfg.Limit, ErrNoPermits, res.Status, res.Detail))
 	}
+}
+
+// rejected reports whether err is the register's (or the client's)
+// definite refusal of a request: the limit does not exist or the request
+// is invalid (see Register). Nothing was applied.
+func rejected(err error) bool {
+	return err != nil && !errors.Is(err, client.ErrNotDelivered) && (errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalid))
+}
+
+// renewCall is a renewal: the grant it reports on and the report.
+type renewCall struct {
+	leaseID, epoch uint64
+	rep            client.LeaseReport
 }
 
 // renew sends (or resends) the renewal of the current lease. Sending it
@@ -119,7 +137,8 @@ func (w *Worker) renew(ctx context.Context) {
 			spent, out = g.spent, g.stolenOut
 		}
 		demand := w.meter.reportDemand(w.now(), w.cfg.retryNanos, w.share)
-		w.pendingRenew = &fsm.Renew{Report: fsm.Report{Limit: w.cfg.Limit, LeaseID: w.leaseID, Epoch: w.epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: w.inSinceReport}, DemandMilliPermitsPerSec: demand, TTLNanos: w.cfg.ttlNanos, RequestID: w.newRequestIDLocked()}
+		w.pendingRenew = &renewCall{leaseID: w.leaseID, epoch: w.epoch, rep: client.LeaseReport{Spent: spent, StolenOut: out,
+			StolenIn: w.inSinceReport, DemandMilliPerSec: demand, TTL: time.Duration(w.cfg.ttlNanos), RequestID: w.newRequestIDLocked()}}
 		w.inSinceReport = 0
 		w.stats.DemandMilliPermitsPerSec = demand
 	}
@@ -128,37 +147,43 @@ func (w *Worker) renew(ctx context.Context) {
 	sentAt := w.now()
 	w.mu.Unlock()
 
-	res, err := w.call(ctx, func(ctx context.Context) (fsm.LeaseResult, error) { return w.cfg.Register.Renew(ctx, w.cfg.Limit, q) })
+	res, err := w.call(ctx, func(ctx context.Context) (client.LeaseGrant, error) {
+		return w.cfg.Register.Renew(ctx, w.cfg.Limit, q.leaseID, q.epoch, q.rep)
+	})
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.answeredLocked(sentAt)
-	if err != nil {
-		if errors.Is(err, ErrNotDelivered) {
+	if err != nil && !rejected(err) {
+		if errors.Is(err, client.ErrNotDelivered) {
 			// The register never saw the report: the grant is as it was
 			// before the send, and may be spent until its local expiry.
-			if g := w.cur; g != nil && g.leaseID == q.LeaseID && g.epoch == q.Epoch {
+			if g := w.cur; g != nil && g.leaseID == q.leaseID && g.epoch == q.epoch {
 				g.closed = false
 			}
-			w.inSinceReport += q.StolenInPermits
+			w.inSinceReport += q.rep.StolenIn
 			w.pendingRenew = nil
 		}
 		w.failedLocked(now, "renew", err)
 		return
 	}
 	w.pendingRenew = nil
-	switch res.Status {
-	case fsm.LeaseGranted:
+	switch {
+	case err != nil:
+		w.log.Warn("renewal rejected", "lease", q.leaseID, "error", err)
+		w.dropLeaseLocked(now)
+		w.refusedLocked(now, now+w.cfg.retryNanos, fmt.Errorf("worker: limit %q: %w: renew: %w", w.cfg.Limit, ErrNoPermits, err))
+	case res.Status == client.LeaseGranted:
 		w.stats.Renewals++
 		w.installLocked(now, sentAt, res)
-	case fsm.LeaseFenced:
+	case res.Status == client.LeaseFenced:
 		w.stats.Fenced++
-		w.log.Debug("lease fenced, leasing again", "lease", q.LeaseID, "epoch", q.Epoch, "detail", res.Detail)
+		w.log.Debug("lease fenced, leasing again", "lease", q.leaseID, "epoch", q.epoch, "detail", res.Detail)
 		w.dropLeaseLocked(now)
 		w.regErr = nil
 		w.nextRegisterNanos = now
 	default:
-		w.log.Warn("renewal rejected", "lease", q.LeaseID, "status", res.Status, "detail", res.Detail)
+		w.log.Warn("renewal answered unexpectedly", "lease", q.leaseID, "status", res.Status, "detail", res.Detail)
 		w.dropLeaseLocked(now)
 		w.refusedLocked(now, now+w.cfg.retryNanos, fmt.Errorf("worker: limit %q: %w: renew %s: %s", w.cfg.Limit, ErrNoPermits, res.Status, res.Detail))
 	}
@@ -193,12 +218,12 @@ func (w *Worker) refusedLocked(nowNanos, retryAtNanos int64, err error) {
 
 // installLocked makes a granting answer the current grant. Its local
 // expiry counts from sentAt, when the request was sent, not from now.
-func (w *Worker) installLocked(nowNanos, sentAtNanos int64, res fsm.LeaseResult) {
+func (w *Worker) installLocked(nowNanos, sentAtNanos int64, res client.LeaseGrant) {
 	g := &grant{leaseID: res.LeaseID, epoch: res.Epoch, permits: res.Permits, sentAtNanos: sentAtNanos,
-		expiryNanos: localExpiry(sentAtNanos, res.ExpiresInNanos, w.cfg.ttlNanos, w.cfg.marginNanos)}
+		expiryNanos: localExpiry(sentAtNanos, int64(res.ExpiresIn), w.cfg.ttlNanos, w.cfg.marginNanos)}
 	w.cur = g
 	w.leaseID, w.epoch = res.LeaseID, res.Epoch
-	w.share = res.ShareMilliPermitsPerSec
+	w.share = res.ShareMilliPerSec
 	w.everGranted = true
 	w.stats.LeasedPermits += res.Permits
 	w.stats.CreditedPermits += res.CreditedPermits
@@ -249,32 +274,41 @@ func (w *Worker) returnLease(ctx context.Context) error {
 		w.mu.Unlock()
 		return nil
 	}
-	var q fsm.Return
+	var q renewCall
 	if p := w.pendingRenew; p != nil {
 		// A renew of this grant may have been applied: report the same;
 		// if it was, the return is fenced and its new grant expires
 		// unspent.
-		q = fsm.Return{Report: fsm.Report{LeaseID: p.LeaseID, Epoch: p.Epoch, SpentPermits: p.SpentPermits, StolenOutPermits: p.StolenOutPermits, StolenInPermits: p.StolenInPermits + w.inSinceReport}}
+		q = renewCall{leaseID: p.leaseID, epoch: p.epoch, rep: client.LeaseReport{Spent: p.rep.Spent, StolenOut: p.rep.StolenOut,
+			StolenIn: p.rep.StolenIn + w.inSinceReport}}
 	} else {
-		q = fsm.Return{Report: fsm.Report{LeaseID: w.leaseID, Epoch: w.epoch, StolenInPermits: w.inSinceReport}}
+		q = renewCall{leaseID: w.leaseID, epoch: w.epoch, rep: client.LeaseReport{StolenIn: w.inSinceReport}}
 		if g := w.cur; g != nil && g.leaseID == w.leaseID && g.epoch == w.epoch {
 			g.closed = true
-			q.SpentPermits, q.StolenOutPermits = g.spent, g.stolenOut
+			q.rep.Spent, q.rep.StolenOut = g.spent, g.stolenOut
 		}
 	}
-	q.Limit = w.cfg.Limit
-	q.RequestID = w.newRequestIDLocked()
+	q.rep.RequestID = w.newRequestIDLocked()
 	// Past this the lease has expired at the register (its last grant was
 	// decided before the answer arrived), and returning it is moot.
 	moot := w.lastGoodNanos + w.cfg.ttlNanos
 	w.mu.Unlock()
 
 	for {
-		res, err := w.call(ctx, func(ctx context.Context) (fsm.LeaseResult, error) { return w.cfg.Register.Return(ctx, w.cfg.Limit, q) })
+		res, err := w.call(ctx, func(ctx context.Context) (client.LeaseGrant, error) {
+			return w.cfg.Register.Return(ctx, w.cfg.Limit, q.leaseID, q.epoch, q.rep)
+		})
+		if rejected(err) {
+			w.mu.Lock()
+			w.dropLeaseLocked(w.now())
+			w.mu.Unlock()
+			w.reportStats()
+			return fmt.Errorf("worker %q: return lease %d: %w", w.cfg.Name, q.leaseID, err)
+		}
 		if err == nil {
 			w.mu.Lock()
 			w.stats.CreditedPermits += res.CreditedPermits
-			if res.Status != fsm.LeaseReturned {
+			if res.Status != client.LeaseReturned {
 				w.dropLeaseLocked(w.now())
 			} else {
 				w.cur = nil
@@ -282,19 +316,19 @@ func (w *Worker) returnLease(ctx context.Context) error {
 			}
 			w.mu.Unlock()
 			w.reportStats()
-			if res.Status != fsm.LeaseReturned && res.Status != fsm.LeaseFenced {
-				return fmt.Errorf("worker %q: return lease %d: %s: %s", w.cfg.Name, q.LeaseID, res.Status, res.Detail)
+			if res.Status != client.LeaseReturned && res.Status != client.LeaseFenced {
+				return fmt.Errorf("worker %q: return lease %d: %s: %s", w.cfg.Name, q.leaseID, res.Status, res.Detail)
 			}
 			return nil
 		}
 		if w.now() >= moot {
-			return fmt.Errorf("worker %q: return lease %d: gave up, the lease has expired at the register: %w", w.cfg.Name, q.LeaseID, err)
+			return fmt.Errorf("worker %q: return lease %d: gave up, the lease has expired at the register: %w", w.cfg.Name, q.leaseID, err)
 		}
 		t := time.NewTimer(time.Duration(w.cfg.retryNanos))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("worker %q: return lease %d (it expires at the register after its TTL): %w", w.cfg.Name, q.LeaseID, err)
+			return fmt.Errorf("worker %q: return lease %d (it expires at the register after its TTL): %w", w.cfg.Name, q.leaseID, err)
 		case <-t.C:
 		}
 	}
