@@ -52,7 +52,7 @@ func TestServeClientOnFollower(t *testing.T) {
 		{"zero permits", wire.OpReserve, reserve(wire.Reserve{Limit: "api", Permits: 0, RequestID: id(3)}), wire.CodeInvalid},
 		{"bad name", wire.OpReserve, reserve(wire.Reserve{Limit: "a b", Permits: 1}), wire.CodeInvalid},
 		{"garbage", wire.OpReserve, []byte{0xff}, wire.CodeInvalid},
-		{"admin op", wire.OpDelete, []byte{3, 'a', 'p', 'i'}, wire.CodeInvalid},
+		{"forwarding op", wire.OpCommand, []byte{1, 2}, wire.CodeInvalid},
 	} {
 		if code, p := call(tc.op, tc.payload); code != tc.want {
 			t.Errorf("%s: code %d (%s), want %d", tc.name, code, p, tc.want)

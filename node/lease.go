@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -36,26 +35,14 @@ import (
 // permits, ...) is ErrInvalid with the register's reason; an unknown limit
 // is ErrNotFound.
 func (n *Node) PutLeasePolicy(ctx context.Context, p fsm.LeasePolicy) (fsm.LeasePolicyResult, error) {
-	if err := p.Validate(); err != nil {
-		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	payload, err := fsm.AppendLeasePolicy(nil, fsm.Stamp{}, p)
+	entry, err := fsm.AppendLeasePolicy(nil, fsm.Stamp{}, p)
 	if err != nil {
 		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, wire.OpLeasePolicy, payload, func(ctx context.Context) ([]byte, error) {
-		res, err := n.leasePolicyLocal(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return encodeLeasePolicyResult(res), nil
-	})
+	v, err := n.command(ctx, entry)
+	res, err := resultAs[fsm.LeasePolicyResult]("lease policy", v, err)
 	if err != nil {
-		return fsm.LeasePolicyResult{}, err
-	}
-	res, err := decodeLeasePolicyResult(resp)
-	if err != nil {
-		return fsm.LeasePolicyResult{}, fmt.Errorf("node: leader's answer: %w", err)
+		return res, err
 	}
 	switch {
 	case res.UnknownLimit:
@@ -77,14 +64,7 @@ func (n *Node) leasePolicyLocal(ctx context.Context, p fsm.LeasePolicy) (fsm.Lea
 		return fsm.LeasePolicyResult{}, n.limitNotFound(p.Limit)
 	}
 	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendLeasePolicy(nil, st, p) })
-	if err != nil {
-		return fsm.LeasePolicyResult{}, err
-	}
-	res, ok := v.(fsm.LeasePolicyResult)
-	if !ok {
-		return fsm.LeasePolicyResult{}, fmt.Errorf("%w: internal error: lease policy answered %T (outcome unknown)", ErrNoLeader, v)
-	}
-	return res, nil
+	return resultAs[fsm.LeasePolicyResult]("lease policy", v, err)
 }
 
 // Lease opens a lease for q.Holder on a leased limit; see fsm.Lease. The
@@ -92,12 +72,8 @@ func (n *Node) leasePolicyLocal(ctx context.Context, p fsm.LeasePolicy) (fsm.Lea
 // sent, see fsm.LeaseResult) or LeaseRefused (the holder already holds a
 // lease, named by LeaseID and Epoch, or the limit holds too many).
 func (n *Node) Lease(ctx context.Context, q fsm.Lease) (fsm.LeaseResult, error) {
-	if err := q.Validate(); err != nil {
-		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, wire.OpLease, func(st fsm.Stamp) ([]byte, error) {
-		return fsm.AppendLease(nil, st, q)
-	})
+	entry, err := fsm.AppendLease(nil, fsm.Stamp{}, q)
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, entry, err)
 }
 
 // Renew reports on the current grant of lease q.LeaseID at q.Epoch and
@@ -105,66 +81,33 @@ func (n *Node) Lease(ctx context.Context, q fsm.Lease) (fsm.LeaseResult, error) 
 // q.Epoch+1) or LeaseFenced (the lease is not live or the epoch is not
 // its current one: stop using that grant).
 func (n *Node) Renew(ctx context.Context, q fsm.Renew) (fsm.LeaseResult, error) {
-	if err := q.Validate(); err != nil {
-		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, wire.OpRenew, func(st fsm.Stamp) ([]byte, error) {
-		return fsm.AppendRenew(nil, st, q)
-	})
+	entry, err := fsm.AppendRenew(nil, fsm.Stamp{}, q)
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, entry, err)
 }
 
 // Return reports on the current grant of lease q.LeaseID at q.Epoch and
 // closes the lease; see fsm.Return. The answer is LeaseReturned or
 // LeaseFenced.
 func (n *Node) Return(ctx context.Context, q fsm.Return) (fsm.LeaseResult, error) {
-	if err := q.Validate(); err != nil {
-		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return n.leaseCommand(ctx, q.Limit, q.RequestID, wire.OpReturn, func(st fsm.Stamp) ([]byte, error) {
-		return fsm.AppendReturn(nil, st, q)
-	})
+	entry, err := fsm.AppendReturn(nil, fsm.Stamp{}, q)
+	return n.leaseCommand(ctx, q.Limit, q.RequestID, entry, err)
 }
 
-// leaseCommand decides one lease, renew or return on the leader (encode
-// builds its log entry at a cluster time), retrying a command with a
-// request ID on ambiguous failures. A follower forwards the entry itself,
-// stamped 0: the leader decodes it with fsm.Decode and stamps its own.
-func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, op byte, encode func(st fsm.Stamp) ([]byte, error)) (fsm.LeaseResult, error) {
-	payload, err := encode(fsm.Stamp{})
+// leaseCommand runs one lease, renew or return (its entry stamped 0, or
+// the error that encoding it gave: the command is invalid) on the leader,
+// retrying a command with a request ID on ambiguous failures.
+func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, entry []byte, err error) (fsm.LeaseResult, error) {
 	if err != nil {
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	giveUp := time.Now().Add(maxRetryFor)
-	for {
-		res, err := n.leaseOnce(ctx, limit, op, payload, encode)
-		if err == nil {
-			return n.leaseResultToErr(limit, res)
-		}
-		if requestID == "" || !errors.Is(err, ErrNoLeader) || ctx.Err() != nil || time.Now().After(giveUp) {
-			return fsm.LeaseResult{}, err
-		}
-		if !n.pause(ctx, 20*time.Millisecond) {
-			return fsm.LeaseResult{}, err
-		}
-	}
-}
-
-func (n *Node) leaseOnce(ctx context.Context, limit string, op byte, payload []byte, encode func(st fsm.Stamp) ([]byte, error)) (fsm.LeaseResult, error) {
-	resp, err := n.leaderDo(ctx, op, payload, func(ctx context.Context) ([]byte, error) {
-		res, err := n.leaseLocal(ctx, limit, encode)
+	return retryAmbiguous(n, ctx, requestID != "", time.Time{}, func() (fsm.LeaseResult, error) {
+		v, err := n.command(ctx, entry)
+		res, err := resultAs[fsm.LeaseResult]("lease command", v, err)
 		if err != nil {
-			return nil, err
+			return res, err
 		}
-		return encodeLeaseResult(res), nil
+		return n.leaseResultToErr(limit, res)
 	})
-	if err != nil {
-		return fsm.LeaseResult{}, err
-	}
-	res, err := decodeLeaseResult(resp)
-	if err != nil {
-		return fsm.LeaseResult{}, fmt.Errorf("node: leader's answer: %w", err)
-	}
-	return res, nil
 }
 
 // leaseLocal checks the limit and applies one lease command on the
@@ -228,30 +171,35 @@ func (n *Node) LeaseView(ctx context.Context, limit string) (fsm.LeasePoolInfo, 
 	if err := fsm.ValidateName(limit); err != nil {
 		return fsm.LeasePoolInfo{}, nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	resp, err := n.leaderDo(ctx, wire.OpLeaseView, encodeStrings(limit), func(ctx context.Context) ([]byte, error) {
-		return n.leaseViewLocal(ctx, limit)
-	})
-	if err != nil {
-		return fsm.LeasePoolInfo{}, nil, err
-	}
-	pool, leases, err := decodeLeaseView(resp)
-	if err != nil {
-		return fsm.LeasePoolInfo{}, nil, fmt.Errorf("node: leader's answer: %w", err)
-	}
-	return pool, leases, nil
+	v, err := leaderDo(n, ctx, time.Time{}, wire.OpLeaseView, bytesOf(encodeStrings(limit)),
+		func(ctx context.Context) (leaseView, error) { return n.leaseViewLocal(ctx, limit) },
+		func(resp []byte, _ time.Time) (leaseView, error) {
+			pool, leases, err := decodeLeaseView(resp)
+			if err != nil {
+				return leaseView{}, fmt.Errorf("node: leader's answer: %w", err)
+			}
+			return leaseView{pool, leases}, nil
+		})
+	return v.pool, v.leases, err
+}
+
+// leaseView is a leased limit's pool and its leases.
+type leaseView struct {
+	pool   fsm.LeasePoolInfo
+	leases []fsm.LeaseInfo
 }
 
 // maxViewTries bounds the attempts to read the pool and its leases at the
 // same applied index while entries keep being applied.
 const maxViewTries = 16
 
-func (n *Node) leaseViewLocal(ctx context.Context, limit string) ([]byte, error) {
+func (n *Node) leaseViewLocal(ctx context.Context, limit string) (leaseView, error) {
 	timeout := n.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
 	if err := n.awaitFuture(n.raft.Barrier(timeout)); err != nil {
-		return nil, mapRaftErr(err)
+		return leaseView{}, mapRaftErr(err)
 	}
 	for try := 1; ; try++ {
 		idx := n.fsm.AppliedIndex()
@@ -263,66 +211,10 @@ func (n *Node) leaseViewLocal(ctx context.Context, limit string) ([]byte, error)
 		}
 		switch {
 		case !ok:
-			return nil, n.limitNotFound(limit)
+			return leaseView{}, n.limitNotFound(limit)
 		case !info.Leased || !leased:
-			return nil, fmt.Errorf("%w: limit %q is not leased: it has no lease pool", ErrInvalid, limit)
+			return leaseView{}, fmt.Errorf("%w: limit %q is not leased: it has no lease pool", ErrInvalid, limit)
 		}
-		return encodeLeaseView(pool, leases), nil
+		return leaseView{pool, leases}, nil
 	}
-}
-
-// handleForwardedLease serves a forwarded lease command or view on the
-// leader. Domain outcomes travel as results; the follower maps them.
-func (n *Node) handleForwardedLease(ctx context.Context, op byte, payload []byte) ([]byte, error) {
-	invalid := func(err error) ([]byte, error) { return nil, fmt.Errorf("%w: %v", ErrInvalid, err) }
-	result := func(res fsm.LeaseResult, err error) ([]byte, error) {
-		if err != nil {
-			return nil, err
-		}
-		return encodeLeaseResult(res), nil
-	}
-	switch op {
-	case wire.OpLeasePolicy:
-		e, err := decodeCommand(payload, fsm.CmdPutLeasePolicy)
-		if err != nil {
-			return invalid(err)
-		}
-		p := e.Policy
-		res, err := n.leasePolicyLocal(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		return encodeLeasePolicyResult(res), nil
-	case wire.OpLease:
-		e, err := decodeCommand(payload, fsm.CmdLease)
-		if err != nil {
-			return invalid(err)
-		}
-		q := e.Lease
-		return result(n.leaseLocal(ctx, q.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendLease(nil, st, q) }))
-	case wire.OpRenew:
-		e, err := decodeCommand(payload, fsm.CmdRenew)
-		if err != nil {
-			return invalid(err)
-		}
-		q := e.Renew
-		return result(n.leaseLocal(ctx, q.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendRenew(nil, st, q) }))
-	case wire.OpReturn:
-		e, err := decodeCommand(payload, fsm.CmdReturn)
-		if err != nil {
-			return invalid(err)
-		}
-		q := e.Return
-		return result(n.leaseLocal(ctx, q.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendReturn(nil, st, q) }))
-	case wire.OpLeaseView:
-		ss, err := decodeStrings(payload, 1)
-		if err != nil {
-			return invalid(err)
-		}
-		if err := fsm.ValidateName(ss[0]); err != nil {
-			return invalid(err)
-		}
-		return n.leaseViewLocal(ctx, ss[0])
-	}
-	return nil, fmt.Errorf("%w: unknown forwarded operation %d", ErrInvalid, op)
 }

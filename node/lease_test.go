@@ -279,11 +279,17 @@ func TestLeasesThroughCluster(t *testing.T) {
 	}
 }
 
-// FuzzLeaseCodec feeds arbitrary frames to the decoders of the lease
-// payloads: none panics, and whatever decodes re-encodes to a frame that
-// decodes to the same value.
-func FuzzLeaseCodec(f *testing.F) {
+// FuzzResultCodec feeds arbitrary frames to the decoders of what a leader
+// answers a forwarded operation (the result codec, the views): none
+// panics, and whatever decodes re-encodes to a frame that decodes to the
+// same value.
+func FuzzResultCodec(f *testing.F) {
 	seeds := [][]byte{
+		mustEncode(encodeResult(fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, ExpiresInNanos: 2, SpacingNanos: 3, Duplicate: true})),
+		mustEncode(encodeResult(fsm.PutResult{Version: 7, Created: true, Detail: "d"})),
+		mustEncode(encodeResult(fsm.DeleteResult{Existed: true})),
+		mustEncode(encodeResult(fsm.SessionResult{ID: 4, IdleNanos: 5})),
+		mustEncode(encodeResult(fsm.LeaseResult{Status: fsm.LeaseFenced, Detail: "f"})),
 		mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, fsm.Lease{Limit: "api", Holder: "h", Group: "g", Weight: 3, DemandMilliPermitsPerSec: 1e12, TTLNanos: 1e9, RequestID: "r"})),
 		mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, fsm.Return{Report: fsm.Report{Limit: "api", LeaseID: 9, Epoch: 1, SpentPermits: 1}, RequestID: "x"})),
 		encodeLeaseResult(fsm.LeaseResult{Status: fsm.LeaseGranted, LeaseID: 1, Epoch: 2, Permits: 3, ExpiresInNanos: -1, Duplicate: true, Detail: "d"}),
@@ -302,10 +308,14 @@ func FuzzLeaseCodec(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, typ := range []fsm.CommandType{fsm.CmdPutLeasePolicy, fsm.CmdLease, fsm.CmdRenew, fsm.CmdReturn} {
-			if e, err := decodeCommand(b, typ); err == nil && e.Type != typ {
-				t.Fatalf("decodeCommand(%d) returned a command of type %d", typ, e.Type)
-			}
+		if v, err := decodeResult(b); err == nil {
+			roundTrip(t, "result", v, func() (any, error) {
+				e, err := encodeResult(v)
+				if err != nil {
+					return nil, err
+				}
+				return decodeResult(e)
+			})
 		}
 		if r, err := decodeLeaseResult(b); err == nil {
 			roundTrip(t, "lease result", r, func() (any, error) { return decodeLeaseResult(encodeLeaseResult(r)) })
@@ -353,14 +363,25 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 			t.Errorf("%s: got %+v (%v), want %+v", name, got, err, want)
 		}
 	}
-	e1, err := decodeCommand(mustEncode(fsm.AppendLeasePolicy(nil, fsm.Stamp{}, pol)), fsm.CmdPutLeasePolicy)
+	// Forwarded commands are fsm entries stamped 0.
+	e1, err := fsm.Decode(mustEncode(fsm.AppendLeasePolicy(nil, fsm.Stamp{}, pol)))
 	check("policy", pol, e1.Policy, err)
-	e2, err := decodeCommand(mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, lease)), fsm.CmdLease)
+	e2, err := fsm.Decode(mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, lease)))
 	check("lease", lease, e2.Lease, err)
-	e3, err := decodeCommand(mustEncode(fsm.AppendRenew(nil, fsm.Stamp{}, renew)), fsm.CmdRenew)
+	e3, err := fsm.Decode(mustEncode(fsm.AppendRenew(nil, fsm.Stamp{}, renew)))
 	check("renew", renew, e3.Renew, err)
-	e4, err := decodeCommand(mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, ret)), fsm.CmdReturn)
+	e4, err := fsm.Decode(mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, ret)))
 	check("return", ret, e4.Return, err)
+	// Every result goes through the one codec.
+	for _, v := range []any{res, pres, fsm.PutResult{Version: 1, Created: true, Detail: "d"}, fsm.DeleteResult{Existed: true, Detail: "d"},
+		fsm.SessionResult{ID: 1, IdleNanos: 2}, fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 3, Duplicate: true, Detail: "d"}} {
+		b, err := encodeResult(v)
+		if err != nil {
+			t.Fatalf("encode %T: %v", v, err)
+		}
+		got, err := decodeResult(b)
+		check(fmt.Sprintf("%T", v), v, got, err)
+	}
 	got5, err := decodeLeaseResult(encodeLeaseResult(res))
 	check("result", res, got5, err)
 	got6, err := decodeLeasePolicyResult(encodeLeasePolicyResult(pres))
@@ -380,11 +401,11 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 			t.Errorf("result truncated to %d bytes decodes", i)
 		}
 	}
-	if _, err := decodeCommand(mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, lease)), fsm.CmdRenew); err == nil {
-		t.Errorf("a lease decodes as a renew")
-	}
-	if _, err := decodeCommand(append(mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, ret)), 0), fsm.CmdReturn); err == nil {
+	if _, err := decodeResult(append(mustEncode(encodeResult(res)), 0)); err == nil {
 		t.Errorf("trailing byte decodes")
+	}
+	if _, err := decodeResult([]byte{99}); err == nil {
+		t.Errorf("an unknown result tag decodes")
 	}
 	// A lease count beyond the frame is rejected before allocating.
 	var w wire.Enc

@@ -4,26 +4,32 @@ package wire
 // a node's HTTP port. No HTTP/1.x or HTTP/2 connection starts with it.
 const ClientPreface byte = 0x00
 
-// Operations (the Kind of a call frame).
+// Operations (the Kind of a call frame). A client sends OpReserve and
+// OpOpenSession; a follower forwards the register's commands as they go
+// in its log (OpCommand: an entry of package fsm, stamped 0) and the other
+// operations with string payloads. The numbers of retired operations (2,
+// 3, 7-10) are not reused.
 const (
+	// OpReserve: a Reserve (EncodeReserve); the answer a ReserveResult.
 	OpReserve byte = 1
-	OpPut     byte = 2
-	OpDelete  byte = 3
-	OpRead    byte = 4
-	OpJoin    byte = 5
-	OpRemove  byte = 6
-	// The lease commands and the lease view.
-	OpLeasePolicy byte = 7
-	OpLease       byte = 8
-	OpRenew       byte = 9
-	OpReturn      byte = 10
-	OpLeaseView   byte = 11
+	// OpRead: the limits (payload: a limit's name, empty for all).
+	OpRead byte = 4
+	// OpJoin and OpRemove change the membership (payload: the server's ID,
+	// and its raft address for a join).
+	OpJoin   byte = 5
+	OpRemove byte = 6
+	// OpLeaseView: a leased limit's pool and leases (payload: its name).
+	OpLeaseView byte = 11
 	// OpOpenSession opens a client session (empty payload; the answer is
-	// the session ID and its idle lifetime).
+	// a SessionResult).
 	OpOpenSession byte = 12
 	// OpTransfer hands leadership to another voter (payload: the target's
 	// ID, empty for any).
 	OpTransfer byte = 13
+	// OpCommand: one of the register's commands as a log entry of package
+	// fsm, stamped 0 (the leader stamps it); the answer is the register's
+	// result (package node's result codec).
+	OpCommand byte = 14
 )
 
 // Answer codes (the Kind of an answer frame). Every code but CodeOK carries

@@ -2,37 +2,81 @@ package node
 
 import (
 	"fmt"
-	"github.com/permitd/permitd/transport/wire"
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
-// codec.go: payloads of forwarded operations (see forward.go).
+// resultcodec.go: what the leader answers a forwarded operation (see
+// command.go): the register's result of a command, in one tagged codec
+// (encodeResult, decodeResult), and the views (limits, a lease pool).
+// Every number is a varint, every name a length-prefixed string; decoding
+// is bounded by the frame and never panics.
 
-func encodePut(name string, cfg bucket.Config) ([]byte, error) {
-	cb, err := cfg.AppendBinary(nil)
-	if err != nil {
-		return nil, err
+// Result tags: the first byte of an encoded result.
+const (
+	resultReserve byte = 1 + iota
+	resultSession
+	resultPut
+	resultDelete
+	resultLease
+	resultLeasePolicy
+)
+
+// encodeResult encodes one of the register's results.
+func encodeResult(v any) ([]byte, error) {
+	switch res := v.(type) {
+	case fsm.ReserveResult:
+		return append([]byte{resultReserve}, wire.EncodeReserveResult(toWireResult(res))...), nil
+	case fsm.SessionResult:
+		return append([]byte{resultSession}, wire.EncodeSessionResult(toWireSession(res))...), nil
+	case fsm.PutResult:
+		w := wire.Enc{B: []byte{resultPut}}
+		w.Uvar(res.Version)
+		w.Bool(res.Created)
+		w.Str(res.Detail)
+		return w.B, nil
+	case fsm.DeleteResult:
+		w := wire.Enc{B: []byte{resultDelete}}
+		w.Bool(res.Existed)
+		w.Str(res.Detail)
+		return w.B, nil
+	case fsm.LeaseResult:
+		return append([]byte{resultLease}, encodeLeaseResult(res)...), nil
+	case fsm.LeasePolicyResult:
+		return append([]byte{resultLeasePolicy}, encodeLeasePolicyResult(res)...), nil
 	}
-	var w wire.Enc
-	w.Str(name)
-	w.Bytes(cb)
-	return w.B, nil
+	return nil, fmt.Errorf("node: internal error: no codec for the result %T", v)
 }
 
-func decodePut(p []byte) (string, bucket.Config, error) {
-	r := wire.Dec{B: p}
-	name := r.Str()
-	cb := r.Bytes()
-	if err := r.Done(); err != nil {
-		return "", bucket.Config{}, err
+// decodeResult decodes a result encoded by encodeResult.
+func decodeResult(b []byte) (any, error) {
+	if len(b) == 0 {
+		return nil, wire.ErrMalformed
 	}
-	cfg, err := bucket.DecodeConfig(cb)
-	if err != nil {
-		return "", bucket.Config{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	p := b[1:]
+	switch b[0] {
+	case resultReserve:
+		res, err := wire.DecodeReserveResult(p)
+		return fromWireResult(res), err
+	case resultSession:
+		res, err := wire.DecodeSessionResult(p)
+		return fromWireSession(res), err
+	case resultPut:
+		r := wire.Dec{B: p}
+		res := fsm.PutResult{Version: r.Uvar(), Created: r.Bool(), Detail: r.Str()}
+		return res, r.Done()
+	case resultDelete:
+		r := wire.Dec{B: p}
+		res := fsm.DeleteResult{Existed: r.Bool(), Detail: r.Str()}
+		return res, r.Done()
+	case resultLease:
+		return decodeLeaseResult(p)
+	case resultLeasePolicy:
+		return decodeLeasePolicyResult(p)
 	}
-	return name, cfg, nil
+	return nil, fmt.Errorf("%w: result tag %d", wire.ErrMalformed, b[0])
 }
 
 func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
@@ -101,23 +145,6 @@ func decodeStrings(p []byte, n int) ([]string, error) {
 		out[i] = r.Str()
 	}
 	return out, r.Done()
-}
-
-// Lease results and views (see lease.go). Every number is a varint, every
-// name a length-prefixed string; decoding is bounded by the frame and never
-// panics. Lease commands themselves travel in fsm's log encoding.
-
-// decodeCommand decodes a forwarded lease command: the register's own log
-// encoding (see leaseCommand), which fsm.Decode bounds and validates.
-func decodeCommand(b []byte, want fsm.CommandType) (fsm.Entry, error) {
-	e, err := fsm.Decode(b)
-	if err != nil {
-		return fsm.Entry{}, err
-	}
-	if e.Type != want {
-		return fsm.Entry{}, fmt.Errorf("%w: forwarded command type %d where %d was expected", wire.ErrMalformed, e.Type, want)
-	}
-	return e, nil
 }
 
 func encodeLeaseResult(res fsm.LeaseResult) []byte {

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
+)
+
+// admin.go: creating, reconfiguring, reading and deleting limits.
+
+// PutLimit creates or reconfigures a limit. A configuration the register
+// cannot carry the limit's state over to is ErrInvalid with its reason
+// (the limit keeps its previous one).
+func (n *Node) PutLimit(ctx context.Context, name string, cfg bucket.Config) (fsm.PutResult, error) {
+	entry, err := fsm.AppendPut(nil, fsm.Stamp{}, fsm.PutLimit{Name: name, Config: cfg})
+	if err != nil {
+		return fsm.PutResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	v, err := n.command(ctx, entry)
+	return resultAs[fsm.PutResult]("put", v, err)
+}
+
+func (n *Node) putLocal(ctx context.Context, p fsm.PutLimit) (fsm.PutResult, error) {
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendPut(nil, st, p) })
+	res, err := resultAs[fsm.PutResult]("put", v, err)
+	if err == nil && res.Detail != "" {
+		// The register kept the old configuration (e.g. the new one
+		// cannot carry the current state over).
+		return fsm.PutResult{}, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)
+	}
+	return res, err
+}
+
+// DeleteLimit removes a limit (ErrNotFound if it does not exist). A leased
+// limit whose leases still hold permits is kept unless force (ErrConflict,
+// with the register's reason).
+func (n *Node) DeleteLimit(ctx context.Context, name string, force bool) (fsm.DeleteResult, error) {
+	entry, err := fsm.AppendDelete(nil, fsm.Stamp{}, fsm.DeleteLimit{Name: name, Force: force})
+	if err != nil {
+		return fsm.DeleteResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	v, err := n.command(ctx, entry)
+	res, err := resultAs[fsm.DeleteResult]("delete", v, err)
+	if err == nil && !res.Existed {
+		return res, n.limitNotFound(name)
+	}
+	return res, err
+}
+
+func (n *Node) deleteLocal(ctx context.Context, d fsm.DeleteLimit) (fsm.DeleteResult, error) {
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendDelete(nil, st, d) })
+	res, err := resultAs[fsm.DeleteResult]("delete", v, err)
+	if err == nil && res.Detail != "" {
+		return fsm.DeleteResult{}, userErrorf(ErrConflict, "%s", res.Detail)
+	}
+	return res, err
+}
+
+// Limit returns one limit, read linearizably: the leader confirms its
+// leadership and applies everything committed before answering, so a
+// restarted or partitioned node never answers from stale state.
+func (n *Node) Limit(ctx context.Context, name string) (fsm.LimitInfo, error) {
+	if err := fsm.ValidateName(name); err != nil {
+		return fsm.LimitInfo{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	ls, err := n.read(ctx, name)
+	if err != nil {
+		return fsm.LimitInfo{}, err
+	}
+	if len(ls) != 1 {
+		return fsm.LimitInfo{}, n.limitNotFound(name)
+	}
+	return ls[0], nil
+}
+
+// Limits returns every limit, sorted by name, read linearizably.
+func (n *Node) Limits(ctx context.Context) ([]fsm.LimitInfo, error) {
+	return n.read(ctx, "")
+}
+
+func (n *Node) read(ctx context.Context, name string) ([]fsm.LimitInfo, error) {
+	return leaderDo(n, ctx, time.Time{}, wire.OpRead, bytesOf(encodeStrings(name)),
+		func(ctx context.Context) ([]fsm.LimitInfo, error) { return n.readLocal(ctx, name) },
+		func(resp []byte, _ time.Time) ([]fsm.LimitInfo, error) { return decodeLimits(resp) })
+}
+
+// readLocal reads one limit (or every limit, if name is empty) on the
+// leader, after a barrier: everything committed before is applied.
+func (n *Node) readLocal(ctx context.Context, name string) ([]fsm.LimitInfo, error) {
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if err := n.awaitFuture(n.raft.Barrier(timeout)); err != nil {
+		return nil, mapRaftErr(err)
+	}
+	if name == "" {
+		return n.fsm.Limits(), nil
+	}
+	if l, ok := n.fsm.Limit(name); ok {
+		return []fsm.LimitInfo{l}, nil
+	}
+	return nil, nil
+}

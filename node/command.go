@@ -1,0 +1,274 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
+)
+
+// command.go: one path for every command of the register, from any node.
+//
+// A command is an fsm log entry. The node that serves a request validates
+// it, builds its entry stamped 0 and runs it on the leader: itself if it
+// leads, else the leader, to which it forwards the entry's bytes as they
+// are (OpCommand). The leader decodes a forwarded entry with fsm.Decode
+// (which bounds and validates it: it came from the network), checks it
+// against its own state (the limit exists, is leased, ...), stamps it with
+// the cluster time and applies it through raft (commandLocal). The
+// register's result travels back in the one result codec (resultcodec.go).
+// Reserves take the same path, except that the leader queues them for its
+// batcher (batcher.go) instead of applying an entry each.
+//
+// Views (limits, a lease pool) and membership changes are not commands of
+// the register; they have operations of their own (OpRead, OpLeaseView,
+// OpJoin, OpRemove, OpTransfer) whose payloads are strings.
+//
+// A node that is not the leader waits for one at most Config.LeaderWait
+// (then the request fails with ErrNoLeader: 503, retry later), and a
+// command that carries an idempotency key (a request ID, a session
+// reference) is retried on such ambiguous failures (retryAmbiguous): the
+// register answers a retry with the first decision.
+
+// leaderDo runs local on the leader, or forwards op with the payload
+// returns (built only then) to it and reads the leader's answer with answer
+// (which gets the moment the answer was read off the connection). A node that is not the leader waits for one
+// at most LeaderWait; if by is not zero, the whole non-leader path (finding
+// the leader, and its answer) is bounded by it too.
+func leaderDo[T any](n *Node, ctx context.Context, by time.Time, op byte, payload func() ([]byte, error),
+	local func(context.Context) (T, error), answer func(resp []byte, received time.Time) (T, error)) (T, error) {
+	var zero T
+	if err := n.checkRemoved(); err != nil {
+		return zero, err
+	}
+	if n.timeline.isActive() {
+		return local(ctx) // the leader's fast path: no context of its own
+	}
+	if !by.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, by)
+		defer cancel()
+	}
+	wait, cancel := context.WithTimeout(ctx, n.cfg.LeaderWait)
+	defer cancel()
+	if n.waitLeading(wait) {
+		return local(ctx)
+	}
+	addr, _, err := n.leaderAddr(wait)
+	if err != nil {
+		return zero, err
+	}
+	if addr == string(n.trans.LocalAddr()) {
+		// Raft names this node leader but its timeline is not active yet.
+		if n.waitLeading(wait) {
+			return local(ctx)
+		}
+		return zero, fmt.Errorf("%w: leadership not established", ErrNoLeader)
+	}
+	p, err := payload()
+	if err != nil {
+		return zero, err
+	}
+	resp, received, err := n.fwd.forwardTimed(ctx, addr, op, p)
+	if err != nil {
+		return zero, err
+	}
+	return answer(resp, received)
+}
+
+// command runs the command entry (stamped 0) on the leader and returns the
+// register's result: commandLocal here, or through the leader.
+func (n *Node) command(ctx context.Context, entry []byte) (any, error) {
+	return leaderDo(n, ctx, time.Time{}, wire.OpCommand, bytesOf(entry),
+		func(ctx context.Context) (any, error) {
+			e, err := fsm.Decode(entry)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+			return n.commandLocal(ctx, e)
+		},
+		func(resp []byte, _ time.Time) (any, error) {
+			v, err := decodeResult(resp)
+			if err != nil {
+				return nil, fmt.Errorf("node: leader's answer: %w", err)
+			}
+			return v, nil
+		})
+}
+
+// commandLocal checks a decoded command against the leader's state and
+// applies it; it returns the register's result (a value of fsm's result
+// types). A reserve is queued for the batcher; its domain outcomes
+// (unknown limit, invalid) are results too, which the node that serves the
+// request maps to errors.
+func (n *Node) commandLocal(ctx context.Context, e fsm.Entry) (any, error) {
+	switch e.Type {
+	case fsm.CmdReserveBatch:
+		if len(e.Reserves) != 1 {
+			return nil, fmt.Errorf("%w: a forwarded reserve entry holds %d reserves; allowed: 1", ErrInvalid, len(e.Reserves))
+		}
+		r := e.Reserves[0]
+		if err := n.checkLocal(r); err != nil {
+			return nil, err
+		}
+		res, err := n.reserveLocal(ctx, r)
+		if res.Status == 0 {
+			if err == nil {
+				err = errors.New("node: internal error: reserve without a status")
+			}
+			return nil, err
+		}
+		return res, nil
+	case fsm.CmdPutLimit:
+		return n.putLocal(ctx, e.Put)
+	case fsm.CmdDeleteLimit:
+		return n.deleteLocal(ctx, e.Delete)
+	case fsm.CmdPutLeasePolicy:
+		return n.leasePolicyLocal(ctx, e.Policy)
+	case fsm.CmdLease:
+		return n.leaseLocal(ctx, e.Lease.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendLease(nil, st, e.Lease) })
+	case fsm.CmdRenew:
+		return n.leaseLocal(ctx, e.Renew.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendRenew(nil, st, e.Renew) })
+	case fsm.CmdReturn:
+		return n.leaseLocal(ctx, e.Return.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendReturn(nil, st, e.Return) })
+	case fsm.CmdOpenSession:
+		return n.openSessionLocal(ctx)
+	}
+	return nil, fmt.Errorf("%w: command type %d cannot be forwarded", ErrInvalid, e.Type)
+}
+
+// applyAdmin stamps and applies one command (other than a reserve) on the
+// leader and returns the register's result.
+func (n *Node) applyAdmin(ctx context.Context, encode func(st fsm.Stamp) ([]byte, error)) (any, error) {
+	if !n.waitLeading(ctx) {
+		return nil, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
+	}
+	st, _, ok := n.stampForApply()
+	if !ok {
+		return nil, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
+	}
+	buf, err := encode(st)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	f := n.raft.Apply(buf, n.cfg.ApplyTimeout)
+	if err := n.awaitFuture(f); err != nil {
+		return nil, mapRaftErr(err)
+	}
+	return f.Response(), nil
+}
+
+// bytesOf is a payload already built.
+func bytesOf(b []byte) func() ([]byte, error) { return func() ([]byte, error) { return b, nil } }
+
+// resultAs returns the command's result as a T, or the error: a result of
+// another type is an internal error whose outcome is unknown (the command
+// was committed, its answer lost).
+func resultAs[T any](what string, v any, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	res, ok := v.(T)
+	if !ok {
+		return zero, fmt.Errorf("%w: internal error: %s answered %T (outcome unknown)", ErrNoLeader, what, v)
+	}
+	return res, nil
+}
+
+// maxRetryFor bounds the internal retries of one command with an
+// idempotency key: well inside the register's dedup retention (and a
+// session's idle lifetime), so that a retry is always recognised as one.
+const maxRetryFor = 30 * time.Second
+
+// retryAmbiguous runs once, and again (20 ms apart) while it fails with
+// ErrNoLeader, if the command is idempotent, until ctx ends, until (if not
+// zero) or maxRetryFor has passed.
+func retryAmbiguous[T any](n *Node, ctx context.Context, idempotent bool, until time.Time, once func() (T, error)) (T, error) {
+	giveUp := time.Now().Add(maxRetryFor)
+	if !until.IsZero() && until.Before(giveUp) {
+		giveUp = until
+	}
+	for {
+		res, err := once()
+		if err == nil || !idempotent || !errors.Is(err, ErrNoLeader) || ctx.Err() != nil || !time.Now().Before(giveUp) {
+			return res, err
+		}
+		if !n.pause(ctx, min(20*time.Millisecond, time.Until(giveUp))) || !time.Now().Before(giveUp) {
+			return res, err
+		}
+	}
+}
+
+// handleForwarded serves one operation forwarded by a follower. It never
+// forwards again: if this node is not the leader it says so.
+func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+	if !n.waitLeading(ctx) {
+		return nil, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.cfg.ID)
+	}
+	if op == wire.OpCommand {
+		e, err := fsm.Decode(payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		v, err := n.commandLocal(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		return encodeResult(v)
+	}
+	strs := func(k int) ([]string, error) {
+		ss, err := decodeStrings(payload, k)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return ss, nil
+	}
+	switch op {
+	case wire.OpRead:
+		ss, err := strs(1)
+		if err != nil {
+			return nil, err
+		}
+		ls, err := n.readLocal(ctx, ss[0])
+		if err != nil {
+			return nil, err
+		}
+		return encodeLimits(ls)
+	case wire.OpLeaseView:
+		ss, err := strs(1)
+		if err != nil {
+			return nil, err
+		}
+		if err := fsm.ValidateName(ss[0]); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		v, err := n.leaseViewLocal(ctx, ss[0])
+		if err != nil {
+			return nil, err
+		}
+		return encodeLeaseView(v.pool, v.leases), nil
+	case wire.OpJoin:
+		ss, err := strs(2)
+		if err != nil {
+			return nil, err
+		}
+		return nil, n.joinLocal(ss[0], ss[1])
+	case wire.OpRemove:
+		ss, err := strs(1)
+		if err != nil {
+			return nil, err
+		}
+		return nil, n.removeLocal(ss[0])
+	case wire.OpTransfer:
+		ss, err := strs(1)
+		if err != nil {
+			return nil, err
+		}
+		return nil, n.transferLocal(ss[0])
+	}
+	return nil, fmt.Errorf("%w: unknown forwarded operation %d", ErrInvalid, op)
+}

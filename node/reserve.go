@@ -1,0 +1,164 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
+)
+
+// reserve.go: reserves and the sessions that make their retries
+// exactly-once.
+
+// Reserve decides one reserve on the leader: locally if this node leads,
+// else forwarded (command.go). It is validated here first (an invalid
+// request never reaches the log): the name and fields, the limit's
+// existence and the permit count against the limit's MaxPermits as this
+// node knows them (the leader's FSM decides again). A reserve with a
+// RequestID or a session reference is retried on ambiguous failures; the
+// register deduplicates it. Either way the answer's durations count from
+// the moment this node returns it (answer.go).
+//
+// Without a reachable leader the reserve fails within its own max wait
+// plus LeaderWait (a caller that accepts no wait gets its 503 within
+// LeaderWait), not after the request's whole timeout. A reserve queued on
+// the leader still waits for its outcome past this bound.
+func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	if err := r.Validate(); err != nil {
+		return fsm.ReserveResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := n.checkRemoved(); err != nil {
+		return fsm.ReserveResult{}, err
+	}
+	if err := n.checkLocal(r); err != nil {
+		return fsm.ReserveResult{}, err
+	}
+	leaderBy := time.Now().Add(time.Duration(r.MaxWaitNanos) + n.cfg.LeaderWait)
+	idempotent := r.RequestID != "" || r.Session.ID != 0
+	var entry []byte // built once, the first time a leader is elsewhere
+	payload := func() ([]byte, error) {
+		if entry == nil {
+			var err error
+			if entry, err = fsm.AppendReserveBatch(nil, fsm.Stamp{}, []fsm.Reserve{r}); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+		}
+		return entry, nil
+	}
+	return retryAmbiguous(n, ctx, idempotent, leaderBy, func() (fsm.ReserveResult, error) {
+		return leaderDo(n, ctx, leaderBy, wire.OpCommand, payload,
+			func(ctx context.Context) (fsm.ReserveResult, error) { return n.reserveLocal(ctx, r) },
+			func(resp []byte, received time.Time) (fsm.ReserveResult, error) {
+				v, err := decodeResult(resp)
+				res, err := resultAs[fsm.ReserveResult]("reserve", v, err)
+				if err != nil {
+					return fsm.ReserveResult{}, fmt.Errorf("node: leader's answer: %w", err)
+				}
+				return n.resultToErr(r, shiftResult(res, time.Since(received)))
+			})
+	})
+}
+
+// checkLocal rejects reserves this node can already tell are invalid: an
+// unknown limit (on the leader), a leased limit (its permits are handed
+// out by lease), more permits than the limit can ever grant. A follower
+// that does not know the limit yet lets the leader decide.
+func (n *Node) checkLocal(r fsm.Reserve) error {
+	info, ok := n.fsm.Limit(r.Limit)
+	if !ok {
+		if n.timeline.isActive() {
+			return n.limitNotFound(r.Limit)
+		}
+		return nil
+	}
+	if info.Leased {
+		// Its permits are handed out by lease: a reserve would spend them
+		// a second time.
+		return fmt.Errorf("%w: limit %q is leased: reserve through a worker", ErrInvalid, r.Limit)
+	}
+	if max := info.Config.MaxPermits(); r.Permits > max {
+		return fmt.Errorf("%w: %d permits: limit %q can grant at most %d in one request", ErrInvalid, r.Permits, r.Limit, max)
+	}
+	return nil
+}
+
+func (n *Node) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-n.stopCh:
+		return false
+	}
+}
+
+// reserveLocal stamps r's arrival, hands it to the batcher and waits for
+// the register's decision, expressed relative to the moment it returns.
+func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	st, at, ok := n.stampForApply()
+	if !ok {
+		return fsm.ReserveResult{}, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
+	}
+	p := pendingPool.Get().(*pendingReserve)
+	p.r, p.arrived = r, arrival{st: st, at: at}
+	if err := n.batcher.enqueue(ctx, p); err != nil {
+		pendingPool.Put(p)
+		return fsm.ReserveResult{}, err
+	}
+	// Once queued, the reserve may be committed: wait for its outcome even
+	// past ctx, so that the answer is never lost while the grant is real.
+	// The batcher always answers: with the decision, or with an unknown
+	// outcome when leadership is lost or the node stops (awaitFuture).
+	out := <-p.done
+	arrived := p.arrived
+	pendingPool.Put(p)
+	if out.err != nil {
+		return fsm.ReserveResult{}, out.err
+	}
+	if f := n.testDecided; f != nil {
+		f(out.res)
+	}
+	return n.resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)))
+}
+
+// resultToErr maps domain outcomes that the API reports as errors. A
+// grant whose (first) permit expired before the answer could be sent — a
+// duplicate replayed too late, or a fresh strict grant held past its
+// expiry — is reported as a refusal: the permit must not be used, and a
+// new request (with a new ID) may be granted. A refusal, Busy and
+// SessionExpired stay results: they carry their retry time or detail.
+func (n *Node) resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveResult, error) {
+	if res.Status == fsm.Granted && res.ExpiresInNanos < 0 {
+		detail := "the permit granted to this request expired before its answer could be sent; reserve again"
+		if res.Duplicate {
+			detail = "the permit granted to this request_id expired before the retry arrived; retry with a new request_id"
+		}
+		return fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 1, Duplicate: res.Duplicate, Detail: detail}, nil
+	}
+	switch res.Status {
+	case fsm.UnknownLimit:
+		return res, n.limitNotFound(r.Limit)
+	case fsm.Invalid:
+		return res, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)
+	}
+	return res, nil
+}
+
+// OpenSession opens a client session (see fsm.SessionResult): the session
+// ID to put in reserves' fsm.SessionRef, and how long the session lives
+// without a reserve. It is not retried: a session opened by an attempt
+// whose answer was lost expires unused.
+func (n *Node) OpenSession(ctx context.Context) (fsm.SessionResult, error) {
+	v, err := n.command(ctx, fsm.AppendOpenSession(nil, fsm.Stamp{}))
+	return resultAs[fsm.SessionResult]("open session", v, err)
+}
+
+func (n *Node) openSessionLocal(ctx context.Context) (fsm.SessionResult, error) {
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendOpenSession(nil, st), nil })
+	return resultAs[fsm.SessionResult]("open session", v, err)
+}
