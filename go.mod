@@ -9,7 +9,6 @@ require (
 	github.com/hashicorp/raft v1.7.3
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
 	github.com/prometheus/client_golang v1.25.0
-	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/bbolt v1.3.5
 	go.uber.org/ratelimit v0.3.1
 	golang.org/x/sys v0.48.0
