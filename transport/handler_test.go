@@ -135,8 +135,9 @@ func TestLimitLifecycle(t *testing.T) {
 	if m := decode(t, w); w.Code != 200 || m["existed"] != true {
 		t.Errorf("delete: %d %s", w.Code, w.Body)
 	}
+	// A second delete finds nothing: 404, as the node answers it.
 	w = e.do(t, "DELETE", "/v1/limits/b", "")
-	if m := decode(t, w); w.Code != 200 || m["existed"] != false {
+	if m := decode(t, w); w.Code != http.StatusNotFound || !strings.Contains(m["error"].(string), `limit "b" not found`) {
 		t.Errorf("second delete: %d %s", w.Code, w.Body)
 	}
 	if w := e.do(t, "GET", "/v1/limits/b", ""); w.Code != http.StatusNotFound {
@@ -156,11 +157,11 @@ func TestEmptyListIsArray(t *testing.T) {
 
 func TestReserve(t *testing.T) {
 	e := newEnv(t, HandlerOptions{})
-	e.mustPut(t, "a", `{"algorithm":"strict","rate":1,"per":"1500ms"}`)
+	e.mustPut(t, "a", `{"algorithm":"strict","rate":1,"per":"1500ms","max_reserved":3}`)
 
 	// Empty body: one permit, no waiting.
 	w := e.do(t, "POST", "/v1/limits/a/reserve", "")
-	if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != `{"granted":true,"wait_ns":0,"expires_in_ns":0,"spacing_ns":1500000000,"duplicate":false}` {
+	if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != `{"granted":true,"wait_ns":0,"expires_in_ns":750000000,"spacing_ns":1500000000,"duplicate":false}` {
 		t.Fatalf("first reserve: %d %s", w.Code, got)
 	}
 	// The next permit is 1.5s away; max_wait 0 refuses.
@@ -187,15 +188,18 @@ func TestReserve(t *testing.T) {
 	}
 	// A session: POST /v1/sessions, then reserves numbered by seq; a retry
 	// of a seq is answered from the register.
+	// (The register numbers a session by its log index.)
 	w = e.do(t, "POST", "/v1/sessions", "")
-	if m := decode(t, w); w.Code != http.StatusCreated || m["session"] != 1.0 || m["idle_ttl_ns"] != float64(fsm.SessionIdleNanos) {
+	m = decode(t, w)
+	sid, _ := m["session"].(float64)
+	if w.Code != http.StatusCreated || sid < 1 || m["idle_ttl_ns"] != float64(fsm.SessionIdleNanos) {
 		t.Fatalf("open session: %d %s", w.Code, w.Body)
 	}
-	w = e.do(t, "POST", "/v1/limits/a/reserve", `{"max_wait":"5s","session":1,"seq":1}`)
+	w = e.do(t, "POST", "/v1/limits/a/reserve", fmt.Sprintf(`{"max_wait":"5s","session":%d,"seq":1}`, int(sid)))
 	if m := decode(t, w); w.Code != 200 || m["duplicate"] != false {
 		t.Fatalf("session reserve: %d %s", w.Code, w.Body)
 	}
-	w = e.do(t, "POST", "/v1/limits/a/reserve", `{"max_wait":"5s","session":1,"seq":1,"acked_below":1}`)
+	w = e.do(t, "POST", "/v1/limits/a/reserve", fmt.Sprintf(`{"max_wait":"5s","session":%d,"seq":1,"acked_below":1}`, int(sid)))
 	if m := decode(t, w); w.Code != 200 || m["duplicate"] != true {
 		t.Fatalf("session retry: %d %s", w.Code, w.Body)
 	}
@@ -209,8 +213,8 @@ func TestReserve(t *testing.T) {
 		{Limit: "a", Permits: 1},
 		{Limit: "a", Permits: 1, MaxWaitNanos: 2e9, RequestID: "abc-1"},
 		{Limit: "a", Permits: 1, MaxWaitNanos: 2e9, RequestID: "abc-1"},
-		{Limit: "a", Permits: 1, MaxWaitNanos: 5e9, Session: fsm.SessionRef{ID: 1, Seq: 1, AckedBelow: 1}},
-		{Limit: "a", Permits: 1, MaxWaitNanos: 5e9, Session: fsm.SessionRef{ID: 1, Seq: 1, AckedBelow: 1}},
+		{Limit: "a", Permits: 1, MaxWaitNanos: 5e9, Session: fsm.SessionRef{ID: uint64(sid), Seq: 1, AckedBelow: 1}},
+		{Limit: "a", Permits: 1, MaxWaitNanos: 5e9, Session: fsm.SessionRef{ID: uint64(sid), Seq: 1, AckedBelow: 1}},
 		{Limit: "a", Permits: 1, Session: fsm.SessionRef{ID: 7, Seq: 1, AckedBelow: 1}},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

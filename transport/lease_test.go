@@ -33,9 +33,11 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("reserve on a leased limit: %d %s", w.Code, w.Body)
 	}
 
+	// The pool mints from the policy on: 100 ms fill its burst of 100.
+	e.store.Advance(100e6)
 	lease := `{"holder":"h1","group":"g1","demand_milli_per_sec":10000,"ttl":"2s","request_id":"l1"}`
 	w = e.do(t, "POST", "/v1/limits/a/lease", lease)
-	want := `{"status":"granted","lease_id":1,"epoch":1,"permits":20,"expires_in_ns":2000000000,"share_milli_per_sec":10000,"credited_permits":0,"duplicate":false}`
+	want := `{"status":"granted","lease_id":1,"epoch":1,"permits":10,"expires_in_ns":2000000000,"share_milli_per_sec":10000,"credited_permits":0,"duplicate":false}`
 	if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != want {
 		t.Fatalf("lease:\n got %d %s\nwant 200 %s", w.Code, got, want)
 	}
@@ -55,7 +57,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 
 	w = e.do(t, "POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"spent":5,"stolen_out":1,"stolen_in":3,"demand_milli_per_sec":1500,"ttl":"4s","request_id":"r1"}`)
-	if m := decode(t, w); w.Code != 200 || m["status"] != "granted" || m["epoch"] != 2.0 || m["credited_permits"] != 14.0 || m["permits"] != 6.0 ||
+	if m := decode(t, w); w.Code != 200 || m["status"] != "granted" || m["epoch"] != 2.0 || m["credited_permits"] != 4.0 || m["permits"] != 1.0 ||
 		m["share_milli_per_sec"] != 1500.0 {
 		t.Fatalf("renew: %d %s", w.Code, w.Body)
 	}
@@ -71,7 +73,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 	w = e.do(t, "GET", "/v1/limits/a/leases", "")
 	m := decode(t, w)
-	if w.Code != 200 || m["minted_permits"] != 100.0 || m["outstanding_permits"] != 6.0 || m["leases_opened"] != 1.0 || m["fenced"] != 1.0 || m["interval_ns"] != 1e6 {
+	if w.Code != 200 || m["minted_permits"] != 100.0 || m["outstanding_permits"] != 2.0 || m["leases_opened"] != 1.0 || m["fenced"] != 1.0 || m["interval_ns"] != 1e6 {
 		t.Fatalf("pool: %d %s", w.Code, w.Body)
 	}
 	if ls := m["leases"].([]any); len(ls) != 1 || ls[0].(map[string]any)["holder"] != "h1" || ls[0].(map[string]any)["demand_milli_per_sec"] != 1500.0 ||
@@ -83,7 +85,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	if m := decode(t, w); w.Code != 400 || !strings.Contains(m["error"].(string), "stays leased") {
 		t.Fatalf("policy off with a lease: %d %s", w.Code, w.Body)
 	}
-	w = e.do(t, "POST", "/v1/limits/a/leases/1/return", `{"epoch":2,"spent":6,"request_id":"ret1"}`)
+	w = e.do(t, "POST", "/v1/limits/a/leases/1/return", `{"epoch":2,"spent":1,"request_id":"ret1"}`)
 	if m := decode(t, w); w.Code != 200 || m["status"] != "returned" || m["credited_permits"] != 0.0 || m["lease_id"] != 1.0 {
 		t.Fatalf("return: %d %s", w.Code, w.Body)
 	}
@@ -91,6 +93,8 @@ func TestLeaseLifecycle(t *testing.T) {
 	if decode(t, w); w.Code != 409 {
 		t.Fatalf("second return: %d %s", w.Code, w.Body)
 	}
+	// The superseded epoch's permits linger until its grant expires.
+	e.store.Advance(5e9)
 	w = e.do(t, "GET", "/v1/limits/a/leases", "")
 	if got := decode(t, w)["leases"]; fmt.Sprint(got) != "[]" {
 		t.Errorf("leases after return: %s", w.Body)
@@ -115,7 +119,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		fsm.Renew{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: 5, StolenOutPermits: 1, StolenInPermits: 3}, DemandMilliPermitsPerSec: 1500, TTLNanos: 4e9, RequestID: "r1"},
 		fsm.Renew{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 1}, DemandMilliPermitsPerSec: 1000, TTLNanos: 1e9},
 		fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 7}},
-		fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 6}, RequestID: "ret1"},
+		fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 1}, RequestID: "ret1"},
 		fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2}},
 	}
 	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", wantCmds) {
@@ -215,7 +219,7 @@ func TestLeaseViewAndPolicyStoreErrors(t *testing.T) {
 	}
 	e.mustPut(t, "slow", `{"algorithm":"strict","rate":1,"per":"2m"}`)
 	w := e.do(t, "PUT", "/v1/limits/slow/lease-policy", `{"leased":true}`)
-	if m := decode(t, w); w.Code != 400 || !strings.Contains(m["error"].(string), "not applied") {
+	if m := decode(t, w); w.Code != 400 || !strings.Contains(m["error"].(string), "slower than one per lease TTL") {
 		t.Errorf("policy of a slow limit: %d %s", w.Code, w.Body)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 func TestReserveMetrics(t *testing.T) {
 	e := newEnv(t, HandlerOptions{})
-	e.mustPut(t, "a", `{"algorithm":"strict","rate":1,"per":"1s"}`)
+	e.mustPut(t, "a", `{"algorithm":"strict","rate":1,"per":"1s","max_reserved":5}`)
 	e.do(t, "POST", "/v1/limits/a/reserve", `{"permits":3}`)                  // granted, wait 0
 	e.do(t, "POST", "/v1/limits/a/reserve", `{"permits":2,"max_wait":"10s"}`) // granted, wait 3s
 	e.do(t, "POST", "/v1/limits/a/reserve", `{}`)                             // refused

@@ -67,6 +67,16 @@ func (f *fakeClock) Sleeps() []time.Duration {
 	return append([]time.Duration(nil), f.sleeps...)
 }
 
+// drive makes the register's clock follow the client's: every sleep of
+// clk advances st by as long.
+func drive(clk *fakeClock, st *fakestore.Store) {
+	clk.onSleep = func(n int) {
+		if d := clk.Sleeps()[n-1]; d > 0 {
+			st.Advance(int64(d))
+		}
+	}
+}
+
 // apiServer is an httptest server running the real handler on a fake store.
 func apiServer(t *testing.T) (*httptest.Server, *fakestore.Store) {
 	t.Helper()
@@ -650,11 +660,12 @@ func TestAcquireContext(t *testing.T) {
 }
 
 func TestThrottleModes(t *testing.T) {
-	srv, _ := apiServer(t)
+	srv, st := apiServer(t)
 	clk := newFakeClock()
+	drive(clk, st)
 	c := newClient(t, []string{host(srv)}, WithClock(clk))
 	ctx := context.Background()
-	if _, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: time.Second}); err != nil {
+	if _, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: time.Second, MaxReserved: ptr(int64(5))}); err != nil {
 		t.Fatal(err)
 	}
 	calls := 0
@@ -664,8 +675,8 @@ func TestThrottleModes(t *testing.T) {
 	if err := block(ctx, fn); err != nil || calls != 1 {
 		t.Fatalf("block 1: %v calls %d", err, calls)
 	}
-	// The fake register's clock stands still: the next permit is 1s away,
-	// so Block waits 1s for it.
+	// The next permit is 1s away and may be reserved ahead: Block is
+	// granted it with a wait of 1s and sleeps that long.
 	if err := block(ctx, fn); err != nil || calls != 2 {
 		t.Fatalf("block 2: %v calls %d", err, calls)
 	}
@@ -676,7 +687,7 @@ func TestThrottleModes(t *testing.T) {
 	fail := c.Throttle("api", Fail)
 	err := fail(ctx, fn)
 	var refusal *RefusedError
-	if !errors.Is(err, ErrThrottled) || !errors.As(err, &refusal) || refusal.RetryAfter != 2*time.Second || calls != 2 {
+	if !errors.Is(err, ErrThrottled) || !errors.As(err, &refusal) || refusal.RetryAfter != time.Second || calls != 2 {
 		t.Fatalf("fail: %v (refusal %+v), calls %d", err, refusal, calls)
 	}
 	if len(clk.Sleeps()) != 1 {
@@ -715,8 +726,9 @@ func TestThrottleModes(t *testing.T) {
 // TestAcquireEachPacesSpacedPermits: a strict grant of 3 permits is used
 // one interval apart, never together.
 func TestAcquireEachPacesSpacedPermits(t *testing.T) {
-	srv, _ := apiServer(t)
+	srv, st := apiServer(t)
 	clk := newFakeClock()
+	drive(clk, st)
 	c := newClient(t, []string{host(srv)}, WithClock(clk))
 	ctx := context.Background()
 	if _, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: time.Second, MaxReserved: ptr(int64(2))}); err != nil {

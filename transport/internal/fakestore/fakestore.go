@@ -1,54 +1,60 @@
-// Package fakestore is an in-memory transport.Store for tests of the HTTP
-// handler and the Go client. It is a single strict register per limit on a
-// manual clock: no raft, no goroutines, deterministic.
+// Package fakestore is a transport.Store for tests of the HTTP handler, the
+// Go client and the worker: the real register (an fsm.FSM, fed one log
+// entry per command) on a manual clock, without raft, goroutines or disks,
+// deterministic.
+//
+// What a node adds around the register is mirrored here, and only that:
+// requests are validated before they reach the log (node.ErrInvalid), an
+// unknown limit is node.ErrNotFound, a reserve on a leased limit or of more
+// permits than the limit can grant is refused at the edge, the register's
+// domain outcomes that the API reports as errors become errors, and a grant
+// that expired before its answer is a refusal. Everything else — pacing,
+// deduplication, sessions, lease books, snapshots — is the register's own.
+//
+// Test hooks replace or observe calls: SetErr, SetReserveFunc,
+// SetLeaseFunc, SetStatus, Reserves, LeaseCommands, Calls; Advance moves
+// the clock.
 package fakestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"sync"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 )
 
-// Store is an in-memory store. The zero value is not usable; call New.
+// Store is a register on a manual clock. The zero value is not usable;
+// call New.
 type Store struct {
 	mu       sync.Mutex
+	f        *fsm.FSM
+	index    uint64
 	nowNanos int64
-	version  uint64
-	limits   map[string]*limit
-	dedup    map[string]fsm.ReserveResult
 	status   node.Status
+	fixed    bool // SetStatus was called: Status answers it verbatim
 	err      error
-	reserveF func(context.Context, fsm.Reserve) (fsm.ReserveResult, error)
 	calls    int
-	reserves []fsm.Reserve
 
-	// Leases (lease.go).
-	leaseF      func(context.Context, any) (fsm.LeaseResult, error)
-	leaseCmds   []any
-	leaseDedup  map[string]leaseRecord
-	lastLeaseID uint64
-	lastSession uint64
+	reserveF  func(context.Context, fsm.Reserve) (fsm.ReserveResult, error)
+	reserves  []fsm.Reserve
+	leaseF    func(context.Context, any) (fsm.LeaseResult, error)
+	leaseCmds []any
 }
 
-type limit struct {
-	info      fsm.LimitInfo
-	nextNanos int64
-	pool      *pool // nil unless leased
-}
-
-// New returns an empty store whose status is a ready single-node leader.
+// New returns an empty register whose status is a ready single-node
+// leader, its clock at 1 s.
 func New() *Store {
 	return &Store{
-		limits:     make(map[string]*limit),
-		dedup:      make(map[string]fsm.ReserveResult),
-		leaseDedup: make(map[string]leaseRecord),
+		f:        fsm.New(),
+		nowNanos: 1e9,
 		status: node.Status{
 			ID: "n1", State: "leader", LeaderID: "n1", Term: 1, Ready: true,
 			Servers: []node.Server{{ID: "n1", RaftAddr: "127.0.0.1:7000", Voter: true, Leader: true}},
@@ -63,19 +69,29 @@ func (s *Store) SetErr(err error) {
 	s.err = err
 }
 
-// SetReserveFunc replaces the reserve logic (nil: the built-in strict
-// register). Reserves are still recorded.
+// SetReserveFunc replaces the register's reserves (nil: the register).
+// Reserves are still recorded.
 func (s *Store) SetReserveFunc(f func(context.Context, fsm.Reserve) (fsm.ReserveResult, error)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reserveF = f
 }
 
-// SetStatus replaces the status Status returns.
+// SetLeaseFunc replaces the register's lease, renew and return (nil: the
+// register); f receives the fsm.Lease, fsm.Renew or fsm.Return. Commands
+// are still recorded.
+func (s *Store) SetLeaseFunc(f func(ctx context.Context, cmd any) (fsm.LeaseResult, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaseF = f
+}
+
+// SetStatus replaces the status Status returns; from then on Status
+// answers it verbatim (its applied index and cluster time included).
 func (s *Store) SetStatus(st node.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.status = st
+	s.status, s.fixed = st, true
 }
 
 // Advance moves the store's clock forward.
@@ -99,6 +115,38 @@ func (s *Store) Reserves() []fsm.Reserve {
 	return slices.Clone(s.reserves)
 }
 
+// LeaseCommands returns every lease, renew and return that reached the
+// store, in order.
+func (s *Store) LeaseCommands() []any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.leaseCmds)
+}
+
+// enter counts a call and returns the injected error or ctx's error.
+// Callers hold mu.
+func (s *Store) enter(ctx context.Context) error {
+	s.calls++
+	if s.err != nil {
+		return s.err
+	}
+	return ctx.Err()
+}
+
+// applyLocked appends the entry encode builds at the store's clock (term
+// 1, the term of every entry: stamps are trusted) and applies it.
+func (s *Store) applyLocked(encode func(st fsm.Stamp) ([]byte, error)) (any, error) {
+	b, err := encode(fsm.Stamp{Nanos: s.nowNanos, Term: 1})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", node.ErrInvalid, err)
+	}
+	s.index++
+	return s.f.Apply(&raft.Log{Index: s.index, Term: 1, Data: b}), nil
+}
+
+// notFound is the node's error for an unknown limit.
+func notFound(name string) error { return fmt.Errorf("%w: limit %q not found", node.ErrNotFound, name) }
+
 // PutLimit implements transport.Store.
 func (s *Store) PutLimit(ctx context.Context, name string, cfg bucket.Config) (fsm.PutResult, error) {
 	s.mu.Lock()
@@ -106,16 +154,17 @@ func (s *Store) PutLimit(ctx context.Context, name string, cfg bucket.Config) (f
 	if err := s.enter(ctx); err != nil {
 		return fsm.PutResult{}, err
 	}
-	s.version++
-	l, ok := s.limits[name]
-	if !ok {
-		l = &limit{}
-		s.limits[name] = l
+	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) {
+		return fsm.AppendPut(nil, st, fsm.PutLimit{Name: name, Config: cfg})
+	})
+	if err != nil {
+		return fsm.PutResult{}, err
 	}
-	l.info = fsm.LimitInfo{Name: name, Config: cfg, Version: s.version,
-		GrantedRequests: l.info.GrantedRequests, GrantedPermits: l.info.GrantedPermits, RefusedRequests: l.info.RefusedRequests,
-		Leased: l.info.Leased}
-	return fsm.PutResult{Version: s.version, Created: !ok}, nil
+	res := v.(fsm.PutResult)
+	if res.Detail != "" {
+		return fsm.PutResult{}, fmt.Errorf("%w: %s", node.ErrInvalid, res.Detail)
+	}
+	return res, nil
 }
 
 // DeleteLimit implements transport.Store.
@@ -125,12 +174,20 @@ func (s *Store) DeleteLimit(ctx context.Context, name string, force bool) (fsm.D
 	if err := s.enter(ctx); err != nil {
 		return fsm.DeleteResult{}, err
 	}
-	l, ok := s.limits[name]
-	if ok && l.pool != nil && len(l.pool.leases) > 0 && !force {
-		return fsm.DeleteResult{}, fmt.Errorf("%w: limit %q is leased and leases still hold permits", node.ErrConflict, name)
+	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) {
+		return fsm.AppendDelete(nil, st, fsm.DeleteLimit{Name: name, Force: force})
+	})
+	if err != nil {
+		return fsm.DeleteResult{}, err
 	}
-	delete(s.limits, name)
-	return fsm.DeleteResult{Existed: ok}, nil
+	res := v.(fsm.DeleteResult)
+	switch {
+	case res.Detail != "":
+		return fsm.DeleteResult{}, fmt.Errorf("%w: %s", node.ErrConflict, res.Detail)
+	case !res.Existed:
+		return res, notFound(name)
+	}
+	return res, nil
 }
 
 // Limit implements transport.Store.
@@ -140,11 +197,11 @@ func (s *Store) Limit(ctx context.Context, name string) (fsm.LimitInfo, error) {
 	if err := s.enter(ctx); err != nil {
 		return fsm.LimitInfo{}, err
 	}
-	l, ok := s.limits[name]
+	l, ok := s.f.Limit(name)
 	if !ok {
-		return fsm.LimitInfo{}, fmt.Errorf("limit %q: %w", name, node.ErrNotFound)
+		return fsm.LimitInfo{}, notFound(name)
 	}
-	return l.info, nil
+	return l, nil
 }
 
 // Limits implements transport.Store.
@@ -154,17 +211,10 @@ func (s *Store) Limits(ctx context.Context) ([]fsm.LimitInfo, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
-	out := make([]fsm.LimitInfo, 0, len(s.limits))
-	for _, l := range s.limits {
-		out = append(out, l.info)
-	}
-	slices.SortFunc(out, func(a, b fsm.LimitInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+	return s.f.Limits(), nil
 }
 
-// Reserve implements transport.Store: a strict register per limit (one
-// permit every IntervalNanos, reservations up to maxWait ahead), with
-// request-id deduplication.
+// Reserve implements transport.Store.
 func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
 	s.mu.Lock()
 	if err := s.enter(ctx); err != nil {
@@ -177,57 +227,49 @@ func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, 
 		return f(ctx, r)
 	}
 	defer s.mu.Unlock()
-	key := r.RequestID
-	if r.Session.ID != 0 {
-		if r.Session.ID > s.lastSession {
-			return fsm.ReserveResult{Status: fsm.SessionExpired, Detail: fmt.Sprintf("session %d is not open", r.Session.ID)}, nil
-		}
-		key = fmt.Sprintf("session %d seq %d", r.Session.ID, r.Session.Seq)
+	if err := r.Validate(); err != nil {
+		return fsm.ReserveResult{}, fmt.Errorf("%w: %v", node.ErrInvalid, err)
 	}
-	if key != "" {
-		if res, ok := s.dedup[key]; ok {
-			res.Duplicate = true
-			return res, nil
-		}
-	}
-	l, ok := s.limits[r.Limit]
-	if !ok {
-		return fsm.ReserveResult{}, fmt.Errorf("limit %q: %w", r.Limit, node.ErrNotFound)
-	}
-	if l.info.Leased {
+	info, ok := s.f.Limit(r.Limit)
+	switch {
+	case !ok:
+		return fsm.ReserveResult{}, notFound(r.Limit)
+	case info.Leased:
 		return fsm.ReserveResult{}, fmt.Errorf("%w: limit %q is leased: reserve through a worker", node.ErrInvalid, r.Limit)
+	case r.Permits > info.Config.MaxPermits():
+		return fsm.ReserveResult{}, fmt.Errorf("%w: %d permits: limit %q can grant at most %d in one request", node.ErrInvalid, r.Permits, r.Limit, info.Config.MaxPermits())
 	}
-	if r.Permits > 1<<20 {
-		return fsm.ReserveResult{}, fmt.Errorf("%w: %d permits (allowed: 1-%d)", node.ErrInvalid, r.Permits, 1<<20)
+	r.ArrivedNanos = s.nowNanos
+	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) { return fsm.AppendReserveBatch(nil, st, []fsm.Reserve{r}) })
+	if err != nil {
+		return fsm.ReserveResult{}, err
 	}
-	start := max(l.nextNanos, s.nowNanos)
-	wait := start - s.nowNanos
-	var res fsm.ReserveResult
-	if wait <= r.MaxWaitNanos {
-		l.nextNanos = start + r.Permits*l.info.Config.IntervalNanos
-		l.info.GrantedRequests++
-		l.info.GrantedPermits += uint64(r.Permits)
-		res = fsm.ReserveResult{Status: fsm.Granted, WaitNanos: wait, SpacingNanos: l.info.Config.IntervalNanos}
-	} else {
-		l.info.RefusedRequests++
-		res = fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: wait - r.MaxWaitNanos}
-	}
-	if key != "" {
-		s.dedup[key] = res
+	res := v.([]fsm.ReserveResult)[0]
+	res.NowNanos, res.OnArrival = 0, false
+	switch {
+	case res.Status == fsm.Granted && res.ExpiresInNanos < 0:
+		return fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 1, Duplicate: res.Duplicate,
+			Detail: "the permit granted to this request_id expired before the retry arrived; retry with a new request_id"}, nil
+	case res.Status == fsm.UnknownLimit:
+		return res, notFound(r.Limit)
+	case res.Status == fsm.Invalid:
+		return res, fmt.Errorf("%w: %s", node.ErrInvalid, res.Detail)
 	}
 	return res, nil
 }
 
-// OpenSession implements transport.Store: sessions are numbered 1, 2, 3,
-// ... and never expire.
+// OpenSession implements transport.Store.
 func (s *Store) OpenSession(ctx context.Context) (fsm.SessionResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.enter(ctx); err != nil {
 		return fsm.SessionResult{}, err
 	}
-	s.lastSession++
-	return fsm.SessionResult{ID: s.lastSession, IdleNanos: fsm.SessionIdleNanos}, nil
+	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) { return fsm.AppendOpenSession(nil, st), nil })
+	if err != nil {
+		return fsm.SessionResult{}, err
+	}
+	return v.(fsm.SessionResult), nil
 }
 
 // Status implements transport.Store.
@@ -236,10 +278,15 @@ func (s *Store) Status() node.Status {
 	defer s.mu.Unlock()
 	st := s.status
 	st.Servers = slices.Clone(st.Servers)
+	if !s.fixed {
+		st.AppliedIndex, st.ClusterNanos = s.index, s.nowNanos
+	}
 	return st
 }
 
-// Join implements transport.Store.
+// Join implements transport.Store: it adds the server to the status's
+// servers; a known ID at another address, or another member's address,
+// is refused as the node refuses it.
 func (s *Store) Join(ctx context.Context, id, raftAddr string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -247,11 +294,13 @@ func (s *Store) Join(ctx context.Context, id, raftAddr string) error {
 		return err
 	}
 	for _, sv := range s.status.Servers {
-		if sv.ID == id {
-			if sv.RaftAddr != raftAddr {
-				return fmt.Errorf("%w: server %q already joined with address %q", node.ErrInvalid, id, sv.RaftAddr)
-			}
+		switch {
+		case sv.ID == id && sv.RaftAddr == raftAddr:
 			return nil
+		case sv.ID == id:
+			return fmt.Errorf("%w: server %q is already a member of the cluster at %s, not %s", node.ErrInvalid, id, sv.RaftAddr, raftAddr)
+		case sv.RaftAddr == raftAddr:
+			return fmt.Errorf("%w: raft address %s is already the address of member %q", node.ErrInvalid, raftAddr, sv.ID)
 		}
 	}
 	s.status.Servers = append(slices.Clone(s.status.Servers), node.Server{ID: id, RaftAddr: raftAddr, Voter: true})
@@ -265,28 +314,21 @@ func (s *Store) Remove(ctx context.Context, id string) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
+	if !slices.ContainsFunc(s.status.Servers, func(sv node.Server) bool { return sv.ID == id }) {
+		return fmt.Errorf("%w: server %q is not a member", node.ErrNotFound, id)
+	}
 	s.status.Servers = slices.DeleteFunc(slices.Clone(s.status.Servers), func(sv node.Server) bool { return sv.ID == id })
 	return nil
 }
 
-// enter counts a call and returns the injected error or ctx's error.
-func (s *Store) enter(ctx context.Context) error {
-	s.calls++
-	if s.err != nil {
-		return s.err
-	}
-	return ctx.Err()
-}
-
-// SaveSnapshot implements transport.Store: the snapshot of an empty real
-// register at the store's clock (the fake keeps no replicated state).
+// SaveSnapshot implements transport.Store: the register's snapshot.
 func (s *Store) SaveSnapshot(ctx context.Context, w io.Writer) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}
-	return fsm.New().WriteSnapshot(w)
+	return s.f.WriteSnapshot(w)
 }
 
 // TransferLeadership implements transport.Store: the single node leads,
@@ -300,5 +342,5 @@ func (s *Store) TransferLeadership(ctx context.Context, to string) error {
 	if to != "" && to != s.status.ID {
 		return fmt.Errorf("%w: server %q", node.ErrNotFound, to)
 	}
-	return fmt.Errorf("%w: leadership transfer: the cluster has no other voter", node.ErrInvalid)
+	return errors.New("node: leadership transfer: the cluster has no other voter")
 }
