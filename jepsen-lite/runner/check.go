@@ -9,6 +9,8 @@ import (
 	"github.com/permitd/permitd/jepsen-lite/checker"
 	"github.com/permitd/permitd/jepsen-lite/fakeapi"
 	"github.com/permitd/permitd/jepsen-lite/history"
+	"github.com/permitd/permitd/jepsen-lite/runner/cluster"
+	"github.com/permitd/permitd/jepsen-lite/runner/workload"
 )
 
 // limitInfo is the limit a run exercises, as the server compiled it.
@@ -160,13 +162,13 @@ func runChecks(in checkInput) checkOutput {
 		})
 		add(withName(r, "linearizability"), err)
 	} else {
-		wtol := tol + int64(maxAnswerRTT+maxLateUse)
+		wtol := tol + int64(workload.MaxAnswerRTT+workload.MaxLateUse)
 		r, err := checker.Window(in.calls, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: wtol})
 		if err == nil {
-			r.Details["tolerance_parts"] = fmt.Sprintf("delivery jitter %v + answer rtt %v + late use %v (the workers' use discipline)", time.Duration(tol), maxAnswerRTT, maxLateUse)
+			r.Details["tolerance_parts"] = fmt.Sprintf("delivery jitter %v + answer rtt %v + late use %v (the workers' use discipline)", time.Duration(tol), workload.MaxAnswerRTT, workload.MaxLateUse)
 		}
 		add(withName(r, "window"), err)
-		r, err = checker.Window(used, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: int64(maxAnswerRTT + maxLateUse)})
+		r, err = checker.Window(used, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: int64(workload.MaxAnswerRTT + workload.MaxLateUse)})
 		if err == nil {
 			r.Name = "window-at-use"
 		}
@@ -275,7 +277,7 @@ func timelineResult(in checkInput) checker.Result {
 }
 
 // readLogs reads the nodes' log files for the logs checker.
-func readLogs(nodes []*agentNode) ([]checker.Log, []string) {
+func readLogs(nodes []*cluster.Node) ([]checker.Log, []string) {
 	var logs []checker.Log
 	var errs []string
 	for _, n := range nodes {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"time"
+
+	"github.com/permitd/permitd/jepsen-lite/runner/cluster"
+	"github.com/permitd/permitd/jepsen-lite/runner/nemesis"
+	"github.com/permitd/permitd/jepsen-lite/runner/workload"
 )
 
 // ErrInvalid is wrapped by every configuration error.
@@ -16,128 +18,89 @@ var ErrInvalid = errors.New("runner: invalid configuration")
 // not have yet (none at present; kept for the jepsen command's exit 2).
 var ErrNotImplemented = errors.New("runner: not yet implemented")
 
-// Workloads.
+// Workloads (Config.Workload; see package workload).
 const (
 	// WorkloadStrict: one strict limit, "1 every Interval" with Expiry and
 	// MaxReserved, judged by spacing, windows, conservation and
 	// linearizability.
-	WorkloadStrict = "strict"
+	WorkloadStrict = workload.Strict
 	// WorkloadWindow: one bursty limit (Guava's SmoothBursty), "1 every
 	// Interval" storing up to BurstSeconds of idle time, judged by the
 	// README's window bound and conservation.
-	WorkloadWindow = "window"
+	WorkloadWindow = workload.Window
 	// WorkloadLeased: real `permitd worker` sidecars in memberlist
 	// groups lease one limit; judged by the README's leased bound and
 	// lease conservation (see leased.go).
-	WorkloadLeased = "leased"
+	WorkloadLeased = workload.Leased
 )
 
-// Fault kinds (the --nemesis list).
+// Fault kinds (the --nemesis list; see package nemesis).
 const (
-	FaultPartition = "partition"
-	FaultKill      = "kill"
-	FaultPause     = "pause"
-	FaultClock     = "clock"
-	FaultLoss      = "loss"
-	FaultSnapshot  = "snapshot"
-	// FaultTransfer moves the leadership from the leader A to another
-	// node B and back to A, again and again within its window, through
-	// POST /v1/cluster/transfer-leadership (transfer.go).
-	FaultTransfer = "transfer"
-	// FaultReconfig slows the workload's limit down (interval ×2 or ×3,
-	// PUT /v1/limits/{name}) for its window and restores it at the
-	// window's end; variant snapshot-restart then snapshots one node,
-	// kills it with -9 and restarts it from its data directory
-	// (reconfig.go). Strict and leased workloads.
-	FaultReconfig = "reconfig"
+	FaultPartition = nemesis.FaultPartition
+	FaultKill      = nemesis.FaultKill
+	FaultPause     = nemesis.FaultPause
+	FaultClock     = nemesis.FaultClock
+	FaultLoss      = nemesis.FaultLoss
+	FaultSnapshot  = nemesis.FaultSnapshot
+	FaultWorker    = nemesis.FaultWorker
+	FaultTransfer  = nemesis.FaultTransfer
+	FaultReconfig  = nemesis.FaultReconfig
 )
 
-// variants lists each fault kind's variants. Which apply depends on the
-// cluster size (see variantsFor).
-var variants = map[string][]string{
-	FaultPartition: {"isolate-leader", "isolate-one", "halves", "ring", "bridge", "one-way"},
-	FaultKill:      {"leader", "one", "minority", "all"},
-	FaultPause:     {"leader", "one", "minority", "workers"},
-	FaultClock:     {"skew-leader", "skew-one", "rate-leader", "rate-one", "skew-followers"},
-	FaultLoss:      {"one", "all"},
-	FaultSnapshot:  {"isolate-follower"},
-	FaultWorker:    {"isolate-group", "pause", "kill"},
-	FaultTransfer:  {"a-b-a"},
-	FaultReconfig:  {"slow", "snapshot-restart"},
-}
+// NemesisSpec is one entry of --nemesis (see nemesis.Spec).
+type NemesisSpec = nemesis.Spec
 
-// faultKinds in a fixed order (schedules must not depend on map order).
-var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot, FaultWorker, FaultTransfer, FaultReconfig}
+// Event is one fault of a schedule (see nemesis.Event).
+type Event = nemesis.Event
 
-// variantsFor returns the variants of kind that make sense with n nodes.
-func variantsFor(kind string, n int) []string {
-	var out []string
-	for _, v := range variants[kind] {
-		if kind == FaultPartition && v == "ring" && n < 5 {
-			continue // with 3 nodes every node is next to both others
-		}
-		out = append(out, v)
-	}
-	return out
-}
+// NemesisRecord is what one scheduled fault did (see nemesis.Record).
+type NemesisRecord = nemesis.Record
 
-// NemesisSpec is one entry of --nemesis: a fault kind, optionally
-// restricted to some of its variants ("partition:isolate-leader|bridge").
-type NemesisSpec struct {
-	// Kind is partition, kill, pause, clock, loss, snapshot, worker,
-	// transfer or reconfig.
-	Kind string `json:"kind"`
-	// Variants restricts the kind's variants; empty means all.
-	Variants []string `json:"variants,omitempty"`
-}
+// TransferRecord is one leadership transfer of a transfer fault.
+type TransferRecord = nemesis.TransferRecord
+
+// RestartRecord is one node restarted by reconfig:snapshot-restart.
+type RestartRecord = nemesis.RestartRecord
+
+// LeaderChange is an observed change of leadership (see cluster.Observer).
+type LeaderChange = cluster.LeaderChange
+
+// WorkerStats counts what the client workers did (see package workload).
+type WorkerStats = workload.WorkerStats
+
+// LeasedConfig configures the leased workload (see package workload).
+type LeasedConfig = workload.LeasedConfig
+
+// LeasedSummary is the leased workload's part of the summary.
+type LeasedSummary = workload.LeasedSummary
+
+// LeasedWorkerReport is one sidecar in the summary.
+type LeasedWorkerReport = workload.LeasedWorkerReport
 
 // ParseNemeses parses a --nemesis value: comma-separated KIND or
-// KIND:VARIANT|VARIANT entries, "none" or "" for no faults.
+// KIND:VARIANT|VARIANT entries, "none" or "" for no faults. Its errors
+// wrap ErrInvalid.
 func ParseNemeses(s string) ([]NemesisSpec, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "none" {
-		return nil, nil
+	specs, err := nemesis.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	var out []NemesisSpec
-	seen := map[string]bool{}
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		kind, vs, _ := strings.Cut(item, ":")
-		if _, ok := variants[kind]; !ok {
-			return nil, fmt.Errorf("%w: nemesis %q; allowed kinds: %s", ErrInvalid, kind, strings.Join(faultKinds, ", "))
-		}
-		if seen[kind] {
-			return nil, fmt.Errorf("%w: nemesis %q given twice; give its variants once, separated by |", ErrInvalid, kind)
-		}
-		seen[kind] = true
-		spec := NemesisSpec{Kind: kind}
-		if vs != "" {
-			for _, v := range strings.Split(vs, "|") {
-				if !slices.Contains(variants[kind], v) {
-					return nil, fmt.Errorf("%w: nemesis %s variant %q; allowed: %s", ErrInvalid, kind, v, strings.Join(variants[kind], ", "))
-				}
-				spec.Variants = append(spec.Variants, v)
-			}
-		}
-		out = append(out, spec)
-	}
-	return out, nil
+	return specs, nil
 }
 
-// String renders specs in --nemesis syntax.
-func formatNemeses(specs []NemesisSpec) string {
-	var parts []string
-	for _, s := range specs {
-		p := s.Kind
-		if len(s.Variants) > 0 {
-			p += ":" + strings.Join(s.Variants, "|")
-		}
-		parts = append(parts, p)
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ",")
+// Generate returns the schedule for c (see nemesis.Generate).
+func Generate(c Config) []Event { return nemesis.Generate(c.nemesisConfig()) }
+
+// nemesisConfig is what package nemesis needs of c.
+func (c Config) nemesisConfig() nemesis.Config {
+	return nemesis.Config{Seed: c.Seed, Nodes: c.Nodes, Workers: c.Workers, Groups: c.Groups, Leased: c.Workload == WorkloadLeased,
+		Warmup: c.Warmup, Duration: c.Duration, Tail: c.Tail, Specs: c.Nemeses, Schedule: c.Schedule}
+}
+
+// workloadConfig is what package workload needs of c.
+func (c Config) workloadConfig() workload.Config {
+	return workload.Config{Workload: c.Workload, Seed: c.Seed, Workers: c.Workers, Groups: c.Groups, Interval: c.Interval, MaxWait: c.MaxWait,
+		MaxPermits: c.MaxPermits, MaxReserved: c.MaxReserved, Leased: c.Leased, OutDir: c.OutDir}
 }
 
 // Config configures one run. Zero values select the defaults documented
@@ -361,16 +324,13 @@ func (c Config) withDefaults() (Config, error) {
 		c.LinearizabilityTimeout = max(60*time.Second, c.Duration/4)
 	}
 	for _, n := range c.Nemeses {
-		if _, ok := variants[n.Kind]; !ok {
-			return c, fmt.Errorf("%w: nemesis %q; allowed: %s", ErrInvalid, n.Kind, strings.Join(faultKinds, ", "))
-		}
-		if len(pickableVariants(n, c.Nodes)) == 0 {
+		if len(nemesis.PickableVariants(n, c.Nodes)) == 0 {
 			return c, fmt.Errorf("%w: nemesis %s: no variant of %v applies to %d nodes", ErrInvalid, n.Kind, n.Variants, c.Nodes)
 		}
 	}
 	for _, ev := range c.Schedule {
-		if err := ev.validate(c.Duration - c.Tail); err != nil {
-			return c, err
+		if err := ev.Validate(c.Duration - c.Tail); err != nil {
+			return c, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
 	}
 	if err := c.validateWorkerFaults(); err != nil {
@@ -380,21 +340,6 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: nemesis %s applies to the %s and %s workloads (the README states no bound across a change of a bursty limit)", ErrInvalid, FaultReconfig, WorkloadStrict, WorkloadLeased)
 	}
 	return c, nil
-}
-
-// pickableVariants returns the variants of spec usable with n nodes.
-func pickableVariants(spec NemesisSpec, n int) []string {
-	all := variantsFor(spec.Kind, n)
-	if len(spec.Variants) == 0 {
-		return all
-	}
-	var out []string
-	for _, v := range spec.Variants {
-		if slices.Contains(all, v) {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // hasFault reports whether the run may inject kind (by the nemesis list

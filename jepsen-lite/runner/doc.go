@@ -2,6 +2,31 @@
 // drives it with client workers through a seeded schedule of faults, and
 // judges what happened with package checker.
 //
+// # Layout
+//
+// The runner orchestrates; each concern is a package of its own, and the
+// imports go one way (runner → workload, nemesis → cluster → process,
+// netns):
+//
+//   - process: one Supervisor for every child process (agents and worker
+//     sidecars): start, kill -9, pause, resume, stop, generations, logs,
+//     unexpected exits, readiness;
+//   - netns: the namespace mode's network (namespaces, veths, blackhole,
+//     nftables partitions);
+//   - cluster: the agents (addresses, command lines, one Supervisor each)
+//     and Control, one node's public HTTP API and test hooks; Observer
+//     for leader changes and snapshot installs;
+//   - nemesis: the fault specification, the seeded schedule and the fault
+//     injectors (partition, kill, pause, clock, loss, snapshot, transfer,
+//     reconfig, worker);
+//   - workload: the client workers (strict, window, leased), the worker
+//     sidecars, history recording of reserves and API calls;
+//   - runner (this package): configuration, mode choice, the run's
+//     sequence, the checkers' inputs and verdict, the report.
+//
+// jepsen-lite talks to permitd only through its public HTTP API, its Go
+// client (transport/client) and its binaries.
+//
 // # A run
 //
 //  1. Choose the mode (Config.Mode: auto, namespaces, fallback; see
@@ -22,9 +47,9 @@
 //  4. Meanwhile apply the schedule (Generate, deterministic in the seed):
 //     partitions, kill -9 and restart, SIGSTOP/SIGCONT, clock jumps and
 //     rates, loss and delay, isolating a follower past a log compaction,
-//     leadership transfers A→B→A (transfer.go), and slowing the limit
-//     down for a window, optionally with a forced snapshot, kill -9 and
-//     restart of one node right after (reconfig.go).
+//     leadership transfers A→B→A, and slowing the limit down for a
+//     window, optionally with a forced snapshot, kill -9 and restart of
+//     one node right after (package nemesis).
 //     Each fault is a nemesis operation in the history, from start to end.
 //     Partitions and loss are nftables rules in the node namespaces
 //     (namespace mode) or go through every agent's POST /v1/debug/faults
@@ -64,9 +89,9 @@
 // through one more veth pair, pdj<pid>-h (.126) in the root namespace, whose
 // connected /25 is more specific than the blackhole (checked at setup:
 // blackholed while it is down, routed through it once up). Partitions are
-// packet drops in the nodes' namespaces (nftRuleset: addresses of other
-// nodes only, never the runner's), replaced atomically with nft -f. One
-// idempotent cleanup (netnsEnv.cleanup) kills what runs in the
+// packet drops in the nodes' namespaces (addresses of other nodes only,
+// never the runner's), replaced atomically with nft -f. One
+// idempotent cleanup (netns.Env.Cleanup) kills what runs in the
 // namespaces, deletes them, the root links and then the blackhole on
 // every exit of Run (end, error, panic in Run's goroutine, SIGINT/SIGTERM
 // of the jepsen command); every run first sweeps the leftovers of runners
@@ -75,7 +100,8 @@
 //
 // # The leased workload
 //
-// Workload leased (leased.go, leased_workers.go, leased_nemesis.go) runs
+// Workload leased (leased.go here; package workload's Fleet and leased
+// clients; package nemesis's worker faults) runs
 // W real `permitd worker` sidecars on loopback in the runner's namespace
 // (in both modes: in the namespace mode they reach the agents through the
 // root-side veth, like the runner's clients, and the partitions drop only

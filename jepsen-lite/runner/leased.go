@@ -10,24 +10,20 @@ import (
 	"github.com/permitd/permitd/jepsen-lite/checker"
 	"github.com/permitd/permitd/jepsen-lite/fakeapi"
 	"github.com/permitd/permitd/jepsen-lite/history"
+	"github.com/permitd/permitd/jepsen-lite/runner/internal/wait"
+	"github.com/permitd/permitd/jepsen-lite/runner/workload"
 	"github.com/permitd/permitd/transport/client"
 )
 
 // The leased workload: real `permitd worker` sidecars in groups lease one
 // limit from the cluster; the runner's clients reserve from their sidecar
-// and, when granted, call the fake API at once.
-//
-// Use discipline. A sidecar grants a permit when it answers 200 (it spends
-// it, after any pacing wait, right before answering), so the permit was
-// spent between the reserve's invoke and its completion. A client uses a
-// grant only if no more than leasedMaxUseDelay has passed since the invoke
-// when it sends the API call (it drops it otherwise); so every call reaches
-// the API between d and leasedMaxUseDelay + d after its permit was spent
-// (d: the delivery delay), and the window check's tolerance is
-// leasedMaxUseDelay plus the measured delivery jitter.
+// and, when granted, call the fake API at once (package workload). Every
+// API call reaches the API between d and workload.LeasedMaxUseDelay + d
+// after its permit was spent (d: the delivery delay), so the window
+// check's tolerance is that delay plus the measured delivery jitter.
 const (
 	// leasedMaxUseDelay bounds a used grant's invoke → API send.
-	leasedMaxUseDelay = 100 * time.Millisecond
+	leasedMaxUseDelay = workload.LeasedMaxUseDelay
 	// leasedDefaultInterval is the leased limit's default interval (50/s).
 	leasedDefaultInterval = 20 * time.Millisecond
 	// leasedDefaultMaxWait is the sidecar reserves' default max_wait.
@@ -35,30 +31,6 @@ const (
 	// leasedDefaultTTL is the workers' default lease TTL.
 	leasedDefaultTTL = time.Second
 )
-
-// FaultWorker is the leased workload's fault kind on the worker sidecars:
-// variants isolate-group (cut one group off from the register: its
-// sidecars finish their leases, steal from the other groups, then fail
-// closed), pause (SIGSTOP half the sidecars) and kill (kill -9 one sidecar,
-// restarted at the fault's end).
-const FaultWorker = "worker"
-
-// LeasedConfig configures the leased workload (Config.Workload leased).
-// Zero values select the defaults documented on each field.
-type LeasedConfig struct {
-	// TTL is the workers' lease TTL (--ttl; default 1s, 100ms to 60s).
-	TTL time.Duration `json:"ttl_ns"`
-	// Margin is the workers' safety margin (--margin; 0: the worker's
-	// default, 10 % of TTL, at least 50ms).
-	Margin time.Duration `json:"margin_ns,omitempty"`
-	// BurstPermits (C) and MaxOutstandingPermits (O) of the limit's lease
-	// policy (default: one second of permits each, at least 1).
-	BurstPermits          int64 `json:"burst_permits"`
-	MaxOutstandingPermits int64 `json:"max_outstanding_permits"`
-	// WorkerFlags are extra flags for every worker sidecar, for example
-	// --test-double-lease.
-	WorkerFlags []string `json:"worker_flags,omitempty"`
-}
 
 // leasedDefaults validates the leased workload's settings and fills in its
 // defaults; it runs before the generic defaults (so the leased interval
@@ -164,7 +136,7 @@ func (r *run) putLeasedLimit(ctx context.Context, hw *history.Writer, servers []
 			if _, err := hw.Complete(inv, history.Info, "", "", map[string]string{"error": lastErr.Error()}); err != nil {
 				return err
 			}
-			if sleepCtx(ctx, 500*time.Millisecond) != nil {
+			if wait.Sleep(ctx, 500*time.Millisecond) != nil {
 				break
 			}
 		}
@@ -244,52 +216,4 @@ func leasedDurabilityOps(ops []history.Op) []history.Op {
 		}
 	}
 	return out
-}
-
-// startFleet starts the leased workload's sidecars (nil for the other
-// workloads); on error every sidecar started is stopped again.
-func (r *run) startFleet(ctx context.Context, bin string, li limitInfo, servers []string) (*fleet, error) {
-	if r.cfg.Workload != WorkloadLeased {
-		return nil, nil
-	}
-	fl, err := newFleet(bin, r.cfg, li.Name, servers, r.logf)
-	if err != nil {
-		return nil, err
-	}
-	fl.start = r.start
-	if err := fl.startAll(ctx); err != nil {
-		fl.stopAll(5 * time.Second)
-		return nil, err
-	}
-	r.logf("leased: %d worker sidecars in %d groups, lease ttl %v", len(fl.sidecars), r.cfg.Groups, r.cfg.Leased.TTL)
-	return fl, nil
-}
-
-// finishFleet reads the sidecars' last counters, stops them, and reports
-// them in sum (nothing without a fleet).
-func (r *run) finishFleet(ctx context.Context, fl *fleet, li limitInfo, sum *Summary) {
-	if fl == nil {
-		return
-	}
-	fl.finish(ctx)
-	sum.Leased = fl.summary(li)
-	for _, x := range fl.unexpectedExits() {
-		sum.Errors = append(sum.Errors, "worker "+x+" exited on its own (see its log)")
-	}
-}
-
-// fleetLogs are the sidecars' logs (none without a fleet).
-func fleetLogs(fl *fleet) ([]checker.Log, []string) {
-	if fl == nil {
-		return nil, nil
-	}
-	return fl.logs()
-}
-
-// fleetObservations are the sidecars' incarnations (nil without a fleet).
-func fleetObservations(fl *fleet) *checker.LeasedInput {
-	if fl == nil {
-		return nil
-	}
-	return fl.observations()
 }

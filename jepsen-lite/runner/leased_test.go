@@ -56,50 +56,11 @@ func TestLeasedBoundAndWindows(t *testing.T) {
 	}
 }
 
-// TestLeasedWorkerFaultTargets: worker faults pick their targets from the
-// event's Pick, and a group partition sets that group's register fault
-// (alternating drop and blackhole) until it is healed.
-func TestLeasedWorkerFaultTargets(t *testing.T) {
-	cfg, err := Config{OutDir: t.TempDir(), Workload: WorkloadLeased, Workers: 6, Groups: 3}.withDefaults()
+// TestLeasedGenerateDrawsWorkerFaults: Generate draws every worker fault
+// variant when the kind is listed.
+func TestLeasedGenerateDrawsWorkerFaults(t *testing.T) {
+	cfg, err := Config{OutDir: t.TempDir(), Workload: WorkloadLeased, Workers: 6, Groups: 3, Nemeses: []NemesisSpec{{Kind: FaultWorker}}, Duration: 10 * time.Minute}.withDefaults()
 	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := newFleet("permitd", cfg, "jl-leased", []string{"127.0.0.1:1"}, func(string, ...any) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := func() []string {
-		var out []string
-		for _, s := range f.sidecars {
-			out = append(out, s.Name+"@"+s.Group)
-		}
-		return out
-	}
-	if got := strings.Join(names(), " "); got != "g1-w0@g1 g2-w1@g2 g3-w2@g3 g1-w3@g1 g2-w4@g2 g3-w5@g3" {
-		t.Fatalf("layout %s", got)
-	}
-	for _, tt := range []struct {
-		pick    uint64
-		group   string
-		mode    string
-		targets []string
-	}{
-		{2, "g3", regFaultDrop, []string{"g3-w2", "g3-w5"}},
-		{3, "g1", regFaultBlackhole, []string{"g1-w0", "g1-w3"}},
-	} {
-		rec := &NemesisRecord{}
-		targets, undo := f.beginFault(t.Context(), Event{Fault: FaultWorker, Variant: "isolate-group", Pick: tt.pick}, rec)
-		if !slices.Equal(targets, tt.targets) || f.isolated[tt.group] != tt.mode {
-			t.Fatalf("pick %d: targets %v, isolated %v; want %v, %s=%s", tt.pick, targets, f.isolated, tt.targets, tt.group, tt.mode)
-		}
-		if errs := undo(t.Context()); len(errs) > 0 || len(f.isolated) != 0 {
-			t.Fatalf("undo: %v, isolated %v", errs, f.isolated)
-		}
-	}
-	// Generate draws worker faults when they are listed.
-	cfg.Nemeses = []NemesisSpec{{Kind: FaultWorker}}
-	cfg.Duration, cfg.Tail = 10*time.Minute, 0
-	if cfg, err = cfg.withDefaults(); err != nil {
 		t.Fatal(err)
 	}
 	kinds := map[string]bool{}

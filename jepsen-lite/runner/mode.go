@@ -2,9 +2,9 @@ package runner
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"time"
+	"fmt"
+
+	"github.com/permitd/permitd/jepsen-lite/runner/netns"
 )
 
 // Modes of a run (Config.Mode, Summary.Mode).
@@ -19,42 +19,50 @@ const (
 	// ModeNamespaces: each agent in its own network namespace, joined by
 	// veth pairs to a bridge in a namespace of its own; partitions and
 	// packet loss are nftables rules in the nodes' namespaces (see
-	// netns.go), delay and jitter still come from permitd's fault layer.
+	// package netns), delay and jitter still come from permitd's fault layer.
 	ModeNamespaces = "namespaces"
 )
 
 // NamespaceSupport says whether the primary mode (one network namespace
-// per node) could run here, and why not.
-type NamespaceSupport struct {
-	// Available: running as root with ip(8), nft(8) and network
-	// namespaces that the probe could create and filter.
-	Available bool `json:"available"`
-	// Reason explains the verdict.
-	Reason string `json:"reason"`
-}
+// per node) could run here, and why not (see netns.Support).
+type NamespaceSupport = netns.Support
 
-// DetectNamespaces checks whether network namespaces can be used: root,
-// ip(8) and nft(8) on the PATH, /proc/self/ns/net, and then a real probe
-// (probeNamespaces): under a blackhole route for its test /24 it creates
-// a throwaway namespace, loads an nftables ruleset with every feature the
-// mode uses into it, and removes both again.
-func DetectNamespaces() NamespaceSupport {
-	if os.Geteuid() != 0 {
-		return NamespaceSupport{Reason: "not running as root"}
+// DetectNamespaces checks whether network namespaces can be used (see
+// netns.Detect: root, ip(8), nft(8), and a real probe).
+func DetectNamespaces() NamespaceSupport { return netns.Detect() }
+
+// fallbackDetail describes the fallback mode.
+const fallbackDetail = "fallback: agents on loopback; partitions, loss and delay by permitd's fault layer (faultnet.TCPFaults behind --test-hooks); clocks by the clock hook; kill/pause by signals"
+
+// chooseMode settles the run's mode (cfg.Mode, DetectNamespaces) and, for
+// the namespace mode, builds the network; it fills in sum's Mode,
+// ModeDetail and Namespaces. In auto mode a failed setup falls back (and
+// says why); with --mode namespaces it is an error. A non-nil env must be
+// cleaned up by the caller.
+func (r *run) chooseMode(ctx context.Context, sum *Summary) (*netns.Env, error) {
+	sum.Namespaces = DetectNamespaces()
+	sum.Mode, sum.ModeDetail = ModeFallback, fallbackDetail
+	switch {
+	case r.cfg.Mode == ModeFallback:
+		sum.ModeDetail += ". Chosen by --mode fallback (namespaces: " + sum.Namespaces.Reason + ")"
+		return nil, nil
+	case !sum.Namespaces.Available && r.cfg.Mode == ModeNamespaces:
+		sum.Mode, sum.ModeDetail = ModeNamespaces, "namespaces requested but unavailable: "+sum.Namespaces.Reason
+		return nil, fmt.Errorf("netns: --mode namespaces: unavailable here: %s", sum.Namespaces.Reason)
+	case !sum.Namespaces.Available:
+		sum.ModeDetail += ". Network namespaces unavailable: " + sum.Namespaces.Reason
+		return nil, nil
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return NamespaceSupport{Reason: "ip(8) not found on PATH (install iproute2)"}
+	env, err := netns.Setup(ctx, r.cfg.Nodes, r.logf)
+	if err != nil {
+		if r.cfg.Mode == ModeNamespaces {
+			sum.Mode, sum.ModeDetail = ModeNamespaces, "namespaces: setup failed: "+err.Error()
+			return nil, err
+		}
+		sum.ModeDetail += ". The namespace setup failed, so the run fell back: " + err.Error()
+		r.logf("namespace setup failed, falling back: %v", err)
+		return nil, nil
 	}
-	if _, err := exec.LookPath("nft"); err != nil {
-		return NamespaceSupport{Reason: "nft(8) not found on PATH (install nftables)"}
-	}
-	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
-		return NamespaceSupport{Reason: "no network namespaces (/proc/self/ns/net): " + err.Error()}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := probeNamespaces(ctx, osExecutor{}); err != nil {
-		return NamespaceSupport{Reason: "probe failed: " + err.Error()}
-	}
-	return NamespaceSupport{Available: true, Reason: "root, ip(8), nft(8); probe created a network namespace, loaded nftables rules (drop, ct direction, numgen) into it and removed it"}
+	sum.Mode, sum.ModeDetail = ModeNamespaces, env.Describe()
+	return env, nil
 }

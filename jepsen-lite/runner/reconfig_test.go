@@ -8,6 +8,7 @@ import (
 
 	"github.com/permitd/permitd/jepsen-lite/checker"
 	"github.com/permitd/permitd/jepsen-lite/history"
+	"github.com/permitd/permitd/jepsen-lite/runner/nemesis"
 )
 
 // TestLimitPutsAndFastest: the puts of a reconfigured strict limit, read
@@ -19,7 +20,7 @@ func TestLimitPutsAndFastest(t *testing.T) {
 	hw := history.NewWriter(&buf, func() int64 { now += 10e6; return now })
 	li := limitInfo{Name: "jl-strict", IntervalNanos: int64(200 * time.Millisecond), ExpiryNanos: int64(100 * time.Millisecond), MaxReserved: 4}
 	put := func(proc int, interval time.Duration, typ history.Type) {
-		_, rec := limitSpec(WorkloadStrict, li, interval)
+		_, rec := nemesis.LimitSpec(nemesis.Limit{Name: li.Name, Strict: true, IntervalNanos: li.IntervalNanos, MaxReserved: li.MaxReserved, ExpiryNanos: li.ExpiryNanos}, interval)
 		inv, err := hw.Invoke(proc, "", history.FPut, "", history.LimitRequest{Limit: li.Name, Config: rec})
 		if err != nil {
 			t.Fatal(err)

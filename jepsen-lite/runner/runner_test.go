@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,7 +100,7 @@ func TestGenerateIsSeededAndBounded(t *testing.T) {
 	kinds := map[string]bool{}
 	var lastPrimaryEnd time.Duration
 	for _, ev := range a {
-		if err := ev.validate(heal); err != nil {
+		if err := ev.Validate(heal); err != nil {
 			t.Fatal(err)
 		}
 		if ev.At < cfg.Warmup {
@@ -130,114 +129,6 @@ func TestGenerateIsSeededAndBounded(t *testing.T) {
 	if got := Generate(cfg); got != nil {
 		t.Fatalf("no nemeses, schedule %v", got)
 	}
-}
-
-// testNodes returns n agentNodes with distinct addresses (no processes).
-func testNodes(n int) []*agentNode {
-	var out []*agentNode
-	for i := range n {
-		id := string(rune('1' + i))
-		out = append(out, &agentNode{ID: "n" + id, Index: i, RaftAddr: "127.0.0.1" + id + ":7000"})
-	}
-	return out
-}
-
-func TestPartitionShapes(t *testing.T) {
-	nodes := testNodes(5)
-	// Bridge: two pairs that cannot talk, one node talking to all.
-	af := &activeFault{blocks: map[string][]string{}}
-	p := permuted(nodes, 42)
-	blockGroups(af, p[:2], p[3:])
-	if len(af.blocks[p[2].ID]) != 0 {
-		t.Fatalf("bridge node %s blocks %v", p[2].ID, af.blocks[p[2].ID])
-	}
-	for _, n := range append(slices.Clone(p[:2]), p[3:]...) {
-		if len(af.blocks[n.ID]) != 2 {
-			t.Fatalf("%s blocks %v, want the other pair", n.ID, af.blocks[n.ID])
-		}
-	}
-	if !reflect.DeepEqual(permuted(nodes, 42), p) {
-		t.Fatal("permuted is not deterministic in its pick")
-	}
-	// Isolating one node: it blocks all 4 others, each of them blocks it.
-	af = &activeFault{blocks: map[string][]string{}}
-	blockGroups(af, nodes[:1], nodes[1:])
-	if len(af.blocks["n1"]) != 4 || !reflect.DeepEqual(af.blocks["n2"], []string{nodes[0].RaftAddr}) {
-		t.Fatalf("isolate: %v", af.blocks)
-	}
-}
-
-func TestDesiredComposesFaults(t *testing.T) {
-	nodes := testNodes(3)
-	nm := &nemesis{cl: &cluster{nodes: nodes}, active: map[int]*activeFault{}}
-	nm.active[0] = &activeFault{blocks: map[string][]string{"n1": {nodes[1].RaftAddr}}, blockDial: map[string][]string{}, loss: map[string]faultState{}}
-	nm.active[1] = &activeFault{blocks: map[string][]string{"n1": {nodes[2].RaftAddr, nodes[1].RaftAddr}}, blockDial: map[string][]string{"n2": {nodes[0].RaftAddr}},
-		loss: map[string]faultState{"n1": {Loss: 0.05, Delay: "5ms", Jitter: "2ms"}}}
-	got := nm.desired()
-	want := faultState{Block: []string{nodes[1].RaftAddr, nodes[2].RaftAddr}, BlockDial: []string{}, Loss: 0.05, Delay: "5ms", Jitter: "2ms"}
-	if !got["n1"].equal(want) {
-		t.Fatalf("n1: %+v, want %+v", got["n1"], want)
-	}
-	if !got["n2"].equal(faultState{Block: []string{}, BlockDial: []string{nodes[0].RaftAddr}, Delay: "0s", Jitter: "0s"}) {
-		t.Fatalf("n2: %+v", got["n2"])
-	}
-	if !got["n3"].equal(faultState{Block: []string{}, BlockDial: []string{}, Delay: "0s", Jitter: "0s"}) {
-		t.Fatalf("n3: %+v", got["n3"])
-	}
-}
-
-// TestPermitDraws: mostly 1, the others within 2..max, the same sequence
-// for the same seed and worker, another for another worker.
-func TestPermitDraws(t *testing.T) {
-	draw := func(seed uint64, id int, max int64) []int64 {
-		d := newPermitDraws(seed, id, max)
-		out := make([]int64, 400)
-		for i := range out {
-			out[i] = d.next()
-		}
-		return out
-	}
-	a := draw(3, 1, 5)
-	if !slices.Equal(a, draw(3, 1, 5)) || slices.Equal(a, draw(3, 2, 5)) {
-		t.Fatal("draws are not a function of seed and worker")
-	}
-	ones, seen := 0, map[int64]bool{}
-	for _, n := range a {
-		if n < 1 || n > 5 {
-			t.Fatalf("drew %d, want 1..5", n)
-		}
-		if n == 1 {
-			ones++
-		}
-		seen[n] = true
-	}
-	if ones < 250 || ones > 350 || len(seen) != 5 {
-		t.Fatalf("%d ones of 400, counts seen %v: want about 300 and every count", ones, seen)
-	}
-	for _, n := range draw(3, 1, 1) {
-		if n != 1 {
-			t.Fatalf("max 1 drew %d", n)
-		}
-	}
-}
-
-func TestWorkerPoolPause(t *testing.T) {
-	wp := newWorkerPool(5)
-	half := wp.pickHalf(3)
-	if len(half) != 3 || !slices.IsSorted(half) || !reflect.DeepEqual(half, wp.pickHalf(3)) {
-		t.Fatalf("pickHalf: %v", half)
-	}
-	wp.pause([]int{1})
-	done := make(chan struct{})
-	go func() { wp.pausePoint(t.Context(), 1); close(done) }()
-	wp.pausePoint(t.Context(), 2) // not paused: returns at once
-	select {
-	case <-done:
-		t.Fatal("paused worker went on")
-	default:
-	}
-	wp.resumeAll()
-	<-done
 }
 
 // syntheticRun writes a small report from made-up data: the phases, the
@@ -291,7 +182,9 @@ func TestReportFromSyntheticRun(t *testing.T) {
 		t.Fatalf("violation times %v, want the third call", got)
 	}
 	page := renderHTML(sum)
-	for _, want := range []string{"<svg", "kill:leader", "too close &lt;b&gt;", "UNSAFE", `fill="#d00000"`} {
+	sum.Workers = WorkerStats{Granted: 3, PermitsGranted: 5, MultiPermitGrants: 1}
+	page = renderHTML(sum)
+	for _, want := range []string{"<svg", "kill:leader", "too close &lt;b&gt;", "UNSAFE", `fill="#d00000"`, "<b>1 of several permits</b>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -340,5 +233,20 @@ func TestWindowBoundCountsLargestGrant(t *testing.T) {
 	li.MaxPermits = 0 // an older summary: one permit per grant
 	if b, _ = li.bound(WorkloadWindow); b.Max(int64(time.Second)) != 11 {
 		t.Fatalf("Max(1s) = %d with n_last 1, want 11", b.Max(int64(time.Second)))
+	}
+}
+
+// TestConfigMode checks --mode's values: auto by default, the three modes
+// accepted, anything else rejected with the allowed values.
+func TestConfigMode(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{{"", ModeAuto}, {ModeAuto, ModeAuto}, {ModeNamespaces, ModeNamespaces}, {ModeFallback, ModeFallback}} {
+		c, err := Config{OutDir: t.TempDir(), Mode: tt.in}.withDefaults()
+		if err != nil || c.Mode != tt.want {
+			t.Errorf("mode %q: got %q, %v; want %q", tt.in, c.Mode, err, tt.want)
+		}
+	}
+	_, err := Config{OutDir: t.TempDir(), Mode: "netns"}.withDefaults()
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "auto, namespaces, fallback") {
+		t.Errorf("mode netns: %v, want ErrInvalid listing the modes", err)
 	}
 }

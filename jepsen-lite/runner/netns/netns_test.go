@@ -1,4 +1,4 @@
-package runner
+package netns
 
 import (
 	"context"
@@ -84,14 +84,14 @@ func TestNftRuleset(t *testing.T) {
 // state (raft addresses, loss per write) into packet filters.
 func TestKernelFaultsOf(t *testing.T) {
 	peers := addrs("10.213.1.2", "10.213.1.3")
-	kf, err := kernelFaultsOf(faultState{Block: []string{"10.213.1.2:7000"}, BlockDial: []string{"10.213.1.3:7000"}, Loss: 0.07, Delay: "5ms"}, peers)
+	kf, err := kernelFaultsOf(Faults{Block: []string{"10.213.1.2:7000"}, BlockDial: []string{"10.213.1.3:7000"}, Loss: 0.07}, peers)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(kf.Block, addrs("10.213.1.2")) || !slices.Equal(kf.BlockDial, addrs("10.213.1.3")) || kf.LossPermille != 70 || !slices.Equal(kf.Peers, peers) {
 		t.Errorf("got %+v", kf)
 	}
-	for _, bad := range []faultState{
+	for _, bad := range []Faults{
 		{Block: []string{"10.213.1.2"}}, {BlockDial: []string{"host:7000"}}, {Loss: 1.5}, {Loss: -0.1},
 	} {
 		if _, err := kernelFaultsOf(bad, peers); err == nil {
@@ -326,14 +326,14 @@ func firstIndex(cmds []string, prefix string) int {
 func TestNetnsBlackholeFirst(t *testing.T) {
 	ctx := context.Background()
 	k := newFakeKernel()
-	if err := probeNamespaces(ctx, k); err != nil {
+	if err := probe(ctx, k); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
 	e, err := setupNetns(ctx, k, 5, t.Logf)
 	if err != nil {
 		t.Fatalf("setup: %v", err)
 	}
-	defer e.cleanup(ctx)
+	defer e.Cleanup(ctx)
 	k.mu.Lock()
 	cmds := slices.Clone(k.cmds)
 	k.mu.Unlock()
@@ -346,7 +346,7 @@ func TestNetnsBlackholeFirst(t *testing.T) {
 	if hostUp < 0 || checked < 0 {
 		t.Errorf("root-side veth up at %d, blackhole checked at %d", hostUp, checked)
 	}
-	if err := e.cleanup(ctx); err != nil {
+	if err := e.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(k.violations) > 0 {
@@ -386,14 +386,14 @@ func TestNetnsCleanupIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.cleanup(ctx); err != nil {
+	if err := e.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if left := k.ours(); len(left) > 0 {
 		t.Fatalf("after cleanup: %v", left)
 	}
 	before := k.changes
-	if err := e.cleanup(ctx); err != nil {
+	if err := e.Cleanup(ctx); err != nil {
 		t.Fatalf("second cleanup: %v", err)
 	}
 	if k.changes != before {
@@ -413,7 +413,7 @@ func TestNetnsCleanupIdempotent(t *testing.T) {
 			k.failAt = n
 			e, err := setupNetns(ctx, k, 3, func(string, ...any) {})
 			if err == nil {
-				_ = e.cleanup(ctx)
+				_ = e.Cleanup(ctx)
 				continue // the failure hit the cleanup, not the setup
 			}
 			failed++
@@ -440,7 +440,7 @@ func TestNetnsCleanupIdempotent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer e.cleanup(ctx)
+		defer e.Cleanup(ctx)
 		if _, kept := k.where[stale+"h"]; kept || k.namespaces[stale+"n1"] {
 			t.Errorf("stale namespace or link kept")
 		}
@@ -476,7 +476,7 @@ func TestNetnsReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.cleanup(ctx)
+	defer e.Cleanup(ctx)
 	out, err := e.ip(ctx, "route", "get", e.nodes[1].String())
 	if err != nil || !strings.Contains(out, "dev "+e.linkHost()) {
 		t.Errorf("route to %v: %q, %v; want dev %s", e.nodes[1], out, err, e.linkHost())
@@ -491,14 +491,14 @@ func TestNetnsReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPartitions(t, e)
-	if _, err := e.applyFaults(ctx, 0, faultState{Block: []string{e.nodes[1].String() + ":7000"}, Loss: 0.05}); err != nil {
+	if err := e.Apply(ctx, 0, Faults{Block: []string{e.nodes[1].String() + ":7000"}, Loss: 0.05}); err != nil {
 		t.Fatal(err)
 	}
 	rules, err := ex.run(ctx, "", "ip", "netns", "exec", e.nsNode(0), "nft", "list", "table", "inet", nftTable)
 	if err != nil || !strings.Contains(rules, "ip saddr "+e.nodes[1].String()+" drop") || !strings.Contains(rules, "numgen random mod 1000 < 50") {
 		t.Errorf("node 1's rules: %v\n%s", err, rules)
 	}
-	if err := e.cleanup(ctx); err != nil {
+	if err := e.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, list := range [][]string{{"netns", "list"}, {"link", "show"}, {"route", "show"}} {
@@ -509,21 +509,6 @@ func TestNetnsReal(t *testing.T) {
 		if strings.Contains(out, e.prefix+"-") || strings.Contains(out, e.guard.String()) {
 			t.Errorf("ip %v after cleanup:\n%s", list, out)
 		}
-	}
-}
-
-// TestConfigMode checks --mode's values: auto by default, the three modes
-// accepted, anything else rejected with the allowed values.
-func TestConfigMode(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{{"", ModeAuto}, {ModeAuto, ModeAuto}, {ModeNamespaces, ModeNamespaces}, {ModeFallback, ModeFallback}} {
-		c, err := Config{OutDir: t.TempDir(), Mode: tt.in}.withDefaults()
-		if err != nil || c.Mode != tt.want {
-			t.Errorf("mode %q: got %q, %v; want %q", tt.in, c.Mode, err, tt.want)
-		}
-	}
-	_, err := Config{OutDir: t.TempDir(), Mode: "netns"}.withDefaults()
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "auto, namespaces, fallback") {
-		t.Errorf("mode netns: %v, want ErrInvalid listing the modes", err)
 	}
 }
 
@@ -565,7 +550,7 @@ func inNetns(t *testing.T, ns string, f func()) {
 }
 
 // listenIn listens on addr:port in node i's namespace until the test ends.
-func listenIn(t *testing.T, e *netnsEnv, i, port int) string {
+func listenIn(t *testing.T, e *Env, i, port int) string {
 	t.Helper()
 	addr := netip.AddrPortFrom(e.nodes[i], uint16(port)).String()
 	var l net.Listener
@@ -589,7 +574,7 @@ func listenIn(t *testing.T, e *netnsEnv, i, port int) string {
 
 // dials reports whether a TCP connection to addr opens from node i's
 // namespace (i < 0: from the root namespace, through the runner's veth).
-func dials(t *testing.T, e *netnsEnv, i int, addr string) bool {
+func dials(t *testing.T, e *Env, i int, addr string) bool {
 	t.Helper()
 	var err error
 	dial := func() {
@@ -610,7 +595,7 @@ func dials(t *testing.T, e *netnsEnv, i int, addr string) bool {
 // should: a block stops node 0 and node 1 reaching each other both ways
 // while the runner still reaches both; a one-way block stops node 0
 // dialing node 1 but not node 1 dialing node 0; healing restores all.
-func checkPartitions(t *testing.T, e *netnsEnv) {
+func checkPartitions(t *testing.T, e *Env) {
 	ctx := context.Background()
 	to0, to1, to2 := listenIn(t, e, 0, 9000), listenIn(t, e, 1, 9000), listenIn(t, e, 2, 9000)
 	type path struct {
@@ -626,22 +611,22 @@ func checkPartitions(t *testing.T, e *netnsEnv) {
 			}
 		}
 	}
-	set := func(i int, fs faultState) {
+	set := func(i int, fs Faults) {
 		t.Helper()
-		if _, err := e.applyFaults(ctx, i, fs); err != nil {
+		if err := e.Apply(ctx, i, fs); err != nil {
 			t.Fatal(err)
 		}
 	}
 	check("no faults", []path{{-1, to0, true}, {-1, to1, true}, {0, to1, true}, {1, to0, true}, {0, to2, true}})
 	b0 := []string{netip.AddrPortFrom(e.nodes[1], 1).String()}
 	b1 := []string{netip.AddrPortFrom(e.nodes[0], 1).String()}
-	set(0, faultState{Block: b0})
-	set(1, faultState{Block: b1})
+	set(0, Faults{Block: b0})
+	set(1, Faults{Block: b1})
 	check("0 and 1 blocked", []path{{-1, to0, true}, {-1, to1, true}, {0, to1, false}, {1, to0, false}, {0, to2, true}, {2, to1, true}})
-	set(1, faultState{})
+	set(1, Faults{})
 	check("0 blocks 1 alone", []path{{0, to1, false}, {1, to0, false}})
-	set(0, faultState{BlockDial: b0})
+	set(0, Faults{BlockDial: b0})
 	check("0 cannot dial 1", []path{{-1, to0, true}, {0, to1, false}, {1, to0, true}, {0, to2, true}})
-	set(0, faultState{})
+	set(0, Faults{})
 	check("healed", []path{{0, to1, true}, {1, to0, true}})
 }

@@ -1,4 +1,4 @@
-package runner
+package netns
 
 import (
 	"fmt"
@@ -38,13 +38,13 @@ type kernelFaults struct {
 // or a loss outside 0..1000 per mille.
 func nftRuleset(kf kernelFaults) (string, error) {
 	if kf.LossPermille < 0 || kf.LossPermille > 1000 {
-		return "", fmt.Errorf("runner: packet loss %d per mille; allowed: 0 to 1000", kf.LossPermille)
+		return "", fmt.Errorf("netns: packet loss %d per mille; allowed: 0 to 1000", kf.LossPermille)
 	}
 	set := func(addrs []netip.Addr) (string, error) {
 		var s []string
 		for _, a := range sortedAddrs(addrs) {
 			if !a.Is4() {
-				return "", fmt.Errorf("runner: address %v in a packet filter; allowed: IPv4 node addresses", a)
+				return "", fmt.Errorf("netns: address %v in a packet filter; allowed: IPv4 node addresses", a)
 			}
 			s = append(s, a.String())
 		}
@@ -95,21 +95,21 @@ func sortedAddrs(addrs []netip.Addr) []netip.Addr {
 	return slices.Compact(out)
 }
 
-// kernelFaultsOf translates a node's fault state (raft HOST:PORT block
-// lists and a loss probability, as the fallback mode pushes them) into
+// kernelFaultsOf translates a node's faults (raft HOST:PORT block lists
+// and a loss probability, as the fallback mode pushes them) into
 // packet filters: the hosts are node addresses, peers the node's peers.
-func kernelFaultsOf(fs faultState, peers []netip.Addr) (kernelFaults, error) {
+func kernelFaultsOf(fs Faults, peers []netip.Addr) (kernelFaults, error) {
 	kf := kernelFaults{Peers: peers}
 	hosts := func(addrs []string) ([]netip.Addr, error) {
 		var out []netip.Addr
 		for _, a := range addrs {
 			host, _, err := net.SplitHostPort(a)
 			if err != nil {
-				return nil, fmt.Errorf("runner: block list entry %q: %w", a, err)
+				return nil, fmt.Errorf("netns: block list entry %q: %w", a, err)
 			}
 			ip, err := netip.ParseAddr(host)
 			if err != nil {
-				return nil, fmt.Errorf("runner: block list entry %q: %w", a, err)
+				return nil, fmt.Errorf("netns: block list entry %q: %w", a, err)
 			}
 			out = append(out, ip)
 		}
@@ -123,7 +123,7 @@ func kernelFaultsOf(fs faultState, peers []netip.Addr) (kernelFaults, error) {
 		return kf, err
 	}
 	if !(fs.Loss >= 0 && fs.Loss <= 1) {
-		return kf, fmt.Errorf("runner: loss %v; allowed: 0 to 1", fs.Loss)
+		return kf, fmt.Errorf("netns: loss %v; allowed: 0 to 1", fs.Loss)
 	}
 	kf.LossPermille = int(fs.Loss*1000 + 0.5)
 	return kf, nil

@@ -1,4 +1,4 @@
-package runner
+package nemesis
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/jepsen-lite/history"
+	"github.com/permitd/permitd/jepsen-lite/runner/cluster"
+	"github.com/permitd/permitd/jepsen-lite/runner/internal/wait"
 )
 
 // The transfer nemesis (kind FaultTransfer, variant a-b-a). Through its
@@ -43,7 +45,7 @@ const transferSettle = 3 * time.Second
 
 // beginTransfer starts a transfer fault's loop in the background; end
 // stops it (after the transfer in progress).
-func (nm *nemesis) beginTransfer(ctx context.Context, i int, ev Event, af *activeFault) {
+func (nm *Nemesis) beginTransfer(ctx context.Context, i int, ev Event, af *activeFault) {
 	rec := af.rec
 	proc := nm.auxProcess(i)
 	until := nm.start.Add(ev.Until)
@@ -67,24 +69,24 @@ func (nm *nemesis) beginTransfer(ctx context.Context, i int, ev Event, af *activ
 				if a == nil || bctx.Err() != nil {
 					return
 				}
-				others := without(nm.upNodes(), a)
+				others := without(nm.cl.UpNodes(), a)
 				if len(others) == 0 {
 					nm.recordNote(rec, "no other running node to hand the leadership to")
 					return
 				}
 				b := others[(ev.Pick+uint64(round))%uint64(len(others))]
 				if !nm.transferOnce(bctx, proc, rec, a, b, round) {
-					_ = sleepCtx(bctx, 500*time.Millisecond)
+					_ = wait.Sleep(bctx, 500*time.Millisecond)
 					continue
 				}
-				_ = sleepCtx(bctx, time.Duration(300+rng.IntN(601))*time.Millisecond)
+				_ = wait.Sleep(bctx, time.Duration(300+rng.IntN(601))*time.Millisecond)
 				if bctx.Err() != nil {
 					// Hand it back even at the window's end: the fault is A→B→A.
 					nm.transferOnce(context.WithoutCancel(bctx), proc, rec, b, a, round)
 					return
 				}
 				nm.transferOnce(bctx, proc, rec, b, a, round)
-				_ = sleepCtx(bctx, time.Duration(300+rng.IntN(601))*time.Millisecond)
+				_ = wait.Sleep(bctx, time.Duration(300+rng.IntN(601))*time.Millisecond)
 			}
 		}()
 	}
@@ -94,10 +96,10 @@ func (nm *nemesis) beginTransfer(ctx context.Context, i int, ev Event, af *activ
 // transferOnce hands the leadership from to to (through from on odd
 // rounds, through a third node on even ones when there is one), records
 // it, and reports whether to was seen leading.
-func (nm *nemesis) transferOnce(ctx context.Context, proc int, rec *NemesisRecord, from, to *agentNode, round int) bool {
+func (nm *Nemesis) transferOnce(ctx context.Context, proc int, rec *Record, from, to *cluster.Node, round int) bool {
 	via := from
 	if round%2 == 0 {
-		for _, n := range nm.upNodes() {
+		for _, n := range nm.cl.UpNodes() {
 			if n != from && n != to {
 				via = n
 				break
@@ -113,22 +115,22 @@ func (nm *nemesis) transferOnce(ctx context.Context, proc int, rec *NemesisRecor
 	}
 	tr.StartNanos = inv.TimeNanos
 	outcome, detail := history.Info, ""
-	if err := nm.ct.transfer(ctx, via, to.ID); err != nil {
+	if err := nm.ct.Transfer(ctx, via, to.ID); err != nil {
 		tr.Error = err.Error()
-		if c := answerCode(err); c >= 400 && c < 500 {
+		if c := cluster.AnswerCode(err); c >= 400 && c < 500 {
 			outcome = history.Fail
 		}
 		detail = err.Error()
 	} else {
 		deadline := time.Now().Add(transferSettle)
 		for {
-			sts := nm.ct.statuses(ctx, nm.cl.nodes, 500*time.Millisecond)
-			if id, term := leaderOf(sts); id == to.ID {
+			sts := nm.ct.Statuses(ctx, nm.cl.Nodes, 500*time.Millisecond)
+			if id, term := cluster.LeaderOf(sts); id == to.ID {
 				outcome, tr.Term = history.OK, term
 				detail = fmt.Sprintf("%s leads in term %d", to.ID, term)
 				break
 			}
-			if time.Now().After(deadline) || sleepCtx(ctx, 50*time.Millisecond) != nil {
+			if time.Now().After(deadline) || wait.Sleep(ctx, 50*time.Millisecond) != nil {
 				detail = fmt.Sprintf("transferred, but %s was not seen leading within %v", to.ID, transferSettle)
 				tr.Error = detail
 				break

@@ -1,4 +1,4 @@
-package runner
+package nemesis
 
 import (
 	"fmt"
@@ -42,8 +42,8 @@ type Event struct {
 // Name is "kind:variant".
 func (e Event) Name() string { return e.Fault + ":" + e.Variant }
 
-// validate checks a pinned event against the fault window [0, healAt].
-func (e Event) validate(healAt time.Duration) error {
+// Validate checks a pinned event against the fault window [0, healAt].
+func (e Event) Validate(healAt time.Duration) error {
 	if !slices.Contains(variants[e.Fault], e.Variant) {
 		return fmt.Errorf("%w: scheduled fault %s: unknown kind or variant", ErrInvalid, e.Name())
 	}
@@ -56,8 +56,8 @@ func (e Event) validate(healAt time.Duration) error {
 	if e.Fault == FaultLoss && !(e.Loss >= 0 && e.Loss <= 1) {
 		return fmt.Errorf("%w: scheduled fault %s: loss %v; allowed: [0, 1]", ErrInvalid, e.Name(), e.Loss)
 	}
-	if e.Fault == FaultReconfig && (e.Factor < 0 || e.Factor == 1 || e.Factor > maxReconfigFactor) {
-		return fmt.Errorf("%w: scheduled fault %s: factor %d; allowed: 0 (= 2) or 2 to %d (the limit slows down)", ErrInvalid, e.Name(), e.Factor, maxReconfigFactor)
+	if e.Fault == FaultReconfig && (e.Factor < 0 || e.Factor == 1 || e.Factor > MaxReconfigFactor) {
+		return fmt.Errorf("%w: scheduled fault %s: factor %d; allowed: 0 (= 2) or 2 to %d (the limit slows down)", ErrInvalid, e.Name(), e.Factor, MaxReconfigFactor)
 	}
 	return nil
 }
@@ -70,21 +70,21 @@ const (
 	maxQuiet    = 4 * time.Second
 	maxEvents   = 2000
 	ambientProb = 0.3
-	// maxReconfigFactor bounds how much a reconfig fault slows the limit.
-	maxReconfigFactor = 100
+	// MaxReconfigFactor bounds how much a reconfig fault slows the limit.
+	MaxReconfigFactor = 100
 )
 
-// Generate returns the schedule for c: from Warmup until Duration − Tail
+// Generate returns the schedule for c (c.Schedule when it is pinned): from Warmup until Duration − Tail
 // (the final heal), fault windows of 4–8 s separated by 2–4 s of quiet.
 // Each window holds one primary fault, a kind and variant drawn from
-// c.Nemeses; with probability 0.3 a clock or loss fault (when listed) is
+// c.Specs; with probability 0.3 a clock or loss fault (when listed) is
 // composed on top of it for the same window. Deterministic in c.Seed and
 // the configuration.
 func Generate(c Config) []Event {
 	if len(c.Schedule) > 0 {
 		return slices.Clone(c.Schedule)
 	}
-	if len(c.Nemeses) == 0 {
+	if len(c.Specs) == 0 {
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, 0x6a65707365656e))
@@ -92,8 +92,8 @@ func Generate(c Config) []Event {
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)) }
 	var out []Event
 	for t := c.Warmup; t+minWindow <= heal && len(out) < maxEvents; {
-		spec := c.Nemeses[rng.IntN(len(c.Nemeses))]
-		vs := pickableVariants(spec, c.Nodes)
+		spec := c.Specs[rng.IntN(len(c.Specs))]
+		vs := PickableVariants(spec, c.Nodes)
 		ev := Event{Fault: spec.Kind, Variant: vs[rng.IntN(len(vs))], At: t, Pick: rng.Uint64()}
 		ev.Until = min(t+between(minWindow, maxWindow), heal)
 		if ev.Fault == FaultSnapshot {
@@ -101,15 +101,15 @@ func Generate(c Config) []Event {
 		}
 		fillParams(c, &ev, rng)
 		out = append(out, ev)
-		var ambient []NemesisSpec
-		for _, n := range c.Nemeses {
+		var ambient []Spec
+		for _, n := range c.Specs {
 			if (n.Kind == FaultClock || n.Kind == FaultLoss) && n.Kind != ev.Fault {
 				ambient = append(ambient, n)
 			}
 		}
 		if len(ambient) > 0 && rng.Float64() < ambientProb {
 			spec := ambient[rng.IntN(len(ambient))]
-			vs := pickableVariants(spec, c.Nodes)
+			vs := PickableVariants(spec, c.Nodes)
 			amb := Event{Fault: spec.Kind, Variant: vs[rng.IntN(len(vs))], At: ev.At, Until: ev.Until, Pick: rng.Uint64(), Ambient: true}
 			fillParams(c, &amb, rng)
 			out = append(out, amb)
@@ -135,12 +135,12 @@ func fillParams(c Config, ev *Event, rng *rand.Rand) {
 		}
 	case FaultReconfig:
 		ev.Factor = 2 + rng.IntN(2)
-		if c.Workload == WorkloadLeased && rng.IntN(3) == 0 {
+		if c.Leased && rng.IntN(3) == 0 {
 			// Slow enough that one worker's fair share of the old rate
 			// (1/Workers of it) is above the new rate: the shares of the
 			// leases granted before the change are then out of the new
 			// rate's range, which a snapshot must still restore.
-			ev.Factor = min(c.Workers+2, maxReconfigFactor)
+			ev.Factor = min(c.Workers+2, MaxReconfigFactor)
 		}
 	case FaultLoss:
 		ev.Loss = float64(1+rng.IntN(10)) / 100

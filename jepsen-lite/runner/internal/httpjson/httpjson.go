@@ -1,0 +1,87 @@
+// Package httpjson is the one way the runner's packages talk JSON over
+// HTTP to the processes they run: the agents' API and test hooks
+// (package cluster) and the worker sidecars' control endpoints (package
+// workload). One request, one bounded timeout, no retries: a paused or
+// killed process must not stall the runner.
+package httpjson
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// StatusError is an answer outside 2xx.
+type StatusError struct {
+	// Code is the HTTP status, Body the answer's text.
+	Code int
+	Body string
+}
+
+// Error renders the status and the answer's text.
+func (e *StatusError) Error() string { return fmt.Sprintf("status %d: %s", e.Code, e.Body) }
+
+// Code returns the HTTP status of err's answer, or 0 when err is not a
+// non-2xx answer (no answer at all, for example).
+func Code(err error) int {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return 0
+}
+
+// maxBody bounds the answers read.
+const maxBody = 8 << 20
+
+// Do sends method http://addr/path with in (if not nil) as its JSON
+// body, within timeout, and decodes a 2xx answer into out: a *[]byte
+// receives the raw body, anything else is JSON-decoded (nil: the body is
+// discarded). Any other status is an error wrapping a *StatusError (see
+// Code). Errors name the request and who, the process it was sent to.
+func Do(ctx context.Context, hc *http.Client, who, addr, method, path string, in, out any, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("httpjson: encoding %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, body)
+	if err != nil {
+		return fmt.Errorf("httpjson: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("httpjson: %s %s on %s: %w", method, path, who, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return fmt.Errorf("httpjson: %s %s on %s: reading: %w", method, path, who, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("httpjson: %s %s on %s: %w", method, path, who, &StatusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(b))})
+	}
+	if out != nil {
+		if raw, ok := out.(*[]byte); ok {
+			*raw = b
+			return nil
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("httpjson: %s %s on %s: decoding %q: %w", method, path, who, b, err)
+		}
+	}
+	return nil
+}
