@@ -10,9 +10,9 @@ import (
 // replicated encoding and never changes.
 type Algorithm uint8
 
-// The algorithms of the design documents.
+// The pacing algorithms (see doc.go for what each does with unused time).
 const (
-	// Strict is the strict register of design document 002: a minimum spacing
+	// Strict is the strict register (strict.go): a minimum spacing
 	// between permits, bounded optimistic reservation and permit expiry.
 	Strict Algorithm = 1
 	// Bursty is Guava's SmoothBursty: idle time is stored as permits that are
@@ -149,8 +149,8 @@ type Spec struct {
 	// BurstRatio (Hybrid) is the maximum catch-up speed relative to the rate;
 	// >= 1, 0 selects the default 1.1.
 	BurstRatio float64
-	// Strictness (Hybrid) selects the pacing mode of design document 001
-	// (see HybridPacer): 0 (default) average rate, catch-up at BurstRatio;
+	// Strictness (Hybrid) selects the hybrid pacer's mode (see
+	// HybridPacer): 0 (default) average rate, catch-up at BurstRatio;
 	// 1 strict, no burst; > 1 the burst ratio itself; 1/2^k (k = 1..62)
 	// burst compensation, closing 1/2^k of the open gap at every fill.
 	// Other values are rejected.

@@ -48,7 +48,7 @@ func TestCompileValid(t *testing.T) {
 				IntervalNanos: 0, MaxStoredNanos: 25e8},
 		},
 		{
-			name: "warmup of document 004: stable 1s, cold 3, warmup 5s",
+			name: "warmup: stable 1s, cold 3, warmup 5s",
 			spec: Spec{Algorithm: WarmingUp, Rate: 1, Warmup: 5 * time.Second},
 			want: Config{Spec: Spec{Algorithm: WarmingUp, Rate: 1, Per: time.Second, Warmup: 5 * time.Second, ColdFactor: 3},
 				IntervalNanos: sec, ColdIntervalNanos: 3 * sec,
@@ -57,7 +57,7 @@ func TestCompileValid(t *testing.T) {
 			},
 		},
 		{
-			name: "hybrid 1 op/s ratio 1.1: the 1e9 + 1e8 = 1.1e9 ns pool of document 000",
+			name: "hybrid 1 op/s ratio 1.1: the 1e9 + 1e8 = 1.1e9 ns pool",
 			spec: Spec{Algorithm: Hybrid, Rate: 1},
 			want: Config{Spec: Spec{Algorithm: Hybrid, Rate: 1, Per: time.Second, BurstRatio: 1.1},
 				IntervalNanos: sec, ActiveNanos: 1e9, BurstNanos: 1e8},

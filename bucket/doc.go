@@ -12,7 +12,7 @@
 // and every refinement answers the same question differently: what should
 // happen to time nobody used?
 //
-//   - Strict (design document 002) forgets it. The state is one register,
+//   - Strict forgets it. The state is one register,
 //     the next free slot; a permit is never closer than I to the previous
 //     one, however long the limit was idle. This is what an API that counts
 //     requests per interval, and remembers no past under-utilisation,

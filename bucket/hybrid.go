@@ -5,8 +5,7 @@ import (
 	"math"
 )
 
-// HybridPacer is the EngineBlock hybrid limiter (design documents 000 and
-// 001): tokens are nanoseconds of time, held in an active, a burst and a
+// HybridPacer is the EngineBlock hybrid limiter: tokens are nanoseconds of time, held in an active, a burst and a
 // waiting pool.
 //
 // # Model
@@ -17,17 +16,17 @@ import (
 // state (a grant, a Reconfigure), so no filler thread is needed; a refused
 // Reserve and a Query compute on a copy and change nothing.
 //
-// Pool sizes (Config.ActiveNanos, Config.BurstNanos), from the boundary
-// rules of document 000:
+// Pool sizes (Config.ActiveNanos, Config.BurstNanos), from the EngineBlock
+// boundary rules:
 //
 //	active A = max(I, 1 ms)          at least one op, at least 1/1000 s
 //	burst  B = round(A*(r-1))        r = BurstRatio, default 1.1
 //	waiting: unbounded               unclaimed time: how far behind we are
 //
 // At 1 op/s the active pool is one op, 1e9 ns, and the burst pool 1e8 ns:
-// the 1.1e9 ns combined pool of document 000's example. (The document
-// quotes that pool for 1000 ops/s as an example of a pool of many ops; the
-// sizing rule it states, which this package follows, gives 1000 ops/s an
+// the 1.1e9 ns combined pool. (EngineBlock's own example quotes that
+// pool for 1000 ops/s as a pool of many ops; the sizing rule it states,
+// which this package follows, gives 1000 ops/s an
 // active pool of 1 ms, one op.) At 1e6 ops/s the active pool holds 1000
 // ops: callers are served in bulk between fills.
 //
@@ -62,7 +61,7 @@ import (
 // request gets AtNanos = at. A request never needs more than the pools can
 // hold: MaxPermits = floor((A+B)/I).
 //
-// Strictness (document 001) selects what happens to unclaimed time:
+// Strictness selects what happens to unclaimed time:
 //
 //	0 (default)  average rate: the whole gap is kept and caught up at
 //	             BurstRatio times the rate, however long that takes;
@@ -73,7 +72,7 @@ import (
 //	             of the waiting pool, so an idle period gives a
 //	             proportional, geometrically fading catch-up.
 //
-// Unbounded catch-up speed (document 001's 0.0 taken literally: throttle
+// Unbounded catch-up speed (a strictness of 0.0 taken literally: throttle
 // only once the long-run average is reached) is not offered: the speed of
 // catch-up is always bounded by the burst ratio, and the bound below holds
 // in every mode.

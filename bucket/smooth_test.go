@@ -91,7 +91,7 @@ func TestBurstyGuavaBurstyAndUpdate(t *testing.T) {
 	g.check(t, "R0.00", "R1.00", "R1.00", "R0.50", "R1.00", "R2.00")
 }
 
-// TestBurstyStoredPermitsOfDocument004 is document 004's example: 10 s
+// TestBurstyStoredPermitsOfDocument004 is the classic SmoothBursty example: 10 s
 // idle at 1 permit/s stores 10 permits; acquire(3) leaves 7; acquire(10)
 // takes the 7 and 3 fresh ones, so the next request waits 3 s.
 func TestBurstyStoredPermitsOfDocument004(t *testing.T) {
@@ -121,7 +121,7 @@ func TestBurstyFifteenAtFivePerSecond(t *testing.T) {
 	g.check(t, "R0.00", "R3.00") // 15 fresh permits take 3 s
 }
 
-// TestBurstyLargeRequestNextPays is document 004's acquire(100) at one per
+// TestBurstyLargeRequestNextPays is SmoothBursty's acquire(100) at one per
 // second: granted at once, and the next request waits 100 s.
 func TestBurstyLargeRequestNextPays(t *testing.T) {
 	p := mustNew(t, Spec{Algorithm: Bursty, Rate: 1})

@@ -2,7 +2,7 @@ package bucket
 
 import "math"
 
-// StrictPacer is the strict register of design document 002: one permit
+// StrictPacer is the strict register: one permit
 // slot every IntervalNanos, no memory of under-utilisation, a bounded number
 // of slots reserved ahead of now, and permits that expire.
 //
@@ -44,7 +44,7 @@ import "math"
 // at least I/2 apart (never more than twice the rate at any instant) and
 // tolerates lateness of up to half the spacing the limit exists to enforce.
 //
-// # Worked example (design document 002)
+// # Worked example
 //
 // One permit every 6 s, MaxReserved 0, default expiry 3 s:
 //

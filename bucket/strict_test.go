@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// TestStrictTimelineOfDocument002 replays the timeline of design document
-// 002: one permit every 6 s, requests at 2 s and 8 s granted, the request at
+// TestStrictTimelineOfDocument002 replays the worked example of
+// strict.go: one permit every 6 s, requests at 2 s and 8 s granted, the request at
 // 13 s (5 s after the last) refused or delayed to 14 s.
 func TestStrictTimelineOfDocument002(t *testing.T) {
 	type step struct {
@@ -58,8 +58,8 @@ func TestStrictTimelineOfDocument002(t *testing.T) {
 	}
 }
 
-// TestStrictRedisPseudocode checks the register against document 002's
-// reservation rule with a bound of 2 reserved permits.
+// TestStrictRedisPseudocode checks the register against the reservation
+// rule of strict.go with a bound of 2 reserved permits.
 func TestStrictMaxReserved(t *testing.T) {
 	p := mustNew(t, Spec{Algorithm: Strict, Rate: 1, MaxReserved: 2})
 	const forever = math.MaxInt64

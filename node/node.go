@@ -152,9 +152,7 @@ type Node struct {
 	batcher  *batcher
 	fwd      *forwarder
 
-	leaderReady chan struct{} // closed when the timeline becomes active; replaced on loss
-	readyMu     sync.Mutex
-	members     membership
+	members membership
 
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -182,13 +180,12 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
 	n := &Node{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		fsm:         fsm.New(),
-		timeline:    &timeline{clock: cfg.Clock, real: NewMonotonicClock()},
-		fwd:         &forwarder{network: cfg.Network, timeout: 2 * time.Second},
-		leaderReady: make(chan struct{}),
-		stopCh:      make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		fsm:      fsm.New(),
+		timeline: newTimeline(cfg.Clock, NewMonotonicClock()),
+		fwd:      &forwarder{network: cfg.Network, timeout: 2 * time.Second},
+		stopCh:   make(chan struct{}),
 	}
 	var err error
 	n.mux, err = newMux(cfg.Network, cfg.RaftAddr)
@@ -301,106 +298,6 @@ func (n *Node) ID() string { return n.cfg.ID }
 
 // RaftAddr returns the address the node's raft listener is bound to.
 func (n *Node) RaftAddr() string { return n.mux.ln.Addr().String() }
-
-// watchLeadership activates the cluster timeline when this node becomes
-// leader (after a Barrier has applied the whole log) and deactivates it when
-// leadership is lost.
-func (n *Node) watchLeadership() {
-	ticker := time.NewTicker(200 * time.Millisecond)
-	defer ticker.Stop()
-	leaderCh := n.raft.LeaderCh()
-	for {
-		select {
-		case <-n.stopCh:
-			n.timeline.end()
-			return
-		case isLeader := <-leaderCh:
-			n.onLeadership(isLeader)
-		case <-ticker.C:
-			// LeaderCh keeps only the latest value; reconcile periodically.
-			n.onLeadership(n.raft.State() == raft.Leader)
-			n.checkMembership()
-		}
-	}
-}
-
-func (n *Node) onLeadership(isLeader bool) {
-	if !isLeader {
-		if n.timeline.isActive() {
-			n.log.Info("leadership lost", "term", n.raft.CurrentTerm())
-			n.timeline.end()
-			n.readyMu.Lock()
-			n.leaderReady = make(chan struct{})
-			n.readyMu.Unlock()
-		}
-		return
-	}
-	term := n.raft.CurrentTerm()
-	if n.timeline.isActive() {
-		if n.timeline.activeTerm() == term {
-			return
-		}
-		// Leadership was lost and regained without us seeing the loss:
-		// another leader may have stamped entries meanwhile, so start over
-		// from a barrier.
-		n.log.Info("leadership regained in a new term: restarting the timeline", "term", term)
-		n.timeline.end()
-		n.readyMu.Lock()
-		n.leaderReady = make(chan struct{})
-		n.readyMu.Unlock()
-	}
-	// Apply everything committed before taking over the timeline.
-	if err := n.awaitFuture(n.raft.Barrier(n.cfg.ApplyTimeout)); err != nil {
-		n.log.Warn("barrier after election failed", "error", err)
-		return
-	}
-	if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
-		return
-	}
-	base := n.fsm.LastNowNanos()
-	if n.cfg.UnsafeResumeFromOwnClock {
-		base = n.cfg.Clock.NowNanos() // the deliberate bug: see Config
-		n.log.Warn("UNSAFE: resuming the cluster timeline from this node's own clock", "term", term, "from_ns", base, "fsm_last_ns", n.fsm.LastNowNanos())
-	}
-	n.timeline.begin(term, base)
-	n.log.Info("leading: cluster timeline continues", "term", term, "from_ns", base)
-	n.readyMu.Lock()
-	close(n.leaderReady)
-	n.readyMu.Unlock()
-}
-
-// stampForApply stamps a command if this node is the leader of the term its
-// timeline began in: the cluster time and that term (fsm.Apply trusts the
-// time only in an entry appended in the same term), and the real instant
-// of the reading.
-func (n *Node) stampForApply() (fsm.Stamp, time.Time, bool) {
-	now, term, at, ok := n.timeline.stamp()
-	if !ok || n.raft.CurrentTerm() != term || n.raft.State() != raft.Leader {
-		return fsm.Stamp{}, time.Time{}, false
-	}
-	return fsm.Stamp{Nanos: now, Term: term}, at, true
-}
-
-// waitLeading waits until this node's timeline is active or ctx ends.
-func (n *Node) waitLeading(ctx context.Context) bool {
-	if n.timeline.isActive() {
-		return true
-	}
-	if n.raft.State() != raft.Leader {
-		return false
-	}
-	n.readyMu.Lock()
-	ch := n.leaderReady
-	n.readyMu.Unlock()
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-n.stopCh:
-		return false
-	}
-}
 
 // leaderAddr returns the current leader's raft address, waiting for one to
 // be known until ctx ends.

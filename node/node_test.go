@@ -36,8 +36,8 @@ type grant struct {
 
 // checkSpacing verifies that consecutive permits (by use time) are at
 // least interval apart, less the round trip of the earlier one (the most the
-// answer can have been delayed after the decision: ARCHITECTURE.md,
-// invariant 3).
+// answer can have been delayed after the decision: node's doc.go,
+// invariant 3, and answer.go).
 func checkSpacing(t *testing.T, grants []grant, interval time.Duration) {
 	t.Helper()
 	sort.Slice(grants, func(i, j int) bool { return grants[i].useAt.Before(grants[j].useAt) })

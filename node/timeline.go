@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// timeline is the leader's view of cluster time (ARCHITECTURE.md, invariant
-// 2). When a node becomes leader it first applies its whole log (a raft
+// timeline is the leader's view of cluster time (the first invariant of
+// doc.go: a permit is never granted early, across leader changes
+// included). When a node becomes leader it first applies its whole log (a raft
 // Barrier), then continues from the last applied timestamp, counting forward
 // with its own monotonic clock:
 //
@@ -21,11 +22,17 @@ import (
 // can only make later grants later, never earlier; the wall clock plays no
 // part, so a node whose wall clock is hours off stamps correctly. Stamps are
 // non-decreasing, and the FSM clamps again (max(last, stamp)).
+//
+// The timeline is also the one place where "this node leads and may
+// stamp" lives: ready is closed while it is active and replaced when it
+// ends, so a request waiting for a leader to take over (waitActive) wakes
+// at the instant stamping begins. How a node takes over is takeover.go.
 type timeline struct {
 	clock Clock
 	real  Clock
 
 	mu        sync.Mutex
+	ready     chan struct{} // closed while active; a fresh one after end
 	active    bool
 	term      uint64
 	base      int64
@@ -34,10 +41,19 @@ type timeline struct {
 	last      int64
 }
 
+// newTimeline returns an inactive timeline counting with clock, capped by
+// real.
+func newTimeline(clock, real Clock) *timeline {
+	return &timeline{clock: clock, real: real, ready: make(chan struct{})}
+}
+
 // begin makes the timeline active for term, continuing from baseNanos.
 func (t *timeline) begin(term uint64, baseNanos int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !t.active {
+		close(t.ready)
+	}
 	t.active = true
 	t.term = term
 	t.base = baseNanos
@@ -49,8 +65,19 @@ func (t *timeline) begin(term uint64, baseNanos int64) {
 // end deactivates the timeline: this node is no longer leader.
 func (t *timeline) end() {
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.active {
+		t.ready = make(chan struct{})
+	}
 	t.active = false
-	t.mu.Unlock()
+}
+
+// readyCh returns a channel closed while the timeline is active (now or
+// once it begins).
+func (t *timeline) readyCh() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ready
 }
 
 // stamp returns the current cluster time, the term the timeline began in

@@ -14,7 +14,7 @@ func (c *manualClock) advance(d time.Duration) { c.now.Add(int64(d)) }
 
 func TestTimelineNeverRunsFasterThanRealTime(t *testing.T) {
 	injected, real := &manualClock{}, &manualClock{}
-	tl := &timeline{clock: injected, real: real}
+	tl := newTimeline(injected, real)
 	tl.begin(7, 1_000)
 	steps := []struct {
 		injected, real time.Duration

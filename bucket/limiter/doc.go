@@ -9,11 +9,10 @@
 //	if err := l.Wait(ctx, 1); err != nil { ... }   // sleeps until the permit is usable
 //	ok, err := l.TryAcquire(1, 50*time.Millisecond) // gives up if the wait would be longer
 //
-// Model. Calls are serialized by a mutex around one Pacer decision (design
-// document 000 found plain locking fast enough, and measured here it is:
-// see the README's benchmark table). Each caller reads the clock once; a
+// Model. Calls are serialized by a mutex around one Pacer decision (plain
+// locking is fast enough, as the README's benchmark table measures). Each caller reads the clock once; a
 // caller that waited for the lock decides at the freshest time any caller
-// has seen (the "last-seen time" of design document 001), so it never
+// has seen (a "last-seen time"), so it never
 // decides at a time older than one already used. Wait refuses up front,
 // reserving nothing, when the wait would pass the context's deadline, and
 // gives back the permits of a wait cancelled while sleeping when no later

@@ -44,7 +44,7 @@ const unboundedNanos = math.MaxInt64
 // from the monotonic clock (never the wall clock), so a wall-clock step
 // changes nothing. Each operation reads the clock once, before taking the
 // lock, and then uses max(that reading, the largest time any operation has
-// handed to the Pacer) — the "last-seen nanotime" of design document 001:
+// handed to the Pacer) — a "last-seen nanotime":
 // a goroutine that waited for the lock uses the freshest time anyone has seen
 // instead of its own older reading, so it does not over-wait, and the Pacer
 // always sees a non-decreasing now.
@@ -64,8 +64,8 @@ const unboundedNanos = math.MaxInt64
 // goroutine descheduled between its clock read and the decision, or after
 // the return, uses its permit later, as with any in-process limiter.
 //
-// Concurrency: a sync.Mutex serializes the Pacer (design document 000 found
-// plain locking fast enough); the critical section is one Pacer decision,
+// Concurrency: a sync.Mutex serializes the Pacer (plain locking is fast
+// enough: see the README's benchmark table); the critical section is one Pacer decision,
 // plus a state snapshot for cancellable reservations. Sleeping happens
 // outside the lock.
 //

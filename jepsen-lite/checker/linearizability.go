@@ -38,8 +38,8 @@ type LinearizabilityInput struct {
 }
 
 // Linearizability checks, with porcupine, that the reserves of each strict
-// limit are explained by one atomic register, the strict pacer of design
-// document 002, taking effect at one instant inside each operation.
+// limit are explained by one atomic register, the strict pacer of
+// bucket/strict.go, taking effect at one instant inside each operation.
 //
 // # The model
 //

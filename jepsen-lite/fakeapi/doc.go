@@ -1,5 +1,5 @@
 // Package fakeapi is the judge of a jepsen-lite run: a fake third-party
-// API, the rate-limited service of design document 002, that records every
+// API, a rate-limited service ("at most 1 call every I"), that records every
 // call it receives and counts, live, the calls that break the limit it was
 // configured with.
 //

@@ -1,5 +1,5 @@
 // Package client is the Go client of permitd's HTTP API, and the throttle
-// decorator of design document 002 built on it.
+// decorator built on it.
 //
 // # Model
 //
@@ -10,7 +10,7 @@
 // then plus W. Expiry is counted, conservatively, from when the request was
 // sent.
 //
-// Two ways to wait for a permit, as in design document 002:
+// Two ways to wait for a permit:
 //
 //   - optimistic (Acquire, Throttle in Block mode): reserve with max_wait =
 //     the time left until the context's deadline, then sleep the granted

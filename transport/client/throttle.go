@@ -49,7 +49,7 @@ func ThrottleMaxWait(d time.Duration) ThrottleOption {
 	return func(t *throttleConfig) { t.maxWait = d }
 }
 
-// Throttle returns the throttle decorator of design document 002 for limit:
+// Throttle returns the throttle decorator for limit:
 // the returned function runs fn only after a permit of limit may be used.
 // In Block mode it waits for one (Acquire); in Fail mode it returns an
 // error matching ErrThrottled, without running fn, when none is usable
