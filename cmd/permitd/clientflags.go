@@ -36,6 +36,24 @@ func (f *clientFlags) client(opts ...client.Option) (*client.Client, context.Con
 	return cl, ctx, cancel, nil
 }
 
+// printCall is the body of a command that makes one call: it builds the
+// client of cf (a bad --servers is a usage error, exit 2), runs call under
+// --timeout, and prints its answer as JSON (exit 0) or fails with the exit
+// code the error's kind maps to.
+func printCall[T any](c *cmdLine, cf *clientFlags, stdout io.Writer, call func(context.Context, *client.Client) (T, error)) int {
+	cl, ctx, cancel, err := cf.client()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cancel()
+	v, err := call(ctx, cl)
+	if err != nil {
+		return c.fail(exitCodeOf(err), err)
+	}
+	printJSON(stdout, v)
+	return exitOK
+}
+
 // newClient returns a client of servers (a --servers value), with an
 // error that names the flag.
 func newClient(servers string, opts ...client.Option) (*client.Client, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -35,17 +36,7 @@ func runClusterShow(args []string, stdout, stderr io.Writer) int {
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	defer cancel()
-	view, err := cl.Cluster(ctx)
-	if err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	printJSON(stdout, view)
-	return exitOK
+	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.Cluster, error) { return cl.Cluster(ctx) })
 }
 
 func runClusterJoin(args []string, stdout, stderr io.Writer) int {

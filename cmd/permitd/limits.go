@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"time"
 
@@ -119,17 +120,9 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 	if c.isSet("strictness") {
 		spec.Strictness = &strictns
 	}
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	defer cancel()
-	l, err := cl.PutLimit(ctx, name, spec)
-	if err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	printJSON(stdout, l)
-	return exitOK
+	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.Limit, error) {
+		return cl.PutLimit(ctx, name, spec)
+	})
 }
 
 // dashed prefixes flag names with "--".
@@ -153,17 +146,9 @@ func runLimitsGet(args []string, stdout, stderr io.Writer) int {
 	if err := checkName("limit name", c.arg(0)); err != nil {
 		return c.usageError(err.Error())
 	}
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	defer cancel()
-	l, err := cl.GetLimit(ctx, c.arg(0))
-	if err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	printJSON(stdout, l)
-	return exitOK
+	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.Limit, error) {
+		return cl.GetLimit(ctx, c.arg(0))
+	})
 }
 
 func runLimitsList(args []string, stdout, stderr io.Writer) int {
@@ -174,20 +159,13 @@ func runLimitsList(args []string, stdout, stderr io.Writer) int {
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	defer cancel()
-	ls, err := cl.ListLimits(ctx)
-	if err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	if ls == nil {
-		ls = []client.Limit{}
-	}
-	printJSON(stdout, ls)
-	return exitOK
+	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) ([]client.Limit, error) {
+		ls, err := cl.ListLimits(ctx)
+		if ls == nil {
+			ls = []client.Limit{} // [] rather than null
+		}
+		return ls, err
+	})
 }
 
 func runLimitsDelete(args []string, stdout, stderr io.Writer) int {
@@ -266,15 +244,7 @@ C + O + floor(W / interval) + 1 permits of a leased limit.
 	if !leased && (burst != 0 || outstanding != 0) {
 		return c.usageError("--burst-permits and --max-outstanding-permits apply only with --leased=true")
 	}
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	defer cancel()
-	res, err := cl.PutLeasePolicy(ctx, name, client.LeasePolicy{Leased: leased, BurstPermits: burst, MaxOutstandingPermits: outstanding})
-	if err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	printJSON(stdout, res)
-	return exitOK
+	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.LeasePolicyResult, error) {
+		return cl.PutLeasePolicy(ctx, name, client.LeasePolicy{Leased: leased, BurstPermits: burst, MaxOutstandingPermits: outstanding})
+	})
 }
