@@ -20,6 +20,17 @@ type WorkerCounters struct {
 	Outstanding   int64 `json:"outstanding"`
 }
 
+// Add adds o to c, counter by counter.
+func (c *WorkerCounters) Add(o WorkerCounters) {
+	c.Leased += o.Leased
+	c.Spent += o.Spent
+	c.StolenIn += o.StolenIn
+	c.StolenOut += o.StolenOut
+	c.Credited += o.Credited
+	c.ExpiredUnused += o.ExpiredUnused
+	c.Outstanding += o.Outstanding
+}
+
 // WorkerSnapshot is one status read of a worker.
 type WorkerSnapshot struct {
 	// SentNanos is when the status request was sent, in the history's
@@ -116,13 +127,7 @@ func LeasedConservation(in LeasedInput) (Result, error) {
 		}
 		fleetIn += earlier.StolenIn
 		fleetOut += last.StolenOut
-		fleet.Leased += last.Leased
-		fleet.Spent += last.Spent
-		fleet.StolenIn += last.StolenIn
-		fleet.StolenOut += last.StolenOut
-		fleet.Credited += last.Credited
-		fleet.ExpiredUnused += last.ExpiredUnused
-		fleet.Outstanding += last.Outstanding
+		fleet.Add(last)
 		w := perWorker[inc.Worker]
 		w.Leased += last.Leased
 		w.Spent += last.Spent

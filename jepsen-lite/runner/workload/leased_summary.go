@@ -56,25 +56,14 @@ func (f *Fleet) Summary(c, o int64, formula string) *LeasedSummary {
 		for _, inc := range s.incs {
 			rep.Grants += len(inc.GrantNanos)
 			if n := len(inc.Snapshots); n > 0 {
-				addCounters(&rep.Last, inc.Snapshots[n-1].WorkerCounters)
+				rep.Last.Add(inc.Snapshots[n-1].WorkerCounters)
 			}
 		}
 		s.mu.Unlock()
-		addCounters(&out.Fleet, rep.Last)
+		out.Fleet.Add(rep.Last)
 		out.Workers = append(out.Workers, rep)
 	}
 	return out
-}
-
-// addCounters adds c to dst.
-func addCounters(dst *checker.WorkerCounters, c checker.WorkerCounters) {
-	dst.Leased += c.Leased
-	dst.Spent += c.Spent
-	dst.StolenIn += c.StolenIn
-	dst.StolenOut += c.StolenOut
-	dst.Credited += c.Credited
-	dst.ExpiredUnused += c.ExpiredUnused
-	dst.Outstanding += c.Outstanding
 }
 
 // Observations are the sidecars' incarnations for the checker.
