@@ -45,3 +45,44 @@ func (f *FSM) LeaseAccounts(name string) (minted, free, outstanding, settled int
 	}
 	return info.MintedPermits, info.FreePermits, info.OutstandingPermits, info.SettledPermits
 }
+
+// info returns the view of l.
+func (l *lease) info() LeaseInfo {
+	return LeaseInfo{
+		ID: l.id, Epoch: l.epoch, Active: l.active, Holder: l.holder, Group: l.group, Weight: l.weight,
+		DemandMilliPermitsPerSec: l.demand, ShareMilliPermitsPerSec: l.share,
+		Permits: l.permits, LingeringPermits: l.lingeringPermits(),
+		GrantedAtNanos: l.grantedAtNanos, ExpiresAtNanos: l.expiresAtNanos, StolenInPermits: l.stolenIn,
+	}
+}
+
+// info returns the view of p with minting brought up to nowNanos (without
+// changing p).
+func (p *leasePool) info(name string, nowNanos, intervalNanos int64) LeasePoolInfo {
+	v := *p
+	v.accrue(nowNanos, intervalNanos)
+	active := len(p.byHolder)
+	return LeasePoolInfo{
+		Limit:                 name,
+		BurstPermits:          p.burst(intervalNanos),
+		MaxOutstandingPermits: p.maxOutstanding(intervalNanos),
+		BurstSpec:             p.burstSpec,
+		MaxOutstandingSpec:    p.maxOutSpec,
+		IntervalNanos:         intervalNanos,
+		MintedPermits:         v.minted,
+		FreePermits:           v.free,
+		OutstandingPermits:    v.outstanding,
+		SettledPermits:        v.spent + v.stolen + v.expired,
+		SpentPermits:          v.spent,
+		StolenPermits:         v.stolen,
+		ExpiredPermits:        v.expired,
+		StolenInPermits:       v.stolenIn,
+		ActiveLeases:          active,
+		LingeringLeases:       len(p.leases) - active,
+		LeasesOpened:          p.opened,
+		Renewals:              p.renewals,
+		Returns:               p.returns,
+		Expirations:           p.expirations,
+		Fenced:                p.fenced,
+	}
+}
