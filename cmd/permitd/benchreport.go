@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
+	"slices"
+	"time"
 )
 
 // benchreport.go: what bench reports: counts, throughput over the measured
@@ -48,4 +51,32 @@ func share(part, total int64) float64 {
 		return 0
 	}
 	return float64(part) / float64(total)
+}
+
+// result is the report of a run that measured for elapsed.
+func (r *benchRecorder) result(b benchFlags, elapsed time.Duration) BenchResult {
+	slices.Sort(r.lat)
+	pct := func(p float64) float64 {
+		if len(r.lat) == 0 {
+			return math.NaN()
+		}
+		i := int(math.Ceil(p*float64(len(r.lat)))) - 1
+		i = max(0, min(i, len(r.lat)-1))
+		return float64(r.lat[i]) / 1e6
+	}
+	res := BenchResult{
+		Mode: b.mode, Protocol: b.protocol, Concurrency: b.concurrency, Servers: b.servers, Limit: b.limit,
+		DurationSec: elapsed.Seconds(), Requests: r.requests.Load(), Granted: r.granted.Load(),
+		Refused: r.refused.Load(), Errors: r.errs.Load(),
+		RefusedShare: share(r.refused.Load(), r.requests.Load()),
+		P50Ms:        pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
+	}
+	if b.mode == "open" {
+		res.OpenRate = b.openRate
+	}
+	res.ThroughputRPS = float64(res.Requests-res.Errors) / elapsed.Seconds()
+	if v, ok := r.firstErr.Load().(string); ok {
+		res.FirstError = v
+	}
+	return res
 }

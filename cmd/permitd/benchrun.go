@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,28 +285,5 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	if measuredStart.IsZero() || elapsed <= 0 {
 		return BenchResult{}, errors.New("run ended before the warm-up did")
 	}
-	slices.Sort(rec.lat)
-	pct := func(p float64) float64 {
-		if len(rec.lat) == 0 {
-			return math.NaN()
-		}
-		i := int(math.Ceil(p*float64(len(rec.lat)))) - 1
-		i = max(0, min(i, len(rec.lat)-1))
-		return float64(rec.lat[i]) / 1e6
-	}
-	res := BenchResult{
-		Mode: b.mode, Protocol: b.protocol, Concurrency: b.concurrency, Servers: b.servers, Limit: b.limit,
-		DurationSec: elapsed.Seconds(), Requests: rec.requests.Load(), Granted: rec.granted.Load(),
-		Refused: rec.refused.Load(), Errors: rec.errs.Load(),
-		RefusedShare: share(rec.refused.Load(), rec.requests.Load()),
-		P50Ms:        pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
-	}
-	if b.mode == "open" {
-		res.OpenRate = b.openRate
-	}
-	res.ThroughputRPS = float64(res.Requests-res.Errors) / elapsed.Seconds()
-	if v, ok := rec.firstErr.Load().(string); ok {
-		res.FirstError = v
-	}
-	return res, nil
+	return rec.result(b, elapsed), nil
 }
