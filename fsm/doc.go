@@ -229,7 +229,7 @@
 // them). So a lease whose grants came late catches up at its next
 // renewals, a lease that gives permits away (stolen out) takes them out
 // of its own entitlement, and over any span each lease takes at most its
-// share plus one fair grant plus what nobody else claimed (leasebook.go,
+// share plus one fair grant plus what nobody else claimed (leasegrant.go,
 // grant).
 //
 // # The over-grant bound

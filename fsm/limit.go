@@ -7,6 +7,10 @@ import (
 	"github.com/permitd/permitd/bucket"
 )
 
+// limit.go: one named limit as the register keeps it (configuration,
+// pacer, counters), the view of it the read API serves, and how it decides
+// a reserve.
+
 // limit is one named limit: its configuration, the raft index that set it,
 // its pacer and its counters.
 type limit struct {
@@ -27,6 +31,37 @@ type limit struct {
 	grantedRequests uint64
 	grantedPermits  uint64
 	refusedRequests uint64
+}
+
+// LimitInfo is a read-only view of one limit.
+type LimitInfo struct {
+	Name    string
+	Config  bucket.Config
+	Version uint64
+	// Counters since the limit was created (a put that reconfigures it
+	// keeps them): grants and refusals. Duplicates and Invalid reserves
+	// are not counted.
+	GrantedRequests uint64
+	GrantedPermits  uint64
+	RefusedRequests uint64
+	// Leased reports that the limit's permits are handed out by lease
+	// (see LeasePolicy): reserves on it are Invalid.
+	Leased bool
+	// Lease (Leased only) summarises the lease pool: its policy and how
+	// many leases hold permits.
+	Lease LeaseSummary
+}
+
+// LeaseSummary is the part of a leased limit's pool that a view of the
+// limit shows (LeasePoolInfo has everything).
+type LeaseSummary struct {
+	// BurstPermits (C) and MaxOutstandingPermits (O) are the effective
+	// capacities; BurstSpec and MaxOutstandingSpec the values the policy
+	// set (0 = the default, one second of permits).
+	BurstPermits, MaxOutstandingPermits int64
+	BurstSpec, MaxOutstandingSpec       int64
+	// Leases counts the leases that hold permits (active or lingering).
+	Leases int
 }
 
 // info returns a read-only view of l.

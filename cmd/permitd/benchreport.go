@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+)
+
+// benchreport.go: what bench reports: counts, throughput over the measured
+// time, and latency percentiles (nearest rank: the ceil(p*n)-th smallest
+// of n measured latencies), as a table or as JSON.
+
+// BenchResult is bench's report (printed as a table or, with --json, as
+// this object).
+type BenchResult struct {
+	Mode          string  `json:"mode"`
+	Protocol      string  `json:"protocol"`
+	Concurrency   int     `json:"concurrency"`
+	OpenRate      float64 `json:"open_rate,omitempty"`
+	Servers       string  `json:"servers"`
+	Limit         string  `json:"limit"`
+	DurationSec   float64 `json:"duration_s"`
+	Requests      int64   `json:"requests"`
+	Granted       int64   `json:"granted"`
+	Refused       int64   `json:"refused"`
+	RefusedShare  float64 `json:"refused_share"`
+	Errors        int64   `json:"errors"`
+	ThroughputRPS float64 `json:"throughput_rps"`
+	P50Ms         float64 `json:"p50_ms"`
+	P90Ms         float64 `json:"p90_ms"`
+	P99Ms         float64 `json:"p99_ms"`
+	P999Ms        float64 `json:"p999_ms"`
+	MaxMs         float64 `json:"max_ms"`
+	FirstError    string  `json:"first_error,omitempty"`
+}
+
+func printBench(w io.Writer, r BenchResult) {
+	fmt.Fprintf(w, "mode=%s protocol=%s concurrency=%d servers=%s limit=%s duration=%.1fs\n", r.Mode, r.Protocol, r.Concurrency, r.Servers, r.Limit, r.DurationSec)
+	fmt.Fprintf(w, "requests=%d granted=%d refused=%d (%.2f%%) errors=%d\n", r.Requests, r.Granted, r.Refused, 100*r.RefusedShare, r.Errors)
+	fmt.Fprintf(w, "throughput=%.0f req/s  latency p50=%.3fms p90=%.3fms p99=%.3fms p99.9=%.3fms max=%.3fms\n", r.ThroughputRPS, r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs)
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "first error: %s\n", r.FirstError)
+	}
+}
+
+// share is part/total, 0 for an empty total.
+func share(part, total int64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return float64(part) / float64(total)
+}
+
+// result is the report of a run that measured for elapsed.
+func (r *benchRecorder) result(b benchFlags, elapsed time.Duration) BenchResult {
+	slices.Sort(r.lat)
+	pct := func(p float64) float64 {
+		if len(r.lat) == 0 {
+			return math.NaN()
+		}
+		i := int(math.Ceil(p*float64(len(r.lat)))) - 1
+		i = max(0, min(i, len(r.lat)-1))
+		return float64(r.lat[i]) / 1e6
+	}
+	res := BenchResult{
+		Mode: b.mode, Protocol: b.protocol, Concurrency: b.concurrency, Servers: b.servers, Limit: b.limit,
+		DurationSec: elapsed.Seconds(), Requests: r.requests.Load(), Granted: r.granted.Load(),
+		Refused: r.refused.Load(), Errors: r.errs.Load(),
+		RefusedShare: share(r.refused.Load(), r.requests.Load()),
+		P50Ms:        pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
+	}
+	if b.mode == "open" {
+		res.OpenRate = b.openRate
+	}
+	res.ThroughputRPS = float64(res.Requests-res.Errors) / elapsed.Seconds()
+	if v, ok := r.firstErr.Load().(string); ok {
+		res.FirstError = v
+	}
+	return res
+}

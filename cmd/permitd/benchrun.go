@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/permitd/permitd/cmd/internal/httplite"
+	"github.com/permitd/permitd/transport/wire"
+)
+
+// benchrun.go: the run loop of permitd bench. Closed loop: --concurrency
+// workers, each sending its next reserve when the last returns. Open loop:
+// reserves start every 1/--open-rate s whatever the latency, at most
+// --concurrency outstanding, and latency counts from the scheduled start
+// (no coordinated omission). Requests that end during the measured
+// --duration, after --warmup, are measured.
+
+// benchClient sends reserves over keep-alive connections.
+func benchHTTPClient(conns int) *http.Client {
+	tr := &http.Transport{
+		MaxIdleConns:        conns * 2,
+		MaxIdleConnsPerHost: conns * 2,
+		MaxConnsPerHost:     conns * 2,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+func createLimit(ctx context.Context, hc *http.Client, servers []string, b benchFlags) error {
+	body := fmt.Sprintf(`{"algorithm":%q,"rate":%v,"per":%q}`, b.algorithm, b.rate, b.per.String())
+	if b.algorithm == "strict" {
+		// An expiry of an hour: by default a strict permit expires half
+		// an interval after its slot, which at the default rate is long
+		// before any answer can be sent, and the register would refuse
+		// every grant as expired.
+		body = fmt.Sprintf(`{"algorithm":"strict","rate":%v,"per":%q,"max_reserved":1000000,"expiry":"1h"}`, b.rate, b.per.String())
+	}
+	if b.algorithm == "warmup" {
+		body = fmt.Sprintf(`{"algorithm":"warmup","rate":%v,"per":%q,"warmup":"1s"}`, b.rate, b.per.String())
+	}
+	var last error
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range servers {
+			req, _ := http.NewRequestWithContext(ctx, "PUT", "http://"+s+"/v1/limits/"+b.limit, strings.NewReader(body))
+			resp, err := hc.Do(req)
+			if err != nil {
+				last = err
+				continue
+			}
+			msg, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode/100 == 2 {
+				return nil
+			}
+			last = fmt.Errorf("PUT %s: %d %s", b.limit, resp.StatusCode, bytes.TrimSpace(msg))
+			if resp.StatusCode/100 == 4 {
+				return last
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("create limit: %w", last)
+}
+
+type benchRecorder struct {
+	mu        sync.Mutex
+	lat       []time.Duration
+	measuring atomic.Bool
+	requests  atomic.Int64
+	granted   atomic.Int64
+	refused   atomic.Int64
+	errs      atomic.Int64
+	firstErr  atomic.Value
+}
+
+func (r *benchRecorder) record(lat []time.Duration) {
+	r.mu.Lock()
+	r.lat = append(r.lat, lat...)
+	r.mu.Unlock()
+}
+
+func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
+	servers := splitList(b.servers)
+	if len(servers) == 0 {
+		return BenchResult{}, errors.New("--servers is empty")
+	}
+	hc := benchHTTPClient(b.concurrency)
+	if b.create {
+		if err := createLimit(ctx, hc, servers, b); err != nil {
+			return BenchResult{}, err
+		}
+	}
+	rec := &benchRecorder{}
+	var idSeq atomic.Int64
+	// Request IDs are unique across runs too: the register remembers IDs
+	// for 10 minutes and would answer a reused one with its first decision.
+	idPrefix := "b" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
+	path := "/v1/limits/" + b.limit + "/reserve"
+	// one sends one reserve on c.
+	one := func(c benchConn, buf *bytes.Buffer) (time.Duration, error) {
+		count := rec.measuring.Load()
+		id := ""
+		if b.requestIDs {
+			id = idPrefix + strconv.FormatInt(idSeq.Add(1), 10)
+		}
+		start := time.Now()
+		code, err := c.reserve(buf, id)
+		if err != nil {
+			return 0, err
+		}
+		lat := time.Since(start)
+		switch code {
+		case 200:
+			if count {
+				rec.granted.Add(1)
+			}
+		case 429:
+			if count {
+				rec.refused.Add(1)
+			}
+		default:
+			return lat, fmt.Errorf("HTTP %d", code)
+		}
+		return lat, nil
+	}
+	// Connections: over HTTP, closed loop, one per worker and server; open
+	// loop, a pool per server. Over the binary protocol every worker
+	// shares --binary-conns pipelined connections per server.
+	var shared [][]*wire.Conn
+	if b.protocol == "binary" {
+		for k := 0; k < b.binaryConns; k++ {
+			cs, err := dialBinary(servers)
+			if err != nil {
+				return BenchResult{}, err
+			}
+			shared = append(shared, cs)
+		}
+		defer func() {
+			for _, cs := range shared {
+				for _, c := range cs {
+					c.Close()
+				}
+			}
+		}()
+	}
+	var connSeq atomic.Int64
+	newConns := func() []benchConn {
+		cs := make([]benchConn, len(servers))
+		for i, s := range servers {
+			if shared != nil {
+				cs[i] = binaryBenchConn{c: shared[int(connSeq.Add(1))%len(shared)][i], r: wire.Reserve{Limit: b.limit, Permits: b.permits, MaxWaitNanos: int64(b.maxWait)}}
+			} else {
+				cs[i] = httpBenchConn{c: httplite.New(s, 10*time.Second), path: path, permits: b.permits, maxWait: b.maxWait}
+			}
+		}
+		return cs
+	}
+	fail := func(err error) {
+		rec.errs.Add(1)
+		rec.firstErr.CompareAndSwap(nil, err.Error())
+	}
+	runCtx, cancel := context.WithTimeout(ctx, b.warmup+b.duration)
+	defer cancel()
+	var measuredStart time.Time
+	go func() {
+		select {
+		case <-time.After(b.warmup):
+			measuredStart = time.Now()
+			rec.measuring.Store(true)
+		case <-runCtx.Done():
+		}
+	}()
+	var wg sync.WaitGroup
+	if b.mode == "closed" {
+		for w := 0; w < b.concurrency; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var buf bytes.Buffer
+				conns := newConns()
+				defer func() {
+					for _, c := range conns {
+						c.Close()
+					}
+				}()
+				lats := make([]time.Duration, 0, 4096)
+				for i := w; runCtx.Err() == nil; i++ {
+					if b.maxRequests > 0 && rec.requests.Load() >= b.maxRequests {
+						break
+					}
+					lat, err := one(conns[i%len(conns)], &buf)
+					if !rec.measuring.Load() || runCtx.Err() != nil {
+						continue
+					}
+					rec.requests.Add(1)
+					if err != nil {
+						fail(err)
+						continue
+					}
+					lats = append(lats, lat)
+				}
+				rec.record(lats)
+			}()
+		}
+	} else {
+		sem := make(chan struct{}, b.concurrency)
+		pool := make(chan []benchConn, b.concurrency)
+		for k := 0; k < b.concurrency; k++ {
+			pool <- newConns()
+		}
+		defer func() {
+			for k := 0; k < b.concurrency; k++ {
+				for _, c := range <-pool {
+					c.Close()
+				}
+			}
+		}()
+		interval := time.Duration(float64(time.Second) / b.openRate)
+		next := time.Now()
+		var lmu sync.Mutex
+		var lats []time.Duration
+	loop:
+		for i := 0; runCtx.Err() == nil; i++ {
+			if b.maxRequests > 0 && rec.requests.Load() >= b.maxRequests {
+				break
+			}
+			next = next.Add(interval)
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-runCtx.Done():
+					break loop
+				}
+			}
+			scheduled := next
+			select {
+			case sem <- struct{}{}:
+			case <-runCtx.Done():
+				break loop
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				var buf bytes.Buffer
+				conns := <-pool
+				_, err := one(conns[i%len(conns)], &buf)
+				pool <- conns
+				lat := time.Since(scheduled)
+				if !rec.measuring.Load() || runCtx.Err() != nil {
+					return
+				}
+				rec.requests.Add(1)
+				if err != nil {
+					fail(err)
+					return
+				}
+				lmu.Lock()
+				lats = append(lats, lat)
+				lmu.Unlock()
+			}()
+		}
+		wg.Wait()
+		rec.record(lats)
+	}
+	wg.Wait()
+	elapsed := time.Since(measuredStart)
+	if measuredStart.IsZero() || elapsed <= 0 {
+		return BenchResult{}, errors.New("run ended before the warm-up did")
+	}
+	return rec.result(b, elapsed), nil
+}

@@ -1,0 +1,176 @@
+package fsm
+
+import (
+	"math/bits"
+)
+
+// leasegrant.go: the size of a grant (formula and reasons in grant's doc).
+//
+//	permits = min(free, O - outstanding, fair, credit + avail)
+//
+// fair is the lease's weighted max-min share (shareOf) of the permits minted
+// over the grant's horizon; avail is its entitlement, or the free pool
+// beyond the other leases' entitlements if that is more.
+
+// shareOf is the fair share of active lease l, in milli-permits per
+// second, of a rate of capacity milli-permits per second: weighted max-min
+// over the groups' demands, then max-min with equal weights over the
+// demands of the leases of l's group.
+func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
+	groups := make([]claim, len(p.groups))
+	gi := 0
+	for i, g := range p.groups {
+		groups[i] = claim{weight: g.weight(), demand: g.demand}
+		if g.name == l.group {
+			gi = i
+		}
+	}
+	// Weights are at most MaxLeaseWeight*MaxLeasesPerLimit in total:
+	// waterFill cannot fail.
+	_ = waterFill(capacity, groups)
+	g := p.groups[gi]
+	members := make([]claim, len(g.leases))
+	li := 0
+	for i, m := range g.leases {
+		members[i] = claim{weight: 1, demand: m.demand}
+		if m == l {
+			li = i
+		}
+	}
+	_ = waterFill(groups[gi].share, members)
+	return members[li].share
+}
+
+// grant issues a new grant to active lease l at nowNanos for ttlNanos;
+// credit is what l's report on its previous grant just put back in free
+// (0 for a new lease):
+//
+//	share   = l's fair share (shareOf) of the rate r = 10^12/I milli-permits/s
+//	horizon = min(ttl, O*I)
+//	fair    = floor((share*horizon + carry) / (r*I)), the remainder is the new carry
+//	claims  = min(sum of entitlementAt(now) over the other active leases, floor(C/2))
+//	avail   = max(entitled_l, (free - credit) - claims)
+//	permits = min(free, O - outstanding, fair, credit + avail)
+//
+// share/r is l's fraction of the rate and horizon/I the permits minted in
+// the horizon, so fair is l's fraction of them; capping the horizon at O*I
+// makes the fair grants of all leases add up to at most O, so that an early
+// renewer cannot take the others' part of O. The carry lets a share worth
+// less than a permit per grant earn one every few grants.
+//
+// The entitlement makes the division of a scarce pool follow the shares:
+// l's net intake (permits - credit) is at most what its share earned since
+// its previous grant and has not taken yet (entitled), unless the pool
+// holds more than the other leases' entitlements, in which case l may
+// take that excess (the pool is not scarce: capacity nobody claims is
+// not stranded). At most half of C is held for the others' claims, so that
+// claims of leases that do not come for them (a holder that went silent,
+// one that renews without spending) cannot keep the pool full, and
+// minting stopped, while a renewer is refused. Without the entitlement a
+// grant was first come, first served: when
+// the rate is saturated the free pool holds only what was minted since
+// the previous renewal, so which lease got it depended on the order of the
+// renewals, not on the shares, and a lease that fell behind (a late first
+// grant, renewals reordered by the network) could take many periods to
+// catch up. The net intake is then taken out of the entitlement, which is
+// kept within [0, cap] (see entitlementAt).
+func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, credit int64) {
+	capacity := milliPermitsPerSecNanos / intervalNanos // >= 16: interval <= MaxLeasedIntervalNanos
+	o := p.maxOutstanding(intervalNanos)
+	l.entitled, l.entitledRem = l.entitlementAt(nowNanos, capacity, intervalNanos, o)
+	share := p.shareOf(l, capacity)
+	horizon := grantHorizon(ttlNanos, intervalNanos, o)
+	hi, lo := bits.Mul64(uint64(share), uint64(horizon))
+	lo, c := bits.Add64(lo, uint64(l.carry), 0)
+	hi += c
+	den := uint64(capacity) * uint64(intervalNanos) // <= 10^12
+	// The quotient is at most horizon/interval + 1 < 2^63, so hi < den.
+	fair, carry := bits.Div64(hi, lo, den)
+	avail := l.entitled
+	if surplus := p.surplusFor(nowNanos, l, credit, capacity, intervalNanos, o); surplus > avail {
+		avail = surplus
+	}
+	permits := min(p.free, max(0, o-p.outstanding), int64(fair), credit+avail)
+	p.free -= permits
+	p.outstanding += permits
+	l.permits, l.share, l.carry = permits, share, int64(carry)
+	l.grantedAtNanos, l.expiresAtNanos = nowNanos, nowNanos+ttlNanos
+	// Take the net intake out of the entitlement, within [0, cap] at the
+	// new share and TTL (a net intake above the entitlement came out of
+	// the excess; a negative one, a credit larger than the new grant, is
+	// permits given back unspent).
+	e := l.entitled - (permits - credit)
+	if limit := entitlementCap(share, horizon, den); e >= limit {
+		e, l.entitledRem = limit, 0
+	}
+	l.entitled = max(0, e)
+}
+
+// grantHorizon is min(ttl, O*I): the span of minting a fair grant is a
+// fraction of.
+func grantHorizon(ttlNanos, intervalNanos, o int64) int64 {
+	if o <= (ttlNanos-1)/intervalNanos {
+		return o * intervalNanos // < ttl: no overflow
+	}
+	return ttlNanos
+}
+
+// entitlementCap is the most a lease's entitlement holds: its fair grant
+// at share over horizon, rounded up (so that a share worth less than a
+// permit per grant can still be entitled to one), and at most horizon (a
+// number of nanoseconds: far above ceil(horizon/I) for a current share;
+// the bound Restore checks).
+func entitlementCap(share, horizon int64, den uint64) int64 {
+	hi, lo := bits.Mul64(uint64(share), uint64(horizon))
+	lo, c := bits.Add64(lo, den-1, 0)
+	hi += c
+	// share <= 10^12 (a share from before a change of I may exceed the
+	// current capacity), horizon <= 60 s and den > 9*10^11: q < 2^37.
+	q, _ := bits.Div64(hi, lo, den)
+	return min(int64(q), horizon)
+}
+
+// entitlementAt returns active lease l's entitlement at nowNanos (>= its
+// grant time), and its remainder: the entitlement as of its grant plus
+// what its share earned since, floor((share*(now - grantedAt) +
+// entitledRem) / (r*I)), at most entitlementCap at its share and the
+// horizon of its grant (the remainder is then 0). A new lease (share 0)
+// is entitled to nothing.
+func (l *lease) entitlementAt(nowNanos, capacity, intervalNanos, o int64) (entitled, rem int64) {
+	if l.share == 0 {
+		return l.entitled, l.entitledRem
+	}
+	den := uint64(capacity) * uint64(intervalNanos)
+	// now - grantedAt < the grant's TTL <= MaxLeaseTTLNanos (an active
+	// lease is unexpired) and share <= 10^12: the quotient is below 2^37.
+	hi, lo := bits.Mul64(uint64(l.share), uint64(nowNanos-l.grantedAtNanos))
+	lo, c := bits.Add64(lo, uint64(l.entitledRem), 0)
+	hi += c
+	earned, r := bits.Div64(hi, lo, den)
+	limit := entitlementCap(l.share, grantHorizon(l.expiresAtNanos-l.grantedAtNanos, intervalNanos, o), den)
+	if e := l.entitled + int64(earned); e < limit {
+		return e, int64(r)
+	}
+	return limit, 0
+}
+
+// surplusFor is what lease l may take beyond its own entitlement at
+// nowNanos: the free pool without l's just-credited permits, minus the
+// entitlements of every other active lease (at most floor(C/2) in all),
+// or 0 if they claim it all.
+func (p *leasePool) surplusFor(nowNanos int64, l *lease, credit, capacity, intervalNanos, o int64) int64 {
+	reserve := p.burst(intervalNanos) / 2
+	var claims int64
+	for _, g := range p.groups {
+		for _, m := range g.leases {
+			if m == l {
+				continue
+			}
+			e, _ := m.entitlementAt(nowNanos, capacity, intervalNanos, o)
+			if claims += e; claims >= reserve {
+				return max(0, p.free-credit-reserve)
+			}
+		}
+	}
+	return max(0, p.free-credit-claims)
+}

@@ -1,0 +1,101 @@
+package fsm
+
+// result.go: what Apply answers to the limit commands (reserve, put,
+// delete), relative to the entry's cluster time. The lease commands'
+// results are in lease.go.
+
+// Status is the outcome of one reserve.
+type Status uint8
+
+// Reserve outcomes.
+const (
+	// Granted: the permits may be used WaitNanos after the decision.
+	Granted Status = 1
+	// Refused: nothing reserved; RetryAfterNanos says when to try again.
+	Refused Status = 2
+	// UnknownLimit: no limit of that name exists.
+	UnknownLimit Status = 3
+	// Invalid: the request can never be granted under the limit's current
+	// configuration (e.g. more permits than MaxPermits); Detail says why.
+	Invalid Status = 4
+	// SessionExpired: the reserve's session is not open (it expired after
+	// SessionIdleNanos without a request, was evicted, or never existed):
+	// nothing was reserved and the register cannot tell whether an
+	// earlier copy of this request was decided. The client never received
+	// such a decision, so it opens a new session and asks again, as a new
+	// request.
+	SessionExpired Status = 5
+	// Busy: the reserve carries a request ID the register has not seen,
+	// and its table of request IDs is full (it refuses new IDs rather than
+	// forget IDs younger than DedupWindowNanos); RetryAfterNanos says when
+	// the oldest ID is forgotten. Nothing was reserved. Clients that need
+	// more idempotent reserves per second use sessions.
+	Busy Status = 6
+)
+
+// ReserveResult is the outcome of one reserve, relative to the entry's
+// cluster time.
+type ReserveResult struct {
+	Status Status
+	// WaitNanos (Granted) is how long after the decision the permits may be
+	// used (>= 0); RetryAfterNanos (Refused) is when the same request could
+	// succeed (>= 1, so a refusal never invites an immediate retry).
+	WaitNanos       int64
+	RetryAfterNanos int64
+	// ExpiresInNanos (Granted) is how long after the decision the first
+	// permit stops being usable; 0 = no expiry. A fresh strict grant has
+	// its limit's expiry; a fresh grant of another algorithm has none. A
+	// Duplicate always has one: a replayed grant is usable only until its
+	// time plus the strict expiry, or plus one interval for the other
+	// algorithms, so a late retry never uses a permit arbitrarily late.
+	// -1 = already expired: only a Duplicate replayed after that; those
+	// permits must not be used.
+	ExpiresInNanos int64
+	// SpacingNanos (Granted) is the spacing between the permits of one
+	// grant: permit j (0-based) of a grant of n may be used from WaitNanos
+	// + j*SpacingNanos and expires at ExpiresInNanos + j*SpacingNanos. A
+	// strict grant's permits are its interval apart; the other algorithms
+	// serve the n permits of a grant together (0).
+	SpacingNanos int64
+	// NowNanos is the cluster time the reserve was decided at (for a
+	// Duplicate: the retry's), to which the durations above are relative;
+	// OnArrival reports that this is the reserve's own arrival stamp
+	// (ArrivedNanos, trusted in the entry's term, not clamped to a later
+	// timeline). Neither travels in an answer: the leader uses them to
+	// express the answer relative to the moment it is sent.
+	NowNanos  int64
+	OnArrival bool
+	// Duplicate reports that RequestID was seen before and this is the
+	// stored result of the first reserve: nothing was reserved now. Its
+	// times are those of the first decision re-expressed relative to this
+	// entry's cluster time (WaitNanos shrinks towards 0, ExpiresInNanos
+	// towards -1), so a client that acts on the replayed answer never uses
+	// a permit earlier, or later, than the first answer allowed.
+	Duplicate bool
+	// Detail explains Invalid.
+	Detail string
+}
+
+// PutResult is the outcome of a PutLimit.
+type PutResult struct {
+	// Version is the raft index at which this configuration was applied
+	// (when Detail is set: the version of the configuration that was kept).
+	Version uint64
+	// Created is true if the limit did not exist.
+	Created bool
+	// Detail, when not empty, says why the new configuration could not be
+	// applied: the existing pacer refused to be reconfigured at the entry's
+	// cluster time (for example an arithmetic overflow). The limit then keeps
+	// its previous configuration, state and Version. Empty on success.
+	Detail string
+}
+
+// DeleteResult is the outcome of a DeleteLimit.
+type DeleteResult struct {
+	// Existed is true if the limit existed (and was removed, unless
+	// Detail says why not).
+	Existed bool
+	// Detail, when not empty, says why the limit was kept: it is leased
+	// and leases still hold permits, and the delete was not forced.
+	Detail string
+}
