@@ -2,13 +2,11 @@ package node
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -320,94 +318,6 @@ func (n *Node) leaderAddr(ctx context.Context) (string, string, error) {
 	}
 }
 
-// Status returns the node's current view of itself and the cluster.
-func (n *Node) Status() Status {
-	st := Status{
-		ID:           n.cfg.ID,
-		Term:         n.raft.CurrentTerm(),
-		AppliedIndex: n.raft.AppliedIndex(),
-		CommitIndex:  n.raft.CommitIndex(),
-		LastLogIndex: n.raft.LastIndex(),
-		ClusterNanos: n.fsm.LastNowNanos(),
-	}
-	if first, err := n.store.FirstIndex(); err == nil {
-		st.FirstLogIndex = first
-	}
-	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
-		st.LastSnapshotIndex = v
-	}
-	switch n.raft.State() {
-	case raft.Leader:
-		st.State = "leader"
-	case raft.Follower:
-		st.State = "follower"
-	case raft.Candidate:
-		st.State = "candidate"
-	default:
-		st.State = "shutdown"
-	}
-	_, lid := n.raft.LeaderWithID()
-	st.LeaderID = string(lid)
-	if lc := n.raft.LastContact(); !lc.IsZero() {
-		st.LastContactNs = int64(time.Since(lc))
-	}
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
-		for _, s := range f.Configuration().Servers {
-			st.Servers = append(st.Servers, Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == lid})
-		}
-	}
-	if st.State == "leader" {
-		st.Ready = n.timeline.isActive()
-	} else {
-		st.Ready = st.LeaderID != "" && st.AppliedIndex >= st.CommitIndex
-	}
-	if n.members.isRemoved() {
-		st.State, st.Ready = "removed", false
-	}
-	return st
-}
-
-// Shutdown stops the node gracefully: a leader first transfers leadership
-// (bounded by a few seconds), then raft stops and the stores close.
-func (n *Node) Shutdown() error {
-	var err error
-	n.stopOnce.Do(func() {
-		if n.raft.State() == raft.Leader && n.voterCount() > 1 {
-			if terr := n.raft.LeadershipTransfer().Error(); terr != nil {
-				n.log.Warn("leadership transfer on shutdown failed", "error", terr)
-			}
-		}
-		close(n.stopCh)
-		n.batcher.close()
-		if serr := n.raft.Shutdown().Error(); serr != nil {
-			err = fmt.Errorf("node: raft shutdown: %w", serr)
-		}
-		n.fwd.close()
-		n.mux.close()
-		n.trans.Close()
-		n.wg.Wait()
-		if cerr := n.store.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("node: close raft.db: %w", cerr)
-		}
-	})
-	return err
-}
-
-// Kill stops the node abruptly, as a crash would, for tests: no leadership
-// transfer. Data on disk is whatever raft had fsynced.
-func (n *Node) Kill() {
-	n.stopOnce.Do(func() {
-		close(n.stopCh)
-		n.mux.close()
-		n.trans.Close()
-		n.batcher.close()
-		n.raft.Shutdown().Error()
-		n.fwd.close()
-		n.wg.Wait()
-		n.store.Close()
-	})
-}
-
 func (n *Node) voterCount() int {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
@@ -420,18 +330,4 @@ func (n *Node) voterCount() int {
 		}
 	}
 	return c
-}
-
-// StateHash returns the local replica's applied index and the hash of its
-// state at that index (for jepsen-lite's durability checker and tests). It
-// encodes the whole state, so it is not part of Status, which metrics
-// scrapes read.
-func (n *Node) StateHash() (uint64, string) {
-	for {
-		idx := n.fsm.AppliedIndex()
-		h := n.fsm.StateHash()
-		if n.fsm.AppliedIndex() == idx {
-			return idx, hex.EncodeToString(h[:])
-		}
-	}
 }

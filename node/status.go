@@ -1,5 +1,13 @@
 package node
 
+import (
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
 // Server is one member of the raft configuration.
 type Server struct {
 	ID       string `json:"id"`
@@ -28,4 +36,65 @@ type Status struct {
 	Servers           []Server `json:"servers"`
 	Ready             bool     `json:"ready"`
 	LastContactNs     int64    `json:"last_contact_ns"`
+}
+
+// Status returns the node's current view of itself and the cluster.
+func (n *Node) Status() Status {
+	st := Status{
+		ID:           n.cfg.ID,
+		Term:         n.raft.CurrentTerm(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		CommitIndex:  n.raft.CommitIndex(),
+		LastLogIndex: n.raft.LastIndex(),
+		ClusterNanos: n.fsm.LastNowNanos(),
+	}
+	if first, err := n.store.FirstIndex(); err == nil {
+		st.FirstLogIndex = first
+	}
+	if v, err := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64); err == nil {
+		st.LastSnapshotIndex = v
+	}
+	switch n.raft.State() {
+	case raft.Leader:
+		st.State = "leader"
+	case raft.Follower:
+		st.State = "follower"
+	case raft.Candidate:
+		st.State = "candidate"
+	default:
+		st.State = "shutdown"
+	}
+	_, lid := n.raft.LeaderWithID()
+	st.LeaderID = string(lid)
+	if lc := n.raft.LastContact(); !lc.IsZero() {
+		st.LastContactNs = int64(time.Since(lc))
+	}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			st.Servers = append(st.Servers, Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == lid})
+		}
+	}
+	if st.State == "leader" {
+		st.Ready = n.timeline.isActive()
+	} else {
+		st.Ready = st.LeaderID != "" && st.AppliedIndex >= st.CommitIndex
+	}
+	if n.members.isRemoved() {
+		st.State, st.Ready = "removed", false
+	}
+	return st
+}
+
+// StateHash returns the local replica's applied index and the hash of its
+// state at that index (for jepsen-lite's durability checker and tests). It
+// encodes the whole state, so it is not part of Status, which metrics
+// scrapes read.
+func (n *Node) StateHash() (uint64, string) {
+	for {
+		idx := n.fsm.AppliedIndex()
+		h := n.fsm.StateHash()
+		if n.fsm.AppliedIndex() == idx {
+			return idx, hex.EncodeToString(h[:])
+		}
+	}
 }
