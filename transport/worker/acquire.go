@@ -55,13 +55,13 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 	} else if dl, ok := ctx.Deadline(); ok {
 		deadline = now + int64(time.Until(dl))
 	}
-	w.meter.add(n)
+	w.lease.meter.add(n)
 	prepaid, waiting := false, false
 	var target uint64
 	// finish leaves the loop: it is called with mu held and releases it.
 	finish := func(ok bool, err error) (bool, error) {
 		if waiting {
-			w.waitingPermits -= n
+			w.steal.waitingPermits -= n
 		}
 		w.mu.Unlock()
 		return ok, err
@@ -82,7 +82,7 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 					return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, err))
 				}
 				if !ok {
-					w.meter.hold(min(at, deadline) - now)
+					w.lease.meter.hold(min(at, deadline) - now)
 					if try {
 						return finish(false, nil)
 					}
@@ -92,7 +92,7 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 				prepaid = true
 				if at > now {
 					// The caller is paced (slept or not, it waits for a slot).
-					w.meter.hold(at - now)
+					w.lease.meter.hold(at - now)
 				}
 				if at > now+paceSlackNanos {
 					w.mu.Unlock()
@@ -109,13 +109,17 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 			return finish(true, nil)
 		}
 		if target == 0 {
-			target = w.roundsStarted + 1
+			target = w.steal.roundsStarted + 1
 		}
-		if err := w.failClosedLocked(now, target); err != nil {
+		// target is the first steal round started after the caller began
+		// to wait: cut off from the register, it fails once that round
+		// has finished without helping, or at once when its steal grace
+		// is over.
+		if err := w.lease.failClosed(now, w.steal.roundsDone < target); err != nil {
 			return finish(false, err)
 		}
 		if !waiting {
-			w.waitingPermits += n
+			w.steal.waitingPermits += n
 			waiting = true
 		}
 		w.kickStealLocked()
@@ -133,13 +137,13 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 		case <-changed:
 		case <-t.C:
 		case <-ctx.Done():
-		case <-w.done:
+		case <-w.run.done:
 		}
 		t.Stop()
 		w.mu.Lock()
 		waitedFrom := now
 		now = w.now()
-		w.meter.hold(now - waitedFrom)
+		w.lease.meter.hold(now - waitedFrom)
 		if err := ctx.Err(); err != nil {
 			return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, err))
 		}
@@ -166,7 +170,7 @@ func (w *Worker) sleep(ctx context.Context, d int64) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	case <-w.done:
+	case <-w.run.done:
 		return false
 	}
 }
@@ -174,57 +178,32 @@ func (w *Worker) sleep(ctx context.Context, d int64) bool {
 // spendableLocked returns the permits that may be spent at now: the open
 // grant's and the unexpired stolen ones.
 func (w *Worker) spendableLocked(nowNanos int64) int64 {
-	return w.cur.spendable(nowNanos) + w.lots.total(nowNanos)
+	return w.lease.spendable(nowNanos) + w.steal.lots.total(nowNanos)
 }
 
 // expireLocked drops the stolen lots past their deadline.
 func (w *Worker) expireLocked(nowNanos int64) {
-	w.stats.ExpiredUnusedPermits += w.lots.prune(nowNanos)
+	w.stats.ExpiredUnusedPermits += w.steal.lots.prune(nowNanos)
 }
 
 // debitLocked spends n spendable permits at now: stolen lots first (they
 // expire unused, while a grant's leftovers are credited back), then the
 // grant.
 func (w *Worker) debitLocked(nowNanos, n int64) {
-	fromLots := min(n, w.lots.total(nowNanos))
+	fromLots := min(n, w.steal.lots.total(nowNanos))
 	if fromLots > 0 {
 		var took func(l lot, k int64)
 		if hook := w.cfg.onSpend; hook != nil {
 			took = func(l lot, k int64) { hook(l.leaseID, l.epoch, k, true) }
 		}
-		w.lots.take(nowNanos, fromLots, took)
+		w.steal.lots.take(nowNanos, fromLots, took)
 		w.stats.SpentStolenPermits += fromLots
 	}
 	if rest := n - fromLots; rest > 0 {
-		w.cur.spent += rest
+		w.lease.cur.spent += rest
 		if hook := w.cfg.onSpend; hook != nil {
-			hook(w.cur.leaseID, w.cur.epoch, rest, false)
+			hook(w.lease.cur.leaseID, w.lease.cur.epoch, rest, false)
 		}
 	}
 	w.stats.SpentPermits += n
-}
-
-// failClosedLocked returns the error a caller finding no permit at now
-// fails with, or nil if it should wait. target is the first steal round
-// started after the caller began to wait: a worker cut off from the
-// register fails once that round has finished without helping, or at once
-// when its steal grace is over.
-func (w *Worker) failClosedLocked(nowNanos int64, target uint64) error {
-	if w.regErr == nil {
-		if w.regRefusal != nil && w.leaseID == 0 {
-			return w.regRefusal
-		}
-		return nil // a renewal or a steal will bring permits
-	}
-	since := "never"
-	graceOver := w.lastGoodNanos < 0
-	if !graceOver {
-		since = time.Duration(nowNanos-w.lastGoodNanos).String() + " ago"
-		graceOver = nowNanos >= w.lastGoodNanos+w.cfg.stealGraceNanos
-	}
-	if !graceOver && w.roundsDone < target {
-		return nil
-	}
-	return fmt.Errorf("worker: limit %q: %w: %w: the last good renewal was %s (steal grace %v), peers had nothing to spare; last error: %v",
-		w.cfg.Limit, ErrNoPermits, ErrRegisterUnreachable, since, time.Duration(w.cfg.stealGraceNanos), w.regErr)
 }

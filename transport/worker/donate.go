@@ -26,7 +26,7 @@ func (w *Worker) handleStealRequest(q stealRequest) {
 	give, validFor := w.donateLocked(now, q)
 	r := stealReply{ID: q.ID, Limit: w.cfg.Limit, From: w.cfg.Name, Permits: give, ValidForNanos: validFor}
 	if give > 0 {
-		r.LeaseID, r.Epoch = w.cur.leaseID, w.cur.epoch
+		r.LeaseID, r.Epoch = w.lease.cur.leaseID, w.lease.cur.epoch
 	}
 	w.stats.StealsServed++
 	w.mu.Unlock()
@@ -48,14 +48,14 @@ func (w *Worker) handleStealRequest(q stealRequest) {
 // The own group may take all of the spare; another group what is left
 // after keeping ceil(StealBias * spare).
 func (w *Worker) donateLocked(nowNanos int64, q stealRequest) (give, validForNanos int64) {
-	g := w.cur
+	g := w.lease.cur
 	avail := g.spendable(nowNanos)
 	if avail <= 0 {
 		return 0, 0
 	}
-	until := min(w.nextRenewNanos, g.expiryNanos)
-	rate := min(w.pace.rateMilli, w.meter.recent(nowNanos, w.cfg.retryNanos))
-	spare := avail - permitsOver(rate, until-nowNanos+w.cfg.renewNanos) - w.waitingPermits
+	until := min(w.lease.nextRenewNanos, g.expiryNanos)
+	rate := min(w.pace.rateMilli, w.lease.meter.recent(nowNanos, w.cfg.retryNanos))
+	spare := avail - permitsOver(rate, until-nowNanos+w.cfg.renewNanos) - w.steal.waitingPermits
 	if q.Group != w.cfg.Group && spare > 0 {
 		// Keep ceil(bias * spare) for the own group (the tiny epsilon
 		// absorbs float error: 0.8 * 100 must keep 80, not 81).

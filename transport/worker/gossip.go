@@ -120,7 +120,7 @@ func (d delegate) NodeMeta(limit int) []byte {
 // dropped when the queue is full.
 func (d delegate) NotifyMsg(b []byte) {
 	select {
-	case d.w.inbox <- bytes.Clone(b):
+	case d.w.run.inbox <- bytes.Clone(b):
 	default:
 		d.w.log.Debug("steal message dropped: inbox full")
 	}
@@ -195,7 +195,7 @@ func (w *Worker) joinSeeds() {
 // separated for longer than memberlist's dead-node reclaim time (which
 // forget each other) merge again when the network heals.
 func (w *Worker) rejoinLoop() {
-	defer w.wg.Done()
+	defer w.run.wg.Done()
 	if len(w.seeds()) == 0 {
 		return
 	}
@@ -204,7 +204,7 @@ func (w *Worker) rejoinLoop() {
 	most := w.ml.NumMembers()
 	for {
 		select {
-		case <-w.done:
+		case <-w.run.done:
 			return
 		case <-t.C:
 		}
@@ -222,12 +222,12 @@ func (w *Worker) rejoinLoop() {
 
 // inboxLoop handles the steal messages NotifyMsg queued, until Stop.
 func (w *Worker) inboxLoop() {
-	defer w.wg.Done()
+	defer w.run.wg.Done()
 	for {
 		select {
-		case <-w.done:
+		case <-w.run.done:
 			return
-		case b := <-w.inbox:
+		case b := <-w.run.inbox:
 			w.handleMessage(b)
 		}
 	}

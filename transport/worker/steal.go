@@ -15,6 +15,20 @@ import (
 // never later than the donor's (up to the clocks' rate errors, which the
 // margin covers).
 
+// stealState is the taker's bookkeeping, under the worker's lock: the
+// stolen lots, the permits callers are blocked on, the requests under way
+// by ID, the rounds started and finished, and the backoff after an empty
+// round.
+type stealState struct {
+	lots           lots
+	waitingPermits int64
+	seq            uint64
+	pending        map[uint64]*pendingSteal
+	roundsStarted  uint64
+	roundsDone     uint64
+	backoffUntil   int64
+}
+
 // pendingSteal is a request sent and not yet answered.
 type pendingSteal struct {
 	donor       string
@@ -27,14 +41,14 @@ type pendingSteal struct {
 // stealLoop runs a steal round whenever a caller is short (kicked) and
 // every RetryEvery while the worker runs short, until Stop.
 func (w *Worker) stealLoop() {
-	defer w.wg.Done()
+	defer w.run.wg.Done()
 	t := time.NewTicker(time.Duration(w.cfg.retryNanos))
 	defer t.Stop()
 	for {
 		select {
-		case <-w.done:
+		case <-w.run.done:
 			return
-		case <-w.stealKick:
+		case <-w.run.stealKick:
 		case <-t.C:
 		}
 		w.stealRound()
@@ -44,7 +58,7 @@ func (w *Worker) stealLoop() {
 // kickStealLocked asks the steal loop to check for a shortage now.
 func (w *Worker) kickStealLocked() {
 	select {
-	case w.stealKick <- struct{}{}:
+	case w.run.stealKick <- struct{}{}:
 	default:
 	}
 }
@@ -63,32 +77,23 @@ func (w *Worker) kickStealLocked() {
 // waits for the answer instead, and so does one whose last empty round is
 // less than RetryEvery ago.
 func (w *Worker) stealWantLocked(nowNanos int64) int64 {
-	if w.stopping || nowNanos < w.stealBackoffUntil {
+	if w.stopping || nowNanos < w.steal.backoffUntil {
 		return 0
 	}
-	cutOff := w.regErr != nil
-	var horizon int64
-	switch {
-	case cutOff:
-		if w.lastGoodNanos < 0 || nowNanos >= w.lastGoodNanos+w.cfg.stealGraceNanos {
-			return 0
-		}
-		horizon = w.cfg.renewNanos
-	case w.inFlight || w.leaseID == 0:
+	horizon, ok := w.lease.stealHorizon(nowNanos)
+	if !ok {
 		return 0
-	default:
-		horizon = w.nextRenewNanos - nowNanos + max(w.lastRTTNanos, 0)
 	}
-	demand := w.meter.current(nowNanos)
-	if demand == 0 && w.waitingPermits == 0 {
+	demand := w.lease.meter.current(nowNanos)
+	if demand == 0 && w.steal.waitingPermits == 0 {
 		return 0
 	}
 	need := permitsOver(min(w.pace.rateMilli, demand), horizon)
 	have := w.spendableLocked(nowNanos)
-	if have >= need-need/4 && have >= w.waitingPermits {
+	if have >= need-need/4 && have >= w.steal.waitingPermits {
 		return 0
 	}
-	return max(need, w.waitingPermits) - have
+	return max(need, w.steal.waitingPermits) - have
 }
 
 // stealRound asks peers for the permits the worker is short of.
@@ -100,7 +105,7 @@ func (w *Worker) stealRound() {
 		w.mu.Unlock()
 		return
 	}
-	w.roundsStarted++
+	w.steal.roundsStarted++
 	w.stats.StealRounds++
 	w.prunePendingLocked(now)
 	w.mu.Unlock()
@@ -118,9 +123,9 @@ func (w *Worker) stealRound() {
 	}
 
 	w.mu.Lock()
-	w.roundsDone++
+	w.steal.roundsDone++
 	if got == 0 {
-		w.stealBackoffUntil = w.now() + w.cfg.retryNanos
+		w.steal.backoffUntil = w.now() + w.cfg.retryNanos
 	}
 	w.broadcastLocked()
 	w.mu.Unlock()
@@ -131,10 +136,10 @@ func (w *Worker) stealRound() {
 // the reply handler) and whether the worker is stopping.
 func (w *Worker) askPeer(peer string, want int64) (int64, bool) {
 	w.mu.Lock()
-	w.stealSeq++
-	id := w.stealSeq
+	w.steal.seq++
+	id := w.steal.seq
 	p := &pendingSteal{donor: peer, sentAtNanos: w.now(), reply: make(chan int64, 1)}
-	w.pending[id] = p
+	w.steal.pending[id] = p
 	w.mu.Unlock()
 
 	req := stealRequest{ID: id, Limit: w.cfg.Limit, From: w.cfg.Name, Group: w.cfg.Group, Want: want}
@@ -146,7 +151,7 @@ func (w *Worker) askPeer(peer string, want int64) (int64, bool) {
 		return permits, false
 	case <-t.C:
 		return 0, false
-	case <-w.done:
+	case <-w.run.done:
 		return 0, true
 	}
 }
@@ -154,9 +159,9 @@ func (w *Worker) askPeer(peer string, want int64) (int64, bool) {
 // prunePendingLocked forgets requests sent more than a TTL ago: no answer
 // to them can carry permits still valid.
 func (w *Worker) prunePendingLocked(nowNanos int64) {
-	for id, p := range w.pending {
+	for id, p := range w.steal.pending {
 		if nowNanos-p.sentAtNanos > w.cfg.ttlNanos {
-			delete(w.pending, id)
+			delete(w.steal.pending, id)
 		}
 	}
 }
@@ -172,26 +177,26 @@ func (w *Worker) handleStealReply(r stealReply) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
-	p, ok := w.pending[r.ID]
+	p, ok := w.steal.pending[r.ID]
 	if !ok || p.donor != r.From {
 		w.stats.StealsUnmatched++
 		return
 	}
-	delete(w.pending, r.ID)
+	delete(w.steal.pending, r.ID)
 	p.reply <- r.Permits
 	if r.Permits == 0 {
 		return
 	}
 	w.stats.StealsReceived++
 	w.stats.StolenInPermits += r.Permits
-	w.inSinceReport += r.Permits
+	w.lease.stolenIn(r.Permits)
 	deadline := p.sentAtNanos + r.ValidForNanos
 	if deadline <= now {
 		w.stats.ExpiredUnusedPermits += r.Permits
 		return
 	}
-	w.lots.add(lot{donor: r.From, permits: r.Permits, deadlineNanos: deadline, leaseID: r.LeaseID, epoch: r.Epoch})
-	if w.share <= 0 {
+	w.steal.lots.add(lot{donor: r.From, permits: r.Permits, deadlineNanos: deadline, leaseID: r.LeaseID, epoch: r.Epoch})
+	if w.lease.share <= 0 {
 		w.updatePaceLocked(now)
 	}
 	w.broadcastLocked()

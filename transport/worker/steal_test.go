@@ -17,13 +17,13 @@ func donor(t *testing.T, bias float64, demandPerSec int64) (*Worker, *fakeClock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.cur = &grant{leaseID: 1, epoch: 2, permits: 100, expiryNanos: 250 * ms}
-	w.leaseID, w.epoch, w.share, w.nextRenewNanos = 1, 2, 100_000, 150*ms
-	if err := w.pace.setRate(0, w.share); err != nil {
+	w.lease.cur = &grant{leaseID: 1, epoch: 2, permits: 100, expiryNanos: 250 * ms}
+	w.lease.leaseID, w.lease.epoch, w.lease.share, w.lease.nextRenewNanos = 1, 2, 100_000, 150*ms
+	if err := w.pace.setRate(0, w.lease.share); err != nil {
 		t.Fatal(err)
 	}
-	w.meter.lastMilli = demandPerSec * 1000
-	w.meter.sinceNanos = 40 * ms // the current period is too short to count alone
+	w.lease.meter.lastMilli = demandPerSec * 1000
+	w.lease.meter.sinceNanos = 40 * ms // the current period is too short to count alone
 	return w, clk
 }
 
@@ -64,8 +64,8 @@ func TestDonorKeepsItsNeedAndBiasesTowardItsGroup(t *testing.T) {
 			}
 			// Debited before sending: counted as stolen out, no longer
 			// spendable.
-			if w.cur.stolenOut != give || w.cur.spendable(clk.nanos) != 100-give || w.stats.StolenOutPermits != give {
-				t.Fatalf("after giving %d: stolenOut %d, spendable %d", give, w.cur.stolenOut, w.cur.spendable(clk.nanos))
+			if w.lease.cur.stolenOut != give || w.lease.cur.spendable(clk.nanos) != 100-give || w.stats.StolenOutPermits != give {
+				t.Fatalf("after giving %d: stolenOut %d, spendable %d", give, w.lease.cur.stolenOut, w.lease.cur.spendable(clk.nanos))
 			}
 			if give > 0 && valid != 200*ms {
 				t.Errorf("valid for %v, want the grant's local expiry minus now (200ms)", time.Duration(valid))
@@ -76,11 +76,11 @@ func TestDonorKeepsItsNeedAndBiasesTowardItsGroup(t *testing.T) {
 
 func TestDonorGivesNothingFromAClosedOrExpiredGrant(t *testing.T) {
 	w, clk := donor(t, 0, 0)
-	w.cur.closed = true // a renew reporting on it was sent
+	w.lease.cur.closed = true // a renew reporting on it was sent
 	if give, _ := w.donateLocked(clk.nanos, stealRequest{Want: 10, Group: "A"}); give != 0 {
 		t.Errorf("closed grant gave %d", give)
 	}
-	w.cur.closed = false
+	w.lease.cur.closed = false
 	clk.nanos = 250 * ms
 	if give, _ := w.donateLocked(clk.nanos, stealRequest{Want: 10, Group: "A"}); give != 0 {
 		t.Errorf("expired grant gave %d", give)
@@ -89,27 +89,27 @@ func TestDonorGivesNothingFromAClosedOrExpiredGrant(t *testing.T) {
 
 func TestTakerCountsValidityFromItsRequestAndAcceptsAnAnswerOnce(t *testing.T) {
 	w, clk := donor(t, 0, 0)
-	w.pending[7] = &pendingSteal{donor: "d2", sentAtNanos: 40 * ms, reply: make(chan int64, 1)}
+	w.steal.pending[7] = &pendingSteal{donor: "d2", sentAtNanos: 40 * ms, reply: make(chan int64, 1)}
 	clk.nanos = 60 * ms // the answer arrives 20 ms after the request left
 	r := stealReply{ID: 7, Limit: "api", From: "d2", Permits: 9, ValidForNanos: 100 * ms, LeaseID: 5, Epoch: 6}
 	w.handleStealReply(r)
-	if len(w.lots) != 1 || w.lots[0].deadlineNanos != 140*ms || w.lots[0].permits != 9 {
-		t.Fatalf("lots %+v, want 9 permits until 140ms (sent at 40ms + 100ms, not received at 60ms + 100ms)", w.lots)
+	if len(w.steal.lots) != 1 || w.steal.lots[0].deadlineNanos != 140*ms || w.steal.lots[0].permits != 9 {
+		t.Fatalf("lots %+v, want 9 permits until 140ms (sent at 40ms + 100ms, not received at 60ms + 100ms)", w.steal.lots)
 	}
 	w.handleStealReply(r) // a duplicate
 	w.handleStealReply(stealReply{ID: 8, Limit: "api", From: "d2", Permits: 5, ValidForNanos: 100 * ms})
-	w.pending[9] = &pendingSteal{donor: "d3", sentAtNanos: 40 * ms, reply: make(chan int64, 1)}
+	w.steal.pending[9] = &pendingSteal{donor: "d3", sentAtNanos: 40 * ms, reply: make(chan int64, 1)}
 	w.handleStealReply(stealReply{ID: 9, Limit: "api", From: "d2", Permits: 5, ValidForNanos: 100 * ms}) // wrong donor
-	if w.lots.total(clk.nanos) != 9 || w.stats.StolenInPermits != 9 || w.inSinceReport != 9 || w.stats.StealsUnmatched != 3 {
+	if w.steal.lots.total(clk.nanos) != 9 || w.stats.StolenInPermits != 9 || w.lease.inSinceReport != 9 || w.stats.StealsUnmatched != 3 {
 		t.Fatalf("after a duplicate, an unknown and a misdirected answer: %d stolen permits, %d in, %d to report, %d unmatched; want 9, 9, 9, 3",
-			w.lots.total(clk.nanos), w.stats.StolenInPermits, w.inSinceReport, w.stats.StealsUnmatched)
+			w.steal.lots.total(clk.nanos), w.stats.StolenInPermits, w.lease.inSinceReport, w.stats.StealsUnmatched)
 	}
 	// An answer whose validity ended before it arrived counts as received
 	// (its donor reported it) and expired, never as spendable.
-	w.pending[10] = &pendingSteal{donor: "d2", sentAtNanos: 0, reply: make(chan int64, 1)}
+	w.steal.pending[10] = &pendingSteal{donor: "d2", sentAtNanos: 0, reply: make(chan int64, 1)}
 	w.handleStealReply(stealReply{ID: 10, Limit: "api", From: "d2", Permits: 4, ValidForNanos: 50 * ms})
-	if w.lots.total(clk.nanos) != 9 || w.stats.ExpiredUnusedPermits != 4 {
-		t.Fatalf("late answer: %d spendable stolen, %d expired; want 9, 4", w.lots.total(clk.nanos), w.stats.ExpiredUnusedPermits)
+	if w.steal.lots.total(clk.nanos) != 9 || w.stats.ExpiredUnusedPermits != 4 {
+		t.Fatalf("late answer: %d spendable stolen, %d expired; want 9, 4", w.steal.lots.total(clk.nanos), w.stats.ExpiredUnusedPermits)
 	}
 }
 
@@ -120,17 +120,17 @@ func TestStealWant(t *testing.T) {
 	if got := w.stealWantLocked(clk.nanos); got != 0 {
 		t.Errorf("well supplied: want %d", got)
 	}
-	w.cur.spent = 96 // 4 left, needs 10 (plus a round trip)
+	w.lease.cur.spent = 96 // 4 left, needs 10 (plus a round trip)
 	if got := w.stealWantLocked(clk.nanos); got != 6 {
 		t.Errorf("short: want %d, expected 6", got)
 	}
-	w.inFlight = true
+	w.lease.inFlight = true
 	if got := w.stealWantLocked(clk.nanos); got != 0 {
 		t.Errorf("renewal in flight: want %d, expected 0 (wait for the answer)", got)
 	}
-	w.inFlight = false
-	w.regErr = errAnswerLost
-	w.lastGoodNanos = 0
+	w.lease.inFlight = false
+	w.lease.regErr = errAnswerLost
+	w.lease.lastGoodNanos = 0
 	// Cut off: looks one renewal period ahead (15 at 100/s).
 	if got := w.stealWantLocked(clk.nanos); got != 11 {
 		t.Errorf("cut off: want %d, expected 11", got)
@@ -144,7 +144,7 @@ func TestStealWant(t *testing.T) {
 func TestDonorWhoseCallersWentQuietGivesItsGrant(t *testing.T) {
 	w, clk := donor(t, 0, 1000) // measured busy last period
 	clk.nanos = 50 * ms
-	w.meter.sinceNanos = 0 // and asked nothing for the 50 ms of this one
+	w.lease.meter.sinceNanos = 0 // and asked nothing for the 50 ms of this one
 	if give, _ := w.donateLocked(clk.nanos, stealRequest{Want: 1000, Group: "A"}); give != 100 {
 		t.Errorf("gave %d, want the whole grant (100): its callers are quiet", give)
 	}

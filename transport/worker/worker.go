@@ -6,14 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
-
-	"github.com/permitd/permitd/transport/client"
 )
 
 // Worker is one holder of a leased limit: it leases a share of the limit's
@@ -26,21 +23,13 @@ type Worker struct {
 	cfg   settings
 	log   hclog.Logger
 	clock Clock
-	// idPrefix makes this worker's request IDs unique across holders and
-	// incarnations: "w" + 16 random hex digits + ".".
-	idPrefix string
-	self     meta
+	self  meta
 
 	members *members
 	// ml is set by Start before any goroutine that uses it runs.
 	ml *memberlist.Memberlist
 
-	inbox     chan []byte
-	stealKick chan struct{}
-	done      chan struct{}
-	runCtx    context.Context
-	cancelRun context.CancelFunc
-	wg        sync.WaitGroup
+	run loops
 
 	mu sync.Mutex
 	// started and stopping: the life cycle.
@@ -48,51 +37,29 @@ type Worker struct {
 	// changed is closed (and replaced) whenever permits may have become
 	// available or the worker's situation changed.
 	changed chan struct{}
-
-	// The lease, as far as the worker knows: leaseID 0 means none.
-	leaseID, epoch uint64
-	// cur is the grant of the current epoch (nil before the first).
-	cur   *grant
-	share int64
-	pace  pacer
-	meter demandMeter
-	// everGranted: a lease was granted once (later leases report the
-	// measured demand instead of the initial maximum).
-	everGranted bool
-	// inSinceReport counts permits received from peers since the last
-	// report (renew or return) that carried StolenIn.
-	inSinceReport int64
-	// pendingLease and pendingRenew are a command sent without an answer
-	// (ambiguous failure): it is retried with the same request ID and
-	// payload, so that a command applied once is answered from the
-	// register's dedup table.
-	pendingLease *client.LeaseRequest
-	pendingRenew *renewCall
-	// inFlight is set while a register call is outstanding.
-	inFlight bool
-	// nextRegisterNanos is when the lease loop acts next; nextRenewNanos
-	// when the current grant is due for renewal.
-	nextRegisterNanos, nextRenewNanos int64
-	// lastGoodNanos is when the last granting answer arrived (-1: never).
-	lastGoodNanos int64
-	// regErr is the last register failure (no answer), nil after an
-	// answer; regRefusal the last answer that gave no lease (refused,
-	// unknown limit, invalid), nil after a grant.
-	regErr, regRefusal error
-	lastRTTNanos       int64
-	reqSeq             uint64
-
-	// Stealing: stolen lots, permits callers are blocked on, outstanding
-	// requests by ID, round counters and the backoff after an empty round.
-	lots              lots
-	waitingPermits    int64
-	stealSeq          uint64
-	pending           map[uint64]*pendingSteal
-	roundsStarted     uint64
-	roundsDone        uint64
-	stealBackoffUntil int64
-
+	// lease is the lease life cycle (pure: lease.go drives it), with the
+	// current grant and the demand meter.
+	lease leaseState
+	// pace spreads the permits at the share.
+	pace pacer
+	// steal is the taker's side of stealing.
+	steal stealState
+	// stats are the counters that are not the lease's (see statsLocked).
 	stats Stats
+}
+
+// loops are the worker's goroutines and their plumbing.
+type loops struct {
+	// inbox holds the steal messages to handle; stealKick asks for a
+	// steal round.
+	inbox     chan []byte
+	stealKick chan struct{}
+	// done is closed, and ctx canceled, when the worker stops; wg waits
+	// for the goroutines.
+	done   chan struct{}
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // New validates cfg and returns a Worker, not yet started.
@@ -106,22 +73,27 @@ func New(cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker %q: request id nonce: %w", s.Name, err)
 	}
 	w := &Worker{
-		cfg:           s,
-		log:           s.Logger.With("worker", s.Name, "group", s.Group, "limit", s.Limit),
-		clock:         s.Clock,
-		idPrefix:      "w" + hex.EncodeToString(nonce[:]) + ".",
-		self:          meta{Group: s.Group, Name: s.Name},
-		members:       newMembers(s.Name),
-		inbox:         make(chan []byte, inboxSize),
-		stealKick:     make(chan struct{}, 1),
-		done:          make(chan struct{}),
-		changed:       make(chan struct{}),
-		lastGoodNanos: -1,
-		pending:       make(map[uint64]*pendingSteal),
-		pace:          pacer{burstRatio: s.BurstRatio},
-		stats:         Stats{Limit: s.Limit, Group: s.Group, Holder: s.Name},
+		cfg:     s,
+		log:     s.Logger.With("worker", s.Name, "group", s.Group, "limit", s.Limit),
+		clock:   s.Clock,
+		self:    meta{Group: s.Group, Name: s.Name},
+		members: newMembers(s.Name),
+		run: loops{
+			inbox:     make(chan []byte, inboxSize),
+			stealKick: make(chan struct{}, 1),
+			done:      make(chan struct{}),
+		},
+		changed: make(chan struct{}),
+		// idPrefix makes this worker's request IDs unique across holders
+		// and incarnations: "w" + 16 random hex digits + ".".
+		lease: newLeaseState(leaseParams{limit: s.Limit, holder: s.Name, group: s.Group, weight: s.Weight,
+			ttlNanos: s.ttlNanos, marginNanos: s.marginNanos, renewNanos: s.renewNanos, retryNanos: s.retryNanos,
+			stealGraceNanos: s.stealGraceNanos, idPrefix: "w" + hex.EncodeToString(nonce[:]) + "."}),
+		pace:  pacer{burstRatio: s.BurstRatio},
+		steal: stealState{pending: make(map[uint64]*pendingSteal)},
+		stats: Stats{Limit: s.Limit, Group: s.Group, Holder: s.Name},
 	}
-	w.runCtx, w.cancelRun = context.WithCancel(context.Background())
+	w.run.ctx, w.run.cancel = context.WithCancel(context.Background())
 	if n := len(w.self.append(nil)); n > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("%w: node meta of %d bytes (allowed: at most %d; shorten the name or group)", ErrInvalidConfig, n, memberlist.MetaMaxSize)
 	}
@@ -140,12 +112,6 @@ func (w *Worker) now() int64 { return w.clock.NowNanos() }
 func (w *Worker) broadcastLocked() {
 	close(w.changed)
 	w.changed = make(chan struct{})
-}
-
-// newRequestIDLocked returns a fresh register request ID.
-func (w *Worker) newRequestIDLocked() string {
-	w.reqSeq++
-	return w.idPrefix + strconv.FormatUint(w.reqSeq, 10)
 }
 
 // Start joins the gossip cluster, opens the lease (one attempt, bounded by
@@ -175,15 +141,15 @@ func (w *Worker) Start(ctx context.Context) error {
 
 	w.registerStep(ctx)
 	w.mu.Lock()
-	refusal := w.regRefusal
-	fatal := refusal != nil && w.leaseID == 0 && !errors.Is(refusal, errLeaseRefused)
+	refusal := w.lease.regRefusal
+	fatal := refusal != nil && w.lease.leaseID == 0 && !errors.Is(refusal, errLeaseRefused)
 	w.mu.Unlock()
 	if fatal {
 		_ = ml.Shutdown()
 		w.abortStart()
 		return fmt.Errorf("worker %q: start: %w", w.cfg.Name, refusal)
 	}
-	w.wg.Add(4)
+	w.run.wg.Add(4)
 	go w.leaseLoop()
 	go w.stealLoop()
 	go w.inboxLoop()
@@ -197,8 +163,8 @@ func (w *Worker) abortStart() {
 	w.stopping = true
 	w.broadcastLocked()
 	w.mu.Unlock()
-	close(w.done)
-	w.cancelRun()
+	close(w.run.done)
+	w.run.cancel()
 }
 
 // Stop stops spending, returns the lease (reporting what became of the
@@ -220,9 +186,9 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.stopping = true
 	w.broadcastLocked()
 	w.mu.Unlock()
-	close(w.done)
-	w.cancelRun()
-	w.wg.Wait()
+	close(w.run.done)
+	w.run.cancel()
+	w.run.wg.Wait()
 
 	err := w.returnLease(ctx)
 	leave := 500 * time.Millisecond
@@ -247,10 +213,16 @@ func (w *Worker) Stats() Stats {
 	return w.statsLocked(w.now())
 }
 
+// statsLocked returns the counters at now: the worker's and its lease's.
 func (w *Worker) statsLocked(nowNanos int64) Stats {
 	s := w.stats
+	c := w.lease.counters
+	s.Leases, s.Renewals, s.Fenced, s.RegisterFails = c.leases, c.renewals, c.fenced, c.registerFails
+	s.LeasedPermits, s.CreditedPermits = c.leasedPermits, c.creditedPermits
+	s.ExpiredUnusedPermits += c.expiredUnusedPermits
+	s.DemandMilliPermitsPerSec = c.demandMilli
 	s.OutstandingPermits = w.spendableLocked(nowNanos)
-	s.ShareMilliPermitsPerSec = w.share
+	s.ShareMilliPermitsPerSec = w.lease.share
 	return s
 }
 
@@ -260,28 +232,29 @@ func (w *Worker) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
+	ls := &w.lease
 	st := Status{
 		Stats:             w.statsLocked(now),
-		LeaseID:           w.leaseID,
-		Epoch:             w.epoch,
-		StolenPermitsLeft: w.lots.total(now),
+		LeaseID:           ls.leaseID,
+		Epoch:             ls.epoch,
+		StolenPermitsLeft: w.steal.lots.total(now),
 		SinceGoodRenewal:  -1,
-		CutOff:            w.regErr != nil && w.cur.spendable(now) == 0,
+		CutOff:            ls.cutOff() && ls.spendable(now) == 0,
 		Members:           members,
 	}
-	if g := w.cur; g != nil {
+	if g := ls.cur; g != nil {
 		st.GrantPermitsLeft = g.left()
 		st.ExpiresIn = time.Duration(g.expiryNanos - now)
 	}
-	if w.lastGoodNanos >= 0 {
-		st.SinceGoodRenewal = time.Duration(now - w.lastGoodNanos)
+	if ls.lastGoodNanos >= 0 {
+		st.SinceGoodRenewal = time.Duration(now - ls.lastGoodNanos)
 	}
-	st.NextRenewalIn = time.Duration(max(w.nextRegisterNanos-now, 0))
+	st.NextRenewalIn = time.Duration(max(ls.nextCallNanos-now, 0))
 	switch {
-	case w.regErr != nil:
-		st.LastError = w.regErr.Error()
-	case w.regRefusal != nil:
-		st.LastError = w.regRefusal.Error()
+	case ls.regErr != nil:
+		st.LastError = ls.regErr.Error()
+	case ls.regRefusal != nil:
+		st.LastError = ls.regRefusal.Error()
 	}
 	return st
 }

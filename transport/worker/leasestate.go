@@ -1,0 +1,339 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+// leaseState is a worker's lease life cycle as a pure, deterministic
+// value: no goroutine, no clock, no I/O, no lock. Its methods take the
+// time (nowNanos, on the worker's monotonic clock) and the register's
+// answers, and say what to do next; the Worker (lease.go) holds it under
+// its mutex, sends the calls, feeds the answers back and runs the timers.
+//
+// # Model
+//
+// The state is the lease (leaseID, epoch; 0 when none), its current grant
+// (cur), the call under way (inFlight), the calls sent without an answer
+// (pendingLease, pendingRenew: retried as they were) and nextCallNanos,
+// when the next call is due. next(now) returns one leaseAction:
+//
+//	in flight                        opNone    (wait for the answer)
+//	now < nextCallNanos              opWait    until nextCallNanos
+//	no lease                         opLease   LeaseRequest{demand, TTL, request ID}
+//	a lease                          opRenew   LeaseReport{spent, stolen out, stolen in, demand, TTL, request ID}
+//
+// and Stop asks for opReturn (returnCall(now)): the same report without a
+// demand. The request is built once: a call that got no answer is sent
+// again with the same request ID and payload, so that a command applied
+// once is answered from the register's dedup table. Sending a renew or a
+// return CLOSES the grant it reports on: nothing more of it is spent or
+// given away. The demand of a report is the demand meter's measurement
+// plus headroom (at least twice the share when callers were held back);
+// the first lease, before anything is measured, claims the maximum.
+//
+// answer(now, action, grant, err) takes what came back:
+//
+//	granted                 install the grant; renew at sentAt + RenewEvery
+//	refused (lease)         no lease; retry after RetryAfter, clamped to [RetryEvery, TTL]
+//	fenced (renew)          forget the lease (its rest expired at the register); lease at once
+//	other answer (renew)    forget the lease; retry after RetryEvery
+//	rejected (404, 400)     no lease; retry after RenewEvery (lease) or RetryEvery (renew)
+//	ErrNotDelivered         reopen the grant, forget the request; retry after RetryEvery
+//	no answer (ambiguous)   the grant stays closed, the request pending; retry after RetryEvery
+//
+// # Safety rule
+//
+// No permit of a grant is used after the grant's expiry at the register.
+// The register counts ExpiresIn from its decision, which comes after the
+// request was sent, so the grant's usable-until, on the worker's clock, is
+//
+//	usableUntil = sentAt + min(ExpiresIn, TTL) - Margin
+//
+// counted from the SEND time of the request that got it (not its answer),
+// Margin covering the clock's rate error (below Margin/TTL). A grant is
+// spendable only while open and before usableUntil (grant.spendable); a
+// replayed answer (Duplicate) counts from the retry's send time, and one
+// already past its usable-until is renewed at once (and fenced). Cut off
+// from the register, the worker spends what is left of an open grant until
+// usableUntil, then fails closed (failClosed): Acquire gets ErrNoPermits and
+// ErrRegisterUnreachable once the steal grace after the last good answer
+// is over, or a steal round found nothing.
+//
+// # Worked example
+//
+// TTL 2 s, Margin 200 ms, RenewEvery 1 s, RetryEvery 250 ms (times in
+// seconds on the worker's clock; leasestate_test.go replays it):
+//
+//	t=0      next: Lease{demand max, id w.1}                    in flight
+//	t=0.010  granted lease 7 epoch 1: 100 permits, ExpiresIn 2  usable until 0+2-0.2 = 1.8, renew at 0+1
+//	         (60 spent, 10 given to a peer, 5 received)
+//	t=1      next: Renew(7,1){spent 60, out 10, in 5, id w.2}   grant (7,1) closed: nothing spendable
+//	t=1.020  granted epoch 2: 100 permits, ExpiresIn 1.99       usable until 1+1.99-0.2 = 2.79, renew at 2
+//	t=2      next: Renew(7,2){spent 0, id w.3}                  grant (7,2) closed
+//	t=2.100  no answer (ambiguous)                              still closed; retry at 2.35
+//	t=2.350  next: Renew(7,2){spent 0, id w.3} again
+//	t=2.400  ErrNotDelivered                                    (7,2) reopened, usable until 2.79; retry at 2.65
+//	t=2.650  next: Renew(7,2){id w.4}                           (7,2) closed again
+//	t=2.700  ErrNotDelivered                                    (7,2) reopened; retry at 2.95
+//	t=2.790  (7,2) past its usable-until: nothing spendable; Acquire fails closed once a
+//	         steal round finds nothing, and at once from 1.020 + StealGrace (4) = 5.020
+//	t=2.950  next: Renew(7,2){id w.5}
+//	t=3      fenced (the lease expired at the register)         lease again at once
+//	t=3      next: Lease{measured demand, id w.6}
+//
+// At Stop, returnCall(now) closes the grant and reports on it (or repeats the
+// report of a renewal without an answer); returnAnswer(now, a, grant, err)
+// ends it, or says when to send it again, until the lease has expired at
+// the register anyway (lastGood + TTL).
+type leaseState struct {
+	p leaseParams
+
+	// The lease, as far as the worker knows: leaseID 0 means none.
+	leaseID, epoch uint64
+	// cur is the grant of the current epoch (nil before the first).
+	cur *grant
+	// share is the share of the last grant, in milli-permits per second.
+	share int64
+	// meter measures the demand the reports carry (callers feed it).
+	meter demandMeter
+	// everGranted: a lease was granted once (later leases report the
+	// measured demand instead of the initial maximum).
+	everGranted bool
+	// inSinceReport counts permits received from peers since the last
+	// report (renew or return) that carried StolenIn.
+	inSinceReport int64
+	// pendingLease, pendingRenew and pendingReturn are requests sent
+	// without an answer: they are sent again as they were.
+	pendingLease  *client.LeaseRequest
+	pendingRenew  *renewCall
+	pendingReturn *renewCall
+	// inFlight is set while a call is under way.
+	inFlight bool
+	// nextCallNanos is when the next call is due; nextRenewNanos when the
+	// current grant is due for renewal.
+	nextCallNanos, nextRenewNanos int64
+	// lastGoodNanos is when the last granting answer arrived (-1: never).
+	lastGoodNanos int64
+	// regErr is the last call that got no answer, nil after an answer;
+	// regRefusal the last answer that gave no lease, nil after a grant.
+	regErr, regRefusal error
+	lastRTTNanos       int64
+	reqSeq             uint64
+
+	counters leaseCounters
+}
+
+// leaseParams are the settings the lease state decides with.
+type leaseParams struct {
+	limit, holder, group                                           string
+	weight                                                         int64
+	ttlNanos, marginNanos, renewNanos, retryNanos, stealGraceNanos int64
+	// idPrefix makes request IDs unique across holders and incarnations.
+	idPrefix string
+}
+
+// leaseCounters are the lease's share of Stats.
+type leaseCounters struct {
+	leases, renewals, fenced, registerFails              uint64
+	leasedPermits, creditedPermits, expiredUnusedPermits int64
+	// demandMilli is the demand last reported.
+	demandMilli int64
+}
+
+// renewCall is a renewal or a return: the grant it reports on and the
+// report.
+type renewCall struct {
+	leaseID, epoch uint64
+	rep            client.LeaseReport
+}
+
+// leaseOp is what a leaseAction asks the worker to do.
+type leaseOp uint8
+
+const (
+	// opNone: nothing; a call is under way (or there is no lease to return).
+	opNone leaseOp = iota
+	// opWait: nothing until atNanos.
+	opWait
+	// opLease, opRenew, opReturn: send the call now (atNanos is its send
+	// time, which answer needs back).
+	opLease
+	opRenew
+	opReturn
+)
+
+// leaseAction is what to do next.
+type leaseAction struct {
+	op      leaseOp
+	atNanos int64
+	// lease is the request of opLease.
+	lease client.LeaseRequest
+	// leaseID, epoch and report are those of opRenew and opReturn.
+	leaseID, epoch uint64
+	report         client.LeaseReport
+}
+
+// leaseEvent is what an answer did to the state.
+type leaseEvent uint8
+
+const (
+	// evIgnored: no call was under way; the answer changed nothing.
+	evIgnored leaseEvent = iota
+	// evGranted: a new grant is current (the pace follows its share).
+	evGranted
+	// evRefused: no lease; try again at nextCallNanos.
+	evRefused
+	// evFenced: the lease is gone; lease again at once.
+	evFenced
+	// evFailed: no answer; try again after RetryEvery.
+	evFailed
+)
+
+// leaseOutcome is the effect of an answer: the event, the error it
+// recorded (refusal or failure), and a line for the worker's log.
+type leaseOutcome struct {
+	event leaseEvent
+	err   error
+	warn  bool
+	msg   string
+	kv    []any
+}
+
+// errLeaseRefused marks a refusal that passes by itself (the holder still
+// holds a lease, or the limit is full): Start does not fail on it.
+var errLeaseRefused = errors.New("lease refused")
+
+// rejected reports whether err is the register's (or the client's)
+// definite refusal of a request: the limit does not exist or the request
+// is invalid (see Register). Nothing was applied.
+func rejected(err error) bool {
+	return err != nil && !errors.Is(err, client.ErrNotDelivered) && (errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrInvalid))
+}
+
+// newLeaseState returns the state of a worker that holds no lease yet, its
+// first call due at once.
+func newLeaseState(p leaseParams) leaseState {
+	return leaseState{p: p, lastGoodNanos: -1}
+}
+
+// newRequestID returns a fresh register request ID.
+func (s *leaseState) newRequestID() string {
+	s.reqSeq++
+	return s.p.idPrefix + strconv.FormatUint(s.reqSeq, 10)
+}
+
+// next returns what to do at now: nothing while a call is under way, wait
+// until the next call is due, or send it (send).
+func (s *leaseState) next(nowNanos int64) leaseAction {
+	switch {
+	case s.inFlight:
+		return leaseAction{op: opNone}
+	case nowNanos < s.nextCallNanos:
+		return leaseAction{op: opWait, atNanos: s.nextCallNanos}
+	}
+	return s.send(nowNanos)
+}
+
+// send returns the call to send at now, whether due or not: a lease when
+// there is none, else a renewal (which closes the current grant). A
+// request sent without an answer is sent again as it was.
+func (s *leaseState) send(nowNanos int64) leaseAction {
+	s.inFlight = true
+	if s.leaseID == 0 {
+		if s.pendingLease == nil {
+			// Before anything is measured, claim the most: the first
+			// grants split the rate by weight.
+			demand := int64(client.MaxDemandMilliPerSec)
+			if s.everGranted {
+				demand = withHeadroom(s.meter.measure(nowNanos, s.p.retryNanos))
+			}
+			s.pendingLease = &client.LeaseRequest{Holder: s.p.holder, Group: s.p.group, Weight: s.p.weight,
+				DemandMilliPerSec: demand, TTL: time.Duration(s.p.ttlNanos), RequestID: s.newRequestID()}
+			s.counters.demandMilli = demand
+		}
+		return leaseAction{op: opLease, atNanos: nowNanos, lease: *s.pendingLease}
+	}
+	if s.pendingRenew == nil {
+		var spent, out int64
+		if g := s.curGrant(); g != nil {
+			g.closed = true
+			spent, out = g.spent, g.stolenOut
+		}
+		demand := s.meter.reportDemand(nowNanos, s.p.retryNanos, s.share)
+		s.pendingRenew = &renewCall{leaseID: s.leaseID, epoch: s.epoch, rep: client.LeaseReport{Spent: spent, StolenOut: out,
+			StolenIn: s.inSinceReport, DemandMilliPerSec: demand, TTL: time.Duration(s.p.ttlNanos), RequestID: s.newRequestID()}}
+		s.inSinceReport = 0
+		s.counters.demandMilli = demand
+	}
+	q := s.pendingRenew
+	return leaseAction{op: opRenew, atNanos: nowNanos, leaseID: q.leaseID, epoch: q.epoch, report: q.rep}
+}
+
+// curGrant returns the current grant if it belongs to the current lease
+// and epoch.
+func (s *leaseState) curGrant() *grant {
+	if g := s.cur; g != nil && g.leaseID == s.leaseID && g.epoch == s.epoch {
+		return g
+	}
+	return nil
+}
+
+// stolenIn records n permits received from a peer (reported as StolenIn
+// by the next report).
+func (s *leaseState) stolenIn(n int64) { s.inSinceReport += n }
+
+// spendable returns the permits of the current grant that may be spent
+// (or given away) at now: 0 once closed or past its usable-until.
+func (s *leaseState) spendable(nowNanos int64) int64 { return s.cur.spendable(nowNanos) }
+
+// cutOff reports that the last call got no answer.
+func (s *leaseState) cutOff() bool { return s.regErr != nil }
+
+// stealHorizon returns how far ahead a worker that runs short should
+// count its need at now (ok false: it should not steal). Cut off from the
+// register it looks one renewal period ahead, within the steal grace
+// after its last good answer; with a renewal under way, or no lease, it
+// waits for the register; otherwise it looks to its next grant: the next
+// renewal plus a round trip.
+func (s *leaseState) stealHorizon(nowNanos int64) (horizonNanos int64, ok bool) {
+	switch {
+	case s.cutOff():
+		if s.lastGoodNanos < 0 || nowNanos >= s.lastGoodNanos+s.p.stealGraceNanos {
+			return 0, false
+		}
+		return s.p.renewNanos, true
+	case s.inFlight || s.leaseID == 0:
+		return 0, false
+	}
+	return s.nextRenewNanos - nowNanos + max(s.lastRTTNanos, 0), true
+}
+
+// failClosed returns the error a caller finding no permit at now fails
+// with, or nil if it should wait: a refusal while there is no lease; cut
+// off, ErrNoPermits and ErrRegisterUnreachable once the steal grace after
+// the last good answer is over, or (stealing false) no steal round that
+// could help is still to come.
+func (s *leaseState) failClosed(nowNanos int64, stealing bool) error {
+	if s.regErr == nil {
+		if s.regRefusal != nil && s.leaseID == 0 {
+			return s.regRefusal
+		}
+		return nil // a renewal or a steal will bring permits
+	}
+	since := "never"
+	graceOver := s.lastGoodNanos < 0
+	if !graceOver {
+		since = time.Duration(nowNanos-s.lastGoodNanos).String() + " ago"
+		graceOver = nowNanos >= s.lastGoodNanos+s.p.stealGraceNanos
+	}
+	if !graceOver && stealing {
+		return nil
+	}
+	return fmt.Errorf("worker: limit %q: %w: %w: the last good renewal was %s (steal grace %v), peers had nothing to spare; last error: %v",
+		s.p.limit, ErrNoPermits, ErrRegisterUnreachable, since, time.Duration(s.p.stealGraceNanos), s.regErr)
+}

@@ -1,0 +1,410 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+const sec = 1000 * ms
+
+// exampleParams are those of leaseState's worked example: TTL 2 s, margin
+// 200 ms, renewal every 1 s, retry every 250 ms, steal grace 4 s.
+func exampleParams() leaseParams {
+	return leaseParams{limit: "api", holder: "h", group: "g", weight: 1, ttlNanos: 2 * sec, marginNanos: 200 * ms,
+		renewNanos: sec, retryNanos: 250 * ms, stealGraceNanos: 4 * sec, idPrefix: "w."}
+}
+
+// lin is what happens at a step: the state is asked what to do (next,
+// send, returnCall), an answer comes back to the last call (answer, or
+// returnAnswer when the last call was a return), or callers and peers act
+// on the grant (spend, give away, receive, ask).
+type lin struct {
+	kind string
+	res  client.LeaseGrant
+	err  error
+	n    int64
+}
+
+func next() lin                     { return lin{kind: "next"} }
+func send() lin                     { return lin{kind: "send"} }
+func ret() lin                      { return lin{kind: "return"} }
+func ans(res client.LeaseGrant) lin { return lin{kind: "answer", res: res} }
+func fail(err error) lin            { return lin{kind: "answer", err: err} }
+func spend(n int64) lin             { return lin{kind: "spend", n: n} }
+func give(n int64) lin              { return lin{kind: "give", n: n} }
+func take(n int64) lin              { return lin{kind: "take", n: n} }
+func ask(n int64) lin               { return lin{kind: "ask", n: n} }
+func look() lin                     { return lin{kind: "look"} }
+func granted(id, epoch uint64, permits int64, expiresIn time.Duration) client.LeaseGrant {
+	return client.LeaseGrant{Status: client.LeaseGranted, LeaseID: id, Epoch: epoch, Permits: permits, ExpiresIn: expiresIn, ShareMilliPerSec: 100_000}
+}
+
+// lview is what every step checks of the state afterwards.
+type lview struct {
+	leaseID, epoch uint64
+	// spendable is what the grant holds for callers at now; usableUntil
+	// its local expiry (0: no grant).
+	spendable, usableUntil int64
+	nextCall               int64
+	// failsClosed: a caller with no permit and no steal round to come
+	// fails closed now.
+	failsClosed bool
+}
+
+// lwant is a step's expectation: the action (next, send, return), the
+// event and error (answer; for a return's answer: done and the error),
+// and the state.
+type lwant struct {
+	act   leaseAction
+	ev    leaseEvent
+	errIs error
+	ret   returnStep
+	view  lview
+}
+
+type lstep struct {
+	now  int64
+	in   lin
+	want lwant
+}
+
+// runSteps plays steps on s, failing at the first that differs.
+func runSteps(t *testing.T, s *leaseState, steps []lstep) {
+	t.Helper()
+	var last leaseAction
+	for i, st := range steps {
+		where := fmt.Sprintf("step %d at %v (%s)", i, time.Duration(st.now), st.in.kind)
+		switch st.in.kind {
+		case "next", "send", "return":
+			var a leaseAction
+			switch st.in.kind {
+			case "next":
+				a = s.next(st.now)
+			case "send":
+				a = s.send(st.now)
+			default:
+				a = s.returnCall(st.now)
+			}
+			if a != st.want.act {
+				t.Fatalf("%s: action\n got %+v\nwant %+v", where, a, st.want.act)
+			}
+			if a.op >= opLease {
+				last = a
+			}
+		case "answer":
+			if last.op == opReturn {
+				got := s.returnAnswer(st.now, last, st.in.res, st.in.err)
+				if got.done != st.want.ret.done || got.retryAtNanos != st.want.ret.retryAtNanos || !matches(got.err, st.want.errIs) {
+					t.Fatalf("%s: return step %+v, want done %v, retry at %v, error matching %v", where, got, st.want.ret.done, time.Duration(st.want.ret.retryAtNanos), st.want.errIs)
+				}
+				break
+			}
+			o := s.answer(st.now, last, st.in.res, st.in.err)
+			if o.event != st.want.ev || !matches(o.err, st.want.errIs) {
+				t.Fatalf("%s: outcome %v (error %v), want %v (error matching %v)", where, o.event, o.err, st.want.ev, st.want.errIs)
+			}
+		case "spend", "give":
+			if s.spendable(st.now) < st.in.n {
+				t.Fatalf("%s: %d permits, only %d spendable", where, st.in.n, s.spendable(st.now))
+			}
+			if st.in.kind == "spend" {
+				s.cur.spent += st.in.n
+			} else {
+				s.cur.stolenOut += st.in.n
+			}
+		case "take":
+			s.stolenIn(st.in.n)
+		case "ask":
+			s.meter.add(st.in.n)
+		case "look":
+		default:
+			t.Fatalf("%s: unknown input", where)
+		}
+		got := lview{leaseID: s.leaseID, epoch: s.epoch, spendable: s.spendable(st.now), nextCall: s.nextCallNanos,
+			failsClosed: s.failClosed(st.now, false) != nil}
+		if s.cur != nil {
+			got.usableUntil = s.cur.expiryNanos
+		}
+		if got != st.want.view {
+			t.Fatalf("%s: state\n got %+v\nwant %+v", where, got, st.want.view)
+		}
+	}
+}
+
+// matches reports whether err matches want (want nil: err is nil).
+func matches(err, want error) bool {
+	if want == nil {
+		return err == nil
+	}
+	return errors.Is(err, want)
+}
+
+// The requests the steps expect.
+func leaseReq(demand int64, id string) client.LeaseRequest {
+	return client.LeaseRequest{Holder: "h", Group: "g", Weight: 1, DemandMilliPerSec: demand, TTL: 2 * time.Second, RequestID: id}
+}
+
+func renewAct(at int64, id, epoch uint64, spent, out, in, demand int64, reqID string) leaseAction {
+	return leaseAction{op: opRenew, atNanos: at, leaseID: id, epoch: epoch,
+		report: client.LeaseReport{Spent: spent, StolenOut: out, StolenIn: in, DemandMilliPerSec: demand, TTL: 2 * time.Second, RequestID: reqID}}
+}
+
+var (
+	errNotDelivered = fmt.Errorf("test: %w", client.ErrNotDelivered)
+	err404          = &client.APIError{Server: "test", StatusCode: http.StatusNotFound, Message: `limit "api" not found`}
+	err400          = &client.APIError{Server: "test", StatusCode: http.StatusBadRequest, Message: "not leased"}
+)
+
+// TestLeaseStateWorkedExample replays the worked example of leaseState's
+// documentation, step by step.
+func TestLeaseStateWorkedExample(t *testing.T) {
+	s := newLeaseState(exampleParams())
+	const max = client.MaxDemandMilliPerSec
+	runSteps(t, &s, []lstep{
+		{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}, view: lview{failsClosed: false}}},
+		{5 * ms, next(), lwant{act: leaseAction{op: opNone}}}, // under way: nothing more
+		{10 * ms, ans(granted(7, 1, 100, 2*time.Second)), lwant{ev: evGranted, view: lview{7, 1, 100, 1800 * ms, sec, false}}},
+		{10 * ms, ans(granted(7, 1, 100, 2*time.Second)), lwant{ev: evIgnored, view: lview{7, 1, 100, 1800 * ms, sec, false}}}, // a replay changes nothing
+		{500 * ms, ask(70), lwant{view: lview{7, 1, 100, 1800 * ms, sec, false}}},
+		{600 * ms, spend(60), lwant{view: lview{7, 1, 40, 1800 * ms, sec, false}}},
+		{700 * ms, give(10), lwant{view: lview{7, 1, 30, 1800 * ms, sec, false}}},
+		{800 * ms, take(5), lwant{view: lview{7, 1, 30, 1800 * ms, sec, false}}},
+		{999 * ms, next(), lwant{act: leaseAction{op: opWait, atNanos: sec}, view: lview{7, 1, 30, 1800 * ms, sec, false}}},
+		// 70 asked over 1 s: 70/s plus 10 % headroom.
+		{sec, next(), lwant{act: renewAct(sec, 7, 1, 60, 10, 5, 77_000, "w.2"), view: lview{7, 1, 0, 1800 * ms, sec, false}}},
+		{1020 * ms, ans(granted(7, 2, 100, 1990*time.Millisecond)), lwant{ev: evGranted, view: lview{7, 2, 100, 2790 * ms, 2 * sec, false}}},
+		// 70 asked over the last two periods (2 s).
+		{2 * sec, next(), lwant{act: renewAct(2*sec, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2 * sec, false}}},
+		{2100 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 2, 0, 2790 * ms, 2350 * ms, true}}},
+		{2350 * ms, next(), lwant{act: renewAct(2350*ms, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2350 * ms, true}}},
+		{2400 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 100, 2790 * ms, 2650 * ms, true}}},
+		{2650 * ms, next(), lwant{act: renewAct(2650*ms, 7, 2, 0, 0, 0, 0, "w.4"), view: lview{7, 2, 0, 2790 * ms, 2650 * ms, true}}},
+		{2700 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 100, 2790 * ms, 2950 * ms, true}}},
+		// Cut off: a caller finding no permit fails closed unless a steal
+		// round is to come (failClosed(now, false) != nil) ...
+		{2789 * ms, look(), lwant{view: lview{7, 2, 100, 2790 * ms, 2950 * ms, true}}},
+		{2790 * ms, look(), lwant{view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
+		{2950 * ms, next(), lwant{act: renewAct(2950*ms, 7, 2, 0, 0, 0, 0, "w.5"), view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
+		{3 * sec, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7, Epoch: 2}), lwant{ev: evFenced, view: lview{nextCall: 3 * sec}}},
+		// The window since the last report is under RetryEvery: the last
+		// measurement (0).
+		{3 * sec, next(), lwant{act: leaseAction{op: opLease, atNanos: 3 * sec, lease: leaseReq(0, "w.6")}, view: lview{nextCall: 3 * sec}}},
+	})
+	if c := s.counters; c.leases != 1 || c.renewals != 1 || c.fenced != 1 || c.registerFails != 3 || c.leasedPermits != 200 || c.expiredUnusedPermits != 100 {
+		t.Errorf("counters %+v", c)
+	}
+}
+
+// TestLeaseStateAnswers covers each kind of answer to a lease and a renewal.
+func TestLeaseStateAnswers(t *testing.T) {
+	const max = client.MaxDemandMilliPerSec
+	held := lview{7, 1, 100, 1800 * ms, sec, false} // after the first grant at 10 ms
+	first := []lstep{
+		{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+		{10 * ms, ans(granted(7, 1, 100, 2*time.Second)), lwant{ev: evGranted, view: held}},
+	}
+	renew1 := lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, sec, false}}}
+	refusal := func(retryAfter time.Duration) client.LeaseGrant {
+		return client.LeaseGrant{Status: client.LeaseRefused, RetryAfter: retryAfter, Detail: "the limit holds too many leases"}
+	}
+	tests := []struct {
+		name  string
+		steps []lstep
+	}{
+		{"refused: retry after RetryAfter", []lstep{
+			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+			{10 * ms, ans(refusal(time.Second)), lwant{ev: evRefused, errIs: errLeaseRefused, view: lview{nextCall: 1010 * ms, failsClosed: true}}},
+			{1009 * ms, next(), lwant{act: leaseAction{op: opWait, atNanos: 1010 * ms}, view: lview{nextCall: 1010 * ms, failsClosed: true}}},
+			// A new request: the refused one was answered.
+			{1010 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 1010 * ms, lease: leaseReq(max, "w.2")}, view: lview{nextCall: 1010 * ms, failsClosed: true}}},
+			{1020 * ms, ans(granted(7, 1, 100, 2*time.Second)), lwant{ev: evGranted, view: lview{7, 1, 100, 2810 * ms, 2010 * ms, false}}},
+		}},
+		{"refused: RetryAfter below RetryEvery waits RetryEvery", []lstep{
+			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+			{10 * ms, ans(refusal(time.Millisecond)), lwant{ev: evRefused, errIs: ErrNoPermits, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+		}},
+		{"refused: RetryAfter above the TTL waits a TTL", []lstep{
+			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+			{10 * ms, ans(refusal(time.Minute)), lwant{ev: evRefused, errIs: ErrNoPermits, view: lview{nextCall: 2010 * ms, failsClosed: true}}},
+		}},
+		{"lease rejected (404): retry after RenewEvery", []lstep{
+			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+			{10 * ms, fail(err404), lwant{ev: evRefused, errIs: client.ErrNotFound, view: lview{nextCall: 1010 * ms, failsClosed: true}}},
+		}},
+		{"lease answer lost: the same request again", []lstep{
+			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			// The register replays its first decision: the grant counts
+			// from the retry's send time.
+			{270 * ms, ans(client.LeaseGrant{Status: client.LeaseGranted, LeaseID: 7, Epoch: 1, Permits: 100, ExpiresIn: 1990 * time.Millisecond, Duplicate: true}),
+				lwant{ev: evGranted, view: lview{7, 1, 100, 2050 * ms, 1260 * ms, false}}},
+		}},
+		{"lease not delivered: a new request", []lstep{
+			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+			{10 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.2")}, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+		}},
+		{"a replayed grant already expired: renew at once", append(first[:1:1],
+			lstep{3 * sec, ans(client.LeaseGrant{Status: client.LeaseGranted, LeaseID: 7, Epoch: 1, Permits: 100, ExpiresIn: -1, Duplicate: true}),
+				lwant{ev: evGranted, view: lview{7, 1, 0, 0, 3 * sec, false}}},
+			lstep{3 * sec, next(), lwant{act: renewAct(3*sec, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 0, 3 * sec, false}}},
+		)},
+		{"renewal fenced: lease again at once", append(first[:2:2], renew1,
+			lstep{1010 * ms, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7, Epoch: 1}), lwant{ev: evFenced, view: lview{nextCall: 1010 * ms}}},
+			lstep{1010 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 1010 * ms, lease: leaseReq(0, "w.3")}, view: lview{nextCall: 1010 * ms}}},
+		)},
+		{"renewal rejected (400): drop the lease, retry after RetryEvery", append(first[:2:2], renew1,
+			lstep{1010 * ms, fail(err400), lwant{ev: evRefused, errIs: client.ErrInvalid, view: lview{nextCall: 1260 * ms, failsClosed: true}}},
+			lstep{1260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 1260 * ms, lease: leaseReq(0, "w.3")}, view: lview{nextCall: 1260 * ms, failsClosed: true}}},
+		)},
+		{"renewal answered returned: drop the lease", append(first[:2:2], renew1,
+			lstep{1010 * ms, ans(client.LeaseGrant{Status: client.LeaseReturned, LeaseID: 7}), lwant{ev: evRefused, errIs: ErrNoPermits, view: lview{nextCall: 1260 * ms, failsClosed: true}}},
+		)},
+		{"renewal not delivered: the grant reopens, the stolen-in count returns", append(first[:2:2],
+			lstep{500 * ms, take(4), lwant{view: held}},
+			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 0, 0, 4, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, sec, false}}},
+			lstep{1010 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 100, 1800 * ms, 1260 * ms, true}}},
+			lstep{1100 * ms, take(1), lwant{view: lview{7, 1, 100, 1800 * ms, 1260 * ms, true}}},
+			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 0, 0, 5, 0, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+		)},
+		{"an answer to no call is ignored", append(first[:2:2],
+			lstep{20 * ms, fail(errNotDelivered), lwant{ev: evIgnored, view: held}},
+		)},
+		{"send: a renewal before it is due", append(first[:2:2],
+			lstep{100 * ms, send(), lwant{act: renewAct(100*ms, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, sec, false}}},
+		)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newLeaseState(exampleParams())
+			runSteps(t, &s, tt.steps)
+		})
+	}
+}
+
+// TestLeaseStateReturn covers the return at Stop: the report it carries,
+// retries with the same request, and giving up once the lease has expired
+// at the register.
+func TestLeaseStateReturn(t *testing.T) {
+	const max = client.MaxDemandMilliPerSec
+	held := lview{7, 1, 100, 1800 * ms, sec, false}
+	first := []lstep{
+		{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+		{10 * ms, ans(granted(7, 1, 100, 2*time.Second)), lwant{ev: evGranted, view: held}},
+		{100 * ms, spend(30), lwant{view: lview{7, 1, 70, 1800 * ms, sec, false}}},
+		{200 * ms, give(20), lwant{view: lview{7, 1, 50, 1800 * ms, sec, false}}},
+		{300 * ms, take(3), lwant{view: lview{7, 1, 50, 1800 * ms, sec, false}}},
+	}
+	returnAct := func(at int64, spent, out, in int64, id string) leaseAction {
+		return leaseAction{op: opReturn, atNanos: at, leaseID: 7, epoch: 1, report: client.LeaseReport{Spent: spent, StolenOut: out, StolenIn: in, RequestID: id}}
+	}
+	closed := lview{7, 1, 0, 1800 * ms, sec, false}
+	tests := []struct {
+		name  string
+		steps []lstep
+	}{
+		{"no lease: nothing to return", []lstep{{0, ret(), lwant{act: leaseAction{op: opNone}}}}},
+		{"returned", append(first[:5:5],
+			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
+			lstep{410 * ms, ans(client.LeaseGrant{Status: client.LeaseReturned, LeaseID: 7, CreditedPermits: 50}), lwant{ret: returnStep{done: true}, view: lview{nextCall: sec}}},
+			lstep{420 * ms, ret(), lwant{act: leaseAction{op: opNone}, view: lview{nextCall: sec}}},
+		)},
+		{"fenced: nothing left to return", append(first[:5:5],
+			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
+			lstep{410 * ms, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7}), lwant{ret: returnStep{done: true}, view: lview{nextCall: sec}}},
+		)},
+		{"answer lost: the same return again, until the lease expired at the register", append(first[:5:5],
+			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
+			lstep{410 * ms, fail(errAnswerLost), lwant{ret: returnStep{retryAtNanos: 660 * ms}, view: closed}},
+			lstep{660 * ms, ret(), lwant{act: returnAct(660*ms, 30, 20, 3, "w.2"), view: closed}},
+			// The last good answer was at 10 ms: the lease expired at the
+			// register by 2.010 s.
+			lstep{2010 * ms, fail(errNotDelivered), lwant{ret: returnStep{done: true}, errIs: client.ErrNotDelivered, view: closed}},
+		)},
+		{"rejected: the lease is dropped", append(first[:5:5],
+			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
+			lstep{410 * ms, fail(err404), lwant{ret: returnStep{done: true}, errIs: client.ErrNotFound, view: lview{nextCall: sec}}},
+		)},
+		{"a renewal without an answer: its report again, plus what came in since", append(first[:5:5],
+			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 30, 20, 3, 0, "w.2"), view: closed}},
+			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+			lstep{1100 * ms, take(2), lwant{view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+			lstep{1200 * ms, ret(), lwant{act: returnAct(1200*ms, 30, 20, 5, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+		)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newLeaseState(exampleParams())
+			runSteps(t, &s, tt.steps)
+		})
+	}
+}
+
+// TestLeaseStateFailsClosed checks when a caller that finds no permit
+// fails closed, and when a worker short of permits may steal.
+func TestLeaseStateFailsClosed(t *testing.T) {
+	s := newLeaseState(exampleParams())
+	if err := s.failClosed(0, true); err != nil {
+		t.Fatalf("before any call: %v, want to wait for the lease", err)
+	}
+	s.next(0)
+	s.answer(5*ms, leaseAction{op: opLease}, client.LeaseGrant{}, errNotDelivered)
+	if err := s.failClosed(5*ms, true); !errors.Is(err, ErrRegisterUnreachable) || !errors.Is(err, ErrNoPermits) {
+		t.Fatalf("never granted, cut off: %v, want ErrRegisterUnreachable at once", err)
+	}
+	if _, ok := s.stealHorizon(5 * ms); ok {
+		t.Fatalf("never granted: may steal")
+	}
+	s.next(260 * ms)
+	s.answer(270*ms, leaseAction{op: opLease, atNanos: 260 * ms}, granted(7, 1, 100, 2*time.Second), nil)
+	tests := []struct {
+		now      int64
+		stealing bool
+		err      error
+		horizon  int64
+		maySteal bool
+	}{
+		// Granted at 270 ms, due for renewal at 1.260 s, round trip 10 ms.
+		{500 * ms, false, nil, 770 * ms, true},
+		{1260 * ms, false, nil, 10 * ms, true},
+	}
+	for _, tt := range tests {
+		if err := s.failClosed(tt.now, tt.stealing); !matches(err, tt.err) {
+			t.Errorf("at %v: failClosed = %v, want %v", time.Duration(tt.now), err, tt.err)
+		}
+		if h, ok := s.stealHorizon(tt.now); h != tt.horizon || ok != tt.maySteal {
+			t.Errorf("at %v: stealHorizon = %v, %v; want %v, %v", time.Duration(tt.now), time.Duration(h), ok, time.Duration(tt.horizon), tt.maySteal)
+		}
+	}
+	// Cut off from 1.260 s on: steal one renewal period ahead within the
+	// grace (270 ms + 4 s), fail closed when no steal round is to come,
+	// and at once after the grace.
+	a := s.next(1260 * ms)
+	s.answer(1270*ms, a, client.LeaseGrant{}, errNotDelivered)
+	cut := []struct {
+		now      int64
+		stealing bool
+		err      error
+		horizon  int64
+		maySteal bool
+	}{
+		{1270 * ms, true, nil, sec, true},
+		{1270 * ms, false, ErrRegisterUnreachable, sec, true},
+		{4269 * ms, true, nil, sec, true},
+		{4270 * ms, true, ErrRegisterUnreachable, 0, false},
+	}
+	for _, tt := range cut {
+		if err := s.failClosed(tt.now, tt.stealing); !matches(err, tt.err) {
+			t.Errorf("cut off at %v: failClosed = %v, want %v", time.Duration(tt.now), err, tt.err)
+		}
+		if h, ok := s.stealHorizon(tt.now); h != tt.horizon || ok != tt.maySteal {
+			t.Errorf("cut off at %v: stealHorizon = %v, %v; want %v, %v", time.Duration(tt.now), time.Duration(h), ok, time.Duration(tt.horizon), tt.maySteal)
+		}
+	}
+}
