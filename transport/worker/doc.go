@@ -62,8 +62,8 @@
 //
 // # Local pacing
 //
-// The permits are spread over time by a bucket hybrid pacer (design
-// document 000) on the worker's monotonic clock, at the worker's share:
+// The permits are spread over time by a bucket hybrid pacer
+// (bucket/hybrid.go) on the worker's monotonic clock, at the worker's share:
 // a worker that fell behind catches up at BurstRatio (default 1.1) times
 // the share, never beyond. The pacer only spreads; the grant's count (a
 // plain counter under the worker's lock) is the hard cap, and permits are

@@ -20,9 +20,6 @@ type grant struct {
 	// closed is set when a renew or return reporting on the grant is
 	// sent; only a request known not to have been delivered reopens it.
 	closed bool
-	// expiredCounted records that the permits left at the local expiry
-	// were counted as expired unused.
-	expiredCounted bool
 }
 
 // left returns the permits neither spent nor given away.

@@ -9,7 +9,7 @@ import (
 )
 
 // pacer spreads a worker's spending over time with a bucket hybrid pacer
-// (design document 000) driven by the worker's monotonic clock. It only
+// (bucket/hybrid.go) driven by the worker's monotonic clock. It only
 // spreads: the grant's count is the hard cap, checked separately. Its rate
 // is the worker's share; a worker that fell behind catches up at
 // BurstRatio times the share, never faster.
