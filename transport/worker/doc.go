@@ -50,8 +50,12 @@
 // is answered from the register's dedup table (a replayed answer's expiry
 // is counted from the retry's send time). A failure is ambiguous (the
 // command may have been applied), so the grant stays closed, unless the
-// Register says the request was never delivered (ErrNotDelivered): then
-// the grant reopens and is spent until its local expiry. A Fenced answer
+// Register says the request was never delivered (ErrNotDelivered) and no
+// earlier send of it failed ambiguously: then the grant reopens and is
+// spent until its local expiry. (ErrNotDelivered speaks of one send only:
+// after an ambiguous one the register may have applied the request and
+// credited the grant back, so the grant stays closed and the same request
+// is resent.) A Fenced answer
 // (the lease expired or the epoch moved on) makes the worker lease again.
 //
 // Cut off from the register, a worker keeps spending its unexpired grant

@@ -33,7 +33,7 @@ func (s *leaseState) leaseAnswer(nowNanos int64, a leaseAction, res client.Lease
 		s.pendingLease = nil
 		return s.refused(nowNanos+s.p.renewNanos, fmt.Errorf("worker: limit %q: %w: lease: %w", limit, ErrNoPermits, err))
 	case err != nil:
-		if errors.Is(err, client.ErrNotDelivered) {
+		if s.undelivered(err) {
 			s.pendingLease = nil
 		}
 		return s.failed(nowNanos, "lease", err)
@@ -55,7 +55,7 @@ func (s *leaseState) leaseAnswer(nowNanos int64, a leaseAction, res client.Lease
 func (s *leaseState) renewAnswer(nowNanos int64, a leaseAction, res client.LeaseGrant, err error) leaseOutcome {
 	limit := s.p.limit
 	if err != nil && !rejected(err) {
-		if errors.Is(err, client.ErrNotDelivered) {
+		if s.undelivered(err) {
 			// The register never saw the report: the grant is as it was
 			// before the send, and may be spent until its usable-until.
 			if g := s.cur; g != nil && g.leaseID == a.leaseID && g.epoch == a.epoch {
@@ -88,6 +88,18 @@ func (s *leaseState) renewAnswer(nowNanos int64, a leaseAction, res client.Lease
 	o := s.refused(nowNanos+s.p.retryNanos, fmt.Errorf("worker: limit %q: %w: renew %s: %s", limit, ErrNoPermits, res.Status, res.Detail))
 	o.warn, o.msg, o.kv = true, "renewal answered unexpectedly", []any{"lease", a.leaseID, "status", res.Status, "detail", res.Detail}
 	return o
+}
+
+// undelivered reports whether err proves that the pending request never
+// reached the register: ErrNotDelivered, and no earlier send of the same
+// request got an ambiguous failure (else maybeApplied is set: from then
+// on the request is only sent again as it was).
+func (s *leaseState) undelivered(err error) bool {
+	if !errors.Is(err, client.ErrNotDelivered) {
+		s.maybeApplied = true
+		return false
+	}
+	return !s.maybeApplied
 }
 
 // failed records a call that got no answer: retry after RetryEvery.

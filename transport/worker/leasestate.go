@@ -43,8 +43,11 @@ import (
 //	fenced (renew)          forget the lease (its rest expired at the register); lease at once
 //	other answer (renew)    forget the lease; retry after RetryEvery
 //	rejected (404, 400)     no lease; retry after RenewEvery (lease) or RetryEvery (renew)
-//	ErrNotDelivered         reopen the grant, forget the request; retry after RetryEvery
-//	no answer (ambiguous)   the grant stays closed, the request pending; retry after RetryEvery
+//	ErrNotDelivered         reopen the grant, forget the request; retry after RetryEvery —
+//	                        unless an earlier send of the same request got no answer
+//	                        (it may have been applied): then as "no answer"
+//	no answer (ambiguous)   the grant stays closed, the request pending (and from now
+//	                        on only ever sent again as it was); retry after RetryEvery
 //
 // # Safety rule
 //
@@ -77,14 +80,19 @@ import (
 //	t=2      next: Renew(7,2){spent 0, id w.3}                  grant (7,2) closed
 //	t=2.100  no answer (ambiguous)                              still closed; retry at 2.35
 //	t=2.350  next: Renew(7,2){spent 0, id w.3} again
-//	t=2.400  ErrNotDelivered                                    (7,2) reopened, usable until 2.79; retry at 2.65
-//	t=2.650  next: Renew(7,2){id w.4}                           (7,2) closed again
-//	t=2.700  ErrNotDelivered                                    (7,2) reopened; retry at 2.95
+//	t=2.400  ErrNotDelivered                                    the first w.3 may have been applied
+//	         (epoch 2 settled, its permits credited back): (7,2) stays closed; retry at 2.65
+//	t=2.650  next: Renew(7,2){id w.3} again
+//	t=2.700  ErrNotDelivered                                    still closed; retry at 2.95
 //	t=2.790  (7,2) past its usable-until: nothing spendable; Acquire fails closed once a
 //	         steal round finds nothing, and at once from 1.020 + StealGrace (4) = 5.020
-//	t=2.950  next: Renew(7,2){id w.5}
+//	t=2.950  next: Renew(7,2){id w.3} again
 //	t=3      fenced (the lease expired at the register)         lease again at once
-//	t=3      next: Lease{measured demand, id w.6}
+//	t=3      next: Lease{measured demand, id w.4}
+//
+// Had the first send of w.3 failed with ErrNotDelivered (the register
+// certainly never saw it), (7,2) would have reopened until 2.79 and the
+// next renewal would carry a new request ID (leasestate_test.go).
 //
 // At Stop, returnCall(now) closes the grant and reports on it (or repeats the
 // report of a renewal without an answer); returnAnswer(now, a, grant, err)
@@ -112,6 +120,12 @@ type leaseState struct {
 	pendingLease  *client.LeaseRequest
 	pendingRenew  *renewCall
 	pendingReturn *renewCall
+	// maybeApplied: a send of the pending lease or renewal got no answer
+	// without proof that it was not delivered, so the register may have
+	// applied it (settling the grant it reports on): a later
+	// ErrNotDelivered proves nothing about that send, and the request is
+	// only ever sent again as it was.
+	maybeApplied bool
 	// inFlight is set while a call is under way.
 	inFlight bool
 	// nextCallNanos is when the next call is due; nextRenewNanos when the
@@ -254,6 +268,7 @@ func (s *leaseState) send(nowNanos int64) leaseAction {
 			}
 			s.pendingLease = &client.LeaseRequest{Holder: s.p.holder, Group: s.p.group, Weight: s.p.weight,
 				DemandMilliPerSec: demand, TTL: time.Duration(s.p.ttlNanos), RequestID: s.newRequestID()}
+			s.maybeApplied = false
 			s.counters.demandMilli = demand
 		}
 		return leaseAction{op: opLease, atNanos: nowNanos, lease: *s.pendingLease}
@@ -267,6 +282,7 @@ func (s *leaseState) send(nowNanos int64) leaseAction {
 		demand := s.meter.reportDemand(nowNanos, s.p.retryNanos, s.share)
 		s.pendingRenew = &renewCall{leaseID: s.leaseID, epoch: s.epoch, rep: client.LeaseReport{Spent: spent, StolenOut: out,
 			StolenIn: s.inSinceReport, DemandMilliPerSec: demand, TTL: time.Duration(s.p.ttlNanos), RequestID: s.newRequestID()}}
+		s.maybeApplied = false
 		s.inSinceReport = 0
 		s.counters.demandMilli = demand
 	}

@@ -182,18 +182,20 @@ func TestLeaseStateWorkedExample(t *testing.T) {
 		{2 * sec, next(), lwant{act: renewAct(2*sec, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2 * sec, false}}},
 		{2100 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 2, 0, 2790 * ms, 2350 * ms, true}}},
 		{2350 * ms, next(), lwant{act: renewAct(2350*ms, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2350 * ms, true}}},
-		{2400 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 100, 2790 * ms, 2650 * ms, true}}},
-		{2650 * ms, next(), lwant{act: renewAct(2650*ms, 7, 2, 0, 0, 0, 0, "w.4"), view: lview{7, 2, 0, 2790 * ms, 2650 * ms, true}}},
-		{2700 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 100, 2790 * ms, 2950 * ms, true}}},
+		// The first w.3 may have been applied: an undelivered resend proves
+		// nothing about it, so (7,2) stays closed and w.3 is resent as it was.
+		{2400 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 0, 2790 * ms, 2650 * ms, true}}},
+		{2650 * ms, next(), lwant{act: renewAct(2650*ms, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2650 * ms, true}}},
+		{2700 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
 		// Cut off: a caller finding no permit fails closed unless a steal
 		// round is to come (failClosed(now, false) != nil) ...
-		{2789 * ms, look(), lwant{view: lview{7, 2, 100, 2790 * ms, 2950 * ms, true}}},
+		{2789 * ms, look(), lwant{view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
 		{2790 * ms, look(), lwant{view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
-		{2950 * ms, next(), lwant{act: renewAct(2950*ms, 7, 2, 0, 0, 0, 0, "w.5"), view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
+		{2950 * ms, next(), lwant{act: renewAct(2950*ms, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
 		{3 * sec, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7, Epoch: 2}), lwant{ev: evFenced, view: lview{nextCall: 3 * sec}}},
 		// The window since the last report is under RetryEvery: the last
 		// measurement (0).
-		{3 * sec, next(), lwant{act: leaseAction{op: opLease, atNanos: 3 * sec, lease: leaseReq(0, "w.6")}, view: lview{nextCall: 3 * sec}}},
+		{3 * sec, next(), lwant{act: leaseAction{op: opLease, atNanos: 3 * sec, lease: leaseReq(0, "w.4")}, view: lview{nextCall: 3 * sec}}},
 	})
 	if c := s.counters; c.leases != 1 || c.renewals != 1 || c.fenced != 1 || c.registerFails != 3 || c.leasedPermits != 200 || c.expiredUnusedPermits != 100 {
 		t.Errorf("counters %+v", c)
@@ -250,6 +252,13 @@ func TestLeaseStateAnswers(t *testing.T) {
 			{10 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{nextCall: 260 * ms, failsClosed: true}}},
 			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.2")}, view: lview{nextCall: 260 * ms, failsClosed: true}}},
 		}},
+		{"lease lost, then not delivered: the same request (the first may have been applied)", []lstep{
+			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			{270 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{nextCall: 520 * ms, failsClosed: true}}},
+			{520 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 520 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 520 * ms, failsClosed: true}}},
+		}},
 		{"a replayed grant already expired: renew at once", append(first[:1:1],
 			lstep{3 * sec, ans(client.LeaseGrant{Status: client.LeaseGranted, LeaseID: 7, Epoch: 1, Permits: 100, ExpiresIn: -1, Duplicate: true}),
 				lwant{ev: evGranted, view: lview{7, 1, 0, 0, 3 * sec, false}}},
@@ -272,6 +281,12 @@ func TestLeaseStateAnswers(t *testing.T) {
 			lstep{1010 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 100, 1800 * ms, 1260 * ms, true}}},
 			lstep{1100 * ms, take(1), lwant{view: lview{7, 1, 100, 1800 * ms, 1260 * ms, true}}},
 			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 0, 0, 5, 0, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+		)},
+		{"renewal lost, then not delivered: the grant stays closed, the same request", append(first[:2:2], renew1,
+			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+			lstep{1270 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 0, 1800 * ms, 1520 * ms, true}}},
+			lstep{1520 * ms, next(), lwant{act: renewAct(1520*ms, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, 1520 * ms, true}}},
 		)},
 		{"an answer to no call is ignored", append(first[:2:2],
 			lstep{20 * ms, fail(errNotDelivered), lwant{ev: evIgnored, view: held}},
