@@ -1,8 +1,3 @@
-// Package httpjson is the one way the runner's packages talk JSON over
-// HTTP to the processes they run: the agents' API and test hooks
-// (package cluster) and the worker sidecars' control endpoints (package
-// workload). One request, one bounded timeout, no retries: a paused or
-// killed process must not stall the runner.
 package httpjson
 
 import (
