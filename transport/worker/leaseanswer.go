@@ -44,6 +44,16 @@ func (s *leaseState) leaseAnswer(nowNanos int64, a leaseAction, res client.Lease
 		s.counters.leases++
 		s.install(nowNanos, a.atNanos, res)
 		return leaseOutcome{event: evGranted, msg: "lease granted", kv: []any{"lease", res.LeaseID, "permits", res.Permits, "share", res.ShareMilliPerSec}}
+	case client.LeaseFenced:
+		// A retried lease whose first send was applied, but whose grant
+		// expired before the retry arrived (a register slower than the
+		// worker's request timeout): that lease is over at the register.
+		// Lease again at once, with a new request.
+		s.counters.fenced++
+		s.regErr, s.regRefusal = nil, nil
+		s.nextCallNanos = nowNanos
+		return leaseOutcome{event: evFenced, msg: "lease answered fenced (its grant expired before the retry arrived), leasing again",
+			kv: []any{"lease", res.LeaseID, "detail", res.Detail}}
 	case client.LeaseRefused:
 		retry := min(max(int64(res.RetryAfter), s.p.retryNanos), s.p.ttlNanos)
 		return s.refused(nowNanos+retry, fmt.Errorf("worker: limit %q: %w: %w (%s): retry in %v", limit, ErrNoPermits, errLeaseRefused, res.Detail, time.Duration(retry)))

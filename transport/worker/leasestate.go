@@ -41,6 +41,8 @@ import (
 //	granted                 install the grant; renew at sentAt + RenewEvery
 //	refused (lease)         no lease; retry after RetryAfter, clamped to [RetryEvery, TTL]
 //	fenced (renew)          forget the lease (its rest expired at the register); lease at once
+//	fenced (lease)          a retried lease whose grant expired before the retry
+//	                        arrived: that lease is over; lease at once, a new request
 //	other answer (renew)    forget the lease; retry after RetryEvery
 //	rejected (404, 400)     no lease; retry after RenewEvery (lease) or RetryEvery (renew)
 //	ErrNotDelivered         reopen the grant, forget the request; retry after RetryEvery —

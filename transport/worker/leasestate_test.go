@@ -259,6 +259,14 @@ func TestLeaseStateAnswers(t *testing.T) {
 			{270 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{nextCall: 520 * ms, failsClosed: true}}},
 			{520 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 520 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 520 * ms, failsClosed: true}}},
 		}},
+		{"lease replayed fenced (the grant expired before the retry arrived): lease again at once", []lstep{
+			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			{600 * ms, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7, Epoch: 1, Duplicate: true, Detail: "the grant answered to this request_id expired before the retry arrived"}),
+				lwant{ev: evFenced, view: lview{nextCall: 600 * ms}}}, // callers wait for the lease due now
+			{600 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 600 * ms, lease: leaseReq(max, "w.2")}, view: lview{nextCall: 600 * ms}}},
+		}},
 		{"a replayed grant already expired: renew at once", append(first[:1:1],
 			lstep{3 * sec, ans(client.LeaseGrant{Status: client.LeaseGranted, LeaseID: 7, Epoch: 1, Permits: 100, ExpiresIn: -1, Duplicate: true}),
 				lwant{ev: evGranted, view: lview{7, 1, 0, 0, 3 * sec, false}}},
