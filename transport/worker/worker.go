@@ -60,6 +60,9 @@ type loops struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// started is closed when Start returns: Stop waits for it, so that
+	// a Stop racing a Start returns the lease Start opened.
+	started chan struct{}
 }
 
 // New validates cfg and returns a Worker, not yet started.
@@ -82,6 +85,7 @@ func New(cfg Config) (*Worker, error) {
 			inbox:     make(chan []byte, inboxSize),
 			stealKick: make(chan struct{}, 1),
 			done:      make(chan struct{}),
+			started:   make(chan struct{}),
 		},
 		changed: make(chan struct{}),
 		// idPrefix makes this worker's request IDs unique across holders
@@ -130,6 +134,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.started = true
 	w.mu.Unlock()
+	defer close(w.run.started)
 
 	ml, err := memberlist.Create(w.gossipConfig())
 	if err != nil {
@@ -170,16 +175,27 @@ func (w *Worker) abortStart() {
 // Stop stops spending, returns the lease (reporting what became of the
 // current grant; retried until ctx is done or the lease has expired at the
 // register anyway), leaves the gossip cluster and waits for the worker's
-// goroutines. Callers blocked in Acquire get ErrStopped. An error means the
+// goroutines; a Start under way is waited for first. Callers blocked in
+// Acquire get ErrStopped. An error means the
 // lease could not be returned: it then expires at the register after its
 // TTL.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
-	switch {
-	case !w.started:
+	if !w.started {
 		w.mu.Unlock()
 		return fmt.Errorf("worker %q: stop: %w", w.cfg.Name, ErrNotStarted)
-	case w.stopping:
+	}
+	w.mu.Unlock()
+	// A Start under way finishes first (its one lease attempt is bounded
+	// by its ctx): then there is a lease to return and goroutines to wait
+	// for, or a failed start that already stopped the worker.
+	select {
+	case <-w.run.started:
+	case <-ctx.Done():
+		return fmt.Errorf("worker %q: stop: waiting for Start: %w", w.cfg.Name, ctx.Err())
+	}
+	w.mu.Lock()
+	if w.stopping {
 		w.mu.Unlock()
 		return nil
 	}

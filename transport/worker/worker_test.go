@@ -192,3 +192,34 @@ func TestAcquireHonoursTheContextDeadline(t *testing.T) {
 		t.Fatalf("Acquire(%d) with a 20 ms deadline: %v, want DeadlineExceeded", left+1000, err)
 	}
 }
+
+// TestStopDuringStartReturnsTheLease: a Stop that races a Start whose
+// lease call is under way waits for it, then returns the lease it opened
+// (it used to find no lease, and the lease stayed open until its TTL).
+func TestStopDuringStartReturnsTheLease(t *testing.T) {
+	reg := newFakeRegister(t, time.Now())
+	reg.putLeased(testLimit, 1000, 300, 300)
+	l := &link{r: reg}
+	l.latency.Store(int64(50 * time.Millisecond))
+	mlc := memberlist.DefaultLocalConfig()
+	mlc.BindAddr, mlc.BindPort = "127.0.0.1", 0
+	w, err := New(Config{Name: "racer", Group: "g", Limit: testLimit, Register: l, Gossip: mlc,
+		TTL: 2 * time.Second, RenewEvery: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- w.Start(context.Background()) }()
+	waitFor(t, 5*time.Second, "the lease call under way", func() bool { return l.calls.Load() >= 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.Stop(ctx); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if err := <-started; err != nil {
+		t.Errorf("Start: %v", err)
+	}
+	if p := reg.pool(testLimit); p.ActiveLeases != 0 || p.LeasesOpened != 1 || p.Returns != 1 {
+		t.Errorf("after Stop: %d active leases, %d opened, %d returned; want 0, 1, 1", p.ActiveLeases, p.LeasesOpened, p.Returns)
+	}
+}
