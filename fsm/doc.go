@@ -212,15 +212,11 @@
 // refills the free pool (no capacity stays stranded longer than a TTL). A
 // lease with share s and TTL t is granted at most
 //
-//	min(free, O - outstanding, floor((s*h + carry) / (r*I))),  h = min(t, min(C, O)*I)
+//	min(free, O - outstanding, floor((s*h + carry) / (r*I))),  h = min(t, O*I)
 //
 // its fraction s/r of the permits minted in h; the fair grants of all
-// leases add up to at most O and at most C, so the free pool (at most C)
-// can hold every lease's fair grant at once and a lease that renews after
-// the others still finds its own; the carry (remainder) lets a share worth
-// less than a permit per grant earn one every few grants. A fleet that
-// renews every P > min(C, O)*I therefore spends about min(C, O)*I/P of
-// the rate, divided by the shares whatever the order of the renewals.
+// leases add up to at most O, and the carry (remainder) lets a share worth
+// less than a permit per grant earn one every few grants.
 //
 // When the rate is saturated the free pool holds little more than what
 // was minted since the previous renewal, and dividing it first come, first

@@ -50,9 +50,6 @@ type simSpec struct {
 	// [cutFrom, cutTo) (their leases expire).
 	partitioned    string
 	cutFrom, cutTo int64
-	// starts, when set, are the holders' first lease times (otherwise
-	// staggered over the first period).
-	starts []int64
 }
 
 // fleetHolders are the holders of the worker fleet tests: groups A, B and
@@ -88,9 +85,6 @@ func runSaturation(t *testing.T, spec simSpec, seed uint64) []simResult {
 	for i := range hs {
 		// Staggered first leases over the first period.
 		hs[i].nextRenew = int64(i) * spec.period / n
-		if spec.starts != nil {
-			hs[i].nextRenew = spec.starts[i]
-		}
 	}
 	from, to := spec.warm, spec.warm+spec.measure
 	for now := int64(0); now < to; now += ms {
@@ -300,38 +294,4 @@ func checkSaturatedParts(t *testing.T, res []simResult, what string) float64 {
 		}
 	}
 	return worst
-}
-
-// TestLeaseSharesWhateverTheRenewalOrder: three saturated groups of two
-// holders renew every second, slower than the pool can sustain at the full
-// rate (C = 250 and O = 500 permits of a 1000/s limit: min(C, O)·I =
-// 250 ms), always in the same order: group C's holders right after A's and
-// B's. The free pool then holds, at C's turn, only what A and B left; the
-// register must still divide it by the shares (each group a third of what
-// the fleet spends), not by the order of the renewals.
-func TestLeaseSharesWhateverTheRenewalOrder(t *testing.T) {
-	spec := simSpec{burst: 250, maxOut: 500, ttl: 2 * sec, period: sec, warm: 5 * sec, measure: 20 * sec,
-		holders: []simHolder{
-			{name: "a1", group: "A", demand: 2000, reported: 4000},
-			{name: "a2", group: "A", demand: 2000, reported: 4000},
-			{name: "b1", group: "B", demand: 2000, reported: 4000},
-			{name: "b2", group: "B", demand: 2000, reported: 4000},
-			{name: "c1", group: "C", demand: 2000, reported: 4000},
-			{name: "c2", group: "C", demand: 2000, reported: 4000},
-		},
-		starts: []int64{0, 1 * ms, 2 * ms, 3 * ms, 10 * ms, 11 * ms},
-	}
-	res := runSaturation(t, spec, 1)
-	var total float64
-	parts := map[string]float64{}
-	for _, r := range res {
-		total += r.spent
-		parts[r.group] += r.spent
-	}
-	for _, g := range []string{"A", "B", "C"} {
-		if dev := parts[g]/total*3 - 1; math.Abs(dev) > 0.05 {
-			t.Errorf("group %s spent %.1f%% of the fleet's %.0f permits/s, want a third within 5%%", g, 100*parts[g]/total, total)
-		}
-	}
-	t.Logf("the fleet spent %.0f permits/s of 1000; parts A %.1f%%, B %.1f%%, C %.1f%%", total, 100*parts["A"]/total, 100*parts["B"]/total, 100*parts["C"]/total)
 }

@@ -714,12 +714,9 @@ func TestLeaseBound(t *testing.T) {
 
 // TestLeaseBoundIsTight reaches the bound: a hoarder holds O permits
 // (renewing without spending) while the free pool refills to C, then spends
-// everything at once and reports it, and is granted the free C. (A fair
-// grant is at most min(C, O) permits, so one holder reaches C + O when
-// C = O, the default; with C < O the bound holds and is not reached this
-// way.)
+// everything at once and reports it, and is granted the free C.
 func TestLeaseBoundIsTight(t *testing.T) {
-	const c, o = 50, 50
+	const c, o = 40, 60
 	h := leased(t, c, o)
 	h.noop(sec) // free = C
 	g := h.lease(sec, Lease{Limit: "hot", Holder: "hoarder", Group: "g", Weight: 1, DemandMilliPermitsPerSec: perSec(1000), TTLNanos: 500 * ms})

@@ -46,22 +46,16 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 // (0 for a new lease):
 //
 //	share   = l's fair share (shareOf) of the rate r = 10^12/I milli-permits/s
-//	horizon = min(ttl, min(C, O)*I)
+//	horizon = min(ttl, O*I)
 //	fair    = floor((share*horizon + carry) / (r*I)), the remainder is the new carry
 //	claims  = min(sum of entitlementAt(now) over the other active leases, floor(C/2))
 //	avail   = max(entitled_l, (free - credit) - claims)
 //	permits = min(free, O - outstanding, fair, credit + avail)
 //
 // share/r is l's fraction of the rate and horizon/I the permits minted in
-// the horizon, so fair is l's fraction of them; capping the horizon at
-// min(C, O)*I makes the fair grants of all leases add up to at most O and
-// at most C: an early renewer cannot take the others' part of O, and the
-// free pool, which holds at most C, can hold every lease's fair grant at
-// once, so that the renewers that come last still find theirs (with a
-// horizon longer than C*I, the first renewers of a saturated pool took
-// fair grants that added up to more than the pool holds, and the last got
-// what was left: a group that renewed after the others got 3 % of the
-// rate instead of a third). The carry lets a share worth
+// the horizon, so fair is l's fraction of them; capping the horizon at O*I
+// makes the fair grants of all leases add up to at most O, so that an early
+// renewer cannot take the others' part of O. The carry lets a share worth
 // less than a permit per grant earn one every few grants.
 //
 // The entitlement makes the division of a scarce pool follow the shares:
@@ -83,10 +77,9 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, credit int64) {
 	capacity := milliPermitsPerSecNanos / intervalNanos // >= 16: interval <= MaxLeasedIntervalNanos
 	o := p.maxOutstanding(intervalNanos)
-	span := min(o, p.burst(intervalNanos)) // min(C, O): see the horizon
-	l.entitled, l.entitledRem = l.entitlementAt(nowNanos, capacity, intervalNanos, span)
+	l.entitled, l.entitledRem = l.entitlementAt(nowNanos, capacity, intervalNanos, o)
 	share := p.shareOf(l, capacity)
-	horizon := grantHorizon(ttlNanos, intervalNanos, span)
+	horizon := grantHorizon(ttlNanos, intervalNanos, o)
 	hi, lo := bits.Mul64(uint64(share), uint64(horizon))
 	lo, c := bits.Add64(lo, uint64(l.carry), 0)
 	hi += c
@@ -94,7 +87,7 @@ func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, cre
 	// The quotient is at most horizon/interval + 1 < 2^63, so hi < den.
 	fair, carry := bits.Div64(hi, lo, den)
 	avail := l.entitled
-	if surplus := p.surplusFor(nowNanos, l, credit, capacity, intervalNanos, span); surplus > avail {
+	if surplus := p.surplusFor(nowNanos, l, credit, capacity, intervalNanos, o); surplus > avail {
 		avail = surplus
 	}
 	permits := min(p.free, max(0, o-p.outstanding), int64(fair), credit+avail)
@@ -113,8 +106,8 @@ func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, cre
 	l.entitled = max(0, e)
 }
 
-// grantHorizon is min(ttl, span*I), span = min(C, O): the span of minting
-// a fair grant is a fraction of.
+// grantHorizon is min(ttl, O*I): the span of minting a fair grant is a
+// fraction of.
 func grantHorizon(ttlNanos, intervalNanos, o int64) int64 {
 	if o <= (ttlNanos-1)/intervalNanos {
 		return o * intervalNanos // < ttl: no overflow
