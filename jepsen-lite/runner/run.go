@@ -261,6 +261,11 @@ func (r *run) execute(ctx context.Context) *Summary {
 	if cfg.Workload == WorkloadLeased {
 		putLimit = r.putLeasedLimit
 	}
+	// The timeline check needs the real time elapsed between two stamps
+	// from above: the start reading counts from before the put whose
+	// stamp it reads (the status read that follows may be slow under
+	// load), the end reading from after its status read.
+	realBeforePut := int64(time.Since(r.start))
 	li, err := putLimit(ctx, hw, servers)
 	if err != nil {
 		return fail("creating the limit: %v", err)
@@ -271,6 +276,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 		return fail("%v", err)
 	}
 	lag0, lagOK0 := r.clusterTime(ctx, ct, cl)
+	lag0.real = realBeforePut
 
 	// Workload, observer, nemesis.
 	wctx, stopWorkers := context.WithCancel(ctx)
