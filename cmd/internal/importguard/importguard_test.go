@@ -34,6 +34,9 @@ var allowed = map[string][]string{
 
 	"cmd/internal/httplite":    {},
 	"cmd/internal/importguard": {},
+	// cmd/leased-scale measures the leased path: agents (built from
+	// cmd/permitd, not imported) and in-process workers.
+	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker"},
 }
 
 // rule returns the module packages pkg may import, and whether pkg has a

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+func TestGroupsAndFairnessError(t *testing.T) {
+	leases := []client.LeaseState{
+		{Active: true, Holder: "a1", Group: "a", Weight: 1, DemandMilliPerSec: 100, ShareMilliPerSec: 100},
+		{Active: true, Holder: "b1", Group: "b", Weight: 1, DemandMilliPerSec: 2000, ShareMilliPerSec: 450},
+		{Active: true, Holder: "b2", Group: "b", Weight: 1, DemandMilliPerSec: 2000, ShareMilliPerSec: 450},
+		{Active: false, Holder: "c1", Group: "c", Weight: 1, DemandMilliPerSec: 5000, ShareMilliPerSec: 900},
+	}
+	v := groupsOf(leases)
+	if len(v) != 2 || v[0].Group != "a" || v[1].ShareMilli != 900 || v[1].DemandMilli != 4000 || v[1].ActiveLeases != 2 {
+		t.Fatalf("groupsOf: %+v", v)
+	}
+	// Rate 1000 milli: max-min gives a 100, b 900: exact.
+	if e, _, err := registerFairnessError(v, 1000); err != nil || e != 0 {
+		t.Fatalf("register error %v %v, want 0", e, err)
+	}
+	// A target that gives a 200 and b 800: b is 12.5 % over, a 50 % under.
+	e, g := fairnessError(v, map[string]int64{"a": 200, "b": 800}, 1000)
+	if g != "a" || math.Abs(e-0.5) > 1e-12 {
+		t.Fatalf("fairnessError = %v at %s, want 0.5 at a", e, g)
+	}
+	// A group with a share it should not have counts share/rate.
+	e, g = fairnessError(v, map[string]int64{"b": 900}, 1000)
+	if g != "a" || math.Abs(e-0.1) > 1e-12 {
+		t.Fatalf("fairnessError = %v at %s, want 0.1 at a", e, g)
+	}
+}
+
+func TestConvergedAt(t *testing.T) {
+	s := func(at int64, e float64, m bool) sample { return sample{AtNanos: at, Err: e, Members: m} }
+	for _, tc := range []struct {
+		name string
+		in   []sample
+		want int64
+	}{
+		{"never", []sample{s(1, 0.5, true), s(2, 0.3, true)}, -1},
+		{"stays", []sample{s(1, 0.5, true), s(2, 0.01, true), s(3, 0.0, true), s(4, 0.01, true)}, 2},
+		{"relapse", []sample{s(1, 0.01, true), s(2, 0.5, true), s(3, 0.01, true), s(4, 0.01, true), s(5, 0, true)}, 3},
+		{"members missing", []sample{s(1, 0.0, false), s(2, 0.0, true), s(3, 0.0, true), s(4, 0.0, true)}, 2},
+		{"too short", []sample{s(1, 0.5, true), s(2, 0.0, true), s(3, 0.0, true)}, -1},
+	} {
+		if got := convergedAt(tc.in, 0.02, 3); got != tc.want {
+			t.Errorf("%s: convergedAt = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestGrowthAndDemands(t *testing.T) {
+	if k := growthExponent([]float64{10, 100, 1000}, []float64{5, 50, 500}); math.Abs(k-1) > 1e-9 {
+		t.Errorf("linear: k = %v", k)
+	}
+	if k := growthExponent([]float64{10, 100, 1000}, []float64{3, 3, 3}); math.Abs(k) > 1e-9 {
+		t.Errorf("flat: k = %v", k)
+	}
+	if k := growthExponent([]float64{10}, []float64{3}); !math.IsNaN(k) {
+		t.Errorf("one point: k = %v", k)
+	}
+	d := groupDemands(1500, 3)
+	if math.Abs(d[0]-250) > 1e-9 || math.Abs(d[2]-750) > 1e-9 || math.Abs(d[0]+d[1]+d[2]-1500) > 1e-9 {
+		t.Errorf("groupDemands = %v", d)
+	}
+	if c, err := parseStatCPU("123 (a b) c) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0", 100); err != nil || math.Abs(c-3) > 1e-12 {
+		t.Errorf("parseStatCPU = %v, %v, want 3", c, err)
+	}
+}
+
+func TestSVG(t *testing.T) {
+	rep := report{TTL: "2s", Results: []result{
+		{Workers: 10, Groups: 1, EntriesPerSec: 10, FairnessErr: 0.001, JoinS: 1, LeaveS: -1},
+		{Workers: 100, Groups: 1, EntriesPerSec: 100, FairnessErr: 0.002, JoinS: 2, LeaveS: 1},
+		{Workers: 100, Groups: 10, EntriesPerSec: 100, Error: "boom"},
+	}}
+	var b strings.Builder
+	if err := writeSVG(&b, "t <&>", chartPanels(rep), 3); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.HasPrefix(out, "<svg ") || !strings.HasSuffix(out, "</svg>\n") || strings.Contains(out, "NaN") {
+		t.Fatalf("bad svg:\n%s", out)
+	}
+	for _, want := range []string{"t &lt;&amp;&gt;", "register log entries / s", "1 group", "10 groups", "polyline", "goal", "not measured"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("svg lacks %q", want)
+		}
+	}
+	if g := growth(rep.Results); g["raft_entries_per_sec/g1"] != 1 {
+		t.Errorf("growth = %v", g)
+	}
+}
