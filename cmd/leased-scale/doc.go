@@ -1,0 +1,26 @@
+// Command leased-scale measures how permitd's leased path scales with the
+// number of workers and groups on one leased limit (issue 13, point 4).
+//
+// The register is real and separate: three `permitd agent` processes on
+// loopback (built from ./cmd/permitd unless --permitd names a binary),
+// each with its own raft-boltdb data directory in a temporary directory,
+// fsync on. The workers are in this process (a thousand worker processes
+// do not fit a small machine): transport/worker.Worker, each with its own
+// memberlist on loopback UDP/TCP, talking HTTP to the register through one
+// shared *client.Client whose first server is the leader. The leader's CPU
+// is read from /proc/PID/stat, so it is the register's alone.
+//
+// For every configuration (workers x groups, a group count above the
+// worker count is skipped) it starts a fresh register and fleet, offers an
+// open-loop demand of 1.5x the limit's rate split unevenly over the
+// groups, waits for a warm-up, and measures over a window: register log
+// entries and lease commands per second, the leader's CPU (cores, and
+// per lease command), memberlist bytes sent per worker per second, and the
+// fairness error of the register's own lease view. Then it measures the
+// time to converge after a join (10 % more workers into the smallest
+// group), a leave (as many workers stopped from the largest groups) and a
+// partition (the smallest group's register calls fail; then healed).
+//
+// It writes the results as JSON and an SVG chart (see the README's
+// "Leased path" section for the definitions and the measured numbers).
+package main
