@@ -43,8 +43,9 @@ const lastCommandType = CmdOpenSession
 
 // EncodingVersion is the version byte that follows the type byte.
 // Version 2 added the stamp's term, per-reserve arrival times and client
-// sessions; a version-1 entry is rejected.
-const EncodingVersion = 2
+// sessions, version 3 a renewal's kept permits; an entry of another
+// version is rejected.
+const EncodingVersion = 3
 
 // Errors returned by this package.
 var (

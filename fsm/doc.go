@@ -188,6 +188,13 @@
 //     that expired or was returned, is Fenced and changes nothing but a counter (so is a
 //     retry sent without its request ID after the first copy was applied:
 //     the epoch has moved on). A report of more than the grant is Invalid.
+//     A renew may also keep permits (KeptPermits, the in-flight
+//     allowance): unspent permits of the grant its holder goes on spending
+//     while the renewal is in flight, so that a renewal held up by an
+//     election does not leave it without permits. They are neither
+//     settled nor credited: they stay outstanding and become the first
+//     permits of the new grant, which is max(kept, the grant the renewal
+//     would have got had it reported them unspent).
 //   - CmdReturn reports the current grant the same way and closes the lease.
 //
 // Expiry is on cluster time only: at the start of every Apply, every grant
@@ -248,7 +255,9 @@
 // Why: only free and outstanding permits can still be spent, and their sum
 // never exceeds C + O (minting stops at free = C, grants stop at
 // outstanding = O, every other change moves permits between the two or
-// settles them). The permits spent in a window were in that sum just before
+// settles them; a kept permit never leaves outstanding while its holder
+// may spend it: it moves from the reported grant into the next, so the
+// in-flight allowance changes neither the argument nor the bound). The permits spent in a window were in that sum just before
 // the first entry of the window, or were minted by the window's entries;
 // mint instants are at least I apart, and by assumption 1 the window's
 // entries span at most W of cluster time, so at most floor(W/I) + 1 permits
@@ -264,11 +273,13 @@
 //     stamped at real times t1 <= t2, now2 - now1 <= t2 - t1 (node's
 //     timeline, invariant 2 of the architecture).
 //  2. A holder spends a grant's permits only after receiving the grant,
-//     only before sending the renew or return that reports on it, and only
-//     before TTL - margin has passed on its own clock since it sent the
-//     request that obtained the answer (ExpiresInNanos for a replayed
-//     Duplicate), where its clock's rate error is at most margin/TTL. The
-//     leader stamps an entry after receiving the request.
+//     only before sending the renew or return that reports on it (except
+//     the permits that renew keeps: those until the renew's answer
+//     arrives, which makes them part of the new grant), and only before
+//     TTL - margin has passed on its own clock since it sent the request
+//     that obtained the answer (ExpiresInNanos for a replayed Duplicate),
+//     where its clock's rate error is at most margin/TTL. The leader
+//     stamps an entry after receiving the request.
 //  3. Stolen permits keep the donor's expiry: a taker spends them only
 //     before the donor's deadline, counted from when the taker asked; the
 //     donor reports them as stolen out (never as unspent) and gives away

@@ -109,6 +109,15 @@ type Report struct {
 // TTLNanos under Epoch+1, at the holder's new demand.
 type Renew struct {
 	Report
+	// KeptPermits (the in-flight allowance) is how many unspent permits
+	// of the grant the holder keeps spending while the renewal is in
+	// flight: until its answer arrives, at most until the grant's own
+	// deadline. They are neither settled nor credited: they stay
+	// outstanding and become the first permits of the new grant (its
+	// Permits count them), so that a renewal delayed by an election does
+	// not leave the holder without permits. Spent + stolen out + kept is
+	// at most the grant.
+	KeptPermits              int64
 	DemandMilliPermitsPerSec int64
 	TTLNanos                 int64
 	RequestID                string

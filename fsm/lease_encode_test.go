@@ -146,10 +146,10 @@ func TestLeaseDecodeRejects(t *testing.T) {
 		{"lease demand too high", lease(1, uint64(MaxDemandMilliPermitsPerSec)+1, uint64(sec)), true, "demand"},
 		{"lease empty holder", cat(hdr(CmdLease), str("hot"), str(""), str("g"), uv(1), uv(0), uv(uint64(sec)), str("")), true, "holder name"},
 		{"lease long holder", cat(hdr(CmdLease), str("hot"), str(strings.Repeat("h", 129)), str("g"), uv(1), uv(0), uv(uint64(sec)), str("")), false, "holder: length 129"},
-		{"renew epoch 0", cat(hdr(CmdRenew), str("hot"), uv(1), uv(0), uv(0), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "epoch 0"},
-		{"renew spent beyond int64", cat(hdr(CmdRenew), str("hot"), uv(1), uv(1), uv(1<<63), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "int64 range"},
+		{"renew epoch 0", cat(hdr(CmdRenew), str("hot"), uv(1), uv(0), uv(0), uv(0), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "epoch 0"},
+		{"renew spent beyond int64", cat(hdr(CmdRenew), str("hot"), uv(1), uv(1), uv(1<<63), uv(0), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "int64 range"},
 		{"return non-canonical varint", cat(hdr(CmdReturn), str("hot"), []byte{0x81, 0x00}, uv(1), uv(0), uv(0), uv(0), str("")), false, "shortest form"},
-		{"unknown type 10", []byte{10, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 10 (known: 1-9)"},
+		{"unknown type 10", []byte{10, 3, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 10 (known: 1-9)"},
 	}
 	for _, tt := range tests {
 		e, err := Decode(tt.b)

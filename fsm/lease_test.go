@@ -575,7 +575,11 @@ func (s *leaseSim) entry() []byte {
 		if rng.IntN(10) == 0 {
 			epoch++ // stale or future
 		}
-		b, err = AppendRenew(nil, at(s.now), Renew{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: rng.Int64N(3)}, DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: id})
+		var kept int64
+		if left := g.Permits - spent - out; left > 0 && rng.IntN(2) == 0 {
+			kept = rng.Int64N(left + 1)
+		}
+		b, err = AppendRenew(nil, at(s.now), Renew{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: rng.Int64N(3)}, KeptPermits: kept, DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: id})
 	default:
 		spent := rng.Int64N(g.Permits + 1)
 		b, err = AppendReturn(nil, at(s.now), Return{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent}, RequestID: id})
@@ -643,8 +647,10 @@ func TestLeaseRandomConservation(t *testing.T) {
 
 // TestLeaseBound plays greedy holders, each spending its whole grant the
 // moment it gets it (the worst case), some renewing often, some hoarding
-// (renewing without spending), some vanishing, and checks the stated bound
-// C + O + floor(W/I) + 1 on every window of several lengths.
+// (renewing without spending), some vanishing, some keeping part of their
+// grant across a renewal (the in-flight allowance) and spending it at the
+// instant they send it, before the new grant arrives, and checks the
+// stated bound C + O + floor(W/I) + 1 on every window of several lengths.
 func TestLeaseBound(t *testing.T) {
 	const c, o = 40, 60
 	h := leased(t, c, o)
@@ -654,6 +660,9 @@ func TestLeaseBound(t *testing.T) {
 	type holder struct {
 		g      LeaseResult
 		hoards bool
+		// spent is what the holder spent of its grant g; expiresAt g's
+		// expiry; kept what the renewal under way kept (and spent).
+		spent, expiresAt, kept int64
 	}
 	holders := map[string]*holder{}
 	now := int64(0)
@@ -672,15 +681,23 @@ func TestLeaseBound(t *testing.T) {
 			delete(holders, name) // vanishes: its grant expires
 			continue
 		default:
-			spent := hd.g.Permits
-			if hd.hoards {
-				spent = 0
+			var kept int64
+			if left := hd.g.Permits - hd.spent; left > 0 && now < hd.expiresAt && rng.IntN(2) == 0 {
+				// Keeps some and spends them at once, while in flight.
+				kept = 1 + rng.Int64N(left)
+				spends = append(spends, spend{now, kept})
 			}
-			res = h.renew(now, Renew{Report: Report{Limit: "hot", LeaseID: hd.g.LeaseID, Epoch: hd.g.Epoch, SpentPermits: spent}, DemandMilliPermitsPerSec: perSec(rng.Int64N(2000)), TTLNanos: []int64{MinLeaseTTLNanos, 500 * ms}[rng.IntN(2)]})
+			hd.kept = kept
+			res = h.renew(now, Renew{Report: Report{Limit: "hot", LeaseID: hd.g.LeaseID, Epoch: hd.g.Epoch, SpentPermits: hd.spent}, KeptPermits: kept,
+				DemandMilliPermitsPerSec: perSec(rng.Int64N(2000)), TTLNanos: []int64{MinLeaseTTLNanos, 500 * ms}[rng.IntN(2)]})
 		}
-		hd.g = res
-		if res.Status == LeaseGranted && res.Permits > 0 && !hd.hoards {
-			spends = append(spends, spend{now, res.Permits}) // spent at once
+		hd.g, hd.spent, hd.expiresAt = res, 0, now+res.ExpiresInNanos
+		if res.Status == LeaseGranted {
+			hd.spent = min(hd.kept, res.Permits) // the kept permits are part of the new grant
+			if n := res.Permits - hd.spent; n > 0 && !hd.hoards {
+				spends = append(spends, spend{now, n}) // spent at once
+				hd.spent += n
+			}
 		}
 		if res.Status == LeaseFenced {
 			delete(holders, name)

@@ -15,7 +15,7 @@ import (
 //	CmdLease           limit name, holder, group, weight, demand (milli-
 //	                   permits/s), TTL nanos, request id
 //	CmdRenew           limit name, lease id, epoch, spent, stolen out,
-//	                   stolen in, demand, TTL nanos, request id
+//	                   stolen in, kept, demand, TTL nanos, request id
 //	CmdReturn          limit name, lease id, epoch, spent, stolen out,
 //	                   stolen in, request id
 
@@ -60,6 +60,7 @@ func AppendRenew(b []byte, st Stamp, q Renew) ([]byte, error) {
 	}
 	b = appendHeader(b, CmdRenew, st)
 	b = appendReport(b, q.Report)
+	b = binary.AppendUvarint(b, uint64(q.KeptPermits))
 	b = binary.AppendUvarint(b, uint64(q.DemandMilliPermitsPerSec))
 	b = binary.AppendUvarint(b, uint64(q.TTLNanos))
 	return appendBytes(b, q.RequestID), nil
@@ -161,6 +162,7 @@ func decodeRenew(r *reader, q *Renew, names *interner) error {
 	}
 	var bad error
 	rep := r.report(name, &bad)
+	kept := r.int64Field("kept permits", &bad)
 	demand := r.int64Field("demand", &bad)
 	ttl := r.int64Field("TTL", &bad)
 	id := r.bytes("request id", MaxRequestIDLen)
@@ -170,7 +172,7 @@ func decodeRenew(r *reader, q *Renew, names *interner) error {
 	if bad != nil {
 		return bad
 	}
-	*q = Renew{Report: rep, DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: optString(id)}
+	*q = Renew{Report: rep, KeptPermits: kept, DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: optString(id)}
 	return q.Validate()
 }
 

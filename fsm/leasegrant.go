@@ -43,14 +43,23 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 
 // grant issues a new grant to active lease l at nowNanos for ttlNanos;
 // credit is what l's report on its previous grant just put back in free
-// (0 for a new lease):
+// and kept what it kept of it, still outstanding (both 0 for a new
+// lease):
 //
 //	share   = l's fair share (shareOf) of the rate r = 10^12/I milli-permits/s
 //	horizon = min(ttl, O*I)
 //	fair    = floor((share*horizon + carry) / (r*I)), the remainder is the new carry
 //	claims  = sum of entitlementAt(minted) over the other active leases
 //	avail   = max(entitled_l, (free - credit) - claims)
-//	permits = min(free, O - outstanding, fair, credit + avail)
+//	draw    = max(0, min(free, O - outstanding, fair - kept, credit + avail))
+//	permits = kept + draw
+//
+// Kept permits are treated as if the report had credited them and the
+// grant had taken them back first: the grant holds them whatever else it
+// holds (the holder may have spent them already), and draws from free
+// only what brings it to the same size as without them. So the in-flight
+// allowance changes no share and no grant size; it only keeps a renewing
+// holder's permits spendable across the renewal.
 //
 // share/r is l's fraction of the rate and horizon/I the permits minted in
 // the horizon, so fair is l's fraction of them; capping the horizon at O*I
@@ -60,7 +69,7 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 //
 // The entitlement makes the division of a scarce pool follow the shares,
 // whatever the order and the phase of the renewals: l's net intake
-// (permits - credit) is at most what it is entitled to, unless the pool
+// (draw - credit) is at most what it is entitled to, unless the pool
 // holds more than every other active lease's entitlement, in which case l
 // may take that excess (capacity nobody claims is not stranded). A lease
 // is entitled to its share's fraction of every permit the pool MINTS (not
@@ -81,7 +90,7 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 // network) could take many periods to catch up. The net intake is taken
 // out of the entitlement, which is kept within [0, cap] (see
 // entitlementAt).
-func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, credit int64) {
+func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, credit, kept int64) {
 	capacity := milliPermitsPerSecNanos / intervalNanos // >= 16: interval <= MaxLeasedIntervalNanos
 	o := p.maxOutstanding(intervalNanos)
 	l.entitled, l.entitledRem = l.entitlementAt(p.minted, capacity, intervalNanos, o)
@@ -98,16 +107,17 @@ func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, cre
 	if surplus := p.surplusFor(l, credit, capacity, intervalNanos, o); surplus > avail {
 		avail = surplus
 	}
-	permits := min(p.free, max(0, o-p.outstanding), int64(fair), credit+avail)
-	p.free -= permits
-	p.outstanding += permits
-	l.permits, l.share, l.carry = permits, share, int64(carry)
+	// fair < 2^63 and kept <= a grant: no overflow.
+	draw := max(0, min(p.free, o-p.outstanding, int64(fair)-kept, credit+avail))
+	p.free -= draw
+	p.outstanding += draw
+	l.permits, l.share, l.carry = kept+draw, share, int64(carry)
 	l.grantedAtNanos, l.expiresAtNanos = nowNanos, nowNanos+ttlNanos
 	// Take the net intake out of the entitlement, within [0, cap] at the
 	// new share and TTL (a net intake above the entitlement came out of
 	// the excess; a negative one, a credit larger than the new grant, is
 	// permits given back unspent).
-	e := l.entitled - (permits - credit)
+	e := l.entitled - (draw - credit)
 	if limit := entitlementCap(share, horizon, den); e >= limit {
 		e, l.entitledRem = limit, 0
 	}

@@ -138,7 +138,7 @@ func (s *state) lease(nowNanos int64, q *Lease) LeaseResult {
 		ls := &lease{limit: l.name, pool: p, id: s.lastLeaseID, epoch: 1, active: true,
 			holder: q.Holder, group: q.Group, weight: q.Weight, demand: q.DemandMilliPermitsPerSec}
 		p.addLease(ls)
-		p.grant(nowNanos, ls, q.TTLNanos, interval, 0)
+		p.grant(nowNanos, ls, q.TTLNanos, interval, 0, 0)
 		heap.Push(&s.expiries, ls)
 		p.opened++
 		return leaseOutcome{status: LeaseGranted, leaseID: ls.id, epoch: ls.epoch, permits: ls.permits,
@@ -148,7 +148,7 @@ func (s *state) lease(nowNanos int64, q *Lease) LeaseResult {
 
 // liveLease returns the active lease id of p at epoch, or the Fenced or
 // Invalid outcome that ends the command.
-func (p *leasePool) liveLease(op CommandType, r Report) (*lease, *leaseOutcome) {
+func (p *leasePool) liveLease(op CommandType, r Report, kept int64) (*lease, *leaseOutcome) {
 	limit, id, epoch, spent, out := r.Limit, r.LeaseID, r.Epoch, r.SpentPermits, r.StolenOutPermits
 	ls := p.find(id)
 	switch {
@@ -166,6 +166,10 @@ func (p *leasePool) liveLease(op CommandType, r Report) (*lease, *leaseOutcome) 
 		return nil, &leaseOutcome{status: LeaseInvalid, detail: fmt.Sprintf(
 			"%s: lease %d epoch %d on limit %q reports %d spent and %d stolen out of a grant of %d permits (allowed: spent + stolen out <= the grant)",
 			opName(op), id, epoch, limit, spent, out, ls.permits)}
+	case kept > ls.permits-spent-out:
+		return nil, &leaseOutcome{status: LeaseInvalid, detail: fmt.Sprintf(
+			"%s: lease %d epoch %d on limit %q reports %d spent, %d stolen out and %d kept of a grant of %d permits (allowed: spent + stolen out + kept <= the grant)",
+			opName(op), id, epoch, limit, spent, out, kept, ls.permits)}
 	}
 	return ls, nil
 }
@@ -178,7 +182,7 @@ func (s *state) renew(nowNanos int64, q *Renew) LeaseResult {
 		if stop != nil {
 			return *stop
 		}
-		ls, stop := p.liveLease(CmdRenew, q.Report)
+		ls, stop := p.liveLease(CmdRenew, q.Report, q.KeptPermits)
 		if stop != nil {
 			return *stop
 		}
@@ -187,10 +191,10 @@ func (s *state) renew(nowNanos int64, q *Renew) LeaseResult {
 		}
 		interval := l.cfg.IntervalNanos
 		p.accrue(nowNanos, interval)
-		credit := p.settleReport(ls, q.Report)
+		credit := p.settleReport(ls, q.Report, q.KeptPermits)
 		p.setDemand(ls, q.DemandMilliPermitsPerSec)
 		ls.epoch++
-		p.grant(nowNanos, ls, q.TTLNanos, interval, credit)
+		p.grant(nowNanos, ls, q.TTLNanos, interval, credit, q.KeptPermits)
 		heap.Fix(&s.expiries, ls.heapIndex)
 		p.renewals++
 		return leaseOutcome{status: LeaseGranted, leaseID: ls.id, epoch: ls.epoch, permits: ls.permits,
@@ -206,12 +210,12 @@ func (s *state) returnLease(nowNanos int64, q *Return) LeaseResult {
 		if stop != nil {
 			return *stop
 		}
-		ls, stop := p.liveLease(CmdReturn, q.Report)
+		ls, stop := p.liveLease(CmdReturn, q.Report, 0)
 		if stop != nil {
 			return *stop
 		}
 		p.accrue(nowNanos, l.cfg.IntervalNanos)
-		credit := p.settleReport(ls, q.Report)
+		credit := p.settleReport(ls, q.Report, 0)
 		p.deactivate(ls)
 		if len(ls.linger) == 0 {
 			heap.Remove(&s.expiries, ls.heapIndex)

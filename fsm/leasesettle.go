@@ -10,18 +10,21 @@ import (
 //	minted = free + outstanding + spent + stolen + expired
 //
 // spent permits are settled at once, stolen-out ones linger (still
-// outstanding) until the grant's expiry, and the rest is credited to free.
+// outstanding) until the grant's expiry, kept ones (a renewal's in-flight
+// allowance) stay outstanding as the first permits of the next grant, and
+// the rest is credited to free.
 
 // settleReport settles active lease l's current grant as its holder
 // reports it: spent permits are settled, stolen-out permits linger until
-// the grant's expiry, the rest goes back to free. It returns the permits
-// credited to free. spent+out <= l.permits.
-func (p *leasePool) settleReport(l *lease, r Report) int64 {
+// the grant's expiry, kept permits stay outstanding (the caller puts them
+// in the next grant), the rest goes back to free. It returns the permits
+// credited to free. spent+out+kept <= l.permits.
+func (p *leasePool) settleReport(l *lease, r Report, kept int64) int64 {
 	spent, out, in := r.SpentPermits, r.StolenOutPermits, r.StolenInPermits
-	credit := l.permits - spent - out
+	credit := l.permits - spent - out - kept
 	p.spent += spent
 	p.free += credit
-	p.outstanding -= l.permits - out // out stays outstanding, now lingering
+	p.outstanding -= l.permits - out - kept // out stays outstanding, now lingering; kept, for the next grant
 	p.stolenIn += in
 	l.stolenIn += in
 	l.permits = 0

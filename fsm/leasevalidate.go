@@ -70,6 +70,9 @@ func (q Renew) Validate() error {
 	if err := q.Report.validate("renew"); err != nil {
 		return err
 	}
+	if q.KeptPermits < 0 {
+		return fmt.Errorf("%w: renew of lease %d on limit %q: kept %d permits (allowed: >= 0)", ErrInvalidCommand, q.LeaseID, q.Limit, q.KeptPermits)
+	}
 	if err := validateDemand("renew", q.Limit, q.DemandMilliPermitsPerSec); err != nil {
 		return err
 	}

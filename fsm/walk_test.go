@@ -75,7 +75,7 @@ func TestReachableStateWalk(t *testing.T) {
 // walkKinds names every kind of step the walk takes.
 var walkKinds = []string{
 	"put-new", "put-rate", "put-algorithm", "delete", "policy-on", "policy-capacity", "policy-off",
-	"lease", "renew", "renew-stale", "return", "reserve", "reserve-replay", "noop",
+	"lease", "renew", "renew-kept", "renew-overkept", "renew-stale", "return", "reserve", "reserve-replay", "noop",
 	"open-session", "session-replay", "session-expired", "stale-stamp",
 	"time-jump", "time-back",
 	"lease-granted", "renew-granted", "returned", "fenced", "reserve-granted", "reserve-refused",
@@ -243,6 +243,14 @@ func (w *walker) command() (string, []byte) {
 		}
 		spent, out := w.report(g)
 		q := Renew{Report: Report{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, StolenOutPermits: out, StolenInPermits: r.Int64N(3)}, DemandMilliPermitsPerSec: r.Int64N(2_000_000), TTLNanos: w.ttl(), RequestID: w.requestID()}
+		switch left := g.Permits - spent - out; {
+		case r.IntN(10) == 0:
+			kind = "renew-overkept"
+			q.KeptPermits = max(0, left) + 1 + r.Int64N(3)
+		case left > 0 && r.IntN(2) == 0:
+			kind = "renew-kept"
+			q.KeptPermits = 1 + r.Int64N(left)
+		}
 		if r.IntN(8) == 0 {
 			kind = "renew-stale"
 			q.Epoch += uint64(1 + r.IntN(2))
