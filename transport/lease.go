@@ -152,6 +152,9 @@ func (h *handler) renew(w http.ResponseWriter, r *http.Request, name, idText str
 			q.Epoch, q.SpentPermits, q.StolenOutPermits, q.StolenInPermits, herr = parseReport(req.Epoch, req.Spent, req.StolenOut, req.StolenIn, reportFields)
 		}
 		if herr == nil {
+			q.KeptPermits, herr = parseCount("kept", req.Kept, reportFields)
+		}
+		if herr == nil {
 			q.DemandMilliPermitsPerSec, herr = parseDemand(req.demandFields, reportFields)
 		}
 		if herr == nil {

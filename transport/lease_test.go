@@ -56,8 +56,10 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Errorf("Retry-After %q, want 2", ra)
 	}
 
-	w = e.do(t, "POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"spent":5,"stolen_out":1,"stolen_in":3,"demand_milli_per_sec":1500,"ttl":"4s","request_id":"r1"}`)
-	if m := decode(t, w); w.Code != 200 || m["status"] != "granted" || m["epoch"] != 2.0 || m["credited_permits"] != 4.0 || m["permits"] != 1.0 ||
+	w = e.do(t, "POST", "/v1/limits/a/leases/1/renew", `{"epoch":1,"spent":5,"stolen_out":1,"stolen_in":3,"kept":2,"demand_milli_per_sec":1500,"ttl":"4s","request_id":"r1"}`)
+	// 10 permits: 5 spent, 1 stolen out, 2 kept, 2 credited; the new grant
+	// would hold 1 without the kept ones, so it holds them: 2.
+	if m := decode(t, w); w.Code != 200 || m["status"] != "granted" || m["epoch"] != 2.0 || m["credited_permits"] != 2.0 || m["permits"] != 2.0 ||
 		m["share_milli_per_sec"] != 1500.0 {
 		t.Fatalf("renew: %d %s", w.Code, w.Body)
 	}
@@ -73,7 +75,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 	w = e.do(t, "GET", "/v1/limits/a/leases", "")
 	m := decode(t, w)
-	if w.Code != 200 || m["minted_permits"] != 100.0 || m["outstanding_permits"] != 2.0 || m["leases_opened"] != 1.0 || m["fenced"] != 1.0 || m["interval_ns"] != 1e6 {
+	if w.Code != 200 || m["minted_permits"] != 100.0 || m["outstanding_permits"] != 3.0 || m["leases_opened"] != 1.0 || m["fenced"] != 1.0 || m["interval_ns"] != 1e6 {
 		t.Fatalf("pool: %d %s", w.Code, w.Body)
 	}
 	if ls := m["leases"].([]any); len(ls) != 1 || ls[0].(map[string]any)["holder"] != "h1" || ls[0].(map[string]any)["demand_milli_per_sec"] != 1500.0 ||
@@ -86,7 +88,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("policy off with a lease: %d %s", w.Code, w.Body)
 	}
 	w = e.do(t, "POST", "/v1/limits/a/leases/1/return", `{"epoch":2,"spent":1,"request_id":"ret1"}`)
-	if m := decode(t, w); w.Code != 200 || m["status"] != "returned" || m["credited_permits"] != 0.0 || m["lease_id"] != 1.0 {
+	if m := decode(t, w); w.Code != 200 || m["status"] != "returned" || m["credited_permits"] != 1.0 || m["lease_id"] != 1.0 {
 		t.Fatalf("return: %d %s", w.Code, w.Body)
 	}
 	w = e.do(t, "POST", "/v1/limits/a/leases/1/return", `{"epoch":2}`)
@@ -116,7 +118,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		fsm.Lease{Limit: "a", Holder: "h1", Group: "g1", Weight: 1, DemandMilliPermitsPerSec: 10000, TTLNanos: 2e9, RequestID: "l1"},
 		fsm.Lease{Limit: "a", Holder: "h1", Group: "g1", Weight: 1, DemandMilliPermitsPerSec: 10000, TTLNanos: 2e9, RequestID: "l1"},
 		fsm.Lease{Limit: "a", Holder: "h1", Group: "g1", Weight: 2, DemandMilliPermitsPerSec: 1, TTLNanos: 1e8},
-		fsm.Renew{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: 5, StolenOutPermits: 1, StolenInPermits: 3}, DemandMilliPermitsPerSec: 1500, TTLNanos: 4e9, RequestID: "r1"},
+		fsm.Renew{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 1, SpentPermits: 5, StolenOutPermits: 1, StolenInPermits: 3}, KeptPermits: 2, DemandMilliPermitsPerSec: 1500, TTLNanos: 4e9, RequestID: "r1"},
 		fsm.Renew{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 1}, DemandMilliPermitsPerSec: 1000, TTLNanos: 1e9},
 		fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 7}},
 		fsm.Return{Report: fsm.Report{Limit: "a", LeaseID: 1, Epoch: 2, SpentPermits: 1}, RequestID: "ret1"},
@@ -293,6 +295,7 @@ func leaseBadInputs() []badInput {
 		renew("spent negative", `{"epoch":1,"spent":-1,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"spent"`),
 		renew("stolen_out fraction", `{"epoch":1,"stolen_out":0.5,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"stolen_out"`),
 		renew("stolen_in negative", `{"epoch":1,"stolen_in":-4,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"stolen_in"`),
+		renew("kept negative", `{"epoch":1,"kept":-2,"demand_milli_per_sec":1000,"ttl":"1s"}`, `"kept": -2`),
 		renew("demand missing", `{"epoch":1,"ttl":"1s"}`, `"demand_milli_per_sec" is required`),
 		renew("ttl missing", `{"epoch":1,"demand_milli_per_sec":1000}`, `"ttl" is required`),
 		renew("unknown field", `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s","holder":"h"}`, `unknown field "holder"`),

@@ -65,6 +65,7 @@ type renewRequest struct {
 	Spent     httpapi.Opt[int64]  `json:"spent"`
 	StolenOut httpapi.Opt[int64]  `json:"stolen_out"`
 	StolenIn  httpapi.Opt[int64]  `json:"stolen_in"`
+	Kept      httpapi.Opt[int64]  `json:"kept"`
 	demandFields
 	TTL       httpapi.Opt[string] `json:"ttl"`
 	RequestID httpapi.Opt[string] `json:"request_id"`
@@ -75,6 +76,7 @@ var reportFields = httpapi.Fields{
 	{"spent", "permits of the grant the holder spent: " + helpReport},
 	{"stolen_out", "permits of the grant the holder gave to other holders: " + helpReport},
 	{"stolen_in", "permits the holder received from other leases since its last report: " + helpReport},
+	{"kept", "unspent permits of the grant the holder keeps spending while the renewal is in flight (the in-flight allowance; they become the first permits of the new grant): " + helpReport + "; spent + stolen_out + kept at most the grant; renew only"},
 	{"demand_milli_per_sec", helpDemandMilli + "; renew only"},
 	{"demand_per_sec", helpDemand + "; renew only"},
 	{"ttl", helpTTL + "; renew only"},

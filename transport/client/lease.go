@@ -73,6 +73,13 @@ type LeaseReport struct {
 	// grant). StolenIn is how many it received from other leases since its
 	// last report (informational).
 	Spent, StolenOut, StolenIn int64
+	// Kept (Renew only) is how many unspent permits of the grant the
+	// holder keeps spending while the renewal is in flight, until its
+	// answer arrives and at most until the grant's usable-until (the
+	// in-flight allowance): they stay outstanding at the register and
+	// become the first permits of the new grant, whose Permits count
+	// them. Spent + StolenOut + Kept is at most the grant.
+	Kept int64
 	// DemandMilliPerSec and TTL (Renew only) are as in LeaseRequest.
 	DemandMilliPerSec int64
 	TTL               time.Duration
@@ -175,6 +182,7 @@ type leaseBody struct {
 	Spent       int64  `json:"spent,omitempty"`
 	StolenOut   int64  `json:"stolen_out,omitempty"`
 	StolenIn    int64  `json:"stolen_in,omitempty"`
+	Kept        int64  `json:"kept,omitempty"`
 	DemandMilli *int64 `json:"demand_milli_per_sec,omitempty"`
 	TTL         string `json:"ttl,omitempty"`
 	RequestID   string `json:"request_id"`
@@ -229,6 +237,10 @@ func (c *Client) Renew(ctx context.Context, limit string, leaseID, epoch uint64,
 	if err != nil {
 		return LeaseGrant{}, err
 	}
+	if rep.Kept < 0 {
+		return LeaseGrant{}, fmt.Errorf("%w: renew of lease %d on %q keeps %d permits; allowed: >= 0", ErrInvalid, leaseID, limit, rep.Kept)
+	}
+	b.Kept = rep.Kept
 	demand := rep.DemandMilliPerSec
 	b.DemandMilli, b.TTL = &demand, rep.TTL.String()
 	return c.leaseCall(ctx, leasePath(limit, leaseID)+"/renew", b)

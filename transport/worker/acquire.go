@@ -194,16 +194,17 @@ func (w *Worker) debitLocked(nowNanos, n int64) {
 	if fromLots > 0 {
 		var took func(l lot, k int64)
 		if hook := w.cfg.onSpend; hook != nil {
-			took = func(l lot, k int64) { hook(l.leaseID, l.epoch, k, true) }
+			took = func(l lot, k int64) { hook(l.leaseID, l.epoch, k, true, false) }
 		}
 		w.steal.lots.take(nowNanos, fromLots, took)
 		w.stats.SpentStolenPermits += fromLots
 	}
 	if rest := n - fromLots; rest > 0 {
-		w.lease.cur.spent += rest
+		g := w.lease.cur
 		if hook := w.cfg.onSpend; hook != nil {
-			hook(w.lease.cur.leaseID, w.lease.cur.epoch, rest, false)
+			hook(g.leaseID, g.epoch, rest, false, g.closed)
 		}
+		g.debit(rest)
 	}
 	w.stats.SpentPermits += n
 }

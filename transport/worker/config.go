@@ -123,8 +123,9 @@ type Config struct {
 	stealFault func(from, to string, reply bool) (drop bool, delay time.Duration)
 	// onSpend, in tests, is called under the worker's lock at the instant
 	// n permits of grant (leaseID, epoch) are handed out (stolen: from a
-	// lot of a donor's grant).
-	onSpend func(leaseID, epoch uint64, n int64, stolen bool)
+	// lot of a donor's grant; kept: kept by the renewal in flight, which
+	// makes them part of grant epoch+1 if the register applies it).
+	onSpend func(leaseID, epoch uint64, n int64, stolen, kept bool)
 }
 
 // settings is a Config with defaults resolved, in nanoseconds.

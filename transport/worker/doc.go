@@ -41,9 +41,15 @@
 // and a grant's permits are spent only after its answer arrived, only
 // until localExpiry, and only until the renew or return that reports on it
 // is sent (sending closes the grant; the renew's answer brings the next
-// one). This is assumption 2 of the over-grant bound (fsm package doc):
-// in any window of length W the fleet spends at most C + O + floor(W/I) + 1
-// permits of the limit.
+// one) — except the permits the renew keeps: the in-flight allowance
+// (fsm.Renew.KeptPermits), what the worker could spend at its share until
+// localExpiry, at most what is left. Its callers go on spending those while
+// the renewal is in flight (a renewal held up by an election does not
+// leave them without permits); the register keeps them outstanding and
+// makes them the first permits of the next grant, which counts those
+// already spent. This is assumption 2 of the over-grant bound (fsm package
+// doc): in any window of length W the fleet spends at most
+// C + O + floor(W/I) + 1 permits of the limit.
 //
 // Every command carries a request ID. A call that fails without an answer
 // is retried with the same ID and payload, so that a command applied once

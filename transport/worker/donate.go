@@ -49,7 +49,7 @@ func (w *Worker) handleStealRequest(q stealRequest) {
 // after keeping ceil(StealBias * spare).
 func (w *Worker) donateLocked(nowNanos int64, q stealRequest) (give, validForNanos int64) {
 	g := w.lease.cur
-	avail := g.spendable(nowNanos)
+	avail := g.giveable(nowNanos)
 	if avail <= 0 {
 		return 0, 0
 	}

@@ -69,7 +69,8 @@ func (s *leaseState) renewAnswer(nowNanos int64, a leaseAction, res client.Lease
 			// The register never saw the report: the grant is as it was
 			// before the send, and may be spent until its usable-until.
 			if g := s.cur; g != nil && g.leaseID == a.leaseID && g.epoch == a.epoch {
-				g.closed = false
+				// What it spent of the kept permits is now simply spent.
+				g.closed, g.spent, g.kept, g.keptSpent = false, g.spent+g.keptSpent, 0, 0
 			}
 			s.inSinceReport += a.report.StolenIn
 			s.pendingRenew = nil
@@ -85,7 +86,15 @@ func (s *leaseState) renewAnswer(nowNanos int64, a leaseAction, res client.Lease
 		return o
 	case res.Status == client.LeaseGranted:
 		s.counters.renewals++
+		var keptSpent int64
+		if g := s.cur; g != nil && g.leaseID == a.leaseID && g.epoch == a.epoch {
+			keptSpent = g.keptSpent
+		}
 		s.install(nowNanos, a.atNanos, res)
+		// The kept permits are the new grant's first ones: those spent
+		// while the renewal was in flight are spent of it.
+		s.cur.spent = min(keptSpent, res.Permits)
+		s.counters.leasedPermits -= min(a.report.Kept, res.Permits)
 		return leaseOutcome{event: evGranted}
 	case res.Status == client.LeaseFenced:
 		s.counters.fenced++
@@ -174,6 +183,13 @@ func (s *leaseState) returnCall(nowNanos int64) leaseAction {
 		if p := s.pendingRenew; p != nil {
 			q = renewCall{leaseID: p.leaseID, epoch: p.epoch, rep: client.LeaseReport{Spent: p.rep.Spent, StolenOut: p.rep.StolenOut,
 				StolenIn: p.rep.StolenIn + s.inSinceReport}}
+			if g := s.cur; g != nil && g.leaseID == p.leaseID && g.epoch == p.epoch {
+				// The kept permits spent meanwhile are spent of that grant
+				// (if the renewal was not applied, the return settles it);
+				// no more of them are spent.
+				q.rep.Spent += g.keptSpent
+				g.kept = g.keptSpent
+			}
 		} else {
 			q = renewCall{leaseID: s.leaseID, epoch: s.epoch, rep: client.LeaseReport{StolenIn: s.inSinceReport}}
 			if g := s.curGrant(); g != nil {

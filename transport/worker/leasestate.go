@@ -25,14 +25,19 @@ import (
 //	in flight                        opNone    (wait for the answer)
 //	now < nextCallNanos              opWait    until nextCallNanos
 //	no lease                         opLease   LeaseRequest{demand, TTL, request ID}
-//	a lease                          opRenew   LeaseReport{spent, stolen out, stolen in, demand, TTL, request ID}
+//	a lease                          opRenew   LeaseReport{spent, stolen out, kept, stolen in, demand, TTL, request ID}
 //
 // and Stop asks for opReturn (returnCall(now)): the same report without a
 // demand. The request is built once: a call that got no answer is sent
 // again with the same request ID and payload, so that a command applied
 // once is answered from the register's dedup table. Sending a renew or a
-// return CLOSES the grant it reports on: nothing more of it is spent or
-// given away. The demand of a report is the demand meter's measurement
+// return CLOSES the grant it reports on: nothing more of it is given away,
+// and nothing more spent but the renewal's kept permits (the in-flight
+// allowance, grant.keepFor: what the share spends until the grant's
+// usable-until, at most what is left), which callers spend until the
+// answer (which makes them part of the new grant) or the usable-until. A
+// return repeating an unanswered renewal's report adds the kept permits
+// spent since to its Spent and ends their spending. The demand of a report is the demand meter's measurement
 // plus headroom (at least twice the share when callers were held back);
 // the first lease, before anything is measured, claims the maximum.
 //
@@ -45,7 +50,8 @@ import (
 //	                        arrived: that lease is over; lease at once, a new request
 //	other answer (renew)    forget the lease; retry after RetryEvery
 //	rejected (404, 400)     no lease; retry after RenewEvery (lease) or RetryEvery (renew)
-//	ErrNotDelivered         reopen the grant, forget the request; retry after RetryEvery —
+//	ErrNotDelivered         reopen the grant (kept permits spent become spent), forget the
+//	                        request; retry after RetryEvery —
 //	                        unless an earlier send of the same request got no answer
 //	                        (it may have been applied): then as "no answer"
 //	no answer (ambiguous)   the grant stays closed, the request pending (and from now
@@ -71,25 +77,31 @@ import (
 //
 // # Worked example
 //
-// TTL 2 s, Margin 200 ms, RenewEvery 1 s, RetryEvery 250 ms (times in
-// seconds on the worker's clock; leasestate_test.go replays it):
+// TTL 2 s, Margin 200 ms, RenewEvery 1 s, RetryEvery 250 ms, shares of
+// 100/s (times in seconds on the worker's clock; leasestate_test.go
+// replays it):
 //
-//	t=0      next: Lease{demand max, id w.1}                    in flight
-//	t=0.010  granted lease 7 epoch 1: 100 permits, ExpiresIn 2  usable until 0+2-0.2 = 1.8, renew at 0+1
+//	t=0      next: Lease{demand max, id w.1}                       in flight
+//	t=0.010  granted lease 7 epoch 1: 100 permits, ExpiresIn 2     usable until 0+2-0.2 = 1.8, renew at 0+1
 //	         (60 spent, 10 given to a peer, 5 received)
-//	t=1      next: Renew(7,1){spent 60, out 10, in 5, id w.2}   grant (7,1) closed: nothing spendable
-//	t=1.020  granted epoch 2: 100 permits, ExpiresIn 1.99       usable until 1+1.99-0.2 = 2.79, renew at 2
-//	t=2      next: Renew(7,2){spent 0, id w.3}                  grant (7,2) closed
-//	t=2.100  no answer (ambiguous)                              still closed; retry at 2.35
-//	t=2.350  next: Renew(7,2){spent 0, id w.3} again
-//	t=2.400  ErrNotDelivered                                    the first w.3 may have been applied
-//	         (epoch 2 settled, its permits credited back): (7,2) stays closed; retry at 2.65
-//	t=2.650  next: Renew(7,2){id w.3} again
-//	t=2.700  ErrNotDelivered                                    still closed; retry at 2.95
+//	t=1      next: Renew(7,1){spent 60, out 10, kept 30, in 5, id w.2}
+//	         grant (7,1) closed but for the 30 kept (the share would spend 80 by 1.8)
+//	t=1.010  4 of the kept permits spent
+//	t=1.020  granted epoch 2: 100 permits, ExpiresIn 1.99          the 30 kept are its first, 4 spent: 96 left;
+//	                                                               usable until 1+1.99-0.2 = 2.79, renew at 2
+//	t=1.500  16 more spent
+//	t=2      next: Renew(7,2){spent 20, kept 79, id w.3}           closed but for 79 (100/s until 2.79)
+//	t=2.100  no answer (ambiguous)                                 the kept 79 still spendable; retry at 2.35
+//	t=2.200  9 of the kept spent
+//	t=2.350  next: Renew(7,2){spent 20, kept 79, id w.3} again
+//	t=2.400  ErrNotDelivered                                       the first w.3 may have been applied
+//	         (epoch 2 settled): (7,2) stays closed, the kept 70 spendable; retry at 2.65
+//	t=2.650  next: Renew(7,2){... id w.3} again
+//	t=2.700  ErrNotDelivered                                       still closed; retry at 2.95
 //	t=2.790  (7,2) past its usable-until: nothing spendable; Acquire fails closed once a
 //	         steal round finds nothing, and at once from 1.020 + StealGrace (4) = 5.020
-//	t=2.950  next: Renew(7,2){id w.3} again
-//	t=3      fenced (the lease expired at the register)         lease again at once
+//	t=2.950  next: Renew(7,2){... id w.3} again
+//	t=3      fenced (the lease expired at the register)            lease again at once
 //	t=3      next: Lease{measured demand, id w.4}
 //
 // Had the first send of w.3 failed with ErrNotDelivered (the register
@@ -276,13 +288,14 @@ func (s *leaseState) send(nowNanos int64) leaseAction {
 		return leaseAction{op: opLease, atNanos: nowNanos, lease: *s.pendingLease}
 	}
 	if s.pendingRenew == nil {
-		var spent, out int64
+		var spent, out, kept int64
 		if g := s.curGrant(); g != nil {
-			g.closed = true
+			kept = g.keepFor(nowNanos, s.share)
+			g.closed, g.kept, g.keptSpent = true, kept, 0
 			spent, out = g.spent, g.stolenOut
 		}
 		demand := s.meter.reportDemand(nowNanos, s.p.retryNanos, s.share)
-		s.pendingRenew = &renewCall{leaseID: s.leaseID, epoch: s.epoch, rep: client.LeaseReport{Spent: spent, StolenOut: out,
+		s.pendingRenew = &renewCall{leaseID: s.leaseID, epoch: s.epoch, rep: client.LeaseReport{Spent: spent, StolenOut: out, Kept: kept,
 			StolenIn: s.inSinceReport, DemandMilliPerSec: demand, TTL: time.Duration(s.p.ttlNanos), RequestID: s.newRequestID()}}
 		s.maybeApplied = false
 		s.inSinceReport = 0

@@ -113,7 +113,7 @@ func runSteps(t *testing.T, s *leaseState, steps []lstep) {
 				t.Fatalf("%s: %d permits, only %d spendable", where, st.in.n, s.spendable(st.now))
 			}
 			if st.in.kind == "spend" {
-				s.cur.spent += st.in.n
+				s.cur.debit(st.in.n)
 			} else {
 				s.cur.stolenOut += st.in.n
 			}
@@ -149,9 +149,9 @@ func leaseReq(demand int64, id string) client.LeaseRequest {
 	return client.LeaseRequest{Holder: "h", Group: "g", Weight: 1, DemandMilliPerSec: demand, TTL: 2 * time.Second, RequestID: id}
 }
 
-func renewAct(at int64, id, epoch uint64, spent, out, in, demand int64, reqID string) leaseAction {
+func renewAct(at int64, id, epoch uint64, spent, out, kept, in, demand int64, reqID string) leaseAction {
 	return leaseAction{op: opRenew, atNanos: at, leaseID: id, epoch: epoch,
-		report: client.LeaseReport{Spent: spent, StolenOut: out, StolenIn: in, DemandMilliPerSec: demand, TTL: 2 * time.Second, RequestID: reqID}}
+		report: client.LeaseReport{Spent: spent, StolenOut: out, Kept: kept, StolenIn: in, DemandMilliPerSec: demand, TTL: 2 * time.Second, RequestID: reqID}}
 }
 
 var (
@@ -176,28 +176,35 @@ func TestLeaseStateWorkedExample(t *testing.T) {
 		{800 * ms, take(5), lwant{view: lview{7, 1, 30, 1800 * ms, sec, false}}},
 		{999 * ms, next(), lwant{act: leaseAction{op: opWait, atNanos: sec}, view: lview{7, 1, 30, 1800 * ms, sec, false}}},
 		// 70 asked over 1 s: 70/s plus 10 % headroom.
-		{sec, next(), lwant{act: renewAct(sec, 7, 1, 60, 10, 5, 77_000, "w.2"), view: lview{7, 1, 0, 1800 * ms, sec, false}}},
-		{1020 * ms, ans(granted(7, 2, 100, 1990*time.Millisecond)), lwant{ev: evGranted, view: lview{7, 2, 100, 2790 * ms, 2 * sec, false}}},
-		// 70 asked over the last two periods (2 s).
-		{2 * sec, next(), lwant{act: renewAct(2*sec, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2 * sec, false}}},
-		{2100 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 2, 0, 2790 * ms, 2350 * ms, true}}},
-		{2350 * ms, next(), lwant{act: renewAct(2350*ms, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2350 * ms, true}}},
+		// The renewal keeps the 30 left (its share, 100/s, would spend
+		// 80 until the grant's usable-until at 1.8 s): callers go on
+		// spending them while it is in flight.
+		{sec, next(), lwant{act: renewAct(sec, 7, 1, 60, 10, 30, 5, 77_000, "w.2"), view: lview{7, 1, 30, 1800 * ms, sec, false}}},
+		{1010 * ms, spend(4), lwant{view: lview{7, 1, 26, 1800 * ms, sec, false}}},
+		// The new grant's 100 permits count the 30 kept, 4 of them spent.
+		{1020 * ms, ans(granted(7, 2, 100, 1990*time.Millisecond)), lwant{ev: evGranted, view: lview{7, 2, 96, 2790 * ms, 2 * sec, false}}},
+		{1500 * ms, spend(16), lwant{view: lview{7, 2, 80, 2790 * ms, 2 * sec, false}}},
+		// 70 asked over the last two periods (2 s). Kept: 100/s until 2.79 s.
+		{2 * sec, next(), lwant{act: renewAct(2*sec, 7, 2, 20, 0, 79, 0, 38_500, "w.3"), view: lview{7, 2, 79, 2790 * ms, 2 * sec, false}}},
+		{2100 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 2, 79, 2790 * ms, 2350 * ms, true}}},
+		{2200 * ms, spend(9), lwant{view: lview{7, 2, 70, 2790 * ms, 2350 * ms, true}}},
+		{2350 * ms, next(), lwant{act: renewAct(2350*ms, 7, 2, 20, 0, 79, 0, 38_500, "w.3"), view: lview{7, 2, 70, 2790 * ms, 2350 * ms, true}}},
 		// The first w.3 may have been applied: an undelivered resend proves
 		// nothing about it, so (7,2) stays closed and w.3 is resent as it was.
-		{2400 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 0, 2790 * ms, 2650 * ms, true}}},
-		{2650 * ms, next(), lwant{act: renewAct(2650*ms, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2650 * ms, true}}},
-		{2700 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
+		{2400 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 70, 2790 * ms, 2650 * ms, true}}},
+		{2650 * ms, next(), lwant{act: renewAct(2650*ms, 7, 2, 20, 0, 79, 0, 38_500, "w.3"), view: lview{7, 2, 70, 2790 * ms, 2650 * ms, true}}},
+		{2700 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 70, 2790 * ms, 2950 * ms, true}}},
 		// Cut off: a caller finding no permit fails closed unless a steal
 		// round is to come (failClosed(now, false) != nil) ...
-		{2789 * ms, look(), lwant{view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
+		{2789 * ms, look(), lwant{view: lview{7, 2, 70, 2790 * ms, 2950 * ms, true}}},
 		{2790 * ms, look(), lwant{view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
-		{2950 * ms, next(), lwant{act: renewAct(2950*ms, 7, 2, 0, 0, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
+		{2950 * ms, next(), lwant{act: renewAct(2950*ms, 7, 2, 20, 0, 79, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
 		{3 * sec, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7, Epoch: 2}), lwant{ev: evFenced, view: lview{nextCall: 3 * sec}}},
 		// The window since the last report is under RetryEvery: the last
 		// measurement (0).
 		{3 * sec, next(), lwant{act: leaseAction{op: opLease, atNanos: 3 * sec, lease: leaseReq(0, "w.4")}, view: lview{nextCall: 3 * sec}}},
 	})
-	if c := s.counters; c.leases != 1 || c.renewals != 1 || c.fenced != 1 || c.registerFails != 3 || c.leasedPermits != 200 || c.expiredUnusedPermits != 100 {
+	if c := s.counters; c.leases != 1 || c.renewals != 1 || c.fenced != 1 || c.registerFails != 3 || c.leasedPermits != 170 || c.expiredUnusedPermits != 71 {
 		t.Errorf("counters %+v", c)
 	}
 }
@@ -210,7 +217,9 @@ func TestLeaseStateAnswers(t *testing.T) {
 		{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
 		{10 * ms, ans(granted(7, 1, 100, 2*time.Second)), lwant{ev: evGranted, view: held}},
 	}
-	renew1 := lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, sec, false}}}
+	// Nothing spent: the renewal keeps what the share (100/s) spends
+	// until the usable-until (1.8 s), 80 permits, and credits 20.
+	renew1 := lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 0, 0, 80, 0, 0, "w.2"), view: lview{7, 1, 80, 1800 * ms, sec, false}}}
 	refusal := func(retryAfter time.Duration) client.LeaseGrant {
 		return client.LeaseGrant{Status: client.LeaseRefused, RetryAfter: retryAfter, Detail: "the limit holds too many leases"}
 	}
@@ -270,7 +279,7 @@ func TestLeaseStateAnswers(t *testing.T) {
 		{"a replayed grant already expired: renew at once", append(first[:1:1],
 			lstep{3 * sec, ans(client.LeaseGrant{Status: client.LeaseGranted, LeaseID: 7, Epoch: 1, Permits: 100, ExpiresIn: -1, Duplicate: true}),
 				lwant{ev: evGranted, view: lview{7, 1, 0, 0, 3 * sec, false}}},
-			lstep{3 * sec, next(), lwant{act: renewAct(3*sec, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 0, 3 * sec, false}}},
+			lstep{3 * sec, next(), lwant{act: renewAct(3*sec, 7, 1, 0, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 0, 3 * sec, false}}},
 		)},
 		{"renewal fenced: lease again at once", append(first[:2:2], renew1,
 			lstep{1010 * ms, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7, Epoch: 1}), lwant{ev: evFenced, view: lview{nextCall: 1010 * ms}}},
@@ -285,22 +294,25 @@ func TestLeaseStateAnswers(t *testing.T) {
 		)},
 		{"renewal not delivered: the grant reopens, the stolen-in count returns", append(first[:2:2],
 			lstep{500 * ms, take(4), lwant{view: held}},
-			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 0, 0, 4, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, sec, false}}},
-			lstep{1010 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 100, 1800 * ms, 1260 * ms, true}}},
-			lstep{1100 * ms, take(1), lwant{view: lview{7, 1, 100, 1800 * ms, 1260 * ms, true}}},
-			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 0, 0, 5, 0, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 0, 0, 80, 4, 0, "w.2"), view: lview{7, 1, 80, 1800 * ms, sec, false}}},
+			lstep{1005 * ms, spend(6), lwant{view: lview{7, 1, 74, 1800 * ms, sec, false}}},
+			// The 6 kept permits spent are simply spent of the reopened grant.
+			lstep{1010 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 94, 1800 * ms, 1260 * ms, true}}},
+			lstep{1100 * ms, take(1), lwant{view: lview{7, 1, 94, 1800 * ms, 1260 * ms, true}}},
+			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 6, 0, 54, 5, 0, "w.3"), view: lview{7, 1, 54, 1800 * ms, 1260 * ms, true}}},
 		)},
 		{"renewal lost, then not delivered: the grant stays closed, the same request", append(first[:2:2], renew1,
-			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
-			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
-			lstep{1270 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 0, 1800 * ms, 1520 * ms, true}}},
-			lstep{1520 * ms, next(), lwant{act: renewAct(1520*ms, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, 1520 * ms, true}}},
+			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 80, 1800 * ms, 1260 * ms, true}}},
+			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 0, 0, 80, 0, 0, "w.2"), view: lview{7, 1, 80, 1800 * ms, 1260 * ms, true}}},
+			lstep{1270 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 80, 1800 * ms, 1520 * ms, true}}},
+			lstep{1520 * ms, next(), lwant{act: renewAct(1520*ms, 7, 1, 0, 0, 80, 0, 0, "w.2"), view: lview{7, 1, 80, 1800 * ms, 1520 * ms, true}}},
+			lstep{1800 * ms, look(), lwant{view: lview{7, 1, 0, 1800 * ms, 1520 * ms, true}}}, // kept until the usable-until only
 		)},
 		{"an answer to no call is ignored", append(first[:2:2],
 			lstep{20 * ms, fail(errNotDelivered), lwant{ev: evIgnored, view: held}},
 		)},
 		{"send: a renewal before it is due", append(first[:2:2],
-			lstep{100 * ms, send(), lwant{act: renewAct(100*ms, 7, 1, 0, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 1800 * ms, sec, false}}},
+			lstep{100 * ms, send(), lwant{act: renewAct(100*ms, 7, 1, 0, 0, 100, 0, 0, "w.2"), view: lview{7, 1, 100, 1800 * ms, sec, false}}},
 		)},
 	}
 	for _, tt := range tests {
@@ -354,11 +366,13 @@ func TestLeaseStateReturn(t *testing.T) {
 			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
 			lstep{410 * ms, fail(err404), lwant{ret: returnStep{done: true}, errIs: client.ErrNotFound, view: lview{nextCall: sec}}},
 		)},
-		{"a renewal without an answer: its report again, plus what came in since", append(first[:5:5],
-			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 30, 20, 3, 0, "w.2"), view: closed}},
-			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
-			lstep{1100 * ms, take(2), lwant{view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
-			lstep{1200 * ms, ret(), lwant{act: returnAct(1200*ms, 30, 20, 5, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+		{"a renewal without an answer: its report again, plus the kept permits spent and what came in since", append(first[:5:5],
+			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 30, 20, 50, 3, 0, "w.2"), view: lview{7, 1, 50, 1800 * ms, sec, false}}},
+			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 50, 1800 * ms, 1260 * ms, true}}},
+			lstep{1050 * ms, spend(7), lwant{view: lview{7, 1, 43, 1800 * ms, 1260 * ms, true}}},
+			lstep{1100 * ms, take(2), lwant{view: lview{7, 1, 43, 1800 * ms, 1260 * ms, true}}},
+			// Spent 30 + 7 of the kept; nothing more is spent.
+			lstep{1200 * ms, ret(), lwant{act: returnAct(1200*ms, 37, 20, 5, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
 		)},
 	}
 	for _, tt := range tests {

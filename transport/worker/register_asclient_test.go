@@ -34,7 +34,7 @@ func (a asRegister) Lease(ctx context.Context, limit string, q client.LeaseReque
 
 // Renew implements Register.
 func (a asRegister) Renew(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
-	res, err := a.r.renewFSM(ctx, fsm.Renew{Report: report(limit, id, epoch, rep),
+	res, err := a.r.renewFSM(ctx, fsm.Renew{Report: report(limit, id, epoch, rep), KeptPermits: rep.Kept,
 		DemandMilliPermitsPerSec: rep.DemandMilliPerSec, TTLNanos: int64(rep.TTL), RequestID: rep.RequestID})
 	return asGrant(limit, res, err, rep.RequestID)
 }

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sidecarAnswer is one reserve answered by a sidecar.
+type sidecarAnswer struct {
+	atNanos int64 // since the run's start, when the answer arrived
+	group   int
+	code    int
+}
+
+// TestBinaryWorkersRideOutLeaderKill: three agents and three `permitd
+// worker` sidecars (groups A and B saturated by closed-loop callers, group
+// C asking 30/s open loop) on a 200/s leased limit with C = 400 and O = 800
+// permits and a 2 s lease TTL (renewals every second). The register's
+// leader is killed with SIGKILL under that load, when a renewal is due or
+// under way at every worker. A renewal keeps the unspent permits its
+// worker may still spend (the in-flight allowance), and a caller waits
+// for a renewal in flight instead of failing; so:
+//
+//   - no sidecar answers 503 (or anything but 200 and 429) at any time;
+//   - the unsaturated group C is granted at least 99 % of its asks (after
+//     the first 2 s, while the first leases settle), the election
+//     included;
+//   - the fleet stays within C + O + floor(W/I) + 1 over every window;
+//
+// and it reports the rate the fleet was granted from the kill until half
+// a second after a new leader is up (not asserted: 66-84 % of the limit
+// in the runs so far, the issue's goal being 90 %).
+func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const (
+		rate          = 200 // permits per second
+		burst, maxOut = 400, 800
+		intervalNanos = int64(time.Second) / rate
+		groupCRate    = 30 // group C's asks per second
+		workerTTL     = "2s"
+	)
+	bin := buildPermitd(t)
+	agents := newTestAgents(t, 3)
+	httpAddr := map[string]string{}
+	var ids []string
+	for _, a := range agents {
+		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
+		httpAddr[a.id] = a.httpAddr
+		ids = append(ids, a.id)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	leader := waitLeader(t, hc, httpAddr, ids)
+	base := "http://" + httpAddr[leader] + "/v1/limits/lk"
+	if code, resp := do(t, hc, "PUT", base, fmt.Sprintf(`{"algorithm":"strict","rate":%d,"per":"1s"}`, rate)); code != 200 && code != 201 {
+		t.Fatalf("put limit: %d %s", code, resp)
+	}
+	if code, resp := do(t, hc, "PUT", base+"/lease-policy", fmt.Sprintf(`{"leased":true,"burst_permits":%d,"max_outstanding_permits":%d}`, burst, maxOut)); code != 200 {
+		t.Fatalf("put lease policy: %d %s", code, resp)
+	}
+
+	ports := freePorts(t, 6)
+	groups := []string{"A", "B", "C"}
+	var sidecars []string
+	var workers []*testAgent
+	for i, g := range groups {
+		gossip := fmt.Sprintf("127.0.0.1:%d", ports[i])
+		sidecar := fmt.Sprintf("127.0.0.1:%d", ports[3+i])
+		join := fmt.Sprintf("127.0.0.1:%d", ports[(i+1)%3])
+		w := &testAgent{id: "worker-" + g}
+		w.start(t, bin, nil, "worker", "--group", g, "--name", "w"+g, "--limit", "lk", "--servers", serversOf(agents...),
+			"--gossip-addr", gossip, "--join", join, "--http-addr", sidecar, "--ttl", workerTTL)
+		workers = append(workers, w)
+		sidecars = append(sidecars, sidecar)
+	}
+	t.Cleanup(func() {
+		for _, w := range workers {
+			w.signal(t, syscall.SIGKILL)
+		}
+		if t.Failed() {
+			for _, w := range workers {
+				t.Logf("--- %s log:\n%s", w.id, w.log.String())
+			}
+		}
+	})
+	for _, s := range sidecars {
+		waitUntil(t, 10*time.Second, "sidecar "+s+" ready", func() bool {
+			code, _ := doQuiet(hc, "GET", "http://"+s+"/readyz", "")
+			return code == 200
+		})
+	}
+
+	// The load: 4 closed-loop callers on A and on B, C open loop at 30/s.
+	start := time.Now()
+	since := func() int64 { return int64(time.Since(start)) }
+	var mu sync.Mutex
+	var answers []sidecarAnswer
+	var asked [3]atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	reserve := func(g int) {
+		asked[g].Add(1)
+		code, resp := doQuiet(hc, "POST", "http://"+sidecars[g]+"/v1/limits/lk/reserve",
+			fmt.Sprintf(`{"permits":1,"max_wait":"1s","request_id":"lk-%d"}`, seq.Add(1)))
+		mu.Lock()
+		answers = append(answers, sidecarAnswer{since(), g, code})
+		mu.Unlock()
+		if code != 200 && code != 429 {
+			t.Logf("sidecar %s (group %s) answered %d %s", sidecars[g], groups[g], code, strings.TrimSpace(string(resp)))
+			time.Sleep(10 * time.Millisecond) // do not spin on a failing sidecar
+		}
+	}
+	for g := range 2 {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						reserve(g)
+					}
+				}
+			}()
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second / groupCRate)
+		defer tick.Stop()
+		var inner sync.WaitGroup
+		defer inner.Wait()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				inner.Add(1)
+				go func() { defer inner.Done(); reserve(2) }()
+			}
+		}
+	}()
+
+	// Steady load for 6 s (the shares converge to max-min: C 33/s of
+	// headroom, A and B 83.5/s each), then kill the leader.
+	waitUntil(t, 15*time.Second, "6 s of steady load", func() bool { return time.Since(start) >= 6*time.Second })
+	var killed *testAgent
+	var rest []*testAgent
+	for _, a := range agents {
+		if a.id == leader {
+			killed = a
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	killAt := since()
+	killed.signal(t, syscall.SIGKILL)
+	restAddr := map[string]string{rest[0].id: rest[0].httpAddr, rest[1].id: rest[1].httpAddr}
+	newLeader := waitLeader(t, hc, restAddr, []string{rest[0].id, rest[1].id})
+	readyAt := since()
+	t.Logf("killed leader %s at %v; %s leads %v later", leader, time.Duration(killAt), newLeader, time.Duration(readyAt-killAt))
+	waitUntil(t, 15*time.Second, "4 s under the new leader", func() bool { return since() >= readyAt+int64(4*time.Second) })
+	close(stop)
+	wg.Wait()
+	end := since()
+
+	mu.Lock()
+	defer mu.Unlock()
+	var other, refused int
+	var grantedIn [3]int64
+	// Group C's asks and grants after the first 2 s (the first leases
+	// and the shares settle meanwhile).
+	const warmNanos = int64(2 * time.Second)
+	var askedC, grantedC int64
+	var grants []int64
+	electionFrom, electionTo := killAt, readyAt+int64(500*time.Millisecond)
+	var inElection int64
+	for _, a := range answers {
+		if a.group == 2 && a.atNanos >= warmNanos {
+			askedC++
+			if a.code == 200 {
+				grantedC++
+			}
+		}
+		switch a.code {
+		case 200:
+			grantedIn[a.group]++
+			grants = append(grants, a.atNanos)
+			if a.atNanos >= electionFrom && a.atNanos < electionTo {
+				inElection++
+			}
+		case 429:
+			refused++
+		default:
+			other++
+		}
+	}
+	if other != 0 {
+		t.Errorf("%d sidecar answers other than 200 and 429 (the fleet failed closed although a majority of the register lived)", other)
+	}
+	span := float64(electionTo-electionFrom) / 1e9
+	if float64(grantedC) < 0.99*float64(askedC) {
+		t.Errorf("the unsaturated group C was granted %d of its %d asks after the first 2 s, want at least 99%%", grantedC, askedC)
+	}
+	// The bound over every window of a few lengths (the answer times are
+	// when the permits were handed out, give or take the loopback trip).
+	for _, w := range []int64{int64(100 * time.Millisecond), int64(time.Second), int64(3 * time.Second), end} {
+		worst, j := 0, 0
+		for i := range grants {
+			for grants[i]-grants[j] > w {
+				j++
+			}
+			worst = max(worst, i-j+1)
+		}
+		if bound := burst + maxOut + w/intervalNanos + 1; int64(worst) > bound {
+			t.Errorf("%d permits granted within %v, above the bound %d", worst, time.Duration(w), bound)
+		}
+	}
+	var perSec [3][]int
+	for _, a := range answers {
+		sec := int(a.atNanos / int64(time.Second))
+		for len(perSec[a.group]) <= sec {
+			perSec[a.group] = append(perSec[a.group], 0)
+		}
+		if a.code == 200 {
+			perSec[a.group][sec]++
+		}
+	}
+	t.Logf("granted per second: A %v, B %v, C %v", perSec[0], perSec[1], perSec[2])
+	// Not asserted (the goal of 90 % is not met: see the README's
+	// "Leased path"), reported: what the fleet got across the election.
+	t.Logf("granted A %d, B %d, C %d (after 2 s: %d of %d asked, %.2f%%); %d refused (429), %d other; %.0f permits/s from the kill to 0.5 s after the new leader (%.2f s), %.0f/s over the run",
+		grantedIn[0], grantedIn[1], grantedIn[2], grantedC, askedC, 100*float64(grantedC)/float64(max(1, askedC)),
+		refused, other, float64(inElection)/span, span, float64(len(grants))/(float64(end)/1e9))
+}
