@@ -29,12 +29,12 @@ type sidecarAnswer struct {
 //
 //   - no sidecar answers 503 (or anything but 200 and 429) at any time;
 //   - the unsaturated group C is granted at least 99 % of its asks (after
-//     the first 2 s, while the first leases settle), the election
+//     the first 3 s, while the first leases settle), the election
 //     included;
 //   - the fleet stays within C + O + floor(W/I) + 1 over every window;
 //
 // and it reports the rate the fleet was granted from the kill until half
-// a second after a new leader is up (not asserted: 66-84 % of the limit
+// a second after a new leader is up (not asserted: 66-97 % of the limit
 // in the runs so far, the goal being 90 %).
 func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	if testing.Short() {
@@ -180,9 +180,9 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	defer mu.Unlock()
 	var other, refused int
 	var grantedIn [3]int64
-	// Group C's asks and grants after the first 2 s (the first leases
+	// Group C's asks and grants after the first 3 s (the first leases
 	// and the shares settle meanwhile).
-	const warmNanos = int64(2 * time.Second)
+	const warmNanos = int64(3 * time.Second)
 	var askedC, grantedC int64
 	var grants []int64
 	electionFrom, electionTo := killAt, readyAt+int64(500*time.Millisecond)
@@ -212,7 +212,7 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	}
 	span := float64(electionTo-electionFrom) / 1e9
 	if float64(grantedC) < 0.99*float64(askedC) {
-		t.Errorf("the unsaturated group C was granted %d of its %d asks after the first 2 s, want at least 99%%", grantedC, askedC)
+		t.Errorf("the unsaturated group C was granted %d of its %d asks after the first 3 s, want at least 99%%", grantedC, askedC)
 	}
 	// The bound over every window of a few lengths (the answer times are
 	// when the permits were handed out, give or take the loopback trip).
@@ -241,7 +241,7 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	t.Logf("granted per second: A %v, B %v, C %v", perSec[0], perSec[1], perSec[2])
 	// Not asserted (the goal of 90 % is not met: see the README's
 	// "Leased path"), reported: what the fleet got across the election.
-	t.Logf("granted A %d, B %d, C %d (after 2 s: %d of %d asked, %.2f%%); %d refused (429), %d other; %.0f permits/s from the kill to 0.5 s after the new leader (%.2f s), %.0f/s over the run",
+	t.Logf("granted A %d, B %d, C %d (after 3 s: %d of %d asked, %.2f%%); %d refused (429), %d other; %.0f permits/s from the kill to 0.5 s after the new leader (%.2f s), %.0f/s over the run",
 		grantedIn[0], grantedIn[1], grantedIn[2], grantedC, askedC, 100*float64(grantedC)/float64(max(1, askedC)),
 		refused, other, float64(inElection)/span, span, float64(len(grants))/(float64(end)/1e9))
 }
