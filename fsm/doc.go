@@ -228,16 +228,21 @@
 // When the rate is saturated the free pool holds little more than what
 // was minted since the previous renewal, and dividing it first come, first
 // served would follow the order of the renewals, not the shares. So each
-// lease also has an entitlement: its share accrues into it (in whole
-// permits, with a remainder), up to its fair grant rounded up; the net
-// intake of a grant (the grant minus what the renewal credited back) is
-// taken out of it, and may exceed it only by what the pool holds beyond
-// the other active leases' entitlements (of which at most C/2 is held for
-// them). So a lease whose grants came late catches up at its next
-// renewals, a lease that gives permits away (stolen out) takes them out
-// of its own entitlement, and over any span each lease takes at most its
-// share plus one fair grant plus what nobody else claimed (leasegrant.go,
-// grant).
+// lease also has an entitlement: its share's fraction of every permit the
+// pool mints accrues into it (in whole permits, with a remainder), up to
+// its fair grant rounded up; the net intake of a grant (the grant minus
+// what the renewal credited back) is taken out of it, and may exceed it
+// only by what the pool holds beyond the other active leases'
+// entitlements. Accruing from minted permits rather than from elapsed
+// time keeps the claims within what was minted for them, so the pool is
+// divided by the shares even when the fleet renews too slowly for the
+// full rate and minting stops at C between renewals: a lease that always
+// renews last still finds its part. A lease whose grants came late
+// catches up at its next renewals, a lease that gives permits away
+// (stolen out) takes them out of its own entitlement, a silent holder's
+// claim (at most one fair grant) lapses with its lease, and over any span
+// each lease takes at most its fraction of what was minted plus one fair
+// grant plus what nobody else claimed (leasegrant.go, grant).
 //
 // # The over-grant bound
 //

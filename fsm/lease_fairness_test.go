@@ -50,6 +50,9 @@ type simSpec struct {
 	// [cutFrom, cutTo) (their leases expire).
 	partitioned    string
 	cutFrom, cutTo int64
+	// starts, when set, are the holders' first lease times (otherwise
+	// staggered over the first period).
+	starts []int64
 }
 
 // fleetHolders are the holders of the worker fleet tests: groups A, B and
@@ -85,6 +88,9 @@ func runSaturation(t *testing.T, spec simSpec, seed uint64) []simResult {
 	for i := range hs {
 		// Staggered first leases over the first period.
 		hs[i].nextRenew = int64(i) * spec.period / n
+		if spec.starts != nil {
+			hs[i].nextRenew = spec.starts[i]
+		}
 	}
 	from, to := spec.warm, spec.warm+spec.measure
 	for now := int64(0); now < to; now += ms {
@@ -294,4 +300,131 @@ func checkSaturatedParts(t *testing.T, res []simResult, what string) float64 {
 		}
 	}
 	return worst
+}
+
+// TestLeaseSharesWhateverTheRenewalOrder: three saturated groups of two
+// holders renew every period in a fixed order and phase (no jitter, no
+// latency): group C's holders always last (or always first, or a few ms
+// after the others). Whatever the order, each group must spend a third of
+// what the fleet spends (within 3 %), and the fleet must reach the
+// fraction of the rate the README states for its configuration:
+//
+//	min(1, min(C, O) / (r*P))
+//
+// within 3 points: between two renewals of a holder the pool mints at
+// most C (then it is full and minting stops) and hands out at most O.
+// The first configuration is the one the issue found unfair (C = 250 and
+// O = 500 of a 1000/s limit, TTL 2 s, renewals every second): the fleet
+// reaches a quarter of the rate, and with entitlements accrued over time
+// instead of from minted permits group C got 3 % of it, A 64 %.
+func TestLeaseSharesWhateverTheRenewalOrder(t *testing.T) {
+	configs := []struct {
+		name          string
+		burst, maxOut int64
+		ttl, period   int64
+	}{
+		{"C<O renewing slowly", 250, 500, 2 * sec, sec},
+		{"C>O renewing slowly", 500, 250, 2 * sec, sec},
+		{"one period of pool", 1000, 1000, 2 * sec, sec},
+		{"short TTL", 300, 300, 300 * ms, 150 * ms},
+		{"two seconds of pool", 2000, 2000, 400 * ms, 300 * ms},
+	}
+	orders := []struct {
+		name   string
+		starts []int64
+	}{
+		{"C last", []int64{0, 0, 0, 0, 0, 0}},
+		{"C 10ms after", []int64{0, ms, 2 * ms, 3 * ms, 10 * ms, 11 * ms}},
+		{"C first", []int64{5 * ms, 5 * ms, 5 * ms, 5 * ms, 0, 0}},
+	}
+	holders := make([]simHolder, 0, 6)
+	for _, g := range []string{"A", "B", "C"} {
+		for i := 1; i <= 2; i++ {
+			holders = append(holders, simHolder{name: fmt.Sprintf("%s%d", g, i), group: g, demand: 2000, reported: 4000})
+		}
+	}
+	const rate = 1000 // the simulation's limit, permits per second
+	for _, c := range configs {
+		for _, o := range orders {
+			t.Run(c.name+"/"+o.name, func(t *testing.T) {
+				spec := simSpec{burst: c.burst, maxOut: c.maxOut, ttl: c.ttl, period: c.period,
+					warm: 5 * sec, measure: 20 * sec, holders: holders, starts: o.starts}
+				res := runSaturation(t, spec, 1)
+				var total float64
+				parts := map[string]float64{}
+				for _, r := range res {
+					total += r.spent
+					parts[r.group] += r.spent
+				}
+				for _, g := range []string{"A", "B", "C"} {
+					if dev := parts[g]/total*3 - 1; math.Abs(dev) > 0.03 {
+						t.Errorf("group %s spent %.1f%% of the fleet's %.0f permits/s, want a third within 3%%", g, 100*parts[g]/total, total)
+					}
+				}
+				perPeriod := float64(min(c.burst, c.maxOut))
+				want := math.Min(1, perPeriod/(rate*float64(c.period)/float64(sec)))
+				if got := total / rate; math.Abs(got-want) > 0.03 {
+					t.Errorf("the fleet spent %.1f%% of the rate, the README says %.1f%% for this configuration", 100*got, 100*want)
+				}
+				t.Logf("fleet %.1f%% of the rate (stated %.1f%%); parts A %.1f%%, B %.1f%%, C %.1f%%",
+					100*total/rate, 100*want, 100*parts["A"]/total, 100*parts["B"]/total, 100*parts["C"]/total)
+			})
+		}
+	}
+}
+
+// TestLeaseSharesWhateverThePhases: the same claim over seeded random
+// fleets: 2 to 4 saturated groups of 1 to 3 holders, C and O each between
+// a tenth of and three times what the fleet needs per period, a TTL of 1
+// to 4 periods, and every holder renewing at its own fixed phase of the
+// period (no jitter: the order never changes, so a holder that renews
+// last always does). Each group must spend its part (the groups weigh the
+// same) within 5 %, and the fleet at least the README's fraction
+// min(1, min(C, O)/(r*P)) less 3 points (staggered phases may reach more:
+// the pool refills between renewals).
+func TestLeaseSharesWhateverThePhases(t *testing.T) {
+	const rate = 1000
+	for seed := uint64(0); seed < 400; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 42))
+		period := (50 + rng.Int64N(951)) * ms
+		perPeriod := rate * period / sec
+		burst := max(30, perPeriod/10+rng.Int64N(3*perPeriod))
+		maxOut := max(30, perPeriod/10+rng.Int64N(3*perPeriod))
+		ttl := max(100*ms, period+rng.Int64N(3*period/ms+1)*ms) // the edge accepts 100 ms to 60 s
+		groups := 2 + rng.IntN(3)
+		var holders []simHolder
+		var starts []int64
+		for g := range groups {
+			for i := range 1 + rng.IntN(3) {
+				holders = append(holders, simHolder{name: fmt.Sprintf("%c%d", 'A'+g, i), group: string(rune('A' + g)), demand: 2 * rate, reported: 4 * rate})
+				starts = append(starts, rng.Int64N(period/ms)*ms)
+			}
+		}
+		name := fmt.Sprintf("seed %d: C %d, O %d, TTL %dms, period %dms, %d groups, %d holders", seed, burst, maxOut, ttl/ms, period/ms, groups, len(holders))
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			spec := simSpec{burst: burst, maxOut: maxOut, ttl: ttl, period: period,
+				warm: 5 * sec, measure: 20 * sec, holders: holders, starts: starts}
+			res := runSaturation(t, spec, seed)
+			var total float64
+			parts := map[string]float64{}
+			for _, r := range res {
+				total += r.spent
+				parts[r.group] += r.spent
+			}
+			worst := 0.0
+			for g := range groups {
+				part := parts[string(rune('A'+g))] / total
+				dev := part*float64(groups) - 1
+				worst = max(worst, math.Abs(dev))
+				if math.Abs(dev) > 0.05 {
+					t.Errorf("%s: group %c spent %.1f%% of the fleet's %.0f permits/s, want %.1f%% within 5%%", name, 'A'+g, 100*part, total, 100/float64(groups))
+				}
+			}
+			want := math.Min(1, float64(min(burst, maxOut))/float64(perPeriod))
+			if got := total / rate; got < want-0.03 {
+				t.Errorf("%s: the fleet spent %.1f%% of the rate, the README says at least %.1f%%", name, 100*got, 100*want)
+			}
+			t.Logf("%s: fleet %.1f%% of the rate (at least %.1f%% stated), worst group off its part by %.1f%%", name, 100*total/rate, 100*want, 100*worst)
+		})
+	}
 }

@@ -68,12 +68,14 @@ type lease struct {
 	permits int64
 	carry   int64
 	// entitled is what the lease may still take from the pool, net of
-	// what it credits back, as of grantedAtNanos: its share accrues into
-	// it (entitledRem is the fraction of a permit, a numerator over
-	// capacity*interval), its grants' net intake is taken out of it, and
-	// it never exceeds the lease's fair grant (see entitlementAt).
+	// what it credits back, as of the moment the pool had minted mintMark
+	// permits in all: its share's fraction of every minted permit accrues
+	// into it (entitledRem is the fraction of a permit, a numerator over
+	// the capacity r), its grants' net intake is taken out of it, and it
+	// never exceeds the lease's fair grant (see entitlementAt).
 	entitled    int64
 	entitledRem int64
+	mintMark    int64
 
 	grantedAtNanos, expiresAtNanos int64
 	stolenIn                       int64

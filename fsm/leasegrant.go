@@ -49,7 +49,7 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 //	share   = l's fair share (shareOf) of the rate r = 10^12/I milli-permits/s
 //	horizon = min(ttl, O*I)
 //	fair    = floor((share*horizon + carry) / (r*I)), the remainder is the new carry
-//	claims  = min(sum of entitlementAt(now) over the other active leases, floor(C/2))
+//	claims  = sum of entitlementAt(minted) over the other active leases
 //	avail   = max(entitled_l, (free - credit) - claims)
 //	draw    = max(0, min(free, O - outstanding, fair - kept, credit + avail))
 //	permits = kept + draw
@@ -67,26 +67,34 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 // renewer cannot take the others' part of O. The carry lets a share worth
 // less than a permit per grant earn one every few grants.
 //
-// The entitlement makes the division of a scarce pool follow the shares:
-// l's net intake (draw - credit) is at most what its share earned since
-// its previous grant and has not taken yet (entitled), unless the pool
-// holds more than the other leases' entitlements, in which case l may
-// take that excess (the pool is not scarce: capacity nobody claims is
-// not stranded). At most half of C is held for the others' claims, so that
-// claims of leases that do not come for them (a holder that went silent,
-// one that renews without spending) cannot keep the pool full, and
-// minting stopped, while a renewer is refused. Without the entitlement a
-// grant was first come, first served: when
-// the rate is saturated the free pool holds only what was minted since
-// the previous renewal, so which lease got it depended on the order of the
-// renewals, not on the shares, and a lease that fell behind (a late first
-// grant, renewals reordered by the network) could take many periods to
-// catch up. The net intake is then taken out of the entitlement, which is
-// kept within [0, cap] (see entitlementAt).
+// The entitlement makes the division of a scarce pool follow the shares,
+// whatever the order and the phase of the renewals: l's net intake
+// (draw - credit) is at most what it is entitled to, unless the pool
+// holds more than every other active lease's entitlement, in which case l
+// may take that excess (capacity nobody claims is not stranded). A lease
+// is entitled to its share's fraction of every permit the pool MINTS (not
+// of the time that passes) while it is active, up to its fair grant
+// rounded up; its net intakes are taken out. So the entitlements of the
+// leases together never hold more than was minted for them, and when the
+// pool is scarce (the fleet renews more slowly than min(C, O)*I, and the
+// pool stops minting at C between renewals) every lease still finds its
+// fraction of what was minted, whether it renews first or last. (Accrued
+// over time instead, every entitlement reached its cap in such a fleet,
+// the claims exceeded the pool, and the first renewers took the part of
+// the last: 64/33/3 % for three equal groups renewing in a fixed order.)
+// A lease whose holder went silent keeps its claim, at most its fair
+// grant, until it expires. Without entitlements a grant was first come,
+// first served: which lease got the permits minted since the previous
+// renewal depended on the order of the renewals, not on the shares, and
+// a lease that fell behind (a late first grant, renewals reordered by the
+// network) could take many periods to catch up. The net intake is taken
+// out of the entitlement, which is kept within [0, cap] (see
+// entitlementAt).
 func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, credit, kept int64) {
 	capacity := milliPermitsPerSecNanos / intervalNanos // >= 16: interval <= MaxLeasedIntervalNanos
 	o := p.maxOutstanding(intervalNanos)
-	l.entitled, l.entitledRem = l.entitlementAt(nowNanos, capacity, intervalNanos, o)
+	l.entitled, l.entitledRem = l.entitlementAt(p.minted, capacity, intervalNanos, o)
+	l.mintMark = p.minted
 	share := p.shareOf(l, capacity)
 	horizon := grantHorizon(ttlNanos, intervalNanos, o)
 	hi, lo := bits.Mul64(uint64(share), uint64(horizon))
@@ -96,7 +104,7 @@ func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, cre
 	// The quotient is at most horizon/interval + 1 < 2^63, so hi < den.
 	fair, carry := bits.Div64(hi, lo, den)
 	avail := l.entitled
-	if surplus := p.surplusFor(nowNanos, l, credit, capacity, intervalNanos, o); surplus > avail {
+	if surplus := p.surplusFor(l, credit, capacity, intervalNanos, o); surplus > avail {
 		avail = surplus
 	}
 	// fair < 2^63 and kept <= a grant: no overflow.
@@ -140,45 +148,44 @@ func entitlementCap(share, horizon int64, den uint64) int64 {
 	return min(int64(q), horizon)
 }
 
-// entitlementAt returns active lease l's entitlement at nowNanos (>= its
-// grant time), and its remainder: the entitlement as of its grant plus
-// what its share earned since, floor((share*(now - grantedAt) +
-// entitledRem) / (r*I)), at most entitlementCap at its share and the
-// horizon of its grant (the remainder is then 0). A new lease (share 0)
-// is entitled to nothing.
-func (l *lease) entitlementAt(nowNanos, capacity, intervalNanos, o int64) (entitled, rem int64) {
+// entitlementAt returns active lease l's entitlement once the pool has
+// minted mintedTotal permits in all, and its remainder: the entitlement
+// as of its last grant plus its share's fraction of the permits minted
+// since, floor((share*(mintedTotal - mintMark) + entitledRem) / r), at
+// most entitlementCap at its share and the horizon of its grant (the
+// remainder is then 0). A new lease (share 0) is entitled to nothing.
+func (l *lease) entitlementAt(mintedTotal, capacity, intervalNanos, o int64) (entitled, rem int64) {
 	if l.share == 0 {
 		return l.entitled, l.entitledRem
 	}
-	den := uint64(capacity) * uint64(intervalNanos)
-	// now - grantedAt < the grant's TTL <= MaxLeaseTTLNanos (an active
-	// lease is unexpired) and share <= 10^12: the quotient is below 2^37.
-	hi, lo := bits.Mul64(uint64(l.share), uint64(nowNanos-l.grantedAtNanos))
+	limit := entitlementCap(l.share, grantHorizon(l.expiresAtNanos-l.grantedAtNanos, intervalNanos, o), uint64(capacity)*uint64(intervalNanos))
+	hi, lo := bits.Mul64(uint64(l.share), uint64(mintedTotal-l.mintMark))
 	lo, c := bits.Add64(lo, uint64(l.entitledRem), 0)
 	hi += c
-	earned, r := bits.Div64(hi, lo, den)
-	limit := entitlementCap(l.share, grantHorizon(l.expiresAtNanos-l.grantedAtNanos, intervalNanos, o), den)
-	if e := l.entitled + int64(earned); e < limit {
-		return e, int64(r)
+	if hi >= uint64(capacity) {
+		return limit, 0 // the quotient is at least 2^64: far above the cap
+	}
+	earned, r := bits.Div64(hi, lo, uint64(capacity))
+	if earned < uint64(limit) {
+		if e := l.entitled + int64(earned); e < limit {
+			return e, int64(r)
+		}
 	}
 	return limit, 0
 }
 
-// surplusFor is what lease l may take beyond its own entitlement at
-// nowNanos: the free pool without l's just-credited permits, minus the
-// entitlements of every other active lease (at most floor(C/2) in all),
-// or 0 if they claim it all.
-func (p *leasePool) surplusFor(nowNanos int64, l *lease, credit, capacity, intervalNanos, o int64) int64 {
-	reserve := p.burst(intervalNanos) / 2
+// surplusFor is what lease l may take beyond its own entitlement: the
+// free pool without l's just-credited permits, minus the entitlements of
+// every other active lease, or 0 if they claim it all. Each entitlement
+// is at most its lease's horizon in nanoseconds (< 2^36) and a limit
+// holds at most MaxLeasesPerLimit leases: the sum cannot overflow.
+func (p *leasePool) surplusFor(l *lease, credit, capacity, intervalNanos, o int64) int64 {
 	var claims int64
 	for _, g := range p.groups {
 		for _, m := range g.leases {
-			if m == l {
-				continue
-			}
-			e, _ := m.entitlementAt(nowNanos, capacity, intervalNanos, o)
-			if claims += e; claims >= reserve {
-				return max(0, p.free-credit-reserve)
+			if m != l {
+				e, _ := m.entitlementAt(p.minted, capacity, intervalNanos, o)
+				claims += e
 			}
 		}
 	}

@@ -26,8 +26,9 @@ import (
 //	        holder, group   uvarint length + bytes
 //	        granted at, expires at, stolen in   uvarint
 //	        if active: weight, demand, share, permits, carry, entitled,
-//	                   entitled remainder   uvarint (entitled <= expires at
-//	                   - granted at, remainder < 10^12, both 0 if share is 0)
+//	                   entitled remainder, mint mark   uvarint (entitled <=
+//	                   expires at - granted at, remainder < 10^12, both 0
+//	                   if share is 0; mint mark <= the pool's minted)
 //	        linger count    uvarint (<= maxLingerGrants; >= 1 if not
 //	                        active), then per entry, until strictly
 //	                        ascending: until, permits uvarint
@@ -177,7 +178,7 @@ func (s *state) appendLeaseBook(b []byte) []byte {
 			b = binary.AppendUvarint(b, uint64(l.expiresAtNanos))
 			b = binary.AppendUvarint(b, uint64(l.stolenIn))
 			if l.active {
-				for _, v := range [...]int64{l.weight, l.demand, l.share, l.permits, l.carry, l.entitled, l.entitledRem} {
+				for _, v := range [...]int64{l.weight, l.demand, l.share, l.permits, l.carry, l.entitled, l.entitledRem, l.mintMark} {
 					b = binary.AppendUvarint(b, uint64(v))
 				}
 			}
@@ -330,6 +331,7 @@ func decodeLeaseRecord(r *reader, st *state, lim *limit, p *leasePool, j int) *l
 		ls.carry = r.int64Snap("carry")
 		ls.entitled = r.int64Snap("entitled")
 		ls.entitledRem = r.int64Snap("entitled remainder")
+		ls.mintMark = r.int64Snap("mint mark")
 	}
 	nl := r.uvarintMax("linger count", maxLingerGrants)
 	if r.err != nil {
@@ -380,6 +382,8 @@ func decodeLeaseRecord(r *reader, st *state, lim *limit, p *leasePool, j int) *l
 		(ls.share == 0 && (ls.entitled != 0 || ls.entitledRem != 0))):
 		r.fail("lease %d: entitled %d permits, remainder %d out of range (entitled <= its grant's TTL %d, remainder < %d, both 0 with share 0)",
 			ls.id, ls.entitled, ls.entitledRem, ls.expiresAtNanos-ls.grantedAtNanos, milliPermitsPerSecNanos)
+	case ls.active && ls.mintMark > p.minted:
+		r.fail("lease %d: mint mark %d is after the pool's %d minted permits", ls.id, ls.mintMark, p.minted)
 	}
 	if r.err != nil {
 		return nil

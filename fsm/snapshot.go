@@ -7,12 +7,12 @@ import (
 	"math"
 )
 
-// Snapshot layout (format version 4; versions 1 to 3, never released, had
-// no sessions, one table for every request ID, and outcomes without
-// spacing and replay expiry). Every replica that applied the same log
+// Snapshot layout (format version 5; versions 1 to 4, never released, had
+// no sessions, one table for every request ID, outcomes without spacing
+// and replay expiry, and leases without a mint mark). Every replica that applied the same log
 // produces the same bytes:
 //
-//	magic          "PRMTFSM" (7 bytes) then format version byte 4
+//	magic          "PRMTFSM" (7 bytes) then format version byte 5
 //	lastNowNanos   int64 big-endian
 //	appliedIndex   uint64 big-endian
 //	limit count    uvarint, then per limit, sorted by name (strictly ascending):
@@ -64,7 +64,7 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 4
+	snapshotVersion = 5
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
