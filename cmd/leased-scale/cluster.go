@@ -63,7 +63,7 @@ func freePorts(n int) ([]int, error) {
 }
 
 // startRegister starts the three agents and waits for a ready leader.
-func startRegister(ctx context.Context, bin, dir string) (*register, error) {
+func startRegister(ctx context.Context, bin, dir string, extraArgs ...string) (*register, error) {
 	ports, err := freePorts(6)
 	if err != nil {
 		return nil, err
@@ -84,6 +84,7 @@ func startRegister(ctx context.Context, bin, dir string) (*register, error) {
 		cmd := exec.Command(bin, "agent", "--id", id, "--data-dir", data,
 			"--raft-addr", strings.Split(initial[i], "=")[1], "--http-addr", r.http[i],
 			"--initial-cluster", strings.Join(initial, ","), "--log-level", "error")
+		cmd.Args = append(cmd.Args, extraArgs...)
 		buf := &bytes.Buffer{}
 		cmd.Stdout, cmd.Stderr = buf, buf
 		// The agents die with this process, whatever ends it.

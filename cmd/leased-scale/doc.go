@@ -23,4 +23,11 @@
 //
 // It writes the results as JSON and an SVG chart (see the README's
 // "Leased path" section for the definitions and the measured numbers).
+//
+// With -register-load N,... it measures instead only what the register
+// sees of a fleet of N workers, for fleets too large for this machine:
+// N lease holders without gossip, each renewing every TTL/2 at its own
+// phase (registerload.go), and prints the leader's CPU per renewal, the
+// log entries per second and the renewal latency; -pprof-out keeps the
+// leader's CPU profile over the window.
 package main

@@ -29,6 +29,8 @@ type options struct {
 	permitd         string
 	jsonOut, svgOut string
 	fromJSON        string
+	registerLoad    []int
+	pprofOut        string
 }
 
 func parseInts(s string) ([]int, error) {
@@ -62,10 +64,16 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "leased-scale.json", "write the results here (- for stdout, empty for none)")
 	flag.StringVar(&o.svgOut, "svg", "leased-scale.svg", "write the chart here (empty for none)")
 	flag.StringVar(&o.fromJSON, "from-json", "", "do not measure: redraw the chart and table from this results file")
+	var load string
+	flag.StringVar(&load, "register-load", "", "instead of the sweep: holder counts (e.g. 100,1000) to run as lease holders without gossip against the register, in each -groups count (see registerload.go)")
+	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here")
 	flag.Parse()
 	var err error
 	if o.workers, err = parseInts(workers); err == nil {
 		o.groups, err = parseInts(groups)
+	}
+	if err == nil && load != "" {
+		o.registerLoad, err = parseInts(load)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "leased-scale:", err)
@@ -113,6 +121,9 @@ func run(o options) error {
 			RatePerWorker: o.ratePerWorker, Window: o.window.String(), Warmup: o.warmup.String()}
 		if o.ttl == 0 {
 			rep.TTL = "2s (default)"
+		}
+		if o.registerLoad != nil {
+			return runRegisterLoad(ctx, o, bin, tmp)
 		}
 		for _, w := range o.workers {
 			for _, g := range o.groups {

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+// registerload.go: the register's side of a large fleet without the
+// fleet's gossip (-register-load). At a thousand workers the workers do
+// not fit one 2-core machine next to the register (hundreds of memberlist
+// instances take both cores), so this mode runs only what the register
+// sees of them: N lease holders, each opening a lease and renewing it
+// every TTL/2 at its own random phase, reporting its grant spent (a
+// saturated fleet), with the demands of the sweep's fleet. It measures
+// the leader's CPU per renewal, the log entries per renewal and the
+// renewal latency; -pprof-out keeps a CPU profile of the leader.
+
+// loadResult is one register-load measurement.
+type loadResult struct {
+	Holders, Groups    int
+	RenewalsPerSec     float64
+	EntriesPerSec      float64
+	LeaderCores        float64
+	LeaderIdleCores    float64
+	LeaderMicrosPerRen float64
+	P50Ms, P99Ms       float64
+	Failed             int64
+}
+
+// measureRegisterLoad runs n holders in g groups against a fresh 3-node
+// register for o.window after o.warmup.
+func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g int) (res loadResult, err error) {
+	res = loadResult{Holders: n, Groups: g}
+	dir, err := os.MkdirTemp(tmp, fmt.Sprintf("load%d-g%d-", n, g))
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	var extra []string
+	if o.pprofOut != "" {
+		extra = append(extra, "--pprof")
+	}
+	reg, err := startRegister(ctx, bin, dir, extra...)
+	if err != nil {
+		return res, err
+	}
+	defer reg.stop()
+
+	idle := 3 * time.Second
+	c0, err := reg.cpuSeconds(reg.leaderPID())
+	if err != nil {
+		return res, err
+	}
+	if err := sleep(ctx, idle); err != nil {
+		return res, err
+	}
+	c1, _ := reg.cpuSeconds(reg.leaderPID())
+	res.LeaderIdleCores = (c1 - c0) / idle.Seconds()
+
+	const limit = "scale"
+	rate := o.ratePerWorker * float64(n)
+	if _, err := reg.cl.PutLimit(ctx, limit, client.LimitSpec{Algorithm: "strict", Rate: rate, Per: time.Second}); err != nil {
+		return res, fmt.Errorf("put limit: %w", err)
+	}
+	if _, err := reg.cl.PutLeasePolicy(ctx, limit, client.LeasePolicy{Leased: true}); err != nil {
+		return res, fmt.Errorf("lease policy: %w", err)
+	}
+	ttl := o.ttl
+	if ttl == 0 {
+		ttl = 2 * time.Second // the worker's default
+	}
+	demands := groupDemands(1.5*rate, g)
+	perGroup := make([]int, g)
+	for i := range n {
+		perGroup[i%g]++
+	}
+
+	var renewals, failed atomic.Int64
+	var measuring atomic.Bool
+	var latMu sync.Mutex
+	var lat []time.Duration
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	for i := range n {
+		gi := i % g
+		demandMilli := int64(demands[gi] / float64(perGroup[gi]) * 1000)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			// Each holder starts at its own phase of the renewal period.
+			if sleep(runCtx, time.Duration(rng.Int64N(int64(ttl/2)))) != nil {
+				return
+			}
+			name := fmt.Sprintf("h%04d", i)
+			var grant client.LeaseGrant
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				var err error
+				if grant.Status != client.LeaseGranted {
+					grant, err = reg.cl.Lease(runCtx, limit, client.LeaseRequest{Holder: name, Group: groupName(gi), DemandMilliPerSec: demandMilli, TTL: ttl})
+				} else {
+					grant, err = reg.cl.Renew(runCtx, limit, grant.LeaseID, grant.Epoch, client.LeaseReport{Spent: grant.Permits, DemandMilliPerSec: demandMilli, TTL: ttl})
+				}
+				d := time.Since(t0)
+				if err != nil {
+					if runCtx.Err() != nil {
+						return
+					}
+					failed.Add(1)
+					grant = client.LeaseGrant{}
+				} else if measuring.Load() {
+					renewals.Add(1)
+					latMu.Lock()
+					lat = append(lat, d)
+					latMu.Unlock()
+				}
+				if sleep(runCtx, ttl/2-d) != nil {
+					return
+				}
+			}
+		}()
+	}
+	if err := sleep(ctx, o.warmup+ttl/2); err != nil {
+		return res, err
+	}
+	st0, err := reg.leaderStatus(ctx)
+	if err != nil {
+		return res, err
+	}
+	c0, _ = reg.cpuSeconds(reg.leaderPID())
+	t0 := time.Now()
+	measuring.Store(true)
+	profDone := make(chan error, 1)
+	if o.pprofOut != "" {
+		go func() { profDone <- fetchProfile(ctx, reg.http[reg.leader], o.window, o.pprofOut) }()
+	} else {
+		profDone <- nil
+	}
+	if err := sleep(ctx, o.window); err != nil {
+		return res, err
+	}
+	measuring.Store(false)
+	c1, _ = reg.cpuSeconds(reg.leaderPID())
+	el := time.Since(t0).Seconds()
+	st1, err := reg.leaderStatus(ctx)
+	if err != nil {
+		return res, err
+	}
+	stop()
+	wg.Wait()
+	if err := <-profDone; err != nil {
+		fmt.Fprintf(os.Stderr, "   profile: %v\n", err)
+	}
+	res.RenewalsPerSec = float64(renewals.Load()) / el
+	res.EntriesPerSec = float64(st1.AppliedIndex-st0.AppliedIndex) / el
+	res.LeaderCores = (c1 - c0) / el
+	if res.RenewalsPerSec > 0 {
+		res.LeaderMicrosPerRen = 1e6 * (res.LeaderCores - res.LeaderIdleCores) / res.RenewalsPerSec
+	}
+	res.Failed = failed.Load()
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		res.P50Ms = float64(lat[len(lat)/2]) / 1e6
+		res.P99Ms = float64(lat[len(lat)*99/100]) / 1e6
+	}
+	return res, nil
+}
+
+// fetchProfile saves a CPU profile of the agent at httpAddr over d.
+func fetchProfile(ctx context.Context, httpAddr string, d time.Duration, out string) error {
+	secs := max(1, int(d/time.Second))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", httpAddr, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile: %s", resp.Status)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// printLoadRow prints one register-load result.
+func printLoadRow(w io.Writer, r loadResult) {
+	fmt.Fprintf(w, "| %d | %d | %.0f | %.0f | %.3f / %.3f | %.0f | %.1f / %.1f | %d |\n", r.Holders, r.Groups, r.RenewalsPerSec, r.EntriesPerSec,
+		r.LeaderCores, r.LeaderIdleCores, r.LeaderMicrosPerRen, r.P50Ms, r.P99Ms, r.Failed)
+}
+
+// runRegisterLoad measures every holder count in every group count and
+// prints a table.
+func runRegisterLoad(ctx context.Context, o options, bin, tmp string) error {
+	fmt.Println("| holders | groups | renewals/s | log entries/s | leader cores: total / idle | leader µs/renewal | renewal p50 / p99 ms | failed calls |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, n := range o.registerLoad {
+		for _, g := range o.groups {
+			if g > n {
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "== %d holders in %d groups\n", n, g)
+			res, err := measureRegisterLoad(ctx, o, bin, tmp, n, g)
+			if err != nil {
+				return fmt.Errorf("%d holders in %d groups: %w", n, g, err)
+			}
+			printLoadRow(os.Stdout, res)
+		}
+	}
+	return nil
+}
