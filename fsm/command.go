@@ -36,16 +36,19 @@ const (
 	CmdPutLeasePolicy CommandType = 8
 	// CmdOpenSession opens a client session (sessions.go).
 	CmdOpenSession CommandType = 9
+	// CmdLeaseBatch carries one or more lease, renew and return commands,
+	// applied in order, each at its own arrival (leasebatch.go).
+	CmdLeaseBatch CommandType = 10
 )
 
 // lastCommandType is the largest known CommandType.
-const lastCommandType = CmdOpenSession
+const lastCommandType = CmdLeaseBatch
 
 // EncodingVersion is the version byte that follows the type byte.
 // Version 2 added the stamp's term, per-reserve arrival times and client
-// sessions, version 3 a renewal's kept permits; an entry of another
-// version is rejected.
-const EncodingVersion = 3
+// sessions, version 3 a renewal's kept permits, version 4 batches of lease
+// commands; an entry of another version is rejected.
+const EncodingVersion = 4
 
 // Errors returned by this package.
 var (
@@ -129,4 +132,6 @@ type Entry struct {
 	Lease  Lease
 	Renew  Renew
 	Return Return
+	// LeaseBatch holds a CmdLeaseBatch's commands (leasebatch.go).
+	LeaseBatch []LeaseCommand
 }

@@ -61,8 +61,8 @@ type putParts struct {
 // decodeInto decodes b into e, reusing e.Reserves' storage. For a put it
 // also returns the putParts.
 func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
-	reserves := e.Reserves[:0]
-	*e = Entry{Reserves: reserves}
+	reserves, batch := e.Reserves[:0], e.LeaseBatch[:0]
+	*e = Entry{Reserves: reserves, LeaseBatch: batch}
 	r := reader{b: b, what: "log entry"}
 	t := CommandType(r.byte1("command type"))
 	v := r.byte1("encoding version")
@@ -105,13 +105,15 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 		err = decodeRenew(&r, &e.Renew, names)
 	case CmdReturn:
 		err = decodeReturn(&r, &e.Return, names)
+	case CmdLeaseBatch:
+		e.LeaseBatch, err = decodeLeaseBatch(&r, batch, names, e.Stamp.Nanos)
 	}
 	if err == nil {
 		r.end()
 		err = r.err
 	}
 	if err != nil {
-		*e = Entry{Reserves: reserves[:0]}
+		*e = Entry{Reserves: reserves[:0], LeaseBatch: batch[:0]}
 		return putParts{}, err
 	}
 	return put, nil

@@ -24,6 +24,10 @@
 //   - CmdOpenSession opens a client session (see Deduplication).
 //   - CmdPutLeasePolicy, CmdLease, CmdRenew and CmdReturn keep the lease
 //     book (see Leases below).
+//   - CmdLeaseBatch carries 1 to MaxBatchLeaseCommands lease, renew and
+//     return commands, each with its arrival, decided like the reserves
+//     of a CmdReserveBatch: exactly as if applied one per entry, each
+//     stamped at its arrival (leasebatch.go).
 //
 // The Append functions validate before encoding (reject before replicate):
 // an entry they produce always decodes. Decode validates again, and every

@@ -27,6 +27,7 @@ import (
 //	CmdNoop          nothing
 //	CmdOpenSession   nothing
 //	CmdLease, CmdRenew, CmdReturn, CmdPutLeasePolicy: see leasecodec.go
+//	CmdLeaseBatch: see leasebatch.go
 //
 // Names and ids are uvarint-length-prefixed bytes; varints are in shortest
 // form. Nothing may follow the command.

@@ -91,6 +91,8 @@ func reencode(t testing.TB, e Entry) []byte {
 		b, err = AppendRenew(nil, e.Stamp, e.Renew)
 	case CmdReturn:
 		b, err = AppendReturn(nil, e.Stamp, e.Return)
+	case CmdLeaseBatch:
+		b, err = AppendLeaseBatch(nil, e.Stamp, e.LeaseBatch)
 	default:
 		t.Fatalf("decoded unknown type %d", e.Type)
 	}
@@ -231,11 +233,11 @@ func TestDecodeRejects(t *testing.T) {
 		{"empty", nil, false, "command type: truncated"},
 		{"only type", []byte{3}, false, "encoding version: truncated"},
 		{"unknown type 0", []byte{0, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 0"},
-		{"unknown type 10", []byte{10, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 10"},
-		{"bad version", []byte{4, 4, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 4"},
+		{"unknown type 11", []byte{11, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 11"},
+		{"bad version", []byte{4, 3, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 3"},
 		{"version 1 of an older permitd", []byte{4, 1, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 1"},
-		{"short timestamp", []byte{4, 3, 0, 0}, false, "timestamp: truncated"},
-		{"short stamp term", []byte{4, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0}, false, "stamp term: truncated"},
+		{"short timestamp", []byte{4, 4, 0, 0}, false, "timestamp: truncated"},
+		{"short stamp term", []byte{4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0}, false, "stamp term: truncated"},
 		{"noop trailing", append(hdr(CmdNoop), 0), false, "1 trailing bytes"},
 		{"batch trailing", append(bytes.Clone(valid), 7), false, "1 trailing bytes"},
 		{"batch truncated", valid[:len(valid)-1], false, "truncated"},

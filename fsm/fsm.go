@@ -130,13 +130,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		for i := range e.Reserves {
 			r := &e.Reserves[i]
 			if trusted && r.ArrivedNanos > s.lastNowNanos {
-				s.lastNowNanos = r.ArrivedNanos
 				// Later arrivals of the batch may be due to expire grants
 				// and forget IDs, exactly as if applied one per entry.
-				s.dedup.expire(s.lastNowNanos)
-				s.leaseDedup.expire(s.lastNowNanos)
-				s.sessions.expire(s.lastNowNanos)
-				s.expireLeases(s.lastNowNanos)
+				s.advanceTo(r.ArrivedNanos)
 			}
 			results[i] = s.reserve(s.lastNowNanos, r)
 			results[i].OnArrival = trusted && r.ArrivedNanos == s.lastNowNanos
@@ -150,6 +146,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return s.renew(now, &e.Renew)
 	case CmdReturn:
 		return s.returnLease(now, &e.Return)
+	case CmdLeaseBatch:
+		return s.applyLeaseBatch(trusted, e.LeaseBatch)
 	case CmdOpenSession:
 		s.sessions.open(l.Index, now)
 		return SessionResult{ID: l.Index, IdleNanos: SessionIdleNanos}

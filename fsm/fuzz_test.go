@@ -16,6 +16,7 @@ func FuzzDecode(f *testing.F) {
 	for _, b := range leaseEntries(f) {
 		f.Add(b)
 	}
+	f.Add(leaseBatchEntry(f))
 	f.Add([]byte{})
 	f.Add([]byte{byte(CmdNoop), EncodingVersion})
 	f.Add([]byte{byte(CmdReserveBatch), EncodingVersion, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x80, 0x04})

@@ -42,14 +42,18 @@ func AppendLease(b []byte, st Stamp, q Lease) ([]byte, error) {
 	if err := q.Validate(); err != nil {
 		return b, err
 	}
-	b = appendHeader(b, CmdLease, st)
+	return appendLeasePayload(appendHeader(b, CmdLease, st), q), nil
+}
+
+// appendLeasePayload appends a CmdLease's payload (after the header).
+func appendLeasePayload(b []byte, q Lease) []byte {
 	b = appendBytes(b, q.Limit)
 	b = appendBytes(b, q.Holder)
 	b = appendBytes(b, q.Group)
 	b = binary.AppendUvarint(b, uint64(q.Weight))
 	b = binary.AppendUvarint(b, uint64(q.DemandMilliPermitsPerSec))
 	b = binary.AppendUvarint(b, uint64(q.TTLNanos))
-	return appendBytes(b, q.RequestID), nil
+	return appendBytes(b, q.RequestID)
 }
 
 // AppendRenew appends a CmdRenew entry to b. On error b is returned
@@ -58,12 +62,16 @@ func AppendRenew(b []byte, st Stamp, q Renew) ([]byte, error) {
 	if err := q.Validate(); err != nil {
 		return b, err
 	}
-	b = appendHeader(b, CmdRenew, st)
+	return appendRenewPayload(appendHeader(b, CmdRenew, st), q), nil
+}
+
+// appendRenewPayload appends a CmdRenew's payload (after the header).
+func appendRenewPayload(b []byte, q Renew) []byte {
 	b = appendReport(b, q.Report)
 	b = binary.AppendUvarint(b, uint64(q.KeptPermits))
 	b = binary.AppendUvarint(b, uint64(q.DemandMilliPermitsPerSec))
 	b = binary.AppendUvarint(b, uint64(q.TTLNanos))
-	return appendBytes(b, q.RequestID), nil
+	return appendBytes(b, q.RequestID)
 }
 
 // AppendReturn appends a CmdReturn entry to b. On error b is returned
@@ -72,9 +80,13 @@ func AppendReturn(b []byte, st Stamp, q Return) ([]byte, error) {
 	if err := q.Validate(); err != nil {
 		return b, err
 	}
-	b = appendHeader(b, CmdReturn, st)
+	return appendReturnPayload(appendHeader(b, CmdReturn, st), q), nil
+}
+
+// appendReturnPayload appends a CmdReturn's payload (after the header).
+func appendReturnPayload(b []byte, q Return) []byte {
 	b = appendReport(b, q.Report)
-	return appendBytes(b, q.RequestID), nil
+	return appendBytes(b, q.RequestID)
 }
 
 func appendReport(b []byte, r Report) []byte {

@@ -77,7 +77,7 @@ var walkKinds = []string{
 	"put-new", "put-rate", "put-algorithm", "delete", "policy-on", "policy-capacity", "policy-off",
 	"lease", "renew", "renew-kept", "renew-overkept", "renew-stale", "return", "reserve", "reserve-replay", "noop",
 	"open-session", "session-replay", "session-expired", "stale-stamp",
-	"time-jump", "time-back",
+	"time-jump", "time-back", "lease-batch",
 	"lease-granted", "renew-granted", "returned", "fenced", "reserve-granted", "reserve-refused",
 }
 
@@ -158,6 +158,9 @@ func (w *walker) step() []string {
 	}
 	if w.staleTerm != 0 {
 		labels = append(labels, "stale-stamp")
+	}
+	if CommandType(data[0]) == CmdLeaseBatch {
+		labels = append(labels, "lease-batch")
 	}
 	w.index++
 	l := &raft.Log{Index: w.index, Term: w.term, Type: raft.LogCommand, Data: data}
@@ -291,7 +294,40 @@ func (w *walker) command() (string, []byte) {
 	if err != nil {
 		w.t.Fatalf("seed %d: %s: encoding failed: %v", w.seed, kind, err)
 	}
+	if e, _ := Decode(b); (e.Type == CmdLease || e.Type == CmdRenew || e.Type == CmdReturn) && r.IntN(3) == 0 {
+		b = w.leaseBatch(e)
+	}
 	return kind, b
+}
+
+// leaseBatch turns lease command e into a CmdLeaseBatch that carries it
+// first, arrived at the walk's time, then up to two renewals or returns
+// of known grants (perhaps of the same lease: the later one is then
+// fenced), each arriving a little later or at the same time.
+func (w *walker) leaseBatch(e Entry) []byte {
+	r := w.rng
+	cs := []LeaseCommand{{Kind: e.Type, Lease: e.Lease, Renew: e.Renew, Return: e.Return, ArrivedNanos: w.now}}
+	for range r.IntN(3) {
+		g, ok := w.anyGrant()
+		if !ok {
+			break
+		}
+		if r.IntN(2) == 0 {
+			w.now += r.Int64N(int64(50 * time.Millisecond))
+		}
+		spent, out := w.report(g)
+		rep := Report{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, StolenOutPermits: out}
+		c := LeaseCommand{Kind: CmdReturn, Return: Return{Report: rep, RequestID: w.requestID()}, ArrivedNanos: w.now}
+		if r.IntN(3) > 0 {
+			c = LeaseCommand{Kind: CmdRenew, Renew: Renew{Report: rep, DemandMilliPermitsPerSec: r.Int64N(2_000_000), TTLNanos: w.ttl(), RequestID: w.requestID()}, ArrivedNanos: w.now}
+		}
+		cs = append(cs, c)
+	}
+	b, err := AppendLeaseBatch(nil, e.Stamp, cs)
+	if err != nil {
+		w.t.Fatalf("seed %d: encoding a lease batch: %v", w.seed, err)
+	}
+	return b
 }
 
 func (w *walker) noop() (string, []byte) { return "noop", AppendNoop(nil, w.stamp()) }
@@ -440,27 +476,15 @@ func (w *walker) observe(data []byte, res any) string {
 	}
 	switch v := res.(type) {
 	case LeaseResult:
-		limit := e.Lease.Limit + e.Renew.Limit + e.Return.Limit
-		switch v.Status {
-		case LeaseGranted:
-			v.Detail = limit
-			w.live[v.LeaseID] = v
-			if v.Duplicate {
-				return ""
+		return w.observeLease(LeaseCommand{Kind: e.Type, Lease: e.Lease, Renew: e.Renew, Return: e.Return}, v)
+	case []LeaseResult:
+		outcome := ""
+		for i, lr := range v {
+			if o := w.observeLease(e.LeaseBatch[i], lr); outcome == "" {
+				outcome = o
 			}
-			if e.Type == CmdLease {
-				return "lease-granted"
-			}
-			return "renew-granted"
-		case LeaseReturned:
-			delete(w.live, v.LeaseID)
-			return "returned"
-		case LeaseFenced:
-			if e.Type == CmdRenew {
-				delete(w.live, e.Renew.LeaseID)
-			}
-			return "fenced"
 		}
+		return outcome
 	case SessionResult:
 		w.sessions = append(w.sessions, walkSession{id: v.ID, nextSeq: 1, acked: 1})
 	case []ReserveResult:
@@ -478,6 +502,32 @@ func (w *walker) observe(data []byte, res any) string {
 				return "reserve-refused"
 			}
 		}
+	}
+	return ""
+}
+
+// observeLease notes what lease command c's result v tells of the live
+// grants, and names its outcome.
+func (w *walker) observeLease(c LeaseCommand, v LeaseResult) string {
+	switch v.Status {
+	case LeaseGranted:
+		v.Detail = c.Limit()
+		w.live[v.LeaseID] = v
+		if v.Duplicate {
+			return ""
+		}
+		if c.Kind == CmdLease {
+			return "lease-granted"
+		}
+		return "renew-granted"
+	case LeaseReturned:
+		delete(w.live, v.LeaseID)
+		return "returned"
+	case LeaseFenced:
+		if c.Kind == CmdRenew {
+			delete(w.live, c.Renew.LeaseID)
+		}
+		return "fenced"
 	}
 	return ""
 }

@@ -12,75 +12,117 @@ import (
 	"github.com/permitd/permitd/fsm"
 )
 
-// batcher groups concurrent reserves into one log entry (group commit). It
-// runs only while this node leads. A lone request is sent at once; while up
-// to maxInflight entries are being committed, newly arriving reserves queue
-// and leave together in the next entry (at most maxBatch), in arrival order.
-// No timer is involved, so there is no added latency at low load.
+// batcher groups concurrent commands of one kind (reserves, or lease
+// commands) into one log entry (group commit). It runs only while this
+// node leads. A lone command is sent at once; while up to maxInflight
+// entries are being committed, newly arriving commands queue and leave
+// together in the next entry (at most maxBatch), in arrival order. No
+// timer is involved, so there is no added latency at low load.
 //
-// Each reserve is stamped when it reaches the leader (its arrival), and
-// the entry carries every arrival, so the register decides each reserve at
-// its own time, as if it had been applied alone on arrival: batching
+// Each command is stamped when it reaches the leader (its arrival), and
+// the entry carries every arrival, so the register decides each command
+// at its own time, as if it had been applied alone on arrival: batching
 // shares an fsync, never an instant. Arrivals are made non-decreasing in
-// log order (a reserve stamped before one queued ahead of it takes that
-// one's stamp), and a reserve stamped in an earlier term than the entry's
+// log order (a command stamped before one queued ahead of it takes that
+// one's stamp), and a command stamped in an earlier term than the entry's
 // takes the entry's stamp: both only make decisions later.
-type batcher struct {
+type batcher[C, R any] struct {
 	n           *Node
+	kind        batchKind[C, R]
 	mu          sync.RWMutex // guards closed against enqueues racing close
 	closed      bool
-	in          chan *pendingReserve
+	in          chan *pending[C, R]
 	maxBatch    int
 	inflight    chan struct{}
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	applyTimout time.Duration
+	pool        sync.Pool
 
-	// last is the latest arrival given to a reserve (loop goroutine only).
+	// last is the latest arrival given to a command (loop goroutine only).
 	last arrival
 }
 
-// arrival is when a reserve reached the leader: its cluster-time stamp and
-// the real instant of the reading.
+// batchKind is what a batcher needs to know of its commands: what to call
+// them in errors, how to encode a batch of them (each with its arrival),
+// and whether the node's batch hooks (Config.OnBatch, testHoldAnswers)
+// watch its entries.
+type batchKind[C, R any] struct {
+	what   string
+	encode func(st fsm.Stamp, cs []C, arrivals []int64) ([]byte, error)
+	hooks  bool
+}
+
+// arrival is when a command reached the leader: its cluster-time stamp
+// and the real instant of the reading.
 type arrival struct {
 	st fsm.Stamp
 	at time.Time
 }
 
-// pendingReserve is one reserve waiting for its entry to commit.
-type pendingReserve struct {
-	r       fsm.Reserve
+// pending is one command waiting for its entry to commit.
+type pending[C, R any] struct {
+	cmd     C
 	arrived arrival
-	done    chan reserveOutcome
+	done    chan outcome[R]
 }
 
-// reserveOutcome is the register's answer to a pending reserve, or why
-// there is none; appliedAt is when the entry's apply returned.
-type reserveOutcome struct {
-	res       fsm.ReserveResult
+// outcome is the register's answer to a pending command, or why there is
+// none; appliedAt is when the entry's apply returned.
+type outcome[R any] struct {
+	res       R
 	err       error
 	appliedAt time.Time
 }
 
-var pendingPool = sync.Pool{New: func() any { return &pendingReserve{done: make(chan reserveOutcome, 1)} }}
-
-func newBatcher(n *Node, maxBatch, maxInflight int, applyTimeout time.Duration) *batcher {
-	b := &batcher{
+func newBatcher[C, R any](n *Node, kind batchKind[C, R], maxBatch, maxInflight int, applyTimeout time.Duration) *batcher[C, R] {
+	b := &batcher[C, R]{
 		n:           n,
-		in:          make(chan *pendingReserve, maxBatch*4),
+		kind:        kind,
+		in:          make(chan *pending[C, R], maxBatch*4),
 		maxBatch:    maxBatch,
 		inflight:    make(chan struct{}, maxInflight),
 		stop:        make(chan struct{}),
 		applyTimout: applyTimeout,
 	}
+	b.pool.New = func() any { return &pending[C, R]{done: make(chan outcome[R], 1)} }
 	b.wg.Add(1)
 	go b.loop()
 	return b
 }
 
+// get returns a pending command from the batcher's pool, put gives it
+// back once its outcome has been read.
+func (b *batcher[C, R]) get() *pending[C, R]  { return b.pool.Get().(*pending[C, R]) }
+func (b *batcher[C, R]) put(p *pending[C, R]) { b.pool.Put(p) }
+
+// run stamps c's arrival, queues it and waits for its outcome (and its
+// arrival). Once queued, the command may be committed: it waits for the
+// outcome even past ctx, so that the answer is never lost while the
+// decision is real; the batcher always answers, with the decision or with
+// an unknown outcome when leadership is lost or the node stops.
+func (b *batcher[C, R]) run(ctx context.Context, c C) (outcome[R], arrival, error) {
+	st, at, ok := b.n.stampForApply()
+	if !ok {
+		return outcome[R]{}, arrival{}, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
+	}
+	p := b.get()
+	p.cmd, p.arrived = c, arrival{st: st, at: at}
+	if err := b.enqueue(ctx, p); err != nil {
+		b.put(p)
+		return outcome[R]{}, arrival{}, err
+	}
+	out := <-p.done
+	arrived := p.arrived
+	var zero C
+	p.cmd = zero
+	b.put(p)
+	return out, arrived, out.err
+}
+
 // enqueue hands p to the batcher unless it is closed or ctx ends first.
 // Once enqueue returns nil, p.done will receive exactly one outcome.
-func (b *batcher) enqueue(ctx context.Context, p *pendingReserve) error {
+func (b *batcher[C, R]) enqueue(ctx context.Context, p *pending[C, R]) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
@@ -106,8 +148,8 @@ func (b *batcher) enqueue(ctx context.Context, p *pendingReserve) error {
 	}
 }
 
-// close stops the loop and answers every reserve still queued.
-func (b *batcher) close() {
+// close stops the loop and answers every command still queued.
+func (b *batcher[C, R]) close() {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -120,11 +162,11 @@ func (b *batcher) close() {
 	b.drainFail()
 }
 
-func (b *batcher) loop() {
+func (b *batcher[C, R]) loop() {
 	defer b.wg.Done()
-	var batch []*pendingReserve
+	var batch []*pending[C, R]
 	for {
-		var first *pendingReserve
+		var first *pending[C, R]
 		select {
 		case first = <-b.in:
 		case <-b.stop:
@@ -132,7 +174,7 @@ func (b *batcher) loop() {
 			return
 		}
 		batch = append(batch[:0], first)
-		// Wait for a commit slot; reserves arriving meanwhile join the batch.
+		// Wait for a commit slot; commands arriving meanwhile join the batch.
 		select {
 		case b.inflight <- struct{}{}:
 		case <-b.stop:
@@ -150,37 +192,38 @@ func (b *batcher) loop() {
 			}
 		}
 		b.submit(batch)
-		batch = make([]*pendingReserve, 0, len(batch))
+		batch = make([]*pending[C, R], 0, len(batch))
 	}
 }
 
-func (b *batcher) drainFail() {
+func (b *batcher[C, R]) drainFail() {
 	for {
 		select {
 		case p := <-b.in:
-			p.done <- reserveOutcome{err: ErrShutdown}
+			p.done <- outcome[R]{err: ErrShutdown}
 		default:
 			return
 		}
 	}
 }
 
-func failAll(batch []*pendingReserve, err error) {
+func failAll[C, R any](batch []*pending[C, R], err error) {
 	for _, p := range batch {
-		p.done <- reserveOutcome{err: err}
+		p.done <- outcome[R]{err: err}
 	}
 }
 
-// submit stamps, encodes and applies one batch, and answers its reserves
+// submit stamps, encodes and applies one batch, and answers its commands
 // when the entry is applied.
-func (b *batcher) submit(batch []*pendingReserve) {
+func (b *batcher[C, R]) submit(batch []*pending[C, R]) {
 	st, at, ok := b.n.stampForApply()
 	if !ok {
 		<-b.inflight
 		failAll(batch, fmt.Errorf("%w: this node is not the leader", ErrNoLeader))
 		return
 	}
-	rs := make([]fsm.Reserve, len(batch))
+	cs := make([]C, len(batch))
+	arrivals := make([]int64, len(batch))
 	for i, p := range batch {
 		if p.arrived.st.Term != st.Term {
 			p.arrived = arrival{st: st, at: at} // stamped on another timeline
@@ -189,11 +232,9 @@ func (b *batcher) submit(batch []*pendingReserve) {
 			p.arrived = b.last // queued behind a later stamp
 		}
 		b.last = p.arrived
-		p.r.ArrivedNanos = p.arrived.st.Nanos
-		rs[i] = p.r
+		cs[i], arrivals[i] = p.cmd, p.arrived.st.Nanos
 	}
-	entry := fsm.Stamp{Nanos: rs[0].ArrivedNanos, Term: st.Term}
-	buf, err := fsm.AppendReserveBatch(make([]byte, 0, 16+len(batch)*48), entry, rs)
+	buf, err := b.kind.encode(fsm.Stamp{Nanos: arrivals[0], Term: st.Term}, cs, arrivals)
 	if err != nil {
 		<-b.inflight
 		failAll(batch, fmt.Errorf("%w: %v", ErrInvalid, err))
@@ -209,23 +250,49 @@ func (b *batcher) submit(batch []*pendingReserve) {
 			return
 		}
 		applied := time.Now()
-		results, ok := f.Response().([]fsm.ReserveResult)
+		results, ok := f.Response().([]R)
 		if !ok || len(results) != len(batch) {
 			// Committed, but the answer is lost: the outcome is unknown to
 			// the caller, who may retry with the same request_id.
-			failAll(batch, fmt.Errorf("%w: internal error: batch of %d got response %T (outcome unknown)", ErrNoLeader, len(batch), f.Response()))
+			failAll(batch, fmt.Errorf("%w: internal error: batch of %d %s got response %T (outcome unknown)", ErrNoLeader, len(batch), b.kind.what, f.Response()))
 			return
 		}
-		if b.n.cfg.OnBatch != nil {
-			b.n.cfg.OnBatch(len(batch), applied.Sub(start))
-		}
-		if hold := b.n.testHoldAnswers; hold != nil {
-			hold() // a test stalls the answers here, as a slow fsync would
+		if b.kind.hooks {
+			if b.n.cfg.OnBatch != nil {
+				b.n.cfg.OnBatch(len(batch), applied.Sub(start))
+			}
+			if hold := b.n.testHoldAnswers; hold != nil {
+				hold() // a test stalls the answers here, as a slow fsync would
+			}
 		}
 		for i, p := range batch {
-			p.done <- reserveOutcome{res: results[i], appliedAt: applied}
+			p.done <- outcome[R]{res: results[i], appliedAt: applied}
 		}
 	}()
+}
+
+// reserveBatch is the reserve batcher's kind: CmdReserveBatch entries,
+// watched by the batch hooks.
+var reserveBatch = batchKind[fsm.Reserve, fsm.ReserveResult]{
+	what: "reserves",
+	encode: func(st fsm.Stamp, rs []fsm.Reserve, arrivals []int64) ([]byte, error) {
+		for i := range rs {
+			rs[i].ArrivedNanos = arrivals[i]
+		}
+		return fsm.AppendReserveBatch(make([]byte, 0, 16+len(rs)*48), st, rs)
+	},
+	hooks: true,
+}
+
+// leaseBatch is the lease batcher's kind: CmdLeaseBatch entries.
+var leaseBatch = batchKind[fsm.LeaseCommand, fsm.LeaseResult]{
+	what: "lease commands",
+	encode: func(st fsm.Stamp, cs []fsm.LeaseCommand, arrivals []int64) ([]byte, error) {
+		for i := range cs {
+			cs[i].ArrivedNanos = arrivals[i]
+		}
+		return fsm.AppendLeaseBatch(make([]byte, 0, 16+len(cs)*64), st, cs)
+	},
 }
 
 // mapRaftErr turns raft's errors into this package's.

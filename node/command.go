@@ -20,8 +20,9 @@ import (
 // against its own state (the limit exists, is leased, ...), stamps it with
 // the cluster time and applies it through raft (commandLocal). The
 // register's result travels back in the one result codec (resultcodec.go).
-// Reserves take the same path, except that the leader queues them for its
-// batcher (batcher.go) instead of applying an entry each.
+// Reserves and lease commands take the same path, except that the leader
+// queues them for its batchers (batcher.go) instead of applying an entry
+// each.
 //
 // Views (limits, a lease pool) and membership changes are not commands of
 // the register; they have operations of their own (OpRead, OpLeaseView,
@@ -128,12 +129,8 @@ func (n *Node) commandLocal(ctx context.Context, e fsm.Entry) (any, error) {
 		return n.deleteLocal(ctx, e.Delete)
 	case fsm.CmdPutLeasePolicy:
 		return n.leasePolicyLocal(ctx, e.Policy)
-	case fsm.CmdLease:
-		return n.leaseLocal(ctx, e.Lease.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendLease(nil, st, e.Lease) })
-	case fsm.CmdRenew:
-		return n.leaseLocal(ctx, e.Renew.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendRenew(nil, st, e.Renew) })
-	case fsm.CmdReturn:
-		return n.leaseLocal(ctx, e.Return.Limit, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendReturn(nil, st, e.Return) })
+	case fsm.CmdLease, fsm.CmdRenew, fsm.CmdReturn:
+		return n.leaseLocal(ctx, fsm.LeaseCommand{Kind: e.Type, Lease: e.Lease, Renew: e.Renew, Return: e.Return})
 	case fsm.CmdOpenSession:
 		return n.openSessionLocal(ctx)
 	}

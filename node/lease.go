@@ -14,9 +14,12 @@ import (
 //
 // Like reserves, every command is validated at the edge first (its
 // payload's Validate, so an invalid command never reaches the log), then
-// applied on the leader, stamped from the cluster timeline like an admin
-// command (one log entry per command: leases are per renewal, not per
-// permit, so they are not batched), or forwarded to it. The leader also
+// run on the leader, or forwarded to it. The leader stamps each lease,
+// renew and return on arrival and batches those that arrive while earlier
+// ones commit into one CmdLeaseBatch entry (batcher.go): a fleet renews
+// once per worker per period, and at a thousand workers one entry per
+// renewal cost the leader most of its CPU in disk commits and
+// replication. The lease policy is an admin command of its own entry. The leader also
 // checks that the limit exists and is leased before replicating. A
 // follower does not: its state may lag the leader's (a lease sent right
 // after the policy that enabled leasing would be refused by a follower
@@ -110,23 +113,22 @@ func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, entry 
 	})
 }
 
-// leaseLocal checks the limit and applies one lease command on the
-// leader, returning the register's result as is.
-func (n *Node) leaseLocal(ctx context.Context, limit string, encode func(st fsm.Stamp) ([]byte, error)) (fsm.LeaseResult, error) {
-	if err := n.checkLeased(limit); err != nil {
+// leaseLocal checks the limit and hands one lease command to the lease
+// batcher on the leader, returning the register's result as is.
+func (n *Node) leaseLocal(ctx context.Context, c fsm.LeaseCommand) (fsm.LeaseResult, error) {
+	if err := n.checkLeased(c.Limit()); err != nil {
 		return fsm.LeaseResult{}, err
 	}
-	v, err := n.applyAdmin(ctx, encode)
+	out, _, err := n.leases.run(ctx, c)
 	if err != nil {
 		return fsm.LeaseResult{}, err
 	}
-	res, ok := v.(fsm.LeaseResult)
-	if !ok || res.Status == 0 {
+	if out.res.Status == 0 {
 		// Committed, but the answer is lost: the caller may retry with
 		// the same request ID.
-		return fsm.LeaseResult{}, fmt.Errorf("%w: internal error: lease command answered %T (outcome unknown)", ErrNoLeader, v)
+		return fsm.LeaseResult{}, fmt.Errorf("%w: internal error: lease command answered without a status (outcome unknown)", ErrNoLeader)
 	}
-	return res, nil
+	return out.res, nil
 }
 
 // checkLeased rejects, on the leader, a lease command on a limit that does

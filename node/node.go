@@ -56,11 +56,13 @@ type Config struct {
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
 
-	// MaxBatch is the most reserves in one log entry (default 1024).
+	// MaxBatch is the most reserves in one log entry (default 1024), and
+	// the most lease commands (at most fsm.MaxBatchLeaseCommands).
 	MaxBatch int
 	// MaxInflight is the most reserve entries being committed at once
 	// (default 2: more entries in flight means smaller batches, and each
-	// entry costs the leader and a follower an fsync).
+	// entry costs the leader and a follower an fsync); lease entries have
+	// as many slots of their own.
 	MaxInflight int
 	// ApplyTimeout bounds one raft apply (default 5s).
 	ApplyTimeout time.Duration
@@ -147,8 +149,10 @@ type Node struct {
 	store    *raftboltdb.BoltStore
 	mux      *mux
 	timeline *timeline
-	batcher  *batcher
-	fwd      *forwarder
+	batcher  *batcher[fsm.Reserve, fsm.ReserveResult]
+	// leases batches lease, renew and return commands (lease.go).
+	leases *batcher[fsm.LeaseCommand, fsm.LeaseResult]
+	fwd    *forwarder
 
 	members membership
 
@@ -264,7 +268,8 @@ func New(cfg Config) (*Node, error) {
 	// out (membership.go).
 	n.members.wasMember = has
 	n.checkMembership()
-	n.batcher = newBatcher(n, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
+	n.batcher = newBatcher(n, reserveBatch, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
+	n.leases = newBatcher(n, leaseBatch, min(cfg.MaxBatch, fsm.MaxBatchLeaseCommands), cfg.MaxInflight, cfg.ApplyTimeout)
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.serveForwardListener() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()

@@ -100,25 +100,9 @@ func (n *Node) pause(ctx context.Context, d time.Duration) bool {
 // reserveLocal stamps r's arrival, hands it to the batcher and waits for
 // the register's decision, expressed relative to the moment it returns.
 func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
-	st, at, ok := n.stampForApply()
-	if !ok {
-		return fsm.ReserveResult{}, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
-	}
-	p := pendingPool.Get().(*pendingReserve)
-	p.r, p.arrived = r, arrival{st: st, at: at}
-	if err := n.batcher.enqueue(ctx, p); err != nil {
-		pendingPool.Put(p)
+	out, arrived, err := n.batcher.run(ctx, r)
+	if err != nil {
 		return fsm.ReserveResult{}, err
-	}
-	// Once queued, the reserve may be committed: wait for its outcome even
-	// past ctx, so that the answer is never lost while the grant is real.
-	// The batcher always answers: with the decision, or with an unknown
-	// outcome when leadership is lost or the node stops (awaitFuture).
-	out := <-p.done
-	arrived := p.arrived
-	pendingPool.Put(p)
-	if out.err != nil {
-		return fsm.ReserveResult{}, out.err
 	}
 	if f := n.testDecided; f != nil {
 		f(out.res)

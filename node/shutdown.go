@@ -21,6 +21,7 @@ func (n *Node) Shutdown() error {
 		}
 		close(n.stopCh)
 		n.batcher.close()
+		n.leases.close()
 		if serr := n.raft.Shutdown().Error(); serr != nil {
 			err = fmt.Errorf("node: raft shutdown: %w", serr)
 		}
@@ -43,6 +44,7 @@ func (n *Node) Kill() {
 		n.mux.close()
 		n.trans.Close()
 		n.batcher.close()
+		n.leases.close()
 		n.raft.Shutdown().Error()
 		n.fwd.close()
 		n.wg.Wait()

@@ -517,8 +517,17 @@ func replayOne(t *testing.T, id, path, limit string) (map[grantKey]loggedGrant, 
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		res := f.Apply(&l)
-		if lr, ok := res.(fsm.LeaseResult); ok && lr.Status == fsm.LeaseGranted && !lr.Duplicate {
+		var results []fsm.LeaseResult
+		switch res := f.Apply(&l).(type) {
+		case fsm.LeaseResult:
+			results = []fsm.LeaseResult{res}
+		case []fsm.LeaseResult: // a batch of lease commands
+			results = res
+		}
+		for _, lr := range results {
+			if lr.Status != fsm.LeaseGranted || lr.Duplicate {
+				continue
+			}
 			k := grantKey{lr.LeaseID, lr.Epoch}
 			if g, dup := grants[k]; dup {
 				t.Errorf("node %s's log grants %+v twice: at index %d (%d permits) and %d (%d permits)", id, k, g.index, g.permits, idx, lr.Permits)
