@@ -31,6 +31,7 @@ type options struct {
 	fromJSON        string
 	registerLoad    []int
 	pprofOut        string
+	via             string
 }
 
 func parseInts(s string) ([]int, error) {
@@ -66,6 +67,7 @@ func main() {
 	flag.StringVar(&o.fromJSON, "from-json", "", "do not measure: redraw the chart and table from this results file")
 	var load string
 	flag.StringVar(&load, "register-load", "", "instead of the sweep: holder counts (e.g. 100,1000) to run as lease holders without gossip against the register, in each -groups count (see registerload.go)")
+	flag.StringVar(&o.via, "via", "leader", "with -register-load: which nodes the holders talk to first, leader or followers")
 	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here")
 	flag.Parse()
 	var err error
@@ -74,6 +76,9 @@ func main() {
 	}
 	if err == nil && load != "" {
 		o.registerLoad, err = parseInts(load)
+	}
+	if err == nil && o.via != "leader" && o.via != "followers" {
+		err = fmt.Errorf("-via %q: want leader or followers", o.via)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "leased-scale:", err)

@@ -33,14 +33,18 @@ type loadResult struct {
 	LeaderCores        float64
 	LeaderIdleCores    float64
 	LeaderMicrosPerRen float64
-	P50Ms, P99Ms       float64
-	Failed             int64
+	// ClusterCores is the three nodes' CPU together, ClusterIdleCores the
+	// same before any holder started.
+	ClusterCores, ClusterIdleCores float64
+	Via                            string
+	P50Ms, P99Ms                   float64
+	Failed                         int64
 }
 
 // measureRegisterLoad runs n holders in g groups against a fresh 3-node
 // register for o.window after o.warmup.
 func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g int) (res loadResult, err error) {
-	res = loadResult{Holders: n, Groups: g}
+	res = loadResult{Holders: n, Groups: g, Via: o.via}
 	dir, err := os.MkdirTemp(tmp, fmt.Sprintf("load%d-g%d-", n, g))
 	if err != nil {
 		return res, err
@@ -61,11 +65,33 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	if err != nil {
 		return res, err
 	}
+	a0, err := reg.allCPU()
+	if err != nil {
+		return res, err
+	}
 	if err := sleep(ctx, idle); err != nil {
 		return res, err
 	}
 	c1, _ := reg.cpuSeconds(reg.leaderPID())
+	a1, _ := reg.allCPU()
 	res.LeaderIdleCores = (c1 - c0) / idle.Seconds()
+	res.ClusterIdleCores = (sum(a1) - sum(a0)) / idle.Seconds()
+	cl := reg.cl
+	if o.via == "followers" {
+		// The holders talk to the followers first: they parse the HTTP and
+		// forward each command to the leader over the nodes' binary,
+		// pipelined connection.
+		var servers []string
+		for i, h := range reg.http {
+			if i != reg.leader {
+				servers = append(servers, h)
+			}
+		}
+		if cl, err = client.New(append(servers, reg.http[reg.leader])); err != nil {
+			return res, err
+		}
+		defer cl.Close()
+	}
 
 	const limit = "scale"
 	rate := o.ratePerWorker * float64(n)
@@ -109,9 +135,9 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 				t0 := time.Now()
 				var err error
 				if grant.Status != client.LeaseGranted {
-					grant, err = reg.cl.Lease(runCtx, limit, client.LeaseRequest{Holder: name, Group: groupName(gi), DemandMilliPerSec: demandMilli, TTL: ttl})
+					grant, err = cl.Lease(runCtx, limit, client.LeaseRequest{Holder: name, Group: groupName(gi), DemandMilliPerSec: demandMilli, TTL: ttl})
 				} else {
-					grant, err = reg.cl.Renew(runCtx, limit, grant.LeaseID, grant.Epoch, client.LeaseReport{Spent: grant.Permits, DemandMilliPerSec: demandMilli, TTL: ttl})
+					grant, err = cl.Renew(runCtx, limit, grant.LeaseID, grant.Epoch, client.LeaseReport{Spent: grant.Permits, DemandMilliPerSec: demandMilli, TTL: ttl})
 				}
 				d := time.Since(t0)
 				if err != nil {
@@ -140,6 +166,7 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 		return res, err
 	}
 	c0, _ = reg.cpuSeconds(reg.leaderPID())
+	a0, _ = reg.allCPU()
 	t0 := time.Now()
 	measuring.Store(true)
 	profDone := make(chan error, 1)
@@ -153,7 +180,9 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	}
 	measuring.Store(false)
 	c1, _ = reg.cpuSeconds(reg.leaderPID())
+	a1, _ = reg.allCPU()
 	el := time.Since(t0).Seconds()
+	res.ClusterCores = (sum(a1) - sum(a0)) / el
 	st1, err := reg.leaderStatus(ctx)
 	if err != nil {
 		return res, err
@@ -206,15 +235,28 @@ func fetchProfile(ctx context.Context, httpAddr string, d time.Duration, out str
 
 // printLoadRow prints one register-load result.
 func printLoadRow(w io.Writer, r loadResult) {
-	fmt.Fprintf(w, "| %d | %d | %.0f | %.0f | %.3f / %.3f | %.0f | %.1f / %.1f | %d |\n", r.Holders, r.Groups, r.RenewalsPerSec, r.EntriesPerSec,
-		r.LeaderCores, r.LeaderIdleCores, r.LeaderMicrosPerRen, r.P50Ms, r.P99Ms, r.Failed)
+	perRen := 0.0
+	if r.RenewalsPerSec > 0 {
+		perRen = 1e6 * (r.ClusterCores - r.ClusterIdleCores) / r.RenewalsPerSec
+	}
+	fmt.Fprintf(w, "| %d | %d | %s | %.0f | %.0f | %.3f / %.3f | %.0f | %.3f / %.3f | %.0f | %.1f / %.1f | %d |\n", r.Holders, r.Groups, r.Via, r.RenewalsPerSec, r.EntriesPerSec,
+		r.LeaderCores, r.LeaderIdleCores, r.LeaderMicrosPerRen, r.ClusterCores, r.ClusterIdleCores, perRen, r.P50Ms, r.P99Ms, r.Failed)
+}
+
+// sum adds up xs.
+func sum(xs []float64) float64 {
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t
 }
 
 // runRegisterLoad measures every holder count in every group count and
 // prints a table.
 func runRegisterLoad(ctx context.Context, o options, bin, tmp string) error {
-	fmt.Println("| holders | groups | renewals/s | log entries/s | leader cores: total / idle | leader µs/renewal | renewal p50 / p99 ms | failed calls |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| holders | groups | via | renewals/s | log entries/s | leader cores: total / idle | leader µs/renewal | 3 nodes' cores: total / idle | 3 nodes' µs/renewal | renewal p50 / p99 ms | failed calls |")
+	fmt.Println("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range o.registerLoad {
 		for _, g := range o.groups {
 			if g > n {
