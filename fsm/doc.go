@@ -241,8 +241,10 @@
 // time keeps the claims within what was minted for them, so the pool is
 // divided by the shares even when the fleet renews too slowly for the
 // full rate and minting stops at C between renewals: a lease that always
-// renews last still finds its part. A lease whose grants came late
-// catches up at its next renewals, a lease that gives permits away
+// renews last still finds its part. A lease that joins takes over its
+// share's fraction of every other lease's entitlement (the sum stays the
+// same), so it is not left empty until its first renewal (cedeTo). A
+// lease whose grants came late catches up at its next renewals, a lease that gives permits away
 // (stolen out) takes them out of its own entitlement, a silent holder's
 // claim (at most one fair grant) lapses with its lease, and over any span
 // each lease takes at most its fraction of what was minted plus one fair

@@ -93,10 +93,14 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, credit, kept int64) {
 	capacity := milliPermitsPerSecNanos / intervalNanos // >= 16: interval <= MaxLeasedIntervalNanos
 	o := p.maxOutstanding(intervalNanos)
+	joining := l.share == 0 // a new lease, or one whose share was 0: nothing accrued
 	l.entitled, l.entitledRem = l.entitlementAt(p.minted, capacity, intervalNanos, o)
 	l.mintMark = p.minted
 	share := p.shareOf(l, capacity)
 	horizon := grantHorizon(ttlNanos, intervalNanos, o)
+	if joining && share > 0 {
+		l.entitled = min(p.cedeTo(l, share, capacity, intervalNanos, o), entitlementCap(share, horizon, uint64(capacity)*uint64(intervalNanos)))
+	}
 	hi, lo := bits.Mul64(uint64(share), uint64(horizon))
 	lo, c := bits.Add64(lo, uint64(l.carry), 0)
 	hi += c
@@ -190,4 +194,31 @@ func (p *leasePool) surplusFor(l *lease, credit, capacity, intervalNanos, o int6
 		}
 	}
 	return max(0, p.free-credit-claims)
+}
+
+// cedeTo moves to joining lease l its share's fraction of every other
+// active lease's entitlement (each cedes floor(e*share/capacity)) and
+// returns the sum. So a worker that joins a saturated fleet, or comes back
+// after a partition, is entitled at once to its part of what the others
+// claim, instead of getting nothing until its first renewal, and the
+// claims together stay what they were (they never hold more than was
+// minted for them: the order of renewals still does not matter). It runs
+// only when a lease joins; the others' entitlements are brought up to the
+// pool's minted count first.
+func (p *leasePool) cedeTo(l *lease, share, capacity, intervalNanos, o int64) int64 {
+	f := uint64(min(share, capacity))
+	var taken int64
+	for _, g := range p.groups {
+		for _, m := range g.leases {
+			if m == l {
+				continue
+			}
+			e, rem := m.entitlementAt(p.minted, capacity, intervalNanos, o)
+			hi, lo := bits.Mul64(uint64(e), f)
+			q, _ := bits.Div64(hi, lo, uint64(capacity)) // <= e: hi < capacity
+			m.entitled, m.entitledRem, m.mintMark = e-int64(q), rem, p.minted
+			taken += int64(q)
+		}
+	}
+	return taken
 }
