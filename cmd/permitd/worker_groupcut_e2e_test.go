@@ -27,34 +27,33 @@ func permitdUnderTest(t *testing.T) string {
 // in three groups of two, each sidecar driven by two closed-loop callers,
 // on a 200/s leased limit with the pool (C = 50, O = 100 permits)
 // and the default lease TTL of 2 s (renewals every second, a register call
-// given up after a second). Group C reaches the register through one TCP
-// proxy per agent. After 3 s of load the proxies cut group C off (its
-// connections close; new ones open and are never answered); once C fails
-// closed the register's leader gets SIGKILL; 2.5 s after a new leader is up
-// the proxies heal. Asserted:
+// given up after TTL - margin = 1.8 s). Group C reaches the register
+// through one TCP proxy per agent. After 3 s of load the proxies cut group
+// C off (its connections close; new ones open and are never answered);
+// once C fails closed the register's leader gets SIGKILL; 2.5 s after a
+// new leader is up the proxies heal. Asserted:
 //
 //   - groups A and B, which a majority of the register can still reach,
 //     answer nothing but 200 and 429 before the kill and from 1 s after
-//     the new leader on; through the election they may answer 503 only
-//     once a renewal's call has timed out (about 1 s after the kill), and
-//     with PERMITD_LEADERKILL_STRICT=1 not at all (C may: it is cut off);
+//     the new leader on, and none at all through the election when the new
+//     leader was up within 1.5 s of the kill (an election the renewals'
+//     calls outlast); through a longer election they may answer 503 only
+//     once a renewal's call has timed out;
 //   - group C grants again within 10 s of the heal;
 //   - the fleet stays within C + O + floor(W/I) + 1 over every window.
 //
-// Why A and B may fail closed: a sidecar answers 503 only once a register
-// call has failed, and the worker gives a renewal's call up after
-// RenewEvery (TTL/2), when the grant the renewal reports on is past its
-// usable-until (TTL/2 - margin after the send), its kept permits (the
-// in-flight allowance) included. So when the new leader takes longer than
-// about a second after a renewal sent in the election, A and B answer 503
-// until the retried renewal is answered, with the allowance or without it
-// (the commit before it, 7cb4564, behaves the same here). The agents' raft
-// timeouts are 500 ms, the agent's default: elections took 0.79-1.45 s on
-// a 2-core machine, and in those of 1.02 s or more A and B answered 503
-// 0-8 times each (never both 0); PERMITD_LEADERKILL_RAFT_TIMEOUT=1s
-// (hashicorp/raft's own default) gave elections of 1.53-2.44 s and 0-24
-// 503s per group, 7cb4564 and the allowance alike. PERMITD_BIN runs the
-// test against another build.
+// Why: a sidecar answers 503 only once a register call has failed. Until
+// this test, a worker gave a renewal's call up after RenewEvery (TTL/2),
+// when the grant the renewal reports on is past its usable-until, its
+// kept permits included; so an election of more than about a second made
+// A and B fail closed (the commit before the in-flight allowance, 7cb4564,
+// and the allowance alike: 0-8 503s per group in elections of 1.02-1.45 s
+// at the agent's default raft timeouts). The call now waits TTL - margin:
+// callers are throttled (429) while the grant is spent or expired, and
+// get permits again as soon as the new leader answers. With
+// PERMITD_LEADERKILL_RAFT_TIMEOUT=1s (hashicorp/raft's default) elections
+// take 1.5-2.7 s, and those longer than the call still give 503s for the
+// overshoot. PERMITD_BIN runs the test against another build.
 func TestBinaryWorkersRideOutLeaderKillWithAGroupCut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -67,7 +66,7 @@ func TestBinaryWorkersRideOutLeaderKillWithAGroupCut(t *testing.T) {
 		callers       = 2 // closed-loop callers per sidecar
 		maxReserves   = 5000
 		workerTTL     = "2s"
-		renewTimeout  = time.Second // TTL/2: a worker's renewal period and register-call timeout
+		renewTimeout  = 1800 * time.Millisecond // TTL - margin: a worker's register-call timeout
 	)
 	raftTimeout := "500ms"
 	if v := os.Getenv("PERMITD_LEADERKILL_RAFT_TIMEOUT"); v != "" {
@@ -280,29 +279,32 @@ func TestBinaryWorkersRideOutLeaderKillWithAGroupCut(t *testing.T) {
 		t.Logf("group %s: %d granted, %d refused (429); other answers: %d before the kill, %d from the kill to 1 s after the new leader%s, %d after",
 			groups[g], c.granted, c.refused, c.before, c.election, window, c.after)
 	}
-	// A sidecar of A or B fails closed only once a renewal's register
-	// call has timed out (renewTimeout after its send: from about that
-	// long after the kill on) and no longer than until 1 s after the new
-	// leader; with PERMITD_LEADERKILL_STRICT=1, never.
-	strict := os.Getenv("PERMITD_LEADERKILL_STRICT") != ""
+	// A sidecar of A or B never fails closed when the new leader was up
+	// within the register-call timeout (TTL - margin) less 300 ms of the
+	// kill: a renewal sent just before the kill is then answered before
+	// its call times out. With a longer election it may, once a call has
+	// timed out, until 1 s after the new leader.
 	for g := range groups {
 		c := per[g]
 		if g == cut {
 			continue
 		}
+		quick := readyAt-killAt < int64(renewTimeout-300*time.Millisecond)
 		switch {
 		case c.before+c.after != 0:
 			t.Errorf("group %s, not cut off, answered %d times other than 200 and 429 before the kill or later than 1 s after the new leader",
 				groups[g], c.before+c.after)
+		case c.election != 0 && quick:
+			t.Errorf("group %s, not cut off, answered %d times other than 200 and 429 through an election of %.2f s (%.2f-%.2f s after the kill): it failed closed although a majority of the register lived and a renewal's call outlasts such an election (%v)",
+				groups[g], c.election, float64(readyAt-killAt)/1e9, float64(first[g]-killAt)/1e9, float64(last[g]-killAt)/1e9, renewTimeout)
 		case c.election != 0 && first[g]-killAt < int64(renewTimeout-100*time.Millisecond):
 			t.Errorf("group %s, not cut off, answered other than 200 and 429 %.2f s after the kill, before any renewal could have timed out (%v)",
 				groups[g], float64(first[g]-killAt)/1e9, renewTimeout)
-		case c.election != 0 && strict:
-			t.Errorf("group %s, not cut off, answered %d times other than 200 and 429 through the election (%.2f-%.2f s after the kill; the new leader was up %.2f s after it): it failed closed although a majority of the register lived",
-				groups[g], c.election, float64(first[g]-killAt)/1e9, float64(last[g]-killAt)/1e9, float64(readyAt-killAt)/1e9)
 		case c.election != 0:
-			t.Logf("group %s, not cut off, failed closed through an election of %.2f s (known: a renewal stuck in an election longer than its %v timeout leaves the worker with nothing; PERMITD_LEADERKILL_STRICT=1 fails on it)",
+			t.Logf("group %s, not cut off, failed closed through an election of %.2f s, longer than a renewal's call (%v)",
 				groups[g], float64(readyAt-killAt)/1e9, renewTimeout)
+		case !quick:
+			t.Logf("the election took %.2f s: the zero-503 claim (elections under %v) was not exercised", float64(readyAt-killAt)/1e9, renewTimeout-300*time.Millisecond)
 		}
 	}
 	if !healed {

@@ -83,7 +83,11 @@ type Config struct {
 	// often the worker checks whether it runs short (0 selects
 	// RenewEvery/4, at least 5 ms).
 	RetryEvery time.Duration
-	// RequestTimeout bounds one register call (0 selects RenewEvery).
+	// RequestTimeout bounds one register call (0 selects TTL - Margin:
+	// a renewal caught in a register election keeps waiting for the new
+	// leader, its callers throttled once the grant it reports on is
+	// spent or expired, instead of failing closed as if the register were
+	// unreachable; a cut-off worker is detected that much later).
 	RequestTimeout time.Duration
 
 	// StealBias is the fraction of a donor's spare permits it keeps for
@@ -185,7 +189,7 @@ func resolve(c Config) (settings, error) {
 	}
 	s.requestNanos = int64(c.RequestTimeout)
 	if c.RequestTimeout == 0 {
-		s.requestNanos = s.renewNanos
+		s.requestNanos = s.ttlNanos - s.marginNanos
 	}
 	s.stealTimeoutNanos = int64(c.StealTimeout)
 	if c.StealTimeout == 0 {
