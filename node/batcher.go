@@ -51,6 +51,12 @@ type batchKind[C, R any] struct {
 	what   string
 	encode func(st fsm.Stamp, cs []C, arrivals []int64) ([]byte, error)
 	hooks  bool
+	// linger is how long a batch waits for more commands after its first
+	// one, once a commit slot is free (0: it leaves at once). Each entry
+	// costs the leader a disk commit and a replication round; commands
+	// whose answers can wait a few milliseconds (lease commands: their
+	// holders go on spending kept permits) share more of them.
+	linger time.Duration
 }
 
 // arrival is when a command reached the leader: its cluster-time stamp
@@ -182,6 +188,9 @@ func (b *batcher[C, R]) loop() {
 			b.drainFail()
 			return
 		}
+		if b.kind.linger > 0 {
+			batch = b.gather(batch)
+		}
 	drain:
 		for len(batch) < b.maxBatch {
 			select {
@@ -194,6 +203,29 @@ func (b *batcher[C, R]) loop() {
 		b.submit(batch)
 		batch = make([]*pending[C, R], 0, len(batch))
 	}
+}
+
+// gather adds to batch the commands that arrive within the kind's linger
+// of its first one's arrival, up to maxBatch (or until the batcher stops:
+// the batch then leaves as it is and fails at submit or is answered).
+func (b *batcher[C, R]) gather(batch []*pending[C, R]) []*pending[C, R] {
+	wait := b.kind.linger - time.Since(batch[0].arrived.at)
+	if wait <= 0 {
+		return batch
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for len(batch) < b.maxBatch {
+		select {
+		case p := <-b.in:
+			batch = append(batch, p)
+		case <-t.C:
+			return batch
+		case <-b.stop:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (b *batcher[C, R]) drainFail() {
@@ -293,7 +325,13 @@ var leaseBatch = batchKind[fsm.LeaseCommand, fsm.LeaseResult]{
 		}
 		return fsm.AppendLeaseBatch(make([]byte, 0, 16+len(cs)*64), st, cs)
 	},
+	linger: leaseLinger,
 }
+
+// leaseLinger is the lease batcher's linger: at a thousand workers
+// renewing every second, 10 ms turn about 370 entries per second into
+// about 100, for a few milliseconds more per renewal.
+const leaseLinger = 10 * time.Millisecond
 
 // mapRaftErr turns raft's errors into this package's.
 func mapRaftErr(err error) error {

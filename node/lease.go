@@ -16,10 +16,11 @@ import (
 // payload's Validate, so an invalid command never reaches the log), then
 // run on the leader, or forwarded to it. The leader stamps each lease,
 // renew and return on arrival and batches those that arrive while earlier
-// ones commit into one CmdLeaseBatch entry (batcher.go): a fleet renews
-// once per worker per period, and at a thousand workers one entry per
-// renewal cost the leader most of its CPU in disk commits and
-// replication. The lease policy is an admin command of its own entry. The leader also
+// ones commit, or within leaseLinger of the first, into one CmdLeaseBatch
+// entry (batcher.go): a fleet renews once per worker per period, and at a
+// thousand workers one entry per renewal cost the leader more than half
+// of its CPU in disk commits and replication. The lease policy is an
+// admin command of its own entry. The leader also
 // checks that the limit exists and is leased before replicating. A
 // follower does not: its state may lag the leader's (a lease sent right
 // after the policy that enabled leasing would be refused by a follower
