@@ -200,7 +200,7 @@ func (s *leaseState) returnCall(nowNanos int64) leaseAction {
 		q.rep.RequestID = s.newRequestID()
 		s.pendingReturn = &q
 	}
-	s.inFlight = true
+	s.inFlight, s.callSentNanos = true, nowNanos
 	q := s.pendingReturn
 	return leaseAction{op: opReturn, atNanos: nowNanos, leaseID: q.leaseID, epoch: q.epoch, report: q.rep}
 }

@@ -140,8 +140,9 @@ type leaseState struct {
 	// ErrNotDelivered proves nothing about that send, and the request is
 	// only ever sent again as it was.
 	maybeApplied bool
-	// inFlight is set while a call is under way.
-	inFlight bool
+	// inFlight is set while a call is under way, sent at callSentNanos.
+	inFlight      bool
+	callSentNanos int64
 	// nextCallNanos is when the next call is due; nextRenewNanos when the
 	// current grant is due for renewal.
 	nextCallNanos, nextRenewNanos int64
@@ -271,7 +272,7 @@ func (s *leaseState) next(nowNanos int64) leaseAction {
 // there is none, else a renewal (which closes the current grant). A
 // request sent without an answer is sent again as it was.
 func (s *leaseState) send(nowNanos int64) leaseAction {
-	s.inFlight = true
+	s.inFlight, s.callSentNanos = true, nowNanos
 	if s.leaseID == 0 {
 		if s.pendingLease == nil {
 			// Before anything is measured, claim the most: the first
@@ -327,13 +328,16 @@ func (s *leaseState) cutOff() bool { return s.regErr != nil }
 
 // stealHorizon returns how far ahead a worker that runs short should
 // count its need at now (ok false: it should not steal). Cut off from the
-// register it looks one renewal period ahead, within the steal grace
-// after its last good answer; with a renewal under way, or no lease, it
-// waits for the register; otherwise it looks to its next grant: the next
-// renewal plus a round trip.
+// register, or with a call under way for a renewal period or longer (the
+// register may be cut off or electing a leader: the call waits up to
+// TTL - Margin, well past the grant it reports on), it looks one renewal
+// period ahead, within the steal grace after its last good answer; with a
+// younger call under way, or no lease, it waits for the register;
+// otherwise it looks to its next grant: the next renewal plus a round
+// trip.
 func (s *leaseState) stealHorizon(nowNanos int64) (horizonNanos int64, ok bool) {
 	switch {
-	case s.cutOff():
+	case s.cutOff() || (s.inFlight && nowNanos >= s.callSentNanos+s.p.renewNanos):
 		if s.lastGoodNanos < 0 || nowNanos >= s.lastGoodNanos+s.p.stealGraceNanos {
 			return 0, false
 		}

@@ -419,10 +419,32 @@ func TestLeaseStateFailsClosed(t *testing.T) {
 			t.Errorf("at %v: stealHorizon = %v, %v; want %v, %v", time.Duration(tt.now), time.Duration(h), ok, time.Duration(tt.horizon), tt.maySteal)
 		}
 	}
+	// A renewal sent at 1.260 s and still under way: wait for it at first
+	// (nothing to fail), steal one renewal period ahead once it has taken
+	// a renewal period (its grant expired meanwhile, at 2.060 s: the
+	// register may be electing a leader), never fail closed while it may
+	// still be answered.
+	a := s.next(1260 * ms)
+	for _, tt := range []struct {
+		now      int64
+		horizon  int64
+		maySteal bool
+	}{
+		{1500 * ms, 0, false},
+		{2259 * ms, 0, false},
+		{2260 * ms, sec, true},
+		{2900 * ms, sec, true},
+	} {
+		if err := s.failClosed(tt.now, false); err != nil {
+			t.Errorf("renewal under way at %v: failClosed = %v, want to wait for it", time.Duration(tt.now), err)
+		}
+		if h, ok := s.stealHorizon(tt.now); h != tt.horizon || ok != tt.maySteal {
+			t.Errorf("renewal under way at %v: stealHorizon = %v, %v; want %v, %v", time.Duration(tt.now), time.Duration(h), ok, time.Duration(tt.horizon), tt.maySteal)
+		}
+	}
 	// Cut off from 1.260 s on: steal one renewal period ahead within the
 	// grace (270 ms + 4 s), fail closed when no steal round is to come,
 	// and at once after the grace.
-	a := s.next(1260 * ms)
 	s.answer(1270*ms, a, client.LeaseGrant{}, errNotDelivered)
 	cut := []struct {
 		now      int64
