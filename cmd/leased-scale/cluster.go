@@ -165,6 +165,26 @@ func parseStatCPU(stat string, hz float64) (float64, error) {
 	return float64(u+s) / hz, nil
 }
 
+// idleCores measures, over 3 s before any load, the cores the leader and
+// the three agents together use: raft heartbeats and timers.
+func (r *register) idleCores(ctx context.Context) (leader, all float64, err error) {
+	const idle = 3 * time.Second
+	c0, err := r.cpuSeconds(r.leaderPID())
+	if err != nil {
+		return 0, 0, err
+	}
+	a0, err := r.allCPU()
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := sleep(ctx, idle); err != nil {
+		return 0, 0, err
+	}
+	c1, _ := r.cpuSeconds(r.leaderPID())
+	a1, _ := r.allCPU()
+	return (c1 - c0) / idle.Seconds(), (sum(a1) - sum(a0)) / idle.Seconds(), nil
+}
+
 // allCPU returns the CPU seconds of every agent.
 func (r *register) allCPU() ([]float64, error) {
 	out := make([]float64, len(r.procs))

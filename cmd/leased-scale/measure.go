@@ -32,16 +32,9 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 	defer reg.stop()
 
 	// The leader's CPU with no workers: raft heartbeats and timers.
-	idle := 3 * time.Second
-	c0, err := reg.cpuSeconds(reg.leaderPID())
-	if err != nil {
+	if res.LeaderIdleCores, _, err = reg.idleCores(ctx); err != nil {
 		return res, err
 	}
-	if err := sleep(ctx, idle); err != nil {
-		return res, err
-	}
-	c1, _ := reg.cpuSeconds(reg.leaderPID())
-	res.LeaderIdleCores = (c1 - c0) / idle.Seconds()
 
 	const limit = "scale"
 	rate := o.ratePerWorker * float64(nWorkers)

@@ -60,22 +60,9 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	}
 	defer reg.stop()
 
-	idle := 3 * time.Second
-	c0, err := reg.cpuSeconds(reg.leaderPID())
-	if err != nil {
+	if res.LeaderIdleCores, res.ClusterIdleCores, err = reg.idleCores(ctx); err != nil {
 		return res, err
 	}
-	a0, err := reg.allCPU()
-	if err != nil {
-		return res, err
-	}
-	if err := sleep(ctx, idle); err != nil {
-		return res, err
-	}
-	c1, _ := reg.cpuSeconds(reg.leaderPID())
-	a1, _ := reg.allCPU()
-	res.LeaderIdleCores = (c1 - c0) / idle.Seconds()
-	res.ClusterIdleCores = (sum(a1) - sum(a0)) / idle.Seconds()
 	cl := reg.cl
 	if o.via == "followers" {
 		// The holders talk to the followers first: they parse the HTTP and
@@ -165,8 +152,8 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	if err != nil {
 		return res, err
 	}
-	c0, _ = reg.cpuSeconds(reg.leaderPID())
-	a0, _ = reg.allCPU()
+	c0, _ := reg.cpuSeconds(reg.leaderPID())
+	a0, _ := reg.allCPU()
 	t0 := time.Now()
 	measuring.Store(true)
 	profDone := make(chan error, 1)
@@ -179,8 +166,8 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 		return res, err
 	}
 	measuring.Store(false)
-	c1, _ = reg.cpuSeconds(reg.leaderPID())
-	a1, _ = reg.allCPU()
+	c1, _ := reg.cpuSeconds(reg.leaderPID())
+	a1, _ := reg.allCPU()
 	el := time.Since(t0).Seconds()
 	res.ClusterCores = (sum(a1) - sum(a0)) / el
 	st1, err := reg.leaderStatus(ctx)

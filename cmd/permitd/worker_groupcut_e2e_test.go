@@ -125,22 +125,7 @@ func TestBinaryWorkersRideOutLeaderKillWithAGroupCut(t *testing.T) {
 		sidecars = append(sidecars, sidecar)
 		groupOf = append(groupOf, g)
 	}
-	t.Cleanup(func() {
-		for _, w := range workers {
-			w.signal(t, syscall.SIGKILL)
-		}
-		if t.Failed() {
-			for _, w := range workers {
-				t.Logf("--- %s log:\n%s", w.id, w.log.String())
-			}
-		}
-	})
-	for _, s := range sidecars {
-		waitUntil(t, 10*time.Second, "sidecar "+s+" ready", func() bool {
-			code, _ := doQuiet(hc, "GET", "http://"+s+"/readyz", "")
-			return code == 200
-		})
-	}
+	superviseSidecars(t, hc, workers, sidecars)
 
 	// The load: closed loops, each bounded in count (and stopped at the end).
 	start := time.Now()

@@ -84,22 +84,7 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 		workers = append(workers, w)
 		sidecars = append(sidecars, sidecar)
 	}
-	t.Cleanup(func() {
-		for _, w := range workers {
-			w.signal(t, syscall.SIGKILL)
-		}
-		if t.Failed() {
-			for _, w := range workers {
-				t.Logf("--- %s log:\n%s", w.id, w.log.String())
-			}
-		}
-	})
-	for _, s := range sidecars {
-		waitUntil(t, 10*time.Second, "sidecar "+s+" ready", func() bool {
-			code, _ := doQuiet(hc, "GET", "http://"+s+"/readyz", "")
-			return code == 200
-		})
-	}
+	superviseSidecars(t, hc, workers, sidecars)
 
 	// The load: 4 closed-loop callers on A and on B, C open loop at 30/s.
 	start := time.Now()
@@ -247,4 +232,27 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	t.Logf("granted A %d, B %d, C %d (after 3 s: %d of %d asked, %.2f%%); %d refused (429), %d other; %.0f permits/s from the kill to 0.5 s after the new leader (%.2f s), %.0f/s over the run",
 		grantedIn[0], grantedIn[1], grantedIn[2], grantedC, askedC, 100*float64(grantedC)/float64(max(1, askedC)),
 		refused, other, float64(inElection)/span, span, float64(len(grants))/(float64(end)/1e9))
+}
+
+// superviseSidecars kills the sidecar processes when the test ends
+// (printing their logs if it failed) and waits until every sidecar is
+// ready.
+func superviseSidecars(t *testing.T, hc *http.Client, workers []*testAgent, sidecars []string) {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, w := range workers {
+			w.signal(t, syscall.SIGKILL)
+		}
+		if t.Failed() {
+			for _, w := range workers {
+				t.Logf("--- %s log:\n%s", w.id, w.log.String())
+			}
+		}
+	})
+	for _, s := range sidecars {
+		waitUntil(t, 10*time.Second, "sidecar "+s+" ready", func() bool {
+			code, _ := doQuiet(hc, "GET", "http://"+s+"/readyz", "")
+			return code == 200
+		})
+	}
 }
