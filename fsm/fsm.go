@@ -285,6 +285,15 @@ func (f *FSM) Limit(name string) (LimitInfo, bool) {
 	return l.info(), true
 }
 
+// Leased reports whether a limit called name exists and whether it is
+// leased: what a lease command's edge check needs, without a LimitInfo.
+func (f *FSM) Leased(name string) (exists, leased bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l, ok := f.st.limits[name]
+	return ok, ok && l.pool != nil
+}
+
 // Limits returns a view of every limit, sorted by name.
 func (f *FSM) Limits() []LimitInfo {
 	f.mu.RLock()

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -46,4 +47,31 @@ func BenchmarkApplyRenew(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "renewals/s")
 		})
 	}
+}
+
+// BenchmarkShareOneOfThousand: one member's share in a group of a
+// thousand with distinct demands, as a renewal needs it: waterFill over
+// the group (sorting the claims) against unitShare (sorting the demands).
+func BenchmarkShareOneOfThousand(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	demands := make([]int64, 1000)
+	for i := range demands {
+		demands[i] = 150_000 + rng.Int64N(100_000)
+	}
+	b.Run("waterFill", func(b *testing.B) {
+		for i := range b.N {
+			cs := make([]claim, len(demands))
+			for j := range cs {
+				cs[j] = claim{weight: 1, demand: demands[j]}
+			}
+			_ = waterFill(200_000, cs)
+			_ = cs[i%1000].share
+		}
+	})
+	b.Run("unitShare", func(b *testing.B) {
+		var scratch []int64
+		for i := range b.N {
+			_, scratch = unitShare(200_000, demands, i%1000, scratch)
+		}
+	})
 }

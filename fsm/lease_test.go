@@ -754,3 +754,21 @@ func TestLeaseBoundIsTight(t *testing.T) {
 		t.Fatalf("spent %d at one instant, want C + O = %d (the bound for W = 0 is C + O + 1)", spent, c+o)
 	}
 }
+
+// TestLeasedReportsExistenceAndMode: FSM.Leased, the lease commands' edge
+// check, agrees with the limit's view.
+func TestLeasedReportsExistenceAndMode(t *testing.T) {
+	h := newHarness(t)
+	if exists, leased := h.f.Leased("hot"); exists || leased {
+		t.Fatalf("Leased(unknown) = %v, %v", exists, leased)
+	}
+	h.put(0, "hot", strict(t, 1000, 0))
+	if exists, leased := h.f.Leased("hot"); !exists || leased {
+		t.Fatalf("Leased(linearized) = %v, %v", exists, leased)
+	}
+	h.policy(0, LeasePolicy{Limit: "hot", Leased: true})
+	info, _ := h.f.Limit("hot")
+	if exists, leased := h.f.Leased("hot"); !exists || !leased || !info.Leased {
+		t.Fatalf("Leased(leased) = %v, %v (view: %v)", exists, leased, info.Leased)
+	}
+}

@@ -28,17 +28,19 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 	// Weights are at most MaxLeaseWeight*MaxLeasesPerLimit in total:
 	// waterFill cannot fail.
 	_ = waterFill(capacity, groups)
+	// Within the group every member weighs 1: unitShare is waterFill's
+	// answer for l without sorting the members' claims.
 	g := p.groups[gi]
-	members := make([]claim, len(g.leases))
+	demands := make([]int64, len(g.leases), 2*len(g.leases))
 	li := 0
 	for i, m := range g.leases {
-		members[i] = claim{weight: 1, demand: m.demand}
+		demands[i] = m.demand
 		if m == l {
 			li = i
 		}
 	}
-	_ = waterFill(groups[gi].share, members)
-	return members[li].share
+	share, _ := unitShare(groups[gi].share, demands, li, demands[len(demands):])
+	return share
 }
 
 // grant issues a new grant to active lease l at nowNanos for ttlNanos;
@@ -107,12 +109,13 @@ func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, cre
 	den := uint64(capacity) * uint64(intervalNanos) // <= 10^12
 	// The quotient is at most horizon/interval + 1 < 2^63, so hi < den.
 	fair, carry := bits.Div64(hi, lo, den)
-	avail := l.entitled
-	if surplus := p.surplusFor(l, credit, capacity, intervalNanos, o); surplus > avail {
-		avail = surplus
-	}
 	// fair < 2^63 and kept <= a grant: no overflow.
-	draw := max(0, min(p.free, o-p.outstanding, int64(fair)-kept, credit+avail))
+	room := min(p.free, o-p.outstanding, int64(fair)-kept)
+	avail := l.entitled
+	if credit+avail < room { // else the surplus cannot change the draw: skip the walk
+		avail = max(avail, p.surplusFor(l, credit, capacity, intervalNanos, o))
+	}
+	draw := max(0, min(room, credit+avail))
 	p.free -= draw
 	p.outstanding += draw
 	l.permits, l.share, l.carry = kept+draw, share, int64(carry)
@@ -184,16 +187,19 @@ func (l *lease) entitlementAt(mintedTotal, capacity, intervalNanos, o int64) (en
 // is at most its lease's horizon in nanoseconds (< 2^36) and a limit
 // holds at most MaxLeasesPerLimit leases: the sum cannot overflow.
 func (p *leasePool) surplusFor(l *lease, credit, capacity, intervalNanos, o int64) int64 {
-	var claims int64
+	unclaimed := p.free - credit
 	for _, g := range p.groups {
 		for _, m := range g.leases {
+			if unclaimed <= 0 {
+				return 0 // claimed in full: the rest cannot change that
+			}
 			if m != l {
 				e, _ := m.entitlementAt(p.minted, capacity, intervalNanos, o)
-				claims += e
+				unclaimed -= e
 			}
 		}
 	}
-	return max(0, p.free-credit-claims)
+	return max(0, unclaimed)
 }
 
 // cedeTo moves to joining lease l its share's fraction of every other

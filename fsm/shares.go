@@ -186,3 +186,43 @@ func cmp128(a, b u128) int {
 	}
 	return 0
 }
+
+// unitShare returns what waterFill gives claim i of claims with weight 1
+// and the given demands (>= 0), in O(n log n) on the demands alone: the
+// share of one member of a group, at every renewal, without sorting
+// claims. With weight 1, waterFill satisfies claims in ascending demand
+// while demand*(claims left) <= rest, and equal demands pass or fail
+// together (after one passes, the next equal one meets the same
+// condition), so the satisfied set is every demand up to a value; the
+// others get floor(rest/left), and the rest's remainder goes one each to
+// the first of them in position order (their fractions are equal).
+// scratch is reused for the sorted copy.
+func unitShare(capacity int64, demands []int64, i int, scratch []int64) (int64, []int64) {
+	sorted := append(scratch[:0], demands...)
+	slices.Sort(sorted)
+	rest, left := uint64(capacity), uint64(len(sorted))
+	k := 0
+	for ; k < len(sorted); k++ {
+		// demand*left > rest: this claim and every larger one is capped.
+		if hi, lo := bits.Mul64(uint64(sorted[k]), left); hi > 0 || lo > rest {
+			break
+		}
+		rest -= uint64(sorted[k])
+		left--
+	}
+	if k == len(sorted) || demands[i] < sorted[k] {
+		return demands[i], sorted // satisfied
+	}
+	level, extra := rest/left, rest%left
+	// Position of i among the capped claims (demand >= sorted[k]).
+	var before uint64
+	for j := 0; j < i; j++ {
+		if demands[j] >= sorted[k] {
+			before++
+		}
+	}
+	if before < extra {
+		level++
+	}
+	return int64(level), sorted
+}
