@@ -4,8 +4,8 @@ package wire
 // a node's HTTP port. No HTTP/1.x or HTTP/2 connection starts with it.
 const ClientPreface byte = 0x00
 
-// Operations (the Kind of a call frame). A client sends OpReserve and
-// OpOpenSession; a follower forwards the register's commands as they go
+// Operations (the Kind of a call frame). A client sends OpReserve,
+// OpOpenSession and the lease commands (OpLease, OpRenew, OpReturn); a follower forwards the register's commands as they go
 // in its log (OpCommand: an entry of package fsm, stamped 0) and the other
 // operations with string payloads. The numbers of retired operations (2,
 // 3, 7-10) are not reused.
@@ -30,6 +30,11 @@ const (
 	// fsm, stamped 0 (the leader stamps it); the answer is the register's
 	// result (package node's result codec).
 	OpCommand byte = 14
+	// OpLease, OpRenew and OpReturn: a client's lease commands (a
+	// LeaseOpen, LeaseRenew or LeaseReturn); the answer is a LeaseResult.
+	OpLease  byte = 15
+	OpRenew  byte = 16
+	OpReturn byte = 17
 )
 
 // Answer codes (the Kind of an answer frame). Every code but CodeOK carries
