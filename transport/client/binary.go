@@ -29,13 +29,36 @@ import (
 // server (1 is usually enough; more spread the server's reading across
 // cores). HTTPS servers are refused by New: the binary protocol has no TLS.
 func WithBinaryReserves(connsPerServer int) Option {
-	return func(c *Client) { c.bin = &binaryPool{connsPerServer: connsPerServer} }
+	return func(c *Client) {
+		if c.bin == nil {
+			c.bin = &binaryPool{}
+		}
+		c.bin.connsPerServer, c.bin.reserves = connsPerServer, true
+	}
 }
 
-// binaryPool keeps the pipelined connections, per server.
+// WithBinaryLeases makes Lease, Renew and Return use the binary protocol
+// (the answers and their timing are those of HTTP): a lease command costs
+// the register's leader less than over HTTP (0.10-0.14 core per thousand
+// renewals a second against 0.14-0.17 with a connection per worker; two
+// thirds of HTTP's cost when many holders share a client's connection).
+// It shares the connections of WithBinaryReserves (one per server without
+// it). HTTPS servers are refused by New.
+func WithBinaryLeases() Option {
+	return func(c *Client) {
+		if c.bin == nil {
+			c.bin = &binaryPool{connsPerServer: 1}
+		}
+		c.bin.leases = true
+	}
+}
+
+// binaryPool keeps the pipelined connections, per server, and says which
+// calls use them.
 type binaryPool struct {
-	connsPerServer int
-	dialTimeout    time.Duration
+	connsPerServer   int
+	reserves, leases bool
+	dialTimeout      time.Duration
 
 	mu    sync.Mutex
 	conns map[string][]*wire.Conn // by "host:port"
@@ -49,7 +72,7 @@ func (p *binaryPool) init(servers []string, dialTimeout time.Duration) error {
 	}
 	for _, s := range servers {
 		if !strings.HasPrefix(s, "http://") {
-			return fmt.Errorf("%w: server %s with binary reserves; allowed: plain \"host:port\" (the binary protocol has no TLS)", ErrInvalid, s)
+			return fmt.Errorf("%w: server %s with binary calls; allowed: plain \"host:port\" (the binary protocol has no TLS)", ErrInvalid, s)
 		}
 	}
 	p.dialTimeout = dialTimeout

@@ -18,18 +18,25 @@ import (
 type binServer struct {
 	addr   string
 	answer func(q wire.Reserve) (byte, []byte)
+	// lease, if set, answers the lease commands (op and payload).
+	lease func(op byte, p []byte) (byte, []byte)
 
 	mu  sync.Mutex
 	ids []string
 }
 
 func serveBinary(t *testing.T, answer func(q wire.Reserve) (byte, []byte)) *binServer {
+	return serveBinaryWith(t, &binServer{answer: answer})
+}
+
+// serveBinaryWith serves s (its answer functions set) on a fresh port.
+func serveBinaryWith(t *testing.T, s *binServer) *binServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &binServer{addr: ln.Addr().String(), answer: answer}
+	s.addr = ln.Addr().String()
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -56,6 +63,11 @@ func (s *binServer) serve(t *testing.T, c net.Conn) {
 		f, err := wire.ReadFrame(br)
 		if err != nil {
 			return
+		}
+		if s.lease != nil && (f.Kind == wire.OpLease || f.Kind == wire.OpRenew || f.Kind == wire.OpReturn) {
+			code, p := s.lease(f.Kind, f.Payload)
+			w.Send(wire.Frame{ID: f.ID, Kind: code, Payload: p})
+			continue
 		}
 		if f.Kind == wire.OpOpenSession {
 			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: wire.EncodeSessionResult(wire.SessionResult{ID: 1, IdleNanos: int64(10 * time.Minute)})})

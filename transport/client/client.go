@@ -34,7 +34,7 @@ type Client struct {
 	defaultMaxWait time.Duration
 	attemptTimeout time.Duration
 	rounds         int
-	bin            *binaryPool // nil: reserves over HTTP
+	bin            *binaryPool // nil: everything over HTTP
 	noSessions     bool        // reserves carry request IDs instead
 	sess           sessionState
 

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Leases: a worker (holder) of a leased limit leases a share of its
@@ -218,6 +221,12 @@ func (c *Client) Lease(ctx context.Context, limit string, req LeaseRequest) (Lea
 	if err := checkDemand("lease", req.DemandMilliPerSec); err != nil {
 		return LeaseGrant{}, err
 	}
+	if c.bin != nil && c.bin.leases {
+		return c.leaseCallBinary(ctx, "lease on "+strconv.Quote(limit), limit, wire.OpLease, req.RequestID, func(id string) []byte {
+			return wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: limit, Holder: req.Holder, Group: req.Group, Weight: req.Weight,
+				DemandMilli: req.DemandMilliPerSec, TTLNanos: int64(req.TTL), RequestID: id})
+		})
+	}
 	demand := req.DemandMilliPerSec
 	b := leaseBody{Holder: req.Holder, Group: req.Group, Weight: req.Weight, DemandMilli: &demand, TTL: req.TTL.String(), RequestID: req.RequestID}
 	return c.leaseCall(ctx, limitPath(limit)+"/lease", b)
@@ -240,6 +249,12 @@ func (c *Client) Renew(ctx context.Context, limit string, leaseID, epoch uint64,
 	if rep.Kept < 0 {
 		return LeaseGrant{}, fmt.Errorf("%w: renew of lease %d on %q keeps %d permits; allowed: >= 0", ErrInvalid, leaseID, limit, rep.Kept)
 	}
+	if c.bin != nil && c.bin.leases {
+		return c.leaseCallBinary(ctx, "renew on "+strconv.Quote(limit), limit, wire.OpRenew, rep.RequestID, func(id string) []byte {
+			return wire.EncodeLeaseRenew(wire.LeaseRenew{LeaseReport: wireReport(limit, leaseID, epoch, rep, id),
+				Kept: rep.Kept, DemandMilli: rep.DemandMilliPerSec, TTLNanos: int64(rep.TTL)})
+		})
+	}
 	b.Kept = rep.Kept
 	demand := rep.DemandMilliPerSec
 	b.DemandMilli, b.TTL = &demand, rep.TTL.String()
@@ -253,6 +268,11 @@ func (c *Client) Return(ctx context.Context, limit string, leaseID, epoch uint64
 	b, err := reportBody(limit, "return", leaseID, epoch, rep)
 	if err != nil {
 		return LeaseGrant{}, err
+	}
+	if c.bin != nil && c.bin.leases {
+		return c.leaseCallBinary(ctx, "return on "+strconv.Quote(limit), limit, wire.OpReturn, rep.RequestID, func(id string) []byte {
+			return wire.EncodeLeaseReturn(wireReport(limit, leaseID, epoch, rep, id))
+		})
 	}
 	return c.leaseCall(ctx, leasePath(limit, leaseID)+"/return", b)
 }
@@ -366,4 +386,63 @@ func (c *Client) Leases(ctx context.Context, limit string) (LeasePool, error) {
 	var p LeasePool
 	err := c.call(ctx, http.MethodGet, limitPath(limit)+"/leases", nil, &p)
 	return p, err
+}
+
+// wireReport is a report on a grant in the binary protocol's terms.
+func wireReport(limit string, leaseID, epoch uint64, rep LeaseReport, requestID string) wire.LeaseReport {
+	return wire.LeaseReport{Limit: limit, LeaseID: leaseID, Epoch: epoch, Spent: rep.Spent, StolenOut: rep.StolenOut,
+		StolenIn: rep.StolenIn, RequestID: requestID}
+}
+
+// leaseCallBinary is leaseCall over the binary protocol (WithBinaryLeases):
+// the same request ID across failover, the same answers, and Detail worded
+// as the HTTP API words it.
+func (c *Client) leaseCallBinary(ctx context.Context, what, limit string, op byte, requestID string, encode func(requestID string) []byte) (LeaseGrant, error) {
+	if requestID == "" {
+		requestID = newRequestID()
+	}
+	payload := encode(requestID)
+	var g LeaseGrant
+	err := c.failover(ctx, what, func(server string) (attemptOutcome, error) {
+		ans, err := c.callBinary(ctx, server, op, payload)
+		if err != nil {
+			return binaryOutcome(err), err
+		}
+		res, err := wire.DecodeLeaseResult(ans.payload)
+		if err != nil {
+			return attemptDone, fmt.Errorf("client: cannot decode the answer of %s to %s: %w", server, what, err)
+		}
+		var status LeaseStatus
+		var fallback string
+		switch res.Status {
+		case wire.LeaseGranted:
+			status = LeaseGranted
+		case wire.LeaseReturned:
+			status = LeaseReturned
+		case wire.LeaseRefused:
+			status, fallback = LeaseRefused, "refused; retry after "+time.Duration(res.RetryAfterNanos).String()
+		case wire.LeaseFenced:
+			status, fallback = LeaseFenced, "the lease is not live at that epoch: stop using that grant"
+		default:
+			return attemptRetry, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable,
+				Message: fmt.Sprintf("%s: unexpected result status %d", what, res.Status)}
+		}
+		g = LeaseGrant{
+			Status: status, LeaseID: res.LeaseID, Epoch: res.Epoch, Permits: res.Permits, ExpiresIn: time.Duration(res.ExpiresInNanos),
+			ShareMilliPerSec: res.ShareMilli, CreditedPermits: res.CreditedPermits, RetryAfter: time.Duration(res.RetryAfterNanos),
+			Duplicate: res.Duplicate, RequestID: requestID, SentAt: ans.sentAt, ReceivedAt: ans.receivedAt,
+		}
+		if fallback != "" {
+			op, _, _ := strings.Cut(what, " ")
+			g.Detail = op + " on limit " + strconv.Quote(limit) + ": " + fallback
+			if res.Detail != "" {
+				g.Detail = op + " on limit " + strconv.Quote(limit) + ": " + res.Detail
+			}
+		}
+		return attemptDone, nil
+	})
+	if err != nil {
+		return LeaseGrant{}, err
+	}
+	return g, nil
 }

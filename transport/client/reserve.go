@@ -186,7 +186,7 @@ func (c *Client) Reserve(ctx context.Context, limit string, n int64, maxWait tim
 
 // reserveKeyed sends one reserve with its key over the client's protocol.
 func (c *Client) reserveKeyed(ctx context.Context, limit string, n int64, maxWait time.Duration, k reserveKey) (Grant, error) {
-	if c.bin != nil {
+	if c.bin != nil && c.bin.reserves {
 		return c.reserveBinary(ctx, limit, n, maxWait, k)
 	}
 	return c.reserve(ctx, limit, n, maxWait, k)

@@ -113,7 +113,7 @@ func (s *sessionState) wireRef(ref sessionRef) wire.SessionRef {
 // ID. The client opens and renews its own session as needed; this is for
 // programs that manage sessions themselves.
 func (c *Client) OpenSession(ctx context.Context) (uint64, error) {
-	if c.bin != nil {
+	if c.bin != nil && c.bin.reserves {
 		return c.openSessionBinary(ctx)
 	}
 	var out struct {
