@@ -3,10 +3,12 @@ package node
 import (
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -69,5 +71,94 @@ func TestServeClientOnFollower(t *testing.T) {
 	}
 	if info, ok := l.fsm.Limit("api"); !ok || info.GrantedRequests+info.RefusedRequests != 1 {
 		t.Fatalf("rejected calls reached the register or the limit was deleted: %+v %v", info, ok)
+	}
+}
+
+// TestServeClientLeases: a binary client on a follower opens, renews and
+// returns a lease (forwarded to the leader); a retried renewal is the
+// stored decision, a stale epoch is fenced; an unknown limit, a limit that
+// is not leased, invalid values and garbage are clear error codes that
+// reach nothing of the register.
+func TestServeClientLeases(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 30*time.Second)
+	f := c.followers(l)[0]
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "plain", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
+		return err
+	})
+
+	server, clientSide := net.Pipe()
+	go f.ServeClient(server)
+	bc := wire.NewConn(clientSide)
+	defer bc.Close()
+	uniq := func(s string) string { return fmt.Sprintf("%s-%d", s, time.Now().UnixNano()) }
+	call := func(op byte, payload []byte) (byte, wire.LeaseResult, string) {
+		t.Helper()
+		for {
+			code, p, err := bc.Call(ctx, op, payload)
+			if err != nil {
+				t.Fatalf("call: %v", err)
+			}
+			if code == wire.CodeNoLeader { // a leader change under a loaded test run
+				continue
+			}
+			if code != wire.CodeOK {
+				return code, wire.LeaseResult{}, string(p)
+			}
+			res, err := wire.DecodeLeaseResult(p)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			return code, res, ""
+		}
+	}
+	const ttl = int64(20 * time.Second)
+	_, g, _ := call(wire.OpLease, wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "api", Holder: "h1", Group: "g1", DemandMilli: 50_000, TTLNanos: ttl, RequestID: uniq("l")}))
+	if g.Status != wire.LeaseGranted || g.LeaseID == 0 || g.Epoch != 1 || g.Permits < 1 || g.ExpiresInNanos != ttl {
+		t.Fatalf("lease: %+v", g)
+	}
+	renew := wire.LeaseRenew{LeaseReport: wire.LeaseReport{Limit: "api", LeaseID: g.LeaseID, Epoch: 1, Spent: 1, RequestID: uniq("r")},
+		Kept: g.Permits - 1, DemandMilli: 50_000, TTLNanos: ttl}
+	_, r, _ := call(wire.OpRenew, wire.EncodeLeaseRenew(renew))
+	if r.Status != wire.LeaseGranted || r.Epoch != 2 || r.Permits < g.Permits-1 || r.Duplicate {
+		t.Fatalf("renew: %+v (lease %+v)", r, g)
+	}
+	if _, again, _ := call(wire.OpRenew, wire.EncodeLeaseRenew(renew)); !again.Duplicate || again.Epoch != 2 || again.Permits != r.Permits {
+		t.Fatalf("retried renew: %+v, want the stored decision %+v", again, r)
+	}
+	stale := renew
+	stale.RequestID = uniq("stale")
+	if _, fenced, _ := call(wire.OpRenew, wire.EncodeLeaseRenew(stale)); fenced.Status != wire.LeaseFenced || fenced.Detail == "" {
+		t.Fatalf("stale renew: %+v, want fenced with a reason", fenced)
+	}
+	ret := wire.LeaseReport{Limit: "api", LeaseID: g.LeaseID, Epoch: 2, Spent: r.Permits, RequestID: uniq("ret")}
+	if _, done, _ := call(wire.OpReturn, wire.EncodeLeaseReturn(ret)); done.Status != wire.LeaseReturned {
+		t.Fatalf("return: %+v", done)
+	}
+	before, _ := l.fsm.LeasePool("api")
+	for _, tc := range []struct {
+		name    string
+		op      byte
+		payload []byte
+		want    byte
+		mention string
+	}{
+		{"unknown limit", wire.OpLease, wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "nope", Holder: "h2", Group: "g", TTLNanos: ttl}), wire.CodeNotFound, "nope"},
+		{"not leased", wire.OpLease, wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "plain", Holder: "h2", Group: "g", TTLNanos: ttl}), wire.CodeInvalid, "not leased"},
+		{"bad holder", wire.OpLease, wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "api", Holder: "a b", Group: "g", TTLNanos: ttl}), wire.CodeInvalid, "holder"},
+		{"short TTL", wire.OpLease, wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "api", Holder: "h2", Group: "g", TTLNanos: 1}), wire.CodeInvalid, "TTL"},
+		{"negative spent", wire.OpReturn, wire.EncodeLeaseReturn(wire.LeaseReport{Limit: "api", LeaseID: 1, Epoch: 1, Spent: -1}), wire.CodeInvalid, "spent"},
+		{"garbage", wire.OpRenew, []byte{0xff}, wire.CodeInvalid, "renew"},
+	} {
+		if code, _, msg := call(tc.op, tc.payload); code != tc.want || !strings.Contains(strings.ToLower(msg), strings.ToLower(tc.mention)) {
+			t.Errorf("%s: code %d (%s), want %d mentioning %q", tc.name, code, msg, tc.want, tc.mention)
+		}
+	}
+	if after, _ := l.fsm.LeasePool("api"); after.LeasesOpened != before.LeasesOpened || after.Renewals != before.Renewals || after.Returns != before.Returns {
+		t.Errorf("rejected calls reached the register: %+v, then %+v", before, after)
 	}
 }

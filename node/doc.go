@@ -23,9 +23,12 @@
 //  1. Never early across leader changes (timeline.go, takeover.go). The
 //     cluster time is the leader's timeline: after a raft Barrier has
 //     applied every entry of earlier terms, a new leader continues from
-//     the last applied cluster time and counts forward on its own
-//     monotonic clock, capped by the process's real monotonic clock. Time
-//     spent electing is lost, which only makes grants later. Wall clocks
+//     the last applied cluster time plus the time since it took that
+//     state in (receipt.go: the last entry of the old term it stored, a
+//     snapshot it installed, or its start), and counts forward on its own
+//     monotonic clock, capped by the process's real monotonic clock. Only
+//     the time between the old leader's last stamp and its receipt is
+//     lost, which only makes grants later. Wall clocks
 //     play no part. Assumptions: each node's monotonic clock does not run
 //     faster than real time (the cap enforces it for injected clocks),
 //     and raft's Barrier returns only after every earlier entry applied.

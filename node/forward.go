@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/permitd/permitd/transport/wire"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // forward.go: followers forward client requests to the leader over one
@@ -146,8 +148,8 @@ func (n *Node) ServeClient(c net.Conn) {
 	n.servePipelined(c, wire.MaxClientFrame, n.handleClient)
 }
 
-// handleClient serves one call of a binary client: a reserve or the
-// opening of a session.
+// handleClient serves one call of a binary client: a reserve, the opening
+// of a session, or a lease command.
 func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byte, error) {
 	if op == wire.OpOpenSession {
 		if len(payload) != 0 {
@@ -159,8 +161,13 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byt
 		}
 		return wire.EncodeSessionResult(toWireSession(res)), nil
 	}
-	if op != wire.OpReserve {
-		return nil, fmt.Errorf("%w: operation %d on a client connection: allowed: %d (reserve), %d (open session)", ErrInvalid, op, wire.OpReserve, wire.OpOpenSession)
+	switch op {
+	case wire.OpLease, wire.OpRenew, wire.OpReturn:
+		return n.handleClientLease(ctx, op, payload)
+	case wire.OpReserve:
+	default:
+		return nil, fmt.Errorf("%w: operation %d on a client connection: allowed: %d (reserve), %d (open session), %d-%d (lease, renew, return)",
+			ErrInvalid, op, wire.OpReserve, wire.OpOpenSession, wire.OpLease, wire.OpReturn)
 	}
 	r, err := wire.DecodeReserve(payload)
 	if err != nil {
@@ -174,8 +181,8 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byt
 }
 
 // servePipelined reads calls of at most maxFrame bytes from c and answers
-// each through handle, in its own goroutine (at most maxForwardedInflight
-// at once per connection). A malformed frame ends the connection.
+// each through handle, on a goroutine of its own (from the node's call
+// pool; at most maxForwardedInflight at once per connection). A malformed frame ends the connection.
 func (n *Node) servePipelined(c net.Conn, maxFrame uint32, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
@@ -197,7 +204,7 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, handle func(ctx conte
 			return
 		}
 		wg.Add(1)
-		go func() {
+		n.calls.run(func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
@@ -211,7 +218,7 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, handle func(ctx conte
 				code, resp = wire.CodeError, []byte("answer too large for one frame")
 			}
 			w.Send(wire.Frame{ID: f.ID, Kind: code, Payload: resp})
-		}()
+		})
 	}
 }
 
@@ -228,4 +235,38 @@ func (n *Node) serveForwardListener() {
 			return
 		}
 	}
+}
+
+// handleClientLease serves a binary client's lease, renew or return: the
+// payload is decoded, converted and validated as the HTTP API's body is
+// (a weight of 0 is the default, 1), and the register's outcome
+// (granted, refused, fenced, returned) is the answer; an unknown or
+// unleased limit and an invalid command are errors, as over HTTP.
+func (n *Node) handleClientLease(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+	var res fsm.LeaseResult
+	var err error
+	switch op {
+	case wire.OpLease:
+		q, derr := wire.DecodeLeaseOpen(payload)
+		if derr != nil {
+			return nil, fmt.Errorf("%w: lease: %v", ErrInvalid, derr)
+		}
+		res, err = n.Lease(ctx, leaseFromWire(q))
+	case wire.OpRenew:
+		q, derr := wire.DecodeLeaseRenew(payload)
+		if derr != nil {
+			return nil, fmt.Errorf("%w: renew: %v", ErrInvalid, derr)
+		}
+		res, err = n.Renew(ctx, renewFromWire(q))
+	default:
+		q, derr := wire.DecodeLeaseReturn(payload)
+		if derr != nil {
+			return nil, fmt.Errorf("%w: return: %v", ErrInvalid, derr)
+		}
+		res, err = n.Return(ctx, fsm.Return{Report: reportFromWire(q), RequestID: q.RequestID})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return wire.EncodeLeaseResult(toWireLeaseResult(res)), nil
 }

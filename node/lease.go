@@ -135,11 +135,11 @@ func (n *Node) leaseLocal(ctx context.Context, c fsm.LeaseCommand) (fsm.LeaseRes
 // checkLeased rejects, on the leader, a lease command on a limit that does
 // not exist or is not leased.
 func (n *Node) checkLeased(limit string) error {
-	info, ok := n.fsm.Limit(limit)
+	exists, leased := n.fsm.Leased(limit)
 	switch {
-	case !ok:
+	case !exists:
 		return n.limitNotFound(limit)
-	case !info.Leased:
+	case !leased:
 		return fmt.Errorf("%w: limit %q is not leased: its permits are reserved one request at a time (put a lease policy with leased=true first)", ErrInvalid, limit)
 	}
 	return nil

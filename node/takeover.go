@@ -12,11 +12,15 @@ import (
 // takeover.go: how a node becomes the cluster's clock. A new leader may
 // stamp only after it has applied every entry committed before its term
 // (a raft Barrier), and it continues from the last cluster time the FSM
-// applied — never from its own clock, which may be anywhere:
+// applied — never from its own clock, which may be anywhere — plus the
+// time it can prove has passed since then:
 //
-//	base = fsm.LastNowNanos() after Barrier(term)   (timeline.begin)
+//	base = fsm.LastNowNanos() after Barrier(term)
+//	       + the time since it last took in state of an earlier term   (receipt.go)
 //
-// Time that passed during the election is lost (grants only get later).
+// Only the time between the old leader's last stamp and this node's
+// receipt of it is lost (grants only get later); the rest of the election
+// is counted.
 // A stamp carries its term; fsm.Apply trusts it only in an entry of that
 // same term, so a stamp held across A→B→A is "no time passed" (see
 // stampForApply). Readiness is the timeline's: ready while it stamps.
@@ -45,7 +49,8 @@ func (n *Node) watchLeadership() {
 
 // onLeadership takes the timeline over when this node leads (a raft
 // Barrier applies everything committed in earlier terms; the timeline then
-// continues from the FSM's last applied cluster time) and ends it when
+// continues from the FSM's last applied cluster time plus the time since
+// this node took that state in, receipt.go) and ends it when
 // it does not. A leader seen again in a new term without the loss having
 // been seen starts over: another leader may have stamped meanwhile.
 func (n *Node) onLeadership(isLeader bool) {
@@ -75,13 +80,21 @@ func (n *Node) onLeadership(isLeader bool) {
 	if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
 		return
 	}
-	base := n.fsm.LastNowNanos()
+	last := n.fsm.LastNowNanos()
+	from, counted := n.receipts.lastBefore(term)
 	if n.cfg.UnsafeResumeFromOwnClock {
-		base = n.cfg.Clock.NowNanos() // the deliberate bug: see Config
-		n.log.Warn("UNSAFE: resuming the cluster timeline from this node's own clock", "term", term, "from_ns", base, "fsm_last_ns", n.fsm.LastNowNanos())
+		base := n.cfg.Clock.NowNanos() // the deliberate bug: see Config
+		n.log.Warn("UNSAFE: resuming the cluster timeline from this node's own clock", "term", term, "from_ns", base, "fsm_last_ns", last)
+		n.timeline.begin(term, base)
+		return
 	}
-	n.timeline.begin(term, base)
-	n.log.Info("leading: cluster timeline continues", "term", term, "from_ns", base)
+	if counted {
+		n.timeline.beginAt(term, last, from.clockNanos, from.realNanos)
+	} else {
+		n.timeline.begin(term, last)
+	}
+	base, _, _, _ := n.timeline.stamp()
+	n.log.Info("leading: cluster timeline continues", "term", term, "from_ns", base, "fsm_last_ns", last, "counted_ns", base-last)
 }
 
 // stampForApply stamps a command if this node is the leader of the term its

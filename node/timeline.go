@@ -13,13 +13,15 @@ import (
 //
 //	stamp = base + (clock.NowNanos() − start)
 //
-// where base is the FSM's last applied cluster time and start the clock
-// reading at takeover. The elapsed time is also capped by the process's own
+// where base is the FSM's last applied cluster time plus the time since
+// this node took that state in (receipt.go) and start the clock reading at
+// takeover. The elapsed time is also capped by the process's own
 // monotonic clock (real): an injected clock that jumps or runs fast (the
 // test clock of --clock-offset/--clock-rate and jepsen-lite's clock nemesis)
 // can only make the timeline slower, never faster. In production both are
-// the same clock and the cap changes nothing. Time that passed during the election is lost, which
-// can only make later grants later, never earlier; the wall clock plays no
+// the same clock and the cap changes nothing. Time that passed between the
+// old leader's last stamp and this node's receipt of it is lost, which can
+// only make later grants later, never earlier; the wall clock plays no
 // part, so a node whose wall clock is hours off stamps correctly. Stamps are
 // non-decreasing, and the FSM clamps again (max(last, stamp)).
 //
@@ -47,8 +49,17 @@ func newTimeline(clock, real Clock) *timeline {
 	return &timeline{clock: clock, real: real, ready: make(chan struct{})}
 }
 
-// begin makes the timeline active for term, continuing from baseNanos.
+// begin makes the timeline active for term, continuing from baseNanos
+// now.
 func (t *timeline) begin(term uint64, baseNanos int64) {
+	t.beginAt(term, baseNanos, t.clock.NowNanos(), t.real.NowNanos())
+}
+
+// beginAt makes the timeline active for term, continuing from baseNanos
+// as of the readings clockNanos and realNanos of its clocks (earlier
+// readings than now: the receipt of the state baseNanos comes from,
+// receipt.go), so the time since counts.
+func (t *timeline) beginAt(term uint64, baseNanos, clockNanos, realNanos int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.active {
@@ -57,8 +68,8 @@ func (t *timeline) begin(term uint64, baseNanos int64) {
 	t.active = true
 	t.term = term
 	t.base = baseNanos
-	t.start = t.clock.NowNanos()
-	t.realStart = t.real.NowNanos()
+	t.start = clockNanos
+	t.realStart = realNanos
 	t.last = baseNanos
 }
 

@@ -71,3 +71,21 @@ func TestSkewedClockNeverGoesBackwards(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelineBegunAtAReceiptCountsTheTimeSince: a timeline begun at an
+// earlier reading of its clocks counts the time since on the slower one.
+func TestTimelineBegunAtAReceiptCountsTheTimeSince(t *testing.T) {
+	clock, real := &manualClock{}, &manualClock{}
+	tl := newTimeline(clock, real)
+	clock.advance(time.Second)
+	real.advance(time.Second)
+	tl.beginAt(7, 100, 0, 0)
+	if now, _, _, _ := tl.stamp(); now != 100+int64(time.Second) {
+		t.Errorf("stamp %d, want %d", now, 100+int64(time.Second))
+	}
+	clock.advance(time.Hour) // an injected clock that jumps counts no more than real time
+	real.advance(time.Second)
+	if now, _, _, _ := tl.stamp(); now != 100+int64(2*time.Second) {
+		t.Errorf("after a clock jump: stamp %d, want %d", now, 100+int64(2*time.Second))
+	}
+}

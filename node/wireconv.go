@@ -40,3 +40,33 @@ func toWireSession(res fsm.SessionResult) wire.SessionResult {
 func fromWireSession(res wire.SessionResult) fsm.SessionResult {
 	return fsm.SessionResult{ID: res.ID, IdleNanos: res.IdleNanos}
 }
+
+// leaseFromWire is a binary client's lease as the register's command; a
+// weight of 0 is the default, 1 (as an HTTP body without "weight").
+func leaseFromWire(q wire.LeaseOpen) fsm.Lease {
+	w := q.Weight
+	if w == 0 {
+		w = 1
+	}
+	return fsm.Lease{Limit: q.Limit, Holder: q.Holder, Group: q.Group, Weight: w, DemandMilliPermitsPerSec: q.DemandMilli,
+		TTLNanos: q.TTLNanos, RequestID: q.RequestID}
+}
+
+// reportFromWire is a binary client's report on a grant.
+func reportFromWire(q wire.LeaseReport) fsm.Report {
+	return fsm.Report{Limit: q.Limit, LeaseID: q.LeaseID, Epoch: q.Epoch, SpentPermits: q.Spent, StolenOutPermits: q.StolenOut,
+		StolenInPermits: q.StolenIn}
+}
+
+// renewFromWire is a binary client's renewal.
+func renewFromWire(q wire.LeaseRenew) fsm.Renew {
+	return fsm.Renew{Report: reportFromWire(q.LeaseReport), KeptPermits: q.Kept, DemandMilliPermitsPerSec: q.DemandMilli,
+		TTLNanos: q.TTLNanos, RequestID: q.RequestID}
+}
+
+// toWireLeaseResult is the register's lease outcome as the protocol's.
+func toWireLeaseResult(res fsm.LeaseResult) wire.LeaseResult {
+	return wire.LeaseResult{Status: wire.LeaseStatus(res.Status), LeaseID: res.LeaseID, Epoch: res.Epoch, Permits: res.Permits,
+		ExpiresInNanos: res.ExpiresInNanos, ShareMilli: res.ShareMilliPermitsPerSec, CreditedPermits: res.CreditedPermits,
+		RetryAfterNanos: res.RetryAfterNanos, Duplicate: res.Duplicate, Detail: res.Detail}
+}

@@ -39,3 +39,19 @@ func TestWireConversionsRoundTrip(t *testing.T) {
 		t.Errorf("session %+v came back as %+v", s, got)
 	}
 }
+
+// TestWireLeaseStatusesAreTheRegisters: the binary protocol numbers a
+// lease command's outcomes as the register does.
+func TestWireLeaseStatusesAreTheRegisters(t *testing.T) {
+	for _, c := range []struct {
+		f fsm.LeaseStatus
+		w wire.LeaseStatus
+	}{
+		{fsm.LeaseGranted, wire.LeaseGranted}, {fsm.LeaseRefused, wire.LeaseRefused}, {fsm.LeaseUnknownLimit, wire.LeaseUnknownLimit},
+		{fsm.LeaseInvalid, wire.LeaseInvalid}, {fsm.LeaseFenced, wire.LeaseFenced}, {fsm.LeaseReturned, wire.LeaseReturned},
+	} {
+		if uint8(c.f) != uint8(c.w) {
+			t.Errorf("fsm lease status %d is wire status %d", c.f, c.w)
+		}
+	}
+}
