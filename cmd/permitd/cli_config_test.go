@@ -196,6 +196,14 @@ func TestCLIConfigAndEnvironment(t *testing.T) {
 		wantUsageError(t, runCLI(t, bin, nil, "worker", "--config", wcfg, "--validate", "--ttl", "10ms"),
 			`--ttl "10ms" is out of range; allowed: a Go duration string from 100ms to 1m0s`)
 		wantUsageError(t, runCLI(t, bin, nil, "worker", "--config", wcfg, "--validate", "--margin", "1500ms"), "margin")
+		// The renewal period and the register-call timeout reach the
+		// worker's config, which checks them against the TTL.
+		m = settings(t, runCLI(t, bin, nil, "worker", "--config", wcfg, "--validate", "--renew-every", "1500ms", "--register-timeout", "700ms"))
+		if m["renew-every"] != "1.5s" || m["register-timeout"] != "700ms" {
+			t.Fatalf("worker settings: renew-every %v, register-timeout %v", m["renew-every"], m["register-timeout"])
+		}
+		wantUsageError(t, runCLI(t, bin, nil, "worker", "--config", wcfg, "--validate", "--renew-every", "1900ms"),
+			"renew every 1.9s with TTL 2s and margin 200ms (allowed: 0 < renew every < TTL - margin")
 		writeFile(t, wcfg, `{"group": "batch", "limit": "llm", "servers": "127.0.0.1:8001", "wieght": 3}`)
 		wantUsageError(t, runCLI(t, bin, nil, "worker", "--config", wcfg), `key "wieght": unknown key (did you mean "weight"?)`)
 	})

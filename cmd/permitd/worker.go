@@ -34,6 +34,8 @@ type workerFlags struct {
 	httpAddr, logLevel, logFormat    string
 	weight                           int64
 	ttl, margin, pushPull, reqTimout time.Duration
+	renewEvery, registerTimeout      time.Duration
+	registerProtocol                 string
 	stealBias                        float64
 	testHooks, testDoubleLease       bool
 	config                           string
@@ -51,12 +53,15 @@ func (f *workerFlags) define(c *cmdLine) {
 	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required)", checkServer)
 	c.String(&f.httpAddr, "http-addr", "HOST:PORT", "127.0.0.1:8101", "address of the sidecar's HTTP API (reserve, status, healthz, metrics)", checkHostPort)
 	c.Int64(&f.weight, "weight", "W", 1, 1, 1_000_000, "an integer from 1 to 1000000", "the group's weight in the fair division")
-	c.DurationRange(&f.ttl, "ttl", worker.DefaultTTL, durPositive, 100*time.Millisecond, time.Minute, "lease TTL asked of the register (100ms-60s); the lease is renewed every TTL/2")
-	c.Duration(&f.margin, "margin", 0, durNonNegative, "safety margin subtracted from every local deadline (0: 10% of --ttl, at least 50ms; must leave TTL-margin > TTL/2)")
+	c.DurationRange(&f.ttl, "ttl", worker.DefaultTTL, durPositive, 100*time.Millisecond, time.Minute, "lease TTL asked of the register (100ms-60s); the lease is renewed every --renew-every")
+	c.Duration(&f.margin, "margin", 0, durNonNegative, "safety margin subtracted from every local deadline (0: 10% of --ttl, at least 50ms; must leave TTL-margin > the renewal period)")
+	c.Duration(&f.renewEvery, "renew-every", 0, durNonNegative, "renewal period (0: TTL/2; must be below TTL-margin): longer renews less often (less register CPU per worker), a grant then covers more time")
+	c.Duration(&f.registerTimeout, "register-timeout", 0, durNonNegative, "longest wait for one register call before the worker counts it failed (0: TTL-margin, so that a renewal rides out a register election; shorter notices a cut-off register sooner)")
 	c.Float(&f.stealBias, "steal-bias", "F", 0, func(x float64) bool { return x == -1 || (x >= 0 && x <= 1) }, "-1, 0, or a number in (0, 1]",
 		"fraction of its spare permits a worker keeps for its own group when another group asks (0: default 0.5; -1: none)")
 	c.Duration(&f.pushPull, "gossip-push-pull", 2*time.Second, durPositive, "memberlist push/pull interval (short, so that a small fleet converges quickly)")
 	c.Duration(&f.reqTimout, "max-reserve-wait", transport.DefaultRequestTimeout, durPositive, "longest max_wait a reserve may ask of the sidecar")
+	c.Choice(&f.registerProtocol, "register-protocol", "binary", "protocol of the lease commands to the register: binary (pipelined; a little less of the leader's CPU per renewal) or http (JSON)", "binary", "http")
 	c.Choice(&f.logLevel, "log-level", "info", "log level (memberlist logs from one level higher)", logLevels...)
 	c.Choice(&f.logFormat, "log-format", "text", "log format: text lines, or one JSON object per line", logFormats...)
 	c.Bool(&f.testHooks, "test-hooks", false, "testing only: serve /v1/debug/faults to cut this worker off from the register (jepsen-lite)")
@@ -100,7 +105,8 @@ worker, a port in use, the lease could not be returned); 2 usage error.
 func runWorker(args []string, stdout, stderr io.Writer) int {
 	c := newCmdLine("worker", `worker --group NAME --limit NAME --servers HTTPADDR,...
                       --gossip-addr HOST:PORT [--join GOSSIPADDR,...] --http-addr HOST:PORT
-                      [--name ID] [--weight W] [--ttl D] [--margin D] [--steal-bias F] [--config FILE]`, workerDescription, stdout, stderr)
+                      [--name ID] [--weight W] [--ttl D] [--margin D] [--renew-every D]
+                      [--register-timeout D] [--steal-bias F] [--config FILE]`, workerDescription, stdout, stderr)
 	var f workerFlags
 	f.define(c)
 	if ok, code := c.parse(args); !ok {
@@ -125,7 +131,11 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	}
 	logger := newLogger("permitd-worker", f.logLevel, f.logFormat, stderr)
 	attempt := max(f.ttl/4, 50*time.Millisecond)
-	cl, err := newClient(f.servers, client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(attempt))
+	opts := []client.Option{client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(attempt)}
+	if f.registerProtocol == "binary" {
+		opts = append(opts, client.WithBinaryLeases())
+	}
+	cl, err := newClient(f.servers, opts...)
 	if err != nil {
 		return c.usageError(err.Error())
 	}
@@ -138,6 +148,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	w, err := worker.New(worker.Config{
 		Name: f.name, Group: f.group, Weight: f.weight, Limit: f.limit, Register: reg,
 		Gossip: gossip, Join: splitList(f.join), TTL: f.ttl, Margin: f.margin, StealBias: f.stealBias,
+		RenewEvery: f.renewEvery, RequestTimeout: f.registerTimeout,
 		Clock: node.NewMonotonicClock(), Logger: logger,
 	})
 	if err != nil {

@@ -34,11 +34,14 @@ type sidecarAnswer struct {
 //   - the fleet stays within C + O + floor(W/I) + 1 over every window;
 //
 // and it reports the rate the fleet was granted from the kill until half
-// a second after a new leader is up (not asserted: 66-97 % of the limit
-// in the runs so far, the goal being 90 %). PERMITD_BIN runs it
-// against another build; it passes on the commit before the allowance
-// (7cb4564) as well: see TestBinaryWorkersRideOutLeaderKillWithAGroupCut
-// for why.
+// a second after a new leader is up (not asserted, a rate on a loaded
+// machine: 93-99 % of the limit in five runs since a new leader counts
+// the election's time, node/receipt.go, one of five at 76 % on the build
+// before; 65-97 % before that). The leader is killed once the fleet's shares have converged
+// (95 % of the limit granted over the last second), after 6 s at the
+// earliest and 14 s at the latest. PERMITD_BIN runs it against another
+// build; it passes on the commit before the allowance (7cb4564) as well:
+// see TestBinaryWorkersRideOutLeaderKillWithAGroupCut for why.
 func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -141,9 +144,30 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 		}
 	}()
 
-	// Steady load for 6 s (the shares converge to max-min: C 33/s of
-	// headroom, A and B 83.5/s each), then kill the leader.
-	waitUntil(t, 15*time.Second, "6 s of steady load", func() bool { return time.Since(start) >= 6*time.Second })
+	// Steady load for at least 6 s, until the shares have converged to
+	// max-min (C 33/s with headroom, A and B 83.5/s each: the fleet
+	// granted 95 % of the limit over the last second) or for 14 s, then
+	// kill the leader: what the election costs is measured against a
+	// fleet that was using the limit.
+	grantedSince := func(from int64) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for i := len(answers) - 1; i >= 0 && answers[i].atNanos >= from; i-- {
+			if answers[i].code == 200 {
+				n++
+			}
+		}
+		return n
+	}
+	var beforeKill int
+	waitUntil(t, 20*time.Second, "6 s of steady load", func() bool {
+		if time.Since(start) < 6*time.Second {
+			return false
+		}
+		beforeKill = grantedSince(since() - int64(time.Second))
+		return beforeKill >= rate*95/100 || time.Since(start) >= 14*time.Second
+	})
 	var killed *testAgent
 	var rest []*testAgent
 	for _, a := range agents {
@@ -158,7 +182,7 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	restAddr := map[string]string{rest[0].id: rest[0].httpAddr, rest[1].id: rest[1].httpAddr}
 	newLeader := waitLeader(t, hc, restAddr, []string{rest[0].id, rest[1].id})
 	readyAt := since()
-	t.Logf("killed leader %s at %v; %s leads %v later", leader, time.Duration(killAt), newLeader, time.Duration(readyAt-killAt))
+	t.Logf("killed leader %s at %v (%d granted in the second before); %s leads %v later", leader, time.Duration(killAt), beforeKill, newLeader, time.Duration(readyAt-killAt))
 	waitUntil(t, 15*time.Second, "4 s under the new leader", func() bool { return since() >= readyAt+int64(4*time.Second) })
 	close(stop)
 	wg.Wait()
@@ -227,8 +251,8 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 		}
 	}
 	t.Logf("granted per second: A %v, B %v, C %v", perSec[0], perSec[1], perSec[2])
-	// Not asserted (the goal of 90 % is not met: see the README's
-	// "Leased path"), reported: what the fleet got across the election.
+	// Reported, not asserted (a rate on a loaded machine): what the fleet
+	// got across the election.
 	t.Logf("granted A %d, B %d, C %d (after 3 s: %d of %d asked, %.2f%%); %d refused (429), %d other; %.0f permits/s from the kill to 0.5 s after the new leader (%.2f s), %.0f/s over the run",
 		grantedIn[0], grantedIn[1], grantedIn[2], grantedC, askedC, 100*float64(grantedC)/float64(max(1, askedC)),
 		refused, other, float64(inElection)/span, span, float64(len(grants))/(float64(end)/1e9))
