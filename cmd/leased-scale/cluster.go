@@ -165,10 +165,11 @@ func parseStatCPU(stat string, hz float64) (float64, error) {
 	return float64(u+s) / hz, nil
 }
 
-// idleCores measures, over 3 s before any load, the cores the leader and
+// idleCores measures, over 10 s before any load (3 s read ±0.02 core from
+// run to run), the cores the leader and
 // the three agents together use: raft heartbeats and timers.
 func (r *register) idleCores(ctx context.Context) (leader, all float64, err error) {
-	const idle = 3 * time.Second
+	const idle = 10 * time.Second
 	c0, err := r.cpuSeconds(r.leaderPID())
 	if err != nil {
 		return 0, 0, err

@@ -32,6 +32,8 @@ type options struct {
 	registerLoad    []int
 	pprofOut        string
 	via             string
+	protocol        string
+	clients         int
 }
 
 func parseInts(s string) ([]int, error) {
@@ -68,6 +70,8 @@ func main() {
 	var load string
 	flag.StringVar(&load, "register-load", "", "instead of the sweep: holder counts (e.g. 100,1000) to run as lease holders without gossip against the register, in each -groups count (see registerload.go)")
 	flag.StringVar(&o.via, "via", "leader", "with -register-load: which nodes the holders talk to first, leader or followers")
+	flag.StringVar(&o.protocol, "protocol", "binary", "with -register-load: the holders' lease commands over binary (the worker's default) or http")
+	flag.IntVar(&o.clients, "clients", 0, "with -register-load: spread the holders over this many clients, each with its own connections (0: one per holder, as a real fleet)")
 	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here")
 	flag.Parse()
 	var err error
@@ -79,6 +83,9 @@ func main() {
 	}
 	if err == nil && o.via != "leader" && o.via != "followers" {
 		err = fmt.Errorf("-via %q: want leader or followers", o.via)
+	}
+	if err == nil && o.protocol != "binary" && o.protocol != "http" {
+		err = fmt.Errorf("-protocol %q: want binary or http", o.protocol)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "leased-scale:", err)

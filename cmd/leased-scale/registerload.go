@@ -36,7 +36,8 @@ type loadResult struct {
 	// ClusterCores is the three nodes' CPU together, ClusterIdleCores the
 	// same before any holder started.
 	ClusterCores, ClusterIdleCores float64
-	Via                            string
+	Via, Protocol                  string
+	Clients                        int
 	P50Ms, P99Ms                   float64
 	Failed                         int64
 }
@@ -44,7 +45,7 @@ type loadResult struct {
 // measureRegisterLoad runs n holders in g groups against a fresh 3-node
 // register for o.window after o.warmup.
 func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g int) (res loadResult, err error) {
-	res = loadResult{Holders: n, Groups: g, Via: o.via}
+	res = loadResult{Holders: n, Groups: g, Via: o.via, Protocol: o.protocol}
 	dir, err := os.MkdirTemp(tmp, fmt.Sprintf("load%d-g%d-", n, g))
 	if err != nil {
 		return res, err
@@ -63,22 +64,37 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	if res.LeaderIdleCores, res.ClusterIdleCores, err = reg.idleCores(ctx); err != nil {
 		return res, err
 	}
-	cl := reg.cl
-	if o.via == "followers" {
-		// The holders talk to the followers first: they parse the HTTP and
-		// forward each command to the leader over the nodes' binary,
-		// pipelined connection.
-		var servers []string
-		for i, h := range reg.http {
-			if i != reg.leader {
-				servers = append(servers, h)
-			}
+	// The holders' servers: the leader first, or the followers first (they
+	// parse the request and forward each command to the leader over the
+	// nodes' binary, pipelined connection).
+	servers := []string{reg.http[reg.leader]}
+	for i, h := range reg.http {
+		if i != reg.leader {
+			servers = append(servers, h)
 		}
-		if cl, err = client.New(append(servers, reg.http[reg.leader])); err != nil {
+	}
+	if o.via == "followers" {
+		servers = append(servers[1:], servers[0])
+	}
+	var opts []client.Option
+	if o.protocol == "binary" {
+		opts = append(opts, client.WithBinaryLeases())
+	}
+	// -clients spreads the holders over that many clients, each with its
+	// own connections: a real fleet has one per worker process, and the
+	// leader then reads every renewal off its own connection.
+	k := o.clients
+	if k <= 0 {
+		k = n
+	}
+	clients := make([]*client.Client, min(k, n))
+	for i := range clients {
+		if clients[i], err = client.New(servers, opts...); err != nil {
 			return res, err
 		}
-		defer cl.Close()
+		defer clients[i].Close()
 	}
+	res.Clients = len(clients)
 
 	const limit = "scale"
 	rate := o.ratePerWorker * float64(n)
@@ -108,6 +124,7 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	for i := range n {
 		gi := i % g
 		demandMilli := int64(demands[gi] / float64(perGroup[gi]) * 1000)
+		cl := clients[i%len(clients)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -226,7 +243,7 @@ func printLoadRow(w io.Writer, r loadResult) {
 	if r.RenewalsPerSec > 0 {
 		perRen = 1e6 * (r.ClusterCores - r.ClusterIdleCores) / r.RenewalsPerSec
 	}
-	fmt.Fprintf(w, "| %d | %d | %s | %.0f | %.0f | %.3f / %.3f | %.0f | %.3f / %.3f | %.0f | %.1f / %.1f | %d |\n", r.Holders, r.Groups, r.Via, r.RenewalsPerSec, r.EntriesPerSec,
+	fmt.Fprintf(w, "| %d | %d | %s, %s, %d clients | %.0f | %.0f | %.3f / %.3f | %.0f | %.3f / %.3f | %.0f | %.1f / %.1f | %d |\n", r.Holders, r.Groups, r.Via, r.Protocol, r.Clients, r.RenewalsPerSec, r.EntriesPerSec,
 		r.LeaderCores, r.LeaderIdleCores, r.LeaderMicrosPerRen, r.ClusterCores, r.ClusterIdleCores, perRen, r.P50Ms, r.P99Ms, r.Failed)
 }
 
@@ -242,7 +259,7 @@ func sum(xs []float64) float64 {
 // runRegisterLoad measures every holder count in every group count and
 // prints a table.
 func runRegisterLoad(ctx context.Context, o options, bin, tmp string) error {
-	fmt.Println("| holders | groups | via | renewals/s | log entries/s | leader cores: total / idle | leader µs/renewal | 3 nodes' cores: total / idle | 3 nodes' µs/renewal | renewal p50 / p99 ms | failed calls |")
+	fmt.Println("| holders | groups | via, protocol, clients | renewals/s | log entries/s | leader cores: total / idle | leader µs/renewal | 3 nodes' cores: total / idle | 3 nodes' µs/renewal | renewal p50 / p99 ms | failed calls |")
 	fmt.Println("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range o.registerLoad {
 		for _, g := range o.groups {
