@@ -464,7 +464,8 @@ func pct(got, want float64) string { return fmt.Sprintf("%.1f%%", 100*(got-want)
 // clusterRegister). A permit kept by a renewal (the in-flight allowance)
 // belongs to the renewal's new grant if the register applied it, and is
 // checked against that grant (spent before its expiry and its own
-// report); else against the grant it came from. And no permit is spent
+// report); else against the expiry of the grant it came from (the report
+// that kept it settled nothing of it). And no permit is spent
 // twice: of every grant, the fleet handed out at most its permits. It
 // logs the smallest slack seen to each of those limits.
 func (f *fleet) checkGrants() {
@@ -475,10 +476,17 @@ func (f *fleet) checkGrants() {
 	for i, log := range f.logs {
 		log.mu.Lock()
 		for _, s := range log.grants {
+			// A kept permit whose renewal no answer shows applied stays
+			// outstanding in the grant it came from until its expiry (a
+			// renewal fenced or lost reports nothing on it): only the
+			// expiry ends it.
+			keptUnrenewed := false
 			if s.kept {
 				f.keptSpends += s.n
 				if next := (grantKey{s.key.leaseID, s.key.epoch + 1}); f.hasGrant(next) {
 					s.key = next
+				} else {
+					keptUnrenewed = true
 				}
 			}
 			handedOut[s.key] += s.n
@@ -490,7 +498,7 @@ func (f *fleet) checkGrants() {
 			}
 			end := g.expiresAtNanos
 			toExpiry = min(toExpiry, end-s.atNanos)
-			if !s.stolen {
+			if !s.stolen && !keptUnrenewed {
 				end = min(end, g.reportedAtNanos)
 				toReport = min(toReport, g.reportedAtNanos-s.atNanos)
 			}

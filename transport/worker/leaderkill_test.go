@@ -28,8 +28,9 @@ func TestLeaderKillDuringRenewals(t *testing.T) {
 	spec := baseSpec()
 	spec.register = clusterKind
 	// Longer than the other tests: grants outlive the election (about a
-	// second), so the new leader renews the leases the old one granted.
-	spec.ttl, spec.renew = 600*time.Millisecond, 200*time.Millisecond
+	// second, counted in cluster time since the new leader counts it), so
+	// the new leader renews the leases the old one granted.
+	spec.ttl, spec.renew = 3*time.Second, 200*time.Millisecond
 	f := startFleet(t, spec)
 	reg := f.reg.(*clusterRegister)
 	f.drive()
