@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/wire"
 )
@@ -443,4 +445,60 @@ func TestLeaseResultToErr(t *testing.T) {
 	if _, err := n.leaseResultToErr("a", fsm.LeaseResult{Status: 99}); err == nil || errors.Is(err, ErrNoLeader) {
 		t.Errorf("unknown status: %v", err)
 	}
+}
+
+// TestFollowerLeavesLeasePolicyToTheLeader: a follower whose state still
+// says a limit is leased does not refuse a reserve on it once the leader
+// has turned leasing off (CI saw the CLI's reserve refused by a follower
+// a few milliseconds behind the acknowledged policy change): cut off, it
+// answers that no leader is reachable, not "leased"; healed, it forwards
+// the reserve and the leader grants it.
+func TestFollowerLeavesLeasePolicyToTheLeader(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 60*time.Second)
+	f := c.followers(l)[0]
+	// An expiry far above a commit's latency: the test is about who
+	// decides, not how late a permit may be used.
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1, Per: 10 * time.Millisecond, MaxReserved: 10, Expiry: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", cfg); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true})
+		return err
+	})
+	waitFor(t, 10*time.Second, "the follower to apply the lease policy", func() bool {
+		_, leased := f.fsm.Leased("api")
+		return leased
+	})
+	var addrs []string
+	for _, id := range c.ids {
+		addrs = append(addrs, addrOf(id))
+	}
+	c.sw.Isolate(addrOf(f.ID()), addrs)
+	// The rest keep their leader (a cut-off follower cannot disrupt it).
+	retryNoLeader(t, func() error {
+		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: false})
+		return err
+	})
+	if _, leased := f.fsm.Leased("api"); !leased {
+		t.Fatalf("the cut-off follower applied the policy change: the test needs it behind")
+	}
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = f.Reserve(short, fsm.Reserve{Limit: "api", Permits: 1, RequestID: fmt.Sprintf("stale-%d", time.Now().UnixNano())})
+	cancel()
+	if err == nil || errors.Is(err, ErrInvalid) {
+		t.Fatalf("reserve through a follower behind the leader: %v, want no leader reachable (the leader decides)", err)
+	}
+	t.Logf("cut off and behind, the follower answered: %v", err)
+	c.sw.Heal()
+	retryNoLeader(t, func() error {
+		res, err := f.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: fmt.Sprintf("healed-%d", time.Now().UnixNano())})
+		if err == nil && res.Status != fsm.Granted {
+			return fmt.Errorf("reserve through the healed follower: %+v", res)
+		}
+		return err
+	})
 }

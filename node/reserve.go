@@ -14,9 +14,10 @@ import (
 
 // Reserve decides one reserve on the leader: locally if this node leads,
 // else forwarded (command.go). It is validated here first (an invalid
-// request never reaches the log): the name and fields, the limit's
-// existence and the permit count against the limit's MaxPermits as this
-// node knows them (the leader's FSM decides again). A reserve with a
+// request never reaches the log): the name and fields here, and on the
+// leader the limit's existence, its lease policy and the permit count
+// against its MaxPermits (checkLocal; a follower forwards and the leader
+// checks). A reserve with a
 // RequestID or a session reference is retried on ambiguous failures; the
 // register deduplicates it. Either way the answer's durations count from
 // the moment this node returns it (answer.go).
@@ -61,17 +62,20 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 	})
 }
 
-// checkLocal rejects reserves this node can already tell are invalid: an
-// unknown limit (on the leader), a leased limit (its permits are handed
-// out by lease), more permits than the limit can ever grant. A follower
-// that does not know the limit yet lets the leader decide.
+// checkLocal rejects, on the leader, reserves it can already tell are
+// invalid: an unknown limit, a leased limit (its permits are handed out
+// by lease), more permits than the limit can ever grant. A follower
+// checks none of these and lets the leader decide: its state may lag a
+// change the caller has already seen acknowledged (a lease policy turned
+// off, a limit put or reconfigured), and a stale check would refuse a
+// valid reserve.
 func (n *Node) checkLocal(r fsm.Reserve) error {
+	if !n.timeline.isActive() {
+		return nil
+	}
 	info, ok := n.fsm.Limit(r.Limit)
 	if !ok {
-		if n.timeline.isActive() {
-			return n.limitNotFound(r.Limit)
-		}
-		return nil
+		return n.limitNotFound(r.Limit)
 	}
 	if info.Leased {
 		// Its permits are handed out by lease: a reserve would spend them
