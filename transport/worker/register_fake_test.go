@@ -192,6 +192,26 @@ type link struct {
 	// slowestNanos is the longest round trip of a delivered call (tests
 	// reset it).
 	slowestNanos atomic.Int64
+
+	// answeredMu guards answered: when each delivered answer came back,
+	// so that a test can measure a worker's spending between two of its
+	// renewals (renewalAligned).
+	answeredMu sync.Mutex
+	answered   []time.Time
+}
+
+// answersWithin returns the times of the answers delivered within
+// [from, to).
+func (l *link) answersWithin(from, to time.Time) []time.Time {
+	l.answeredMu.Lock()
+	defer l.answeredMu.Unlock()
+	var out []time.Time
+	for _, at := range l.answered {
+		if !at.Before(from) && at.Before(to) {
+			out = append(out, at)
+		}
+	}
+	return out
 }
 
 var errAnswerLost = errors.New("fault link: answer lost")
@@ -224,6 +244,9 @@ func (l *link) do(ctx context.Context, f func() (client.LeaseGrant, error)) (cli
 	if l.loseAnswers.Load() {
 		return client.LeaseGrant{}, errAnswerLost
 	}
+	l.answeredMu.Lock()
+	l.answered = append(l.answered, time.Now())
+	l.answeredMu.Unlock()
 	return res, nil
 }
 
