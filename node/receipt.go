@@ -67,10 +67,13 @@ func newReceipts(clock, real Clock) *receipts {
 }
 
 // note records that state whose newest term is term was taken in now.
+// The clocks are read under the lock: two notes of one term that overlap
+// (raft calls from one goroutine today) could otherwise store the earlier
+// reading last, and an earlier receipt counts more time than passed.
 func (r *receipts) note(term uint64) {
-	now := receipt{term: term, clockNanos: r.clock.NowNanos(), realNanos: r.real.NowNanos()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := receipt{term: term, clockNanos: r.clock.NowNanos(), realNanos: r.real.NowNanos()}
 	for i := range r.latest {
 		if r.latest[i].term == term {
 			r.latest[i] = now

@@ -82,6 +82,14 @@ func (n *Node) onLeadership(isLeader bool) {
 	}
 	last := n.fsm.LastNowNanos()
 	from, counted := n.receipts.lastBefore(term)
+	// Checked again after the readings: a node deposed in between may
+	// have applied a later leader's stamps (in last) without their
+	// receipts (a later term than term), and must not begin a timeline
+	// on them (stampForApply would refuse its stamps, but the timeline
+	// would stand ahead until it ended).
+	if n.raft.State() != raft.Leader || n.raft.CurrentTerm() != term {
+		return
+	}
 	if n.cfg.UnsafeResumeFromOwnClock {
 		base := n.cfg.Clock.NowNanos() // the deliberate bug: see Config
 		n.log.Warn("UNSAFE: resuming the cluster timeline from this node's own clock", "term", term, "from_ns", base, "fsm_last_ns", last)
