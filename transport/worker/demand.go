@@ -22,13 +22,19 @@ type demandMeter struct {
 	// before (equal before the first take).
 	sinceNanos, prevSinceNanos int64
 	asked, prevAsked           int64
-	// heldNanos and prevHeldNanos add up the time callers were held back:
-	// how far ahead their pacing slot lay (slept or not), and how long
-	// they waited for permits.
-	heldNanos, prevHeldNanos int64
+	// heldNanos adds up the time callers were held back in the current
+	// period: how far ahead their pacing slot lay (slept or not), and how
+	// long they waited for permits.
+	heldNanos int64
 	// lastMilli is the demand measured at the last take (before headroom);
 	// lastHeld reports that callers were held back for at least half of
-	// the periods it covers (summed over concurrent callers).
+	// the period that take ended (summed over concurrent callers). The
+	// period before does not count: held time sums over callers, so one
+	// starved period (a first grant that came late, with many callers
+	// each waiting up to a second) outweighed a following unheld one, and
+	// a group that wanted 30/s kept reporting twice its share for a
+	// renewal more, holding back the others' shares (8 s at a 4 s TTL in
+	// the leader-kill end-to-end test).
 	lastMilli int64
 	lastHeld  bool
 }
@@ -66,8 +72,8 @@ func (m *demandMeter) rate(nowNanos int64) int64 {
 // period and starts a new period at now.
 func (m *demandMeter) take(nowNanos int64) int64 {
 	r := m.rate(nowNanos)
-	m.lastHeld = 2*(m.prevHeldNanos+m.heldNanos) >= nowNanos-m.prevSinceNanos && nowNanos > m.prevSinceNanos
-	m.prevSinceNanos, m.prevAsked, m.prevHeldNanos = m.sinceNanos, m.asked, m.heldNanos
+	m.lastHeld = 2*m.heldNanos >= nowNanos-m.sinceNanos && nowNanos > m.sinceNanos
+	m.prevSinceNanos, m.prevAsked = m.sinceNanos, m.asked
 	m.sinceNanos, m.asked, m.heldNanos, m.lastMilli = nowNanos, 0, 0, r
 	return r
 }
@@ -102,7 +108,7 @@ func (m *demandMeter) current(nowNanos int64) int64 { return max(m.lastMilli, m.
 // reportDemand returns the demand a worker whose share is shareMilli
 // reports at now: the measurement (measure) plus headroom, or, when its
 // callers were held back (waiting for pacing or for permits) for at least
-// half of the measured periods (they want more than they get), at least
+// half of the last measured period (they want more than they get), at least
 // heldBackGrowth times the share.
 func (m *demandMeter) reportDemand(nowNanos, minWindowNanos, shareMilli int64) int64 {
 	d := withHeadroom(m.measure(nowNanos, minWindowNanos))

@@ -4,7 +4,7 @@ import "testing"
 
 // TestReportDemandHeldBack checks the demand a worker reports: the
 // measurement plus 10 % headroom, or at least twice its share when its
-// callers were held back for at least half of the measured periods.
+// callers were held back for at least half of the last measured period.
 func TestReportDemandHeldBack(t *testing.T) {
 	const sec = int64(1_000_000_000)
 	tests := []struct {
@@ -33,5 +33,23 @@ func TestReportDemandHeldBack(t *testing.T) {
 				t.Errorf("reportDemand = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestReportDemandForgetsAStarvedPeriod: callers held back for far more
+// than a period in one period (thirty callers waiting a second each while
+// the first grant was late) and not at all in the next report the
+// measurement plus headroom at the end of the next, not twice the share:
+// a group that wants less than its share gives the rest back one renewal
+// after it stopped waiting.
+func TestReportDemandForgetsAStarvedPeriod(t *testing.T) {
+	const sec = int64(1_000_000_000)
+	var m demandMeter
+	m.add(30)
+	m.hold(30 * sec)
+	m.take(sec)
+	m.add(30)
+	if got, want := m.reportDemand(2*sec, sec/10, 66_667), int64(33_000); got != want {
+		t.Errorf("reportDemand after a starved period and a served one = %d, want %d (30/s plus 10 %%)", got, want)
 	}
 }
