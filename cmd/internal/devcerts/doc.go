@@ -1,0 +1,19 @@
+// Package devcerts makes the certificates permitd's TLS needs, for
+// development, tests and the README's walkthrough (`permitd certs
+// create`): a certificate authority, one certificate per register node
+// and one per client.
+//
+// The model is CockroachDB's `cert` command and Consul's `tls cert
+// create`: one CA (ECDSA P-256, self-signed, path length 0) signs every
+// certificate; a node certificate serves and dials (server and client
+// authentication, so that the same certificate secures the client API
+// and the nodes' mutual-TLS Raft transport), its subject the node's ID,
+// its subject alternative names the given hosts (IP addresses and DNS
+// names); a client certificate authenticates a client (its subject the
+// client's name). Keys are written with mode 0600, certificates with
+// 0644, all in PEM. Files are created, never replaced: an existing CA in
+// the output folder is reused to sign new certificates (adding a node
+// later), any other existing file is an error before anything is
+// written. Production deployments bring their own PKI; nothing here
+// rotates or revokes.
+package devcerts
