@@ -226,7 +226,7 @@ func TestCLI(t *testing.T) {
 			{[]string{"agent", "--id", "n9", "--data-dir", t.TempDir(), "stray"}, `unexpected argument "stray"`},
 			{[]string{"frobnicate"}, `permitd: unknown command "frobnicate"`},
 			{[]string{"limit"}, `unknown command "limit" (did you mean "limits"?)`},
-			{[]string{}, "permitd: missing command; allowed: agent, bench, cluster"},
+			{[]string{}, "permitd: missing command; allowed: agent, bench, certs, cluster"},
 		} {
 			args := c.args
 			group := len(args) > 1 && (args[0] == "limits" || args[0] == "cluster")
@@ -253,6 +253,7 @@ func TestCLI(t *testing.T) {
 			{"reserve", "--help"}, {"status", "--help"}, {"cluster", "--help"}, {"cluster", "join", "--help"},
 			{"cluster", "remove", "--help"}, {"cluster", "transfer", "--help"}, {"cluster", "show", "--help"},
 			{"bench", "--help"}, {"demo", "--help"}, {"version", "--help"}, {"help", "limits", "put"},
+			{"certs", "--help"}, {"certs", "create", "--help"},
 			{"limits", "put", "zz", "--rate", "1", "--help"},
 		}) {
 			if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "Usage: permitd") {
