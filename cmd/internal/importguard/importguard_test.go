@@ -32,6 +32,7 @@ var allowed = map[string][]string{
 	"transport/worker":             {"bucket", "transport/client"},
 	"transport/sidecar":            {"transport/worker", "transport/client", "transport/wire", "transport/internal/httpapi"},
 
+	"cmd/internal/devcerts":    {},
 	"cmd/internal/httplite":    {},
 	"cmd/internal/importguard": {},
 	// cmd/leased-scale measures the leased path: agents (built from
