@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"transport":                    {"bucket", "fsm", "node", "transport/wire", "transport/internal/httpapi"},
 	"transport/internal/fakestore": {"bucket", "fsm", "node"},
 	"transport/internal/httpapi":   {"transport/wire"},
+	"transport/auth":               {},
 	"transport/wire":               {},
 	"transport/client":             {"transport/wire"},
 	"transport/worker":             {"bucket", "transport/client"},
