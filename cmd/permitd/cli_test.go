@@ -253,7 +253,7 @@ func TestCLI(t *testing.T) {
 			{"reserve", "--help"}, {"status", "--help"}, {"cluster", "--help"}, {"cluster", "join", "--help"},
 			{"cluster", "remove", "--help"}, {"cluster", "transfer", "--help"}, {"cluster", "show", "--help"},
 			{"bench", "--help"}, {"demo", "--help"}, {"version", "--help"}, {"help", "limits", "put"},
-			{"certs", "--help"}, {"certs", "create", "--help"},
+			{"certs", "--help"}, {"certs", "create", "--help"}, {"tokens", "--help"}, {"tokens", "create", "--help"},
 			{"limits", "put", "zz", "--rate", "1", "--help"},
 		}) {
 			if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "Usage: permitd") {
