@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/permitd/permitd/cmd/internal/devcerts"
+	"github.com/permitd/permitd/transport/devcerts"
 )
 
 func init() {

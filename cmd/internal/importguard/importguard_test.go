@@ -28,12 +28,12 @@ var allowed = map[string][]string{
 	"transport/internal/fakestore": {"bucket", "fsm", "node"},
 	"transport/internal/httpapi":   {"transport/wire"},
 	"transport/auth":               {},
+	"transport/devcerts":           {},
 	"transport/wire":               {},
 	"transport/client":             {"transport/wire"},
 	"transport/worker":             {"bucket", "transport/client"},
 	"transport/sidecar":            {"transport/worker", "transport/client", "transport/wire", "transport/internal/httpapi"},
 
-	"cmd/internal/devcerts":    {},
 	"cmd/internal/httplite":    {},
 	"cmd/internal/importguard": {},
 	// cmd/leased-scale measures the leased path: agents (built from

@@ -1,6 +1,6 @@
 // Package devcerts makes the certificates permitd's TLS needs, for
 // development, tests and the README's walkthrough (`permitd certs
-// create`): a certificate authority, one certificate per register node
+// create`, and tests that need TLS): a certificate authority, one certificate per register node
 // and one per client.
 //
 // The model is CockroachDB's `cert` command and Consul's `tls cert
