@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -11,13 +12,16 @@ import (
 
 // TLSNetwork runs another Network's connections over mutual TLS 1.3: the
 // node's listener accepts only peers whose certificate the cluster's CA
-// signed (for client authentication), and its dialer checks that the peer
-// it reaches holds a certificate of the same CA for the host it dialled
-// (the name or IP address in the raft address) and presents its own. A
-// stranger, one without a certificate or with one of another CA, cannot
-// get a byte to raft or to the forwarding server: it can neither join,
-// vote, append entries nor install a snapshot. Raft and forwarding share
-// the port (the mux reads the kind byte after the handshake).
+// signed for both server and client authentication (a node certificate
+// of `permitd certs create`; an API client certificate of the same CA,
+// client authentication only, is refused), and its dialer checks that the
+// peer it reaches holds a certificate of the same CA for the host it
+// dialled (the name or IP address in the raft address) and presents its
+// own. A stranger, one without a certificate, with one of another CA or
+// with a client certificate, cannot get a byte to raft or to the
+// forwarding server: it can neither join, vote, append entries nor
+// install a snapshot. Raft and forwarding share the port (the mux reads
+// the kind byte after the handshake).
 type TLSNetwork struct {
 	inner  Network
 	server *tls.Config
@@ -30,7 +34,8 @@ func NewTLSNetwork(inner Network, cert tls.Certificate, roots *x509.CertPool) *T
 	return &TLSNetwork{
 		inner: inner,
 		server: &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: roots,
-			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13},
+			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13,
+			VerifyConnection: requireNodeCertificate},
 		client: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, MinVersion: tls.VersionTLS13},
 	}
 }
@@ -46,7 +51,9 @@ func (n *TLSNetwork) Listen(addr string) (net.Listener, error) {
 }
 
 // Dial implements Network: the handshake completes within timeout, so a
-// peer that fails it fails the dial.
+// peer whose certificate this node refuses fails the dial; a peer that
+// refuses this node's certificate closes the connection after it (TLS
+// 1.3), which its first read reports.
 func (n *TLSNetwork) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -67,4 +74,19 @@ func (n *TLSNetwork) Dial(addr string, timeout time.Duration) (net.Conn, error) 
 		return nil, fmt.Errorf("node: tls handshake with %s: %w", addr, err)
 	}
 	return tc, nil
+}
+
+// requireNodeCertificate refuses a peer whose (already verified)
+// certificate is not a node's: one valid for server authentication too,
+// as every node certificate is (it also serves the node's listener).
+func requireNodeCertificate(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("node: tls: no peer certificate")
+	}
+	for _, u := range cs.PeerCertificates[0].ExtKeyUsage {
+		if u == x509.ExtKeyUsageServerAuth {
+			return nil
+		}
+	}
+	return fmt.Errorf("node: tls: peer certificate %q is not a node certificate (no server authentication usage): raft and forwarding accept nodes only", cs.PeerCertificates[0].Subject.CommonName)
 }
