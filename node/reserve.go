@@ -50,7 +50,14 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 	}
 	return retryAmbiguous(n, ctx, idempotent, leaderBy, func() (fsm.ReserveResult, error) {
 		return leaderDo(n, ctx, leaderBy, wire.OpCommand, payload,
-			func(ctx context.Context) (fsm.ReserveResult, error) { return n.reserveLocal(ctx, r) },
+			func(ctx context.Context) (fsm.ReserveResult, error) {
+				// This node may have become the leader while the
+				// reserve waited for one: check again on its state.
+				if err := n.checkLocal(r); err != nil {
+					return fsm.ReserveResult{}, err
+				}
+				return n.reserveLocal(ctx, r)
+			},
 			func(resp []byte, received time.Time) (fsm.ReserveResult, error) {
 				v, err := decodeResult(resp)
 				res, err := resultAs[fsm.ReserveResult]("reserve", v, err)
