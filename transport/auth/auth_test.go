@@ -84,6 +84,8 @@ func TestTokenFileRejections(t *testing.T) {
 		{"duplicate name", good + "\n# c\n" + "a worker sha256:" + strings.Repeat("1", 64), "line 3: name \"a\" is already on line 1"},
 		{"duplicate hash", good + "\nb worker " + hash, "line 2: the same secret's hash is already on line 1"},
 		{"long line", strings.Repeat("x", 5000), "longer than 4096 bytes"},
+		{"a secret pasted in", "a admin pmt_abcdefghijklmnop", "field 3 looks like a secret"},
+		{"over 1 MiB with CRLF lines", strings.Repeat("# "+strings.Repeat("x", 97)+"\r\n", MaxTokenFileBytes/101+1), "larger than 1048576 bytes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,13 +93,16 @@ func TestTokenFileRejections(t *testing.T) {
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.mention) {
 				t.Fatalf("ParseTokenFile: %v, want ErrInvalid mentioning %q", err, tc.mention)
 			}
-			if strings.Contains(err.Error(), strings.TrimPrefix(hash, "sha256:")) {
-				t.Errorf("the error repeats a hash: %v", err)
+			if strings.Contains(err.Error(), strings.TrimPrefix(hash, "sha256:")) || strings.Contains(err.Error(), "pmt_abc") {
+				t.Errorf("the error repeats a hash or a secret: %v", err)
 			}
 		})
 	}
 	if _, _, err := NewSecret("bad name", RoleAdmin, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("NewSecret with a bad name: %v", err)
+	}
+	if _, _, err := NewSecret("c", RoleClient, []string{"a b"}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "without spaces or commas") {
+		t.Errorf("NewSecret with a pattern holding a space: %v", err)
 	}
 	if _, _, err := NewSecret("w", RoleWorker, []string{"x"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("NewSecret of a worker token with limits: %v", err)

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -98,20 +99,24 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 // ParseTokenFile parses a token file (format in doc.go). Every error
 // names the line and what is allowed; none repeats a hash.
 func ParseTokenFile(r io.Reader) (*Tokens, error) {
-	sc := bufio.NewScanner(io.LimitReader(r, MaxTokenFileBytes+1))
+	// The whole file is read first: a file over the bound is rejected,
+	// never parsed cut short (a cut line could widen a token's patterns).
+	data, err := io.ReadAll(io.LimitReader(r, MaxTokenFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("auth: read token file: %w", err)
+	}
+	if len(data) > MaxTokenFileBytes {
+		return nil, fmt.Errorf("%w: token file larger than %d bytes", ErrInvalid, MaxTokenFileBytes)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 1024), maxLineBytes)
 	ts := &Tokens{}
 	names := map[string]int{}
 	hashes := map[[sha256.Size]byte]int{}
-	total, n := 0, 0
+	n := 0
 	for sc.Scan() {
 		n++
-		line := sc.Text()
-		total += len(line) + 1
-		if total > MaxTokenFileBytes {
-			return nil, fmt.Errorf("%w: token file larger than %d bytes", ErrInvalid, MaxTokenFileBytes)
-		}
-		line = strings.TrimSpace(line)
+		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
@@ -140,6 +145,13 @@ func ParseTokenFile(r io.Reader) (*Tokens, error) {
 // parseLine parses "NAME ROLE sha256:HEX [limits=P,...]".
 func parseLine(line string) (Token, error) {
 	f := strings.Fields(line)
+	for i, field := range f {
+		if strings.HasPrefix(field, secretPrefix) {
+			// Not repeated: a secret pasted into the file must not reach
+			// a log through this error.
+			return Token{}, fmt.Errorf("field %d looks like a secret (%s...): the file holds the secret's sha256 only, the line permitd tokens create prints", i+1, secretPrefix)
+		}
+	}
 	if len(f) < 3 || len(f) > 4 {
 		return Token{}, fmt.Errorf("%d fields: allowed: NAME ROLE sha256:HEX [limits=PATTERN,...]", len(f))
 	}
@@ -183,8 +195,13 @@ const secretPrefix = "pmt_"
 // grants it role under name (limits: a client token's patterns, or
 // none).
 func NewSecret(name string, role Role, limits []string) (secret, line string, err error) {
-	if !namePattern.MatchString(name) {
-		return "", "", fmt.Errorf("%w: name %q: allowed: 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalid, name)
+	if !namePattern.MatchString(name) || strings.HasPrefix(name, secretPrefix) {
+		return "", "", fmt.Errorf("%w: name %q: allowed: 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit, not %s", ErrInvalid, name, secretPrefix)
+	}
+	for _, p := range limits {
+		if _, err := path.Match(p, ""); err != nil || p == "" || strings.ContainsAny(p, ", \t\n") {
+			return "", "", fmt.Errorf("%w: limit pattern %q: allowed: a path.Match pattern ('*', '?', '[...]'), not empty, without spaces or commas", ErrInvalid, p)
+		}
 	}
 	line = name + " " + string(role) + " sha256:" + strings.Repeat("0", 2*sha256.Size)
 	if len(limits) > 0 {
