@@ -127,6 +127,10 @@ func Create(r Request) (Result, error) {
 	ca, err := loadCA(r.Dir)
 	switch {
 	case err == nil:
+		if !r.Now.Before(ca.cert.NotAfter) {
+			return Result{}, fmt.Errorf("devcerts: the CA in %s expired at %s: remove %s and %s (and the certificates it signed) to make a new one",
+				r.Dir, ca.cert.NotAfter.UTC().Format(time.RFC3339), CACert, CAKey)
+		}
 		out.ReusedCA = true
 	case errors.Is(err, errNoCA):
 		if ca, err = newCA(r.Now, r.Validity); err != nil {

@@ -238,3 +238,20 @@ func TestValidateRejectsBadRequests(t *testing.T) {
 		t.Errorf("a rejected request created the output folder")
 	}
 }
+
+// TestCreateRefusesAnExpiredCA: a CA past its end is not reused (its
+// certificates would end before they start); the error says what to do.
+func TestCreateRefusesAnExpiredCA(t *testing.T) {
+	dir := t.TempDir()
+	past := time.Now().Add(-48 * time.Hour)
+	if _, err := Create(Request{Dir: dir, Clients: []string{"a"}, Validity: time.Hour, Now: past}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Create(Request{Dir: dir, Clients: []string{"b"}, Validity: time.Hour, Now: time.Now()})
+	if err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "remove ca.crt and ca.key") {
+		t.Fatalf("Create with an expired CA: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "client-b.crt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("client-b.crt written with an expired CA")
+	}
+}
