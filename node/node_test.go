@@ -143,6 +143,10 @@ func TestForwardingFromFollower(t *testing.T) {
 	if err != nil || res.Status != fsm.Granted {
 		t.Fatalf("reserve via follower: %+v %v", res, err)
 	}
+	// Invalid reserves through a follower are refused by the leader's
+	// checks before its log: no entry is appended (an Invalid decision
+	// would change neither count below).
+	lastIndex := l.raft.LastIndex()
 	_, err = f.Reserve(ctx, fsm.Reserve{Limit: "nope", Permits: 1, RequestID: fmt.Sprintf("t%d-%d", 139, time.Now().UnixNano())})
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("reserve of unknown limit via follower: got %v, want ErrNotFound", err)
@@ -156,6 +160,9 @@ func TestForwardingFromFollower(t *testing.T) {
 	}
 	if info, _ := l.fsm.Limit("api"); info.GrantedRequests+info.RefusedRequests != 1 {
 		t.Fatalf("invalid reserves reached the register: %+v", info)
+	}
+	if got := l.raft.LastIndex(); got != lastIndex {
+		t.Fatalf("invalid reserves reached the leader's log: last index %d, was %d", got, lastIndex)
 	}
 }
 
