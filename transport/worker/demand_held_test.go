@@ -53,3 +53,18 @@ func TestReportDemandForgetsAStarvedPeriod(t *testing.T) {
 		t.Errorf("reportDemand after a starved period and a served one = %d, want %d (30/s plus 10 %%)", got, want)
 	}
 }
+
+// TestReportDemandHeldInTheLastPeriod: callers not held in one period and
+// held for the whole of the next report at least twice the share at the
+// end of the next: the flag follows the last period both ways.
+func TestReportDemandHeldInTheLastPeriod(t *testing.T) {
+	const sec = int64(1_000_000_000)
+	var m demandMeter
+	m.add(30)
+	m.take(sec)
+	m.add(30)
+	m.hold(sec)
+	if got, want := m.reportDemand(2*sec, sec/10, 66_667), int64(133_334); got != want {
+		t.Errorf("reportDemand after a served period and a held one = %d, want %d (twice the share)", got, want)
+	}
+}
