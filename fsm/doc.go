@@ -243,8 +243,10 @@
 // full rate and minting stops at C between renewals: a lease that always
 // renews last still finds its part. A lease that joins takes over its
 // share's fraction of every other lease's entitlement (the sum stays the
-// same), so it is not left empty until its first renewal (cedeTo). A
-// lease whose grants came late catches up at its next renewals, a lease that gives permits away
+// same), so it is not left empty until its first renewal, and the others'
+// shares, the rates at which they accrue until they renew, shrink by the
+// same fraction, so that a fleet that starts together does not accrue at
+// the stale shares of its first grants (cedeTo). A lease whose grants came late catches up at its next renewals, a lease that gives permits away
 // (stolen out) takes them out of its own entitlement, a silent holder's
 // claim (at most one fair grant) lapses with its lease, and over any span
 // each lease takes at most its fraction of what was minted plus one fair

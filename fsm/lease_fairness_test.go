@@ -483,3 +483,44 @@ func TestLeaseJoiningSaturatedFleetGetsItsPartAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseFleetStartingTogetherSplitsItsFirstRenewalsByShare: three
+// holders open their leases within a few milliseconds on an empty pool
+// (the first at the whole rate, alone; each later one ceding the others
+// part of theirs), then renew in a fixed order once the pool has filled
+// to C. Each must get its third of what was minted, whoever renews first.
+// Before the joins scaled the others' shares down, the first opener kept
+// accruing at the whole rate until its renewal, the three claims added
+// up to 183 % of the minting, and the last renewer got 1 permit of 400
+// (the leader-kill end-to-end test with a 4 s TTL: its group starved for
+// a renewal period and then reported twice its share for several more).
+func TestLeaseFleetStartingTogetherSplitsItsFirstRenewalsByShare(t *testing.T) {
+	const ttl = 4 * sec
+	h := leased(t, 2000, 4000)
+	names := []string{"b1", "a1", "c1"}
+	grants := map[string]LeaseResult{}
+	for i, n := range names {
+		g := h.lease(int64(i)*ms, Lease{Limit: "hot", Holder: n, Group: n[:1], Weight: 1, DemandMilliPermitsPerSec: MaxDemandMilliPermitsPerSec, TTLNanos: ttl})
+		if g.Status != LeaseGranted {
+			t.Fatalf("%s: %+v", n, g)
+		}
+		grants[n] = g
+	}
+	var got []int64
+	for i, n := range names {
+		g := grants[n]
+		r := h.renew(2*sec+int64(i)*ms, Renew{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits},
+			DemandMilliPermitsPerSec: MaxDemandMilliPermitsPerSec, TTLNanos: ttl})
+		if r.Status != LeaseGranted {
+			t.Fatalf("%s renewal: %+v", n, r)
+		}
+		got = append(got, r.Permits)
+	}
+	// About 2000 permits were minted since the opens: a third is 666.
+	for i, n := range names {
+		if got[i] < 600 || got[i] > 734 {
+			t.Errorf("%s (renewing %d of 3) got %d permits, want its third of about 2000 (600-734); all: %v", n, i+1, got[i], got)
+		}
+	}
+	t.Logf("renewal grants in order %v: %v", names, got)
+}
