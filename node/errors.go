@@ -24,6 +24,9 @@ var (
 	// leased limit whose leases hold permits, deleted without force); the
 	// register decided so and changed nothing.
 	ErrConflict = errors.New("node: conflict")
+	// ErrForbidden: the client connection's token does not allow the
+	// call (ServeClientWith's authorizer refused it). Nothing was done.
+	ErrForbidden = errors.New("node: forbidden")
 	// ErrShutdown: the node is shutting down.
 	ErrShutdown = errors.New("node: shut down")
 	// ErrRemoved: this node was removed from the cluster; it serves
@@ -50,7 +53,7 @@ func userErrorf(kind error, format string, args ...any) error {
 // sentinelPrefixes are the texts of permitd's sentinel errors that start
 // the messages of wrapped errors ("fsm: invalid command: limit name ...").
 var sentinelPrefixes = []string{
-	"node: no leader reachable: ", "node: not found: ", "node: invalid request: ", "node: removed from the cluster: ", "node: conflict: ",
+	"node: no leader reachable: ", "node: not found: ", "node: invalid request: ", "node: removed from the cluster: ", "node: conflict: ", "node: forbidden: ",
 	"fsm: invalid command: ", "fsm: cannot decode: ", "bucket: ", "node: ",
 }
 

@@ -30,6 +30,8 @@ func codeOf(err error) byte {
 		return wire.CodeInvalid
 	case errors.Is(err, ErrConflict):
 		return wire.CodeConflict
+	case errors.Is(err, ErrForbidden):
+		return wire.CodeForbidden
 	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown), errors.Is(err, ErrRemoved):
 		return wire.CodeNoLeader
 	}
@@ -49,6 +51,8 @@ func errOf(code byte, msg string) error {
 		return userErrorf(ErrInvalid, "%s", msg)
 	case wire.CodeConflict:
 		return userErrorf(ErrConflict, "%s", msg)
+	case wire.CodeForbidden:
+		return userErrorf(ErrForbidden, "%s", msg)
 	case wire.CodeNoLeader:
 		return userErrorf(ErrNoLeader, "%s", msg)
 	}
@@ -144,13 +148,32 @@ func (n *Node) serveForwarded(c net.Conn) {
 // Reserve decides it (a follower forwards to the leader). Any other
 // operation is answered CodeInvalid. It returns when the connection fails
 // or the node stops, and closes c.
-func (n *Node) ServeClient(c net.Conn) {
-	n.servePipelined(c, wire.MaxClientFrame, n.handleClient)
+func (n *Node) ServeClient(c net.Conn) { n.ServeClientWith(c, nil) }
+
+// Authorizer decides whether a binary client may make a call: op, and the
+// limit it names ("" for a call that names none, or before it is
+// decoded). A non-nil error refuses the call with ErrForbidden and its
+// message.
+type Authorizer func(op byte, limit string) error
+
+// ServeClientWith is ServeClient with every call first checked by allow
+// (nil: all allowed): lease commands before they are decoded (their role
+// is the whole rule), a reserve once its limit is known. A refused call
+// is answered CodeForbidden and reaches nothing else.
+func (n *Node) ServeClientWith(c net.Conn, allow Authorizer) {
+	n.servePipelined(c, wire.MaxClientFrame, func(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+		return n.handleClient(ctx, op, payload, allow)
+	})
 }
 
 // handleClient serves one call of a binary client: a reserve, the opening
 // of a session, or a lease command.
-func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow Authorizer) ([]byte, error) {
+	if allow != nil && op != wire.OpReserve {
+		if err := allow(op, ""); err != nil {
+			return nil, userErrorf(ErrForbidden, "%s", err.Error())
+		}
+	}
 	if op == wire.OpOpenSession {
 		if len(payload) != 0 {
 			return nil, fmt.Errorf("%w: open session takes no payload (%d bytes)", ErrInvalid, len(payload))
@@ -172,6 +195,11 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte) ([]byt
 	r, err := wire.DecodeReserve(payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if allow != nil {
+		if err := allow(op, r.Limit); err != nil {
+			return nil, userErrorf(ErrForbidden, "%s", err.Error())
+		}
 	}
 	res, err := n.Reserve(ctx, ReserveFromWire(r))
 	if err != nil {

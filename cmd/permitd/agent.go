@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"github.com/permitd/permitd/node/faultnet"
 	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/tlsfiles"
 )
 
 func init() {
@@ -47,6 +49,8 @@ type agentFlags struct {
 	pprof                                      bool
 	config                                     string
 	validate                                   bool
+	tls                                        serverTLSFlags
+	joinToken                                  string
 }
 
 func (a *agentFlags) define(c *cmdLine) {
@@ -73,6 +77,8 @@ func (a *agentFlags) define(c *cmdLine) {
 	c.Float(&a.clockRate, "clock-rate", "R", 1, positive, "a number > 0", "TESTING: run this node's clock at this rate")
 	c.Bool(&a.testHooks, "test-hooks", false, "TESTING: inject faults into raft's network (faultnet.TCPFaults) and serve POST /v1/debug/clock (change the clock skew at run time), GET /v1/debug/state (applied index and state hash), GET/POST/DELETE /v1/debug/faults (partitions, loss, delay)")
 	c.Bool(&a.testBreakTimeline, "test-break-timeline", false, "TESTING, UNSAFE (needs --test-hooks): a new leader resumes the cluster timeline from its own clock instead of the last applied time: a deliberately broken register that grants early, for jepsen-lite to catch")
+	a.tls.define(c)
+	c.String(&a.joinToken, "token", "SECRET", "", "admin token for --join, when the cluster requires tokens (default: $PERMITD_TOKEN, which keeps it out of the process list)", nil)
 	c.String(&a.config, "config", "FILE", "", "read settings from this JSON file (default: $PERMITD_CONFIG)", nil)
 	c.Bool(&a.validate, "validate", false, "check the settings (flags, environment, config file, data directory), print them as a config file and exit")
 }
@@ -169,6 +175,14 @@ func agentSettings(args []string, environ []string, stdout, stderr io.Writer) (a
 	if a.testBreakTimeline && !a.testHooks {
 		return fail("--test-break-timeline is a test-only fault and needs --test-hooks")
 	}
+	if err := a.tls.check(map[string]string{"--http-addr": a.httpAddr, "--raft-addr": a.raftAddr, "--advertise": a.advertise}, a.testHooks); err != nil {
+		return fail("%v", err)
+	}
+	if a.tls.tokenFile != "" {
+		if _, err := loadTokens(a.tls.tokenFile); err != nil {
+			return fail("%v", err)
+		}
+	}
 	has, err := node.HasExistingState(a.dataDir)
 	if err != nil {
 		return fail("--data-dir: %v", err)
@@ -203,13 +217,21 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	}
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case s := <-sig:
-		logger.Info("stopping", "signal", s.String())
-	case err := <-ag.httpErr:
-		reportFailure(stderr, logger, a.logFormat, "agent", "http", err)
-		ag.stop()
-		return exitFailure
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+wait:
+	for {
+		select {
+		case <-hup:
+			ag.reloadTokens(a.tls.tokenFile, logger)
+		case s := <-sig:
+			logger.Info("stopping", "signal", s.String())
+			break wait
+		case err := <-ag.httpErr:
+			reportFailure(stderr, logger, a.logFormat, "agent", "http", err)
+			ag.stop()
+			return exitFailure
+		}
 	}
 	go func() {
 		<-sig
@@ -226,6 +248,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 
 // agent is a running node with its HTTP server.
 type agent struct {
+	tokens  *transport.TokenStore // nil without --token-file
 	node    *node.Node
 	http    *http.Server
 	httpErr chan error
@@ -249,6 +272,13 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 		}
 		ag.faults = faultnet.NewTCP(self)
 		network = ag.faults
+	}
+	sec, err := a.tls.load(network)
+	if err != nil {
+		return nil, err
+	}
+	if sec != nil {
+		network = sec.raft
 	}
 	if a.testBreakTimeline {
 		logger.Warn("UNSAFE --test-break-timeline: a new leader resumes the timeline from its own clock; this node may grant permits early")
@@ -280,21 +310,53 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	if a.pprof {
 		h = withPprof(h)
 	}
+	serveBinary := transport.BinaryServer(n.ServeClient)
+	if a.tls.tokenFile != "" {
+		ts, err := loadTokens(a.tls.tokenFile)
+		if err != nil {
+			n.Shutdown()
+			return nil, err
+		}
+		ag.tokens = transport.NewTokenStore(ts)
+		h = transport.RequireTokens(h, ag.tokens)
+		serveBinary = transport.AuthenticatedBinary(ag.tokens, n.ServeClientWith)
+	}
 	ln, err := net.Listen("tcp", a.httpAddr)
 	if err != nil {
 		n.Shutdown()
 		return nil, fmt.Errorf("listen on --http-addr %s: %w", a.httpAddr, err)
 	}
-	// The HTTP port also serves the binary reserve protocol.
-	ln = transport.NewSniffListener(ln, n.ServeClient)
+	if sec != nil {
+		ln = tls.NewListener(ln, sec.api)
+	}
+	// The HTTP port also serves the binary reserve protocol (inside TLS
+	// when it is on).
+	ln = transport.NewSniffListener(ln, serveBinary)
 	ag.http = transport.NewServer(a.httpAddr, h)
 	go func() {
 		if err := ag.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			ag.httpErr <- err
 		}
 	}()
-	logger.Info("listening", "id", a.id, "http_addr", ln.Addr().String(), "raft_addr", n.RaftAddr(), "version", readBuildInfo().Version)
+	logger.Info("listening", "id", a.id, "http_addr", ln.Addr().String(), "raft_addr", n.RaftAddr(), "tls", sec != nil, "client_cert_auth", a.tls.clientCertAuth, "tokens", a.tls.tokenFile != "", "version", readBuildInfo().Version)
 	return ag, nil
+}
+
+// reloadTokens re-reads the token file (on SIGHUP): a valid file replaces
+// the tokens at once, for open binary connections too; an invalid one is
+// logged and the old tokens stay.
+func (ag *agent) reloadTokens(file string, logger hclog.Logger) {
+	if ag.tokens == nil {
+		logger.Info("SIGHUP: no --token-file to reload")
+		return
+	}
+	ts, err := loadTokens(file)
+	if err != nil {
+		logger.Error("SIGHUP: token file not reloaded; the previous tokens stay in force", "error", err)
+		return
+	}
+	ag.tokens.Replace(ts)
+	logger.Info("SIGHUP: tokens reloaded", "file", file, "tokens", ts.Len())
 }
 
 func (ag *agent) stop() error {
@@ -312,7 +374,18 @@ func joinCluster(a agentFlags, logger hclog.Logger) error {
 	if adv == "" {
 		adv = a.raftAddr
 	}
-	c, err := client.New(splitList(a.join))
+	var opts []client.Option
+	if a.tls.enabled() {
+		conf, err := tlsfiles.Client(a.tls.ca, a.tls.cert, a.tls.key)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, client.WithTLS(conf))
+	}
+	if a.joinToken != "" {
+		opts = append(opts, client.WithToken(a.joinToken))
+	}
+	c, err := client.New(splitList(a.join), opts...)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 type clientFlags struct {
 	servers string
 	timeout time.Duration
+	tls     clientTLSFlags
 }
 
 // define adds --servers and --timeout to c.
@@ -24,11 +25,16 @@ func (f *clientFlags) define(c *cmdLine) {
 	c.List(&f.servers, "servers", "HTTPADDR,...", "127.0.0.1:8001",
 		"HTTP addresses of the cluster's nodes (the next is tried when one is down)", checkServer)
 	c.Duration(&f.timeout, "timeout", 10*time.Second, durPositive, "how long the command's requests may take in all")
+	f.tls.define(c)
 }
 
 // client returns a client of --servers and a context bounded by --timeout.
 func (f *clientFlags) client(opts ...client.Option) (*client.Client, context.Context, context.CancelFunc, error) {
-	cl, err := newClient(f.servers, opts...)
+	tlsOpts, err := f.tls.options()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, err := newClient(f.servers, append(opts, tlsOpts...)...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -54,7 +54,11 @@ leader, a member not checked); 2 usage error.
 		return code
 	}
 	servers := dedupe(splitList(cf.servers))
-	cl, err := newClient(strings.Join(servers, ","))
+	tlsOpts, err := cf.tls.options()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	cl, err := newClient(strings.Join(servers, ","), tlsOpts...)
 	if err != nil {
 		return c.usageError(err.Error())
 	}

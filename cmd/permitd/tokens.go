@@ -36,7 +36,7 @@ Roles: admin (limits, lease policy, cluster membership, snapshots), client
 match a pattern: '*', '?', '[...]'), worker (lease, renew, return). The
 secret is printed once and kept nowhere.
 
-Agents do not read a token file yet (the rest of the security work).
+Agents read the file given by --token-file at start and again on SIGHUP.
 
 Exit status: 0 ok; 2 usage error.
 `, stdout, stderr)

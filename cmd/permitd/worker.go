@@ -40,6 +40,8 @@ type workerFlags struct {
 	testHooks, testDoubleLease       bool
 	config                           string
 	validate                         bool
+	tls                              clientTLSFlags
+	insecure                         bool
 }
 
 func (f *workerFlags) define(c *cmdLine) {
@@ -66,6 +68,8 @@ func (f *workerFlags) define(c *cmdLine) {
 	c.Choice(&f.logFormat, "log-format", "text", "log format: text lines, or one JSON object per line", logFormats...)
 	c.Bool(&f.testHooks, "test-hooks", false, "testing only: serve /v1/debug/faults to cut this worker off from the register (jepsen-lite)")
 	c.Bool(&f.testDoubleLease, "test-double-lease", false, "testing only, BROKEN on purpose: hand out every permit twice (jepsen-lite shows it is caught)")
+	f.tls.define(c)
+	c.Bool(&f.insecure, "insecure", false, "allow the sidecar to listen on a non-loopback address (it serves plain HTTP without authentication: anyone who reaches it can spend the group's permits), and --test-hooks on one")
 	c.String(&f.config, "config", "FILE", "", "read settings from this JSON file (default: $PERMITD_CONFIG)", nil)
 	c.Bool(&f.validate, "validate", false, "check the settings (flags, environment, config file), print them as a config file and exit")
 }
@@ -122,6 +126,9 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	if f.group == "" || f.limit == "" || f.servers == "" {
 		return c.usageError("--group, --limit and --servers are required")
 	}
+	if !f.insecure && !isLoopback(f.httpAddr) {
+		return c.usageErrorf("--http-addr %s is not a loopback address: the sidecar serves plain HTTP without authentication, so anyone who reaches it could spend the group's permits; use a loopback address, or --insecure to expose it anyway", f.httpAddr)
+	}
 	if f.name == "" {
 		f.name = f.group + "." + f.gossipAddr
 	}
@@ -135,7 +142,11 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	if f.registerProtocol == "binary" {
 		opts = append(opts, client.WithBinaryLeases())
 	}
-	cl, err := newClient(f.servers, opts...)
+	tlsOpts, err := f.tls.options()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	cl, err := newClient(f.servers, append(opts, tlsOpts...)...)
 	if err != nil {
 		return c.usageError(err.Error())
 	}

@@ -25,7 +25,7 @@
 // '[...]'). A file that breaks any rule is rejected whole, with the line
 // number and what is allowed, and the agent keeps the tokens it had.
 //
-// This package decides nothing about requests yet: the agent does not
-// read a token file before the rest of the security work (TLS, the
-// checks on every route, SIGHUP) lands.
+// This package decides nothing about requests: package transport maps
+// routes and binary calls to the roles they need (authz.go) and the agent
+// reads the file at start and on SIGHUP.
 package auth

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -299,9 +300,13 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 }
 
 // StatusOf returns the status of one server ("host:port" or a base URL),
-// without failover.
+// without failover. With TLS, an "http://" URL (as a status lists its
+// peers) is reached over https.
 func (c *Client) StatusOf(ctx context.Context, server string) (Status, error) {
-	base, err := baseURL(server)
+	if c.tls != nil {
+		server = strings.TrimPrefix(server, "http://")
+	}
+	base, err := baseURL(server, c.tls != nil)
 	if err != nil {
 		return Status{}, err
 	}

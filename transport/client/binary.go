@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -59,23 +60,26 @@ type binaryPool struct {
 	connsPerServer   int
 	reserves, leases bool
 	dialTimeout      time.Duration
+	tls              *tls.Config // nil: plain TCP
+	token            string      // API token: an auth call opens each connection
 
 	mu    sync.Mutex
 	conns map[string][]*wire.Conn // by "host:port"
 	next  atomic.Uint64
 }
 
-// init checks the option's value and the servers.
-func (p *binaryPool) init(servers []string, dialTimeout time.Duration) error {
+// init checks the option's value and the servers (all https with conf,
+// all http without).
+func (p *binaryPool) init(servers []string, dialTimeout time.Duration, conf *tls.Config, token string) error {
 	if p.connsPerServer < 1 || p.connsPerServer > 64 {
 		return fmt.Errorf("%w: %d binary connections per server; allowed: 1..64", ErrInvalid, p.connsPerServer)
 	}
 	for _, s := range servers {
-		if !strings.HasPrefix(s, "http://") {
-			return fmt.Errorf("%w: server %s with binary calls; allowed: plain \"host:port\" (the binary protocol has no TLS)", ErrInvalid, s)
+		if conf == nil && !strings.HasPrefix(s, "http://") {
+			return fmt.Errorf("%w: server %s with binary calls but no TLS configuration; allowed: plain \"host:port\", or WithTLS", ErrInvalid, s)
 		}
 	}
-	p.dialTimeout = dialTimeout
+	p.dialTimeout, p.tls, p.token = dialTimeout, conf, token
 	p.conns = make(map[string][]*wire.Conn)
 	return nil
 }
@@ -98,9 +102,20 @@ func (p *binaryPool) get(ctx context.Context, addr string) (*wire.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.tls != nil {
+		if nc, err = tlsHandshake(ctx, nc, addr, p.tls); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := nc.Write([]byte{wire.ClientPreface}); err != nil {
 		nc.Close()
 		return nil, err
+	}
+	if p.token != "" {
+		if err := binaryAuth(ctx, nc, p.token); err != nil {
+			nc.Close()
+			return nil, err
+		}
 	}
 	cs[i] = wire.NewConn(nc)
 	return cs[i], nil
@@ -205,9 +220,13 @@ type binaryAnswer struct {
 func (c *Client) callBinary(ctx context.Context, server string, op byte, payload []byte) (binaryAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
 	defer cancel()
-	addr := strings.TrimPrefix(server, "http://")
+	addr := strings.TrimPrefix(strings.TrimPrefix(server, "http://"), "https://")
 	conn, err := c.bin.get(ctx, addr)
 	if err != nil {
+		var apiErr *APIError
+		if errors.As(err, &apiErr) {
+			return binaryAnswer{}, apiErr // the auth call's answer (401): final
+		}
 		return binaryAnswer{}, &binaryDialError{err: err}
 	}
 	sentAt := c.clock.Now()
@@ -228,6 +247,8 @@ func (c *Client) callBinary(ctx context.Context, server string, op byte, payload
 		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: string(resp)}
 	case wire.CodeInvalid:
 		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusBadRequest, Message: string(resp)}
+	case wire.CodeForbidden:
+		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusForbidden, Message: string(resp)}
 	}
 	return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: string(resp)}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -35,6 +36,8 @@ type Client struct {
 	attemptTimeout time.Duration
 	rounds         int
 	bin            *binaryPool // nil: everything over HTTP
+	tls            *tls.Config // nil: plain HTTP unless a server says https
+	token          string      // API token ("": none)
 	noSessions     bool        // reserves carry request IDs instead
 	sess           sessionState
 
@@ -58,15 +61,15 @@ func New(servers []string, opts ...Option) (*Client, error) {
 		attemptTimeout: DefaultAttemptTimeout,
 		rounds:         DefaultRounds,
 	}
+	for _, o := range opts {
+		o(c)
+	}
 	for _, s := range servers {
-		base, err := baseURL(s)
+		base, err := baseURL(s, c.tls != nil)
 		if err != nil {
 			return nil, err
 		}
 		c.servers = append(c.servers, base)
-	}
-	for _, o := range opts {
-		o(c)
 	}
 	switch {
 	case c.backoffBase <= 0 || c.backoffMax < c.backoffBase:
@@ -79,7 +82,7 @@ func New(servers []string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: rounds %d; allowed: >= 1", ErrInvalid, c.rounds)
 	}
 	if c.bin != nil {
-		if err := c.bin.init(c.servers, c.attemptTimeout); err != nil {
+		if err := c.bin.init(c.servers, c.attemptTimeout, c.tls, c.token); err != nil {
 			return nil, err
 		}
 	}
@@ -88,6 +91,8 @@ func New(servers []string, opts ...Option) (*Client, error) {
 			Proxy:               http.ProxyFromEnvironment,
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
+			TLSClientConfig:     c.tls,
+			ForceAttemptHTTP2:   c.tls != nil,
 		}}
 	}
 	if c.log == nil {
@@ -102,11 +107,18 @@ func New(servers []string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// baseURL turns "host:port" or "http(s)://host:port" into a base URL.
-func baseURL(s string) (string, error) {
+// baseURL turns "host:port" or "http(s)://host:port" into a base URL
+// ("host:port" is https with TLS, else http; "http://" is refused with
+// TLS).
+func baseURL(s string, withTLS bool) (string, error) {
 	raw := s
 	if !strings.Contains(s, "://") {
 		raw = "http://" + s
+		if withTLS {
+			raw = "https://" + s
+		}
+	} else if withTLS && strings.HasPrefix(s, "http://") {
+		return "", fmt.Errorf("%w: server %q is plain http but the client is configured for TLS; allowed: \"host:port\" or \"https://host:port\"", ErrInvalid, s)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" ||
@@ -274,6 +286,7 @@ func (c *Client) attempt(ctx context.Context, server, method, path string, body 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	c.authorize(req)
 	sentAt := c.clock.Now()
 	res, err := c.hc.Do(req)
 	if err != nil {

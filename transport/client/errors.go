@@ -33,6 +33,12 @@ var (
 	// together with ErrUnavailable or the context's error. Any other
 	// failure is ambiguous: the server may have applied the request.
 	ErrNotDelivered = errors.New("client: request not delivered to any server")
+	// ErrUnauthorized: the server requires an API token and the client
+	// sent none, or one it does not know (HTTP 401; see WithToken).
+	ErrUnauthorized = errors.New("client: unauthorized")
+	// ErrForbidden: the client's token does not allow the request (its
+	// role, or a limit outside its patterns; HTTP 403).
+	ErrForbidden = errors.New("client: forbidden")
 )
 
 // errSessionExpired marks a reserve whose session was not open: nothing was
@@ -55,7 +61,8 @@ func (e *APIError) Error() string {
 }
 
 // Is maps status codes to the sentinels: 404 → ErrNotFound, 400/405/413 →
-// ErrInvalid, 503 → ErrUnavailable.
+// ErrInvalid, 503 → ErrUnavailable, 401 → ErrUnauthorized, 403 →
+// ErrForbidden.
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrNotFound:
@@ -65,6 +72,10 @@ func (e *APIError) Is(target error) bool {
 			e.StatusCode == http.StatusRequestEntityTooLarge
 	case ErrUnavailable:
 		return e.StatusCode == http.StatusServiceUnavailable
+	case ErrUnauthorized:
+		return e.StatusCode == http.StatusUnauthorized
+	case ErrForbidden:
+		return e.StatusCode == http.StatusForbidden
 	}
 	return false
 }

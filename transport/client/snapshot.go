@@ -20,6 +20,7 @@ func (c *Client) SaveSnapshot(ctx context.Context, w io.Writer) (uint64, error) 
 		if err != nil {
 			return attemptDone, fmt.Errorf("client: building request: %w", err)
 		}
+		c.authorize(req)
 		res, err := c.hc.Do(req)
 		if err != nil {
 			if isDialError(err) {

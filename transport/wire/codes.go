@@ -35,7 +35,16 @@ const (
 	OpLease  byte = 15
 	OpRenew  byte = 16
 	OpReturn byte = 17
+	// OpAuth authenticates a client connection to a node that requires
+	// API tokens (payload: the token's secret, 1 to MaxAuthSecret bytes).
+	// It must be the connection's first call, and the client must wait
+	// for its answer before sending another: CodeOK, or
+	// CodeUnauthenticated after which the node closes the connection.
+	OpAuth byte = 18
 )
+
+// MaxAuthSecret bounds the payload of OpAuth.
+const MaxAuthSecret = 256
 
 // Answer codes (the Kind of an answer frame). Every code but CodeOK carries
 // a human-readable message as its payload.
@@ -54,4 +63,10 @@ const (
 	// CodeConflict: the register refused the request because of its state
 	// (it changed nothing).
 	CodeConflict byte = 5
+	// CodeUnauthenticated: the connection carries no valid token (HTTP
+	// 401).
+	CodeUnauthenticated byte = 6
+	// CodeForbidden: the connection's token does not allow the call (its
+	// role, or a limit outside its patterns; HTTP 403).
+	CodeForbidden byte = 7
 )

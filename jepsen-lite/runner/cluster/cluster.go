@@ -163,6 +163,13 @@ func (c *Cluster) Args(node *Node) []string {
 		"--initial-cluster", c.initial,
 		"--test-hooks", "--log-level", LogLevel,
 	}
+	if !loopback(node.HTTPAddr) || !loopback(node.RaftAddr) {
+		// A node in its own network namespace listens on that
+		// namespace's address, in clear, with fault hooks: the agent
+		// refuses that without --insecure (the namespaces are the
+		// test's own, unreachable from outside).
+		args = append(args, "--insecure")
+	}
 	args = append(args, c.flags...)
 	if c.flagsOf != nil {
 		args = append(args, c.flagsOf(node.Index)...)
@@ -259,4 +266,14 @@ func IDs(nodes []*Node) []string {
 		out[i] = n.ID
 	}
 	return out
+}
+
+// loopback reports whether addr's host is a loopback name or address.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/tlsfiles"
+)
+
+// newToken runs `permitd tokens create` and returns the secret and the
+// token file line.
+func newToken(t *testing.T, bin string, args ...string) (secret, line string) {
+	t.Helper()
+	r := runCLI(t, bin, nil, append([]string{"tokens", "create"}, args...)...)
+	wantCode(t, r, exitOK)
+	for l := range strings.SplitSeq(r.stdout, "\n") {
+		if s, ok := strings.CutPrefix(l, "secret: "); ok {
+			secret = s
+		}
+		if s, ok := strings.CutPrefix(l, "token file line: "); ok {
+			line = s
+		}
+	}
+	if secret == "" || line == "" {
+		t.Fatalf("tokens create printed %q", r.stdout)
+	}
+	return secret, line
+}
+
+// TestTokensOnTheAPI: an agent with TLS and --token-file. The CLI's
+// admin, client and worker tokens each do what their role allows and get
+// 403 (exit 1, the role named) for the rest; no token is 401; the Go
+// client's binary reserves authenticate on the API port; a SIGHUP after
+// the client token's line is removed revokes it at once, on an open
+// binary connection too, and a broken token file keeps the old tokens.
+func TestTokensOnTheAPI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := permitdUnderTest(t)
+	dir := t.TempDir()
+	wantCode(t, runCLI(t, bin, nil, "certs", "create", "--out", dir, "--nodes", "n1"), exitOK)
+	file := func(name string) string { return filepath.Join(dir, name) }
+	rootSecret, rootLine := newToken(t, bin, "--role", "admin", "--name", "root")
+	appSecret, appLine := newToken(t, bin, "--role", "client", "--name", "app", "--limits", "api*")
+	_, workerLine := newToken(t, bin, "--role", "worker", "--name", "w1")
+	tokenFile := file("tokens")
+	writeTokens := func(lines ...string) {
+		if err := os.WriteFile(tokenFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTokens(rootLine, appLine, workerLine)
+	agents := newTestAgents(t, 1)
+	a := agents[0]
+	a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents),
+		"--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"), "--token-file", tokenFile)
+	as := func(secret string, args ...string) cliResult {
+		env := []string{}
+		if secret != "" {
+			env = append(env, "PERMITD_TOKEN="+secret)
+		}
+		return runCLI(t, bin, env, append(args, "--servers", a.httpAddr, "--tls-ca", file("ca.crt"))...)
+	}
+	wantCode(t, as(rootSecret, "status", "--wait", "30s"), exitOK)
+	wantCode(t, as(rootSecret, "limits", "put", "api", "--algorithm", "strict", "--rate", "1000", "--per", "1s", "--expiry", "1s"), exitOK)
+	if r := as(appSecret, "reserve", "api", "--max-wait", "1s"); r.code != exitOK || !strings.Contains(r.stdout, `"granted":true`) {
+		t.Fatalf("client token reserve: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	for _, tc := range []struct {
+		name   string
+		secret string
+		args   []string
+		want   string
+	}{
+		{"client puts a limit", appSecret, []string{"limits", "put", "api2", "--algorithm", "strict", "--rate", "1"}, "role admin"},
+		{"no token", "", []string{"reserve", "api"}, "401"},
+		{"client outside its patterns", appSecret, []string{"reserve", "other"}, "api*"},
+	} {
+		r := as(tc.secret, tc.args...)
+		if r.code == exitOK || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, appSecret) {
+			t.Errorf("%s: exit %d, stderr %q; want a failure naming %q, without the secret", tc.name, r.code, r.stderr, tc.want)
+		}
+	}
+
+	conf, err := tlsfiles.Client(file("ca.crt"), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bc, err := client.New([]string{a.httpAddr}, client.WithTLS(conf), client.WithToken(appSecret), client.WithBinaryReserves(1), client.WithoutSessions(), client.WithRounds(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	if g, err := bc.Reserve(ctx, "api", 1, time.Second); err != nil || !g.Granted {
+		t.Fatalf("binary reserve with a client token: %+v %v", g, err)
+	}
+	if _, err := bc.Reserve(ctx, "other", 1, 0); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("binary reserve outside the token's patterns: %v, want ErrForbidden", err)
+	}
+	anon, err := client.New([]string{a.httpAddr}, client.WithTLS(conf), client.WithBinaryReserves(1), client.WithoutSessions(), client.WithRounds(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	if _, err := anon.Reserve(ctx, "api", 1, 0); err == nil {
+		t.Error("a binary reserve without a token was answered")
+	}
+
+	// A broken file keeps the tokens; a good one without app revokes it.
+	writeTokens(rootLine, "broken line")
+	a.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, 10*time.Second, "the failed reload logged", func() bool { return strings.Contains(a.log.String(), "token file not reloaded") })
+	wantCode(t, as(appSecret, "reserve", "api", "--max-wait", "1s"), exitOK)
+	writeTokens(rootLine, workerLine)
+	a.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, 10*time.Second, "the reload", func() bool { return strings.Contains(a.log.String(), "tokens reloaded") })
+	if r := as(appSecret, "reserve", "api"); r.code == exitOK || !strings.Contains(r.stderr, "401") {
+		t.Errorf("revoked token over HTTP: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := bc.Reserve(ctx, "api", 1, 0); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("revoked token on an open binary connection: %v, want ErrForbidden", err)
+	}
+}

@@ -1,0 +1,155 @@
+package transport
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/permitd/permitd/transport/auth"
+	"github.com/permitd/permitd/transport/internal/fakestore"
+)
+
+// tokenSet makes one token per role (the client one restricted to "api*")
+// and returns the store with the secrets by name.
+func tokenSet(t *testing.T) (*TokenStore, map[string]string) {
+	t.Helper()
+	secrets := map[string]string{}
+	var lines []string
+	for _, tk := range []struct {
+		name   string
+		role   auth.Role
+		limits []string
+	}{{"root", auth.RoleAdmin, nil}, {"app", auth.RoleClient, nil}, {"narrow", auth.RoleClient, []string{"api*"}}, {"w1", auth.RoleWorker, nil}} {
+		secret, line, err := auth.NewSecret(tk.name, tk.role, tk.limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[tk.name] = secret
+		lines = append(lines, line)
+	}
+	ts, err := auth.ParseTokenFile(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewTokenStore(ts), secrets
+}
+
+// TestAccessCoversEveryRoute: every route of the API has the role the
+// README's table gives it, and paths the API does not serve need admin.
+func TestAccessCoversEveryRoute(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		want         need
+		limit        string
+	}{
+		{"GET", "/healthz", needNothing, ""},
+		{"GET", "/readyz", needNothing, ""},
+		{"GET", "/v1/status", needAnyToken, ""},
+		{"GET", "/metrics", needAnyToken, ""},
+		{"GET", "/v1/cluster", needAnyToken, ""},
+		{"GET", "/v1/limits", needRead, ""},
+		{"GET", "/v1/limits/api", needRead, "api"},
+		{"HEAD", "/v1/limits/api", needRead, "api"},
+		{"PUT", "/v1/limits/api", needAdmin, "api"},
+		{"DELETE", "/v1/limits/api", needAdmin, "api"},
+		{"POST", "/v1/limits/api/reserve", needClient, "api"},
+		{"POST", "/v1/sessions", needClient, ""},
+		{"PUT", "/v1/limits/api/lease-policy", needAdmin, ""},
+		{"GET", "/v1/limits/api/leases", needRead, "api"},
+		{"POST", "/v1/limits/api/lease", needWorker, "api"},
+		{"POST", "/v1/limits/api/leases/7/renew", needWorker, "api"},
+		{"POST", "/v1/limits/api/leases/7/return", needWorker, "api"},
+		{"GET", "/v1/snapshot", needAdmin, ""},
+		{"POST", "/v1/cluster/join", needAdmin, ""},
+		{"POST", "/v1/cluster/transfer-leadership", needAdmin, ""},
+		{"DELETE", "/v1/cluster/servers/n2", needAdmin, ""},
+		{"POST", "/v1/debug/faults", needAdmin, ""},
+		{"GET", "/debug/pprof/", needAdmin, ""},
+		{"GET", "/nowhere", needAdmin, ""},
+		{"POST", "/v1/limits/api/leases/7/steal", needAdmin, ""},
+	} {
+		n, limit := access(tc.method, tc.path)
+		if n != tc.want || limit != tc.limit {
+			t.Errorf("%s %s: needs %v for limit %q, want %v for %q", tc.method, tc.path, n, limit, tc.want, tc.limit)
+		}
+	}
+}
+
+// TestRequireTokens: the answers of the API with tokens, by case.
+func TestRequireTokens(t *testing.T) {
+	store, secrets := tokenSet(t)
+	h := RequireTokens(NewHandler(fakestore.New(), HandlerOptions{}), store)
+	for _, tc := range []struct {
+		name, method, path, token string
+		auth                      string // a raw Authorization header instead
+		wantCode                  int
+		wantRole                  string
+		wantInError               string
+	}{
+		{name: "health without a token", method: "GET", path: "/healthz", wantCode: 200},
+		{name: "no token", method: "GET", path: "/v1/limits/api", wantCode: 401, wantRole: "client", wantInError: "missing token"},
+		{name: "unknown token", method: "GET", path: "/v1/limits/api", auth: "Bearer pmt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", wantCode: 401, wantRole: "client", wantInError: "unknown or revoked"},
+		{name: "not bearer", method: "GET", path: "/v1/status", auth: "Basic dXNlcjpwYXNz", wantCode: 401, wantRole: "any"},
+		{name: "client may not put a limit", method: "PUT", path: "/v1/limits/api", token: "app", wantCode: 403, wantRole: "admin", wantInError: `token "app" has role client`},
+		{name: "worker may not reserve", method: "POST", path: "/v1/limits/api/reserve", token: "w1", wantCode: 403, wantRole: "client"},
+		{name: "client may not lease", method: "POST", path: "/v1/limits/api/lease", token: "app", wantCode: 403, wantRole: "worker"},
+		{name: "restricted client, other limit", method: "POST", path: "/v1/limits/other/reserve", token: "narrow", wantCode: 403, wantRole: "client", wantInError: "api*"},
+		{name: "restricted client, listing", method: "GET", path: "/v1/limits", token: "narrow", wantCode: 403, wantRole: "client"},
+		{name: "restricted client, its limit", method: "GET", path: "/v1/limits/api1", token: "narrow", wantCode: 404},
+		{name: "restricted client, status", method: "GET", path: "/v1/status", token: "narrow", wantCode: 200},
+		{name: "client reads", method: "GET", path: "/v1/limits", token: "app", wantCode: 200},
+		{name: "admin puts", method: "PUT", path: "/v1/limits/api", token: "root", wantCode: 400}, // no body: past auth, the handler answers
+		{name: "worker may not snapshot", method: "GET", path: "/v1/snapshot", token: "w1", wantCode: 403, wantRole: "admin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(tc.method, tc.path, nil)
+			switch {
+			case tc.auth != "":
+				r.Header.Set("Authorization", tc.auth)
+			case tc.token != "":
+				r.Header.Set("Authorization", "Bearer "+secrets[tc.token])
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.wantCode {
+				t.Fatalf("%d %s, want %d", w.Code, w.Body.String(), tc.wantCode)
+			}
+			for _, s := range secrets {
+				if strings.Contains(w.Body.String(), s) {
+					t.Fatalf("the answer repeats a secret: %s", w.Body.String())
+				}
+			}
+			if tc.wantCode != 401 && tc.wantCode != 403 {
+				return
+			}
+			var body struct {
+				Error        string `json:"error"`
+				RequiredRole string `json:"required_role"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatalf("body %q: %v", w.Body.String(), err)
+			}
+			if body.RequiredRole != tc.wantRole || !strings.Contains(body.Error, tc.wantInError) {
+				t.Errorf("body %+v, want required_role %q and an error containing %q", body, tc.wantRole, tc.wantInError)
+			}
+			if ch := w.Header().Get("WWW-Authenticate"); (tc.wantCode == 401) != strings.HasPrefix(ch, "Bearer ") {
+				t.Errorf("WWW-Authenticate %q with %d", ch, tc.wantCode)
+			}
+		})
+	}
+	// A reload revokes at once.
+	ts, err := auth.ParseTokenFile(strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Replace(ts)
+	r := httptest.NewRequest("GET", "/v1/limits", nil)
+	r.Header.Set("Authorization", "Bearer "+secrets["app"])
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("after the reload without it, the token got %d", w.Code)
+	}
+}
