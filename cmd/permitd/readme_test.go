@@ -21,26 +21,68 @@ const readmeBuildLine = "go build -o permitd ./cmd/permitd"
 
 // walkthrough returns the first ```sh block of the README's "Running a
 // cluster" section.
-func walkthrough(t *testing.T) string {
+func walkthrough(t *testing.T) string { return readmeBlock(t, "Running a cluster") }
+
+// readmeBlock returns the first ```sh block of the README's section
+// "## heading".
+func readmeBlock(t *testing.T, heading string) string {
 	t.Helper()
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Running a cluster\n")
+	_, section, ok := strings.Cut(string(readme), "\n## "+heading+"\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Running a cluster" section`)
+		t.Fatalf(`README.md has no "## %s" section`, heading)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	_, block, ok := strings.Cut(section, "```sh\n")
 	if !ok {
-		t.Fatal("the Running a cluster section has no ```sh block")
+		t.Fatalf("the %s section has no ```sh block", heading)
 	}
 	block, _, ok = strings.Cut(block, "```")
 	if !ok {
 		t.Fatal("unterminated ```sh block")
 	}
 	return block
+}
+
+// movePorts replaces the fixed addresses in script by free ones if any
+// is taken on this machine.
+func movePorts(t *testing.T, script string, fixed []string) string {
+	t.Helper()
+	if allFree(fixed) {
+		return script
+	}
+	ports := freePorts(t, len(fixed))
+	for i, addr := range fixed {
+		script = strings.ReplaceAll(script, addr, fmt.Sprintf("127.0.0.1:%d", ports[i]))
+	}
+	t.Logf("the walkthrough's ports are taken: moved to %v", ports)
+	return script
+}
+
+// runScript runs script with bash -e -x in dir, in its own process group
+// (killed with everything it started when the test ends), for at most 2
+// minutes; it returns stdout, the trace and the error.
+func runScript(t *testing.T, dir, script string) (stdout, trace string, err error) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "walkthrough.sh"), script)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-e", "-x", "walkthrough.sh")
+	cmd.Dir = dir
+	cmd.Env = cleanEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	err = cmd.Wait()
+	return out.String(), errOut.String(), err
 }
 
 // TestREADMEWalkthrough runs the README's cluster walkthrough as written,
@@ -60,44 +102,18 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if strings.TrimSpace(first) != readmeBuildLine {
 		t.Fatalf("the walkthrough starts with %q, want %q", first, readmeBuildLine)
 	}
-	script = rest
-	fixed := []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"}
-	if !allFree(fixed) {
-		ports := freePorts(t, len(fixed))
-		for i, addr := range fixed {
-			script = strings.ReplaceAll(script, addr, fmt.Sprintf("127.0.0.1:%d", ports[i]))
-		}
-		t.Logf("the walkthrough's ports are taken: moved to %v", ports)
-	}
-
+	script = movePorts(t, rest, []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"})
 	dir := t.TempDir()
 	copyFile(t, buildPermitd(t), filepath.Join(dir, "permitd"))
-	writeFile(t, filepath.Join(dir, "walkthrough.sh"), script)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-e", "-x", "walkthrough.sh")
-	cmd.Dir = dir
-	cmd.Env = cleanEnv()
-	// Its own process group: the background agents are killed with it
-	// if the script fails before stopping them.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	err := cmd.Wait()
+	out, trace, err := runScript(t, dir, script)
 	logs := ""
 	for _, n := range []string{"n1", "n2", "n3"} {
 		b, _ := os.ReadFile(filepath.Join(dir, "data", n+".log"))
 		logs += "--- " + n + ".log:\n" + string(b)
 	}
 	if err != nil {
-		t.Fatalf("the walkthrough failed: %v\nstdout:\n%s\nstderr (bash -x):\n%s\n%s", err, &stdout, &stderr, logs)
+		t.Fatalf("the walkthrough failed: %v\nstdout:\n%s\nstderr (bash -x):\n%s\n%s", err, out, trace, logs)
 	}
-	out := stdout.String()
 	for _, want := range []string{
 		"permitd " + testVersion + " (revision ",
 		"ID  ADDRESS", "leader", `"name": "api"`, `{"expires_in_ns":`, `"granted":true`,
@@ -140,5 +156,37 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := dst.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestREADMESecurityWalkthrough runs the Security section's block as
+// written: certificates, tokens, three agents with TLS and a token file,
+// status and a reserve with the tokens, a refused reserve without one.
+func TestREADMESecurityWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a 3-node cluster")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	script := movePorts(t, readmeBlock(t, "Security"), []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"})
+	dir := t.TempDir()
+	copyFile(t, buildPermitd(t), filepath.Join(dir, "permitd"))
+	out, trace, err := runScript(t, dir, script)
+	logs := ""
+	for _, n := range []string{"n1", "n2", "n3"} {
+		b, _ := os.ReadFile(filepath.Join(dir, "data", n+".log"))
+		logs += "--- " + n + ".log:\n" + string(b)
+	}
+	if err != nil {
+		t.Fatalf("the walkthrough failed: %v\nstdout:\n%s\nstderr (bash -x):\n%s\n%s", err, out, trace, logs)
+	}
+	for _, want := range []string{"ID  ADDRESS", "leader", `"granted":true`, "tls=true", "tokens=true"} {
+		if !strings.Contains(out+logs, want) {
+			t.Errorf("the walkthrough's output lacks %q:\n%s\n%s", want, out, logs)
+		}
+	}
+	if !strings.Contains(trace, "401") {
+		t.Errorf("the reserve without a token was not refused with 401:\n%s", trace)
 	}
 }
