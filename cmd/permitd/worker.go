@@ -42,6 +42,7 @@ type workerFlags struct {
 	validate                         bool
 	tls                              clientTLSFlags
 	insecure                         bool
+	gossipKeyFile                    string
 }
 
 func (f *workerFlags) define(c *cmdLine) {
@@ -69,6 +70,7 @@ func (f *workerFlags) define(c *cmdLine) {
 	c.Bool(&f.testHooks, "test-hooks", false, "testing only: serve /v1/debug/faults to cut this worker off from the register (jepsen-lite)")
 	c.Bool(&f.testDoubleLease, "test-double-lease", false, "testing only, BROKEN on purpose: hand out every permit twice (jepsen-lite shows it is caught)")
 	f.tls.define(c)
+	c.String(&f.gossipKeyFile, "gossip-key-file", "FILE", "", "encrypt the gossip with these keys (one base64 AES key of 16, 24 or 32 bytes a line, the first the primary; add a new key second, then make it first, then drop the old one to rotate without downtime): a process without a key can neither join the group nor send a steal message", nil)
 	c.Bool(&f.insecure, "insecure", false, "allow the sidecar to listen on a non-loopback address (it serves plain HTTP without authentication: anyone who reaches it can spend the group's permits), and --test-hooks on one")
 	c.String(&f.config, "config", "FILE", "", "read settings from this JSON file (default: $PERMITD_CONFIG)", nil)
 	c.Bool(&f.validate, "validate", false, "check the settings (flags, environment, config file), print them as a config file and exit")
@@ -156,8 +158,20 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		faults = newFaultyRegister(reg)
 		reg = faults
 	}
+	var keys *memberlist.Keyring
+	if f.gossipKeyFile != "" {
+		fh, err := os.Open(f.gossipKeyFile)
+		if err != nil {
+			return c.usageErrorf("--gossip-key-file: %v", err)
+		}
+		keys, err = worker.ParseGossipKeys(fh)
+		fh.Close()
+		if err != nil {
+			return c.usageErrorf("--gossip-key-file %s: %v", f.gossipKeyFile, err)
+		}
+	}
 	w, err := worker.New(worker.Config{
-		Name: f.name, Group: f.group, Weight: f.weight, Limit: f.limit, Register: reg,
+		Name: f.name, Group: f.group, Weight: f.weight, Limit: f.limit, Register: reg, GossipKeys: keys,
 		Gossip: gossip, Join: splitList(f.join), TTL: f.ttl, Margin: f.margin, StealBias: f.stealBias,
 		RenewEvery: f.renewEvery, RequestTimeout: f.registerTimeout,
 		Clock: node.NewMonotonicClock(), Logger: logger,

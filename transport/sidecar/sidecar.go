@@ -328,6 +328,7 @@ type sidecarStats struct {
 	StealsServed             uint64 `json:"steals_served"`
 	StealsReceived           uint64 `json:"steals_received"`
 	StealsUnmatched          uint64 `json:"steals_unmatched"`
+	GossipRejected           uint64 `json:"gossip_rejected"`
 }
 
 func newSidecarStatus(st worker.Status) sidecarStatus {
@@ -346,7 +347,7 @@ func newSidecarStatus(st worker.Status) sidecarStatus {
 			ExpiredUnusedPermits: s.ExpiredUnusedPermits, OutstandingPermits: s.OutstandingPermits,
 			DemandMilliPermitsPerSec: s.DemandMilliPermitsPerSec, Leases: s.Leases, Renewals: s.Renewals, Fenced: s.Fenced,
 			RegisterFails: s.RegisterFails, StealRounds: s.StealRounds, StealsServed: s.StealsServed,
-			StealsReceived: s.StealsReceived, StealsUnmatched: s.StealsUnmatched},
+			StealsReceived: s.StealsReceived, StealsUnmatched: s.StealsUnmatched, GossipRejected: s.GossipRejected},
 		Members: members,
 	}
 }

@@ -58,6 +58,10 @@ type Config struct {
 	// memberlist.DefaultLANConfig(). The worker copies it and sets Name,
 	// Delegate, Events and Logger; memberlist carries only discovery.
 	Gossip *memberlist.Config
+	// GossipKeys, if not nil, encrypts the gossip (see ParseGossipKeys):
+	// every worker of the fleet must hold the primary key of the others.
+	// It overrides Gossip's Keyring.
+	GossipKeys *memberlist.Keyring
 	// Join is the seed list: gossip addresses ("host:port") of other
 	// workers. It is joined at Start and again every RejoinEvery while the
 	// worker is alone or sees fewer members than before.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"log"
 	"bytes"
 	"math/rand/v2"
 	"slices"
@@ -161,7 +162,12 @@ func (w *Worker) gossipConfig() *memberlist.Config {
 	c.Delegate = delegate{w: w}
 	c.Events = events{m: w.members}
 	c.LogOutput = nil
-	c.Logger = w.log.Named("memberlist").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
+	out := gossipLog{next: w.log.Named("memberlist").StandardWriter(&hclog.StandardLoggerOptions{InferLevels: true}), rejected: &w.gossipRejected}
+	c.Logger = log.New(out, "", 0)
+	if w.cfg.GossipKeys != nil {
+		c.Keyring = w.cfg.GossipKeys
+		c.GossipVerifyIncoming, c.GossipVerifyOutgoing = true, true
+	}
 	return &c
 }
 

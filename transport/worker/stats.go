@@ -46,6 +46,11 @@ type Stats struct {
 	StealsServed    uint64
 	StealsReceived  uint64
 	StealsUnmatched uint64
+	// GossipRejected counts gossip packets and streams memberlist dropped
+	// because they were not encrypted with a key this worker holds (or, on
+	// a worker without keys, because they were encrypted): a process
+	// without the key, its join attempts and steal messages included.
+	GossipRejected uint64
 }
 
 // Status is a worker's state for operators: its counters plus its lease,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,6 +29,9 @@ type Worker struct {
 	members *members
 	// ml is set by Start before any goroutine that uses it runs.
 	ml *memberlist.Memberlist
+	// gossipRejected counts what memberlist dropped for want of a key
+	// (gossipkeys.go).
+	gossipRejected atomic.Uint64
 
 	run loops
 
@@ -238,6 +242,7 @@ func (w *Worker) statsLocked(nowNanos int64) Stats {
 	s.ExpiredUnusedPermits += c.expiredUnusedPermits
 	s.DemandMilliPermitsPerSec = c.demandMilli
 	s.OutstandingPermits = w.spendableLocked(nowNanos)
+	s.GossipRejected = w.gossipRejected.Load()
 	s.ShareMilliPermitsPerSec = w.lease.share
 	return s
 }
