@@ -1,8 +1,8 @@
 package worker
 
 import (
-	"log"
 	"bytes"
+	"log"
 	"math/rand/v2"
 	"slices"
 	"sync"
