@@ -224,10 +224,7 @@ func (p *leasePool) surplusFor(l *lease, credit, capacity, intervalNanos, o int6
 // they did before it; a share that grows at a renewal before the others
 // shrink can overshoot the rate until they renew, which costs fairness
 // for a period, never the bound (entitlements only divide what is free).
-var dbgCede int
-
 func (p *leasePool) cedeTo(l *lease, share, capacity, intervalNanos, o int64) int64 {
-	dbgCede++
 	f := uint64(min(share, capacity))
 	var taken int64
 	for _, g := range p.groups {
