@@ -211,6 +211,11 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
+		release, err := n.admitForwarded(e)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		v, err := n.commandLocal(ctx, e)
 		if err != nil {
 			return nil, err

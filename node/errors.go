@@ -27,6 +27,13 @@ var (
 	// ErrForbidden: the client connection's token does not allow the
 	// call (ServeClientWith's authorizer refused it). Nothing was done.
 	ErrForbidden = errors.New("node: forbidden")
+	// ErrUnauthenticated: the client connection's token is no longer
+	// valid (revoked by a reload). Nothing was done.
+	ErrUnauthenticated = errors.New("node: unauthenticated")
+	// ErrOverloaded: the node holds as many reserves as it may
+	// (Config.MaxPendingReserves); this one was refused at once and
+	// changed nothing. Retry shortly, or at another node.
+	ErrOverloaded = errors.New("node: overloaded")
 	// ErrShutdown: the node is shutting down.
 	ErrShutdown = errors.New("node: shut down")
 	// ErrRemoved: this node was removed from the cluster; it serves
@@ -53,7 +60,7 @@ func userErrorf(kind error, format string, args ...any) error {
 // sentinelPrefixes are the texts of permitd's sentinel errors that start
 // the messages of wrapped errors ("fsm: invalid command: limit name ...").
 var sentinelPrefixes = []string{
-	"node: no leader reachable: ", "node: not found: ", "node: invalid request: ", "node: removed from the cluster: ", "node: conflict: ", "node: forbidden: ",
+	"node: no leader reachable: ", "node: not found: ", "node: invalid request: ", "node: removed from the cluster: ", "node: conflict: ", "node: forbidden: ", "node: unauthenticated: ", "node: overloaded: ",
 	"fsm: invalid command: ", "fsm: cannot decode: ", "bucket: ", "node: ",
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,10 @@ func codeOf(err error) byte {
 		return wire.CodeConflict
 	case errors.Is(err, ErrForbidden):
 		return wire.CodeForbidden
+	case errors.Is(err, ErrUnauthenticated):
+		return wire.CodeUnauthenticated
+	case errors.Is(err, ErrOverloaded):
+		return wire.CodeOverloaded
 	case errors.Is(err, ErrNoLeader), errors.Is(err, ErrShutdown), errors.Is(err, ErrRemoved):
 		return wire.CodeNoLeader
 	}
@@ -53,6 +58,10 @@ func errOf(code byte, msg string) error {
 		return userErrorf(ErrConflict, "%s", msg)
 	case wire.CodeForbidden:
 		return userErrorf(ErrForbidden, "%s", msg)
+	case wire.CodeUnauthenticated:
+		return userErrorf(ErrUnauthenticated, "%s", msg)
+	case wire.CodeOverloaded:
+		return userErrorf(ErrOverloaded, "%s", msg)
 	case wire.CodeNoLeader:
 		return userErrorf(ErrNoLeader, "%s", msg)
 	}
@@ -166,12 +175,27 @@ func (n *Node) ServeClientWith(c net.Conn, allow Authorizer) {
 	})
 }
 
+// refusal is the error of a call the Authorizer refused: ErrUnauthenticated
+// if it says so (a revoked token), else ErrForbidden, with its message.
+func refusal(err error) error {
+	if errors.Is(err, ErrUnauthenticated) {
+		return userErrorf(ErrUnauthenticated, "%s", strings.TrimPrefix(err.Error(), ErrUnauthenticated.Error()+": "))
+	}
+	return userErrorf(ErrForbidden, "%s", err.Error())
+}
+
 // handleClient serves one call of a binary client: a reserve, the opening
 // of a session, or a lease command.
 func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow Authorizer) ([]byte, error) {
+	if op == wire.OpAuth {
+		// Authentication is the listener's (ServeClientWith's caller);
+		// here it was not required, or already done: a no-op, so that
+		// clients can be given tokens before the nodes require them.
+		return nil, nil
+	}
 	if allow != nil && op != wire.OpReserve {
 		if err := allow(op, ""); err != nil {
-			return nil, userErrorf(ErrForbidden, "%s", err.Error())
+			return nil, refusal(err)
 		}
 	}
 	if op == wire.OpOpenSession {
@@ -198,7 +222,7 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow 
 	}
 	if allow != nil {
 		if err := allow(op, r.Limit); err != nil {
-			return nil, userErrorf(ErrForbidden, "%s", err.Error())
+			return nil, refusal(err)
 		}
 	}
 	res, err := n.Reserve(ctx, ReserveFromWire(r))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -69,6 +70,12 @@ type Config struct {
 	MaxInflight int
 	// ApplyTimeout bounds one raft apply (default 5s).
 	ApplyTimeout time.Duration
+	// MaxPendingReserves bounds the reserves this node holds at once
+	// (default DefaultMaxPendingReserves): its clients' (HTTP and binary,
+	// waiting for a batch, a commit or a forwarded answer) and, on the
+	// leader, those followers forwarded to it. A reserve beyond it fails
+	// at once with ErrOverloaded instead of queueing (overload.go).
+	MaxPendingReserves int
 	// LeaderWait bounds, beyond a reserve's own max wait, how long a
 	// reserve waits for a leader to be known and to answer (default 1s):
 	// with no leader reachable it fails (ErrNoLeader) within max wait +
@@ -134,6 +141,9 @@ func (c *Config) setDefaults() error {
 	if c.MaxBatch > fsm.MaxBatchReserves {
 		c.MaxBatch = fsm.MaxBatchReserves
 	}
+	if c.MaxPendingReserves <= 0 {
+		c.MaxPendingReserves = DefaultMaxPendingReserves
+	}
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = 2
 	}
@@ -156,6 +166,10 @@ type Node struct {
 	// (receipt.go).
 	receipts *receipts
 	batcher  *batcher[fsm.Reserve, fsm.ReserveResult]
+	// pending counts the reserves held now; shed those refused because
+	// it was at MaxPendingReserves (overload.go).
+	pending atomic.Int64
+	shed    atomic.Uint64
 	// leases batches lease, renew and return commands (lease.go).
 	leases *batcher[fsm.LeaseCommand, fsm.LeaseResult]
 	fwd    *forwarder

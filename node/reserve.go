@@ -36,6 +36,11 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 	if err := n.checkLocal(r); err != nil {
 		return fsm.ReserveResult{}, err
 	}
+	release, err := n.admitReserves(1)
+	if err != nil {
+		return fsm.ReserveResult{}, err
+	}
+	defer release()
 	leaderBy := time.Now().Add(time.Duration(r.MaxWaitNanos) + n.cfg.LeaderWait)
 	idempotent := r.RequestID != "" || r.Session.ID != 0
 	var entry []byte // built once, the first time a leader is elsewhere

@@ -36,6 +36,11 @@ type Status struct {
 	Servers           []Server `json:"servers"`
 	Ready             bool     `json:"ready"`
 	LastContactNs     int64    `json:"last_contact_ns"`
+	// PendingReserves is how many reserves the node holds now (at most
+	// Config.MaxPendingReserves); ShedReserves how many it refused as
+	// overloaded since it started.
+	PendingReserves int64  `json:"pending_reserves"`
+	ShedReserves    uint64 `json:"shed_reserves"`
 }
 
 // Status returns the node's current view of itself and the cluster.
@@ -48,6 +53,7 @@ func (n *Node) Status() Status {
 		LastLogIndex: n.raft.LastIndex(),
 		ClusterNanos: n.fsm.LastNowNanos(),
 	}
+	st.PendingReserves, st.ShedReserves = n.Load()
 	if first, err := n.store.FirstIndex(); err == nil {
 		st.FirstLogIndex = first
 	}

@@ -43,9 +43,10 @@ type need uint8
 const (
 	needNothing need = iota // health checks
 	needAnyToken
-	needRead   // client, worker or admin; a restricted client token only for its limits
-	needClient // client or admin; a restricted client token only for its limits
-	needWorker // worker or admin
+	needRead           // client, worker or admin; a restricted client token only for its limits
+	needClient         // client or admin; a restricted client token only for its limits
+	needClientAnyLimit // client or admin, whatever the token's limits (sessions: they belong to no limit)
+	needWorker         // worker or admin
 	needAdmin
 )
 
@@ -56,7 +57,7 @@ func (n need) String() string {
 		return "any role"
 	case needRead:
 		return "client, worker or admin"
-	case needClient:
+	case needClient, needClientAnyLimit:
 		return "client (or admin)"
 	case needWorker:
 		return "worker (or admin)"
@@ -69,7 +70,7 @@ func (n need) String() string {
 // requiredRole is the role named in error bodies.
 func (n need) requiredRole() string {
 	switch n {
-	case needRead, needClient:
+	case needRead, needClient, needClientAnyLimit:
 		return string(auth.RoleClient)
 	case needWorker:
 		return string(auth.RoleWorker)
@@ -95,7 +96,7 @@ func access(method, p string) (need, string) {
 	case p == "/v1/limits" && read:
 		return needRead, ""
 	case p == "/v1/sessions":
-		return needClient, ""
+		return needClientAnyLimit, ""
 	case strings.HasPrefix(p, "/v1/limits/"):
 		name, sub, hasSub := strings.Cut(p[len("/v1/limits/"):], "/")
 		switch {
@@ -121,7 +122,10 @@ func allows(t auth.Token, n need, limit string) (bool, string) {
 	case auth.RoleAdmin:
 		return true, ""
 	case auth.RoleClient:
-		if n != needAnyToken && n != needRead && n != needClient {
+		if n == needAnyToken || n == needClientAnyLimit {
+			return true, ""
+		}
+		if n != needRead && n != needClient {
 			return false, ""
 		}
 	case auth.RoleWorker:
@@ -132,7 +136,7 @@ func allows(t auth.Token, n need, limit string) (bool, string) {
 	default:
 		return false, ""
 	}
-	if len(t.Limits) > 0 && n != needAnyToken {
+	if len(t.Limits) > 0 {
 		if limit == "" {
 			return false, fmt.Sprintf("token %q may use only the limits matching %s, not all of them", t.Name, strings.Join(t.Limits, ","))
 		}
@@ -212,7 +216,7 @@ func AuthenticatedBinary(store *TokenStore, serve func(net.Conn, node.Authorizer
 		_ = c.SetDeadline(time.Now().Add(sniffTimeout))
 		// Unbuffered: the client sends nothing after OpAuth before the
 		// answer, and nothing read here may be lost to serve.
-		f, err := wire.ReadFrameLimit(c, 9+wire.MaxAuthSecret)
+		f, err := wire.ReadFrameLimit(c, wire.MaxClientFrame)
 		if err != nil {
 			c.Close()
 			return
@@ -226,6 +230,11 @@ func AuthenticatedBinary(store *TokenStore, serve func(net.Conn, node.Authorizer
 		}
 		if f.Kind != wire.OpAuth {
 			_ = answer(wire.CodeUnauthenticated, fmt.Sprintf("auth: this server requires API tokens: the first call on a binary connection must be auth (op %d) with the token's secret, not op %d", wire.OpAuth, f.Kind))
+			c.Close()
+			return
+		}
+		if len(f.Payload) == 0 || len(f.Payload) > wire.MaxAuthSecret {
+			_ = answer(wire.CodeUnauthenticated, fmt.Sprintf("auth: a token of %d bytes; allowed: 1 to %d", len(f.Payload), wire.MaxAuthSecret))
 			c.Close()
 			return
 		}
@@ -245,11 +254,14 @@ func AuthenticatedBinary(store *TokenStore, serve func(net.Conn, node.Authorizer
 		serve(c, func(op byte, limit string) error { // called concurrently: locals only
 			t, ok := store.p.Load().Lookup(secret)
 			if !ok {
-				return fmt.Errorf("auth: token %q was revoked", name)
+				return fmt.Errorf("%w: auth: token %q was revoked", node.ErrUnauthenticated, name)
 			}
 			n := needClient
-			if op == wire.OpLease || op == wire.OpRenew || op == wire.OpReturn {
+			switch op {
+			case wire.OpLease, wire.OpRenew, wire.OpReturn:
 				n = needWorker
+			case wire.OpOpenSession:
+				n = needClientAnyLimit
 			}
 			if ok, why := allows(t, n, limit); !ok {
 				if why == "" {

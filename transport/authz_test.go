@@ -55,7 +55,7 @@ func TestAccessCoversEveryRoute(t *testing.T) {
 		{"PUT", "/v1/limits/api", needAdmin, "api"},
 		{"DELETE", "/v1/limits/api", needAdmin, "api"},
 		{"POST", "/v1/limits/api/reserve", needClient, "api"},
-		{"POST", "/v1/sessions", needClient, ""},
+		{"POST", "/v1/sessions", needClientAnyLimit, ""},
 		{"PUT", "/v1/limits/api/lease-policy", needAdmin, ""},
 		{"GET", "/v1/limits/api/leases", needRead, "api"},
 		{"POST", "/v1/limits/api/lease", needWorker, "api"},
@@ -99,6 +99,7 @@ func TestRequireTokens(t *testing.T) {
 		{name: "restricted client, listing", method: "GET", path: "/v1/limits", token: "narrow", wantCode: 403, wantRole: "client"},
 		{name: "restricted client, its limit", method: "GET", path: "/v1/limits/api1", token: "narrow", wantCode: 404},
 		{name: "restricted client, status", method: "GET", path: "/v1/status", token: "narrow", wantCode: 200},
+		{name: "restricted client opens a session (sessions belong to no limit)", method: "POST", path: "/v1/sessions", token: "narrow", wantCode: 201},
 		{name: "client reads", method: "GET", path: "/v1/limits", token: "app", wantCode: 200},
 		{name: "admin puts", method: "PUT", path: "/v1/limits/api", token: "root", wantCode: 400}, // no body: past auth, the handler answers
 		{name: "worker may not snapshot", method: "GET", path: "/v1/snapshot", token: "w1", wantCode: 403, wantRole: "admin"},

@@ -34,6 +34,13 @@ func (h *handler) storeError(w http.ResponseWriter, op string, err error) int {
 		msg = op + ": this node was removed from the cluster and serves nothing; use another node"
 	case errors.Is(err, node.ErrNoLeader), errors.Is(err, node.ErrShutdown):
 		msg = op + ": no leader reachable (" + msg + "); retry, possibly on another server"
+	case errors.Is(err, node.ErrOverloaded):
+		// Refused at once, nothing changed; not worth an error log line
+		// per request.
+		msg = op + ": overloaded: " + msg
+		w.Header().Set("Retry-After", "1")
+		httpapi.WriteError(w, http.StatusServiceUnavailable, msg)
+		return http.StatusServiceUnavailable
 	default:
 		h.log.Error("store failed", "op", op, "error", err)
 		msg = op + ": unavailable: " + msg

@@ -209,6 +209,7 @@ func (m *Metrics) httpHandler() http.Handler {
 type statusCollector struct {
 	status                            func() node.Status
 	state, term, commit, applied, led *prometheus.Desc
+	pending, shed                     *prometheus.Desc
 }
 
 func newStatusCollector(status func() node.Status) *statusCollector {
@@ -219,6 +220,8 @@ func newStatusCollector(status func() node.Status) *statusCollector {
 		commit:  prometheus.NewDesc("permitd_raft_commit_index", "Raft commit index.", nil, nil),
 		applied: prometheus.NewDesc("permitd_raft_applied_index", "Raft index applied to the state machine.", nil, nil),
 		led:     prometheus.NewDesc("permitd_is_leader", "1 if this node is the raft leader, else 0.", nil, nil),
+		pending: prometheus.NewDesc("permitd_reserves_pending", "Reserves this node holds now (at most --max-pending-reserves).", nil, nil),
+		shed:    prometheus.NewDesc("permitd_reserves_shed_total", "Reserves refused at once (503 overloaded) because the node held --max-pending-reserves.", nil, nil),
 	}
 }
 
@@ -229,6 +232,8 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.commit
 	ch <- c.applied
 	ch <- c.led
+	ch <- c.pending
+	ch <- c.shed
 }
 
 // Collect implements prometheus.Collector.
@@ -253,4 +258,6 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.GaugeValue, float64(st.CommitIndex))
 	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(st.AppliedIndex))
 	ch <- prometheus.MustNewConstMetric(c.led, prometheus.GaugeValue, leader)
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(st.PendingReserves))
+	ch <- prometheus.MustNewConstMetric(c.shed, prometheus.CounterValue, float64(st.ShedReserves))
 }

@@ -288,8 +288,12 @@ func lineAt(data []byte, offset int) int {
 	return 1 + bytes.Count(data[:offset], []byte("\n"))
 }
 
+// secretSettings are the settings printSettings never prints.
+var secretSettings = map[string]bool{"token": true}
+
 // printSettings writes the effective settings as a config file (the
-// output of --validate): every setting, in definition order.
+// output of --validate): every setting, in definition order, secrets
+// redacted.
 func (c *cmdLine) printSettings(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("{\n")
@@ -297,8 +301,10 @@ func (c *cmdLine) printSettings(w io.Writer) {
 	for i, n := range names {
 		v := c.values[n]
 		var js []byte
-		switch v.kind {
-		case kindBool, kindInt, kindFloat:
+		switch {
+		case secretSettings[n] && v.String() != "":
+			js = []byte(`"<redacted>"`) // never print a secret
+		case v.kind == kindBool || v.kind == kindInt || v.kind == kindFloat:
 			js = []byte(v.String())
 		default:
 			js, _ = json.Marshal(v.String())

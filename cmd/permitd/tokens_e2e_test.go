@@ -97,7 +97,9 @@ func TestTokensOnTheAPI(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	bc, err := client.New([]string{a.httpAddr}, client.WithTLS(conf), client.WithToken(appSecret), client.WithBinaryReserves(1), client.WithoutSessions(), client.WithRounds(1))
+	// With sessions (the client's default): a session belongs to no
+	// limit, so a restricted client token opens one.
+	bc, err := client.New([]string{a.httpAddr}, client.WithTLS(conf), client.WithToken(appSecret), client.WithBinaryReserves(1), client.WithRounds(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +115,12 @@ func TestTokensOnTheAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer anon.Close()
-	if _, err := anon.Reserve(ctx, "api", 1, 0); err == nil {
-		t.Error("a binary reserve without a token was answered")
+	if _, err := anon.Reserve(ctx, "api", 1, 0); !errors.Is(err, client.ErrUnauthorized) {
+		t.Errorf("a binary reserve without a token: %v, want ErrUnauthorized (final, not retried as unavailable)", err)
+	}
+	// --validate never prints the token.
+	if r := runCLI(t, bin, []string{"PERMITD_TOKEN=" + appSecret}, "worker", "--group", "g", "--limit", "api", "--servers", a.httpAddr, "--validate"); r.code != exitOK || strings.Contains(r.stdout, appSecret) || !strings.Contains(r.stdout, "<redacted>") {
+		t.Errorf("worker --validate: exit %d, printed %q", r.code, r.stdout)
 	}
 
 	// A broken file keeps the tokens; a good one without app revokes it.
@@ -128,7 +134,34 @@ func TestTokensOnTheAPI(t *testing.T) {
 	if r := as(appSecret, "reserve", "api"); r.code == exitOK || !strings.Contains(r.stderr, "401") {
 		t.Errorf("revoked token over HTTP: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if _, err := bc.Reserve(ctx, "api", 1, 0); !errors.Is(err, client.ErrForbidden) {
-		t.Errorf("revoked token on an open binary connection: %v, want ErrForbidden", err)
+	if _, err := bc.Reserve(ctx, "api", 1, 0); !errors.Is(err, client.ErrUnauthorized) {
+		t.Errorf("revoked token on an open binary connection: %v, want ErrUnauthorized", err)
+	}
+}
+
+// TestTokenBeforeTheServersRequireIt: a client given a token can talk to
+// an agent without --token-file (the auth call is a no-op there), so
+// tokens can be handed out before the agents require them.
+func TestTokenBeforeTheServersRequireIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := permitdUnderTest(t)
+	agents := newTestAgents(t, 1)
+	a := agents[0]
+	a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
+	wantCode(t, runCLI(t, bin, nil, "status", "--servers", a.httpAddr, "--wait", "30s"), exitOK)
+	wantCode(t, runCLI(t, bin, nil, "limits", "put", "api", "--algorithm", "strict", "--rate", "10", "--per", "1s", "--expiry", "1s", "--servers", a.httpAddr), exitOK)
+	secret, _ := newToken(t, bin, "--role", "client", "--name", "app")
+	c, err := client.New([]string{a.httpAddr}, client.WithToken(secret), client.WithBinaryReserves(1), client.WithRounds(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if g, err := c.Reserve(ctx, "api", 1, time.Second); err != nil || !g.Granted {
+		t.Fatalf("binary reserve with a token the agent does not require: %+v %v", g, err)
 	}
 }

@@ -236,6 +236,10 @@ type Status struct {
 	Servers           []Server `json:"servers"`
 	Ready             bool     `json:"ready"`
 	LastContactNs     int64    `json:"last_contact_ns"`
+	// PendingReserves is how many reserves the node holds now;
+	// ShedReserves how many it refused as overloaded since it started.
+	PendingReserves int64  `json:"pending_reserves"`
+	ShedReserves    uint64 `json:"shed_reserves"`
 }
 
 // Cluster is the answer to GET /v1/cluster.

@@ -84,19 +84,55 @@ func (p *binaryPool) init(servers []string, dialTimeout time.Duration, conf *tls
 	return nil
 }
 
-// get returns a live connection to addr, dialling one if needed.
+// get returns a live connection to addr, dialling one if needed. The
+// dial, TLS handshake and auth call run without the pool's lock, so that
+// a server that accepts but stalls holds up only the calls to it; if two
+// calls dial the same slot at once, the second connection is closed and
+// the first kept.
 func (p *binaryPool) get(ctx context.Context, addr string) (*wire.Conn, error) {
 	i := int(p.next.Add(1) % uint64(p.connsPerServer))
+	if c := p.live(addr, i); c != nil {
+		return c, nil
+	}
+	nc, err := p.dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	c := wire.NewConn(nc)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	cs := p.slots(addr)
+	if old := cs[i]; old != nil && !old.Broken() {
+		c.Close()
+		return old, nil
+	}
+	cs[i] = c
+	return c, nil
+}
+
+// live returns the connection in addr's slot i if it is usable.
+func (p *binaryPool) live(addr string, i int) *wire.Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.slots(addr)[i]; c != nil && !c.Broken() {
+		return c
+	}
+	return nil
+}
+
+// slots returns addr's connection slots (p.mu held).
+func (p *binaryPool) slots(addr string) []*wire.Conn {
 	cs := p.conns[addr]
 	if cs == nil {
 		cs = make([]*wire.Conn, p.connsPerServer)
 		p.conns[addr] = cs
 	}
-	if c := cs[i]; c != nil && !c.Broken() {
-		return c, nil
-	}
+	return cs
+}
+
+// dial opens a binary connection to addr: TCP, TLS if configured, the
+// preface byte, and the auth call if the client has a token.
+func (p *binaryPool) dial(ctx context.Context, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: p.dialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -117,8 +153,7 @@ func (p *binaryPool) get(ctx context.Context, addr string) (*wire.Conn, error) {
 			return nil, err
 		}
 	}
-	cs[i] = wire.NewConn(nc)
-	return cs[i], nil
+	return nc, nil
 }
 
 // close closes every connection.
@@ -249,6 +284,8 @@ func (c *Client) callBinary(ctx context.Context, server string, op byte, payload
 		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusBadRequest, Message: string(resp)}
 	case wire.CodeForbidden:
 		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusForbidden, Message: string(resp)}
+	case wire.CodeUnauthenticated:
+		return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusUnauthorized, Message: string(resp)}
 	}
 	return binaryAnswer{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: string(resp)}
 }

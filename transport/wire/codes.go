@@ -69,4 +69,8 @@ const (
 	// CodeForbidden: the connection's token does not allow the call (its
 	// role, or a limit outside its patterns; HTTP 403).
 	CodeForbidden byte = 7
+	// CodeOverloaded: the node holds as many reserves as it may and
+	// refused this one at once, changing nothing (HTTP 503 with
+	// Retry-After); retry shortly, or at another node.
+	CodeOverloaded byte = 8
 )

@@ -1,0 +1,110 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
+)
+
+// TestOverloadedReservesFailAtOnceAndChangeNothing: a node that holds
+// MaxPendingReserves reserves refuses the next one at once with
+// ErrOverloaded, appending nothing to the log; a follower's reserve
+// refused by a full leader comes back as ErrOverloaded too; once the
+// load is gone reserves are served again; concurrent reserves never
+// hold more than the bound (checked under -race with a full pool).
+func TestOverloadedReservesFailAtOnceAndChangeNothing(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	f := c.followers(l)[0]
+	ctx := ctxTimeout(t, 20*time.Second)
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1000, Per: time.Second, MaxReserved: 1000, Expiry: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", cfg); return err })
+	seq := 0
+	reserve := func(n *Node) error {
+		seq++
+		_, err := n.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: fmt.Sprintf("ov-%d-%d", seq, time.Now().UnixNano())})
+		return err
+	}
+	if err := reserve(l); err != nil {
+		t.Fatal(err)
+	}
+
+	// The leader full: refused through it and through a follower (the
+	// follower admits the reserve and forwards it; the leader refuses).
+	// A follower full: refused through it, served through the leader.
+	l = c.leader()
+	f = c.followers(l)[0]
+	for _, tc := range []struct {
+		full       *Node
+		refusedVia []*Node
+		servedVia  *Node
+	}{{l, []*Node{l, f}, nil}, {f, []*Node{f}, l}} {
+		full := tc.full
+		full.pending.Add(int64(full.cfg.MaxPendingReserves))
+		last := l.raft.LastIndex()
+		_, shedBefore := full.Load()
+		start := time.Now()
+		for _, via := range tc.refusedVia {
+			if err := reserve(via); !errors.Is(err, ErrOverloaded) {
+				t.Errorf("%s full, reserve via %s: %v, want ErrOverloaded", full.cfg.ID, via.cfg.ID, err)
+			}
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("%s full: refusals took %v (queued?)", full.cfg.ID, d)
+		}
+		if got := l.raft.LastIndex(); got != last {
+			t.Errorf("%s full: refused reserves reached the log (last index %d, was %d)", full.cfg.ID, got, last)
+		}
+		if _, shed := full.Load(); shed <= shedBefore {
+			t.Errorf("%s full: shed count %d, was %d", full.cfg.ID, shed, shedBefore)
+		}
+		if tc.servedVia != nil {
+			if err := reserve(tc.servedVia); err != nil {
+				t.Errorf("%s full, reserve via %s: %v", full.cfg.ID, tc.servedVia.cfg.ID, err)
+			}
+		}
+		full.pending.Add(-int64(full.cfg.MaxPendingReserves))
+		if err := reserve(f); err != nil {
+			t.Errorf("after %s's load went: %v", full.cfg.ID, err)
+		}
+	}
+
+	// Concurrent reserves against a small bound: every one is granted or
+	// overloaded, and the node never holds more than the bound.
+	l.cfg.MaxPendingReserves = 4
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var granted, overloaded, peak int64
+	for i := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := l.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: fmt.Sprintf("ovc-%d-%d", i, time.Now().UnixNano())})
+			p, _ := l.Load()
+			mu.Lock()
+			defer mu.Unlock()
+			peak = max(peak, p)
+			switch {
+			case err == nil:
+				granted++
+			case errors.Is(err, ErrOverloaded):
+				overloaded++
+			default:
+				t.Errorf("reserve: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if granted == 0 || peak > 4 {
+		t.Errorf("granted %d, overloaded %d, peak pending %d (bound 4)", granted, overloaded, peak)
+	}
+	t.Logf("64 concurrent reserves with a bound of 4: %d granted, %d overloaded", granted, overloaded)
+}
