@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"math"
@@ -38,6 +39,10 @@ type benchFlags struct {
 	maxRequests int64
 	protocol    string
 	binaryConns int
+	tls         clientTLSFlags
+	// Resolved from tls: nil without TLS; "" without a token.
+	tlsConf *tls.Config
+	token   string
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -47,6 +52,12 @@ connections, or a frame of the binary protocol with --protocol binary) to the
 given nodes and reports throughput, latency percentiles, granted, refused and
 errors. Latency in open-loop mode counts from each request's scheduled start,
 so a slow server cannot hide queueing (no coordinated omission).
+
+A reserve a node refuses at once as overloaded (503, see
+--max-pending-reserves) is counted as shed, not as an error, and left out of
+the latency percentiles, which are those of the admitted reserves (granted
+or refused); the nodes' leader and term are read before and after the run,
+so that a leadership change under load shows.
 
 Exit status: 0 ok; 1 no request measured, more than 1% errors, or the limit
 could not be created; 2 usage error.
@@ -70,9 +81,15 @@ could not be created; 2 usage error.
 	c.Bool(&b.jsonOut, "json", false, "print the result as JSON")
 	c.Choice(&b.protocol, "protocol", "http", "http: one decision per HTTP/1.1 request, one keep-alive connection per worker and server; binary: one decision per frame of the binary protocol, every worker sharing --binary-conns pipelined connections per server", "http", "binary")
 	c.Int(&b.binaryConns, "binary-conns", "N", 1, 1, 64, "an integer from 1 to 64", "binary protocol: pipelined connections per server")
+	b.tls.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
+	conf, err := b.tls.config()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	b.tlsConf, b.token = conf, b.tls.secret()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	res, err := bench(ctx, b)

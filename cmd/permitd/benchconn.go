@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -17,9 +19,10 @@ import (
 // for, so the run loop counts them alike.
 
 // benchConn sends one reserve and answers with the HTTP status it stands
-// for (200 granted, 429 refused).
+// for (200 granted, 429 refused, 503 with overloaded set when the node
+// refused it at once as overloaded).
 type benchConn interface {
-	reserve(buf *bytes.Buffer, requestID string) (int, error)
+	reserve(buf *bytes.Buffer, requestID string) (code int, overloaded bool, err error)
 	Close()
 }
 
@@ -31,15 +34,15 @@ type httpBenchConn struct {
 	maxWait time.Duration
 }
 
-func (h httpBenchConn) reserve(buf *bytes.Buffer, requestID string) (int, error) {
+func (h httpBenchConn) reserve(buf *bytes.Buffer, requestID string) (int, bool, error) {
 	buf.Reset()
 	if requestID != "" {
 		fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q,"request_id":%q}`, h.permits, h.maxWait.String(), requestID)
 	} else {
 		fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q}`, h.permits, h.maxWait.String())
 	}
-	code, _, err := h.c.Do("POST", h.path, buf.Bytes())
-	return code, err
+	code, body, err := h.c.Do("POST", h.path, buf.Bytes())
+	return code, code == 503 && bytes.Contains(body, []byte("overloaded")), err
 }
 
 func (h httpBenchConn) Close() { h.c.Close() }
@@ -50,39 +53,58 @@ type binaryBenchConn struct {
 	r wire.Reserve
 }
 
-func (bc binaryBenchConn) reserve(_ *bytes.Buffer, requestID string) (int, error) {
+func (bc binaryBenchConn) reserve(_ *bytes.Buffer, requestID string) (int, bool, error) {
 	r := bc.r
 	r.RequestID = requestID
 	code, resp, err := bc.c.Call(context.Background(), wire.OpReserve, wire.EncodeReserve(r))
 	if err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	if code == wire.CodeOverloaded {
+		return 503, true, nil
 	}
 	if code != wire.CodeOK {
-		return 0, fmt.Errorf("binary answer code %d: %s", code, resp)
+		return 0, false, fmt.Errorf("binary answer code %d: %s", code, resp)
 	}
 	res, err := wire.DecodeReserveResult(resp)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	switch res.Status {
 	case wire.Granted:
-		return 200, nil
+		return 200, false, nil
 	case wire.Refused:
-		return 429, nil
+		return 429, false, nil
 	}
-	return 0, fmt.Errorf("reserve status %d: %s", res.Status, res.Detail)
+	return 0, false, fmt.Errorf("reserve status %d: %s", res.Status, res.Detail)
 }
 
 // Close is a no-op: the connection is shared and closed by bench.
 func (bc binaryBenchConn) Close() {}
 
-// dialBinary opens one binary connection to each server.
-func dialBinary(servers []string) ([]*wire.Conn, error) {
+// dialBinary opens one binary connection to each server (over TLS with
+// conf, authenticated with token when not empty).
+func dialBinary(servers []string, conf *tls.Config, token string) ([]*wire.Conn, error) {
 	out := make([]*wire.Conn, 0, len(servers))
 	for _, s := range servers {
 		nc, err := net.DialTimeout("tcp", s, 5*time.Second)
+		if err == nil && conf != nil {
+			c := conf.Clone()
+			if c.ServerName == "" {
+				c.ServerName, _, _ = net.SplitHostPort(s)
+			}
+			tc := tls.Client(nc, c)
+			_ = tc.SetDeadline(time.Now().Add(5 * time.Second))
+			if err = tc.Handshake(); err == nil {
+				_ = tc.SetDeadline(time.Time{})
+				nc = tc
+			}
+		}
 		if err == nil {
 			_, err = nc.Write([]byte{wire.ClientPreface})
+		}
+		if err == nil && token != "" {
+			err = benchAuth(nc, token)
 		}
 		if err != nil {
 			for _, c := range out {
@@ -93,4 +115,25 @@ func dialBinary(servers []string) ([]*wire.Conn, error) {
 		out = append(out, wire.NewConn(nc))
 	}
 	return out, nil
+}
+
+// benchAuth runs the binary protocol's auth call (op 18) on nc.
+func benchAuth(nc net.Conn, token string) error {
+	bw := bufio.NewWriter(nc)
+	if err := wire.WriteFrame(bw, wire.Frame{ID: 1, Kind: wire.OpAuth, Payload: []byte(token)}); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	defer nc.SetReadDeadline(time.Time{})
+	f, err := wire.ReadFrameLimit(nc, wire.MaxClientFrame)
+	if err != nil {
+		return err
+	}
+	if f.Kind != wire.CodeOK {
+		return fmt.Errorf("auth refused (code %d): %s", f.Kind, f.Payload)
+	}
+	return nil
 }

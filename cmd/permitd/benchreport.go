@@ -15,16 +15,26 @@ import (
 // BenchResult is bench's report (printed as a table or, with --json, as
 // this object).
 type BenchResult struct {
-	Mode          string  `json:"mode"`
-	Protocol      string  `json:"protocol"`
-	Concurrency   int     `json:"concurrency"`
-	OpenRate      float64 `json:"open_rate,omitempty"`
-	Servers       string  `json:"servers"`
-	Limit         string  `json:"limit"`
-	DurationSec   float64 `json:"duration_s"`
-	Requests      int64   `json:"requests"`
-	Granted       int64   `json:"granted"`
-	Refused       int64   `json:"refused"`
+	Mode        string  `json:"mode"`
+	Protocol    string  `json:"protocol"`
+	Concurrency int     `json:"concurrency"`
+	OpenRate    float64 `json:"open_rate,omitempty"`
+	Servers     string  `json:"servers"`
+	Limit       string  `json:"limit"`
+	DurationSec float64 `json:"duration_s"`
+	Requests    int64   `json:"requests"`
+	Granted     int64   `json:"granted"`
+	Refused     int64   `json:"refused"`
+	// Shed counts reserves refused at once as overloaded (503): neither
+	// errors nor in the latencies, which are the admitted reserves'.
+	Shed int64 `json:"shed"`
+	// GoodputRPS is the admitted decisions (granted or refused) per
+	// second.
+	GoodputRPS    float64 `json:"goodput_rps"`
+	LeaderBefore  string  `json:"leader_before"`
+	TermBefore    uint64  `json:"term_before"`
+	LeaderAfter   string  `json:"leader_after"`
+	TermAfter     uint64  `json:"term_after"`
 	RefusedShare  float64 `json:"refused_share"`
 	Errors        int64   `json:"errors"`
 	ThroughputRPS float64 `json:"throughput_rps"`
@@ -38,7 +48,8 @@ type BenchResult struct {
 
 func printBench(w io.Writer, r BenchResult) {
 	fmt.Fprintf(w, "mode=%s protocol=%s concurrency=%d servers=%s limit=%s duration=%.1fs\n", r.Mode, r.Protocol, r.Concurrency, r.Servers, r.Limit, r.DurationSec)
-	fmt.Fprintf(w, "requests=%d granted=%d refused=%d (%.2f%%) errors=%d\n", r.Requests, r.Granted, r.Refused, 100*r.RefusedShare, r.Errors)
+	fmt.Fprintf(w, "requests=%d granted=%d refused=%d (%.2f%%) shed=%d errors=%d\n", r.Requests, r.Granted, r.Refused, 100*r.RefusedShare, r.Shed, r.Errors)
+	fmt.Fprintf(w, "goodput=%.0f decisions/s  leader %s (term %d) before, %s (term %d) after\n", r.GoodputRPS, r.LeaderBefore, r.TermBefore, r.LeaderAfter, r.TermAfter)
 	fmt.Fprintf(w, "throughput=%.0f req/s  latency p50=%.3fms p90=%.3fms p99=%.3fms p99.9=%.3fms max=%.3fms\n", r.ThroughputRPS, r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs)
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "first error: %s\n", r.FirstError)
@@ -67,7 +78,7 @@ func (r *benchRecorder) result(b benchFlags, elapsed time.Duration) BenchResult 
 	res := BenchResult{
 		Mode: b.mode, Protocol: b.protocol, Concurrency: b.concurrency, Servers: b.servers, Limit: b.limit,
 		DurationSec: elapsed.Seconds(), Requests: r.requests.Load(), Granted: r.granted.Load(),
-		Refused: r.refused.Load(), Errors: r.errs.Load(),
+		Refused: r.refused.Load(), Errors: r.errs.Load(), Shed: r.shed.Load(),
 		RefusedShare: share(r.refused.Load(), r.requests.Load()),
 		P50Ms:        pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
 	}
@@ -75,6 +86,7 @@ func (r *benchRecorder) result(b benchFlags, elapsed time.Duration) BenchResult 
 		res.OpenRate = b.openRate
 	}
 	res.ThroughputRPS = float64(res.Requests-res.Errors) / elapsed.Seconds()
+	res.GoodputRPS = float64(res.Granted+res.Refused) / elapsed.Seconds()
 	if v, ok := r.firstErr.Load().(string); ok {
 		res.FirstError = v
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,8 +28,9 @@ import (
 // --duration, after --warmup, are measured.
 
 // benchClient sends reserves over keep-alive connections.
-func benchHTTPClient(conns int) *http.Client {
+func benchHTTPClient(conns int, conf *tls.Config) *http.Client {
 	tr := &http.Transport{
+		TLSClientConfig:     conf,
 		MaxIdleConns:        conns * 2,
 		MaxIdleConnsPerHost: conns * 2,
 		MaxConnsPerHost:     conns * 2,
@@ -54,7 +57,10 @@ func createLimit(ctx context.Context, hc *http.Client, servers []string, b bench
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range servers {
-			req, _ := http.NewRequestWithContext(ctx, "PUT", "http://"+s+"/v1/limits/"+b.limit, strings.NewReader(body))
+			req, _ := http.NewRequestWithContext(ctx, "PUT", b.scheme()+s+"/v1/limits/"+b.limit, strings.NewReader(body))
+			if b.token != "" {
+				req.Header.Set("Authorization", "Bearer "+b.token)
+			}
 			resp, err := hc.Do(req)
 			if err != nil {
 				last = err
@@ -86,6 +92,7 @@ type benchRecorder struct {
 	requests  atomic.Int64
 	granted   atomic.Int64
 	refused   atomic.Int64
+	shed      atomic.Int64
 	errs      atomic.Int64
 	firstErr  atomic.Value
 }
@@ -101,12 +108,13 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	if len(servers) == 0 {
 		return BenchResult{}, errors.New("--servers is empty")
 	}
-	hc := benchHTTPClient(b.concurrency)
+	hc := benchHTTPClient(b.concurrency, b.tlsConf)
 	if b.create {
 		if err := createLimit(ctx, hc, servers, b); err != nil {
 			return BenchResult{}, err
 		}
 	}
+	leaderBefore, termBefore := benchLeader(ctx, hc, servers, b)
 	rec := &benchRecorder{}
 	var idSeq atomic.Int64
 	// Request IDs are unique across runs too: the register remembers IDs
@@ -121,11 +129,17 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 			id = idPrefix + strconv.FormatInt(idSeq.Add(1), 10)
 		}
 		start := time.Now()
-		code, err := c.reserve(buf, id)
+		code, overloaded, err := c.reserve(buf, id)
 		if err != nil {
 			return 0, err
 		}
 		lat := time.Since(start)
+		if overloaded {
+			if count {
+				rec.shed.Add(1)
+			}
+			return lat, errShed
+		}
 		switch code {
 		case 200:
 			if count {
@@ -146,7 +160,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	var shared [][]*wire.Conn
 	if b.protocol == "binary" {
 		for k := 0; k < b.binaryConns; k++ {
-			cs, err := dialBinary(servers)
+			cs, err := dialBinary(servers, b.tlsConf, b.token)
 			if err != nil {
 				return BenchResult{}, err
 			}
@@ -167,7 +181,11 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 			if shared != nil {
 				cs[i] = binaryBenchConn{c: shared[int(connSeq.Add(1))%len(shared)][i], r: wire.Reserve{Limit: b.limit, Permits: b.permits, MaxWaitNanos: int64(b.maxWait)}}
 			} else {
-				cs[i] = httpBenchConn{c: httplite.New(s, 10*time.Second), path: path, permits: b.permits, maxWait: b.maxWait}
+				var header []string
+				if b.token != "" {
+					header = append(header, "Authorization: Bearer "+b.token)
+				}
+				cs[i] = httpBenchConn{c: httplite.NewTLS(s, 10*time.Second, b.tlsConf, header...), path: path, permits: b.permits, maxWait: b.maxWait}
 			}
 		}
 		return cs
@@ -210,6 +228,9 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 						continue
 					}
 					rec.requests.Add(1)
+					if errors.Is(err, errShed) {
+						continue
+					}
 					if err != nil {
 						fail(err)
 						continue
@@ -268,6 +289,9 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 					return
 				}
 				rec.requests.Add(1)
+				if errors.Is(err, errShed) {
+					return
+				}
 				if err != nil {
 					fail(err)
 					return
@@ -285,5 +309,49 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	if measuredStart.IsZero() || elapsed <= 0 {
 		return BenchResult{}, errors.New("run ended before the warm-up did")
 	}
-	return rec.result(b, elapsed), nil
+	res := rec.result(b, elapsed)
+	res.LeaderBefore, res.TermBefore = leaderBefore, termBefore
+	res.LeaderAfter, res.TermAfter = benchLeader(ctx, hc, servers, b)
+	return res, nil
+}
+
+// errShed marks a reserve the node refused at once as overloaded.
+var errShed = errors.New("overloaded")
+
+// scheme is the URL scheme of the servers.
+func (b benchFlags) scheme() string {
+	if b.tlsConf != nil {
+		return "https://"
+	}
+	return "http://"
+}
+
+// benchLeader returns the leader and term the first answering server
+// reports ("" and 0 if none answers within a few seconds).
+func benchLeader(ctx context.Context, hc *http.Client, servers []string, b benchFlags) (string, uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		req, err := http.NewRequestWithContext(ctx, "GET", b.scheme()+s+"/v1/status", nil)
+		if err != nil {
+			continue
+		}
+		if b.token != "" {
+			req.Header.Set("Authorization", "Bearer "+b.token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		var st struct {
+			LeaderID string `json:"leader_id"`
+			Term     uint64 `json:"term"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
+		resp.Body.Close()
+		if err == nil && st.LeaderID != "" {
+			return st.LeaderID, st.Term
+		}
+	}
+	return "", 0
 }

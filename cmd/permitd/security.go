@@ -129,24 +129,34 @@ func (f *clientTLSFlags) define(c *cmdLine) {
 // them).
 func (f *clientTLSFlags) options() ([]client.Option, error) {
 	var opts []client.Option
-	token := f.token
-	if token == "" {
-		token = os.Getenv("PERMITD_TOKEN")
-	}
-	if token != "" {
+	if token := f.secret(); token != "" {
 		opts = append(opts, client.WithToken(token))
 	}
+	conf, err := f.config()
+	if err != nil || conf == nil {
+		return opts, err
+	}
+	return append(opts, client.WithTLS(conf)), nil
+}
+
+// secret returns the token: --token, else $PERMITD_TOKEN.
+func (f *clientTLSFlags) secret() string {
+	if f.token != "" {
+		return f.token
+	}
+	return os.Getenv("PERMITD_TOKEN")
+}
+
+// config returns the TLS configuration the flags select (nil without
+// TLS flags).
+func (f *clientTLSFlags) config() (*tls.Config, error) {
 	if f.ca == "" && f.cert == "" && f.key == "" {
-		return opts, nil
+		return nil, nil
 	}
 	if (f.cert == "") != (f.key == "") {
 		return nil, fmt.Errorf("--tls-cert and --tls-key go together (got cert %q, key %q)", f.cert, f.key)
 	}
-	conf, err := tlsfiles.Client(f.ca, f.cert, f.key)
-	if err != nil {
-		return nil, err
-	}
-	return append(opts, client.WithTLS(conf)), nil
+	return tlsfiles.Client(f.ca, f.cert, f.key)
 }
 
 // loadTokens reads a token file.

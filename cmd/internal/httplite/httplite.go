@@ -3,6 +3,7 @@ package httplite
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,8 @@ var ErrProtocol = errors.New("httplite: unsupported response")
 type Conn struct {
 	addr    string
 	timeout time.Duration
+	tls     *tls.Config // nil: plain TCP
+	header  string      // extra header lines, each ending in "\r\n"
 	c       net.Conn
 	br      *bufio.Reader
 	wbuf    []byte
@@ -29,6 +32,16 @@ type Conn struct {
 // timeout.
 func New(addr string, timeout time.Duration) *Conn {
 	return &Conn{addr: addr, timeout: timeout}
+}
+
+// NewTLS is New over TLS with conf (nil: plain TCP), sending the extra
+// header lines (each "Name: value", without line ends) with every request.
+func NewTLS(addr string, timeout time.Duration, conf *tls.Config, header ...string) *Conn {
+	c := &Conn{addr: addr, timeout: timeout, tls: conf}
+	for _, h := range header {
+		c.header += h + "\r\n"
+	}
+	return c
 }
 
 // Close closes the connection.
@@ -53,6 +66,19 @@ func (c *Conn) Do(method, path string, body []byte) (int, []byte, error) {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
+		if c.tls != nil {
+			conf := c.tls.Clone()
+			if conf.ServerName == "" {
+				conf.ServerName, _, _ = net.SplitHostPort(c.addr)
+			}
+			tc := tls.Client(nc, conf)
+			_ = tc.SetDeadline(time.Now().Add(c.timeout))
+			if err := tc.Handshake(); err != nil {
+				nc.Close()
+				return 0, nil, err
+			}
+			nc = tc
+		}
 		c.c = nc
 		c.br = bufio.NewReaderSize(nc, 16<<10)
 	}
@@ -71,7 +97,9 @@ func (c *Conn) do(method, path string, body []byte) (int, []byte, error) {
 	w = append(w, path...)
 	w = append(w, " HTTP/1.1\r\nHost: "...)
 	w = append(w, c.addr...)
-	w = append(w, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	w = append(w, "\r\n"...)
+	w = append(w, c.header...)
+	w = append(w, "Content-Type: application/json\r\nContent-Length: "...)
 	w = strconv.AppendInt(w, int64(len(body)), 10)
 	w = append(w, "\r\n\r\n"...)
 	w = append(w, body...)
