@@ -14,7 +14,7 @@ import "github.com/permitd/permitd/fsm"
 // the leader's capacity on the reference machine (about 30 000 decisions
 // a second over the binary protocol), a few tens of milliseconds of
 // queue.
-const DefaultMaxPendingReserves = 2048
+const DefaultMaxPendingReserves = 4096
 
 // admitReserves takes n slots for reserves, or fails with ErrOverloaded
 // (taking none); release gives them back.
