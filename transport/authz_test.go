@@ -13,7 +13,7 @@ import (
 
 // tokenSet makes one token per role (the client one restricted to "api*")
 // and returns the store with the secrets by name.
-func tokenSet(t *testing.T) (*TokenStore, map[string]string) {
+func tokenSet(t *testing.T) (*auth.Store, map[string]string) {
 	t.Helper()
 	secrets := map[string]string{}
 	var lines []string
@@ -33,7 +33,7 @@ func tokenSet(t *testing.T) (*TokenStore, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewTokenStore(ts), secrets
+	return auth.NewStore(ts), secrets
 }
 
 // TestAccessCoversEveryRoute: every route of the API has the role the
@@ -41,34 +41,34 @@ func tokenSet(t *testing.T) (*TokenStore, map[string]string) {
 func TestAccessCoversEveryRoute(t *testing.T) {
 	for _, tc := range []struct {
 		method, path string
-		want         need
+		want         auth.Need
 		limit        string
 	}{
-		{"GET", "/healthz", needNothing, ""},
-		{"GET", "/readyz", needNothing, ""},
-		{"GET", "/v1/status", needAnyToken, ""},
-		{"GET", "/metrics", needAnyToken, ""},
-		{"GET", "/v1/cluster", needAnyToken, ""},
-		{"GET", "/v1/limits", needRead, ""},
-		{"GET", "/v1/limits/api", needRead, "api"},
-		{"HEAD", "/v1/limits/api", needRead, "api"},
-		{"PUT", "/v1/limits/api", needAdmin, "api"},
-		{"DELETE", "/v1/limits/api", needAdmin, "api"},
-		{"POST", "/v1/limits/api/reserve", needClient, "api"},
-		{"POST", "/v1/sessions", needClientAnyLimit, ""},
-		{"PUT", "/v1/limits/api/lease-policy", needAdmin, ""},
-		{"GET", "/v1/limits/api/leases", needRead, "api"},
-		{"POST", "/v1/limits/api/lease", needWorker, "api"},
-		{"POST", "/v1/limits/api/leases/7/renew", needWorker, "api"},
-		{"POST", "/v1/limits/api/leases/7/return", needWorker, "api"},
-		{"GET", "/v1/snapshot", needAdmin, ""},
-		{"POST", "/v1/cluster/join", needAdmin, ""},
-		{"POST", "/v1/cluster/transfer-leadership", needAdmin, ""},
-		{"DELETE", "/v1/cluster/servers/n2", needAdmin, ""},
-		{"POST", "/v1/debug/faults", needAdmin, ""},
-		{"GET", "/debug/pprof/", needAdmin, ""},
-		{"GET", "/nowhere", needAdmin, ""},
-		{"POST", "/v1/limits/api/leases/7/steal", needAdmin, ""},
+		{"GET", "/healthz", auth.NeedNothing, ""},
+		{"GET", "/readyz", auth.NeedNothing, ""},
+		{"GET", "/v1/status", auth.NeedAnyToken, ""},
+		{"GET", "/metrics", auth.NeedAnyToken, ""},
+		{"GET", "/v1/cluster", auth.NeedAnyToken, ""},
+		{"GET", "/v1/limits", auth.NeedRead, ""},
+		{"GET", "/v1/limits/api", auth.NeedRead, "api"},
+		{"HEAD", "/v1/limits/api", auth.NeedRead, "api"},
+		{"PUT", "/v1/limits/api", auth.NeedAdmin, "api"},
+		{"DELETE", "/v1/limits/api", auth.NeedAdmin, "api"},
+		{"POST", "/v1/limits/api/reserve", auth.NeedClient, "api"},
+		{"POST", "/v1/sessions", auth.NeedClientAnyLimit, ""},
+		{"PUT", "/v1/limits/api/lease-policy", auth.NeedAdmin, ""},
+		{"GET", "/v1/limits/api/leases", auth.NeedRead, "api"},
+		{"POST", "/v1/limits/api/lease", auth.NeedWorker, "api"},
+		{"POST", "/v1/limits/api/leases/7/renew", auth.NeedWorker, "api"},
+		{"POST", "/v1/limits/api/leases/7/return", auth.NeedWorker, "api"},
+		{"GET", "/v1/snapshot", auth.NeedAdmin, ""},
+		{"POST", "/v1/cluster/join", auth.NeedAdmin, ""},
+		{"POST", "/v1/cluster/transfer-leadership", auth.NeedAdmin, ""},
+		{"DELETE", "/v1/cluster/servers/n2", auth.NeedAdmin, ""},
+		{"POST", "/v1/debug/faults", auth.NeedAdmin, ""},
+		{"GET", "/debug/pprof/", auth.NeedAdmin, ""},
+		{"GET", "/nowhere", auth.NeedAdmin, ""},
+		{"POST", "/v1/limits/api/leases/7/steal", auth.NeedAdmin, ""},
 	} {
 		n, limit := access(tc.method, tc.path)
 		if n != tc.want || limit != tc.limit {

@@ -24,6 +24,7 @@ import (
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/faultnet"
 	"github.com/permitd/permitd/transport"
+	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/client"
 	"github.com/permitd/permitd/transport/tlsfiles"
 )
@@ -249,7 +250,7 @@ wait:
 
 // agent is a running node with its HTTP server.
 type agent struct {
-	tokens  *transport.TokenStore // nil without --token-file
+	tokens  *auth.Store // nil without --token-file
 	node    *node.Node
 	http    *http.Server
 	httpErr chan error
@@ -318,7 +319,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 			n.Shutdown()
 			return nil, err
 		}
-		ag.tokens = transport.NewTokenStore(ts)
+		ag.tokens = auth.NewStore(ts)
 		h = transport.RequireTokens(h, ag.tokens)
 		serveBinary = transport.AuthenticatedBinary(ag.tokens, n.ServeClientWith)
 	}

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,5 +166,94 @@ func TestTokenBeforeTheServersRequireIt(t *testing.T) {
 	defer cancel()
 	if g, err := c.Reserve(ctx, "api", 1, time.Second); err != nil || !g.Granted {
 		t.Fatalf("binary reserve with a token the agent does not require: %+v %v", g, err)
+	}
+}
+
+// TestSidecarTLSAndTokens: a worker sidecar on 0.0.0.0 with
+// --http-tls-cert, --http-tls-key and --http-token-file (without them it
+// refuses to start there) serves health checks to anyone, a reserve only
+// with a client token, and its status only with a token; the test hooks
+// need admin; the worker itself reaches the register with a worker token
+// over TLS.
+func TestSidecarTLSAndTokens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := permitdUnderTest(t)
+	dir := t.TempDir()
+	file := func(name string) string { return filepath.Join(dir, name) }
+	wantCode(t, runCLI(t, bin, nil, "certs", "create", "--out", dir, "--nodes", "n1,side", "--clients", "x"), exitOK)
+	rootSecret, rootLine := newToken(t, bin, "--role", "admin", "--name", "root")
+	appSecret, appLine := newToken(t, bin, "--role", "client", "--name", "app", "--limits", "lk")
+	workerSecret, workerLine := newToken(t, bin, "--role", "worker", "--name", "w1")
+	if err := os.WriteFile(file("tokens"), []byte(rootLine+"\n"+appLine+"\n"+workerLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agents := newTestAgents(t, 1)
+	a := agents[0]
+	a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents),
+		"--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"), "--token-file", file("tokens"))
+	admin := []string{"PERMITD_TOKEN=" + rootSecret}
+	cl := func(args ...string) cliResult {
+		return runCLI(t, bin, admin, append(args, "--servers", a.httpAddr, "--tls-ca", file("ca.crt"))...)
+	}
+	wantCode(t, cl("status", "--wait", "30s"), exitOK)
+	wantCode(t, cl("limits", "put", "lk", "--algorithm", "strict", "--rate", "100", "--per", "1s"), exitOK)
+	wantCode(t, cl("limits", "lease-policy", "lk", "--leased=true"), exitOK)
+
+	ports := freePorts(t, 2)
+	sidecarPort := ports[1]
+	workerArgs := []string{"worker", "--group", "g", "--name", "w1", "--limit", "lk", "--servers", a.httpAddr,
+		"--tls-ca", file("ca.crt"), "--gossip-addr", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--http-addr", fmt.Sprintf("0.0.0.0:%d", sidecarPort)}
+	if r := runCLI(t, bin, nil, append(workerArgs, "--validate")...); r.code != exitUsage || !strings.Contains(r.stderr, "--http-token-file") {
+		t.Errorf("a sidecar on 0.0.0.0 without TLS and tokens: exit %d, %s", r.code, r.stderr)
+	}
+	w := &testAgent{id: "worker"}
+	w.start(t, bin, []string{"PERMITD_TOKEN=" + workerSecret}, append(workerArgs,
+		"--http-tls-cert", file("node-side.crt"), "--http-tls-key", file("node-side.key"), "--http-token-file", file("tokens"), "--test-hooks", "--insecure")...)
+	t.Cleanup(func() { w.signal(t, syscall.SIGKILL) })
+
+	roots, err := tlsfiles.Roots(file("ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}}}
+	base := fmt.Sprintf("https://127.0.0.1:%d", sidecarPort)
+	call := func(method, path, secret, body string) int {
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitUntil(t, 20*time.Second, "the sidecar's health over TLS", func() bool { return call("GET", "/healthz", "", "") == 200 })
+	waitUntil(t, 20*time.Second, "a reserve with the client token", func() bool {
+		return call("POST", "/v1/limits/lk/reserve", appSecret, `{"permits":1,"max_wait":"1s"}`) == 200
+	})
+	for _, tc := range []struct {
+		name, method, path, secret string
+		want                       int
+	}{
+		{"reserve without a token", "POST", "/v1/limits/lk/reserve", "", 401},
+		{"reserve with the worker token", "POST", "/v1/limits/lk/reserve", workerSecret, 403},
+		{"status without a token", "GET", "/v1/status", "", 401},
+		{"status with the client token", "GET", "/v1/status", appSecret, 200},
+		{"test hooks with the client token", "POST", "/v1/debug/faults", appSecret, 403},
+	} {
+		if got := call(tc.method, tc.path, tc.secret, `{}`); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if !strings.Contains(w.log.String(), "tls=true tokens=true") {
+		t.Errorf("the worker did not log TLS and tokens on:\n%s", w.log.String())
 	}
 }

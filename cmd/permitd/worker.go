@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"github.com/permitd/permitd/transport/sidecar"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -19,7 +21,9 @@ import (
 
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport"
+	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/tlsfiles"
 	"github.com/permitd/permitd/transport/worker"
 )
 
@@ -43,6 +47,8 @@ type workerFlags struct {
 	tls                              clientTLSFlags
 	insecure                         bool
 	gossipKeyFile                    string
+	httpTLSCert, httpTLSKey          string
+	httpTokenFile                    string
 }
 
 func (f *workerFlags) define(c *cmdLine) {
@@ -71,7 +77,10 @@ func (f *workerFlags) define(c *cmdLine) {
 	c.Bool(&f.testDoubleLease, "test-double-lease", false, "testing only, BROKEN on purpose: hand out every permit twice (jepsen-lite shows it is caught)")
 	f.tls.define(c)
 	c.String(&f.gossipKeyFile, "gossip-key-file", "FILE", "", "encrypt the gossip with these keys (one base64 AES key of 16, 24 or 32 bytes a line, the first the primary; add a new key second, then make it first, then drop the old one to rotate without downtime): a process without a key can neither join the group nor send a steal message", nil)
-	c.Bool(&f.insecure, "insecure", false, "allow the sidecar to listen on a non-loopback address (it serves plain HTTP without authentication: anyone who reaches it can spend the group's permits), and --test-hooks on one")
+	c.String(&f.httpTLSCert, "http-tls-cert", "FILE", "", "serve the sidecar over TLS with this certificate (PEM; needs --http-tls-key)", nil)
+	c.String(&f.httpTLSKey, "http-tls-key", "FILE", "", "the private key of --http-tls-cert (PEM)", nil)
+	c.String(&f.httpTokenFile, "http-token-file", "FILE", "", "API tokens the sidecar requires (the agents' format): a reserve needs a client token that may use the limit, status and metrics any token; re-read on SIGHUP", nil)
+	c.Bool(&f.insecure, "insecure", false, "allow the sidecar to listen on a non-loopback address without TLS and tokens (anyone who reaches it could spend the group's permits), and --test-hooks on one")
 	c.String(&f.config, "config", "FILE", "", "read settings from this JSON file (default: $PERMITD_CONFIG)", nil)
 	c.Bool(&f.validate, "validate", false, "check the settings (flags, environment, config file), print them as a config file and exit")
 }
@@ -128,8 +137,33 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	if f.group == "" || f.limit == "" || f.servers == "" {
 		return c.usageError("--group, --limit and --servers are required")
 	}
+	if (f.httpTLSCert == "") != (f.httpTLSKey == "") {
+		return c.usageErrorf("--http-tls-cert and --http-tls-key go together (got cert %q, key %q)", f.httpTLSCert, f.httpTLSKey)
+	}
 	if !f.insecure && !isLoopback(f.httpAddr) {
-		return c.usageErrorf("--http-addr %s is not a loopback address: the sidecar serves plain HTTP without authentication, so anyone who reaches it could spend the group's permits; use a loopback address, or --insecure to expose it anyway", f.httpAddr)
+		switch {
+		case f.httpTLSCert == "" || f.httpTokenFile == "":
+			return c.usageErrorf("--http-addr %s is not a loopback address and the sidecar has no TLS or no tokens: anyone who reaches it could spend the group's permits; give --http-tls-cert, --http-tls-key and --http-token-file, or --insecure to expose it anyway", f.httpAddr)
+		case f.testHooks:
+			return c.usageErrorf("--test-hooks on --http-addr %s, a non-loopback address: the hooks let anyone cut the worker off; use a loopback address, or add --insecure", f.httpAddr)
+		}
+	}
+	var sidecarTLS *tls.Config
+	if f.httpTLSCert != "" {
+		conf, err := tlsfiles.Server(f.httpTLSCert, f.httpTLSKey, "", false)
+		if err != nil {
+			return c.usageError(err.Error())
+		}
+		conf.NextProtos = []string{"http/1.1"}
+		sidecarTLS = conf
+	}
+	var sidecarTokens *auth.Store
+	if f.httpTokenFile != "" {
+		ts, err := loadTokens(f.httpTokenFile)
+		if err != nil {
+			return c.usageError(strings.Replace(err.Error(), "--token-file", "--http-token-file", 1))
+		}
+		sidecarTokens = auth.NewStore(ts)
 	}
 	if f.name == "" {
 		f.name = f.group + "." + f.gossipAddr
@@ -209,6 +243,12 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	if faults != nil {
 		handler = withWorkerFaultHooks(handler, faults)
 	}
+	if sidecarTokens != nil {
+		handler = auth.Require(handler, sidecarTokens, sidecar.Access) // outermost: the test hooks need admin too
+	}
+	if sidecarTLS != nil {
+		ln = tls.NewListener(ln, sidecarTLS)
+	}
 	srv := transport.NewServer(f.httpAddr, handler)
 	httpErr := make(chan error, 1)
 	go func() {
@@ -217,17 +257,36 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	logger.Info("listening", "name", f.name, "group", f.group, "limit", f.limit, "http_addr", ln.Addr().String(), "gossip_addr", f.gossipAddr,
-		"version", readBuildInfo().Version)
+		"tls", sidecarTLS != nil, "tokens", sidecarTokens != nil, "gossip_encrypted", keys != nil, "version", readBuildInfo().Version)
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
 	code := 0
-	select {
-	case s := <-sig:
-		logger.Info("stopping", "signal", s.String())
-	case err := <-httpErr:
-		reportFailure(stderr, logger, f.logFormat, "worker", "http", err)
-		code = 1
+wait:
+	for {
+		select {
+		case <-hup:
+			if sidecarTokens == nil {
+				logger.Info("SIGHUP: no --http-token-file to reload")
+				continue
+			}
+			ts, err := loadTokens(f.httpTokenFile)
+			if err != nil {
+				logger.Error("SIGHUP: token file not reloaded; the previous tokens stay in force", "error", err)
+				continue
+			}
+			sidecarTokens.Replace(ts)
+			logger.Info("SIGHUP: tokens reloaded", "file", f.httpTokenFile, "tokens", ts.Len())
+		case s := <-sig:
+			logger.Info("stopping", "signal", s.String())
+			break wait
+		case err := <-httpErr:
+			reportFailure(stderr, logger, f.logFormat, "worker", "http", err)
+			code = 1
+			break wait
+		}
 	}
 	go func() {
 		<-sig

@@ -25,7 +25,9 @@
 // '[...]'). A file that breaks any rule is rejected whole, with the line
 // number and what is allowed, and the agent keeps the tokens it had.
 //
-// This package decides nothing about requests: package transport maps
-// routes and binary calls to the roles they need (authz.go) and the agent
-// reads the file at start and on SIGHUP.
+// Servers keep the current tokens in a Store (a reload swaps them at
+// once) and wrap their HTTP handlers in Require, giving it the Need of
+// each route: package transport for the register's API and binary
+// protocol, package sidecar for a worker's. Allows is the one rule that
+// maps a token's role and limits to a Need.
 package auth

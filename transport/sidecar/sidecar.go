@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"errors"
+	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/internal/httpapi"
 	"net/http"
 	"strconv"
@@ -44,6 +45,10 @@ type Options struct {
 	// registry whole, so that a binary adds its own collectors (build,
 	// runtime, process) to the same page. Nil: a private registry.
 	Registry *prometheus.Registry
+	// Tokens, if not nil, are required as on the register (auth.Require):
+	// a reserve needs a client token that may use the limit, a session
+	// any client token, status and metrics any token; health checks none.
+	Tokens *auth.Store
 }
 
 // DefaultRequestTimeout is the longest max_wait of a reserve by default.
@@ -96,7 +101,28 @@ func NewHandler(w Worker, opts Options) http.Handler {
 	if h.maxWait <= 0 {
 		h.maxWait = DefaultRequestTimeout
 	}
+	if opts.Tokens != nil {
+		return auth.Require(h, opts.Tokens, Access)
+	}
 	return h
+}
+
+// Access is what a request to a sidecar needs of its token (see
+// Options.Tokens), from its method and escaped path p, and the limit it
+// names; other paths (test hooks mounted beside the sidecar included)
+// need admin.
+func Access(method, p string) (auth.Need, string) {
+	switch {
+	case p == "/healthz" || p == "/readyz":
+		return auth.NeedNothing, ""
+	case p == "/v1/status" || p == "/metrics":
+		return auth.NeedAnyToken, ""
+	case p == "/v1/sessions":
+		return auth.NeedClientAnyLimit, ""
+	case strings.HasPrefix(p, "/v1/limits/") && strings.HasSuffix(p, "/reserve"):
+		return auth.NeedClient, strings.TrimSuffix(p[len("/v1/limits/"):], "/reserve")
+	}
+	return auth.NeedAdmin, ""
 }
 
 type sidecarHandler struct {

@@ -33,7 +33,7 @@ var allowed = map[string][]string{
 	"transport/wire":               {},
 	"transport/client":             {"transport/wire"},
 	"transport/worker":             {"bucket", "transport/client"},
-	"transport/sidecar":            {"transport/worker", "transport/client", "transport/wire", "transport/internal/httpapi"},
+	"transport/sidecar":            {"transport/worker", "transport/client", "transport/wire", "transport/internal/httpapi", "transport/auth"},
 
 	"cmd/internal/httplite":    {},
 	"cmd/internal/importguard": {},

@@ -1,0 +1,70 @@
+package auth
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Require wraps next so that every request carries "Authorization: Bearer
+// TOKEN" with a token of store that satisfies what access says the request
+// needs (NeedNothing: served without a token): 401 with WWW-Authenticate
+// without a valid token, 403 for a token without the role or the limit.
+// The JSON body, {"error": ..., "required_role": ...}, never repeats the
+// secret. access must decide from the method and escaped path alone.
+func Require(next http.Handler, store *Store, access func(method, escapedPath string) (Need, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, limit := access(r.Method, r.URL.EscapedPath())
+		if n == NeedNothing {
+			next.ServeHTTP(w, r)
+			return
+		}
+		what := r.Method + " " + r.URL.EscapedPath()
+		h := r.Header.Values("Authorization")
+		if len(h) == 0 {
+			writeError(w, http.StatusUnauthorized, `Bearer realm="permitd"`,
+				fmt.Sprintf("missing token: send \"Authorization: Bearer TOKEN\"; %s needs role %s", what, n), n)
+			return
+		}
+		if len(h) > 1 {
+			writeError(w, http.StatusUnauthorized, `Bearer realm="permitd", error="invalid_request"`, "more than one Authorization header; send one", n)
+			return
+		}
+		secret, err := ParseAuthorization(h[0])
+		if err != nil {
+			writeError(w, http.StatusUnauthorized, `Bearer realm="permitd", error="invalid_request"`, err.Error(), n)
+			return
+		}
+		t, ok := store.Lookup(secret)
+		if !ok {
+			writeError(w, http.StatusUnauthorized, `Bearer realm="permitd", error="invalid_token"`,
+				fmt.Sprintf("unknown or revoked token; %s needs a token with role %s", what, n), n)
+			return
+		}
+		if ok, why := Allows(t, n, limit); !ok {
+			if why == "" {
+				why = fmt.Sprintf("token %q has role %s; %s needs role %s", t.Name, t.Role, what, n)
+			}
+			writeError(w, http.StatusForbidden, "", why, n)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeError answers {"error": "auth: " + msg, "required_role": role}.
+func writeError(w http.ResponseWriter, code int, challenge, msg string, n Need) {
+	if challenge != "" {
+		w.Header().Set("WWW-Authenticate", challenge)
+	}
+	body, _ := json.Marshal(struct {
+		Error        string `json:"error"`
+		RequiredRole string `json:"required_role"`
+	}{"auth: " + msg, n.RequiredRole()})
+	body = append(body, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,92 @@
+package auth
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Need is what a request needs of its token.
+type Need uint8
+
+// The needs, from none to admin.
+const (
+	// NeedNothing: health checks, served without a token.
+	NeedNothing Need = iota
+	// NeedAnyToken: any valid token (status, metrics).
+	NeedAnyToken
+	// NeedRead: client, worker or admin; a restricted client token only
+	// for its limits.
+	NeedRead
+	// NeedClient: client or admin; a restricted client token only for
+	// its limits.
+	NeedClient
+	// NeedClientAnyLimit: client or admin, whatever the token's limits
+	// (sessions: they belong to no limit).
+	NeedClientAnyLimit
+	// NeedWorker: worker or admin.
+	NeedWorker
+	// NeedAdmin: admin only.
+	NeedAdmin
+)
+
+// String names the roles that satisfy n, for error messages.
+func (n Need) String() string {
+	switch n {
+	case NeedAnyToken:
+		return "any role"
+	case NeedRead:
+		return "client, worker or admin"
+	case NeedClient, NeedClientAnyLimit:
+		return "client (or admin)"
+	case NeedWorker:
+		return "worker (or admin)"
+	case NeedAdmin:
+		return "admin"
+	}
+	return "none"
+}
+
+// RequiredRole is the role an error body names for n.
+func (n Need) RequiredRole() string {
+	switch n {
+	case NeedRead, NeedClient, NeedClientAnyLimit:
+		return string(RoleClient)
+	case NeedWorker:
+		return string(RoleWorker)
+	case NeedAdmin:
+		return string(RoleAdmin)
+	case NeedAnyToken:
+		return "any"
+	}
+	return ""
+}
+
+// Allows reports whether t satisfies n for limit ("" when the request
+// names none); when it does not, why may explain a refusal a role alone
+// does not (a client token's limits), else it is "".
+func Allows(t Token, n Need, limit string) (ok bool, why string) {
+	switch t.Role {
+	case RoleAdmin:
+		return true, ""
+	case RoleClient:
+		if n == NeedAnyToken || n == NeedClientAnyLimit {
+			return true, ""
+		}
+		if n != NeedRead && n != NeedClient {
+			return false, ""
+		}
+	case RoleWorker:
+		return n == NeedAnyToken || n == NeedRead || n == NeedWorker, ""
+	default:
+		return false, ""
+	}
+	if len(t.Limits) > 0 {
+		if limit == "" {
+			return false, fmt.Sprintf("token %q may use only the limits matching %s, not all of them", t.Name, strings.Join(t.Limits, ","))
+		}
+		if !t.MayUse(limit) {
+			return false, fmt.Sprintf("token %q may use only the limits matching %s, not %q", t.Name, strings.Join(t.Limits, ","), limit)
+		}
+	}
+	return true, ""
+}

@@ -1,0 +1,57 @@
+package sidecar
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/permitd/permitd/transport/auth"
+)
+
+// TestSidecarTokens: with Options.Tokens, health checks need nothing, a
+// reserve a client token that may use the limit, a session any client
+// token, status any token; other paths admin.
+func TestSidecarTokens(t *testing.T) {
+	secrets := map[string]string{}
+	var lines []string
+	for _, tk := range []struct {
+		name   string
+		role   auth.Role
+		limits []string
+	}{{"app", auth.RoleClient, nil}, {"other", auth.RoleClient, []string{"x*"}}, {"w", auth.RoleWorker, nil}, {"root", auth.RoleAdmin, nil}} {
+		secret, line, err := auth.NewSecret(tk.name, tk.role, tk.limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[tk.name], lines = secret, append(lines, line)
+	}
+	ts, err := auth.ParseTokenFile(strings.NewReader(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(newFakeSidecarWorker(), Options{Tokens: auth.NewStore(ts)})
+	for _, tc := range []struct {
+		method, path, token string
+		want                int
+	}{
+		{"GET", "/healthz", "", 200},
+		{"POST", "/v1/limits/api/reserve", "", 401},
+		{"POST", "/v1/limits/api/reserve", "w", 403},
+		{"POST", "/v1/limits/api/reserve", "other", 403},
+		{"POST", "/v1/limits/api/reserve", "app", 429}, // past auth: the fake worker refuses
+		{"POST", "/v1/sessions", "other", 201},
+		{"GET", "/v1/status", "w", 200},
+		{"GET", "/v1/status", "", 401},
+		{"POST", "/v1/debug/faults", "app", 403},
+	} {
+		r := httptest.NewRequest(tc.method, tc.path, strings.NewReader(`{}`))
+		if tc.token != "" {
+			r.Header.Set("Authorization", "Bearer "+secrets[tc.token])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != tc.want {
+			t.Errorf("%s %s with %q: %d %s, want %d", tc.method, tc.path, tc.token, w.Code, w.Body.String(), tc.want)
+		}
+	}
+}
