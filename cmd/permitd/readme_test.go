@@ -62,6 +62,26 @@ func movePorts(t *testing.T, script string, fixed []string) string {
 	return script
 }
 
+// runWalkthrough runs a README block (its fixed ports moved if taken) in
+// an empty directory holding the test's permitd binary, fails the test if
+// it fails, and returns its stdout and trace, and the three nodes' logs
+// (data/n1.log ...).
+func runWalkthrough(t *testing.T, script string) (out, logs string) {
+	t.Helper()
+	script = movePorts(t, script, []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"})
+	dir := t.TempDir()
+	copyFile(t, buildPermitd(t), filepath.Join(dir, "permitd"))
+	stdout, trace, err := runScript(t, dir, script)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		b, _ := os.ReadFile(filepath.Join(dir, "data", n+".log"))
+		logs += "--- " + n + ".log:\n" + string(b)
+	}
+	if err != nil {
+		t.Fatalf("the walkthrough failed: %v\nstdout:\n%s\nstderr (bash -x):\n%s\n%s", err, stdout, trace, logs)
+	}
+	return stdout + "\n" + trace, logs
+}
+
 // runScript runs script with bash -e -x in dir, in its own process group
 // (killed with everything it started when the test ends), for at most 2
 // minutes; it returns stdout, the trace and the error.
@@ -102,18 +122,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	if strings.TrimSpace(first) != readmeBuildLine {
 		t.Fatalf("the walkthrough starts with %q, want %q", first, readmeBuildLine)
 	}
-	script = movePorts(t, rest, []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"})
-	dir := t.TempDir()
-	copyFile(t, buildPermitd(t), filepath.Join(dir, "permitd"))
-	out, trace, err := runScript(t, dir, script)
-	logs := ""
-	for _, n := range []string{"n1", "n2", "n3"} {
-		b, _ := os.ReadFile(filepath.Join(dir, "data", n+".log"))
-		logs += "--- " + n + ".log:\n" + string(b)
-	}
-	if err != nil {
-		t.Fatalf("the walkthrough failed: %v\nstdout:\n%s\nstderr (bash -x):\n%s\n%s", err, out, trace, logs)
-	}
+	out, logs := runWalkthrough(t, rest)
 	for _, want := range []string{
 		"permitd " + testVersion + " (revision ",
 		"ID  ADDRESS", "leader", `"name": "api"`, `{"expires_in_ns":`, `"granted":true`,
@@ -169,24 +178,13 @@ func TestREADMESecurityWalkthrough(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
-	script := movePorts(t, readmeBlock(t, "Security"), []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"})
-	dir := t.TempDir()
-	copyFile(t, buildPermitd(t), filepath.Join(dir, "permitd"))
-	out, trace, err := runScript(t, dir, script)
-	logs := ""
-	for _, n := range []string{"n1", "n2", "n3"} {
-		b, _ := os.ReadFile(filepath.Join(dir, "data", n+".log"))
-		logs += "--- " + n + ".log:\n" + string(b)
-	}
-	if err != nil {
-		t.Fatalf("the walkthrough failed: %v\nstdout:\n%s\nstderr (bash -x):\n%s\n%s", err, out, trace, logs)
-	}
+	out, logs := runWalkthrough(t, readmeBlock(t, "Security"))
 	for _, want := range []string{"ID  ADDRESS", "leader", `"granted":true`, "tls=true", "tokens=true"} {
 		if !strings.Contains(out+logs, want) {
 			t.Errorf("the walkthrough's output lacks %q:\n%s\n%s", want, out, logs)
 		}
 	}
-	if !strings.Contains(trace, "401") {
-		t.Errorf("the reserve without a token was not refused with 401:\n%s", trace)
+	if !strings.Contains(out+logs, "401") {
+		t.Errorf("the reserve without a token was not refused with 401:\n%s", out)
 	}
 }
