@@ -61,7 +61,7 @@ error.
 		duration, killAt time.Duration
 		rate             float64
 		clients          int
-		verbose          bool
+		verbose, secure  bool
 		scene            string
 	)
 	c.Duration(&duration, "duration", 15*time.Second, durPositive, "how long scene 1 runs (Ctrl-C stops earlier)")
@@ -69,6 +69,7 @@ error.
 	c.Int(&clients, "clients", "N", 6, 1, 256, "an integer from 1 to 256", "concurrent clients, spread over the three nodes")
 	c.Duration(&killAt, "kill-after", 5*time.Second, durNonNegative, "kill the leader after this long (0: never)")
 	c.Bool(&verbose, "verbose", false, "show the nodes' logs")
+	c.Bool(&secure, "secure", false, "run the cluster secured: raft over mutual TLS, the API over TLS, an admin token on every request (certificates and token made for the run)")
 	c.Choice(&scene, "scene", "all", "which scenes to run: 1 (clients, leader kill), 2 (leased workers, a partitioned group) or all", "1", "2", "all")
 	s2 := scene2{workersPerGroup: 2, callers: 1, ttl: time.Second}
 	c.DurationAtLeast(&s2.duration, "scene2-duration", 15*time.Second, durPositive, 4*time.Second, "how long scene 2 runs; group C is cut off from the register from 1/4 to 1/2 of it")
@@ -80,6 +81,7 @@ error.
 	s2.cutAfter, s2.cutFor = s2.duration/4, s2.duration/4
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	s2.secure = secure
 	if err := demo(ctx, stdout, rate, clients, killAt, verbose, duration, which, s2); err != nil {
 		return c.fail(exitFailure, err)
 	}
@@ -118,6 +120,14 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 		level = hclog.Info
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "demo", Level: level, Output: os.Stderr})
+	if s2.secure {
+		if s2.sec, err = newDemoSecurity([]string{"n1", "n2", "n3"}); err != nil {
+			return fmt.Errorf("demo: certificates: %w", err)
+		}
+		defer s2.sec.close()
+		fmt.Fprint(out, s2.sec.describe())
+	}
+	sec := s2.sec
 	var nodes []*demoNode
 	var initial []raft.Server
 	for i := 0; i < 3; i++ {
@@ -131,7 +141,8 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 		initial = append(initial, raft.Server{ID: raft.ServerID(d.id), Address: raft.ServerAddress(d.raftAddr), Suffrage: raft.Voter})
 	}
 	start := func(d *demoNode) error {
-		n, err := node.New(node.Config{ID: d.id, DataDir: d.dir, RaftAddr: d.raftAddr, InitialCluster: initial, Logger: logger.Named(d.id)})
+		n, err := node.New(node.Config{ID: d.id, DataDir: d.dir, RaftAddr: d.raftAddr, InitialCluster: initial, Logger: logger.Named(d.id),
+			Network: sec.network(d.id)})
 		if err != nil {
 			return err
 		}
@@ -141,7 +152,8 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 			return err
 		}
 		d.node = n
-		d.srv = transport.NewServer(d.httpAddr, transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http")}))
+		ln, h := sec.serve(d.id, ln, transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http")}))
+		d.srv = transport.NewServer(d.httpAddr, h)
 		go d.srv.Serve(ln)
 		return nil
 	}
@@ -191,7 +203,7 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 	}
 	if scene != 2 {
 		ctx1, cancel := context.WithTimeout(ctx, duration)
-		err := scene1(ctx1, out, nodes, leader, stopNode, rate, clients, killAfter)
+		err := scene1(ctx1, out, nodes, leader, stopNode, rate, clients, killAfter, sec)
 		cancel()
 		if err != nil {
 			return err
@@ -222,7 +234,7 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 // scene1 runs the demo's first scene until ctx ends: clients on a strict
 // limit, and the leader killed once after killAfter.
 func scene1(ctx context.Context, out io.Writer, nodes []*demoNode, leader func() (*demoNode, uint64), stopNode func(*demoNode, bool),
-	rate float64, clients int, killAfter time.Duration) error {
+	rate float64, clients int, killAfter time.Duration, security *demoSecurity) error {
 	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: rate, Per: time.Second, MaxReserved: int64(clients), Expiry: time.Duration(float64(time.Second) / rate / 10)})
 	if err != nil {
 		return err
@@ -245,7 +257,7 @@ func scene1(ctx context.Context, out io.Writer, nodes []*demoNode, leader func()
 		for k := 0; k < 3; k++ {
 			servers = append(servers, nodes[(i+k)%3].httpAddr)
 		}
-		c, err := client.New(servers)
+		c, err := client.New(servers, security.clientOptions()...)
 		if err != nil {
 			return err
 		}

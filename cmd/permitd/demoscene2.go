@@ -38,6 +38,10 @@ type scene2 struct {
 	servers                  []string
 	leader                   func() *node.Node
 	workersPerGroup, callers int
+	// secure asks for a secured cluster; sec is its material (nil when
+	// plain), shared with scene 1.
+	secure bool
+	sec    *demoSecurity
 }
 
 // runScene2 runs scene 2 and prints a line per second and a summary. It
@@ -67,7 +71,7 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 		limit, sc.rate, pool.BurstPermits, pool.MaxOutstandingPermits, sc.workersPerGroup*len(demoGroups),
 		strings.Join(demoGroups, ", "), sc.ttl, demoGroups[len(demoGroups)-1], sc.cutAfter, sc.cutFor)
 
-	c, err := client.New(sc.servers, client.WithLogger(sc.logger.Named("client")), client.WithAttemptTimeout(max(sc.ttl/4, 50*time.Millisecond)))
+	c, err := client.New(sc.servers, append(sc.sec.clientOptions(), client.WithLogger(sc.logger.Named("client")), client.WithAttemptTimeout(max(sc.ttl/4, 50*time.Millisecond)))...)
 	if err != nil {
 		return err
 	}
