@@ -97,7 +97,8 @@ func (c Config) nemesisConfig() nemesis.Config {
 		Warmup: c.Warmup, Duration: c.Duration, Tail: c.Tail, Specs: c.Nemeses, Schedule: c.Schedule}
 }
 
-// workloadConfig is what package workload needs of c.
+// workloadConfig is what package workload needs of c (without a secure
+// run's credentials: see run.workloadConfig).
 func (c Config) workloadConfig() workload.Config {
 	return workload.Config{Workload: c.Workload, Seed: c.Seed, Workers: c.Workers, Groups: c.Groups, Interval: c.Interval, MaxWait: c.MaxWait,
 		MaxPermits: c.MaxPermits, MaxReserved: c.MaxReserved, Leased: c.Leased, OutDir: c.OutDir}
@@ -136,6 +137,13 @@ type Config struct {
 	// ModuleRoot is permitd's source tree (default: found from the working
 	// directory).
 	ModuleRoot string `json:"-"`
+	// Secure runs everything over TLS with API tokens: the runner makes a
+	// CA, node certificates (valid for every node address and loopback)
+	// and tokens with the permitd binary; the agents serve the API over
+	// TLS 1.3 and raft over mutual TLS and require a token; the runner's
+	// clients and control requests use TLS and the admin token, the
+	// leased workload's sidecars TLS and a worker token (see secure.go).
+	Secure bool `json:"secure,omitempty"`
 
 	// Interval is the limit's spacing I: 1 permit per Interval (default
 	// 200ms).

@@ -24,6 +24,10 @@
 //   - runner (this package): configuration, mode choice, the run's
 //     sequence, the checkers' inputs and verdict, the report.
 //
+// Two internal packages serve them all: httpjson, the raw JSON requests
+// to agents and sidecars, and secure, a secure run's credentials (see
+// secure.go here): nil for a plain run, whose requests stay as they were.
+//
 // jepsen-lite talks to permitd only through its public HTTP API, its Go
 // client (transport/client) and its binaries.
 //
@@ -34,7 +38,9 @@
 //     or 5), each with --test-hooks and its own data directory: in the
 //     namespace mode each in its own network namespace at 10.213.S.1,
 //     .2, ...; in the fallback mode on loopback, each on its own loopback
-//     IP (127.0.0.11, .12, ...).
+//     IP (127.0.0.11, .12, ...). A secure run (Config.Secure) first
+//     makes a CA, node certificates and tokens, and every agent serves
+//     TLS and requires tokens; every client of the run uses them.
 //  2. Start the fake API (package fakeapi) on a unix socket, out of the
 //     faults' reach, with the history's time base.
 //  3. Create the run's limit (recorded as a put), then run W workers:

@@ -117,7 +117,7 @@ func (r *run) putLeasedLimit(ctx context.Context, hw *history.Writer, servers []
 		"lease_policy": map[string]any{"leased": true, "burst_permits": cfg.Leased.BurstPermits, "max_outstanding_permits": cfg.Leased.MaxOutstandingPermits},
 		"lease_ttl":    cfg.Leased.TTL.String(),
 	}}
-	c, err := client.New(servers, client.WithAttemptTimeout(2*time.Second))
+	c, err := r.client(servers)
 	if err != nil {
 		return li, err
 	}

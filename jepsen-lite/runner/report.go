@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -200,6 +201,18 @@ code{background:#f5f5f5;padding:1px 4px}small{color:#666}
 	fmt.Fprintf(&b, "<p><b>Cluster:</b> %d nodes, %d workers in %d groups, workload <b>%s</b>, nemesis <code>%s</code>, seed <b>%d</b>, duration %v (final heal at %v), distinct loopback IPs: %v. <b>Limit:</b> <code>%s</code> %s. Wall time %.1fs.</p>\n",
 		c.Nodes, c.Workers, c.Groups, esc(c.Workload), esc(sum.Nemesis), c.Seed, c.Duration, time.Duration(sum.HealNanos).Round(time.Millisecond), sum.DistinctIPs,
 		esc(sum.Limit.Name), esc(mustJSON(sum.Limit.Config)), sum.WallSeconds)
+	if sec := sum.Security; sec != nil {
+		var toks []string
+		for _, t := range sec.Tokens {
+			toks = append(toks, t.Name+" ("+t.Role+")")
+		}
+		var ls []string
+		for _, id := range slices.Sorted(maps.Keys(sec.AgentListeners)) {
+			ls = append(ls, fmt.Sprintf("%s %d", id, sec.AgentListeners[id]))
+		}
+		fmt.Fprintf(&b, "<p><b>Secure:</b> API over TLS 1.3 and raft over mutual TLS (CA and node certificates in <code>%s</code>, valid for %s), API tokens %s; agent starts that listened with tls=true tokens=true: %s.</p>\n",
+			esc(sec.Dir), esc(strings.Join(sec.CertHosts, ", ")), esc(strings.Join(toks, ", ")), esc(strings.Join(ls, ", ")))
+	}
 	b.WriteString("<h2>Timeline</h2>\n")
 	b.WriteString(renderSVG(sum, calls))
 

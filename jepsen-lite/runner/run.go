@@ -14,10 +14,10 @@ import (
 	"github.com/permitd/permitd/jepsen-lite/fakeapi"
 	"github.com/permitd/permitd/jepsen-lite/history"
 	"github.com/permitd/permitd/jepsen-lite/runner/cluster"
+	"github.com/permitd/permitd/jepsen-lite/runner/internal/secure"
 	"github.com/permitd/permitd/jepsen-lite/runner/internal/wait"
 	"github.com/permitd/permitd/jepsen-lite/runner/nemesis"
 	"github.com/permitd/permitd/jepsen-lite/runner/workload"
-	"github.com/permitd/permitd/transport/client"
 )
 
 // Exit codes of a run (Summary.ExitCode, and the jepsen command's status).
@@ -81,6 +81,9 @@ type Summary struct {
 	Files            []string         `json:"files"`
 	// Leased reports the worker sidecars (leased workload only).
 	Leased *LeasedSummary `json:"leased,omitempty"`
+	// Security reports a secure run's credentials and what the agents
+	// said of their listeners (Config.Secure only).
+	Security *SecurityReport `json:"security,omitempty"`
 	// Errors are harness problems (not violations).
 	Errors []string `json:"errors,omitempty"`
 }
@@ -154,6 +157,8 @@ type run struct {
 	start time.Time
 	// lagSpan is the real time the timeline lag was measured over.
 	lagSpan int64
+	// creds are a secure run's credentials (nil: a plain run).
+	creds *secure.Creds
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -208,13 +213,20 @@ func (r *run) execute(ctx context.Context) *Summary {
 		return fail("%v", err)
 	}
 	sum.DistinctIPs = distinct
-	ct := cluster.NewControl()
 	if netEnv != nil { // every node on its own address in its namespace
 		cl.Relocate(netEnv.NodeAddrs, func(node *cluster.Node, bin string, args []string) (string, []string) {
 			return netEnv.Command(node.Index, bin, args)
 		})
-		ct.Kernel = netEnv
 		sum.DistinctIPs = true
+	}
+	// A secure run's credentials, for the agents' final addresses.
+	creds, err := r.secureCluster(ctx, bin, cl, sum)
+	if err != nil {
+		return fail("%v", err)
+	}
+	ct := cluster.NewControl(creds)
+	if netEnv != nil {
+		ct.Kernel = netEnv
 	}
 	var obs *cluster.Observer
 	defer func() {
@@ -271,7 +283,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 		return fail("creating the limit: %v", err)
 	}
 	sum.Limit = li
-	admin, err := client.New(servers, client.WithAttemptTimeout(2*time.Second)) // the nemesis's puts
+	admin, err := r.client(servers) // the nemesis's puts
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -283,7 +295,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 	defer stopWorkers()
 	var fl *workload.Fleet
 	if cfg.Workload == WorkloadLeased {
-		if fl, err = workload.NewFleet(bin, cfg.workloadConfig(), li.Name, servers, r.logf); err != nil {
+		if fl, err = workload.NewFleet(bin, r.workloadConfig(), li.Name, servers, r.logf); err != nil {
 			return fail("laying out the worker sidecars: %v", err)
 		}
 		defer fl.StopAll(5 * time.Second)
@@ -292,7 +304,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 		}
 		r.logf("leased: %v", fl)
 	}
-	wl := workload.New(cfg.workloadConfig(), r.start, hw, fakeapi.NewUnixClient(sock), li.Name, servers, fl)
+	wl := workload.New(r.workloadConfig(), r.start, hw, fakeapi.NewUnixClient(sock), li.Name, servers, fl)
 	obs = cluster.NewObserver(cl, ct, r.start)
 	var bg sync.WaitGroup
 	bg.Go(func() { obs.Run(wctx) })
@@ -388,6 +400,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 	sum.APICalls = len(calls)
 	logs, lerrs := readLogs(cl.Nodes)
 	sum.Errors = append(sum.Errors, lerrs...)
+	sum.Errors = append(sum.Errors, checkSecureListeners(logs, sum.Security)...)
 	var leased *checker.LeasedInput
 	if fl != nil {
 		wlogs, wlerrs := fl.Logs()

@@ -52,7 +52,7 @@ func (r *run) putLimit(ctx context.Context, hw *history.Writer, servers []string
 		spec.Algorithm, spec.MaxBurstSeconds = "bursty", &b
 		li.Config = map[string]any{"algorithm": "bursty", "rate": 1, "per": cfg.Interval.String(), "max_burst_seconds": b}
 	}
-	c, err := client.New(servers, client.WithAttemptTimeout(2*time.Second))
+	c, err := r.client(servers)
 	if err != nil {
 		return li, err
 	}
@@ -111,7 +111,7 @@ func (r *run) clusterTime(ctx context.Context, ct *cluster.Control, cl *cluster.
 // probeClusterTime writes a probe limit (not in the history) so that the
 // leader's last applied time is now, then reads it.
 func (r *run) probeClusterTime(ctx context.Context, ct *cluster.Control, cl *cluster.Cluster, servers []string) (clusterReading, bool) {
-	c, err := client.New(servers, client.WithAttemptTimeout(2*time.Second))
+	c, err := r.client(servers)
 	if err != nil {
 		return clusterReading{}, false
 	}

@@ -189,6 +189,67 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestSmokeSecure runs the shortest run the configuration allows (18 s:
+// 3 s of warmup, 5 s of faults, a 10 s tail) with Config.Secure, TLS and
+// API tokens end to end, killing the leader with -9 and restarting it: the
+// run must be valid, every agent's log must show each of its starts
+// listening with tls=true and tokens=true (the killed one twice), and no
+// secret may be anywhere in the report.
+func TestSmokeSecure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster for about 20 seconds")
+	}
+	nem, err := ParseNemeses("kill:leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	dir := outDir(t, "secure")
+	sum := runScenario(t, Config{
+		Nodes: 3, Workers: 4, Workload: WorkloadStrict, Nemeses: nem,
+		Duration: 18 * time.Second, Seed: 21, OutDir: dir, Secure: true,
+	})
+	t.Logf("secure run in %v (%s mode): %d faults, %d API calls, %d grants", time.Since(start).Round(time.Second), sum.Mode,
+		len(sum.Nemeses), sum.APICalls, sum.Workers.Granted)
+	if sum.ExitCode != ExitValid {
+		t.Fatalf("the secure run is not valid:\n%s", describe(sum))
+	}
+	if !sum.Config.Secure || sum.Security == nil || sum.Workers.Granted == 0 || len(sum.Nemeses) == 0 {
+		t.Fatalf("secure %v, security %+v, %d grants, %d faults: want a secure run with grants and a kill", sum.Config.Secure, sum.Security, sum.Workers.Granted, len(sum.Nemeses))
+	}
+	// The agents' own word, read here from their logs.
+	listeners := 0
+	for _, n := range sum.Nodes {
+		b, err := os.ReadFile(filepath.Join(dir, n.Log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, "listening:") {
+				continue
+			}
+			seen++
+			if !strings.Contains(line, " tls=true") || !strings.Contains(line, " tokens=true") {
+				t.Errorf("agent %s listened without TLS or tokens: %s", n.ID, line)
+			}
+		}
+		if seen != n.Restarts+1 {
+			t.Errorf("agent %s: %d listeners for %d starts", n.ID, seen, n.Restarts+1)
+		}
+		listeners += seen
+	}
+	if listeners <= len(sum.Nodes) {
+		t.Errorf("%d listeners on %d agents: the killed agent did not restart secure", listeners, len(sum.Nodes))
+	}
+	// The secrets live only in the runner's memory.
+	for _, f := range sum.Files {
+		if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil && strings.Contains(string(b), "pmt_") {
+			t.Errorf("%s holds a token secret", f)
+		}
+	}
+}
+
 // checkTransferSmoke checks that the transfer fault moved the leadership
 // A→B and back to A at least once.
 func checkTransferSmoke(t *testing.T, sum *Summary) {

@@ -4,6 +4,8 @@
 //
 //	go run ./jepsen-lite/cmd/jepsen --nodes 3 --workers 4 --workload strict \
 //	    --nemesis partition,kill,pause,clock,loss --duration 60s --seed 1 --out jepsen-lite/out/run1
+//
+// --secure runs the same over TLS with API tokens.
 package main
 
 import (
@@ -60,9 +62,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&workerFlags, "worker-flags", "", "leased: extra flags for every worker sidecar, space-separated (e.g. --test-double-lease)")
 	fs.StringVar(&agentFlags, "agent-flags", "", "extra flags for every agent, space-separated (e.g. --test-break-timeline)")
 	fs.StringVar(&cfg.Mode, "mode", runner.ModeAuto, "auto (namespaces when available: root, ip, nft), namespaces (each agent in its own network namespace, kernel partitions), or fallback (loopback, permitd's fault layer)")
+	fs.BoolVar(&cfg.Secure, "secure", false, "TLS and API tokens end to end: the runner makes a CA, node certificates and tokens with the permitd binary (in DIR/secure); the agents serve TLS 1.3 (raft: mutual TLS) and require tokens, every client uses TLS and a token")
 	fs.BoolVar(&quiet, "quiet", false, "no progress lines")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: jepsen [--mode auto|namespaces|fallback] --nodes 3|5 --workers N --groups G --workload strict|window|leased --nemesis partition,kill,pause,clock,loss --duration 60s --seed S --out DIR
+		fmt.Fprint(fs.Output(), `Usage: jepsen [--mode auto|namespaces|fallback] [--secure] --nodes 3|5 --workers N --groups G --workload strict|window|leased --nemesis partition,kill,pause,clock,loss --duration 60s --seed S --out DIR
 
 Runs one jepsen-lite scenario: a real permitd cluster, client workers, a
 fake rate-limited API and a seeded schedule of faults; then judges the
@@ -70,7 +73,8 @@ history and writes DIR/index.html and DIR/summary.json. As root with ip(8)
 and nft(8), every agent runs in its own network namespace and partitions
 are kernel packet drops (namespace mode); otherwise the agents run on
 loopback with faults injected by permitd's --test-hooks fault layer
-(fallback mode). --mode forces one.
+(fallback mode). --mode forces one. --secure runs everything over TLS
+with API tokens.
 
 Exit status: 0 valid, 1 safety violation, 2 bad flags, 3 incomplete run,
 4 safe but throughput did not recover after the final heal.

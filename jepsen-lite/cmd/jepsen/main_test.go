@@ -17,6 +17,8 @@ func TestFlags(t *testing.T) {
 		want string
 	}{
 		{"help", []string{"--help"}, 0, "Exit status"},
+		{"help lists secure", []string{"--help"}, 0, "-secure"},
+		{"secure still validates", []string{"--secure", "--duration", "5s", "--out", out}, 2, "duration 5s"},
 		{"leased lease ttl", []string{"--workload", "leased", "--lease-ttl", "1h", "--out", out}, 2, "lease ttl"},
 		{"worker faults outside leased", []string{"--nemesis", "worker", "--out", out}, 2, "applies only to the leased workload"},
 		{"bad nemesis", []string{"--nemesis", "flood", "--out", out}, 2, "allowed kinds"},

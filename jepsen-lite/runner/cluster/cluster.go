@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/permitd/permitd/jepsen-lite/runner/internal/secure"
 	"github.com/permitd/permitd/jepsen-lite/runner/process"
 )
 
@@ -44,6 +45,7 @@ type Cluster struct {
 	initial string   // --initial-cluster value
 	flags   []string // extra flags for every agent
 	flagsOf func(i int) []string
+	creds   *secure.Creds // TLS and tokens (nil: none)
 	logf    func(format string, args ...any)
 	// wrap, if set, turns an agent's command line into the one that runs
 	// it (the namespace mode: ip netns exec NS bin args...).
@@ -152,6 +154,20 @@ func (c *Cluster) Relocate(addrs func(i int) (raft, http string), wrap func(node
 	c.wrap = wrap
 }
 
+// Secure makes every agent started from now on serve TLS and require
+// tokens with creds (nil: neither). Call it before the first start.
+func (c *Cluster) Secure(creds *secure.Creds) { c.creds = creds }
+
+// Addrs returns every address the agents listen on (raft and HTTP), in
+// index order.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.RaftAddr, n.HTTPAddr)
+	}
+	return out
+}
+
 // LogLevel is every agent's --log-level.
 const LogLevel = "info"
 
@@ -170,6 +186,7 @@ func (c *Cluster) Args(node *Node) []string {
 		// test's own, unreachable from outside).
 		args = append(args, "--insecure")
 	}
+	args = append(args, c.creds.AgentArgs(node.ID)...)
 	args = append(args, c.flags...)
 	if c.flagsOf != nil {
 		args = append(args, c.flagsOf(node.Index)...)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/jepsen-lite/runner/internal/httpjson"
+	"github.com/permitd/permitd/jepsen-lite/runner/internal/secure"
 	"github.com/permitd/permitd/jepsen-lite/runner/internal/wait"
 	"github.com/permitd/permitd/jepsen-lite/runner/netns"
 	"github.com/permitd/permitd/transport/client"
@@ -17,9 +18,10 @@ import (
 
 // Control talks to the agents' HTTP API and test hooks directly (one node
 // at a time, no failover), with short timeouts: a paused or killed node
-// must not stall the runner.
+// must not stall the runner. In a secure run it speaks HTTPS with the
+// admin token.
 type Control struct {
-	hc *http.Client
+	api httpjson.Client
 	// Kernel, in the namespace mode, takes partitions and loss out of
 	// fault states and into the nodes' packet filters.
 	Kernel KernelFaults
@@ -31,9 +33,10 @@ type KernelFaults interface {
 	Apply(ctx context.Context, i int, f netns.Faults) error
 }
 
-// NewControl returns a Control without kernel faults.
-func NewControl() *Control {
-	return &Control{hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}}}
+// NewControl returns a Control without kernel faults, for agents secured
+// with creds (nil: plain HTTP without a token).
+func NewControl(creds *secure.Creds) *Control {
+	return &Control{api: creds.HTTP(&http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second})}
 }
 
 // AnswerCode returns the HTTP status of err's answer, or 0 when err is not
@@ -44,7 +47,7 @@ func AnswerCode(err error) int { return httpjson.Code(err) }
 // *[]byte receives it raw). Another status is an error with its code (see
 // AnswerCode).
 func (ct *Control) Do(ctx context.Context, node *Node, method, path string, in, out any, timeout time.Duration) error {
-	return httpjson.Do(ctx, ct.hc, node.ID, node.HTTPAddr, method, path, in, out, timeout)
+	return ct.api.Do(ctx, node.ID, node.HTTPAddr, method, path, in, out, timeout)
 }
 
 // Status reads node's GET /v1/status.

@@ -33,6 +33,11 @@ type Spec struct {
 	// Command returns the command line of the next start: the program
 	// and its arguments.
 	Command func() (name string, args []string)
+	// Env are extra "NAME=value" variables of its processes, after the
+	// runner's own environment (nil: the runner's environment only). They
+	// are not written to the log, unlike the command line: a secret goes
+	// here.
+	Env []string
 	// Logf receives progress lines (nil: discarded).
 	Logf func(format string, args ...any)
 }
@@ -108,7 +113,7 @@ func (s *Supervisor) Start() (int, error) {
 		s.crashes = append(s.crashes, fmt.Sprintf("%s (pid %d)", s.spec.Name, s.proc.pid))
 	}
 	name, argv := s.spec.Command()
-	p, err := startProcess(s.spec.Name, s.spec.LogPath, s.generation+1, name, argv)
+	p, err := startProcess(s.spec.Name, s.spec.LogPath, s.generation+1, name, argv, s.spec.Env)
 	if err != nil {
 		return 0, err
 	}
@@ -122,9 +127,9 @@ func (s *Supervisor) Start() (int, error) {
 }
 
 // startProcess starts name with argv, its output appended to logPath after
-// a marker line naming who and which generation, and reaps it when it
-// exits (closing exited).
-func startProcess(who, logPath string, generation int, name string, argv []string) (*proc, error) {
+// a marker line naming who and which generation, with env added to the
+// runner's environment, and reaps it when it exits (closing exited).
+func startProcess(who, logPath string, generation int, name string, argv, env []string) (*proc, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("process: %w", err)
@@ -132,6 +137,9 @@ func startProcess(who, logPath string, generation int, name string, argv []strin
 	fmt.Fprintf(logf, "=== jepsen-lite: starting %s (generation %d) at %s: %s %s\n", who, generation, time.Now().Format(time.RFC3339Nano), name, strings.Join(argv, " "))
 	cmd := exec.Command(name, argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -210,3 +210,25 @@ func TestWaitReady(t *testing.T) {
 		t.Fatalf("exited: %v", err)
 	}
 }
+
+// TestSupervisorEnv: Spec.Env reaches the process on top of the runner's
+// environment, and stays out of the log's marker line.
+func TestSupervisorEnv(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh")
+	}
+	t.Setenv("JL_INHERITED", "kept")
+	s := New(Spec{Name: "w1", LogPath: filepath.Join(t.TempDir(), "w1.log"), Env: []string{"JL_SECRET=s3cr3t"},
+		Command: func() (string, []string) {
+			return "sh", []string{"-c", `echo "got $JL_SECRET $JL_INHERITED"; exec sleep 60`}
+		}, Logf: t.Logf})
+	t.Cleanup(func() { s.Stop(time.Second) })
+	if _, err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "output", func() bool { b, _ := s.Log(); return strings.Contains(string(b), "\ngot ") })
+	b, _ := s.Log()
+	if !strings.Contains(string(b), "\ngot s3cr3t kept\n") || strings.Count(string(b), "s3cr3t") != 1 {
+		t.Fatalf("log %q: want the variable in the output once, kept out of the marker line", b)
+	}
+}

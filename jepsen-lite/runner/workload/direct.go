@@ -22,9 +22,9 @@ func (w *Workers) runDirect(ctx context.Context, id int) error {
 	servers := slices.Clone(w.servers)
 	k := id % len(servers)
 	servers = append(servers[k:], servers[:k]...) // spread first attempts
-	c, err := client.New(servers,
-		client.WithAttemptTimeout(1500*time.Millisecond), client.WithRounds(2),
-		client.WithBackoff(25*time.Millisecond, 500*time.Millisecond), client.WithSeed(w.cfg.Seed+uint64(id)))
+	opts := []client.Option{client.WithAttemptTimeout(1500 * time.Millisecond), client.WithRounds(2),
+		client.WithBackoff(25*time.Millisecond, 500*time.Millisecond), client.WithSeed(w.cfg.Seed + uint64(id))}
+	c, err := client.New(servers, append(opts, w.cfg.Creds.ClientOptions()...)...)
 	if err != nil {
 		return err
 	}

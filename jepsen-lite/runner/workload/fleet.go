@@ -87,7 +87,9 @@ type Fleet struct {
 
 // NewFleet lays out cfg.Workers sidecars of bin in cfg.Groups groups
 // (worker i in group i%G+1, named like the other workloads' workers) on
-// loopback, leasing limit from servers; nothing is started.
+// loopback, leasing limit from servers; nothing is started. With
+// cfg.Creds they reach the servers over TLS with the worker token (given
+// in their environment, out of the logged command line).
 func NewFleet(bin string, cfg Config, limit string, servers []string, logf func(string, ...any)) (*Fleet, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -121,7 +123,7 @@ func NewFleet(bin string, cfg Config, limit string, servers []string, logf func(
 			HTTPAddr: h.Addr().String(), GossipAddr: gossip, LogPath: filepath.Join(dir, name+".log"),
 		}
 		s.proc = process.New(process.Spec{Name: name, Label: "worker " + name, LogPath: s.LogPath, Logf: logf,
-			Command: func() (string, []string) { return f.bin, f.args(s) }})
+			Command: func() (string, []string) { return f.bin, f.args(s) }, Env: cfg.Creds.WorkerEnv()})
 		f.sidecars = append(f.sidecars, s)
 	}
 	return f, nil
@@ -160,6 +162,9 @@ func (f *Fleet) args(s *sidecar) []string {
 	if f.cfg.Leased.Margin > 0 {
 		args = append(args, "--margin", f.cfg.Leased.Margin.String())
 	}
+	// A secure run: TLS to the agents (the token is in the environment,
+	// see NewFleet); the sidecar itself stays plain HTTP on loopback.
+	args = append(args, f.cfg.Creds.WorkerArgs()...)
 	return append(args, f.cfg.Leased.WorkerFlags...)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/permitd/permitd/jepsen-lite/fakeapi"
 	"github.com/permitd/permitd/jepsen-lite/history"
+	"github.com/permitd/permitd/jepsen-lite/runner/internal/secure"
 )
 
 // Workload names (Config.Workload).
@@ -74,6 +75,9 @@ type Config struct {
 	// OutDir is the report directory (the sidecars' logs go to its
 	// workers/ directory).
 	OutDir string
+	// Creds, in a secure run, are the TLS settings and tokens the clients
+	// and sidecars reach the agents with (nil: plain HTTP, no token).
+	Creds *secure.Creds
 }
 
 // Name names worker id with its group: g<id mod groups + 1>-w<id>.

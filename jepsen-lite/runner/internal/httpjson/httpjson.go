@@ -34,12 +34,32 @@ func Code(err error) int {
 // maxBody bounds the answers read.
 const maxBody = 8 << 20
 
-// Do sends method http://addr/path with in (if not nil) as its JSON
-// body, within timeout, and decodes a 2xx answer into out: a *[]byte
-// receives the raw body, anything else is JSON-decoded (nil: the body is
-// discarded). Any other status is an error wrapping a *StatusError (see
-// Code). Errors name the request and who, the process it was sent to.
+// Client sends requests to one kind of process: plain HTTP without a
+// token (the zero value but HC), or, for the agents of a secure run, HTTPS
+// with a bearer token.
+type Client struct {
+	// HC sends the requests; with HTTPS its transport holds the TLS
+	// configuration (the run's CA).
+	HC *http.Client
+	// HTTPS: the processes serve TLS; requests go to https://addr/path.
+	HTTPS bool
+	// Token, if not empty, is sent as "Authorization: Bearer TOKEN".
+	Token string
+}
+
+// Do sends method http://addr/path with hc, without a token (see
+// Client.Do).
 func Do(ctx context.Context, hc *http.Client, who, addr, method, path string, in, out any, timeout time.Duration) error {
+	return Client{HC: hc}.Do(ctx, who, addr, method, path, in, out, timeout)
+}
+
+// Do sends method http://addr/path (https:// with HTTPS) with in (if not
+// nil) as its JSON body and c's token (if any), within timeout, and
+// decodes a 2xx answer into out: a *[]byte receives the raw body,
+// anything else is JSON-decoded (nil: the body is discarded). Any other
+// status is an error wrapping a *StatusError (see Code). Errors name the
+// request and who, the process it was sent to.
+func (c Client) Do(ctx context.Context, who, addr, method, path string, in, out any, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var body io.Reader
@@ -50,14 +70,21 @@ func Do(ctx context.Context, hc *http.Client, who, addr, method, path string, in
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, body)
+	scheme := "http://"
+	if c.HTTPS {
+		scheme = "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+addr+path, body)
 	if err != nil {
 		return fmt.Errorf("httpjson: %w", err)
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := hc.Do(req)
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HC.Do(req)
 	if err != nil {
 		return fmt.Errorf("httpjson: %s %s on %s: %w", method, path, who, err)
 	}
