@@ -53,6 +53,10 @@ const (
 	exitUsage = 2
 	// exitRefused: reserve was refused (no permit within --max-wait).
 	exitRefused = 3
+	// exitDenied: the server refused the credentials: no token, an
+	// unknown or revoked one (401), or one without the role or the
+	// limit (403); nothing changed.
+	exitDenied = 4
 )
 
 // cmdLine is one subcommand's command line: its flags, its positional

@@ -22,11 +22,14 @@ func describeError(err error) string {
 }
 
 // exitCodeOf is the exit status for a failed request: 2 when the server
-// (or the client, before sending) rejected it as invalid, so that nothing
-// changed, else 1.
+// (or the client, before sending) rejected it as invalid, 4 when it
+// refused the credentials (401, 403), so that nothing changed, else 1.
 func exitCodeOf(err error) int {
 	if errors.Is(err, client.ErrInvalid) {
 		return exitUsage
+	}
+	if errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) {
+		return exitDenied
 	}
 	return exitFailure
 }

@@ -89,8 +89,8 @@ func TestTokensOnTheAPI(t *testing.T) {
 		{"client outside its patterns", appSecret, []string{"reserve", "other"}, "api*"},
 	} {
 		r := as(tc.secret, tc.args...)
-		if r.code == exitOK || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, appSecret) {
-			t.Errorf("%s: exit %d, stderr %q; want a failure naming %q, without the secret", tc.name, r.code, r.stderr, tc.want)
+		if r.code != exitDenied || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, appSecret) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d (denied) naming %q, without the secret", tc.name, r.code, r.stderr, exitDenied, tc.want)
 		}
 	}
 
@@ -134,7 +134,7 @@ func TestTokensOnTheAPI(t *testing.T) {
 	writeTokens(rootLine, workerLine)
 	a.cmd.Process.Signal(syscall.SIGHUP)
 	waitUntil(t, 10*time.Second, "the reload", func() bool { return strings.Contains(a.log.String(), "tokens reloaded") })
-	if r := as(appSecret, "reserve", "api"); r.code == exitOK || !strings.Contains(r.stderr, "401") {
+	if r := as(appSecret, "reserve", "api"); r.code != exitDenied || !strings.Contains(r.stderr, "401") {
 		t.Errorf("revoked token over HTTP: exit %d, stderr %q", r.code, r.stderr)
 	}
 	if _, err := bc.Reserve(ctx, "api", 1, 0); !errors.Is(err, client.ErrUnauthorized) {
@@ -255,5 +255,14 @@ func TestSidecarTLSAndTokens(t *testing.T) {
 	}
 	if !strings.Contains(w.log.String(), "tls=true tokens=true") {
 		t.Errorf("the worker did not log TLS and tokens on:\n%s", w.log.String())
+	}
+	// A reload without the client token revokes it at once.
+	if err := os.WriteFile(file("tokens"), []byte(rootLine+"\n"+workerLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, 10*time.Second, "the sidecar's reload", func() bool { return strings.Contains(w.log.String(), "tokens reloaded") })
+	if got := call("POST", "/v1/limits/lk/reserve", appSecret, `{"permits":1}`); got != 401 {
+		t.Errorf("reserve with the revoked client token: %d, want 401", got)
 	}
 }
