@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/permitd/permitd/node"
@@ -58,13 +59,20 @@ func RequireTokens(next http.Handler, store *auth.Store) http.Handler {
 	return auth.Require(next, store, access)
 }
 
+// lookup is a binary connection's token as found in one set of tokens.
+type lookup struct {
+	tokens *auth.Tokens
+	token  auth.Token
+	ok     bool
+}
+
 // AuthenticatedBinary returns a BinaryServer that requires a binary
 // connection to authenticate before anything else: its first call must be
 // wire.OpAuth with a token of store (read within sniffTimeout; answered
 // CodeOK, or CodeUnauthenticated and the connection closed). serve then
 // serves the connection, checking every call against the token's role,
-// looked up again per call so that a token revoked by a reload stops
-// working on open connections too.
+// looked up again after every reload (auth.Store.Replace) so that a token
+// revoked by a reload stops working on open connections too.
 func AuthenticatedBinary(store *auth.Store, serve func(net.Conn, node.Authorizer)) BinaryServer {
 	return func(c net.Conn) {
 		_ = c.SetDeadline(time.Now().Add(sniffTimeout))
@@ -105,8 +113,19 @@ func AuthenticatedBinary(store *auth.Store, serve func(net.Conn, node.Authorizer
 		}
 		_ = c.SetDeadline(time.Time{})
 		name := t.Name
-		serve(c, func(op byte, limit string) error { // called concurrently: locals only
-			t, ok := store.Lookup(secret)
+		// The connection's token, looked up again only when a reload
+		// replaced the store's tokens: a lookup hashes the secret and
+		// compares it with every token in the file.
+		var last atomic.Pointer[lookup]
+		last.Store(&lookup{tokens: store.Current(), token: t, ok: true})
+		serve(c, func(op byte, limit string) error { // called concurrently
+			l := last.Load()
+			if cur := store.Current(); l.tokens != cur {
+				t, ok := cur.Lookup(secret)
+				l = &lookup{tokens: cur, token: t, ok: ok}
+				last.Store(l)
+			}
+			t, ok := l.token, l.ok
 			if !ok {
 				return fmt.Errorf("%w: auth: token %q was revoked", node.ErrUnauthenticated, name)
 			}
