@@ -189,34 +189,57 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
-// TestSmokeSecure runs the shortest run the configuration allows (18 s:
+// TestSmokeSecure runs the shortest runs the configuration allows (18 s:
 // 3 s of warmup, 5 s of faults, a 10 s tail) with Config.Secure, TLS and
-// API tokens end to end, killing the leader with -9 and restarting it: the
-// run must be valid, every agent's log must show each of its starts
-// listening with tls=true and tokens=true (the killed one twice), and no
-// secret may be anywhere in the report.
+// API tokens end to end, killing the leader with -9 and restarting it:
+// the strict workload (clients with the admin token) and the leased one
+// (worker sidecars leasing over TLS with a worker token). Each run must be
+// valid, every agent's log must show each of its starts listening with
+// tls=true and tokens=true (the killed one twice), and no secret may be
+// anywhere in the report.
 func TestSmokeSecure(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a real cluster for about 20 seconds")
+		t.Skip("runs real clusters for about 40 seconds")
 	}
 	nem, err := ParseNemeses("kill:leader")
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	dir := outDir(t, "secure")
-	sum := runScenario(t, Config{
-		Nodes: 3, Workers: 4, Workload: WorkloadStrict, Nemeses: nem,
-		Duration: 18 * time.Second, Seed: 21, OutDir: dir, Secure: true,
-	})
-	t.Logf("secure run in %v (%s mode): %d faults, %d API calls, %d grants", time.Since(start).Round(time.Second), sum.Mode,
-		len(sum.Nemeses), sum.APICalls, sum.Workers.Granted)
-	if sum.ExitCode != ExitValid {
-		t.Fatalf("the secure run is not valid:\n%s", describe(sum))
+	for _, sc := range []struct {
+		name            string
+		workload        string
+		workers, groups int
+		seed            uint64
+	}{
+		{"strict", WorkloadStrict, 4, 0, 21},
+		{"leased", WorkloadLeased, 4, 2, 22},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			start := time.Now()
+			dir := outDir(t, "secure-"+sc.name)
+			sum := runScenario(t, Config{
+				Nodes: 3, Workers: sc.workers, Groups: sc.groups, Workload: sc.workload, Nemeses: nem,
+				Duration: 18 * time.Second, Seed: sc.seed, OutDir: dir, Secure: true,
+			})
+			t.Logf("secure %s run in %v (%s mode): %d faults, %d API calls, %d grants", sc.name, time.Since(start).Round(time.Second), sum.Mode,
+				len(sum.Nemeses), sum.APICalls, sum.Workers.Granted)
+			if sum.ExitCode != ExitValid {
+				t.Fatalf("the secure run is not valid:\n%s", describe(sum))
+			}
+			if !sum.Config.Secure || sum.Security == nil || sum.Workers.Granted == 0 || len(sum.Nemeses) == 0 {
+				t.Fatalf("secure %v, security %+v, %d grants, %d faults: want a secure run with grants and a kill", sum.Config.Secure, sum.Security, sum.Workers.Granted, len(sum.Nemeses))
+			}
+			if sc.workload == WorkloadLeased && (sum.Leased == nil || len(sum.Leased.Workers) != sc.workers) {
+				t.Fatalf("leased summary %+v: want %d workers (their leases, over TLS with a worker token, gave the grants)", sum.Leased, sc.workers)
+			}
+			checkSecureRun(t, sum, dir)
+		})
 	}
-	if !sum.Config.Secure || sum.Security == nil || sum.Workers.Granted == 0 || len(sum.Nemeses) == 0 {
-		t.Fatalf("secure %v, security %+v, %d grants, %d faults: want a secure run with grants and a kill", sum.Config.Secure, sum.Security, sum.Workers.Granted, len(sum.Nemeses))
-	}
+}
+
+// checkSecureRun checks a secure run's agents' logs and report files.
+func checkSecureRun(t *testing.T, sum *Summary, dir string) {
+	t.Helper()
 	// The agents' own word, read here from their logs.
 	listeners := 0
 	for _, n := range sum.Nodes {
