@@ -26,7 +26,7 @@ import (
 func access(method, p string) (auth.Need, string) {
 	read := method == http.MethodGet || method == http.MethodHead
 	switch {
-	case p == "/healthz" || p == "/readyz":
+	case p == "/healthz" || p == "/readyz" || p == "/v1/openapi.json":
 		return auth.NeedNothing, ""
 	case p == "/v1/status" || p == "/metrics" || (p == "/v1/cluster" && read):
 		return auth.NeedAnyToken, ""
@@ -53,7 +53,7 @@ func access(method, p string) (auth.Need, string) {
 }
 
 // RequireTokens wraps next so that every request but the health checks
-// carries a token of store whose role allows it (auth.Require with the
+// and the API description (/v1/openapi.json) carries a token of store whose role allows it (auth.Require with the
 // API's routes, access).
 func RequireTokens(next http.Handler, store *auth.Store) http.Handler {
 	return auth.Require(next, store, access)

@@ -16,10 +16,14 @@
 //
 //	node.ErrNotFound                → 404
 //	node.ErrInvalid                 → 400 (the store's message)
+//	node.ErrConflict                → 409
 //	node.ErrNoLeader, ErrShutdown,
-//	context deadline, anything else → 503
+//	context deadline, anything else → 503 (with Retry-After)
 //
-// No input makes the handler panic or answer a 5xx other than 503.
+// No input makes the handler panic or answer a 5xx other than 503. The
+// whole contract, every endpoint with its fields and answers, is the
+// OpenAPI document of package transport/openapi, served at
+// GET /v1/openapi.json.
 //
 // # Grants are relative
 //
@@ -41,29 +45,35 @@
 //	POST   /v1/limits/{name}/lease               open a lease
 //	POST   /v1/limits/{name}/leases/{id}/renew   report on a grant, get the next
 //	POST   /v1/limits/{name}/leases/{id}/return  report on a grant, close the lease
+//	POST   /v1/sessions                open a session for exactly-once reserves
 //	GET    /v1/status                  node.Status
 //	GET    /v1/cluster                 leader and raft servers
 //	POST   /v1/cluster/join            add a voter {"id","raft_addr"}
+//	POST   /v1/cluster/transfer-leadership  hand the leadership to {"to"}
 //	DELETE /v1/cluster/servers/{id}    remove a server
+//	GET    /v1/snapshot                the leader's consistent snapshot
 //	GET    /metrics                    Prometheus metrics
 //	GET    /healthz                    200 while the process serves
 //	GET    /readyz                     200 only when Status.Ready
+//	GET    /v1/openapi.json            this API's OpenAPI 3 document (no token needed)
+//
+// Every GET but the snapshot's also answers HEAD.
 //
 // # Leases
 //
 // A leased limit (see package fsm) hands its permits to workers by lease
 // instead of one reserve at a time; reserves on it are answered 400.
 // Lease, renew and return answer {"status": ...}: 200 "granted" (with
-// lease_id, epoch, permits, expires_in_ns and the holder's share_per_sec)
-// or "returned", 429 "refused" (the holder already holds a lease, named
-// by lease_id; with retry_after_ns and a Retry-After header), 409
-// "fenced" (the lease is not live at that epoch: stop using the grant).
-// expires_in_ns counts from when the client sent the request, not from
-// when it received the answer. demand_per_sec is a JSON number converted
-// exactly from its decimal text to thousandths of a permit per second,
-// rounding any remainder up (so a positive demand never becomes 0);
-// share_per_sec is exact too, and share_milli_per_sec gives it as an
-// integer.
+// lease_id, epoch, permits, expires_in_ns and the holder's
+// share_milli_per_sec) or "returned", 429 "refused" (the holder already
+// holds a lease, named by lease_id; with retry_after_ns and a Retry-After
+// header), 409 "fenced" (the lease is not live at that epoch: stop using
+// the grant). expires_in_ns counts from when the client sent the request,
+// not from when it received the answer. Demands and shares are integers
+// of thousandths of a permit per second (demand_milli_per_sec,
+// share_milli_per_sec); the older demand_per_sec is a JSON number
+// converted exactly from its decimal text to thousandths, rounding any
+// remainder up (so a positive demand never becomes 0).
 //
 // # Metrics
 //

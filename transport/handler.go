@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"github.com/permitd/permitd/transport/internal/httpapi"
+	"github.com/permitd/permitd/transport/openapi"
 	"net/http"
 	"strings"
 	"sync"
@@ -79,6 +80,7 @@ const (
 	routeSessions
 	routeTransfer
 	routeSnapshot
+	routeOpenAPI
 	numRoutes
 )
 
@@ -103,6 +105,7 @@ var routeLabels = [numRoutes]string{
 	routeSessions:    "/v1/sessions",
 	routeTransfer:    "/v1/cluster/transfer-leadership",
 	routeSnapshot:    "/v1/snapshot",
+	routeOpenAPI:     "/v1/openapi.json",
 }
 
 // ServeHTTP implements http.Handler.
@@ -211,8 +214,13 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 			h.ready(w)
 		}
 		return routeReadyz
+	case p == "/v1/openapi.json":
+		if h.method(w, r, "GET, HEAD") {
+			httpapi.WriteRaw(w, http.StatusOK, openapi.JSON())
+		}
+		return routeOpenAPI
 	}
-	httpapi.WriteError(w, http.StatusNotFound, "unknown path "+httpapi.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz")
+	httpapi.WriteError(w, http.StatusNotFound, "unknown path "+httpapi.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz, /v1/openapi.json (this API's OpenAPI description)")
 	return routeUnknown
 }
 

@@ -385,6 +385,7 @@ func badInputs() []badInput {
 		res("max_wait empty", `{"max_wait":""}`, `"max_wait"`),
 		res("request_id too long", `{"request_id":"`+strings.Repeat("r", 65)+`"}`, "65 bytes"),
 		res("request_id bad char", `{"request_id":"a b"}`, "not allowed"),
+		res("request_id empty", `{"request_id":""}`, "empty"),
 		res("request_id number", `{"request_id":7}`, `"request_id"`),
 		res("session without seq", `{"session":3}`, `"seq"`),
 		res("session zero", `{"session":0,"seq":1}`, `"session"`),

@@ -23,15 +23,17 @@ var allowed = map[string][]string{
 	"node":          {"bucket", "fsm", "transport/wire"},
 	"node/faultnet": {},
 
-	"transport":                    {"bucket", "fsm", "node", "transport/wire", "transport/internal/httpapi", "transport/auth"},
+	"transport":                    {"bucket", "fsm", "node", "transport/wire", "transport/internal/httpapi", "transport/auth", "transport/openapi"},
 	"transport/internal/fakestore": {"bucket", "fsm", "node"},
 	"transport/internal/httpapi":   {"transport/wire"},
 	"transport/auth":               {},
+	"transport/openapi":            {},
 	"transport/limiter":            {"bucket"},
 	"transport/devcerts":           {},
 	"transport/tlsfiles":           {},
 	"transport/wire":               {},
 	"transport/client":             {"transport/wire"},
+	"transport/client/python":      {},
 	"transport/worker":             {"bucket", "transport/client"},
 	"transport/sidecar":            {"transport/worker", "transport/client", "transport/wire", "transport/internal/httpapi", "transport/auth"},
 

@@ -44,6 +44,10 @@ func ParseReserve(body []byte, r *wire.Reserve) *Error {
 			f.maxWait = req.MaxWait.V // "" is rejected below
 		}
 		if req.RequestID.Set {
+			if req.RequestID.V == "" {
+				// An empty key would silently turn deduplication off.
+				return BadRequest(`field "request_id": empty; allowed: %s, or leave the field out for a reserve that is not deduplicated`, AllowedRequestIDChars)
+			}
 			f.reqID = req.RequestID.V
 		}
 		if herr := parseSessionRef(&req, f.reqID != "", &r.Session); herr != nil {

@@ -1,0 +1,808 @@
+package openapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/node/faultnet"
+	"github.com/permitd/permitd/transport"
+	"github.com/permitd/permitd/transport/auth"
+	"github.com/permitd/permitd/transport/openapi"
+)
+
+// conformance_test.go drives a real register, three raft nodes in the
+// process on an in-memory network plus a fourth that belongs to no cluster
+// (it never knows a leader, so everything it forwards is answered 503),
+// each served by transport.NewHandler behind transport.RequireTokens over
+// httptest, through every operation of the document, and validates every
+// request and every answer against the document with kin-openapi.
+
+// Tokens, one per role; the narrow client may use only limits "api*".
+const (
+	tokAdmin  = "root"
+	tokClient = "app"
+	tokNarrow = "narrow"
+	tokWorker = "w1"
+)
+
+// roleToken is the least privileged token each x-permitd-role is
+// documented to accept. The successes of the test use it, so that a role
+// documented lower than the server requires fails with 403; the token
+// checks compare the role each 401 and 403 names with the document's.
+var roleToken = map[string]string{
+	"any": tokNarrow, "read": tokWorker, "read-all": tokWorker, "client": tokClient,
+	"client-any-limit": tokNarrow, "worker": tokWorker, "admin": tokAdmin,
+}
+
+// roleRefused is a token each role refuses (for the limit "other").
+var roleRefused = map[string]string{
+	"read": tokNarrow, "read-all": tokNarrow, "client": tokWorker, "client-any-limit": tokWorker,
+	"worker": tokClient, "admin": tokClient,
+}
+
+type testNode struct {
+	id  string
+	n   *node.Node
+	srv *httptest.Server
+	reg *prometheus.Registry // nil: metrics off
+}
+
+// register is the cluster under test.
+type register struct {
+	sw     *faultnet.Switch
+	nodes  []*testNode // n1..n3, the cluster
+	lonely *testNode   // n4: no cluster until it is joined
+}
+
+func newTokens(t *testing.T) (*auth.Store, map[string]string) {
+	t.Helper()
+	secrets := map[string]string{}
+	var lines []string
+	for _, tk := range []struct {
+		name   string
+		role   auth.Role
+		limits []string
+	}{{tokAdmin, auth.RoleAdmin, nil}, {tokClient, auth.RoleClient, nil}, {tokNarrow, auth.RoleClient, []string{"api*"}}, {tokWorker, auth.RoleWorker, nil}} {
+		secret, line, err := auth.NewSecret(tk.name, tk.role, tk.limits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets[tk.name] = secret
+		lines = append(lines, line)
+	}
+	ts, err := auth.ParseTokenFile(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auth.NewStore(ts), secrets
+}
+
+func startRegister(t *testing.T, tokens *auth.Store) *register {
+	t.Helper()
+	r := &register{sw: faultnet.New()}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "register", Level: hclog.Off, Output: io.Discard})
+	addr := func(id string) string { return id + ":7000" }
+	var servers []raft.Server
+	for _, id := range []string{"n1", "n2", "n3"} {
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr(id)), Suffrage: raft.Voter})
+	}
+	start := func(id string, initial []raft.Server, metrics bool, opts transport.HandlerOptions, leaderWait time.Duration) *testNode {
+		n, err := node.New(node.Config{
+			ID: id, DataDir: t.TempDir(), RaftAddr: addr(id), InitialCluster: initial,
+			Network: r.sw.Host(addr(id)), Logger: logger,
+			// Generous for a loaded 2-core machine under -race: a
+			// spurious election would only slow the test down.
+			HeartbeatTimeout: time.Second, ElectionTimeout: time.Second,
+			LeaderLeaseTimeout: 500 * time.Millisecond, ApplyTimeout: 3 * time.Second,
+			LeaderWait: leaderWait,
+		})
+		if err != nil {
+			t.Fatalf("start node %s: %v", id, err)
+		}
+		tn := &testNode{id: id, n: n}
+		if metrics {
+			tn.reg = prometheus.NewRegistry()
+			opts.Metrics = transport.NewMetrics(tn.reg, n.Status)
+		}
+		tn.srv = httptest.NewServer(transport.RequireTokens(transport.NewHandler(n, opts), tokens))
+		t.Cleanup(func() {
+			tn.srv.Close()
+			n.Kill()
+		})
+		return tn
+	}
+	for _, s := range servers {
+		r.nodes = append(r.nodes, start(string(s.ID), servers, true, transport.HandlerOptions{}, 0))
+	}
+	// n4 serves without metrics (/metrics answers 404) and gives up
+	// quickly on the leader it will not find.
+	r.lonely = start("n4", nil, false, transport.HandlerOptions{RequestTimeout: 300 * time.Millisecond}, 100*time.Millisecond)
+	r.waitReady(t)
+	return r
+}
+
+// waitReady waits until the three nodes are ready under one leader.
+func (r *register) waitReady(t *testing.T) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "a ready 3-node cluster", func() bool {
+		for _, tn := range r.nodes {
+			if st := tn.n.Status(); !st.Ready || st.LeaderID == "" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// leader returns the leader and a follower.
+func (r *register) leader(t *testing.T) (leader, follower *testNode) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "a ready leader", func() bool {
+		leader, follower = nil, nil
+		for _, tn := range r.nodes {
+			st := tn.n.Status()
+			switch {
+			case st.State == "leader" && st.Ready:
+				leader = tn
+			case st.State == "follower":
+				follower = tn
+			}
+		}
+		return leader != nil && follower != nil
+	})
+	return leader, follower
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checker sends requests and validates them and their answers against the
+// document, recording which statuses of which operations were seen.
+type checker struct {
+	doc     *openapi3.T
+	router  routers.Router
+	secrets map[string]string
+	api     *testNode // where requests go by default
+
+	mu   sync.Mutex
+	seen map[string]map[int]bool // "METHOD /path" → statuses answered
+}
+
+// call is one request and what it must get.
+type call struct {
+	to     *testNode // default: checker.api
+	method string
+	path   string // concrete, with any query
+	body   string
+	big    bool   // a body of MaxBodyBytes+1 bytes instead
+	token  string // a token name; "": the least privileged one the operation's role accepts; "-": none
+	auth   string // a raw Authorization header value instead
+	want   int
+	// invalid: the document must reject the request (otherwise it must
+	// accept it: what the document rejects the server rejects too, and
+	// the server may reject more, from its state or a rule the document
+	// cannot express).
+	invalid     bool
+	wantInError string
+}
+
+var bearer = openapi3filter.Options{
+	AuthenticationFunc: func(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+		h := in.RequestValidationInput.Request.Header.Get("Authorization")
+		if s, ok := strings.CutPrefix(h, "Bearer "); !ok || s == "" {
+			return errors.New("no bearer token")
+		}
+		return nil
+	},
+	RejectWhenRequestBodyNotSpecified: true,
+	SkipSettingDefaults:               true,
+	MultiError:                        true,
+}
+
+// do sends c, checks its status and validates request and answer. It
+// returns the answer's JSON object (nil for other bodies).
+func (ck *checker) do(t *testing.T, c call) map[string]any {
+	t.Helper()
+	to := c.to
+	if to == nil {
+		to = ck.api
+	}
+	body := []byte(c.body)
+	if c.big {
+		body = bytes.Repeat([]byte{' '}, transport.MaxBodyBytes+1)
+		body[0] = '{'
+	}
+	newReq := func() *http.Request {
+		req, err := http.NewRequest(c.method, to.srv.URL+c.path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(body) == 0 {
+			req.Body, req.ContentLength = http.NoBody, 0
+		} else {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req
+	}
+	vreq := newReq()
+	route, params, err := ck.router.FindRoute(vreq)
+	if err != nil {
+		t.Fatalf("%s %s: no operation of the document: %v", c.method, c.path, err)
+	}
+	key := c.method + " " + route.Path
+	role := roleOf(route.Operation)
+	switch {
+	case c.auth != "":
+		vreq.Header.Set("Authorization", c.auth)
+	case c.token == "-" || (c.token == "" && role == "none"):
+	case c.token == "":
+		vreq.Header.Set("Authorization", "Bearer "+ck.secrets[roleToken[role]])
+	default:
+		vreq.Header.Set("Authorization", "Bearer "+ck.secrets[c.token])
+	}
+	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route, Options: &bearer}
+	reqErr := openapi3filter.ValidateRequest(context.Background(), in)
+	switch {
+	case c.invalid && reqErr == nil:
+		t.Errorf("%s %s %.200s: the document accepts a request the server rejects (%d)", c.method, c.path, body, c.want)
+	case !c.invalid && reqErr != nil:
+		t.Errorf("%s %s %.200s: the document rejects the request: %v", c.method, c.path, body, reqErr)
+	}
+
+	req := newReq()
+	req.Header = vreq.Header.Clone()
+	resp, err := to.srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", c.method, c.path, err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", c.method, c.path, err)
+	}
+	if resp.StatusCode != c.want {
+		t.Fatalf("%s %s %.200s: %d %s, want %d", c.method, c.path, body, resp.StatusCode, got, c.want)
+	}
+	ck.mu.Lock()
+	if ck.seen[key] == nil {
+		ck.seen[key] = map[int]bool{}
+	}
+	ck.seen[key][resp.StatusCode] = true
+	ck.mu.Unlock()
+
+	if c.method == http.MethodHead {
+		// kin-openapi does not validate HEAD answers: check the status
+		// and the documented headers here.
+		ck.checkHead(t, key, route.Operation, resp, got)
+		return nil
+	}
+	opts := openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
+	if err := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(bytes.NewReader(got)), Options: &opts,
+	}); err != nil {
+		t.Errorf("%s %s: the answer %d %.300s does not conform: %v", c.method, c.path, resp.StatusCode, got, err)
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(got, &m); err != nil {
+		t.Fatalf("%s %s: answer %q: %v", c.method, c.path, got, err)
+	}
+	if c.wantInError != "" {
+		if msg, _ := m["error"].(string); !strings.Contains(msg, c.wantInError) {
+			t.Errorf("%s %s: error %q does not mention %q", c.method, c.path, msg, c.wantInError)
+		}
+	}
+	return m
+}
+
+// checkHead checks a HEAD answer: no body, a documented status, and the
+// documented headers.
+func (ck *checker) checkHead(t *testing.T, key string, op *openapi3.Operation, resp *http.Response, body []byte) {
+	t.Helper()
+	if len(body) != 0 {
+		t.Errorf("%s: a body of %d bytes", key, len(body))
+	}
+	r := op.Responses.Status(resp.StatusCode)
+	if r == nil {
+		t.Errorf("%s: status %d is not documented", key, resp.StatusCode)
+		return
+	}
+	for name, h := range r.Value.Headers {
+		if h.Value.Required && resp.Header.Get(name) == "" {
+			t.Errorf("%s: %d without the header %s", key, resp.StatusCode, name)
+		}
+	}
+}
+
+// doOff sends a request that no operation documents (a method a path
+// does not serve, a path the API does not serve) and validates its answer
+// against the document's component response.
+func (ck *checker) doOff(t *testing.T, method, path, component string, want int) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, ck.api.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+ck.secrets[tokAdmin])
+	if _, _, err := ck.router.FindRoute(req); err == nil {
+		t.Fatalf("%s %s: documented", method, path)
+	}
+	resp, err := ck.api.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s, want %d", method, path, resp.StatusCode, got, want)
+	}
+	ref := ck.doc.Components.Responses[component]
+	if ref == nil {
+		t.Fatalf("components/responses/%s: not in the document", component)
+	}
+	op := openapi3.NewOperation()
+	op.Responses = openapi3.NewResponses(openapi3.WithStatus(want, ref))
+	in := &openapi3filter.RequestValidationInput{Request: req, Route: &routers.Route{Spec: ck.doc, Path: path, PathItem: &openapi3.PathItem{}, Method: method, Operation: op}}
+	opts := openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
+	if err := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header, Body: io.NopCloser(bytes.NewReader(got)), Options: &opts,
+	}); err != nil {
+		t.Errorf("%s %s: the answer %d %s does not conform to components/responses/%s: %v", method, path, resp.StatusCode, got, component, err)
+	}
+	return resp
+}
+
+// samplePath fills a documented path's parameters: limit "other" (which
+// the narrow client token may not use), lease 1, server n9.
+func samplePath(path string) string {
+	return strings.NewReplacer("{name}", "other", "/leases/{id}", "/leases/1", "/servers/{id}", "/servers/n9").Replace(path)
+}
+
+// sampleBody is a valid body of each operation that takes one.
+var sampleBody = map[string]string{
+	"putLimit":           `{"algorithm":"strict","rate":1}`,
+	"reserve":            `{"permits":1}`,
+	"openSession":        `{}`,
+	"putLeasePolicy":     `{"leased":true}`,
+	"openLease":          `{"holder":"h","group":"g","demand_milli_per_sec":1000,"ttl":"1s"}`,
+	"renewLease":         `{"epoch":1,"demand_milli_per_sec":1000,"ttl":"1s"}`,
+	"returnLease":        `{"epoch":1}`,
+	"joinServer":         `{"id":"n9","raft_addr":"n9:7000"}`,
+	"transferLeadership": `{"to":"n3"}`,
+}
+
+// eachOperation calls f for every operation of the document, in order.
+func eachOperation(doc *openapi3.T, f func(method, path string, op *openapi3.Operation)) {
+	for _, key := range operations(doc) {
+		method, path, _ := strings.Cut(key, " ")
+		f(method, path, doc.Paths.Value(path).GetOperation(method))
+	}
+}
+
+// TestConformance drives the register through every operation of the
+// document, its successes and its errors, and validates every request and
+// answer against the document; then it checks that every operation and
+// every documented status was exercised, and that the handler served
+// every route.
+func TestConformance(t *testing.T) {
+	doc := loadDoc(t)
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, secrets := newTokens(t)
+	reg := startRegister(t, tokens)
+	ck := &checker{doc: doc, router: router, secrets: secrets, api: reg.nodes[0], seen: map[string]map[int]bool{}}
+	lonely := reg.lonely
+
+	t.Run("health, status and this document", func(t *testing.T) {
+		for _, m := range []string{"GET", "HEAD"} {
+			ck.do(t, call{method: m, path: "/healthz", want: 200})
+			ck.do(t, call{method: m, path: "/readyz", want: 200})
+			ck.do(t, call{method: m, path: "/v1/openapi.json", want: 200})
+			ck.do(t, call{method: m, path: "/metrics", want: 200})
+			ck.do(t, call{to: lonely, method: m, path: "/metrics", want: 404})
+			ck.do(t, call{method: m, path: "/v1/status", want: 200})
+			ck.do(t, call{method: m, path: "/v1/cluster", want: 200})
+		}
+		resp, err := ck.api.srv.Client().Get(ck.api.srv.URL + "/v1/openapi.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Equal(served, openapi.JSON()) {
+			t.Errorf("GET /v1/openapi.json: %d bytes that are not the embedded document", len(served))
+		}
+		st := ck.do(t, call{method: "GET", path: "/v1/status", want: 200})
+		if st["ready"] != true || len(st["servers"].([]any)) != 3 {
+			t.Errorf("status %v", st)
+		}
+		// A node that belongs to no cluster yet: no leader, no servers
+		// (null in its status, [] in its cluster view).
+		if st := ck.do(t, call{to: lonely, method: "GET", path: "/v1/status", want: 200}); st["ready"] != false || st["servers"] != nil {
+			t.Errorf("n4's status %v", st)
+		}
+		if c := ck.do(t, call{to: lonely, method: "GET", path: "/v1/cluster", want: 200}); c["leader_id"] != "" || len(c["servers"].([]any)) != 0 {
+			t.Errorf("n4's cluster %v", c)
+		}
+	})
+
+	t.Run("limits", func(t *testing.T) {
+		m := ck.do(t, call{method: "PUT", path: "/v1/limits/api-strict", body: `{"algorithm":"strict","rate":1,"per":"1h","max_reserved":0,"expiry":"500ms"}`, want: 201})
+		if m["created"] != true || m["interval_ns"] != 3.6e12 {
+			t.Errorf("created %v", m)
+		}
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-strict", body: `{"algorithm":"strict","rate":1,"per":"1h"}`, want: 200})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-bursty", body: `{"algorithm":"bursty","rate":100,"max_burst_seconds":2}`, want: 201})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-warm", body: `{"algorithm":"warmup","rate":100,"per":"1s","warmup":"10s","cold_factor":3}`, want: 201})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-hybrid", body: `{"algorithm":"hybrid","rate":1000,"burst_ratio":1.5,"strictness":0.5}`, want: 201})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-default", body: `{"algorithm":"hybrid","rate":5}`, want: 201})
+		for _, tc := range []struct {
+			body    string
+			invalid bool
+			mention string
+		}{
+			{`{"algorithm":"strict","rate":1,"max_burst_seconds":2}`, true, `belongs to algorithm "bursty"`},
+			{`{"algorithm":"fast","rate":1}`, true, "algorithm"},
+			{`{"algorithm":"strict"}`, true, `"rate" is required`},
+			{`{"rate":1}`, true, `"algorithm" is required`},
+			{`{"algorithm":"strict","rate":0}`, true, `"rate"`},
+			{`{"algorithm":"strict","rate":null}`, true, `"rate"`},
+			{`{"algorithm":"strict","rate":"1"}`, true, `"rate"`},
+			{`{"algorithm":"strict","rate":1,"per":"soon"}`, true, "not a duration"},
+			{`{"algorithm":"strict","rate":1,"per":"-1s"}`, true, `"per"`},
+			{`{"algorithm":"strict","rate":1,"max_reserved":-1}`, true, `"max_reserved"`},
+			{`{"algorithm":"strict","rate":1,"burst":1}`, true, `unknown field "burst"`},
+			{`{"algorithm":"warmup","rate":1}`, true, "Warmup"},
+			{`{"algorithm":"hybrid","rate":1,"burst_ratio":0.5}`, false, "BurstRatio"},
+			{`[1]`, true, "JSON object"},
+			{``, true, "empty"},
+			{`{"algorithm":"strict","rate":1}{}`, false, "unexpected data after the JSON object"},
+			{`{"algorithm":"strict","rate":1`, true, "truncated"},
+		} {
+			ck.do(t, call{method: "PUT", path: "/v1/limits/api-x", body: tc.body, want: 400, invalid: tc.invalid, wantInError: tc.mention})
+		}
+		for _, name := range []string{"api-strict", "api-bursty", "api-warm", "api-hybrid", "api-default"} {
+			ck.do(t, call{method: "GET", path: "/v1/limits/" + name, want: 200})
+		}
+		for _, m := range []string{"GET", "HEAD"} {
+			ck.do(t, call{method: m, path: "/v1/limits/api-strikt", want: 404, wantInError: `did you mean "api-strict"?`})
+			ck.do(t, call{method: m, path: "/v1/limits/api-strict", want: 200})
+			ck.do(t, call{method: m, path: "/v1/limits", want: 200})
+		}
+		list := ck.do(t, call{method: "GET", path: "/v1/limits", token: tokClient, want: 200})
+		if n := len(list["limits"].([]any)); n != 5 {
+			t.Errorf("%d limits listed, want 5", n)
+		}
+	})
+
+	t.Run("reserve and sessions", func(t *testing.T) {
+		const path = "/v1/limits/api-strict/reserve"
+		g := ck.do(t, call{method: "POST", path: path, body: `{"request_id":"r1"}`, want: 200})
+		if g["granted"] != true || g["duplicate"] != false {
+			t.Errorf("reserve: %v", g)
+		}
+		if g := ck.do(t, call{method: "POST", path: path, body: `{"request_id":"r1"}`, want: 200}); g["duplicate"] != true {
+			t.Errorf("retry: %v", g)
+		}
+		ck.do(t, call{method: "POST", path: path, body: `{"permits":1,"max_wait":"10ms","request_id":"r2"}`, want: 429, wantInError: "no permit within max_wait"})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", want: 200}) // no body: one permit, no wait
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-warm/reserve", body: `{}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-hybrid/reserve", body: `{"max_wait":"1s"}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"permits":3,"max_wait":"1s"}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-nope/reserve", body: `{"request_id":"r3"}`, want: 404})
+		for _, tc := range []struct {
+			body    string
+			invalid bool
+			mention string
+		}{
+			{`{"permits":0}`, true, `"permits"`},
+			{`{"permits":1.5}`, true, `"permits"`},
+			{`{"max_wait":"-1s"}`, true, `"max_wait"`},
+			{`{"max_wait":"later"}`, true, `"max_wait"`},
+			{`{"request_id":"has space"}`, true, `"request_id"`},
+			{`{"seq":1}`, false, `need "session"`},
+			{`{"session":1,"seq":1,"request_id":"x"}`, false, "together"},
+			{`{"session":1,"seq":2,"acked_below":3}`, false, `"acked_below"`},
+			{`{"session":1}`, false, `"seq"`},
+			{`{"permits":2}`, false, "at most 1"},
+			{`{"wait":"1s"}`, true, `unknown field "wait"`},
+		} {
+			ck.do(t, call{method: "POST", path: path, body: tc.body, want: 400, invalid: tc.invalid, wantInError: tc.mention})
+		}
+
+		s := ck.do(t, call{method: "POST", path: "/v1/sessions", body: `{}`, want: 201})
+		ck.do(t, call{method: "POST", path: "/v1/sessions", want: 201}) // an empty body
+		ck.do(t, call{method: "POST", path: "/v1/sessions", body: `{"ttl":"1m"}`, want: 400, invalid: true, wantInError: "takes no fields"})
+		sid := strconv.FormatFloat(s["session"].(float64), 'f', -1, 64)
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":` + sid + `,"seq":1,"max_wait":"1s"}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":` + sid + `,"seq":2,"acked_below":2,"max_wait":"1s"}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":123456789,"seq":1}`, want: 410})
+	})
+
+	t.Run("leases", func(t *testing.T) {
+		ck.do(t, call{method: "PUT", path: "/v1/limits/fleet", body: `{"algorithm":"strict","rate":100}`, want: 201})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/fleet/lease-policy", body: `{"leased":true,"burst_permits":50,"max_outstanding_permits":100}`, want: 200})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/fleet/lease-policy", body: `{"leased":true}`, want: 200})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-nope/lease-policy", body: `{"leased":true}`, want: 404})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/fleet/lease-policy", body: `{"burst_permits":5}`, want: 400, invalid: true, wantInError: `"leased" is required`})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/fleet/lease-policy", body: `{"leased":"yes"}`, want: 400, invalid: true})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-strict/lease-policy", body: `{"leased":false,"burst_permits":5}`, want: 400, wantInError: "only with leased true"})
+		for _, m := range []string{"GET", "HEAD"} {
+			ck.do(t, call{method: m, path: "/v1/limits/fleet", want: 200})
+			ck.do(t, call{method: m, path: "/v1/limits/fleet/leases", want: 200})
+			ck.do(t, call{method: m, path: "/v1/limits/api-strict/leases", want: 400, wantInError: "not leased"})
+			ck.do(t, call{method: m, path: "/v1/limits/api-nope/leases", want: 404})
+		}
+		if l := ck.do(t, call{method: "GET", path: "/v1/limits/fleet", want: 200}); l["leased"] != true || l["lease_policy"] == nil {
+			t.Errorf("leased limit: %v", l)
+		}
+
+		g := ck.do(t, call{method: "POST", path: "/v1/limits/fleet/lease", body: `{"holder":"h1","group":"g1","weight":2,"demand_milli_per_sec":50000,"ttl":"10s","request_id":"l1"}`, want: 200})
+		id := strconv.FormatFloat(g["lease_id"].(float64), 'f', -1, 64)
+		ck.do(t, call{method: "POST", path: "/v1/limits/fleet/lease", body: `{"holder":"h1","group":"g1","demand_milli_per_sec":1,"ttl":"10s"}`, want: 429, wantInError: "already holds lease"})
+		ck.do(t, call{method: "POST", path: "/v1/limits/fleet/lease", body: `{"holder":"h2","group":"g1","demand_per_sec":1.5,"ttl":"1m"}`, want: 200}) // the deprecated spelling
+		for _, tc := range []struct {
+			body    string
+			invalid bool
+			mention string
+		}{
+			{`{"holder":"h3","group":"g1","ttl":"1s"}`, false, `"demand_milli_per_sec" is required`},
+			{`{"holder":"h3","group":"g1","demand_milli_per_sec":1,"demand_per_sec":1,"ttl":"1s"}`, false, "both given"},
+			{`{"holder":"h3","group":"g1","demand_milli_per_sec":1,"ttl":"10ms"}`, false, `"ttl"`},
+			{`{"holder":"h3","group":"g1","demand_milli_per_sec":-1,"ttl":"1s"}`, true, `"demand_milli_per_sec"`},
+			{`{"holder":"h3","group":"g1","demand_per_sec":"1","ttl":"1s"}`, true, `"demand_per_sec"`},
+			{`{"holder":"h3","group":"g1","demand_milli_per_sec":1,"ttl":"1s","weight":0}`, true, `"weight"`},
+			{`{"holder":"h 3","group":"g1","demand_milli_per_sec":1,"ttl":"1s"}`, true, `"holder"`},
+			{`{"group":"g1","demand_milli_per_sec":1,"ttl":"1s"}`, true, `"holder" is required`},
+			{`{"holder":"h3","group":"g1","demand_milli_per_sec":1}`, true, `"ttl" is required`},
+		} {
+			ck.do(t, call{method: "POST", path: "/v1/limits/fleet/lease", body: tc.body, want: 400, invalid: tc.invalid, wantInError: tc.mention})
+		}
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-strict/lease", body: sampleBody["openLease"], want: 400, wantInError: "not leased"})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-nope/lease", body: sampleBody["openLease"], want: 404})
+
+		renew := "/v1/limits/fleet/leases/" + id + "/renew"
+		r := ck.do(t, call{method: "POST", path: renew, body: `{"epoch":1,"spent":0,"stolen_out":0,"stolen_in":0,"kept":0,"demand_milli_per_sec":50000,"ttl":"10s","request_id":"n1"}`, want: 200})
+		if r["epoch"] != 2.0 {
+			t.Errorf("renewal: %v", r)
+		}
+		ck.do(t, call{method: "POST", path: renew, body: `{"epoch":1,"demand_milli_per_sec":1,"ttl":"1s"}`, want: 409, wantInError: "not 1"})
+		ck.do(t, call{method: "POST", path: renew, body: `{"demand_milli_per_sec":1,"ttl":"1s"}`, want: 400, invalid: true, wantInError: `"epoch" is required`})
+		ck.do(t, call{method: "POST", path: renew, body: `{"epoch":2,"spent":-1,"demand_milli_per_sec":1,"ttl":"1s"}`, want: 400, invalid: true, wantInError: `"spent"`})
+		ck.do(t, call{method: "POST", path: renew, body: `{"epoch":2,"spent":1000000,"demand_milli_per_sec":1,"ttl":"1s"}`, want: 400, wantInError: "spent"})
+		ck.do(t, call{method: "POST", path: "/v1/limits/fleet/leases/007/renew", body: sampleBody["renewLease"], want: 400, wantInError: "leading zeros"})
+		ck.do(t, call{method: "POST", path: "/v1/limits/fleet/leases/99999/renew", body: sampleBody["renewLease"], want: 409, wantInError: "not live"})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-nope/leases/" + id + "/renew", body: sampleBody["renewLease"], want: 404})
+
+		ret := "/v1/limits/fleet/leases/" + id + "/return"
+		ck.do(t, call{method: "POST", path: ret, body: `{"epoch":2,"kept":1}`, want: 400, invalid: true, wantInError: `unknown field "kept"`})
+		if r := ck.do(t, call{method: "POST", path: ret, body: `{"epoch":2,"spent":0,"stolen_out":0,"stolen_in":0,"request_id":"x1"}`, want: 200}); r["status"] != "returned" {
+			t.Errorf("return: %v", r)
+		}
+		ck.do(t, call{method: "POST", path: ret, body: `{"epoch":2}`, want: 409, wantInError: "not live"})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-nope/leases/" + id + "/return", body: `{"epoch":2}`, want: 404})
+
+		// A granted lease whose retry comes after the grant expired is
+		// fenced: retry the first request until it is.
+		ck.do(t, call{method: "POST", path: "/v1/limits/fleet/lease", body: `{"holder":"h4","group":"g2","demand_milli_per_sec":1000,"ttl":"100ms","request_id":"late"}`, want: 200})
+		waitFor(t, 10*time.Second, "a fenced retry", func() bool {
+			req, _ := http.NewRequest("POST", ck.api.srv.URL+"/v1/limits/fleet/lease", strings.NewReader(`{"holder":"h4","group":"g2","demand_milli_per_sec":1000,"ttl":"100ms","request_id":"late"}`))
+			req.Header.Set("Authorization", "Bearer "+secrets[tokWorker])
+			resp, err := ck.api.srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusConflict
+		})
+		if f := ck.do(t, call{method: "POST", path: "/v1/limits/fleet/lease", body: `{"holder":"h4","group":"g2","demand_milli_per_sec":1000,"ttl":"100ms","request_id":"late"}`, want: 409, wantInError: "expired before the retry"}); f["duplicate"] != true {
+			t.Errorf("fenced retry: %v", f)
+		}
+
+		ck.do(t, call{method: "POST", path: "/v1/limits/fleet/reserve", body: `{}`, want: 400, wantInError: "leased"})
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/fleet", want: 409, wantInError: "force"})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/fleet/lease-policy", body: `{"leased":false}`, want: 400, wantInError: "still hold permits"})
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/fleet?force=true", want: 200})
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/fleet", want: 404})
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-default?force=maybe", want: 400, invalid: true, wantInError: "force"})
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-default?fast=1", want: 400, wantInError: `"fast"`})
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-default", body: `{"force":true}`, want: 400, invalid: true})
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-default?force=false", want: 200})
+	})
+
+	t.Run("every path parameter is checked", func(t *testing.T) {
+		eachOperation(doc, func(method, path string, op *openapi3.Operation) {
+			var bad []string
+			if strings.Contains(path, "{name}") {
+				bad = append(bad, strings.Replace(samplePath(path), "/other", "/bad!name", 1))
+			}
+			if strings.Contains(path, "/leases/{id}") {
+				bad = append(bad, strings.Replace(samplePath(path), "/leases/1", "/leases/x1", 1))
+			}
+			if strings.Contains(path, "/servers/{id}") {
+				bad = append(bad, strings.Replace(samplePath(path), "/n9", "/bad!id", 1))
+			}
+			for _, p := range bad {
+				ck.do(t, call{method: method, path: p, body: sampleBody[op.OperationID], token: tokAdmin, want: 400, invalid: true})
+			}
+		})
+	})
+
+	t.Run("tokens", func(t *testing.T) {
+		eachOperation(doc, func(method, path string, op *openapi3.Operation) {
+			role := roleOf(op)
+			if role == "none" {
+				return
+			}
+			p := samplePath(path)
+			body := sampleBody[op.OperationID]
+			m := ck.do(t, call{method: method, path: p, body: body, token: "-", want: 401, invalid: true, wantInError: "missing token"})
+			if method != http.MethodHead && m["required_role"] != roles[role] {
+				t.Errorf("%s %s: 401 names role %v, the document %q (x-permitd-role %s)", method, path, m["required_role"], roles[role], role)
+			}
+			if refused := roleRefused[role]; refused != "" {
+				m := ck.do(t, call{method: method, path: p, body: body, token: refused, want: 403})
+				if method != http.MethodHead && m["required_role"] != roles[role] {
+					t.Errorf("%s %s: 403 names role %v, the document %q (x-permitd-role %s)", method, path, m["required_role"], roles[role], role)
+				}
+			}
+		})
+		ck.do(t, call{method: "GET", path: "/v1/status", auth: "Bearer pmt_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", want: 401, wantInError: "unknown or revoked"})
+		ck.do(t, call{method: "GET", path: "/v1/status", auth: "Basic dXNlcjpwYXNz", want: 401, invalid: true, wantInError: "not Bearer"})
+	})
+
+	t.Run("bodies over 1 MiB", func(t *testing.T) {
+		eachOperation(doc, func(method, path string, op *openapi3.Operation) {
+			if op.Responses.Status(413) != nil {
+				ck.do(t, call{method: method, path: samplePath(path), big: true, token: tokAdmin, want: 413, invalid: true, wantInError: "1 MiB"})
+			}
+		})
+	})
+
+	// n4 knows no leader: every operation that needs one answers 503
+	// with Retry-After. They wait in parallel.
+	t.Run("no leader", func(t *testing.T) {
+		eachOperation(doc, func(method, path string, op *openapi3.Operation) {
+			if op.Responses.Status(503) == nil {
+				return
+			}
+			t.Run(op.OperationID, func(t *testing.T) {
+				t.Parallel()
+				ck.do(t, call{to: lonely, method: method, path: samplePath(path), body: sampleBody[op.OperationID], token: tokAdmin, want: 503})
+			})
+		})
+	})
+
+	t.Run("cluster", func(t *testing.T) {
+		leader, follower := reg.leader(t)
+		for _, m := range []string{"GET", "HEAD"} {
+			ck.do(t, call{to: lonely, method: m, path: "/readyz", want: 503, wantInError: "no leader known"})
+		}
+		ck.do(t, call{method: "POST", path: "/v1/cluster/join", body: `{"id":"n4","raft_addr":"n4:7000"}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/cluster/join", body: `{"id":"n4","raft_addr":"n4:7000"}`, want: 200}) // again: a no-op
+		ck.do(t, call{method: "POST", path: "/v1/cluster/join", body: `{"id":"n5","raft_addr":"n1:7000"}`, want: 400, wantInError: "already the address"})
+		ck.do(t, call{method: "POST", path: "/v1/cluster/join", body: `{"id":"n5"}`, want: 400, invalid: true, wantInError: "required"})
+		ck.do(t, call{method: "POST", path: "/v1/cluster/join", body: `{"id":"n5","raft_addr":"nohost"}`, want: 400, invalid: true, wantInError: "not a valid address"})
+		ck.do(t, call{method: "POST", path: "/v1/cluster/join", body: `{"id":"n5","raft_addr":"n5:0"}`, want: 400, wantInError: "not a valid address"})
+		if c := ck.do(t, call{method: "GET", path: "/v1/cluster", want: 200}); len(c["servers"].([]any)) != 4 {
+			t.Errorf("after the join: %v", c)
+		}
+		ck.do(t, call{method: "DELETE", path: "/v1/cluster/servers/n4", want: 200})
+		ck.do(t, call{method: "DELETE", path: "/v1/cluster/servers/n4", want: 404})
+		ck.do(t, call{method: "DELETE", path: "/v1/cluster/servers/n3", body: `{"now":true}`, want: 400, invalid: true})
+
+		ck.do(t, call{to: leader, method: "GET", path: "/v1/snapshot", want: 200})
+		ck.do(t, call{to: follower, method: "GET", path: "/v1/snapshot", want: 503, wantInError: "not the leader"})
+
+		ck.do(t, call{method: "POST", path: "/v1/cluster/transfer-leadership", body: `{"to":"n9"}`, want: 404})
+		ck.do(t, call{method: "POST", path: "/v1/cluster/transfer-leadership", body: `{"to":"` + leader.id + `"}`, want: 400, wantInError: "already leads"})
+		ck.do(t, call{method: "POST", path: "/v1/cluster/transfer-leadership", body: `{"to":"a b"}`, want: 400, invalid: true})
+		ck.do(t, call{method: "POST", path: "/v1/cluster/transfer-leadership", body: `{"to":"` + follower.id + `"}`, want: 200})
+		waitFor(t, 10*time.Second, "the new leader", func() bool { return follower.n.Status().State == "leader" })
+	})
+
+	t.Run("methods and unknown paths", func(t *testing.T) {
+		for path, item := range doc.Paths.Map() {
+			var documented []string
+			for m := range item.Operations() {
+				documented = append(documented, m)
+			}
+			resp := ck.doOff(t, "PATCH", samplePath(path), "MethodNotAllowed", 405)
+			allowed := strings.Split(resp.Header.Get("Allow"), ", ")
+			slices.Sort(allowed)
+			slices.Sort(documented)
+			if !slices.Equal(allowed, documented) {
+				t.Errorf("%s: the server allows %v, the document %v", path, allowed, documented)
+			}
+		}
+		ck.doOff(t, "GET", "/v1/nowhere", "UnknownPath", 404)
+	})
+
+	// Every operation and every documented status was exercised.
+	for _, key := range operations(doc) {
+		method, path, _ := strings.Cut(key, " ")
+		op := doc.Paths.Value(path).GetOperation(method)
+		if ck.seen[key] == nil {
+			t.Errorf("%s (%s): never exercised", key, op.OperationID)
+			continue
+		}
+		for code := range op.Responses.Map() {
+			n, err := strconv.Atoi(code)
+			if err != nil || !ck.seen[key][n] {
+				t.Errorf("%s (%s): documented status %s never answered", key, op.OperationID, code)
+			}
+		}
+	}
+
+	// The handler served every route (its metrics count requests by
+	// route label).
+	served := map[string]bool{}
+	for _, tn := range reg.nodes {
+		mfs, err := tn.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "permitd_http_request_duration_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "route" {
+						served[l.GetValue()] = true
+					}
+				}
+			}
+		}
+	}
+	for _, l := range routeLabels(t) {
+		if !served[l] {
+			t.Errorf("route %s was never served", l)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	var n int
+	for _, s := range ck.seen {
+		n += len(s)
+	}
+	t.Logf("%d operations, %d (operation, status) pairs exercised", len(ck.seen), n)
+}
