@@ -75,6 +75,7 @@ func (n *Node) Status() Status {
 	if lc := n.raft.LastContact(); !lc.IsZero() {
 		st.LastContactNs = int64(time.Since(lc))
 	}
+	st.Servers = []Server{} // [] rather than null when the configuration is empty or unreadable, as /v1/cluster
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			st.Servers = append(st.Servers, Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == lid})
