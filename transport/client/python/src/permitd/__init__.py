@@ -1,0 +1,108 @@
+"""permitd: the Python client of permitd's permit register.
+
+Standard library only; Python 3.9 or later.
+
+The model
+=========
+
+permitd is a register of rate limits replicated by a small Raft cluster.
+A worker that wants to call a rate-limited API first *reserves* a permit of
+the limit that protects it, then uses the permit locally. The register
+answers "use the permit ``wait`` seconds after you receive this answer", so
+no client clock matters, only its rate: the client counts the wait on
+:func:`time.monotonic` from the moment the answer arrived, which is never
+earlier than the moment it left the register. A strict limit's permits
+also *expire* a little after their slot; the client counts the expiry,
+conservatively, from the moment it sent the request, and never uses a
+permit past it (it reserves again instead). Between the two, the permits
+used by a whole fleet of processes keep the limit's spacing (less the
+expiry, for a caller that oversleeps).
+
+Ways to wait for a permit:
+
+* :meth:`Client.acquire` (and the ``"block"`` mode of :func:`throttle`, and
+  ``with client.permit(limit)``): reserve ahead with ``max_wait`` = the time
+  the caller still accepts to wait, sleep the granted wait, and when
+  refused back off with full jitter (never longer than the server's
+  ``retry_after``) and reserve again;
+* :meth:`Client.try_acquire` (the ``"skip"`` mode): reserve once with a
+  small ``max_wait``; when refused, give up at once.
+
+A grant of several permits of a strict limit gives them slots one interval
+apart: :meth:`Client.acquire_each` (or :meth:`Grant.sleep` with a permit
+index) uses them one by one; :meth:`Client.acquire` refuses to use them
+together (:class:`SpacedGrant`).
+
+Failover and exactly-once decisions
+===================================
+
+A :class:`Client` knows several servers. A request goes to the last server
+that answered; a connection error, a timeout or a 503 (no leader reachable,
+overloaded) moves it to the next, backing off with jitter (and at least the
+503's ``Retry-After``, up to ``backoff_max``) after each full round, for a
+bounded number of rounds, after which :class:`Unavailable` is raised. Every
+reserve carries a request ID (16 random bytes in hex) that stays the same
+across these retries, so a reserve whose answer was lost is never granted
+twice: the register answers the retry with the first decision.
+
+Asyncio
+=======
+
+:meth:`Client.areserve`, :meth:`Client.aacquire`,
+:meth:`Client.atry_acquire`, :meth:`Client.aacquire_each`, ``async with
+client.permit(limit)`` and :func:`throttle` on an ``async def`` run the
+blocking HTTP exchange in the client's own thread pool and wait with
+:func:`asyncio.sleep`: the event loop is never blocked.
+
+Servers
+=======
+
+A client talks to the register's agents or to a worker sidecar
+(``permitd worker``) alike: the sidecar serves the same reserve contract for
+its one leased limit, answering once the permits are usable (``wait`` 0,
+no expiry). It does not deduplicate request IDs: a reserve it answered but
+whose answer was lost is counted as spent from the worker's lease.
+
+Security: ``ca_file`` (HTTPS, verifying the agents), ``cert_file`` and
+``key_file`` (a client certificate), and ``token`` or ``PERMITD_TOKEN``
+(``Authorization: Bearer``).
+"""
+
+from ._client import Client, Permit, default_client, set_default_client
+from ._errors import (
+    Conflict,
+    Expired,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    PermitdError,
+    SpacedGrant,
+    Throttled,
+    Unauthorized,
+    Unavailable,
+)
+from ._grant import Grant
+from ._throttle import BLOCK, SKIP, throttle
+from ._version import __version__
+
+__all__ = [
+    "Client",
+    "Grant",
+    "Permit",
+    "throttle",
+    "BLOCK",
+    "SKIP",
+    "default_client",
+    "set_default_client",
+    "PermitdError",
+    "Throttled",
+    "NotFound",
+    "InvalidRequest",
+    "Unavailable",
+    "Unauthorized",
+    "Forbidden",
+    "Conflict",
+    "Expired",
+    "SpacedGrant",
+    "__version__",
+]

@@ -1,0 +1,676 @@
+"""The permitd :class:`Client`: reserves, blocking and asynchronous
+acquires, and the register's limit administration."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime
+import functools
+import json
+import os
+import re
+import secrets
+import ssl
+import threading
+import time
+import weakref
+from typing import Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, Optional, Union
+from urllib.parse import quote
+
+from ._errors import Expired, InvalidRequest, PermitdError, SpacedGrant, Throttled, error_for
+from ._grant import Grant
+from ._http import Response, Transport, parse_server
+
+__all__ = ["Client", "default_client", "set_default_client"]
+
+Seconds = Union[int, float, datetime.timedelta]
+
+#: Defaults of the client's options (seconds, counts).
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_ROUNDS = 3
+DEFAULT_BACKOFF_BASE = 0.025
+DEFAULT_BACKOFF_MAX = 2.0
+DEFAULT_MAX_WAIT = 10.0
+DEFAULT_EXPIRED_ROUNDS = 4
+
+# The shortest backoff after a refusal, so that a refusal with a tiny
+# retry_after never turns into a hot loop.
+_MIN_REFUSAL_BACKOFF = 0.001
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+
+
+def _seconds(v: Any, what: str) -> float:
+    """A duration given in seconds (int, float) or as a timedelta, >= 0."""
+    if isinstance(v, datetime.timedelta):
+        s = v.total_seconds()
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        s = float(v)
+    else:
+        raise InvalidRequest("%s %r; allowed: seconds (int or float) or a datetime.timedelta, >= 0" % (what, v))
+    if not s >= 0 or s == float("inf"):
+        raise InvalidRequest("%s %r; allowed: a finite duration >= 0" % (what, v))
+    return s
+
+
+def _go_duration(v: Any, what: str) -> str:
+    """A duration for the register's JSON: Go duration strings pass through,
+    seconds and timedeltas become whole nanoseconds ("1500000000ns")."""
+    if isinstance(v, str):
+        return v
+    return "%dns" % int(_seconds(v, what) * 1e9)
+
+
+def _ns(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+class Client:
+    """A client of a permitd register (its agents) or of a worker sidecar.
+
+    It is safe to share between threads and asyncio tasks, and may be used
+    in processes forked after it was made (each process opens its own
+    connections).
+
+    Args:
+        servers: the servers' addresses, "host:port" (or "http://host:port",
+            "https://host:port"), as a list or a comma-separated string. The
+            client fails over between them.
+        token: an API token (a secret from ``permitd tokens create``), sent
+            as ``Authorization: Bearer``. ``None`` reads ``PERMITD_TOKEN``;
+            ``""`` sends none.
+        ca_file: the CA certificate (PEM) to verify the servers with; the
+            servers are then reached over HTTPS.
+        cert_file, key_file: a client certificate and its key (PEM), for
+            agents run with ``--client-cert-auth``.
+        timeout: seconds one attempt against one server may take (plus the
+            reserve's ``max_wait``, which a sidecar spends before it
+            answers). A timed-out attempt moves to the next server.
+        ssl_context: an :class:`ssl.SSLContext` to use instead of
+            ``ca_file``/``cert_file``/``key_file``.
+        rounds: how many times one request may go round all servers before
+            :class:`Unavailable` is raised.
+        backoff_base, backoff_max: the full-jitter backoff: the k-th backoff
+            is uniform in ``[0, min(backoff_max, backoff_base * 2**k)]``
+            (after a refusal never longer than its ``retry_after``).
+        default_max_wait: the ``max_wait`` of :meth:`acquire` without a
+            timeout.
+        max_expired_rounds: how often an acquire reserves again after its
+            permit expired before use.
+        async_workers: threads that run the blocking HTTP calls of the
+            asynchronous methods.
+        seed: seeds the jitter, for reproducible runs.
+    """
+
+    def __init__(
+        self,
+        servers: Union[str, Iterable[str]],
+        token: Optional[str] = None,
+        ca_file: Optional[str] = None,
+        cert_file: Optional[str] = None,
+        key_file: Optional[str] = None,
+        timeout: Seconds = DEFAULT_TIMEOUT,
+        *,
+        ssl_context: Optional[ssl.SSLContext] = None,
+        rounds: int = DEFAULT_ROUNDS,
+        backoff_base: Seconds = DEFAULT_BACKOFF_BASE,
+        backoff_max: Seconds = DEFAULT_BACKOFF_MAX,
+        default_max_wait: Seconds = DEFAULT_MAX_WAIT,
+        max_expired_rounds: int = DEFAULT_EXPIRED_ROUNDS,
+        async_workers: int = 32,
+        seed: Optional[int] = None,
+    ) -> None:
+        if isinstance(servers, str):
+            servers = [s.strip() for s in servers.split(",") if s.strip()]
+        servers = list(servers)
+        if not servers:
+            raise InvalidRequest("no servers given; allowed: one or more \"host:port\"")
+        if key_file and not cert_file:
+            raise InvalidRequest("key_file without cert_file; give both, or neither")
+        if ssl_context is None and (ca_file or cert_file):
+            ssl_context = ssl.create_default_context(cafile=ca_file)
+            if cert_file:
+                ssl_context.load_cert_chain(cert_file, key_file)
+        tls = ssl_context is not None
+        parsed = [parse_server(s, tls) for s in servers]
+        if token is None:
+            token = os.environ.get("PERMITD_TOKEN") or None
+        if token is not None and (any(c in token for c in "\r\n") or not token.isprintable()):
+            raise InvalidRequest("token contains control characters")
+        self.timeout = _seconds(timeout, "timeout")
+        if self.timeout <= 0:
+            raise InvalidRequest("timeout %r; allowed: > 0" % (timeout,))
+        base = _seconds(backoff_base, "backoff_base")
+        bmax = _seconds(backoff_max, "backoff_max")
+        if not 0 < base <= bmax:
+            raise InvalidRequest("backoff base %r, max %r; allowed: 0 < base <= max" % (backoff_base, backoff_max))
+        if not isinstance(rounds, int) or rounds < 1:
+            raise InvalidRequest("rounds %r; allowed: an integer >= 1" % (rounds,))
+        if not isinstance(max_expired_rounds, int) or max_expired_rounds < 1:
+            raise InvalidRequest("max_expired_rounds %r; allowed: an integer >= 1" % (max_expired_rounds,))
+        self.default_max_wait = _seconds(default_max_wait, "default_max_wait")
+        self.max_expired_rounds = max_expired_rounds
+        self._async_workers = max(1, int(async_workers))
+        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._executor_pid = 0
+        self._executor_lock = threading.Lock()
+        self._t = Transport(
+            parsed,
+            ssl_context=ssl_context,
+            token=token,
+            rounds=rounds,
+            backoff_base=base,
+            backoff_max=bmax,
+            seed=seed,
+        )
+        _clients.add(self)
+
+    # -- lifecycle --------------------------------------------------------
+
+    @property
+    def servers(self) -> List[str]:
+        """The servers' base URLs, in failover order."""
+        return [s.base for s in self._t.servers]
+
+    def close(self) -> None:
+        """Closes idle connections and the asynchronous methods' threads.
+        The client stays usable: later calls open new ones."""
+        self._t.close()
+        with self._executor_lock:
+            ex, self._executor = self._executor, None
+        if ex is not None:
+            ex.shutdown(wait=False)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "Client(servers=%r)" % (self.servers,)
+
+    def _after_fork(self) -> None:
+        """In a forked child: fresh locks, no executor, no connections."""
+        self._executor_lock = threading.Lock()
+        self._executor = None
+        self._t._check_fork()
+
+    def _run_async(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "asyncio.Future[Any]":
+        """Runs a blocking call in the client's threads, for the event loop
+        to await."""
+        with self._executor_lock:
+            # A forked child inherits the executor but not its threads:
+            # it makes its own.
+            if self._executor is None or self._executor_pid != os.getpid():
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._async_workers, thread_name_prefix="permitd-client"
+                )
+                self._executor_pid = os.getpid()
+            ex = self._executor
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(ex, functools.partial(fn, *args, **kwargs))
+
+    # -- reserve ----------------------------------------------------------
+
+    def reserve(
+        self,
+        limit: str,
+        permits: int = 1,
+        max_wait: Seconds = 0.0,
+        *,
+        request_id: Optional[str] = None,
+        deadline: Optional[float] = None,
+    ) -> Grant:
+        """Asks for ``permits`` permits of ``limit`` usable within
+        ``max_wait`` seconds, once; never sleeps for them.
+
+        A refusal is not an exception: it returns a :class:`Grant` with
+        ``granted`` False and ``retry_after``. The reserve carries a request
+        ID (16 random bytes in hex, or ``request_id``) that stays the same
+        when a timeout, a broken connection or a 503 makes the client send it
+        again (to the next server): the register answers such a retry with
+        its first decision (``duplicate`` True), never deciding twice.
+
+        Args:
+            deadline: a :func:`time.monotonic` instant after which no failover
+                backoff is started (:class:`Unavailable` is raised instead).
+
+        Raises:
+            NotFound: no such limit (or not the sidecar's).
+            InvalidRequest: bad arguments (checked before sending), or the
+                server's refusal of them (such as a leased limit).
+            Unavailable: no server answered within the bounded attempts.
+            Unauthorized, Forbidden: the token is missing, unknown or lacks
+                the right.
+        """
+        if not isinstance(permits, int) or isinstance(permits, bool) or permits < 1:
+            raise InvalidRequest("reserve %r permits of %r; allowed: an integer >= 1" % (permits, limit))
+        mw = _seconds(max_wait, "max_wait")
+        if not isinstance(limit, str) or not limit:
+            raise InvalidRequest("limit name %r; allowed: 1-128 characters of [A-Za-z0-9_.:-]" % (limit,))
+        if request_id is None:
+            rid = secrets.token_hex(16)
+        elif isinstance(request_id, str) and _REQUEST_ID.match(request_id):
+            rid = request_id
+        else:
+            raise InvalidRequest("request_id %r; allowed: 1-64 characters of A-Z a-z 0-9 _ . : -" % (request_id,))
+        body = b'{"permits":%d,"max_wait":"%dns","request_id":"%s"}' % (permits, int(mw * 1e9), rid.encode("ascii"))
+        path = "/v1/limits/" + quote(limit, safe="") + "/reserve"
+        r = self._t.send(
+            "POST",
+            path,
+            body,
+            what="reserve on %r" % limit,
+            timeout=self.timeout + mw,
+            deadline=deadline,
+        )
+        return self._grant(r, limit, permits, rid)
+
+    def _grant(self, r: Response, limit: str, permits: int, rid: str) -> Grant:
+        if r.status not in (200, 429):
+            if r.status == 410:
+                raise PermitdError(
+                    "reserve on %r: the server answered that a session expired, but this client sends request IDs" % limit,
+                    error=r.error_text(),
+                    status=r.status,
+                    server=r.server,
+                )
+            raise error_for(r.status, r.error_text(), r.server, "reserve on %r" % limit)
+        a = r.json()
+        if "granted" not in a:
+            raise PermitdError(
+                "reserve on %r: cannot decode the answer" % limit,
+                error=r.body[:200].decode("utf-8", "replace"),
+                status=r.status,
+                server=r.server,
+            )
+        granted = r.status == 200 and a.get("granted") is True
+        g = Grant(
+            granted=granted,
+            limit=limit,
+            permits=permits,
+            duplicate=a.get("duplicate") is True,
+            request_id=rid,
+            sent_at=r.sent_at,
+            received_at=r.received_at,
+            server=r.server,
+        )
+        if granted:
+            g.wait = max(0, _ns(a.get("wait_ns"))) / 1e9
+            g.spacing = max(0, _ns(a.get("spacing_ns"))) / 1e9
+            e = _ns(a.get("expires_in_ns"))
+            g.expires_in = None if e == 0 else e / 1e9
+        else:
+            ra = r.retry_after()
+            g.retry_after = ra if ra is not None else 0.0
+            err = a.get("error")
+            g.error = err if isinstance(err, str) else None
+        return g
+
+    async def areserve(
+        self,
+        limit: str,
+        permits: int = 1,
+        max_wait: Seconds = 0.0,
+        *,
+        request_id: Optional[str] = None,
+        deadline: Optional[float] = None,
+    ) -> Grant:
+        """:meth:`reserve` for asyncio: the HTTP exchange runs in the
+        client's threads, so the event loop is never blocked."""
+        return await self._run_async(self.reserve, limit, permits, max_wait, request_id=request_id, deadline=deadline)
+
+    # -- acquire ----------------------------------------------------------
+
+    def _deadline(self, timeout: Optional[Seconds]) -> Optional[float]:
+        return None if timeout is None else time.monotonic() + _seconds(timeout, "timeout")
+
+    def _max_wait(self, limit: str, permits: int, deadline: Optional[float], last: Optional[Grant]) -> float:
+        # Never more than default_max_wait, even with a longer timeout: a
+        # sidecar refuses a max_wait above its --max-reserve-wait (10 s by
+        # default), and a refusal is simply asked again.
+        if deadline is None:
+            return self.default_max_wait
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._timed_out(limit, permits, last)
+        return min(left, self.default_max_wait)
+
+    def _refusal_backoff(self, k: int, g: Grant, deadline: Optional[float]) -> float:
+        d = max(self._t.backoff(k, g.retry_after), _MIN_REFUSAL_BACKOFF)
+        if deadline is not None and time.monotonic() + d >= deadline:
+            raise self._timed_out(g.limit, g.permits, g)
+        return d
+
+    @staticmethod
+    def _timed_out(limit: str, permits: int, last: Optional[Grant]) -> Throttled:
+        return Throttled(
+            "limit %r: no %s within the timeout" % (limit, "permit" if permits == 1 else "%d permits" % permits),
+            limit=limit,
+            retry_after=None if last is None else last.retry_after,
+            error=None if last is None else last.error,
+            status=None if last is None else 429,
+            server=None if last is None else last.server,
+        )
+
+    def _acquire_grant(self, limit: str, permits: int, deadline: Optional[float]) -> Grant:
+        last: Optional[Grant] = None
+        for k in range(1 << 62):
+            g = self.reserve(limit, permits, self._max_wait(limit, permits, deadline, last), deadline=deadline)
+            if g.granted:
+                return g
+            last = g
+            time.sleep(self._refusal_backoff(k, g, deadline))
+        raise AssertionError("unreachable")
+
+    async def _aacquire_grant(self, limit: str, permits: int, deadline: Optional[float]) -> Grant:
+        last: Optional[Grant] = None
+        for k in range(1 << 62):
+            g = await self.areserve(limit, permits, self._max_wait(limit, permits, deadline, last), deadline=deadline)
+            if g.granted:
+                return g
+            last = g
+            await asyncio.sleep(self._refusal_backoff(k, g, deadline))
+        raise AssertionError("unreachable")
+
+    def _spaced(self, g: Grant) -> SpacedGrant:
+        return SpacedGrant(
+            "limit %r: %d permits granted %.6fs apart cannot be used together (they are forfeited); use acquire_each"
+            % (g.limit, g.permits, g.spacing)
+        )
+
+    def acquire(self, limit: str, permits: int = 1, timeout: Optional[Seconds] = None) -> Grant:
+        """Blocks until ``permits`` permits of ``limit`` may be used together,
+        and returns their grant: use them right after it returns.
+
+        It reserves with ``max_wait`` = the time left until the timeout (or
+        ``default_max_wait`` without one), then sleeps the granted wait. When
+        refused it backs off with full jitter, never longer than the
+        server's ``retry_after``, and reserves again (a new request) until
+        the timeout. When the caller overslept the permit's expiry (a busy
+        machine), it reserves again, at most ``max_expired_rounds`` times.
+
+        Raises:
+            Throttled: the timeout ran out.
+            SpacedGrant: ``permits`` > 1 on a strict limit, whose permits are
+                never usable together (see :meth:`acquire_each`).
+            Expired: the permits expired before use ``max_expired_rounds``
+                times in a row.
+            NotFound, InvalidRequest, Unavailable, Unauthorized, Forbidden:
+                as :meth:`reserve`.
+        """
+        deadline = self._deadline(timeout)
+        for rnd in range(self.max_expired_rounds):
+            g = self._acquire_grant(limit, permits, deadline)
+            if g.spaced:
+                raise self._spaced(g)
+            try:
+                g.sleep()
+                return g
+            except Expired:
+                if rnd + 1 >= self.max_expired_rounds:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def aacquire(self, limit: str, permits: int = 1, timeout: Optional[Seconds] = None) -> Grant:
+        """:meth:`acquire` for asyncio: reserves in the client's threads and
+        waits with :func:`asyncio.sleep`; never blocks the event loop."""
+        deadline = self._deadline(timeout)
+        for rnd in range(self.max_expired_rounds):
+            g = await self._aacquire_grant(limit, permits, deadline)
+            if g.spaced:
+                raise self._spaced(g)
+            try:
+                await g.asleep()
+                return g
+            except Expired:
+                if rnd + 1 >= self.max_expired_rounds:
+                    raise
+        raise AssertionError("unreachable")
+
+    def try_acquire(self, limit: str, permits: int = 1, max_wait: Seconds = 0.0) -> Optional[Grant]:
+        """Reserves ``permits`` permits of ``limit`` if they can be used within
+        ``max_wait`` seconds, sleeps until then and returns the grant; returns
+        ``None`` at once when refused (or when the permit expired before
+        use). The throttle's ``skip`` mode."""
+        g = self.reserve(limit, permits, max_wait)
+        if not g.granted:
+            return None
+        if g.spaced:
+            raise self._spaced(g)
+        try:
+            g.sleep()
+        except Expired:
+            return None
+        return g
+
+    async def atry_acquire(self, limit: str, permits: int = 1, max_wait: Seconds = 0.0) -> Optional[Grant]:
+        """:meth:`try_acquire` for asyncio."""
+        g = await self.areserve(limit, permits, max_wait)
+        if not g.granted:
+            return None
+        if g.spaced:
+            raise self._spaced(g)
+        try:
+            await g.asleep()
+        except Expired:
+            return None
+        return g
+
+    def acquire_each(self, limit: str, permits: int, timeout: Optional[Seconds] = None) -> Iterator[int]:
+        """Acquires ``permits`` permits of ``limit`` and yields 0, 1, ...,
+        permits-1, each at the moment that permit may be used: together for
+        the algorithms that grant permits together, one interval apart for a
+        strict limit. Use one permit per item, right away::
+
+            for j in client.acquire_each("api", 3):
+                call_api()
+
+        If a permit expires before its turn (the loop's body took too long),
+        the rest are reserved again, at most ``max_expired_rounds`` times. A
+        permit is never yielded twice, nor after its expiry.
+        """
+        deadline = self._deadline(timeout)
+        done = 0
+        rnd = 0
+        while done < permits:
+            g = self._acquire_grant(limit, permits - done, deadline)
+            for j in range(g.permits):
+                try:
+                    g.sleep(j)
+                except Expired:
+                    rnd += 1
+                    if rnd >= self.max_expired_rounds:
+                        raise
+                    break
+                yield done
+                done += 1
+
+    async def aacquire_each(self, limit: str, permits: int, timeout: Optional[Seconds] = None) -> AsyncIterator[int]:
+        """:meth:`acquire_each` for asyncio (``async for j in ...``)."""
+        deadline = self._deadline(timeout)
+        done = 0
+        rnd = 0
+        while done < permits:
+            g = await self._aacquire_grant(limit, permits - done, deadline)
+            for j in range(g.permits):
+                try:
+                    await g.asleep(j)
+                except Expired:
+                    rnd += 1
+                    if rnd >= self.max_expired_rounds:
+                        raise
+                    break
+                yield done
+                done += 1
+
+    def permit(self, limit: str, permits: int = 1, timeout: Optional[Seconds] = None) -> "Permit":
+        """A context manager that acquires before its body runs, for ``with``
+        and ``async with``::
+
+            with client.permit("api"):
+                call_api()
+
+            async with client.permit("api"):
+                await call_api()
+
+        It enters with the :class:`Grant` and raises as :meth:`acquire`
+        (:class:`Throttled` when ``timeout`` runs out). Leaving it returns
+        nothing to the register: a permit is spent once used.
+        """
+        return Permit(self, limit, permits, timeout)
+
+    def throttle(
+        self,
+        limit: str,
+        mode: str = "block",
+        max_wait: Seconds = 0.0,
+        permits: int = 1,
+        timeout: Optional[Seconds] = None,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """:func:`permitd.throttle` with this client."""
+        from ._throttle import throttle
+
+        return throttle(limit, client=self, mode=mode, max_wait=max_wait, permits=permits, timeout=timeout)
+
+    # -- administration ---------------------------------------------------
+
+    def _call(self, method: str, path: str, payload: Any = None) -> Any:
+        what = method + " " + path
+        body = None if payload is None else json.dumps(payload).encode("utf-8")
+        r = self._t.send(method, path, body, what=what, timeout=self.timeout)
+        if not 200 <= r.status < 300:
+            raise error_for(r.status, r.error_text(), r.server, what)
+        if not r.body.strip():
+            return {}
+        try:
+            return json.loads(r.body.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise PermitdError("%s: cannot decode the answer: %s" % (what, e), status=r.status, server=r.server)
+
+    def put_limit(self, name: str, algorithm: str, rate: float, per: Union[str, Seconds] = "1s", **options: Any) -> Dict[str, Any]:
+        """Creates or replaces a limit (``PUT /v1/limits/{name}``) and returns
+        its view. Durations (``per``, ``expiry``, ``warmup``) are Go duration
+        strings ("6s") or seconds; other options as the HTTP API names them
+        (``max_reserved=2``, ``max_burst_seconds=1``, ...)."""
+        body: Dict[str, Any] = {"algorithm": algorithm, "rate": rate, "per": _go_duration(per, "per")}
+        for k, v in options.items():
+            body[k] = _go_duration(v, k) if k in ("expiry", "warmup") else v
+        return self._call("PUT", "/v1/limits/" + quote(name, safe=""), body)
+
+    def get_limit(self, name: str) -> Dict[str, Any]:
+        """Returns a limit's view (``GET /v1/limits/{name}``): its settings and
+        counters (``granted_requests``, ``granted_permits``,
+        ``refused_requests``)."""
+        return self._call("GET", "/v1/limits/" + quote(name, safe=""))
+
+    def list_limits(self) -> List[Dict[str, Any]]:
+        """Returns every limit's view (``GET /v1/limits``)."""
+        v = self._call("GET", "/v1/limits")
+        return list(v.get("limits", [])) if isinstance(v, dict) else list(v)
+
+    def delete_limit(self, name: str, force: bool = False) -> None:
+        """Deletes a limit (``DELETE /v1/limits/{name}``); ``force`` deletes a
+        leased limit even while leases hold permits of it."""
+        self._call("DELETE", "/v1/limits/" + quote(name, safe="") + ("?force=true" if force else ""))
+
+    def set_lease_policy(
+        self,
+        name: str,
+        leased: bool,
+        burst_permits: int = 0,
+        max_outstanding_permits: int = 0,
+    ) -> Dict[str, Any]:
+        """Makes a limit leased (served by worker sidecars) or linearized
+        (``PUT /v1/limits/{name}/lease-policy``); 0 means the default."""
+        body = {"leased": leased, "burst_permits": burst_permits, "max_outstanding_permits": max_outstanding_permits}
+        return self._call("PUT", "/v1/limits/" + quote(name, safe="") + "/lease-policy", body)
+
+    def status(self) -> Dict[str, Any]:
+        """The status of the first server that answers (``GET /v1/status``)."""
+        return self._call("GET", "/v1/status")
+
+
+class Permit:
+    """The context manager of :meth:`Client.permit`, for ``with`` and
+    ``async with``. It holds no resource: a permit is spent once used."""
+
+    __slots__ = ("_client", "_limit", "_permits", "_timeout", "grant")
+
+    def __init__(self, client: Client, limit: str, permits: int, timeout: Optional[Seconds]) -> None:
+        self._client = client
+        self._limit = limit
+        self._permits = permits
+        self._timeout = timeout
+        #: The grant of the last entry, or None before it.
+        self.grant: Optional[Grant] = None
+
+    def __enter__(self) -> Grant:
+        self.grant = self._client.acquire(self._limit, self._permits, self._timeout)
+        return self.grant
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    async def __aenter__(self) -> Grant:
+        self.grant = await self._client.aacquire(self._limit, self._permits, self._timeout)
+        return self.grant
+
+    async def __aexit__(self, *exc: Any) -> None:
+        return None
+
+
+_default: Optional[Client] = None
+_default_lock = threading.Lock()
+
+# Every live client, so that a forked child can reset their locks (another
+# thread of the parent may have held one at the fork) and connections.
+_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    global _default_lock
+    _default_lock = threading.Lock()
+    for c in list(_clients):
+        c._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def set_default_client(client: Optional[Client]) -> None:
+    """Sets the client that :func:`permitd.throttle` uses when given none."""
+    global _default
+    with _default_lock:
+        _default = client
+
+
+def default_client() -> Client:
+    """The default client: the one given to :func:`set_default_client`, else
+    one made on first use from the environment: ``PERMITD_SERVERS``
+    ("host:port,host:port,..."), ``PERMITD_TOKEN``, ``PERMITD_TLS_CA``,
+    ``PERMITD_TLS_CERT`` and ``PERMITD_TLS_KEY``."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            servers = os.environ.get("PERMITD_SERVERS", "")
+            if not servers.strip():
+                raise InvalidRequest(
+                    "no client: pass client= to throttle, call permitd.set_default_client, or set PERMITD_SERVERS"
+                )
+            _default = Client(
+                servers,
+                ca_file=os.environ.get("PERMITD_TLS_CA") or None,
+                cert_file=os.environ.get("PERMITD_TLS_CERT") or None,
+                key_file=os.environ.get("PERMITD_TLS_KEY") or None,
+            )
+        return _default

@@ -1,0 +1,436 @@
+"""HTTP transport of the permitd client: connection pools, one attempt, and
+failover across servers.
+
+A request goes first to the last server that answered. A connection error,
+a timeout or a 503 moves it to the next server (round-robin); after each
+full round the transport backs off with full jitter (uniform in
+``[0, min(backoff_max, backoff_base * 2**k)]``), but at least as long as the
+last 503's ``Retry-After`` (capped at ``backoff_max``), for at most
+``rounds * len(servers)`` attempts. Any other answer (2xx, 4xx) is returned
+as is. The same body is sent on every attempt, so a reserve keeps its
+request ID across retries and the register answers a retry of a decided
+request with the first decision.
+
+Everything here blocks; the asynchronous API runs it in a thread pool.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import socket
+import ssl
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import urlsplit
+
+from ._errors import InvalidRequest, Unavailable
+
+#: Largest answer body the client reads.
+MAX_RESPONSE_BYTES = 32 << 20
+
+
+class Server:
+    """One server of the client: its base URL and how to reach it."""
+
+    __slots__ = ("base", "scheme", "host", "port")
+
+    def __init__(self, base: str, scheme: str, host: str, port: int) -> None:
+        self.base = base
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+
+    def __repr__(self) -> str:
+        return "Server(%r)" % self.base
+
+
+def parse_server(s: str, tls: bool) -> Server:
+    """Parses "host:port", "http://host:port" or "https://host:port".
+
+    A bare "host:port" is https when ``tls`` is true (a CA file or SSL
+    context was given), else http; a plain "http://" server is refused
+    with TLS, as the Go client does.
+    """
+    if not isinstance(s, str) or not s:
+        raise InvalidRequest("server %r; allowed: \"host:port\", \"http://host:port\" or \"https://host:port\"" % (s,))
+    raw = s
+    if "://" not in s:
+        raw = ("https://" if tls else "http://") + s
+    elif tls and s.startswith("http://"):
+        raise InvalidRequest(
+            "server %r is plain http but the client is configured for TLS; allowed: \"host:port\" or \"https://host:port\"" % s
+        )
+    try:
+        u = urlsplit(raw)
+        port = u.port
+    except ValueError:
+        port = None
+        u = None
+    if (
+        u is None
+        or u.scheme not in ("http", "https")
+        or not u.hostname
+        or port is None
+        or u.path not in ("", "/")
+        or u.query
+        or u.fragment
+        or u.username is not None
+    ):
+        raise InvalidRequest("server %r; allowed: \"host:port\", \"http://host:port\" or \"https://host:port\"" % s)
+    host = u.hostname
+    netloc = "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+    return Server(u.scheme + "://" + netloc, u.scheme, host, port)
+
+
+class Response:
+    """One answer of one server.
+
+    ``sent_at`` is when the attempt that got this answer was sent and
+    ``received_at`` when its body had been read (before parsing), both on
+    :func:`time.monotonic`.
+    """
+
+    __slots__ = ("server", "status", "headers", "body", "sent_at", "received_at", "_json")
+
+    def __init__(self, server: str, status: int, headers: Any, body: bytes, sent_at: float, received_at: float):
+        self.server = server
+        self.status = status
+        self.headers = headers  # read with .get(name): case-insensitive
+        self.body = body
+        self.sent_at = sent_at
+        self.received_at = received_at
+        self._json: Optional[dict] = None
+
+    def json(self) -> dict:
+        """The body decoded as a JSON object ({} when it is not one)."""
+        if self._json is None:
+            try:
+                v = json.loads(self.body)
+            except (ValueError, UnicodeDecodeError):
+                v = {}
+            self._json = v if isinstance(v, dict) else {}
+        return self._json
+
+    def error_text(self) -> str:
+        """The server's "error" text, or the body itself (at most 1 KiB)."""
+        e = self.json().get("error")
+        if isinstance(e, str) and e:
+            return e
+        text = self.body.decode("utf-8", "replace").strip()
+        return text[:1024] + "..." if len(text) > 1024 else text
+
+    def retry_after(self) -> Optional[float]:
+        """Seconds the server asks the client to wait: ``retry_after_ns`` of
+        the body (exact), else the ``Retry-After`` header (whole seconds),
+        else ``None``."""
+        v = self.json().get("retry_after_ns")
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v / 1e9
+        h = self.headers.get("Retry-After")
+        if h is not None:
+            try:
+                return max(0.0, float(int(h.strip())))
+            except ValueError:
+                return None
+        return None
+
+
+class _OneWrite:
+    """Sends a request's head and a bytes body in one write (http.client
+    writes them separately: two segments with TCP_NODELAY, which costs
+    both sides a read and the sender a second trip through the stack)."""
+
+    def _send_output(self, message_body=None, encode_chunked=False):  # type: ignore[no-untyped-def]
+        buf = getattr(self, "_buffer", None)
+        if isinstance(message_body, bytes) and isinstance(buf, list) and not encode_chunked:
+            buf.extend((b"", message_body))
+            msg = b"\r\n".join(buf)
+            del buf[:]
+            self.send(msg)  # type: ignore[attr-defined]
+            return
+        super()._send_output(message_body, encode_chunked)  # type: ignore[misc]
+
+
+class _HTTPConnection(_OneWrite, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_OneWrite, http.client.HTTPSConnection):
+    pass
+
+
+class _Undelivered(Exception):
+    """The attempt failed before a connection was open: nothing was sent."""
+
+
+class _Ambiguous(Exception):
+    """The attempt failed after the request may have been sent."""
+
+
+# Failures of a reused keep-alive connection that the server had already
+# closed: the request is sent again once on a fresh connection.
+_STALE = (
+    http.client.RemoteDisconnected,
+    BrokenPipeError,
+    ConnectionResetError,
+    ConnectionAbortedError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
+
+
+class Transport:
+    """Pooled HTTP/1.1 connections to a list of servers, with failover.
+
+    Safe for concurrent use by threads, and for use in a child process after
+    ``fork`` (the child drops the parent's connections and reseeds its
+    jitter).
+    """
+
+    def __init__(
+        self,
+        servers: List[Server],
+        *,
+        ssl_context: Optional[ssl.SSLContext],
+        token: Optional[str],
+        rounds: int,
+        backoff_base: float,
+        backoff_max: float,
+        seed: Optional[int] = None,
+        max_idle_per_server: int = 64,
+    ) -> None:
+        self.servers = servers
+        if ssl_context is None and any(s.scheme == "https" for s in servers):
+            ssl_context = ssl.create_default_context()  # "https://" servers: the system's roots
+        self._ssl = ssl_context
+        self._token = token
+        self.rounds = rounds
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._seed = seed
+        self._max_idle = max_idle_per_server
+        self._last = 0
+        self._init_process_state()
+
+    def _init_process_state(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._pools: List[List[http.client.HTTPConnection]] = [[] for _ in self.servers]
+        if self._seed is not None:
+            self._rng = random.Random(self._seed)
+        else:
+            self._rng = random.Random(int.from_bytes(os.urandom(16), "big"))
+
+    def _check_fork(self) -> None:
+        if os.getpid() != self._pid:
+            # A forked child must not share the parent's sockets (their
+            # answers would go to either process) nor its jitter sequence.
+            # The parent's connections are dropped, not closed: closing a
+            # TLS connection here could write to the parent's session.
+            self._init_process_state()
+            if self._seed is not None:
+                self._rng.seed(self._seed ^ os.getpid())
+
+    # -- jitter -----------------------------------------------------------
+
+    def backoff(self, k: int, ceiling: Optional[float] = None) -> float:
+        """Full jitter for the k-th retry (0-based): uniform in
+        ``[0, min(backoff_max, backoff_base * 2**k, ceiling)]``."""
+        self._check_fork()
+        d = self.backoff_max
+        if k < 62:
+            d = min(d, self.backoff_base * (1 << k))
+        if ceiling is not None and ceiling < d:
+            d = ceiling
+        if d <= 0:
+            return 0.0
+        with self._lock:
+            return self._rng.uniform(0.0, d)
+
+    # -- connections ------------------------------------------------------
+
+    def _new_conn(self, i: int, timeout: float) -> http.client.HTTPConnection:
+        s = self.servers[i]
+        if s.scheme == "https":
+            return _HTTPSConnection(s.host, s.port, timeout=timeout, context=self._ssl)
+        return _HTTPConnection(s.host, s.port, timeout=timeout)
+
+    def _get_conn(self, i: int) -> Optional[http.client.HTTPConnection]:
+        with self._lock:
+            pool = self._pools[i]
+            return pool.pop() if pool else None
+
+    def _put_conn(self, i: int, c: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if os.getpid() == self._pid and len(self._pools[i]) < self._max_idle:
+                self._pools[i].append(c)
+                return
+        c.close()
+
+    def close(self) -> None:
+        """Closes the idle connections; later requests open new ones."""
+        with self._lock:
+            pools, self._pools = self._pools, [[] for _ in self.servers]
+        for pool in pools:
+            for c in pool:
+                c.close()
+
+    # -- one attempt ------------------------------------------------------
+
+    def _headers(self, body: Optional[bytes]) -> Dict[str, str]:
+        h = {"Accept": "application/json"}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        if self._token:
+            h["Authorization"] = "Bearer " + self._token
+        return h
+
+    def attempt(self, i: int, method: str, path: str, body: Optional[bytes], timeout: float) -> Response:
+        """Sends one request to server i. Raises _Undelivered when no
+        connection could be opened, _Ambiguous when the request may have
+        been sent but no answer was read."""
+        c = self._get_conn(i)
+        if c is not None:
+            try:
+                return self._exchange(i, c, method, path, body, timeout)
+            except _Ambiguous as e:
+                if not isinstance(e.__cause__, _STALE):
+                    raise
+                # The server closed the idle connection (or died): send it
+                # again once on a fresh connection. The request ID makes a
+                # second decision impossible if the first one happened.
+                try:
+                    return self._fresh(i, method, path, body, timeout)
+                except _Undelivered as e2:
+                    raise _Ambiguous(str(e2)) from e2.__cause__
+        return self._fresh(i, method, path, body, timeout)
+
+    def _fresh(self, i: int, method: str, path: str, body: Optional[bytes], timeout: float) -> Response:
+        c = self._new_conn(i, timeout)
+        try:
+            c.connect()
+            try:
+                c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except (OSError, AttributeError):
+                pass
+        except (OSError, ssl.SSLError, http.client.HTTPException) as e:
+            c.close()
+            raise _Undelivered("%s: cannot connect: %s" % (self.servers[i].base, _describe(e))) from e
+        return self._exchange(i, c, method, path, body, timeout)
+
+    def _exchange(self, i: int, c: http.client.HTTPConnection, method: str, path: str, body: Optional[bytes], timeout: float) -> Response:
+        base = self.servers[i].base
+        try:
+            if c.sock is not None:
+                c.sock.settimeout(timeout)
+            sent_at = time.monotonic()
+            c.request(method, path, body=body, headers=self._headers(body))
+            r = c.getresponse()
+            data = r.read(MAX_RESPONSE_BYTES + 1)
+            received_at = time.monotonic()
+        except (OSError, ssl.SSLError, http.client.HTTPException) as e:
+            c.close()
+            raise _Ambiguous("%s: %s" % (base, _describe(e))) from e
+        if len(data) > MAX_RESPONSE_BYTES:
+            c.close()
+            raise _Ambiguous("%s: answer larger than %d bytes" % (base, MAX_RESPONSE_BYTES))
+        headers = r.msg  # an email.message.Message: case-insensitive get()
+        if r.will_close:
+            c.close()
+        else:
+            self._put_conn(i, c)
+        return Response(base, r.status, headers, data, sent_at, received_at)
+
+    # -- failover ---------------------------------------------------------
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: Optional[bytes],
+        *,
+        what: str,
+        timeout: float,
+        deadline: Optional[float] = None,
+    ) -> Response:
+        """Sends a request with failover (see the module's doc) and returns
+        the first answer that is not a 503. Raises Unavailable when the
+        attempts run out, or when the next backoff would end after
+        ``deadline`` (a :func:`time.monotonic` value)."""
+        self._check_fork()
+        n = len(self.servers)
+        start = self._last
+        attempts = self.rounds * n
+        undelivered = True
+        last_failure = "none"
+        last_503: Optional[Response] = None
+        retry_after: Optional[float] = None
+        made = 0
+        for a in range(attempts):
+            if a > 0 and a % n == 0:
+                d = self.backoff(a // n - 1)
+                if retry_after is not None:
+                    d = max(d, min(retry_after, self.backoff_max))
+                if deadline is not None and time.monotonic() + d > deadline:
+                    break
+                _sleep(d)
+                retry_after = None
+            i = (start + a) % n
+            made += 1
+            try:
+                r = self.attempt(i, method, path, body, timeout)
+            except _Undelivered as e:
+                last_failure = str(e)
+                continue
+            except _Ambiguous as e:
+                undelivered = False
+                last_failure = str(e)
+                continue
+            if r.status == 503:
+                undelivered = False
+                last_503 = r
+                retry_after = r.retry_after()
+                last_failure = "%s answered 503: %s" % (r.server, r.error_text())
+                continue
+            self._last = i
+            return r
+        msg = "%s failed on %d attempts over %d servers; last failure: %s" % (what, made, n, last_failure)
+        if undelivered:
+            msg += " (the request reached no server)"
+        kw = {}
+        if last_503 is not None:
+            kw = {"error": last_503.error_text(), "status": 503, "server": last_503.server}
+        raise Unavailable(msg, not_delivered=undelivered, last_failure=last_failure, **kw)
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e)
+    name = type(e).__name__
+    return "%s: %s" % (name, text) if text else name
+
+
+def _sleep(d: float) -> None:
+    """Sleeps d seconds on the monotonic clock, never less."""
+    if d <= 0:
+        return
+    end = time.monotonic() + d
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(left)
+
+
+def sleep_until(t: float) -> None:
+    """Sleeps until :func:`time.monotonic` reaches t."""
+    _sleep(t - time.monotonic())
+
+
+def split_hostport(s: str) -> Tuple[str, int]:
+    """Splits "host:port" (for tests and tools)."""
+    srv = parse_server(s, False)
+    return srv.host, srv.port

@@ -1,0 +1,422 @@
+"""The client against a real 3-node register (and a worker sidecar), started
+from PERMITD_BIN for this module."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+import unittest
+from typing import List, Optional
+
+import harness
+import permitd
+import proxy
+import workload
+
+_procs: Optional[harness.Procs] = None
+_cluster: Optional[harness.Cluster] = None
+
+
+def setUpModule() -> None:
+    global _procs, _cluster
+    harness.require_binary()
+    _procs = harness.Procs("main")
+    unittest.addModuleCleanup(_procs.close)
+    _cluster = harness.Cluster(_procs).start()
+
+
+def cluster() -> harness.Cluster:
+    assert _cluster is not None
+    return _cluster
+
+
+_names = iter(range(1, 1 << 30))
+
+
+def fresh_limit(client: permitd.Client, prefix: str, algorithm: str = "strict", rate: float = 10, per: str = "1s", **options: object) -> str:
+    """Creates a new limit (a name no other test uses)."""
+    name = "%s-%d-%d" % (prefix, os.getpid(), next(_names))
+    client.put_limit(name, algorithm, rate, per, **options)
+    return name
+
+
+def spacing_report(ts: List[float]) -> str:
+    g = sorted(harness.gaps(ts))
+    if not g:
+        return "no gaps"
+    return "%d uses, gaps ms: min %.1f, p5 %.1f, median %.1f, max %.1f" % (
+        len(ts),
+        g[0] * 1e3,
+        g[len(g) // 20] * 1e3,
+        statistics.median(g) * 1e3,
+        g[-1] * 1e3,
+    )
+
+
+class ClientTest(unittest.TestCase):
+    # A strict limit for the spacing tests: one permit every I, usable
+    # until E after its slot. A use is at or after its slot (the wait counts
+    # from the answer's receipt, never before its departure) and at most E
+    # after it (the client checks the expiry, counted from the request's
+    # sending, before it calls the function), so any two uses are at least
+    # I - E apart; EPS is the time from that check to the function's own
+    # clock reading (a thread switch at worst).
+    I = 0.100
+    E = 0.020
+    EPS = 0.010
+
+    def setUp(self) -> None:
+        self.client = permitd.Client(servers=cluster().servers)
+        self.addCleanup(self.client.close)
+
+    def strict_limit(self, prefix: str, max_reserved: int = 8) -> str:
+        return fresh_limit(self.client, prefix, "strict", 1 / self.I, "1s", max_reserved=max_reserved, expiry=self.E)
+
+    def assert_spaced(self, ts: List[float], what: str) -> None:
+        bound = self.I - self.E - self.EPS
+        g = harness.gaps(ts)
+        self.assertTrue(g, "%s: fewer than 2 uses" % what)
+        self.assertGreaterEqual(
+            min(g),
+            bound,
+            "%s: two uses %.1f ms apart; the limit allows no less than %.1f ms (I - E - eps); %s"
+            % (what, min(g) * 1e3, bound * 1e3, spacing_report(ts)),
+        )
+
+    # -- reserve, grants, errors ------------------------------------------
+
+    def test_reserve_grant_and_refusal(self) -> None:
+        name = fresh_limit(self.client, "g", "strict", 10, "1s", max_reserved=1, expiry=0.05)
+        g = self.client.reserve(name)
+        self.assertTrue(g.granted, g)
+        self.assertEqual(len(g.request_id), 32)
+        int(g.request_id, 16)
+        self.assertAlmostEqual(g.spacing, 0.1, places=6)
+        self.assertIsNotNone(g.expires_in)
+        self.assertLessEqual(g.expires_in, 0.05)
+        self.assertLessEqual(g.sent_at, g.received_at)
+        self.assertIn(g.server, self.client.servers)
+        self.assertFalse(g.duplicate)
+        # The next slot is not free now.
+        r = self.client.reserve(name)
+        self.assertFalse(r.granted)
+        self.assertFalse(r)
+        self.assertGreater(r.retry_after, 0)
+        self.assertLessEqual(r.retry_after, 0.1)
+        self.assertIn("no permit within max_wait", r.error)
+        self.assertNotEqual(r.request_id, g.request_id)
+        with self.assertRaises(permitd.Throttled):
+            r.sleep()
+        # With a max_wait the same request is granted, to be used later.
+        w = self.client.reserve(name, max_wait=1)
+        self.assertTrue(w.granted)
+        self.assertGreater(w.wait, 0)
+        w.sleep()
+        self.assertGreaterEqual(time.monotonic(), w.ready_at())
+        v = self.client.get_limit(name)
+        self.assertEqual((v["granted_requests"], v["refused_requests"]), (2, 1))
+
+    def test_errors_carry_the_server_text(self) -> None:
+        name = fresh_limit(self.client, "err")
+        with self.assertRaises(permitd.NotFound) as cm:
+            self.client.reserve(name + "x")
+        e = cm.exception
+        self.assertIsInstance(e, permitd.PermitdError)
+        self.assertEqual(e.status, 404)
+        self.assertIn("not found", e.error)
+        self.assertIn("did you mean", e.error)
+        self.assertIn(e.error, str(e))
+        with self.assertRaises(permitd.InvalidRequest) as cm2:
+            self.client.reserve(name, permits=10**9)
+        self.assertEqual(cm2.exception.status, 400)
+        self.assertIn("can grant at most", cm2.exception.error)
+        # Refused before sending.
+        for bad in (dict(permits=0), dict(permits=1.5), dict(max_wait=-1), dict(request_id="has space")):
+            with self.assertRaises(permitd.InvalidRequest, msg=str(bad)) as cm3:
+                self.client.reserve(name, **bad)
+            self.assertIsNone(cm3.exception.status)
+        with self.assertRaises(permitd.InvalidRequest):
+            permitd.throttle(name, client=self.client, mode="sometimes")
+        # A refused acquire ends with Throttled carrying the last refusal.
+        hold = fresh_limit(self.client, "hold", "strict", 1, "1m", max_reserved=0)
+        self.client.acquire(hold)
+        t0 = time.monotonic()
+        with self.assertRaises(permitd.Throttled) as cm4:
+            self.client.acquire(hold, timeout=0.3)
+        self.assertLess(time.monotonic() - t0, 2.0)
+        self.assertEqual(cm4.exception.limit, hold)
+        self.assertIn("no permit within max_wait", cm4.exception.error)
+        self.assertGreater(cm4.exception.retry_after, 0)
+
+    def test_unavailable_when_no_server_answers(self) -> None:
+        ports = harness.free_ports(2)
+        c = permitd.Client(servers=["127.0.0.1:%d" % p for p in ports], rounds=2, backoff_base=0.01, backoff_max=0.02, timeout=1)
+        self.addCleanup(c.close)
+        with self.assertRaises(permitd.Unavailable) as cm:
+            c.reserve("api")
+        self.assertTrue(cm.exception.not_delivered)
+        self.assertIn("4 attempts over 2 servers", str(cm.exception))
+        self.assertIn("refused", cm.exception.last_failure.lower())
+
+    def test_failover_skips_a_dead_server(self) -> None:
+        dead = "127.0.0.1:%d" % harness.free_ports(1)[0]
+        c = permitd.Client(servers=[dead] + cluster().servers)
+        self.addCleanup(c.close)
+        name = fresh_limit(self.client, "fo", "bursty", 1000, "1s")
+        for _ in range(3):
+            self.assertTrue(c.reserve(name).granted)
+        self.assertNotEqual(c.reserve(name).server, "http://" + dead)
+
+    def test_client_used_after_fork(self) -> None:
+        # A child forked after the parent used the client (pooled
+        # connections, maybe a lock held by another thread) reserves on
+        # its own connections.
+        if "fork" not in multiprocessing.get_all_start_methods():
+            self.skipTest("no fork on this platform")
+        name = fresh_limit(self.client, "fork", "bursty", 1000, "1s")
+        self.assertTrue(self.client.reserve(name).granted)
+        ctx = multiprocessing.get_context("fork")
+        out = ctx.Queue()
+        child = ctx.Process(target=workload.reserve_in_child, args=(self.client, name, out), daemon=True)
+        child.start()
+        self.addCleanup(child.join, 5)
+        self.addCleanup(child.kill)
+        got = out.get(timeout=20)
+        self.assertEqual(got, [True, True], got)
+        self.assertTrue(self.client.reserve(name).granted)
+        self.assertEqual(self.client.get_limit(name)["granted_requests"], 4)
+
+    # -- a lost answer is retried with the same request ID -------------------
+
+    def lost_answer(self, mode: str, timeout: float) -> None:
+        # The replay must come before the permit's expiry (else it is
+        # answered as a refusal, never as a late grant): 2 s here.
+        name = fresh_limit(self.client, "lost-" + mode, "strict", 10, "1s", max_reserved=4, expiry=2)
+        target = cluster().servers[0]
+        p = proxy.LossyProxy(target)
+        self.addCleanup(p.close)
+        c = permitd.Client(servers=[p.addr, target], timeout=timeout)
+        self.addCleanup(c.close)
+        p.lose(1, mode)
+        g = c.reserve(name, max_wait=1)
+        self.assertTrue(g.granted, g)
+        self.assertTrue(g.duplicate, "the retry was decided anew: %r" % g)
+        self.assertEqual(g.server, "http://" + target)
+        lost = [x for x in p.exchanges if x.mode == mode]
+        self.assertEqual(len(lost), 1, [(x.mode, x.path) for x in p.exchanges])
+        self.assertIn(('"request_id":"%s"' % g.request_id).encode(), lost[0].body)
+        self.assertEqual(lost[0].status, 200)
+        self.assertIn(b'"granted":true', lost[0].answer)
+        v = self.client.get_limit(name)
+        self.assertEqual((v["granted_requests"], v["granted_permits"]), (1, 1), v)
+        # The next reserve is a new request: a new ID, a new grant.
+        g2 = c.reserve(name, max_wait=1)
+        self.assertTrue(g2.granted and not g2.duplicate)
+        self.assertNotEqual(g2.request_id, g.request_id)
+        self.assertEqual(self.client.get_limit(name)["granted_requests"], 2)
+
+    def test_dropped_answer_is_granted_once(self) -> None:
+        self.lost_answer("drop", timeout=5)
+
+    def test_timed_out_answer_is_granted_once(self) -> None:
+        self.lost_answer("hold", timeout=0.5)
+
+    def test_async_reserve_never_blocks_the_event_loop(self) -> None:
+        # The first server holds the answer until the client's 0.5 s
+        # timeout; the retry on the second is answered. A blocking call in
+        # the loop would delay a 5 ms sleep by about 0.5 s.
+        name = fresh_limit(self.client, "loop", "strict", 10, "1s", max_reserved=4, expiry=2)
+        target = cluster().servers[0]
+        p = proxy.LossyProxy(target)
+        self.addCleanup(p.close)
+        c = permitd.Client(servers=[p.addr, target], timeout=0.5)
+        self.addCleanup(c.close)
+        p.lose(1, "hold")
+        lag: dict = {}
+
+        async def run() -> permitd.Grant:
+            t0 = time.monotonic()
+            probe = workload.loop_lag_probe(t0 + 0.8, lag)
+            g = await c.areserve(name, max_wait=1)
+            await c.aacquire(name, timeout=2)
+            await probe
+            return g
+
+        g = asyncio.run(run())
+        self.assertTrue(g.granted and g.duplicate, g)
+        self.assertLess(lag["worst_lag"], 0.35, "the event loop stalled %.0f ms" % (lag["worst_lag"] * 1e3))
+
+    # -- spacing ---------------------------------------------------------------
+
+    def test_spacing_threads_processes_and_tasks_together(self) -> None:
+        name = self.strict_limit("mix")
+        servers = cluster().servers
+        duration, max_calls = 3.0, 40
+        ctx = multiprocessing.get_context("spawn")
+        ready, start, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+        children = [
+            ctx.Process(target=workload.process_main, args=(servers, name, "p%d" % i, 2, duration, max_calls, ready, start, out), daemon=True)
+            for i in range(2)
+        ]
+        for ch in children:
+            ch.start()
+            self.addCleanup(ch.join, 5)
+            self.addCleanup(ch.kill)
+        for _ in children:
+            ready.get(timeout=30)
+        start.set()
+        end = time.monotonic() + duration
+        results: List = []
+        main_threads = threading.Thread(
+            target=lambda: results.append(workload.thread_callers(self.client, name, "main", 2, end, max_calls))
+        )
+        main_threads.start()
+
+        lag: dict = {}
+
+        async def tasks():
+            probe = workload.loop_lag_probe(end, lag)
+            r = await workload.task_callers(self.client, name, "main", 3, end, max_calls)
+            await probe
+            return r
+
+        results.append(asyncio.run(tasks()))
+        main_threads.join(duration + 20)
+        for _ in children:
+            tag, uses, errors = out.get(timeout=duration + 30)
+            results.append((uses, errors))
+        uses = [u for r in results for u in r[0]]
+        errors = [e for r in results for e in r[1]]
+        self.assertEqual(errors, [])
+        ts = [t for _, t in uses]
+        sources = {who.split("-")[0] + ("-async" if "-a" in who else "") for who, _ in uses}
+        self.assertEqual(sources, {"p0", "p1", "main", "main-async"}, "every kind of caller used permits")
+        self.assert_spaced(ts, "threads, processes and tasks")
+        # Close to the limit's rate: the callers always wait for the next slot.
+        self.assertGreaterEqual(len(ts), 0.4 * duration / self.I, spacing_report(ts))
+        print("\n    mixed spacing: %s; event loop worst lag %.1f ms" % (spacing_report(ts), lag["worst_lag"] * 1e3))
+
+    def test_context_managers_and_each(self) -> None:
+        name = self.strict_limit("ctx")
+        ts: List[float] = []
+        for _ in range(3):
+            with self.client.permit(name) as g:
+                ts.append(time.monotonic())
+                self.assertTrue(g.granted)
+
+        async def run() -> None:
+            for _ in range(3):
+                async with self.client.permit(name, timeout=5):
+                    ts.append(time.monotonic())
+            async for j in self.client.aacquire_each(name, 3):
+                ts.append(time.monotonic())
+
+        asyncio.run(run())
+        # Several permits of a strict limit: one grant, paced per permit.
+        idx = []
+        for j in self.client.acquire_each(name, 3, timeout=5):
+            idx.append(j)
+            ts.append(time.monotonic())
+        self.assertEqual(idx, [0, 1, 2])
+        self.assert_spaced(ts, "context managers and acquire_each")
+        # ... and never together.
+        with self.assertRaises(permitd.SpacedGrant):
+            self.client.acquire(name, 2)
+        g = self.client.reserve(name, 2, max_wait=5)
+        with self.assertRaises(permitd.SpacedGrant):
+            g.sleep()
+
+    def test_skip_mode(self) -> None:
+        # One permit every 200 ms, expiring after half of it (the default);
+        # with max_wait 0 only a slot free now is granted.
+        name = fresh_limit(self.client, "skip", "strict", 5, "1s", max_reserved=1)
+        ran: List[float] = []
+
+        @permitd.throttle(name, client=self.client, mode="skip")
+        def now(x: int) -> int:
+            ran.append(time.monotonic())
+            return x
+
+        results = [now(i) for i in range(5)]  # back to back, within 200 ms
+        self.assertEqual(results[0], 0)
+        self.assertIn(None, results)
+        self.assertEqual(len(ran), sum(r is not None for r in results), "a skipped call ran its function")
+
+        @permitd.throttle(name, client=self.client, mode="skip", max_wait=0.5)
+        def patient() -> str:
+            ran.append(time.monotonic())
+            return "ran"
+
+        self.assertEqual(patient(), "ran")  # waits for the next slot
+
+        @permitd.throttle(name, client=self.client, mode="skip")
+        async def anow() -> str:
+            ran.append(time.monotonic())
+            return "ran"
+
+        @permitd.throttle(name, client=self.client, mode="skip", max_wait=0.5)
+        async def apatient() -> str:
+            ran.append(time.monotonic())
+            return "ran"
+
+        async def run() -> list:
+            return [await anow() for _ in range(3)] + [await apatient()]
+
+        got = asyncio.run(run())
+        self.assertEqual(got[-1], "ran")
+        self.assertIn(None, got)
+        ran_before = sum(r is not None for r in results) + 1
+        self.assertEqual(len(ran), ran_before + got.count("ran"))
+        self.assertGreaterEqual(min(harness.gaps(ran)), 0.2 - 0.1 - self.EPS)  # I - E - eps
+
+    # -- a worker sidecar ----------------------------------------------------------
+
+    def test_sidecar(self) -> None:
+        name = fresh_limit(self.client, "leased", "strict", 20, "1s")
+        self.client.set_lease_policy(name, True, burst_permits=5, max_outstanding_permits=10)
+        with self.assertRaises(permitd.InvalidRequest) as cm:
+            self.client.reserve(name)
+        self.assertIn("leased", cm.exception.error)
+        assert _procs is not None
+        sc = harness.Sidecar(_procs, cluster(), name)
+        sc.wait_ready()
+        c = permitd.Client(servers=[sc.http_addr])
+        self.addCleanup(c.close)
+        g = c.reserve(name, max_wait=2)
+        self.assertTrue(g.granted, g)
+        self.assertEqual(g.wait, 0)
+        self.assertIsNone(g.expires_in)
+        with self.assertRaises(permitd.NotFound) as nf:
+            c.reserve(name + "-other")
+        self.assertIn("serves only limit", nf.exception.error)
+        uses: List[float] = []
+
+        @c.throttle(name, timeout=5)
+        def use() -> None:
+            uses.append(time.monotonic())
+
+        @c.throttle(name, mode="skip", max_wait=0.5)
+        async def skip() -> bool:
+            return True
+
+        t0 = time.monotonic()
+        for _ in range(12):
+            use()
+        w = time.monotonic() - t0 + 0.001
+        # A leased limit's bound over any window W: C + O + floor(W/I) + 1.
+        bound = 5 + 10 + int(w * 20) + 1
+        self.assertLessEqual(len(uses) + 1, bound)
+        async def skips() -> list:
+            return await asyncio.wait_for(asyncio.gather(*(skip() for _ in range(4))), 10)
+
+        got = asyncio.run(skips())
+        self.assertIn(True, got)
+        self.assertTrue(all(x in (True, None) for x in got))
+
+
+if __name__ == "__main__":
+    unittest.main()
