@@ -71,7 +71,8 @@ type Config struct {
 	// ApplyTimeout bounds one raft apply (default 5s).
 	ApplyTimeout time.Duration
 	// MaxPendingReserves bounds the reserves this node holds at once
-	// (default DefaultMaxPendingReserves): its clients' (HTTP and binary,
+	// (default PendingBatches*MaxBatch, DefaultMaxPendingReserves at the
+	// default MaxBatch): its clients' (HTTP and binary,
 	// waiting for a batch, a commit or a forwarded answer) and, on the
 	// leader, those followers forwarded to it. A reserve beyond it fails
 	// at once with ErrOverloaded instead of queueing (overload.go).
@@ -142,7 +143,7 @@ func (c *Config) setDefaults() error {
 		c.MaxBatch = fsm.MaxBatchReserves
 	}
 	if c.MaxPendingReserves <= 0 {
-		c.MaxPendingReserves = DefaultMaxPendingReserves
+		c.MaxPendingReserves = PendingBatches * c.MaxBatch
 	}
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = 2

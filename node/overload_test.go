@@ -108,3 +108,22 @@ func TestOverloadedReservesFailAtOnceAndChangeNothing(t *testing.T) {
 	}
 	t.Logf("64 concurrent reserves with a bound of 4: %d granted, %d overloaded", granted, overloaded)
 }
+
+// TestPendingBoundDefaultsToFourBatches: without a bound, a node holds
+// PendingBatches full batches of its MaxBatch; a bound given is kept.
+func TestPendingBoundDefaultsToFourBatches(t *testing.T) {
+	for _, tc := range []struct{ maxBatch, bound, want int }{
+		{0, 0, DefaultMaxPendingReserves},
+		{16, 0, 64},
+		{1, 0, 4},
+		{16, 512, 512},
+	} {
+		c := Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", MaxBatch: tc.maxBatch, MaxPendingReserves: tc.bound}
+		if err := c.setDefaults(); err != nil {
+			t.Fatal(err)
+		}
+		if c.MaxPendingReserves != tc.want {
+			t.Errorf("max batch %d, bound %d: default bound %d, want %d", tc.maxBatch, tc.bound, c.MaxPendingReserves, tc.want)
+		}
+	}
+}
