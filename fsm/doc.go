@@ -195,7 +195,7 @@
 //     A renew may also keep permits (KeptPermits, the in-flight
 //     allowance): unspent permits of the grant its holder goes on spending
 //     while the renewal is in flight, so that a renewal held up by an
-//     election does not leave it without permits. They are neither
+//     election does not take from it what it has not spent. They are neither
 //     settled nor credited: they stay outstanding and become the first
 //     permits of the new grant, which is max(kept, the grant the renewal
 //     would have got had it reported them unspent).
