@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -23,10 +25,12 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/faultnet"
 	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
+	"github.com/permitd/permitd/transport/internal/fakestore"
 	"github.com/permitd/permitd/transport/openapi"
 )
 
@@ -186,7 +190,8 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // checker sends requests and validates them and their answers against the
-// document, recording which statuses of which operations were seen.
+// document, recording which statuses of which operations were seen, and
+// which of the schemas documented for each status each answer matched.
 type checker struct {
 	doc     *openapi3.T
 	router  routers.Router
@@ -195,6 +200,45 @@ type checker struct {
 
 	mu   sync.Mutex
 	seen map[string]map[int]bool // "METHOD /path" → statuses answered
+	// matched: "METHOD /path STATUS" → the answer schemas (see
+	// answerSchemas) answers matched.
+	matched map[string]map[string]bool
+}
+
+// answerSchemas returns the schemas an answer of op with status code may
+// match, by name: each alternative of the JSON body's schema when it is a
+// oneOf or anyOf (named by its $ref, such as ReserveBusy), else the
+// schema itself; none for an answer without a JSON body. Every one of
+// them must be matched by some answer of the test, so that an answer the
+// document describes but the test never produces (a hand-written body,
+// an algorithm's variant) cannot drift unseen.
+func answerSchemas(op *openapi3.Operation, code int) map[string]*openapi3.Schema {
+	r := op.Responses.Status(code)
+	if r == nil || r.Value == nil {
+		return nil
+	}
+	mt := r.Value.Content.Get("application/json")
+	if mt == nil || mt.Schema == nil {
+		return nil
+	}
+	name := func(s *openapi3.SchemaRef, fallback string) string {
+		if i := strings.LastIndexByte(s.Ref, '/'); i >= 0 {
+			return s.Ref[i+1:]
+		}
+		return fallback
+	}
+	alts := mt.Schema.Value.OneOf
+	if len(alts) == 0 {
+		alts = mt.Schema.Value.AnyOf
+	}
+	if len(alts) == 0 {
+		return map[string]*openapi3.Schema{name(mt.Schema, "the body"): mt.Schema.Value}
+	}
+	out := map[string]*openapi3.Schema{}
+	for i, a := range alts {
+		out[name(a, "alternative "+strconv.Itoa(i))] = a.Value
+	}
+	return out
 }
 
 // call is one request and what it must get.
@@ -231,6 +275,39 @@ var bearer = openapi3filter.Options{
 // do sends c, checks its status and validates request and answer. It
 // returns the answer's JSON object (nil for other bodies).
 func (ck *checker) do(t *testing.T, c call) map[string]any {
+	t.Helper()
+	x := ck.exchange(t, c)
+	switch {
+	case c.invalid && x.reqErr == nil:
+		t.Errorf("%s %s %.200s: the document accepts a request the server rejects (%d)", c.method, c.path, x.body, c.want)
+	case !c.invalid && x.reqErr != nil:
+		t.Errorf("%s %s %.200s: the document rejects the request: %v", c.method, c.path, x.body, x.reqErr)
+	}
+	if x.status != c.want {
+		t.Fatalf("%s %s %.200s: %d %s, want %d", c.method, c.path, x.body, x.status, x.answer, c.want)
+	}
+	if c.wantInError != "" && x.obj != nil {
+		if msg, _ := x.obj["error"].(string); !strings.Contains(msg, c.wantInError) {
+			t.Errorf("%s %s: error %q does not mention %q", c.method, c.path, msg, c.wantInError)
+		}
+	}
+	return x.obj
+}
+
+// exchanged is what exchange did: whether the document accepts the
+// request, and the answer.
+type exchanged struct {
+	reqErr error  // the document's verdict on the request (nil: accepted)
+	body   []byte // the request body sent
+	status int
+	answer []byte
+	obj    map[string]any // the answer's JSON object (nil for other bodies)
+}
+
+// exchange validates c's request against the document, sends it whatever
+// the verdict, records and validates the answer (which must conform,
+// whatever the request), and returns both.
+func (ck *checker) exchange(t *testing.T, c call) exchanged {
 	t.Helper()
 	to := c.to
 	if to == nil {
@@ -270,13 +347,7 @@ func (ck *checker) do(t *testing.T, c call) map[string]any {
 		vreq.Header.Set("Authorization", "Bearer "+ck.secrets[c.token])
 	}
 	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route, Options: &bearer}
-	reqErr := openapi3filter.ValidateRequest(context.Background(), in)
-	switch {
-	case c.invalid && reqErr == nil:
-		t.Errorf("%s %s %.200s: the document accepts a request the server rejects (%d)", c.method, c.path, body, c.want)
-	case !c.invalid && reqErr != nil:
-		t.Errorf("%s %s %.200s: the document rejects the request: %v", c.method, c.path, body, reqErr)
-	}
+	x := exchanged{reqErr: openapi3filter.ValidateRequest(context.Background(), in), body: body}
 
 	req := newReq()
 	req.Header = vreq.Header.Clone()
@@ -289,9 +360,7 @@ func (ck *checker) do(t *testing.T, c call) map[string]any {
 	if err != nil {
 		t.Fatalf("%s %s: reading the answer: %v", c.method, c.path, err)
 	}
-	if resp.StatusCode != c.want {
-		t.Fatalf("%s %s %.200s: %d %s, want %d", c.method, c.path, body, resp.StatusCode, got, c.want)
-	}
+	x.status, x.answer = resp.StatusCode, got
 	ck.mu.Lock()
 	if ck.seen[key] == nil {
 		ck.seen[key] = map[int]bool{}
@@ -303,7 +372,7 @@ func (ck *checker) do(t *testing.T, c call) map[string]any {
 		// kin-openapi does not validate HEAD answers: check the status
 		// and the documented headers here.
 		ck.checkHead(t, key, route.Operation, resp, got)
-		return nil
+		return x
 	}
 	opts := openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
 	if err := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
@@ -311,20 +380,52 @@ func (ck *checker) do(t *testing.T, c call) map[string]any {
 		Body: io.NopCloser(bytes.NewReader(got)), Options: &opts,
 	}); err != nil {
 		t.Errorf("%s %s: the answer %d %.300s does not conform: %v", c.method, c.path, resp.StatusCode, got, err)
+	} else {
+		ck.match(t, key, route.Operation, resp.StatusCode, got)
 	}
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return nil
+		return x
 	}
-	var m map[string]any
-	if err := json.Unmarshal(got, &m); err != nil {
+	if err := json.Unmarshal(got, &x.obj); err != nil {
 		t.Fatalf("%s %s: answer %q: %v", c.method, c.path, got, err)
 	}
-	if c.wantInError != "" {
-		if msg, _ := m["error"].(string); !strings.Contains(msg, c.wantInError) {
-			t.Errorf("%s %s: error %q does not mention %q", c.method, c.path, msg, c.wantInError)
+	return x
+}
+
+// match records which of the schemas documented for an answer (see
+// answerSchemas) the conforming answer got matches.
+func (ck *checker) match(t *testing.T, key string, op *openapi3.Operation, code int, got []byte) {
+	t.Helper()
+	schemas := answerSchemas(op, code)
+	if len(schemas) == 0 {
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(got))
+	dec.UseNumber() // as kin-openapi decodes bodies
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Errorf("%s: answer %d %q: %v", key, code, got, err)
+		return
+	}
+	var names []string
+	for name, s := range schemas {
+		if s.VisitJSON(v, openapi3.VisitAsResponse()) == nil {
+			names = append(names, name)
 		}
 	}
-	return m
+	if len(names) == 0 {
+		t.Errorf("%s: the answer %d %.300s conforms but matches none of %v", key, code, got, slices.Sorted(maps.Keys(schemas)))
+		return
+	}
+	k := key + " " + strconv.Itoa(code)
+	ck.mu.Lock()
+	defer ck.mu.Unlock()
+	if ck.matched[k] == nil {
+		ck.matched[k] = map[string]bool{}
+	}
+	for _, n := range names {
+		ck.matched[k][n] = true
+	}
 }
 
 // checkHead checks a HEAD answer: no body, a documented status, and the
@@ -427,7 +528,7 @@ func TestConformance(t *testing.T) {
 	}
 	tokens, secrets := newTokens(t)
 	reg := startRegister(t, tokens)
-	ck := &checker{doc: doc, router: router, secrets: secrets, api: reg.nodes[0], seen: map[string]map[int]bool{}}
+	ck := &checker{doc: doc, router: router, secrets: secrets, api: reg.nodes[0], seen: map[string]map[int]bool{}, matched: map[string]map[string]bool{}}
 	lonely := reg.lonely
 
 	t.Run("health, status and this document", func(t *testing.T) {
@@ -473,6 +574,10 @@ func TestConformance(t *testing.T) {
 		ck.do(t, call{method: "PUT", path: "/v1/limits/api-warm", body: `{"algorithm":"warmup","rate":100,"per":"1s","warmup":"10s","cold_factor":3}`, want: 201})
 		ck.do(t, call{method: "PUT", path: "/v1/limits/api-hybrid", body: `{"algorithm":"hybrid","rate":1000,"burst_ratio":1.5,"strictness":0.5}`, want: 201})
 		ck.do(t, call{method: "PUT", path: "/v1/limits/api-default", body: `{"algorithm":"hybrid","rate":5}`, want: 201})
+		// A replaced limit answers 200, in its algorithm's schema.
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-bursty", body: `{"algorithm":"bursty","rate":100,"max_burst_seconds":2}`, want: 200})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-warm", body: `{"algorithm":"warmup","rate":100,"per":"1s","warmup":"10s","cold_factor":3}`, want: 200})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-default", body: `{"algorithm":"hybrid","rate":5}`, want: 200})
 		for _, tc := range []struct {
 			body    string
 			invalid bool
@@ -554,6 +659,22 @@ func TestConformance(t *testing.T) {
 		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":` + sid + `,"seq":1,"max_wait":"1s"}`, want: 200})
 		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":` + sid + `,"seq":2,"acked_below":2,"max_wait":"1s"}`, want: 200})
 		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":123456789,"seq":1}`, want: 410})
+
+		// A full request-id table answers a reserve with a new id 503
+		// with ReserveBusy, a body the handler writes by hand. Filling
+		// the register's table (fsm.MaxDedupEntries ids within
+		// fsm.DedupWindowNanos) would take too long here: the real
+		// handler serves a register (fakestore) whose reserves answer
+		// what a full table answers.
+		full := fakestore.New()
+		full.SetReserveFunc(func(context.Context, fsm.Reserve) (fsm.ReserveResult, error) {
+			return fsm.ReserveResult{Status: fsm.Busy, RetryAfterNanos: int64(1500 * time.Millisecond)}, nil
+		})
+		busy := &testNode{id: "full", srv: httptest.NewServer(transport.RequireTokens(transport.NewHandler(full, transport.HandlerOptions{}), tokens))}
+		defer busy.srv.Close()
+		if b := ck.do(t, call{to: busy, method: "POST", path: path, body: `{"request_id":"r9"}`, want: 503, wantInError: "request ids"}); b["granted"] != false || b["retry_after_ns"] != 1.5e9 {
+			t.Errorf("busy: %v", b)
+		}
 	})
 
 	t.Run("leases", func(t *testing.T) {
@@ -645,6 +766,88 @@ func TestConformance(t *testing.T) {
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-default?fast=1", want: 400, wantInError: `"fast"`})
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-default", body: `{"force":true}`, want: 400, invalid: true})
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-default?force=false", want: 200})
+	})
+
+	// Inputs at the edges of what the document and the server accept
+	// (durations, names of 128 and 129 characters, request ids of 64 and
+	// 65, permit counts): on each the document and the server agree,
+	// accepting it (any answer but 400) or rejecting it (400), but for
+	// the residue the document describes, which must stay as described.
+	t.Run("boundaries", func(t *testing.T) {
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-edge", body: `{"algorithm":"strict","rate":1000000,"max_reserved":4}`, want: 201}) // at most 5 permits
+		const reserve = "/v1/limits/api-edge/reserve"
+		n128, n129 := strings.Repeat("n", 128), strings.Repeat("n", 129)
+		r64, r65 := strings.Repeat("r", 64), strings.Repeat("r", 65)
+		type edge struct {
+			c call
+			// residue says why the document and the server disagree on
+			// the input ("": they agree), and docAccepts which way.
+			residue    string
+			docAccepts bool
+		}
+		var edges []edge
+		for _, d := range []string{
+			"0", "+0", "-0", "-0s", "-0.000ms0s", "-.0h", "0.1ns", "1.5s", ".5s", "5.s", "1h30m", "1µs", "1μs", "1us", "0002s",
+			"2562047h", "153722867m", "9223372036s", "9223372036854ms", "9223372036854775us", "9223372036854775807ns",
+			"2562048h", "9999999999h", "153722868m", "9223372037s", "9223372036855ms", "9223372036854776us", "9223372036854775808ns",
+			"-1ns", "-0.5s", "", "00", "1", ".s", "1d", "1S", " 1s",
+		} {
+			edges = append(edges, edge{c: call{method: "POST", path: reserve, body: `{"max_wait":"` + d + `"}`}})
+		}
+		for _, d := range []string{"1s", "+1s", "0", "0s", "-0s", "-1s"} {
+			edges = append(edges, edge{c: call{method: "PUT", path: "/v1/limits/api-edge-per", body: `{"algorithm":"strict","rate":1,"per":"` + d + `"}`}})
+		}
+		edges = append(edges,
+			edge{call{method: "POST", path: reserve, body: `{"max_wait":"2562047h1h"}`}, "two numbers overflow int64 nanoseconds together", true},
+			edge{call{method: "POST", path: reserve, body: `{"max_wait":"-0.1ns"}`}, "negative, but 0 once rounded to whole nanoseconds", false},
+			edge{call{method: "PUT", path: "/v1/limits/api-edge-per", body: `{"algorithm":"strict","rate":1,"per":"0.1ns"}`}, "0 once rounded to whole nanoseconds", true},
+
+			edge{c: call{method: "GET", path: "/v1/limits/" + n128}},
+			edge{c: call{method: "GET", path: "/v1/limits/" + n129}},
+			edge{c: call{method: "POST", path: "/v1/limits/" + n128 + "/reserve", body: `{}`}},
+			edge{c: call{method: "POST", path: "/v1/limits/" + n129 + "/reserve", body: `{}`}},
+			edge{c: call{method: "POST", path: "/v1/limits/api-nope/lease", body: `{"holder":"` + n128 + `","group":"g","demand_milli_per_sec":1,"ttl":"1s"}`}},
+			edge{c: call{method: "POST", path: "/v1/limits/api-nope/lease", body: `{"holder":"` + n129 + `","group":"g","demand_milli_per_sec":1,"ttl":"1s"}`}},
+			edge{c: call{method: "POST", path: "/v1/cluster/transfer-leadership", body: `{"to":"` + n128 + `"}`}},
+			edge{c: call{method: "POST", path: "/v1/cluster/transfer-leadership", body: `{"to":"` + n129 + `"}`}},
+			edge{c: call{method: "DELETE", path: "/v1/cluster/servers/" + n128}},
+			edge{c: call{method: "DELETE", path: "/v1/cluster/servers/" + n129}},
+
+			edge{c: call{method: "POST", path: reserve, body: `{"request_id":"` + r64 + `"}`}},
+			edge{c: call{method: "POST", path: reserve, body: `{"request_id":"` + r65 + `"}`}},
+			edge{c: call{method: "POST", path: reserve, body: `{"request_id":""}`}},
+			edge{c: call{method: "POST", path: "/v1/limits/api-nope/lease", body: `{"holder":"h","group":"g","demand_milli_per_sec":1,"ttl":"1s","request_id":"` + r64 + `"}`}},
+			edge{c: call{method: "POST", path: "/v1/limits/api-nope/lease", body: `{"holder":"h","group":"g","demand_milli_per_sec":1,"ttl":"1s","request_id":"` + r65 + `"}`}},
+
+			edge{c: call{method: "POST", path: reserve, body: `{"permits":0}`}},
+			edge{c: call{method: "POST", path: reserve, body: `{"permits":-1}`}},
+			edge{c: call{method: "POST", path: reserve, body: `{"permits":1}`}},
+			edge{c: call{method: "POST", path: reserve, body: `{"permits":5}`}},
+			edge{c: call{method: "POST", path: reserve, body: `{"permits":10000000000000000000}`}},
+			edge{call{method: "POST", path: reserve, body: `{"permits":6}`}, "the limit grants at most 5 at once, which the document cannot know", true},
+			edge{call{method: "POST", path: reserve, body: `{"permits":1.0}`}, "JSON Schema counts 1.0 as an integer", true},
+			edge{call{method: "POST", path: reserve, body: `{"permits":9223372036854775808}`}, "2^63 and 2^63-1 are the same float64", true},
+			edge{c: call{method: "POST", path: reserve, body: `{"session":10000000000000000000,"seq":1}`}},
+		)
+		residues := 0
+		for _, e := range edges {
+			if e.residue != "" {
+				residues++
+			}
+			x := ck.exchange(t, e.c)
+			doc, server := x.reqErr == nil, x.status != http.StatusBadRequest
+			what := fmt.Sprintf("%s %.60s %.200s", e.c.method, e.c.path, x.body)
+			switch {
+			case e.residue == "" && doc != server:
+				t.Errorf("%s: the document accepts it: %v (%v), the server: %v (%d %.200s)", what, doc, x.reqErr, server, x.status, x.answer)
+			case e.residue != "" && (doc != e.docAccepts || server == e.docAccepts):
+				t.Errorf("%s: a residue (%s) changed: the document accepts it: %v (want %v), the server: %v (%d %.200s)",
+					what, e.residue, doc, e.docAccepts, server, x.status, x.answer)
+			}
+		}
+		t.Logf("%d boundary inputs, %d of them a described residue", len(edges), residues)
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-edge", want: 200})
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-edge-per", want: 200})
 	})
 
 	t.Run("every path parameter is checked", func(t *testing.T) {
@@ -767,6 +970,12 @@ func TestConformance(t *testing.T) {
 			n, err := strconv.Atoi(code)
 			if err != nil || !ck.seen[key][n] {
 				t.Errorf("%s (%s): documented status %s never answered", key, op.OperationID, code)
+				continue
+			}
+			for name := range answerSchemas(op, n) {
+				if !ck.matched[key+" "+code][name] {
+					t.Errorf("%s (%s): documented answer %s %s never answered (its status was, with other bodies)", key, op.OperationID, code, name)
+				}
 			}
 		}
 	}
@@ -800,9 +1009,12 @@ func TestConformance(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	var n int
+	var n, m int
 	for _, s := range ck.seen {
 		n += len(s)
 	}
-	t.Logf("%d operations, %d (operation, status) pairs exercised", len(ck.seen), n)
+	for _, s := range ck.matched {
+		m += len(s)
+	}
+	t.Logf("%d operations, %d (operation, status) pairs, %d (operation, status, answer schema) triples exercised", len(ck.seen), n, m)
 }
