@@ -27,10 +27,7 @@ const minPython = "(3, 9)"
 // broken machine, not a reason to run nothing).
 func python(t *testing.T) string {
 	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("PERMITD_REQUIRE_PYTHON") == "1" {
-		skip = t.Fatalf
-	}
+	skip := skipOrFatal(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		skip("python3 not found in PATH: the Python client's tests need Python >= 3.9 (standard library only)")
@@ -44,6 +41,15 @@ func python(t *testing.T) string {
 		skip("%s is %s: the Python client needs Python >= 3.9", py, strings.TrimSpace(string(v)))
 	}
 	return py
+}
+
+// skipOrFatal returns t.Skipf, or t.Fatalf when PERMITD_REQUIRE_PYTHON=1
+// (CI): there a Python that cannot run the tests is a broken machine.
+func skipOrFatal(t *testing.T) func(format string, args ...any) {
+	if os.Getenv("PERMITD_REQUIRE_PYTHON") == "1" {
+		return t.Fatalf
+	}
+	return t.Skipf
 }
 
 // run runs cmd in its own process group with a deadline, kills whatever
@@ -128,7 +134,7 @@ func TestPythonClient(t *testing.T) {
 		}
 		venv := filepath.Join(tmp, "venv")
 		if out, err := run(t, 2*time.Minute, exec.Command(py, "-m", "venv", "--system-site-packages", venv)); err != nil {
-			t.Skipf("python3 -m venv does not work here (Debian: apt-get install python3-venv): %v\n%s", err, out)
+			skipOrFatal(t)("python3 -m venv does not work here (Debian: apt-get install python3-venv): %v\n%s", err, out)
 		}
 		pip := exec.Command(filepath.Join(venv, "bin", "pip"), "install", "--no-build-isolation", ".")
 		pip.Dir = src

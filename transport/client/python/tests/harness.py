@@ -62,12 +62,16 @@ def free_ports(n: int) -> List[int]:
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.02) -> None:
-    """Polls cond until it is true; fails after timeout seconds."""
+    """Polls cond until it is true; fails after timeout seconds. A cond that
+    raises AssertionError (a process it watches exited) fails at once with
+    that error; any other exception counts as false (not checkable yet)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             if cond():
                 return
+        except AssertionError:
+            raise
         except Exception:  # noqa: BLE001 - a condition that cannot be checked yet is false
             pass
         if time.monotonic() > deadline:
@@ -313,7 +317,16 @@ class Cluster:
 class Sidecar:
     """A `permitd worker` sidecar of one leased limit."""
 
-    def __init__(self, procs: Procs, cluster: Cluster, limit: str, group: str = "g1", name: str = "w1", ttl: str = "1s") -> None:
+    def __init__(
+        self,
+        procs: Procs,
+        cluster: Cluster,
+        limit: str,
+        group: str = "g1",
+        name: str = "w1",
+        ttl: str = "1s",
+        extra: Optional[List[str]] = None,
+    ) -> None:
         gossip, http_port = free_ports(2)
         self.http_addr = "127.0.0.1:%d" % http_port
         self.gossip_addr = "127.0.0.1:%d" % gossip
@@ -333,7 +346,7 @@ class Sidecar:
             self.http_addr,
             "--ttl",
             ttl,
-        ]
+        ] + (extra or [])
         self.proc = procs.start("sidecar-" + name, args)
 
     def wait_ready(self, timeout: float = 20.0) -> None:
@@ -349,6 +362,23 @@ def gaps(ts: List[float]) -> List[float]:
     """Consecutive differences of the sorted instants."""
     s = sorted(ts)
     return [b - a for a, b in zip(s, s[1:])]
+
+
+def metric(addr: str, name: str, label: str = "", timeout: float = 2.0) -> float:
+    """The sum of a Prometheus metric's samples on addr's GET /metrics whose
+    labels contain ``label`` (such as 'outcome="invalid"'; "" for all)."""
+    host, port = addr.rsplit(":", 1)
+    c = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode("utf-8", "replace")
+    finally:
+        c.close()
+    total = 0.0
+    for line in text.splitlines():
+        if (line.startswith(name + "{") or line.startswith(name + " ")) and label in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 def max_in_window(ts: List[float], w: float) -> int:

@@ -9,6 +9,9 @@ answers, so the tests put this proxy between the client and an agent:
   of it: a reset after sending, the ambiguous failure a retry must survive;
 * ``hold``: forward the request and read the answer, then send nothing
   until the client gives up (its timeout), then close;
+* ``delay``: forward the request, read the answer, hold it ``delay``
+  seconds (set with :meth:`LossyProxy.lose`), then pass it on: a slow
+  network, for an answer that arrives after the permit it grants expired;
 * ``forward``: pass the answer on.
 
 The proxy records every request it forwarded with the agent's answer.
@@ -42,6 +45,7 @@ class LossyProxy:
         self.target = target
         self._lock = threading.Lock()
         self._lose: List[str] = []
+        self.delay = 0.0
         self.exchanges: List[Exchange] = []
         self._release = threading.Event()
         proxy = self
@@ -79,6 +83,8 @@ class LossyProxy:
                 if mode == "hold":
                     proxy._release.wait(30)
                     return
+                if mode == "delay":
+                    proxy._release.wait(proxy.delay)
                 self.send_response(status)
                 for k, v in resp_headers:
                     self.send_header(k, v)
@@ -95,10 +101,15 @@ class LossyProxy:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
-    def lose(self, n: int, mode: str = "drop") -> None:
-        """Loses the answers of the next n reserves (mode "drop" or "hold")."""
+    def lose(self, n: int, mode: str = "drop", delay: float = 0.0) -> None:
+        """Loses the answers of the next n reserves (mode "drop" or "hold"),
+        or delays each by ``delay`` seconds (mode "delay")."""
+        if mode not in ("drop", "hold", "delay"):
+            raise ValueError("mode %r" % mode)
         with self._lock:
             self._lose.extend([mode] * n)
+            if mode == "delay":
+                self.delay = delay
 
     def close(self) -> None:
         self._release.set()

@@ -3,20 +3,25 @@ leader of a 3-node register is killed with SIGKILL."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 import time
 import unittest
-from typing import List, Tuple
+from typing import List
 
 import harness
 import permitd
+import workload
 
 
 class LeaderKillTest(unittest.TestCase):
-    I = 0.100  # one permit every 100 ms
-    E = 0.020  # usable until 20 ms after its slot
-    EPS = 0.010  # from the client's expiry check to the function's clock reading
+    I = 0.150  # one permit every 150 ms
+    E = 0.050  # usable until 50 ms after its slot (more than the register's round trip)
+    # From the client's expiry check to the function's clock read: a
+    # preemption at worst, within one scheduling period (see EPS in
+    # test_client.ClientTest).
+    EPS = 0.030
 
     def setUp(self) -> None:
         self.procs = harness.Procs("failover")
@@ -27,21 +32,21 @@ class LeaderKillTest(unittest.TestCase):
         leader = self.cluster.wait_ready()
         # The leader first: the client's requests go to it until it dies.
         servers = [self.cluster.agent(leader).http_addr] + [a.http_addr for a in self.cluster.agents if a.id != leader]
-        client = permitd.Client(servers=servers)
+        client = workload.RecordingClient(servers=servers)
         self.addCleanup(client.close)
         name = "kill"
-        client.put_limit(name, "strict", 1 / self.I, "1s", max_reserved=8, expiry=self.E)
+        client.put_limit(name, "strict", 1, self.I, max_reserved=8, expiry=self.E)
 
-        uses: List[Tuple[str, float]] = []
+        uses: List[workload.Use] = []
         errors: List[str] = []
         lock = threading.Lock()
         stop = threading.Event()
 
         @permitd.throttle(name, client=client, timeout=10)
         def use(who: str) -> None:
-            t = time.monotonic()
+            u = workload.record(who)
             with lock:
-                uses.append((who, t))
+                uses.append(u)
 
         def caller(who: str) -> None:
             for _ in range(200):
@@ -63,7 +68,7 @@ class LeaderKillTest(unittest.TestCase):
             harness.wait_until(lambda: len(uses) >= 10, 10, "10 uses before the kill")
             killed_at = time.monotonic()
             self.cluster.kill(leader)
-            harness.wait_until(lambda: sum(t > killed_at for _, t in uses) >= 10 or errors, 20, "10 uses after the kill")
+            harness.wait_until(lambda: sum(u[1] > killed_at for u in uses) >= 10 or errors, 20, "10 uses after the kill")
         finally:
             stop.set()
             for t in threads:
@@ -71,7 +76,13 @@ class LeaderKillTest(unittest.TestCase):
         self.assertEqual(errors, [])
         new_leader = self.cluster.wait_ready()
         self.assertNotEqual(new_leader, leader)
-        ts = sorted(t for _, t in uses)
+        # Each use with no slack: after its ready time, after a check that
+        # found it unexpired (see test_client.assert_uses_in_window).
+        for who, t, ready, exp, chk in uses:
+            self.assertFalse(math.isnan(chk), who)
+            self.assertLessEqual(ready, t, "%s used a permit before its ready time" % who)
+            self.assertLessEqual(chk, exp, "%s's permit was checked after its expiry" % who)
+        ts = sorted(u[1] for u in uses)
         g = harness.gaps(ts)
         bound = self.I - self.E - self.EPS
         self.assertGreaterEqual(min(g), bound, "uses %.1f ms apart, the limit allows %.1f" % (min(g) * 1e3, bound * 1e3))

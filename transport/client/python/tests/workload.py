@@ -4,22 +4,60 @@ processes (started with multiprocessing's "spawn") and asyncio tasks.
 Every caller records when its function body ran (the moment the permit is
 used) on :func:`time.monotonic`, which on Linux is CLOCK_MONOTONIC, one
 clock for every process of the machine, so uses from several processes can
-be compared. Every loop stops after ``max_calls`` calls or at ``end``,
-whichever comes first.
+be compared, together with the grant behind the use (its ready and expiry
+instants and when the client last checked it unexpired, on the same
+clock; see :class:`RecordingClient`). Every loop stops after ``max_calls``
+calls or at ``end``, whichever comes first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 import traceback
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import harness  # noqa: F401  (puts src/ on sys.path)
 import permitd
 
-Use = Tuple[str, float]
+# (caller, used at, grant's ready_at, grant's expires_at (inf: none), grant's
+# checked_at): one use of a permit.
+Use = Tuple[str, float, float, float, float]
+
+_grant: "contextvars.ContextVar[Optional[permitd.Grant]]" = contextvars.ContextVar("permitd_test_grant", default=None)
+
+
+class RecordingClient(permitd.Client):
+    """A Client whose acquire and aacquire remember their grant in the
+    calling thread's (or asyncio task's) context, so that a function run by
+    the throttle right after can record the grant behind its use."""
+
+    def acquire(self, *args: Any, **kwargs: Any) -> permitd.Grant:
+        g = super().acquire(*args, **kwargs)
+        _grant.set(g)
+        return g
+
+    async def aacquire(self, *args: Any, **kwargs: Any) -> permitd.Grant:
+        g = await super().aacquire(*args, **kwargs)
+        _grant.set(g)
+        return g
+
+
+def record(who: str, g: Optional[permitd.Grant] = None) -> Use:
+    """Reads the clock (the use) first, then describes the grant behind the
+    use: g, or the one the caller's last acquire got (taken, so that a
+    grant is never recorded twice)."""
+    t = time.monotonic()
+    if g is None:
+        g = _grant.get()
+        _grant.set(None)
+    if g is None:
+        raise AssertionError("%s: a use without a grant (not a RecordingClient?)" % who)
+    exp = g.expires_at()
+    chk = g.checked_at
+    return (who, t, g.ready_at(), float("inf") if exp is None else exp, float("nan") if chk is None else chk)
 
 
 def thread_callers(client: permitd.Client, limit: str, tag: str, n: int, end: float, max_calls: int) -> Tuple[List[Use], List[str]]:
@@ -33,9 +71,9 @@ def thread_callers(client: permitd.Client, limit: str, tag: str, n: int, end: fl
     def caller(name: str) -> None:
         @permitd.throttle(limit, client=client, timeout=max(0.0, end - time.monotonic()))
         def use() -> None:
-            t = time.monotonic()
+            u = record(name)
             with lock:
-                uses.append((name, t))
+                uses.append(u)
 
         for _ in range(max_calls):
             if time.monotonic() >= end:
@@ -73,7 +111,7 @@ async def task_callers(client: permitd.Client, limit: str, tag: str, n: int, end
     async def caller(name: str) -> None:
         @permitd.throttle(limit, client=client, timeout=max(0.0, end - time.monotonic()))
         async def use() -> None:
-            uses.append((name, time.monotonic()))
+            uses.append(record(name))
 
         for _ in range(max_calls):
             if time.monotonic() >= end:
@@ -112,7 +150,7 @@ def process_main(servers: List[str], limit: str, tag: str, n_threads: int, durat
     """A child process: n_threads callers for duration seconds after the
     parent's start signal; puts (tag, uses, errors) on out."""
     try:
-        client = permitd.Client(servers=servers)
+        client = RecordingClient(servers=servers)
         ready.put(tag)
         if not start.wait(30):
             out.put((tag, [], ["no start signal within 30 s"]))

@@ -23,8 +23,9 @@ Ways to wait for a permit:
 * :meth:`Client.acquire` (and the ``"block"`` mode of :func:`throttle`, and
   ``with client.permit(limit)``): reserve ahead with ``max_wait`` = the time
   the caller still accepts to wait, sleep the granted wait, and when
-  refused back off with full jitter (never longer than the server's
-  ``retry_after``) and reserve again;
+  refused sleep the server's ``retry_after`` plus a small jitter and
+  reserve again (raising :class:`Throttled` at once when that would end
+  after the caller's timeout, which bounds failing servers too);
 * :meth:`Client.try_acquire` (the ``"skip"`` mode): reserve once with a
   small ``max_wait``; when refused, give up at once.
 
@@ -61,7 +62,9 @@ A client talks to the register's agents or to a worker sidecar
 (``permitd worker``) alike: the sidecar serves the same reserve contract for
 its one leased limit, answering once the permits are usable (``wait`` 0,
 no expiry). It does not deduplicate request IDs: a reserve it answered but
-whose answer was lost is counted as spent from the worker's lease.
+whose answer was lost is counted as spent from the worker's lease. An
+acquire lowers its ``max_wait`` to a sidecar's ``--max-reserve-wait`` once
+that sidecar has named it in a 400.
 
 Security: ``ca_file`` (HTTPS, verifying the agents), ``cert_file`` and
 ``key_file`` (a client certificate), and ``token`` or ``PERMITD_TOKEN``

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from ._errors import Expired, InvalidRequest, PermitdError, SpacedGrant, Throttled, error_for
 from ._grant import Grant
-from ._http import Response, Transport, parse_server
+from ._http import DeadlineReached, Response, Transport, parse_server
 
 __all__ = ["Client", "default_client", "set_default_client"]
 
@@ -37,6 +37,29 @@ DEFAULT_EXPIRED_ROUNDS = 4
 # The shortest backoff after a refusal, so that a refusal with a tiny
 # retry_after never turns into a hot loop.
 _MIN_REFUSAL_BACKOFF = 0.001
+
+# A sidecar's answer to a max_wait above its --max-reserve-wait
+# (transport/sidecar/sidecar.go): `field "max_wait": 10s; allowed on this
+# worker sidecar: at most 2s`.
+_SIDECAR_CAP = re.compile(r'allowed on this worker sidecar: at most ([0-9][0-9.a-zµμ]*)\s*$')
+
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_go_duration(text: str) -> Optional[float]:
+    """Seconds of a Go duration string as Go's Duration.String writes it
+    ("2s", "1m30s", "1.5s", "250ms", "0s"), or None when it is not one."""
+    if text == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(text):
+        m = _GO_PART.match(text, pos)
+        if m is None:
+            return None
+        total += float(m.group(1)) * _GO_UNITS[m.group(2)]
+        pos = m.end()
+    return total if pos > 0 else None
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
@@ -84,20 +107,25 @@ class Client:
             servers are then reached over HTTPS.
         cert_file, key_file: a client certificate and its key (PEM), for
             agents run with ``--client-cert-auth``.
-        timeout: seconds one attempt against one server may take (plus the
-            reserve's ``max_wait``, which a sidecar spends before it
-            answers). A timed-out attempt moves to the next server.
+        timeout: seconds one attempt against one server may take to connect,
+            and then to answer (plus the reserve's ``max_wait``, which a
+            sidecar spends before it answers). A timed-out attempt moves to
+            the next server. An acquire's own ``timeout`` bounds its
+            attempts too.
         ssl_context: an :class:`ssl.SSLContext` to use instead of
             ``ca_file``/``cert_file``/``key_file``.
         rounds: how many times one request may go round all servers before
             :class:`Unavailable` is raised.
-        backoff_base, backoff_max: the full-jitter backoff: the k-th backoff
-            is uniform in ``[0, min(backoff_max, backoff_base * 2**k)]``
-            (after a refusal never longer than its ``retry_after``).
+        backoff_base, backoff_max: the full-jitter backoff between rounds of
+            failed attempts: the k-th is uniform in
+            ``[0, min(backoff_max, backoff_base * 2**k)]``. (After a
+            refusal an acquire waits its ``retry_after`` plus a jitter of
+            at most ``min(backoff_base, retry_after / 4)``.)
         default_max_wait: the ``max_wait`` of :meth:`acquire` without a
             timeout.
-        max_expired_rounds: how often an acquire reserves again after its
-            permit expired before use.
+        max_expired_rounds: how many permits in a row may expire before use
+            (the caller overslept) until an acquire raises :class:`Expired`:
+            it reserves again at most ``max_expired_rounds - 1`` times.
         async_workers: threads that run the blocking HTTP calls of the
             asynchronous methods.
         seed: seeds the jitter, for reproducible runs.
@@ -155,6 +183,9 @@ class Client:
         self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._executor_pid = 0
         self._executor_lock = threading.Lock()
+        # The --max-reserve-wait of sidecars that refused a longer max_wait,
+        # by server base URL (see _reserve).
+        self._max_wait_caps: Dict[str, float] = {}
         self._t = Transport(
             parsed,
             ssl_context=ssl_context,
@@ -240,17 +271,42 @@ class Client:
         its first decision (``duplicate`` True), never deciding twice.
 
         Args:
-            deadline: a :func:`time.monotonic` instant after which no failover
-                backoff is started (:class:`Unavailable` is raised instead).
+            deadline: a :func:`time.monotonic` instant that bounds the
+                call: no attempt or failover backoff starts after it, and
+                no attempt lasts past it.
 
         Raises:
+            Throttled: the ``deadline`` came before a server answered (the
+                exception's ``__cause__`` says what failed).
             NotFound: no such limit (or not the sidecar's).
             InvalidRequest: bad arguments (checked before sending), or the
-                server's refusal of them (such as a leased limit).
+                server's refusal of them (such as a leased limit, or a
+                ``max_wait`` above a sidecar's ``--max-reserve-wait``).
             Unavailable: no server answered within the bounded attempts.
             Unauthorized, Forbidden: the token is missing, unknown or lacks
                 the right.
         """
+        try:
+            return self._reserve(limit, permits, max_wait, request_id, deadline, False)
+        except DeadlineReached as e:
+            raise Throttled(
+                "reserve on %r: the deadline came before a server answered; last failure: %s" % (limit, e.last_failure),
+                limit=limit,
+            ) from e
+
+    def _reserve(
+        self,
+        limit: str,
+        permits: int,
+        max_wait: Seconds,
+        request_id: Optional[str],
+        deadline: Optional[float],
+        capped: bool,
+    ) -> Grant:
+        """reserve; raises DeadlineReached. ``capped``: the client chose
+        ``max_wait`` itself (an acquire), so it may lower it to a sidecar's
+        ``--max-reserve-wait``: a 400 that names that cap is remembered for
+        that server, and the reserve is sent again once with the cap."""
         if not isinstance(permits, int) or isinstance(permits, bool) or permits < 1:
             raise InvalidRequest("reserve %r permits of %r; allowed: an integer >= 1" % (permits, limit))
         mw = _seconds(max_wait, "max_wait")
@@ -262,16 +318,41 @@ class Client:
             rid = request_id
         else:
             raise InvalidRequest("request_id %r; allowed: 1-64 characters of A-Z a-z 0-9 _ . : -" % (request_id,))
-        body = b'{"permits":%d,"max_wait":"%dns","request_id":"%s"}' % (permits, int(mw * 1e9), rid.encode("ascii"))
+        rid_b = rid.encode("ascii")
+
+        def body(w: float) -> bytes:
+            return b'{"permits":%d,"max_wait":"%dns","request_id":"%s"}' % (permits, int(w * 1e9), rid_b)
+
+        caps = self._max_wait_caps
+        body_for = None
+        if capped:
+            servers = self._t.servers
+
+            def body_for(i: int) -> bytes:
+                return body(min(mw, caps.get(servers[i].base, mw)))
+
         path = "/v1/limits/" + quote(limit, safe="") + "/reserve"
-        r = self._t.send(
-            "POST",
-            path,
-            body,
-            what="reserve on %r" % limit,
-            timeout=self.timeout + mw,
-            deadline=deadline,
-        )
+        for again in (False, True):
+            r = self._t.send(
+                "POST",
+                path,
+                body(mw),
+                what="reserve on %r" % limit,
+                timeout=self.timeout + mw,
+                connect_timeout=self.timeout,
+                deadline=deadline,
+                body_for=body_for,
+            )
+            if capped and not again and r.status == 400:
+                m = _SIDECAR_CAP.search(r.error_text())
+                cap = parse_go_duration(m.group(1)) if m else None
+                if cap is not None and cap < caps.get(r.server, mw):
+                    # A sidecar with a smaller --max-reserve-wait: ask it
+                    # for at most that from now on (a 400 decided nothing,
+                    # so the request ID may be sent again).
+                    caps[r.server] = cap
+                    continue
+            break
         return self._grant(r, limit, permits, rid)
 
     def _grant(self, r: Response, limit: str, permits: int, rid: str) -> Grant:
@@ -345,15 +426,33 @@ class Client:
         return min(left, self.default_max_wait)
 
     def _refusal_backoff(self, k: int, g: Grant, deadline: Optional[float]) -> float:
-        d = max(self._t.backoff(k, g.retry_after), _MIN_REFUSAL_BACKOFF)
+        """How long to sleep after refusal g before reserving again: until
+        its ``retry_after`` (counted from the answer's receipt) plus a
+        small jitter, never less, so that the next reserve (a new request
+        ID from the register's table) can be granted. Without a
+        ``retry_after``, the full-jitter backoff. Raises Throttled at once
+        when ``retry_after`` ends after the deadline."""
+        ra = g.retry_after
+        if ra > 0:
+            at = g.received_at + ra
+            if deadline is not None and at >= deadline:
+                raise self._timed_out(g.limit, g.permits, g)
+            wake = at + self._t.uniform(min(self._t.backoff_base, ra / 4))
+            if deadline is not None and wake >= deadline:
+                wake = at
+            return max(wake - time.monotonic(), _MIN_REFUSAL_BACKOFF)
+        d = max(self._t.backoff(k), _MIN_REFUSAL_BACKOFF)
         if deadline is not None and time.monotonic() + d >= deadline:
             raise self._timed_out(g.limit, g.permits, g)
         return d
 
     @staticmethod
-    def _timed_out(limit: str, permits: int, last: Optional[Grant]) -> Throttled:
+    def _timed_out(limit: str, permits: int, last: Optional[Grant], cause: Optional[DeadlineReached] = None) -> Throttled:
+        why = ""
+        if cause is not None:
+            why = "; last failure: %s" % cause.last_failure
         return Throttled(
-            "limit %r: no %s within the timeout" % (limit, "permit" if permits == 1 else "%d permits" % permits),
+            "limit %r: no %s within the timeout%s" % (limit, "permit" if permits == 1 else "%d permits" % permits, why),
             limit=limit,
             retry_after=None if last is None else last.retry_after,
             error=None if last is None else last.error,
@@ -364,7 +463,11 @@ class Client:
     def _acquire_grant(self, limit: str, permits: int, deadline: Optional[float]) -> Grant:
         last: Optional[Grant] = None
         for k in range(1 << 62):
-            g = self.reserve(limit, permits, self._max_wait(limit, permits, deadline, last), deadline=deadline)
+            mw = self._max_wait(limit, permits, deadline, last)
+            try:
+                g = self._reserve(limit, permits, mw, None, deadline, True)
+            except DeadlineReached as e:
+                raise self._timed_out(limit, permits, last, e) from e
             if g.granted:
                 return g
             last = g
@@ -374,7 +477,11 @@ class Client:
     async def _aacquire_grant(self, limit: str, permits: int, deadline: Optional[float]) -> Grant:
         last: Optional[Grant] = None
         for k in range(1 << 62):
-            g = await self.areserve(limit, permits, self._max_wait(limit, permits, deadline, last), deadline=deadline)
+            mw = self._max_wait(limit, permits, deadline, last)
+            try:
+                g = await self._run_async(self._reserve, limit, permits, mw, None, deadline, True)
+            except DeadlineReached as e:
+                raise self._timed_out(limit, permits, last, e) from e
             if g.granted:
                 return g
             last = g
@@ -391,19 +498,26 @@ class Client:
         """Blocks until ``permits`` permits of ``limit`` may be used together,
         and returns their grant: use them right after it returns.
 
-        It reserves with ``max_wait`` = the time left until the timeout (or
-        ``default_max_wait`` without one), then sleeps the granted wait. When
-        refused it backs off with full jitter, never longer than the
-        server's ``retry_after``, and reserves again (a new request) until
-        the timeout. When the caller overslept the permit's expiry (a busy
-        machine), it reserves again, at most ``max_expired_rounds`` times.
+        It reserves with ``max_wait`` = the time left until the timeout (at
+        most ``default_max_wait``, and at most the ``--max-reserve-wait``
+        of a sidecar that refused more), then sleeps the granted wait. When
+        refused it sleeps the server's ``retry_after`` plus a small jitter
+        and reserves again (a new request), until the timeout; when the
+        ``retry_after`` ends after the timeout it raises at once. When the
+        caller overslept the permit's expiry (a busy machine), it reserves
+        again; after ``max_expired_rounds`` expired permits in a row it
+        raises :class:`Expired`.
+
+        The timeout bounds everything, failing servers included: no attempt
+        outlasts it.
 
         Raises:
-            Throttled: the timeout ran out.
+            Throttled: the timeout ran out (refused until then, or no
+                server answered in time).
             SpacedGrant: ``permits`` > 1 on a strict limit, whose permits are
                 never usable together (see :meth:`acquire_each`).
-            Expired: the permits expired before use ``max_expired_rounds``
-                times in a row.
+            Expired: ``max_expired_rounds`` permits in a row expired before
+                use.
             NotFound, InvalidRequest, Unavailable, Unauthorized, Forbidden:
                 as :meth:`reserve`.
         """
@@ -422,7 +536,13 @@ class Client:
 
     async def aacquire(self, limit: str, permits: int = 1, timeout: Optional[Seconds] = None) -> Grant:
         """:meth:`acquire` for asyncio: reserves in the client's threads and
-        waits with :func:`asyncio.sleep`; never blocks the event loop."""
+        waits with :func:`asyncio.sleep`; never blocks the event loop.
+
+        Cancelling it (``task.cancel()``, ``asyncio.wait_for``) does not
+        stop a reserve already running in the client's threads: that
+        reserve completes, and a permit it was granted is consumed unused.
+        Against a sidecar such a reserve also keeps one of the client's
+        ``async_workers`` threads for up to its ``max_wait``."""
         deadline = self._deadline(timeout)
         for rnd in range(self.max_expired_rounds):
             g = await self._aacquire_grant(limit, permits, deadline)

@@ -48,6 +48,10 @@ class Grant:
         received_at: when its answer had been received, before parsing.
         server: the base URL of the server that answered.
         error: (refused) the server's explanation.
+        checked_at: when :meth:`sleep` (or :meth:`asleep`) last found the
+            permit it waited for unexpired, right before returning; ``None``
+            before. The permit was usable then (``checked_at <=
+            expires_at(j)``); the caller's use comes a little later.
     """
 
     __slots__ = (
@@ -64,6 +68,7 @@ class Grant:
         "received_at",
         "server",
         "error",
+        "checked_at",
     )
 
     def __init__(
@@ -96,6 +101,7 @@ class Grant:
         self.received_at = received_at
         self.server = server
         self.error = error
+        self.checked_at: Optional[float] = None
 
     def __repr__(self) -> str:
         if self.granted:
@@ -161,12 +167,12 @@ class Grant:
 
     def _expired_check(self, j: int) -> None:
         exp = self.expires_at(j)
-        if exp is not None:
-            now = time.monotonic()
-            if now > exp:
-                raise Expired(
-                    "limit %r: permit %d expired %.6fs before it could be used" % (self.limit, j, now - exp)
-                )
+        now = time.monotonic()
+        if exp is not None and now > exp:
+            raise Expired(
+                "limit %r: permit %d expired %.6fs before it could be used" % (self.limit, j, now - exp)
+            )
+        self.checked_at = now
 
     def sleep(self, permit: Optional[int] = None) -> None:
         """Sleeps until the grant's permits may be used together, or with an

@@ -7,9 +7,15 @@ full round the transport backs off with full jitter (uniform in
 ``[0, min(backoff_max, backoff_base * 2**k)]``), but at least as long as the
 last 503's ``Retry-After`` (capped at ``backoff_max``), for at most
 ``rounds * len(servers)`` attempts. Any other answer (2xx, 4xx) is returned
-as is. The same body is sent on every attempt, so a reserve keeps its
-request ID across retries and the register answers a retry of a decided
-request with the first decision.
+as is. The same request ID is sent on every attempt (the body differs
+only by a max_wait lowered to a sidecar's cap), so the register answers
+a retry of a decided request with the first decision.
+
+A caller's deadline bounds the whole: it is checked before every attempt
+and every backoff, each attempt gets at most the time left (connecting at
+most the connect timeout, also bounded by it), and when the deadline ends
+the call :class:`DeadlineReached` is raised (the client turns it into
+``Throttled``).
 
 Everything here blocks; the asynchronous API runs it in a thread pool.
 """
@@ -24,7 +30,7 @@ import socket
 import ssl
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ._errors import InvalidRequest, Unavailable
@@ -145,6 +151,10 @@ class _OneWrite:
     both sides a read and the sender a second trip through the stack)."""
 
     def _send_output(self, message_body=None, encode_chunked=False):  # type: ignore[no-untyped-def]
+        # http.client keeps the head's lines in the private list _buffer
+        # (CPython 3.9 to 3.13). Should a release rename or retype it, the
+        # check below fails and the request goes through http.client's own
+        # _send_output (head and body in two writes): slower, never wrong.
         buf = getattr(self, "_buffer", None)
         if isinstance(message_body, bytes) and isinstance(buf, list) and not encode_chunked:
             buf.extend((b"", message_body))
@@ -169,6 +179,12 @@ class _Undelivered(Exception):
 
 class _Ambiguous(Exception):
     """The attempt failed after the request may have been sent."""
+
+
+class DeadlineReached(Unavailable):
+    """The caller's deadline came before any server gave a usable answer
+    (raised by :meth:`Transport.send`; the client raises ``Throttled`` from
+    it). Its attributes are :class:`Unavailable`'s."""
 
 
 # Failures of a reused keep-alive connection that the server had already
@@ -237,6 +253,14 @@ class Transport:
 
     # -- jitter -----------------------------------------------------------
 
+    def uniform(self, d: float) -> float:
+        """A jitter uniform in ``[0, d]`` (0 when d <= 0)."""
+        self._check_fork()
+        if d <= 0:
+            return 0.0
+        with self._lock:
+            return self._rng.uniform(0.0, d)
+
     def backoff(self, k: int, ceiling: Optional[float] = None) -> float:
         """Full jitter for the k-th retry (0-based): uniform in
         ``[0, min(backoff_max, backoff_base * 2**k, ceiling)]``."""
@@ -289,14 +313,27 @@ class Transport:
             h["Authorization"] = "Bearer " + self._token
         return h
 
-    def attempt(self, i: int, method: str, path: str, body: Optional[bytes], timeout: float) -> Response:
-        """Sends one request to server i. Raises _Undelivered when no
-        connection could be opened, _Ambiguous when the request may have
-        been sent but no answer was read."""
+    def attempt(
+        self,
+        i: int,
+        method: str,
+        path: str,
+        body: Optional[bytes],
+        timeout: float,
+        connect_timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+    ) -> Response:
+        """Sends one request to server i: connecting takes at most
+        ``connect_timeout`` (default ``timeout``), the exchange at most
+        ``timeout``, and neither goes past ``deadline``.
+        Raises _Undelivered when no connection could be opened, _Ambiguous
+        when the request may have been sent but no answer was read."""
+        if connect_timeout is None:
+            connect_timeout = timeout
         c = self._get_conn(i)
         if c is not None:
             try:
-                return self._exchange(i, c, method, path, body, timeout)
+                return self._exchange(i, c, method, path, body, timeout, deadline)
             except _Ambiguous as e:
                 if not isinstance(e.__cause__, _STALE):
                     raise
@@ -304,13 +341,25 @@ class Transport:
                 # again once on a fresh connection. The request ID makes a
                 # second decision impossible if the first one happened.
                 try:
-                    return self._fresh(i, method, path, body, timeout)
+                    return self._fresh(i, method, path, body, timeout, connect_timeout, deadline)
                 except _Undelivered as e2:
                     raise _Ambiguous(str(e2)) from e2.__cause__
-        return self._fresh(i, method, path, body, timeout)
+        return self._fresh(i, method, path, body, timeout, connect_timeout, deadline)
 
-    def _fresh(self, i: int, method: str, path: str, body: Optional[bytes], timeout: float) -> Response:
-        c = self._new_conn(i, timeout)
+    def _fresh(
+        self,
+        i: int,
+        method: str,
+        path: str,
+        body: Optional[bytes],
+        timeout: float,
+        connect_timeout: float,
+        deadline: Optional[float],
+    ) -> Response:
+        ct = _bounded(connect_timeout, deadline)
+        if ct <= 0:
+            raise _Undelivered("%s: not connected: the deadline came first" % self.servers[i].base)
+        c = self._new_conn(i, ct)
         try:
             c.connect()
             try:
@@ -320,16 +369,35 @@ class Transport:
         except (OSError, ssl.SSLError, http.client.HTTPException) as e:
             c.close()
             raise _Undelivered("%s: cannot connect: %s" % (self.servers[i].base, _describe(e))) from e
-        return self._exchange(i, c, method, path, body, timeout)
+        return self._exchange(i, c, method, path, body, timeout, deadline)
 
-    def _exchange(self, i: int, c: http.client.HTTPConnection, method: str, path: str, body: Optional[bytes], timeout: float) -> Response:
+    def _exchange(
+        self,
+        i: int,
+        c: http.client.HTTPConnection,
+        method: str,
+        path: str,
+        body: Optional[bytes],
+        timeout: float,
+        deadline: Optional[float] = None,
+    ) -> Response:
         base = self.servers[i].base
+        t = _bounded(timeout, deadline)
+        if t <= 0:
+            # Nothing sent on this open connection: keep it for later.
+            self._put_conn(i, c)
+            raise _Undelivered("%s: not sent: the deadline came first" % base)
         try:
-            if c.sock is not None:
-                c.sock.settimeout(timeout)
+            # The attempt's budget t is shared by its phases (send, the
+            # answer's head, its body): each blocking socket call waits at
+            # most what is left of it.
             sent_at = time.monotonic()
+            end = sent_at + t
+            _settimeout(c, end)
             c.request(method, path, body=body, headers=self._headers(body))
+            _settimeout(c, end)
             r = c.getresponse()
+            _settimeout(c, end)
             data = r.read(MAX_RESPONSE_BYTES + 1)
             received_at = time.monotonic()
         except (OSError, ssl.SSLError, http.client.HTTPException) as e:
@@ -355,12 +423,23 @@ class Transport:
         *,
         what: str,
         timeout: float,
+        connect_timeout: Optional[float] = None,
         deadline: Optional[float] = None,
+        body_for: Optional[Callable[[int], bytes]] = None,
     ) -> Response:
         """Sends a request with failover (see the module's doc) and returns
-        the first answer that is not a 503. Raises Unavailable when the
-        attempts run out, or when the next backoff would end after
-        ``deadline`` (a :func:`time.monotonic` value)."""
+        the first answer that is not a 503.
+
+        Each attempt connects within ``connect_timeout`` (default
+        ``timeout``) and then waits at most ``timeout`` for the answer;
+        with a ``deadline`` (a :func:`time.monotonic` value) neither goes
+        past it, and no attempt or backoff starts after it. ``body_for(i)``,
+        if given, is the body for server i (else ``body``).
+
+        Raises:
+            DeadlineReached: the deadline came before a usable answer.
+            Unavailable: the attempts ran out.
+        """
         self._check_fork()
         n = len(self.servers)
         start = self._last
@@ -370,19 +449,32 @@ class Transport:
         last_503: Optional[Response] = None
         retry_after: Optional[float] = None
         made = 0
+        expired = False
         for a in range(attempts):
             if a > 0 and a % n == 0:
                 d = self.backoff(a // n - 1)
                 if retry_after is not None:
                     d = max(d, min(retry_after, self.backoff_max))
-                if deadline is not None and time.monotonic() + d > deadline:
+                if deadline is not None and time.monotonic() + d >= deadline:
+                    expired = True
                     break
                 _sleep(d)
                 retry_after = None
+            if deadline is not None and time.monotonic() >= deadline:
+                expired = True
+                break
             i = (start + a) % n
             made += 1
             try:
-                r = self.attempt(i, method, path, body, timeout)
+                r = self.attempt(
+                    i,
+                    method,
+                    path,
+                    body if body_for is None else body_for(i),
+                    timeout,
+                    connect_timeout,
+                    deadline,
+                )
             except _Undelivered as e:
                 last_failure = str(e)
                 continue
@@ -398,13 +490,36 @@ class Transport:
                 continue
             self._last = i
             return r
-        msg = "%s failed on %d attempts over %d servers; last failure: %s" % (what, made, n, last_failure)
+        if not expired and deadline is not None and time.monotonic() >= deadline:
+            expired = True  # the last attempt ran into the deadline
+        if expired:
+            msg = "%s: the deadline came after %d attempts over %d servers; last failure: %s" % (what, made, n, last_failure)
+        else:
+            msg = "%s failed on %d attempts over %d servers; last failure: %s" % (what, made, n, last_failure)
         if undelivered:
             msg += " (the request reached no server)"
         kw = {}
         if last_503 is not None:
             kw = {"error": last_503.error_text(), "status": 503, "server": last_503.server}
-        raise Unavailable(msg, not_delivered=undelivered, last_failure=last_failure, **kw)
+        cls = DeadlineReached if expired else Unavailable
+        raise cls(msg, not_delivered=undelivered, last_failure=last_failure, **kw)
+
+
+def _bounded(t: float, deadline: Optional[float]) -> float:
+    """t, or the time left before deadline if that is shorter."""
+    if deadline is None:
+        return t
+    return min(t, deadline - time.monotonic())
+
+
+def _settimeout(c: http.client.HTTPConnection, end: float) -> None:
+    """Makes c's socket calls wait at most until end; raises
+    socket.timeout when end has passed."""
+    left = end - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("timed out")
+    if c.sock is not None:
+        c.sock.settimeout(left)
 
 
 def _describe(e: BaseException) -> str:

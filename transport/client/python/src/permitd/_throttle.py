@@ -45,6 +45,14 @@ def throttle(
 
     It works on plain functions (the calling thread sleeps) and on
     ``async def`` functions (the task awaits; the event loop never blocks).
+    A function counts as asynchronous when :func:`inspect.iscoroutinefunction`
+    says so (an ``async def``, a :func:`functools.partial` of one, or one
+    marked with ``inspect.markcoroutinefunction`` on Python >= 3.12), or
+    when it is an object whose class has an ``async def __call__``. A plain
+    function that returns an awaitable (a wrapper of an ``async def``) is
+    not detected: the permit would be spent when the awaitable is made,
+    not when it runs, so such a call raises :class:`TypeError`; decorate
+    the ``async def`` itself, or make the wrapper ``async def``.
 
     Args:
         limit: the limit's name.
@@ -76,7 +84,7 @@ def throttle(
         raise InvalidRequest("throttle permits %r; allowed: an integer >= 1" % (permits,))
 
     def decorate(fn: F) -> F:
-        if inspect.iscoroutinefunction(fn):
+        if _is_async(fn):
 
             @functools.wraps(fn)
             async def athrottled(*args: Any, **kwargs: Any) -> Any:
@@ -96,8 +104,33 @@ def throttle(
                 c.acquire(limit, permits, timeout)
             elif c.try_acquire(limit, permits, mw) is None:
                 return None
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                close = getattr(result, "close", None)
+                if inspect.iscoroutine(result) and close is not None:
+                    close()  # never run: no "was never awaited" warning
+                raise TypeError(
+                    "permitd.throttle(%r): %s returned an awaitable, but it is not an async function, so its "
+                    "permit was spent before the awaitable ran (it did not pace it); decorate an async def "
+                    "(or mark the function with inspect.markcoroutinefunction on Python >= 3.12, or give its "
+                    "class an async def __call__)" % (limit, getattr(fn, "__qualname__", repr(fn)))
+                )
+            return result
 
         return throttled  # type: ignore[return-value]
 
     return decorate
+
+
+def _is_async(fn: Any) -> bool:
+    """Whether calling fn makes a coroutine to await: an async def (or a
+    partial of one, or one marked as such), or a callable object whose
+    class's __call__ is an async def."""
+    if inspect.iscoroutinefunction(fn):
+        return True
+    if isinstance(fn, functools.partial):
+        return _is_async(fn.func)
+    if inspect.isroutine(fn) or inspect.isclass(fn):
+        return False
+    call = getattr(type(fn), "__call__", None)
+    return call is not None and inspect.iscoroutinefunction(call)

@@ -1,0 +1,219 @@
+"""The client without a cluster: deadlines against servers that never
+answer, the throttle's detection of asynchronous functions, and the
+parsing of a sidecar's max_wait cap."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import inspect
+import socket
+import time
+import unittest
+import warnings
+from typing import Any, List
+
+import harness  # noqa: F401  (puts src/ on sys.path)
+import permitd
+
+
+def silent_server(test: unittest.TestCase, backlog: int = 16) -> str:
+    """A listening socket that never accepts nor answers: the kernel
+    completes the TCP handshake, the request goes into its buffer, and no
+    answer ever comes. Returns its "host:port"."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(backlog)
+    test.addCleanup(s.close)
+    return "127.0.0.1:%d" % s.getsockname()[1]
+
+
+def full_backlog_server(test: unittest.TestCase) -> str:
+    """A listening socket whose accept queue is full: the kernel drops
+    further SYNs, so a connect hangs until its timeout. Returns its
+    "host:port", or skips when the queue cannot be filled here."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(0)
+    test.addCleanup(s.close)
+    addr = s.getsockname()
+    for _ in range(8):
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        test.addCleanup(c.close)
+        c.settimeout(0.2)
+        try:
+            c.connect(addr)
+        except OSError:
+            return "127.0.0.1:%d" % addr[1]  # this one hung: the queue is full
+    test.skipTest("cannot fill a listening socket's accept queue here")
+    return ""
+
+
+class DeadlineTest(unittest.TestCase):
+    # The slack over the caller's 0.2 s timeout: a thread switch and the
+    # raise, on a loaded machine.
+    TIMEOUT = 0.2
+    SLACK = 0.3
+
+    def client(self, servers: List[str], **kw: Any) -> permitd.Client:
+        c = permitd.Client(servers, **kw)
+        self.addCleanup(c.close)
+        return c
+
+    def test_acquire_timeout_bounds_silent_servers(self) -> None:
+        # Each attempt used to get the client's timeout plus max_wait (1.2 s
+        # here), and the deadline was checked between rounds only: 2.4 s.
+        a = silent_server(self)
+        c = self.client([a, a], timeout=1, rounds=1)
+        t0 = time.monotonic()
+        with self.assertRaises(permitd.Throttled) as cm:
+            c.acquire("x", timeout=self.TIMEOUT)
+        took = time.monotonic() - t0
+        self.assertLess(took, self.TIMEOUT + self.SLACK, "acquire(timeout=0.2) took %.3fs" % took)
+        self.assertGreaterEqual(took, self.TIMEOUT - 0.01)
+        e = cm.exception
+        self.assertEqual(e.limit, "x")
+        self.assertIn("within the timeout", str(e))
+        self.assertIn("timed out", str(e))  # the last failure is named
+        self.assertIsInstance(e.__cause__, permitd.Unavailable)
+        self.assertFalse(e.__cause__.not_delivered)  # sent, never answered
+
+    def test_aacquire_and_reserve_deadline_bound_silent_servers(self) -> None:
+        a = silent_server(self)
+        c = self.client([a, a, a], timeout=1, rounds=2)
+
+        async def run() -> float:
+            t0 = time.monotonic()
+            with self.assertRaises(permitd.Throttled):
+                await c.aacquire("x", timeout=self.TIMEOUT)
+            return time.monotonic() - t0
+
+        took = asyncio.run(run())
+        self.assertLess(took, self.TIMEOUT + self.SLACK, "aacquire(timeout=0.2) took %.3fs" % took)
+        t0 = time.monotonic()
+        with self.assertRaises(permitd.Throttled):
+            c.reserve("x", max_wait=5, deadline=time.monotonic() + self.TIMEOUT)
+        took = time.monotonic() - t0
+        self.assertLess(took, self.TIMEOUT + self.SLACK, "reserve(deadline=+0.2s) took %.3fs" % took)
+
+    def test_without_deadline_attempts_are_bounded_and_unavailable(self) -> None:
+        # No deadline: each attempt gets timeout + max_wait, and running
+        # out of attempts is Unavailable, not Throttled.
+        a = silent_server(self)
+        c = self.client([a, a], timeout=0.15, rounds=1)
+        t0 = time.monotonic()
+        with self.assertRaises(permitd.Unavailable) as cm:
+            c.reserve("x", max_wait=0.05)
+        took = time.monotonic() - t0
+        self.assertNotIsInstance(cm.exception, permitd.Throttled)
+        self.assertIn("2 attempts over 2 servers", str(cm.exception))
+        self.assertGreaterEqual(took, 2 * 0.2 - 0.02)
+        self.assertLess(took, 2 * 0.2 + self.SLACK)
+
+    def test_connect_uses_the_client_timeout_alone(self) -> None:
+        # A server that never completes the handshake: connecting may take
+        # the client's timeout, not timeout + max_wait (3.2 s here).
+        a = full_backlog_server(self)
+        c = self.client([a], timeout=0.2, rounds=1)
+        t0 = time.monotonic()
+        with self.assertRaises(permitd.Unavailable) as cm:
+            c.reserve("x", max_wait=3)
+        took = time.monotonic() - t0
+        self.assertLess(took, 0.2 + self.SLACK, "connect took %.3fs" % took)
+        self.assertTrue(cm.exception.not_delivered, cm.exception)
+        self.assertIn("cannot connect", cm.exception.last_failure)
+
+
+class FakeClient:
+    """Counts the throttle's calls; grants at once."""
+
+    def __init__(self) -> None:
+        self.calls: List[str] = []
+
+    def acquire(self, limit: str, permits: int, timeout: Any) -> None:
+        self.calls.append("acquire")
+
+    async def aacquire(self, limit: str, permits: int, timeout: Any) -> None:
+        self.calls.append("aacquire")
+
+    def try_acquire(self, limit: str, permits: int, max_wait: float) -> object:
+        self.calls.append("try_acquire")
+        return object()
+
+    async def atry_acquire(self, limit: str, permits: int, max_wait: float) -> object:
+        self.calls.append("atry_acquire")
+        return object()
+
+
+class ThrottleDetectionTest(unittest.TestCase):
+    def test_callable_object_with_async_call(self) -> None:
+        class Handler:
+            async def __call__(self, x: int) -> int:
+                await asyncio.sleep(0)
+                return x * 2
+
+        for mode in ("block", "skip"):
+            fake = FakeClient()
+            f = permitd.throttle("api", client=fake, mode=mode)(Handler())  # type: ignore[arg-type]
+            self.assertTrue(inspect.iscoroutinefunction(f), mode)
+            self.assertEqual(asyncio.run(f(21)), 42)
+            self.assertEqual(fake.calls, ["aacquire" if mode == "block" else "atry_acquire"])
+
+    def test_partial_of_async_def(self) -> None:
+        async def add(a: int, b: int) -> int:
+            return a + b
+
+        fake = FakeClient()
+        f = permitd.throttle("api", client=fake)(functools.partial(add, 1))  # type: ignore[arg-type]
+        self.assertTrue(inspect.iscoroutinefunction(f))
+        self.assertEqual(asyncio.run(f(2)), 3)
+        self.assertEqual(fake.calls, ["aacquire"])
+
+    def test_plain_function_returning_a_coroutine_is_refused(self) -> None:
+        async def work() -> str:
+            return "done"
+
+        def wrapper() -> Any:  # not async def: the throttle cannot see it
+            return work()
+
+        fake = FakeClient()
+        f = permitd.throttle("api", client=fake)(wrapper)  # type: ignore[arg-type]
+        self.assertFalse(inspect.iscoroutinefunction(f))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with self.assertRaises(TypeError) as cm:
+                f()
+            gc.collect()
+        self.assertIn("returned an awaitable", str(cm.exception))
+        self.assertIn("async def", str(cm.exception))
+        self.assertEqual([w for w in caught if "never awaited" in str(w.message)], [])
+
+    def test_plain_functions_and_classes_stay_synchronous(self) -> None:
+        class Sync:
+            def __call__(self) -> str:
+                return "sync"
+
+        fake = FakeClient()
+        f = permitd.throttle("api", client=fake)(Sync())  # type: ignore[arg-type]
+        self.assertFalse(inspect.iscoroutinefunction(f))
+        self.assertEqual(f(), "sync")
+        g = permitd.throttle("api", client=fake)(lambda: 7)  # type: ignore[arg-type]
+        self.assertEqual(g(), 7)
+        self.assertEqual(fake.calls, ["acquire", "acquire"])
+
+
+class GoDurationTest(unittest.TestCase):
+    def test_parse(self) -> None:
+        from permitd._client import parse_go_duration
+
+        for text, want in (("2s", 2.0), ("1m30s", 90.0), ("1.5s", 1.5), ("250ms", 0.25), ("0s", 0.0), ("1h0m0s", 3600.0), ("1.5µs", 1.5e-6)):
+            got = parse_go_duration(text)
+            self.assertIsNotNone(got, text)
+            self.assertAlmostEqual(got, want, places=9, msg=text)  # type: ignore[arg-type]
+        for bad in ("", "x", "10", "2 s", "-1s"):
+            self.assertIsNone(parse_go_duration(bad), bad)
+
+
+if __name__ == "__main__":
+    unittest.main()
