@@ -15,25 +15,13 @@ import (
 // and returns the store with the secrets by name.
 func tokenSet(t *testing.T) (*auth.Store, map[string]string) {
 	t.Helper()
-	secrets := map[string]string{}
-	var lines []string
-	for _, tk := range []struct {
-		name   string
-		role   auth.Role
-		limits []string
-	}{{"root", auth.RoleAdmin, nil}, {"app", auth.RoleClient, nil}, {"narrow", auth.RoleClient, []string{"api*"}}, {"w1", auth.RoleWorker, nil}} {
-		secret, line, err := auth.NewSecret(tk.name, tk.role, tk.limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets[tk.name] = secret
-		lines = append(lines, line)
-	}
-	ts, err := auth.ParseTokenFile(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+	store, secrets, err := auth.NewStoreOf(
+		auth.Spec{Name: "root", Role: auth.RoleAdmin}, auth.Spec{Name: "app", Role: auth.RoleClient},
+		auth.Spec{Name: "narrow", Role: auth.RoleClient, Limits: []string{"api*"}}, auth.Spec{Name: "w1", Role: auth.RoleWorker})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return auth.NewStore(ts), secrets
+	return store, secrets
 }
 
 // TestAccessCoversEveryRoute: every route of the API has the role the

@@ -136,3 +136,24 @@ func TestParseAuthorization(t *testing.T) {
 		}
 	}
 }
+
+// TestNewStoreOf: every spec's secret finds its token with its role and
+// limits; an invalid name fails with ErrInvalid and makes no store.
+func TestNewStoreOf(t *testing.T) {
+	store, secrets, err := NewStoreOf(Spec{Name: "root", Role: RoleAdmin}, Spec{Name: "app", Role: RoleClient, Limits: []string{"api*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.Len() != 2 || len(secrets) != 2 {
+		t.Fatalf("%d tokens, %d secrets; want 2 and 2", store.Len(), len(secrets))
+	}
+	if tok, ok := store.Lookup(secrets["app"]); !ok || tok.Name != "app" || tok.Role != RoleClient || !tok.MayUse("api-x") || tok.MayUse("other") {
+		t.Errorf("app: %+v, %v", tok, ok)
+	}
+	if tok, ok := store.Lookup(secrets["root"]); !ok || tok.Role != RoleAdmin {
+		t.Errorf("root: %+v, %v", tok, ok)
+	}
+	if s, _, err := NewStoreOf(Spec{Name: "bad name", Role: RoleAdmin}); !errors.Is(err, ErrInvalid) || s != nil {
+		t.Errorf("a bad name: store %v, error %v; want ErrInvalid and no store", s, err)
+	}
+}

@@ -80,25 +80,13 @@ type register struct {
 
 func newTokens(t *testing.T) (*auth.Store, map[string]string) {
 	t.Helper()
-	secrets := map[string]string{}
-	var lines []string
-	for _, tk := range []struct {
-		name   string
-		role   auth.Role
-		limits []string
-	}{{tokAdmin, auth.RoleAdmin, nil}, {tokClient, auth.RoleClient, nil}, {tokNarrow, auth.RoleClient, []string{"api*"}}, {tokWorker, auth.RoleWorker, nil}} {
-		secret, line, err := auth.NewSecret(tk.name, tk.role, tk.limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets[tk.name] = secret
-		lines = append(lines, line)
-	}
-	ts, err := auth.ParseTokenFile(strings.NewReader(strings.Join(lines, "\n") + "\n"))
+	store, secrets, err := auth.NewStoreOf(
+		auth.Spec{Name: tokAdmin, Role: auth.RoleAdmin}, auth.Spec{Name: tokClient, Role: auth.RoleClient},
+		auth.Spec{Name: tokNarrow, Role: auth.RoleClient, Limits: []string{"api*"}}, auth.Spec{Name: tokWorker, Role: auth.RoleWorker})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return auth.NewStore(ts), secrets
+	return store, secrets
 }
 
 func startRegister(t *testing.T, tokens *auth.Store) *register {

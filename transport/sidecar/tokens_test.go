@@ -12,24 +12,12 @@ import (
 // reserve a client token that may use the limit, a session any client
 // token, status any token; other paths admin.
 func TestSidecarTokens(t *testing.T) {
-	secrets := map[string]string{}
-	var lines []string
-	for _, tk := range []struct {
-		name   string
-		role   auth.Role
-		limits []string
-	}{{"app", auth.RoleClient, nil}, {"other", auth.RoleClient, []string{"x*"}}, {"w", auth.RoleWorker, nil}, {"root", auth.RoleAdmin, nil}} {
-		secret, line, err := auth.NewSecret(tk.name, tk.role, tk.limits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets[tk.name], lines = secret, append(lines, line)
-	}
-	ts, err := auth.ParseTokenFile(strings.NewReader(strings.Join(lines, "\n")))
+	store, secrets, err := auth.NewStoreOf(auth.Spec{Name: "app", Role: auth.RoleClient}, auth.Spec{Name: "other", Role: auth.RoleClient, Limits: []string{"x*"}},
+		auth.Spec{Name: "w", Role: auth.RoleWorker}, auth.Spec{Name: "root", Role: auth.RoleAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := NewHandler(newFakeSidecarWorker(), Options{Tokens: auth.NewStore(ts)})
+	h := NewHandler(newFakeSidecarWorker(), Options{Tokens: store})
 	for _, tc := range []struct {
 		method, path, token string
 		want                int
