@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,12 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 		groupCRate    = 30 // group C's asks per second
 		workerTTL     = "2s"
 	)
+	// PERMITD_LEADERKILL_WORKER_FLAGS replaces the workers' lease flags
+	// (space separated), for measuring other settings by hand.
+	workerFlags := []string{"--ttl", workerTTL}
+	if v := os.Getenv("PERMITD_LEADERKILL_WORKER_FLAGS"); v != "" {
+		workerFlags = strings.Fields(v)
+	}
 	bin := permitdUnderTest(t)
 	agents := newTestAgents(t, 3)
 	httpAddr := map[string]string{}
@@ -82,8 +89,8 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 		sidecar := fmt.Sprintf("127.0.0.1:%d", ports[3+i])
 		join := fmt.Sprintf("127.0.0.1:%d", ports[(i+1)%3])
 		w := &testAgent{id: "worker-" + g}
-		w.start(t, bin, nil, "worker", "--group", g, "--name", "w"+g, "--limit", "lk", "--servers", serversOf(agents...),
-			"--gossip-addr", gossip, "--join", join, "--http-addr", sidecar, "--ttl", workerTTL)
+		w.start(t, bin, nil, append([]string{"worker", "--group", g, "--name", "w" + g, "--limit", "lk", "--servers", serversOf(agents...),
+			"--gossip-addr", gossip, "--join", join, "--http-addr", sidecar}, workerFlags...)...)
 		workers = append(workers, w)
 		sidecars = append(sidecars, sidecar)
 	}
