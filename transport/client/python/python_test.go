@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -93,6 +94,42 @@ func env(extra ...string) []string {
 	return append(e, extra...)
 }
 
+// The permitd binary, built once for the package's tests (permitdBinary)
+// into binDir, which TestMain removes.
+var (
+	binDir   string
+	binOnce  sync.Once
+	binPath  string
+	binErr   error
+	binBuild []byte
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// permitdBinary builds ./cmd/permitd once and returns its path.
+func permitdBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "permitd-python-test-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "permitd")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		binBuild, binErr = exec.CommandContext(ctx, "go", "build", "-o", binPath, "github.com/permitd/permitd/cmd/permitd").CombinedOutput()
+	})
+	if binErr != nil {
+		t.Fatalf("go build ./cmd/permitd: %v\n%s", binErr, binBuild)
+	}
+	return binPath
+}
+
 func TestPythonClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds permitd and runs clusters")
@@ -103,13 +140,7 @@ func TestPythonClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "permitd")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/permitd/permitd/cmd/permitd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/permitd: %v\n%s", err, out)
-	}
+	bin := permitdBinary(t)
 
 	t.Run("unittest", func(t *testing.T) {
 		cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-v")
@@ -218,11 +249,8 @@ func TestREADMEPythonExample(t *testing.T) {
 		script = strings.ReplaceAll(script, addr, "127.0.0.1:"+ports[i])
 	}
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	build2 := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "permitd"), "github.com/permitd/permitd/cmd/permitd")
-	if out, err := build2.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/permitd: %v\n%s", err, out)
+	if err := os.Symlink(permitdBinary(t), filepath.Join(dir, "permitd")); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "walkthrough.sh"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
