@@ -131,9 +131,9 @@ func TestLostAnswersAreRetriedWithTheSameRequest(t *testing.T) {
 	waitFor(t, 2*time.Second, "the register and the worker agree", func() bool {
 		return reg.pool(testLimit).Renewals == w.Stats().Renewals
 	})
-	if s := w.Stats(); s.RegisterFails < 2 {
-		t.Errorf("%d failed calls, want the lost answers counted", s.RegisterFails)
-	}
+	// Each lost answer is counted when its call gives up, which may come
+	// after the register has seen the next call.
+	waitFor(t, 2*time.Second, "the lost answers counted as failed calls", func() bool { return w.Stats().RegisterFails >= 2 })
 }
 
 func TestUndeliveredRenewalKeepsTheGrantUntilItsLocalExpiry(t *testing.T) {
