@@ -117,6 +117,28 @@ type Pacer interface {
 	RestoreState(b []byte) error
 }
 
+// Scheduler is what a multi-limit reserve and a settlement need of a
+// pacer beyond Pacer: granting at a time chosen by the caller, and
+// charging permits that were used without a grant. Every pacer of this
+// package implements it (see doc.go, "Serving at a chosen time").
+type Scheduler interface {
+	// ReserveAt grants n permits served at exactly atNanos, decided at
+	// now, if atNanos is at or after Query(now, n) and the algorithm's
+	// own admission rules allow a grant served then (Strict: MaxReserved
+	// counted from now); otherwise it refuses and changes nothing. The
+	// state becomes what it would be had the request arrived at atNanos,
+	// except that the pacer's clock stays at now: later requests made
+	// before atNanos are served after it.
+	ReserveAt(nowNanos, n, atNanos int64) (Decision, error)
+	// Charge takes n >= 1 permits at now that were used without a grant
+	// (a settled overrun): as a grant served at the pacer's next free time
+	// whatever the wait, so that later grants are delayed by what the
+	// permits cost. It fails, changing nothing, only when the charge
+	// cannot be represented (the timeline would overflow) or the
+	// algorithm cannot take charges (Concurrency).
+	Charge(nowNanos, n int64) error
+}
+
 // Spec is the user-facing description of a limit: rate permits per Per,
 // plus the options of its algorithm. Compile validates it and turns it into a
 // Config of integers. Options of another algorithm must be zero.
