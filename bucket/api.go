@@ -24,10 +24,14 @@ const (
 	// Hybrid is the EngineBlock hybrid limiter: nanosecond tokens in active,
 	// burst and waiting pools, with a burst ratio.
 	Hybrid Algorithm = 4
+	// Concurrency is an in-flight cap (concurrency.go): at most MaxInFlight
+	// permits held at once, each held from its grant until it is released
+	// or its hold TTL passes. It has no rate.
+	Concurrency Algorithm = 5
 )
 
 // String returns the wire name of the algorithm ("strict", "bursty",
-// "warmup", "hybrid"), or "unknown(N)".
+// "warmup", "hybrid", "concurrency"), or "unknown(N)".
 func (a Algorithm) String() string {
 	switch a {
 	case Strict:
@@ -38,6 +42,8 @@ func (a Algorithm) String() string {
 		return "warmup"
 	case Hybrid:
 		return "hybrid"
+	case Concurrency:
+		return "concurrency"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(a))
 }
@@ -53,9 +59,14 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 		return WarmingUp, nil
 	case "hybrid":
 		return Hybrid, nil
+	case "concurrency":
+		return Concurrency, nil
 	}
-	return 0, fmt.Errorf("bucket: algorithm %q: %w (allowed: strict, bursty, warmup, hybrid)", name, ErrInvalidAlgorithm)
+	return 0, fmt.Errorf("bucket: algorithm %q: %w (allowed: %s)", name, ErrInvalidAlgorithm, allowedAlgorithms)
 }
+
+// allowedAlgorithms lists the wire names, for error messages.
+const allowedAlgorithms = "strict, bursty, warmup, hybrid, concurrency"
 
 // Errors returned by this package. Every returned error wraps exactly one of
 // these and says, in its text, what was wrong and what is allowed.
@@ -83,6 +94,11 @@ var (
 // A grant of n > 1 permits is usable together at AtNanos, except when
 // SpacingNanos is not zero (Strict): permit j (0-based) is then usable from
 // AtNanos + j*SpacingNanos until ExpiresAtNanos + j*SpacingNanos.
+//
+// For Concurrency, ExpiresAtNanos is when the grant's hold lapses (AtNanos
+// plus the hold TTL): the permits count as in flight until then unless
+// they are released earlier (Releaser), and ExpiresAtNanos names the hold
+// to release.
 type Decision struct {
 	Granted        bool
 	AtNanos        int64
@@ -139,15 +155,33 @@ type Scheduler interface {
 	Charge(nowNanos, n int64) error
 }
 
-// Spec is the user-facing description of a limit: rate permits per Per,
-// plus the options of its algorithm. Compile validates it and turns it into a
+// Releaser is what a pacer that holds permits (Concurrency) offers beyond
+// Pacer and Scheduler: giving held permits back before their hold lapses.
+// The pacer does not know which reservation holds what; the caller (the
+// replicated state machine) tracks it and names a hold by the
+// ExpiresAtNanos of the grant that created it. Grants whose holds lapse at
+// the same instant share one hold, so releasing one of them removes its
+// permits from the shared hold.
+type Releaser interface {
+	// Release gives back up to n of the permits held by the hold expiring
+	// at expiresAtNanos, at now, and returns how many it removed. It
+	// removes nothing and changes nothing, returning 0, when that hold has
+	// already lapsed (expiresAtNanos <= now: the permits came back by
+	// themselves), when no hold lapses at expiresAtNanos, or when n <= 0.
+	Release(nowNanos, expiresAtNanos, n int64) int64
+}
+
+// Spec is the user-facing description of a limit: rate permits per Per
+// (Concurrency: MaxInFlight held at once, and no rate), plus the options of
+// its algorithm. Compile validates it and turns it into a
 // Config of integers. Options of another algorithm must be zero.
 type Spec struct {
 	Algorithm Algorithm
 	// Rate is the number of permits per Per; > 0 and finite (Bursty also
-	// accepts +Inf: no limit).
+	// accepts +Inf: no limit; Concurrency has no rate and requires 0).
 	Rate float64
-	// Per is the period Rate is counted over; > 0. Zero means one second.
+	// Per is the period Rate is counted over; > 0. Zero means one second
+	// (Concurrency requires 0).
 	Per time.Duration
 
 	// MaxReserved (Strict) is how many permit slots may lie after now once a
@@ -177,6 +211,14 @@ type Spec struct {
 	// burst compensation, closing 1/2^k of the open gap at every fill.
 	// Other values are rejected.
 	Strictness float64
+
+	// MaxInFlight (Concurrency) is the most permits held at once; 1 to
+	// MaxInFlightLimit.
+	MaxInFlight int64
+	// HoldTTL (Concurrency) is how long a granted permit is held when it
+	// is not released: a crashed caller's permits come back after it. > 0
+	// and at most MaxHoldTTL; 0 selects DefaultHoldTTL.
+	HoldTTL time.Duration
 }
 
 // Config is a compiled, validated Spec: the form that is replicated and on
@@ -192,7 +234,7 @@ type Config struct {
 	Spec Spec
 	// IntervalNanos is the stable interval per permit, ceil(Per/Rate), so
 	// that the effective rate never exceeds the configured one; 0 only for
-	// an infinite Bursty rate.
+	// an infinite Bursty rate and for Concurrency (no rate).
 	IntervalNanos int64
 
 	// ExpiryNanos (Strict) is how long after its slot a permit may still be
@@ -221,6 +263,9 @@ type Config struct {
 	// compensation closes 1/2^k of the waiting pool at every fill); 0
 	// otherwise.
 	CompensationShift uint8
+
+	// Concurrency has no compiled field: MaxInFlight and HoldTTL (with its
+	// default filled in) are read from Spec.
 }
 
 // Functions every algorithm file builds on (defined in config.go / pacer.go):

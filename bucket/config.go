@@ -27,32 +27,44 @@ const (
 	// MaxCompensationShift bounds Hybrid burst compensation: the smallest
 	// strictness fraction accepted is 1/2^MaxCompensationShift.
 	MaxCompensationShift = 62
+	// DefaultHoldTTL is how long a Concurrency permit is held when
+	// Spec.HoldTTL is 0 and the permit is not released.
+	DefaultHoldTTL = 60 * time.Second
+	// MaxHoldTTL is the longest Spec.HoldTTL accepted.
+	MaxHoldTTL = 24 * time.Hour
+	// MaxInFlightLimit is the largest Spec.MaxInFlight accepted; it also
+	// bounds the permits a ConcurrencyPacer holds in all (see its Model).
+	MaxInFlightLimit = int64(1) << 20
 )
 
 // Compile validates s, applies the defaults of its algorithm and returns the
 // Config every decision is computed on. The returned Config.Spec is s with
 // the defaults filled in (Per, Expiry, MaxBurstSeconds, ColdFactor,
-// BurstRatio), so that Compile(c.Spec) == c.
+// BurstRatio, HoldTTL), so that Compile(c.Spec) == c.
 //
 // Every invalid input is rejected with an error that wraps one of the
 // package's sentinel errors and names the allowed values:
-//   - Algorithm not one of the four: ErrInvalidAlgorithm;
-//   - Per < 0, Expiry < 0, Warmup <= 0: ErrInvalidDuration;
+//   - Algorithm not one of the five: ErrInvalidAlgorithm;
+//   - Per < 0, Expiry < 0, Warmup <= 0, HoldTTL < 0 or > MaxHoldTTL, Per
+//     not 0 for Concurrency: ErrInvalidDuration;
 //   - Rate NaN, <= 0, -Inf, +Inf for anything but Bursty, or so high that
 //     the interval would be below 1 ns, or so low that it would exceed
-//     math.MaxInt64 ns: ErrInvalidRate;
+//     math.MaxInt64 ns; Rate not 0 for Concurrency: ErrInvalidRate;
 //   - an option of another algorithm that is not zero, or an option out of
 //     its range: ErrInvalidOption;
 //   - a derived quantity that does not fit in int64 nanoseconds: ErrOverflow.
 func Compile(s Spec) (Config, error) {
 	var c Config
 	switch s.Algorithm {
-	case Strict, Bursty, WarmingUp, Hybrid:
+	case Strict, Bursty, WarmingUp, Hybrid, Concurrency:
 	default:
-		return Config{}, fmt.Errorf("bucket: algorithm %s: %w (allowed: strict, bursty, warmup, hybrid)", s.Algorithm, ErrInvalidAlgorithm)
+		return Config{}, fmt.Errorf("bucket: algorithm %s: %w (allowed: %s)", s.Algorithm, ErrInvalidAlgorithm, allowedAlgorithms)
 	}
 	if err := checkForeignOptions(s); err != nil {
 		return Config{}, err
+	}
+	if s.Algorithm == Concurrency {
+		return compileConcurrency(s)
 	}
 	per := s.Per
 	if per < 0 {
@@ -157,6 +169,8 @@ func checkForeignOptions(s Spec) error {
 		{"ColdFactor", WarmingUp, s.ColdFactor != 0},
 		{"BurstRatio", Hybrid, s.BurstRatio != 0},
 		{"Strictness", Hybrid, s.Strictness != 0},
+		{"MaxInFlight", Concurrency, s.MaxInFlight != 0},
+		{"HoldTTL", Concurrency, s.HoldTTL != 0},
 	}
 	for _, o := range opts {
 		if o.owner != s.Algorithm && o.nonzer {
@@ -310,13 +324,38 @@ func compileHybrid(c *Config, s Spec) error {
 	return nil
 }
 
+// compileConcurrency compiles a Concurrency spec: no rate (Rate and Per
+// must be 0, IntervalNanos is 0), MaxInFlight in 1..MaxInFlightLimit and
+// HoldTTL in 1 ns..MaxHoldTTL, 0 selecting DefaultHoldTTL. Checking Rate
+// with != also rejects NaN; a -0 rate is accepted and normalized to +0.
+func compileConcurrency(s Spec) (Config, error) {
+	if s.Rate != 0 {
+		return Config{}, fmt.Errorf("bucket: concurrency rate %g: %w (a concurrency limit has no rate; allowed: 0)", s.Rate, ErrInvalidRate)
+	}
+	if s.Per != 0 {
+		return Config{}, fmt.Errorf("bucket: concurrency per %v: %w (a concurrency limit has no rate period; allowed: 0)", s.Per, ErrInvalidDuration)
+	}
+	if s.MaxInFlight < 1 || s.MaxInFlight > MaxInFlightLimit {
+		return Config{}, fmt.Errorf("bucket: concurrency MaxInFlight %d: %w (allowed: 1 to %d)", s.MaxInFlight, ErrInvalidOption, MaxInFlightLimit)
+	}
+	ttl := s.HoldTTL
+	if ttl < 0 || ttl > MaxHoldTTL {
+		return Config{}, fmt.Errorf("bucket: concurrency HoldTTL %v: %w (allowed: > 0 and at most %v, or 0 for the default %v)", ttl, ErrInvalidDuration, MaxHoldTTL, DefaultHoldTTL)
+	}
+	if ttl == 0 {
+		ttl = DefaultHoldTTL
+	}
+	return Config{Spec: Spec{Algorithm: Concurrency, MaxInFlight: s.MaxInFlight, HoldTTL: ttl}}, nil
+}
+
 // MaxPermits returns the largest n a single request can ever be granted:
 //   - Strict: MaxReserved+1 (a grant may reserve at most MaxReserved slots
 //     after now, and its first slot may be now);
 //   - Bursty and WarmingUp: floor(MaxInt64/IntervalNanos), so that n
 //     intervals fit in int64 nanoseconds (MaxInt64 for an infinite rate);
 //   - Hybrid: floor((ActiveNanos+BurstNanos)/IntervalNanos), what the
-//     pools can hold.
+//     pools can hold;
+//   - Concurrency: MaxInFlight.
 //
 // It returns 0 for a Config not produced by Compile.
 func (c Config) MaxPermits() int64 {
@@ -342,6 +381,11 @@ func (c Config) MaxPermits() int64 {
 			return 0
 		}
 		return satAdd(c.ActiveNanos, c.BurstNanos) / c.IntervalNanos
+	case Concurrency:
+		if c.Spec.MaxInFlight < 1 || c.Spec.MaxInFlight > MaxInFlightLimit {
+			return 0
+		}
+		return c.Spec.MaxInFlight
 	}
 	return 0
 }
@@ -365,7 +409,7 @@ func (c Config) validate() error {
 // it, a Hybrid pacer's pools fill with it), and a now before the origin
 // counts as the origin. A fresh Strict pacer's first slot is the origin;
 // a fresh WarmingUp pacer is cold; a fresh Hybrid pacer's active pool is
-// full. c must come from Compile or DecodeConfig: New recompiles c.Spec and
+// full; a fresh Concurrency pacer holds nothing. c must come from Compile or DecodeConfig: New recompiles c.Spec and
 // rejects a Config whose compiled fields differ.
 func New(c Config, originNanos int64) (Pacer, error) {
 	if err := c.validate(); err != nil {
@@ -381,6 +425,8 @@ func New(c Config, originNanos int64) (Pacer, error) {
 	case Hybrid:
 		return &HybridPacer{cfg: c, lastNow: originNanos, fillNanos: originNanos,
 			pools: Pools{ActiveNanos: c.ActiveNanos}}, nil
+	case Concurrency:
+		return &ConcurrencyPacer{cfg: c, lastNow: originNanos}, nil
 	}
-	return nil, fmt.Errorf("bucket: algorithm %s: %w (allowed: strict, bursty, warmup, hybrid)", c.Spec.Algorithm, ErrInvalidAlgorithm)
+	return nil, fmt.Errorf("bucket: algorithm %s: %w (allowed: %s)", c.Spec.Algorithm, ErrInvalidAlgorithm, allowedAlgorithms)
 }

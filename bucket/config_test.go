@@ -86,11 +86,26 @@ func TestCompileValid(t *testing.T) {
 			want: Config{Spec: Spec{Algorithm: Hybrid, Rate: 1, Per: time.Second, BurstRatio: 1.1, Strictness: 1.0 / 32},
 				IntervalNanos: sec, ActiveNanos: 1e9, BurstNanos: 1e8, CompensationShift: 5},
 		},
+		{
+			name: "concurrency default hold TTL 60s, no rate",
+			spec: Spec{Algorithm: Concurrency, MaxInFlight: 3},
+			want: Config{Spec: Spec{Algorithm: Concurrency, MaxInFlight: 3, HoldTTL: 60 * time.Second}},
+		},
+		{
+			name: "concurrency at its limits, -0 rate normalized",
+			spec: Spec{Algorithm: Concurrency, Rate: math.Copysign(0, -1), MaxInFlight: 1 << 20, HoldTTL: 24 * time.Hour},
+			want: Config{Spec: Spec{Algorithm: Concurrency, MaxInFlight: MaxInFlightLimit, HoldTTL: MaxHoldTTL}},
+		},
+		{
+			name: "concurrency 1 ns hold",
+			spec: Spec{Algorithm: Concurrency, MaxInFlight: 1, HoldTTL: 1},
+			want: Config{Spec: Spec{Algorithm: Concurrency, MaxInFlight: 1, HoldTTL: 1}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := mustCompile(t, tt.spec)
-			if got != tt.want {
+			if got != tt.want || !sameFloatBits(got.Spec, tt.want.Spec) {
 				t.Fatalf("Compile(%+v)\n got %+v\nwant %+v", tt.spec, got, tt.want)
 			}
 			again := mustCompile(t, got.Spec)
@@ -164,6 +179,20 @@ func TestCompileInvalid(t *testing.T) {
 		{"hybrid strictness too small", Spec{Algorithm: Hybrid, Rate: 1, Strictness: math.Ldexp(1, -63)}, ErrInvalidOption, "1/2^k"},
 		{"hybrid strict with ratio", Spec{Algorithm: Hybrid, Rate: 1, Strictness: 1, BurstRatio: 1.2}, ErrInvalidOption, "must be 0 or 1"},
 		{"hybrid strictness and other ratio", Spec{Algorithm: Hybrid, Rate: 1, Strictness: 1.2, BurstRatio: 1.3}, ErrInvalidOption, "equal"},
+		{"unknown algorithm lists concurrency", Spec{Algorithm: 6, MaxInFlight: 1}, ErrInvalidAlgorithm, "allowed: strict, bursty, warmup, hybrid, concurrency"},
+		{"concurrency with rate", Spec{Algorithm: Concurrency, Rate: 1, MaxInFlight: 1}, ErrInvalidRate, "a concurrency limit has no rate; allowed: 0"},
+		{"concurrency with rate NaN", Spec{Algorithm: Concurrency, Rate: math.NaN(), MaxInFlight: 1}, ErrInvalidRate, "no rate"},
+		{"concurrency with rate +Inf", Spec{Algorithm: Concurrency, Rate: inf, MaxInFlight: 1}, ErrInvalidRate, "no rate"},
+		{"concurrency with per", Spec{Algorithm: Concurrency, Per: time.Second, MaxInFlight: 1}, ErrInvalidDuration, "allowed: 0"},
+		{"concurrency MaxInFlight 0", Spec{Algorithm: Concurrency}, ErrInvalidOption, "MaxInFlight 0"},
+		{"concurrency MaxInFlight negative", Spec{Algorithm: Concurrency, MaxInFlight: -1}, ErrInvalidOption, "allowed: 1 to 1048576"},
+		{"concurrency MaxInFlight above limit", Spec{Algorithm: Concurrency, MaxInFlight: 1<<20 + 1}, ErrInvalidOption, "allowed: 1 to 1048576"},
+		{"concurrency HoldTTL negative", Spec{Algorithm: Concurrency, MaxInFlight: 1, HoldTTL: -1}, ErrInvalidDuration, "HoldTTL"},
+		{"concurrency HoldTTL above 24h", Spec{Algorithm: Concurrency, MaxInFlight: 1, HoldTTL: 24*time.Hour + 1}, ErrInvalidDuration, "at most 24h0m0s"},
+		{"concurrency with Expiry", Spec{Algorithm: Concurrency, MaxInFlight: 1, Expiry: 1}, ErrInvalidOption, "Expiry belongs to algorithm strict"},
+		{"concurrency with BurstRatio", Spec{Algorithm: Concurrency, MaxInFlight: 1, BurstRatio: 1.1}, ErrInvalidOption, "BurstRatio belongs to algorithm hybrid"},
+		{"strict with MaxInFlight", Spec{Algorithm: Strict, Rate: 1, MaxInFlight: 1}, ErrInvalidOption, "MaxInFlight belongs to algorithm concurrency"},
+		{"hybrid with HoldTTL", Spec{Algorithm: Hybrid, Rate: 1, HoldTTL: time.Second}, ErrInvalidOption, "HoldTTL belongs to algorithm concurrency"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -220,6 +249,8 @@ func TestMaxPermits(t *testing.T) {
 		{Spec{Algorithm: Hybrid, Rate: 1000}, 1},
 		{Spec{Algorithm: Hybrid, Rate: 1e6}, 1100},
 		{Spec{Algorithm: Hybrid, Rate: 1e6, Strictness: 1}, 1000},
+		{Spec{Algorithm: Concurrency, MaxInFlight: 7}, 7},
+		{Spec{Algorithm: Concurrency, MaxInFlight: MaxInFlightLimit}, MaxInFlightLimit},
 	}
 	for _, tt := range tests {
 		if got := mustCompile(t, tt.spec).MaxPermits(); got != tt.want {
@@ -244,6 +275,8 @@ var validSpecs = []Spec{
 	{Algorithm: Hybrid, Rate: 12000, BurstRatio: 1.25},
 	{Algorithm: Hybrid, Rate: 500, Strictness: 0.125},
 	{Algorithm: Hybrid, Rate: 500, Strictness: 1},
+	{Algorithm: Concurrency, MaxInFlight: 3},
+	{Algorithm: Concurrency, MaxInFlight: 100, HoldTTL: 250 * time.Millisecond},
 }
 
 func TestConfigEncodingRoundTrip(t *testing.T) {
@@ -253,8 +286,12 @@ func TestConfigEncodingRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("AppendBinary(%+v): %v", c, err)
 		}
-		if b[0] != 0xAA || len(b) != 1+configEncodedLen {
-			t.Fatalf("AppendBinary did not append %d bytes: %x", configEncodedLen, b)
+		wantLen, wantVersion := configEncodedLen, byte(ConfigEncodingVersion)
+		if s.Algorithm == Concurrency {
+			wantLen, wantVersion = configEncodedLenV2, ConfigEncodingVersion2
+		}
+		if b[0] != 0xAA || len(b) != 1+wantLen || b[1] != wantVersion {
+			t.Fatalf("AppendBinary did not append %d bytes of version %d: %x", wantLen, wantVersion, b)
 		}
 		d, err := DecodeConfig(b[1:])
 		if err != nil {
@@ -298,10 +335,10 @@ func TestDecodeConfigRejects(t *testing.T) {
 
 func FuzzCompile(f *testing.F) {
 	for _, s := range validSpecs {
-		f.Add(uint8(s.Algorithm), s.Rate, int64(s.Per), s.MaxReserved, int64(s.Expiry), s.MaxBurstSeconds, int64(s.Warmup), s.ColdFactor, s.BurstRatio, s.Strictness)
+		f.Add(uint8(s.Algorithm), s.Rate, int64(s.Per), s.MaxReserved, int64(s.Expiry), s.MaxBurstSeconds, int64(s.Warmup), s.ColdFactor, s.BurstRatio, s.Strictness, s.MaxInFlight, int64(s.HoldTTL))
 	}
-	f.Fuzz(func(t *testing.T, alg uint8, rate float64, per, maxRes, expiry int64, mbs float64, warmup int64, cf, ratio, st float64) {
-		s := Spec{Algorithm(alg), rate, time.Duration(per), maxRes, time.Duration(expiry), mbs, time.Duration(warmup), cf, ratio, st}
+	f.Fuzz(func(t *testing.T, alg uint8, rate float64, per, maxRes, expiry int64, mbs float64, warmup int64, cf, ratio, st float64, maxInFlight, holdTTL int64) {
+		s := Spec{Algorithm(alg), rate, time.Duration(per), maxRes, time.Duration(expiry), mbs, time.Duration(warmup), cf, ratio, st, maxInFlight, time.Duration(holdTTL)}
 		c, err := Compile(s)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "bucket: ") {

@@ -1,6 +1,6 @@
 // Package bucket is the pacing math of permitd: four rate-limiting
-// algorithms as pure, deterministic functions of their state and of the
-// time they are given.
+// algorithms and an in-flight cap (Concurrency) as pure, deterministic
+// functions of their state and of the time they are given.
 //
 // # The model
 //
@@ -27,6 +27,10 @@
 //   - Hybrid (the EngineBlock limiter, documents 000 and 001) counts it in a
 //     waiting pool of nanoseconds and lets callers who are behind schedule
 //     catch up, no faster than BurstRatio times the rate.
+//   - Concurrency has no rate, so no unused time: it caps the permits held
+//     at once at MaxInFlight, each held from its grant until it is
+//     released or its HoldTTL passes (so that a crashed caller cannot
+//     leak capacity).
 //
 // Bursty and WarmingUp share Guava's second idea: they remember the time
 // of the next request rather than of the last one. A request is served at
@@ -66,11 +70,61 @@
 // (an unreachable time is math.MaxInt64, never the past). Stored permits
 // are fixed point: stored time, permits times I, exact for whole permits.
 // States and configs encode to fixed big-endian layouts that start with a
-// version and the algorithm; the same calls give the same bytes on every
-// architecture.
+// version and the algorithm (a Concurrency state: a count, then that many
+// holds); the same calls give the same bytes on every architecture.
 //
 // A Reserve that refuses changes nothing: it returns the earliest time a
 // request made now could be served (Decision.AtNanos), as Query does.
+//
+// # Serving at a chosen time
+//
+// Every pacer of this package is a Scheduler: ReserveAt(now, n, t) grants
+// n permits served at a time t the caller chooses, and Charge(now, n)
+// takes permits that were used without a grant.
+//
+// A pacer can serve n at t, decided at now, when t >= Query(now, n), the
+// time a request made now would be served:
+//
+//	Strict     t >= max(nextFree, now), and the grant leaves at most
+//	           MaxReserved slots after now: ceil((t-now)/I) - 1 + n <=
+//	           MaxReserved, counted from now (not from t)
+//	Bursty     t >= nextFree as of now
+//	WarmingUp  t >= nextFree as of now
+//	Hybrid     t >= max(now, FillNanos) + the wait for n*I tokens
+//
+// and the grant's end stays before the end of the int64 timeline. A grant
+// leaves exactly the state a Reserve(t, n, 0) would leave had the request
+// arrived at t (Strict skips the slots before t, Bursty and WarmingUp store
+// the idle time up to t, Hybrid fills its pools up to t), except that the
+// pacer's clock stays at now. Every later grant is served at or after the
+// new next free time, which is at least t, so served times stay
+// non-decreasing, and the grant is one the algorithm could have made by
+// itself. The derivations under "Bounds" use only these two facts, so
+// grants made by ReserveAt keep the algorithm's own bound.
+//
+// A request under several limits is granted on all of them together at
+// t* = max over the limits of Query_i(now, n_i), each limit then committed
+// with ReserveAt(now, n_i, t*). Since t* >= Query_i(now, n_i), every limit
+// can serve its n_i at t* (Strict may still refuse for MaxReserved), and
+// each limit's own bound holds for it as above: waiting for the slowest
+// limit never lets a faster one serve more than it would alone.
+//
+// A charge is debt: the n permits are taken at now as a grant served at
+// the next free time whatever the wait (and, for Strict, whatever
+// MaxReserved; n may exceed MaxPermits), so that later grants are delayed
+// by what the permits cost: n intervals for Strict and for Bursty with an
+// empty store; Bursty and WarmingUp spend stored permits first; Hybrid
+// draws its pools first and pushes FillNanos by the rest, without crediting
+// that time to any pool. Counted over grants and charged permits together,
+// the bounds still hold with each charge counted at the time it is taken:
+// as n slots from the next free time (Strict), as a grant of n served then
+// (Bursty, WarmingUp: n_last may then be a charge's n), and, for Hybrid,
+// whose bound has no n_last term, in tokens: what the pools paid at
+// max(now, FillNanos), the debt one token per nanosecond as its time
+// passes. (Counted as n permits at one instant, a charge of more than
+// the pools hold would exceed Hybrid's bound in a window of length 0.) A
+// charge that cannot be represented fails with ErrOverflow and changes
+// nothing.
 //
 // # Bounds
 //
@@ -82,7 +136,9 @@
 //	Bursty     floor((W + MaxStoredNanos)/I) + n_last
 //	WarmingUp  floor(W/I) + n_last
 //	Hybrid     floor((A + B + W + floor(B*W/A)) / I), A and B the pool sizes
+//	Concurrency  MaxInFlight permits held at any instant (served, neither
+//	             lapsed nor released), whatever W: a cap, not a rate
 //
 // The derivations are in the doc comments of StrictPacer, BurstyPacer,
-// WarmingUpPacer and HybridPacer.
+// WarmingUpPacer, HybridPacer and ConcurrencyPacer.
 package bucket

@@ -111,6 +111,8 @@ type HybridPacer struct {
 	pools     Pools
 }
 
+var _ Scheduler = (*HybridPacer)(nil)
+
 // Pools are the token pools of a HybridPacer, in nanoseconds.
 type Pools struct {
 	// ActiveNanos is the active pool, 0 <= ActiveNanos <= Config.ActiveNanos.
@@ -241,6 +243,81 @@ func (p *HybridPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 	p.fillNanos = at
 	p.pools = q
 	return Decision{Granted: true, AtNanos: at}, nil
+}
+
+// ReserveAt grants n permits served at atNanos, decided at now, if atNanos
+// is at or after Query(now, n) (and before the end of the int64
+// timeline); otherwise it refuses with AtNanos = Query(now, n) (atNanos at
+// the end of the timeline) and changes nothing. A grant fills the pools in
+// one fill from FillNanos to atNanos, draws n*I tokens from the active
+// pool, then the burst pool, and moves FillNanos to atNanos: the state a
+// Reserve(atNanos, n, 0) would leave, except that the clock stays at now.
+//
+// One fill to atNanos holds at least the tokens of the fill to
+// max(now, FillNanos) followed by the wait Query found: the active pool
+// gets the same time, and the burst pool at least as much (its share
+// floor(B*e/A) is superadditive in e, and the waiting pool it is moved
+// from loses nothing to compensation between the two steps).
+func (p *HybridPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
+	if err := checkPermits(&p.cfg, n); err != nil {
+		return Decision{}, err
+	}
+	now, at, q := p.filled(nowNanos)
+	need := n * p.cfg.IntervalNanos // <= A+B: n <= MaxPermits
+	d, ok := waitFor(&p.cfg, q, need)
+	if !ok {
+		return Decision{AtNanos: math.MaxInt64}, nil
+	}
+	if natural := satAdd(at, d); atNanos < natural {
+		return Decision{AtNanos: natural}, nil
+	}
+	if atNanos == math.MaxInt64 {
+		return Decision{AtNanos: atNanos}, nil
+	}
+	// atNanos >= max(now, fillNanos): fill from the stored pools, as a
+	// request arriving at atNanos would.
+	q = fill(&p.cfg, p.pools, atNanos-p.fillNanos)
+	fromActive := min(need, q.ActiveNanos)
+	if need-fromActive > q.BurstNanos {
+		// Unreachable (see above); refusing keeps the pools non-negative.
+		return Decision{AtNanos: atNanos}, nil
+	}
+	q.ActiveNanos -= fromActive
+	q.BurstNanos -= need - fromActive
+	p.lastNow = now
+	p.fillNanos = atNanos
+	p.pools = q
+	return Decision{Granted: true, AtNanos: atNanos}, nil
+}
+
+// Charge takes n >= 1 permits (n*I tokens) at now without a grant,
+// whatever the wait: the pools are filled up to max(now, FillNanos), the
+// tokens are drawn from the active pool, then the burst pool, and the
+// deficit D left pushes FillNanos to max(now, FillNanos) + D. The time it
+// takes to mint D tokens is spent on the charge and credited to no pool,
+// not even the burst share a fill of D would have added (conservative: the
+// overrun is paid at the plain rate, never at the burst ratio). It fails
+// with ErrOverflow, changing nothing, if n*I or the new FillNanos passes
+// the end of the int64 timeline.
+func (p *HybridPacer) Charge(nowNanos, n int64) error {
+	if err := checkChargePermits(&p.cfg, n); err != nil {
+		return err
+	}
+	now, at, q := p.filled(nowNanos)
+	need := satMul(n, p.cfg.IntervalNanos)
+	fromActive := min(need, q.ActiveNanos)
+	fromBurst := min(need-fromActive, q.BurstNanos)
+	debt := need - fromActive - fromBurst
+	end := satAdd(at, debt)
+	if need == math.MaxInt64 || end == math.MaxInt64 {
+		return errChargeOverflow(&p.cfg, now, n)
+	}
+	q.ActiveNanos -= fromActive
+	q.BurstNanos -= fromBurst
+	p.lastNow = now
+	p.fillNanos = end
+	p.pools = q
+	return nil
 }
 
 // Query returns the time a request for n permits made now would be served.

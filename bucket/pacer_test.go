@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -51,12 +52,11 @@ func FuzzPacerExtremes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pick uint8, b []byte) {
 		s := validSpecs[int(pick)%len(validSpecs)]
 		p := mustNew(t, s)
-		started, seen := false, int64(math.MinInt64) // a smaller now counts as the largest seen
+		// A smaller now counts as the largest seen, and the timeline starts
+		// at the origin (0 for mustNew): a now before it counts as the origin.
+		seen := int64(0)
 		for len(b) >= 24 {
-			now := int64(binary.BigEndian.Uint64(b))
-			if started {
-				now = max(now, seen)
-			}
+			now := max(int64(binary.BigEndian.Uint64(b)), seen)
 			n := int64(binary.BigEndian.Uint64(b[8:]))
 			maxWait := int64(binary.BigEndian.Uint64(b[16:]))
 			b = b[24:]
@@ -67,7 +67,7 @@ func FuzzPacerExtremes(f *testing.F) {
 				if (err == nil) != (c.Spec.Algorithm == s.Algorithm) {
 					t.Fatalf("Reconfigure %s→%s: %v", s.Algorithm, c.Spec.Algorithm, err)
 				}
-				if err == nil && started {
+				if err == nil {
 					seen = now
 				}
 				continue
@@ -85,7 +85,7 @@ func FuzzPacerExtremes(f *testing.F) {
 				t.Fatalf("Reserve(%d, %d, %d) = %+v", now, n, maxWait, d)
 			}
 			if d.Granted {
-				started, seen = true, now
+				seen = now
 			}
 			checkStateRoundTrip(t, p)
 		}
@@ -93,14 +93,17 @@ func FuzzPacerExtremes(f *testing.F) {
 }
 
 func TestAlgorithmNames(t *testing.T) {
-	for _, a := range []Algorithm{Strict, Bursty, WarmingUp, Hybrid} {
+	for _, a := range []Algorithm{Strict, Bursty, WarmingUp, Hybrid, Concurrency} {
 		got, err := ParseAlgorithm(a.String())
 		if err != nil || got != a {
 			t.Errorf("ParseAlgorithm(%q) = %v, %v", a.String(), got, err)
 		}
 	}
-	if _, err := ParseAlgorithm("leaky"); !errors.Is(err, ErrInvalidAlgorithm) {
+	if _, err := ParseAlgorithm("leaky"); !errors.Is(err, ErrInvalidAlgorithm) || !strings.Contains(err.Error(), "allowed: strict, bursty, warmup, hybrid, concurrency") {
 		t.Errorf("ParseAlgorithm(leaky): %v", err)
+	}
+	if got := Concurrency.String(); got != "concurrency" {
+		t.Errorf("Concurrency.String() = %q", got)
 	}
 }
 

@@ -83,10 +83,7 @@ func (s *smooth) reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
 	if satSub(next, now) > maxWaitNanos {
 		return Decision{AtNanos: next}, nil
 	}
-	need := satMul(n, s.cfg.IntervalNanos)
-	spend := min(need, stored)
-	wait := satAdd(s.storedCost(stored, spend), need-spend)
-	newNext := satAdd(next, wait)
+	newNext, newStored := s.spend(next, stored, satMul(n, s.cfg.IntervalNanos))
 	if newNext == math.MaxInt64 {
 		// The debt would run past the end of the int64 timeline: a
 		// saturated nextFree would serve every later request at once.
@@ -94,8 +91,65 @@ func (s *smooth) reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
 	}
 	s.lastNow = now
 	s.nextFree = newNext
-	s.storedNanos = stored - spend
+	s.storedNanos = newStored
 	return Decision{Granted: true, AtNanos: next}, nil
+}
+
+// spend serves need nanoseconds of permits (n*I) at next from the store
+// stored: stored time first, at its storedCost, then fresh time, which
+// pushes nextFree forward. It returns the new nextFree (saturated) and the
+// stored time left.
+func (s *smooth) spend(next, stored, need int64) (newNext, newStored int64) {
+	take := min(need, stored)
+	wait := satAdd(s.storedCost(stored, take), need-take)
+	return satAdd(next, wait), stored - take
+}
+
+// reserveAt implements Scheduler.ReserveAt: granted iff atNanos >= the
+// next free time as of now (Query(now, n)) and the debt stays before the
+// end of the int64 timeline. The state becomes the one a Reserve(atNanos,
+// n, 0) would leave: the store accrues the idle time up to atNanos, in one
+// step from the stored nextFree (as the request arriving at atNanos would
+// compute it; two steps, to now and then to atNanos, could floor the
+// warm-up accrual twice), and the permits are spent at atNanos.
+func (s *smooth) reserveAt(nowNanos, n, atNanos int64) (Decision, error) {
+	if err := checkPermits(&s.cfg, n); err != nil {
+		return Decision{}, err
+	}
+	now, next, _ := s.synced(nowNanos)
+	if atNanos < next {
+		return Decision{AtNanos: next}, nil
+	}
+	// atNanos >= next >= now >= lastNow: synced(atNanos) is the state a
+	// request arriving at atNanos sees, with next == atNanos.
+	_, next, stored := s.synced(atNanos)
+	newNext, newStored := s.spend(next, stored, satMul(n, s.cfg.IntervalNanos))
+	if newNext == math.MaxInt64 {
+		return Decision{AtNanos: atNanos}, nil
+	}
+	s.lastNow = now
+	s.nextFree = newNext
+	s.storedNanos = newStored
+	return Decision{Granted: true, AtNanos: next}, nil
+}
+
+// charge implements Scheduler.Charge: n >= 1 permits served at the next
+// free time as of now whatever the wait, spent as a grant spends them
+// (stored permits first).
+func (s *smooth) charge(nowNanos, n int64) error {
+	if err := checkChargePermits(&s.cfg, n); err != nil {
+		return err
+	}
+	now, next, stored := s.synced(nowNanos)
+	need := satMul(n, s.cfg.IntervalNanos)
+	newNext, newStored := s.spend(next, stored, need)
+	if need == math.MaxInt64 || newNext == math.MaxInt64 {
+		return errChargeOverflow(&s.cfg, now, n)
+	}
+	s.lastNow = now
+	s.nextFree = newNext
+	s.storedNanos = newStored
+	return nil
 }
 
 // query implements Pacer.Query: the request is served at nextFree.

@@ -70,6 +70,8 @@ type StrictPacer struct {
 	nextFree int64
 }
 
+var _ Scheduler = (*StrictPacer)(nil)
+
 // Config returns the configuration the pacer runs with.
 func (p *StrictPacer) Config() Config { return p.cfg }
 
@@ -102,6 +104,52 @@ func (p *StrictPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 	p.lastNow = now
 	p.nextFree = end
 	return Decision{Granted: true, AtNanos: at, ExpiresAtNanos: satAdd(at, p.cfg.ExpiryNanos), SpacingNanos: p.cfg.IntervalNanos}, nil
+}
+
+// ReserveAt grants n consecutive slots from atNanos on, decided at now, if
+// atNanos >= max(nextFree, now) (= Query(now, n)), the grant leaves at most
+// MaxReserved slots after now (ceil((atNanos-now)/I) - 1 + n <=
+// MaxReserved, counted from now, not from atNanos) and its end
+// atNanos+n*I stays before the end of the int64 timeline. nextFree then
+// becomes atNanos+n*I: the slots between the old nextFree and atNanos are
+// skipped, as they would be by a request arriving at atNanos. Refused below
+// Query(now, n), AtNanos is Query(now, n); refused for MaxReserved or the
+// end of the timeline, AtNanos is atNanos. A refusal changes nothing.
+func (p *StrictPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
+	if err := checkPermits(&p.cfg, n); err != nil {
+		return Decision{}, err
+	}
+	now, next := p.clock(nowNanos)
+	if natural := max(next, now); atNanos < natural {
+		return Decision{AtNanos: natural}, nil
+	}
+	ahead := satAdd(ceilDiv(satSub(atNanos, now), p.cfg.IntervalNanos)-1, n)
+	end := satAdd(atNanos, satMul(n, p.cfg.IntervalNanos))
+	if ahead > p.cfg.Spec.MaxReserved || end == math.MaxInt64 {
+		return Decision{AtNanos: atNanos}, nil
+	}
+	p.lastNow = now
+	p.nextFree = end
+	return Decision{Granted: true, AtNanos: atNanos, ExpiresAtNanos: satAdd(atNanos, p.cfg.ExpiryNanos), SpacingNanos: p.cfg.IntervalNanos}, nil
+}
+
+// Charge takes n >= 1 slots at now without a grant, whatever the wait and
+// MaxReserved: nextFree becomes max(nextFree, now) + n*I, so the next grant
+// comes n intervals later than it would have. It fails with ErrOverflow,
+// changing nothing, if that passes the end of the int64 timeline.
+func (p *StrictPacer) Charge(nowNanos, n int64) error {
+	if err := checkChargePermits(&p.cfg, n); err != nil {
+		return err
+	}
+	now, next := p.clock(nowNanos)
+	cost := satMul(n, p.cfg.IntervalNanos)
+	end := satAdd(max(next, now), cost)
+	if cost == math.MaxInt64 || end == math.MaxInt64 {
+		return errChargeOverflow(&p.cfg, now, n)
+	}
+	p.lastNow = now
+	p.nextFree = end
+	return nil
 }
 
 // Query returns max(nextFree, now): the first slot a request made now would
