@@ -39,15 +39,22 @@ const (
 	// CmdLeaseBatch carries one or more lease, renew and return commands,
 	// applied in order, each at its own arrival (leasebatch.go).
 	CmdLeaseBatch CommandType = 10
+	// CmdSettle settles a reservation's real cost (settle.go).
+	CmdSettle CommandType = 11
+	// CmdRelease releases a reservation's in-flight permits (settle.go).
+	CmdRelease CommandType = 12
 )
 
 // lastCommandType is the largest known CommandType.
-const lastCommandType = CmdLeaseBatch
+const lastCommandType = CmdRelease
 
 // EncodingVersion is the version byte that follows the type byte.
 // Version 2 added the stamp's term, per-reserve arrival times and client
 // sessions, version 3 a renewal's kept permits, version 4 batches of lease
-// commands; an entry of another version is rejected.
+// commands; an entry of another version is rejected. Later additions
+// extend version 4 compatibly: an entry an earlier decoder accepted
+// decodes the same (the reservation form of a reserve, a put's shadow
+// flag, CmdSettle and CmdRelease are bytes an earlier decoder rejects).
 const EncodingVersion = 4
 
 // Errors returned by this package.
@@ -62,9 +69,14 @@ var (
 // PutLimit creates a limit or replaces its configuration atomically. If the
 // limit exists with the same algorithm its pacer is reconfigured (debt is
 // kept); with another algorithm its state starts afresh.
+//
+// Shadow puts the limit in shadow mode: every reserve on it is decided and
+// counted as usual (would-have-refused, would-have-waited) but granted at
+// once, so that a new limit can be rolled out without refusing anyone.
 type PutLimit struct {
 	Name   string
 	Config bucket.Config
+	Shadow bool
 }
 
 // DeleteLimit removes a limit and its state. A leased limit whose leases
@@ -95,6 +107,25 @@ type Reserve struct {
 	// previous reserve's (0 when unknown) counts as the previous one's,
 	// and the first reserve's as at least the entry's stamp.
 	ArrivedNanos int64
+
+	// Track selects the reservation form (reservation.go): the reserve
+	// may name more limits (Also), and its grant leaves a reservation
+	// that can be settled and released until SettleWithinNanos after the
+	// grant's time (0 = DefaultSettleWindowNanos) or, for an in-flight
+	// permit, its hold's expiry, whichever is later. Owner (may be empty)
+	// is who may settle and release it. A tracked reserve is keyed by a
+	// RequestID or by nothing, never by a session.
+	Track             bool
+	Also              []Part
+	SettleWithinNanos int64
+	Owner             string
+}
+
+// Parts returns the limits of the reserve: its own, then Also.
+func (r *Reserve) Parts() []Part {
+	parts := make([]Part, 0, 1+len(r.Also))
+	parts = append(parts, Part{Limit: r.Limit, Permits: r.Permits})
+	return append(parts, r.Also...)
 }
 
 // SessionRef names a reserve within a client session: the session's ID
@@ -134,4 +165,7 @@ type Entry struct {
 	Return Return
 	// LeaseBatch holds a CmdLeaseBatch's commands (leasebatch.go).
 	LeaseBatch []LeaseCommand
+	// Settle and Release (settle.go).
+	Settle  Settle
+	Release Release
 }

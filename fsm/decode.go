@@ -107,6 +107,14 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 		err = decodeReturn(&r, &e.Return, names)
 	case CmdLeaseBatch:
 		e.LeaseBatch, err = decodeLeaseBatch(&r, batch, names, e.Stamp.Nanos)
+	case CmdSettle:
+		err = decodeSettle(&r, &e.Settle, names)
+	case CmdRelease:
+		e.Release.Reservation = r.uvarint("reservation")
+		e.Release.Owner = string(r.bytes("owner", MaxOwnerLen))
+		if r.err == nil {
+			err = e.Release.Validate()
+		}
 	}
 	if err == nil {
 		r.end()
@@ -145,6 +153,15 @@ func decodePut(r *reader, p *PutLimit, nowNanos int64) (putParts, error) {
 		return putParts{}, err
 	}
 	p.Name, p.Config = name, cfg
+	if r.remaining() > 0 {
+		switch flag := r.byte1("shadow"); flag {
+		case 1:
+			p.Shadow = true
+		default:
+			r.fail("shadow byte %d (allowed: 1, or nothing when not in shadow mode)", flag)
+			return putParts{}, r.err
+		}
+	}
 	return putParts{rawConfig: raw}, nil
 }
 
@@ -172,7 +189,12 @@ func decodeReserves(r *reader, rs []Reserve, names *interner, stampNanos int64) 
 		maxWait := r.uvarint("max wait")
 		delta := r.uvarint("arrival delta")
 		res := Reserve{Limit: name}
-		switch key := r.byte1("key"); key {
+		key := r.byte1("key")
+		if key&keyTracked != 0 && key != keySession|keyTracked {
+			res.Track = true
+			key &^= keyTracked
+		}
+		switch key {
 		case keyNone:
 		case keyRequestID:
 			id := r.bytes("request id", MaxRequestIDLen)
@@ -190,6 +212,9 @@ func decodeReserves(r *reader, rs []Reserve, names *interner, stampNanos int64) 
 		default:
 			r.fail("key byte %d (allowed: %d none, %d request id, %d session)", key, keyNone, keyRequestID, keySession)
 		}
+		if r.err == nil && res.Track {
+			decodeTracked(r, &res, names)
+		}
 		if r.err != nil {
 			return rs, r.err
 		}
@@ -206,4 +231,57 @@ func decodeReserves(r *reader, rs []Reserve, names *interner, stampNanos int64) 
 	}
 	r.unit = ""
 	return rs, nil
+}
+
+// decodeTracked reads the reservation-form fields of a reserve (after its
+// key).
+func decodeTracked(r *reader, res *Reserve, names *interner) {
+	n := r.uvarintMax("also count", MaxReserveParts-1)
+	if r.err != nil {
+		return
+	}
+	if n > 0 {
+		res.Also = make([]Part, 0, int(n))
+	}
+	for range int(n) {
+		name, err := decodeName(r, names)
+		if err != nil {
+			r.failErr(err)
+			return
+		}
+		permits := r.uvarint("permits")
+		if r.err == nil && permits > math.MaxInt64 {
+			r.fail("permits %d exceed the int64 range", permits)
+		}
+		res.Also = append(res.Also, Part{Limit: name, Permits: int64(permits)})
+	}
+	res.SettleWithinNanos = int64(r.uvarintMax("settle window", uint64(MaxSettleWindowNanos)))
+	res.Owner = string(r.bytes("owner", MaxOwnerLen))
+}
+
+// decodeSettle reads a CmdSettle's fields and validates them.
+func decodeSettle(r *reader, c *Settle, names *interner) error {
+	c.Reservation = r.uvarint("reservation")
+	c.RequestID = string(r.bytes("request id", MaxRequestIDLen))
+	c.Owner = string(r.bytes("owner", MaxOwnerLen))
+	n := r.uvarintMax("actual count", MaxReserveParts)
+	if r.err != nil {
+		return r.err
+	}
+	for range int(n) {
+		name, err := decodeName(r, names)
+		if err != nil {
+			return err
+		}
+		permits := r.uvarint("permits")
+		if r.err != nil {
+			return r.err
+		}
+		if permits > math.MaxInt64 {
+			r.fail("permits %d exceed the int64 range", permits)
+			return r.err
+		}
+		c.Actual = append(c.Actual, Part{Limit: name, Permits: int64(permits)})
+	}
+	return c.Validate()
 }

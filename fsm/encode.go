@@ -16,18 +16,28 @@ import (
 //	bytes 10-17 Stamp.Term, uint64 big-endian (the term it was stamped in)
 //	...         the command:
 //
-//	CmdPutLimit      name, config (uvarint length + bucket.Config.AppendBinary)
+//	CmdPutLimit      name, config (uvarint length + bucket.Config.AppendBinary),
+//	                 then byte 1 if Shadow (nothing if not)
 //	CmdDeleteLimit   name, byte force (0 or 1)
 //	CmdReserveBatch  uvarint count (1..MaxBatchReserves), then per reserve:
 //	                 limit name, uvarint permits (>= 1), uvarint max wait
 //	                 nanos, uvarint arrival delta (ArrivedNanos minus the
 //	                 previous reserve's, the first's minus Stamp.Nanos),
 //	                 byte key: 0 none, 1 request id (1..MaxRequestIDLen
-//	                 bytes), 2 session (uvarint id, seq, acked below)
+//	                 bytes), 2 session (uvarint id, seq, acked below);
+//	                 key | 0x80 marks the reservation form (Track, never
+//	                 with a session), followed after the key by uvarint
+//	                 count of Also (0..MaxReserveParts-1), each limit name
+//	                 and uvarint permits, uvarint settle window nanos
+//	                 (0..MaxSettleWindowNanos), owner (0..MaxOwnerLen)
 //	CmdNoop          nothing
 //	CmdOpenSession   nothing
 //	CmdLease, CmdRenew, CmdReturn, CmdPutLeasePolicy: see leasecodec.go
 //	CmdLeaseBatch: see leasebatch.go
+//	CmdSettle        uvarint reservation, request id (0..MaxRequestIDLen),
+//	                 owner, uvarint count (0..MaxReserveParts), each limit
+//	                 name and uvarint permits (>= 0)
+//	CmdRelease       uvarint reservation, owner
 //
 // Names and ids are uvarint-length-prefixed bytes; varints are in shortest
 // form. Nothing may follow the command.
@@ -40,6 +50,9 @@ const (
 	keyNone      = 0
 	keyRequestID = 1
 	keySession   = 2
+	// keyTracked is or-ed into the key byte of a reserve in the
+	// reservation form.
+	keyTracked = 0x80
 )
 
 // appendHeader appends the type, version and stamp of an entry.
@@ -103,9 +116,13 @@ func AppendReserveBatch(b []byte, st Stamp, rs []Reserve) ([]byte, error) {
 		arrived := max(prev, r.ArrivedNanos)
 		b = binary.AppendUvarint(b, uint64(arrived-prev)) // >= 0; wraps only for stamps 2^63 apart, which decoding rejects
 		prev = arrived
+		var tracked byte
+		if r.Track {
+			tracked = keyTracked
+		}
 		switch {
 		case r.RequestID != "":
-			b = append(b, keyRequestID)
+			b = append(b, keyRequestID|tracked)
 			b = appendBytes(b, r.RequestID)
 		case r.Session.ID != 0:
 			b = append(b, keySession)
@@ -113,7 +130,16 @@ func AppendReserveBatch(b []byte, st Stamp, rs []Reserve) ([]byte, error) {
 			b = binary.AppendUvarint(b, r.Session.Seq)
 			b = binary.AppendUvarint(b, r.Session.AckedBelow)
 		default:
-			b = append(b, keyNone)
+			b = append(b, keyNone|tracked)
+		}
+		if r.Track {
+			b = binary.AppendUvarint(b, uint64(len(r.Also)))
+			for _, p := range r.Also {
+				b = appendBytes(b, p.Limit)
+				b = binary.AppendUvarint(b, uint64(p.Permits))
+			}
+			b = binary.AppendUvarint(b, uint64(r.SettleWithinNanos))
+			b = appendBytes(b, r.Owner)
 		}
 	}
 	return b, nil
@@ -150,6 +176,9 @@ func AppendPut(b []byte, st Stamp, p PutLimit) ([]byte, error) {
 	if _, _, err := checkConfig(p.Name, b[len(b)-n:], st.Nanos); err != nil {
 		return in, err
 	}
+	if p.Shadow {
+		b = append(b, 1)
+	}
 	return b, nil
 }
 
@@ -175,4 +204,33 @@ func checkConfig(name string, raw []byte, originNanos int64) (bucket.Config, buc
 		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config cannot build a pacer: %w", ErrInvalidCommand, name, err)
 	}
 	return cfg, pacer, nil
+}
+
+// AppendSettle appends a CmdSettle entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendSettle(b []byte, st Stamp, c Settle) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return b, err
+	}
+	b = appendHeader(b, CmdSettle, st)
+	b = binary.AppendUvarint(b, c.Reservation)
+	b = appendBytes(b, c.RequestID)
+	b = appendBytes(b, c.Owner)
+	b = binary.AppendUvarint(b, uint64(len(c.Actual)))
+	for _, p := range c.Actual {
+		b = appendBytes(b, p.Limit)
+		b = binary.AppendUvarint(b, uint64(p.Permits))
+	}
+	return b, nil
+}
+
+// AppendRelease appends a CmdRelease entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendRelease(b []byte, st Stamp, c Release) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return b, err
+	}
+	b = appendHeader(b, CmdRelease, st)
+	b = binary.AppendUvarint(b, c.Reservation)
+	return appendBytes(b, c.Owner), nil
 }

@@ -233,7 +233,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"empty", nil, false, "command type: truncated"},
 		{"only type", []byte{3}, false, "encoding version: truncated"},
 		{"unknown type 0", []byte{0, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 0"},
-		{"unknown type 11", []byte{11, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 11"},
+		{"unknown type 13", []byte{13, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 13"},
 		{"bad version", []byte{4, 3, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 3"},
 		{"version 1 of an older permitd", []byte{4, 1, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 1"},
 		{"short timestamp", []byte{4, 4, 0, 0}, false, "timestamp: truncated"},

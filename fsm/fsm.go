@@ -32,6 +32,8 @@ type state struct {
 	// expiries orders every lease of every limit by its next expiry
 	// (derived from the limits' pools; rebuilt by Restore).
 	expiries leaseHeap
+	// reservations are the live reservations (reservation.go).
+	reservations reservationTable
 }
 
 func newState(dedupWindowNanos int64, maxDedupEntries int) state {
@@ -40,6 +42,8 @@ func newState(dedupWindowNanos int64, maxDedupEntries int) state {
 		dedup:      newDedupTable(dedupWindowNanos, maxDedupEntries, false),
 		leaseDedup: newDedupTable(dedupWindowNanos, min(maxDedupEntries, MaxLeaseDedupEntries), true),
 		sessions:   newSessionTable(),
+
+		reservations: newReservationTable(),
 	}
 }
 
@@ -80,8 +84,8 @@ func newFSM(dedupWindowNanos int64, maxDedupEntries int) *FSM {
 // PutResult for CmdPutLimit, DeleteResult for CmdDeleteLimit,
 // []ReserveResult (one per reserve, in order) for CmdReserveBatch,
 // LeasePolicyResult for CmdPutLeasePolicy, LeaseResult for CmdLease,
-// CmdRenew and CmdReturn, SessionResult for CmdOpenSession, nil for
-// CmdNoop.
+// CmdRenew and CmdReturn, SessionResult for CmdOpenSession, SettleResult
+// for CmdSettle, ReleaseResult for CmdRelease, nil for CmdNoop.
 //
 // The entry's time is clamped to the cluster timeline first:
 // now = max(LastNowNanos(), entry.Stamp.Nanos) if the entry was stamped in
@@ -119,6 +123,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	s.leaseDedup.expire(now)
 	s.sessions.expire(now)
 	s.expireLeases(now)
+	s.reservations.expire(now)
 
 	switch e.Type {
 	case CmdPutLimit:
@@ -151,6 +156,10 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	case CmdOpenSession:
 		s.sessions.open(l.Index, now)
 		return SessionResult{ID: l.Index, IdleNanos: SessionIdleNanos}
+	case CmdSettle:
+		return s.settle(now, &e.Settle)
+	case CmdRelease:
+		return s.release(now, &e.Release)
 	}
 	return nil // CmdNoop
 }
@@ -171,6 +180,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 	case !ok:
 		l = &limit{name: p.Name}
 		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
+		l.bornIndex, l.shadow = index, p.Shadow
 		s.limits[p.Name] = l
 		i, _ := slices.BinarySearch(s.names, p.Name)
 		s.names = slices.Insert(s.names, i, p.Name)
@@ -182,10 +192,13 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 		}
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(p.Config, parts.rawConfig, index, l.pacer)
+		l.seq++
 	default:
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
+		l.bornIndex, l.seq = index, 0
 	}
+	l.shadow = p.Shadow
 	return PutResult{Version: index}
 }
 
@@ -246,6 +259,10 @@ func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 		return s.reserveInSession(nowNanos, r)
 	}
 	if r.RequestID == "" {
+		if r.Track && s.reservations.full() {
+			o := s.reservationsBusy()
+			return o.resultAt(nowNanos, false)
+		}
 		o := s.decide(nowNanos, r)
 		return o.resultAt(nowNanos, false)
 	}
@@ -260,14 +277,23 @@ func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 		o := outcome{status: Busy, atNanos: s.dedup.oldestAtNanos() + s.dedup.windowNanos}
 		return o.resultAt(nowNanos, false)
 	}
+	if r.Track && s.reservations.full() {
+		// Not recorded: a retry after the oldest reservation is final is
+		// decided afresh.
+		o := s.reservationsBusy()
+		return o.resultAt(nowNanos, false)
+	}
 	o := s.decide(nowNanos, r)
 	s.dedup.add(dedupRecord{id: r.RequestID, recordedAtNanos: nowNanos, outcome: o})
 	return o.resultAt(nowNanos, false)
 }
 
 // decide decides a reserve on its limit at nowNanos (UnknownLimit if there
-// is none).
+// is none), or on all its limits in the reservation form (multi.go).
 func (s *state) decide(nowNanos int64, r *Reserve) outcome {
+	if r.Track {
+		return s.decideTracked(nowNanos, r)
+	}
 	if l, ok := s.limits[r.Limit]; ok {
 		return l.decide(nowNanos, r)
 	}

@@ -195,4 +195,5 @@ func (s *state) advanceTo(nowNanos int64) {
 	s.leaseDedup.expire(nowNanos)
 	s.sessions.expire(nowNanos)
 	s.expireLeases(nowNanos)
+	s.reservations.expire(nowNanos)
 }

@@ -14,7 +14,8 @@ import (
 func leasable(name string, intervalNanos int64) string {
 	switch {
 	case intervalNanos == 0:
-		return fmt.Sprintf("limit %q has an infinite rate: there is nothing to lease", name)
+		// An infinite bursty rate, or an in-flight cap (no rate at all).
+		return fmt.Sprintf("limit %q has no finite rate (an infinite rate, or an in-flight cap): there is nothing to lease", name)
 	case intervalNanos > MaxLeasedIntervalNanos:
 		return fmt.Sprintf("limit %q mints one permit per %dns, slower than one per lease TTL (at most %dns): reserve its permits one request at a time",
 			name, intervalNanos, MaxLeasedIntervalNanos)

@@ -31,6 +31,18 @@ type limit struct {
 	grantedRequests uint64
 	grantedPermits  uint64
 	refusedRequests uint64
+
+	// bornIndex is the raft index of the put that created the current
+	// pacer (a put with another algorithm replaces it), seq the number of
+	// changes the pacer's state has seen since (grants, charges, refunds,
+	// releases, reconfigurations): together they tell a settlement whether
+	// anything touched the pacer after a grant (reservation.go).
+	bornIndex, seq uint64
+	// shadow: the limit is in shadow mode (PutLimit.Shadow).
+	// shadowRefused and shadowWaited count the reserves it granted that it
+	// would have refused, or made wait, had it been enforced.
+	shadow                      bool
+	shadowRefused, shadowWaited uint64
 }
 
 // LimitInfo is a read-only view of one limit.
@@ -50,6 +62,11 @@ type LimitInfo struct {
 	// Lease (Leased only) summarises the lease pool: its policy and how
 	// many leases hold permits.
 	Lease LeaseSummary
+	// Shadow reports shadow mode (PutLimit.Shadow); ShadowWouldRefuse and
+	// ShadowWouldWait count the grants that enforcement would have
+	// refused, or made wait (since the limit was created).
+	Shadow                             bool
+	ShadowWouldRefuse, ShadowWouldWait uint64
 }
 
 // LeaseSummary is the part of a leased limit's pool that a view of the
@@ -67,13 +84,16 @@ type LeaseSummary struct {
 // info returns a read-only view of l.
 func (l *limit) info() LimitInfo {
 	info := LimitInfo{
-		Name:            l.name,
-		Config:          l.cfg,
-		Version:         l.version,
-		GrantedRequests: l.grantedRequests,
-		GrantedPermits:  l.grantedPermits,
-		RefusedRequests: l.refusedRequests,
-		Leased:          l.pool != nil,
+		Name:              l.name,
+		Config:            l.cfg,
+		Version:           l.version,
+		GrantedRequests:   l.grantedRequests,
+		GrantedPermits:    l.grantedPermits,
+		RefusedRequests:   l.refusedRequests,
+		Leased:            l.pool != nil,
+		Shadow:            l.shadow,
+		ShadowWouldRefuse: l.shadowRefused,
+		ShadowWouldWait:   l.shadowWaited,
 	}
 	if p := l.pool; p != nil {
 		i := l.cfg.IntervalNanos
@@ -112,6 +132,13 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 			"limit %q cannot decide %d permits with max wait %dns: %v", l.name, r.Permits, r.MaxWaitNanos, err))}
 	}
+	if l.shadow {
+		l.countShadow(nowNanos, d, r.Permits)
+		return outcome{status: Granted, atNanos: nowNanos}
+	}
+	if d.Granted {
+		l.seq++
+	}
 	if !d.Granted {
 		l.refusedRequests++
 		return outcome{status: Refused, atNanos: d.AtNanos}
@@ -135,4 +162,20 @@ func replayExpiry(atNanos, intervalNanos int64) int64 {
 		return math.MaxInt64
 	}
 	return atNanos + intervalNanos
+}
+
+// countShadow counts a shadow limit's decision d on a request for permits
+// made at nowNanos, which is granted at once whatever d says.
+func (l *limit) countShadow(nowNanos int64, d bucket.Decision, permits int64) {
+	switch {
+	case !d.Granted:
+		l.shadowRefused++
+	case d.AtNanos > nowNanos:
+		l.shadowWaited++
+	}
+	if d.Granted {
+		l.seq++
+	}
+	l.grantedRequests++
+	l.grantedPermits += uint64(permits)
 }

@@ -27,8 +27,13 @@ type outcome struct {
 	// spacingNanos (Granted) is the spacing of the grant's permits (see
 	// ReserveResult.SpacingNanos).
 	spacingNanos int64
-	// detail explains Invalid.
+	// detail explains Invalid (and UnknownLimit, in the reservation
+	// form).
 	detail string
+	// reservation (Granted, reservation form) is the reservation's ID;
+	// blocking (Refused, reservation form) the limit that set atNanos.
+	reservation uint64
+	blocking    string
 }
 
 // resultAt expresses the outcome relative to nowNanos (the cluster time of
@@ -45,7 +50,8 @@ type outcome struct {
 //
 // Comparisons come before subtractions, so nothing overflows.
 func (o *outcome) resultAt(nowNanos int64, replay bool) ReserveResult {
-	res := ReserveResult{Status: o.status, NowNanos: nowNanos, Duplicate: replay}
+	res := ReserveResult{Status: o.status, NowNanos: nowNanos, Duplicate: replay,
+		ReservationID: o.reservation, Blocking: o.blocking}
 	switch o.status {
 	case Granted:
 		if o.atNanos > nowNanos {

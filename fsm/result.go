@@ -72,8 +72,15 @@ type ReserveResult struct {
 	// towards -1), so a client that acts on the replayed answer never uses
 	// a permit earlier, or later, than the first answer allowed.
 	Duplicate bool
-	// Detail explains Invalid.
+	// Detail explains Invalid (and, for a reserve in the reservation
+	// form, names the unknown limit of UnknownLimit).
 	Detail string
+	// ReservationID (Granted, reservation form) names the reservation the
+	// grant left, to settle or release it; 0 otherwise.
+	ReservationID uint64
+	// Blocking (Refused, reservation form) is the limit that decided the
+	// retry time: the one that could serve its part last.
+	Blocking string
 }
 
 // PutResult is the outcome of a PutLimit.

@@ -7,7 +7,8 @@ import (
 	"math"
 )
 
-// Snapshot layout (format version 5; versions 1 to 4, never released, had
+// Snapshot layout (format version 6; version 5 had no shadow mode, pacer
+// change counts or reservations; versions 1 to 4, never released, had
 // no sessions, one table for every request ID, outcomes without spacing
 // and replay expiry, and leases without a mint mark). Every replica that applied the same log
 // produces the same bytes:
@@ -21,6 +22,8 @@ import (
 //	    config          uvarint length + bucket.Config.AppendBinary bytes
 //	    counters        uvarint grantedRequests, grantedPermits, refusedRequests
 //	    pacer state     uvarint length + bucket.Pacer.AppendState bytes
+//	    pacer identity  uvarint born index, uvarint change count
+//	    shadow          byte (0 or 1), uvarint would-refuse, would-wait
 //	reserve ids    uvarint count (<= MaxDedupEntries), then per request id,
 //	               oldest first (the eviction order):
 //	    id              uvarint length + bytes (1..MaxRequestIDLen)
@@ -47,15 +50,19 @@ import (
 //	                        from acked below)
 //	        outcome         see below, times relative to last active
 //	lease book     see leasesnapshot.go
+//	reservations   see reservationsnapshot.go
 //	crc32          Castagnoli checksum of every preceding byte, big-endian
 //
 // A reserve outcome is a status byte (Granted, Refused, UnknownLimit,
 // Invalid; the others are never recorded), then
 //
 //	Granted:  varint at, uvarint spacing, byte flags (1: has an expiry,
-//	          2: the expiry is for replays only), if it has an expiry:
-//	          varint expiresAt-at
-//	Refused:  varint at
+//	          2: the expiry is for replays only, 4: has a reservation),
+//	          if it has an expiry: varint expiresAt-at; if it has a
+//	          reservation: uvarint its id
+//	Refused:  varint at; with status byte | 0x80: the blocking limit's
+//	          name
+//	UnknownLimit: nothing; with status byte | 0x80: detail
 //	Invalid:  detail, uvarint length + bytes
 //
 // Varints are in shortest form; signed deltas use wrapping arithmetic, so
@@ -64,11 +71,12 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 5
+	snapshotVersion = 6
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
-	MaxPacerStateBytes = 1 << 16
+	// (A concurrency limit's holds make the largest: 16 bytes per hold.)
+	MaxPacerStateBytes = 1 << 25
 	// minLimitRecordLen and minDedupRecordLen are the smallest encodings of
 	// a limit and a dedup record; they bound preallocation for claimed counts.
 	minLimitRecordLen = 8
@@ -113,7 +121,7 @@ func (s *state) snapshotSizeHint() int {
 			n += len(sess.pending[i].detail)
 		}
 	}
-	return n + s.leaseBookSizeHint()
+	return n + s.leaseBookSizeHint() + s.reservationsSizeHint()
 }
 
 // appendSnapshot appends the snapshot encoding of s to b.
@@ -136,12 +144,18 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		stateStart := len(b)
 		b = l.pacer.AppendState(b)
 		b = insertLen(b, stateStart)
+		b = binary.AppendUvarint(b, l.bornIndex)
+		b = binary.AppendUvarint(b, l.seq)
+		b = append(b, boolByte(l.shadow))
+		b = binary.AppendUvarint(b, l.shadowRefused)
+		b = binary.AppendUvarint(b, l.shadowWaited)
 	}
 
 	b = appendDedup(b, &s.dedup)
 	b = appendDedup(b, &s.leaseDedup)
 	b = s.appendSessions(b)
 	b = s.appendLeaseBook(b)
+	b = s.appendReservations(b)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
 }
 
@@ -167,13 +181,22 @@ func appendDedup(b []byte, t *dedupTable) []byte {
 
 // Flags of a granted outcome in a snapshot.
 const (
-	outcomeHasExpiry    = 1
-	outcomeReplayExpiry = 2
+	outcomeHasExpiry      = 1
+	outcomeReplayExpiry   = 2
+	outcomeHasReservation = 4
+	// statusExtended is or-ed into the status byte of a Refused outcome
+	// that names its blocking limit and of an UnknownLimit outcome with a
+	// detail.
+	statusExtended = 0x80
 )
 
 // appendOutcome appends a reserve outcome, its times relative to base.
 func appendOutcome(b []byte, o *outcome, base int64) []byte {
-	b = append(b, byte(o.status))
+	status := byte(o.status)
+	if (o.status == Refused && o.blocking != "") || (o.status == UnknownLimit && o.detail != "") {
+		status |= statusExtended
+	}
+	b = append(b, status)
 	switch o.status {
 	case Granted:
 		b = binary.AppendVarint(b, o.atNanos-base)
@@ -185,12 +208,25 @@ func appendOutcome(b []byte, o *outcome, base int64) []byte {
 		if o.replayExpiry {
 			flags |= outcomeReplayExpiry
 		}
+		if o.reservation != 0 {
+			flags |= outcomeHasReservation
+		}
 		b = append(b, flags)
 		if o.expiresAtNanos != 0 {
 			b = binary.AppendVarint(b, o.expiresAtNanos-o.atNanos)
 		}
+		if o.reservation != 0 {
+			b = binary.AppendUvarint(b, o.reservation)
+		}
 	case Refused:
 		b = binary.AppendVarint(b, o.atNanos-base)
+		if o.blocking != "" {
+			b = appendBytes(b, o.blocking)
+		}
+	case UnknownLimit:
+		if o.detail != "" {
+			b = appendBytes(b, o.detail)
+		}
 	case Invalid:
 		b = appendBytes(b, o.detail)
 	}
@@ -200,12 +236,19 @@ func appendOutcome(b []byte, o *outcome, base int64) []byte {
 // decodeOutcome decodes what appendOutcome appended, its times relative to
 // base (deltas use wrapping arithmetic, the inverse of the encoder's).
 func decodeOutcome(r *reader, base int64) outcome {
-	o := outcome{status: Status(r.byte1("status"))}
+	status := r.byte1("status")
+	extended := status&statusExtended != 0
+	o := outcome{status: Status(status &^ statusExtended)}
+	if extended && o.status != Refused && o.status != UnknownLimit {
+		r.fail("status byte %#x (the extended form is only for refusals and unknown limits)", status)
+		return o
+	}
 	switch o.status {
 	case Granted:
 		o.atNanos = base + r.varint("at")
 		o.spacingNanos = r.int64Snap("spacing")
-		switch flags := r.byte1("flags"); flags {
+		flags := r.byte1("flags")
+		switch flags &^ outcomeHasReservation {
 		case 0:
 		case outcomeHasExpiry, outcomeHasExpiry | outcomeReplayExpiry:
 			o.replayExpiry = flags&outcomeReplayExpiry != 0
@@ -214,11 +257,29 @@ func decodeOutcome(r *reader, base int64) outcome {
 				r.fail("expiry at time 0 (0 means none)")
 			}
 		default:
-			r.fail("outcome flags %d (allowed: 0, %d, %d)", flags, outcomeHasExpiry, outcomeHasExpiry|outcomeReplayExpiry)
+			r.fail("outcome flags %d (allowed: 0, %d, %d, each with %d or not)", flags, outcomeHasExpiry, outcomeHasExpiry|outcomeReplayExpiry, outcomeHasReservation)
+		}
+		if flags&outcomeHasReservation != 0 {
+			o.reservation = r.uvarint("reservation")
+			if r.err == nil && o.reservation == 0 {
+				r.fail("reservation id 0 (0 means none)")
+			}
 		}
 	case Refused:
 		o.atNanos = base + r.varint("at")
+		if extended {
+			o.blocking = string(r.bytes("blocking limit", MaxNameLen))
+			if r.err == nil && o.blocking == "" {
+				r.fail("empty blocking limit in the extended form")
+			}
+		}
 	case UnknownLimit:
+		if extended {
+			o.detail = string(r.bytes("detail", maxDetailBytes))
+			if r.err == nil && o.detail == "" {
+				r.fail("empty detail in the extended form")
+			}
+		}
 	case Invalid:
 		o.detail = string(r.bytes("detail", maxDetailBytes))
 	default:
@@ -262,6 +323,7 @@ func decodeSnapshot(data []byte, dedupWindowNanos int64, maxDedupEntries int) (s
 	decodeDedup(&r, &st, &st.leaseDedup, true)
 	decodeSessions(&r, &st)
 	decodeLeaseBook(&r, &st)
+	decodeReservations(&r, &st)
 	r.end()
 	if r.err != nil {
 		return state{}, r.err
@@ -312,6 +374,19 @@ func decodeLimits(r *reader, st *state) {
 		}
 		if err := pacer.RestoreState(pacerState); err != nil {
 			r.fail("limit %q: pacer state: %v", name, err)
+			return
+		}
+		l.bornIndex = r.uvarint("born index")
+		l.seq = r.uvarint("change count")
+		switch shadow := r.byte1("shadow"); shadow {
+		case 0, 1:
+			l.shadow = shadow == 1
+		default:
+			r.fail("shadow byte %d (allowed: 0, 1)", shadow)
+		}
+		l.shadowRefused = r.uvarint("shadow would-refuse")
+		l.shadowWaited = r.uvarint("shadow would-wait")
+		if r.err != nil {
 			return
 		}
 		l.name = name

@@ -105,7 +105,105 @@ func validateReserveNumbers(r *Reserve) error {
 	if err := validateRequestID(r.RequestID); err != nil {
 		return err
 	}
-	return r.Session.validate(r.Limit, r.RequestID != "")
+	if err := r.Session.validate(r.Limit, r.RequestID != ""); err != nil {
+		return err
+	}
+	return r.validateTracked()
+}
+
+// validateTracked checks the reservation-form fields: none without Track;
+// with it no session, at most MaxReserveParts limits, each named once with
+// >= 1 permits, a settle window of 0..MaxSettleWindowNanos and an owner of
+// at most MaxOwnerLen bytes.
+func (r *Reserve) validateTracked() error {
+	if !r.Track {
+		if len(r.Also) > 0 || r.SettleWithinNanos != 0 || r.Owner != "" {
+			return fmt.Errorf("%w: reserve on limit %q has more limits, a settle window or an owner but is not in the reservation form (allowed: only with Track)",
+				ErrInvalidCommand, r.Limit)
+		}
+		return nil
+	}
+	switch {
+	case r.Session.ID != 0:
+		return fmt.Errorf("%w: reserve on limit %q in the reservation form has a session (allowed: a request id, or no key)", ErrInvalidCommand, r.Limit)
+	case 1+len(r.Also) > MaxReserveParts:
+		return fmt.Errorf("%w: reserve names %d limits (allowed: 1-%d)", ErrInvalidCommand, 1+len(r.Also), MaxReserveParts)
+	case r.SettleWithinNanos < 0 || r.SettleWithinNanos > MaxSettleWindowNanos:
+		return fmt.Errorf("%w: settle window %dns (allowed: 0 for the default of %dns, up to %dns)",
+			ErrInvalidCommand, r.SettleWithinNanos, DefaultSettleWindowNanos, MaxSettleWindowNanos)
+	case len(r.Owner) > MaxOwnerLen:
+		return fmt.Errorf("%w: owner is %d bytes long (allowed: 0-%d)", ErrInvalidCommand, len(r.Owner), MaxOwnerLen)
+	}
+	for i, p := range r.Also {
+		if err := validateName(p.Limit); err != nil {
+			return err
+		}
+		if p.Permits < 1 {
+			return fmt.Errorf("%w: reserve asks for %d permits of limit %q (allowed: >= 1)", ErrInvalidCommand, p.Permits, p.Limit)
+		}
+		if p.Limit == r.Limit || Parts(r.Also[:i]).index(p.Limit) >= 0 {
+			return fmt.Errorf("%w: reserve names limit %q twice (allowed: each limit once)", ErrInvalidCommand, p.Limit)
+		}
+	}
+	return nil
+}
+
+// Parts is a list of limits and permits.
+type Parts []Part
+
+// index returns the position of the part on limit name, or -1.
+func (ps Parts) index(name string) int {
+	for i := range ps {
+		if ps[i].Limit == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Validate reports whether c can be replicated: a reservation ID >= 1, a
+// valid request ID and owner, at most MaxReserveParts actual uses, each on
+// a valid limit named once, with >= 0 permits. The error wraps
+// ErrInvalidCommand.
+func (c Settle) Validate() error {
+	if err := validateReservationRef(c.Reservation, c.Owner); err != nil {
+		return err
+	}
+	if err := validateRequestID(c.RequestID); err != nil {
+		return err
+	}
+	if len(c.Actual) > MaxReserveParts {
+		return fmt.Errorf("%w: settlement names %d limits (allowed: 0-%d)", ErrInvalidCommand, len(c.Actual), MaxReserveParts)
+	}
+	for i, p := range c.Actual {
+		if err := validateName(p.Limit); err != nil {
+			return err
+		}
+		if p.Permits < 0 {
+			return fmt.Errorf("%w: settlement says %d permits of limit %q were used (allowed: >= 0)", ErrInvalidCommand, p.Permits, p.Limit)
+		}
+		if Parts(c.Actual[:i]).index(p.Limit) >= 0 {
+			return fmt.Errorf("%w: settlement names limit %q twice (allowed: each limit once)", ErrInvalidCommand, p.Limit)
+		}
+	}
+	return nil
+}
+
+// Validate reports whether c can be replicated: a reservation ID >= 1 and
+// an owner of at most MaxOwnerLen bytes. The error wraps
+// ErrInvalidCommand.
+func (c Release) Validate() error {
+	return validateReservationRef(c.Reservation, c.Owner)
+}
+
+func validateReservationRef(id uint64, owner string) error {
+	if id == 0 {
+		return fmt.Errorf("%w: reservation id 0 (allowed: >= 1, as a grant returned it)", ErrInvalidCommand)
+	}
+	if len(owner) > MaxOwnerLen {
+		return fmt.Errorf("%w: owner is %d bytes long (allowed: 0-%d)", ErrInvalidCommand, len(owner), MaxOwnerLen)
+	}
+	return nil
 }
 
 // validate checks a session reference: none (ID 0, and then Seq and

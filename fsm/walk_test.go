@@ -79,6 +79,8 @@ var walkKinds = []string{
 	"open-session", "session-replay", "session-expired", "stale-stamp",
 	"time-jump", "time-back", "lease-batch",
 	"lease-granted", "renew-granted", "returned", "fenced", "reserve-granted", "reserve-refused",
+	"tracked", "tracked-granted", "tracked-refused", "settle", "settled", "settle-refund", "settle-charge",
+	"settle-replay", "settle-conflict", "settle-forbidden", "release", "released", "put-shadow",
 }
 
 // walker drives one FSM and its twin (restored from the previous step's
@@ -106,6 +108,19 @@ type walker struct {
 	// sessions are the sessions the walk opened, with their next seq and
 	// acknowledgement.
 	sessions []walkSession
+	// reservations are reservation IDs granted to the walk, with their
+	// owners (the last 32).
+	reservations []walkReservation
+	// lastSettle is the walk's latest settlement, which it retries now
+	// and then.
+	lastSettle *Settle
+}
+
+// walkReservation is a reservation the walk was granted.
+type walkReservation struct {
+	id    uint64
+	owner string
+	parts []Part
 }
 
 // walkSession is a client session of the walk.
@@ -164,7 +179,9 @@ func (w *walker) step() []string {
 	}
 	w.index++
 	l := &raft.Log{Index: w.index, Term: w.term, Type: raft.LogCommand, Data: data}
+	before, lastReservation := w.trackedStates(data), w.f.st.reservations.lastID
 	got := w.f.Apply(l)
+	w.checkRefusedChangesNothing(kind, data, got, before, lastReservation)
 	twin := w.twin.Apply(&raft.Log{Index: l.Index, Term: l.Term, Type: l.Type, Data: data})
 	if !reflect.DeepEqual(got, twin) {
 		w.t.Errorf("seed %d: %s: the FSM answered %+v, its copy restored from the previous snapshot %+v", w.seed, kind, got, twin)
@@ -207,15 +224,19 @@ func (w *walker) command() (string, []byte) {
 		if _, ok := w.f.Limit(name); ok {
 			kind = "put-algorithm"
 		}
-		b, err = AppendPut(nil, w.stamp(), PutLimit{Name: name, Config: w.randomConfig(bucket.Algorithm(1 + r.IntN(4)))})
+		put := PutLimit{Name: name, Config: w.randomConfig(bucket.Algorithm(1 + r.IntN(walkAlgorithms))), Shadow: r.IntN(6) == 0}
+		if put.Shadow {
+			kind = "put-shadow"
+		}
+		b, err = AppendPut(nil, w.stamp(), put)
 	case p < 20:
 		kind = "put-rate"
 		info, ok := w.f.Limit(name)
-		alg := bucket.Algorithm(1 + r.IntN(4))
+		alg := bucket.Algorithm(1 + r.IntN(walkAlgorithms))
 		if ok {
 			alg = info.Config.Spec.Algorithm
 		}
-		b, err = AppendPut(nil, w.stamp(), PutLimit{Name: name, Config: w.randomConfig(alg)})
+		b, err = AppendPut(nil, w.stamp(), PutLimit{Name: name, Config: w.randomConfig(alg), Shadow: ok && info.Shadow && r.IntN(3) > 0})
 	case p < 24:
 		kind = "delete"
 		b, err = AppendDelete(nil, w.stamp(), DeleteLimit{Name: name, Force: r.IntN(2) == 0})
@@ -267,7 +288,13 @@ func (w *walker) command() (string, []byte) {
 		}
 		spent, out := w.report(g)
 		b, err = AppendReturn(nil, w.stamp(), Return{Report: Report{Limit: w.limitOf(g), LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: spent, StolenOutPermits: out}, RequestID: w.requestID()})
-	case p < 89:
+	case p < 78:
+		return w.tracked()
+	case p < 84:
+		return w.settle()
+	case p < 87:
+		return w.release()
+	case p < 95:
 		kind = "reserve"
 		n := 1 + r.IntN(4)
 		rs := make([]Reserve, n)
@@ -285,7 +312,7 @@ func (w *walker) command() (string, []byte) {
 			rs[i].ArrivedNanos = w.now
 		}
 		b, err = AppendReserveBatch(nil, st, rs)
-	case p < 92:
+	case p < 97:
 		kind = "open-session"
 		b = AppendOpenSession(nil, w.stamp())
 	default:
@@ -371,6 +398,8 @@ func (w *walker) randomConfig(a bucket.Algorithm) bucket.Config {
 	case bucket.WarmingUp:
 		s.Warmup = time.Duration(1 + r.Int64N(int64(20*time.Second)))
 		s.ColdFactor = []float64{0, 1, 2, 7}[r.IntN(4)]
+	case bucket.Concurrency:
+		s = bucket.Spec{Algorithm: a, MaxInFlight: 1 + r.Int64N(6), HoldTTL: time.Duration(r.Int64N(int64(30 * time.Second)))}
 	case bucket.Hybrid:
 		s.BurstRatio = []float64{0, 1, 1.5, 3}[r.IntN(4)]
 		if s.BurstRatio <= 1 && r.IntN(2) == 0 {
@@ -487,8 +516,20 @@ func (w *walker) observe(data []byte, res any) string {
 		return outcome
 	case SessionResult:
 		w.sessions = append(w.sessions, walkSession{id: v.ID, nextSeq: 1, acked: 1})
+	case SettleResult:
+		return w.observeSettle(v)
+	case ReleaseResult:
+		if v.Status == Settled && !v.Duplicate && v.Released > 0 {
+			return "released"
+		}
 	case []ReserveResult:
 		for i, rr := range v {
+			if e.Reserves[i].Track {
+				if o := w.observeTracked(e.Reserves[i], rr); o != "" {
+					return o
+				}
+				continue
+			}
 			switch {
 			case rr.Status == SessionExpired:
 				return "session-expired"
@@ -530,4 +571,181 @@ func (w *walker) observeLease(c LeaseCommand, v LeaseResult) string {
 		return "fenced"
 	}
 	return ""
+}
+
+// walkAlgorithms is how many algorithms the walk's puts draw from.
+const walkAlgorithms = 5
+
+// walkOwners are the owners tracked reserves and settlements name.
+var walkOwners = []string{"", "o1", "o2"}
+
+// tracked draws a batch of one or two reserves in the reservation form,
+// each on one to three distinct limits.
+func (w *walker) tracked() (string, []byte) {
+	r := w.rng
+	st := w.stamp()
+	rs := make([]Reserve, 1+r.IntN(2))
+	for i := range rs {
+		names := slices.Clone(walkNames)
+		r.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
+		k := 1 + r.IntN(len(names))
+		rs[i] = Reserve{Limit: names[0], Permits: 1 + r.Int64N(3), MaxWaitNanos: w.maxWait(), RequestID: w.requestID(),
+			Track: true, Owner: walkOwners[r.IntN(len(walkOwners))]}
+		for _, n := range names[1:k] {
+			rs[i].Also = append(rs[i].Also, Part{Limit: n, Permits: 1 + r.Int64N(3)})
+		}
+		if r.IntN(2) == 0 {
+			rs[i].SettleWithinNanos = 1 + r.Int64N(int64(2*time.Minute))
+		}
+		rs[i].ArrivedNanos = w.now
+	}
+	b, err := AppendReserveBatch(nil, st, rs)
+	if err != nil {
+		w.t.Fatalf("seed %d: tracked: encoding failed: %v", w.seed, err)
+	}
+	return "tracked", b
+}
+
+// anyReservation returns a reservation the walk was granted, or an ID
+// nobody was given.
+func (w *walker) anyReservation() walkReservation {
+	if len(w.reservations) == 0 || w.rng.IntN(10) == 0 {
+		return walkReservation{id: 1 + w.rng.Uint64N(1000)}
+	}
+	return w.reservations[w.rng.IntN(len(w.reservations))]
+}
+
+// settle draws a settlement of a known reservation: some of its limits
+// used fewer permits, some more, now and then by the wrong owner or a
+// limit it does not hold, sometimes retried with a used request ID.
+func (w *walker) settle() (string, []byte) {
+	r := w.rng
+	if w.lastSettle != nil && r.IntN(4) == 0 {
+		b, err := AppendSettle(nil, w.stamp(), *w.lastSettle) // a retry
+		if err != nil {
+			w.t.Fatalf("seed %d: settle: encoding failed: %v", w.seed, err)
+		}
+		return "settle", b
+	}
+	rv := w.anyReservation()
+	c := Settle{Reservation: rv.id, RequestID: w.requestID(), Owner: rv.owner}
+	w.lastSettle = &c
+	if r.IntN(8) == 0 {
+		c.Owner = walkOwners[r.IntN(len(walkOwners))]
+	}
+	for _, p := range rv.parts {
+		if r.IntN(3) == 0 {
+			continue
+		}
+		c.Actual = append(c.Actual, Part{Limit: p.Limit, Permits: r.Int64N(p.Permits + 3)})
+	}
+	if r.IntN(12) == 0 {
+		c.Actual = append(c.Actual, Part{Limit: "zz", Permits: 1})
+	}
+	b, err := AppendSettle(nil, w.stamp(), c)
+	if err != nil {
+		w.t.Fatalf("seed %d: settle: encoding failed: %v", w.seed, err)
+	}
+	return "settle", b
+}
+
+// release draws a release of a known reservation.
+func (w *walker) release() (string, []byte) {
+	rv := w.anyReservation()
+	owner := rv.owner
+	if w.rng.IntN(8) == 0 {
+		owner = walkOwners[w.rng.IntN(len(walkOwners))]
+	}
+	b, err := AppendRelease(nil, w.stamp(), Release{Reservation: rv.id, Owner: owner})
+	if err != nil {
+		w.t.Fatalf("seed %d: release: encoding failed: %v", w.seed, err)
+	}
+	return "release", b
+}
+
+// observeTracked notes a reservation granted to reserve q and names the
+// outcome.
+func (w *walker) observeTracked(q Reserve, rr ReserveResult) string {
+	switch {
+	case rr.Duplicate:
+		// The first command with this request ID decided (perhaps an
+		// untracked reserve): its answer is replayed as it was.
+	case rr.Status == Granted && rr.ReservationID == 0:
+		w.t.Errorf("seed %d: a tracked reserve was granted without a reservation id: %+v", w.seed, rr)
+	case rr.Status == Granted:
+		w.reservations = append(w.reservations, walkReservation{id: rr.ReservationID, owner: q.Owner, parts: q.Parts()})
+		if len(w.reservations) > 32 {
+			w.reservations = w.reservations[1:]
+		}
+		return "tracked-granted"
+	case rr.Status == Refused && rr.Blocking == "":
+		w.t.Errorf("seed %d: a tracked reserve was refused without naming the blocking limit: %+v", w.seed, rr)
+	case rr.Status == Refused:
+		return "tracked-refused"
+	}
+	return ""
+}
+
+// observeSettle names a settlement's outcome.
+func (w *walker) observeSettle(v SettleResult) string {
+	switch v.Status {
+	case Settled:
+		if v.Duplicate {
+			return "settle-replay"
+		}
+		for _, p := range v.Parts {
+			if p.Refunded > 0 {
+				return "settle-refund"
+			}
+			if p.Charged > 0 {
+				return "settle-charge"
+			}
+		}
+		return "settled"
+	case SettleConflict:
+		return "settle-conflict"
+	case SettleForbidden:
+		return "settle-forbidden"
+	}
+	return ""
+}
+
+// trackedStates returns, for an entry carrying one tracked reserve, the
+// pacer states of the limits it names (nil otherwise).
+func (w *walker) trackedStates(data []byte) map[string][]byte {
+	e, err := Decode(data)
+	if err != nil || e.Type != CmdReserveBatch || len(e.Reserves) != 1 || !e.Reserves[0].Track {
+		return nil
+	}
+	states := map[string][]byte{}
+	for _, p := range e.Reserves[0].Parts() {
+		if l, ok := w.f.st.limits[p.Limit]; ok {
+			states[p.Limit] = l.pacer.AppendState(nil)
+		}
+	}
+	return states
+}
+
+// checkRefusedChangesNothing checks that a tracked reserve that was not
+// granted left every limit it names as it was and made no reservation.
+func (w *walker) checkRefusedChangesNothing(kind string, data []byte, got any, before map[string][]byte, lastReservation uint64) {
+	if before == nil {
+		return
+	}
+	rr := got.([]ReserveResult)[0]
+	if rr.Status == Granted {
+		return
+	}
+	for name, b := range before {
+		l, ok := w.f.st.limits[name]
+		if !ok {
+			continue // expired leases cannot delete a limit; a put would be another entry
+		}
+		if after := l.pacer.AppendState(nil); !bytes.Equal(after, b) {
+			w.t.Errorf("seed %d: %s: a tracked reserve answered %+v changed limit %q's state", w.seed, kind, rr, name)
+		}
+	}
+	if w.f.st.reservations.lastID != lastReservation {
+		w.t.Errorf("seed %d: %s: a tracked reserve answered %+v made a reservation", w.seed, kind, rr)
+	}
 }

@@ -1,0 +1,199 @@
+package fsm
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+// multi.go: deciding a reserve in the reservation form: one or more
+// limits, all granted together at one cluster time or none (see doc.go,
+// "Multi-limit reserves").
+//
+// Every enforced limit i first answers when it could serve its part
+// (bucket.Pacer.Query); the grant's time is the latest of those, t*. If
+// t* is more than the reserve's max wait away the reserve is refused,
+// naming the limit that set t* (Blocking), and nothing changes anywhere.
+// Otherwise every enforced limit commits its part served at exactly t*
+// (bucket.Scheduler.ReserveAt). A limit may still refuse at t* (a strict
+// limit whose MaxReserved does not reach that far ahead); then the parts
+// already committed are restored to their state before, byte for byte,
+// and the reserve is refused naming that limit. Shadow limits are
+// decided, each on its own, only once the grant is certain.
+
+// reservationsBusy is the answer to a reserve in the reservation form when
+// the table of reservations is full: come back when the oldest is final.
+func (s *state) reservationsBusy() outcome {
+	return outcome{status: Busy, atNanos: s.reservations.oldestFinalNanos()}
+}
+
+// decideTracked decides a reserve in the reservation form at nowNanos
+// and, when it grants, records its reservation.
+func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
+	parts := r.Parts()
+	limits := make([]*limit, len(parts))
+	for i, p := range parts {
+		l, o, ok := s.trackedPart(p, len(parts))
+		if !ok {
+			return o
+		}
+		limits[i] = l
+	}
+	at, blocking := nowNanos, -1
+	for i, p := range parts {
+		l := limits[i]
+		if l.shadow {
+			continue
+		}
+		q, err := l.pacer.Query(nowNanos, p.Permits)
+		if err != nil {
+			return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+				"limit %q cannot decide %d permits: %v", l.name, p.Permits, err))}
+		}
+		if q > at {
+			at, blocking = q, i
+		}
+	}
+	if at-nowNanos > r.MaxWaitNanos {
+		limits[blocking].refusedRequests++
+		return outcome{status: Refused, atNanos: at, blocking: limits[blocking].name}
+	}
+	rv := &reservation{owner: r.Owner, decidedAtNanos: nowNanos, servedAtNanos: at, parts: make([]reservedPart, len(parts))}
+	for i, p := range parts {
+		rv.parts[i] = reservedPart{limit: limits[i].name, permits: p.Permits, bornIndex: limits[i].bornIndex, shadow: limits[i].shadow}
+	}
+	var expiresAt, spacing int64
+	committed := make([]int, 0, len(parts))
+	// Rate limits first, in-flight holds last: a hold never refuses a
+	// time its Query allowed, so a refusal never has a hold to undo.
+	for pass := range 2 {
+		for i, p := range parts {
+			l := limits[i]
+			_, isHold := l.pacer.(bucket.Releaser)
+			if l.shadow || isHold != (pass == 1) {
+				continue
+			}
+			rp := &rv.parts[i]
+			if !isHold {
+				rp.pre = l.pacer.AppendState(nil)
+			}
+			d, err := l.pacer.(bucket.Scheduler).ReserveAt(nowNanos, p.Permits, at)
+			if err != nil || !d.Granted {
+				undoCommitted(limits, rv.parts, committed)
+				if err != nil {
+					return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+						"limit %q cannot serve %d permits at cluster time %d: %v", l.name, p.Permits, at, err))}
+				}
+				l.refusedRequests++
+				return outcome{status: Refused, atNanos: max(at, d.AtNanos), blocking: l.name}
+			}
+			committed = append(committed, i)
+			if isHold {
+				rp.holdExpiresAtNanos = d.ExpiresAtNanos
+			}
+			if d.ExpiresAtNanos != 0 && (expiresAt == 0 || d.ExpiresAtNanos < expiresAt) {
+				expiresAt = d.ExpiresAtNanos
+			}
+			if len(parts) == 1 {
+				spacing = d.SpacingNanos
+			}
+		}
+	}
+	for i, p := range parts {
+		l := limits[i]
+		if l.shadow {
+			d, err := l.pacer.Reserve(nowNanos, p.Permits, r.MaxWaitNanos)
+			if err != nil {
+				d = bucket.Decision{}
+			}
+			l.countShadow(nowNanos, d, p.Permits)
+			continue
+		}
+		l.seq++
+		rv.parts[i].seqAfter = l.seq
+		l.grantedRequests++
+		l.grantedPermits += uint64(p.Permits)
+	}
+	rv.finalAtNanos = finalAt(at, r.SettleWithinNanos, rv.parts)
+	s.reservations.add(rv)
+	o := outcome{status: Granted, atNanos: at, expiresAtNanos: expiresAt, spacingNanos: spacing, reservation: rv.id}
+	if expiresAt == 0 {
+		// As for a single reserve: a replay is usable for one interval
+		// (the shortest of its limits') after the grant's time.
+		if i := minInterval(limits); i > 0 {
+			o.expiresAtNanos, o.replayExpiry = replayExpiry(at, i), true
+		}
+	}
+	return o
+}
+
+// trackedPart checks one part of a reserve in the reservation form
+// against its limit: it exists, is not leased, and can grant that many
+// permits in this reserve. It returns the limit, or the outcome that
+// refuses the reserve.
+func (s *state) trackedPart(p Part, parts int) (*limit, outcome, bool) {
+	l, ok := s.limits[p.Limit]
+	switch {
+	case !ok:
+		return nil, outcome{status: UnknownLimit, detail: boundDetail(fmt.Sprintf("limit %q does not exist", p.Limit))}, false
+	case l.pool != nil:
+		return nil, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+			"limit %q is leased: its permits are handed out to workers by lease and cannot be part of a reservation (reserve through a worker, or make the limit linearized again)", l.name))}, false
+	case p.Permits > l.maxPermits:
+		return nil, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+			"limit %q grants at most %d permits per request under its current configuration (version %d); %d requested",
+			l.name, l.maxPermits, l.version, p.Permits))}, false
+	case parts > 1 && p.Permits > 1 && !l.shadow && l.cfg.Spec.Algorithm == bucket.Strict:
+		return nil, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+			"limit %q is strict: its permits are served one interval apart, so in a reserve of several limits it takes 1 permit (%d requested); reserve more on it alone",
+			l.name, p.Permits))}, false
+	}
+	return l, outcome{}, true
+}
+
+// undoCommitted restores the pacers of the parts already committed (their
+// indices) by a reserve that is then refused.
+func undoCommitted(limits []*limit, parts []reservedPart, committed []int) {
+	for _, i := range committed {
+		l, p := limits[i], &parts[i]
+		if p.pre != nil {
+			if err := l.pacer.RestoreState(p.pre); err != nil {
+				panic(fmt.Errorf("fsm: restoring the state limit %q had a moment ago failed: %w", l.name, err))
+			}
+			continue
+		}
+		// An in-flight hold just granted (only if a later hold refused,
+		// which its Query rules out): release it whole.
+		l.pacer.(bucket.Releaser).Release(p.holdExpiresAtNanos-1, p.holdExpiresAtNanos, p.permits)
+	}
+}
+
+// finalAt is when a reservation served at atNanos stops being settleable
+// and releasable: its settle window after atNanos, or its latest hold's
+// expiry if later.
+func finalAt(atNanos, settleWithinNanos int64, parts []reservedPart) int64 {
+	if settleWithinNanos == 0 {
+		settleWithinNanos = DefaultSettleWindowNanos
+	}
+	end := atNanos + settleWithinNanos
+	if atNanos > math.MaxInt64-settleWithinNanos {
+		end = math.MaxInt64
+	}
+	for _, p := range parts {
+		end = max(end, p.holdExpiresAtNanos)
+	}
+	return end
+}
+
+// minInterval is the shortest positive interval among limits (0 if none
+// has one).
+func minInterval(limits []*limit) int64 {
+	var m int64
+	for _, l := range limits {
+		if i := l.cfg.IntervalNanos; i > 0 && (m == 0 || i < m) {
+			m = i
+		}
+	}
+	return m
+}

@@ -1,0 +1,202 @@
+package fsm
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"slices"
+)
+
+// reservationsnapshot.go: the reservations section of a snapshot:
+//
+//	last reservation id  uvarint
+//	count                uvarint (<= MaxReservations), then per
+//	                     reservation, by id strictly ascending:
+//	    id              uvarint (1..last id)
+//	    owner           uvarint length + bytes (0..MaxOwnerLen)
+//	    decided at      varint
+//	    served at       uvarint, delta from decided at
+//	    final at        uvarint, delta from served at
+//	    flags           byte: 1 settled, 2 released
+//	    if settled:     settle request id (bytes), uvarint count, then per
+//	                    part: limit name, uvarint reserved, actual,
+//	                    refunded, charged
+//	    part count      uvarint (1..MaxReserveParts), then per part:
+//	        limit           name
+//	        permits         uvarint (>= 1)
+//	        born index      uvarint
+//	        change count    uvarint (after the grant)
+//	        pre state       uvarint length + bytes (may be empty)
+//	        hold expiry     varint (0: none)
+//	        released        uvarint
+//	        shadow          byte (0 or 1)
+
+// Flags of a reservation in a snapshot.
+const (
+	reservationSettled  = 1
+	reservationReleased = 2
+	// minReservationLen bounds preallocation for a claimed count.
+	minReservationLen = 12
+)
+
+// boolByte is 1 for true, 0 for false.
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// appendReservations appends the reservations section.
+func (s *state) appendReservations(b []byte) []byte {
+	t := &s.reservations
+	b = binary.AppendUvarint(b, t.lastID)
+	ids := make([]uint64, 0, len(t.byID))
+	for id := range t.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	b = binary.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		rv := t.byID[id]
+		b = binary.AppendUvarint(b, rv.id)
+		b = appendBytes(b, rv.owner)
+		b = binary.AppendVarint(b, rv.decidedAtNanos)
+		b = binary.AppendUvarint(b, uint64(rv.servedAtNanos-rv.decidedAtNanos))
+		b = binary.AppendUvarint(b, uint64(rv.finalAtNanos-rv.servedAtNanos))
+		var flags byte
+		if rv.settled {
+			flags |= reservationSettled
+		}
+		if rv.released {
+			flags |= reservationReleased
+		}
+		b = append(b, flags)
+		if rv.settled {
+			b = appendBytes(b, rv.settleID)
+			b = binary.AppendUvarint(b, uint64(len(rv.settleParts)))
+			for _, p := range rv.settleParts {
+				b = appendBytes(b, p.Limit)
+				for _, v := range [...]int64{p.Reserved, p.Actual, p.Refunded, p.Charged} {
+					b = binary.AppendUvarint(b, uint64(v))
+				}
+			}
+		}
+		b = binary.AppendUvarint(b, uint64(len(rv.parts)))
+		for i := range rv.parts {
+			p := &rv.parts[i]
+			b = appendBytes(b, p.limit)
+			b = binary.AppendUvarint(b, uint64(p.permits))
+			b = binary.AppendUvarint(b, p.bornIndex)
+			b = binary.AppendUvarint(b, p.seqAfter)
+			b = appendBytes(b, p.pre)
+			b = binary.AppendVarint(b, p.holdExpiresAtNanos)
+			b = binary.AppendUvarint(b, uint64(p.releasedPermits))
+			b = append(b, boolByte(p.shadow))
+		}
+	}
+	return b
+}
+
+// reservationsSizeHint estimates the section's size.
+func (s *state) reservationsSizeHint() int {
+	n := 16
+	for _, rv := range s.reservations.byID {
+		n += 40 + len(rv.owner) + len(rv.settleID)
+		for i := range rv.parts {
+			n += 48 + len(rv.parts[i].limit) + len(rv.parts[i].pre)
+		}
+		for i := range rv.settleParts {
+			n += 48 + len(rv.settleParts[i].Limit)
+		}
+	}
+	return n
+}
+
+// decodeReservations decodes the reservations section into st. Whatever
+// it does not check explicitly, the re-encoding check of decodeSnapshot
+// does (times and deltas round-trip only if in range).
+func decodeReservations(r *reader, st *state) {
+	t := &st.reservations
+	t.lastID = r.uvarint("last reservation id")
+	n := r.uvarintMax("reservation count", MaxReservations)
+	if r.err == nil && n > uint64(r.remaining()/minReservationLen) {
+		r.fail("claims %d reservations but only %d bytes remain", n, r.remaining())
+	}
+	if r.err != nil {
+		return
+	}
+	var prev uint64
+	for i := range int(n) {
+		r.unit, r.index = "reservation", i
+		rv := &reservation{id: r.uvarint("id")}
+		if r.err == nil && (rv.id <= prev || rv.id > t.lastID) {
+			r.fail("id %d (allowed: after %d, at most the last id %d)", rv.id, prev, t.lastID)
+		}
+		prev = rv.id
+		rv.owner = string(r.bytes("owner", MaxOwnerLen))
+		rv.decidedAtNanos = r.varint("decided at")
+		rv.servedAtNanos = rv.decidedAtNanos + r.int64Snap("served after")
+		rv.finalAtNanos = rv.servedAtNanos + r.int64Snap("final after")
+		flags := r.byte1("flags")
+		if r.err == nil && flags > reservationSettled|reservationReleased {
+			r.fail("flags %d (allowed: 0-%d)", flags, reservationSettled|reservationReleased)
+		}
+		rv.settled, rv.released = flags&reservationSettled != 0, flags&reservationReleased != 0
+		if rv.settled {
+			rv.settleID = string(r.bytes("settle request id", MaxRequestIDLen))
+			k := r.uvarintMax("settled part count", MaxReserveParts)
+			for range int(k) {
+				if r.err != nil {
+					return
+				}
+				p := SettledPart{Limit: string(r.bytes("settled limit", MaxNameLen))}
+				p.Reserved, p.Actual = r.int64Snap("reserved"), r.int64Snap("actual")
+				p.Refunded, p.Charged = r.int64Snap("refunded"), r.int64Snap("charged")
+				rv.settleParts = append(rv.settleParts, p)
+			}
+		}
+		k := r.uvarintMax("part count", MaxReserveParts)
+		if r.err == nil && k == 0 {
+			r.fail("no parts (allowed: 1-%d)", MaxReserveParts)
+		}
+		for range int(k) {
+			if r.err != nil {
+				return
+			}
+			name := r.bytes("limit", MaxNameLen)
+			if r.err == nil {
+				if err := validateName(name); err != nil {
+					r.failErr(err)
+					return
+				}
+			}
+			p := reservedPart{limit: string(name), permits: r.int64Snap("permits"), bornIndex: r.uvarint("born index"),
+				seqAfter: r.uvarint("change count")}
+			if pre := r.bytes("pre state", MaxPacerStateBytes); len(pre) > 0 {
+				p.pre = append([]byte(nil), pre...)
+			}
+			p.holdExpiresAtNanos = r.varint("hold expiry")
+			p.releasedPermits = r.int64Snap("released")
+			switch shadow := r.byte1("shadow"); shadow {
+			case 0, 1:
+				p.shadow = shadow == 1
+			default:
+				r.fail("shadow byte %d (allowed: 0, 1)", shadow)
+			}
+			if r.err == nil && (p.permits < 1 || p.releasedPermits > p.permits) {
+				r.fail("part on %q holds %d permits with %d released (allowed: >= 1, released <= held)", p.limit, p.permits, p.releasedPermits)
+			}
+			rv.parts = append(rv.parts, p)
+		}
+		if r.err != nil {
+			return
+		}
+		t.byID[rv.id] = rv
+		t.heap = append(t.heap, rv)
+	}
+	r.unit = ""
+	for i, rv := range t.heap {
+		rv.heapIndex = i
+	}
+	heap.Init(&t.heap)
+}

@@ -1,0 +1,251 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+// settle.go: settling a reservation's real cost, and releasing its
+// in-flight permits (see doc.go, "Settlements").
+//
+// A settlement names, for some of the reservation's limits, how many
+// permits were actually used. Per limit:
+//
+//   - fewer than reserved, on a rate limit: the unused permits go back
+//     only if nothing else has touched the limit's pacer since the grant
+//     (no other grant, charge, refund or reconfiguration: its creation
+//     index and change count still match). The pacer is then restored to
+//     its state before the grant and the grant made again for the actual
+//     permits at the same times, so the limit is exactly as if the reserve
+//     had asked for what it used, and its bound holds over the uses.
+//     Otherwise the unused permits are lost: returning them later could
+//     let a later grant use time another grant was already served in.
+//   - fewer than reserved, on an in-flight cap: the difference is released
+//     at once (if the hold has not expired).
+//   - more than reserved, on a rate limit: the overrun is charged
+//     (bucket.Scheduler.Charge), a debt that delays later grants by what
+//     the extra permits cost. An in-flight cap cannot be charged (Invalid).
+//
+// A settlement applies once: a retry with the same request ID gets the
+// first one's result (Duplicate); any other settlement of a settled
+// reservation is a Conflict. Nothing changes unless the whole settlement
+// is valid.
+
+// Settle settles reservation Reservation: Actual lists the permits used
+// per limit (a limit of the reservation that is not listed used what it
+// reserved). RequestID (may be empty) makes a retry recognisable; Owner
+// must match the reservation's owner when it has one.
+type Settle struct {
+	Reservation uint64
+	RequestID   string
+	Owner       string
+	Actual      []Part
+}
+
+// Release releases the in-flight permits a reservation still holds
+// (Concurrency limits); its rate parts are untouched. Releasing twice
+// releases nothing the second time (Duplicate), and an expired hold
+// releases nothing.
+type Release struct {
+	Reservation uint64
+	Owner       string
+}
+
+// SettleStatus is the outcome of a settlement or a release.
+type SettleStatus uint8
+
+// Settlement and release outcomes.
+const (
+	// Settled: applied (or, with Duplicate, applied before).
+	Settled SettleStatus = 1
+	// SettleUnknown: no live reservation has that ID (never granted, or
+	// final: its settle window and holds are over).
+	SettleUnknown SettleStatus = 2
+	// SettleForbidden: the reservation belongs to another owner.
+	SettleForbidden SettleStatus = 3
+	// SettleConflict: the reservation was already settled by another
+	// request.
+	SettleConflict SettleStatus = 4
+	// SettleInvalid: the settlement does not fit the reservation (a limit
+	// it does not hold, an overrun on an in-flight cap).
+	SettleInvalid SettleStatus = 5
+)
+
+// SettledPart is what a settlement did to one limit of the reservation.
+type SettledPart struct {
+	Limit string
+	// Reserved and Actual are the permits reserved and used; Refunded
+	// went back to the limit, Charged was added to it as debt.
+	Reserved, Actual, Refunded, Charged int64
+}
+
+// SettleResult is the outcome of a Settle.
+type SettleResult struct {
+	Status    SettleStatus
+	Duplicate bool
+	Parts     []SettledPart
+	Detail    string
+}
+
+// ReleaseResult is the outcome of a Release.
+type ReleaseResult struct {
+	Status    SettleStatus
+	Duplicate bool
+	// Released counts the permits freed now.
+	Released int64
+	Detail   string
+}
+
+// lookupReservation finds a live reservation that owner may act on, or
+// the status and detail that refuse.
+func (s *state) lookupReservation(id uint64, owner string) (*reservation, SettleStatus, string) {
+	rv, ok := s.reservations.byID[id]
+	if !ok {
+		return nil, SettleUnknown, fmt.Sprintf(
+			"reservation %d is unknown or final (a reservation can be settled and released until its settle window and its holds end)", id)
+	}
+	if rv.owner != "" && rv.owner != owner {
+		return nil, SettleForbidden, boundDetail(fmt.Sprintf("reservation %d belongs to %q, not to %q", id, rv.owner, owner))
+	}
+	return rv, Settled, ""
+}
+
+// settle applies a Settle at nowNanos.
+func (s *state) settle(nowNanos int64, c *Settle) SettleResult {
+	rv, st, detail := s.lookupReservation(c.Reservation, c.Owner)
+	if rv == nil {
+		return SettleResult{Status: st, Detail: detail}
+	}
+	if rv.settled {
+		if c.RequestID != "" && c.RequestID == rv.settleID {
+			return SettleResult{Status: Settled, Duplicate: true, Parts: rv.settleParts}
+		}
+		return SettleResult{Status: SettleConflict, Detail: boundDetail(fmt.Sprintf(
+			"reservation %d is already settled (by request id %q); a reservation is settled once", rv.id, rv.settleID))}
+	}
+	actual := make([]int64, len(rv.parts))
+	for i := range rv.parts {
+		actual[i] = rv.parts[i].permits
+	}
+	for _, a := range c.Actual {
+		i := rv.partIndex(a.Limit)
+		if i < 0 {
+			return SettleResult{Status: SettleInvalid, Detail: boundDetail(fmt.Sprintf(
+				"reservation %d holds no permits of limit %q (it holds %s)", rv.id, a.Limit, rv.limitNames()))}
+		}
+		p := &rv.parts[i]
+		if a.Permits > p.permits && p.holdExpiresAtNanos != 0 {
+			return SettleResult{Status: SettleInvalid, Detail: boundDetail(fmt.Sprintf(
+				"limit %q is an in-flight cap: a reservation holds %d of it and cannot settle %d (allowed: 0 to %d; an in-flight permit cannot be charged afterwards)",
+				a.Limit, p.permits, a.Permits, p.permits))}
+		}
+		actual[i] = a.Permits
+	}
+	out := make([]SettledPart, len(rv.parts))
+	for i := range rv.parts {
+		out[i] = s.settlePart(nowNanos, rv, &rv.parts[i], actual[i])
+	}
+	rv.settled, rv.settleID, rv.settleParts = true, c.RequestID, out
+	return SettleResult{Status: Settled, Parts: out}
+}
+
+// settlePart settles one part of rv: actual permits used of p.permits.
+func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, actual int64) SettledPart {
+	out := SettledPart{Limit: p.limit, Reserved: p.permits, Actual: actual}
+	l, ok := s.limits[p.limit]
+	if !ok || l.bornIndex != p.bornIndex || p.shadow || actual == p.permits {
+		return out // the limit is gone or was replaced, or nothing to do
+	}
+	switch {
+	case p.holdExpiresAtNanos != 0:
+		if k := p.permits - p.releasedPermits - actual; k > 0 {
+			if n := l.pacer.(bucket.Releaser).Release(nowNanos, p.holdExpiresAtNanos, k); n > 0 {
+				p.releasedPermits += n
+				l.seq++
+				out.Refunded = n
+			}
+		}
+	case actual < p.permits:
+		if l.seq != p.seqAfter || p.pre == nil {
+			return out // something touched the pacer since: the permits are lost
+		}
+		post := l.pacer.AppendState(nil)
+		if err := l.pacer.RestoreState(p.pre); err != nil {
+			panic(fmt.Errorf("fsm: restoring limit %q's state before reservation %d failed: %w", l.name, rv.id, err))
+		}
+		if actual > 0 {
+			d, err := l.pacer.(bucket.Scheduler).ReserveAt(rv.decidedAtNanos, actual, rv.servedAtNanos)
+			if err != nil || !d.Granted {
+				// Cannot happen (fewer permits at the same times); keep
+				// the grant as it was rather than guess.
+				if err := l.pacer.RestoreState(post); err != nil {
+					panic(fmt.Errorf("fsm: restoring limit %q's state after reservation %d failed: %w", l.name, rv.id, err))
+				}
+				return out
+			}
+		}
+		l.seq++
+		l.grantedPermits -= uint64(p.permits - actual)
+		out.Refunded = p.permits - actual
+	default:
+		if err := l.pacer.(bucket.Scheduler).Charge(nowNanos, actual-p.permits); err != nil {
+			return out // the debt would overflow the timeline: not charged
+		}
+		l.seq++
+		l.grantedPermits += uint64(actual - p.permits)
+		out.Charged = actual - p.permits
+	}
+	return out
+}
+
+// release applies a Release at nowNanos.
+func (s *state) release(nowNanos int64, c *Release) ReleaseResult {
+	rv, st, detail := s.lookupReservation(c.Reservation, c.Owner)
+	if rv == nil {
+		return ReleaseResult{Status: st, Detail: detail}
+	}
+	if rv.released {
+		return ReleaseResult{Status: Settled, Duplicate: true}
+	}
+	var total int64
+	for i := range rv.parts {
+		p := &rv.parts[i]
+		if p.holdExpiresAtNanos == 0 || p.shadow {
+			continue
+		}
+		l, ok := s.limits[p.limit]
+		if !ok || l.bornIndex != p.bornIndex {
+			continue
+		}
+		if n := l.pacer.(bucket.Releaser).Release(nowNanos, p.holdExpiresAtNanos, p.permits-p.releasedPermits); n > 0 {
+			p.releasedPermits += n
+			total += n
+			l.seq++
+		}
+	}
+	rv.released = true
+	return ReleaseResult{Status: Settled, Released: total}
+}
+
+// partIndex returns the index of the part on limit name, or -1.
+func (rv *reservation) partIndex(name string) int {
+	for i := range rv.parts {
+		if rv.parts[i].limit == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// limitNames lists the reservation's limits for an error message.
+func (rv *reservation) limitNames() string {
+	s := ""
+	for i := range rv.parts {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%q", rv.parts[i].limit)
+	}
+	return s
+}
