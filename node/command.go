@@ -133,6 +133,10 @@ func (n *Node) commandLocal(ctx context.Context, e fsm.Entry) (any, error) {
 		return n.leaseLocal(ctx, fsm.LeaseCommand{Kind: e.Type, Lease: e.Lease, Renew: e.Renew, Return: e.Return})
 	case fsm.CmdOpenSession:
 		return n.openSessionLocal(ctx)
+	case fsm.CmdSettle:
+		return n.settleLocal(ctx, e.Settle)
+	case fsm.CmdRelease:
+		return n.releaseLocal(ctx, e.Release)
 	}
 	return nil, fmt.Errorf("%w: command type %d cannot be forwarded", ErrInvalid, e.Type)
 }

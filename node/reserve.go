@@ -85,17 +85,30 @@ func (n *Node) checkLocal(r fsm.Reserve) error {
 	if !n.timeline.isActive() {
 		return nil
 	}
-	info, ok := n.fsm.Limit(r.Limit)
+	if r.Track {
+		for _, p := range r.Parts() {
+			if err := n.checkPart(p.Limit, p.Permits); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return n.checkPart(r.Limit, r.Permits)
+}
+
+// checkPart checks one limit of a reserve on the leader's state.
+func (n *Node) checkPart(name string, permits int64) error {
+	info, ok := n.fsm.Limit(name)
 	if !ok {
-		return n.limitNotFound(r.Limit)
+		return n.limitNotFound(name)
 	}
 	if info.Leased {
 		// Its permits are handed out by lease: a reserve would spend them
 		// a second time.
-		return fmt.Errorf("%w: limit %q is leased: reserve through a worker", ErrInvalid, r.Limit)
+		return fmt.Errorf("%w: limit %q is leased: reserve through a worker", ErrInvalid, name)
 	}
-	if max := info.Config.MaxPermits(); r.Permits > max {
-		return fmt.Errorf("%w: %d permits: limit %q can grant at most %d in one request", ErrInvalid, r.Permits, r.Limit, max)
+	if max := info.Config.MaxPermits(); permits > max {
+		return fmt.Errorf("%w: %d permits: limit %q can grant at most %d in one request", ErrInvalid, permits, name, max)
 	}
 	return nil
 }
@@ -142,6 +155,9 @@ func (n *Node) resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveRes
 	}
 	switch res.Status {
 	case fsm.UnknownLimit:
+		if r.Track && res.Detail != "" {
+			return res, userErrorf(ErrNotFound, "%s", res.Detail)
+		}
 		return res, n.limitNotFound(r.Limit)
 	case fsm.Invalid:
 		return res, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)

@@ -22,13 +22,44 @@ const (
 	resultDelete
 	resultLease
 	resultLeasePolicy
+	// resultReserveTracked is a reserve result with its reservation ID and
+	// blocking limit (the reservation form).
+	resultReserveTracked
+	resultSettle
+	resultRelease
 )
 
 // encodeResult encodes one of the register's results.
 func encodeResult(v any) ([]byte, error) {
 	switch res := v.(type) {
 	case fsm.ReserveResult:
+		if res.ReservationID != 0 || res.Blocking != "" {
+			w := wire.Enc{B: []byte{resultReserveTracked}}
+			w.Uvar(res.ReservationID)
+			w.Str(res.Blocking)
+			return append(w.B, wire.EncodeReserveResult(toWireResult(res))...), nil
+		}
 		return append([]byte{resultReserve}, wire.EncodeReserveResult(toWireResult(res))...), nil
+	case fsm.SettleResult:
+		w := wire.Enc{B: []byte{resultSettle}}
+		w.Uvar(uint64(res.Status))
+		w.Bool(res.Duplicate)
+		w.Str(res.Detail)
+		w.Uvar(uint64(len(res.Parts)))
+		for _, p := range res.Parts {
+			w.Str(p.Limit)
+			for _, v := range [...]int64{p.Reserved, p.Actual, p.Refunded, p.Charged} {
+				w.Uvar(uint64(v))
+			}
+		}
+		return w.B, nil
+	case fsm.ReleaseResult:
+		w := wire.Enc{B: []byte{resultRelease}}
+		w.Uvar(uint64(res.Status))
+		w.Bool(res.Duplicate)
+		w.Str(res.Detail)
+		w.Uvar(uint64(res.Released))
+		return w.B, nil
 	case fsm.SessionResult:
 		return append([]byte{resultSession}, wire.EncodeSessionResult(toWireSession(res))...), nil
 	case fsm.PutResult:
@@ -70,6 +101,34 @@ func decodeResult(b []byte) (any, error) {
 	case resultDelete:
 		r := wire.Dec{B: p}
 		res := fsm.DeleteResult{Existed: r.Bool(), Detail: r.Str()}
+		return res, r.Done()
+	case resultReserveTracked:
+		r := wire.Dec{B: p}
+		id, blocking := r.Uvar(), r.Str()
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+		res, err := wire.DecodeReserveResult(r.B)
+		out := fromWireResult(res)
+		out.ReservationID, out.Blocking = id, blocking
+		return out, err
+	case resultSettle:
+		r := wire.Dec{B: p}
+		res := fsm.SettleResult{Status: fsm.SettleStatus(r.Uvar()), Duplicate: r.Bool(), Detail: r.Str()}
+		k := r.Uvar()
+		if k > fsm.MaxReserveParts {
+			return nil, fmt.Errorf("%w: %d settled parts", wire.ErrMalformed, k)
+		}
+		for range k {
+			sp := fsm.SettledPart{Limit: r.Str()}
+			sp.Reserved, sp.Actual, sp.Refunded, sp.Charged = int64(r.Uvar()), int64(r.Uvar()), int64(r.Uvar()), int64(r.Uvar())
+			res.Parts = append(res.Parts, sp)
+		}
+		return res, r.Done()
+	case resultRelease:
+		r := wire.Dec{B: p}
+		res := fsm.ReleaseResult{Status: fsm.SettleStatus(r.Uvar()), Duplicate: r.Bool(), Detail: r.Str()}
+		res.Released = int64(r.Uvar())
 		return res, r.Done()
 	case resultLease:
 		return decodeLeaseResult(p)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/permitd/permitd/fsm"
@@ -27,7 +28,7 @@ func TestWireStatusesAreTheRegisters(t *testing.T) {
 // through the protocol's types (what travels of them).
 func TestWireConversionsRoundTrip(t *testing.T) {
 	r := fsm.Reserve{Limit: "api", Permits: 3, MaxWaitNanos: 7, RequestID: "r", Session: fsm.SessionRef{ID: 1, Seq: 2, AckedBelow: 3}}
-	if got := ReserveFromWire(toWireReserve(r)); got != r {
+	if got := ReserveFromWire(toWireReserve(r)); !reflect.DeepEqual(got, r) {
 		t.Errorf("reserve %+v came back as %+v", r, got)
 	}
 	res := fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, RetryAfterNanos: 2, ExpiresInNanos: 3, SpacingNanos: 4, Duplicate: true, Detail: "d"}

@@ -1,0 +1,80 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+// settle.go: settling a reservation's real cost and releasing its
+// in-flight permits (fsm/settle.go). Both are commands of the register,
+// applied one entry each (they are rarer than reserves). A settlement with
+// a request ID and a release are retried on ambiguous failures: the
+// register answers a retried settlement with the first one's result and a
+// second release releases nothing.
+
+// Settle settles a reservation. Its outcomes map to errors: an unknown or
+// final reservation is ErrNotFound, another owner's ErrForbidden, an
+// already settled one ErrConflict, a settlement that does not fit it
+// ErrInvalid, each with the register's reason.
+func (n *Node) Settle(ctx context.Context, c fsm.Settle) (fsm.SettleResult, error) {
+	entry, err := fsm.AppendSettle(nil, fsm.Stamp{}, c)
+	if err != nil {
+		return fsm.SettleResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	res, err := retryAmbiguous(n, ctx, c.RequestID != "", time.Time{}, func() (fsm.SettleResult, error) {
+		v, err := n.command(ctx, entry)
+		return resultAs[fsm.SettleResult]("settle", v, err)
+	})
+	if err != nil {
+		return res, err
+	}
+	return res, settleErr(res.Status, res.Detail)
+}
+
+// Release releases the in-flight permits a reservation holds; its errors
+// are Settle's.
+func (n *Node) Release(ctx context.Context, c fsm.Release) (fsm.ReleaseResult, error) {
+	entry, err := fsm.AppendRelease(nil, fsm.Stamp{}, c)
+	if err != nil {
+		return fsm.ReleaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	res, err := retryAmbiguous(n, ctx, true, time.Time{}, func() (fsm.ReleaseResult, error) {
+		v, err := n.command(ctx, entry)
+		return resultAs[fsm.ReleaseResult]("release", v, err)
+	})
+	if err != nil {
+		return res, err
+	}
+	return res, settleErr(res.Status, res.Detail)
+}
+
+// settleLocal and releaseLocal apply the command on the leader.
+func (n *Node) settleLocal(ctx context.Context, c fsm.Settle) (fsm.SettleResult, error) {
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendSettle(nil, st, c) })
+	return resultAs[fsm.SettleResult]("settle", v, err)
+}
+
+func (n *Node) releaseLocal(ctx context.Context, c fsm.Release) (fsm.ReleaseResult, error) {
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendRelease(nil, st, c) })
+	return resultAs[fsm.ReleaseResult]("release", v, err)
+}
+
+// settleErr maps a settlement's or release's status to an error.
+func settleErr(st fsm.SettleStatus, detail string) error {
+	switch st {
+	case fsm.Settled:
+		return nil
+	case fsm.SettleUnknown:
+		return userErrorf(ErrNotFound, "%s", detail)
+	case fsm.SettleForbidden:
+		return userErrorf(ErrForbidden, "%s", detail)
+	case fsm.SettleConflict:
+		return userErrorf(ErrConflict, "%s", detail)
+	case fsm.SettleInvalid:
+		return userErrorf(ErrInvalid, "%s", detail)
+	}
+	return fmt.Errorf("%w: internal error: settlement status %d (outcome unknown)", ErrNoLeader, st)
+}
