@@ -34,6 +34,10 @@ func access(method, p string) (auth.Need, string) {
 		return auth.NeedRead, ""
 	case p == "/v1/sessions":
 		return auth.NeedClientAnyLimit, ""
+	case p == "/v1/reserve" || strings.HasPrefix(p, "/v1/reservations/"):
+		// The limits are in the body (reserve) or the reservation
+		// (settle, release, which only its owner may do).
+		return auth.NeedClientEachLimit, ""
 	case strings.HasPrefix(p, "/v1/limits/"):
 		name, sub, hasSub := strings.Cut(p[len("/v1/limits/"):], "/")
 		switch {

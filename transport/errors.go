@@ -23,6 +23,9 @@ func (h *handler) storeError(w http.ResponseWriter, op string, err error) int {
 	case errors.Is(err, node.ErrConflict):
 		httpapi.WriteError(w, http.StatusConflict, node.Message(err))
 		return http.StatusConflict
+	case errors.Is(err, node.ErrForbidden):
+		httpapi.WriteError(w, http.StatusForbidden, node.Message(err))
+		return http.StatusForbidden
 	}
 	msg := node.Message(err)
 	switch {

@@ -81,6 +81,9 @@ const (
 	routeTransfer
 	routeSnapshot
 	routeOpenAPI
+	routeMultiReserve
+	routeSettle
+	routeRelease
 	numRoutes
 )
 
@@ -106,6 +109,10 @@ var routeLabels = [numRoutes]string{
 	routeTransfer:    "/v1/cluster/transfer-leadership",
 	routeSnapshot:    "/v1/snapshot",
 	routeOpenAPI:     "/v1/openapi.json",
+
+	routeMultiReserve: "/v1/reserve",
+	routeSettle:       "/v1/reservations/{id}/settle",
+	routeRelease:      "/v1/reservations/{id}/release",
 }
 
 // ServeHTTP implements http.Handler.
@@ -166,6 +173,15 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 			h.openSession(w, r)
 		}
 		return routeSessions
+	case p == "/v1/reserve":
+		if h.method(w, r, "POST") {
+			h.multiReserve(w, r)
+		}
+		return routeMultiReserve
+	case strings.HasPrefix(p, "/v1/reservations/"):
+		if rt := h.dispatchReservation(w, r, p[len("/v1/reservations/"):]); rt != routeUnknown {
+			return rt
+		}
 	case p == "/v1/status":
 		if h.method(w, r, "GET, HEAD") {
 			httpapi.WriteJSON(w, http.StatusOK, h.store.Status())
@@ -220,7 +236,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		}
 		return routeOpenAPI
 	}
-	httpapi.WriteError(w, http.StatusNotFound, "unknown path "+httpapi.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz, /v1/openapi.json (this API's OpenAPI description)")
+	httpapi.WriteError(w, http.StatusNotFound, "unknown path "+httpapi.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/reserve, /v1/reservations/{id}/settle, /v1/reservations/{id}/release, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz, /v1/openapi.json (this API's OpenAPI description)")
 	return routeUnknown
 }
 

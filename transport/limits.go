@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"fmt"
 	"github.com/permitd/permitd/transport/internal/httpapi"
 	"net/http"
@@ -27,11 +28,14 @@ type limitRequest struct {
 	ColdFactor      httpapi.Opt[float64] `json:"cold_factor"`
 	BurstRatio      httpapi.Opt[float64] `json:"burst_ratio"`
 	Strictness      httpapi.Opt[float64] `json:"strictness"`
+	MaxInFlight     httpapi.Opt[int64]   `json:"max_in_flight"`
+	TTL             httpapi.Opt[string]  `json:"ttl"`
+	Shadow          httpapi.Opt[bool]    `json:"shadow"`
 }
 
 var limitFields = httpapi.Fields{
-	{"algorithm", `one of "strict", "bursty", "warmup", "hybrid"`},
-	{"rate", "a number > 0: permits per \"per\""},
+	{"algorithm", `one of "strict", "bursty", "warmup", "hybrid", "concurrency"`},
+	{"rate", "a number > 0: permits per \"per\" (every algorithm but concurrency)"},
 	{"per", `a Go duration string > 0 such as "1s" or "6s" (default "1s")`},
 	{"max_reserved", "(strict) an integer >= 0: permits that may be reserved ahead"},
 	{"expiry", `(strict) a Go duration string >= 0 such as "500ms"`},
@@ -40,14 +44,39 @@ var limitFields = httpapi.Fields{
 	{"cold_factor", "(warmup) a number >= 1 (0 for the default)"},
 	{"burst_ratio", "(hybrid) a number >= 1 (0 for the default)"},
 	{"strictness", "(hybrid) a number (0 for the default)"},
+	{"max_in_flight", "(concurrency) an integer from 1 to 1048576: permits held at once"},
+	{"ttl", `(concurrency) a Go duration string from "1ns" to "24h": how long a permit is held unless released (default "1m")`},
+	{"shadow", "true or false (default false): decide and count every reserve but grant it at once"},
 }
 
 // algorithmOptions lists the option keys each algorithm accepts.
 var algorithmOptions = map[bucket.Algorithm][]string{
-	bucket.Strict:    {"max_reserved", "expiry"},
-	bucket.Bursty:    {"max_burst_seconds"},
-	bucket.WarmingUp: {"warmup", "cold_factor"},
-	bucket.Hybrid:    {"burst_ratio", "strictness"},
+	bucket.Strict:      {"max_reserved", "expiry"},
+	bucket.Bursty:      {"max_burst_seconds"},
+	bucket.WarmingUp:   {"warmup", "cold_factor"},
+	bucket.Hybrid:      {"burst_ratio", "strictness"},
+	bucket.Concurrency: {"max_in_flight", "ttl"},
+}
+
+// concurrencySpec fills a concurrency limit's spec: no rate, a cap and a
+// hold TTL.
+func (req *limitRequest) concurrencySpec(s bucket.Spec) (bucket.Spec, *httpapi.Error) {
+	if req.Rate.Set || req.Per.Set {
+		return s, httpapi.BadRequest(`a concurrency limit has no "rate" or "per"; allowed: %s and %s`,
+			limitFields.Help("max_in_flight"), limitFields.Help("ttl"))
+	}
+	if !req.MaxInFlight.Set {
+		return s, httpapi.BadRequest(`field "max_in_flight" is required for a concurrency limit; allowed: %s`, limitFields.Help("max_in_flight"))
+	}
+	s.MaxInFlight = req.MaxInFlight.V
+	if req.TTL.Set {
+		d, herr := httpapi.ParseDuration("ttl", req.TTL.V, false)
+		if herr != nil {
+			return s, herr
+		}
+		s.HoldTTL = d
+	}
+	return s, nil
 }
 
 // spec validates req and turns it into a bucket.Spec (not yet compiled).
@@ -70,8 +99,10 @@ func (req *limitRequest) spec() (bucket.Spec, *httpapi.Error) {
 		"cold_factor":       req.ColdFactor.Set,
 		"burst_ratio":       req.BurstRatio.Set,
 		"strictness":        req.Strictness.Set,
+		"max_in_flight":     req.MaxInFlight.Set,
+		"ttl":               req.TTL.Set,
 	}
-	for _, other := range []bucket.Algorithm{bucket.Strict, bucket.Bursty, bucket.WarmingUp, bucket.Hybrid} {
+	for _, other := range []bucket.Algorithm{bucket.Strict, bucket.Bursty, bucket.WarmingUp, bucket.Hybrid, bucket.Concurrency} {
 		if other == alg {
 			continue
 		}
@@ -83,6 +114,9 @@ func (req *limitRequest) spec() (bucket.Spec, *httpapi.Error) {
 		}
 	}
 
+	if alg == bucket.Concurrency {
+		return req.concurrencySpec(s)
+	}
 	if !req.Rate.Set {
 		return s, httpapi.BadRequest(`field "rate" is required; allowed: %s`, limitFields.Help("rate"))
 	}
@@ -161,7 +195,7 @@ type limitView struct {
 	Name            string         `json:"name"`
 	Algorithm       string         `json:"algorithm"`
 	Rate            httpapi.Float  `json:"rate"`
-	Per             string         `json:"per"`
+	Per             string         `json:"per,omitempty"`
 	Version         uint64         `json:"version"`
 	MaxReserved     *int64         `json:"max_reserved,omitempty"`
 	Expiry          *string        `json:"expiry,omitempty"`
@@ -170,7 +204,10 @@ type limitView struct {
 	ColdFactor      *httpapi.Float `json:"cold_factor,omitempty"`
 	BurstRatio      *httpapi.Float `json:"burst_ratio,omitempty"`
 	Strictness      *httpapi.Float `json:"strictness,omitempty"`
+	MaxInFlight     *int64         `json:"max_in_flight,omitempty"`
+	TTL             *string        `json:"ttl,omitempty"`
 	IntervalNanos   int64          `json:"interval_ns"`
+	Shadow          bool           `json:"shadow"`
 }
 
 // limitCounters are a limit's counters since it was created.
@@ -178,6 +215,10 @@ type limitCounters struct {
 	GrantedRequests uint64 `json:"granted_requests"`
 	GrantedPermits  uint64 `json:"granted_permits"`
 	RefusedRequests uint64 `json:"refused_requests"`
+	// Shadow mode: grants that enforcement would have refused, or made
+	// wait.
+	ShadowWouldRefuse uint64 `json:"shadow_would_refuse"`
+	ShadowWouldWait   uint64 `json:"shadow_would_wait"`
 }
 
 // limitInfoView is the answer to GET /v1/limits/{name}.
@@ -207,7 +248,7 @@ type limitPutView struct {
 	Created bool `json:"created"`
 }
 
-func newLimitView(name string, c bucket.Config, version uint64) limitView {
+func newLimitView(name string, c bucket.Config, version uint64, shadow bool) limitView {
 	s := c.Spec
 	per := s.Per
 	if per == 0 {
@@ -220,6 +261,7 @@ func newLimitView(name string, c bucket.Config, version uint64) limitView {
 		Per:           per.String(),
 		Version:       version,
 		IntervalNanos: c.IntervalNanos,
+		Shadow:        shadow,
 	}
 	f := func(x float64) *httpapi.Float { j := httpapi.Float(x); return &j }
 	d := func(x time.Duration) *string { str := x.String(); return &str }
@@ -235,17 +277,23 @@ func newLimitView(name string, c bucket.Config, version uint64) limitView {
 	case bucket.Hybrid:
 		v.BurstRatio = f(s.BurstRatio)
 		v.Strictness = f(s.Strictness)
+	case bucket.Concurrency:
+		v.MaxInFlight = &s.MaxInFlight
+		v.TTL = d(s.HoldTTL)
+		v.Per = ""
 	}
 	return v
 }
 
 func newLimitInfoView(li fsm.LimitInfo) limitInfoView {
 	v := limitInfoView{
-		limitView: newLimitView(li.Name, li.Config, li.Version),
+		limitView: newLimitView(li.Name, li.Config, li.Version, li.Shadow),
 		limitCounters: limitCounters{
-			GrantedRequests: li.GrantedRequests,
-			GrantedPermits:  li.GrantedPermits,
-			RefusedRequests: li.RefusedRequests,
+			GrantedRequests:   li.GrantedRequests,
+			GrantedPermits:    li.GrantedPermits,
+			RefusedRequests:   li.RefusedRequests,
+			ShadowWouldRefuse: li.ShadowWouldRefuse,
+			ShadowWouldWait:   li.ShadowWouldWait,
 		},
 		Leased: li.Leased,
 	}
@@ -285,7 +333,18 @@ func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) 
 	}
 	ctx, cancel := h.context(r)
 	defer cancel()
-	res, err := h.store.PutLimit(ctx, name, cfg)
+	shadow := req.Shadow.Set && req.Shadow.V
+	var res fsm.PutResult
+	if ps, ok := h.store.(interface {
+		Put(context.Context, fsm.PutLimit) (fsm.PutResult, error)
+	}); ok {
+		res, err = ps.Put(ctx, fsm.PutLimit{Name: name, Config: cfg, Shadow: shadow})
+	} else if shadow {
+		httpapi.WriteError(w, http.StatusNotImplemented, "this server does not support shadow mode")
+		return
+	} else {
+		res, err = h.store.PutLimit(ctx, name, cfg)
+	}
 	if err != nil {
 		h.storeError(w, "put limit", err)
 		return
@@ -299,7 +358,7 @@ func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) 
 	if res.Created {
 		code = http.StatusCreated
 	}
-	httpapi.WriteJSON(w, code, limitPutView{limitView: newLimitView(name, cfg, res.Version), Created: res.Created})
+	httpapi.WriteJSON(w, code, limitPutView{limitView: newLimitView(name, cfg, res.Version, shadow), Created: res.Created})
 }
 
 func (h *handler) getLimit(w http.ResponseWriter, r *http.Request, name string) {

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -49,6 +50,9 @@ func Require(next http.Handler, store *Store, access func(method, escapedPath st
 			writeError(w, http.StatusForbidden, "", why, n)
 			return
 		}
+		if n == NeedClientEachLimit {
+			r = r.WithContext(context.WithValue(r.Context(), tokenKey{}, t))
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -67,4 +71,15 @@ func writeError(w http.ResponseWriter, code int, challenge, msg string, n Need) 
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(code)
 	_, _ = w.Write(body)
+}
+
+// tokenKey is the context key of the token Require passes on.
+type tokenKey struct{}
+
+// TokenFrom returns the token Require authenticated a request with, for
+// the requests whose limits are in the body (NeedClientEachLimit); false
+// when tokens are off or the request needs no such check.
+func TokenFrom(ctx context.Context) (Token, bool) {
+	t, ok := ctx.Value(tokenKey{}).(Token)
+	return t, ok
 }

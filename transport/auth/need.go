@@ -23,6 +23,10 @@ const (
 	// NeedClientAnyLimit: client or admin, whatever the token's limits
 	// (sessions: they belong to no limit).
 	NeedClientAnyLimit
+	// NeedClientEachLimit: client or admin, for limits named in the
+	// request's body: the middleware passes the token on (TokenFrom) and
+	// the handler checks each limit with MayUseAll.
+	NeedClientEachLimit
 	// NeedWorker: worker or admin.
 	NeedWorker
 	// NeedAdmin: admin only.
@@ -36,7 +40,7 @@ func (n Need) String() string {
 		return "any role"
 	case NeedRead:
 		return "client, worker or admin"
-	case NeedClient, NeedClientAnyLimit:
+	case NeedClient, NeedClientAnyLimit, NeedClientEachLimit:
 		return "client (or admin)"
 	case NeedWorker:
 		return "worker (or admin)"
@@ -49,7 +53,7 @@ func (n Need) String() string {
 // RequiredRole is the role an error body names for n.
 func (n Need) RequiredRole() string {
 	switch n {
-	case NeedRead, NeedClient, NeedClientAnyLimit:
+	case NeedRead, NeedClient, NeedClientAnyLimit, NeedClientEachLimit:
 		return string(RoleClient)
 	case NeedWorker:
 		return string(RoleWorker)
@@ -69,7 +73,7 @@ func Allows(t Token, n Need, limit string) (ok bool, why string) {
 	case RoleAdmin:
 		return true, ""
 	case RoleClient:
-		if n == NeedAnyToken || n == NeedClientAnyLimit {
+		if n == NeedAnyToken || n == NeedClientAnyLimit || n == NeedClientEachLimit {
 			return true, ""
 		}
 		if n != NeedRead && n != NeedClient {
@@ -86,6 +90,21 @@ func Allows(t Token, n Need, limit string) (ok bool, why string) {
 		}
 		if !t.MayUse(limit) {
 			return false, fmt.Sprintf("token %q may use only the limits matching %s, not %q", t.Name, strings.Join(t.Limits, ","), limit)
+		}
+	}
+	return true, ""
+}
+
+// MayUseAll reports whether t may use every limit in names (an admin
+// token, or a client token whose limits cover them); when not, why names
+// the first limit it may not use.
+func MayUseAll(t Token, names []string) (ok bool, why string) {
+	if t.Role == RoleAdmin || len(t.Limits) == 0 {
+		return t.Role == RoleAdmin || t.Role == RoleClient, fmt.Sprintf("token %q has role %s; client (or admin) is needed", t.Name, t.Role)
+	}
+	for _, name := range names {
+		if !t.MayUse(name) {
+			return false, fmt.Sprintf("token %q may use only the limits matching %s, not %q", t.Name, strings.Join(t.Limits, ","), name)
 		}
 	}
 	return true, ""

@@ -16,9 +16,11 @@ import (
 // that belong to another algorithm must stay nil: the server rejects them
 // even when zero.
 type LimitSpec struct {
-	// Algorithm is "strict", "bursty", "warmup" or "hybrid".
+	// Algorithm is "strict", "bursty", "warmup", "hybrid" or
+	// "concurrency".
 	Algorithm string
-	// Rate is the number of permits per Per; > 0.
+	// Rate is the number of permits per Per; > 0 (not sent for
+	// concurrency, which has no rate).
 	Rate float64
 	// Per is the period of Rate; 0 leaves it to the server (1s).
 	Per time.Duration
@@ -37,20 +39,30 @@ type LimitSpec struct {
 	BurstRatio *float64
 	// Strictness (hybrid): pacing mode.
 	Strictness *float64
+	// MaxInFlight (concurrency): permits held at once.
+	MaxInFlight *int64
+	// TTL (concurrency): how long a permit is held unless released.
+	TTL *time.Duration
+	// Shadow puts the limit in shadow mode: every reserve is decided and
+	// counted but granted at once.
+	Shadow bool
 }
 
 // limitSpecJSON is the wire form of LimitSpec: durations as Go strings.
 type limitSpecJSON struct {
-	Algorithm       string    `json:"algorithm"`
-	Rate            flexFloat `json:"rate"`
-	Per             string    `json:"per,omitempty"`
-	MaxReserved     *int64    `json:"max_reserved,omitempty"`
-	Expiry          *string   `json:"expiry,omitempty"`
-	MaxBurstSeconds *float64  `json:"max_burst_seconds,omitempty"`
-	Warmup          *string   `json:"warmup,omitempty"`
-	ColdFactor      *float64  `json:"cold_factor,omitempty"`
-	BurstRatio      *float64  `json:"burst_ratio,omitempty"`
-	Strictness      *float64  `json:"strictness,omitempty"`
+	Algorithm       string     `json:"algorithm"`
+	Rate            *flexFloat `json:"rate,omitempty"`
+	Per             string     `json:"per,omitempty"`
+	MaxReserved     *int64     `json:"max_reserved,omitempty"`
+	Expiry          *string    `json:"expiry,omitempty"`
+	MaxBurstSeconds *float64   `json:"max_burst_seconds,omitempty"`
+	Warmup          *string    `json:"warmup,omitempty"`
+	ColdFactor      *float64   `json:"cold_factor,omitempty"`
+	BurstRatio      *float64   `json:"burst_ratio,omitempty"`
+	Strictness      *float64   `json:"strictness,omitempty"`
+	MaxInFlight     *int64     `json:"max_in_flight,omitempty"`
+	TTL             *string    `json:"ttl,omitempty"`
+	Shadow          bool       `json:"shadow,omitempty"`
 }
 
 func durPtr(d *time.Duration) *string {
@@ -76,7 +88,9 @@ func parseDurPtr(field string, s *string) (*time.Duration, error) {
 func (s LimitSpec) MarshalJSON() ([]byte, error) {
 	w := limitSpecJSON{
 		Algorithm:       s.Algorithm,
-		Rate:            flexFloat(s.Rate),
+		MaxInFlight:     s.MaxInFlight,
+		TTL:             durPtr(s.TTL),
+		Shadow:          s.Shadow,
 		MaxReserved:     s.MaxReserved,
 		Expiry:          durPtr(s.Expiry),
 		MaxBurstSeconds: s.MaxBurstSeconds,
@@ -84,6 +98,10 @@ func (s LimitSpec) MarshalJSON() ([]byte, error) {
 		ColdFactor:      s.ColdFactor,
 		BurstRatio:      s.BurstRatio,
 		Strictness:      s.Strictness,
+	}
+	if s.Algorithm != "concurrency" {
+		r := flexFloat(s.Rate)
+		w.Rate = &r
 	}
 	if s.Per != 0 {
 		w.Per = s.Per.String()
@@ -103,7 +121,8 @@ func (s *LimitSpec) UnmarshalJSON(b []byte) error {
 func (s *LimitSpec) fromWire(w *limitSpecJSON) error {
 	*s = LimitSpec{
 		Algorithm:       w.Algorithm,
-		Rate:            float64(w.Rate),
+		MaxInFlight:     w.MaxInFlight,
+		Shadow:          w.Shadow,
 		MaxReserved:     w.MaxReserved,
 		MaxBurstSeconds: w.MaxBurstSeconds,
 		ColdFactor:      w.ColdFactor,
@@ -120,6 +139,12 @@ func (s *LimitSpec) fromWire(w *limitSpecJSON) error {
 		return err
 	}
 	if s.Warmup, err = parseDurPtr("warmup", w.Warmup); err != nil {
+		return err
+	}
+	if w.Rate != nil {
+		s.Rate = float64(*w.Rate)
+	}
+	if s.TTL, err = parseDurPtr("ttl", w.TTL); err != nil {
 		return err
 	}
 	return nil

@@ -1,0 +1,168 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// reservation.go: reserves of several limits at once, all or nothing
+// (POST /v1/reserve), and settling and releasing the reservations they
+// leave (POST /v1/reservations/{id}/settle, /release).
+
+// Want is one limit of a multi-limit reserve, or one limit's actual use in
+// a settlement.
+type Want struct {
+	Limit   string `json:"name"`
+	Permits int64  `json:"permits"`
+}
+
+// Reservation is the answer to ReserveMany: a Grant (Permits is the sum
+// over the limits) plus the reservation's ID, and, when refused, the
+// limit that blocked.
+type Reservation struct {
+	Grant
+	// ID names the reservation (granted only), for Settle and Release.
+	ID string
+	// Blocking (refused) is the limit that could serve its part last.
+	Blocking string
+	// Limits are what was asked.
+	Limits []Want
+}
+
+// ReserveOptions tune ReserveMany.
+type ReserveOptions struct {
+	// MaxWait is the longest the permits may be granted ahead of now.
+	MaxWait time.Duration
+	// SettleWithin is how long after the grant the reservation can be
+	// settled (0: the server's default, one minute; at most ten minutes).
+	SettleWithin time.Duration
+}
+
+// multiReserveAnswer is the JSON of a POST /v1/reserve answer.
+type multiReserveAnswer struct {
+	reserveAnswer
+	ReservationID string `json:"reservation_id"`
+	Blocking      string `json:"blocking"`
+}
+
+// ReserveMany reserves permits of several limits (1 to 8, each once) in
+// one decision: every limit grants its part at one time, or none does. A
+// refusal (429) is not an error: the Reservation has Granted false,
+// RetryAfter and Blocking. The reserve carries a request ID, kept across
+// failovers, so that a retry is decided once. Use the grant at ReadyAt
+// (Grant.Wait), then Settle the real cost or Release in-flight permits.
+func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions) (Reservation, error) {
+	if len(wants) == 0 || len(wants) > 8 {
+		return Reservation{}, fmt.Errorf("%w: reserve %d limits; allowed: 1 to 8", ErrInvalid, len(wants))
+	}
+	var total int64
+	for _, w := range wants {
+		if w.Permits < 1 {
+			return Reservation{}, fmt.Errorf("%w: reserve %d permits of %q; allowed: >= 1", ErrInvalid, w.Permits, w.Limit)
+		}
+		total += w.Permits
+	}
+	if o.MaxWait < 0 || o.SettleWithin < 0 {
+		return Reservation{}, fmt.Errorf("%w: max wait %v, settle within %v; allowed: >= 0", ErrInvalid, o.MaxWait, o.SettleWithin)
+	}
+	id := newRequestID()
+	in := struct {
+		Limits       []Want `json:"limits"`
+		MaxWait      string `json:"max_wait"`
+		RequestID    string `json:"request_id"`
+		SettleWithin string `json:"settle_within,omitempty"`
+	}{Limits: wants, MaxWait: o.MaxWait.String(), RequestID: id}
+	if o.SettleWithin > 0 {
+		in.SettleWithin = o.SettleWithin.String()
+	}
+	body, err := jsonMarshal(in)
+	if err != nil {
+		return Reservation{}, fmt.Errorf("%w: encoding the request: %v", ErrInvalid, err)
+	}
+	resp, err := c.send(ctx, http.MethodPost, "/v1/reserve", body)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if resp.code != http.StatusOK && resp.code != http.StatusTooManyRequests {
+		return Reservation{}, resp.apiError()
+	}
+	var a multiReserveAnswer
+	if err := jsonUnmarshal(resp.body, &a); err != nil {
+		return Reservation{}, fmt.Errorf("client: cannot decode the reserve answer of %s: %w", resp.server, err)
+	}
+	r := Reservation{Grant: Grant{
+		Granted:    resp.code == http.StatusOK && a.Granted,
+		Permits:    total,
+		Duplicate:  a.Duplicate,
+		RequestID:  id,
+		SentAt:     resp.sentAt,
+		ReceivedAt: resp.receivedAt,
+		clock:      c.clock,
+	}, Limits: wants}
+	if r.Granted {
+		r.Delay = time.Duration(a.WaitNanos)
+		r.ExpiresIn = time.Duration(a.ExpiresNanos)
+		r.Spacing = time.Duration(a.SpacingNanos)
+		r.ID = a.ReservationID
+	} else {
+		r.RetryAfter = time.Duration(a.RetryNanos)
+		r.Blocking = a.Blocking
+	}
+	return r, nil
+}
+
+// Settled is what a settlement did to one limit of a reservation.
+type Settled struct {
+	Limit    string `json:"name"`
+	Reserved int64  `json:"reserved"`
+	Actual   int64  `json:"actual"`
+	// Refunded went back to the limit; Charged was added to it as debt.
+	Refunded int64 `json:"refunded"`
+	Charged  int64 `json:"charged"`
+}
+
+// SettleResult is the answer to Settle.
+type SettleResult struct {
+	// Duplicate: the server had settled this request already.
+	Duplicate bool      `json:"duplicate"`
+	Limits    []Settled `json:"limits"`
+}
+
+// Settle reports the permits actually used per limit of reservation id (a
+// limit not listed used what it reserved). Unused permits go back to the
+// limits that can take them, an overrun is charged as debt. The settlement
+// carries a request ID kept across failovers, so it is applied once. An
+// unknown or final reservation is ErrNotFound, another client's
+// ErrForbidden, one already settled ErrConflict (all as *APIError).
+func (c *Client) Settle(ctx context.Context, id string, actual []Want) (SettleResult, error) {
+	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+		return SettleResult{}, fmt.Errorf("%w: reservation id %q; allowed: the ID a grant returned", ErrInvalid, id)
+	}
+	if actual == nil {
+		actual = []Want{}
+	}
+	in := struct {
+		Actual    []Want `json:"actual"`
+		RequestID string `json:"request_id"`
+	}{actual, newRequestID()}
+	var out SettleResult
+	err := c.call(ctx, http.MethodPost, "/v1/reservations/"+id+"/settle", in, &out)
+	return out, err
+}
+
+// Release frees the in-flight permits reservation id holds (its
+// concurrency limits; rate limits are untouched) and returns how many it
+// freed: 0 for a second release or a hold that already expired.
+func (c *Client) Release(ctx context.Context, id string) (int64, error) {
+	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+		return 0, fmt.Errorf("%w: reservation id %q; allowed: the ID a grant returned", ErrInvalid, id)
+	}
+	var out struct {
+		Released int64 `json:"released"`
+	}
+	err := c.call(ctx, http.MethodPost, "/v1/reservations/"+id+"/release", struct{}{}, &out)
+	return out.Released, err
+}
