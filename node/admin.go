@@ -112,3 +112,8 @@ func (n *Node) readLocal(ctx context.Context, name string) ([]fsm.LimitInfo, err
 	}
 	return nil, nil
 }
+
+// LocalLimits returns every limit as this replica has applied it, without
+// asking the leader: for metrics and views that may lag, never for
+// decisions.
+func (n *Node) LocalLimits() []fsm.LimitInfo { return n.fsm.Limits() }

@@ -304,6 +304,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	}
 	ag.node = n
 	metrics = transport.NewMetrics(reg, n.Status)
+	transport.RegisterShadowMetrics(reg, n.LocalLimits)
 	var h http.Handler = transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics})
 	if a.testHooks {
 		h = withClockHook(h, clock, n)
