@@ -28,6 +28,9 @@
 //     return commands, each with its arrival, decided like the reserves
 //     of a CmdReserveBatch: exactly as if applied one per entry, each
 //     stamped at its arrival (leasebatch.go).
+//   - CmdSettle and CmdRelease settle a reservation's real cost and free
+//     its in-flight permits (see Reservations below). A reserve in the
+//     reservation form travels in a CmdReserveBatch like any other.
 //
 // The Append functions validate before encoding (reject before replicate):
 // an entry they produce always decodes. Decode validates again, and every
@@ -302,6 +305,84 @@
 //
 // Lost messages lose permits (a grant whose answer is lost expires
 // unspent), they never create any.
+//
+// # Reservations
+//
+// A reserve in the reservation form (Reserve.Track; multi.go) names one to
+// MaxReserveParts limits, each once, and is decided in one entry at one
+// cluster time now:
+//
+//  1. Every limit exists, is not leased, and can grant its part (n_i <=
+//     MaxPermits; a strict limit takes 1 permit when the reserve names
+//     several limits, because its permits are served one interval apart).
+//     Otherwise the reserve is UnknownLimit or Invalid.
+//  2. t* = the latest Query_i(now, n_i) over the enforced (not shadow)
+//     limits: the earliest time every one of them can serve its part
+//     (bucket/doc.go, "Serving at a chosen time", defines "can serve n at
+//     t" per algorithm). If t* - now > max wait, the reserve is Refused
+//     with RetryAfter t* - now and Blocking the limit that set t*.
+//  3. Each enforced limit commits its part served at exactly t*
+//     (ReserveAt), rate limits first, in-flight caps last. If one refuses
+//     (a strict limit's MaxReserved does not reach t*), the parts already
+//     committed are restored byte for byte and the reserve is Refused,
+//     naming it. Shadow limits are decided, each on its own, only now.
+//
+// So a refused reserve changes no limit's pacer (TestRefusedMultiLimit-
+// ChangesNothing; the reachable-state walk checks it after every refused
+// tracked reserve). A granted one is, on every limit, a grant that limit
+// could have made alone for a request arriving at t*: by bucket's
+// argument each limit's own bound holds over the grants of single and
+// multi-limit reserves together. No partial grant exists at any entry
+// boundary: the parts are committed inside one Apply.
+//
+// A granted reservation is kept (reservation.go) until FinalAtNanos: its
+// settle window after t* (default one minute, at most ten), or its last
+// in-flight hold's expiry if later; then it is forgotten, at the same
+// entry on every replica, and a settlement or release of it is
+// SettleUnknown. At most MaxReservations live at once; beyond that a
+// reserve in the reservation form is Busy, not recorded.
+//
+// # Settlements
+//
+// A settlement (settle.go) says how many permits of each limit were
+// actually used. It applies once per reservation: a retry with the same
+// request ID is answered with the first result; any other settlement of a
+// settled reservation is SettleConflict; another owner's is
+// SettleForbidden; a limit the reservation does not hold, or an overrun of
+// an in-flight cap, is SettleInvalid; and then nothing changes. Per limit:
+//
+//   - Used fewer than reserved, on a rate limit: the unused permits are
+//     refunded only if the limit's pacer is still exactly the state the
+//     grant left (the same pacer incarnation, bornIndex, and no change
+//     since: seq). The pacer is then restored to its state before the
+//     grant and the grant made again for the actual permits at the same
+//     now and t*, so the limit is exactly as if the reserve had asked for
+//     what it used, and every bound holds over the permits used. If
+//     anything touched the pacer since, the unused permits are lost:
+//     returning them later is not sound in general (a bursty limit that
+//     refilled in between would hand the same idle time out twice; a
+//     strict limit would serve a later slot twice).
+//   - Used fewer than reserved, on an in-flight cap: the difference is
+//     released at once (nothing, if the hold already expired).
+//   - Used more than reserved, on a rate limit: the overrun is charged
+//     (bucket.Scheduler.Charge): a debt that delays later grants by what
+//     the extra permits cost. The permits were used before the register
+//     heard of them, so a window containing those uses may exceed the
+//     limit's bound by the overrun; over any window that starts after the
+//     charge the bound holds again, counting the charge as a grant served
+//     at the next free time (bucket/doc.go). A reserve that never under-
+//     estimates never needs a charge.
+//
+// A release frees the in-flight permits a reservation still holds; a
+// second release, or one after the holds expired, frees nothing and
+// changes nothing (fenced by the hold's expiry).
+//
+// Shadow mode (PutLimit.Shadow): every reserve on the limit is decided by
+// its pacer as usual, with the caller's max wait, and counted
+// (would-refuse, would-wait), but answered Granted at once; in a
+// multi-limit reserve a shadow limit never sets t*. Its pacer sees only
+// the grants it would have made, so the counters say what enforcement
+// would have done to the same traffic.
 //
 // # Concurrency
 //
