@@ -7,7 +7,6 @@ import (
 	"github.com/permitd/permitd/bucket"
 )
 
-
 func (h *harness) settleCmd(nowNanos int64, c Settle) SettleResult {
 	h.t.Helper()
 	b, err := AppendSettle(nil, at(nowNanos), c)
