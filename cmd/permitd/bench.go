@@ -39,7 +39,12 @@ type benchFlags struct {
 	maxRequests int64
 	protocol    string
 	binaryConns int
-	tls         clientTLSFlags
+	// limits > 0 sends multi-limit reserves (POST /v1/reserve) naming
+	// that many limits: limit, limit-2, ..., each created alike; settle
+	// is their settle window.
+	limits int
+	settle time.Duration
+	tls    clientTLSFlags
 	// Resolved from tls: nil without TLS; "" without a token.
 	tlsConf *tls.Config
 	token   string
@@ -81,9 +86,14 @@ could not be created; 2 usage error.
 	c.Bool(&b.jsonOut, "json", false, "print the result as JSON")
 	c.Choice(&b.protocol, "protocol", "http", "http: one decision per HTTP/1.1 request, one keep-alive connection per worker and server; binary: one decision per frame of the binary protocol, every worker sharing --binary-conns pipelined connections per server", "http", "binary")
 	c.Int(&b.binaryConns, "binary-conns", "N", 1, 1, 64, "an integer from 1 to 64", "binary protocol: pipelined connections per server")
+	c.Int(&b.limits, "limits", "N", 0, 0, 8, "an integer from 0 to 8", "0: reserve on --limit (POST /v1/limits/{name}/reserve); N >= 1: multi-limit reserves of --permits on each of N limits (--limit, --limit-2, ...; POST /v1/reserve), which leave reservations")
+	c.Duration(&b.settle, "settle-within", 5*time.Second, durPositive, "with --limits: the reservations' settle window (they are kept that long; at most 262144 at once)")
 	b.tls.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
+	}
+	if b.limits > 0 && b.protocol == "binary" {
+		return c.usageError("--limits (multi-limit reserves) needs --protocol http: the binary protocol carries single-limit reserves only")
 	}
 	conf, err := b.tls.config()
 	if err != nil {

@@ -32,13 +32,21 @@ type httpBenchConn struct {
 	path    string
 	permits int64
 	maxWait time.Duration
+	// multi, when not empty, is the start of a multi-limit reserve's body
+	// (benchFlags.multiPrefix).
+	multi string
 }
 
 func (h httpBenchConn) reserve(buf *bytes.Buffer, requestID string) (int, bool, error) {
 	buf.Reset()
-	if requestID != "" {
+	switch {
+	case h.multi != "" && requestID != "":
+		fmt.Fprintf(buf, `%s,"max_wait":%q,"request_id":%q}`, h.multi, h.maxWait.String(), requestID)
+	case h.multi != "":
+		fmt.Fprintf(buf, `%s,"max_wait":%q}`, h.multi, h.maxWait.String())
+	case requestID != "":
 		fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q,"request_id":%q}`, h.permits, h.maxWait.String(), requestID)
-	} else {
+	default:
 		fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q}`, h.permits, h.maxWait.String())
 	}
 	code, body, err := h.c.Do("POST", h.path, buf.Bytes())

@@ -110,8 +110,12 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	}
 	hc := benchHTTPClient(b.concurrency, b.tlsConf)
 	if b.create {
-		if err := createLimit(ctx, hc, servers, b); err != nil {
-			return BenchResult{}, err
+		for _, name := range b.limitNames() {
+			bl := b
+			bl.limit = name
+			if err := createLimit(ctx, hc, servers, bl); err != nil {
+				return BenchResult{}, err
+			}
 		}
 	}
 	leaderBefore, termBefore := benchLeader(ctx, hc, servers, b)
@@ -121,6 +125,9 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	// for 10 minutes and would answer a reused one with its first decision.
 	idPrefix := "b" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	path := "/v1/limits/" + b.limit + "/reserve"
+	if b.limits > 0 {
+		path = "/v1/reserve"
+	}
 	// one sends one reserve on c.
 	one := func(c benchConn, buf *bytes.Buffer) (time.Duration, error) {
 		count := rec.measuring.Load()
@@ -185,7 +192,8 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 				if b.token != "" {
 					header = append(header, "Authorization: Bearer "+b.token)
 				}
-				cs[i] = httpBenchConn{c: httplite.NewTLS(s, 10*time.Second, b.tlsConf, header...), path: path, permits: b.permits, maxWait: b.maxWait}
+				cs[i] = httpBenchConn{c: httplite.NewTLS(s, 10*time.Second, b.tlsConf, header...), path: path, permits: b.permits, maxWait: b.maxWait,
+					multi: b.multiPrefix()}
 			}
 		}
 		return cs
@@ -354,4 +362,32 @@ func benchLeader(ctx context.Context, hc *http.Client, servers []string, b bench
 		}
 	}
 	return "", 0
+}
+
+// limitNames are the limits a run reserves from: --limit, or with
+// --limits N, --limit, --limit-2, ..., --limit-N.
+func (b benchFlags) limitNames() []string {
+	names := []string{b.limit}
+	for k := 2; k <= b.limits; k++ {
+		names = append(names, b.limit+"-"+strconv.Itoa(k))
+	}
+	return names
+}
+
+// multiPrefix is the start of a multi-limit reserve's body (up to its
+// max_wait), or "" for single-limit reserves.
+func (b benchFlags) multiPrefix() string {
+	if b.limits == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	sb.WriteString(`{"limits":[`)
+	for i, name := range b.limitNames() {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"name":%q,"permits":%d}`, name, b.permits)
+	}
+	fmt.Fprintf(&sb, `],"settle_within":%q`, b.settle.String())
+	return sb.String()
 }
