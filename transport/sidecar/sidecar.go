@@ -148,6 +148,14 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.reserve(w, r, name)
 		}
 		return
+	case p == "/v1/reserve" || strings.HasPrefix(p, "/v1/reservations/"):
+		// A leased limit's permits are the worker's grant: they cannot be
+		// reserved together with another limit's in one decision, and a
+		// grant spent locally has nothing for the register to settle.
+		httpapi.WriteError(w, http.StatusNotImplemented, "this worker sidecar serves single-limit reserves of its leased limit "+
+			strconv.Quote(h.limit)+" (POST /v1/limits/"+h.limit+"/reserve); multi-limit reserves, settlements and releases are "+
+			"decided by the register, on limits that are not leased: send them to the register's nodes")
+		return
 	case p == "/v1/sessions":
 		// The sidecar does not deduplicate (a resent request is a new
 		// reserve, served from permits the worker counts as spent), but

@@ -79,6 +79,8 @@ func TestSidecarReserve(t *testing.T) {
 		{name: "max_wait too long", path: "/v1/limits/api/reserve", body: `{"max_wait":"1m"}`, wantCode: 400, wantError: "at most 10s"},
 		{name: "wrong method", method: "GET", path: "/v1/limits/api/reserve", wantCode: 405, wantError: "allowed: POST"},
 		{name: "unknown path", method: "GET", path: "/v1/limits", wantCode: 404, wantError: "unknown path"},
+		{name: "multi-limit reserve", path: "/v1/reserve", body: `{"limits":[{"name":"api"}]}`, wantCode: 501, wantError: "decided by the register"},
+		{name: "settle", path: "/v1/reservations/1/settle", body: `{"actual":[]}`, wantCode: 501, wantError: "decided by the register"},
 		{name: "healthz", method: "GET", path: "/healthz", wantCode: 200, wantBody: map[string]any{"status": "ok"}},
 	}
 	for _, tt := range tests {
