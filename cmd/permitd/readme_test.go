@@ -188,3 +188,35 @@ func TestREADMESecurityWalkthrough(t *testing.T) {
 		t.Errorf("the reserve without a token was not refused with 401:\n%s", out)
 	}
 }
+
+// TestREADMESeveralLimits runs the README's "Several limits" block on the
+// cluster of its walkthrough (started as written, its final kill kept for
+// the end): a multi-limit grant, its settlement refunding 1 700 tokens,
+// its release, and a refusal naming the full in-flight cap.
+func TestREADMESeveralLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a 3-node cluster")
+	}
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s", tool)
+		}
+	}
+	_, cluster, _ := strings.Cut(walkthrough(t), "\n") // without the build line
+	cluster, _, ok := strings.Cut(strings.TrimRight(cluster, "\n"), "\nkill %1 %2 %3; wait")
+	if !ok {
+		t.Fatal(`the walkthrough no longer ends with "kill %1 %2 %3; wait"`)
+	}
+	block := readmeBlock(t, "Several limits, settlements, in-flight caps, shadow mode")
+	out, _ := runWalkthrough(t, cluster+"\n"+block+"kill %1 %2 %3; wait\n")
+	for _, want := range []string{
+		`"granted":true`, `"reservation_id":"1"`,
+		`{"name":"tpm","reserved":4000,"actual":2300,"refunded":1700,"charged":0}`,
+		`{"released":1,"duplicate":false}`,
+		`"blocking":"inflight"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the block's output lacks %s:\n%s", want, out)
+		}
+	}
+}
