@@ -127,6 +127,13 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 			"limit %q grants at most %d permits per request under its current configuration (version %d); %d requested",
 			l.name, l.maxPermits, l.version, r.Permits))}
 	}
+	if l.cfg.Spec.Algorithm == bucket.Concurrency {
+		// A hold granted here would have no reservation to release it
+		// by: it would take its slot for the whole TTL.
+		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+			"limit %q is an in-flight cap: reserve it in the reservation form (POST /v1/reserve), whose reservation can be released when the call ends",
+			l.name))}
+	}
 	d, err := l.pacer.Reserve(nowNanos, r.Permits, r.MaxWaitNanos)
 	if err != nil {
 		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(

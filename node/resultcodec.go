@@ -158,6 +158,9 @@ func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
 				w.Svar(v)
 			}
 		}
+		w.Bool(l.Shadow)
+		w.Uvar(l.ShadowWouldRefuse)
+		w.Uvar(l.ShadowWouldWait)
 	}
 	return w.B, nil
 }
@@ -176,6 +179,8 @@ func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
 		if l.Leased {
 			l.Lease = fsm.LeaseSummary{BurstPermits: r.Svar(), MaxOutstandingPermits: r.Svar(), BurstSpec: r.Svar(), MaxOutstandingSpec: r.Svar(), Leases: int(r.Svar())}
 		}
+		l.Shadow = r.Bool()
+		l.ShadowWouldRefuse, l.ShadowWouldWait = r.Uvar(), r.Uvar()
 		if r.Err() != nil {
 			break
 		}

@@ -68,7 +68,11 @@ var settleFields = httpapi.Fields{
 // defaultPermits when absent).
 func parseParts(field string, ps []partRequest, emptyOK bool, minPermits, defaultPermits int64) ([]fsm.Part, *httpapi.Error) {
 	if len(ps) > fsm.MaxReserveParts || (len(ps) == 0 && !emptyOK) {
-		return nil, httpapi.BadRequest(`field %q: %d limits; allowed: 1 to %d`, field, len(ps), fsm.MaxReserveParts)
+		least := 1
+		if emptyOK {
+			least = 0
+		}
+		return nil, httpapi.BadRequest(`field %q: %d limits; allowed: %d to %d`, field, len(ps), least, fsm.MaxReserveParts)
 	}
 	out := make([]fsm.Part, 0, len(ps))
 	for i, p := range ps {
@@ -338,8 +342,9 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request, rs Reservation
 		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
-	if body := strings.TrimSpace(buf.String()); body != "" && body != "{}" {
-		httpapi.WriteError(w, http.StatusBadRequest, "POST /v1/reservations/{id}/release takes no fields; send an empty body or {}")
+	var none struct{}
+	if herr := httpapi.DecodeObject(buf.Bytes(), &none, nil, true); herr != nil {
+		httpapi.WriteError(w, herr.Code, "POST /v1/reservations/{id}/release takes no fields (send an empty body or {}): "+herr.Msg)
 		return
 	}
 	ctx, cancel := h.context(r)

@@ -164,6 +164,10 @@ type Limit struct {
 	GrantedRequests uint64
 	GrantedPermits  uint64
 	RefusedRequests uint64
+	// Shadow-mode counters (GetLimit, ListLimits only): grants the limit
+	// would have refused, or made wait, had it been enforced.
+	ShadowWouldRefuse uint64
+	ShadowWouldWait   uint64
 	// Created (PutLimit only) is true if the limit did not exist.
 	Created bool
 }
@@ -178,13 +182,16 @@ func (l *Limit) UnmarshalJSON(b []byte) error {
 		GrantedRequests uint64 `json:"granted_requests"`
 		GrantedPermits  uint64 `json:"granted_permits"`
 		RefusedRequests uint64 `json:"refused_requests"`
+		WouldRefuse     uint64 `json:"shadow_would_refuse"`
+		WouldWait       uint64 `json:"shadow_would_wait"`
 		Created         bool   `json:"created"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
 	*l = Limit{Name: w.Name, Version: w.Version, IntervalNanos: w.IntervalNanos, GrantedRequests: w.GrantedRequests,
-		GrantedPermits: w.GrantedPermits, RefusedRequests: w.RefusedRequests, Created: w.Created}
+		GrantedPermits: w.GrantedPermits, RefusedRequests: w.RefusedRequests, Created: w.Created,
+		ShadowWouldRefuse: w.WouldRefuse, ShadowWouldWait: w.WouldWait}
 	return l.LimitSpec.fromWire(&w.limitSpecJSON)
 }
 
@@ -200,6 +207,13 @@ func (l Limit) MarshalJSON() ([]byte, error) {
 	}
 	m["name"], m["version"], m["interval_ns"] = l.Name, l.Version, l.IntervalNanos
 	m["granted_requests"], m["granted_permits"], m["refused_requests"] = l.GrantedRequests, l.GrantedPermits, l.RefusedRequests
+	m["shadow"] = l.Shadow
+	if l.Shadow || l.ShadowWouldRefuse != 0 || l.ShadowWouldWait != 0 {
+		m["shadow_would_refuse"], m["shadow_would_wait"] = l.ShadowWouldRefuse, l.ShadowWouldWait
+	}
+	if l.Algorithm == "concurrency" {
+		delete(m, "interval_ns")
+	}
 	return json.Marshal(m)
 }
 

@@ -474,9 +474,9 @@ func (ck *checker) doOff(t *testing.T, method, path, component string, want int)
 }
 
 // samplePath fills a documented path's parameters: limit "other" (which
-// the narrow client token may not use), lease 1, server n9.
+// the narrow client token may not use), lease 1, server n9, reservation 1.
 func samplePath(path string) string {
-	return strings.NewReplacer("{name}", "other", "/leases/{id}", "/leases/1", "/servers/{id}", "/servers/n9").Replace(path)
+	return strings.NewReplacer("{name}", "other", "/leases/{id}", "/leases/1", "/servers/{id}", "/servers/n9", "/reservations/{id}", "/reservations/1").Replace(path)
 }
 
 // sampleBody is a valid body of each operation that takes one.
@@ -490,6 +490,8 @@ var sampleBody = map[string]string{
 	"returnLease":        `{"epoch":1}`,
 	"joinServer":         `{"id":"n9","raft_addr":"n9:7000"}`,
 	"transferLeadership": `{"to":"n3"}`,
+	"reserveLimits":      `{"limits":[{"name":"other"}]}`,
+	"settleReservation":  `{"actual":[]}`,
 }
 
 // eachOperation calls f for every operation of the document, in order.
@@ -756,6 +758,252 @@ func TestConformance(t *testing.T) {
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-default?force=false", want: 200})
 	})
 
+	// Concurrency limits and shadow mode: the concurrency variants of
+	// the configuration, the put answer and the view, and the shadow
+	// fields of every view.
+	t.Run("concurrency and shadow", func(t *testing.T) {
+		// The shadow fields of a view are read from the leader: a view
+		// a follower forwards loses them (node/resultcodec.go does not
+		// carry them), which shadowOnFollower reports.
+		leader, follower := reg.leader(t)
+		if m := ck.do(t, call{method: "PUT", path: "/v1/limits/api-conc", body: `{"algorithm":"concurrency","max_in_flight":2,"ttl":"1m"}`, want: 201}); m["max_in_flight"] != 2.0 || m["ttl"] != "1m0s" || m["rate"] != 0.0 || m["interval_ns"] != 0.0 || m["shadow"] != false || m["per"] != nil {
+			t.Errorf("concurrency limit: %v", m)
+		}
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-conc", body: `{"algorithm":"concurrency","max_in_flight":2,"ttl":"1m","shadow":false}`, want: 200})
+		if m := ck.do(t, call{method: "PUT", path: "/v1/limits/api-conc1", body: `{"algorithm":"concurrency","max_in_flight":1}`, want: 201}); m["ttl"] != "1m0s" {
+			t.Errorf("default ttl: %v", m)
+		}
+		for _, tc := range []struct {
+			body    string
+			invalid bool
+			mention string
+		}{
+			{`{"algorithm":"concurrency"}`, true, `"max_in_flight" is required`},
+			{`{"algorithm":"concurrency","max_in_flight":1,"rate":1}`, true, `no "rate" or "per"`},
+			{`{"algorithm":"concurrency","max_in_flight":1,"per":"1s"}`, true, `no "rate" or "per"`},
+			{`{"algorithm":"concurrency","max_in_flight":0}`, true, "MaxInFlight"},
+			{`{"algorithm":"concurrency","max_in_flight":1048577}`, true, "MaxInFlight"},
+			{`{"algorithm":"concurrency","max_in_flight":1.5}`, true, `"max_in_flight"`},
+			{`{"algorithm":"concurrency","max_in_flight":1,"ttl":"0s"}`, true, `"ttl"`},
+			{`{"algorithm":"concurrency","max_in_flight":1,"ttl":"25h"}`, false, "HoldTTL"},
+			{`{"algorithm":"concurrency","max_in_flight":1,"max_reserved":1}`, true, `belongs to algorithm "strict"`},
+			{`{"algorithm":"strict","rate":1,"max_in_flight":1}`, true, `belongs to algorithm "concurrency"`},
+			{`{"algorithm":"strict","rate":1,"ttl":"1s"}`, true, `belongs to algorithm "concurrency"`},
+			{`{"algorithm":"strict","rate":1,"shadow":"yes"}`, true, `"shadow"`},
+			{`{"algorithm":"strict","rate":1,"shadow":null}`, true, `"shadow"`},
+		} {
+			ck.do(t, call{method: "PUT", path: "/v1/limits/api-x", body: tc.body, want: 400, invalid: tc.invalid, wantInError: tc.mention})
+		}
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-conc/lease-policy", body: `{"leased":true}`, want: 400, wantInError: "infinite rate"})
+		for _, m := range []string{"GET", "HEAD"} {
+			ck.do(t, call{method: m, path: "/v1/limits/api-conc", want: 200})
+		}
+		// The reserve of one limit cannot hold a concurrency permit: it
+		// would leave no reservation to release it by.
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-conc1/reserve", body: `{"request_id":"c1"}`, want: 400, wantInError: "in-flight cap"})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-conc1/reserve", body: `{"permits":2}`, want: 400, wantInError: "at most 1"})
+		if l := ck.do(t, call{method: "GET", path: "/v1/limits/api-conc1", want: 200}); l["granted_requests"] != 0.0 || l["refused_requests"] != 0.0 || l["leased"] != false {
+			t.Errorf("concurrency view: %v", l)
+		}
+
+		// Shadow mode: every reserve granted at once, what enforcement
+		// would have done counted.
+		if m := ck.do(t, call{method: "PUT", path: "/v1/limits/api-shadow", body: `{"algorithm":"strict","rate":1,"per":"1h","max_reserved":1,"shadow":true}`, want: 201}); m["shadow"] != true {
+			t.Errorf("shadow put: %v", m)
+		}
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-shadow/reserve", body: `{}`, want: 200})
+		if g := ck.do(t, call{method: "POST", path: "/v1/limits/api-shadow/reserve", body: `{}`, want: 200}); g["wait_ns"] != 0.0 || g["expires_in_ns"] != 0.0 {
+			t.Errorf("shadow grant: %v", g)
+		}
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-shadow/reserve", body: `{"max_wait":"2h"}`, want: 200})
+		if l := ck.do(t, call{to: leader, method: "GET", path: "/v1/limits/api-shadow", want: 200}); l["shadow"] != true || l["shadow_would_refuse"] != 1.0 || l["shadow_would_wait"] != 1.0 || l["granted_requests"] != 3.0 || l["refused_requests"] != 0.0 {
+			t.Errorf("shadow view: %v", l)
+		}
+		// Enforced again: the pacer kept what the shadow grants took.
+		if m := ck.do(t, call{method: "PUT", path: "/v1/limits/api-shadow", body: `{"algorithm":"strict","rate":1,"per":"1h","max_reserved":1}`, want: 200}); m["shadow"] != false {
+			t.Errorf("shadow off: %v", m)
+		}
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-shadow/reserve", body: `{}`, want: 429})
+		if l := ck.do(t, call{to: leader, method: "GET", path: "/v1/limits/api-shadow", want: 200}); l["shadow"] != false || l["shadow_would_refuse"] != 1.0 || l["refused_requests"] != 1.0 {
+			t.Errorf("shadow turned off: %v", l)
+		}
+		for _, body := range []string{
+			`{"algorithm":"concurrency","max_in_flight":1,"shadow":true}`,
+			`{"algorithm":"bursty","rate":1,"shadow":true}`,
+			`{"algorithm":"warmup","rate":1,"warmup":"1s","shadow":true}`,
+			`{"algorithm":"hybrid","rate":1,"shadow":true}`,
+		} {
+			ck.do(t, call{method: "PUT", path: "/v1/limits/api-shadow-x", body: body, want: 201})
+			if l := ck.do(t, call{to: leader, method: "GET", path: "/v1/limits/api-shadow-x", want: 200}); l["shadow"] != true {
+				t.Errorf("%s: %v", body, l)
+			}
+			shadowOnFollower(t, ck, follower, "api-shadow-x")
+			ck.do(t, call{method: "DELETE", path: "/v1/limits/api-shadow-x", want: 200})
+		}
+		ck.do(t, call{method: "GET", path: "/v1/limits", want: 200})
+	})
+
+	// Reservations: reserves of several limits, all or nothing, and
+	// their settlements and releases.
+	t.Run("reservations", func(t *testing.T) {
+		const multi = "/v1/reserve"
+		settle := func(id string) string { return "/v1/reservations/" + id + "/settle" }
+		release := func(id string) string { return "/v1/reservations/" + id + "/release" }
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-rpm", body: `{"algorithm":"strict","rate":1,"per":"1h","max_reserved":4}`, want: 201})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-tpm", body: `{"algorithm":"bursty","rate":1000000,"max_burst_seconds":1}`, want: 201})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-mconc", body: `{"algorithm":"concurrency","max_in_flight":2,"ttl":"1m"}`, want: 201})
+
+		g := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-rpm"},{"name":"api-tpm","permits":4000}],"max_wait":"1s","request_id":"m1","settle_within":"1m"}`, want: 200})
+		r1, _ := g["reservation_id"].(string)
+		if g["granted"] != true || g["duplicate"] != false || r1 == "" || g["spacing_ns"] != 0.0 {
+			t.Fatalf("reservation: %v", g)
+		}
+		if g := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-rpm"},{"name":"api-tpm","permits":4000}],"max_wait":"1s","request_id":"m1","settle_within":"1m"}`, want: 200}); g["duplicate"] != true || g["reservation_id"] != r1 {
+			t.Errorf("retry: %v", g)
+		}
+		// api-rpm's next slot is an hour away: it sets t* and blocks.
+		if r := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm"},{"name":"api-rpm"}],"max_wait":"10ms","request_id":"m2"}`, want: 429, wantInError: `limit "api-rpm" blocks`}); r["blocking"] != "api-rpm" || r["duplicate"] != false {
+			t.Errorf("refusal: %v", r)
+		}
+		if r := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm"},{"name":"api-rpm"}],"max_wait":"10ms","request_id":"m2"}`, want: 429}); r["duplicate"] != true || r["blocking"] != "api-rpm" {
+			t.Errorf("refusal retried: %v", r)
+		}
+		// Nothing touched api-tpm since r1's grant (the refusal changed
+		// nothing): the unused permits are refunded.
+		s := ck.do(t, call{method: "POST", path: settle(r1), body: `{"actual":[{"name":"api-tpm","permits":2300}],"request_id":"s1"}`, want: 200})
+		want := `[map[actual:1 charged:0 name:api-rpm refunded:0 reserved:1] map[actual:2300 charged:0 name:api-tpm refunded:1700 reserved:4000]]`
+		if got := fmt.Sprint(s["limits"]); s["settled"] != true || s["duplicate"] != false || got != want {
+			t.Errorf("settlement: %v, want limits %s", s, want)
+		}
+		if s := ck.do(t, call{method: "POST", path: settle(r1), body: `{"actual":[{"name":"api-tpm","permits":2300}],"request_id":"s1"}`, want: 200}); s["duplicate"] != true || fmt.Sprint(s["limits"]) != want {
+			t.Errorf("settlement retried: %v", s)
+		}
+		ck.do(t, call{method: "POST", path: settle(r1), body: `{"actual":[],"request_id":"s2"}`, want: 409, wantInError: "already settled"})
+		ck.do(t, call{method: "POST", path: settle(r1), body: `{"actual":[]}`, want: 409, wantInError: `"s1"`})
+
+		// Another grant touched api-tpm since r2's: the unused permits
+		// are lost.
+		r2 := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm","permits":4000}],"max_wait":"1s"}`, want: 200})["reservation_id"].(string)
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-tpm/reserve", body: `{"max_wait":"1s"}`, want: 200})
+		if s := ck.do(t, call{method: "POST", path: settle(r2), body: `{"actual":[{"name":"api-tpm","permits":1000}]}`, want: 200}); fmt.Sprint(s["limits"]) != `[map[actual:1000 charged:0 name:api-tpm refunded:0 reserved:4000]]` {
+			t.Errorf("lost refund: %v", s)
+		}
+		// An overrun is charged as debt.
+		r3 := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm","permits":10}],"max_wait":"1s"}`, want: 200})["reservation_id"].(string)
+		ck.do(t, call{method: "POST", path: settle(r3), body: `{"actual":[{"name":"api-rpm","permits":1}]}`, want: 400, wantInError: `holds no permits of limit "api-rpm"`})
+		ck.do(t, call{method: "POST", path: settle(r3), body: `{"actual":[{"name":"api-tpm","permits":1},{"name":"api-tpm","permits":2}]}`, want: 400, wantInError: "twice"})
+		if s := ck.do(t, call{method: "POST", path: settle(r3), body: `{"actual":[{"name":"api-tpm","permits":50}],"request_id":"s3"}`, want: 200}); fmt.Sprint(s["limits"]) != `[map[actual:50 charged:40 name:api-tpm refunded:0 reserved:10]]` {
+			t.Errorf("overrun: %v", s)
+		}
+
+		// A concurrency limit: held until released.
+		g = ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-mconc","permits":2},{"name":"api-tpm","permits":5}],"max_wait":"1s"}`, want: 200})
+		r4 := g["reservation_id"].(string)
+		if g["expires_in_ns"].(float64) <= 0 {
+			t.Errorf("a hold without expiry: %v", g)
+		}
+		if r := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm"},{"name":"api-mconc"}]}`, want: 429}); r["blocking"] != "api-mconc" {
+			t.Errorf("in flight: %v", r)
+		}
+		ck.do(t, call{method: "POST", path: settle(r4), body: `{"actual":[{"name":"api-mconc","permits":3}]}`, want: 400, wantInError: "in-flight cap"})
+		ck.do(t, call{method: "POST", path: release(r4), body: `{"x":1}`, want: 400, invalid: true, wantInError: "takes no fields"})
+		if r := ck.do(t, call{method: "POST", path: release(r4), want: 200}); r["released"] != 2.0 || r["duplicate"] != false {
+			t.Errorf("release: %v", r)
+		}
+		if r := ck.do(t, call{method: "POST", path: release(r4), body: `{}`, want: 200}); r["released"] != 0.0 || r["duplicate"] != true {
+			t.Errorf("release again: %v", r)
+		}
+		r5 := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-mconc","permits":2}]}`, want: 200})["reservation_id"].(string)
+		if s := ck.do(t, call{method: "POST", path: settle(r5), body: `{"actual":[{"name":"api-mconc","permits":1}]}`, want: 200}); fmt.Sprint(s["limits"]) != `[map[actual:1 charged:0 name:api-mconc refunded:1 reserved:2]]` {
+			t.Errorf("concurrency settlement: %v", s)
+		}
+		// Only the reservation's owner (the token that reserved it).
+		ck.do(t, call{method: "POST", path: settle(r5), body: `{"actual":[]}`, token: tokNarrow, want: 403, wantInError: `belongs to "app"`})
+		ck.do(t, call{method: "POST", path: release(r5), token: tokNarrow, want: 403, wantInError: `belongs to "app"`})
+		if r := ck.do(t, call{method: "POST", path: release(r5), want: 200}); r["released"] != 1.0 {
+			t.Errorf("release after a settlement: %v", r)
+		}
+		ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm"},{"name":"other"}]}`, token: tokNarrow, want: 403, wantInError: `not "other"`})
+		ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm"}]}`, token: tokNarrow, want: 200})
+
+		ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm"},{"name":"api-nope"}]}`, want: 404, wantInError: `"api-nope"`})
+		ck.do(t, call{method: "POST", path: settle("999999"), body: `{"actual":[]}`, want: 404, wantInError: "unknown or final"})
+		ck.do(t, call{method: "POST", path: release("999999"), want: 404, wantInError: "unknown or final"})
+		// Final after its settle window: forgotten.
+		r6 := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm"}],"max_wait":"1s","settle_within":"1ns"}`, want: 200})["reservation_id"].(string)
+		time.Sleep(20 * time.Millisecond)
+		ck.do(t, call{method: "POST", path: settle(r6), body: `{"actual":[]}`, want: 404, wantInError: "unknown or final"})
+		ck.do(t, call{method: "POST", path: release(r6), want: 404})
+
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-leased", body: `{"algorithm":"strict","rate":100}`, want: 201})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-leased/lease-policy", body: `{"leased":true}`, want: 200})
+		for _, tc := range []struct {
+			body    string
+			invalid bool
+			mention string
+		}{
+			{`{}`, true, `"limits" is missing`},
+			{``, true, "empty"},
+			{`{"limits":[]}`, true, "1 to 8"},
+			{`{"limits":null}`, true, `"limits"`},
+			{`{"limits":[{"name":"a1"},{"name":"a2"},{"name":"a3"},{"name":"a4"},{"name":"a5"},{"name":"a6"},{"name":"a7"},{"name":"a8"},{"name":"a9"}]}`, true, "1 to 8"},
+			{`{"limits":[{"permits":1}]}`, true, `no "name"`},
+			{`{"limits":[{"name":"bad name"}]}`, true, "limit name"},
+			{`{"limits":[{"name":"api-tpm","permits":0}]}`, true, "permits 0"},
+			{`{"limits":[{"name":"api-tpm","permits":"1"}]}`, true, `"permits"`},
+			{`{"limits":[{"name":"api-tpm"}],"session":1}`, true, `unknown field "session"`},
+			{`{"limits":[{"name":"api-tpm"},{"name":"api-tpm"}]}`, false, "listed twice"},
+			{`{"limits":[{"name":"api-tpm"}],"max_wait":"-1s"}`, true, `"max_wait"`},
+			{`{"limits":[{"name":"api-tpm"}],"settle_within":"0s"}`, true, `"settle_within"`},
+			{`{"limits":[{"name":"api-tpm"}],"settle_within":"11m"}`, false, `"settle_within"`},
+			{`{"limits":[{"name":"api-tpm"}],"request_id":""}`, true, `"request_id"`},
+			{`{"limits":[{"name":"api-rpm","permits":2},{"name":"api-tpm"}]}`, false, "is strict"},
+			{`{"limits":[{"name":"api-mconc","permits":3}]}`, false, "at most 2"},
+			{`{"limits":[{"name":"api-tpm"},{"name":"api-leased"}]}`, false, "leased"},
+		} {
+			ck.do(t, call{method: "POST", path: multi, body: tc.body, want: 400, invalid: tc.invalid, wantInError: tc.mention})
+		}
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-leased?force=true", want: 200})
+		for _, tc := range []struct {
+			body    string
+			invalid bool
+			mention string
+		}{
+			{`{}`, true, `"actual" is missing`},
+			{``, true, "empty"},
+			{`{"actual":null}`, true, `"actual"`},
+			{`{"actual":[{"name":"api-tpm"}]}`, true, `no "permits"`},
+			{`{"actual":[{"permits":1}]}`, true, `no "name"`},
+			{`{"actual":[{"name":"api-tpm","permits":-1}]}`, true, "permits -1"},
+			{`{"actual":[{"name":"a1","permits":1},{"name":"a2","permits":1},{"name":"a3","permits":1},{"name":"a4","permits":1},{"name":"a5","permits":1},{"name":"a6","permits":1},{"name":"a7","permits":1},{"name":"a8","permits":1},{"name":"a9","permits":1}]}`, true, "9 limits"},
+			{`{"actual":[],"request_id":"a b"}`, true, `"request_id"`},
+			{`{"actual":[],"permits":1}`, true, `unknown field "permits"`},
+		} {
+			ck.do(t, call{method: "POST", path: settle(r3), body: tc.body, want: 400, invalid: tc.invalid, wantInError: tc.mention})
+		}
+
+		// A store without reservations or shadow mode answers 501, and a
+		// full table of reservations 503 ReserveBusy, through the real
+		// handler (a register's table of 2^18 reservations is too big to
+		// fill here).
+		fs := fakestore.New()
+		fs.SetReserveFunc(func(_ context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+			if !r.Track {
+				t.Errorf("POST /v1/reserve made a reserve without Track: %+v", r)
+			}
+			return fsm.ReserveResult{Status: fsm.Busy, RetryAfterNanos: int64(2500 * time.Millisecond)}, nil
+		})
+		plain := &testNode{id: "plain", srv: httptest.NewServer(transport.RequireTokens(transport.NewHandler(fs, transport.HandlerOptions{}), tokens))}
+		defer plain.srv.Close()
+		if b := ck.do(t, call{to: plain, method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm"}],"request_id":"r9"}`, want: 503, wantInError: "reservations"}); b["granted"] != false || b["retry_after_ns"] != 2.5e9 {
+			t.Errorf("busy: %v", b)
+		}
+		ck.do(t, call{to: plain, method: "POST", path: settle("1"), body: `{"actual":[]}`, want: 501, wantInError: "reservations"})
+		ck.do(t, call{to: plain, method: "POST", path: release("1"), want: 501, wantInError: "reservations"})
+		ck.do(t, call{to: plain, method: "PUT", path: "/v1/limits/api-x", body: `{"algorithm":"strict","rate":1,"shadow":true}`, want: 501, wantInError: "shadow"})
+		ck.do(t, call{to: plain, method: "PUT", path: "/v1/limits/api-x", body: `{"algorithm":"strict","rate":1,"shadow":false}`, want: 201})
+	})
+
 	// Inputs at the edges of what the document and the server accept
 	// (durations, names of 128 and 129 characters, request ids of 64 and
 	// 65, permit counts): on each the document and the server agree,
@@ -817,6 +1065,59 @@ func TestConformance(t *testing.T) {
 			edge{call{method: "POST", path: reserve, body: `{"permits":9223372036854775808}`}, "2^63 and 2^63-1 are the same float64", true},
 			edge{c: call{method: "POST", path: reserve, body: `{"session":10000000000000000000,"seq":1}`}},
 		)
+		// Reservations: the reserve of several limits, the settle window,
+		// the reservation id in the path, and concurrency limits.
+		const multi = "/v1/reserve"
+		eight := `{"name":"api-edge"}`
+		for i := 2; i <= 8; i++ {
+			eight += `,{"name":"api-edge-n` + strconv.Itoa(i) + `"}`
+		}
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-edge-conc", body: `{"algorithm":"concurrency","max_in_flight":1}`, want: 201})
+		for _, d := range []string{"1ns", "1s", "10m", "600s", "9m60s", "0s", "-0s", "0", "-1s", ""} {
+			edges = append(edges, edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge"}],"settle_within":"` + d + `"}`}})
+		}
+		for _, d := range []string{"1ns", "1s", "24h", "1439m", "0s", "-1s", "-0s"} {
+			edges = append(edges, edge{c: call{method: "PUT", path: "/v1/limits/api-edge-conc", body: `{"algorithm":"concurrency","max_in_flight":1,"ttl":"` + d + `"}`}})
+		}
+		for _, n := range []string{"0", "1", "1048576", "1048577", "-1"} {
+			edges = append(edges, edge{c: call{method: "PUT", path: "/v1/limits/api-edge-conc", body: `{"algorithm":"concurrency","max_in_flight":` + n + `}`}})
+		}
+		for _, id := range []string{"1", "007", "18446744073709551615", "018446744073709551615", "18446744073709551616", "99999999999999999999", "0", "000", "-1", "+1", "1e3", "0x1", " 1"} {
+			edges = append(edges,
+				edge{c: call{method: "POST", path: "/v1/reservations/" + strings.ReplaceAll(id, " ", "%20") + "/release"}},
+				edge{c: call{method: "POST", path: "/v1/reservations/" + strings.ReplaceAll(id, " ", "%20") + "/settle", body: `{"actual":[]}`}})
+		}
+		edges = append(edges,
+			edge{call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge"}],"settle_within":"10m0.000000001s"}`}, "over 10m, which a pattern cannot bound", true},
+			edge{call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge"}],"settle_within":"601s"}`}, "over 10m, which a pattern cannot bound", true},
+			edge{call{method: "PUT", path: "/v1/limits/api-edge-conc", body: `{"algorithm":"concurrency","max_in_flight":1,"ttl":"24h0m0.000000001s"}`}, "over 24h, which a pattern cannot bound", true},
+			edge{call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge"},{"name":"api-edge"}]}`}, "a limit listed twice, which JSON Schema cannot forbid by name", true},
+			edge{call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge","permits":6}]}`}, "the limit grants at most 5 at once, which the document cannot know", true},
+			edge{call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge","permits":1.0}]}`}, "JSON Schema counts 1.0 as an integer", true},
+			edge{c: call{method: "POST", path: "/v1/reservations/1/release", body: `{ }`}},
+			edge{call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge"}],"settle_within":"0.5ns"}`}, "0 once rounded to whole nanoseconds", true},
+			// Unknown fields inside the entries of "limits" and "actual"
+			// are rejected, as everywhere else.
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge","weight":1}]}`}},
+			edge{c: call{method: "POST", path: "/v1/reservations/1/settle", body: `{"actual":[{"name":"api-edge","permits":1,"weight":1}]}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[` + eight + `]}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[` + eight + `,{"name":"api-edge-n9"}]}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"` + n128 + `"}]}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"` + n129 + `"}]}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge"}],"request_id":"` + r64 + `"}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge"}],"request_id":"` + r65 + `"}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge","permits":5}]}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge","permits":0}]}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge","permits":10000000000000000000}]}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge"}],"max_wait":"2562047h"}`}},
+			edge{c: call{method: "POST", path: multi, body: `{"limits":[{"name":"api-edge"}],"max_wait":"2562048h"}`}},
+			edge{c: call{method: "POST", path: "/v1/reservations/1/settle", body: `{"actual":[{"name":"api-edge","permits":0}]}`}},
+			edge{c: call{method: "POST", path: "/v1/reservations/1/settle", body: `{"actual":[{"name":"api-edge","permits":-1}]}`}},
+			edge{c: call{method: "POST", path: "/v1/reservations/1/settle", body: `{"actual":[{"name":"api-edge","permits":9223372036854775807}]}`}},
+			edge{c: call{method: "POST", path: "/v1/reservations/1/settle", body: `{"actual":[{"name":"` + n129 + `","permits":1}]}`}},
+			edge{c: call{method: "POST", path: "/v1/reservations/1/settle", body: `{"actual":[],"request_id":"` + r64 + `"}`}},
+			edge{c: call{method: "POST", path: "/v1/reservations/1/settle", body: `{"actual":[],"request_id":"` + r65 + `"}`}},
+		)
 		residues := 0
 		for _, e := range edges {
 			if e.residue != "" {
@@ -836,6 +1137,7 @@ func TestConformance(t *testing.T) {
 		t.Logf("%d boundary inputs, %d of them a described residue", len(edges), residues)
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-edge", want: 200})
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-edge-per", want: 200})
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-edge-conc", want: 200})
 	})
 
 	t.Run("every path parameter is checked", func(t *testing.T) {
@@ -849,6 +1151,11 @@ func TestConformance(t *testing.T) {
 			}
 			if strings.Contains(path, "/servers/{id}") {
 				bad = append(bad, strings.Replace(samplePath(path), "/n9", "/bad!id", 1))
+			}
+			if strings.Contains(path, "/reservations/{id}") {
+				for _, id := range []string{"x1", "0", "-1", "+1", "18446744073709551616"} {
+					bad = append(bad, strings.Replace(samplePath(path), "/reservations/1/", "/reservations/"+id+"/", 1))
+				}
 			}
 			for _, p := range bad {
 				ck.do(t, call{method: method, path: p, body: sampleBody[op.OperationID], token: tokAdmin, want: 400, invalid: true})
@@ -1007,4 +1314,14 @@ func TestConformance(t *testing.T) {
 		m += len(s)
 	}
 	t.Logf("%d operations, %d (operation, status) pairs, %d (operation, status, answer schema) triples exercised", len(ck.seen), n, m)
+}
+
+// shadowOnFollower checks that a follower's view of a limit in shadow
+// mode, read through the leader (node/resultcodec.go, encodeLimits), says
+// so.
+func shadowOnFollower(t *testing.T, ck *checker, follower *testNode, name string) {
+	t.Helper()
+	if l := ck.do(t, call{to: follower, method: "GET", path: "/v1/limits/" + name, want: 200}); l["shadow"] != true {
+		t.Errorf("follower %s answers limit %q in shadow mode with shadow %v", follower.id, name, l["shadow"])
+	}
 }

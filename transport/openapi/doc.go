@@ -15,8 +15,8 @@
 // or never sends others, so that a field renamed, added or retyped on
 // either side breaks the conformance test instead of a client. Limit
 // configurations and limit views are discriminated by "algorithm" (strict,
-// bursty, warmup, hybrid), each variant listing only its algorithm's
-// options, as the server answers them. Each operation names the role its
+// bursty, warmup, hybrid, concurrency), each variant listing only its
+// algorithm's options, as the server answers them. Each operation names the role its
 // token needs in x-permitd-role (see package transport/auth); the
 // bearerAuth scheme applies to every operation but /healthz, /readyz and
 // /v1/openapi.json.
@@ -36,7 +36,8 @@
 // status, header or field the document does not allow, when the document
 // accepts a request the server rejects as malformed, when the document and
 // the server disagree on a set of boundary inputs (durations, 128- and
-// 129-character names, 64- and 65-character request ids, permit counts)
+// 129-character names, 64- and 65-character request ids, permit counts,
+// settle windows, concurrency options, reservation ids)
 // beyond the residue the document describes, and when the 405 answers'
 // Allow headers disagree with the documented methods. Drift is caught for
 // the inputs and answers the test exercises, not for every input. The

@@ -179,7 +179,11 @@ func (o *Opt[T]) UnmarshalJSON(b []byte) error {
 		return &json.UnmarshalTypeError{Value: "null", Type: reflect.TypeFor[T]()}
 	}
 	o.Set = true
-	return json.Unmarshal(b, &o.V)
+	// Objects inside the field (a list of limits) reject unknown keys too,
+	// as the request's own object does.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(&o.V)
 }
 
 // WriteJSON encodes v as the response with status code.
