@@ -619,5 +619,241 @@ class ClientTest(unittest.TestCase):
         self.assertGreater(cm.exception.retry_after, 2)
         self.assertEqual(self.client.get_limit(hold)["refused_requests"], 1)
 
+
+class ReservationTest(unittest.TestCase):
+    """reserve_many, settle and release against the module's cluster."""
+
+    def setUp(self) -> None:
+        self.client = permitd.Client(servers=cluster().servers)
+        self.addCleanup(self.client.close)
+
+    def counters(self, name: str) -> tuple:
+        v = self.client.get_limit(name)
+        return (v["granted_requests"], v["granted_permits"], v["refused_requests"])
+
+    def tokens(self, prefix: str = "tpm") -> str:
+        # Guava's SmoothBursty with no store: a grant of n permits is served
+        # at once and pushes the next grant n ms later.
+        return fresh_limit(self.client, prefix, "bursty", 1000, "1s", max_burst_seconds=0)
+
+    def test_grant_and_refusal_all_or_nothing(self) -> None:
+        rpm = fresh_limit(self.client, "rpm", "strict", 1, "10s", max_reserved=0)
+        rpm2 = fresh_limit(self.client, "rpm2", "strict", 1, "10s", max_reserved=0)
+        tpm = self.tokens()
+        r = self.client.reserve_many({rpm: 1, tpm: 400})
+        self.assertIsInstance(r, permitd.Grant)
+        self.assertTrue(r.granted, r)
+        self.assertTrue(r.reservation_id.isdigit(), r)
+        self.assertEqual(r.limits, {rpm: 1, tpm: 400})
+        self.assertEqual(r.permits, 401)
+        self.assertEqual(len(r.request_id), 32)
+        self.assertFalse(r.duplicate)
+        self.assertIsNone(r.blocking)
+        self.assertLessEqual(r.wait, 0.05)
+        self.assertIsNotNone(r.expires_in)  # rpm's slot expires
+        self.assertEqual(self.counters(rpm), (1, 1, 0))
+        self.assertEqual(self.counters(tpm), (1, 400, 0))
+        # rpm's next slot is 10 s away: refused, naming rpm; tpm reserved
+        # nothing.
+        x = self.client.reserve_many([(rpm, 1), (tpm, 10)], max_wait=1)
+        self.assertFalse(x.granted, x)
+        self.assertFalse(x)
+        self.assertEqual(x.blocking, rpm)
+        self.assertEqual(x.reservation_id, "")
+        self.assertGreater(x.retry_after, 5)
+        self.assertIn("blocks", x.error)
+        self.assertEqual(self.counters(rpm), (1, 1, 1))
+        self.assertEqual(self.counters(tpm), (1, 400, 0))
+        # tpm's next grant is ~0.4 s away: refused with max_wait 0.1,
+        # naming tpm; rpm2, free, reserved nothing.
+        y = self.client.reserve_many({rpm2: 1, tpm: 10}, max_wait=0.1)
+        self.assertFalse(y.granted, y)
+        self.assertEqual(y.blocking, tpm)
+        self.assertGreater(y.retry_after, 0.1)
+        self.assertEqual(self.counters(rpm2), (0, 0, 0))
+        self.assertEqual(self.counters(tpm), (1, 400, 1))
+        with self.assertRaises(permitd.Throttled) as cm:
+            with y:
+                self.fail("entered a refused reservation")
+        self.assertEqual(cm.exception.limit, tpm)
+        self.assertEqual(cm.exception.retry_after, y.retry_after)
+        self.assertEqual(cm.exception.status, 429)
+        # Since nothing was reserved on rpm2, its one slot is still free.
+        z = self.client.reserve_many({rpm2: 1})
+        self.assertTrue(z.granted, z)
+        # Refused before sending.
+        for bad in ({}, {rpm: 0}, {rpm: 1.5}, [(rpm, 1), (rpm, 1)], {"a%d" % i: 1 for i in range(9)}, {"has space": 1}, "rpm"):
+            with self.assertRaises(permitd.InvalidRequest, msg=repr(bad)) as e:
+                self.client.reserve_many(bad)  # type: ignore[arg-type]
+            self.assertIsNone(e.exception.status)
+        for bad_id in ("", "0", "x1", -1, "1/../2"):
+            with self.assertRaises(permitd.InvalidRequest, msg=repr(bad_id)):
+                self.client.release(bad_id)  # type: ignore[arg-type]
+        with self.assertRaises(permitd.NotFound):
+            self.client.reserve_many({rpm: 1, tpm + "-missing": 1})
+        with self.assertRaises(permitd.InvalidRequest) as cm2:
+            self.client.reserve_many({rpm2: 2, tpm: 1})  # strict among several: 1 permit
+        self.assertEqual(cm2.exception.status, 400)
+
+    def test_settle_refund_replay_and_conflict(self) -> None:
+        tpm = self.tokens()
+        r = self.client.reserve_many({tpm: 1000}, settle_within=30)
+        self.assertTrue(r.granted, r)
+        # The next grant is ~1 s away.
+        x = self.client.reserve_many({tpm: 1}, max_wait=0.3)
+        self.assertFalse(x.granted, x)
+        self.assertGreater(x.retry_after, 0.3)
+        s = self.client.settle(r.reservation_id, {tpm: 100}, request_id="settle-" + r.request_id)
+        self.assertFalse(s.duplicate)
+        self.assertEqual(s.reservation_id, r.reservation_id)
+        self.assertEqual(s.limits[tpm], permitd.SettledLimit(tpm, 1000, 100, 900, 0))
+        self.assertEqual(self.counters(tpm)[1], 100)
+        # The refund is visible: the same reserve is now granted within 0.3 s.
+        y = self.client.reserve_many({tpm: 1}, max_wait=0.3)
+        self.assertTrue(y.granted, y)
+        self.assertLess(y.wait, 0.3)
+        # A retry of the settlement (same request ID) replays it.
+        s2 = self.client.settle(int(r.reservation_id), [(tpm, 100)], request_id="settle-" + r.request_id)
+        self.assertTrue(s2.duplicate)
+        self.assertEqual(s2.limits, s.limits)
+        # Another settlement of it is a conflict.
+        with self.assertRaises(permitd.Conflict) as cm:
+            self.client.settle(r.reservation_id, {tpm: 50})
+        self.assertEqual(cm.exception.status, 409)
+        self.assertIn("already settled", cm.exception.error)
+        # Errors of the register.
+        with self.assertRaises(permitd.InvalidRequest):
+            self.client.settle(y.reservation_id, {tpm + "-other": 1})
+        with self.assertRaises(permitd.NotFound):
+            self.client.settle(10**15, {})
+        with self.assertRaises(permitd.InvalidRequest):
+            self.client.settle(y.reservation_id, {tpm: -1})
+        # An overrun is charged as debt.
+        s3 = asyncio.run(self.client.asettle(y.reservation_id, {tpm: 5}))
+        self.assertEqual((s3.limits[tpm].charged, s3.limits[tpm].refunded), (4, 0))
+
+    def test_context_manager_releases_in_flight_permits(self) -> None:
+        gpu = "gpu-%d-%d" % (os.getpid(), next(_names))
+        v = self.client.put_limit(gpu, "concurrency", max_in_flight=1, ttl=60)
+        self.assertEqual((v["algorithm"], v["ttl"]), ("concurrency", "1m0s"))
+        tpm = self.tokens()
+        with self.client.reserve_many({gpu: 1, tpm: 200}, max_wait=2) as r:
+            self.assertTrue(r.usable_now() or r.wait == 0)
+            other = self.client.reserve_many({gpu: 1})
+            self.assertFalse(other.granted)
+            self.assertEqual(other.blocking, gpu)
+            self.assertGreater(other.retry_after, 30)  # the hold's TTL
+            with self.assertRaises(permitd.Throttled) as cm:
+                with self.client.reserve_many({gpu: 1}):
+                    self.fail("entered while the cap is held")
+            self.assertEqual(cm.exception.limit, gpu)
+            st = r.settle(**{tpm: 150})  # r.settle(tpm=150) for a limit named tpm
+            self.assertEqual(st.limits[tpm].refunded, 50)
+            self.assertEqual(st.limits[gpu].refunded, 0)  # used what it reserved
+        self.assertIs(r.settlement, st)
+        self.assertEqual(r.released, 1)
+        # Leaving released the hold: the cap is free again.
+        again = self.client.reserve_many({gpu: 1})
+        self.assertTrue(again.granted, again)
+        self.assertEqual(self.client.release(again.reservation_id), 1)
+        self.assertEqual(self.client.release(again.reservation_id), 0)  # a second release frees nothing
+
+        async def run() -> permitd.Reservation:
+            async with self.client.areserve_many({gpu: 1}, max_wait=1) as ar:
+                inner = await self.client.areserve_many({gpu: 1})
+                self.assertFalse(inner.granted)
+                self.assertEqual(inner.blocking, gpu)
+            after = await self.client.areserve_many({gpu: 1})
+            self.assertTrue(after.granted, after)
+            async with after:  # an awaited reservation enters too
+                with self.assertRaises(permitd.Throttled) as cm:
+                    async with self.client.areserve_many({gpu: 1}):
+                        self.fail("entered while the cap is held")
+                self.assertEqual(cm.exception.limit, gpu)
+            self.assertEqual(after.released, 1)
+            return ar
+
+        ar = asyncio.run(run())
+        self.assertEqual(ar.released, 1)
+        self.assertIsNone(ar.settlement)  # not settled: left as reserved
+        # A body that raises leaves the reservation as reserved, and still
+        # frees the in-flight permits.
+        with self.assertRaises(ZeroDivisionError):
+            with self.client.reserve_many({gpu: 1, tpm: 1}, max_wait=2) as r2:
+                1 / 0
+        self.assertEqual(r2.released, 1)
+        self.assertTrue(self.client.reserve_many({gpu: 1}).granted)
+        # A reservation of rate limits only: leaving releases nothing.
+        with self.client.reserve_many({tpm: 1}, max_wait=2) as r3:
+            pass
+        self.assertEqual(r3.released, 0)
+
+    def test_shadow_limit_grants_everything(self) -> None:
+        sh = fresh_limit(self.client, "shadow", "strict", 1, "1m", max_reserved=0, shadow=True)
+        tpm = self.tokens()
+        for i in range(3):
+            r = self.client.reserve_many({sh: 1, tpm: 1}, max_wait=0.5)
+            self.assertTrue(r.granted, "reserve %d: %r" % (i, r))
+            self.assertLess(r.wait, 0.5)
+            s = r.settle({sh: 0})
+            self.assertEqual(s.limits[sh].refunded, 0)  # a shadow limit changes nothing
+        # Read from the leader: a follower forwards the read, and the
+        # forwarded view (node/resultcodec.go) does not carry the shadow
+        # flag nor its counters.
+        leader = cluster().agent(cluster().wait_ready()).http_addr
+        lc = permitd.Client(servers=[leader])
+        self.addCleanup(lc.close)
+        v = lc.get_limit(sh)
+        self.assertTrue(v["shadow"], v)
+        self.assertEqual((v["granted_requests"], v["refused_requests"]), (3, 0), v)
+        self.assertEqual(v["shadow_would_refuse"], 2, v)
+
+    def test_lost_answer_is_reserved_once(self) -> None:
+        rpm = fresh_limit(self.client, "lost-rpm", "strict", 1, "10s", max_reserved=0)
+        tpm = self.tokens()
+        target = cluster().servers[0]
+        p = proxy.LossyProxy(target)
+        self.addCleanup(p.close)
+        c = permitd.Client(servers=[p.addr, target], timeout=5)
+        self.addCleanup(c.close)
+        p.lose(1, "drop")
+        r = c.reserve_many({rpm: 1, tpm: 100}, max_wait=1)
+        self.assertTrue(r.granted, r)
+        self.assertTrue(r.duplicate, "the retry was decided anew: %r" % r)
+        self.assertEqual(r.server, "http://" + target)
+        lost = [x for x in p.exchanges if x.mode == "drop"]
+        self.assertEqual(len(lost), 1, [(x.mode, x.path) for x in p.exchanges])
+        self.assertEqual(lost[0].path, "/v1/reserve")
+        self.assertIn(('"request_id":"%s"' % r.request_id).encode(), lost[0].body)
+        self.assertIn(('"reservation_id":"%s"' % r.reservation_id).encode(), lost[0].answer)
+        self.assertEqual(self.counters(rpm), (1, 1, 0))
+        self.assertEqual(self.counters(tpm), (1, 100, 0))
+        # The replayed reservation is the one to settle.
+        self.assertEqual(r.settle({tpm: 10}).limits[tpm].refunded, 90)
+
+    def test_expired_reservation_is_settled_unused(self) -> None:
+        # The answer arrives after the grant expired (the proxy holds it
+        # 0.6 s; the strict limit's permits expire 0.25 s after their
+        # slot): entering raises Expired and gives the permits back.
+        api = fresh_limit(self.client, "exp-api", "strict", 2, "1s", max_reserved=4, expiry=0.25)
+        tpm = self.tokens()
+        p = proxy.LossyProxy(cluster().servers[0])
+        self.addCleanup(p.close)
+        c = permitd.Client(servers=[p.addr], timeout=5)
+        self.addCleanup(c.close)
+        p.lose(1, "delay", delay=0.6)
+        r = c.reserve_many({api: 1, tpm: 50})
+        self.assertTrue(r.granted, r)
+        with self.assertRaises(permitd.Expired):
+            with r:
+                self.fail("entered an expired reservation")
+        self.assertIsNotNone(r.settlement)
+        assert r.settlement is not None
+        self.assertEqual(r.settlement.limits[tpm].refunded, 50)
+        self.assertEqual(r.settlement.limits[api].refunded, 1)
+        self.assertEqual(self.counters(tpm)[:2], (1, 0))
+        self.assertEqual(self.counters(api)[:2], (1, 0))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -97,6 +97,25 @@ class DeadlineTest(unittest.TestCase):
         took = time.monotonic() - t0
         self.assertLess(took, self.TIMEOUT + self.SLACK, "reserve(deadline=+0.2s) took %.3fs" % took)
 
+    def test_reservation_timeouts_bound_silent_servers(self) -> None:
+        # reserve_many's timeout is a deadline as reserve's: Throttled;
+        # settle's and release's end in Unavailable (they are not refusals).
+        a = silent_server(self)
+        c = self.client([a, a], timeout=1, rounds=2)
+        for what, call, exc in (
+            ("reserve_many", lambda: c.reserve_many({"x": 1, "y": 2}, max_wait=5, timeout=self.TIMEOUT), permitd.Throttled),
+            ("areserve_many", lambda: asyncio.run(c.areserve_many({"x": 1}, timeout=self.TIMEOUT)), permitd.Throttled),
+            ("settle", lambda: c.settle("7", {"x": 0}, timeout=self.TIMEOUT), permitd.Unavailable),
+            ("release", lambda: c.release(7, timeout=self.TIMEOUT), permitd.Unavailable),
+        ):
+            t0 = time.monotonic()
+            with self.assertRaises(exc, msg=what) as cm:
+                call()
+            took = time.monotonic() - t0
+            self.assertLess(took, self.TIMEOUT + self.SLACK, "%s(timeout=0.2) took %.3fs" % (what, took))
+            if exc is permitd.Throttled:
+                self.assertIsInstance(cm.exception.__cause__, permitd.Unavailable, what)
+
     def test_without_deadline_attempts_are_bounded_and_unavailable(self) -> None:
         # No deadline: each attempt gets timeout + max_wait, and running
         # out of attempts is Unavailable, not Throttled.

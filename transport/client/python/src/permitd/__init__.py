@@ -46,12 +46,34 @@ reserve carries a request ID (16 random bytes in hex) that stays the same
 across these retries, so a reserve whose answer was lost is never granted
 twice: the register answers the retry with the first decision.
 
+Reservations: several limits, settled afterwards
+================================================
+
+:meth:`Client.reserve_many` reserves permits of up to 8 limits in one
+decision, all granted at one time or none (a refusal names the
+``blocking`` limit and reserves nothing anywhere), and answers with a
+:class:`Reservation` whose ``reservation_id`` lets the caller settle the
+real cost afterwards (:meth:`Client.settle`: unused permits go back when
+they still can, an overrun is charged as debt) and free in-flight permits
+of concurrency limits (:meth:`Client.release`). As a context manager it
+sleeps until the grant may be used, raises :class:`Throttled` when
+refused, and releases in-flight permits on the way out::
+
+    with client.reserve_many({"rpm": 1, "tpm": estimate}, max_wait=2) as r:
+        used = call_model()
+        r.settle(tpm=used)
+
+A body that does not settle leaves the reservation as reserved. The
+reserve and the settlement carry request IDs kept across retries, as
+:meth:`Client.reserve` does.
+
 Asyncio
 =======
 
 :meth:`Client.areserve`, :meth:`Client.aacquire`,
 :meth:`Client.atry_acquire`, :meth:`Client.aacquire_each`, ``async with
-client.permit(limit)`` and :func:`throttle` on an ``async def`` run the
+client.permit(limit)``, :meth:`Client.areserve_many` (``await`` or ``async
+with``), :meth:`Client.asettle`, :meth:`Client.arelease` and :func:`throttle` on an ``async def`` run the
 blocking HTTP exchange in the client's own thread pool and wait with
 :func:`asyncio.sleep`: the event loop is never blocked.
 
@@ -71,7 +93,7 @@ Security: ``ca_file`` (HTTPS, verifying the agents), ``cert_file`` and
 (``Authorization: Bearer``).
 """
 
-from ._client import Client, Permit, default_client, set_default_client
+from ._client import Client, PendingReservation, Permit, default_client, set_default_client
 from ._errors import (
     Conflict,
     Expired,
@@ -85,6 +107,7 @@ from ._errors import (
     Unavailable,
 )
 from ._grant import Grant
+from ._reservation import Reservation, SettledLimit, Settlement
 from ._throttle import BLOCK, SKIP, throttle
 from ._version import __version__
 
@@ -92,6 +115,10 @@ __all__ = [
     "Client",
     "Grant",
     "Permit",
+    "Reservation",
+    "PendingReservation",
+    "Settlement",
+    "SettledLimit",
     "throttle",
     "BLOCK",
     "SKIP",

@@ -4,6 +4,7 @@ acquires, and the register's limit administration."""
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import concurrent.futures
 import datetime
 import functools
@@ -15,14 +16,15 @@ import ssl
 import threading
 import time
 import weakref
-from typing import Any, AsyncIterator, Callable, Dict, Iterable, Iterator, List, Optional, Union
+from typing import Any, AsyncIterator, Callable, Dict, Generator, Iterable, Iterator, List, Optional, Tuple, Union
 from urllib.parse import quote
 
 from ._errors import Expired, InvalidRequest, PermitdError, SpacedGrant, Throttled, error_for
 from ._grant import Grant
 from ._http import DeadlineReached, Response, Transport, parse_server
+from ._reservation import Reservation, SettledLimit, Settlement
 
-__all__ = ["Client", "default_client", "set_default_client"]
+__all__ = ["Client", "PendingReservation", "default_client", "set_default_client"]
 
 Seconds = Union[int, float, datetime.timedelta]
 
@@ -62,6 +64,11 @@ def parse_go_duration(text: str) -> Optional[float]:
     return total if pos > 0 else None
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_LIMIT_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_RESERVATION_ID = re.compile(r"^[1-9][0-9]{0,19}$")
+
+#: The most limits one reserve_many may name (and one settlement).
+MAX_RESERVE_LIMITS = 8
 
 
 def _seconds(v: Any, what: str) -> float:
@@ -409,6 +416,263 @@ class Client:
         client's threads, so the event loop is never blocked."""
         return await self._run_async(self.reserve, limit, permits, max_wait, request_id=request_id, deadline=deadline)
 
+    # -- reservations: several limits at once, settled afterwards ----------
+
+    @staticmethod
+    def _parts(parts: Any, what: str, min_permits: int) -> List[Dict[str, Any]]:
+        """Validates limits/actual given as a mapping or as (name, permits)
+        pairs: at most 8, each limit once, integer permits >= min_permits."""
+        if isinstance(parts, collections.abc.Mapping):
+            items = list(parts.items())
+        elif isinstance(parts, (list, tuple)):
+            items = list(parts)
+        else:
+            raise InvalidRequest("%s %r; allowed: a dict {limit: permits} or a list of (limit, permits) pairs" % (what, parts))
+        if len(items) > MAX_RESERVE_LIMITS:
+            raise InvalidRequest("%s: %d limits; allowed: at most %d" % (what, len(items), MAX_RESERVE_LIMITS))
+        out: List[Dict[str, Any]] = []
+        seen = set()
+        for item in items:
+            if not isinstance(item, (list, tuple)) or len(item) != 2:
+                raise InvalidRequest("%s entry %r; allowed: a (limit, permits) pair" % (what, item))
+            name, n = item
+            if not isinstance(name, str) or not _LIMIT_NAME.match(name):
+                raise InvalidRequest("%s: limit name %r; allowed: 1-128 characters of [A-Za-z0-9_.:-]" % (what, name))
+            if not isinstance(n, int) or isinstance(n, bool) or n < min_permits:
+                raise InvalidRequest("%s: %r permits of %r; allowed: an integer >= %d" % (what, n, name, min_permits))
+            if name in seen:
+                raise InvalidRequest("%s: limit %r is listed twice; allowed: each limit once" % (what, name))
+            seen.add(name)
+            out.append({"name": name, "permits": n})
+        return out
+
+    @staticmethod
+    def _reservation_path(reservation_id: Any, op: str) -> Tuple[str, str]:
+        rid = str(reservation_id) if isinstance(reservation_id, int) and not isinstance(reservation_id, bool) else reservation_id
+        if not isinstance(rid, str) or not _RESERVATION_ID.match(rid):
+            raise InvalidRequest("reservation id %r; allowed: the reservation_id a grant returned, a decimal integer >= 1" % (reservation_id,))
+        return rid, "/v1/reservations/%s/%s" % (rid, op)
+
+    @staticmethod
+    def _request_id(request_id: Optional[str]) -> str:
+        if request_id is None:
+            return secrets.token_hex(16)
+        if isinstance(request_id, str) and _REQUEST_ID.match(request_id):
+            return request_id
+        raise InvalidRequest("request_id %r; allowed: 1-64 characters of A-Z a-z 0-9 _ . : -" % (request_id,))
+
+    def reserve_many(
+        self,
+        limits: Union[Dict[str, int], List[Tuple[str, int]]],
+        max_wait: Seconds = 0.0,
+        settle_within: Optional[Union[str, Seconds]] = None,
+        timeout: Optional[Seconds] = None,
+        *,
+        request_id: Optional[str] = None,
+    ) -> Reservation:
+        """Reserves permits of several limits in one decision
+        (``POST /v1/reserve``): every limit grants its part at one time,
+        within ``max_wait`` seconds, or none does. Never sleeps for them.
+
+        ``limits`` maps 1 to 8 limit names to their permits (``{"rpm": 1,
+        "tpm": 4000}``), or lists ``(name, permits)`` pairs; a strict
+        limit takes 1 permit in a reserve of several limits. A limit may be
+        a concurrency limit (an in-flight cap: its permits are held until
+        :meth:`release`, a settlement that uses fewer, or its TTL), or in
+        shadow mode (counted, never waited for).
+
+        A refusal is not an exception: the :class:`Reservation` has
+        ``granted`` False, ``retry_after`` and ``blocking``, the limit
+        that blocked; no limit reserved anything. A grant has a
+        ``reservation_id``: report the real cost with :meth:`settle`
+        within ``settle_within`` (seconds or a Go duration string; default
+        the server's, one minute; at most ten minutes), and free in-flight
+        permits with :meth:`release`. Use the grant at
+        :meth:`Grant.ready_at`, or as a context manager (see
+        :class:`Reservation`).
+
+        The reserve carries a request ID (16 random bytes in hex, or
+        ``request_id``) that stays the same when a timeout, a broken
+        connection or a 503 makes the client send it again, to the same or
+        the next server: the register answers such a retry with its first
+        decision (``duplicate`` True), the same reservation.
+
+        Args:
+            timeout: seconds that bound the call, failovers included (as
+                :meth:`reserve`'s ``deadline``); ``None``: only the
+                client's rounds bound it.
+
+        Raises:
+            Throttled: ``timeout`` ran out before a server answered.
+            NotFound: no such limit.
+            InvalidRequest: bad arguments (checked before sending), or the
+                server's refusal of them (a leased limit, more permits
+                than a limit grants at once, several permits of a strict
+                limit among several limits).
+            Unavailable, Unauthorized, Forbidden: as :meth:`reserve`.
+        """
+        parts = self._parts(limits, "reserve_many", 1)
+        if not parts:
+            raise InvalidRequest("reserve_many: no limits; allowed: 1 to %d" % MAX_RESERVE_LIMITS)
+        mw = _seconds(max_wait, "max_wait")
+        payload: Dict[str, Any] = {"limits": parts, "max_wait": "%dns" % int(mw * 1e9)}
+        rid = self._request_id(request_id)
+        payload["request_id"] = rid
+        if settle_within is not None:
+            if not isinstance(settle_within, str) and _seconds(settle_within, "settle_within") <= 0:
+                raise InvalidRequest("settle_within %r; allowed: > 0, at most 10 minutes" % (settle_within,))
+            payload["settle_within"] = _go_duration(settle_within, "settle_within")
+        deadline = self._deadline(timeout)
+        names = [p["name"] for p in parts]
+        what = "reserve of %s" % ", ".join(repr(n) for n in names)
+        try:
+            r = self._t.send(
+                "POST",
+                "/v1/reserve",
+                json.dumps(payload, separators=(",", ":")).encode("utf-8"),
+                what=what,
+                timeout=self.timeout + mw,
+                connect_timeout=self.timeout,
+                deadline=deadline,
+            )
+        except DeadlineReached as e:
+            raise Throttled(
+                "%s: the timeout came before a server answered; last failure: %s" % (what, e.last_failure),
+                limit=",".join(names),
+            ) from e
+        if r.status not in (200, 429):
+            raise error_for(r.status, r.error_text(), r.server, what)
+        a = r.json()
+        if "granted" not in a:
+            raise PermitdError(
+                "%s: cannot decode the answer" % what,
+                error=r.body[:200].decode("utf-8", "replace"),
+                status=r.status,
+                server=r.server,
+            )
+        granted = r.status == 200 and a.get("granted") is True
+        g = Reservation(
+            limits={p["name"]: p["permits"] for p in parts},
+            client=self,
+            granted=granted,
+            duplicate=a.get("duplicate") is True,
+            request_id=rid,
+            sent_at=r.sent_at,
+            received_at=r.received_at,
+            server=r.server,
+        )
+        if granted:
+            g.wait = max(0, _ns(a.get("wait_ns"))) / 1e9
+            g.spacing = max(0, _ns(a.get("spacing_ns"))) / 1e9
+            e = _ns(a.get("expires_in_ns"))
+            g.expires_in = None if e == 0 else e / 1e9
+            res_id = a.get("reservation_id")
+            g.reservation_id = res_id if isinstance(res_id, str) else str(res_id) if isinstance(res_id, int) else ""
+        else:
+            ra = r.retry_after()
+            g.retry_after = ra if ra is not None else 0.0
+            b = a.get("blocking")
+            g.blocking = b if isinstance(b, str) and b else None
+            err = a.get("error")
+            g.error = err if isinstance(err, str) else None
+        return g
+
+    def areserve_many(
+        self,
+        limits: Union[Dict[str, int], List[Tuple[str, int]]],
+        max_wait: Seconds = 0.0,
+        settle_within: Optional[Union[str, Seconds]] = None,
+        timeout: Optional[Seconds] = None,
+        *,
+        request_id: Optional[str] = None,
+    ) -> "PendingReservation":
+        """:meth:`reserve_many` for asyncio: the HTTP exchange runs in the
+        client's threads. Await it for the :class:`Reservation`, or use it
+        directly with ``async with``::
+
+            r = await client.areserve_many({"rpm": 1, "tpm": 4000})
+
+            async with client.areserve_many({"rpm": 1, "tpm": 4000}, max_wait=2) as r:
+                used = await call_model()
+                await r.asettle(tpm=used)
+        """
+        return PendingReservation(self, limits, max_wait, settle_within, timeout, request_id)
+
+    def settle(
+        self,
+        reservation_id: Union[str, int],
+        actual: Optional[Union[Dict[str, int], List[Tuple[str, int]]]] = None,
+        *,
+        request_id: Optional[str] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> Settlement:
+        """Reports the permits actually used per limit of a reservation
+        (``POST /v1/reservations/{id}/settle``); a limit not named used
+        what it reserved (so ``actual`` may be empty). Per limit, unused
+        permits of a rate limit go back if nothing else touched the limit
+        since the grant (a later reserve can then be granted earlier),
+        unused in-flight permits are released, and an overrun of a rate
+        limit is charged as debt (delaying later grants); shadow limits
+        change nothing.
+
+        The settlement carries a request ID (16 random bytes in hex, or
+        ``request_id``) kept across the client's retries, so it is applied
+        once: a retry gets the first result (``duplicate`` True).
+
+        Raises:
+            NotFound: no such reservation, or one already final (its settle
+                window and holds are over).
+            Conflict: the reservation was settled already, by another
+                request ID.
+            Forbidden: the reservation belongs to another token.
+            InvalidRequest: a limit the reservation does not hold, an
+                overrun of an in-flight cap, bad arguments.
+            Unavailable, Unauthorized: as :meth:`reserve` (``timeout``
+                bounds the call, failovers included).
+        """
+        rid, path = self._reservation_path(reservation_id, "settle")
+        parts = self._parts([] if actual is None else actual, "settle", 0)
+        req_id = self._request_id(request_id)
+        a, server = self._call_from("POST", path, {"actual": parts, "request_id": req_id}, self._deadline(timeout))
+        limits: Dict[str, SettledLimit] = {}
+        for x in a.get("limits") or []:
+            if isinstance(x, dict) and isinstance(x.get("name"), str):
+                limits[x["name"]] = SettledLimit(
+                    x["name"], _ns(x.get("reserved")), _ns(x.get("actual")), _ns(x.get("refunded")), _ns(x.get("charged"))
+                )
+        return Settlement(rid, a.get("duplicate") is True, limits, req_id, server)
+
+    async def asettle(
+        self,
+        reservation_id: Union[str, int],
+        actual: Optional[Union[Dict[str, int], List[Tuple[str, int]]]] = None,
+        *,
+        request_id: Optional[str] = None,
+        timeout: Optional[Seconds] = None,
+    ) -> Settlement:
+        """:meth:`settle` for asyncio."""
+        return await self._run_async(self.settle, reservation_id, actual, request_id=request_id, timeout=timeout)
+
+    def release(self, reservation_id: Union[str, int], *, timeout: Optional[Seconds] = None) -> int:
+        """Frees the in-flight permits a reservation holds (its concurrency
+        limits; rate limits are untouched) and returns how many it freed
+        (``POST /v1/reservations/{id}/release``): 0 for a second release,
+        a hold that already expired, or a reservation of rate limits only.
+        Releasing is idempotent, so the client's retries are safe.
+
+        Raises:
+            NotFound: no such reservation, or one already final.
+            Forbidden: the reservation belongs to another token.
+            InvalidRequest, Unavailable, Unauthorized: as :meth:`settle`.
+        """
+        _, path = self._reservation_path(reservation_id, "release")
+        a = self._call("POST", path, {}, deadline=self._deadline(timeout))
+        return _ns(a.get("released"))
+
+    async def arelease(self, reservation_id: Union[str, int], *, timeout: Optional[Seconds] = None) -> int:
+        """:meth:`release` for asyncio."""
+        return await self._run_async(self.release, reservation_id, timeout=timeout)
+
     # -- acquire ----------------------------------------------------------
 
     def _deadline(self, timeout: Optional[Seconds]) -> Optional[float]:
@@ -663,27 +927,45 @@ class Client:
 
     # -- administration ---------------------------------------------------
 
-    def _call(self, method: str, path: str, payload: Any = None) -> Any:
+    def _call(self, method: str, path: str, payload: Any = None, deadline: Optional[float] = None) -> Any:
+        return self._call_from(method, path, payload, deadline)[0]
+
+    def _call_from(self, method: str, path: str, payload: Any = None, deadline: Optional[float] = None) -> Tuple[Any, str]:
+        """_call, and the base URL of the server that answered."""
         what = method + " " + path
         body = None if payload is None else json.dumps(payload).encode("utf-8")
-        r = self._t.send(method, path, body, what=what, timeout=self.timeout)
+        r = self._t.send(method, path, body, what=what, timeout=self.timeout, deadline=deadline)
         if not 200 <= r.status < 300:
             raise error_for(r.status, r.error_text(), r.server, what)
         if not r.body.strip():
-            return {}
+            return {}, r.server
         try:
-            return json.loads(r.body.decode("utf-8"))
+            return json.loads(r.body.decode("utf-8")), r.server
         except (ValueError, UnicodeDecodeError) as e:
             raise PermitdError("%s: cannot decode the answer: %s" % (what, e), status=r.status, server=r.server)
 
-    def put_limit(self, name: str, algorithm: str, rate: float, per: Union[str, Seconds] = "1s", **options: Any) -> Dict[str, Any]:
+    def put_limit(
+        self,
+        name: str,
+        algorithm: str,
+        rate: Optional[float] = None,
+        per: Optional[Union[str, Seconds]] = None,
+        **options: Any,
+    ) -> Dict[str, Any]:
         """Creates or replaces a limit (``PUT /v1/limits/{name}``) and returns
-        its view. Durations (``per``, ``expiry``, ``warmup``) are Go duration
-        strings ("6s") or seconds; other options as the HTTP API names them
-        (``max_reserved=2``, ``max_burst_seconds=1``, ...)."""
-        body: Dict[str, Any] = {"algorithm": algorithm, "rate": rate, "per": _go_duration(per, "per")}
+        its view. Durations (``per``, ``expiry``, ``warmup``, ``ttl``) are Go
+        duration strings ("6s") or seconds; ``per`` defaults to the
+        server's ("1s"); other options as the HTTP API names them
+        (``max_reserved=2``, ``max_burst_seconds=1``, ``shadow=True``,
+        ...). A concurrency limit has no rate: ``put_limit("gpu",
+        "concurrency", max_in_flight=4, ttl=60)``."""
+        body: Dict[str, Any] = {"algorithm": algorithm}
+        if rate is not None:
+            body["rate"] = rate
+        if per is not None:
+            body["per"] = _go_duration(per, "per")
         for k, v in options.items():
-            body[k] = _go_duration(v, k) if k in ("expiry", "warmup") else v
+            body[k] = _go_duration(v, k) if k in ("expiry", "warmup", "ttl") else v
         return self._call("PUT", "/v1/limits/" + quote(name, safe=""), body)
 
     def get_limit(self, name: str) -> Dict[str, Any]:
@@ -746,6 +1028,64 @@ class Permit:
 
     async def __aexit__(self, *exc: Any) -> None:
         return None
+
+
+class PendingReservation(collections.abc.Coroutine):
+    """What :meth:`Client.areserve_many` returns: a coroutine (await it,
+    or give it to :func:`asyncio.run` or :func:`asyncio.create_task`) that
+    reserves in the client's threads and returns the :class:`Reservation`;
+    and an asynchronous context manager: ``async with`` reserves, then
+    enters and leaves that reservation as :class:`Reservation` describes.
+    Each ``async with`` is a reserve of its own (a new request ID unless
+    one was given); a coroutine runs once."""
+
+    __slots__ = ("_client", "_args", "_coro", "reservation")
+
+    def __init__(self, client: Client, *args: Any) -> None:
+        self._client = client
+        self._args = args
+        self._coro: Optional[Any] = None
+        #: The reservation of the current ``async with``, or None.
+        self.reservation: Optional[Reservation] = None
+
+    async def _reserve(self) -> Reservation:
+        limits, max_wait, settle_within, timeout, request_id = self._args
+        return await self._client._run_async(
+            self._client.reserve_many, limits, max_wait, settle_within, timeout, request_id=request_id
+        )
+
+    def _inner(self) -> Any:
+        if self._coro is None:
+            self._coro = self._reserve()
+        return self._coro
+
+    def __await__(self) -> Generator[Any, None, Reservation]:
+        return self._inner().__await__()
+
+    def send(self, value: Any) -> Any:
+        """Runs the reserve's coroutine (the :class:`collections.abc.Coroutine`
+        protocol, used by the event loop)."""
+        return self._inner().send(value)
+
+    def throw(self, *args: Any) -> Any:
+        """Raises into the reserve's coroutine (the coroutine protocol)."""
+        return self._inner().throw(*args)
+
+    def close(self) -> None:
+        """Closes the reserve's coroutine, if it was started."""
+        if self._coro is not None:
+            self._coro.close()
+
+    async def __aenter__(self) -> Reservation:
+        r = await self._reserve()
+        await r.__aenter__()
+        self.reservation = r
+        return r
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        r, self.reservation = self.reservation, None
+        if r is not None:
+            await r.__aexit__(exc_type, exc, tb)
 
 
 _default: Optional[Client] = None
