@@ -14,6 +14,11 @@ type CallRequest struct {
 	// spends: a grant of n permits has permits 0 to n-1, each usable
 	// once, permit j from its own ready time.
 	Permit *int64 `json:"permit,omitempty"`
+	// Tokens (Multi mode) is the call's actual token cost (>= 1).
+	Tokens *int64 `json:"tokens,omitempty"`
+	// DurationNanos (Multi mode) is how long the call lasts: the server
+	// answers it that long after receiving it (0 to 10 s).
+	DurationNanos *int64 `json:"duration_ns,omitempty"`
 }
 
 // Call is one call the API received.
@@ -32,6 +37,12 @@ type Call struct {
 	Permit *int64 `json:"permit,omitempty"`
 	// TimeNanos is the receive time, monotonic ns since Config.Start.
 	TimeNanos int64 `json:"time_ns"`
+	// Tokens and DurationNanos echo the request (Multi mode); EndNanos is
+	// when the call ended (the server stamped it before answering; nil
+	// while in progress).
+	Tokens        *int64 `json:"tokens,omitempty"`
+	DurationNanos *int64 `json:"duration_ns,omitempty"`
+	EndNanos      *int64 `json:"end_ns,omitempty"`
 }
 
 // Stats are the live monitor's counts.
@@ -56,4 +67,6 @@ type Stats struct {
 	MinGapNanos int64 `json:"min_gap_ns"`
 	// MaxWindowCount is the most calls seen in one window (Window mode).
 	MaxWindowCount int64 `json:"max_window_count,omitempty"`
+	// Multi is the multi-dimension judge's counts (Multi mode).
+	Multi *MultiStats `json:"multi,omitempty"`
 }

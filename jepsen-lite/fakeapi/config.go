@@ -21,6 +21,9 @@ const (
 	// Window is "at most Bound.Max(WindowNanos) calls in any window of
 	// length WindowNanos".
 	Window Mode = "window"
+	// Multi judges three dimensions at once (Config.Multi): strict
+	// spacing of call starts, tokens per window, calls in progress.
+	Multi Mode = "multi"
 )
 
 // DefaultMaxCalls is the number of calls kept when Config.MaxCalls is 0.
@@ -45,6 +48,8 @@ type Config struct {
 	Start time.Time
 	// MaxCalls bounds the calls kept (0 = DefaultMaxCalls).
 	MaxCalls int
+	// Multi is the judge of Multi mode.
+	Multi MultiSpec
 }
 
 // validate checks c and fills defaults.
@@ -61,8 +66,12 @@ func (c *Config) validate() error {
 		if err := c.Bound.Validate(); err != nil {
 			return fmt.Errorf("%w: window bound: %w", ErrInvalid, err)
 		}
+	case Multi:
+		if err := c.Multi.validate(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("%w: mode %q; allowed: %q, %q", ErrInvalid, c.Mode, Spacing, Window)
+		return fmt.Errorf("%w: mode %q; allowed: %q, %q, %q", ErrInvalid, c.Mode, Spacing, Window, Multi)
 	}
 	if c.ToleranceNanos < 0 {
 		return fmt.Errorf("%w: tolerance %d ns; allowed: >= 0", ErrInvalid, c.ToleranceNanos)

@@ -32,6 +32,7 @@ type Server struct {
 	mu      sync.Mutex
 	calls   []Call
 	mon     *monitor
+	multi   *MultiJudge // Multi mode
 	dropped int64
 }
 
@@ -41,6 +42,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, mon: newMonitor(cfg)}
+	if cfg.Mode == Multi {
+		j, err := NewMultiJudge(cfg.Multi)
+		if err != nil {
+			return nil, err
+		}
+		s.multi = j
+	}
 	s.http = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
 }
@@ -68,6 +76,9 @@ func (s *Server) RecordCall(req CallRequest) (Call, error) {
 	if req.Permit != nil && *req.Permit < 0 {
 		return Call{}, fmt.Errorf("%w: permit %d; allowed: >= 0 (0-based index of the permit in its grant)", ErrInvalid, *req.Permit)
 	}
+	if err := s.checkMultiCall(req); err != nil {
+		return Call{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.calls) >= s.cfg.MaxCalls {
@@ -86,7 +97,23 @@ func (s *Server) RecordCall(req CallRequest) (Call, error) {
 	if n := len(s.calls); n > 0 && c.TimeNanos < s.calls[n-1].TimeNanos {
 		c.TimeNanos = s.calls[n-1].TimeNanos // a Start without a monotonic reading
 	}
+	if req.Tokens != nil {
+		v := *req.Tokens
+		c.Tokens = &v
+	}
+	if req.DurationNanos != nil {
+		v := *req.DurationNanos
+		c.DurationNanos = &v
+	}
 	s.calls = append(s.calls, c)
+	if s.multi != nil {
+		var tokens int64
+		if c.Tokens != nil {
+			tokens = *c.Tokens
+		}
+		s.multi.Start(c.TimeNanos, tokens)
+		return c, nil
+	}
 	s.mon.observe(c.TimeNanos)
 	return c, nil
 }
@@ -115,6 +142,12 @@ func (s *Server) Calls() []Call {
 			v := *p
 			out[i].Permit = &v
 		}
+		for _, pp := range []**int64{&out[i].Tokens, &out[i].DurationNanos, &out[i].EndNanos} {
+			if *pp != nil {
+				v := **pp
+				*pp = &v
+			}
+		}
 	}
 	return out
 }
@@ -124,6 +157,10 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.mon.stats()
+	if s.multi != nil {
+		ms := s.multi.Stats()
+		st = Stats{Mode: Multi, Calls: ms.Calls, Violations: ms.Violations(), MinGapNanos: ms.MinGapNanos, Multi: &ms}
+	}
 	st.Dropped = s.dropped
 	return st
 }
@@ -153,7 +190,7 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(`fakeapi: body: %v; allowed: {"worker":string,"request_id":string,"sent_ns":int,"permit":int}`, err))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`fakeapi: body: %v; allowed: {"worker":string,"request_id":string,"sent_ns":int,"permit":int,"tokens":int,"duration_ns":int}`, err))
 		return
 	}
 	if dec.More() {
@@ -161,6 +198,9 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := s.RecordCall(req)
+	if err == nil && c.DurationNanos != nil {
+		c = s.endCall(r.Context(), c)
+	}
 	switch {
 	case errors.Is(err, ErrFull):
 		writeError(w, http.StatusServiceUnavailable, err.Error())

@@ -28,6 +28,8 @@ type limitInfo struct {
 	// lease policy.
 	BurstPermits          int64 `json:"burst_permits,omitempty"`
 	MaxOutstandingPermits int64 `json:"max_outstanding_permits,omitempty"`
+	// Multi is the multi workload's three limits (Name is its strict one).
+	Multi *multiLimits `json:"multi,omitempty"`
 
 	RatePerSecond float64 `json:"rate_per_second"`
 	// SpacingFormula and WindowFormula are the README's bounds the run is
@@ -43,6 +45,9 @@ func (li limitInfo) bound(workload string) (bound.Bound, error) {
 	}
 	if workload == WorkloadLeased {
 		return leasedBound(li)
+	}
+	if workload == WorkloadMulti && li.Multi != nil {
+		return tokenBound(li.Multi.TokenIntervalNanos, li.Multi.TokenMaxStoredNanos, li.Multi.MaxTokens), nil
 	}
 	i, s, n := li.IntervalNanos, li.MaxStoredNanos, max(li.MaxPermits, 1)
 	return bound.Bound{
@@ -64,8 +69,9 @@ type checkInput struct {
 	lagNanos   int64 // measured timeline lag (negative: ahead of real time)
 	lagSpan    int64 // the real time the lag was measured over
 	visualizer string
-	leased     *checker.LeasedInput // the leased workload's worker observations
-	nemeses    []NemesisRecord      // what the faults did (restarts to judge)
+	leased     *checker.LeasedInput      // the leased workload's worker observations
+	nemeses    []NemesisRecord           // what the faults did (restarts to judge)
+	multiNodes []checker.MultiNodeCounts // the multi workload's final granted_requests
 }
 
 // checkOutput is the checkers' verdicts.
@@ -132,6 +138,8 @@ func runChecks(in checkInput) checkOutput {
 	used := callsAtUse(in.calls)
 	if in.cfg.Workload == WorkloadLeased {
 		leasedChecks(in, li, tol, add)
+	} else if in.cfg.Workload == WorkloadMulti {
+		multiChecks(in, tol, add)
 	} else if in.cfg.Workload == WorkloadStrict {
 		r, err := checker.Spacing(in.calls, checker.SpacingSpec{IntervalNanos: li.IntervalNanos - li.ExpiryNanos, ToleranceNanos: tol})
 		if err == nil {
@@ -294,7 +302,7 @@ func readLogs(nodes []*cluster.Node) ([]checker.Log, []string) {
 // recoveryWindow is the window recovery measures throughput over: 10
 // intervals (leased: at least 1 s, since sidecars pace per share).
 func recoveryWindow(workload string, li limitInfo) int64 {
-	if workload == WorkloadLeased {
+	if workload == WorkloadLeased || workload == WorkloadMulti {
 		return max(10*li.IntervalNanos, int64(time.Second))
 	}
 	return 10 * li.IntervalNanos

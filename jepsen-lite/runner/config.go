@@ -101,7 +101,7 @@ func (c Config) nemesisConfig() nemesis.Config {
 // run's credentials: see run.workloadConfig).
 func (c Config) workloadConfig() workload.Config {
 	return workload.Config{Workload: c.Workload, Seed: c.Seed, Workers: c.Workers, Groups: c.Groups, Interval: c.Interval, MaxWait: c.MaxWait,
-		MaxPermits: c.MaxPermits, MaxReserved: c.MaxReserved, Leased: c.Leased, OutDir: c.OutDir}
+		MaxPermits: c.MaxPermits, MaxReserved: c.MaxReserved, Leased: c.Leased, Multi: c.multiWorkload(), OutDir: c.OutDir}
 }
 
 // Config configures one run. Zero values select the defaults documented
@@ -114,7 +114,7 @@ type Config struct {
 	// Groups labels workers in G groups (default 1). Groups matter only
 	// to the leased workload.
 	Groups int `json:"groups"`
-	// Workload is strict, window or leased.
+	// Workload is strict, window, leased or multi.
 	Workload string `json:"workload"`
 	// Mode is the cluster mode: auto (the default: namespaces when
 	// available, else fallback), namespaces (an incomplete run when
@@ -191,6 +191,8 @@ type Config struct {
 	AgentFlagsFor func(i int) []string `json:"-"`
 	// Leased configures the leased workload.
 	Leased LeasedConfig `json:"leased"`
+	// Multi configures the multi workload.
+	Multi MultiConfig `json:"multi"`
 	// Schedule, if set, replaces the generated schedule (tests pin exact
 	// scenarios with it). Its faults need not be listed in Nemeses.
 	Schedule []Event `json:"-"`
@@ -215,13 +217,18 @@ func (c Config) withDefaults() (Config, error) {
 	case "":
 		c.Workload = WorkloadStrict
 	case WorkloadStrict, WorkloadWindow:
+	case WorkloadMulti:
+		var err error
+		if c, err = c.multiDefaults(); err != nil {
+			return c, err
+		}
 	case WorkloadLeased:
 		var err error
 		if c, err = c.leasedDefaults(); err != nil {
 			return c, err
 		}
 	default:
-		return c, fmt.Errorf("%w: workload %q; allowed: %s, %s, %s", ErrInvalid, c.Workload, WorkloadStrict, WorkloadWindow, WorkloadLeased)
+		return c, fmt.Errorf("%w: workload %q; allowed: %s, %s, %s, %s", ErrInvalid, c.Workload, WorkloadStrict, WorkloadWindow, WorkloadLeased, WorkloadMulti)
 	}
 	switch c.Mode {
 	case "":

@@ -81,6 +81,9 @@ type Summary struct {
 	Files            []string         `json:"files"`
 	// Leased reports the worker sidecars (leased workload only).
 	Leased *LeasedSummary `json:"leased,omitempty"`
+	// Multi reports the multi workload's settlements, releases and live
+	// judge (multi workload only).
+	Multi *MultiSummary `json:"multi,omitempty"`
 	// Security reports a secure run's credentials and what the agents
 	// said of their listeners (Config.Secure only).
 	Security *SecurityReport `json:"security,omitempty"`
@@ -273,6 +276,9 @@ func (r *run) execute(ctx context.Context) *Summary {
 	if cfg.Workload == WorkloadLeased {
 		putLimit = r.putLeasedLimit
 	}
+	if cfg.Workload == WorkloadMulti {
+		putLimit = r.putMultiLimits
+	}
 	// The timeline check needs the real time elapsed between two stamps
 	// from above: the start reading counts from before the put whose
 	// stamp it reads (the status read that follows may be slow under
@@ -386,6 +392,20 @@ func (r *run) execute(ctx context.Context) *Summary {
 	}
 	finals, reports := r.collect(fctx, ct, cl)
 	sum.Nodes = reports
+	var multiNodes []checker.MultiNodeCounts
+	if li.Multi != nil {
+		multiNodes = r.collectMulti(fctx, ct, cl, li.Multi)
+		ms := api.Stats().Multi
+		sum.Multi = &MultiSummary{Workers: wl.MultiStats(), Live: ms, Nodes: multiNodes}
+		mw := sum.Multi.Workers
+		r.logf("multi: refusals by limit %v; %d settles (%d with refunds, %d tokens refunded), %d duplicate answers, %d conflicts, %d settle errors; %d releases (%d permits), %d repeated, %d errors; tokens estimated %d, used %d",
+			mw.Blocking, mw.Settles, mw.SettlesWithRefund, mw.TokensRefunded, mw.SettleDuplicates, mw.SettleConflicts, mw.SettleErrors,
+			mw.Releases, mw.Released, mw.ReleaseRepeats, mw.ReleaseErrors, mw.TokensEstimated, mw.TokensUsed)
+		if ms != nil {
+			r.logf("multi live judge: %d calls, violations: spacing %d, tokens %d, in-flight %d; min gap %v, max in flight %d",
+				ms.Calls, ms.SpacingViolations, ms.TokenViolations, ms.InFlightViolations, time.Duration(ms.MinGapNanos), ms.MaxInFlight)
+		}
+	}
 	cl.StopAll(5 * time.Second)
 
 	// Judge.
@@ -411,7 +431,7 @@ func (r *run) execute(ctx context.Context) *Summary {
 	co := runChecks(checkInput{
 		cfg: cfg, limit: li, ops: ops, calls: calls, finals: finals, logs: logs,
 		healNanos: sum.HealNanos, endNanos: sum.EndNanos, lagNanos: sum.TimelineLagNanos, lagSpan: r.lagSpan,
-		visualizer: cfg.OutDir, leased: leased, nemeses: sum.Nemeses,
+		visualizer: cfg.OutDir, leased: leased, nemeses: sum.Nemeses, multiNodes: multiNodes,
 	})
 	sum.Checkers, sum.Jitter = co.results, co.jitter
 	sum.Errors = append(sum.Errors, co.errors...)

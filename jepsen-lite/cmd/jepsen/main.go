@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.IntVar(&cfg.Workers, "workers", 4, "client workers")
 	fs.IntVar(&cfg.Groups, "groups", 1, "worker groups (labels; they matter to the leased workload)")
-	fs.StringVar(&cfg.Workload, "workload", "strict", "strict, window, or leased (permitd worker sidecars in --groups groups lease one limit)")
+	fs.StringVar(&cfg.Workload, "workload", "strict", "strict, window, leased (permitd worker sidecars in --groups groups lease one limit), or multi (three limits reserved together, settled and released)")
 	fs.StringVar(&nemesis, "nemesis", "partition,kill,pause,clock,loss", "faults: comma-separated kinds (partition, kill, pause, clock, loss, snapshot, transfer; strict and leased: reconfig; leased: worker), each optionally KIND:VARIANT|VARIANT; none for no faults")
 	fs.DurationVar(&cfg.Duration, "duration", 60*time.Second, "length of the workload, including the fault-free tail")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the fault schedule: the same seed and flags replay the same schedule")
@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Secure, "secure", false, "TLS and API tokens end to end: the runner makes a CA, node certificates and tokens with the permitd binary (in DIR/secure); the agents serve TLS 1.3 (raft: mutual TLS) and require tokens, every client uses TLS and a token")
 	fs.BoolVar(&quiet, "quiet", false, "no progress lines")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: jepsen [--mode auto|namespaces|fallback] [--secure] --nodes 3|5 --workers N --groups G --workload strict|window|leased --nemesis partition,kill,pause,clock,loss --duration 60s --seed S --out DIR
+		fmt.Fprint(fs.Output(), `Usage: jepsen [--mode auto|namespaces|fallback] [--secure] --nodes 3|5 --workers N --groups G --workload strict|window|leased|multi --nemesis partition,kill,pause,clock,loss --duration 60s --seed S --out DIR
 
 Runs one jepsen-lite scenario: a real permitd cluster, client workers, a
 fake rate-limited API and a seeded schedule of faults; then judges the

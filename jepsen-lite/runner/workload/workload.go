@@ -72,6 +72,8 @@ type Config struct {
 	MaxPermits, MaxReserved int64
 	// Leased configures the sidecars (Leased only).
 	Leased LeasedConfig
+	// Multi names the multi workload's limits (Multi only).
+	Multi MultiConfig
 	// OutDir is the report directory (the sidecars' logs go to its
 	// workers/ directory).
 	OutDir string
@@ -98,6 +100,7 @@ type Workers struct {
 	turn     *turn
 	fleet    *Fleet
 	counters counters
+	multi    multiCounters
 }
 
 // New returns the workers of a run: they reserve from limit on servers
@@ -122,6 +125,9 @@ func (w *Workers) Run(ctx context.Context, id int) error {
 			return fmt.Errorf("workload: leased worker %d without sidecars", id)
 		}
 		return w.runLeased(ctx, id)
+	}
+	if w.cfg.Workload == Multi {
+		return w.runMulti(ctx, id)
 	}
 	return w.runDirect(ctx, id)
 }
