@@ -220,7 +220,7 @@ func TestCLI(t *testing.T) {
 			{[]string{"version", "x"}, `unexpected argument "x"`},
 			{[]string{"bench", "--concurrency", "0"}, "--concurrency 0 is out of range; allowed: an integer >= 1"},
 			{[]string{"bench", "extra"}, `unexpected argument "extra"`},
-			{[]string{"demo", "--scene", "3"}, `--scene "3" is not allowed; allowed: 1, 2 or all`},
+			{[]string{"demo", "--scene", "4"}, `--scene "4" is not allowed; allowed: 1, 2, 3 or all`},
 			{[]string{"worker", "--group", "g", "--limit", "l", "--servers", all, "x"}, `unexpected argument "x"`},
 			{[]string{"agent", "--id", "n9", "--data-dir", t.TempDir(), "--heartbeat-timeout", "1"}, `--heartbeat-timeout "1" is not a duration`},
 			{[]string{"agent", "--id", "n9", "--data-dir", t.TempDir(), "stray"}, `unexpected argument "stray"`},

@@ -52,10 +52,19 @@ fails closed; after it reconnects it is back to its share. Prints one line
 per second with each group's permits/s and share, and checks the fleet
 against the over-grant bound C + O + floor(W/I) + 1 (W = 1 s).
 
+Scene 3 (--scene3-duration): eight workers call a fake LLM API that
+answers 429 above 10 requests/s, 20000 tokens/s or 4 calls in flight. Each
+call reserves all three on the register at once (a request, an estimate of
+3000 tokens, an in-flight permit), waits for the grant, makes the call
+(real cost 500..3000 tokens, known at its end), then settles the actual
+tokens and releases the in-flight permit. Prints one line per second with
+requests/s, tokens/s and calls in flight against each limit and the API's
+429s, then totals and the fraction of the binding limit reached.
+
 Ctrl-C stops it cleanly.
 
-Exit status: 0 ok; 1 the demo failed (or the fleet broke the bound); 2 usage
-error.
+Exit status: 0 ok; 1 the demo failed (or the fleet broke the bound, or
+the fake API answered a 429); 2 usage error.
 `, stdout, stderr)
 	var (
 		duration, killAt time.Duration
@@ -70,19 +79,21 @@ error.
 	c.Duration(&killAt, "kill-after", 5*time.Second, durNonNegative, "kill the leader after this long (0: never)")
 	c.Bool(&verbose, "verbose", false, "show the nodes' logs")
 	c.Bool(&secure, "secure", false, "run the cluster secured: raft over mutual TLS, the API over TLS, an admin token on every request (certificates and token made for the run)")
-	c.Choice(&scene, "scene", "all", "which scenes to run: 1 (clients, leader kill), 2 (leased workers, a partitioned group) or all", "1", "2", "all")
+	c.Choice(&scene, "scene", "all", "which scenes to run: 1 (clients, leader kill), 2 (leased workers, a partitioned group), 3 (multi-limit reserves for a fake LLM API) or all", "1", "2", "3", "all")
 	s2 := scene2{workersPerGroup: 2, callers: 1, ttl: time.Second}
 	c.DurationAtLeast(&s2.duration, "scene2-duration", 15*time.Second, durPositive, 4*time.Second, "how long scene 2 runs; group C is cut off from the register from 1/4 to 1/2 of it")
 	c.Float(&s2.rate, "scene2-rate", "R", 300, func(x float64) bool { return x >= 10 && x <= 100_000 }, "a number from 10 to 100000", "permits per second of scene 2's leased limit")
+	s3 := scene3{workers: s3DefaultWorkers}
+	c.DurationAtLeast(&s3.duration, "scene3-duration", s3DefaultSceneDuration, durPositive, 2*time.Second, "how long scene 3 runs")
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
-	which := map[string]int{"1": 1, "2": 2, "all": 0}[scene]
+	which := map[string]int{"1": 1, "2": 2, "3": 3, "all": 0}[scene]
 	s2.cutAfter, s2.cutFor = s2.duration/4, s2.duration/4
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s2.secure = secure
-	if err := demo(ctx, stdout, rate, clients, killAt, verbose, duration, which, s2); err != nil {
+	if err := demo(ctx, stdout, rate, clients, killAt, verbose, duration, which, s2, s3); err != nil {
 		return c.fail(exitFailure, err)
 	}
 	return 0
@@ -107,10 +118,11 @@ func loopbackAddrs(n int) ([]string, error) {
 	return out, nil
 }
 
-// demo runs the cluster and the scenes: scene 1 for duration (scene 0:
-// both, else only the one named), then scene 2 as s2 says.
+// demo runs the cluster and the scenes: scene 1 for duration, then scene
+// 2 as s2 says, then scene 3 as s3 says (scene 0: all, else only the one
+// named).
 func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAfter time.Duration, verbose bool,
-	duration time.Duration, scene int, s2 scene2) error {
+	duration time.Duration, scene int, s2 scene2, s3 scene3) error {
 	addrs, err := loopbackAddrs(6)
 	if err != nil {
 		return err
@@ -201,7 +213,7 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	if scene != 2 {
+	if scene == 0 || scene == 1 {
 		ctx1, cancel := context.WithTimeout(ctx, duration)
 		err := scene1(ctx1, out, nodes, leader, stopNode, rate, clients, killAfter, sec)
 		cancel()
@@ -228,7 +240,16 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 		}
 		return nil
 	}
-	return runScene2(ctx, out, s2)
+	if scene == 0 || scene == 2 {
+		if err := runScene2(ctx, out, s2); err != nil {
+			return err
+		}
+	}
+	if (scene != 0 && scene != 3) || ctx.Err() != nil {
+		return nil
+	}
+	s3.logger, s3.servers, s3.leader, s3.sec = logger, servers, s2.leader, sec
+	return runScene3(ctx, out, s3)
 }
 
 // scene1 runs the demo's first scene until ctx ends: clients on a strict

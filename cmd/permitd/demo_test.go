@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// TestDemoScenes runs both scenes of `permitd demo`, short: scene 1 with a
-// leader kill, then scene 2 with group C cut off from the register. It
+// TestDemoScenes runs every scene of `permitd demo`, short: scene 1 with a
+// leader kill, then scene 2 with group C cut off from the register, then
+// scene 3 for its minimum of 2 s. It
 // checks the lines each scene prints, that the partition is shown and
 // healed, that every group spent permits, and that the fleet stayed within
 // the over-grant bound (the demo itself fails otherwise).
@@ -18,7 +19,7 @@ func TestDemoScenes(t *testing.T) {
 		t.Skip("runs a 3-node cluster and 6 workers for ~10 s")
 	}
 	var out, errOut bytes.Buffer
-	code := runDemo([]string{"--duration", "3s", "--kill-after", "1s", "--scene2-duration", "6s"}, &out, &errOut)
+	code := runDemo([]string{"--duration", "3s", "--kill-after", "1s", "--scene2-duration", "6s", "--scene3-duration", "2s"}, &out, &errOut)
 	text := out.String()
 	t.Logf("demo output:\n%s", text)
 	if code != 0 {
@@ -54,7 +55,7 @@ func TestDemoScenes(t *testing.T) {
 
 func TestDemoFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"--scene", "3"},
+		{"--scene", "4"},
 		{"--scene2-duration", "1s"},
 		{"--scene2-rate", "0"},
 	} {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/permitd/permitd/transport/client"
@@ -35,23 +37,53 @@ var algorithmOptions = map[string][]string{
 	"bursty": {"max-burst-seconds"},
 	"warmup": {"warmup", "cold-factor"},
 	"hybrid": {"burst-ratio", "strictness"},
+	// concurrency has no --rate or --per.
+	concurrencyAlgorithm: {"max-in-flight", "ttl"},
 }
 
-// algorithms are the algorithms, in the order help texts list them.
+// algorithms are the rate algorithms, in the order help texts list them.
 var algorithms = []string{"strict", "bursty", "warmup", "hybrid"}
 
-func runLimitsPut(args []string, stdout, stderr io.Writer) int {
-	c := newCmdLine("limits put", "limits put NAME --algorithm strict|bursty|warmup|hybrid --rate R [--per D] [options]", `
-Creates limit NAME, or replaces its configuration, and prints it as JSON.
-A limit allows --rate permits per --per. The algorithm decides how they may
-be spent; each algorithm takes only its own options:
+// concurrencyAlgorithm caps the permits held at once instead of a rate.
+const concurrencyAlgorithm = "concurrency"
 
-  strict   --max-reserved N --expiry D     minimum spacing per/rate; N permits may be reserved ahead
-  bursty   --max-burst-seconds S           idle time stored as up to S seconds of permits
-  warmup   --warmup D --cold-factor F      stored permits served slower; ramps up over D
-  hybrid   --burst-ratio B --strictness S  EngineBlock pools; catches up at up to B × rate
+// limitAlgorithms are every algorithm limits put takes.
+var limitAlgorithms = append(append([]string(nil), algorithms...), concurrencyAlgorithm)
+
+// allowedAlgorithms words the --algorithm values for messages.
+var allowedAlgorithms = orList(algorithms) + " (rate limits), or concurrency (a cap on permits held at once)"
+
+// checkAlgorithm validates an --algorithm value.
+func checkAlgorithm(s string) error {
+	for _, a := range limitAlgorithms {
+		if s == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not allowed; allowed: %s", s, allowedAlgorithms)
+}
+
+func runLimitsPut(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("limits put", "limits put NAME --algorithm strict|bursty|warmup|hybrid --rate R [--per D] [options] [--shadow]\n"+
+		"       permitd limits put NAME --algorithm concurrency --max-in-flight N [--ttl D] [--shadow]", `
+Creates limit NAME, or replaces its configuration, and prints it as JSON.
+A rate limit allows --rate permits per --per. The algorithm decides how
+they may be spent; each algorithm takes only its own options:
+
+  strict       --max-reserved N --expiry D     minimum spacing per/rate; N permits may be reserved ahead
+  bursty       --max-burst-seconds S           idle time stored as up to S seconds of permits
+  warmup       --warmup D --cold-factor F      stored permits served slower; ramps up over D
+  hybrid       --burst-ratio B --strictness S  EngineBlock pools; catches up at up to B × rate
+  concurrency  --max-in-flight N --ttl D       no rate: at most N permits held at once; a permit
+                                               is held until its reservation is released
+                                               (permitd release) or for D (default 1m)
+
+--shadow puts the limit in shadow mode: every reserve is decided and
+counted (shadow_would_refuse, shadow_would_wait in limits get) but granted
+at once. A put without --shadow enforces the limit.
 
 Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reserved 2
+         permitd limits put workers --algorithm concurrency --max-in-flight 4 --ttl 30s
 
 `+exitStatusText, stdout, stderr)
 	c.args("NAME")
@@ -60,10 +92,12 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 		algorithm                                  string
 		rate                                       float64
 		per, expiry, warmup                        time.Duration
-		maxReserved                                int64
+		maxReserved, maxInFlight                   int64
 		maxBurst, coldFactor, burstRatio, strictns float64
+		ttl                                        time.Duration
+		shadow                                     bool
 	)
-	c.Choice(&algorithm, "algorithm", "", "the algorithm (required)", algorithms...)
+	c.String(&algorithm, "algorithm", strings.Join(limitAlgorithms, "|"), "", "the algorithm (required)", checkAlgorithm)
 	c.Float(&rate, "rate", "R", 0, positive, "a number > 0: permits per --per", "permits per --per (required)")
 	c.Duration(&per, "per", time.Second, durPositive, "the period of --rate")
 	c.Int64(&maxReserved, "max-reserved", "N", 0, 0, 1<<62, "an integer >= 0", "strict: permits that may be reserved ahead of now")
@@ -73,6 +107,9 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 	c.Float(&coldFactor, "cold-factor", "F", 0, zeroOrAtLeastOne, "a number >= 1, or 0 for the default", "warmup: cold interval / stable interval")
 	c.Float(&burstRatio, "burst-ratio", "B", 0, zeroOrAtLeastOne, "a number >= 1, or 0 for the default", "hybrid: catch-up speed relative to the rate")
 	c.Float(&strictns, "strictness", "S", 0, nil, "a number", "hybrid: pacing mode, see the README")
+	c.Int64(&maxInFlight, "max-in-flight", "N", 0, 1, 1<<20, "an integer from 1 to 1048576", "concurrency: permits held at once (required)")
+	c.DurationRange(&ttl, "ttl", 0, durPositive, time.Nanosecond, 24*time.Hour, "concurrency: how long a permit is held unless released (default 1m)")
+	c.Bool(&shadow, "shadow", false, "shadow mode: decide and count every reserve, but grant it at once")
 	cf.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
@@ -81,13 +118,22 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 	if err := checkName("limit name", name); err != nil {
 		return c.usageError(err.Error())
 	}
-	if !c.isSet("algorithm") {
-		return c.usageErrorf("--algorithm is required; allowed: %s", orList(algorithms))
+	if !c.isSet("algorithm") || algorithm == "" {
+		return c.usageErrorf("--algorithm is required; allowed: %s", allowedAlgorithms)
 	}
-	if !c.isSet("rate") {
+	if algorithm == concurrencyAlgorithm {
+		for _, o := range []string{"rate", "per"} {
+			if c.isSet(o) {
+				return c.usageErrorf("--%s does not apply to a concurrency limit (it has no rate); allowed with concurrency: --max-in-flight N and --ttl D", o)
+			}
+		}
+		if !c.isSet("max-in-flight") {
+			return c.usageError("--max-in-flight is required with --algorithm concurrency; allowed: an integer from 1 to 1048576")
+		}
+	} else if !c.isSet("rate") {
 		return c.usageError("--rate is required; allowed: a number > 0: permits per --per")
 	}
-	for _, other := range algorithms {
+	for _, other := range limitAlgorithms {
 		if other == algorithm {
 			continue
 		}
@@ -99,6 +145,9 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 		}
 	}
 	spec := client.LimitSpec{Algorithm: algorithm, Rate: rate, Per: per}
+	if algorithm == concurrencyAlgorithm {
+		spec.Per = 0
+	}
 	if c.isSet("max-reserved") {
 		spec.MaxReserved = &maxReserved
 	}
@@ -120,6 +169,13 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 	if c.isSet("strictness") {
 		spec.Strictness = &strictns
 	}
+	if algorithm == concurrencyAlgorithm {
+		spec.MaxInFlight = &maxInFlight
+		if c.isSet("ttl") {
+			spec.TTL = &ttl
+		}
+	}
+	spec.Shadow = shadow
 	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.Limit, error) {
 		return cl.PutLimit(ctx, name, spec)
 	})

@@ -2,19 +2,23 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/permitd/permitd/transport/client"
 )
 
 func init() {
-	register("reserve", "reserve permits of a limit once and print the answer", runReserve)
+	register("reserve", "reserve permits of a limit (or of several, all or nothing) once and print the answer", runReserve)
 }
 
 func runReserve(args []string, stdout, stderr io.Writer) int {
-	c := newCmdLine("reserve", "reserve NAME [--permits N] [--max-wait D] [--wait] [--servers HTTPADDR,...]", `
+	c := newCmdLine("reserve", "reserve NAME [--permits N] [--max-wait D] [--wait] [--servers HTTPADDR,...]\n"+
+		"       permitd reserve --limit NAME=PERMITS [--limit NAME=PERMITS ...] [--max-wait D] [--settle-within D] [--wait]", `
 Reserves N permits of limit NAME once. Prints the grant as one JSON line
 ({"granted":true,"wait_ns":W,"spacing_ns":S,...}: permit j may be used
 W + j*S after the answer) or the refusal ({"granted":false,
@@ -28,21 +32,53 @@ Use a permit when its line is printed:
 
   permitd reserve api --permits 3 --wait | tail -n +2 | while read -r _; do call_api; done
 
+With --limit (1 to 8 times, each limit once) it reserves PERMITS of every
+limit NAME in one decision: all are granted at one time, or none is.
+The grant names a reservation: {"granted":true,"reservation_id":ID,
+"wait_ns":W,"expires_in_ns":E,"limits":[...],...}; use the permits W after
+the answer, then report what was really used with "permitd settle ID
+NAME=PERMITS ..." (within --settle-within, default 1m) and free the
+permits of concurrency limits with "permitd release ID". A concurrency
+limit is reserved only in this form (the NAME form is refused, exit 2:
+nothing could release its permits). A refusal names the limit that
+blocked: {"granted":false,"blocking":NAME,"retry_after_ns":R,...}. With
+--wait it prints {"ready":true,...} when the permits may be used (or one
+{"permit":J} line per permit of a single strict limit).
+
+  permitd reserve --limit rpm=1 --limit tpm=4000 --max-wait 2s
+
 Exit status: 0 granted; 1 failure (server unreachable, limit not found, a
 permit expired); 2 usage error or input the server rejected as invalid;
 3 refused: no permit within --max-wait (nothing was reserved).
 `, stdout, stderr)
-	c.args("NAME")
+	// The --limit form has no NAME argument.
+	many := usesFlag(args, "limit")
+	if !many {
+		c.args("NAME")
+	}
 	var cf clientFlags
 	var permits int64
-	var maxWait time.Duration
+	var maxWait, settleWithin time.Duration
 	var wait bool
+	var wants []client.Want
 	c.Int64(&permits, "permits", "N", 1, 1, 1<<62, "an integer >= 1", "permits to reserve")
 	c.Duration(&maxWait, "max-wait", 0, durNonNegative, "the longest wait for the (first) permit that is acceptable")
 	c.Bool(&wait, "wait", false, "print a line per permit when it may be used")
+	c.Wants(&wants, "limit", "reserve PERMITS of limit NAME, all or nothing with the other --limit (1 to 8, each limit once; replaces NAME and --permits)")
+	c.DurationRange(&settleWithin, "settle-within", 0, durPositive, time.Nanosecond, settleWithinMax,
+		"with --limit: how long after the grant the reservation can be settled (default 1m)")
 	cf.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
+	}
+	if many {
+		if c.isSet("permits") {
+			return c.usageError("--permits goes with the NAME form; with --limit give each limit's permits as NAME=PERMITS")
+		}
+		return runReserveMany(c, &cf, wants, client.ReserveOptions{MaxWait: maxWait, SettleWithin: settleWithin}, wait, stdout)
+	}
+	if c.isSet("settle-within") {
+		return c.usageError("--settle-within goes with --limit (a reservation); allowed: permitd reserve --limit NAME=PERMITS --settle-within D")
 	}
 	name := c.arg(0)
 	if err := checkName("limit name", name); err != nil {
@@ -57,6 +93,12 @@ permit expired); 2 usage error or input the server rejected as invalid;
 	defer cancel()
 	g, err := cl.Reserve(ctx, name, permits, maxWait)
 	if err != nil {
+		if isInFlightCap(err) {
+			// The server names its API; say the command that does it.
+			fmt.Fprintf(c.stderr, "permitd %s: %s; allowed: permitd reserve --limit %s=%d, then permitd release ID when the call ends\n",
+				c.name, oneLine(describeError(err)), name, permits)
+			return exitCodeOf(err)
+		}
 		return c.fail(exitCodeOf(err), err)
 	}
 	if !g.Granted {
@@ -77,4 +119,13 @@ permit expired); 2 usage error or input the server rejected as invalid;
 		}
 	}
 	return exitOK
+}
+
+// isInFlightCap reports whether err is the server's refusal (400) of a
+// single-limit reserve on a concurrency limit, which only the reservation
+// form (reserve --limit) may hold.
+func isInFlightCap(err error) bool {
+	var api *client.APIError
+	return errors.As(err, &api) && api.StatusCode == http.StatusBadRequest &&
+		strings.Contains(api.Message, "is an in-flight cap")
 }
