@@ -264,11 +264,11 @@ unknown or final); 2 usage error or input the server rejected as invalid
 		return c.usageError(err.Error())
 	}
 	defer cancel()
-	n, err := cl.Release(ctx, id)
+	res, err := cl.Release(ctx, id)
 	if err != nil {
 		return c.fail(exitCodeOf(err), err)
 	}
-	printLine(stdout, map[string]any{"reservation_id": id, "released": n})
+	printLine(stdout, map[string]any{"reservation_id": id, "released": res.Released, "duplicate": res.Duplicate})
 	return exitOK
 }
 

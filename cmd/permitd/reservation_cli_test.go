@@ -178,12 +178,12 @@ func TestReservationCLI(t *testing.T) {
 		}
 		r = cli(t, "release", a.ReservationID)
 		wantCode(t, r, 0)
-		if r.stdout != `{"released":1,"reservation_id":"`+a.ReservationID+`"}`+"\n" {
+		if r.stdout != `{"duplicate":false,"released":1,"reservation_id":"`+a.ReservationID+`"}`+"\n" {
 			t.Fatalf("release: %v", r)
 		}
 		r = cli(t, "release", a.ReservationID)
 		wantCode(t, r, 0)
-		if !strings.Contains(r.stdout, `"released":0`) {
+		if !strings.Contains(r.stdout, `"duplicate":true,"released":0`) {
 			t.Fatalf("second release: %v", r)
 		}
 		wantCode(t, cli(t, "reserve", "--limit", "workers=1"), 0)

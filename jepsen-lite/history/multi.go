@@ -97,8 +97,11 @@ type ReleaseValue struct {
 	ReservationID string `json:"reservation_id"`
 	// Attempt is 1 for the first release of the reservation, 2 for the
 	// repeated one.
-	Attempt  int    `json:"attempt"`
-	Released int64  `json:"released,omitempty"`
-	Code     int    `json:"code,omitempty"`
-	Error    string `json:"error,omitempty"`
+	Attempt  int   `json:"attempt"`
+	Released int64 `json:"released,omitempty"`
+	// Duplicate: the register had released the reservation before (an
+	// earlier attempt whose answer was lost, or the first release).
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Code      int    `json:"code,omitempty"`
+	Error     string `json:"error,omitempty"`
 }

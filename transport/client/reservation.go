@@ -153,16 +153,24 @@ func (c *Client) Settle(ctx context.Context, id string, actual []Want) (SettleRe
 	return out, err
 }
 
+// ReleaseResult is the answer to Release.
+type ReleaseResult struct {
+	// Released counts the permits freed by this release.
+	Released int64 `json:"released"`
+	// Duplicate: the reservation had been released before (perhaps by an
+	// earlier attempt of this call whose answer was lost), and nothing
+	// was freed now.
+	Duplicate bool `json:"duplicate"`
+}
+
 // Release frees the in-flight permits reservation id holds (its
-// concurrency limits; rate limits are untouched) and returns how many it
-// freed: 0 for a second release or a hold that already expired.
-func (c *Client) Release(ctx context.Context, id string) (int64, error) {
+// concurrency limits; rate limits are untouched). Released is 0 for a
+// second release (Duplicate) and for a hold that already expired.
+func (c *Client) Release(ctx context.Context, id string) (ReleaseResult, error) {
 	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
-		return 0, fmt.Errorf("%w: reservation id %q; allowed: the ID a grant returned", ErrInvalid, id)
+		return ReleaseResult{}, fmt.Errorf("%w: reservation id %q; allowed: the ID a grant returned", ErrInvalid, id)
 	}
-	var out struct {
-		Released int64 `json:"released"`
-	}
+	var out ReleaseResult
 	err := c.call(ctx, http.MethodPost, "/v1/reservations/"+id+"/release", struct{}{}, &out)
-	return out.Released, err
+	return out, err
 }

@@ -385,7 +385,8 @@ func (w *Workers) release(ctx context.Context, id int, c *client.Client, rid str
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	n, rerr := c.Release(rctx, rid)
+	rr, rerr := c.Release(rctx, rid)
+	n := rr.Released
 	cancel()
 	if rerr != nil {
 		w.multi.releaseErrs.Add(1)
@@ -400,7 +401,7 @@ func (w *Workers) release(ctx context.Context, id int, c *client.Client, rid str
 		_, err := w.hw.Complete(inv, typ, "", "", v)
 		return err
 	}
-	v.Released = n
+	v.Released, v.Duplicate = n, rr.Duplicate
 	if attempt == 1 {
 		w.multi.releases.Add(1)
 		w.multi.released.Add(n)
