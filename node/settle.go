@@ -24,10 +24,7 @@ func (n *Node) Settle(ctx context.Context, c fsm.Settle) (fsm.SettleResult, erro
 	if err != nil {
 		return fsm.SettleResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	res, err := retryAmbiguous(n, ctx, c.RequestID != "", time.Time{}, func() (fsm.SettleResult, error) {
-		v, err := n.command(ctx, entry)
-		return resultAs[fsm.SettleResult]("settle", v, err)
-	})
+	res, err := commandRetried[fsm.SettleResult](n, ctx, "settle", entry, c.RequestID != "")
 	if err != nil {
 		return res, err
 	}
@@ -41,14 +38,20 @@ func (n *Node) Release(ctx context.Context, c fsm.Release) (fsm.ReleaseResult, e
 	if err != nil {
 		return fsm.ReleaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	res, err := retryAmbiguous(n, ctx, true, time.Time{}, func() (fsm.ReleaseResult, error) {
-		v, err := n.command(ctx, entry)
-		return resultAs[fsm.ReleaseResult]("release", v, err)
-	})
+	res, err := commandRetried[fsm.ReleaseResult](n, ctx, "release", entry, true)
 	if err != nil {
 		return res, err
 	}
 	return res, settleErr(res.Status, res.Detail)
+}
+
+// commandRetried runs a command entry on the leader, again on ambiguous
+// failures if it is idempotent, and returns its result as a T.
+func commandRetried[T any](n *Node, ctx context.Context, what string, entry []byte, idempotent bool) (T, error) {
+	return retryAmbiguous(n, ctx, idempotent, time.Time{}, func() (T, error) {
+		v, err := n.command(ctx, entry)
+		return resultAs[T](what, v, err)
+	})
 }
 
 // settleLocal and releaseLocal apply the command on the leader.

@@ -177,27 +177,19 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Owner = owner
 	}
-	ctx, cancel := h.context(r)
-	res, err := h.store.Reserve(ctx, q)
-	cancel()
-	if err != nil {
-		switch code := h.storeError(w, "reserve", err); code {
-		case http.StatusNotFound:
-			m.reserveOutcome(outcomeUnknown)
-		case http.StatusBadRequest:
-			m.reserveOutcome(outcomeInvalid)
-		default:
-			m.reserveOutcome(outcomeError)
-		}
+	res, ok := h.decide(w, r, q)
+	if !ok {
 		return
 	}
 	buf.Reset()
 	b := buf.AvailableBuffer()
 	switch res.Status {
 	case fsm.Granted:
+		var permits int64
 		for _, p := range parts {
-			m.reserveGranted(p.Permits, res.WaitNanos)
+			permits += p.Permits
 		}
+		m.reserveGranted(permits, res.WaitNanos)
 		b = append(b, `{"granted":true,"wait_ns":`...)
 		b = strconv.AppendInt(b, res.WaitNanos, 10)
 		b = append(b, `,"expires_in_ns":`...)

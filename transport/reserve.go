@@ -33,18 +33,8 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	req := node.ReserveFromWire(wr)
-	ctx, cancel := h.context(r)
-	res, err := h.store.Reserve(ctx, req)
-	cancel()
-	if err != nil {
-		switch code := h.storeError(w, "reserve", err); code {
-		case http.StatusNotFound:
-			m.reserveOutcome(outcomeUnknown)
-		case http.StatusBadRequest:
-			m.reserveOutcome(outcomeInvalid)
-		default:
-			m.reserveOutcome(outcomeError)
-		}
+	res, ok := h.decide(w, r, req)
+	if !ok {
 		return
 	}
 
@@ -132,4 +122,24 @@ func (h *handler) openSession(w http.ResponseWriter, r *http.Request) {
 	b = strconv.AppendInt(b, res.IdleNanos, 10)
 	b = append(b, "}\n"...)
 	httpapi.WriteRaw(w, http.StatusCreated, b)
+}
+
+// decide runs reserve q on the store. On an error it answers it, counts
+// its outcome and returns false.
+func (h *handler) decide(w http.ResponseWriter, r *http.Request, q fsm.Reserve) (fsm.ReserveResult, bool) {
+	ctx, cancel := h.context(r)
+	res, err := h.store.Reserve(ctx, q)
+	cancel()
+	if err == nil {
+		return res, true
+	}
+	switch code := h.storeError(w, "reserve", err); code {
+	case http.StatusNotFound:
+		h.metrics.reserveOutcome(outcomeUnknown)
+	case http.StatusBadRequest:
+		h.metrics.reserveOutcome(outcomeInvalid)
+	default:
+		h.metrics.reserveOutcome(outcomeError)
+	}
+	return res, false
 }
