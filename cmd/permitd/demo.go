@@ -85,6 +85,8 @@ the fake API answered a 429); 2 usage error.
 	c.Float(&s2.rate, "scene2-rate", "R", 300, func(x float64) bool { return x >= 10 && x <= 100_000 }, "a number from 10 to 100000", "permits per second of scene 2's leased limit")
 	s3 := scene3{workers: s3DefaultWorkers}
 	c.DurationAtLeast(&s3.duration, "scene3-duration", s3DefaultSceneDuration, durPositive, 2*time.Second, "how long scene 3 runs")
+	c.Int64(&s3.tokensPerSec, "scene3-tpm", "N", s3DefaultTokensPerSec, 3000, 1_000_000, "an integer from 3000 to 1000000",
+		"tokens per second of scene 3's llm-tpm limit (20000: tokens bind first; 40000: requests do)")
 	if ok, code := c.parse(args); !ok {
 		return code
 	}

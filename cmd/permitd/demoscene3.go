@@ -61,7 +61,9 @@ import (
 // scene3 tunes scene 3.
 type scene3 struct {
 	duration time.Duration
-	workers  int
+	// tokensPerSec is llm-tpm's rate (--scene3-tpm).
+	tokensPerSec int64
+	workers      int
 	logger   hclog.Logger
 	servers  []string
 	leader   func() *node.Node
@@ -73,7 +75,9 @@ const (
 	s3RPMName, s3TPMName, s3InflightName = "llm-rpm", "llm-tpm", "llm-inflight"
 
 	s3RequestsPerSec = 10
-	s3TokensPerSec   = 20000
+	// s3DefaultTokensPerSec is llm-tpm's default rate (--scene3-tpm):
+	// with estimates of 3000 tokens it binds before llm-rpm does.
+	s3DefaultTokensPerSec = 20000
 	s3MaxInFlight    = 4
 	s3Expiry         = 50 * time.Millisecond
 	s3BurstSeconds   = 0.15
@@ -102,7 +106,7 @@ type s3Stats struct {
 }
 
 // s3Limits makes scene 3's three limits and returns their configs.
-func s3Limits(ctx context.Context, l *node.Node) (rpm, tpm, inflight bucket.Config, err error) {
+func s3Limits(ctx context.Context, l *node.Node, tokensPerSec int64) (rpm, tpm, inflight bucket.Config, err error) {
 	specs := []struct {
 		name string
 		spec bucket.Spec
@@ -110,7 +114,7 @@ func s3Limits(ctx context.Context, l *node.Node) (rpm, tpm, inflight bucket.Conf
 	}{
 		{s3RPMName, bucket.Spec{Algorithm: bucket.Strict, Rate: s3RequestsPerSec, Per: time.Second,
 			MaxReserved: int64(s3MaxWait / (time.Second / s3RequestsPerSec)), Expiry: s3Expiry}, &rpm},
-		{s3TPMName, bucket.Spec{Algorithm: bucket.Bursty, Rate: s3TokensPerSec, Per: time.Second, MaxBurstSeconds: s3BurstSeconds}, &tpm},
+		{s3TPMName, bucket.Spec{Algorithm: bucket.Bursty, Rate: float64(tokensPerSec), Per: time.Second, MaxBurstSeconds: s3BurstSeconds}, &tpm},
 		{s3InflightName, bucket.Spec{Algorithm: bucket.Concurrency, MaxInFlight: s3MaxInFlight, HoldTTL: s3HoldTTL}, &inflight},
 	}
 	for _, s := range specs {
@@ -133,7 +137,7 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 	if l == nil {
 		return fmt.Errorf("scene 3: no leader")
 	}
-	rpm, tpm, _, err := s3Limits(ctx, l)
+	rpm, tpm, _, err := s3Limits(ctx, l, sc.tokensPerSec)
 	if err != nil {
 		return err
 	}
@@ -149,12 +153,12 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 	fmt.Fprintf(out, "\nscene 3: %d workers call a fake LLM API through the register: ReserveMany{%s: 1, %s: %d (estimate), %s: 1}, wait, call (real cost %d..%d tokens, %v..%v), Settle{%s: actual}, Release\n",
 		sc.workers, s3RPMName, s3TPMName, s3Estimate, s3InflightName, s3MinTokens, s3Estimate, s3MinCall, s3MaxCall, s3TPMName)
 	fmt.Fprintf(out, "limits: %s strict %d/s (%d/min, expiry E=%v); %s bursty %d/s (%d/min, MaxBurstSeconds %g); %s concurrency %d (hold TTL %v)\n",
-		s3RPMName, s3RequestsPerSec, 60*s3RequestsPerSec, time.Duration(expiry), s3TPMName, s3TokensPerSec, 60*s3TokensPerSec, s3BurstSeconds,
+		s3RPMName, s3RequestsPerSec, 60*s3RequestsPerSec, time.Duration(expiry), s3TPMName, sc.tokensPerSec, 60*sc.tokensPerSec, s3BurstSeconds,
 		s3InflightName, s3MaxInFlight, s3HoldTTL)
 	fmt.Fprintf(out, "fake API: exact sliding window W=%v of call starts, actual tokens counted at the call's start; 429 if a call would exceed, in W, %d requests = floor((W+E)/I)+1 (strict bound) or %d tokens = floor((W+E+MaxStored)/I)+%d (bursty bound, n_last <= the estimate), or %d in flight\n",
 		s3Window, api.maxRequests, api.maxTokens, s3Estimate, api.maxInFlight)
 	fmt.Fprintf(out, "  (a call starts between its grant's time and E after it, so W of starts is W+E of grants; nominal rates: %d req/s, %d tokens/s)\n",
-		s3RequestsPerSec, s3TokensPerSec)
+		s3RequestsPerSec, sc.tokensPerSec)
 
 	st := &s3Stats{refusedBy: map[string]int64{}}
 	runCtx, cancel := context.WithTimeout(ctx, sc.duration)
@@ -199,7 +203,7 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 		s := api.sample()
 		g, r := st.grantTokens.Load(), st.refundedTokens.Load()
 		fmt.Fprintf(out, "t=%3.0fs  requests %3d/s of %d  tokens %6d/s of %d (estimates granted %6d)  in flight avg %.1f max %d of %d  API 429s %d\n",
-			time.Since(began).Seconds(), s.calls, s3RequestsPerSec, s.tokens, s3TokensPerSec, (g-lastGrantTok)-(r-lastRefundTok),
+			time.Since(began).Seconds(), s.calls, s3RequestsPerSec, s.tokens, sc.tokensPerSec, (g-lastGrantTok)-(r-lastRefundTok),
 			s.inFlightNanos/float64(time.Second), s.maxInFlight, s3MaxInFlight, s.rejected)
 		lastGrantTok, lastRefundTok = g, r
 	}
@@ -207,10 +211,10 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 	t := api.totals()
 	secs := elapsed.Seconds()
 	reqFrac := float64(t.calls) / secs / s3RequestsPerSec
-	tokFrac := float64(t.tokens) / secs / s3TokensPerSec
+	tokFrac := float64(t.tokens) / secs / float64(sc.tokensPerSec)
 	resTok := st.grantTokens.Load() - st.refundedTokens.Load()
 	resReqFrac := float64(st.grants.Load()) / secs / s3RequestsPerSec
-	resTokFrac := float64(resTok) / secs / s3TokensPerSec
+	resTokFrac := float64(resTok) / secs / float64(sc.tokensPerSec)
 	inflFrac := t.inFlightNanos / float64(elapsed) / s3MaxInFlight
 	st.mu.Lock()
 	var refused []string
@@ -224,7 +228,7 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 	}
 	fmt.Fprintf(out, "scene 3 done in %v: %d calls (%.1f/s, %.0f%% of %d/s), %d actual tokens (%.0f/s, %.0f%% of %d/s), in flight avg %.2f (%.0f%% of %d), max %d\n",
 		elapsed.Round(10*time.Millisecond), t.calls, float64(t.calls)/secs, 100*reqFrac, s3RequestsPerSec,
-		t.tokens, float64(t.tokens)/secs, 100*tokFrac, s3TokensPerSec, t.inFlightNanos/float64(elapsed), 100*inflFrac, s3MaxInFlight, t.maxInFlight)
+		t.tokens, float64(t.tokens)/secs, 100*tokFrac, sc.tokensPerSec, t.inFlightNanos/float64(elapsed), 100*inflFrac, s3MaxInFlight, t.maxInFlight)
 	fmt.Fprintf(out, "  register: %d reservations granted (%.0f%% of %s), %d tpm tokens kept after settlement (%.0f/s, %.0f%% of %s); refused (retried) by blocking limit: %s; expired before use: %d; errors: %d\n",
 		st.grants.Load(), 100*resReqFrac, s3RPMName, resTok, float64(resTok)/secs, 100*resTokFrac, s3TPMName,
 		strings.Join(refused, ", "), st.expired.Load(), st.errs.Load()+st.settleE.Load())

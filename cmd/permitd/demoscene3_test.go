@@ -17,8 +17,16 @@ func TestDemoScene3(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster and 8 workers for ~4 s")
 	}
+	for _, tpm := range []string{"20000", "40000"} {
+		t.Run("tpm="+tpm, func(t *testing.T) { demoScene3(t, tpm) })
+	}
+}
+
+// demoScene3 runs scene 3 with llm-tpm at tpm tokens per second; at 40000
+// requests bind before tokens, and the summary must say so.
+func demoScene3(t *testing.T, tpm string) {
 	var out, errOut bytes.Buffer
-	code := runDemo([]string{"--scene", "3", "--scene3-duration", "4s"}, &out, &errOut)
+	code := runDemo([]string{"--scene", "3", "--scene3-duration", "3s", "--scene3-tpm", tpm}, &out, &errOut)
 	text := out.String()
 	t.Logf("demo output:\n%s", text)
 	if code != 0 {
@@ -42,6 +50,10 @@ func TestDemoScene3(t *testing.T) {
 			t.Errorf("a second with %s API 429s", line[1])
 		}
 	}
+	want := map[string]string{"20000": "binding limit: llm-tpm", "40000": "binding limit: llm-rpm"}[tpm]
+	if !strings.Contains(text, want) {
+		t.Errorf("the summary lacks %q", want)
+	}
 }
 
 // TestDemoScene3Flags checks scene 3's duration flag.
@@ -50,6 +62,7 @@ func TestDemoScene3Flags(t *testing.T) {
 		{"--scene3-duration", "1s"},
 		{"--scene3-duration", "0s"},
 		{"--scene", "4"},
+		{"--scene3-tpm", "100"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := runDemo(args, &out, &errOut); code != 2 {
