@@ -64,10 +64,10 @@ type scene3 struct {
 	// tokensPerSec is llm-tpm's rate (--scene3-tpm).
 	tokensPerSec int64
 	workers      int
-	logger   hclog.Logger
-	servers  []string
-	leader   func() *node.Node
-	sec      *demoSecurity
+	logger       hclog.Logger
+	servers      []string
+	leader       func() *node.Node
+	sec          *demoSecurity
 }
 
 // Scene 3's limits and the fake API's calls.
@@ -78,11 +78,11 @@ const (
 	// s3DefaultTokensPerSec is llm-tpm's default rate (--scene3-tpm):
 	// with estimates of 3000 tokens it binds before llm-rpm does.
 	s3DefaultTokensPerSec = 20000
-	s3MaxInFlight    = 4
-	s3Expiry         = 50 * time.Millisecond
-	s3BurstSeconds   = 0.15
-	s3HoldTTL        = 10 * time.Second
-	s3Window         = time.Second
+	s3MaxInFlight         = 4
+	s3Expiry              = 50 * time.Millisecond
+	s3BurstSeconds        = 0.15
+	s3HoldTTL             = 10 * time.Second
+	s3Window              = time.Second
 	// s3Estimate is what a worker reserves per call: the API's largest
 	// cost, an upper bound.
 	s3Estimate             = 3000
