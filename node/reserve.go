@@ -151,6 +151,9 @@ func (n *Node) resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveRes
 		if res.Duplicate {
 			detail = "the permit granted to this request_id expired before the retry arrived; retry with a new request_id"
 		}
+		if r.Track && res.ReservationID != 0 && !res.Duplicate {
+			n.settleUnused(res.ReservationID, r.Owner, r.Parts())
+		}
 		return fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 1, Duplicate: res.Duplicate, Detail: detail}, nil
 	}
 	switch res.Status {

@@ -81,3 +81,35 @@ func settleErr(st fsm.SettleStatus, detail string) error {
 	}
 	return fmt.Errorf("%w: internal error: settlement status %d (outcome unknown)", ErrNoLeader, st)
 }
+
+// settleUnusedTimeout bounds settleUnused.
+const settleUnusedTimeout = 5 * time.Second
+
+// settleUnused settles, in the background, a reservation whose grant
+// expired before its answer could be sent (answered as a refusal): every
+// part used 0 permits, so its in-flight holds are freed at once instead
+// of at their TTL, and its rate parts are refunded if nothing touched
+// their limits since. Best effort: if it fails, the holds lapse at their
+// TTL as they would have.
+func (n *Node) settleUnused(id uint64, owner string, parts []fsm.Part) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), settleUnusedTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-n.stopCh:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		c := fsm.Settle{Reservation: id, Owner: owner}
+		for _, p := range parts {
+			c.Actual = append(c.Actual, fsm.Part{Limit: p.Limit})
+		}
+		if _, err := n.Settle(ctx, c); err != nil {
+			n.log.Debug("settling an expired grant's reservation failed; its holds lapse at their TTL", "reservation", id, "error", err)
+		}
+	}()
+}

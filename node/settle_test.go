@@ -68,3 +68,31 @@ func TestReservationsThroughAFollower(t *testing.T) {
 		t.Errorf("reserve naming an unknown limit: %v, want ErrNotFound", err)
 	}
 }
+
+// TestExpiredTrackedGrantFreesItsHolds: a reservation whose grant expired
+// before its answer could leave (answered as a refusal) is settled at 0 in
+// the background, so its in-flight permit is free long before its TTL.
+func TestExpiredTrackedGrantFreesItsHolds(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 20*time.Second)
+	put := func(name string, s bucket.Spec) {
+		cfg, err := bucket.Compile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, name, cfg); return err })
+	}
+	// Strict permits that expire a nanosecond after their slot: every
+	// grant has expired by the time its answer leaves.
+	put("rps", bucket.Spec{Algorithm: bucket.Strict, Rate: 1000, MaxReserved: 10, Expiry: time.Nanosecond})
+	put("cap", bucket.Spec{Algorithm: bucket.Concurrency, MaxInFlight: 1, HoldTTL: time.Hour})
+	res, err := l.Reserve(ctx, fsm.Reserve{Limit: "rps", Permits: 1, Also: []fsm.Part{{Limit: "cap", Permits: 1}}, Track: true})
+	if err != nil || res.Status != fsm.Refused {
+		t.Fatalf("reserve: %+v, %v; want a refusal (the grant expired before its answer)", res, err)
+	}
+	waitFor(t, 10*time.Second, "the expired grant's hold to be freed", func() bool {
+		got, err := l.Reserve(ctx, fsm.Reserve{Limit: "cap", Permits: 1, Track: true})
+		return err == nil && got.Status == fsm.Granted
+	})
+}
