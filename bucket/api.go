@@ -169,6 +169,9 @@ type Releaser interface {
 	// already lapsed (expiresAtNanos <= now: the permits came back by
 	// themselves), when no hold lapses at expiresAtNanos, or when n <= 0.
 	Release(nowNanos, expiresAtNanos, n int64) int64
+	// Admits reports, changing nothing, whether ReserveAt(now, n, at)
+	// would grant.
+	Admits(nowNanos, n, atNanos int64) bool
 }
 
 // Spec is the user-facing description of a limit: rate permits per Per

@@ -206,6 +206,23 @@ func (p *ConcurrencyPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, erro
 	return p.grant(now, n, atNanos, t), nil
 }
 
+// Admits reports, without changing anything, whether ReserveAt(now, n,
+// atNanos) would grant: atNanos is at or after Query(now, n), the hold's
+// expiry stays before the end of the timeline, and all holds together
+// stay within MaxInFlightLimit. A caller that must not commit a grant it
+// may have to undo (a multi-limit reserve) checks it first.
+func (p *ConcurrencyPacer) Admits(nowNanos, n, atNanos int64) bool {
+	if checkPermits(&p.cfg, n) != nil {
+		return false
+	}
+	now := max(nowNanos, p.lastNow)
+	if atNanos < p.earliest(now, n) {
+		return false
+	}
+	exp := satAdd(atNanos, int64(p.cfg.Spec.HoldTTL))
+	return exp != math.MaxInt64 && satAdd(p.total-p.lapsed(now), n) <= MaxInFlightLimit
+}
+
 // grant adds a hold of n permits served at at >= t, t the earliest time
 // they fit, decided at now: it drops the holds lapsed at now, checks the
 // two representation limits (refusing with AtNanos t) and inserts or

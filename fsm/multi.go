@@ -59,14 +59,23 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 		limits[blocking].refusedRequests++
 		return outcome{status: Refused, atNanos: at, blocking: limits[blocking].name}
 	}
+	// An in-flight cap may refuse a time its Query allowed (the end of
+	// the timeline, the total of its holds): ask first, so that no hold is
+	// ever committed and then undone.
+	for i, p := range parts {
+		if h, ok := limits[i].pacer.(bucket.Releaser); ok && !limits[i].shadow && !h.Admits(nowNanos, p.Permits, at) {
+			limits[i].refusedRequests++
+			return outcome{status: Refused, atNanos: at, blocking: limits[i].name}
+		}
+	}
 	rv := &reservation{owner: r.Owner, decidedAtNanos: nowNanos, servedAtNanos: at, parts: make([]reservedPart, len(parts))}
 	for i, p := range parts {
 		rv.parts[i] = reservedPart{limit: limits[i].name, permits: p.Permits, bornIndex: limits[i].bornIndex, shadow: limits[i].shadow}
 	}
 	var expiresAt, spacing int64
 	committed := make([]int, 0, len(parts))
-	// Rate limits first, in-flight holds last: a hold never refuses a
-	// time its Query allowed, so a refusal never has a hold to undo.
+	// Rate limits first, in-flight holds last: a hold admitted above never
+	// refuses, so a refusal never has a hold to undo.
 	for pass := range 2 {
 		for i, p := range parts {
 			l := limits[i]
@@ -108,6 +117,11 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 				d = bucket.Decision{}
 			}
 			l.countShadow(nowNanos, d, p.Permits)
+			if _, isHold := l.pacer.(bucket.Releaser); isHold && d.Granted {
+				// The shadow hold is released like an enforced one, so that
+				// the counters see what enforcement would.
+				rv.parts[i].holdExpiresAtNanos = d.ExpiresAtNanos
+			}
 			continue
 		}
 		l.seq++

@@ -154,40 +154,48 @@ func (s *state) settle(nowNanos int64, c *Settle) SettleResult {
 func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, actual int64) SettledPart {
 	out := SettledPart{Limit: p.limit, Reserved: p.permits, Actual: actual}
 	l, ok := s.limits[p.limit]
-	if !ok || l.bornIndex != p.bornIndex || p.shadow || actual == p.permits {
+	if !ok || l.bornIndex != p.bornIndex || actual == p.permits {
 		return out // the limit is gone or was replaced, or nothing to do
 	}
+	rel, isHold := l.pacer.(bucket.Releaser)
 	switch {
 	case p.holdExpiresAtNanos != 0:
-		if k := p.permits - p.releasedPermits - actual; k > 0 {
-			if n := l.pacer.(bucket.Releaser).Release(nowNanos, p.holdExpiresAtNanos, k); n > 0 {
+		// Shadow holds too: the counters see what enforcement would.
+		if k := p.permits - p.releasedPermits - actual; k > 0 && isHold {
+			if n := rel.Release(nowNanos, p.holdExpiresAtNanos, k); n > 0 {
 				p.releasedPermits += n
 				l.seq++
 				out.Refunded = n
 			}
 		}
+	case p.shadow:
+		// A shadow grant took nothing enforced: nothing to refund or charge.
 	case actual < p.permits:
 		if l.seq != p.seqAfter || p.pre == nil {
 			return out // something touched the pacer since: the permits are lost
 		}
 		post := l.pacer.AppendState(nil)
 		if err := l.pacer.RestoreState(p.pre); err != nil {
-			panic(fmt.Errorf("fsm: restoring limit %q's state before reservation %d failed: %w", l.name, rv.id, err))
+			// Only a restored snapshot can hold a state the pacer does not
+			// take; every replica does the same: no refund.
+			mustRestore(l, post)
+			return out
 		}
 		if actual > 0 {
 			d, err := l.pacer.(bucket.Scheduler).ReserveAt(rv.decidedAtNanos, actual, rv.servedAtNanos)
 			if err != nil || !d.Granted {
 				// Cannot happen (fewer permits at the same times); keep
 				// the grant as it was rather than guess.
-				if err := l.pacer.RestoreState(post); err != nil {
-					panic(fmt.Errorf("fsm: restoring limit %q's state after reservation %d failed: %w", l.name, rv.id, err))
-				}
+				mustRestore(l, post)
 				return out
 			}
 		}
 		l.seq++
 		l.grantedPermits -= uint64(p.permits - actual)
 		out.Refunded = p.permits - actual
+	case isHold:
+		// An overrun on an in-flight cap was refused before; a restored
+		// snapshot that says otherwise changes nothing.
 	default:
 		if err := l.pacer.(bucket.Scheduler).Charge(nowNanos, actual-p.permits); err != nil {
 			return out // the debt would overflow the timeline: not charged
@@ -211,17 +219,23 @@ func (s *state) release(nowNanos int64, c *Release) ReleaseResult {
 	var total int64
 	for i := range rv.parts {
 		p := &rv.parts[i]
-		if p.holdExpiresAtNanos == 0 || p.shadow {
+		if p.holdExpiresAtNanos == 0 {
 			continue
 		}
 		l, ok := s.limits[p.limit]
 		if !ok || l.bornIndex != p.bornIndex {
 			continue
 		}
-		if n := l.pacer.(bucket.Releaser).Release(nowNanos, p.holdExpiresAtNanos, p.permits-p.releasedPermits); n > 0 {
+		rel, isHold := l.pacer.(bucket.Releaser)
+		if !isHold {
+			continue // only a restored snapshot can say so
+		}
+		if n := rel.Release(nowNanos, p.holdExpiresAtNanos, p.permits-p.releasedPermits); n > 0 {
 			p.releasedPermits += n
-			total += n
 			l.seq++
+			if !p.shadow {
+				total += n // a shadow hold frees no enforced permit
+			}
 		}
 	}
 	rv.released = true
@@ -248,4 +262,11 @@ func (rv *reservation) limitNames() string {
 		s += fmt.Sprintf("%q", rv.parts[i].limit)
 	}
 	return s
+}
+
+// mustRestore puts back a state the pacer itself encoded a moment ago.
+func mustRestore(l *limit, state []byte) {
+	if err := l.pacer.RestoreState(state); err != nil {
+		panic(fmt.Errorf("fsm: restoring the state limit %q encoded a moment ago failed: %w", l.name, err))
+	}
 }
