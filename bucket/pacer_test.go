@@ -20,6 +20,19 @@ func FuzzRestoreState(f *testing.F) {
 		f.Add(uint8(s.Algorithm), p.AppendState(nil))
 	}
 	f.Add(uint8(0), []byte{})
+	// Concurrency states with several holds, one partly released, one
+	// granted ahead of its time.
+	for i, s := range validSpecs {
+		if s.Algorithm != Concurrency {
+			continue
+		}
+		p := mustNew(f, s).(*ConcurrencyPacer)
+		d1, _ := p.Reserve(10, 1, 0)
+		_, _ = p.ReserveAt(20, 1, 30)
+		_, _ = p.Reserve(40, 1, math.MaxInt64)
+		p.Release(41, d1.ExpiresAtNanos, 1)
+		f.Add(uint8(i), p.AppendState(nil))
+	}
 	f.Fuzz(func(t *testing.T, pick uint8, b []byte) {
 		s := validSpecs[int(pick)%len(validSpecs)]
 		p := mustNew(t, s)

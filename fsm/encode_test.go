@@ -93,6 +93,10 @@ func reencode(t testing.TB, e Entry) []byte {
 		b, err = AppendReturn(nil, e.Stamp, e.Return)
 	case CmdLeaseBatch:
 		b, err = AppendLeaseBatch(nil, e.Stamp, e.LeaseBatch)
+	case CmdSettle:
+		b, err = AppendSettle(nil, e.Stamp, e.Settle)
+	case CmdRelease:
+		b, err = AppendRelease(nil, e.Stamp, e.Release)
 	default:
 		t.Fatalf("decoded unknown type %d", e.Type)
 	}

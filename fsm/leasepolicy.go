@@ -42,6 +42,7 @@ func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult
 				q.Limit, len(p.leases), maxEvent(p)))}
 		}
 		l.pool = nil
+		l.seq++ // the pacer's mode changed: no refund may rewrite it
 		return LeasePolicyResult{Applied: true}
 	}
 	if why := leasable(q.Limit, interval); why != "" {
@@ -56,6 +57,7 @@ func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult
 		}
 		p = &leasePool{accruedToNanos: max(nowNanos, start), byHolder: make(map[string]*lease)}
 		l.pool = p
+		l.seq++ // the pool mints from the pacer's state: no refund may rewrite it
 	} else {
 		p.accrue(nowNanos, interval)
 	}

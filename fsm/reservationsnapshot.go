@@ -3,6 +3,7 @@ package fsm
 import (
 	"container/heap"
 	"encoding/binary"
+	"math"
 	"slices"
 )
 
@@ -135,8 +136,12 @@ func decodeReservations(r *reader, st *state) {
 		prev = rv.id
 		rv.owner = string(r.bytes("owner", MaxOwnerLen))
 		rv.decidedAtNanos = r.varint("decided at")
-		rv.servedAtNanos = rv.decidedAtNanos + r.int64Snap("served after")
-		rv.finalAtNanos = rv.servedAtNanos + r.int64Snap("final after")
+		served, final := r.int64Snap("served after"), r.int64Snap("final after")
+		if r.err == nil && (rv.decidedAtNanos < 0 || served > math.MaxInt64-rv.decidedAtNanos || final > math.MaxInt64-rv.decidedAtNanos-served) {
+			r.fail("times decided %d, +%d served, +%d final run past the timeline (allowed: 0 <= decided <= served <= final)", rv.decidedAtNanos, served, final)
+		}
+		rv.servedAtNanos = rv.decidedAtNanos + served
+		rv.finalAtNanos = rv.servedAtNanos + final
 		flags := r.byte1("flags")
 		if r.err == nil && flags > reservationSettled|reservationReleased {
 			r.fail("flags %d (allowed: 0-%d)", flags, reservationSettled|reservationReleased)
