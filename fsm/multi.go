@@ -132,6 +132,9 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 	rv.finalAtNanos = finalAt(at, r.SettleWithinNanos, rv.parts)
 	s.reservations.add(rv)
 	o := outcome{status: Granted, atNanos: at, expiresAtNanos: expiresAt, spacingNanos: spacing, reservation: rv.id}
+	for i := range rv.parts {
+		o.holds = o.holds || (rv.parts[i].holdExpiresAtNanos != 0 && !rv.parts[i].shadow)
+	}
 	if expiresAt == 0 {
 		// As for a single reserve: a replay is usable for one interval
 		// (the shortest of its limits') after the grant's time.

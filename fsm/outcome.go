@@ -34,6 +34,9 @@ type outcome struct {
 	// blocking (Refused, reservation form) the limit that set atNanos.
 	reservation uint64
 	blocking    string
+	// holds (Granted, reservation form): the reservation holds in-flight
+	// permits, which a release frees.
+	holds bool
 }
 
 // resultAt expresses the outcome relative to nowNanos (the cluster time of
@@ -51,7 +54,7 @@ type outcome struct {
 // Comparisons come before subtractions, so nothing overflows.
 func (o *outcome) resultAt(nowNanos int64, replay bool) ReserveResult {
 	res := ReserveResult{Status: o.status, NowNanos: nowNanos, Duplicate: replay,
-		ReservationID: o.reservation, Blocking: o.blocking}
+		ReservationID: o.reservation, Blocking: o.blocking, Holds: o.holds}
 	switch o.status {
 	case Granted:
 		if o.atNanos > nowNanos {

@@ -81,6 +81,10 @@ type ReserveResult struct {
 	// Blocking (Refused, reservation form) is the limit that decided the
 	// retry time: the one that could serve its part last.
 	Blocking string
+	// Holds (Granted, reservation form) reports that the reservation holds
+	// in-flight permits (an enforced concurrency limit): only then does a
+	// release free anything.
+	Holds bool
 }
 
 // PutResult is the outcome of a PutLimit.

@@ -154,8 +154,11 @@ func TestConcurrencyHoldsUntilReleaseOrTTL(t *testing.T) {
 	h.put(0, "cap", concurrency(t, 2, 10*time.Second))
 	h.put(0, "rpm", bursty(t, 1000))
 	a := h.reserve1(0, tracked(0, Part{"cap", 2}, Part{"rpm", 1}))
-	if a.Status != Granted || a.ExpiresInNanos != 10*sec {
-		t.Fatalf("got %+v, want granted, held 10 s", a)
+	if a.Status != Granted || a.ExpiresInNanos != 10*sec || !a.Holds {
+		t.Fatalf("got %+v, want granted, holding in-flight permits for 10 s", a)
+	}
+	if r := h.reserve1(0, tracked(sec, Part{"rpm", 1})); r.Status != Granted || r.Holds {
+		t.Fatalf("rate limit only: %+v, want granted, holding nothing in flight", r)
 	}
 	if r := h.reserve1(sec, tracked(0, Part{"cap", 1})); r.Status != Refused || r.Blocking != "cap" || r.RetryAfterNanos != 9*sec {
 		t.Fatalf("cap full: %+v, want refused until the hold expires", r)

@@ -57,7 +57,8 @@ import (
 // Invalid; the others are never recorded), then
 //
 //	Granted:  varint at, uvarint spacing, byte flags (1: has an expiry,
-//	          2: the expiry is for replays only, 4: has a reservation),
+//	          2: the expiry is for replays only, 4: has a reservation,
+//	          8: the reservation holds in-flight permits),
 //	          if it has an expiry: varint expiresAt-at; if it has a
 //	          reservation: uvarint its id
 //	Refused:  varint at; with status byte | 0x80: the blocking limit's
@@ -184,6 +185,7 @@ const (
 	outcomeHasExpiry      = 1
 	outcomeReplayExpiry   = 2
 	outcomeHasReservation = 4
+	outcomeHolds          = 8
 	// statusExtended is or-ed into the status byte of a Refused outcome
 	// that names its blocking limit and of an UnknownLimit outcome with a
 	// detail.
@@ -210,6 +212,9 @@ func appendOutcome(b []byte, o *outcome, base int64) []byte {
 		}
 		if o.reservation != 0 {
 			flags |= outcomeHasReservation
+		}
+		if o.holds {
+			flags |= outcomeHolds
 		}
 		b = append(b, flags)
 		if o.expiresAtNanos != 0 {
@@ -248,7 +253,7 @@ func decodeOutcome(r *reader, base int64) outcome {
 		o.atNanos = base + r.varint("at")
 		o.spacingNanos = r.int64Snap("spacing")
 		flags := r.byte1("flags")
-		switch flags &^ outcomeHasReservation {
+		switch flags &^ (outcomeHasReservation | outcomeHolds) {
 		case 0:
 		case outcomeHasExpiry, outcomeHasExpiry | outcomeReplayExpiry:
 			o.replayExpiry = flags&outcomeReplayExpiry != 0
@@ -257,7 +262,11 @@ func decodeOutcome(r *reader, base int64) outcome {
 				r.fail("expiry at time 0 (0 means none)")
 			}
 		default:
-			r.fail("outcome flags %d (allowed: 0, %d, %d, each with %d or not)", flags, outcomeHasExpiry, outcomeHasExpiry|outcomeReplayExpiry, outcomeHasReservation)
+			r.fail("outcome flags %d (allowed: 0, %d, %d, each with %d and %d or not)", flags, outcomeHasExpiry, outcomeHasExpiry|outcomeReplayExpiry, outcomeHasReservation, outcomeHolds)
+		}
+		o.holds = flags&outcomeHolds != 0
+		if r.err == nil && o.holds && flags&outcomeHasReservation == 0 {
+			r.fail("outcome holds in-flight permits without a reservation")
 		}
 		if flags&outcomeHasReservation != 0 {
 			o.reservation = r.uvarint("reservation")

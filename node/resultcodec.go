@@ -37,6 +37,7 @@ func encodeResult(v any) ([]byte, error) {
 			w := wire.Enc{B: []byte{resultReserveTracked}}
 			w.Uvar(res.ReservationID)
 			w.Str(res.Blocking)
+			w.Bool(res.Holds)
 			return append(w.B, wire.EncodeReserveResult(toWireResult(res))...), nil
 		}
 		return append([]byte{resultReserve}, wire.EncodeReserveResult(toWireResult(res))...), nil
@@ -104,13 +105,13 @@ func decodeResult(b []byte) (any, error) {
 		return res, r.Done()
 	case resultReserveTracked:
 		r := wire.Dec{B: p}
-		id, blocking := r.Uvar(), r.Str()
+		id, blocking, holds := r.Uvar(), r.Str(), r.Bool()
 		if err := r.Err(); err != nil {
 			return nil, err
 		}
 		res, err := wire.DecodeReserveResult(r.B)
 		out := fromWireResult(res)
-		out.ReservationID, out.Blocking = id, blocking
+		out.ReservationID, out.Blocking, out.Holds = id, blocking, holds
 		return out, err
 	case resultSettle:
 		r := wire.Dec{B: p}

@@ -28,6 +28,9 @@ type Reservation struct {
 	ID string
 	// Blocking (refused) is the limit that could serve its part last.
 	Blocking string
+	// Holds (granted) reports in-flight permits (a concurrency limit):
+	// only then does Release free anything.
+	Holds bool
 	// Limits are what was asked.
 	Limits []Want
 }
@@ -46,6 +49,7 @@ type multiReserveAnswer struct {
 	reserveAnswer
 	ReservationID string `json:"reservation_id"`
 	Blocking      string `json:"blocking"`
+	Holds         bool   `json:"holds"`
 }
 
 // ReserveMany reserves permits of several limits (1 to 8, each once) in
@@ -107,6 +111,7 @@ func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions
 		r.ExpiresIn = time.Duration(a.ExpiresNanos)
 		r.Spacing = time.Duration(a.SpacingNanos)
 		r.ID = a.ReservationID
+		r.Holds = a.Holds
 	} else {
 		r.RetryAfter = time.Duration(a.RetryNanos)
 		r.Blocking = a.Blocking

@@ -783,10 +783,12 @@ class ReservationTest(unittest.TestCase):
                 1 / 0
         self.assertEqual(r2.released, 1)
         self.assertTrue(self.client.reserve_many({gpu: 1}).granted)
-        # A reservation of rate limits only: leaving releases nothing.
+        # A reservation of rate limits only holds nothing in flight:
+        # leaving sends no release at all.
         with self.client.reserve_many({tpm: 1}, max_wait=2) as r3:
-            pass
-        self.assertEqual(r3.released, 0)
+            self.assertFalse(r3.holds)
+        self.assertIsNone(r3.released)
+        self.assertTrue(r.holds)
 
     def test_shadow_limit_grants_everything(self) -> None:
         sh = fresh_limit(self.client, "shadow", "strict", 1, "1m", max_reserved=0, shadow=True)

@@ -568,6 +568,8 @@ class Client:
             g.expires_in = None if e == 0 else e / 1e9
             res_id = a.get("reservation_id")
             g.reservation_id = res_id if isinstance(res_id, str) else str(res_id) if isinstance(res_id, int) else ""
+            # A server that does not say holds is asked to release anyway.
+            g.holds = a.get("holds") is not False
         else:
             ra = r.retry_after()
             g.retry_after = ra if ra is not None else 0.0

@@ -108,10 +108,9 @@ class Reservation(Grant):
     is settled as unused (best effort: what can go back goes back, in-flight
     permits are freed) and :class:`Expired` is raised.
 
-    Leaving releases the reservation's in-flight permits
-    (:meth:`release`: one more request to the register, which frees
-    nothing when no limit of the reservation is a concurrency limit; a
-    reservation already final is ignored). It does not settle: a body that
+    Leaving releases the reservation's in-flight permits (:meth:`release`:
+    one more request to the register, made only when the grant said it
+    ``holds`` any; a reservation already final is ignored). It does not settle: a body that
     did not call :meth:`settle` leaves the reservation as reserved (every
     permit counted as used), and so does a body that raised. A release that
     fails is raised unless the body raised.
@@ -132,9 +131,11 @@ class Reservation(Grant):
             object, or ``None``.
         released: the permits :meth:`release` on this object freed, or
             ``None`` before it.
+        holds: (granted) the reservation holds in-flight permits (a
+            concurrency limit): only then does a release free anything.
     """
 
-    __slots__ = ("reservation_id", "blocking", "limits", "settlement", "released", "_client")
+    __slots__ = ("reservation_id", "blocking", "limits", "settlement", "released", "holds", "_client")
 
     def __init__(
         self,
@@ -151,6 +152,7 @@ class Reservation(Grant):
         self.limits = limits
         self.settlement: Optional[Settlement] = None
         self.released: Optional[int] = None
+        self.holds = False
         self._client = client
 
     def __repr__(self) -> str:
@@ -247,7 +249,7 @@ class Reservation(Grant):
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self.released is not None or not self.granted:
+        if self.released is not None or not self.granted or not self.holds:
             return None
         try:
             self.release()
@@ -272,7 +274,7 @@ class Reservation(Grant):
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if self.released is not None or not self.granted:
+        if self.released is not None or not self.granted or not self.holds:
             return None
         try:
             await self.arelease()
