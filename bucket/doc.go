@@ -91,6 +91,10 @@
 //	Bursty     t >= nextFree as of now
 //	WarmingUp  t >= nextFree as of now
 //	Hybrid     t >= max(now, FillNanos) + the wait for n*I tokens
+//	Concurrency  t >= the earliest time the holds not lapsed by then
+//	           leave room for n under MaxInFlight (holds count from
+//	           their decision), and all holds together stay within
+//	           MaxInFlightLimit (ConcurrencyPacer.Admits says both)
 //
 // and the grant's end stays before the end of the int64 timeline. A grant
 // leaves exactly the state a Reserve(t, n, 0) would leave had the request
