@@ -206,9 +206,7 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteRaw(w, http.StatusOK, b)
 	case fsm.Refused:
 		m.reserveOutcome(outcomeRefused)
-		w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(res.RetryAfterNanos), 10)}
-		b = append(b, `{"granted":false,"retry_after_ns":`...)
-		b = strconv.AppendInt(b, res.RetryAfterNanos, 10)
+		b = refusalStart(w, b, res.RetryAfterNanos)
 		b = append(b, `,"blocking":`...)
 		b = httpapi.AppendJSONString(b, res.Blocking)
 		b = append(b, `,"duplicate":`...)
@@ -223,15 +221,8 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 		b = append(b, "}\n"...)
 		httpapi.WriteRaw(w, http.StatusTooManyRequests, b)
 	case fsm.Busy:
-		m.reserveOutcome(outcomeError)
-		w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(res.RetryAfterNanos), 10)}
-		b = append(b, `{"granted":false,"retry_after_ns":`...)
-		b = strconv.AppendInt(b, res.RetryAfterNanos, 10)
-		b = append(b, `,"error":`...)
-		b = httpapi.AppendJSONString(b, "the register holds as many request ids or reservations as it can keep: retry after "+
+		h.answerBusy(w, b, res.RetryAfterNanos, "the register holds as many request ids or reservations as it can keep: retry after "+
 			time.Duration(res.RetryAfterNanos).String())
-		b = append(b, "}\n"...)
-		httpapi.WriteRaw(w, http.StatusServiceUnavailable, b)
 	case fsm.UnknownLimit:
 		m.reserveOutcome(outcomeUnknown)
 		httpapi.WriteError(w, http.StatusNotFound, res.Detail)

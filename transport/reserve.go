@@ -55,9 +55,7 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		httpapi.WriteRaw(w, http.StatusOK, b)
 	case fsm.Refused:
 		m.reserveOutcome(outcomeRefused)
-		w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(res.RetryAfterNanos), 10)}
-		b = append(b, `{"granted":false,"retry_after_ns":`...)
-		b = strconv.AppendInt(b, res.RetryAfterNanos, 10)
+		b = refusalStart(w, b, res.RetryAfterNanos)
 		b = append(b, `,"duplicate":`...)
 		b = strconv.AppendBool(b, res.Duplicate)
 		b = append(b, `,"error":`...)
@@ -66,15 +64,8 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		b = append(b, "}\n"...)
 		httpapi.WriteRaw(w, http.StatusTooManyRequests, b)
 	case fsm.Busy:
-		m.reserveOutcome(outcomeError)
-		w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(res.RetryAfterNanos), 10)}
-		b = append(b, `{"granted":false,"retry_after_ns":`...)
-		b = strconv.AppendInt(b, res.RetryAfterNanos, 10)
-		b = append(b, `,"error":`...)
-		b = httpapi.AppendJSONString(b, "the register remembers as many request ids as it can keep for their whole retention window: retry after "+
+		h.answerBusy(w, b, res.RetryAfterNanos, "the register remembers as many request ids as it can keep for their whole retention window: retry after "+
 			time.Duration(res.RetryAfterNanos).String()+", or use a session (POST /v1/sessions), which has no such limit")
-		b = append(b, "}\n"...)
-		httpapi.WriteRaw(w, http.StatusServiceUnavailable, b)
 	case fsm.SessionExpired:
 		m.reserveOutcome(outcomeInvalid)
 		b = append(b, `{"granted":false,"session_expired":true,"error":`...)
@@ -142,4 +133,23 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, q fsm.Reserve) 
 		h.metrics.reserveOutcome(outcomeError)
 	}
 	return res, false
+}
+
+// refusalStart sets Retry-After and starts a refusal's JSON answer:
+// {"granted":false,"retry_after_ns":R (the caller appends the rest).
+func refusalStart(w http.ResponseWriter, b []byte, retryAfterNanos int64) []byte {
+	w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(retryAfterNanos), 10)}
+	b = append(b, `{"granted":false,"retry_after_ns":`...)
+	return strconv.AppendInt(b, retryAfterNanos, 10)
+}
+
+// answerBusy answers 503 for a reserve the register could not record (its
+// table of request IDs or of reservations is full), with msg.
+func (h *handler) answerBusy(w http.ResponseWriter, b []byte, retryAfterNanos int64, msg string) {
+	h.metrics.reserveOutcome(outcomeError)
+	b = refusalStart(w, b, retryAfterNanos)
+	b = append(b, `,"error":`...)
+	b = httpapi.AppendJSONString(b, msg)
+	b = append(b, "}\n"...)
+	httpapi.WriteRaw(w, http.StatusServiceUnavailable, b)
 }
