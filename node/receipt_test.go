@@ -94,10 +94,12 @@ func TestNewLeaderCountsTheElection(t *testing.T) {
 	}
 	counted := time.Duration(stamp.Nanos - last)
 	// The receipt reads two clocks and the count takes the smaller
-	// difference, so a preemption between the two readings can cost
-	// microseconds: allow a millisecond.
-	if least := read.Sub(killed) - time.Millisecond; counted < least {
-		t.Errorf("the new leader counted %v since the last stamp; at least %v (kill to takeover, less 1 ms) has provably passed", counted, least)
+	// difference, so a preemption between the two readings costs what the
+	// scheduler makes it cost: under CI's -race load it cost 1.8 ms once.
+	// Allow 20 ms: the takeover this test guards against counts nothing of
+	// an election of about a second.
+	if least := read.Sub(killed) - 20*time.Millisecond; counted < least {
+		t.Errorf("the new leader counted %v since the last stamp; at least %v (kill to takeover, less 20 ms) has provably passed", counted, least)
 	}
 	if most := after.Sub(beforeStamp); counted > most {
 		t.Errorf("the new leader counted %v since the last stamp, more than the %v of real time since it was read", counted, most)
