@@ -28,13 +28,19 @@ const DefaultMaxPendingReserves = PendingBatches * 1024
 // admitReserves takes n slots for reserves, or fails with ErrOverloaded
 // (taking none); release gives them back.
 func (n *Node) admitReserves(k int64) (release func(), err error) {
-	if now := n.pending.Add(k); now > int64(n.cfg.MaxPendingReserves) {
-		n.pending.Add(-k)
-		n.shed.Add(uint64(k))
-		return nil, userErrorf(ErrOverloaded, "node %s holds %d reserves, its most (--max-pending-reserves %d); retry shortly, or at another node",
-			n.cfg.ID, now-k, n.cfg.MaxPendingReserves)
+	// Compare and swap, not add then undo: the count never exceeds the
+	// bound, even for an instant (Load reads it).
+	for {
+		held := n.pending.Load()
+		if held+k > int64(n.cfg.MaxPendingReserves) {
+			n.shed.Add(uint64(k))
+			return nil, userErrorf(ErrOverloaded, "node %s holds %d reserves, its most (--max-pending-reserves %d); retry shortly, or at another node",
+				n.cfg.ID, held, n.cfg.MaxPendingReserves)
+		}
+		if n.pending.CompareAndSwap(held, held+k) {
+			return func() { n.pending.Add(-k) }, nil
+		}
 	}
-	return func() { n.pending.Add(-k) }, nil
 }
 
 // admitForwarded takes slots for a forwarded entry that carries reserves
