@@ -141,18 +141,18 @@ func (r *Reserve) validateTracked() error {
 		if p.Permits < 1 {
 			return fmt.Errorf("%w: reserve asks for %d permits of limit %q (allowed: >= 1)", ErrInvalidCommand, p.Permits, p.Limit)
 		}
-		if p.Limit == r.Limit || Parts(r.Also[:i]).index(p.Limit) >= 0 {
+		if p.Limit == r.Limit || partList(r.Also[:i]).index(p.Limit) >= 0 {
 			return fmt.Errorf("%w: reserve names limit %q twice (allowed: each limit once)", ErrInvalidCommand, p.Limit)
 		}
 	}
 	return nil
 }
 
-// Parts is a list of limits and permits.
-type Parts []Part
+// partList is a list of limits and permits.
+type partList []Part
 
 // index returns the position of the part on limit name, or -1.
-func (ps Parts) index(name string) int {
+func (ps partList) index(name string) int {
 	for i := range ps {
 		if ps[i].Limit == name {
 			return i
@@ -182,7 +182,7 @@ func (c Settle) Validate() error {
 		if p.Permits < 0 {
 			return fmt.Errorf("%w: settlement says %d permits of limit %q were used (allowed: >= 0)", ErrInvalidCommand, p.Permits, p.Limit)
 		}
-		if Parts(c.Actual[:i]).index(p.Limit) >= 0 {
+		if partList(c.Actual[:i]).index(p.Limit) >= 0 {
 			return fmt.Errorf("%w: settlement names limit %q twice (allowed: each limit once)", ErrInvalidCommand, p.Limit)
 		}
 	}

@@ -179,6 +179,9 @@ func (o *Opt[T]) UnmarshalJSON(b []byte) error {
 		return &json.UnmarshalTypeError{Value: "null", Type: reflect.TypeFor[T]()}
 	}
 	o.Set = true
+	if len(b) == 0 || (b[0] != '{' && b[0] != '[') {
+		return json.Unmarshal(b, &o.V) // a scalar: nothing to be strict about
+	}
 	// Objects inside the field (a list of limits) reject unknown keys too,
 	// as the request's own object does.
 	dec := json.NewDecoder(bytes.NewReader(b))
