@@ -133,6 +133,40 @@ func (b *batcher[C, R]) run(ctx context.Context, c C) (outcome[R], arrival, erro
 	return out, arrived, out.err
 }
 
+// runAll is run for several commands that arrived together (a follower's
+// batch, forwardbatch.go): each is stamped and queued in order, then every
+// outcome is awaited. outs[i] is cs[i]'s outcome; a command that could not
+// be queued has its error, and no decision.
+func (b *batcher[C, R]) runAll(ctx context.Context, cs []C) []outcome[R] {
+	outs := make([]outcome[R], len(cs))
+	queued := make([]*pending[C, R], len(cs))
+	for i, c := range cs {
+		st, at, ok := b.n.stampForApply()
+		if !ok {
+			outs[i].err = fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
+			continue
+		}
+		p := b.get()
+		p.cmd, p.arrived = c, arrival{st: st, at: at}
+		if err := b.enqueue(ctx, p); err != nil {
+			b.put(p)
+			outs[i].err = err
+			continue
+		}
+		queued[i] = p
+	}
+	var zero C
+	for i, p := range queued {
+		if p == nil {
+			continue
+		}
+		outs[i] = <-p.done
+		p.cmd = zero
+		b.put(p)
+	}
+	return outs
+}
+
 // enqueue hands p to the batcher unless it is closed or ctx ends first.
 // Once enqueue returns nil, p.done will receive exactly one outcome.
 func (b *batcher[C, R]) enqueue(ctx context.Context, p *pending[C, R]) error {

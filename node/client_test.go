@@ -64,6 +64,7 @@ func TestServeClientOnFollower(t *testing.T) {
 		{"bad name", wire.OpReserve, reserve(wire.Reserve{Limit: "a b", Permits: 1}), wire.CodeInvalid},
 		{"garbage", wire.OpReserve, []byte{0xff}, wire.CodeInvalid},
 		{"forwarding op", wire.OpCommand, []byte{1, 2}, wire.CodeInvalid},
+		{"forwarded batch", wire.OpCommandBatch, []byte{1, 2, 1, 2}, wire.CodeInvalid},
 	} {
 		if code, p := call(tc.op, tc.payload); code != tc.want {
 			t.Errorf("%s: code %d (%s), want %d", tc.name, code, p, tc.want)

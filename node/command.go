@@ -41,6 +41,18 @@ import (
 // the leader, and its answer) is bounded by it too.
 func leaderDo[T any](n *Node, ctx context.Context, by time.Time, op byte, payload func() ([]byte, error),
 	local func(context.Context) (T, error), answer func(resp []byte, received time.Time) (T, error)) (T, error) {
+	return leaderDoVia(n, ctx, by, op, payload, nil, local, answer)
+}
+
+// viaLeader forwards a call to the leader at addr some other way than one
+// call per request (forwardbatch.go), and returns the leader's answer as
+// forwarder.forwardTimed does.
+type viaLeader func(ctx context.Context, addr string) ([]byte, time.Time, error)
+
+// leaderDoVia is leaderDo, with the forwarding done by via when it is not
+// nil (op and payload are then unused).
+func leaderDoVia[T any](n *Node, ctx context.Context, by time.Time, op byte, payload func() ([]byte, error), via viaLeader,
+	local func(context.Context) (T, error), answer func(resp []byte, received time.Time) (T, error)) (T, error) {
 	var zero T
 	if err := n.checkRemoved(); err != nil {
 		return zero, err
@@ -69,11 +81,17 @@ func leaderDo[T any](n *Node, ctx context.Context, by time.Time, op byte, payloa
 		}
 		return zero, fmt.Errorf("%w: leadership not established", ErrNoLeader)
 	}
-	p, err := payload()
-	if err != nil {
-		return zero, err
+	var resp []byte
+	var received time.Time
+	if via != nil {
+		resp, received, err = via(ctx, addr)
+	} else {
+		var p []byte
+		if p, err = payload(); err != nil {
+			return zero, err
+		}
+		resp, received, err = n.fwd.forwardTimed(ctx, addr, op, p)
 	}
-	resp, received, err := n.fwd.forwardTimed(ctx, addr, op, p)
 	if err != nil {
 		return zero, err
 	}
@@ -83,21 +101,27 @@ func leaderDo[T any](n *Node, ctx context.Context, by time.Time, op byte, payloa
 // command runs the command entry (stamped 0) on the leader and returns the
 // register's result: commandLocal here, or through the leader.
 func (n *Node) command(ctx context.Context, entry []byte) (any, error) {
-	return leaderDo(n, ctx, time.Time{}, wire.OpCommand, bytesOf(entry),
-		func(ctx context.Context) (any, error) {
-			e, err := fsm.Decode(entry)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-			}
-			return n.commandLocal(ctx, e)
-		},
-		func(resp []byte, _ time.Time) (any, error) {
-			v, err := decodeResult(resp)
-			if err != nil {
-				return nil, fmt.Errorf("node: leader's answer: %w", err)
-			}
-			return v, nil
-		})
+	return leaderDo(n, ctx, time.Time{}, wire.OpCommand, bytesOf(entry), n.entryLocal(entry), commandAnswer)
+}
+
+// entryLocal runs a command entry (stamped 0) on this node, the leader.
+func (n *Node) entryLocal(entry []byte) func(context.Context) (any, error) {
+	return func(ctx context.Context) (any, error) {
+		e, err := fsm.Decode(entry)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return n.commandLocal(ctx, e)
+	}
+}
+
+// commandAnswer decodes the leader's answer to a forwarded command.
+func commandAnswer(resp []byte, _ time.Time) (any, error) {
+	v, err := decodeResult(resp)
+	if err != nil {
+		return nil, fmt.Errorf("node: leader's answer: %w", err)
+	}
+	return v, nil
 }
 
 // commandLocal checks a decoded command against the leader's state and
@@ -209,6 +233,9 @@ func retryAmbiguous[T any](n *Node, ctx context.Context, idempotent bool, until 
 func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]byte, error) {
 	if !n.waitLeading(ctx) {
 		return nil, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.cfg.ID)
+	}
+	if op == wire.OpCommandBatch && !n.testNoCommandBatch.Load() {
+		return n.leaseBatchForwarded(ctx, payload)
 	}
 	if op == wire.OpCommand {
 		e, err := fsm.Decode(payload)

@@ -52,7 +52,12 @@
 // (resultcodec.go). The channel is one persistent pipelined connection per
 // leader, multiplexed on the raft port. A command with an idempotency key
 // (a request ID, a session reference) is retried on ambiguous failures,
-// and the register answers the retry with the first decision.
+// and the register answers the retry with the first decision. Lease
+// commands, which a fleet sends once per worker per period, travel in
+// batches (wire.OpCommandBatch, forwardbatch.go): those that reach a
+// follower while its earlier batches are with the leader leave together
+// in one call, each with its own answer, so the leader reads, schedules
+// and answers one call per batch instead of one per renewal.
 //
 // # Readiness
 //

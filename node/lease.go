@@ -105,7 +105,7 @@ func (n *Node) leaseCommand(ctx context.Context, limit, requestID string, entry 
 		return fsm.LeaseResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return retryAmbiguous(n, ctx, requestID != "", time.Time{}, func() (fsm.LeaseResult, error) {
-		v, err := n.command(ctx, entry)
+		v, err := n.leaseEntry(ctx, entry)
 		res, err := resultAs[fsm.LeaseResult]("lease command", v, err)
 		if err != nil {
 			return res, err

@@ -174,6 +174,9 @@ type Node struct {
 	// leases batches lease, renew and return commands (lease.go).
 	leases *batcher[fsm.LeaseCommand, fsm.LeaseResult]
 	fwd    *forwarder
+	// fwdLeases batches the lease commands a follower forwards
+	// (forwardbatch.go).
+	fwdLeases *leaseForwarder
 	// calls serves the calls of pipelined connections (callpool.go).
 	calls *callPool
 
@@ -191,6 +194,9 @@ type Node struct {
 	// reserve the leader decided, before its answer is shifted to its
 	// departure (NowNanos and OnArrival still set).
 	testDecided func(fsm.ReserveResult)
+	// testNoCommandBatch, set only by tests, makes the node answer
+	// wire.OpCommandBatch as a version without it does.
+	testNoCommandBatch atomic.Bool
 }
 
 // New starts a node: it opens (or creates) its data directory, starts raft
@@ -212,6 +218,7 @@ func New(cfg Config) (*Node, error) {
 		fwd:      &forwarder{network: cfg.Network, timeout: 2 * time.Second},
 		stopCh:   make(chan struct{}),
 	}
+	n.fwdLeases = newLeaseForwarder(n.fwd, cfg.ApplyTimeout+cfg.LeaderWait)
 	n.receipts = newReceipts(n.timeline.clock, n.timeline.real)
 	n.calls = newCallPool(n.stopCh)
 	var err error

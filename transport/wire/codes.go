@@ -41,6 +41,12 @@ const (
 	// for its answer before sending another: CodeOK, or
 	// CodeUnauthenticated after which the node closes the connection.
 	OpAuth byte = 18
+	// OpCommandBatch: several OpCommand payloads in one call, between
+	// nodes only (a follower forwarding lease commands; see package node's
+	// forwardbatch.go). The payload is a count and as many length-prefixed
+	// entries; the answer, for CodeOK, a count and per entry an answer code
+	// and its length-prefixed payload (the result, or a message).
+	OpCommandBatch byte = 19
 )
 
 // MaxAuthSecret bounds the payload of OpAuth.

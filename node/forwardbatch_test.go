@@ -1,0 +1,200 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
+)
+
+// leasedCluster starts a 3-node cluster with a leased limit "api" and
+// returns its leader and a follower.
+func leasedCluster(t *testing.T) (l, f *Node, ctx context.Context) {
+	t.Helper()
+	c := newTestCluster(t, 3)
+	l = c.leader()
+	f = c.followers(l)[0]
+	ctx = ctxTimeout(t, 60*time.Second)
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true})
+		return err
+	})
+	return l, f, ctx
+}
+
+// openAndRenewAll opens a lease for each of holders holders through n, all
+// at once, then renews them all at once, and checks every answer: the
+// holder's own lease, at epoch 1 and then 2.
+func openAndRenewAll(t *testing.T, ctx context.Context, n *Node, holders int) {
+	t.Helper()
+	const ttl = int64(20 * time.Second)
+	grants := make([]fsm.LeaseResult, holders)
+	all := func(what string, op func(i int) (fsm.LeaseResult, error)) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, holders)
+		for i := range holders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := op(i)
+				if err == nil && res.Status != fsm.LeaseGranted {
+					err = fmt.Errorf("answered %+v", res)
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%s %d: %w", what, i, err)
+					return
+				}
+				grants[i] = res
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	all("lease", func(i int) (fsm.LeaseResult, error) {
+		return n.Lease(ctx, fsm.Lease{Limit: "api", Holder: fmt.Sprintf("h%d", i), Group: fmt.Sprintf("g%d", i%4), Weight: 1,
+			DemandMilliPermitsPerSec: 10_000, TTLNanos: ttl, RequestID: fmt.Sprintf("open-%d", i)})
+	})
+	ids := map[uint64]bool{}
+	for i, g := range grants {
+		if ids[g.LeaseID] || g.Epoch != 1 {
+			t.Fatalf("holder %d: grant %+v (lease IDs must be distinct, epoch 1)", i, g)
+		}
+		ids[g.LeaseID] = true
+	}
+	opened := append([]fsm.LeaseResult(nil), grants...)
+	all("renew", func(i int) (fsm.LeaseResult, error) {
+		g := opened[i]
+		return n.Renew(ctx, fsm.Renew{Report: fsm.Report{Limit: "api", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits},
+			DemandMilliPermitsPerSec: 10_000, TTLNanos: ttl, RequestID: fmt.Sprintf("renew-%d", i)})
+	})
+	for i, g := range grants {
+		if g.LeaseID != opened[i].LeaseID || g.Epoch != 2 {
+			t.Fatalf("holder %d: renewed %+v, opened %+v (same lease, epoch 2)", i, g, opened[i])
+		}
+	}
+}
+
+// TestFollowerForwardsLeaseCommandsInBatches: 128 holders open and renew
+// leases all at once through a follower. The follower sends the lease
+// commands that arrive while its earlier batches are with the leader in
+// one call, so it makes far fewer calls than there are commands, and
+// every holder still gets its own answer.
+func TestFollowerForwardsLeaseCommandsInBatches(t *testing.T) {
+	_, f, ctx := leasedCluster(t)
+	const holders = 128
+	openAndRenewAll(t, ctx, f, holders)
+	calls, commands := f.fwdLeases.calls.Load(), f.fwdLeases.commands.Load()
+	t.Logf("%d lease commands forwarded in %d calls", commands, calls)
+	if commands != 2*holders || calls*4 > commands {
+		t.Fatalf("%d commands forwarded in %d calls: want %d commands, in at most a quarter as many calls", commands, calls, 2*holders)
+	}
+}
+
+// TestFollowerForwardsOneByOneToALeaderWithoutBatches: a leader that does
+// not know OpCommandBatch (an older version during a rolling upgrade)
+// refuses the batch as an unknown operation; the follower then forwards
+// one command per call, and every holder still gets its answer.
+func TestFollowerForwardsOneByOneToALeaderWithoutBatches(t *testing.T) {
+	l, f, ctx := leasedCluster(t)
+	l.testNoCommandBatch.Store(true)
+	const holders = 64
+	openAndRenewAll(t, ctx, f, holders)
+	f.fwdLeases.mu.Lock()
+	single := f.fwdLeases.single[string(l.trans.LocalAddr())]
+	f.fwdLeases.mu.Unlock()
+	if !single {
+		t.Fatalf("the follower never found that the leader at %s does not batch", l.trans.LocalAddr())
+	}
+}
+
+// TestBatchedCommandsKeepTheirOwnOutcomes: the leader answers each command
+// of a batch on its own: grants, a fenced renewal, an unknown limit, a
+// limit that is not leased, an entry that does not decode and one that is
+// not a lease command, in one call. The refused ones change nothing.
+func TestBatchedCommandsKeepTheirOwnOutcomes(t *testing.T) {
+	l, _, ctx := leasedCluster(t)
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "plain", strictConfig(t, time.Millisecond, 5)); return err })
+	open, err := l.Lease(ctx, fsm.Lease{Limit: "api", Holder: "h0", Group: "g", Weight: 1,
+		DemandMilliPermitsPerSec: 1000, TTLNanos: int64(10 * time.Second), RequestID: "open-0"})
+	if err != nil || open.Status != fsm.LeaseGranted {
+		t.Fatalf("open: %+v, %v", open, err)
+	}
+	entry := func(b []byte, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	lease := func(limit, holder string) []byte {
+		return entry(fsm.AppendLease(nil, fsm.Stamp{}, fsm.Lease{Limit: limit, Holder: holder, Group: "g", Weight: 1,
+			DemandMilliPermitsPerSec: 1000, TTLNanos: int64(10 * time.Second), RequestID: "open-" + holder}))
+	}
+	stale := entry(fsm.AppendRenew(nil, fsm.Stamp{}, fsm.Renew{Report: fsm.Report{Limit: "api", LeaseID: open.LeaseID, Epoch: open.Epoch + 5},
+		DemandMilliPermitsPerSec: 1000, TTLNanos: int64(10 * time.Second), RequestID: "stale"}))
+	del := entry(fsm.AppendDelete(nil, fsm.Stamp{}, fsm.DeleteLimit{Name: "api"}))
+	entries := [][]byte{lease("api", "h1"), stale, lease("nope", "h2"), lease("plain", "h3"), {0xff, 0x01}, del, lease("api", "h4")}
+	w := wire.Enc{}
+	w.Uvar(uint64(len(entries)))
+	for _, e := range entries {
+		w.Bytes(e)
+	}
+	before := l.raft.AppliedIndex()
+	resp, err := l.leaseBatchForwarded(ctx, w.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers, err := decodeForwardAnswers(resp, len(entries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := func(i int) fsm.LeaseResult {
+		t.Helper()
+		if answers[i].err != nil {
+			t.Fatalf("entry %d: %v", i, answers[i].err)
+		}
+		v, err := decodeResult(answers[i].resp)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		return v.(fsm.LeaseResult)
+	}
+	if r := result(0); r.Status != fsm.LeaseGranted || r.Epoch != 1 {
+		t.Errorf("lease h1: %+v, want granted at epoch 1", r)
+	}
+	if r := result(1); r.Status != fsm.LeaseFenced {
+		t.Errorf("stale renewal: %+v, want fenced", r)
+	}
+	for i, want := range map[int]error{2: ErrNotFound, 3: ErrInvalid, 4: ErrInvalid, 5: ErrInvalid} {
+		if !errors.Is(answers[i].err, want) {
+			t.Errorf("entry %d: %v, want %v", i, answers[i].err, want)
+		}
+	}
+	if r := result(6); r.Status != fsm.LeaseGranted || r.LeaseID == result(0).LeaseID {
+		t.Errorf("lease h4: %+v, want a grant of its own lease", r)
+	}
+	if _, ok := l.fsm.Limit("api"); !ok {
+		t.Fatal("the delete in the batch reached the register")
+	}
+	// The two grants and the fence went in lease-batch entries; nothing
+	// else was applied.
+	if after := l.raft.AppliedIndex(); after-before > 3 {
+		t.Errorf("the batch applied %d entries, want at most 3", after-before)
+	}
+
+	for _, bad := range [][]byte{nil, {0}, {0x81, 0x08}, {2, 1, 0}, {1, 5, 1}} {
+		if _, err := l.leaseBatchForwarded(ctx, bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("payload %x: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
