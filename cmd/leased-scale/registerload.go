@@ -76,6 +76,15 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	if o.via == "followers" {
 		servers = append(servers[1:], servers[0])
 	}
+	// -via spread: client i starts at node i mod 3, as workers given the
+	// same list spread themselves (permitd worker rotates it by its name).
+	spread := func(i int) []string {
+		if o.via != "spread" {
+			return servers
+		}
+		k := i % len(servers)
+		return slices.Concat(servers[k:], servers[:k])
+	}
 	var opts []client.Option
 	if o.protocol == "binary" {
 		opts = append(opts, client.WithBinaryLeases())
@@ -89,7 +98,7 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	}
 	clients := make([]*client.Client, min(k, n))
 	for i := range clients {
-		if clients[i], err = client.New(servers, opts...); err != nil {
+		if clients[i], err = client.New(spread(i), opts...); err != nil {
 			return res, err
 		}
 		defer clients[i].Close()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,34 @@ func TestClosest(t *testing.T) {
 		if got := closest(tc.s, []string{"algorithm", "per", "servers", "limits", "rate"}); got != tc.want {
 			t.Errorf("closest(%q) = %q, want %q", tc.s, got, tc.want)
 		}
+	}
+}
+
+// TestWorkersSpreadOverTheServers: workers given the same --servers start
+// at different nodes, each at the one its name picks every time, and keep
+// every server in the list's order after it.
+func TestWorkersSpreadOverTheServers(t *testing.T) {
+	const servers = "a:1,b:2,c:3"
+	first := map[string]int{}
+	for i := range 300 {
+		name := fmt.Sprintf("g.127.0.0.1:%d", 7000+i)
+		got := spreadServers(servers, name)
+		if again := spreadServers(servers, name); again != got {
+			t.Fatalf("%s: %q then %q", name, got, again)
+		}
+		switch got {
+		case "a:1,b:2,c:3", "b:2,c:3,a:1", "c:3,a:1,b:2":
+		default:
+			t.Fatalf("%s: %q is not a rotation of %q", name, got, servers)
+		}
+		first[got[:3]]++
+	}
+	for _, s := range []string{"a:1", "b:2", "c:3"} {
+		if first[s] < 60 {
+			t.Errorf("%d of 300 workers start at %s, want about 100: %v", first[s], s, first)
+		}
+	}
+	if got := spreadServers("a:1", "w"); got != "a:1" {
+		t.Errorf("one server: %q", got)
 	}
 }
