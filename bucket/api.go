@@ -174,6 +174,25 @@ type Releaser interface {
 	Admits(nowNanos, n, atNanos int64) bool
 }
 
+// Refunder is a pacer that can take back unused permits of a grant that
+// later grants already followed, within the slack its bound leaves
+// (BurstyPacer; see doc.go, "Late refunds"). The caller records
+// GrantSlackNanos before every grant and charge; a refund of permits
+// granted before some of them may lower the pacer's debt by at most the
+// smallest of their slacks, less what earlier refunds of grants before
+// them already took.
+type Refunder interface {
+	// GrantSlackNanos returns, changing nothing, the slack of a grant or
+	// charge served at atNanos (at or after Query(now, n)): how far the
+	// pacer's debt could be lowered before the bound's lower invariant
+	// fails at that grant.
+	GrantSlackNanos(nowNanos, atNanos int64) int64
+	// Refund takes back up to n permits at now, lowering the debt by at
+	// most maxNanos, and returns how many it took back (0 when n <= 0,
+	// maxNanos < IntervalNanos or the rate is infinite).
+	Refund(nowNanos, n, maxNanos int64) int64
+}
+
 // Spec is the user-facing description of a limit: rate permits per Per
 // (Concurrency: MaxInFlight held at once, and no rate), plus the options of
 // its algorithm. Compile validates it and turns it into a

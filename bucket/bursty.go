@@ -92,6 +92,39 @@ func (p *BurstyPacer) AppendState(b []byte) []byte { return p.appendState(b) }
 // RestoreState replaces the state by the one encoded in b.
 func (p *BurstyPacer) RestoreState(b []byte) error { return p.restoreState(b) }
 
+var _ Refunder = (*BurstyPacer)(nil)
+
+// GrantSlackNanos returns MaxStoredNanos minus the stored time as of
+// atNanos: with P = nextFree - storedNanos, a grant served at a keeps
+// a - MaxStoredNanos <= P (the bound's lower invariant) with exactly this
+// much to spare. It changes nothing.
+func (p *BurstyPacer) GrantSlackNanos(nowNanos, atNanos int64) int64 {
+	_, _, stored := p.synced(max(nowNanos, atNanos))
+	return p.cfg.MaxStoredNanos - stored
+}
+
+// Refund takes back r = min(n, floor(maxNanos/I)) permits at now by
+// lowering P by r*I: nextFree comes back towards now first, and what is
+// left goes to the store, up to MaxStoredNanos (time beyond that is lost,
+// which only keeps P higher). It returns r.
+func (p *BurstyPacer) Refund(nowNanos, n, maxNanos int64) int64 {
+	i := p.cfg.IntervalNanos
+	if n <= 0 || i <= 0 || maxNanos < i {
+		return 0
+	}
+	r := min(n, maxNanos/i)
+	give := r * i // <= maxNanos: no overflow
+	now := max(nowNanos, p.lastNow)
+	if p.nextFree > now {
+		back := min(give, p.nextFree-now)
+		p.nextFree -= back
+		give -= back
+	}
+	p.storedNanos = min(p.cfg.MaxStoredNanos, satAdd(p.storedNanos, give))
+	p.lastNow = now
+	return r
+}
+
 // StoredNanos returns the stored time as of the last state change (stored
 // permits times IntervalNanos).
 func (p *BurstyPacer) StoredNanos() int64 { return p.storedNanos }

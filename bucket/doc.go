@@ -130,6 +130,47 @@
 // charge that cannot be represented fails with ErrOverflow and changes
 // nothing.
 //
+// # Late refunds
+//
+// A caller that reserved more than it used may give the rest back. Right
+// after the grant that is exact: restore the state before it and grant
+// what was used. After later grants it is not, in general: a Strict slot
+// given back sits between slots already handed out, and a Bursty pacer
+// that refilled its store in between would hand the same idle time out
+// twice. Bursty (a Refunder) can still give back part of it, within a
+// slack.
+//
+// Write P = nextFree - storedNanos. The Bursty bound rests on three facts:
+// a grant of n raises P by exactly n*I; accrual of idle time sets P to
+// max(P, now - MaxStoredNanos), so it never lowers P; and a grant served
+// at a finds a - MaxStoredNanos <= P <= a. Call the slack of a grant (or
+// a charge) served at a the room in the lower fact: P - (a -
+// MaxStoredNanos) = MaxStoredNanos - stored, the store as of a
+// (GrantSlackNanos).
+//
+// Claim: giving back r permits of a grant g, by lowering P by r*I now, is
+// the history in which g had asked for r fewer, provided r*I is at most
+// the slack of every grant and charge made after g. Proof: in that
+// history P is r*I lower from g on. At each later grant j, the accrual
+// max(P - r*I, a_j - MaxStoredNanos) equals P - r*I, since the slack of j
+// is at least r*I; so the history evolves exactly r*I lower, every grant
+// keeps a_j - MaxStoredNanos <= P - r*I <= a_j at its own served time,
+// and its state now is the pacer's after the refund. The bound's
+// derivation uses only those facts, so it holds over the permits used (g
+// counted at n - r). Refund lowers nextFree first (not below now) and puts
+// the rest in the store up to MaxStoredNanos; time beyond the cap is lost,
+// which only leaves P higher, as a charge would. Several refunds compose:
+// each is such a history for the one before, so the slack of a grant after
+// g counts down by every refund of a grant before it (the caller keeps
+// that account: fsm's refund marks).
+//
+// So the permits that can come back, after later grants, are at most
+// MaxStoredNanos/I at any instant: a limit whose store is empty under
+// load has that much slack at every grant, and the refunds of grants
+// queued before any one grant share it. An idle one has less (its store
+// is full: slack 0), as it should: its next grants are already served
+// from that idle time.
+//
 // # Bounds
 //
 // Each algorithm states the most permits it serves in any window of length

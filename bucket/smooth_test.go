@@ -137,6 +137,44 @@ func TestBurstyLargeRequestNextPays(t *testing.T) {
 	}
 }
 
+// TestBurstyRefund: a refund lowers nextFree first (not below now), puts
+// the rest in the store up to its cap, takes back at most maxNanos worth,
+// and GrantSlackNanos is the room left in the store.
+func TestBurstyRefund(t *testing.T) {
+	p := mustNew(t, Spec{Algorithm: Bursty, Rate: 1, MaxBurstSeconds: 2}).(*BurstyPacer)
+	r := Refunder(p)
+	if got := r.GrantSlackNanos(0, 0); got != 2*sec {
+		t.Fatalf("slack of an empty store: %d, want 2 s", got)
+	}
+	mustReserve(t, p, 0, 5, 0) // nextFree 5 s
+	for _, c := range []struct{ n, maxNanos int64 }{{0, 10 * sec}, {-1, 10 * sec}, {3, sec - 1}} {
+		if k := r.Refund(0, c.n, c.maxNanos); k != 0 {
+			t.Errorf("Refund(0, %d, %d) = %d, want 0", c.n, c.maxNanos, k)
+		}
+	}
+	if k := r.Refund(sec, 3, 2*sec+sec/2); k != 2 { // at most 2.5 s worth: 2 permits
+		t.Fatalf("Refund(1s, 3, 2.5s) = %d, want 2", k)
+	}
+	if q, _ := p.Query(sec, 1); q != 3*sec || p.StoredNanos() != 0 {
+		t.Fatalf("after refunding 2: nextFree %d, stored %d; want 3 s, 0", q, p.StoredNanos())
+	}
+	// 4 s to give back at 2 s: 1 s off nextFree (down to now), 2 s into
+	// the store (its cap), 1 s lost.
+	if k := r.Refund(2*sec, 4, 10*sec); k != 4 {
+		t.Fatalf("Refund(2s, 4) = %d, want 4", k)
+	}
+	if q, _ := p.Query(2*sec, 1); q != 2*sec || p.StoredNanos() != 2*sec {
+		t.Fatalf("after refunding 4: nextFree %d, stored %d; want 2 s, 2 s", q, p.StoredNanos())
+	}
+	if got := r.GrantSlackNanos(2*sec, 2*sec); got != 0 {
+		t.Errorf("slack of a full store: %d, want 0", got)
+	}
+	inf := mustNew(t, Spec{Algorithm: Bursty, Rate: math.Inf(1)}).(*BurstyPacer)
+	if k := inf.Refund(0, 5, math.MaxInt64); k != 0 {
+		t.Errorf("an infinite rate refunded %d", k)
+	}
+}
+
 func TestBurstyImmediateTryAcquire(t *testing.T) {
 	p := mustNew(t, Spec{Algorithm: Bursty, Rate: 1})
 	if d := mustReserve(t, p, 0, 1, 0); !d.Granted {
