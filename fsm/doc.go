@@ -358,10 +358,16 @@
 //     grant and the grant made again for the actual permits at the same
 //     now and t*, so the limit is exactly as if the reserve had asked for
 //     what it used, and every bound holds over the permits used. If
-//     anything touched the pacer since, the unused permits are lost:
-//     returning them later is not sound in general (a bursty limit that
-//     refilled in between would hand the same idle time out twice; a
-//     strict limit would serve a later slot twice).
+//     anything touched the pacer since, returning them is not sound in
+//     general (a bursty limit that refilled in between would hand the same
+//     idle time out twice; a strict limit would serve a later slot twice),
+//     except within a slack: a Bursty limit (bucket.Refunder) gives back
+//     as many as the smallest slack of the grants and charges made since
+//     allows, each slack lowered by the refunds already made of grants
+//     before it (refund.go; the proof is bucket/doc.go's "Late refunds").
+//     Under load that is up to MaxStored/I permits crossing any one grant.
+//     The other algorithms, and whatever a slack does not cover, lose the
+//     unused permits.
 //   - Used fewer than reserved, on an in-flight cap: the difference is
 //     released at once (nothing, if the hold already expired).
 //   - Used more than reserved, on a rate limit: the overrun is charged

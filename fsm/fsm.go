@@ -193,10 +193,12 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(p.Config, parts.rawConfig, index, l.pacer)
 		l.seq++
+		l.resetRefundMarks()
 	default:
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
 		l.bornIndex, l.seq = index, 0
+		l.resetRefundMarks()
 	}
 	l.shadow = p.Shadow
 	return PutResult{Version: index}

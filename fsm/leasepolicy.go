@@ -43,6 +43,7 @@ func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult
 		}
 		l.pool = nil
 		l.seq++ // the pacer's mode changed: no refund may rewrite it
+		l.resetRefundMarks()
 		return LeasePolicyResult{Applied: true}
 	}
 	if why := leasable(q.Limit, interval); why != "" {
@@ -58,6 +59,7 @@ func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult
 		p = &leasePool{accruedToNanos: max(nowNanos, start), byHolder: make(map[string]*lease)}
 		l.pool = p
 		l.seq++ // the pool mints from the pacer's state: no refund may rewrite it
+		l.resetRefundMarks()
 	} else {
 		p.accrue(nowNanos, interval)
 	}

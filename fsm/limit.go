@@ -38,6 +38,11 @@ type limit struct {
 	// releases, reconfigurations): together they tell a settlement whether
 	// anything touched the pacer after a grant (reservation.go).
 	bornIndex, seq uint64
+	// refundMarks are the slacks of the grants and charges made since
+	// change count marksFromSeq, for late refunds on a bucket.Refunder
+	// pacer (refund.go).
+	refundMarks  []refundMark
+	marksFromSeq uint64
 	// shadow: the limit is in shadow mode (PutLimit.Shadow).
 	// shadowRefused and shadowWaited count the reserves it granted that it
 	// would have refused, or made wait, had it been enforced.
@@ -134,17 +139,18 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 			"limit %q is an in-flight cap: reserve it in the reservation form (POST /v1/reserve), whose reservation can be released when the call ends",
 			l.name))}
 	}
+	slack := l.grantSlack(nowNanos, nowNanos) // a reserve is served at nextFree as of now
 	d, err := l.pacer.Reserve(nowNanos, r.Permits, r.MaxWaitNanos)
 	if err != nil {
 		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 			"limit %q cannot decide %d permits with max wait %dns: %v", l.name, r.Permits, r.MaxWaitNanos, err))}
 	}
 	if l.shadow {
-		l.countShadow(nowNanos, d, r.Permits)
+		l.countShadow(nowNanos, d, r.Permits, slack)
 		return outcome{status: Granted, atNanos: nowNanos}
 	}
 	if d.Granted {
-		l.seq++
+		l.changedByGrant(slack)
 	}
 	if !d.Granted {
 		l.refusedRequests++
@@ -172,8 +178,9 @@ func replayExpiry(atNanos, intervalNanos int64) int64 {
 }
 
 // countShadow counts a shadow limit's decision d on a request for permits
-// made at nowNanos, which is granted at once whatever d says.
-func (l *limit) countShadow(nowNanos int64, d bucket.Decision, permits int64) {
+// made at nowNanos, which is granted at once whatever d says; slackNanos
+// is the grant's slack (refund.go).
+func (l *limit) countShadow(nowNanos int64, d bucket.Decision, permits, slackNanos int64) {
 	switch {
 	case !d.Granted:
 		l.shadowRefused++
@@ -181,7 +188,7 @@ func (l *limit) countShadow(nowNanos int64, d bucket.Decision, permits int64) {
 		l.shadowWaited++
 	}
 	if d.Granted {
-		l.seq++
+		l.changedByGrant(slackNanos)
 	}
 	l.grantedRequests++
 	l.grantedPermits += uint64(permits)

@@ -74,6 +74,7 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 	}
 	var expiresAt, spacing int64
 	committed := make([]int, 0, len(parts))
+	slacks := make([]int64, len(parts))
 	// Rate limits first, in-flight holds last: a hold admitted above never
 	// refuses, so a refusal never has a hold to undo.
 	for pass := range 2 {
@@ -87,6 +88,7 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 			if !isHold {
 				rp.pre = l.pacer.AppendState(nil)
 			}
+			slacks[i] = l.grantSlack(nowNanos, at)
 			d, err := l.pacer.(bucket.Scheduler).ReserveAt(nowNanos, p.Permits, at)
 			if err != nil || !d.Granted {
 				undoCommitted(limits, rv.parts, committed)
@@ -112,11 +114,12 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 	for i, p := range parts {
 		l := limits[i]
 		if l.shadow {
+			slack := l.grantSlack(nowNanos, nowNanos)
 			d, err := l.pacer.Reserve(nowNanos, p.Permits, r.MaxWaitNanos)
 			if err != nil {
 				d = bucket.Decision{}
 			}
-			l.countShadow(nowNanos, d, p.Permits)
+			l.countShadow(nowNanos, d, p.Permits, slack)
 			if _, isHold := l.pacer.(bucket.Releaser); isHold && d.Granted {
 				// The shadow hold is released like an enforced one, so that
 				// the counters see what enforcement would.
@@ -124,7 +127,7 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 			}
 			continue
 		}
-		l.seq++
+		l.changedByGrant(slacks[i])
 		rv.parts[i].seqAfter = l.seq
 		l.grantedRequests++
 		l.grantedPermits += uint64(p.Permits)

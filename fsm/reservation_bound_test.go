@@ -50,7 +50,7 @@ func TestReservationsKeepEveryLimitsBound(t *testing.T) {
 		"c": compile(t, bucket.Spec{Algorithm: bucket.Concurrency, MaxInFlight: 3, HoldTTL: time.Second}),
 	}
 	names := []string{"b", "c", "s", "w", "y"}
-	var refunds, lost, releases int
+	var refunds, partial, lost, releases int
 	for seed := range 80 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 0xb0))
 		h := newHarness(t)
@@ -123,10 +123,15 @@ func TestReservationsKeepEveryLimitsBound(t *testing.T) {
 					case bp.limit == "c" && sp.Refunded > 0:
 						g.releases = append(g.releases, boundRelease{now, sp.Refunded})
 					case sp.Refunded > 0:
-						if sp.Refunded != sp.Reserved-sp.Actual {
+						if sp.Refunded > sp.Reserved-sp.Actual {
 							t.Fatalf("seed %d: settlement refunded %d of %d reserved, %d used", seed, sp.Refunded, sp.Reserved, sp.Actual)
 						}
-						g.n = sp.Actual
+						if sp.Refunded < sp.Reserved-sp.Actual {
+							partial++
+						}
+						// The grant served what was not refunded (a late
+						// refund may take back only part of the unused).
+						g.n = sp.Reserved - sp.Refunded
 						refunds++
 					case sp.Actual < sp.Reserved && bp.limit != "c":
 						lost++
@@ -150,8 +155,9 @@ func TestReservationsKeepEveryLimitsBound(t *testing.T) {
 			}
 		}
 	}
-	if refunds == 0 || lost == 0 || releases == 0 {
-		t.Errorf("weak test: %d refunds, %d lost refunds, %d releases", refunds, lost, releases)
+	t.Logf("%d refunds (%d partial late refunds), %d lost, %d releases", refunds, partial, lost, releases)
+	if refunds == 0 || partial == 0 || lost == 0 || releases == 0 {
+		t.Errorf("weak test: %d refunds, %d partial late refunds, %d lost refunds, %d releases", refunds, partial, lost, releases)
 	}
 }
 

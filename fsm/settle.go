@@ -12,15 +12,16 @@ import (
 // A settlement names, for some of the reservation's limits, how many
 // permits were actually used. Per limit:
 //
-//   - fewer than reserved, on a rate limit: the unused permits go back
-//     only if nothing else has touched the limit's pacer since the grant
-//     (no other grant, charge, refund or reconfiguration: its creation
-//     index and change count still match). The pacer is then restored to
-//     its state before the grant and the grant made again for the actual
-//     permits at the same times, so the limit is exactly as if the reserve
-//     had asked for what it used, and its bound holds over the uses.
-//     Otherwise the unused permits are lost: returning them later could
-//     let a later grant use time another grant was already served in.
+//   - fewer than reserved, on a rate limit: if nothing else has touched
+//     the limit's pacer since the grant (no other grant, charge, refund or
+//     reconfiguration: its creation index and change count still match),
+//     the pacer is restored to its state before the grant and the grant
+//     made again for the actual permits at the same times, so the limit is
+//     exactly as if the reserve had asked for what it used, and its bound
+//     holds over the uses. Otherwise a Bursty limit gives back what the
+//     slack of the grants since allows (refund.go), and the rest is lost:
+//     returning it could let a later grant use time another grant was
+//     already served in.
 //   - fewer than reserved, on an in-flight cap: the difference is released
 //     at once (if the hold has not expired).
 //   - more than reserved, on a rate limit: the overrun is charged
@@ -172,7 +173,14 @@ func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, act
 		// A shadow grant took nothing enforced: nothing to refund or charge.
 	case actual < p.permits:
 		if l.seq != p.seqAfter || p.pre == nil {
-			return out // something touched the pacer since: the permits are lost
+			// Something touched the pacer since: a Refunder takes back what
+			// the slack of the grants since allows (refund.go), the rest is
+			// lost.
+			if k := l.lateRefund(nowNanos, p.seqAfter, p.permits-actual); k > 0 {
+				l.grantedPermits -= uint64(k)
+				out.Refunded = k
+			}
+			return out
 		}
 		post := l.pacer.AppendState(nil)
 		if err := l.pacer.RestoreState(p.pre); err != nil {
@@ -197,10 +205,11 @@ func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, act
 		// An overrun on an in-flight cap was refused before; a restored
 		// snapshot that says otherwise changes nothing.
 	default:
+		slack := l.grantSlack(nowNanos, nowNanos) // a charge is spent at nextFree as of now
 		if err := l.pacer.(bucket.Scheduler).Charge(nowNanos, actual-p.permits); err != nil {
 			return out // the debt would overflow the timeline: not charged
 		}
-		l.seq++
+		l.changedByGrant(slack)
 		l.grantedPermits += uint64(actual - p.permits)
 		out.Charged = actual - p.permits
 	}

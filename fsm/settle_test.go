@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -122,12 +123,61 @@ func TestSettleRefundsExactlyWhileNothingElseTouchedTheLimit(t *testing.T) {
 		t.Errorf("second settlement: %+v, want a conflict", c)
 	}
 
-	// Another grant in between: nothing comes back.
-	r2 := h.reserve1(2*sec, tracked(10*sec, Part{"tpm", 40}))
-	h.reserve1(2*sec, rsv("tpm", 1, 10*sec, ""))
-	s = h.settleCmd(2*sec+10, Settle{Reservation: r2.ReservationID, Actual: []Part{{"tpm", 0}}})
+	// Another grant in between, on a limit that takes no late refunds
+	// (warm-up): nothing comes back.
+	h.put(2*sec, "warm", compile(t, bucket.Spec{Algorithm: bucket.WarmingUp, Rate: 100, Warmup: time.Second}))
+	r2 := h.reserve1(2*sec, tracked(10*sec, Part{"warm", 40}))
+	h.reserve1(2*sec, rsv("warm", 1, 10*sec, ""))
+	s = h.settleCmd(2*sec+10, Settle{Reservation: r2.ReservationID, Actual: []Part{{"warm", 0}}})
 	if s.Status != Settled || s.Parts[0].Refunded != 0 {
 		t.Errorf("settle after another grant: %+v, want nothing refunded", s)
+	}
+}
+
+// TestLateRefundTakesBackWhatTheSlackAllows: on a Bursty limit (100/s,
+// 0.1 s of burst: 10 permits), a grant of 40 from an empty store is
+// followed by a grant of 1, served 0.4 s later from an empty store (slack
+// 0.1 s). Settling the 40 at 0 then gives back 10 permits, which lowers
+// the debt by 0.1 s; an earlier grant settled after that gets nothing
+// back, and the limit serves as if the 40 had been 30.
+func TestLateRefundTakesBackWhatTheSlackAllows(t *testing.T) {
+	cfg := compile(t, bucket.Spec{Algorithm: bucket.Bursty, Rate: 100, MaxBurstSeconds: 0.1})
+	h := newHarness(t)
+	twin := newHarness(t)
+	h.put(0, "tpm", cfg)
+	twin.put(0, "tpm", cfg)
+	first := h.reserve1(sec, tracked(sec, Part{"tpm", 5}))
+	twin.reserve1(sec, tracked(sec, Part{"tpm", 5}))
+	big := h.reserve1(sec, tracked(sec, Part{"tpm", 40}))
+	twin.reserve1(sec, tracked(sec, Part{"tpm", 30}))
+	h.reserve1(sec+1, rsv("tpm", 1, sec, ""))
+	twin.reserve1(sec+1, rsv("tpm", 1, sec, ""))
+	// A replica restored from a snapshot taken now settles the same way:
+	// the marks are replicated state.
+	replica := newHarness(t)
+	if err := restore(replica.f, snapshotBytes(t, h.f)); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		a := replica.settleCmd(sec+2, Settle{Reservation: big.ReservationID, Actual: []Part{{"tpm", 0}}})
+		b := replica.settleCmd(sec+3, Settle{Reservation: first.ReservationID, Actual: []Part{{"tpm", 0}}})
+		l, rl := h.f.st.limits["tpm"], replica.f.st.limits["tpm"]
+		if a.Parts[0].Refunded != 10 || b.Parts[0].Refunded != 0 || pacerState(replica, "tpm") != pacerState(h, "tpm") ||
+			!slices.Equal(rl.refundMarks, l.refundMarks) || rl.marksFromSeq != l.marksFromSeq || rl.seq != l.seq {
+			t.Errorf("a replica restored before the settlements refunded %d and %d, and differs after them", a.Parts[0].Refunded, b.Parts[0].Refunded)
+		}
+	}()
+	s := h.settleCmd(sec+2, Settle{Reservation: big.ReservationID, Actual: []Part{{"tpm", 0}}})
+	if s.Status != Settled || s.Parts[0].Refunded != 10 {
+		t.Fatalf("late settle: %+v, want 10 of the 40 refunded (the grant after it had 0.1 s of slack)", s)
+	}
+	s = h.settleCmd(sec+3, Settle{Reservation: first.ReservationID, Actual: []Part{{"tpm", 0}}})
+	if s.Status != Settled || s.Parts[0].Refunded != 0 {
+		t.Fatalf("second late settle: %+v, want nothing refunded (the slack is spent)", s)
+	}
+	want, _ := twin.f.st.limits["tpm"].pacer.Query(sec+4, 1)
+	if got, _ := h.f.st.limits["tpm"].pacer.Query(sec+4, 1); got != want {
+		t.Errorf("next free time %d after the refund, want %d (as if the 40 had been 30)", got, want)
 	}
 }
 

@@ -5,15 +5,17 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math"
+
+	"github.com/permitd/permitd/bucket"
 )
 
-// Snapshot layout (format version 6; version 5 had no shadow mode, pacer
-// change counts or reservations; versions 1 to 4, never released, had
+// Snapshot layout (format version 7; version 6 had no refund marks,
+// version 5 no shadow mode, pacer change counts or reservations; versions 1 to 4, never released, had
 // no sessions, one table for every request ID, outcomes without spacing
 // and replay expiry, and leases without a mint mark). Every replica that applied the same log
 // produces the same bytes:
 //
-//	magic          "PRMTFSM" (7 bytes) then format version byte 5
+//	magic          "PRMTFSM" (7 bytes) then format version byte 7
 //	lastNowNanos   int64 big-endian
 //	appliedIndex   uint64 big-endian
 //	limit count    uvarint, then per limit, sorted by name (strictly ascending):
@@ -24,6 +26,12 @@ import (
 //	    pacer state     uvarint length + bucket.Pacer.AppendState bytes
 //	    pacer identity  uvarint born index, uvarint change count
 //	    shadow          byte (0 or 1), uvarint would-refuse, would-wait
+//	    refund marks    uvarint marks-from change count (<= change count),
+//	                    uvarint count (<= maxRefundMarks; 0 unless the pacer
+//	                    is a bucket.Refunder), then per mark uvarint change
+//	                    count and uvarint slack, both strictly ascending,
+//	                    change counts in (marks-from, change count], slacks
+//	                    <= the config's MaxStoredNanos (refund.go)
 //	reserve ids    uvarint count (<= MaxDedupEntries), then per request id,
 //	               oldest first (the eviction order):
 //	    id              uvarint length + bytes (1..MaxRequestIDLen)
@@ -72,7 +80,7 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 6
+	snapshotVersion = 7
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
@@ -150,6 +158,12 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		b = append(b, boolByte(l.shadow))
 		b = binary.AppendUvarint(b, l.shadowRefused)
 		b = binary.AppendUvarint(b, l.shadowWaited)
+		b = binary.AppendUvarint(b, l.marksFromSeq)
+		b = binary.AppendUvarint(b, uint64(len(l.refundMarks)))
+		for _, m := range l.refundMarks {
+			b = binary.AppendUvarint(b, m.afterSeq)
+			b = binary.AppendUvarint(b, uint64(m.slackNanos))
+		}
 	}
 
 	b = appendDedup(b, &s.dedup)
@@ -395,6 +409,7 @@ func decodeLimits(r *reader, st *state) {
 		}
 		l.shadowRefused = r.uvarint("shadow would-refuse")
 		l.shadowWaited = r.uvarint("shadow would-wait")
+		decodeRefundMarks(r, l, pacer, cfg)
 		if r.err != nil {
 			return
 		}
@@ -468,4 +483,39 @@ func decodeDedup(r *reader, st *state, t *dedupTable, lease bool) {
 		t.add(rec)
 	}
 	r.unit = ""
+}
+
+// decodeRefundMarks reads limit l's refund marks (refund.go) and checks
+// them against its change count and its pacer.
+func decodeRefundMarks(r *reader, l *limit, pacer bucket.Pacer, cfg bucket.Config) {
+	l.marksFromSeq = r.uvarint("refund marks' start")
+	n := r.uvarint("refund marks")
+	if r.err != nil {
+		return
+	}
+	_, refunder := pacer.(bucket.Refunder)
+	switch {
+	case l.marksFromSeq > l.seq:
+		r.fail("refund marks start at change count %d, after the pacer's %d", l.marksFromSeq, l.seq)
+		return
+	case n > maxRefundMarks || (n > 0 && !refunder):
+		r.fail("%d refund marks (allowed: at most %d, and none unless the algorithm takes late refunds)", n, maxRefundMarks)
+		return
+	}
+	prevSeq, prevSlack := l.marksFromSeq, int64(-1)
+	for range n {
+		m := refundMark{afterSeq: r.uvarint("refund mark's change count")}
+		slack := r.uvarint("refund mark's slack")
+		if r.err != nil {
+			return
+		}
+		if m.afterSeq <= prevSeq || m.afterSeq > l.seq || slack > uint64(cfg.MaxStoredNanos) || int64(slack) <= prevSlack {
+			r.fail("refund mark (change count %d, slack %d) out of order or range (change counts strictly ascending in (%d, %d], slacks strictly ascending up to %d)",
+				m.afterSeq, slack, l.marksFromSeq, l.seq, cfg.MaxStoredNanos)
+			return
+		}
+		m.slackNanos = int64(slack)
+		prevSeq, prevSlack = m.afterSeq, m.slackNanos
+		l.refundMarks = append(l.refundMarks, m)
+	}
 }
