@@ -53,7 +53,7 @@ per second with each group's permits/s and share, and checks the fleet
 against the over-grant bound C + O + floor(W/I) + 1 (W = 1 s).
 
 Scene 3 (--scene3-duration): eight workers call a fake LLM API that
-answers 429 above 10 requests/s, 20000 tokens/s or 4 calls in flight. Each
+answers 429 above 10 requests/s, 15000 tokens/s or 4 calls in flight. Each
 call reserves all three on the register at once (a request, an estimate of
 3000 tokens, an in-flight permit), waits for the grant, makes the call
 (real cost 500..3000 tokens, known at its end), then settles the actual
@@ -86,7 +86,9 @@ the fake API answered a 429); 2 usage error.
 	s3 := scene3{workers: s3DefaultWorkers}
 	c.DurationAtLeast(&s3.duration, "scene3-duration", s3DefaultSceneDuration, durPositive, 2*time.Second, "how long scene 3 runs")
 	c.Int64(&s3.tokensPerSec, "scene3-tpm", "N", s3DefaultTokensPerSec, 3000, 1_000_000, "an integer from 3000 to 1000000",
-		"tokens per second of scene 3's llm-tpm limit (20000: tokens bind first; 40000: requests do)")
+		"tokens per second of scene 3's llm-tpm limit (15000: tokens bind first; 40000: requests do)")
+	c.Float(&s3.burstSeconds, "scene3-burst", "S", s3BurstSeconds, func(x float64) bool { return x >= 0 && x <= 60 }, "a number of seconds from 0 to 60",
+		"seconds of llm-tpm's rate its bursty store holds: the most a window holds beyond the rate, and the room for refunds of estimates crossing each grant")
 	if ok, code := c.parse(args); !ok {
 		return code
 	}

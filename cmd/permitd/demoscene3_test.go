@@ -17,7 +17,7 @@ func TestDemoScene3(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster and 8 workers for ~4 s")
 	}
-	for _, tpm := range []string{"20000", "40000"} {
+	for _, tpm := range []string{"15000", "40000"} {
 		t.Run("tpm="+tpm, func(t *testing.T) { demoScene3(t, tpm) })
 	}
 }
@@ -50,7 +50,7 @@ func demoScene3(t *testing.T, tpm string) {
 			t.Errorf("a second with %s API 429s", line[1])
 		}
 	}
-	want := map[string]string{"20000": "binding limit: llm-tpm", "40000": "binding limit: llm-rpm"}[tpm]
+	want := map[string]string{"15000": "binding limit: llm-tpm", "40000": "binding limit: llm-rpm"}[tpm]
 	if !strings.Contains(text, want) {
 		t.Errorf("the summary lacks %q", want)
 	}
@@ -63,6 +63,8 @@ func TestDemoScene3Flags(t *testing.T) {
 		{"--scene3-duration", "0s"},
 		{"--scene", "4"},
 		{"--scene3-tpm", "100"},
+		{"--scene3-burst", "-1"},
+		{"--scene3-burst", "61"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := runDemo(args, &out, &errOut); code != 2 {
