@@ -881,12 +881,18 @@ func TestConformance(t *testing.T) {
 		ck.do(t, call{method: "POST", path: settle(r1), body: `{"actual":[],"request_id":"s2"}`, want: 409, wantInError: "already settled"})
 		ck.do(t, call{method: "POST", path: settle(r1), body: `{"actual":[]}`, want: 409, wantInError: `"s1"`})
 
-		// Another grant touched api-tpm since r2's: the unused permits
-		// are lost.
+		// Another grant touched api-tpm since r2's: a bursty limit gives
+		// back what that grant's slack allows (0 to 3000: it depends on
+		// how much of its store the idle time between the calls refilled),
+		// the rest is lost.
 		r2 := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm","permits":4000}],"max_wait":"1s"}`, want: 200})["reservation_id"].(string)
 		ck.do(t, call{method: "POST", path: "/v1/limits/api-tpm/reserve", body: `{"max_wait":"1s"}`, want: 200})
-		if s := ck.do(t, call{method: "POST", path: settle(r2), body: `{"actual":[{"name":"api-tpm","permits":1000}]}`, want: 200}); fmt.Sprint(s["limits"]) != `[map[actual:1000 charged:0 name:api-tpm refunded:0 reserved:4000]]` {
-			t.Errorf("lost refund: %v", s)
+		s = ck.do(t, call{method: "POST", path: settle(r2), body: `{"actual":[{"name":"api-tpm","permits":1000}]}`, want: 200})
+		if parts, _ := s["limits"].([]any); len(parts) != 1 {
+			t.Errorf("late refund: %v", s)
+		} else if p, _ := parts[0].(map[string]any); p["reserved"] != 4000.0 || p["actual"] != 1000.0 || p["charged"] != 0.0 ||
+			!(p["refunded"].(float64) >= 0 && p["refunded"].(float64) <= 3000) {
+			t.Errorf("late refund: %v, want 0 to 3000 refunded", s)
 		}
 		// An overrun is charged as debt.
 		r3 := ck.do(t, call{method: "POST", path: multi, body: `{"limits":[{"name":"api-tpm","permits":10}],"max_wait":"1s"}`, want: 200})["reservation_id"].(string)

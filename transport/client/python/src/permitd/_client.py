@@ -612,7 +612,8 @@ class Client:
         (``POST /v1/reservations/{id}/settle``); a limit not named used
         what it reserved (so ``actual`` may be empty). Per limit, unused
         permits of a rate limit go back if nothing else touched the limit
-        since the grant (a later reserve can then be granted earlier),
+        since the grant, or, on a bursty limit, as far as its burst allows
+        (a later reserve can then be granted earlier),
         unused in-flight permits are released, and an overrun of a rate
         limit is charged as debt (delaying later grants); shadow limits
         change nothing.

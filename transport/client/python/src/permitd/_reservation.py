@@ -27,7 +27,8 @@ class SettledLimit:
         actual: the permits reported as used.
         refunded: the permits that went back to the limit (unused permits
             of a rate limit that nothing else touched since the grant, or
-            in-flight permits released).
+            of a bursty limit as far as its burst allows, or in-flight
+            permits released).
         charged: the permits added to the limit as debt (an overrun).
     """
 
