@@ -69,7 +69,7 @@ func main() {
 	flag.StringVar(&o.fromJSON, "from-json", "", "do not measure: redraw the chart and table from this results file")
 	var load string
 	flag.StringVar(&load, "register-load", "", "instead of the sweep: holder counts (e.g. 100,1000) to run as lease holders without gossip against the register, in each -groups count (see registerload.go)")
-	flag.StringVar(&o.via, "via", "leader", "with -register-load: which nodes the holders talk to first: leader, followers, or spread (holder i starts at node i mod 3, as permitd workers spread themselves)")
+	flag.StringVar(&o.via, "via", "leader", "with -register-load: which nodes the holders talk to first: leader, followers (all at one), nodes (holder i at node i mod 3) or spread (as nodes, but a holder whose node is the leader starts at a follower, as permitd worker does)")
 	flag.StringVar(&o.protocol, "protocol", "binary", "with -register-load: the holders' lease commands over binary (the worker's default) or http")
 	flag.IntVar(&o.clients, "clients", 0, "with -register-load: spread the holders over this many clients, each with its own connections (0: one per holder, as a real fleet)")
 	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here")
@@ -81,8 +81,8 @@ func main() {
 	if err == nil && load != "" {
 		o.registerLoad, err = parseInts(load)
 	}
-	if err == nil && o.via != "leader" && o.via != "followers" && o.via != "spread" {
-		err = fmt.Errorf("-via %q: want leader, followers or spread", o.via)
+	if err == nil && o.via != "leader" && o.via != "followers" && o.via != "nodes" && o.via != "spread" {
+		err = fmt.Errorf("-via %q: want leader, followers, nodes or spread", o.via)
 	}
 	if err == nil && o.protocol != "binary" && o.protocol != "http" {
 		err = fmt.Errorf("-protocol %q: want binary or http", o.protocol)

@@ -76,13 +76,18 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	if o.via == "followers" {
 		servers = append(servers[1:], servers[0])
 	}
-	// -via spread: client i starts at node i mod 3, as workers given the
-	// same list spread themselves (permitd worker rotates it by its name).
+	// -via nodes: client i starts at node i mod 3, as workers given the
+	// same list spread themselves (permitd worker rotates it by its
+	// name); -via spread also moves a client whose first node is the
+	// leader to the next, as permitd worker does at start.
 	spread := func(i int) []string {
-		if o.via != "spread" {
+		if o.via != "spread" && o.via != "nodes" {
 			return servers
 		}
 		k := i % len(servers)
+		if k == 0 && o.via == "spread" { // servers[0] is the leader
+			k = 1 + (i/len(servers))%(len(servers)-1)
+		}
 		return slices.Concat(servers[k:], servers[:k])
 	}
 	var opts []client.Option

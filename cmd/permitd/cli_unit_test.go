@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +121,39 @@ func TestWorkersSpreadOverTheServers(t *testing.T) {
 	}
 	if got := spreadServers("a:1", "w"); got != "a:1" {
 		t.Errorf("one server: %q", got)
+	}
+}
+
+// TestWorkerStartsPastTheLeader: a worker whose first server is the
+// register's leader starts at the next one; a follower first, a status
+// that cannot be read, or a single server leave the list as it is.
+func TestWorkerStartsPastTheLeader(t *testing.T) {
+	serve := func(state string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/status" {
+				http.NotFound(w, r)
+				return
+			}
+			fmt.Fprintf(w, `{"id":"n","state":%q,"ready":true}`, state)
+		}))
+		t.Cleanup(srv.Close)
+		return strings.TrimPrefix(srv.URL, "http://")
+	}
+	leader, follower := serve("leader"), serve("follower")
+	dead := "127.0.0.1:1"
+	for _, tc := range []struct{ servers, want string }{
+		{leader + "," + follower + "," + dead, follower + "," + dead + "," + leader},
+		{follower + "," + leader, follower + "," + leader},
+		{dead + "," + leader, dead + "," + leader},
+		{leader, leader},
+	} {
+		cl, err := newClient(tc.servers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pastTheLeader(cl, tc.servers); got != tc.want {
+			t.Errorf("servers %s: %s, want %s", tc.servers, got, tc.want)
+		}
+		cl.Close()
 	}
 }

@@ -93,7 +93,10 @@ limit's permits from the register (--servers), paces them out locally and
 trades idle permits with the other workers it finds by gossip (--join), so
 that a reserve costs no raft round trip and the fleet still stays within
 the limit's over-grant bound. If the register cannot be reached the worker
-spends what it holds, then fails closed.
+spends what it holds, then fails closed. The worker starts at the server of
+--servers its name hashes to, or the next one if that is the register's
+leader, so that a fleet given the same list renews at the followers, which
+forward renewals to the leader in batches.
 
 The sidecar serves, for --limit only:
   POST /v1/limits/{name}/reserve  {"permits":N,"max_wait":"250ms","request_id":"..."}
@@ -184,9 +187,18 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return c.usageError(err.Error())
 	}
-	cl, err := newClient(spreadServers(f.servers, f.name), append(opts, tlsOpts...)...)
+	opts = append(opts, tlsOpts...)
+	servers := spreadServers(f.servers, f.name)
+	cl, err := newClient(servers, opts...)
 	if err != nil {
 		return c.usageError(err.Error())
+	}
+	if past := pastTheLeader(cl, servers); past != servers {
+		logger.Debug("the first server is the register's leader: starting at the next", "servers", past)
+		cl.Close()
+		if cl, err = newClient(past, opts...); err != nil {
+			return c.usageError(err.Error())
+		}
 	}
 	var reg worker.Register = cl
 	var faults *faultyRegister
@@ -354,4 +366,28 @@ func spreadServers(servers, name string) string {
 	h.Write([]byte(name))
 	k := int(h.Sum32() % uint32(len(list)))
 	return strings.Join(slices.Concat(list[k:], list[:k]), ",")
+}
+
+// leaderProbeTimeout bounds the worker's status call to its first server.
+const leaderProbeTimeout = 2 * time.Second
+
+// pastTheLeader returns servers rotated by one when the first is the
+// register's leader (its GET /v1/status says so), else servers as they
+// are (also when the status cannot be read, or there is one server). A
+// renewal sent to a follower reaches the leader in a batch of them, which
+// costs the leader a fraction of a renewal sent to it directly; spread
+// over the followers, a fleet leaves the leader to decide. It is checked
+// once, at start: after a change of leader some workers talk to the new
+// one directly, which is as before.
+func pastTheLeader(cl *client.Client, servers string) string {
+	list := splitList(servers)
+	if len(list) < 2 {
+		return servers
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaderProbeTimeout)
+	defer cancel()
+	if st, err := cl.StatusOf(ctx, list[0]); err != nil || st.State != "leader" {
+		return servers
+	}
+	return strings.Join(slices.Concat(list[1:], list[:1]), ",")
 }
