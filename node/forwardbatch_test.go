@@ -28,10 +28,10 @@ func leasedCluster(t *testing.T) (l, f *Node, ctx context.Context) {
 	return l, f, ctx
 }
 
-// openAndRenewAll opens a lease for each of holders holders through n, all
-// at once, then renews them all at once, and checks every answer: the
-// holder's own lease, at epoch 1 and then 2.
-func openAndRenewAll(t *testing.T, ctx context.Context, n *Node, holders int) {
+// openAndRenewAll opens a lease for each of holders holders, holder i
+// through node(i), all at once, then renews them all at once, and checks
+// every answer: the holder's own lease, at epoch 1 and then 2.
+func openAndRenewAll(t *testing.T, ctx context.Context, node func(i int) *Node, holders int) {
 	t.Helper()
 	const ttl = int64(20 * time.Second)
 	grants := make([]fsm.LeaseResult, holders)
@@ -61,7 +61,7 @@ func openAndRenewAll(t *testing.T, ctx context.Context, n *Node, holders int) {
 		}
 	}
 	all("lease", func(i int) (fsm.LeaseResult, error) {
-		return n.Lease(ctx, fsm.Lease{Limit: "api", Holder: fmt.Sprintf("h%d", i), Group: fmt.Sprintf("g%d", i%4), Weight: 1,
+		return node(i).Lease(ctx, fsm.Lease{Limit: "api", Holder: fmt.Sprintf("h%d", i), Group: fmt.Sprintf("g%d", i%4), Weight: 1,
 			DemandMilliPermitsPerSec: 10_000, TTLNanos: ttl, RequestID: fmt.Sprintf("open-%d", i)})
 	})
 	ids := map[uint64]bool{}
@@ -74,7 +74,7 @@ func openAndRenewAll(t *testing.T, ctx context.Context, n *Node, holders int) {
 	opened := append([]fsm.LeaseResult(nil), grants...)
 	all("renew", func(i int) (fsm.LeaseResult, error) {
 		g := opened[i]
-		return n.Renew(ctx, fsm.Renew{Report: fsm.Report{Limit: "api", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits},
+		return node(i).Renew(ctx, fsm.Renew{Report: fsm.Report{Limit: "api", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits},
 			DemandMilliPermitsPerSec: 10_000, TTLNanos: ttl, RequestID: fmt.Sprintf("renew-%d", i)})
 	})
 	for i, g := range grants {
@@ -92,7 +92,7 @@ func openAndRenewAll(t *testing.T, ctx context.Context, n *Node, holders int) {
 func TestFollowerForwardsLeaseCommandsInBatches(t *testing.T) {
 	_, f, ctx := leasedCluster(t)
 	const holders = 128
-	openAndRenewAll(t, ctx, f, holders)
+	openAndRenewAll(t, ctx, func(int) *Node { return f }, holders)
 	calls, commands := f.fwdLeases.calls.Load(), f.fwdLeases.commands.Load()
 	t.Logf("%d lease commands forwarded in %d calls", commands, calls)
 	if commands != 2*holders || calls*4 > commands {
@@ -108,7 +108,7 @@ func TestFollowerForwardsOneByOneToALeaderWithoutBatches(t *testing.T) {
 	l, f, ctx := leasedCluster(t)
 	l.testNoCommandBatch.Store(true)
 	const holders = 64
-	openAndRenewAll(t, ctx, f, holders)
+	openAndRenewAll(t, ctx, func(int) *Node { return f }, holders)
 	f.fwdLeases.mu.Lock()
 	single := f.fwdLeases.single[string(l.trans.LocalAddr())]
 	f.fwdLeases.mu.Unlock()
