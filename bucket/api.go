@@ -188,9 +188,12 @@ type Refunder interface {
 	// fails at that grant.
 	GrantSlackNanos(nowNanos, atNanos int64) int64
 	// Refund takes back up to n permits at now, lowering the debt by at
-	// most maxNanos, and returns how many it took back (0 when n <= 0,
-	// maxNanos < IntervalNanos or the rate is infinite).
-	Refund(nowNanos, n, maxNanos int64) int64
+	// most maxNanos without moving the next free time before
+	// notBeforeNanos (the latest grant's or charge's served time, so
+	// that grants stay served in the order they were made), and returns
+	// how many it took back (0 when n <= 0, maxNanos < IntervalNanos or
+	// the rate is infinite).
+	Refund(nowNanos, n, maxNanos, notBeforeNanos int64) int64
 }
 
 // Spec is the user-facing description of a limit: rate permits per Per

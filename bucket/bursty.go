@@ -104,10 +104,10 @@ func (p *BurstyPacer) GrantSlackNanos(nowNanos, atNanos int64) int64 {
 }
 
 // Refund takes back r = min(n, floor(maxNanos/I)) permits at now by
-// lowering P by r*I: nextFree comes back towards now first, and what is
-// left goes to the store, up to MaxStoredNanos (time beyond that is lost,
-// which only keeps P higher). It returns r.
-func (p *BurstyPacer) Refund(nowNanos, n, maxNanos int64) int64 {
+// lowering P by r*I: nextFree comes back towards max(now, notBeforeNanos)
+// first, and what is left goes to the store, up to MaxStoredNanos (time
+// beyond that is lost, which only keeps P higher). It returns r.
+func (p *BurstyPacer) Refund(nowNanos, n, maxNanos, notBeforeNanos int64) int64 {
 	i := p.cfg.IntervalNanos
 	if n <= 0 || i <= 0 || maxNanos < i {
 		return 0
@@ -115,8 +115,8 @@ func (p *BurstyPacer) Refund(nowNanos, n, maxNanos int64) int64 {
 	r := min(n, maxNanos/i)
 	give := r * i // <= maxNanos: no overflow
 	now := max(nowNanos, p.lastNow)
-	if p.nextFree > now {
-		back := min(give, p.nextFree-now)
+	if floor := max(now, notBeforeNanos); p.nextFree > floor {
+		back := min(give, p.nextFree-floor)
 		p.nextFree -= back
 		give -= back
 	}

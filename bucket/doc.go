@@ -156,10 +156,18 @@
 // is at least r*I; so the history evolves exactly r*I lower, every grant
 // keeps a_j - MaxStoredNanos <= P - r*I <= a_j at its own served time,
 // and its state now is the pacer's after the refund. The bound's
-// derivation uses only those facts, so it holds over the permits used (g
-// counted at n - r). Refund lowers nextFree first (not below now) and puts
-// the rest in the store up to MaxStoredNanos; time beyond the cap is lost,
-// which only leaves P higher, as a charge would. Several refunds compose:
+// derivation uses those facts and one more: grants are served in the
+// order they are made (a_1 <= ... <= a_L), so that the last grant of a
+// window by time is also the last by P. Refund therefore lowers nextFree
+// only down to the served time of the latest grant or charge (and not
+// below now): had it gone lower, the next grant could be served before a
+// grant made earlier, whose few permits would then close a window that a
+// large grant's permits fill (1/s, MaxStored 2 s: 2 permits at 0, 1 at
+// 2 s, the 2 refunded, then 10 served at 1 s: 11 in [1 s, 2 s] against a
+// bound of 4). The rest goes to the store up to MaxStoredNanos, which
+// keeps nextFree - stored = P - r*I and nextFree >= the latest served
+// time; time beyond the cap is lost, which only leaves P higher, as a
+// charge would. Several refunds compose:
 // each is such a history for the one before, so the slack of a grant after
 // g counts down by every refund of a grant before it (the caller keeps
 // that account: fsm's refund marks).

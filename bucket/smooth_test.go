@@ -148,11 +148,11 @@ func TestBurstyRefund(t *testing.T) {
 	}
 	mustReserve(t, p, 0, 5, 0) // nextFree 5 s
 	for _, c := range []struct{ n, maxNanos int64 }{{0, 10 * sec}, {-1, 10 * sec}, {3, sec - 1}} {
-		if k := r.Refund(0, c.n, c.maxNanos); k != 0 {
+		if k := r.Refund(0, c.n, c.maxNanos, 0); k != 0 {
 			t.Errorf("Refund(0, %d, %d) = %d, want 0", c.n, c.maxNanos, k)
 		}
 	}
-	if k := r.Refund(sec, 3, 2*sec+sec/2); k != 2 { // at most 2.5 s worth: 2 permits
+	if k := r.Refund(sec, 3, 2*sec+sec/2, 0); k != 2 { // at most 2.5 s worth: 2 permits
 		t.Fatalf("Refund(1s, 3, 2.5s) = %d, want 2", k)
 	}
 	if q, _ := p.Query(sec, 1); q != 3*sec || p.StoredNanos() != 0 {
@@ -160,7 +160,7 @@ func TestBurstyRefund(t *testing.T) {
 	}
 	// 4 s to give back at 2 s: 1 s off nextFree (down to now), 2 s into
 	// the store (its cap), 1 s lost.
-	if k := r.Refund(2*sec, 4, 10*sec); k != 4 {
+	if k := r.Refund(2*sec, 4, 10*sec, 0); k != 4 {
 		t.Fatalf("Refund(2s, 4) = %d, want 4", k)
 	}
 	if q, _ := p.Query(2*sec, 1); q != 2*sec || p.StoredNanos() != 2*sec {
@@ -170,8 +170,19 @@ func TestBurstyRefund(t *testing.T) {
 		t.Errorf("slack of a full store: %d, want 0", got)
 	}
 	inf := mustNew(t, Spec{Algorithm: Bursty, Rate: math.Inf(1)}).(*BurstyPacer)
-	if k := inf.Refund(0, 5, math.MaxInt64); k != 0 {
+	if k := inf.Refund(0, 5, math.MaxInt64, 0); k != 0 {
 		t.Errorf("an infinite rate refunded %d", k)
+	}
+	// nextFree never comes back before the latest grant's served time:
+	// what would move it there goes to the store.
+	q := mustNew(t, Spec{Algorithm: Bursty, Rate: 1, MaxBurstSeconds: 2}).(*BurstyPacer)
+	mustReserve(t, q, 0, 2, 0)      // served at 0, nextFree 2 s
+	mustReserve(t, q, 0, 1, 10*sec) // served at 2 s, nextFree 3 s
+	if k := q.Refund(0, 2, 10*sec, 2*sec); k != 2 {
+		t.Fatalf("Refund(0, 2, notBefore 2s) = %d, want 2", k)
+	}
+	if n, _ := q.Query(0, 1); n != 2*sec || q.StoredNanos() != sec {
+		t.Errorf("after the refund: nextFree %d, stored %d; want 2 s, 1 s", n, q.StoredNanos())
 	}
 }
 

@@ -197,7 +197,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 	default:
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
-		l.bornIndex, l.seq = index, 0
+		l.bornIndex, l.seq, l.lastServedNanos = index, 0, 0
 		l.resetRefundMarks()
 	}
 	l.shadow = p.Shadow

@@ -43,6 +43,10 @@ type limit struct {
 	// pacer (refund.go).
 	refundMarks  []refundMark
 	marksFromSeq uint64
+	// lastServedNanos is the latest served time of a grant or charge on a
+	// Refunder pacer: a late refund never moves its next free time
+	// before it (refund.go).
+	lastServedNanos int64
 	// shadow: the limit is in shadow mode (PutLimit.Shadow).
 	// shadowRefused and shadowWaited count the reserves it granted that it
 	// would have refused, or made wait, had it been enforced.
@@ -150,7 +154,7 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 		return outcome{status: Granted, atNanos: nowNanos}
 	}
 	if d.Granted {
-		l.changedByGrant(slack)
+		l.changedByGrant(slack, d.AtNanos)
 	}
 	if !d.Granted {
 		l.refusedRequests++
@@ -188,7 +192,7 @@ func (l *limit) countShadow(nowNanos int64, d bucket.Decision, permits, slackNan
 		l.shadowWaited++
 	}
 	if d.Granted {
-		l.changedByGrant(slackNanos)
+		l.changedByGrant(slackNanos, d.AtNanos)
 	}
 	l.grantedRequests++
 	l.grantedPermits += uint64(permits)

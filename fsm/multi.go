@@ -127,7 +127,7 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 			}
 			continue
 		}
-		l.changedByGrant(slacks[i])
+		l.changedByGrant(slacks[i], at)
 		rv.parts[i].seqAfter = l.seq
 		l.grantedRequests++
 		l.grantedPermits += uint64(p.Permits)

@@ -20,6 +20,10 @@ import (
 // its time a, so the bound's argument holds over the history in which it
 // did (bucket/doc.go, "Late refunds").
 //
+// The refund never moves the pacer's next free time before the latest
+// grant's or charge's served time (lastServedNanos), so grants stay served
+// in the order they are made, which the bound's argument also needs.
+//
 // A limit keeps the slacks as marks: (the change count after a grant or
 // charge, its slack). Only the smallest slack after a given change count
 // is ever asked for, so the marks form a stack whose slacks increase with
@@ -50,13 +54,15 @@ func (l *limit) grantSlack(nowNanos, atNanos int64) int64 {
 	return 0
 }
 
-// changedByGrant counts a grant or a charge whose slack was slackNanos: a
-// change of the pacer, and a refund mark on a Refunder.
-func (l *limit) changedByGrant(slackNanos int64) {
+// changedByGrant counts a grant or a charge served at servedAtNanos whose
+// slack was slackNanos: a change of the pacer, and on a Refunder a refund
+// mark and the latest served time.
+func (l *limit) changedByGrant(slackNanos, servedAtNanos int64) {
 	l.seq++
 	if _, ok := l.pacer.(bucket.Refunder); !ok {
 		return
 	}
+	l.lastServedNanos = max(l.lastServedNanos, servedAtNanos)
 	m := l.refundMarks
 	for len(m) > 0 && m[len(m)-1].slackNanos >= slackNanos {
 		m = m[:len(m)-1]
@@ -78,7 +84,8 @@ func (l *limit) resetRefundMarks() {
 }
 
 // lateRefund gives back up to n permits of a grant that left the limit at
-// change count afterSeq, within the budget of the marks after it, and
+// change count afterSeq, within the budget of the marks after it, without
+// moving the next free time before the latest grant's served time, and
 // returns how many went back.
 func (l *limit) lateRefund(nowNanos int64, afterSeq uint64, n int64) int64 {
 	r, ok := l.pacer.(bucket.Refunder)
@@ -93,7 +100,7 @@ func (l *limit) lateRefund(nowNanos int64, afterSeq uint64, n int64) int64 {
 			break
 		}
 	}
-	k := r.Refund(nowNanos, n, budget)
+	k := r.Refund(nowNanos, n, budget, l.lastServedNanos)
 	if k == 0 {
 		return 0
 	}

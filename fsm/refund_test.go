@@ -1,7 +1,10 @@
 package fsm
 
 import (
+	"bytes"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,5 +89,150 @@ func TestLateRefundsKeepTheBurstyBound(t *testing.T) {
 		if late == 0 || lateFull == 0 {
 			t.Errorf("%+v: weak test: %d late refunds, %d in full", spec, late, lateFull)
 		}
+	}
+}
+
+// TestLateRefundKeepsGrantsInOrder (found in review): 1/s, MaxStored 2 s.
+// Grant g takes 2 permits served at 0, grant x 1 permit served at 2 s;
+// g's 2 are refunded at 0. Had the refund moved the next free time back
+// to now, a grant of 10 would be served at 1 s, before x, and [1 s, 2 s]
+// would hold 11 permits against a bound of 4. It stops at x's served
+// time; the rest goes to the store.
+func TestLateRefundKeepsGrantsInOrder(t *testing.T) {
+	cfg := compile(t, bucket.Spec{Algorithm: bucket.Bursty, Rate: 1, MaxBurstSeconds: 2})
+	h := newHarness(t)
+	h.put(0, "b", cfg)
+	var grants []boundGrant
+	g := h.reserve1(0, tracked(10*sec, Part{"b", 2}))
+	grants = append(grants, boundGrant{atNanos: g.NowNanos + g.WaitNanos, n: 2})
+	x := h.reserve1(0, rsv("b", 1, 10*sec, ""))
+	grants = append(grants, boundGrant{atNanos: x.NowNanos + x.WaitNanos, n: 1})
+	s := h.settleCmd(0, Settle{Reservation: g.ReservationID, Actual: []Part{{"b", 0}}})
+	if s.Parts[0].Refunded != 2 {
+		t.Fatalf("refund: %+v, want 2", s)
+	}
+	grants[0].n = 0
+	y := h.reserve1(0, rsv("b", 10, 10*sec, ""))
+	if y.WaitNanos < x.WaitNanos {
+		t.Errorf("the grant of 10 is served at %v, before the grant made before it (%v)", y.WaitNanos, x.WaitNanos)
+	}
+	grants = append(grants, boundGrant{atNanos: y.NowNanos + y.WaitNanos, n: 10})
+	if why := checkLimitBound(cfg, slices.DeleteFunc(grants, func(g boundGrant) bool { return g.n == 0 })); why != "" {
+		t.Fatal(why)
+	}
+}
+
+// TestLateRefundsAmidMultiLimitChargesAndReconfigures (after a review's
+// randomized test): bursty limits where a strict limit sets t* for half
+// of the reserves, with idle spells that refill the store, charges,
+// reconfigurations (which reset the marks), single reserves, settlements
+// in any order and snapshot round trips (byte-identical). The bound holds
+// over the permits used (grants that kept none dropped; charges left out,
+// a subset of what was served).
+func TestLateRefundsAmidMultiLimitChargesAndReconfigures(t *testing.T) {
+	other := compile(t, bucket.Spec{Algorithm: bucket.Strict, Rate: 7, MaxReserved: 20})
+	var late int
+	for _, spec := range []bucket.Spec{
+		{Algorithm: bucket.Bursty, Rate: 100, MaxBurstSeconds: 0.5},
+		{Algorithm: bucket.Bursty, Rate: 10, MaxBurstSeconds: 3},
+		{Algorithm: bucket.Bursty, Rate: 1000, MaxBurstSeconds: 0.02},
+	} {
+		cfg := compile(t, spec)
+		iv := cfg.IntervalNanos
+		for seed := range 80 {
+			rng := rand.New(rand.NewPCG(uint64(seed), 0xbeef))
+			h := newHarness(t)
+			now := int64(time.Second)
+			h.put(now, "b", cfg)
+			h.put(now, "o", other)
+			type open struct {
+				id    uint64
+				index int
+				multi bool
+			}
+			var grants []boundGrant
+			var opens []open
+			permits := func(k int64) int64 { return 1 + rng.Int64N(k) }
+			for range 300 {
+				if rng.IntN(20) == 0 {
+					now += rng.Int64N(int64(4 * time.Second)) // idle: the store refills
+				} else {
+					now += rng.Int64N(4 * iv)
+				}
+				switch p := rng.IntN(20); {
+				case p < 9:
+					n, multi := permits(10), p >= 6
+					r := tracked(rng.Int64N(int64(3*time.Second)), Part{"b", n})
+					if multi {
+						r = tracked(r.MaxWaitNanos, Part{"o", 1}, Part{"b", n})
+					}
+					if res := h.reserve1(now, r); res.Status == Granted {
+						grants = append(grants, boundGrant{atNanos: res.NowNanos + res.WaitNanos, n: n})
+						opens = append(opens, open{res.ReservationID, len(grants) - 1, multi})
+					}
+				case p < 12:
+					n := permits(5)
+					if res := h.reserve1(now, rsv("b", n, rng.Int64N(int64(time.Second)), "")); res.Status == Granted {
+						grants = append(grants, boundGrant{atNanos: res.NowNanos + res.WaitNanos, n: n})
+					}
+				case p == 12 && rng.IntN(4) == 0:
+					h.put(now, "b", cfg)
+				case p == 13:
+					b1 := snapshotBytes(t, h.f)
+					twin := newHarness(t)
+					if err := restore(twin.f, b1); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(b1, snapshotBytes(t, twin.f)) {
+						t.Fatalf("%+v seed %d: a restored snapshot re-encodes differently", spec, seed)
+					}
+				case len(opens) > 0:
+					k := rng.IntN(len(opens))
+					o := opens[k]
+					opens = append(opens[:k], opens[k+1:]...)
+					g := &grants[o.index]
+					actual := rng.Int64N(g.n + 1)
+					if rng.IntN(6) == 0 {
+						actual = g.n + 1 + rng.Int64N(3) // a charge
+					}
+					parts := []Part{{"b", actual}}
+					if o.multi && rng.IntN(2) == 0 {
+						parts = append(parts, Part{"o", 0})
+					}
+					res := h.settleCmd(now, Settle{Reservation: o.id, Actual: parts})
+					for _, sp := range res.Parts {
+						if sp.Limit == "b" && sp.Refunded > 0 {
+							if sp.Refunded > sp.Reserved-sp.Actual {
+								t.Fatalf("%+v seed %d: refunded %d of %d reserved, %d used", spec, seed, sp.Refunded, sp.Reserved, sp.Actual)
+							}
+							g.n -= sp.Refunded
+							late++
+						}
+					}
+				}
+			}
+			used := slices.DeleteFunc(grants, func(g boundGrant) bool { return g.n == 0 })
+			if why := checkLimitBound(cfg, used); why != "" {
+				t.Fatalf("%+v seed %d: %s", spec, seed, why)
+			}
+		}
+	}
+	if late == 0 {
+		t.Error("weak test: no refund")
+	}
+}
+
+// TestRestoreRefusesAGrantFromItsPacersFuture (found in review): a
+// reservation part granted at a change count above its pacer's would find
+// no refund mark after it, so no budget; Restore refuses it.
+func TestRestoreRefusesAGrantFromItsPacersFuture(t *testing.T) {
+	h := newHarness(t)
+	h.put(0, "api", bursty(t, 10))
+	res := h.reserve1(sec, tracked(0, Part{"api", 5}))
+	h.reserve1(sec, rsv("api", 1, sec, ""))
+	h.f.st.reservations.byID[res.ReservationID].parts[0].seqAfter += 5
+	err := restore(New(), snapshotBytes(t, h.f))
+	if err == nil || !strings.Contains(err.Error(), "after its pacer's") {
+		t.Fatalf("Restore: %v, want a refusal of the part from the future", err)
 	}
 }

@@ -191,6 +191,11 @@ func decodeReservations(r *reader, st *state) {
 			if r.err == nil && (p.permits < 1 || p.releasedPermits > p.permits) {
 				r.fail("part on %q holds %d permits with %d released (allowed: >= 1, released <= held)", p.limit, p.permits, p.releasedPermits)
 			}
+			if l, ok := st.limits[p.limit]; r.err == nil && ok && l.bornIndex == p.bornIndex && p.seqAfter > l.seq {
+				// A grant from the future of its pacer: a late refund
+				// would find no mark after it, and no budget.
+				r.fail("part on %q was granted at change count %d, after its pacer's %d", p.limit, p.seqAfter, l.seq)
+			}
 			rv.parts = append(rv.parts, p)
 		}
 		if r.err != nil {

@@ -206,10 +206,14 @@ func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, act
 		// snapshot that says otherwise changes nothing.
 	default:
 		slack := l.grantSlack(nowNanos, nowNanos) // a charge is spent at nextFree as of now
+		servedAt, err := l.pacer.Query(nowNanos, 1)
+		if err != nil {
+			servedAt = nowNanos // cannot happen for a rate limit: Query of one permit
+		}
 		if err := l.pacer.(bucket.Scheduler).Charge(nowNanos, actual-p.permits); err != nil {
 			return out // the debt would overflow the timeline: not charged
 		}
-		l.changedByGrant(slack)
+		l.changedByGrant(slack, servedAt)
 		l.grantedPermits += uint64(actual - p.permits)
 		out.Charged = actual - p.permits
 	}

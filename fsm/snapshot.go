@@ -27,6 +27,8 @@ import (
 //	    pacer identity  uvarint born index, uvarint change count
 //	    shadow          byte (0 or 1), uvarint would-refuse, would-wait
 //	    refund marks    uvarint marks-from change count (<= change count),
+//	                    varint the latest served time (0 unless the pacer
+//	                    is a bucket.Refunder, else >= 0),
 //	                    uvarint count (<= maxRefundMarks; 0 unless the pacer
 //	                    is a bucket.Refunder), then per mark uvarint change
 //	                    count and uvarint slack, both strictly ascending,
@@ -159,6 +161,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		b = binary.AppendUvarint(b, l.shadowRefused)
 		b = binary.AppendUvarint(b, l.shadowWaited)
 		b = binary.AppendUvarint(b, l.marksFromSeq)
+		b = binary.AppendVarint(b, l.lastServedNanos)
 		b = binary.AppendUvarint(b, uint64(len(l.refundMarks)))
 		for _, m := range l.refundMarks {
 			b = binary.AppendUvarint(b, m.afterSeq)
@@ -489,12 +492,16 @@ func decodeDedup(r *reader, st *state, t *dedupTable, lease bool) {
 // them against its change count and its pacer.
 func decodeRefundMarks(r *reader, l *limit, pacer bucket.Pacer, cfg bucket.Config) {
 	l.marksFromSeq = r.uvarint("refund marks' start")
+	l.lastServedNanos = r.varint("latest served time")
 	n := r.uvarint("refund marks")
 	if r.err != nil {
 		return
 	}
 	_, refunder := pacer.(bucket.Refunder)
 	switch {
+	case l.lastServedNanos < 0 || (l.lastServedNanos != 0 && !refunder):
+		r.fail("latest served time %d (allowed: 0, or a time >= 0 for an algorithm that takes late refunds)", l.lastServedNanos)
+		return
 	case l.marksFromSeq > l.seq:
 		r.fail("refund marks start at change count %d, after the pacer's %d", l.marksFromSeq, l.seq)
 		return
