@@ -36,10 +36,15 @@ import (
 // failure of each of its commands, as a single forward's would be: the
 // outcome is unknown (ErrNoLeader), and a command with a request ID is
 // retried (retryAmbiguous), which the register answers with its first
-// decision. A leader that does not know OpCommandBatch (an older version,
-// during a rolling upgrade) answers it CodeInvalid "unknown forwarded
-// operation"; the follower then forwards one command per call to that
-// address.
+// decision. A command for a new leader switches the follower's connection
+// to it, which fails the batches still with the old one at once (as a
+// single forward's connection switch does). A command whose caller gave
+// up before its batch left is never sent, and at most maxForwardQueue
+// commands wait (beyond, ErrOverloaded at once). A leader that does not
+// know OpCommandBatch (an older version) answers it CodeInvalid "unknown
+// forwarded operation"; the follower then forwards one command per call
+// to that address until it restarts. (Nodes of different versions do not
+// forward to each other anyway: a cluster is upgraded as a whole.)
 
 const (
 	// maxForwardBatch bounds the commands of one OpCommandBatch.
@@ -50,6 +55,17 @@ const (
 	// maxForwardBatchesInFlight bounds the batches a follower has with the
 	// leader at once.
 	maxForwardBatchesInFlight = 2
+	// maxForwardQueue bounds the commands waiting for a batch; beyond it a
+	// command is refused at once as overloaded (nothing sent).
+	maxForwardQueue = 4 * maxForwardBatch
+)
+
+// States of a forwardedCommand: waiting in the queue, taken into a batch,
+// or given up by its caller before that (then never sent).
+const (
+	commandQueued int32 = iota
+	commandTaken
+	commandAbandoned
 )
 
 // leaseForwarder batches a follower's forwarded lease commands.
@@ -65,6 +81,8 @@ type leaseForwarder struct {
 	mu      sync.Mutex
 	queue   []*forwardedCommand
 	sending int
+	// sendingTo counts the batches in flight per leader address.
+	sendingTo map[string]int
 	// single holds the leader addresses that answered OpCommandBatch as
 	// unknown.
 	single map[string]bool
@@ -76,6 +94,7 @@ type forwardedCommand struct {
 	addr  string
 	entry []byte
 	done  chan forwardAnswer
+	state atomic.Int32
 }
 
 // forwardAnswer is the leader's answer to one forwarded command: the
@@ -86,7 +105,7 @@ type forwardAnswer struct {
 }
 
 func newLeaseForwarder(fwd *forwarder, timeout time.Duration) *leaseForwarder {
-	return &leaseForwarder{fwd: fwd, timeout: timeout, single: map[string]bool{}}
+	return &leaseForwarder{fwd: fwd, timeout: timeout, single: map[string]bool{}, sendingTo: map[string]int{}}
 }
 
 // call forwards entry (a lease command stamped 0) to the leader at addr
@@ -94,15 +113,38 @@ func newLeaseForwarder(fwd *forwarder, timeout time.Duration) *leaseForwarder {
 // answer to it. Its shape is a viaLeader's; the time is zero (lease
 // answers count their expiry from the request's sending, not from the
 // answer's reading).
+//
+// A command whose caller gives up before its batch leaves is never sent.
+// At most maxForwardQueue commands wait; beyond that a command is
+// ErrOverloaded at once. A command for another leader than the one the
+// batches in flight went to switches the connection to it, which fails
+// those batches at once (their commands' outcome is unknown, as a single
+// forward's is when the leader changes) instead of leaving the new
+// leader's commands queued behind them until they time out.
 func (f *leaseForwarder) call(ctx context.Context, addr string, entry []byte) ([]byte, time.Time, error) {
 	p := &forwardedCommand{addr: addr, entry: entry, done: make(chan forwardAnswer, 1)}
 	f.mu.Lock()
+	if len(f.queue) >= maxForwardQueue {
+		f.queue = slices.DeleteFunc(f.queue, func(q *forwardedCommand) bool { return q.state.Load() == commandAbandoned })
+	}
+	if len(f.queue) >= maxForwardQueue {
+		f.mu.Unlock()
+		return nil, time.Time{}, userErrorf(ErrOverloaded, "%d lease commands are waiting for the leader at %s; nothing was sent: retry shortly", len(f.queue), addr)
+	}
 	f.queue = append(f.queue, p)
 	start := f.sending < maxForwardBatchesInFlight
 	if start {
 		f.sending++
 	}
+	stale := false
+	for to, k := range f.sendingTo {
+		stale = stale || (k > 0 && to != addr)
+	}
 	f.mu.Unlock()
+	if stale {
+		// The error, if any, is the next batch's to report.
+		_, _ = f.fwd.get(addr)
+	}
 	if start {
 		go f.send()
 	}
@@ -110,6 +152,9 @@ func (f *leaseForwarder) call(ctx context.Context, addr string, entry []byte) ([
 	case a := <-p.done:
 		return a.resp, time.Time{}, a.err
 	case <-ctx.Done():
+		if p.state.CompareAndSwap(commandQueued, commandAbandoned) {
+			return nil, time.Time{}, fmt.Errorf("%w: leader %s: %v before the command was sent (it was not)", ErrNoLeader, addr, ctx.Err())
+		}
 		return nil, time.Time{}, fmt.Errorf("%w: leader %s: %v (the outcome is unknown)", ErrNoLeader, addr, ctx.Err())
 	}
 }
@@ -123,12 +168,18 @@ func (f *leaseForwarder) send() {
 			f.mu.Unlock()
 			return
 		}
+		var batch []*forwardedCommand
 		k, size := 0, 0
-		for k < len(f.queue) && k < maxForwardBatch && (k == 0 || size+len(f.queue[k].entry) <= maxForwardBatchBytes) {
-			size += len(f.queue[k].entry)
-			k++
+		for ; k < len(f.queue) && len(batch) < maxForwardBatch; k++ {
+			q := f.queue[k]
+			if len(batch) > 0 && size+len(q.entry) > maxForwardBatchBytes {
+				break
+			}
+			if q.state.CompareAndSwap(commandQueued, commandTaken) {
+				batch = append(batch, q)
+				size += len(q.entry)
+			}
 		}
-		batch := f.queue[:k:k]
 		f.queue = slices.Clone(f.queue[k:])
 		f.mu.Unlock()
 		for len(batch) > 0 {
@@ -155,7 +206,15 @@ func (f *leaseForwarder) sendTo(addr string, ps []*forwardedCommand) {
 	defer cancel()
 	f.mu.Lock()
 	single := f.single[addr]
+	f.sendingTo[addr]++
 	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		if f.sendingTo[addr]--; f.sendingTo[addr] == 0 {
+			delete(f.sendingTo, addr)
+		}
+		f.mu.Unlock()
+	}()
 	if single || len(ps) == 1 {
 		f.sendEach(ctx, addr, ps)
 		return

@@ -1,10 +1,14 @@
 package node
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,5 +200,175 @@ func TestBatchedCommandsKeepTheirOwnOutcomes(t *testing.T) {
 		if _, err := l.leaseBatchForwarded(ctx, bad); !errors.Is(err, ErrInvalid) {
 			t.Errorf("payload %x: %v, want ErrInvalid", bad, err)
 		}
+	}
+}
+
+// gatedLeader is a stand-in for a leader on loopback TCP that reads
+// forwarded calls and answers none of them until open is closed; then it
+// answers every call, the held ones first, CodeOK with empty results. It
+// counts the commands it received (a batch counts its entries).
+type gatedLeader struct {
+	addr     string
+	open     chan struct{}
+	received atomic.Int64
+}
+
+func newGatedLeader(t *testing.T) *gatedLeader {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedLeader{addr: ln.Addr().String(), open: make(chan struct{})}
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); conns.Wait() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				defer c.Close()
+				go func() { <-t.Context().Done(); c.Close() }()
+				g.serve(c)
+			}()
+		}
+	}()
+	return g
+}
+
+func (g *gatedLeader) serve(c net.Conn) {
+	r := bufio.NewReader(c)
+	if _, err := r.ReadByte(); err != nil { // the connection's kind
+		return
+	}
+	w := wire.NewWriter(c)
+	defer w.Close()
+	for {
+		f, err := wire.ReadFrame(r)
+		if err != nil {
+			return
+		}
+		k := uint64(1)
+		if f.Kind == wire.OpCommandBatch {
+			d := wire.Dec{B: f.Payload}
+			k = d.Uvar()
+		}
+		g.received.Add(int64(k))
+		go func() {
+			<-g.open
+			answer := []byte(nil)
+			if f.Kind == wire.OpCommandBatch {
+				e := wire.Enc{}
+				e.Uvar(k)
+				for range k {
+					e.U8(wire.CodeOK)
+					e.Bytes(nil)
+				}
+				answer = e.B
+			}
+			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: answer})
+		}()
+	}
+}
+
+// stuckForwarder returns a forwarder whose every batch sender is busy
+// with a call to a leader that does not answer (timeout: a minute), and
+// the channel the two stuck calls' errors arrive on.
+func stuckForwarder(t *testing.T, stuck *gatedLeader) (*leaseForwarder, chan error) {
+	t.Helper()
+	f := newLeaseForwarder(&forwarder{network: TCPNetwork{}, timeout: 5 * time.Second}, time.Minute)
+	errs := make(chan error, maxForwardBatchesInFlight)
+	for i := range maxForwardBatchesInFlight {
+		// One at a time, so that each takes a sender of its own.
+		go func() {
+			_, _, err := f.call(t.Context(), stuck.addr, []byte{1})
+			errs <- err
+		}()
+		waitFor(t, 10*time.Second, "a sender at the stuck leader", func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.sendingTo[stuck.addr] == i+1 && stuck.received.Load() == int64(i+1)
+		})
+	}
+	return f, errs
+}
+
+// TestForwardedCommandsMoveToANewLeaderAtOnce (found in review): both
+// batch senders wait on a leader that stopped answering (a partition), and
+// the leader changes. A command for the new leader switches the
+// connection, which fails the old batches at once (outcome unknown,
+// ErrNoLeader), instead of waiting a minute behind them.
+func TestForwardedCommandsMoveToANewLeaderAtOnce(t *testing.T) {
+	old, next := newGatedLeader(t), newGatedLeader(t)
+	close(next.open)
+	f, errs := stuckForwarder(t, old)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if _, _, err := f.call(ctx, next.addr, []byte{1}); err != nil {
+		t.Fatalf("a command for the new leader: %v (the forwarder's call timeout is a minute)", err)
+	}
+	for range maxForwardBatchesInFlight {
+		if err := <-errs; !errors.Is(err, ErrNoLeader) {
+			t.Errorf("a command with the old leader: %v, want ErrNoLeader (outcome unknown)", err)
+		}
+	}
+}
+
+// TestForwardedCommandsGivenUpAreNotSent (found in review): while the
+// leader holds both batches, commands whose callers give up are never
+// sent, and past maxForwardQueue waiting commands the next one is
+// ErrOverloaded at once.
+func TestForwardedCommandsGivenUpAreNotSent(t *testing.T) {
+	leader := newGatedLeader(t)
+	f, errs := stuckForwarder(t, leader)
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 100 {
+		if _, _, err := f.call(gone, leader.addr, []byte{2}); !errors.Is(err, ErrNoLeader) || !strings.Contains(err.Error(), "it was not") {
+			t.Fatalf("a command given up: %v, want ErrNoLeader saying it was not sent", err)
+		}
+	}
+	waiting, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for range maxForwardQueue {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.call(waiting, leader.addr, []byte{3})
+		}()
+	}
+	waitFor(t, 10*time.Second, "a full queue", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		live := 0
+		for _, q := range f.queue {
+			if q.state.Load() == commandQueued {
+				live++
+			}
+		}
+		return live == maxForwardQueue
+	})
+	if _, _, err := f.call(t.Context(), leader.addr, []byte{4}); !errors.Is(err, ErrOverloaded) {
+		t.Errorf("a command past a full queue: %v, want ErrOverloaded", err)
+	}
+	stop()
+	wg.Wait()
+	close(leader.open)
+	for range maxForwardBatchesInFlight {
+		if err := <-errs; err != nil {
+			t.Errorf("a held command: %v", err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the queue drained", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.sending == 0
+	})
+	if got := leader.received.Load(); got != maxForwardBatchesInFlight {
+		t.Errorf("the leader received %d commands, want only the %d sent before the others were given up", got, maxForwardBatchesInFlight)
 	}
 }
