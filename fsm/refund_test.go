@@ -11,6 +11,14 @@ import (
 	"github.com/permitd/permitd/bucket"
 )
 
+// loadedBursty are the bursty limits the late-refund property tests load:
+// a middling burst, a tiny one and a large one.
+var loadedBursty = []bucket.Spec{
+	{Algorithm: bucket.Bursty, Rate: 100, MaxBurstSeconds: 0.5},
+	{Algorithm: bucket.Bursty, Rate: 1000, MaxBurstSeconds: 0.02},
+	{Algorithm: bucket.Bursty, Rate: 10, MaxBurstSeconds: 3},
+}
+
 // TestLateRefundsKeepTheBurstyBound: on loaded Bursty limits, tracked
 // reserves are settled at random later times with random real costs, so
 // that most refunds come after other grants (late refunds, refund.go).
@@ -18,11 +26,7 @@ import (
 // get back, every window keeps the Bursty bound; and late refunds do
 // give back permits, often in full.
 func TestLateRefundsKeepTheBurstyBound(t *testing.T) {
-	for _, spec := range []bucket.Spec{
-		{Algorithm: bucket.Bursty, Rate: 100, MaxBurstSeconds: 0.5},
-		{Algorithm: bucket.Bursty, Rate: 1000, MaxBurstSeconds: 0.02},
-		{Algorithm: bucket.Bursty, Rate: 10, MaxBurstSeconds: 3},
-	} {
+	for _, spec := range loadedBursty {
 		cfg := compile(t, spec)
 		iv := cfg.IntervalNanos
 		var late, lateFull, lost int
@@ -132,11 +136,7 @@ func TestLateRefundKeepsGrantsInOrder(t *testing.T) {
 func TestLateRefundsAmidMultiLimitChargesAndReconfigures(t *testing.T) {
 	other := compile(t, bucket.Spec{Algorithm: bucket.Strict, Rate: 7, MaxReserved: 20})
 	var late int
-	for _, spec := range []bucket.Spec{
-		{Algorithm: bucket.Bursty, Rate: 100, MaxBurstSeconds: 0.5},
-		{Algorithm: bucket.Bursty, Rate: 10, MaxBurstSeconds: 3},
-		{Algorithm: bucket.Bursty, Rate: 1000, MaxBurstSeconds: 0.02},
-	} {
+	for _, spec := range loadedBursty {
 		cfg := compile(t, spec)
 		iv := cfg.IntervalNanos
 		for seed := range 80 {
