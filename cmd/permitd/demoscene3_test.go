@@ -17,13 +17,16 @@ func TestDemoScene3(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node cluster and 8 workers for ~4 s")
 	}
-	for _, tpm := range []string{"15000", "40000"} {
+	for _, tpm := range []string{"12000", "40000"} {
 		t.Run("tpm="+tpm, func(t *testing.T) { demoScene3(t, tpm) })
 	}
 }
 
 // demoScene3 runs scene 3 with llm-tpm at tpm tokens per second; at 40000
-// requests bind before tokens, and the summary must say so.
+// requests bind before tokens, and the summary must say so. At 12000
+// tokens bind (6.9 calls/s of a mean cost of 1750), with a margin a 3 s
+// run keeps: at the default 15000 (8.6 calls/s) requests were ahead of
+// tokens in a 3 s CI run, its first second still filling up.
 func demoScene3(t *testing.T, tpm string) {
 	var out, errOut bytes.Buffer
 	code := runDemo([]string{"--scene", "3", "--scene3-duration", "3s", "--scene3-tpm", tpm}, &out, &errOut)
@@ -50,7 +53,7 @@ func demoScene3(t *testing.T, tpm string) {
 			t.Errorf("a second with %s API 429s", line[1])
 		}
 	}
-	want := map[string]string{"15000": "binding limit: llm-tpm", "40000": "binding limit: llm-rpm"}[tpm]
+	want := map[string]string{"12000": "binding limit: llm-tpm", "40000": "binding limit: llm-rpm"}[tpm]
 	if !strings.Contains(text, want) {
 		t.Errorf("the summary lacks %q", want)
 	}
