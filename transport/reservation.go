@@ -39,10 +39,10 @@ type partRequest struct {
 
 // multiReserveRequest is the body of POST /v1/reserve.
 type multiReserveRequest struct {
-	Limits       httpapi.Opt[[]partRequest] `json:"limits"`
-	MaxWait      httpapi.Opt[string]        `json:"max_wait"`
-	RequestID    httpapi.Opt[string]        `json:"request_id"`
-	SettleWithin httpapi.Opt[string]        `json:"settle_within"`
+	Limits       httpapi.Opt[partRequests] `json:"limits"`
+	MaxWait      httpapi.Opt[string]       `json:"max_wait"`
+	RequestID    httpapi.Opt[string]       `json:"request_id"`
+	SettleWithin httpapi.Opt[string]       `json:"settle_within"`
 }
 
 var multiReserveFields = httpapi.Fields{
@@ -54,8 +54,8 @@ var multiReserveFields = httpapi.Fields{
 
 // settleRequest is the body of POST /v1/reservations/{id}/settle.
 type settleRequest struct {
-	Actual    httpapi.Opt[[]partRequest] `json:"actual"`
-	RequestID httpapi.Opt[string]        `json:"request_id"`
+	Actual    httpapi.Opt[partRequests] `json:"actual"`
+	RequestID httpapi.Opt[string]       `json:"request_id"`
 }
 
 var settleFields = httpapi.Fields{

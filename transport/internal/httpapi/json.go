@@ -182,6 +182,11 @@ func (o *Opt[T]) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || (b[0] != '{' && b[0] != '[') {
 		return json.Unmarshal(b, &o.V) // a scalar: nothing to be strict about
 	}
+	// A type with its own decoding is strict itself (the outer decoder
+	// has checked the syntax already).
+	if u, ok := any(&o.V).(json.Unmarshaler); ok {
+		return u.UnmarshalJSON(b)
+	}
 	// Objects inside the field (a list of limits) reject unknown keys too,
 	// as the request's own object does.
 	dec := json.NewDecoder(bytes.NewReader(b))
