@@ -95,24 +95,7 @@ func TestBrokenMultiIsCaught(t *testing.T) {
 		}
 		return sum
 	}
-	t.Run("control", func(t *testing.T) {
-		sum := scenario(t, nil)
-		if sum.ExitCode != ExitValid {
-			t.Fatalf("a correct permitd failed the scenario:\n%s", describe(sum))
-		}
-	})
-	t.Run("broken", func(t *testing.T) {
-		sum := scenario(t, []string{"--test-break-timeline"})
-		t.Log(describe(sum))
-		if sum.ExitCode != ExitSafety || sum.SafetyValid {
-			t.Fatalf("the broken timeline was not caught: exit %d, want %d", sum.ExitCode, ExitSafety)
-		}
-		caught := map[string]bool{}
-		for _, c := range sum.Checkers {
-			if !c.Valid {
-				caught[c.Name] = true
-			}
-		}
+	controlAndBroken(t, scenario, func(t *testing.T, caught map[string]bool) {
 		if !caught["multi-dimensions"] && !caught["multi-dimensions-at-use"] {
 			t.Fatalf("no multi-dimensions violation reported; invalid checkers: %v", caught)
 		}

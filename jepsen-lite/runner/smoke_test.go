@@ -363,6 +363,19 @@ func TestBrokenTimelineIsCaught(t *testing.T) {
 			},
 		})
 	}
+	controlAndBroken(t, scenario, func(t *testing.T, caught map[string]bool) {
+		if !caught["spacing-at-use"] && !caught["spacing"] && !caught["linearizability"] {
+			t.Fatalf("no spacing or linearizability violation reported; invalid checkers: %v", caught)
+		}
+	})
+}
+
+// controlAndBroken runs scenario twice: as a control against a correct
+// permitd (no agent flags), which must be valid, and with
+// --test-break-timeline, which must fail on safety; check then gets the
+// names of the checkers the broken run failed.
+func controlAndBroken(t *testing.T, scenario func(*testing.T, []string) *Summary, check func(*testing.T, map[string]bool)) {
+	t.Helper()
 	t.Run("control", func(t *testing.T) {
 		sum := scenario(t, nil)
 		if sum.ExitCode != ExitValid {
@@ -381,9 +394,7 @@ func TestBrokenTimelineIsCaught(t *testing.T) {
 				caught[c.Name] = true
 			}
 		}
-		if !caught["spacing-at-use"] && !caught["spacing"] && !caught["linearizability"] {
-			t.Fatalf("no spacing or linearizability violation reported; invalid checkers: %v", caught)
-		}
+		check(t, caught)
 	})
 }
 
