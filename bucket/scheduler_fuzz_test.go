@@ -7,7 +7,7 @@ import (
 )
 
 // FuzzScheduler drives every pacer of validSpecs through ReserveAt,
-// Charge, Release and Admits at extreme and ordinary times and counts:
+// Charge, Release, Refund and Admits at extreme and ordinary times and counts:
 // nothing panics; a ReserveAt that grants serves at exactly its time, and
 // one that refuses, a failed Charge and a Release that frees nothing change
 // no state byte; Admits agrees with the ReserveAt that follows it; and the
@@ -20,6 +20,7 @@ func FuzzScheduler(f *testing.F) {
 		p := mustNew(t, s)
 		sch := p.(Scheduler)
 		rel, isHold := p.(Releaser)
+		ref, isRefunder := p.(Refunder)
 		seen := int64(0)
 		for len(b) >= 24 {
 			now := max(int64(binary.BigEndian.Uint64(b)), seen)
@@ -61,6 +62,18 @@ func FuzzScheduler(f *testing.F) {
 						t.Fatalf("a failed Charge(%d, %d) changed the state", now, n)
 					}
 				} else {
+					seen = now
+				}
+			case op == 2 && isRefunder: // Refund, not before the next free time as of now
+				k := n >> 2
+				q, _ := p.Query(now, 1)
+				if got := ref.Refund(now, k, max(x, 0), q); got < 0 || got > max(k, 0) {
+					t.Fatalf("Refund(%d, %d, %d, %d) = %d, want 0..%d", now, k, x, q, got, max(k, 0))
+				} else if got == 0 && !bytes.Equal(before, p.AppendState(nil)) {
+					t.Fatalf("a Refund(%d, %d, %d) that took nothing back changed the state", now, k, x)
+				} else if after, _ := p.Query(now, 1); got > 0 && after < q {
+					t.Fatalf("a Refund(%d, %d, %d, %d) moved the next free time back to %d", now, k, x, q, after)
+				} else if got > 0 {
 					seen = now
 				}
 			case op == 2 && isHold: // Release
