@@ -1,6 +1,9 @@
 package node
 
-import "github.com/permitd/permitd/fsm"
+import (
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
+)
 
 // overload.go: a node bounds the reserves it holds. Queueing more than it
 // can decide in time only lengthens every wait until clients time out,
@@ -24,6 +27,32 @@ const PendingBatches = 4
 // DefaultMaxPendingReserves is the default Config.MaxPendingReserves at
 // the default MaxBatch: PendingBatches full batches.
 const DefaultMaxPendingReserves = PendingBatches * 1024
+
+// shedAtOnce reports whether a binary client's call of op is refused
+// before it is served: a reserve, while the node already holds
+// MaxPendingReserves. The read loop asks it (servePipelined), so that
+// under overload a refusal costs the node the frame's read and a queued
+// answer, built once (Node.overloaded), and none of a served call's
+// goroutine hand-off, decode, validation and formatted message: at 3x a
+// CPU-bound leader's capacity the refusals outnumber the admitted
+// reserves two to one, and every cycle they take is taken from deciding.
+// A refused reserve is not decoded, so under overload an invalid or
+// unauthorized one is also answered CodeOverloaded (503); it changes
+// nothing either way, and its retry gets the error it deserves. The full
+// check in admitReserves stays: a reserve let through here may still be
+// refused there.
+func (n *Node) shedAtOnce(op byte) bool {
+	if op != wire.OpReserve || n.pending.Load() < int64(n.cfg.MaxPendingReserves) {
+		return false
+	}
+	n.shed.Add(1)
+	return true
+}
+
+// overloadedMessage is the message of a reserve refused by shedAtOnce.
+func overloadedMessage(id string, most int) []byte {
+	return []byte(Message(userErrorf(ErrOverloaded, "node %s holds its most reserves (--max-pending-reserves %d); retry shortly, or at another node", id, most)))
+}
 
 // admitReserves takes n slots for reserves, or fails with ErrOverloaded
 // (taking none); release gives them back.

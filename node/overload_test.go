@@ -3,12 +3,15 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // TestOverloadedReservesFailAtOnceAndChangeNothing: a node that holds
@@ -125,5 +128,48 @@ func TestPendingBoundDefaultsToFourBatches(t *testing.T) {
 		if c.MaxPendingReserves != tc.want {
 			t.Errorf("max batch %d, bound %d: default bound %d, want %d", tc.maxBatch, tc.bound, c.MaxPendingReserves, tc.want)
 		}
+	}
+}
+
+// TestFullNodeShedsBinaryReservesFromTheReadLoop: on a binary client
+// connection to a node at its bound, a reserve is refused by the read
+// loop before it is decoded (an undecodable one gets CodeOverloaded,
+// not CodeInvalid), with a message that says what to do; calls other
+// than reserves are still served, and once the load is gone the same
+// frames get their own answers again.
+func TestFullNodeShedsBinaryReservesFromTheReadLoop(t *testing.T) {
+	c := newTestCluster(t, 1)
+	l := c.leader()
+	ctx := ctxTimeout(t, 20*time.Second)
+	server, clientSide := net.Pipe()
+	go l.ServeClient(server)
+	bc := wire.NewConn(clientSide)
+	defer bc.Close()
+	call := func(op byte, payload []byte) (byte, string) {
+		t.Helper()
+		code, p, err := bc.Call(ctx, op, payload)
+		if err != nil {
+			t.Fatalf("call: %v", err)
+		}
+		return code, string(p)
+	}
+	garbage := []byte{0xff}
+
+	l.pending.Add(int64(l.cfg.MaxPendingReserves))
+	_, shedBefore := l.Load()
+	code, msg := call(wire.OpReserve, garbage)
+	if code != wire.CodeOverloaded || !strings.Contains(msg, "--max-pending-reserves") || !strings.Contains(msg, "retry") {
+		t.Errorf("undecodable reserve on a full node: code %d (%s), want %d from the read loop", code, msg, wire.CodeOverloaded)
+	}
+	if _, shed := l.Load(); shed != shedBefore+1 {
+		t.Errorf("shed count %d, want %d", shed, shedBefore+1)
+	}
+	if code, msg := call(wire.OpOpenSession, nil); code != wire.CodeOK {
+		t.Errorf("open session on a full node: code %d (%s), want it served", code, msg)
+	}
+
+	l.pending.Add(-int64(l.cfg.MaxPendingReserves))
+	if code, msg := call(wire.OpReserve, garbage); code != wire.CodeInvalid {
+		t.Errorf("undecodable reserve once the load is gone: code %d (%s), want %d", code, msg, wire.CodeInvalid)
 	}
 }
