@@ -254,7 +254,6 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shedReserves bool, ha
 			return
 		}
 		if shedReserves && n.shedAtOnce(f.Kind) {
-			w.Linger()
 			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOverloaded, Payload: n.overloaded})
 			continue
 		}

@@ -22,10 +22,7 @@
 // come back in any order: the call id pairs them. Writers queue frames and
 // flush when their queue is empty, so that a burst of frames shares one
 // write system call while a lone frame leaves at once; this is what makes
-// one connection carry tens of thousands of decisions per second. A
-// writer asked to linger (a node refusing calls under overload) holds its
-// next flush up to half a millisecond for more frames, so that refusals
-// read one by one still leave together.
+// one connection carry tens of thousands of decisions per second.
 //
 // Every value is bounded when read, and a short or malformed frame is an
 // error, never a panic: frames cross the network.
