@@ -149,7 +149,7 @@ func (f *forwarder) forwardTimed(ctx context.Context, addr string, op byte, payl
 // call runs in its own goroutine (bounded per connection) so that forwarded
 // reserves join the leader's batches; answers share the frame writer.
 func (n *Node) serveForwarded(c net.Conn) {
-	n.servePipelined(c, wire.MaxFrame, false, n.handleForwarded)
+	n.servePipelined(c, wire.MaxFrame, nil, n.handleForwarded)
 }
 
 // ServeClient serves one binary client connection (package transport/wire) whose
@@ -170,7 +170,8 @@ type Authorizer func(op byte, limit string) error
 // is the whole rule), a reserve once its limit is known. A refused call
 // is answered CodeForbidden and reaches nothing else.
 func (n *Node) ServeClientWith(c net.Conn, allow Authorizer) {
-	n.servePipelined(c, wire.MaxClientFrame, true, func(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+	shed := func(op byte, payload []byte) bool { return n.shedAtOnce(op, payload, allow) }
+	n.servePipelined(c, wire.MaxClientFrame, shed, func(ctx context.Context, op byte, payload []byte) ([]byte, error) {
 		return n.handleClient(ctx, op, payload, allow)
 	})
 }
@@ -235,10 +236,11 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow 
 // servePipelined reads calls of at most maxFrame bytes from c and answers
 // each through handle, on a goroutine of its own (from the node's call
 // pool; at most maxForwardedInflight at once per connection). A malformed
-// frame ends the connection. With shedReserves, a reserve that arrives
-// while the node holds its most is answered from the read loop itself
-// (shedAtOnce).
-func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shedReserves bool, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) {
+// frame ends the connection. A call for which shed (if not nil) reports
+// true is answered CodeOverloaded from the read loop itself, once it has
+// its slot on the connection (so one connection is still slowed by its
+// window rather than shed; shedAtOnce).
+func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, payload []byte) bool, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
 	w := wire.NewWriter(c)
@@ -253,14 +255,15 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shedReserves bool, ha
 		if err != nil {
 			return
 		}
-		if shedReserves && n.shedAtOnce(f.Kind) {
-			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOverloaded, Payload: n.overloaded})
-			continue
-		}
 		select {
 		case sem <- struct{}{}:
 		case <-n.stopCh:
 			return
+		}
+		if shed != nil && shed(f.Kind, f.Payload) {
+			<-sem
+			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOverloaded, Payload: n.overloadedMsg})
+			continue
 		}
 		wg.Add(1)
 		n.calls.run(func() {

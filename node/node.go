@@ -171,8 +171,9 @@ type Node struct {
 	// it was at MaxPendingReserves (overload.go).
 	pending atomic.Int64
 	shed    atomic.Uint64
-	// overloaded is the answer's message of a reserve shed at once.
-	overloaded []byte
+	// overloadedMsg is the message of a reserve refused by shedAtOnce,
+	// built once.
+	overloadedMsg []byte
 	// leases batches lease, renew and return commands (lease.go).
 	leases *batcher[fsm.LeaseCommand, fsm.LeaseResult]
 	fwd    *forwarder
@@ -223,7 +224,7 @@ func New(cfg Config) (*Node, error) {
 	n.fwdLeases = newLeaseForwarder(n.fwd, cfg.ApplyTimeout+cfg.LeaderWait)
 	n.receipts = newReceipts(n.timeline.clock, n.timeline.real)
 	n.calls = newCallPool(n.stopCh)
-	n.overloaded = overloadedMessage(cfg.ID, cfg.MaxPendingReserves)
+	n.overloadedMsg = overloadedMessage(cfg.ID, cfg.MaxPendingReserves)
 	var err error
 	n.mux, err = newMux(cfg.Network, cfg.RaftAddr)
 	if err != nil {

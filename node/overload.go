@@ -11,7 +11,8 @@ import (
 // miss its raft deadlines and lose leadership, which stops every decision
 // for an election. Beyond MaxPendingReserves a reserve fails at once with
 // ErrOverloaded (HTTP 503 with Retry-After): it changes nothing, costs the
-// node a decode and an answer, and a client retries later or elsewhere.
+// node a decode and an answer (a binary one less: shedAtOnce), and a
+// client retries later or elsewhere.
 
 // PendingBatches is the default Config.MaxPendingReserves in batches:
 // MaxInflight (2) batches committing, one forming and one more queued, so
@@ -28,21 +29,28 @@ const PendingBatches = 4
 // the default MaxBatch: PendingBatches full batches.
 const DefaultMaxPendingReserves = PendingBatches * 1024
 
-// shedAtOnce reports whether a binary client's call of op is refused
-// before it is served: a reserve, while the node already holds
-// MaxPendingReserves. The read loop asks it (servePipelined), so that
-// under overload a refusal costs the node the frame's read and a queued
-// answer, built once (Node.overloaded), and none of a served call's
-// goroutine hand-off, decode, validation and formatted message: at 3x a
-// CPU-bound leader's capacity the refusals outnumber the admitted
-// reserves two to one, and every cycle they take is taken from deciding.
-// A refused reserve is not decoded, so under overload an invalid or
-// unauthorized one is also answered CodeOverloaded (503); it changes
-// nothing either way, and its retry gets the error it deserves. The full
-// check in admitReserves stays: a reserve let through here may still be
-// refused there.
-func (n *Node) shedAtOnce(op byte) bool {
+// shedAtOnce reports whether a binary client's call is refused as
+// overloaded before it is served: a reserve, decodable and allowed by
+// allow (nil: all allowed), while the node already holds
+// MaxPendingReserves. The connection's read loop asks it
+// (servePipelined), so that under overload a refusal costs the node the
+// frame's read, a small decode and a queued answer built once
+// (Node.overloadedMsg), and none of a served call's goroutine hand-off,
+// validation and formatted message: at 3x a leader's capacity refusals
+// outnumber admitted reserves two to one, and every cycle they take is
+// taken from deciding. An undecodable or refused (forbidden, revoked)
+// reserve is left to the full path and gets its own error; one for an
+// unknown or leased limit, with invalid fields, or sent to a removed node
+// is answered CodeOverloaded like any other (it changes nothing either
+// way, and once the node is below its bound it gets its own error). The
+// full check in admitReserves stays: a reserve let through here may
+// still be refused there.
+func (n *Node) shedAtOnce(op byte, payload []byte, allow Authorizer) bool {
 	if op != wire.OpReserve || n.pending.Load() < int64(n.cfg.MaxPendingReserves) {
+		return false
+	}
+	r, err := wire.DecodeReserve(payload)
+	if err != nil || (allow != nil && allow(op, r.Limit) != nil) {
 		return false
 	}
 	n.shed.Add(1)

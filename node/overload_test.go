@@ -132,17 +132,24 @@ func TestPendingBoundDefaultsToFourBatches(t *testing.T) {
 }
 
 // TestFullNodeShedsBinaryReservesFromTheReadLoop: on a binary client
-// connection to a node at its bound, a reserve is refused by the read
-// loop before it is decoded (an undecodable one gets CodeOverloaded,
-// not CodeInvalid), with a message that says what to do; calls other
-// than reserves are still served, and once the load is gone the same
-// frames get their own answers again.
+// connection to a node at its bound, a reserve is refused as overloaded
+// before the node looks at its limit (one for an unknown limit gets
+// CodeOverloaded, where the full path answers CodeNotFound before its
+// bound), with a message that says what to do; an undecodable reserve
+// and one the connection's authorizer refuses still get their own
+// errors; calls other than reserves are still served; and once the load
+// is gone the same frames get their own answers again.
 func TestFullNodeShedsBinaryReservesFromTheReadLoop(t *testing.T) {
 	c := newTestCluster(t, 1)
 	l := c.leader()
 	ctx := ctxTimeout(t, 20*time.Second)
 	server, clientSide := net.Pipe()
-	go l.ServeClient(server)
+	go l.ServeClientWith(server, func(op byte, limit string) error {
+		if limit == "secret" {
+			return errors.New("limit \"secret\" is not this token's")
+		}
+		return nil
+	})
 	bc := wire.NewConn(clientSide)
 	defer bc.Close()
 	call := func(op byte, payload []byte) (byte, string) {
@@ -153,23 +160,39 @@ func TestFullNodeShedsBinaryReservesFromTheReadLoop(t *testing.T) {
 		}
 		return code, string(p)
 	}
+	unknown := wire.EncodeReserve(wire.Reserve{Limit: "nope", Permits: 1})
+	forbidden := wire.EncodeReserve(wire.Reserve{Limit: "secret", Permits: 1})
 	garbage := []byte{0xff}
 
-	l.pending.Add(int64(l.cfg.MaxPendingReserves))
+	full := int64(l.cfg.MaxPendingReserves)
+	l.pending.Add(full)
+	unload := sync.OnceFunc(func() { l.pending.Add(-full) })
+	t.Cleanup(unload)
 	_, shedBefore := l.Load()
-	code, msg := call(wire.OpReserve, garbage)
+	code, msg := call(wire.OpReserve, unknown)
 	if code != wire.CodeOverloaded || !strings.Contains(msg, "--max-pending-reserves") || !strings.Contains(msg, "retry") {
-		t.Errorf("undecodable reserve on a full node: code %d (%s), want %d from the read loop", code, msg, wire.CodeOverloaded)
+		t.Errorf("reserve on a full node: code %d (%s), want %d from the read loop", code, msg, wire.CodeOverloaded)
 	}
 	if _, shed := l.Load(); shed != shedBefore+1 {
 		t.Errorf("shed count %d, want %d", shed, shedBefore+1)
 	}
-	if code, msg := call(wire.OpOpenSession, nil); code != wire.CodeOK {
-		t.Errorf("open session on a full node: code %d (%s), want it served", code, msg)
+	for _, tc := range []struct {
+		name    string
+		op      byte
+		payload []byte
+		want    byte
+	}{
+		{"undecodable reserve", wire.OpReserve, garbage, wire.CodeInvalid},
+		{"forbidden reserve", wire.OpReserve, forbidden, wire.CodeForbidden},
+		{"open session", wire.OpOpenSession, nil, wire.CodeOK},
+	} {
+		if code, msg := call(tc.op, tc.payload); code != tc.want {
+			t.Errorf("%s on a full node: code %d (%s), want %d", tc.name, code, msg, tc.want)
+		}
 	}
 
-	l.pending.Add(-int64(l.cfg.MaxPendingReserves))
-	if code, msg := call(wire.OpReserve, garbage); code != wire.CodeInvalid {
-		t.Errorf("undecodable reserve once the load is gone: code %d (%s), want %d", code, msg, wire.CodeInvalid)
+	unload()
+	if code, msg := call(wire.OpReserve, unknown); code != wire.CodeNotFound {
+		t.Errorf("reserve on an unknown limit once the load is gone: code %d (%s), want %d", code, msg, wire.CodeNotFound)
 	}
 }
