@@ -171,3 +171,50 @@ func TestResolveConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestPacerMakesUpARenewalsDrySpell: a saturated worker whose permits ran
+// out while its renewal waited (a leader election) for up to a quarter of
+// a renewal period (what trimBacklog keeps) spends, once the new grant
+// arrives, what its share would have spent over the dry spell as well
+// within half a period: the default burst ratio catches up at least that
+// fast (at 1.1 it took 2.4 periods, past the next renewal, whose credit
+// then handed the spell's permits back to the register unspent).
+func TestPacerMakesUpARenewalsDrySpell(t *testing.T) {
+	const (
+		shareMilli  = 100_000 // 100 permits/s
+		renewNanos  = int64(time.Second)
+		drySpell    = renewNanos/4 - 10*ms
+		catchUpTime = renewNanos / 2
+	)
+	p := pacer{burstRatio: DefaultBurstRatio}
+	if err := p.setRate(0, shareMilli); err != nil {
+		t.Fatal(err)
+	}
+	// spend claims permits one at a time as fast as the pacer allows
+	// from fromNanos until toNanos, and returns how many it got.
+	spend := func(fromNanos, toNanos int64) int64 {
+		n, now := int64(0), fromNanos
+		for {
+			at, ok, err := p.reserve(now, 1, unboundedWait)
+			if err != nil || !ok {
+				t.Fatalf("reserve at %v: %v, %v", time.Duration(now), ok, err)
+			}
+			if at >= toNanos {
+				return n
+			}
+			n, now = n+1, max(now, at)
+		}
+	}
+	spend(0, renewNanos) // saturated for a period
+	grantNanos := renewNanos + drySpell
+	p.trimBacklog(grantNanos, renewNanos/4)
+	if p.p == nil {
+		t.Fatalf("trimBacklog dropped a dry spell of %v (at most a quarter period is kept)", time.Duration(drySpell))
+	}
+	got := spend(grantNanos, grantNanos+catchUpTime)
+	want := permitsOver(shareMilli, drySpell+catchUpTime) - 1
+	if got < want {
+		t.Errorf("after a dry spell of %v, %d permits in the next %v at burst ratio %v; want at least %d (the spell made up)",
+			time.Duration(drySpell), got, time.Duration(catchUpTime), DefaultBurstRatio, want)
+	}
+}

@@ -30,8 +30,13 @@ const (
 	// DefaultMaxStealPeers is how many peers one steal round asks at most.
 	DefaultMaxStealPeers = 8
 	// DefaultBurstRatio is the local pacer's catch-up speed relative to the
-	// share (bucket's hybrid default).
-	DefaultBurstRatio = 1.1
+	// share. At 1.5 a saturated worker left without permits by a renewal
+	// stuck in an election makes up a dry spell of a quarter period (the
+	// most trimBacklog keeps) within half a period of its next grant; at
+	// bucket's hybrid default of 1.1 it took 2.4 periods, and the next
+	// renewal credited the spell's permits back unspent
+	// (TestPacerMakesUpARenewalsDrySpell).
+	DefaultBurstRatio = 1.5
 )
 
 // Config configures a Worker. Zero values select the defaults documented

@@ -74,7 +74,7 @@
 //
 // The permits are spread over time by a bucket hybrid pacer
 // (bucket/hybrid.go) on the worker's monotonic clock, at the worker's share:
-// a worker that fell behind catches up at BurstRatio (default 1.1) times
+// a worker that fell behind catches up at BurstRatio (default 1.5) times
 // the share, never beyond. The pacer only spreads; the grant's count (a
 // plain counter under the worker's lock) is the hard cap, and permits are
 // debited at the instant they are handed out, after the pacing wait.
