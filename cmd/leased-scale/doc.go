@@ -29,5 +29,6 @@
 // N lease holders without gossip, each renewing every TTL/2 at its own
 // phase (registerload.go), and prints the leader's CPU per renewal, the
 // log entries per second and the renewal latency; -pprof-out keeps the
-// leader's CPU profile over the window.
+// leader's CPU profile over the window (and each follower's, at the same
+// path with .followerN appended).
 package main

@@ -72,7 +72,7 @@ func main() {
 	flag.StringVar(&o.via, "via", "leader", "with -register-load: which nodes the holders talk to first: leader, followers (all at one), nodes (holder i at node i mod 3) or spread (as nodes, but a holder whose node is the leader starts at a follower, as permitd worker does)")
 	flag.StringVar(&o.protocol, "protocol", "binary", "with -register-load: the holders' lease commands over binary (the worker's default) or http")
 	flag.IntVar(&o.clients, "clients", 0, "with -register-load: spread the holders over this many clients, each with its own connections (0: one per holder, as a real fleet)")
-	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here")
+	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here, and each follower's at this path + .followerN")
 	flag.Parse()
 	var err error
 	if o.workers, err = parseInts(workers); err == nil {

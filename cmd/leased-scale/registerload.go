@@ -23,7 +23,8 @@ import (
 // every TTL/2 at its own random phase, reporting its grant spent (a
 // saturated fleet), with the demands of the sweep's fleet. It measures
 // the leader's CPU per renewal, the log entries per renewal and the
-// renewal latency; -pprof-out keeps a CPU profile of the leader.
+// renewal latency; -pprof-out keeps a CPU profile of the leader (and of
+// each follower, at the same path with .followerN appended).
 
 // loadResult is one register-load measurement.
 type loadResult struct {
@@ -187,11 +188,17 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	a0, _ := reg.allCPU()
 	t0 := time.Now()
 	measuring.Store(true)
-	profDone := make(chan error, 1)
-	if o.pprofOut != "" {
-		go func() { profDone <- fetchProfile(ctx, reg.http[reg.leader], o.window, o.pprofOut) }()
-	} else {
-		profDone <- nil
+	profDone := make(chan error, len(reg.http))
+	for i, addr := range reg.http {
+		switch {
+		case o.pprofOut == "":
+			profDone <- nil
+		case i == reg.leader:
+			go func() { profDone <- fetchProfile(ctx, addr, o.window, o.pprofOut) }()
+		default:
+			out := fmt.Sprintf("%s.follower%d", o.pprofOut, i)
+			go func() { profDone <- fetchProfile(ctx, addr, o.window, out) }()
+		}
 	}
 	if err := sleep(ctx, o.window); err != nil {
 		return res, err
@@ -207,8 +214,10 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	}
 	stop()
 	wg.Wait()
-	if err := <-profDone; err != nil {
-		fmt.Fprintf(os.Stderr, "   profile: %v\n", err)
+	for range reg.http {
+		if err := <-profDone; err != nil {
+			fmt.Fprintf(os.Stderr, "   profile: %v\n", err)
+		}
 	}
 	res.RenewalsPerSec = float64(renewals.Load()) / el
 	res.EntriesPerSec = float64(st1.AppliedIndex-st0.AppliedIndex) / el
