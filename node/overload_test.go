@@ -1,12 +1,16 @@
 package node
 
 import (
+	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/permitd/permitd/bucket"
@@ -195,4 +199,77 @@ func TestFullNodeShedsBinaryReservesFromTheReadLoop(t *testing.T) {
 	if code, msg := call(wire.OpReserve, unknown); code != wire.CodeNotFound {
 		t.Errorf("reserve on an unknown limit once the load is gone: code %d (%s), want %d", code, msg, wire.CodeNotFound)
 	}
+}
+
+// TestReadLoopShedsOnlyWithASlot: the read loop asks whether to shed a
+// call only once the call holds one of its connection's
+// maxForwardedInflight slots, so a single pipelined connection that has
+// filled its window is slowed (its next frame is not read) rather than
+// refused, and its refused call is answered once a slot frees.
+func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
+		n.calls = newCallPool(n.stopCh)
+		defer close(n.stopCh)
+		var inflight, shedAsked atomic.Int64
+		release := make(chan struct{})
+		handle := func(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+			inflight.Add(1)
+			defer inflight.Add(-1)
+			<-release
+			return nil, nil
+		}
+		shed := func(op byte, payload []byte) bool {
+			if op != wire.OpReserve {
+				return false
+			}
+			shedAsked.Add(1)
+			if got := inflight.Load(); got >= maxForwardedInflight {
+				t.Errorf("shed asked with %d calls in flight: before the call had a slot", got)
+			}
+			return true
+		}
+		server, client := net.Pipe()
+		defer client.Close()
+		go n.servePipelined(server, wire.MaxClientFrame, shed, handle)
+		answers := make(chan wire.Frame, maxForwardedInflight+1)
+		go func() {
+			for {
+				f, err := wire.ReadFrame(client)
+				if err != nil {
+					return
+				}
+				answers <- f
+			}
+		}()
+		bw := bufio.NewWriter(client)
+		send := func(id uint64, op byte) {
+			if err := wire.WriteFrame(bw, wire.Frame{ID: id, Kind: op}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for id := range uint64(maxForwardedInflight) {
+			send(id, wire.OpOpenSession)
+		}
+		send(maxForwardedInflight, wire.OpReserve)
+		go bw.Flush()
+		synctest.Wait()
+		if got, asked := inflight.Load(), shedAsked.Load(); got != maxForwardedInflight || asked != 0 {
+			t.Errorf("window full: %d calls in flight, shed asked %d times; want %d and 0", got, asked, maxForwardedInflight)
+		}
+		close(release)
+		for range maxForwardedInflight + 1 {
+			f := <-answers
+			want := byte(wire.CodeOK)
+			if f.ID == maxForwardedInflight { // the reserve after the window
+				want = wire.CodeOverloaded
+			}
+			if f.Kind != want {
+				t.Errorf("call %d: code %d, want %d", f.ID, f.Kind, want)
+			}
+		}
+		if asked := shedAsked.Load(); asked != 1 {
+			t.Errorf("shed asked %d times for the one reserve", asked)
+		}
+	})
 }
