@@ -48,6 +48,11 @@ type benchFlags struct {
 	// Resolved from tls: nil without TLS; "" without a token.
 	tlsConf *tls.Config
 	token   string
+	// --mode overload (benchoverload.go).
+	overloadFactor      float64
+	capacityPasses      int
+	capacityDuration    time.Duration
+	capacityConcurrency int
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -74,9 +79,13 @@ could not be created; 2 usage error.
 	c.Choice(&b.algorithm, "algorithm", "strict", "algorithm of the created limit", algorithms...)
 	c.Float(&b.rate, "rate", "R", 1e9, positive, "a number > 0", "rate of the created limit (permits per --per); high by default so that the register, not the limit, is measured")
 	c.Duration(&b.per, "per", time.Second, durPositive, "period of the created limit's rate")
-	c.Choice(&b.mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency", "closed", "open")
+	c.Choice(&b.mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency; overload: the closed loop's capacity (--capacity-*), then an open loop at --overload-factor x it for --duration, then the capacity again, and the open loop's goodput over the capacity", "closed", "open", "overload")
 	c.Int(&b.concurrency, "concurrency", "N", 16, 1, 1<<20, "an integer >= 1", "closed loop: workers; open loop: most requests outstanding")
 	c.Float(&b.openRate, "open-rate", "R", 1000, positive, "a number > 0", "open loop: requests per second")
+	c.Float(&b.overloadFactor, "overload-factor", "F", defaultOverloadFactor, positive, "a number > 0", "overload: the open loop's rate in multiples of the capacity measured before it")
+	c.Int(&b.capacityPasses, "capacity-passes", "N", defaultCapacityPasses, 1, 100, "an integer from 1 to 100", "overload: closed-loop passes before and after the open loop (after one uncounted warm-up pass); the capacity is the median of all of them")
+	c.Duration(&b.capacityDuration, "capacity-duration", defaultCapacityDuration, durPositive, "overload: measured duration of each closed-loop pass (each after --warmup)")
+	c.Int(&b.capacityConcurrency, "capacity-concurrency", "N", defaultCapacityConcurrency, 1, 1<<20, "an integer >= 1", "overload: closed-loop workers of the capacity passes; give the nodes' --max-pending-reserves (the default is the default bound), since more are shed and fewer may not fill the pipeline")
 	c.Duration(&b.duration, "duration", 10*time.Second, durPositive, "measured duration")
 	c.Duration(&b.warmup, "warmup", time.Second, durNonNegative, "unmeasured warm-up before the measured duration")
 	c.Duration(&b.maxWait, "max-wait", time.Second, durNonNegative, "max_wait of each reserve")
@@ -102,6 +111,9 @@ could not be created; 2 usage error.
 	b.tlsConf, b.token = conf, b.tls.secret()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if b.mode == "overload" {
+		return runOverload(ctx, c, b, stdout)
+	}
 	res, err := bench(ctx, b)
 	if err != nil {
 		return c.fail(exitFailure, err)
@@ -114,6 +126,26 @@ could not be created; 2 usage error.
 		printBench(stdout, res)
 	}
 	if res.Requests == 0 || res.Errors > res.Requests/100 {
+		return 1
+	}
+	return 0
+}
+
+// runOverload runs and reports --mode overload; its exit status is bench's
+// for the open loop.
+func runOverload(ctx context.Context, c *cmdLine, b benchFlags, stdout io.Writer) int {
+	res, err := benchOverload(ctx, b)
+	if err != nil {
+		return c.fail(exitFailure, err)
+	}
+	if b.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(res)
+	} else {
+		printOverload(stdout, res)
+	}
+	if res.Open.Requests == 0 || res.Open.Errors > res.Open.Requests/100 {
 		return 1
 	}
 	return 0

@@ -151,6 +151,30 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 			t.Fatalf("permitd bench --protocol %s result: %s (%v)", proto, out, err)
 		}
 	}
+	// And of its overload mode, the README's overload measurement in
+	// one command: capacity passes around an open loop at 3x.
+	out, err := exec.Command(bin, "bench", "--servers", serversOf(agents...), "--limit", "smoke", "--protocol", "binary", "--mode", "overload",
+		"--capacity-concurrency", "8", "--capacity-passes", "2", "--capacity-duration", "300ms", "--concurrency", "1024",
+		"--duration", "1s", "--warmup", "200ms", "--max-wait", "0s", "--json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("permitd bench --mode overload: %v\n%s", err, out)
+	}
+	var ov struct {
+		CapacityBefore []float64 `json:"capacity_before_rps"`
+		CapacityAfter  []float64 `json:"capacity_after_rps"`
+		Capacity       float64   `json:"capacity_rps"`
+		OfferedRPS     float64   `json:"offered_rps"`
+		Open           struct {
+			Mode     string
+			Requests int64
+			Errors   int64
+		}
+		GoodputRatio float64 `json:"goodput_ratio"`
+	}
+	if err := json.Unmarshal(out, &ov); err != nil || len(ov.CapacityBefore) != 2 || len(ov.CapacityAfter) != 2 || ov.Capacity <= 0 ||
+		ov.OfferedRPS <= 0 || ov.Open.Mode != "open" || ov.Open.Requests == 0 || ov.Open.Errors != 0 || ov.GoodputRatio <= 0 {
+		t.Fatalf("permitd bench --mode overload result: %s (%v)", out, err)
+	}
 }
 
 func without(ids []string, x string) []string {
