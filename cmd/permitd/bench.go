@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -69,8 +70,16 @@ the latency percentiles, which are those of the admitted reserves (granted
 or refused); the nodes' leader and term are read before and after the run,
 so that a leadership change under load shows.
 
-Exit status: 0 ok; 1 no request measured, more than 1% errors, or the limit
-could not be created; 2 usage error.
+With --mode overload it runs the README's overload measurement on one
+cluster: an uncounted closed-loop warm-up pass, --capacity-passes closed-loop
+passes, an open loop at --overload-factor x their median for --duration, the
+passes again, and reports the open loop's goodput over the median of all
+passes, whether the leader held, and this machine's CPU steal in each phase.
+Every pass and the open loop start with --warmup.
+
+Exit status: 0 ok; 1 no request measured, more than 1% errors, the limit
+could not be created, or (overload) a pass that decided nothing or had more
+than 1% errors; 2 usage error.
 `, stdout, stderr)
 	var b benchFlags
 	c.List(&b.servers, "servers", "HTTPADDR,...", "127.0.0.1:8001", "HTTP addresses of the nodes to send to (round-robin per worker)", checkHostPort)
@@ -79,15 +88,15 @@ could not be created; 2 usage error.
 	c.Choice(&b.algorithm, "algorithm", "strict", "algorithm of the created limit", algorithms...)
 	c.Float(&b.rate, "rate", "R", 1e9, positive, "a number > 0", "rate of the created limit (permits per --per); high by default so that the register, not the limit, is measured")
 	c.Duration(&b.per, "per", time.Second, durPositive, "period of the created limit's rate")
-	c.Choice(&b.mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency; overload: the closed loop's capacity (--capacity-*), then an open loop at --overload-factor x it for --duration, then the capacity again, and the open loop's goodput over the capacity", "closed", "open", "overload")
-	c.Int(&b.concurrency, "concurrency", "N", 16, 1, 1<<20, "an integer >= 1", "closed loop: workers; open loop: most requests outstanding")
+	c.Choice(&b.mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency; overload: a closed-loop warm-up pass, closed-loop capacity passes (--capacity-*), an open loop at --overload-factor x their median for --duration, the passes again, and the open loop's goodput over the median of all passes", "closed", "open", "overload")
+	c.Int(&b.concurrency, "concurrency", "N", 16, 1, 1<<20, "an integer from 1 to 1048576", fmt.Sprintf("closed loop: workers; open loop: most requests outstanding; overload: the open loop's most outstanding (default %d there, more than --capacity-concurrency)", defaultOverloadConcurrency))
 	c.Float(&b.openRate, "open-rate", "R", 1000, positive, "a number > 0", "open loop: requests per second")
-	c.Float(&b.overloadFactor, "overload-factor", "F", defaultOverloadFactor, positive, "a number > 0", "overload: the open loop's rate in multiples of the capacity measured before it")
+	c.Float(&b.overloadFactor, "overload-factor", "F", defaultOverloadFactor, func(f float64) bool { return f > 0 && f <= maxOverloadFactor }, fmt.Sprintf("a number > 0 and at most %d", maxOverloadFactor), "overload: the open loop's rate in multiples of the median of the capacity passes before it")
 	c.Int(&b.capacityPasses, "capacity-passes", "N", defaultCapacityPasses, 1, 100, "an integer from 1 to 100", "overload: closed-loop passes before and after the open loop (after one uncounted warm-up pass); the capacity is the median of all of them")
 	c.Duration(&b.capacityDuration, "capacity-duration", defaultCapacityDuration, durPositive, "overload: measured duration of each closed-loop pass (each after --warmup)")
-	c.Int(&b.capacityConcurrency, "capacity-concurrency", "N", defaultCapacityConcurrency, 1, 1<<20, "an integer >= 1", "overload: closed-loop workers of the capacity passes; give the nodes' --max-pending-reserves (the default is the default bound), since more are shed and fewer may not fill the pipeline")
-	c.Duration(&b.duration, "duration", 10*time.Second, durPositive, "measured duration")
-	c.Duration(&b.warmup, "warmup", time.Second, durNonNegative, "unmeasured warm-up before the measured duration")
+	c.Int(&b.capacityConcurrency, "capacity-concurrency", "N", defaultCapacityConcurrency, 1, 1<<20, "an integer from 1 to 1048576", "overload: closed-loop workers of the capacity passes; give the nodes' bound, --max-pending-reserves or 4 x --max-batch when that is 0 (4096 at the defaults): more are shed, fewer may not fill the pipeline")
+	c.Duration(&b.duration, "duration", 10*time.Second, durPositive, "measured duration (overload: of the open loop)")
+	c.Duration(&b.warmup, "warmup", time.Second, durNonNegative, "unmeasured warm-up before the measured duration (overload: before every pass and the open loop)")
 	c.Duration(&b.maxWait, "max-wait", time.Second, durNonNegative, "max_wait of each reserve")
 	c.Int64(&b.permits, "permits", "N", 1, 1, 1<<62, "an integer >= 1", "permits per reserve")
 	c.Bool(&b.requestIDs, "request-ids", false, "send a unique request_id with every reserve (exercises deduplication)")
@@ -104,6 +113,9 @@ could not be created; 2 usage error.
 	if b.limits > 0 && b.protocol == "binary" {
 		return c.usageError("--limits (multi-limit reserves) needs --protocol http: the binary protocol carries single-limit reserves only")
 	}
+	if code, ok := b.checkOverloadFlags(c); !ok {
+		return code
+	}
 	conf, err := b.tls.config()
 	if err != nil {
 		return c.usageError(err.Error())
@@ -119,9 +131,9 @@ could not be created; 2 usage error.
 		return c.fail(exitFailure, err)
 	}
 	if b.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
+		if err := writeJSON(stdout, res); err != nil {
+			return c.fail(exitFailure, err)
+		}
 	} else {
 		printBench(stdout, res)
 	}
@@ -134,14 +146,14 @@ could not be created; 2 usage error.
 // runOverload runs and reports --mode overload; its exit status is bench's
 // for the open loop.
 func runOverload(ctx context.Context, c *cmdLine, b benchFlags, stdout io.Writer) int {
-	res, err := benchOverload(ctx, b)
+	res, err := benchOverload(ctx, b, bench, readSteal)
 	if err != nil {
 		return c.fail(exitFailure, err)
 	}
 	if b.jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(res)
+		if err := writeJSON(stdout, res); err != nil {
+			return c.fail(exitFailure, err)
+		}
 	} else {
 		printOverload(stdout, res)
 	}
@@ -149,4 +161,41 @@ func runOverload(ctx context.Context, c *cmdLine, b benchFlags, stdout io.Writer
 		return 1
 	}
 	return 0
+}
+
+// checkOverloadFlags rejects flags that --mode overload sets itself, and
+// overload's flags in the other modes; in overload mode it defaults
+// --concurrency to defaultOverloadConcurrency.
+func (b *benchFlags) checkOverloadFlags(c *cmdLine) (int, bool) {
+	if b.mode != "overload" {
+		for _, name := range []string{"overload-factor", "capacity-passes", "capacity-duration", "capacity-concurrency"} {
+			if c.isSet(name) {
+				return c.usageErrorf("--%s is a flag of --mode overload (allowed with --mode %s: not set)", name, b.mode), false
+			}
+		}
+		return 0, true
+	}
+	for _, name := range []string{"open-rate", "max-requests"} {
+		if c.isSet(name) {
+			return c.usageErrorf("--%s with --mode overload: the open loop's rate is --overload-factor x the capacity passes, and it runs for --duration (allowed: not set)", name), false
+		}
+	}
+	if !c.isSet("concurrency") {
+		b.concurrency = defaultOverloadConcurrency
+	}
+	if b.concurrency <= b.capacityConcurrency {
+		return c.usageErrorf("--concurrency %d with --mode overload cannot overload a cluster that --capacity-concurrency %d fills (allowed: more than %d)", b.concurrency, b.capacityConcurrency, b.capacityConcurrency), false
+	}
+	return 0, true
+}
+
+// writeJSON writes v as indented JSON (a NaN, as latency percentiles are
+// when nothing was admitted, is an error).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing the result as JSON: %w", err)
+	}
+	return nil
 }

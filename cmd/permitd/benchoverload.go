@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,100 +20,133 @@ import (
 //  1. a closed-loop warm-up pass, not counted;
 //  2. --capacity-passes closed-loop passes of --capacity-duration at
 //     --capacity-concurrency: the capacity before;
-//  3. an open loop at --overload-factor x the capacity before, for
-//     --duration, with --concurrency outstanding;
+//  3. an open loop at --overload-factor x the median of those passes,
+//     for --duration, with --concurrency outstanding;
 //  4. the same closed-loop passes again: the capacity after.
 //
-// The capacity is the median of every pass, before and after. A single
-// closed-loop pass is a poor denominator on a shared virtual machine:
-// consecutive 5 s passes on one idle cluster moved from 5 500 to 9 000
-// decisions/s on the 2-vCPU machine this was built on, with the host's
-// CPU steal (1-9 %), which bench therefore reports for every phase.
+// Every pass and the open loop start with --warmup. The capacity is the
+// median of every pass, before and after. A single closed-loop pass is a
+// poor denominator on a shared virtual machine: six consecutive 4 s
+// passes on one idle cluster of the 2-vCPU machine this was built on
+// read 8 500 down to 6 701 decisions/s while the machine's CPU steal
+// rose from 1 to 9 %, which bench therefore reports for every phase.
 
 // OverloadResult is bench --mode overload's report.
 type OverloadResult struct {
+	// Factor is the open loop's rate in multiples of the capacity
+	// measured before it.
 	Factor float64 `json:"factor"`
-	// CapacityBefore and CapacityAfter are the closed-loop passes'
-	// goodputs, decisions/s; Capacity is the median of all of them.
-	CapacityBefore []float64 `json:"capacity_before_rps"`
-	CapacityAfter  []float64 `json:"capacity_after_rps"`
-	Capacity       float64   `json:"capacity_rps"`
-	// OfferedRPS is the open loop's rate: Factor x the median before.
+	// CapacityBeforeRPS and CapacityAfterRPS are the closed-loop passes'
+	// goodputs, decisions/s; CapacityRPS is the median of all of them.
+	CapacityBeforeRPS []float64 `json:"capacity_before_rps"`
+	CapacityAfterRPS  []float64 `json:"capacity_after_rps"`
+	CapacityRPS       float64   `json:"capacity_rps"`
+	// OfferedRPS is the open loop's target rate: Factor x the median
+	// before (Open.ThroughputRPS is what it sent).
 	OfferedRPS float64 `json:"offered_rps"`
 	// Open is the open loop's report; GoodputRatio its goodput over
-	// Capacity.
+	// CapacityRPS.
 	Open         BenchResult `json:"open"`
 	GoodputRatio float64     `json:"goodput_ratio"`
-	// StealPct is the host's CPU steal over the passes before, the open
-	// loop and the passes after (percent of all CPU time; -1 where
-	// /proc/stat cannot be read).
+	// StealPct is the CPU steal of the machine bench runs on (the time
+	// its virtual CPUs waited while the hypervisor ran something else,
+	// in percent of all its CPUs' time) over the passes before, the open
+	// loop and the passes after; -1 where /proc/stat cannot be read. It
+	// is the cluster's too only when bench shares its machine.
 	StealPct [3]float64 `json:"steal_pct"`
-	// LeaderHeld is whether the open loop ended with the leader and term
-	// it started with.
-	LeaderHeld bool `json:"leader_held"`
+	// LeaderHeld is "yes" if the open loop ended with the leader and
+	// term it started with, "no" if not, "unknown" if either was not
+	// read.
+	LeaderHeld string `json:"leader_held"`
 }
 
-// benchOverload runs the overload measurement described above.
-func benchOverload(ctx context.Context, b benchFlags) (OverloadResult, error) {
+// benchRunner runs one bench pass (bench, or a test's fake).
+type benchRunner func(context.Context, benchFlags) (BenchResult, error)
+
+// benchOverload runs the overload measurement described above, each pass
+// with run and each steal reading with steal.
+func benchOverload(ctx context.Context, b benchFlags, run benchRunner, steal func() cpuTicks) (OverloadResult, error) {
 	res := OverloadResult{Factor: b.overloadFactor}
 	closed := b
 	closed.mode, closed.concurrency = "closed", b.capacityConcurrency
 	closed.duration, closed.maxRequests = b.capacityDuration, 0
-	passes := func() ([]float64, error) {
+	// pass runs one closed-loop pass; what names it in an error.
+	pass := func(what string) (float64, error) {
+		if err := ctx.Err(); err != nil {
+			return 0, fmt.Errorf("interrupted before %s: %w", what, err)
+		}
+		r, err := run(ctx, closed)
+		closed.create = false
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", what, err)
+		}
+		if r.Requests == 0 || r.GoodputRPS <= 0 {
+			return 0, fmt.Errorf("%s: no reserve was decided in %v (is the cluster up and --limit reservable, with --capacity-concurrency at most the nodes' bound?)", what, b.capacityDuration)
+		}
+		if r.Errors > r.Requests/100 {
+			return 0, fmt.Errorf("%s: %d errors in %d requests, more than the 1%% allowed (first: %s)", what, r.Errors, r.Requests, r.FirstError)
+		}
+		return r.GoodputRPS, nil
+	}
+	passes := func(when string) ([]float64, error) {
 		var out []float64
-		for range b.capacityPasses {
-			r, err := bench(ctx, closed)
+		for k := range b.capacityPasses {
+			g, err := pass(fmt.Sprintf("capacity pass %d of %d %s the open loop", k+1, b.capacityPasses, when))
 			if err != nil {
 				return nil, err
 			}
-			if r.Errors > r.Requests/100 {
-				return nil, fmt.Errorf("closed-loop pass: %d errors in %d requests (first: %s)", r.Errors, r.Requests, r.FirstError)
-			}
-			out = append(out, r.GoodputRPS)
-			closed.create = false
+			out = append(out, g)
 		}
 		return out, nil
 	}
 	// The warm-up pass: a fresh cluster's first seconds (its log file
 	// growing, its connections and goroutines starting) are not its
 	// capacity.
-	if _, err := bench(ctx, closed); err != nil {
+	if _, err := pass("the warm-up pass"); err != nil {
 		return res, err
 	}
-	closed.create = false
-	s0 := readSteal()
+	s0 := steal()
 	var err error
-	if res.CapacityBefore, err = passes(); err != nil {
+	if res.CapacityBeforeRPS, err = passes("before"); err != nil {
 		return res, err
 	}
-	s1 := readSteal()
-	res.OfferedRPS = b.overloadFactor * median(res.CapacityBefore)
-	if res.OfferedRPS <= 0 {
-		return res, errors.New("the closed-loop passes measured no goodput: no capacity to overload")
+	s1 := steal()
+	res.OfferedRPS = b.overloadFactor * median(res.CapacityBeforeRPS)
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("interrupted before the open loop: %w", err)
 	}
 	open := b
 	open.mode, open.openRate, open.create = "open", res.OfferedRPS, false
-	if res.Open, err = bench(ctx, open); err != nil {
+	if res.Open, err = run(ctx, open); err != nil {
+		return res, fmt.Errorf("the open loop: %w", err)
+	}
+	s2 := steal()
+	if res.CapacityAfterRPS, err = passes("after"); err != nil {
 		return res, err
 	}
-	s2 := readSteal()
-	if res.CapacityAfter, err = passes(); err != nil {
-		return res, err
-	}
-	s3 := readSteal()
-	res.Capacity = median(append(slices.Clone(res.CapacityBefore), res.CapacityAfter...))
-	res.GoodputRatio = res.Open.GoodputRPS / res.Capacity
+	s3 := steal()
+	// Every pass decided something: the median is > 0.
+	res.CapacityRPS = median(append(slices.Clone(res.CapacityBeforeRPS), res.CapacityAfterRPS...))
+	res.GoodputRatio = res.Open.GoodputRPS / res.CapacityRPS
 	res.StealPct = [3]float64{s0.pctUntil(s1), s1.pctUntil(s2), s2.pctUntil(s3)}
-	res.LeaderHeld = res.Open.LeaderBefore != "" && res.Open.LeaderBefore == res.Open.LeaderAfter && res.Open.TermBefore == res.Open.TermAfter
+	switch o := res.Open; {
+	case o.LeaderBefore == "" || o.LeaderAfter == "":
+		res.LeaderHeld = "unknown"
+	case o.LeaderBefore == o.LeaderAfter && o.TermBefore == o.TermAfter:
+		res.LeaderHeld = "yes"
+	default:
+		res.LeaderHeld = "no"
+	}
 	return res, nil
 }
 
+// printOverload prints an overload report as text.
 func printOverload(w io.Writer, r OverloadResult) {
 	fmt.Fprintf(w, "capacity (closed loop, median of %d passes) %.0f decisions/s; before %s, after %s\n",
-		len(r.CapacityBefore)+len(r.CapacityAfter), r.Capacity, rates(r.CapacityBefore), rates(r.CapacityAfter))
-	fmt.Fprintf(w, "open loop at %.3g x the capacity before: offered %.0f/s\n", r.Factor, r.OfferedRPS)
+		len(r.CapacityBeforeRPS)+len(r.CapacityAfterRPS), r.CapacityRPS, rates(r.CapacityBeforeRPS), rates(r.CapacityAfterRPS))
+	fmt.Fprintf(w, "open loop at %.3g x the capacity before: offered %.0f/s, sent %.0f/s\n", r.Factor, r.OfferedRPS, r.Open.ThroughputRPS)
 	printBench(w, r.Open)
-	fmt.Fprintf(w, "goodput %.1f%% of capacity; leader held: %v; host CPU steal before / during / after: %s\n",
+	fmt.Fprintf(w, "goodput %.1f%% of capacity; leader held: %s; this machine's CPU steal before / during / after: %s\n",
 		100*r.GoodputRatio, r.LeaderHeld, steals(r.StealPct))
 }
 
@@ -161,6 +193,7 @@ type cpuTicks struct {
 	ok           bool
 }
 
+// readSteal reads this machine's CPU ticks from /proc/stat.
 func readSteal() cpuTicks {
 	f, err := os.Open("/proc/stat")
 	if err != nil {
@@ -204,11 +237,16 @@ func (t cpuTicks) pctUntil(later cpuTicks) float64 {
 	return 100 * float64(later.steal-t.steal) / float64(later.total-t.total)
 }
 
-// overloadDefaults are the flags of --mode overload that bench's other
-// modes ignore.
+// The defaults of the flags of --mode overload.
 const (
 	defaultOverloadFactor      = 3
 	defaultCapacityPasses      = 3
 	defaultCapacityDuration    = 5 * time.Second
 	defaultCapacityConcurrency = node.DefaultMaxPendingReserves
+	// defaultOverloadConcurrency is --concurrency in overload mode when
+	// it is not given: outstanding requests enough for the open loop to
+	// overload any bound the capacity passes can fill.
+	defaultOverloadConcurrency = 32768
+	// maxOverloadFactor bounds --overload-factor.
+	maxOverloadFactor = 100
 )

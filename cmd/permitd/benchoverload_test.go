@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"math"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseCPUTicksReadsStealAndTheTotal(t *testing.T) {
@@ -57,5 +60,103 @@ func TestMedianOfPasses(t *testing.T) {
 	median(xs)
 	if xs[0] != 3 || xs[1] != 1 {
 		t.Errorf("median reordered its argument: %v", xs)
+	}
+}
+
+// fakeBench answers bench passes from a script: the goodput of each
+// closed-loop pass in turn, and the open loop's report; it records every
+// pass's flags.
+type fakeBench struct {
+	closed []float64
+	open   BenchResult
+	seen   []benchFlags
+}
+
+func (f *fakeBench) run(_ context.Context, b benchFlags) (BenchResult, error) {
+	f.seen = append(f.seen, b)
+	if b.mode == "open" {
+		return f.open, nil
+	}
+	g := f.closed[0]
+	f.closed = f.closed[1:]
+	if g == 0 {
+		return BenchResult{Mode: b.mode}, nil
+	}
+	return BenchResult{Mode: b.mode, Requests: 1000, Granted: 1000, GoodputRPS: g}, nil
+}
+
+func overloadFlags() benchFlags {
+	return benchFlags{mode: "overload", create: true, concurrency: 32768, duration: time.Minute, maxRequests: 7,
+		overloadFactor: 3, capacityPasses: 3, capacityDuration: 5 * time.Second, capacityConcurrency: 64}
+}
+
+func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T) {
+	f := &fakeBench{
+		closed: []float64{1, 8000, 6000, 7000, 9000, 10000, 5000}, // warm-up, 3 before, 3 after
+		open:   BenchResult{Mode: "open", Requests: 100, GoodputRPS: 6300, LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n1", TermAfter: 2},
+	}
+	ticks := []cpuTicks{{0, 1000, true}, {10, 2000, true}, {110, 3000, true}, {110, 4000, true}}
+	steal := func() cpuTicks { t := ticks[0]; ticks = ticks[1:]; return t }
+	res, err := benchOverload(context.Background(), overloadFlags(), f.run, steal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.seen) != 8 {
+		t.Fatalf("%d passes; want a warm-up, 3 before, the open loop, 3 after", len(f.seen))
+	}
+	for i, b := range f.seen {
+		if i == 4 {
+			continue
+		}
+		if b.mode != "closed" || b.concurrency != 64 || b.duration != 5*time.Second || b.maxRequests != 0 || b.create != (i == 0) {
+			t.Errorf("pass %d: mode %s, concurrency %d, duration %v, max requests %d, create %v; want closed, 64, 5s, 0, %v",
+				i, b.mode, b.concurrency, b.duration, b.maxRequests, b.create, i == 0)
+		}
+	}
+	if o := f.seen[4]; o.mode != "open" || o.openRate != 21000 || o.concurrency != 32768 || o.duration != time.Minute || o.create {
+		t.Errorf("open loop: mode %s, rate %v, concurrency %d, duration %v, create %v; want open, 3 x 7000, 32768, 1m0s, false",
+			o.mode, o.openRate, o.concurrency, o.duration, o.create)
+	}
+	// The median of 8000 6000 7000 9000 10000 5000 (the warm-up's 1 left out).
+	if res.CapacityRPS != 7500 || res.OfferedRPS != 21000 || res.GoodputRatio != 6300.0/7500 || res.LeaderHeld != "yes" {
+		t.Errorf("capacity %v, offered %v, ratio %v, leader held %s; want 7500, 21000, 0.84, yes", res.CapacityRPS, res.OfferedRPS, res.GoodputRatio, res.LeaderHeld)
+	}
+	if res.StealPct != [3]float64{1, 10, 0} {
+		t.Errorf("steal %v; want [1 10 0]", res.StealPct)
+	}
+}
+
+func TestOverloadRefusesAPassThatDecidedNothing(t *testing.T) {
+	for _, tc := range []struct {
+		closed []float64
+		want   string
+	}{
+		{[]float64{0}, "the warm-up pass: no reserve was decided"},
+		{[]float64{1, 5000, 0}, "capacity pass 2 of 3 before the open loop: no reserve was decided"},
+		{[]float64{1, 5000, 5000, 5000, 5000, 5000, 0}, "capacity pass 3 of 3 after the open loop: no reserve was decided"},
+	} {
+		f := &fakeBench{closed: tc.closed, open: BenchResult{Mode: "open", Requests: 1}}
+		_, err := benchOverload(context.Background(), overloadFlags(), f.run, func() cpuTicks { return cpuTicks{} })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("passes %v: error %v; want one containing %q", tc.closed, err, tc.want)
+		}
+	}
+}
+
+func TestOverloadReportsWhetherTheLeaderHeld(t *testing.T) {
+	for _, tc := range []struct {
+		open BenchResult
+		want string
+	}{
+		{BenchResult{LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n1", TermAfter: 3}, "no"},
+		{BenchResult{LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n2", TermAfter: 3}, "no"},
+		{BenchResult{LeaderBefore: "n1", TermBefore: 2}, "unknown"},
+	} {
+		tc.open.Mode, tc.open.Requests, tc.open.GoodputRPS = "open", 1, 1
+		f := &fakeBench{closed: []float64{1, 1, 1, 1, 1, 1, 1}, open: tc.open}
+		res, err := benchOverload(context.Background(), overloadFlags(), f.run, func() cpuTicks { return cpuTicks{} })
+		if err != nil || res.LeaderHeld != tc.want || res.StealPct != [3]float64{-1, -1, -1} {
+			t.Errorf("%+v: leader held %q, steal %v (%v); want %q and unknown steal", tc.open, res.LeaderHeld, res.StealPct, err, tc.want)
+		}
 	}
 }
