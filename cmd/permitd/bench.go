@@ -130,17 +130,7 @@ than 1% errors; 2 usage error.
 	if err != nil {
 		return c.fail(exitFailure, err)
 	}
-	if b.jsonOut {
-		if err := writeJSON(stdout, res); err != nil {
-			return c.fail(exitFailure, err)
-		}
-	} else {
-		printBench(stdout, res)
-	}
-	if res.Requests == 0 || res.Errors > res.Requests/100 {
-		return 1
-	}
-	return 0
+	return reportBench(c, stdout, b.jsonOut, res, printBench, res)
 }
 
 // runOverload runs and reports --mode overload; its exit status is bench's
@@ -150,14 +140,21 @@ func runOverload(ctx context.Context, c *cmdLine, b benchFlags, stdout io.Writer
 	if err != nil {
 		return c.fail(exitFailure, err)
 	}
-	if b.jsonOut {
+	return reportBench(c, stdout, b.jsonOut, res, printOverload, res.Open)
+}
+
+// reportBench prints res, as JSON with --json or else with text, and
+// returns bench's exit status for the measured run: 1 if it measured no
+// request or had more than 1% errors, else 0.
+func reportBench[T any](c *cmdLine, stdout io.Writer, jsonOut bool, res T, text func(io.Writer, T), run BenchResult) int {
+	if jsonOut {
 		if err := writeJSON(stdout, res); err != nil {
 			return c.fail(exitFailure, err)
 		}
 	} else {
-		printOverload(stdout, res)
+		text(stdout, res)
 	}
-	if res.Open.Requests == 0 || res.Open.Errors > res.Open.Requests/100 {
+	if run.Requests == 0 || run.Errors > run.Requests/100 {
 		return 1
 	}
 	return 0
