@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -148,8 +147,8 @@ func runOverload(ctx context.Context, c *cmdLine, b benchFlags, stdout io.Writer
 // request or had more than 1% errors, else 0.
 func reportBench[T any](c *cmdLine, stdout io.Writer, jsonOut bool, res T, text func(io.Writer, T), run BenchResult) int {
 	if jsonOut {
-		if err := writeJSON(stdout, res); err != nil {
-			return c.fail(exitFailure, err)
+		if err := printJSON(stdout, res); err != nil {
+			return c.fail(exitFailure, fmt.Errorf("writing the result as JSON: %w", err))
 		}
 	} else {
 		text(stdout, res)
@@ -184,15 +183,4 @@ func (b *benchFlags) checkOverloadFlags(c *cmdLine) (int, bool) {
 		return c.usageErrorf("--concurrency %d with --mode overload cannot overload a cluster that --capacity-concurrency %d fills (allowed: more than %d)", b.concurrency, b.capacityConcurrency, b.capacityConcurrency), false
 	}
 	return 0, true
-}
-
-// writeJSON writes v as indented JSON (a NaN, as latency percentiles are
-// when nothing was admitted, is an error).
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("writing the result as JSON: %w", err)
-	}
-	return nil
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"math"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +160,23 @@ func TestOverloadReportsWhetherTheLeaderHeld(t *testing.T) {
 		if err != nil || res.LeaderHeld != tc.want || res.StealPct != [3]float64{-1, -1, -1} {
 			t.Errorf("%+v: leader held %q, steal %v (%v); want %q and unknown steal", tc.open, res.LeaderHeld, res.StealPct, err, tc.want)
 		}
+	}
+}
+
+// A script running the overload measurement reads its exit status: a
+// cluster that answers nothing fails the run (1) with the pass named, and
+// prints no report.
+func TestOverloadModeExitsOneWhenAPassFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var stdout, stderr bytes.Buffer
+	code := runBench([]string{"--mode", "overload", "--servers", addr, "--create=false", "--protocol", "binary",
+		"--capacity-concurrency", "2", "--capacity-duration", "100ms", "--warmup", "0s", "--json"}, &stdout, &stderr)
+	if code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "the warm-up pass") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 1, nothing, an error naming the warm-up pass", code, stdout.String(), stderr.String())
 	}
 }

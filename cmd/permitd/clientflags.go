@@ -105,11 +105,12 @@ func checkName(what, s string) error {
 	return nil
 }
 
-// printJSON writes v as indented JSON.
-func printJSON(w io.Writer, v any) {
+// printJSON writes v as indented JSON; the error is the encoder's (a NaN,
+// for one, cannot be written), which most callers' values cannot cause.
+func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	return enc.Encode(v)
 }
 
 // printLine writes v as one line of JSON (for output that scripts read line
