@@ -61,7 +61,10 @@ Sends reserves (one decision per request: an HTTP request on keep-alive
 connections, or a frame of the binary protocol with --protocol binary) to the
 given nodes and reports throughput, latency percentiles, granted, refused and
 errors. Latency in open-loop mode counts from each request's scheduled start,
-so a slow server cannot hide queueing (no coordinated omission).
+so a slow server cannot hide queueing (no coordinated omission). Over the
+binary protocol the open loop sends what has come due once a millisecond, in
+one write per connection, so that the generator takes little of the CPU it
+may share with the nodes.
 
 A reserve a node refuses at once as overloaded (503, see
 --max-pending-reserves) is counted as shed, not as an error, and left out of

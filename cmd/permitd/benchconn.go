@@ -68,6 +68,13 @@ func (bc binaryBenchConn) reserve(_ *bytes.Buffer, requestID string) (int, bool,
 	if err != nil {
 		return 0, false, err
 	}
+	return binaryAnswer(code, resp)
+}
+
+// binaryAnswer is the HTTP status a binary reserve's answer stands for:
+// 200 granted, 429 refused, 503 with overloaded set when the node refused
+// it at once as overloaded; an error for any other answer.
+func binaryAnswer(code byte, resp []byte) (int, bool, error) {
 	if code == wire.CodeOverloaded {
 		return 503, true, nil
 	}
@@ -90,10 +97,24 @@ func (bc binaryBenchConn) reserve(_ *bytes.Buffer, requestID string) (int, bool,
 // Close is a no-op: the connection is shared and closed by bench.
 func (bc binaryBenchConn) Close() {}
 
-// dialBinary opens one binary connection to each server (over TLS with
-// conf, authenticated with token when not empty).
+// dialBinary opens one pipelined binary connection to each server (over
+// TLS with conf, authenticated with token when not empty).
 func dialBinary(servers []string, conf *tls.Config, token string) ([]*wire.Conn, error) {
-	out := make([]*wire.Conn, 0, len(servers))
+	ncs, err := dialBinaryRaw(servers, conf, token)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*wire.Conn, len(ncs))
+	for i, nc := range ncs {
+		out[i] = wire.NewConn(nc)
+	}
+	return out, nil
+}
+
+// dialBinaryRaw opens one binary connection to each server, its preface
+// written and, with a token, authenticated.
+func dialBinaryRaw(servers []string, conf *tls.Config, token string) ([]net.Conn, error) {
+	out := make([]net.Conn, 0, len(servers))
 	for _, s := range servers {
 		nc, err := net.DialTimeout("tcp", s, 5*time.Second)
 		if err == nil && conf != nil {
@@ -115,12 +136,15 @@ func dialBinary(servers []string, conf *tls.Config, token string) ([]*wire.Conn,
 			err = benchAuth(nc, token)
 		}
 		if err != nil {
+			if nc != nil {
+				nc.Close()
+			}
 			for _, c := range out {
 				c.Close()
 			}
 			return nil, fmt.Errorf("bench: binary connection to %s: %w", s, err)
 		}
-		out = append(out, wire.NewConn(nc))
+		out = append(out, nc)
 	}
 	return out, nil
 }

@@ -24,8 +24,9 @@ import (
 // workers, each sending its next reserve when the last returns. Open loop:
 // reserves start every 1/--open-rate s whatever the latency, at most
 // --concurrency outstanding, and latency counts from the scheduled start
-// (no coordinated omission). Requests that end during the measured
-// --duration, after --warmup, are measured.
+// (no coordinated omission); over the binary protocol without a
+// goroutine per request (benchopen.go). Requests that end during the
+// measured --duration, after --warmup, are measured.
 
 // benchClient sends reserves over keep-alive connections.
 func benchHTTPClient(conns int, conf *tls.Config) *http.Client {
@@ -164,8 +165,11 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	// Connections: over HTTP, closed loop, one per worker and server; open
 	// loop, a pool per server. Over the binary protocol every worker
 	// shares --binary-conns pipelined connections per server.
+	// The open loop over the binary protocol has its own sender
+	// (benchopen.go); its connections are dialled below.
+	openBinary := b.mode == "open" && b.protocol == "binary"
 	var shared [][]*wire.Conn
-	if b.protocol == "binary" {
+	if b.protocol == "binary" && !openBinary {
 		for k := 0; k < b.binaryConns; k++ {
 			cs, err := dialBinary(servers, b.tlsConf, b.token)
 			if err != nil {
@@ -214,7 +218,30 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		}
 	}()
 	var wg sync.WaitGroup
-	if b.mode == "closed" {
+	switch {
+	case openBinary:
+		var conns []net.Conn
+		for k := 0; k < b.binaryConns; k++ {
+			cs, err := dialBinaryRaw(servers, b.tlsConf, b.token)
+			if err != nil {
+				for _, c := range conns {
+					c.Close()
+				}
+				return BenchResult{}, err
+			}
+			conns = append(conns, cs...)
+		}
+		r := wire.Reserve{Limit: b.limit, Permits: b.permits, MaxWaitNanos: int64(b.maxWait)}
+		same := wire.EncodeReserve(r)
+		payload := func(int) []byte { return same }
+		if b.requestIDs {
+			payload = func(int) []byte {
+				r.RequestID = idPrefix + strconv.FormatInt(idSeq.Add(1), 10)
+				return wire.EncodeReserve(r)
+			}
+		}
+		openLoopBinary(runCtx, b, conns, payload, rec, fail)
+	case b.mode == "closed":
 		for w := 0; w < b.concurrency; w++ {
 			wg.Add(1)
 			go func() {
@@ -248,7 +275,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 				rec.record(lats)
 			}()
 		}
-	} else {
+	default:
 		sem := make(chan struct{}, b.concurrency)
 		pool := make(chan []benchConn, b.concurrency)
 		for k := 0; k < b.concurrency; k++ {

@@ -139,16 +139,18 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 	// creates its limit, sends reserves through every node, and exits 0
 	// only without errors.
 	for _, proto := range []string{"http", "binary"} {
-		out, err := exec.Command(bin, "bench", "--servers", serversOf(agents...), "--limit", "smoke", "--protocol", proto,
-			"--concurrency", "4", "--duration", "1s", "--warmup", "200ms", "--request-ids", "--json").CombinedOutput()
-		if err != nil {
-			t.Fatalf("permitd bench --protocol %s: %v\n%s", proto, err, out)
-		}
-		var res struct {
-			Requests, Granted, Errors int64
-		}
-		if err := json.Unmarshal(out, &res); err != nil || res.Requests == 0 || res.Errors != 0 || res.Granted == 0 {
-			t.Fatalf("permitd bench --protocol %s result: %s (%v)", proto, out, err)
+		for _, mode := range []string{"closed", "open"} {
+			out, err := exec.Command(bin, "bench", "--servers", serversOf(agents...), "--limit", "smoke", "--protocol", proto, "--mode", mode,
+				"--open-rate", "2000", "--concurrency", "4", "--duration", "1s", "--warmup", "200ms", "--request-ids", "--json").CombinedOutput()
+			if err != nil {
+				t.Fatalf("permitd bench --protocol %s --mode %s: %v\n%s", proto, mode, err, out)
+			}
+			var res struct {
+				Requests, Granted, Errors int64
+			}
+			if err := json.Unmarshal(out, &res); err != nil || res.Requests == 0 || res.Errors != 0 || res.Granted == 0 {
+				t.Fatalf("permitd bench --protocol %s --mode %s result: %s (%v)", proto, mode, out, err)
+			}
 		}
 	}
 	// And of its overload mode, the README's overload measurement in
