@@ -250,9 +250,20 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, pa
 		wg.Wait()
 		w.Close()
 	}()
+	// The refusals of the frames that arrived together leave together:
+	// they are held until the read buffer is empty (the next read would
+	// wait for the client), then queued in one SendAll.
+	var refusals []wire.Frame
 	for {
+		if len(refusals) > 0 && (br.Buffered() == 0 || len(refusals) >= maxHeldRefusals) {
+			w.SendAll(refusals)
+			refusals = nil
+		}
 		f, err := wire.ReadFrameLimit(br, maxFrame)
 		if err != nil {
+			if len(refusals) > 0 {
+				w.SendAll(refusals)
+			}
 			return
 		}
 		select {
@@ -262,7 +273,7 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, pa
 		}
 		if shed != nil && shed(f.Kind, f.Payload) {
 			<-sem
-			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOverloaded, Payload: n.overloadedMsg})
+			refusals = append(refusals, wire.Frame{ID: f.ID, Kind: wire.CodeOverloaded, Payload: n.overloadedMsg})
 			continue
 		}
 		wg.Add(1)
@@ -283,6 +294,10 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, pa
 		})
 	}
 }
+
+// maxHeldRefusals bounds the refusals the read loop holds before queueing
+// them.
+const maxHeldRefusals = 256
 
 // maxForwardedInflight bounds the calls served at once on one forwarding
 // connection.

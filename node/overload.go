@@ -34,8 +34,10 @@ const DefaultMaxPendingReserves = PendingBatches * 1024
 // allow (nil: all allowed), while the node already holds
 // MaxPendingReserves. The connection's read loop asks it
 // (servePipelined), so that under overload a refusal costs the node the
-// frame's read, a small decode and a queued answer built once
-// (Node.overloadedMsg), and none of a served call's goroutine hand-off,
+// frame's read, a small decode and an answer built once
+// (Node.overloadedMsg), queued with the refusals of the frames read with
+// it and written with them in one system call, and none of a served
+// call's goroutine hand-off,
 // validation and formatted message: at 3x a leader's capacity refusals
 // outnumber admitted reserves two to one, and every cycle they take is
 // taken from deciding. An undecodable or refused (forbidden, revoked)

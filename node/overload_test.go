@@ -273,3 +273,59 @@ func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
 		}
 	})
 }
+
+// writeCounter counts the Write calls made on a connection.
+type writeCounter struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *writeCounter) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestRefusalsOfFramesReadTogetherLeaveInOneWrite: the read loop holds the
+// refusals of the frames it read together until the next read would wait
+// for the client, then queues them as one batch, so a burst of reserves
+// refused at once costs the node one write system call, not one each.
+func TestRefusalsOfFramesReadTogetherLeaveInOneWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
+		n.calls = newCallPool(n.stopCh)
+		defer close(n.stopCh)
+		shed := func(op byte, payload []byte) bool {
+			// Each decision takes a while (fake time: the bubble runs
+			// everything else first), so a writer handed each refusal
+			// at once would have flushed it before the next.
+			time.Sleep(time.Millisecond)
+			return op == wire.OpReserve
+		}
+		handle := func(ctx context.Context, op byte, payload []byte) ([]byte, error) { return nil, nil }
+		server, client := net.Pipe()
+		defer client.Close()
+		counted := &writeCounter{Conn: server}
+		go n.servePipelined(counted, wire.MaxClientFrame, shed, handle)
+		const burst = 50
+		bw := bufio.NewWriter(client)
+		for id := range uint64(burst) {
+			if err := wire.WriteFrame(bw, wire.Frame{ID: id, Kind: wire.OpReserve}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		go bw.Flush() // one write of the whole burst
+		br := bufio.NewReader(client)
+		for range burst {
+			f, err := wire.ReadFrame(br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Kind != wire.CodeOverloaded || string(f.Payload) != "full" {
+				t.Fatalf("answer to %d: code %d %q; want %d %q", f.ID, f.Kind, f.Payload, wire.CodeOverloaded, "full")
+			}
+		}
+		if got := counted.writes.Load(); got != 1 {
+			t.Errorf("%d reserves refused together took %d writes; want 1", burst, got)
+		}
+	})
+}

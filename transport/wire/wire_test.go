@@ -181,3 +181,47 @@ func FuzzDecoders(f *testing.F) {
 		}
 	})
 }
+
+// writeCounter counts the Write calls made on a connection.
+type writeCounter struct {
+	net.Conn
+	mu     sync.Mutex
+	writes int
+}
+
+func (c *writeCounter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func TestSendAllFramesShareOneWrite(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	counted := &writeCounter{Conn: a}
+	w := NewWriter(counted)
+	fs := make([]Frame, 50)
+	for i := range fs {
+		fs[i] = Frame{ID: uint64(i + 1), Kind: CodeOverloaded, Payload: []byte("full")}
+	}
+	if !w.SendAll(fs) {
+		t.Fatal("SendAll on a running writer = false")
+	}
+	br := bufio.NewReader(b)
+	for i := range fs {
+		if f, err := ReadFrame(br); err != nil || f.ID != uint64(i+1) || f.Kind != CodeOverloaded {
+			t.Fatalf("frame %d read as %+v, %v", i+1, f, err)
+		}
+	}
+	counted.mu.Lock()
+	writes := counted.writes
+	counted.mu.Unlock()
+	if writes != 1 {
+		t.Errorf("%d frames queued together took %d writes; want 1", len(fs), writes)
+	}
+	w.Close()
+	if w.SendAll(fs) {
+		t.Error("SendAll on a closed writer = true; want false")
+	}
+}

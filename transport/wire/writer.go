@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -15,12 +16,16 @@ const writerQueue = 1024
 
 // Writer owns a connection's write side: frames are queued, written into a
 // buffer, and flushed when the queue is empty, so that a burst of frames
-// shares one write system call while a lone frame leaves at once. A write
-// error closes the connection.
+// shares one write system call while a lone frame leaves at once. Before
+// it flushes, the writer yields once to the goroutines ready to run, so
+// that answers completed by the same event (a commit) join the flush;
+// frames queued together with SendAll always share one (unless they
+// overflow the 64 KiB buffer). A write error closes the connection.
 type Writer struct {
 	conn     net.Conn
 	bw       *bufio.Writer
 	q        chan Frame
+	qAll     chan []Frame
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
@@ -28,7 +33,7 @@ type Writer struct {
 
 // NewWriter starts the writer of c.
 func NewWriter(c net.Conn) *Writer {
-	w := &Writer{conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan Frame, writerQueue), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan Frame, writerQueue), qAll: make(chan []Frame, writerQueue), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
@@ -36,23 +41,27 @@ func NewWriter(c net.Conn) *Writer {
 func (w *Writer) loop() {
 	defer close(w.done)
 	for {
-		var f Frame
+		var err error
 		select {
-		case f = <-w.q:
+		case f := <-w.q:
+			_ = w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+			err = WriteFrame(w.bw, f)
+		case fs := <-w.qAll:
+			_ = w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+			err = w.writeAll(fs)
 		case <-w.stop:
 			w.drain()
 			return
 		}
-		_ = w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-		err := WriteFrame(w.bw, f)
-	more:
-		for err == nil {
-			select {
-			case f = <-w.q:
-				err = WriteFrame(w.bw, f)
-			default:
-				break more
-			}
+		if err == nil {
+			err = w.writeQueued()
+		}
+		if err == nil {
+			// Before the system call, let the goroutines woken by the
+			// same event (the answers of one commit) queue theirs, so
+			// that they share it.
+			runtime.Gosched()
+			err = w.writeQueued()
 		}
 		if err == nil {
 			err = w.bw.Flush()
@@ -64,18 +73,39 @@ func (w *Writer) loop() {
 	}
 }
 
-// drain writes what is queued and flushes.
-func (w *Writer) drain() {
+// writeQueued writes the frames queued now into the buffer, without
+// waiting for more.
+func (w *Writer) writeQueued() error {
 	for {
 		select {
 		case f := <-w.q:
-			if WriteFrame(w.bw, f) != nil {
-				return
+			if err := WriteFrame(w.bw, f); err != nil {
+				return err
+			}
+		case fs := <-w.qAll:
+			if err := w.writeAll(fs); err != nil {
+				return err
 			}
 		default:
-			_ = w.bw.Flush()
-			return
+			return nil
 		}
+	}
+}
+
+// writeAll writes fs into the buffer.
+func (w *Writer) writeAll(fs []Frame) error {
+	for _, f := range fs {
+		if err := WriteFrame(w.bw, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain writes what is queued and flushes.
+func (w *Writer) drain() {
+	if w.writeQueued() == nil {
+		_ = w.bw.Flush()
 	}
 }
 
@@ -85,12 +115,39 @@ func (w *Writer) Close() {
 	<-w.done
 }
 
+// SendAll queues frames to be written together, in one flush; false if
+// the writer has stopped. The writer owns fs from then on.
+func (w *Writer) SendAll(fs []Frame) bool {
+	if w.stopped() {
+		return false
+	}
+	select {
+	case w.qAll <- fs:
+		return true
+	case <-w.done:
+		return false
+	}
+}
+
 // Send queues a frame; false if the writer has stopped.
 func (w *Writer) Send(f Frame) bool {
+	if w.stopped() {
+		return false
+	}
 	select {
 	case w.q <- f:
 		return true
 	case <-w.done:
+		return false
+	}
+}
+
+// stopped reports whether the writer has stopped.
+func (w *Writer) stopped() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
 		return false
 	}
 }
