@@ -76,7 +76,8 @@ With --mode overload it runs the README's overload measurement on one
 cluster: an uncounted closed-loop warm-up pass, --capacity-passes closed-loop
 passes, an open loop at --overload-factor x their median for --duration, the
 passes again, and reports the open loop's goodput over the median of all
-passes, whether the leader held, and this machine's CPU steal in each phase.
+passes, whether the leader held, and this machine's CPU steal and bench's own
+CPU in each phase.
 Every pass and the open loop start with --warmup.
 
 Exit status: 0 ok; 1 no request measured, more than 1% errors, the limit
@@ -138,7 +139,7 @@ than 1% errors; 2 usage error.
 // runOverload runs and reports --mode overload; its exit status is bench's
 // for the open loop.
 func runOverload(ctx context.Context, c *cmdLine, b benchFlags, stdout io.Writer) int {
-	res, err := benchOverload(ctx, b, bench, readSteal)
+	res, err := benchOverload(ctx, b, bench, readPhaseSample)
 	if err != nil {
 		return c.fail(exitFailure, err)
 	}

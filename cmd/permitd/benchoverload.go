@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/permitd/permitd/node"
@@ -54,6 +55,11 @@ type OverloadResult struct {
 	// loop and the passes after; -1 where /proc/stat cannot be read. It
 	// is the cluster's too only when bench shares its machine.
 	StealPct [3]float64 `json:"steal_pct"`
+	// GeneratorCores is bench's own CPU time over the same phases'
+	// wall time, in cores; -1 where it cannot be read. On a machine
+	// shared with the cluster, what the open loop takes beyond the
+	// passes is taken from the nodes.
+	GeneratorCores [3]float64 `json:"generator_cores"`
 	// LeaderHeld is "yes" if the open loop ended with the leader and
 	// term it started with, "no" if not, "unknown" if either was not
 	// read.
@@ -64,8 +70,8 @@ type OverloadResult struct {
 type benchRunner func(context.Context, benchFlags) (BenchResult, error)
 
 // benchOverload runs the overload measurement described above, each pass
-// with run and each steal reading with steal.
-func benchOverload(ctx context.Context, b benchFlags, run benchRunner, steal func() cpuTicks) (OverloadResult, error) {
+// with run, reading the machine between phases with sample.
+func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample func() phaseSample) (OverloadResult, error) {
 	res := OverloadResult{Factor: b.overloadFactor}
 	closed := b
 	closed.mode, closed.concurrency = "closed", b.capacityConcurrency
@@ -105,12 +111,12 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, steal fun
 	if _, err := pass("the warm-up pass"); err != nil {
 		return res, err
 	}
-	s0 := steal()
+	s0 := sample()
 	var err error
 	if res.CapacityBeforeRPS, err = passes("before"); err != nil {
 		return res, err
 	}
-	s1 := steal()
+	s1 := sample()
 	res.OfferedRPS = b.overloadFactor * median(res.CapacityBeforeRPS)
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("interrupted before the open loop: %w", err)
@@ -120,15 +126,16 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, steal fun
 	if res.Open, err = run(ctx, open); err != nil {
 		return res, fmt.Errorf("the open loop: %w", err)
 	}
-	s2 := steal()
+	s2 := sample()
 	if res.CapacityAfterRPS, err = passes("after"); err != nil {
 		return res, err
 	}
-	s3 := steal()
+	s3 := sample()
 	// Every pass decided something: the median is > 0.
 	res.CapacityRPS = median(append(slices.Clone(res.CapacityBeforeRPS), res.CapacityAfterRPS...))
 	res.GoodputRatio = res.Open.GoodputRPS / res.CapacityRPS
-	res.StealPct = [3]float64{s0.pctUntil(s1), s1.pctUntil(s2), s2.pctUntil(s3)}
+	res.StealPct = [3]float64{s0.ticks.pctUntil(s1.ticks), s1.ticks.pctUntil(s2.ticks), s2.ticks.pctUntil(s3.ticks)}
+	res.GeneratorCores = [3]float64{s0.coresUntil(s1), s1.coresUntil(s2), s2.coresUntil(s3)}
 	switch o := res.Open; {
 	case o.LeaderBefore == "" || o.LeaderAfter == "":
 		res.LeaderHeld = "unknown"
@@ -146,8 +153,20 @@ func printOverload(w io.Writer, r OverloadResult) {
 		len(r.CapacityBeforeRPS)+len(r.CapacityAfterRPS), r.CapacityRPS, rates(r.CapacityBeforeRPS), rates(r.CapacityAfterRPS))
 	fmt.Fprintf(w, "open loop at %.3g x the capacity before: offered %.0f/s, sent %.0f/s\n", r.Factor, r.OfferedRPS, r.Open.ThroughputRPS)
 	printBench(w, r.Open)
-	fmt.Fprintf(w, "goodput %.1f%% of capacity; leader held: %s; this machine's CPU steal before / during / after: %s\n",
-		100*r.GoodputRatio, r.LeaderHeld, steals(r.StealPct))
+	fmt.Fprintf(w, "goodput %.1f%% of capacity; leader held: %s; this machine's CPU steal before / during / after: %s; bench's own CPU: %s cores\n",
+		100*r.GoodputRatio, r.LeaderHeld, steals(r.StealPct), cores(r.GeneratorCores))
+}
+
+func cores(xs [3]float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		if x < 0 {
+			parts[i] = "unknown"
+		} else {
+			parts[i] = strconv.FormatFloat(x, 'f', 2, 64)
+		}
+	}
+	return strings.Join(parts, " / ")
 }
 
 func rates(xs []float64) string {
@@ -183,6 +202,40 @@ func median(xs []float64) float64 {
 	} else {
 		return (s[n/2-1] + s[n/2]) / 2
 	}
+}
+
+// phaseSample is what bench reads of its machine between two phases: the
+// CPU ticks, bench's own CPU time and the wall clock.
+type phaseSample struct {
+	ticks   cpuTicks
+	selfCPU time.Duration // -1 if unreadable
+	at      time.Time
+}
+
+// readPhaseSample reads the machine and this process now.
+func readPhaseSample() phaseSample {
+	return phaseSample{ticks: readSteal(), selfCPU: readSelfCPU(), at: time.Now()}
+}
+
+// readSelfCPU is this process's user and system CPU time, -1 if it
+// cannot be read.
+func readSelfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return -1
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// coresUntil is this process's CPU time between s and later over the
+// wall time between them, or -1 if either reading failed or no time
+// passed.
+func (s phaseSample) coresUntil(later phaseSample) float64 {
+	wall := later.at.Sub(s.at)
+	if s.selfCPU < 0 || later.selfCPU < s.selfCPU || wall <= 0 {
+		return -1
+	}
+	return float64(later.selfCPU-s.selfCPU) / float64(wall)
 }
 
 // cpuTicks is the machine's CPU time from /proc/stat's "cpu" line, in

@@ -97,9 +97,15 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 		closed: []float64{1, 8000, 6000, 7000, 9000, 10000, 5000}, // warm-up, 3 before, 3 after
 		open:   BenchResult{Mode: "open", Requests: 100, GoodputRPS: 6300, LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n1", TermAfter: 2},
 	}
-	ticks := []cpuTicks{{0, 1000, true}, {10, 2000, true}, {110, 3000, true}, {110, 4000, true}}
-	steal := func() cpuTicks { t := ticks[0]; ticks = ticks[1:]; return t }
-	res, err := benchOverload(context.Background(), overloadFlags(), f.run, steal)
+	t0 := time.Unix(1000, 0)
+	samples := []phaseSample{
+		{cpuTicks{0, 1000, true}, 0, t0},
+		{cpuTicks{10, 2000, true}, 4 * time.Second, t0.Add(20 * time.Second)},
+		{cpuTicks{110, 3000, true}, 34 * time.Second, t0.Add(80 * time.Second)},
+		{cpuTicks{110, 4000, true}, 38 * time.Second, t0.Add(100 * time.Second)},
+	}
+	sample := func() phaseSample { s := samples[0]; samples = samples[1:]; return s }
+	res, err := benchOverload(context.Background(), overloadFlags(), f.run, sample)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +132,9 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 	if res.StealPct != [3]float64{1, 10, 0} {
 		t.Errorf("steal %v; want [1 10 0]", res.StealPct)
 	}
+	if res.GeneratorCores != [3]float64{0.2, 0.5, 0.2} {
+		t.Errorf("generator cores %v; want [0.2 0.5 0.2] (4 s in 20 s, 30 s in 60 s, 4 s in 20 s)", res.GeneratorCores)
+	}
 }
 
 func TestOverloadRefusesAPassThatDecidedNothing(t *testing.T) {
@@ -138,7 +147,7 @@ func TestOverloadRefusesAPassThatDecidedNothing(t *testing.T) {
 		{[]float64{1, 5000, 5000, 5000, 5000, 5000, 0}, "capacity pass 3 of 3 after the open loop: no reserve was decided"},
 	} {
 		f := &fakeBench{closed: tc.closed, open: BenchResult{Mode: "open", Requests: 1}}
-		_, err := benchOverload(context.Background(), overloadFlags(), f.run, func() cpuTicks { return cpuTicks{} })
+		_, err := benchOverload(context.Background(), overloadFlags(), f.run, func() phaseSample { return phaseSample{selfCPU: -1} })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("passes %v: error %v; want one containing %q", tc.closed, err, tc.want)
 		}
@@ -156,9 +165,10 @@ func TestOverloadReportsWhetherTheLeaderHeld(t *testing.T) {
 	} {
 		tc.open.Mode, tc.open.Requests, tc.open.GoodputRPS = "open", 1, 1
 		f := &fakeBench{closed: []float64{1, 1, 1, 1, 1, 1, 1}, open: tc.open}
-		res, err := benchOverload(context.Background(), overloadFlags(), f.run, func() cpuTicks { return cpuTicks{} })
-		if err != nil || res.LeaderHeld != tc.want || res.StealPct != [3]float64{-1, -1, -1} {
-			t.Errorf("%+v: leader held %q, steal %v (%v); want %q and unknown steal", tc.open, res.LeaderHeld, res.StealPct, err, tc.want)
+		res, err := benchOverload(context.Background(), overloadFlags(), f.run, func() phaseSample { return phaseSample{selfCPU: -1} })
+		if err != nil || res.LeaderHeld != tc.want || res.StealPct != [3]float64{-1, -1, -1} || res.GeneratorCores != [3]float64{-1, -1, -1} {
+			t.Errorf("%+v: leader held %q, steal %v, generator cores %v (%v); want %q and unknown steal and cores",
+				tc.open, res.LeaderHeld, res.StealPct, res.GeneratorCores, err, tc.want)
 		}
 	}
 }

@@ -171,10 +171,12 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 			Requests int64
 			Errors   int64
 		}
-		GoodputRatio float64 `json:"goodput_ratio"`
+		GoodputRatio   float64    `json:"goodput_ratio"`
+		GeneratorCores [3]float64 `json:"generator_cores"`
 	}
 	if err := json.Unmarshal(out, &ov); err != nil || len(ov.CapacityBefore) != 2 || len(ov.CapacityAfter) != 2 || ov.Capacity <= 0 ||
-		ov.OfferedRPS <= 0 || ov.Open.Mode != "open" || ov.Open.Requests == 0 || ov.Open.Errors != 0 || ov.GoodputRatio <= 0 {
+		ov.OfferedRPS <= 0 || ov.Open.Mode != "open" || ov.Open.Requests == 0 || ov.Open.Errors != 0 || ov.GoodputRatio <= 0 ||
+		min(ov.GeneratorCores[0], ov.GeneratorCores[1], ov.GeneratorCores[2]) <= 0 {
 		t.Fatalf("permitd bench --mode overload result: %s (%v)", out, err)
 	}
 }
