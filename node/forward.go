@@ -251,25 +251,34 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, pa
 		w.Close()
 	}()
 	// The refusals of the frames that arrived together leave together:
-	// they are held until the read buffer is empty (the next read would
-	// wait for the client), then queued in one SendAll.
+	// they are held while a whole frame is buffered (reading it will not
+	// wait for the client) and no wait for a slot is due, then queued in
+	// one SendAll.
 	var refusals []wire.Frame
-	for {
-		if len(refusals) > 0 && (br.Buffered() == 0 || len(refusals) >= maxHeldRefusals) {
+	sendRefusals := func() {
+		if len(refusals) > 0 {
 			w.SendAll(refusals)
 			refusals = nil
 		}
+	}
+	defer sendRefusals()
+	for {
+		if !wire.FrameBuffered(br) || len(refusals) >= maxHeldRefusals {
+			sendRefusals()
+		}
 		f, err := wire.ReadFrameLimit(br, maxFrame)
 		if err != nil {
-			if len(refusals) > 0 {
-				w.SendAll(refusals)
-			}
 			return
 		}
 		select {
 		case sem <- struct{}{}:
-		case <-n.stopCh:
-			return
+		default:
+			sendRefusals()
+			select {
+			case sem <- struct{}{}:
+			case <-n.stopCh:
+				return
+			}
 		}
 		if shed != nil && shed(f.Kind, f.Payload) {
 			<-sem

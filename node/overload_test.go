@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -327,5 +328,74 @@ func TestRefusalsOfFramesReadTogetherLeaveInOneWrite(t *testing.T) {
 		if got := counted.writes.Load(); got != 1 {
 			t.Errorf("%d reserves refused together took %d writes; want 1", burst, got)
 		}
+	})
+}
+
+// TestHeldRefusalsDoNotWaitForTheClient: the read loop holds refusals only
+// while a whole frame is buffered, and sends them before it waits for a
+// slot, so neither a frame that has only partly arrived nor a full
+// window delays a refusal already decided.
+func TestHeldRefusalsDoNotWaitForTheClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
+		n.calls = newCallPool(n.stopCh)
+		defer close(n.stopCh)
+		release := make(chan struct{})
+		handle := func(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+			<-release
+			return nil, nil
+		}
+		shed := func(op byte, payload []byte) bool { return op == wire.OpReserve }
+		server, client := net.Pipe()
+		defer client.Close()
+		go n.servePipelined(server, wire.MaxClientFrame, shed, handle)
+		answers := make(chan wire.Frame, maxForwardedInflight+4)
+		go func() {
+			for {
+				f, err := wire.ReadFrame(client)
+				if err != nil {
+					return
+				}
+				answers <- f
+			}
+		}()
+		frame := func(id uint64, op byte) []byte {
+			var b bytes.Buffer
+			bw := bufio.NewWriter(&b)
+			if err := wire.WriteFrame(bw, wire.Frame{ID: id, Kind: op}); err != nil {
+				t.Fatal(err)
+			}
+			bw.Flush()
+			return b.Bytes()
+		}
+		expect := func(what string, id uint64) {
+			t.Helper()
+			synctest.Wait()
+			select {
+			case f := <-answers:
+				if f.ID != id || f.Kind != wire.CodeOverloaded {
+					t.Errorf("%s: answer %d code %d; want %d refused", what, f.ID, f.Kind, id)
+				}
+			default:
+				t.Errorf("%s: no answer to reserve %d", what, id)
+			}
+		}
+		// A reserve and the first 5 bytes of the next frame, together.
+		second := frame(2, wire.OpReserve)
+		go client.Write(append(frame(1, wire.OpReserve), second[:5]...))
+		expect("with the next frame partly arrived", 1)
+		go client.Write(second[5:])
+		expect("once the next frame arrived", 2)
+
+		// A reserve, then enough calls to fill the window and one more,
+		// together: the loop waits for a slot after deciding the reserve.
+		var burst []byte
+		burst = append(burst, frame(3, wire.OpReserve)...)
+		for id := range uint64(maxForwardedInflight + 1) {
+			burst = append(burst, frame(10+id, wire.OpOpenSession)...)
+		}
+		go client.Write(burst)
+		expect("with the window full", 3)
+		close(release)
 	})
 }

@@ -79,11 +79,11 @@ func binaryAnswer(code byte, resp []byte) (int, bool, error) {
 		return 503, true, nil
 	}
 	if code != wire.CodeOK {
-		return 0, false, fmt.Errorf("binary answer code %d: %s", code, resp)
+		return 0, false, fmt.Errorf("bench: binary answer code %d: %s", code, resp)
 	}
 	res, err := wire.DecodeReserveResult(resp)
 	if err != nil {
-		return 0, false, err
+		return 0, false, fmt.Errorf("bench: %w", err)
 	}
 	switch res.Status {
 	case wire.Granted:
@@ -91,7 +91,7 @@ func binaryAnswer(code byte, resp []byte) (int, bool, error) {
 	case wire.Refused:
 		return 429, false, nil
 	}
-	return 0, false, fmt.Errorf("reserve status %d: %s", res.Status, res.Detail)
+	return 0, false, fmt.Errorf("bench: reserve status %d: %s", res.Status, res.Detail)
 }
 
 // Close is a no-op: the connection is shared and closed by bench.

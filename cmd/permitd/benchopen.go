@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -17,9 +18,11 @@ import (
 // once per openBatchTick, writes every reserve that has come due since
 // its last wake-up into the connections' buffers (round robin) and
 // flushes each connection once; one reader per connection matches the
-// answers to their scheduled starts by frame ID. So the generator makes
-// one write system call per connection per tick, whatever the rate, and
-// takes less of the CPU it shares with a cluster on the same machine.
+// answers to their scheduled starts by frame ID. So while slots are free
+// the generator makes one write call per connection per tick, whatever
+// the rate (more when a frame burst overflows the 64 KiB buffer, a TLS
+// record or, at --concurrency outstanding, once per wait for a slot), and
+// takes less of the CPU it may share with the nodes.
 
 // openBatchTick is the pacer's shortest sleep: a reserve leaves at most
 // this long after its scheduled start (its latency counts from that start).
@@ -28,6 +31,12 @@ const openBatchTick = time.Millisecond
 // openDrainTimeout bounds the wait for the answers still outstanding when
 // the run ends.
 const openDrainTimeout = 10 * time.Second
+
+// openWriteTimeout bounds one write to a node that stopped reading.
+const openWriteTimeout = 10 * time.Second
+
+// errAllConnsBroken ends an open loop whose every connection broke.
+var errAllConnsBroken = errors.New("bench: every binary connection broke")
 
 // openConn is one pipelined binary connection of the open loop: the pacer
 // writes to it, its reader reads from it.
@@ -39,15 +48,20 @@ type openConn struct {
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]time.Time // frame ID → scheduled start
-	broken  atomic.Bool
-	err     atomic.Value // the write error that broke it, if one did
+	dead    bool                 // the reader has failed what was pending
+	lostErr error                // why, once dead
+	broken  atomic.Bool          // no more frames: set before dead
+	err     atomic.Value         // the write error that broke it, if one did
 }
 
 // openLoopBinary runs the open loop of b on conns until runCtx ends, then
 // waits (at most openDrainTimeout) for the answers outstanding. payload
 // gives the reserve of request i. Answers are counted in rec as the
-// per-request loop counts them: from when they arrive, while measuring.
-func openLoopBinary(runCtx context.Context, b benchFlags, conns []net.Conn, payload func(i int) []byte, rec *benchRecorder, fail func(error)) {
+// per-request loop counts them: from when they arrive, while measuring; a
+// request whose connection broke, or that is still unanswered after the
+// drain, is a request and an error. It returns errAllConnsBroken (wrapping
+// the first failure) if every connection broke before the run's end.
+func openLoopBinary(runCtx context.Context, b benchFlags, conns []net.Conn, payload func(i int) []byte, rec *benchRecorder, fail func(error)) error {
 	ocs := make([]*openConn, len(conns))
 	for k, nc := range conns {
 		ocs[k] = &openConn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), pending: make(map[uint64]time.Time)}
@@ -68,12 +82,12 @@ func openLoopBinary(runCtx context.Context, b benchFlags, conns []net.Conn, payl
 				continue
 			}
 			oc.dirty = false
-			_ = oc.nc.SetWriteDeadline(time.Now().Add(writeDeadline))
 			if err := oc.bw.Flush(); err != nil {
 				oc.fail(fmt.Errorf("bench: writing to %s: %w", oc.nc.RemoteAddr(), err))
 			}
 		}
 	}
+	allBroken := false
 	interval := time.Duration(float64(time.Second) / b.openRate)
 	start := time.Now()
 	timer := time.NewTimer(0)
@@ -82,11 +96,11 @@ func openLoopBinary(runCtx context.Context, b benchFlags, conns []net.Conn, payl
 	sent := 0
 pace:
 	for runCtx.Err() == nil {
-		if b.maxRequests > 0 && rec.requests.Load() >= b.maxRequests {
-			break
-		}
 		now := time.Now()
 		for ; runCtx.Err() == nil; sent++ {
+			if b.maxRequests > 0 && rec.requests.Load() >= b.maxRequests {
+				break pace
+			}
 			scheduled := start.Add(time.Duration(sent+1) * interval)
 			if scheduled.After(now) {
 				break
@@ -103,23 +117,21 @@ pace:
 					break pace
 				}
 			}
-			oc := ocs[sent%len(ocs)]
-			if oc.broken.Load() {
-				if oc = liveConn(ocs, sent); oc == nil {
-					<-sem
-					break pace
-				}
+			oc, id := addPending(ocs, sent, scheduled)
+			if oc == nil {
+				<-sem
+				allBroken = true
+				break pace
 			}
-			oc.mu.Lock()
-			oc.nextID++
-			id := oc.nextID
-			oc.pending[id] = scheduled
-			oc.mu.Unlock()
-			if err := wire.WriteFrame(oc.bw, wire.Frame{ID: id, Kind: wire.OpReserve, Payload: payload(sent)}); err != nil {
-				oc.fail(fmt.Errorf("bench: writing to %s: %w", oc.nc.RemoteAddr(), err))
-				continue
+			if !oc.dirty {
+				// The deadline of the write this frame starts (a full
+				// buffer writes by itself, before the flush).
+				_ = oc.nc.SetWriteDeadline(time.Now().Add(openWriteTimeout))
 			}
 			oc.dirty = true
+			if err := wire.WriteFrame(oc.bw, wire.Frame{ID: id, Kind: wire.OpReserve, Payload: payload(sent)}); err != nil {
+				oc.fail(fmt.Errorf("bench: writing to %s: %w", oc.nc.RemoteAddr(), err))
+			}
 		}
 		flushAll()
 		wait := max(time.Until(start.Add(time.Duration(sent+1)*interval)), openBatchTick)
@@ -130,33 +142,55 @@ pace:
 		}
 	}
 	flushAll()
-	// Wait for the answers outstanding, as the per-request loop does.
+	// Wait for the answers outstanding, as the per-request loop does; the
+	// reader of a broken connection frees its slots at once.
 	deadline := time.Now().Add(openDrainTimeout)
-	for len(sem) > 0 && time.Now().Before(deadline) && liveConn(ocs, 0) != nil {
+	for len(sem) > 0 && time.Now().Before(deadline) {
 		time.Sleep(openBatchTick)
 	}
-	if n := len(sem); n > 0 && liveConn(ocs, 0) != nil {
+	closing.Store(true)
+	if n := len(sem); n > 0 {
+		rec.requests.Add(int64(n))
+		rec.errs.Add(int64(n - 1))
 		fail(fmt.Errorf("bench: %d requests unanswered %v after the run (outcome unknown)", n, openDrainTimeout))
 	}
-	closing.Store(true)
 	for _, oc := range ocs {
 		oc.nc.Close()
 	}
 	readers.Wait()
-}
-
-// writeDeadline bounds one flush to a node that stopped reading.
-const writeDeadline = 10 * time.Second
-
-// liveConn is the first connection not broken, from index from on; nil
-// when all are.
-func liveConn(ocs []*openConn, from int) *openConn {
-	for k := range ocs {
-		if oc := ocs[(from+k)%len(ocs)]; !oc.broken.Load() {
-			return oc
+	if allBroken {
+		for _, oc := range ocs {
+			if oc.lostErr != nil { // readers.Wait: no lock needed
+				return fmt.Errorf("%w (first: %v)", errAllConnsBroken, oc.lostErr)
+			}
 		}
+		return errAllConnsBroken
 	}
 	return nil
+}
+
+// addPending records request sent as pending on the connection its turn
+// picks, or the next one whose reader has not failed; it returns that
+// connection and the request's frame ID, or nil when every connection
+// has failed.
+func addPending(ocs []*openConn, sent int, scheduled time.Time) (*openConn, uint64) {
+	for k := range ocs {
+		oc := ocs[(sent+k)%len(ocs)]
+		if oc.broken.Load() {
+			continue
+		}
+		oc.mu.Lock()
+		if oc.dead {
+			oc.mu.Unlock()
+			continue
+		}
+		oc.nextID++
+		id := oc.nextID
+		oc.pending[id] = scheduled
+		oc.mu.Unlock()
+		return oc, id
+	}
+	return nil, 0
 }
 
 // fail marks the connection broken and closes it; its reader then fails
@@ -169,30 +203,48 @@ func (oc *openConn) fail(err error) {
 }
 
 // read reads the answers on oc until it fails or closes, counting each
-// in rec; it returns the latencies of the admitted ones.
+// in rec; it returns the latencies of the admitted ones. The requests
+// outstanding when it fails are counted (as requests and errors) only
+// while measuring and before the run's end, as their answers would have
+// been; after it, the failure is only remembered as the first error.
 func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRecorder, fail func(error), closing *atomic.Bool) []time.Duration {
 	lats := make([]time.Duration, 0, 4096)
 	br := bufio.NewReaderSize(oc.nc, 64<<10)
 	for {
 		f, err := wire.ReadFrame(br)
 		if err != nil {
-			// Decided before the connection counts as broken: until
-			// then the drain cannot end and set closing.
+			// Decided before the slots are freed: until then the drain
+			// cannot end and set closing.
 			report := !closing.Load()
+			count := report && rec.measuring.Load() && runCtx.Err() == nil
 			oc.broken.Store(true)
 			oc.nc.Close()
+			if e, ok := oc.err.Load().(error); ok {
+				err = e
+			} else {
+				err = fmt.Errorf("bench: reading from %s: %w", oc.nc.RemoteAddr(), err)
+			}
 			oc.mu.Lock()
+			oc.dead = true
 			lost := len(oc.pending)
 			clear(oc.pending)
+			err = fmt.Errorf("%w (%d requests outstanding, outcome unknown)", err, lost)
+			oc.lostErr = err
 			oc.mu.Unlock()
+			if report {
+				if count {
+					// Each lost request is a request and an error (the
+					// break itself one, if none was outstanding).
+					n := int64(max(lost, 1))
+					rec.requests.Add(n)
+					rec.errs.Add(n - 1)
+					fail(err)
+				} else {
+					rec.firstErr.CompareAndSwap(nil, err.Error())
+				}
+			}
 			for range lost {
 				<-sem
-			}
-			if report {
-				if e, ok := oc.err.Load().(error); ok {
-					err = e
-				}
-				fail(fmt.Errorf("bench: reading from %s: %w (%d requests outstanding, outcome unknown)", oc.nc.RemoteAddr(), err, lost))
 			}
 			return lats
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -13,11 +14,12 @@ import (
 )
 
 // fakeBinaryNode accepts binary connections on loopback and hands each
-// connection's frames, in batches as they arrive, to answer, which writes
-// the answers it wants to w.
+// connection's frames, in batches as they arrive, to answer with the
+// connection's number (in the order accepted, from 0), which writes the
+// answers it wants to w; an error from answer drops the connection.
 type fakeBinaryNode struct {
 	ln     net.Listener
-	answer func(w *bufio.Writer, frames []wire.Frame) error
+	answer func(conn int, w *bufio.Writer, frames []wire.Frame) error
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
@@ -33,7 +35,9 @@ func (n *fakeBinaryNode) closeConns() {
 	}
 }
 
-func startFakeBinaryNode(t *testing.T, answer func(w *bufio.Writer, frames []wire.Frame) error) *fakeBinaryNode {
+// startFakeBinaryNode starts a fakeBinaryNode on a loopback port; the
+// test's cleanup stops it.
+func startFakeBinaryNode(t *testing.T, answer func(conn int, w *bufio.Writer, frames []wire.Frame) error) *fakeBinaryNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,6 +53,7 @@ func startFakeBinaryNode(t *testing.T, answer func(w *bufio.Writer, frames []wir
 				return
 			}
 			n.mu.Lock()
+			num := len(n.conns)
 			n.conns = append(n.conns, c)
 			n.mu.Unlock()
 			n.wg.Add(1)
@@ -72,7 +77,7 @@ func startFakeBinaryNode(t *testing.T, answer func(w *bufio.Writer, frames []wir
 						}
 						frames = append(frames, f)
 					}
-					if n.answer(bw, frames) != nil || bw.Flush() != nil {
+					if n.answer(num, bw, frames) != nil || bw.Flush() != nil {
 						return
 					}
 				}
@@ -84,8 +89,10 @@ func startFakeBinaryNode(t *testing.T, answer func(w *bufio.Writer, frames []wir
 }
 
 // runOpenLoop runs openLoopBinary against the servers until stop is
-// closed (or the test's deadline), counting from the start.
-func runOpenLoop(t *testing.T, b benchFlags, servers []string, stop <-chan struct{}) (*benchRecorder, []string) {
+// closed (or the test's deadline), counting from the start, and then
+// calls afterStop if not nil; it returns the counts, the errors reported
+// and the loop's own error.
+func runOpenLoop(t *testing.T, b benchFlags, servers []string, stop <-chan struct{}, afterStop ...func()) (*benchRecorder, []string, error) {
 	t.Helper()
 	var conns []net.Conn
 	for k := 0; k < b.binaryConns; k++ {
@@ -113,13 +120,17 @@ func runOpenLoop(t *testing.T, b benchFlags, servers []string, stop <-chan struc
 			t.Error("the fake node never stopped the run")
 		}
 		cancel()
+		for _, f := range afterStop {
+			f()
+		}
 	}()
 	payload := wire.EncodeReserve(wire.Reserve{Limit: "x", Permits: 1})
-	openLoopBinary(ctx, b, conns, func(int) []byte { return payload }, rec, fail)
+	err := openLoopBinary(ctx, b, conns, func(int) []byte { return payload }, rec, fail)
 	cancel()
-	return rec, errs
+	return rec, errs, err
 }
 
+// reserveAnswer is the payload of a decided reserve's answer.
 func reserveAnswer(status wire.Status) []byte {
 	return wire.EncodeReserveResult(wire.ReserveResult{Status: status})
 }
@@ -130,7 +141,7 @@ func TestOpenLoopCountsEveryKindOfAnswer(t *testing.T) {
 	var mu sync.Mutex
 	answered := 0
 	stop := make(chan struct{})
-	n := startFakeBinaryNode(t, func(w *bufio.Writer, frames []wire.Frame) error {
+	n := startFakeBinaryNode(t, func(_ int, w *bufio.Writer, frames []wire.Frame) error {
 		for _, f := range frames {
 			var a wire.Frame
 			switch f.ID % 4 {
@@ -157,7 +168,10 @@ func TestOpenLoopCountsEveryKindOfAnswer(t *testing.T) {
 		return nil
 	})
 	done := stop
-	rec, errs := runOpenLoop(t, benchFlags{concurrency: 64, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, done)
+	rec, errs, err := runOpenLoop(t, benchFlags{concurrency: 64, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, done)
+	if err != nil {
+		t.Fatal(err)
+	}
 	req, g, r, s, e := rec.requests.Load(), rec.granted.Load(), rec.refused.Load(), rec.shed.Load(), rec.errs.Load()
 	if req < 4 || g+r+s+e != req {
 		t.Fatalf("requests %d = granted %d + refused %d + shed %d + errors %d? want equal and some", req, g, r, s, e)
@@ -186,8 +200,7 @@ func TestOpenLoopSendsWhatItBuffersBeforeWaitingForASlot(t *testing.T) {
 	var held []wire.Frame
 	answered := 0
 	stop := make(chan struct{})
-	var n *fakeBinaryNode
-	n = startFakeBinaryNode(t, func(w *bufio.Writer, frames []wire.Frame) error {
+	n := startFakeBinaryNode(t, func(_ int, w *bufio.Writer, frames []wire.Frame) error {
 		mu.Lock()
 		defer mu.Unlock()
 		held = append(held, frames...)
@@ -204,12 +217,13 @@ func TestOpenLoopSendsWhatItBuffersBeforeWaitingForASlot(t *testing.T) {
 		if answered >= 50 && stop != nil {
 			close(stop)
 			stop = nil
-			go n.closeConns() // so that the run does not wait for the frames held
 		}
 		return nil
 	})
 	done := stop
-	rec, errs := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 1}, []string{n.ln.Addr().String()}, done)
+	// Once the run has ended, the node drops the frames it holds, so
+	// that the drain does not wait for them.
+	rec, errs, _ := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 1}, []string{n.ln.Addr().String()}, done, n.closeConns)
 	if g := rec.granted.Load(); g < 45 {
 		t.Fatalf("granted %d (errors %q); want about 50, in batches of %d", g, errs, concurrency)
 	}
@@ -217,43 +231,117 @@ func TestOpenLoopSendsWhatItBuffersBeforeWaitingForASlot(t *testing.T) {
 
 func TestOpenLoopNeverHasMoreThanConcurrencyOutstanding(t *testing.T) {
 	// A node that never answers sees exactly --concurrency frames across
-	// both connections; then it stops the run and drops the connections,
-	// which fails the requests outstanding as of unknown outcome.
+	// both connections; then it stops the run and, after it, drops the
+	// connections, which fails the requests outstanding.
 	const concurrency = 7
 	var mu sync.Mutex
 	seen := 0
 	stop := make(chan struct{})
-	var n *fakeBinaryNode
-	n = startFakeBinaryNode(t, func(w *bufio.Writer, frames []wire.Frame) error {
+	n := startFakeBinaryNode(t, func(_ int, w *bufio.Writer, frames []wire.Frame) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if stop == nil {
-			return nil // after the run: the slots freed by failures are reused
+			return nil // after the run
 		}
 		seen += len(frames)
 		if seen >= concurrency {
 			close(stop)
 			stop = nil
-			go n.closeConns()
 		}
 		return nil
 	})
 	done := stop
-	rec, errs := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, done)
+	rec, errs, _ := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, done, n.closeConns)
 	mu.Lock()
 	defer mu.Unlock()
 	if seen != concurrency {
 		t.Fatalf("the node saw %d frames; want exactly %d (the bound)", seen, concurrency)
 	}
-	if rec.requests.Load() != 0 || rec.granted.Load() != 0 {
-		t.Errorf("%d requests, %d granted counted; want none (none was answered)", rec.requests.Load(), rec.granted.Load())
+	// The connections broke after the run: like answers then, nothing is
+	// counted, and the loss is remembered as the first error.
+	if rec.requests.Load() != 0 || len(errs) != 0 {
+		t.Errorf("%d requests counted, errors %q; want none after the run", rec.requests.Load(), errs)
 	}
-	if len(errs) == 0 {
-		t.Errorf("no error; want the requests outstanding reported as of unknown outcome")
+	if first, _ := rec.firstErr.Load().(string); !strings.Contains(first, "requests outstanding, outcome unknown") {
+		t.Errorf("first error %q; want the requests outstanding reported as of unknown outcome", first)
 	}
-	for _, e := range errs {
-		if !strings.Contains(e, "requests outstanding, outcome unknown") {
-			t.Errorf("error %q; want the requests outstanding reported as of unknown outcome", e)
+}
+
+func TestOpenLoopMovesToALiveConnectionWhenOneBreaks(t *testing.T) {
+	// The node drops its first connection at its first frames and grants
+	// everything on the other: the run goes on there, and the requests
+	// lost with the first are requests and errors of unknown outcome.
+	var mu sync.Mutex
+	granted := 0
+	stop := make(chan struct{})
+	n := startFakeBinaryNode(t, func(conn int, w *bufio.Writer, frames []wire.Frame) error {
+		if conn == 0 {
+			return errors.New("dropped")
 		}
+		for _, f := range frames {
+			if err := wire.WriteFrame(w, wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: reserveAnswer(wire.Granted)}); err != nil {
+				return err
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		granted += len(frames)
+		if granted >= 200 && stop != nil {
+			close(stop)
+			stop = nil
+		}
+		return nil
+	})
+	done := stop
+	rec, errs, err := runOpenLoop(t, benchFlags{concurrency: 16, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, done)
+	if err != nil {
+		t.Fatalf("open loop with one live connection: %v", err)
+	}
+	if g := rec.granted.Load(); g < 150 {
+		t.Errorf("granted %d; want the run to go on at the live connection (about 200)", g)
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0], "outcome unknown") {
+		t.Errorf("errors %q; want the dropped connection's requests reported once as of unknown outcome", errs)
+	}
+	if req, g, e := rec.requests.Load(), rec.granted.Load(), rec.errs.Load(); req != g+e || e < 1 {
+		t.Errorf("requests %d, granted %d, errors %d; want requests = granted + errors, errors the lost ones", req, g, e)
+	}
+}
+
+func TestOpenLoopFailsWhenEveryConnectionBreaks(t *testing.T) {
+	n := startFakeBinaryNode(t, func(int, *bufio.Writer, []wire.Frame) error { return errors.New("dropped") })
+	never := make(chan struct{})
+	_, _, err := runOpenLoop(t, benchFlags{concurrency: 16, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, never)
+	if !errors.Is(err, errAllConnsBroken) || !strings.Contains(err.Error(), "outcome unknown") {
+		t.Fatalf("open loop whose connections all broke: %v; want %v naming the first failure", err, errAllConnsBroken)
+	}
+}
+
+func TestOpenLoopStopsSendingAtMaxRequests(t *testing.T) {
+	var mu sync.Mutex
+	seen := 0
+	n := startFakeBinaryNode(t, func(_ int, w *bufio.Writer, frames []wire.Frame) error {
+		mu.Lock()
+		seen += len(frames)
+		mu.Unlock()
+		for _, f := range frames {
+			if err := wire.WriteFrame(w, wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: reserveAnswer(wire.Granted)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	const maxRequests, concurrency = 100, 8
+	never := make(chan struct{})
+	rec, _, err := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 1, maxRequests: maxRequests}, []string{n.ln.Addr().String()}, never)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// A request is counted when answered: at most --concurrency are sent
+	// beyond the count the pacer last saw.
+	if req := rec.requests.Load(); req < maxRequests || req > maxRequests+concurrency || int64(seen) > maxRequests+concurrency {
+		t.Errorf("%d requests counted, %d sent; want %d to %d", req, seen, maxRequests, maxRequests+concurrency)
 	}
 }

@@ -168,6 +168,21 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	// The open loop over the binary protocol has its own sender
 	// (benchopen.go); its connections are dialled below.
 	openBinary := b.mode == "open" && b.protocol == "binary"
+	var openConns []net.Conn
+	if openBinary {
+		defer func() {
+			for _, c := range openConns {
+				c.Close()
+			}
+		}()
+		for k := 0; k < b.binaryConns; k++ {
+			cs, err := dialBinaryRaw(servers, b.tlsConf, b.token)
+			if err != nil {
+				return BenchResult{}, err
+			}
+			openConns = append(openConns, cs...)
+		}
+	}
 	var shared [][]*wire.Conn
 	if b.protocol == "binary" && !openBinary {
 		for k := 0; k < b.binaryConns; k++ {
@@ -220,17 +235,6 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	var wg sync.WaitGroup
 	switch {
 	case openBinary:
-		var conns []net.Conn
-		for k := 0; k < b.binaryConns; k++ {
-			cs, err := dialBinaryRaw(servers, b.tlsConf, b.token)
-			if err != nil {
-				for _, c := range conns {
-					c.Close()
-				}
-				return BenchResult{}, err
-			}
-			conns = append(conns, cs...)
-		}
 		r := wire.Reserve{Limit: b.limit, Permits: b.permits, MaxWaitNanos: int64(b.maxWait)}
 		same := wire.EncodeReserve(r)
 		payload := func(int) []byte { return same }
@@ -240,7 +244,9 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 				return wire.EncodeReserve(r)
 			}
 		}
-		openLoopBinary(runCtx, b, conns, payload, rec, fail)
+		if err := openLoopBinary(runCtx, b, openConns, payload, rec, fail); err != nil {
+			return BenchResult{}, err
+		}
 	case b.mode == "closed":
 		for w := 0; w < b.concurrency; w++ {
 			wg.Add(1)

@@ -46,6 +46,21 @@ func WriteFrame(w *bufio.Writer, f Frame) error {
 // allocate megabytes per call.
 const MaxClientFrame = 64 << 10
 
+// FrameBuffered reports whether br already holds a whole frame, so that
+// reading it will not wait for the peer. A malformed length counts as
+// whole: reading it fails at once.
+func FrameBuffered(br *bufio.Reader) bool {
+	if br.Buffered() < 4 {
+		return false
+	}
+	hdr, err := br.Peek(4)
+	if err != nil {
+		return false
+	}
+	n := binary.BigEndian.Uint32(hdr)
+	return n < 9 || n > MaxFrame || uint64(br.Buffered()) >= 4+uint64(n)
+}
+
 // ReadFrame reads one frame of at most MaxFrame bytes. A length outside
 // 9..MaxFrame is ErrMalformed; the connection cannot be resynchronised
 // after it.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -225,3 +226,35 @@ func TestSendAllFramesShareOneWrite(t *testing.T) {
 		t.Error("SendAll on a closed writer = true; want false")
 	}
 }
+
+func TestFrameBufferedOnlyWhenAWholeFrameIs(t *testing.T) {
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	if err := WriteFrame(bw, Frame{ID: 1, Kind: OpReserve, Payload: []byte("abc")}); err != nil {
+		t.Fatal(err)
+	}
+	bw.Flush()
+	whole := buf.Bytes()
+	for cut := 0; cut <= len(whole); cut++ {
+		br := bufio.NewReader(io.MultiReader(bytes.NewReader(whole[:cut]), blockingReader{}))
+		if cut > 0 {
+			br.Peek(cut) // buffer what has arrived, as a read loop has
+		}
+		if got, want := FrameBuffered(br), cut == len(whole); got != want {
+			t.Errorf("%d of %d bytes buffered: FrameBuffered = %v, want %v", cut, len(whole), got, want)
+		}
+	}
+	// A length no frame can have: reading it fails at once, so it counts
+	// as whole.
+	br := bufio.NewReader(io.MultiReader(bytes.NewReader([]byte{0, 0, 0, 3}), blockingReader{}))
+	br.Peek(4)
+	if !FrameBuffered(br) {
+		t.Error("FrameBuffered of a malformed length = false, want true (reading it does not wait)")
+	}
+}
+
+// blockingReader stands for a peer that has sent nothing more: a read
+// from it would wait, so a test must never reach it.
+type blockingReader struct{}
+
+func (blockingReader) Read([]byte) (int, error) { panic("read past what had arrived") }

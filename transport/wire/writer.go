@@ -14,13 +14,21 @@ const writeTimeout = 10 * time.Second
 // writerQueue is the number of frames that may wait for the writer.
 const writerQueue = 1024
 
+// writerBatches is the number of SendAll batches that may wait for the
+// writer: a batch holds many frames, so a peer that stops reading is
+// stopped after a few.
+const writerBatches = 4
+
 // Writer owns a connection's write side: frames are queued, written into a
 // buffer, and flushed when the queue is empty, so that a burst of frames
 // shares one write system call while a lone frame leaves at once. Before
 // it flushes, the writer yields once to the goroutines ready to run, so
 // that answers completed by the same event (a commit) join the flush;
-// frames queued together with SendAll always share one (unless they
-// overflow the 64 KiB buffer). A write error closes the connection.
+// frames queued together with SendAll share one unless they and the
+// frames before them overflow the 64 KiB buffer. A write error closes the
+// connection. Send and SendAll report false once the writer has stopped;
+// one that raced with its stop may report true for a frame never written,
+// which the caller sees as the connection's failure.
 type Writer struct {
 	conn     net.Conn
 	bw       *bufio.Writer
@@ -33,7 +41,7 @@ type Writer struct {
 
 // NewWriter starts the writer of c.
 func NewWriter(c net.Conn) *Writer {
-	w := &Writer{conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan Frame, writerQueue), qAll: make(chan []Frame, writerQueue), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan Frame, writerQueue), qAll: make(chan []Frame, writerBatches), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
