@@ -230,19 +230,8 @@ func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
 			}
 			return true
 		}
-		server, client := net.Pipe()
+		client, answers := servePipelinedOnPipe(n, shed, handle)
 		defer client.Close()
-		go n.servePipelined(server, wire.MaxClientFrame, shed, handle)
-		answers := make(chan wire.Frame, maxForwardedInflight+1)
-		go func() {
-			for {
-				f, err := wire.ReadFrame(client)
-				if err != nil {
-					return
-				}
-				answers <- f
-			}
-		}()
 		bw := bufio.NewWriter(client)
 		send := func(id uint64, op byte) {
 			if err := wire.WriteFrame(bw, wire.Frame{ID: id, Kind: op}); err != nil {
@@ -273,6 +262,24 @@ func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
 			t.Errorf("shed asked %d times for the one reserve", asked)
 		}
 	})
+}
+
+// servePipelinedOnPipe serves one end of a pipe with n.servePipelined and
+// returns the other end and the answers read from it.
+func servePipelinedOnPipe(n *Node, shed func(op byte, payload []byte) bool, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) (net.Conn, <-chan wire.Frame) {
+	server, client := net.Pipe()
+	go n.servePipelined(server, wire.MaxClientFrame, shed, handle)
+	answers := make(chan wire.Frame, maxForwardedInflight+4)
+	go func() {
+		for {
+			f, err := wire.ReadFrame(client)
+			if err != nil {
+				return
+			}
+			answers <- f
+		}
+	}()
+	return client, answers
 }
 
 // writeCounter counts the Write calls made on a connection.
@@ -346,19 +353,8 @@ func TestHeldRefusalsDoNotWaitForTheClient(t *testing.T) {
 			return nil, nil
 		}
 		shed := func(op byte, payload []byte) bool { return op == wire.OpReserve }
-		server, client := net.Pipe()
+		client, answers := servePipelinedOnPipe(n, shed, handle)
 		defer client.Close()
-		go n.servePipelined(server, wire.MaxClientFrame, shed, handle)
-		answers := make(chan wire.Frame, maxForwardedInflight+4)
-		go func() {
-			for {
-				f, err := wire.ReadFrame(client)
-				if err != nil {
-					return
-				}
-				answers <- f
-			}
-		}()
 		frame := func(id uint64, op byte) []byte {
 			var b bytes.Buffer
 			bw := bufio.NewWriter(&b)

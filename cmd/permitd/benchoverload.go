@@ -154,19 +154,7 @@ func printOverload(w io.Writer, r OverloadResult) {
 	fmt.Fprintf(w, "open loop at %.3g x the capacity before: offered %.0f/s, sent %.0f/s\n", r.Factor, r.OfferedRPS, r.Open.ThroughputRPS)
 	printBench(w, r.Open)
 	fmt.Fprintf(w, "goodput %.1f%% of capacity; leader held: %s; this machine's CPU steal before / during / after: %s; bench's own CPU: %s cores\n",
-		100*r.GoodputRatio, r.LeaderHeld, steals(r.StealPct), cores(r.GeneratorCores))
-}
-
-func cores(xs [3]float64) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		if x < 0 {
-			parts[i] = "unknown"
-		} else {
-			parts[i] = strconv.FormatFloat(x, 'f', 2, 64)
-		}
-	}
-	return strings.Join(parts, " / ")
+		100*r.GoodputRatio, r.LeaderHeld, perPhase(r.StealPct, 1, "%"), perPhase(r.GeneratorCores, 2, ""))
 }
 
 func rates(xs []float64) string {
@@ -177,13 +165,15 @@ func rates(xs []float64) string {
 	return strings.Join(parts, ", ")
 }
 
-func steals(xs [3]float64) string {
+// perPhase formats the readings of the three phases with digits
+// decimals and unit, "unknown" for a negative (unreadable) one.
+func perPhase(xs [3]float64, digits int, unit string) string {
 	parts := make([]string, len(xs))
 	for i, x := range xs {
 		if x < 0 {
 			parts[i] = "unknown"
 		} else {
-			parts[i] = strconv.FormatFloat(x, 'f', 1, 64) + "%"
+			parts[i] = strconv.FormatFloat(x, 'f', digits, 64) + unit
 		}
 	}
 	return strings.Join(parts, " / ")
