@@ -113,9 +113,12 @@ func runOpenLoop(t *testing.T, b benchFlags, servers []string, stop <-chan struc
 		rec.errs.Add(1)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	loopDone, stopperDone := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopperDone)
 		select {
 		case <-stop:
+		case <-loopDone: // the loop ended by itself
 		case <-time.After(20 * time.Second):
 			t.Error("the fake node never stopped the run")
 		}
@@ -126,7 +129,8 @@ func runOpenLoop(t *testing.T, b benchFlags, servers []string, stop <-chan struc
 	}()
 	payload := wire.EncodeReserve(wire.Reserve{Limit: "x", Permits: 1})
 	err := openLoopBinary(ctx, b, conns, func(int) []byte { return payload }, rec, fail)
-	cancel()
+	close(loopDone)
+	<-stopperDone
 	return rec, errs, err
 }
 
