@@ -243,8 +243,10 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow 
 func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, payload []byte) bool, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
-	w := wire.NewWriter(c)
 	sem := make(chan struct{}, maxForwardedInflight)
+	// While other calls of the connection are in flight, their answers
+	// may join this flush; a lone caller's answer leaves at once.
+	w := wire.NewYieldingWriter(c, func() bool { return len(sem) > 0 })
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()

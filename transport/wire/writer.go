@@ -21,9 +21,10 @@ const writerBatches = 4
 
 // Writer owns a connection's write side: frames are queued, written into a
 // buffer, and flushed when the queue is empty, so that a burst of frames
-// shares one write system call while a lone frame leaves at once. Before
-// it flushes, the writer yields once to the goroutines ready to run, so
-// that answers completed by the same event (a commit) join the flush;
+// shares one write system call while a lone frame leaves at once. While
+// more frames are on their way (NewYieldingWriter), the writer yields once
+// to the goroutines ready to run before it flushes, so that answers
+// completed by the same event (a commit) join the flush;
 // frames queued together with SendAll share one unless they and the
 // frames before them overflow the 64 KiB buffer. A write error closes the
 // connection. Send and SendAll report false once the writer has stopped;
@@ -37,11 +38,17 @@ type Writer struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
+	busy     func() bool // nil: never yield
 }
 
 // NewWriter starts the writer of c.
-func NewWriter(c net.Conn) *Writer {
-	w := &Writer{conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan Frame, writerQueue), qAll: make(chan []Frame, writerBatches), stop: make(chan struct{}), done: make(chan struct{})}
+func NewWriter(c net.Conn) *Writer { return NewYieldingWriter(c, nil) }
+
+// NewYieldingWriter starts the writer of c, which yields before a flush
+// whenever busy (if not nil) reports that more frames are coming: a
+// server passes whether other calls of the connection are in flight.
+func NewYieldingWriter(c net.Conn, busy func() bool) *Writer {
+	w := &Writer{busy: busy, conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan Frame, writerQueue), qAll: make(chan []Frame, writerBatches), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
@@ -64,10 +71,10 @@ func (w *Writer) loop() {
 		if err == nil {
 			err = w.writeQueued()
 		}
-		if err == nil {
-			// Before the system call, let the goroutines woken by the
-			// same event (the answers of one commit) queue theirs, so
-			// that they share it.
+		if err == nil && w.busy != nil && w.busy() {
+			// More answers are on their way: before the system call,
+			// let the goroutines woken by the same event (the answers
+			// of one commit) queue theirs, so that they share it.
 			runtime.Gosched()
 			err = w.writeQueued()
 		}
