@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/permitd/permitd/fsm"
@@ -244,9 +245,10 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, pa
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
 	sem := make(chan struct{}, maxForwardedInflight)
-	// While other calls of the connection are in flight, their answers
-	// may join this flush; a lone caller's answer leaves at once.
-	w := wire.NewYieldingWriter(c, func() bool { return len(sem) > 0 })
+	// While calls of the connection have yet to queue their answers,
+	// those may join this flush; a lone caller's answer leaves at once.
+	var answersToCome atomic.Int64
+	w := wire.NewYieldingWriter(c, func() bool { return answersToCome.Load() > 0 })
 	var wg sync.WaitGroup
 	defer func() {
 		wg.Wait()
@@ -288,6 +290,7 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, pa
 			continue
 		}
 		wg.Add(1)
+		answersToCome.Add(1)
 		n.calls.run(func() {
 			defer wg.Done()
 			defer func() { <-sem }()
@@ -301,6 +304,7 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, pa
 			if len(resp) > wire.MaxFrame-9 {
 				code, resp = wire.CodeError, []byte("answer too large for one frame")
 			}
+			answersToCome.Add(-1)
 			w.Send(wire.Frame{ID: f.ID, Kind: code, Payload: resp})
 		})
 	}

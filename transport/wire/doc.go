@@ -20,11 +20,12 @@
 // length counts the id, the op and the payload and is at most MaxFrame.
 // Many calls are in flight on one connection at once and their answers may
 // come back in any order: the call id pairs them. Writers queue frames and
-// flush when their queue is empty (a server's after yielding once to the
-// goroutines ready to run while other calls are in flight, so that their
-// answers join the flush), so that a burst of frames shares one write
-// system call while a lone frame leaves at once; this is what makes one
-// connection carry tens of thousands of decisions per second.
+// flush when their queue is empty (one made with NewYieldingWriter, as a
+// node's serving side is, after yielding once to the goroutines ready to
+// run while its busy reports more frames coming, so that they join the
+// flush), so that a burst of frames shares one write system call while a
+// lone frame leaves at once; this is what makes one connection carry tens
+// of thousands of decisions per second.
 //
 // Every value is bounded when read, and a short or malformed frame is an
 // error, never a panic: frames cross the network.

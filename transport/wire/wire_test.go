@@ -258,3 +258,45 @@ func TestFrameBufferedOnlyWhenAWholeFrameIs(t *testing.T) {
 type blockingReader struct{}
 
 func (blockingReader) Read([]byte) (int, error) { panic("read past what had arrived") }
+
+func TestYieldingWriterLetsFramesOnTheirWayJoinTheFlush(t *testing.T) {
+	// When the writer asks, busy sends a second frame from another
+	// goroutine and reports it on its way (waiting until it is queued,
+	// only to make the order certain): both share one write.
+	a, b := net.Pipe()
+	defer b.Close()
+	counted := &writeCounter{Conn: a}
+	var w *Writer
+	var once sync.Once
+	asked, second := make(chan struct{}), make(chan struct{})
+	busy := func() bool {
+		fresh := false
+		once.Do(func() {
+			fresh = true
+			close(asked)
+			go func() { w.Send(Frame{ID: 2, Kind: CodeOK}); close(second) }()
+		})
+		<-second
+		return fresh
+	}
+	w = NewYieldingWriter(counted, busy)
+	defer w.Close()
+	w.Send(Frame{ID: 1, Kind: CodeOK})
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer never asked busy before flushing")
+	}
+	br := bufio.NewReader(b)
+	for id := uint64(1); id <= 2; id++ {
+		if f, err := ReadFrame(br); err != nil || f.ID != id {
+			t.Fatalf("frame %d read as %+v, %v", id, f, err)
+		}
+	}
+	counted.mu.Lock()
+	writes := counted.writes
+	counted.mu.Unlock()
+	if writes != 1 {
+		t.Errorf("a frame on its way when the writer asked took %d writes with the first; want 1", writes)
+	}
+}

@@ -21,11 +21,11 @@ const writerBatches = 4
 
 // Writer owns a connection's write side: frames are queued, written into a
 // buffer, and flushed when the queue is empty, so that a burst of frames
-// shares one write system call while a lone frame leaves at once. While
-// more frames are on their way (NewYieldingWriter), the writer yields once
-// to the goroutines ready to run before it flushes, so that answers
-// completed by the same event (a commit) join the flush;
-// frames queued together with SendAll share one unless they and the
+// shares one write system call while a lone frame leaves at once. A
+// writer made with NewYieldingWriter yields once to the goroutines ready
+// to run before it flushes when its busy reports more frames on their
+// way, so that answers completed by the same event (a commit) join the
+// flush. Frames queued together with SendAll share one unless they and the
 // frames before them overflow the 64 KiB buffer. A write error closes the
 // connection. Send and SendAll report false once the writer has stopped;
 // one that raced with its stop may report true for a frame never written,
@@ -44,9 +44,12 @@ type Writer struct {
 // NewWriter starts the writer of c.
 func NewWriter(c net.Conn) *Writer { return NewYieldingWriter(c, nil) }
 
-// NewYieldingWriter starts the writer of c, which yields before a flush
-// whenever busy (if not nil) reports that more frames are coming: a
-// server passes whether other calls of the connection are in flight.
+// NewYieldingWriter starts the writer of c, which yields once before a
+// flush whenever busy (if not nil) reports that more frames are coming (a
+// node's serving side passes whether calls of the connection have yet to
+// queue their answers). busy is a hint, called on the writer's goroutine
+// once per flush after the queue is drained, alongside the goroutines
+// calling Send: it must be cheap, safe for that and must not block.
 func NewYieldingWriter(c net.Conn, busy func() bool) *Writer {
 	w := &Writer{busy: busy, conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan Frame, writerQueue), qAll: make(chan []Frame, writerBatches), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
