@@ -117,6 +117,8 @@ func newWorkerCollector(workers []WorkerStatser) *workerCollector {
 				func(s worker.Stats) int64 { return s.ExpiredUnusedPermits }),
 			counter("permitd_worker_gossip_rejected_total", "Gossip packets and streams dropped because they were not encrypted with a key this worker holds (--gossip-key-file): a process without the key, its joins and steal messages included.",
 				func(s worker.Stats) int64 { return int64(s.GossipRejected) }),
+			counter("permitd_worker_gossip_rejoins_total", "Joins of the seed list after the worker's start: while it was alone, or after it saw the member count drop and was one of the few members chosen to rejoin.",
+				func(s worker.Stats) int64 { return int64(s.GossipRejoins) }),
 			gauge("permitd_worker_outstanding_permits", "Permits the worker may spend now: its open grant's permits left plus unexpired stolen ones.",
 				func(s worker.Stats) float64 { return float64(s.OutstandingPermits) }),
 			gauge("permitd_worker_share_permits_per_second", "The worker's current share of the limit's rate, as the register computed it.",

@@ -363,6 +363,7 @@ type sidecarStats struct {
 	StealsReceived           uint64 `json:"steals_received"`
 	StealsUnmatched          uint64 `json:"steals_unmatched"`
 	GossipRejected           uint64 `json:"gossip_rejected"`
+	GossipRejoins            uint64 `json:"gossip_rejoins"`
 }
 
 func newSidecarStatus(st worker.Status) sidecarStatus {
@@ -381,7 +382,8 @@ func newSidecarStatus(st worker.Status) sidecarStatus {
 			ExpiredUnusedPermits: s.ExpiredUnusedPermits, OutstandingPermits: s.OutstandingPermits,
 			DemandMilliPermitsPerSec: s.DemandMilliPermitsPerSec, Leases: s.Leases, Renewals: s.Renewals, Fenced: s.Fenced,
 			RegisterFails: s.RegisterFails, StealRounds: s.StealRounds, StealsServed: s.StealsServed,
-			StealsReceived: s.StealsReceived, StealsUnmatched: s.StealsUnmatched, GossipRejected: s.GossipRejected},
+			StealsReceived: s.StealsReceived, StealsUnmatched: s.StealsUnmatched, GossipRejected: s.GossipRejected,
+			GossipRejoins: s.GossipRejoins},
 		Members: members,
 	}
 }

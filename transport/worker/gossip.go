@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"hash/fnv"
 	"log"
 	"math/rand/v2"
 	"slices"
@@ -196,10 +197,19 @@ func (w *Worker) joinSeeds() {
 	}
 }
 
+// rejoinersPerDrop is how many of the members that see the member count
+// drop join the seed list again (the ones whose names hash lowest among
+// the live members). The others only note the new count: one departure
+// seen by a thousand members was a thousand push/pulls of the whole
+// member list with the seeds, all within one RejoinEvery.
+const rejoinersPerDrop = 3
+
 // rejoinLoop joins the seed list again every RejoinEvery while the worker
-// is alone or sees fewer members than it once did, so that two halves
-// separated for longer than memberlist's dead-node reclaim time (which
-// forget each other) merge again when the network heals.
+// is alone, and once when it sees fewer members than it once did if it is
+// one of the rejoinersPerDrop members chosen to (rejoinsAfterDrop), so
+// that two halves separated for longer than memberlist's dead-node
+// reclaim time (which forget each other) merge again when the network
+// heals.
 func (w *Worker) rejoinLoop() {
 	defer w.run.wg.Done()
 	if len(w.seeds()) == 0 {
@@ -214,16 +224,42 @@ func (w *Worker) rejoinLoop() {
 			return
 		case <-t.C:
 		}
+		w.rejoinChecks.Add(1)
 		n := w.ml.NumMembers()
 		most = max(most, n)
 		if n > 1 && n >= most {
 			continue
 		}
-		w.joinSeeds()
+		if n <= 1 || rejoinsAfterDrop(w.cfg.Name, w.ml.Members()) {
+			w.gossipRejoins.Add(1)
+			w.joinSeeds()
+		}
 		// Start again from what is seen now: members that left for good
 		// do not keep the worker rejoining forever.
 		most = w.ml.NumMembers()
 	}
+}
+
+// rejoinsAfterDrop reports whether the member named self is one of the
+// rejoinersPerDrop members of live whose names hash lowest (FNV-1a, ties
+// by name), so that members with the same view agree on who rejoins.
+func rejoinsAfterDrop(self string, live []*memberlist.Node) bool {
+	key := func(name string) uint64 {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(name))
+		return h.Sum64()
+	}
+	mine := key(self)
+	below := 0
+	for _, n := range live {
+		if n.Name == self {
+			continue
+		}
+		if k := key(n.Name); k < mine || (k == mine && n.Name < self) {
+			below++
+		}
+	}
+	return below < rejoinersPerDrop
 }
 
 // inboxLoop handles the steal messages NotifyMsg queued, until Stop.

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -103,4 +104,100 @@ func TestRejoinMergesWhenTheSeedComesBack(t *testing.T) {
 	waitFor(t, 3*time.Second, "the two merge", func() bool {
 		return len(late.Status().Members["g"]) == 2 && len(first.Status().Members["g"]) == 2
 	})
+}
+
+// TestOnlyAFewMembersRejoinAfterADeparture: when a member of twelve
+// leaves, the others see the count drop, and only rejoinersPerDrop of
+// them join the seed list again (every one did: a thousand push/pulls of
+// the whole member list with the seeds for one departure in a fleet of a
+// thousand).
+func TestOnlyAFewMembersRejoinAfterADeparture(t *testing.T) {
+	reg := newFakeRegister(t, time.Now())
+	reg.putLeased(testLimit, 1000, 300, 300)
+	const n = 12
+	var ws []*Worker
+	var seed []string
+	for i := range n {
+		mlc := memberlist.DefaultLocalConfig()
+		mlc.BindAddr, mlc.BindPort = "127.0.0.1", 0
+		w, err := New(Config{Name: fmt.Sprintf("w%02d", i), Group: "g", Limit: testLimit, Register: reg, Gossip: mlc, Join: seed,
+			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+		if i == 0 {
+			seed = []string{w.ml.LocalNode().Address()}
+		}
+	}
+	stay := ws[:n-1]
+	defer func() {
+		for _, w := range stay {
+			_ = w.Stop(context.Background())
+		}
+	}()
+	sees := func(k int) func() bool {
+		return func() bool {
+			for _, w := range stay {
+				if w.ml.NumMembers() != k {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	waitFor(t, 5*time.Second, "all twelve see each other", sees(n))
+	var before uint64
+	for _, w := range stay {
+		before += w.Stats().GossipRejoins
+	}
+	if err := ws[n-1].Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the other eleven see it gone", sees(n-1))
+	// Every rejoin loop has ticked twice since: a member that was to
+	// rejoin has. (The seed, w00, has no seed list and no rejoin loop.)
+	checks := make([]uint64, len(stay))
+	for i, w := range stay {
+		checks[i] = w.rejoinChecks.Load()
+	}
+	waitFor(t, 5*time.Second, "every rejoin loop ticked twice", func() bool {
+		for i := 1; i < len(stay); i++ {
+			if stay[i].rejoinChecks.Load() < checks[i]+2 {
+				return false
+			}
+		}
+		return true
+	})
+	var rejoins uint64
+	for _, w := range stay {
+		rejoins += w.Stats().GossipRejoins
+	}
+	if got := rejoins - before; got < 1 || got > rejoinersPerDrop {
+		t.Fatalf("%d of %d members joined the seed list again after one left; want 1..%d", got, len(stay), rejoinersPerDrop)
+	}
+}
+
+// TestRejoinersAfterADropAreAFewAgreedOnes: members with the same view
+// agree on who rejoins: exactly rejoinersPerDrop of them, or all when
+// there are no more.
+func TestRejoinersAfterADropAreAFewAgreedOnes(t *testing.T) {
+	for _, size := range []int{1, 2, 3, 4, 12, 1000} {
+		var live []*memberlist.Node
+		for i := range size {
+			live = append(live, &memberlist.Node{Name: fmt.Sprintf("worker-%d", i)})
+		}
+		chosen := 0
+		for _, n := range live {
+			if rejoinsAfterDrop(n.Name, live) {
+				chosen++
+			}
+		}
+		if want := min(size, rejoinersPerDrop); chosen != want {
+			t.Errorf("%d live members: %d rejoin, want %d", size, chosen, want)
+		}
+	}
 }

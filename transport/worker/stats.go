@@ -51,6 +51,10 @@ type Stats struct {
 	// a worker without keys, because they were encrypted): a process
 	// without the key, its join attempts and steal messages included.
 	GossipRejected uint64
+	// GossipRejoins counts the joins of the seed list after Start's: while
+	// the worker was alone, or after it saw the member count drop and was
+	// one of the few members chosen to rejoin.
+	GossipRejoins uint64
 }
 
 // Status is a worker's state for operators: its counters plus its lease,

@@ -32,6 +32,9 @@ type Worker struct {
 	// gossipRejected counts what memberlist dropped for want of a key
 	// (gossipkeys.go).
 	gossipRejected atomic.Uint64
+	// gossipRejoins counts the rejoin loop's joins of the seed list;
+	// rejoinChecks its ticks (tests wait on it).
+	gossipRejoins, rejoinChecks atomic.Uint64
 
 	run loops
 
@@ -243,6 +246,7 @@ func (w *Worker) statsLocked(nowNanos int64) Stats {
 	s.DemandMilliPermitsPerSec = c.demandMilli
 	s.OutstandingPermits = w.spendableLocked(nowNanos)
 	s.GossipRejected = w.gossipRejected.Load()
+	s.GossipRejoins = w.gossipRejoins.Load()
 	s.ShareMilliPermitsPerSec = w.lease.share
 	return s
 }
