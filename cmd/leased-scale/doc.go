@@ -6,9 +6,18 @@
 // each with its own raft-boltdb data directory in a temporary directory,
 // fsync on. The workers are in this process (a thousand worker processes
 // do not fit a small machine): transport/worker.Worker, each with its own
-// memberlist on loopback UDP/TCP, talking HTTP to the register through one
-// shared *client.Client whose first server is the leader. The leader's CPU
-// is read from /proc/PID/stat, so it is the register's alone.
+// memberlist on loopback UDP/TCP (-gossip udp) or on an in-memory network
+// in this process (-gossip mem, memnet.go), each with a register client of
+// its own (-clients 0) over the binary protocol (-protocol) starting at
+// the nodes -via picks (holders.go). The leader's CPU is read from
+// /proc/PID/stat, so it is the register's alone.
+//
+// A thousand workers fit one 2-core machine only with -gossip mem
+// -gossip-uncompressed -gossip-slowdown 4: at memberlist's LAN defaults
+// hundreds of memberlists in one process miss each other's probe
+// deadlines and fall into suspicion storms (and its compression builds an
+// LZW writer for every packet); -start-parallel bounds how many join at
+// once.
 //
 // For every configuration (workers x groups, a group count above the
 // worker count is skipped) it starts a fresh register and fleet, offers an

@@ -157,6 +157,7 @@ type member struct {
 	name, group string
 	demand      float64 // permits per second it is offered
 	cut         *atomic.Bool
+	own         *client.Client // the member's own client, or nil if shared
 	w           *worker.Worker
 	addr        string
 	stop        chan struct{}
@@ -174,6 +175,17 @@ type fleet struct {
 	seeds     []string
 	asks      atomic.Int64
 	granted   atomic.Int64
+	// mem, if not nil, is the in-memory network the members gossip on
+	// (-gossip mem); nil: memberlist's NetTransport on loopback.
+	mem *memNetwork
+	// rejoinEvery is the workers' RejoinEvery (0: their default).
+	rejoinEvery time.Duration
+	// opts picks the members' register clients (-via, -protocol,
+	// -clients); shared holds the clients they share when opts.clients > 0,
+	// otherwise each member has a client of its own.
+	opts    options
+	shared  []*client.Client
+	started atomic.Int64
 }
 
 // maxAsksPerSec bounds the asks a driver makes per second: a worker
@@ -183,7 +195,14 @@ const maxAsksPerSec = 50
 // startMember creates, starts and drives one worker.
 func (f *fleet) startMember(ctx context.Context, name, group string, demand float64) (*member, error) {
 	cut := &atomic.Bool{}
-	tr, port, err := newCountingTransport(&f.gossipOut)
+	var tr memberlist.NodeAwareTransport
+	var port int
+	var err error
+	if f.mem != nil {
+		tr, port, err = f.mem.newTransport(&f.gossipOut)
+	} else {
+		tr, port, err = newCountingTransport(&f.gossipOut)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gossip transport: %w", err)
 	}
@@ -191,24 +210,48 @@ func (f *fleet) startMember(ctx context.Context, name, group string, demand floa
 	// uses (gossip every 200 ms, probe every 1 s, push/pull every 30 s).
 	mlc := memberlist.DefaultLANConfig()
 	mlc.Transport = tr
+	mlc.EnableCompression = !f.opts.gossipUncompressed
+	if k := time.Duration(f.opts.gossipSlowdown); k > 1 {
+		mlc.ProbeInterval *= k
+		mlc.ProbeTimeout *= k
+		mlc.GossipInterval *= k
+		mlc.PushPullInterval *= k
+	}
 	mlc.AdvertiseAddr, mlc.AdvertisePort = "127.0.0.1", port
 	f.mu.Lock()
 	join := append([]string(nil), f.seeds...)
 	f.mu.Unlock()
+	i := int(f.started.Add(1) - 1)
+	var cl, own *client.Client
+	if len(f.shared) > 0 {
+		cl = f.shared[i%len(f.shared)]
+	} else {
+		own, err = client.New(serverOrder(f.reg, f.opts.via, i), holderOptions(f.opts.protocol)...)
+		if err != nil {
+			_ = tr.Shutdown()
+			return nil, err
+		}
+		cl = own
+	}
+	fail := func(err error) (*member, error) {
+		_ = tr.Shutdown()
+		if own != nil {
+			own.Close()
+		}
+		return nil, err
+	}
 	w, err := worker.New(worker.Config{
 		Name: name, Group: group, Limit: f.limit,
-		Register: cutRegister{c: f.reg.cl, cut: cut},
-		Gossip:   mlc, Join: join, TTL: f.ttl,
+		Register: cutRegister{c: cl, cut: cut},
+		Gossip:   mlc, Join: join, TTL: f.ttl, RejoinEvery: f.rejoinEvery,
 	})
 	if err != nil {
-		_ = tr.Shutdown()
-		return nil, err
+		return fail(err)
 	}
 	if err := w.Start(ctx); err != nil {
-		_ = tr.Shutdown()
-		return nil, err
+		return fail(err)
 	}
-	m := &member{name: name, group: group, demand: demand, cut: cut, w: w, addr: fmt.Sprintf("127.0.0.1:%d", port),
+	m := &member{name: name, group: group, demand: demand, cut: cut, own: own, w: w, addr: fmt.Sprintf("127.0.0.1:%d", port),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go f.drive(m)
 	f.mu.Lock()
@@ -262,6 +305,9 @@ func (f *fleet) stopMember(m *member) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = m.w.Stop(ctx)
+	if m.own != nil {
+		m.own.Close()
+	}
 	f.mu.Lock()
 	for i, x := range f.members {
 		if x == m {
@@ -302,4 +348,13 @@ func (f *fleet) live() []*member {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]*member(nil), f.members...)
+}
+
+// dropNote is ", N gossip packets dropped" on the in-memory network, or
+// nothing.
+func (f *fleet) dropNote() string {
+	if f.mem == nil {
+		return ""
+	}
+	return fmt.Sprintf(", %d gossip packets dropped, %d bytes in packets, %d streams", f.mem.dropped.Load(), f.mem.packetBytes.Load(), f.mem.streams.Load())
 }

@@ -34,6 +34,15 @@ type options struct {
 	via             string
 	protocol        string
 	clients         int
+	gossip          string
+	rejoinEvery     time.Duration
+	// gossipUncompressed turns memberlist's compression off (on by default).
+	gossipUncompressed bool
+	// gossipSlowdown multiplies memberlist's LAN timings (probe interval
+	// and timeout, gossip and push/pull intervals).
+	gossipSlowdown int
+	// startParallel is how many workers start at once.
+	startParallel int
 }
 
 func parseInts(s string) ([]int, error) {
@@ -71,6 +80,11 @@ func main() {
 	flag.StringVar(&load, "register-load", "", "instead of the sweep: holder counts (e.g. 100,1000) to run as lease holders without gossip against the register, in each -groups count (see registerload.go)")
 	flag.StringVar(&o.via, "via", "leader", "with -register-load: which nodes the holders talk to first: leader, followers (all at one), nodes (holder i at node i mod 3) or spread (as nodes, but a holder whose node is the leader starts at a follower, as permitd worker does)")
 	flag.StringVar(&o.protocol, "protocol", "binary", "with -register-load: the holders' lease commands over binary (the worker's default) or http")
+	flag.StringVar(&o.gossip, "gossip", "udp", "the workers' gossip network: udp (memberlist's NetTransport on loopback, as a real fleet) or mem (in memory, memnet.go: fits a thousand workers in this process)")
+	flag.DurationVar(&o.rejoinEvery, "rejoin-every", 0, "the workers' RejoinEvery (0: their default, worker.DefaultRejoinEvery)")
+	flag.BoolVar(&o.gossipUncompressed, "gossip-uncompressed", false, "turn memberlist's gossip compression off (its LAN default is on): the bytes counted are then uncompressed")
+	flag.IntVar(&o.startParallel, "start-parallel", 16, "workers started at once (each joins the fleet's gossip: at hundreds of in-process workers, fewer at once keep memberlist's join traffic from starving the probes)")
+	flag.IntVar(&o.gossipSlowdown, "gossip-slowdown", 1, "multiply memberlist's LAN timings (probe interval and timeout, gossip and push/pull intervals) by this: hundreds of memberlists in one process on a small machine miss each other's probe deadlines and fall into suspicion storms at the defaults (see the README)")
 	flag.IntVar(&o.clients, "clients", 0, "with -register-load: spread the holders over this many clients, each with its own connections (0: one per holder, as a real fleet)")
 	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here, and each follower's at this path + .followerN")
 	flag.Parse()
@@ -86,6 +100,15 @@ func main() {
 	}
 	if err == nil && o.protocol != "binary" && o.protocol != "http" {
 		err = fmt.Errorf("-protocol %q: want binary or http", o.protocol)
+	}
+	if err == nil && (o.gossipSlowdown < 1 || o.gossipSlowdown > 100) {
+		err = fmt.Errorf("-gossip-slowdown %d: want 1 to 100", o.gossipSlowdown)
+	}
+	if err == nil && o.startParallel < 1 {
+		err = fmt.Errorf("-start-parallel %d: want at least 1", o.startParallel)
+	}
+	if err == nil && o.gossip != "udp" && o.gossip != "mem" {
+		err = fmt.Errorf("-gossip %q: want udp or mem", o.gossip)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "leased-scale:", err)
@@ -130,7 +153,9 @@ func run(o options) error {
 			}
 		}
 		rep = report{Started: time.Now().UTC().Format(time.RFC3339), TTL: o.ttl.String(), Tolerance: o.tolerance,
-			RatePerWorker: o.ratePerWorker, Window: o.window.String(), Warmup: o.warmup.String()}
+			RatePerWorker: o.ratePerWorker, Window: o.window.String(), Warmup: o.warmup.String(),
+			Gossip: o.gossip, GossipCompressed: !o.gossipUncompressed, GossipSlowdown: o.gossipSlowdown,
+			Via: o.via, Protocol: o.protocol, ClientsShared: o.clients}
 		if o.ttl == 0 {
 			rep.TTL = "2s (default)"
 		}
@@ -188,15 +213,23 @@ func run(o options) error {
 
 // report is the JSON output.
 type report struct {
-	Started       string             `json:"started"`
-	TTL           string             `json:"ttl"`
-	RatePerWorker float64            `json:"rate_per_worker"`
-	Tolerance     float64            `json:"tolerance"`
-	Warmup        string             `json:"warmup"`
-	Window        string             `json:"window"`
-	Results       []result           `json:"results"`
-	Growth        map[string]float64 `json:"growth_exponents,omitempty"`
-	Notes         []string           `json:"notes,omitempty"`
+	Started       string  `json:"started"`
+	TTL           string  `json:"ttl"`
+	RatePerWorker float64 `json:"rate_per_worker"`
+	Tolerance     float64 `json:"tolerance"`
+	Warmup        string  `json:"warmup"`
+	Window        string  `json:"window"`
+	// How the fleet ran: its gossip network (udp or mem), memberlist's
+	// compression and timing multiplier, and the workers' register clients.
+	Gossip           string             `json:"gossip,omitempty"`
+	GossipCompressed bool               `json:"gossip_compressed"`
+	GossipSlowdown   int                `json:"gossip_slowdown,omitempty"`
+	Via              string             `json:"via,omitempty"`
+	Protocol         string             `json:"protocol,omitempty"`
+	ClientsShared    int                `json:"clients_shared,omitempty"`
+	Results          []result           `json:"results"`
+	Growth           map[string]float64 `json:"growth_exponents,omitempty"`
+	Notes            []string           `json:"notes,omitempty"`
 }
 
 // result is one configuration's measurements. Times are seconds; -1: not

@@ -47,7 +47,16 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 	}
 	rateMilli := int64(math.Round(rate * 1000))
 
-	f := &fleet{limit: limit, reg: reg, ttl: o.ttl}
+	f := &fleet{limit: limit, reg: reg, ttl: o.ttl, rejoinEvery: o.rejoinEvery, opts: o}
+	if o.clients > 0 {
+		if f.shared, err = holderClients(reg, o, o.clients); err != nil {
+			return res, err
+		}
+		defer closeClients(f.shared)
+	}
+	if o.gossip == "mem" {
+		f.mem = newMemNetwork()
+	}
 	defer func() {
 		_ = parallel(f.live(), 32, func(m *member) error { f.stopMember(m); return nil })
 	}()
@@ -82,7 +91,7 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 	var started atomic.Int64
 	startCtx, cancelStart := context.WithTimeout(ctx, o.startTimeout)
 	defer cancelStart()
-	if err := parallel(specs[first:], 16, func(s spec) error {
+	if err := parallel(specs[first:], o.startParallel, func(s spec) error {
 		if startCtx.Err() != nil {
 			return fmt.Errorf("%d of %d workers started within %v", started.Load()+int64(first), nWorkers, o.startTimeout)
 		}
@@ -90,7 +99,7 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 			return err
 		}
 		if n := started.Add(1) + int64(first); n%100 == 0 {
-			fmt.Fprintf(os.Stderr, "   %d workers started after %.1f s\n", n, time.Since(start).Seconds())
+			fmt.Fprintf(os.Stderr, "   %d workers started after %.1f s%s\n", n, time.Since(start).Seconds(), f.dropNote())
 		}
 		return nil
 	}); err != nil {
@@ -141,6 +150,7 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 		return res, err
 	}
 	g0, granted0, t0 := f.gossipOut.Load(), f.granted.Load(), time.Now()
+	fmt.Fprintf(os.Stderr, "   window start: %d gossip bytes%s\n", g0, f.dropNote())
 	const fairnessSamples = 5
 	for k := range fairnessSamples {
 		if err := sleep(ctx, o.window/fairnessSamples); err != nil {
@@ -160,6 +170,7 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 		return res, err
 	}
 	g1, granted1, t1 := f.gossipOut.Load(), f.granted.Load(), time.Now()
+	fmt.Fprintf(os.Stderr, "   window end: %d gossip bytes%s\n", g1, f.dropNote())
 	s1, err := reg.leaderStatus(ctx)
 	if err != nil {
 		return res, err

@@ -65,50 +65,11 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	if res.LeaderIdleCores, res.ClusterIdleCores, err = reg.idleCores(ctx); err != nil {
 		return res, err
 	}
-	// The holders' servers: the leader first, or the followers first (they
-	// parse the request and forward each command to the leader over the
-	// nodes' binary, pipelined connection).
-	servers := []string{reg.http[reg.leader]}
-	for i, h := range reg.http {
-		if i != reg.leader {
-			servers = append(servers, h)
-		}
+	clients, err := holderClients(reg, o, n)
+	if err != nil {
+		return res, err
 	}
-	if o.via == "followers" {
-		servers = append(servers[1:], servers[0])
-	}
-	// -via nodes: client i starts at node i mod 3, as workers given the
-	// same list spread themselves (permitd worker rotates it by its
-	// name); -via spread also moves a client whose first node is the
-	// leader to the next, as permitd worker does at start.
-	spread := func(i int) []string {
-		if o.via != "spread" && o.via != "nodes" {
-			return servers
-		}
-		k := i % len(servers)
-		if k == 0 && o.via == "spread" { // servers[0] is the leader
-			k = 1 + (i/len(servers))%(len(servers)-1)
-		}
-		return slices.Concat(servers[k:], servers[:k])
-	}
-	var opts []client.Option
-	if o.protocol == "binary" {
-		opts = append(opts, client.WithBinaryLeases())
-	}
-	// -clients spreads the holders over that many clients, each with its
-	// own connections: a real fleet has one per worker process, and the
-	// leader then reads every renewal off its own connection.
-	k := o.clients
-	if k <= 0 {
-		k = n
-	}
-	clients := make([]*client.Client, min(k, n))
-	for i := range clients {
-		if clients[i], err = client.New(spread(i), opts...); err != nil {
-			return res, err
-		}
-		defer clients[i].Close()
-	}
+	defer closeClients(clients)
 	res.Clients = len(clients)
 
 	const limit = "scale"
