@@ -265,14 +265,18 @@ type result struct {
 	HealErr    float64 `json:"heal_final_error"`
 	Changed    int     `json:"workers_joined_and_left"`
 	CutWorkers int     `json:"workers_cut"`
+	// LeaveRejoins is how many times the workers that stayed joined their
+	// seed lists again (worker.Stats.GossipRejoins) from the leave until
+	// one rejoin period after it, the cut and heal included.
+	LeaveRejoins int64 `json:"leave_rejoins"`
 
 	Error string `json:"error,omitempty"`
 }
 
 func printRow(w io.Writer, r result) {
-	fmt.Fprintf(w, "   entries/s %.1f  commands/s %.1f  leader %.3f cores (idle %.3f)  %.0f µs/command  gossip %.0f B/worker/s  fairness %.2f %% (target %.2f %%)  join %.1f s  leave %.1f s  cut %.1f s  heal %.1f s\n",
+	fmt.Fprintf(w, "   entries/s %.1f  commands/s %.1f  leader %.3f cores (idle %.3f)  %.0f µs/command  gossip %.0f B/worker/s  fairness %.2f %% (target %.2f %%)  join %.1f s  leave %.1f s (%d rejoins)  cut %.1f s  heal %.1f s\n",
 		r.EntriesPerSec, r.CommandsPerSec, r.LeaderCores, r.LeaderIdleCores, r.LeaderUsPerCommand, r.GossipBytesPerWS,
-		100*r.FairnessErr, 100*r.TargetErr, r.JoinS, r.LeaveS, r.CutS, r.HealS)
+		100*r.FairnessErr, 100*r.TargetErr, r.JoinS, r.LeaveS, r.LeaveRejoins, r.CutS, r.HealS)
 }
 
 // writeJSON writes the report to path (- for stdout, empty for nowhere).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/worker"
 )
 
 // measure.go: one configuration measured — start the register and the
@@ -221,6 +222,9 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 			}
 		}
 	}
+	staying := f.live()
+	staying = slices.DeleteFunc(staying, func(m *member) bool { return slices.Contains(leaving, m) })
+	rejoins0, leftAt := rejoinsOf(staying), time.Now()
 	res.LeaveS, res.LeaveErr, err = phase(ctx, o, view, rateMilli, target, func() error {
 		return parallel(leaving, 32, func(m *member) error { f.stopMember(m); return nil })
 	})
@@ -252,7 +256,29 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 	if err != nil {
 		return res, fmt.Errorf("heal: %w", err)
 	}
+	// The rejoins the departures caused: every rejoin loop that saw the
+	// count drop has ticked by one rejoin period (plus a second) after the
+	// leave began (the cut changes no membership).
+	every := o.rejoinEvery
+	if every == 0 {
+		every = worker.DefaultRejoinEvery
+	}
+	if err := sleep(ctx, time.Until(leftAt.Add(every+time.Second))); err != nil {
+		return res, err
+	}
+	res.LeaveRejoins = rejoinsOf(staying) - rejoins0
 	return res, nil
+}
+
+// rejoinsOf sums the members' joins of their seed lists after start
+// (worker.Stats.GossipRejoins): each a push/pull of the whole member list
+// with every seed.
+func rejoinsOf(ms []*member) int64 {
+	var n int64
+	for _, m := range ms {
+		n += int64(m.w.Stats().GossipRejoins)
+	}
+	return n
 }
 
 // noteFairness records the fairness errors of one lease view: against
