@@ -75,7 +75,7 @@ func main() {
 	flag.StringVar(&o.permitd, "permitd", "", "permitd binary (default: go build ./cmd/permitd into a temporary directory)")
 	flag.StringVar(&o.jsonOut, "json", "leased-scale.json", "write the results here (- for stdout, empty for none)")
 	flag.StringVar(&o.svgOut, "svg", "leased-scale.svg", "write the chart here (empty for none)")
-	flag.StringVar(&o.fromJSON, "from-json", "", "do not measure: redraw the chart and table from this results file")
+	flag.StringVar(&o.fromJSON, "from-json", "", "do not measure: redraw the chart and table from this results file (or files, comma-separated: their results merged, run with the same fleet settings)")
 	var load string
 	flag.StringVar(&load, "register-load", "", "instead of the sweep: holder counts (e.g. 100,1000) to run as lease holders without gossip against the register, in each -groups count (see registerload.go)")
 	flag.StringVar(&o.via, "via", "leader", "with -register-load: which nodes the holders talk to first: leader, followers (all at one), nodes (holder i at node i mod 3) or spread (as nodes, but a holder whose node is the leader starts at a follower, as permitd worker does)")
@@ -129,12 +129,9 @@ func main() {
 func run(o options) error {
 	var rep report
 	if o.fromJSON != "" {
-		b, err := os.ReadFile(o.fromJSON)
-		if err != nil {
+		var err error
+		if rep, err = readReports(strings.Split(o.fromJSON, ",")); err != nil {
 			return err
-		}
-		if err := json.Unmarshal(b, &rep); err != nil {
-			return fmt.Errorf("%s: %w", o.fromJSON, err)
 		}
 	} else {
 		sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -291,4 +288,41 @@ func writeJSON(path string, rep report) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// readReports reads results files and merges them: the first file's
+// header, every file's results in order, the growth exponents computed
+// again over all of them. Files whose fleets ran differently (TTL, rate,
+// gossip or register clients) are refused: their curves would not be one.
+func readReports(paths []string) (report, error) {
+	var out report
+	for i, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return report{}, err
+		}
+		var r report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return report{}, fmt.Errorf("%s: %w", p, err)
+		}
+		if i == 0 {
+			out = r
+			continue
+		}
+		if r.fleetSettings() != out.fleetSettings() {
+			return report{}, fmt.Errorf("%s: fleet settings %q differ from %s's %q", p, r.fleetSettings(), paths[0], out.fleetSettings())
+		}
+		out.Results = append(out.Results, r.Results...)
+		out.Notes = append(out.Notes, r.Notes...)
+	}
+	if len(paths) > 1 {
+		out.Growth = growth(out.Results)
+	}
+	return out, nil
+}
+
+// fleetSettings names how a report's fleet ran, for comparing reports.
+func (r report) fleetSettings() string {
+	return fmt.Sprintf("ttl %s, %g permits/s per worker, gossip %s (compressed %t, slowdown %d), via %s, protocol %s, shared clients %d",
+		r.TTL, r.RatePerWorker, r.Gossip, r.GossipCompressed, r.GossipSlowdown, r.Via, r.Protocol, r.ClientsShared)
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -94,5 +97,46 @@ func TestSVG(t *testing.T) {
 	}
 	if g := growth(rep.Results); g["raft_entries_per_sec/g1"] != 1 {
 		t.Errorf("growth = %v", g)
+	}
+}
+
+func TestReadReportsMergesRunsOfOneFleet(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, r report) string {
+		p := filepath.Join(dir, name)
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	row := func(w int, entries float64) result {
+		return result{Workers: w, Groups: 1, EntriesPerSec: entries, RenewalsPerSec: float64(w), JoinS: 1, LeaveS: 1, CutS: 1, HealS: 1}
+	}
+	settings := report{TTL: "2s (default)", RatePerWorker: 100, Gossip: "mem", GossipSlowdown: 4, Via: "spread", Protocol: "binary"}
+	small, large := settings, settings
+	small.Results = []result{row(10, 1), row(100, 10)}
+	large.Results = []result{row(1000, 100)}
+	a, b := write("small.json", small), write("large.json", large)
+
+	rep, err := readReports([]string{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 3 || rep.Results[2].Workers != 1000 {
+		t.Fatalf("merged results: %+v", rep.Results)
+	}
+	// Entries grow linearly over all three sizes, not only the first file's.
+	if k := rep.Growth["raft_entries_per_sec/g1"]; math.Abs(k-1) > 1e-9 {
+		t.Fatalf("growth over the merged runs = %v (%v), want 1", k, rep.Growth)
+	}
+	other := settings
+	other.Gossip = "udp"
+	c := write("other.json", other)
+	if _, err := readReports([]string{a, c}); err == nil || !strings.Contains(err.Error(), "differ") {
+		t.Fatalf("merging runs of different fleets: %v, want an error naming the difference", err)
 	}
 }
