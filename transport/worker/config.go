@@ -24,8 +24,9 @@ const (
 	// NoStealBias, as Config.StealBias, selects a bias of 0: a donor gives
 	// other groups its whole spare, like its own group.
 	NoStealBias = -1.0
-	// DefaultRejoinEvery is how often a worker that is alone, or sees fewer
-	// members than it once did, joins its seed list again.
+	// DefaultRejoinEvery is how often a worker that is alone, or one of the
+	// few chosen to after the member count dropped, joins its seed list
+	// again (see Worker's rejoin loop in gossip.go).
 	DefaultRejoinEvery = 5 * time.Second
 	// DefaultMaxStealPeers is how many peers one steal round asks at most.
 	DefaultMaxStealPeers = 8
@@ -68,8 +69,9 @@ type Config struct {
 	// It overrides Gossip's Keyring.
 	GossipKeys *memberlist.Keyring
 	// Join is the seed list: gossip addresses ("host:port") of other
-	// workers. It is joined at Start and again every RejoinEvery while the
-	// worker is alone or sees fewer members than before.
+	// workers. It is joined at Start, again every RejoinEvery while the
+	// worker is alone, and after the member count dropped by the few
+	// members chosen to (three), until a seed answers.
 	Join []string
 	// RejoinEvery is the period of that check (0 selects
 	// DefaultRejoinEvery).

@@ -138,9 +138,13 @@
 // # Membership
 //
 // The worker joins Config.Join at Start and, every RejoinEvery (default
-// 5 s), again while it is alone or sees fewer members than it once did, so
-// that two halves separated for longer than memberlist's dead-node reclaim
-// time merge when the network heals.
+// 5 s), again while it is alone. When the member count drops, only the
+// three members whose names hash lowest among the live ones join the seeds
+// again, every RejoinEvery until a seed answers (every member did: one
+// departure in a fleet of N was N exchanges of the whole member list with
+// each seed). So a half cut off from every seed for longer than memberlist
+// gossips to the dead merges when the network heals; halves that each keep
+// a seed are not merged by the rejoin.
 //
 // Small fleets should gossip with a short PushPullInterval: a join is
 // spread by a few gossip retransmissions only, which a member of a small

@@ -184,17 +184,18 @@ func (w *Worker) seeds() []string {
 	return out
 }
 
-// joinSeeds joins the seed list; failures are logged (the rejoin loop
-// tries again).
-func (w *Worker) joinSeeds() {
+// joinSeeds joins the seed list and reports whether a seed answered;
+// failures are logged (the rejoin loop tries again).
+func (w *Worker) joinSeeds() bool {
 	seeds := w.seeds()
 	if len(seeds) == 0 {
-		return
+		return false
 	}
 	n, err := w.ml.Join(seeds)
 	if err != nil {
 		w.log.Debug("gossip join failed", "seeds", seeds, "joined", n, "error", err)
 	}
+	return n > 0
 }
 
 // rejoinersPerDrop is how many of the members that see the member count
@@ -205,11 +206,13 @@ func (w *Worker) joinSeeds() {
 const rejoinersPerDrop = 3
 
 // rejoinLoop joins the seed list again every RejoinEvery while the worker
-// is alone, and once when it sees fewer members than it once did if it is
-// one of the rejoinersPerDrop members chosen to (rejoinsAfterDrop), so
-// that two halves separated for longer than memberlist's dead-node
-// reclaim time (which forget each other) merge again when the network
-// heals.
+// is alone; and when it sees fewer members than it once did, if it is one
+// of the rejoinersPerDrop members chosen to (rejoinsAfterDrop), every
+// RejoinEvery until a seed answers. So a half split off from every seed
+// for longer than memberlist gossips to the dead (which then forget each
+// other) merges again when the network heals: its chosen members keep
+// dialing the seeds. Halves that each keep a seed are not merged by this
+// loop (their joins succeed on their own side).
 func (w *Worker) rejoinLoop() {
 	defer w.run.wg.Done()
 	if len(w.seeds()) == 0 {
@@ -232,7 +235,9 @@ func (w *Worker) rejoinLoop() {
 		}
 		if n <= 1 || rejoinsAfterDrop(w.cfg.Name, w.ml.Members()) {
 			w.gossipRejoins.Add(1)
-			w.joinSeeds()
+			if !w.joinSeeds() {
+				continue // no seed answered: again next period
+			}
 		}
 		// Start again from what is seen now: members that left for good
 		// do not keep the worker rejoining forever.
@@ -242,7 +247,9 @@ func (w *Worker) rejoinLoop() {
 
 // rejoinsAfterDrop reports whether the member named self is one of the
 // rejoinersPerDrop members of live whose names hash lowest (FNV-1a, ties
-// by name), so that members with the same view agree on who rejoins.
+// by name), so that members with the same view agree on who rejoins. A
+// member without a rejoin loop (no seed but itself) still takes a place,
+// so with a single seed at most rejoinersPerDrop-1 others may rejoin.
 func rejoinsAfterDrop(self string, live []*memberlist.Node) bool {
 	key := func(name string) uint64 {
 		h := fnv.New64a()

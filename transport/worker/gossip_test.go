@@ -149,7 +149,7 @@ func TestOnlyAFewMembersRejoinAfterADeparture(t *testing.T) {
 			return true
 		}
 	}
-	waitFor(t, 5*time.Second, "all twelve see each other", sees(n))
+	waitFor(t, 20*time.Second, "all twelve see each other", sees(n))
 	var before uint64
 	for _, w := range stay {
 		before += w.Stats().GossipRejoins
@@ -157,7 +157,7 @@ func TestOnlyAFewMembersRejoinAfterADeparture(t *testing.T) {
 	if err := ws[n-1].Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the other eleven see it gone", sees(n-1))
+	waitFor(t, 30*time.Second, "the other eleven see it gone (by its leave message, or by failed probes if that was lost)", sees(n-1))
 	// Every rejoin loop has ticked twice since: a member that was to
 	// rejoin has. (The seed, w00, has no seed list and no rejoin loop.)
 	checks := make([]uint64, len(stay))
@@ -199,5 +199,65 @@ func TestRejoinersAfterADropAreAFewAgreedOnes(t *testing.T) {
 		if want := min(size, rejoinersPerDrop); chosen != want {
 			t.Errorf("%d live members: %d rejoin, want %d", size, chosen, want)
 		}
+	}
+}
+
+// TestChosenRejoinersRetryUntilASeedAnswers: after the seed goes away the
+// members that saw the count drop (all are chosen in a fleet of three)
+// dial the seed list every RejoinEvery until it answers, so that a worker
+// at the seed's address later merges them again.
+func TestChosenRejoinersRetryUntilASeedAnswers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	seed := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	reg := newFakeRegister(t, time.Now())
+	reg.putLeased(testLimit, 1000, 300, 300)
+	start := func(name string, bindPort int, join []string) *Worker {
+		mlc := memberlist.DefaultLocalConfig()
+		mlc.BindAddr, mlc.BindPort = "127.0.0.1", bindPort
+		w, err := New(Config{Name: name, Group: "g", Limit: testLimit, Register: reg, Gossip: mlc, Join: join,
+			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatalf("start %s: %v", name, err)
+		}
+		t.Cleanup(func() { _ = w.Stop(context.Background()) })
+		return w
+	}
+	first := start("seed", port, nil)
+	a, b := start("a", 0, seed), start("b", 0, seed)
+	waitFor(t, 5*time.Second, "the three see each other", func() bool {
+		return a.ml.NumMembers() == 3 && b.ml.NumMembers() == 3
+	})
+	if err := first.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a and b see the seed gone", func() bool {
+		return a.ml.NumMembers() == 2 && b.ml.NumMembers() == 2
+	})
+	// Each keeps dialing the seed list while nobody answers there (one
+	// attempt and then giving up left a half without seeds alone for good).
+	ra, rb := a.Stats().GossipRejoins, b.Stats().GossipRejoins
+	waitFor(t, 5*time.Second, "a and b dial the seed list again and again", func() bool {
+		return a.Stats().GossipRejoins >= ra+3 && b.Stats().GossipRejoins >= rb+3
+	})
+	second := start("seed-again", port, nil)
+	waitFor(t, 5*time.Second, "the worker at the seed's address merges them", func() bool {
+		return a.ml.NumMembers() == 3 && b.ml.NumMembers() == 3 && second.ml.NumMembers() == 3
+	})
+	// Once a seed answered, they stop.
+	ra, rb = a.Stats().GossipRejoins, b.Stats().GossipRejoins
+	ca, cb := a.rejoinChecks.Load(), b.rejoinChecks.Load()
+	waitFor(t, 5*time.Second, "both rejoin loops tick twice more", func() bool {
+		return a.rejoinChecks.Load() >= ca+2 && b.rejoinChecks.Load() >= cb+2
+	})
+	if da, db := a.Stats().GossipRejoins-ra, b.Stats().GossipRejoins-rb; da > 1 || db > 1 {
+		t.Fatalf("after the merge a rejoined %d more times and b %d; want at most the one in flight", da, db)
 	}
 }
