@@ -78,14 +78,14 @@ func main() {
 	flag.StringVar(&o.fromJSON, "from-json", "", "do not measure: redraw the chart and table from this results file (or files, comma-separated: their results merged, run with the same fleet settings)")
 	var load string
 	flag.StringVar(&load, "register-load", "", "instead of the sweep: holder counts (e.g. 100,1000) to run as lease holders without gossip against the register, in each -groups count (see registerload.go)")
-	flag.StringVar(&o.via, "via", "leader", "with -register-load: which nodes the holders talk to first: leader, followers (all at one), nodes (holder i at node i mod 3) or spread (as nodes, but a holder whose node is the leader starts at a follower, as permitd worker does)")
-	flag.StringVar(&o.protocol, "protocol", "binary", "with -register-load: the holders' lease commands over binary (the worker's default) or http")
+	flag.StringVar(&o.via, "via", "leader", "which nodes the holders (workers, or -register-load's holders) talk to first: leader, followers (all at one), nodes (holder i at node i mod 3) or spread (as nodes, but a holder whose node is the leader starts at a follower, as permitd worker does)")
+	flag.StringVar(&o.protocol, "protocol", "binary", "the holders' lease commands over binary (the worker's default) or http")
 	flag.StringVar(&o.gossip, "gossip", "udp", "the workers' gossip network: udp (memberlist's NetTransport on loopback, as a real fleet) or mem (in memory, memnet.go: fits a thousand workers in this process)")
 	flag.DurationVar(&o.rejoinEvery, "rejoin-every", 0, "the workers' RejoinEvery (0: their default, worker.DefaultRejoinEvery)")
 	flag.BoolVar(&o.gossipUncompressed, "gossip-uncompressed", false, "turn memberlist's gossip compression off (its LAN default is on): the bytes counted are then uncompressed")
 	flag.IntVar(&o.startParallel, "start-parallel", 16, "workers started at once (each joins the fleet's gossip: at hundreds of in-process workers, fewer at once keep memberlist's join traffic from starving the probes)")
 	flag.IntVar(&o.gossipSlowdown, "gossip-slowdown", 1, "multiply memberlist's LAN timings (probe interval and timeout, gossip and push/pull intervals) by this: hundreds of memberlists in one process on a small machine miss each other's probe deadlines and fall into suspicion storms at the defaults (see the README)")
-	flag.IntVar(&o.clients, "clients", 0, "with -register-load: spread the holders over this many clients, each with its own connections (0: one per holder, as a real fleet)")
+	flag.IntVar(&o.clients, "clients", 0, "spread the holders over this many clients, each with its own connections (0: one per holder, as a real fleet)")
 	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here, and each follower's at this path + .followerN")
 	flag.Parse()
 	var err error

@@ -256,14 +256,23 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 	if err != nil {
 		return res, fmt.Errorf("heal: %w", err)
 	}
-	// The rejoins the departures caused: every rejoin loop that saw the
-	// count drop has ticked by one rejoin period (plus a second) after the
-	// leave began (the cut changes no membership).
+	// The rejoins the departures caused: once every member that stayed
+	// sees the leavers gone, each rejoin loop ticks within a period; two
+	// periods and a second leave room for a member whose tick came just
+	// before its view changed (the cut changes no membership).
 	every := o.rejoinEvery
 	if every == 0 {
 		every = worker.DefaultRejoinEvery
 	}
-	if err := sleep(ctx, time.Until(leftAt.Add(every+time.Second))); err != nil {
+	for !seeOnly(staying, len(staying)) {
+		if time.Since(leftAt) > o.phaseTimeout {
+			return res, fmt.Errorf("leave: the members that stayed did not all see the leavers gone within %v", o.phaseTimeout)
+		}
+		if err := sleep(ctx, o.sampleEvery); err != nil {
+			return res, err
+		}
+	}
+	if err := sleep(ctx, 2*every+time.Second); err != nil {
 		return res, err
 	}
 	res.LeaveRejoins = rejoinsOf(staying) - rejoins0
@@ -279,6 +288,20 @@ func rejoinsOf(ms []*member) int64 {
 		n += int64(m.w.Stats().GossipRejoins)
 	}
 	return n
+}
+
+// seeOnly reports whether every member's gossip shows n members.
+func seeOnly(ms []*member, n int) bool {
+	for _, m := range ms {
+		seen := 0
+		for _, names := range m.w.Status().Members {
+			seen += len(names)
+		}
+		if seen != n {
+			return false
+		}
+	}
+	return true
 }
 
 // noteFairness records the fairness errors of one lease view: against

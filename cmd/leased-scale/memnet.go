@@ -16,16 +16,17 @@ import (
 // starting them: its maps are not safe to add to while members run, its
 // packet channels are unbuffered (a sender blocks until the receiver
 // reads, forever once the receiver has shut down) and Shutdown does
-// nothing. Here a packet is delivered like a UDP datagram on a quiet
-// loopback: at once into the receiver's queue, dropped if that queue is
-// full or the receiver is gone; a stream is a net.Pipe handed to the
+// nothing. Here a packet goes at once into the receiver's queue, and is
+// dropped if that queue is full or the receiver is gone; a stream is a net.Pipe handed to the
 // receiver within the dial timeout. Every byte a member sends is counted,
 // as countingTransport counts it on real sockets (payload bytes: memberlist
 // messages after its compression, without IP, UDP or TCP headers).
 
-// memPacketQueue is each member's queue of received packets. memberlist
-// reads its packets on one goroutine; 1 024 is about the socket buffer a
-// quiet loopback UDP socket has (213 KiB of typical 200-byte packets).
+// memPacketQueue is each member's queue of received packets (memberlist
+// reads its packets on one goroutine). A loopback UDP socket's default
+// receive buffer (208 KiB) also charges each datagram's bookkeeping, so it
+// holds a few hundred small packets: this queue drops less than a real
+// socket would in a storm.
 const memPacketQueue = 1024
 
 // memNetwork is a set of in-memory transports that can reach each other.
