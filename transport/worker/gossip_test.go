@@ -120,6 +120,9 @@ func TestOnlyAFewMembersRejoinAfterADeparture(t *testing.T) {
 	for i := range n {
 		mlc := memberlist.DefaultLocalConfig()
 		mlc.BindAddr, mlc.BindPort = "127.0.0.1", 0
+		// A member that missed a join's few gossip retransmissions learns
+		// of it at the next push/pull (see doc.go, Membership).
+		mlc.PushPullInterval = 100 * time.Millisecond
 		w, err := New(Config{Name: fmt.Sprintf("w%02d", i), Group: "g", Limit: testLimit, Register: reg, Gossip: mlc, Join: seed,
 			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: 20 * time.Millisecond})
 		if err != nil {
@@ -202,23 +205,20 @@ func TestRejoinersAfterADropAreAFewAgreedOnes(t *testing.T) {
 	}
 }
 
-// TestChosenRejoinersRetryUntilASeedAnswers: after the seed goes away the
-// members that saw the count drop (all are chosen in a fleet of three)
-// dial the seed list every RejoinEvery until it answers, so that a worker
-// at the seed's address later merges them again.
+// TestChosenRejoinersRetryUntilASeedAnswers: when the seed is cut off
+// (no leave message: the others find it dead), the members that saw the
+// count drop (all are chosen in a fleet of three) dial the seed list every
+// RejoinEvery until it answers, and merge with it when it is back.
 func TestChosenRejoinersRetryUntilASeedAnswers(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	seed := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	reg := newFakeRegister(t, time.Now())
 	reg.putLeased(testLimit, 1000, 300, 300)
-	start := func(name string, bindPort int, join []string) *Worker {
+	start := func(name string, tr memberlist.NodeAwareTransport, join []string) *Worker {
 		mlc := memberlist.DefaultLocalConfig()
-		mlc.BindAddr, mlc.BindPort = "127.0.0.1", bindPort
+		if tr != nil {
+			mlc.Transport = tr
+		} else {
+			mlc.BindAddr, mlc.BindPort = "127.0.0.1", 0
+		}
 		w, err := New(Config{Name: name, Group: "g", Limit: testLimit, Register: reg, Gossip: mlc, Join: join,
 			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: 20 * time.Millisecond})
 		if err != nil {
@@ -230,15 +230,16 @@ func TestChosenRejoinersRetryUntilASeedAnswers(t *testing.T) {
 		t.Cleanup(func() { _ = w.Stop(context.Background()) })
 		return w
 	}
-	first := start("seed", port, nil)
-	a, b := start("a", 0, seed), start("b", 0, seed)
-	waitFor(t, 5*time.Second, "the three see each other", func() bool {
-		return a.ml.NumMembers() == 3 && b.ml.NumMembers() == 3
-	})
-	if err := first.Stop(context.Background()); err != nil {
-		t.Fatal(err)
+	seedTr := newIsolatingTransport(t, 0)
+	seed := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(seedTr.GetAutoBindPort()))}
+	first := start("seed", seedTr, nil)
+	a, b := start("a", nil, seed), start("b", nil, seed)
+	all := func(k int) func() bool {
+		return func() bool { return first.ml.NumMembers() == k && a.ml.NumMembers() == k && b.ml.NumMembers() == k }
 	}
-	waitFor(t, 5*time.Second, "a and b see the seed gone", func() bool {
+	waitFor(t, 20*time.Second, "the three see each other", all(3))
+	seedTr.cut.Store(true)
+	waitFor(t, 20*time.Second, "a and b find the seed dead", func() bool {
 		return a.ml.NumMembers() == 2 && b.ml.NumMembers() == 2
 	})
 	// Each keeps dialing the seed list while nobody answers there (one
@@ -247,10 +248,8 @@ func TestChosenRejoinersRetryUntilASeedAnswers(t *testing.T) {
 	waitFor(t, 5*time.Second, "a and b dial the seed list again and again", func() bool {
 		return a.Stats().GossipRejoins >= ra+3 && b.Stats().GossipRejoins >= rb+3
 	})
-	second := start("seed-again", port, nil)
-	waitFor(t, 5*time.Second, "the worker at the seed's address merges them", func() bool {
-		return a.ml.NumMembers() == 3 && b.ml.NumMembers() == 3 && second.ml.NumMembers() == 3
-	})
+	seedTr.cut.Store(false)
+	waitFor(t, 20*time.Second, "the three merge again", all(3))
 	// Once a seed answered, they stop.
 	ra, rb = a.Stats().GossipRejoins, b.Stats().GossipRejoins
 	ca, cb := a.rejoinChecks.Load(), b.rejoinChecks.Load()

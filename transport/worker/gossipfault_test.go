@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -117,3 +118,110 @@ func (c *faultConn) Write(b []byte) (int, error) {
 	}
 	return c.Conn.Write(b)
 }
+
+// isolatingTransport is memberlist's NetTransport on loopback that can be
+// cut off from everyone, as a crashed or partitioned host is: while cut,
+// it sends no packet, drops every packet it receives, refuses to dial and
+// closes every stream it accepts. No leave message goes out: the others
+// find it dead by their probes.
+type isolatingTransport struct {
+	*memberlist.NetTransport
+	cut     atomic.Bool
+	packets chan *memberlist.Packet
+	streams chan net.Conn
+	done    chan struct{}
+	once    sync.Once
+}
+
+var _ memberlist.NodeAwareTransport = (*isolatingTransport)(nil)
+
+func newIsolatingTransport(t *testing.T, port int) *isolatingTransport {
+	t.Helper()
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{"127.0.0.1"}, BindPort: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := &isolatingTransport{NetTransport: nt, packets: make(chan *memberlist.Packet), streams: make(chan net.Conn), done: make(chan struct{})}
+	go func() {
+		for {
+			select {
+			case p := <-nt.PacketCh():
+				if it.cut.Load() {
+					continue
+				}
+				select {
+				case it.packets <- p:
+				case <-it.done:
+					return
+				}
+			case c := <-nt.StreamCh():
+				if it.cut.Load() {
+					_ = c.Close()
+					continue
+				}
+				select {
+				case it.streams <- c:
+				case <-it.done:
+					_ = c.Close()
+					return
+				}
+			case <-it.done:
+				return
+			}
+		}
+	}()
+	return it
+}
+
+func (it *isolatingTransport) WriteTo(b []byte, addr string) (time.Time, error) {
+	if it.cut.Load() {
+		return time.Now(), nil
+	}
+	return it.NetTransport.WriteTo(b, addr)
+}
+
+func (it *isolatingTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
+	if it.cut.Load() {
+		return time.Now(), nil
+	}
+	return it.NetTransport.WriteToAddress(b, a)
+}
+
+func (it *isolatingTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
+	return it.DialAddressTimeout(memberlist.Address{Addr: addr}, timeout)
+}
+
+func (it *isolatingTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
+	if it.cut.Load() {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errTestCutOff}
+	}
+	return it.NetTransport.DialAddressTimeout(a, timeout)
+}
+
+func (it *isolatingTransport) PacketCh() <-chan *memberlist.Packet { return it.packets }
+
+func (it *isolatingTransport) StreamCh() <-chan net.Conn { return it.streams }
+
+// Shutdown stops forwarding, then shuts the NetTransport down, closing
+// what it still hands over meanwhile (its listeners block handing over,
+// and its Shutdown waits for them).
+func (it *isolatingTransport) Shutdown() error {
+	it.once.Do(func() { close(it.done) })
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-it.NetTransport.PacketCh():
+			case c := <-it.NetTransport.StreamCh():
+				_ = c.Close()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	err := it.NetTransport.Shutdown()
+	close(stop)
+	return err
+}
+
+var errTestCutOff = errors.New("test: host cut off")
