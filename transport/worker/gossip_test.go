@@ -85,16 +85,7 @@ func TestRejoinMergesWhenTheSeedComesBack(t *testing.T) {
 	start := func(name string, bindPort int, join []string) *Worker {
 		mlc := memberlist.DefaultLocalConfig()
 		mlc.BindAddr, mlc.BindPort = "127.0.0.1", bindPort
-		w, err := New(Config{Name: name, Group: "g", Limit: testLimit, Register: reg, Gossip: mlc, Join: join,
-			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(context.Background()); err != nil {
-			t.Fatalf("start %s: %v", name, err)
-		}
-		t.Cleanup(func() { _ = w.Stop(context.Background()) })
-		return w
+		return startGossiper(t, reg, name, mlc, join, 100*time.Millisecond)
 	}
 	late := start("late", 0, []string{seed})
 	if n := len(late.Status().Members["g"]); n != 1 {
@@ -123,25 +114,13 @@ func TestOnlyAFewMembersRejoinAfterADeparture(t *testing.T) {
 		// A member that missed a join's few gossip retransmissions learns
 		// of it at the next push/pull (see doc.go, Membership).
 		mlc.PushPullInterval = 100 * time.Millisecond
-		w, err := New(Config{Name: fmt.Sprintf("w%02d", i), Group: "g", Limit: testLimit, Register: reg, Gossip: mlc, Join: seed,
-			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		w := startGossiper(t, reg, fmt.Sprintf("w%02d", i), mlc, seed, 20*time.Millisecond)
 		ws = append(ws, w)
 		if i == 0 {
 			seed = []string{w.ml.LocalNode().Address()}
 		}
 	}
 	stay := ws[:n-1]
-	defer func() {
-		for _, w := range stay {
-			_ = w.Stop(context.Background())
-		}
-	}()
 	sees := func(k int) func() bool {
 		return func() bool {
 			for _, w := range stay {
@@ -219,16 +198,7 @@ func TestChosenRejoinersRetryUntilASeedAnswers(t *testing.T) {
 		} else {
 			mlc.BindAddr, mlc.BindPort = "127.0.0.1", 0
 		}
-		w, err := New(Config{Name: name, Group: "g", Limit: testLimit, Register: reg, Gossip: mlc, Join: join,
-			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: 20 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(context.Background()); err != nil {
-			t.Fatalf("start %s: %v", name, err)
-		}
-		t.Cleanup(func() { _ = w.Stop(context.Background()) })
-		return w
+		return startGossiper(t, reg, name, mlc, join, 20*time.Millisecond)
 	}
 	seedTr := newIsolatingTransport(t, 0)
 	seed := []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(seedTr.GetAutoBindPort()))}
@@ -259,4 +229,21 @@ func TestChosenRejoinersRetryUntilASeedAnswers(t *testing.T) {
 	if da, db := a.Stats().GossipRejoins-ra, b.Stats().GossipRejoins-rb; da > 1 || db > 1 {
 		t.Fatalf("after the merge a rejoined %d more times and b %d; want at most the one in flight", da, db)
 	}
+}
+
+// startGossiper starts a worker of group "g" gossiping on mlc, joining
+// join and checking its membership every rejoinEvery; it stops with the
+// test.
+func startGossiper(t *testing.T, reg Register, name string, mlc *memberlist.Config, join []string, rejoinEvery time.Duration) *Worker {
+	t.Helper()
+	w, err := New(Config{Name: name, Group: "g", Limit: testLimit, Register: reg, Gossip: mlc, Join: join,
+		TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: rejoinEvery})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	return w
 }
