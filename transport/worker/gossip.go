@@ -212,7 +212,9 @@ const rejoinersPerDrop = 3
 // for longer than memberlist gossips to the dead (which then forget each
 // other) merges again when the network heals: its chosen members keep
 // dialing the seeds. Halves that each keep a seed are not merged by this
-// loop (their joins succeed on their own side).
+// loop (their joins succeed on their own side). If every seed is gone for
+// good, the chosen members keep dialing them: a few failed dials every
+// RejoinEvery across the fleet, until the seed list is fixed.
 func (w *Worker) rejoinLoop() {
 	defer w.run.wg.Done()
 	if len(w.seeds()) == 0 {
