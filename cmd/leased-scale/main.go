@@ -196,7 +196,7 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
-		if err := writeSVG(f, "permitd leased path: one limit, "+rep.TTL+" TTL, 3-node register on loopback", chartPanels(rep), 3); err != nil {
+		if err := writeSVG(f, rep.chartTitle(), chartPanels(rep), 3); err != nil {
 			f.Close()
 			return err
 		}
@@ -325,4 +325,21 @@ func readReports(paths []string) (report, error) {
 func (r report) fleetSettings() string {
 	return fmt.Sprintf("ttl %s, %g permits/s per worker, gossip %s (compressed %t, slowdown %d), via %s, protocol %s, shared clients %d",
 		r.TTL, r.RatePerWorker, r.Gossip, r.GossipCompressed, r.GossipSlowdown, r.Via, r.Protocol, r.ClientsShared)
+}
+
+// chartTitle names the chart's setup: the limit's TTL, the register, and
+// how the in-process fleet gossiped when it was not over loopback UDP at
+// memberlist's defaults.
+func (r report) chartTitle() string {
+	t := "permitd leased path: one limit, " + r.TTL + " TTL, 3-node register on loopback"
+	if r.Gossip == "mem" {
+		t += ", gossip in memory"
+	}
+	if r.GossipSlowdown > 1 {
+		t += fmt.Sprintf(" at %dx memberlist's timings", r.GossipSlowdown)
+	}
+	if r.Gossip != "" && !r.GossipCompressed {
+		t += ", uncompressed"
+	}
+	return t
 }
