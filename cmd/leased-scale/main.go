@@ -264,7 +264,9 @@ type result struct {
 	CutWorkers int     `json:"workers_cut"`
 	// LeaveRejoins is how many times the workers that stayed joined their
 	// seed lists again (worker.Stats.GossipRejoins) from the leave until
-	// one rejoin period after it, the cut and heal included.
+	// two rejoin periods after every member that stayed saw the leavers
+	// gone, the cut and heal included; -1 if they did not all within the
+	// phase timeout.
 	LeaveRejoins int64 `json:"leave_rejoins"`
 
 	Error string `json:"error,omitempty"`

@@ -266,7 +266,11 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 	}
 	for !seeOnly(staying, len(staying)) {
 		if time.Since(leftAt) > o.phaseTimeout {
-			return res, fmt.Errorf("leave: the members that stayed did not all see the leavers gone within %v", o.phaseTimeout)
+			// Not a failed measurement: at hundreds of in-process members
+			// some views keep flapping. The count is unknown (-1).
+			fmt.Fprintf(os.Stderr, "   leave_rejoins not read: the members that stayed did not all see exactly each other within %v\n", o.phaseTimeout)
+			res.LeaveRejoins = -1
+			return res, nil
 		}
 		if err := sleep(ctx, o.sampleEvery); err != nil {
 			return res, err
