@@ -266,7 +266,7 @@ type result struct {
 	// seed lists again (worker.Stats.GossipRejoins) from the leave until
 	// two rejoin periods after every member that stayed saw the leavers
 	// gone, the cut and heal included; -1 if they did not all within the
-	// phase timeout.
+	// phase timeout after the heal.
 	LeaveRejoins int64 `json:"leave_rejoins"`
 
 	Error string `json:"error,omitempty"`
@@ -338,7 +338,7 @@ func (r report) chartTitle() string {
 		t += ", gossip in memory"
 	}
 	if r.GossipSlowdown > 1 {
-		t += fmt.Sprintf(" at %dx memberlist's timings", r.GossipSlowdown)
+		t += fmt.Sprintf(", memberlist's timings %dx slower", r.GossipSlowdown)
 	}
 	if r.Gossip != "" && !r.GossipCompressed {
 		t += ", uncompressed"

@@ -70,8 +70,9 @@ type Config struct {
 	GossipKeys *memberlist.Keyring
 	// Join is the seed list: gossip addresses ("host:port") of other
 	// workers. It is joined at Start, again every RejoinEvery while the
-	// worker is alone, and after the member count dropped by the few
-	// members chosen to (three), until a seed answers.
+	// worker is alone, and, after the member count drops, by the (at most)
+	// three members chosen to, every RejoinEvery until a seed answers or
+	// the count is back.
 	Join []string
 	// RejoinEvery is the period of that check (0 selects
 	// DefaultRejoinEvery).

@@ -139,8 +139,9 @@
 //
 // The worker joins Config.Join at Start and, every RejoinEvery (default
 // 5 s), again while it is alone. When the member count drops, only the
-// three members whose names hash lowest among the live ones join the seeds
-// again, every RejoinEvery until a seed answers (every member did: one
+// (at most) three members whose names hash lowest among the live ones join
+// the seeds again, every RejoinEvery until a seed answers or the count is
+// back (every member did: one
 // departure in a fleet of N was N exchanges of the whole member list with
 // each seed). So a half cut off from every seed for longer than memberlist
 // gossips to the dead merges when the network heals; halves that each keep

@@ -208,13 +208,16 @@ const rejoinersPerDrop = 3
 // rejoinLoop joins the seed list again every RejoinEvery while the worker
 // is alone; and when it sees fewer members than it once did, if it is one
 // of the rejoinersPerDrop members chosen to (rejoinsAfterDrop), every
-// RejoinEvery until a seed answers. So a half split off from every seed
+// RejoinEvery until a seed answers or the count is back. (A join tries
+// the seeds one after another, each for up to memberlist's TCPTimeout,
+// so a round against dead seeds can outlast RejoinEvery, and Stop waits
+// for it.) So a half split off from every seed
 // for longer than memberlist gossips to the dead (which then forget each
 // other) merges again when the network heals: its chosen members keep
 // dialing the seeds. Halves that each keep a seed are not merged by this
 // loop (their joins succeed on their own side). If every seed is gone for
-// good, the chosen members keep dialing them: a few failed dials every
-// RejoinEvery across the fleet, until the seed list is fixed.
+// good, the chosen members keep dialing them: three members' failed dials
+// of each seed every round across the fleet, until the seed list is fixed.
 func (w *Worker) rejoinLoop() {
 	defer w.run.wg.Done()
 	if len(w.seeds()) == 0 {

@@ -187,7 +187,9 @@ func TestRejoinersAfterADropAreAFewAgreedOnes(t *testing.T) {
 // TestChosenRejoinersRetryUntilASeedAnswers: when the seed is cut off
 // (no leave message: the others find it dead), the members that saw the
 // count drop (all are chosen in a fleet of three) dial the seed list every
-// RejoinEvery until it answers, and merge with it when it is back.
+// RejoinEvery until it answers, and merge with it when it is back. (That
+// they then stop is not shown here: once merged the count is back and the
+// loop skips the join either way.)
 func TestChosenRejoinersRetryUntilASeedAnswers(t *testing.T) {
 	reg := newFakeRegister(t, time.Now())
 	reg.putLeased(testLimit, 1000, 300, 300)
@@ -220,15 +222,6 @@ func TestChosenRejoinersRetryUntilASeedAnswers(t *testing.T) {
 	})
 	seedTr.cut.Store(false)
 	waitFor(t, 20*time.Second, "the three merge again", all(3))
-	// Once a seed answered, they stop.
-	ra, rb = a.Stats().GossipRejoins, b.Stats().GossipRejoins
-	ca, cb := a.rejoinChecks.Load(), b.rejoinChecks.Load()
-	waitFor(t, 5*time.Second, "both rejoin loops tick twice more", func() bool {
-		return a.rejoinChecks.Load() >= ca+2 && b.rejoinChecks.Load() >= cb+2
-	})
-	if da, db := a.Stats().GossipRejoins-ra, b.Stats().GossipRejoins-rb; da > 1 || db > 1 {
-		t.Fatalf("after the merge a rejoined %d more times and b %d; want at most the one in flight", da, db)
-	}
 }
 
 // startGossiper starts a worker of group "g" gossiping on mlc, joining
