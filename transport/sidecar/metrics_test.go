@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"bufio"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -83,7 +84,8 @@ func TestSidecarMetrics(t *testing.T) {
 	fw.status.Stats = worker.Stats{Limit: "api", Group: "g1", Holder: "w1",
 		LeasedPermits: 500, SpentPermits: 120, SpentStolenPermits: 20, StolenInPermits: 30, StolenOutPermits: 40,
 		CreditedPermits: 300, ExpiredUnusedPermits: 10, OutstandingPermits: 60,
-		ShareMilliPermitsPerSec: 250_500, DemandMilliPermitsPerSec: 1_100_000}
+		ShareMilliPermitsPerSec: 250_500, DemandMilliPermitsPerSec: 1_100_000,
+		GossipRejected: 7, GossipRejoins: 3}
 	got = scrape(t, h, "/metrics")
 	for _, tc := range []struct {
 		series, want string
@@ -98,6 +100,8 @@ func TestSidecarMetrics(t *testing.T) {
 		{"permitd_worker_share_permits_per_second" + lbl, "250.5"},
 		{"permitd_worker_demand_permits_per_second" + lbl, "1100"},
 		{`permitd_worker_overgrant_headroom_permits{limit="api"}`, "60"},
+		{"permitd_worker_gossip_rejected_total" + lbl, "7"},
+		{"permitd_worker_gossip_rejoins_total" + lbl, "3"},
 	} {
 		if v, ok := got[tc.series]; !ok || v != tc.want {
 			t.Errorf("%s = %q (present %v), want %s", tc.series, v, ok, tc.want)
@@ -159,3 +163,17 @@ func TestWorkerMetricsHeadroom(t *testing.T) {
 
 // noGather is a Registerer that is not a Gatherer.
 type noGather struct{ prometheus.Registerer }
+
+// TestStatusCarriesTheGossipCounters: the sidecar's status JSON has the
+// worker's gossip counters.
+func TestStatusCarriesTheGossipCounters(t *testing.T) {
+	b, err := json.Marshal(newSidecarStatus(worker.Status{Stats: worker.Stats{GossipRejected: 7, GossipRejoins: 3}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"gossip_rejected":7`, `"gossip_rejoins":3`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("status %s lacks %s", b, want)
+		}
+	}
+}
