@@ -39,5 +39,11 @@
 // phase (registerload.go), and prints the leader's CPU per renewal, the
 // log entries per second and the renewal latency; -pprof-out keeps the
 // leader's CPU profile over the window (and each follower's, at the same
-// path with .followerN appended).
+// path with .followerN appended). With -align-every P every holder sends
+// its renewal at the next multiple of P instead of at its own phase, so
+// that holders sharing a client (-clients) send them together, as a group
+// relay flushing every P would: what such a relay would save the register.
+//
+// -debug-addr serves Go's profiler for the measuring process itself (the
+// in-process workers), on loopback only (debug.go).
 package main

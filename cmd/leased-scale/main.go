@@ -34,6 +34,7 @@ type options struct {
 	via             string
 	protocol        string
 	clients         int
+	alignEvery      time.Duration
 	gossip          string
 	rejoinEvery     time.Duration
 	// gossipUncompressed turns memberlist's compression off (on by default).
@@ -43,6 +44,8 @@ type options struct {
 	gossipSlowdown int
 	// startParallel is how many workers start at once.
 	startParallel int
+	// debugAddr serves the measuring process's profiler (empty: none).
+	debugAddr string
 }
 
 func parseInts(s string) ([]int, error) {
@@ -85,7 +88,9 @@ func main() {
 	flag.BoolVar(&o.gossipUncompressed, "gossip-uncompressed", false, "turn memberlist's gossip compression off (its LAN default is on): the bytes counted are then uncompressed")
 	flag.IntVar(&o.startParallel, "start-parallel", 16, "workers started at once (each joins the fleet's gossip: at hundreds of in-process workers, fewer at once keep memberlist's join traffic from starving the probes)")
 	flag.IntVar(&o.gossipSlowdown, "gossip-slowdown", 1, "multiply memberlist's LAN timings (probe interval and timeout, gossip and push/pull intervals) by this: hundreds of memberlists in one process on a small machine miss each other's probe deadlines and fall into suspicion storms at the defaults (see the README)")
+	flag.DurationVar(&o.alignEvery, "align-every", 0, "with -register-load: each holder sends its renewal at the next multiple of this period (what a group relay that flushes this often would send; 0: at its own phase)")
 	flag.IntVar(&o.clients, "clients", 0, "spread the holders over this many clients, each with its own connections (0: one per holder, as a real fleet)")
+	flag.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's profiler for this process (the in-process workers) at this loopback host:port, under /debug/pprof/")
 	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here, and each follower's at this path + .followerN")
 	flag.Parse()
 	var err error
@@ -109,6 +114,9 @@ func main() {
 	}
 	if err == nil && o.gossip != "udp" && o.gossip != "mem" {
 		err = fmt.Errorf("-gossip %q: want udp or mem", o.gossip)
+	}
+	if err == nil && o.debugAddr != "" {
+		err = serveDebug(o.debugAddr)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "leased-scale:", err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/permitd/permitd/transport/client"
 )
@@ -138,5 +139,39 @@ func TestReadReportsMergesRunsOfOneFleet(t *testing.T) {
 	c := write("other.json", other)
 	if _, err := readReports([]string{a, c}); err == nil || !strings.Contains(err.Error(), "differ") {
 		t.Fatalf("merging runs of different fleets: %v, want an error naming the difference", err)
+	}
+}
+
+func TestAlignedWaitEndsOnTheNextMultiple(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		now, d, every, want time.Duration
+	}{
+		{0, time.Second, 0, time.Second},                                                      // no alignment
+		{0, time.Second, 100 * time.Millisecond, 1100 * time.Millisecond},                     // on a multiple: the next one
+		{30 * time.Millisecond, time.Second, 100 * time.Millisecond, 1070 * time.Millisecond}, // 1.03 s -> 1.1 s
+		{99 * time.Millisecond, 950 * time.Millisecond, 250 * time.Millisecond, 1151 * time.Millisecond},
+		{0, -time.Second, 100 * time.Millisecond, 100 * time.Millisecond}, // late: the next multiple after now-1s
+	} {
+		got := alignedWait(base.Add(c.now), c.d, c.every)
+		if got != c.want {
+			t.Errorf("alignedWait(+%v, %v, %v) = %v, want %v", c.now, c.d, c.every, got, c.want)
+		}
+		if c.every > 0 && base.Add(c.now+got).UnixNano()%int64(c.every) != 0 {
+			t.Errorf("alignedWait(+%v, %v, %v) wakes at %v, not a multiple", c.now, c.d, c.every, base.Add(c.now+got))
+		}
+	}
+}
+
+func TestDebugAddrMustBeLoopback(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", "10.1.2.3:6060", ":6060", "example.com:6060", "nocolon"} {
+		if err := serveDebug(addr); err == nil {
+			t.Errorf("serveDebug(%q) = nil, want an error (only loopback is allowed)", addr)
+		} else if !strings.Contains(err.Error(), "-debug-addr") {
+			t.Errorf("serveDebug(%q) = %v, want it to name the flag", addr, err)
+		}
+	}
+	if err := serveDebug("127.0.0.1:0"); err != nil {
+		t.Errorf("serveDebug on loopback: %v", err)
 	}
 }

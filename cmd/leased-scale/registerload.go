@@ -132,7 +132,7 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 					lat = append(lat, d)
 					latMu.Unlock()
 				}
-				if sleep(runCtx, ttl/2-d) != nil {
+				if sleep(runCtx, alignedWait(time.Now(), ttl/2-d, o.alignEvery)) != nil {
 					return
 				}
 			}
@@ -259,4 +259,18 @@ func runRegisterLoad(ctx context.Context, o options, bin, tmp string) error {
 		}
 	}
 	return nil
+}
+
+// alignedWait is how long a holder that would wait d from now waits
+// instead with -align-every every: until the first multiple of every (on
+// the wall clock) after now+d (now, if d is negative), so that the holders' renewals leave
+// together, as a group relay that flushes every that often would send
+// them. A zero every leaves d as it is.
+func alignedWait(now time.Time, d, every time.Duration) time.Duration {
+	if every <= 0 {
+		return d
+	}
+	d = max(d, 0)
+	wake := now.Add(d)
+	return d + wake.Truncate(every).Add(every).Sub(wake)
 }
