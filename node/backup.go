@@ -12,8 +12,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/permitd/permitd/fsm"
 )
@@ -76,10 +74,7 @@ func SeedDataDir(dataDir string, snapshot []byte, servers []raft.Server) (uint64
 	}
 	// The log and stable store exist (empty) so that the directory looks
 	// like any node's.
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-	})
+	store, err := openLogStore(filepath.Join(dataDir, "raft.db"))
 	if err != nil {
 		return 0, fmt.Errorf("node: open raft.db: %w", err)
 	}

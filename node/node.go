@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/permitd/permitd/fsm"
 )
@@ -237,13 +236,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		return nil, err
 	}
-	// fsync stays on (NoSync false). Not persisting the freelist (rebuilt
-	// on open) and keeping it as a map cuts the pages each commit writes,
-	// as consul does.
-	n.store, err = raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.DataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-	})
+	n.store, err = openLogStore(filepath.Join(cfg.DataDir, "raft.db"))
 	if err != nil {
 		return fail(fmt.Errorf("node: open raft.db: %w", err))
 	}

@@ -352,7 +352,17 @@ func TestPartitionedLeaderRefusesAndMajorityServes(t *testing.T) {
 		addrs = append(addrs, addrOf(id))
 	}
 	c.sw.Isolate(addrOf(l.ID()), addrs)
-	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	// Reads are linearizable: a leader that cannot reach a majority has
+	// no way to know that nothing was committed elsewhere, so it answers
+	// no read (its barrier cannot commit), even while it still believes
+	// it leads.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	info, err := l.Limit(short, "api")
+	cancel()
+	if err == nil {
+		t.Fatalf("an isolated leader answered a read from its own state: %+v", info)
+	}
+	short, cancel = context.WithTimeout(ctx, 2*time.Second)
 	_, err = l.Reserve(short, fsm.Reserve{Limit: "api", Permits: 1})
 	cancel()
 	if err == nil {

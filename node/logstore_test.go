@@ -1,0 +1,43 @@
+package node
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+	"unsafe"
+
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+// boltOf returns the bbolt handle inside a raftboltdb store (its
+// unexported conn field): the only place the fsync setting can be read
+// back from.
+func boltOf(t *testing.T, s *raftboltdb.BoltStore) *bbolt.DB {
+	t.Helper()
+	f := reflect.ValueOf(s).Elem().FieldByName("conn")
+	if !f.IsValid() || f.Type() != reflect.TypeOf((*bbolt.DB)(nil)) {
+		t.Fatalf("raftboltdb.BoltStore has no conn *bbolt.DB field any more (a new version?): check how it exposes NoSync")
+	}
+	return (*bbolt.DB)(unsafe.Pointer(f.Pointer()))
+}
+
+// The README promises that a decision is fsynced at a majority before
+// its answer leaves. Killing a process does not show a missing fsync (the
+// kernel still writes its page cache), so the setting itself is checked,
+// on the store a running node uses and on the one openLogStore makes.
+func TestLogStoreFsyncsEveryCommit(t *testing.T) {
+	c := newTestCluster(t, 1)
+	n := c.leader()
+	if db := boltOf(t, n.store); db.NoSync {
+		t.Fatal("the running node's raft log does not fsync its commits (bbolt NoSync is true): an acknowledged decision can be lost with the power")
+	}
+	s, err := openLogStore(filepath.Join(t.TempDir(), "raft.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if db := boltOf(t, s); db.NoSync {
+		t.Fatal("openLogStore makes a raft log that does not fsync its commits (bbolt NoSync is true)")
+	}
+}
