@@ -113,8 +113,9 @@ func (g Grant) WaitPermit(ctx context.Context, j int64) error {
 			return fmt.Errorf("client: waiting %v for a granted permit: %w", d, err)
 		}
 	}
-	if exp := g.ExpiresAtPermit(j); !exp.IsZero() && clk.Now().After(exp) {
-		return fmt.Errorf("%w: permit %d expired at %v, now %v", ErrExpired, j, exp, clk.Now())
+	if exp, now := g.ExpiresAtPermit(j), clk.Now(); !exp.IsZero() && now.After(exp) {
+		return fmt.Errorf("%w: permit %d expired %v ago (at %s); reserve again", ErrExpired, j,
+			now.Sub(exp).Round(time.Microsecond), exp.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
 }

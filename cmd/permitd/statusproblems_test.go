@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/permitd/permitd/transport/client"
+)
+
+// statusMembers is the raft configuration every hand-made report below
+// gives: three voters, all of them asked.
+var statusMembers = []client.Server{
+	{ID: "n1", RaftAddr: "127.0.0.1:9001"},
+	{ID: "n2", RaftAddr: "127.0.0.1:9002"},
+	{ID: "n3", RaftAddr: "127.0.0.1:9003"},
+}
+
+// statusOf is a node's answer to GET /v1/status: ready, applied its log,
+// and naming leader.
+func statusOf(id, state, leader string) client.Status {
+	return client.Status{ID: id, State: state, LeaderID: leader, Term: 2, AppliedIndex: 9, CommitIndex: 9,
+		Ready: true, Servers: statusMembers}
+}
+
+// TestStatusProblems: the README's promise for permitd status, a case at a
+// time on hand-made answers: healthy when every node is ready and names
+// the same leader; else each reason is one line an operator can act on,
+// naming the nodes.
+func TestStatusProblems(t *testing.T) {
+	notReady := statusOf("n3", "follower", "n1")
+	notReady.Ready, notReady.AppliedIndex = false, 5
+	for _, tc := range []struct {
+		name     string
+		statuses []client.Status
+		want     []string // the problems, exactly
+	}{{
+		name:     "all nodes ready and agreeing",
+		statuses: []client.Status{statusOf("n1", "leader", "n1"), statusOf("n2", "follower", "n1"), statusOf("n3", "follower", "n1")},
+		want:     nil,
+	}, {
+		// n3 still leads a term the others have left (a partition that
+		// just healed): each leader is named with the nodes that follow it.
+		name:     "two nodes name different leaders",
+		statuses: []client.Status{statusOf("n1", "leader", "n1"), statusOf("n2", "follower", "n1"), statusOf("n3", "leader", "n3")},
+		want:     []string{"nodes disagree on the leader (n1,n2 follow n1; n3 follow n3)"},
+	}, {
+		name:     "a node knows the leader but has not applied its log",
+		statuses: []client.Status{statusOf("n1", "leader", "n1"), statusOf("n2", "follower", "n1"), notReady},
+		want:     []string{"n3 not ready (applied 5 of 9)"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reports []nodeReport
+			for i, st := range tc.statuses {
+				reports = append(reports, nodeReport{server: "127.0.0.1:800" + string(rune('1'+i)), status: st})
+			}
+			if got := statusProblems(reports); !slices.Equal(got, tc.want) {
+				t.Fatalf("problems %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestStatusExitsOneWhenNodesDisagree: the whole command on nodes that
+// disagree on the leader (each served by a fake GET /v1/status): exit 1,
+// the table on stdout, and the reason on one line of stderr.
+func TestStatusExitsOneWhenNodesDisagree(t *testing.T) {
+	var servers []string
+	for _, st := range []client.Status{statusOf("n1", "leader", "n1"), statusOf("n2", "follower", "n1"), statusOf("n3", "leader", "n3")} {
+		body, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/status" {
+				t.Errorf("unexpected request %s %s", r.Method, r.URL.Path)
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(body)
+		}))
+		t.Cleanup(srv.Close)
+		servers = append(servers, strings.TrimPrefix(srv.URL, "http://"))
+	}
+	var stdout, stderr bytes.Buffer
+	code := runStatus([]string{"--servers", strings.Join(servers, ","), "--timeout", "5s"}, &stdout, &stderr)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFailure, stdout.String(), stderr.String())
+	}
+	if want := "permitd status: degraded: nodes disagree on the leader (n1,n2 follow n1; n3 follow n3)\n"; stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	}
+	if lines := strings.Split(strings.TrimSpace(stdout.String()), "\n"); len(lines) != 4 || !strings.HasPrefix(lines[3], "n3 ") ||
+		!strings.Contains(lines[3], " leader    n3 ") {
+		t.Errorf("want a header and three rows, n3 a leader of itself:\n%s", stdout.String())
+	}
+}
