@@ -73,4 +73,21 @@ func TestWorkerRefusesPlaintextSidecarOffLoopback(t *testing.T) {
 	if r.code != exitOK {
 		t.Errorf("with --insecure: exit %d, stderr %q", r.code, r.stderr)
 	}
+	// Half the protection is none: TLS without tokens lets anyone spend
+	// the fleet's permits, tokens without TLS send them in clear.
+	dir := t.TempDir()
+	wantCode(t, runCLI(t, bin, nil, "certs", "create", "--out", dir, "--nodes", "side"), exitOK)
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, half := range map[string][]string{
+		"TLS without tokens": {"--http-tls-cert", filepath.Join(dir, "node-side.crt"), "--http-tls-key", filepath.Join(dir, "node-side.key")},
+		"tokens without TLS": {"--http-token-file", tokens},
+	} {
+		r = runCLI(t, bin, nil, append([]string{"worker", "--group", "g", "--limit", "l", "--servers", "127.0.0.1:1", "--http-addr", "0.0.0.0:0", "--validate"}, half...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--insecure") {
+			t.Errorf("%s off loopback: exit %d, stderr %q; want a usage error naming --insecure", name, r.code, r.stderr)
+		}
+	}
 }

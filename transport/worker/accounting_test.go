@@ -138,6 +138,11 @@ func TestResolveConfig(t *testing.T) {
 		s.stealBias != DefaultStealBias || s.Weight != 1 || s.stealGraceNanos != 2*s.ttlNanos {
 		t.Errorf("defaults: %+v", s)
 	}
+	// A register call waits up to TTL - margin (1.8 s by default), so that
+	// a renewal outlives a leader election instead of failing at TTL/2.
+	if s.requestNanos != s.ttlNanos-s.marginNanos {
+		t.Errorf("a register call waits %v, want TTL - margin = %v", time.Duration(s.requestNanos), time.Duration(s.ttlNanos-s.marginNanos))
+	}
 	short := ok
 	short.TTL = 300 * time.Millisecond
 	if s, _ := resolve(short); s.marginNanos != int64(MinDefaultMargin) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,4 +240,26 @@ func startGossiper(t *testing.T, reg Register, name string, mlc *memberlist.Conf
 	}
 	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	return w
+}
+
+// TestStealCandidatesAreOwnGroupFirst: a worker asks the members of its
+// own group for idle permits before any other group's (README: "its own
+// group first"), each part in random order, itself never.
+func TestStealCandidatesAreOwnGroupFirst(t *testing.T) {
+	m := newMembers("self")
+	for _, n := range []struct{ name, group string }{{"self", "A"}, {"a1", "A"}, {"a2", "A"}, {"b1", "B"}, {"b2", "B"}, {"b3", "B"}} {
+		m.set(&memberlist.Node{Name: n.name, Meta: meta{Group: n.group, Name: n.name}.append(nil)})
+	}
+	seenFirst := map[string]bool{}
+	for range 50 {
+		c := m.candidates("A", 4)
+		if len(c) != 4 || !strings.HasPrefix(c[0], "a") || !strings.HasPrefix(c[1], "a") ||
+			!strings.HasPrefix(c[2], "b") || !strings.HasPrefix(c[3], "b") {
+			t.Fatalf("candidates %v: want a1 and a2 (in either order), then two of group B, and never self", c)
+		}
+		seenFirst[c[0]] = true
+	}
+	if len(seenFirst) != 2 {
+		t.Errorf("over 50 rounds only %v came first: the own group's order is not shuffled", seenFirst)
+	}
 }

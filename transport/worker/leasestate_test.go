@@ -379,7 +379,34 @@ func TestLeaseStateReturn(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newLeaseState(exampleParams())
 			runSteps(t, &s, tt.steps)
+			// permitd_worker_credited_permits_total: what the register
+			// credited back, counted once, only from an answer that says so.
+			want := int64(0)
+			if tt.name == "returned" {
+				want = 50
+			}
+			if got := s.counters.creditedPermits; got != want {
+				t.Errorf("credited permits counted %d, want %d", got, want)
+			}
 		})
+	}
+}
+
+// TestLeaseStateCountsCreditsOfGrants: a granting answer that credits
+// permits back adds them to the credited counter
+// (permitd_worker_credited_permits_total), and its permits to the leased
+// one.
+func TestLeaseStateCountsCreditsOfGrants(t *testing.T) {
+	s := newLeaseState(exampleParams())
+	act := s.next(0)
+	g := granted(7, 1, 100, 2*time.Second)
+	g.CreditedPermits = 12
+	s.answer(10*ms, act, g, nil)
+	if got := s.counters.creditedPermits; got != 12 {
+		t.Fatalf("credited permits counted %d after a grant crediting 12, want 12", got)
+	}
+	if got := s.counters.leasedPermits; got != 100 {
+		t.Fatalf("leased permits counted %d after a grant of 100, want 100", got)
 	}
 }
 
