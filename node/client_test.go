@@ -1,8 +1,11 @@
 package node
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +164,28 @@ func TestServeClientLeases(t *testing.T) {
 	}
 	if after, _ := l.fsm.LeasePool("api"); after.LeasesOpened != before.LeasesOpened || after.Renewals != before.Renewals || after.Returns != before.Returns {
 		t.Errorf("rejected calls reached the register: %+v, then %+v", before, after)
+	}
+}
+
+// TestServeClientRefusesAFrameOverTheClientCap: a node reads frames of at
+// most wire.MaxClientFrame (64 KiB) from a binary client, not the 4 MiB
+// the nodes allow each other; a larger frame closes the connection
+// unanswered, before its payload is read into memory.
+func TestServeClientRefusesAFrameOverTheClientCap(t *testing.T) {
+	c := newTestCluster(t, 1)
+	l := c.leader()
+	server, conn := net.Pipe()
+	go l.ServeClient(server)
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	go func() {
+		bw := bufio.NewWriter(conn)
+		_ = wire.WriteFrame(bw, wire.Frame{ID: 1, Kind: wire.OpReserve, Payload: make([]byte, wire.MaxClientFrame)})
+		_ = bw.Flush()
+	}()
+	if f, err := wire.ReadFrame(conn); err == nil {
+		t.Fatalf("a frame of %d bytes' payload was answered (code %d, %q): want the connection closed", wire.MaxClientFrame, f.Kind, f.Payload)
+	} else if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the connection stayed open for 5 s after a frame over the cap: %v", err)
 	}
 }

@@ -1,14 +1,19 @@
 package transport
 
 import (
+	"bufio"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/internal/fakestore"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // tokenSet makes one token per role (the client one restricted to "api*")
@@ -140,5 +145,57 @@ func TestRequireTokens(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != http.StatusUnauthorized {
 		t.Errorf("after the reload without it, the token got %d", w.Code)
+	}
+}
+
+// TestBinaryCallsNeedTheirRole: on a binary connection authenticated with
+// OpAuth, every later call is checked against the token's role (README:
+// reserves and sessions need client, lease commands worker; admin may do
+// all) and a client token's limit patterns.
+func TestBinaryCallsNeedTheirRole(t *testing.T) {
+	store, secrets := tokenSet(t)
+	for _, tc := range []struct {
+		token string
+		op    byte
+		limit string
+		ok    bool
+	}{
+		{"app", wire.OpReserve, "api", true},
+		{"app", wire.OpOpenSession, "", true},
+		{"app", wire.OpLease, "api", false},
+		{"app", wire.OpRenew, "api", false},
+		{"app", wire.OpReturn, "api", false},
+		{"narrow", wire.OpReserve, "api-eu", true},
+		{"narrow", wire.OpReserve, "billing", false},
+		{"narrow", wire.OpOpenSession, "", true}, // sessions belong to no limit
+		{"w1", wire.OpLease, "api", true},
+		{"w1", wire.OpRenew, "api", true},
+		{"w1", wire.OpReturn, "api", true},
+		{"w1", wire.OpReserve, "api", false},
+		{"w1", wire.OpOpenSession, "", false},
+		{"root", wire.OpReserve, "api", true},
+		{"root", wire.OpLease, "api", true},
+	} {
+		authorizer := make(chan node.Authorizer, 1)
+		srv := AuthenticatedBinary(store, func(c net.Conn, a node.Authorizer) { authorizer <- a; c.Close() })
+		server, conn := net.Pipe()
+		go srv(server)
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		go func() {
+			bw := bufio.NewWriter(conn)
+			_ = wire.WriteFrame(bw, wire.Frame{ID: 1, Kind: wire.OpAuth, Payload: []byte(secrets[tc.token])})
+			_ = bw.Flush()
+		}()
+		if f, err := wire.ReadFrame(conn); err != nil || f.Kind != wire.CodeOK {
+			t.Fatalf("auth with %s's token: %+v, %v", tc.token, f, err)
+		}
+		err := (<-authorizer)(tc.op, tc.limit)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s's token, binary op %d on %q: %v, want allowed=%v", tc.token, tc.op, tc.limit, err, tc.ok)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "auth:") || strings.Contains(err.Error(), secrets[tc.token])) {
+			t.Errorf("refusal %q: want an auth: error that never echoes the secret", err)
+		}
+		conn.Close()
 	}
 }

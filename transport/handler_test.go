@@ -240,6 +240,9 @@ func TestReserveStoreOutcomes(t *testing.T) {
 		{"invalid status", fsm.ReserveResult{Status: fsm.Invalid, Detail: "more than MaxPermits"}, nil, 400, "more than MaxPermits"},
 		{"bogus status", fsm.ReserveResult{Status: 99}, nil, 503, "unexpected"},
 		{"granted with expiry", fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 7, ExpiresInNanos: 9, Duplicate: true}, nil, 200, ""},
+		// README: a node at its bound answers 503 with Retry-After: 1 and
+		// "overloaded" in its error (permitd bench counts sheds by it).
+		{"overloaded", fsm.ReserveResult{}, fmt.Errorf("node: x: %w", node.ErrOverloaded), 503, "overloaded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,6 +261,9 @@ func TestReserveStoreOutcomes(t *testing.T) {
 			}
 			if tt.wantCode == 503 && w.Header().Get("Retry-After") == "" {
 				t.Errorf("503 without Retry-After")
+			}
+			if tt.name == "overloaded" && w.Header().Get("Retry-After") != "1" {
+				t.Errorf("overloaded: Retry-After %q, want 1", w.Header().Get("Retry-After"))
 			}
 		})
 	}

@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import http.server
 import inspect
 import socket
+import threading
 import time
 import unittest
 import warnings
@@ -142,6 +144,58 @@ class DeadlineTest(unittest.TestCase):
         self.assertLess(took, 0.2 + self.SLACK, "connect took %.3fs" % took)
         self.assertTrue(cm.exception.not_delivered, cm.exception)
         self.assertIn("cannot connect", cm.exception.last_failure)
+
+
+class RetryAfterTest(unittest.TestCase):
+    """A 503's Retry-After sets the least wait before the next round (the
+    README: at least the last 503's Retry-After, capped at backoff_max), so
+    that a full or overloaded node is not hammered and the attempts are not
+    spent in a few milliseconds."""
+
+    def stub(self, retry_after: str) -> "tuple[str, List[float]]":
+        """A server that answers every request 503 with this Retry-After;
+        returns its "host:port" and the times of the requests it got."""
+        hits: List[float] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                hits.append(time.monotonic())
+                body = b'{"error":"reserve: overloaded: the node holds as many reserves as it may"}'
+                self.send_response(503)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Retry-After", retry_after)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        return "127.0.0.1:%d" % srv.server_address[1], hits
+
+    def test_waits_the_retry_after(self) -> None:
+        addr, hits = self.stub("1")
+        c = permitd.Client([addr], rounds=2, backoff_base=0.001, backoff_max=2)
+        self.addCleanup(c.close)
+        with self.assertRaises(permitd.Unavailable):
+            c.reserve("x", max_wait=0)
+        self.assertEqual(len(hits), 2)
+        self.assertGreaterEqual(hits[1] - hits[0], 1.0 - 0.02)
+
+    def test_caps_the_retry_after_at_backoff_max(self) -> None:
+        addr, hits = self.stub("9")
+        c = permitd.Client([addr], rounds=2, backoff_base=0.001, backoff_max=0.3)
+        self.addCleanup(c.close)
+        with self.assertRaises(permitd.Unavailable):
+            c.reserve("x", max_wait=0)
+        self.assertEqual(len(hits), 2)
+        self.assertGreaterEqual(hits[1] - hits[0], 0.3 - 0.02)
+        self.assertLess(hits[1] - hits[0], 0.3 + 1.0)
 
 
 class FakeClient:
