@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -451,6 +452,23 @@ func TestCLI(t *testing.T) {
 				t.Errorf("/metrics lacks %q", want)
 			}
 		}
+		// The agent wires its leader's batches and its shadow limits into
+		// /metrics (README: permitd_batch_size, leader only; the shadow
+		// counters labelled by limit).
+		wantCode(t, cli(t, "limits", "put", "shadowed", "--algorithm", "strict", "--rate", "1", "--per", "1h", "--shadow", "--servers", all), 0)
+		wantCode(t, cli(t, "reserve", "shadowed", "--servers", all), 0)
+		wantCode(t, cli(t, "reserve", "shadowed", "--servers", all), 0) // refused if enforced: granted in shadow
+		var scraped string
+		waitUntil(t, 10*time.Second, "the leader's /metrics to count the shadow limit's reserves and their batches", func() bool {
+			resp, err := http.Get("http://" + leader(t).httpAddr + "/metrics")
+			if err != nil {
+				return false
+			}
+			scraped = readAll(t, resp)
+			return regexp.MustCompile(`(?m)^permitd_batch_size_count [1-9]`).MatchString(scraped) &&
+				regexp.MustCompile(`(?m)^permitd_shadow_granted_total\{limit="shadowed"\} [1-9]`).MatchString(scraped) &&
+				regexp.MustCompile(`(?m)^permitd_shadow_would_refuse_total\{limit="shadowed"\} [1-9]`).MatchString(scraped)
+		})
 	})
 
 	t.Run("cluster transfer", func(t *testing.T) {
