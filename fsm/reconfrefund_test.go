@@ -17,7 +17,9 @@ func TestNoExactRefundAcrossAReconfiguration(t *testing.T) {
 		func(r float64) bucket.Config {
 			return compile(t, bucket.Spec{Algorithm: bucket.WarmingUp, Rate: r, Warmup: time.Second})
 		},
-		func(r float64) bucket.Config { return compile(t, bucket.Spec{Algorithm: bucket.Hybrid, Rate: r, BurstRatio: 100}) },
+		func(r float64) bucket.Config {
+			return compile(t, bucket.Spec{Algorithm: bucket.Hybrid, Rate: r, BurstRatio: 100})
+		},
 	} {
 		h := newHarness(t)
 		h.put(0, "tpm", mk(100))
