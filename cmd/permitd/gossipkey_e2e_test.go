@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -43,16 +42,6 @@ func TestWorkerGossipKeyFileKeepsAKeylessWorkerOut(t *testing.T) {
 	gossipAddr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[2*i]) }
 	sidecarAddr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[2*i+1]) }
 	var workers []*testAgent
-	t.Cleanup(func() {
-		for _, w := range workers {
-			w.signal(t, syscall.SIGKILL)
-		}
-		if t.Failed() {
-			for _, w := range workers {
-				t.Logf("--- %s log:\n%s", w.id, w.log.String())
-			}
-		}
-	})
 	startWorker := func(i int, name string, extra ...string) {
 		w := &testAgent{id: name}
 		args := []string{"worker", "--group", "g", "--name", name, "--limit", "gk", "--servers", ag.httpAddr,
@@ -63,8 +52,10 @@ func TestWorkerGossipKeyFileKeepsAKeylessWorkerOut(t *testing.T) {
 	startWorker(0, "a", "--gossip-key-file", keyFile)
 	startWorker(1, "b", "--join", gossipAddr(0))
 	startWorker(2, "c", "--join", gossipAddr(0), "--gossip-key-file", keyFile)
-
 	hc := &http.Client{Timeout: 5 * time.Second}
+	// Every sidecar ready: each worker holds a lease, its join tried.
+	superviseSidecars(t, hc, workers, []string{sidecarAddr(0), sidecarAddr(1), sidecarAddr(2)})
+
 	type status struct {
 		Members map[string][]string `json:"members"`
 		Stats   struct {
@@ -93,8 +84,6 @@ func TestWorkerGossipKeyFileKeepsAKeylessWorkerOut(t *testing.T) {
 		}
 		return ok && slices.Contains(st.Members["g"], "c") && st.Stats.GossipRejected > 0
 	})
-	// b's sidecar answers only once its worker started, join attempted.
-	waitUntil(t, 30*time.Second, "b's status", func() bool { _, ok := statusOf(1); return ok })
 	a, _ = statusOf(0)
 	b, _ := statusOf(1)
 	if slices.Contains(a.Members["g"], "b") || slices.Contains(b.Members["g"], "a") {
