@@ -133,21 +133,10 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 	}
 
 	// Steady state.
-	// The register answers a lease view in milliseconds (curl from
-	// outside read 5-21 ms at a thousand leases), but in a measuring
-	// process saturated by a thousand workers the call's goroutines wait
-	// their turn: a view may take seconds, and one that took longer than
-	// a sample period is said, since the convergence times then measure
-	// this process as much as the fleet.
 	view := func() (client.LeasePool, error) {
-		c, cancel := context.WithTimeout(ctx, max(10*time.Second, o.phaseTimeout))
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		t0 := time.Now()
-		p, err := reg.cl.Leases(c, limit)
-		if d := time.Since(t0); d > max(time.Second, o.sampleEvery) {
-			fmt.Fprintf(os.Stderr, "   the lease view took %.1f s: times measured now include this process's own delay\n", d.Seconds())
-		}
-		return p, err
+		return reg.cl.Leases(c, limit)
 	}
 	p0, err := view()
 	if err != nil {
