@@ -170,7 +170,7 @@ func TestServeClientLeases(t *testing.T) {
 // TestServeClientRefusesAFrameOverTheClientCap: a node reads frames of at
 // most wire.MaxClientFrame (64 KiB) from a binary client, not the 4 MiB
 // the nodes allow each other; a larger frame closes the connection
-// unanswered, before its payload is read into memory.
+// unanswered.
 func TestServeClientRefusesAFrameOverTheClientCap(t *testing.T) {
 	c := newTestCluster(t, 1)
 	l := c.leader()

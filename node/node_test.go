@@ -352,21 +352,28 @@ func TestPartitionedLeaderRefusesAndMajorityServes(t *testing.T) {
 		addrs = append(addrs, addrOf(id))
 	}
 	c.sw.Isolate(addrOf(l.ID()), addrs)
-	// Reads are linearizable: a leader that cannot reach a majority has
-	// no way to know that nothing was committed elsewhere, so it answers
-	// no read (its barrier cannot commit), even while it still believes
-	// it leads.
-	short, cancel := context.WithTimeout(ctx, time.Second)
-	info, err := l.Limit(short, "api")
-	cancel()
-	if err == nil {
-		t.Fatalf("an isolated leader answered a read from its own state: %+v", info)
-	}
-	short, cancel = context.WithTimeout(ctx, 2*time.Second)
+	// Both asked at once, while the isolated node still believes it
+	// leads: it grants nothing, and it answers no read either (reads are
+	// linearizable: it cannot know that nothing was committed elsewhere,
+	// and its barrier cannot commit).
+	readErr := make(chan error, 1)
+	go func() {
+		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if info, err := l.Limit(short, "api"); err == nil {
+			readErr <- fmt.Errorf("answered %+v", info)
+			return
+		}
+		readErr <- nil
+	}()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err = l.Reserve(short, fsm.Reserve{Limit: "api", Permits: 1})
 	cancel()
 	if err == nil {
 		t.Fatal("an isolated leader granted a permit")
+	}
+	if err := <-readErr; err != nil {
+		t.Fatalf("an isolated leader answered a read from its own state: %v", err)
 	}
 	var nl *Node
 	waitFor(t, 10*time.Second, "a new leader in the majority", func() bool {

@@ -189,7 +189,13 @@ func TestBinaryCallsNeedTheirRole(t *testing.T) {
 		if f, err := wire.ReadFrame(conn); err != nil || f.Kind != wire.CodeOK {
 			t.Fatalf("auth with %s's token: %+v, %v", tc.token, f, err)
 		}
-		err := (<-authorizer)(tc.op, tc.limit)
+		var a node.Authorizer
+		select {
+		case a = <-authorizer:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s's token: the connection was never handed over after auth", tc.token)
+		}
+		err := a(tc.op, tc.limit)
 		if (err == nil) != tc.ok {
 			t.Errorf("%s's token, binary op %d on %q: %v, want allowed=%v", tc.token, tc.op, tc.limit, err, tc.ok)
 		}

@@ -11,15 +11,24 @@ import (
 // which hosts every in-process worker of the sweep: where its two cores
 // and its memory go is what limits the sweep at a thousand workers.
 
-// serveDebug serves /debug/pprof/ on addr, which must be a loopback
-// address, until the process exits.
-func serveDebug(addr string) error {
+// checkDebugAddr accepts only host:port with a loopback host: the
+// profiler must not be reachable from outside the machine.
+func checkDebugAddr(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("-debug-addr %q: want host:port on loopback: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return fmt.Errorf("-debug-addr %q: want a loopback host (127.0.0.1, ::1 or localhost)", addr)
+	}
+	return nil
+}
+
+// serveDebug serves /debug/pprof/ on addr, which must be a loopback
+// address, until the process exits.
+func serveDebug(addr string) error {
+	if err := checkDebugAddr(addr); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

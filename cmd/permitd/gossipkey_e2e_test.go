@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -47,6 +48,7 @@ func TestWorkerGossipKeyFileKeepsAKeylessWorkerOut(t *testing.T) {
 		args := []string{"worker", "--group", "g", "--name", name, "--limit", "gk", "--servers", ag.httpAddr,
 			"--gossip-addr", gossipAddr(i), "--http-addr", sidecarAddr(i)}
 		w.start(t, bin, nil, append(args, extra...)...)
+		t.Cleanup(func() { w.signal(t, syscall.SIGKILL) }) // even if a later start fails
 		workers = append(workers, w)
 	}
 	startWorker(0, "a", "--gossip-key-file", keyFile)
@@ -84,8 +86,11 @@ func TestWorkerGossipKeyFileKeepsAKeylessWorkerOut(t *testing.T) {
 		}
 		return ok && slices.Contains(st.Members["g"], "c") && st.Stats.GossipRejected > 0
 	})
-	a, _ = statusOf(0)
-	b, _ := statusOf(1)
+	a, okA := statusOf(0)
+	b, okB := statusOf(1)
+	if !okA || !okB {
+		t.Fatalf("status of a (%t) or b (%t) unreadable", okA, okB)
+	}
 	if slices.Contains(a.Members["g"], "b") || slices.Contains(b.Members["g"], "a") {
 		t.Fatalf("a worker without the gossip key joined the keyed group: a sees %v, b sees %v", a.Members, b.Members)
 	}

@@ -17,8 +17,6 @@ import (
 // past its expiry when the answer arrives, so the branch is taken on every
 // run without sleeping: the grant line is printed, no {"permit":J} line,
 // and stderr says the permit expired.
-var expiredLine = regexp.MustCompile(`^permitd reserve: permit expired before use: permit 0 expired [0-9.]+(µs|ms|s) ago \(at 20[0-9-]{8}T[0-9:.]+Z\); reserve again\n$`)
-
 func TestReserveWaitExpiredPermit(t *testing.T) {
 	for _, tc := range []struct {
 		name, answer string
@@ -67,3 +65,8 @@ func TestReserveWaitExpiredPermit(t *testing.T) {
 		})
 	}
 }
+
+// expiredLine is the one line reserve --wait prints for a permit that
+// expired before use: how long ago and when in UTC, no Go monotonic clock
+// reading.
+var expiredLine = regexp.MustCompile(`^permitd reserve: permit expired before use: permit 0 expired [0-9.]+(µs|ms|s) ago \(at 20[0-9-]{8}T[0-9:.]+Z\); reserve again\n$`)

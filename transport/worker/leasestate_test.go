@@ -343,17 +343,20 @@ func TestLeaseStateReturn(t *testing.T) {
 	tests := []struct {
 		name  string
 		steps []lstep
+		// credited: what the register credited back, counted once, only
+		// from an answer that says so (permitd_worker_credited_permits_total).
+		credited int64
 	}{
-		{"no lease: nothing to return", []lstep{{0, ret(), lwant{act: leaseAction{op: opNone}}}}},
+		{"no lease: nothing to return", []lstep{{0, ret(), lwant{act: leaseAction{op: opNone}}}}, 0},
 		{"returned", append(first[:5:5],
 			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
 			lstep{410 * ms, ans(client.LeaseGrant{Status: client.LeaseReturned, LeaseID: 7, CreditedPermits: 50}), lwant{ret: returnStep{done: true}, view: lview{nextCall: sec}}},
 			lstep{420 * ms, ret(), lwant{act: leaseAction{op: opNone}, view: lview{nextCall: sec}}},
-		)},
+		), 50},
 		{"fenced: nothing left to return", append(first[:5:5],
 			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
 			lstep{410 * ms, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7}), lwant{ret: returnStep{done: true}, view: lview{nextCall: sec}}},
-		)},
+		), 0},
 		{"answer lost: the same return again, until the lease expired at the register", append(first[:5:5],
 			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
 			lstep{410 * ms, fail(errAnswerLost), lwant{ret: returnStep{retryAtNanos: 660 * ms}, view: closed}},
@@ -361,11 +364,11 @@ func TestLeaseStateReturn(t *testing.T) {
 			// The last good answer was at 10 ms: the lease expired at the
 			// register by 2.010 s.
 			lstep{2010 * ms, fail(errNotDelivered), lwant{ret: returnStep{done: true}, errIs: client.ErrNotDelivered, view: closed}},
-		)},
+		), 0},
 		{"rejected: the lease is dropped", append(first[:5:5],
 			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
 			lstep{410 * ms, fail(err404), lwant{ret: returnStep{done: true}, errIs: client.ErrNotFound, view: lview{nextCall: sec}}},
-		)},
+		), 0},
 		{"a renewal without an answer: its report again, plus the kept permits spent and what came in since", append(first[:5:5],
 			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 30, 20, 50, 3, 0, "w.2"), view: lview{7, 1, 50, 1800 * ms, sec, false}}},
 			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 50, 1800 * ms, 1260 * ms, true}}},
@@ -373,20 +376,14 @@ func TestLeaseStateReturn(t *testing.T) {
 			lstep{1100 * ms, take(2), lwant{view: lview{7, 1, 43, 1800 * ms, 1260 * ms, true}}},
 			// Spent 30 + 7 of the kept; nothing more is spent.
 			lstep{1200 * ms, ret(), lwant{act: returnAct(1200*ms, 37, 20, 5, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
-		)},
+		), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newLeaseState(exampleParams())
 			runSteps(t, &s, tt.steps)
-			// permitd_worker_credited_permits_total: what the register
-			// credited back, counted once, only from an answer that says so.
-			want := int64(0)
-			if tt.name == "returned" {
-				want = 50
-			}
-			if got := s.counters.creditedPermits; got != want {
-				t.Errorf("credited permits counted %d, want %d", got, want)
+			if got := s.counters.creditedPermits; got != tt.credited {
+				t.Errorf("credited permits counted %d, want %d", got, tt.credited)
 			}
 		})
 	}
