@@ -1,7 +1,9 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -105,4 +107,30 @@ func TestNewLeaderCountsTheElection(t *testing.T) {
 		t.Errorf("the new leader counted %v since the last stamp, more than the %v of real time since it was read", counted, most)
 	}
 	t.Logf("election: %v from the kill to the new leader's stamp; %v counted", read.Sub(killed), counted)
+}
+
+// TestRestoredSnapshotIsAReceipt: a snapshot installed from the leader is
+// state taken in at the instant of the restore. A follower that lagged,
+// caught up by a snapshot and then took over would otherwise count its
+// whole lag as time that passed, its timeline ahead of real time (11 s
+// here instead of 1).
+func TestRestoredSnapshotIsAReceipt(t *testing.T) {
+	clock, real := &manualClock{}, &manualClock{}
+	r := newReceipts(clock, real)
+	step := func(d time.Duration) { clock.advance(d); real.advance(d) }
+	step(time.Second)
+	r.note(5)
+	step(10 * time.Second) // lagging: the cluster moves on without this node
+	var buf bytes.Buffer
+	if _, err := fsm.New().WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := (receiptFSM{fsm.New(), r}).Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	step(time.Second)
+	x, ok := r.lastBefore(7)
+	if got := time.Duration(real.NowNanos() - x.realNanos); !ok || got != time.Second {
+		t.Fatalf("a takeover would count %v since the newest receipt (found %t), want 1s: the snapshot's install", got, ok)
+	}
 }

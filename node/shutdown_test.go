@@ -70,3 +70,31 @@ func TestHasExistingState(t *testing.T) {
 		t.Fatalf("a node's dir: %v %v", has, err)
 	}
 }
+
+// TestGracefulShutdownTransfersLeadershipBeforeAnyElection: the README's
+// "a leader hands over leadership first", told apart from an ordinary
+// election by the clock: the followers here wait 3-6 s without a leader
+// before they stand, so a new leader within 2 s of Shutdown returning was
+// handed the leadership. (Without the hand-over, the first election came
+// only after the heartbeat timeout.)
+func TestGracefulShutdownTransfersLeadershipBeforeAnyElection(t *testing.T) {
+	c := newTestClusterWithConfig(t, 3, func(cfg *Config) {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 3*time.Second, 3*time.Second
+	})
+	old := c.leader()
+	oldID := old.cfg.ID
+	c.mu.Lock()
+	delete(c.nodes, oldID)
+	c.mu.Unlock()
+	if err := old.Shutdown(); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	waitFor(t, 2*time.Second, "a new leader, handed over before any follower would stand", func() bool {
+		for _, id := range c.ids {
+			if n := c.node(id); id != oldID && n != nil && n.raft.State() == raft.Leader {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/permitd/permitd/bucket"
 )
 
 // manualClock is a Clock tests move by hand.
@@ -87,5 +89,59 @@ func TestTimelineBegunAtAReceiptCountsTheTimeSince(t *testing.T) {
 	real.advance(time.Second)
 	if now, _, _, _ := tl.stamp(); now != 100+int64(2*time.Second) {
 		t.Errorf("after a clock jump: stamp %d, want %d", now, 100+int64(2*time.Second))
+	}
+}
+
+// TestFastClockDoesNotSpeedUpTheTimeline: the README's "the timeline never
+// runs faster than the leader's monotonic clock", through New's wiring: a
+// leader whose clock runs ten times fast (--clock-rate 10) stamps no more
+// cluster time between two stamps than the real time that passed (a
+// commit's worth here). Wired to its own clock twice, it stamped ten times
+// the real time.
+func TestFastClockDoesNotSpeedUpTheTimeline(t *testing.T) {
+	c := newTestClusterWith(t, 1, func(string) Clock {
+		sc, err := NewSkewedClock(NewMonotonicClock(), 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	})
+	l := c.leader()
+	before := time.Now()
+	s1, _, ok := l.stampForApply()
+	if !ok {
+		t.Fatal("the leader cannot stamp")
+	}
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1, Per: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctxTimeout(t, 10*time.Second), "api", cfg); return err })
+	s2, _, ok := l.stampForApply()
+	elapsed := time.Since(before)
+	if !ok {
+		t.Fatal("the leader cannot stamp")
+	}
+	if d := time.Duration(s2.Nanos - s1.Nanos); d > elapsed {
+		t.Fatalf("the timeline advanced %v in %v of real time: a fast clock sped it up", d, elapsed)
+	}
+}
+
+// TestLeaderInANewTermRestartsItsTimeline: a leader that finds its
+// timeline still active from an earlier term (A→B→A, the loss never seen)
+// ends it and begins again in the current term, so that it can stamp
+// (stampForApply refuses a timeline of another term): otherwise it holds
+// leadership and serves nothing.
+func TestLeaderInANewTermRestartsItsTimeline(t *testing.T) {
+	c := newTestCluster(t, 1)
+	l := c.leader()
+	term := l.raft.CurrentTerm()
+	l.timeline.begin(term-1, l.fsm.LastNowNanos()) // as if A→B→A went unseen
+	l.onLeadership(true)
+	if got := l.timeline.activeTerm(); got != term {
+		t.Fatalf("timeline of term %d, want %d", got, term)
+	}
+	if _, _, ok := l.stampForApply(); !ok {
+		t.Fatal("the leader cannot stamp: its timeline was not begun again")
 	}
 }
