@@ -64,3 +64,48 @@ func TestWireRejectsMalformed(t *testing.T) {
 func reqErr(b []byte) error  { _, err := decodeStealRequest(b); return err }
 func repErr(b []byte) error  { _, err := decodeStealReply(b); return err }
 func metaErr(b []byte) error { _, err := decodeMeta(b); return err }
+
+// FuzzWireDecoders: gossip messages are network input (from any process
+// that can reach the gossip port, or, with a key, any group member). No
+// input panics a decoder; every rejection is an errWire; whatever decodes
+// re-encodes to a message that decodes to the same value (varints may
+// arrive in a longer form than the encoder writes: same value, so
+// accepted); and the bounds the handlers rely on hold (a steal asks for
+// at least one permit; a reply gives none or more, valid for a
+// non-negative time).
+func FuzzWireDecoders(f *testing.F) {
+	f.Add(meta{Group: "A", Name: "w-1", StealAddr: "127.0.0.1:7946"}.append(nil))
+	f.Add(stealRequest{ID: 1 << 40, Limit: "api", From: "w-1", Group: "A", Want: 12345}.append(nil))
+	f.Add(stealReply{ID: 7, Limit: "api", From: "w-2", Permits: 9, ValidForNanos: 123456789, LeaseID: 3, Epoch: 44}.append(nil))
+	f.Add([]byte{wireMagic})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		notWire := func(what string, err error) bool {
+			t.Helper()
+			if err != nil && !errors.Is(err, errWire) {
+				t.Fatalf("%s: %v is not an errWire", what, err)
+			}
+			return err != nil
+		}
+		if m, err := decodeMeta(b); !notWire("meta", err) {
+			if again, err := decodeMeta(m.append(nil)); err != nil || again != m {
+				t.Fatalf("meta %+v re-encoded decodes to %+v, %v", m, again, err)
+			}
+		}
+		if q, err := decodeStealRequest(b); !notWire("steal request", err) {
+			if q.Want < 1 {
+				t.Fatalf("a steal request for %d permits decoded", q.Want)
+			}
+			if again, err := decodeStealRequest(q.append(nil)); err != nil || again != q {
+				t.Fatalf("request %+v re-encoded decodes to %+v, %v", q, again, err)
+			}
+		}
+		if r, err := decodeStealReply(b); !notWire("steal reply", err) {
+			if r.Permits < 0 || r.ValidForNanos < 0 {
+				t.Fatalf("a reply of %d permits valid for %d ns decoded", r.Permits, r.ValidForNanos)
+			}
+			if again, err := decodeStealReply(r.append(nil)); err != nil || again != r {
+				t.Fatalf("reply %+v re-encoded decodes to %+v, %v", r, again, err)
+			}
+		}
+	})
+}
