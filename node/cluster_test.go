@@ -120,6 +120,22 @@ func (c *testCluster) kill(id string) {
 	}
 }
 
+// shutdown stops node id gracefully (a leader hands over first), as
+// SIGTERM does, and forgets it.
+func (c *testCluster) shutdown(t *testing.T, id string) {
+	t.Helper()
+	c.mu.Lock()
+	n := c.nodes[id]
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	if n == nil {
+		t.Fatalf("shutdown: no node %s", id)
+	}
+	if err := n.Shutdown(); err != nil {
+		t.Fatalf("Shutdown of %s: %v", id, err)
+	}
+}
+
 func (c *testCluster) stopAll() {
 	c.mu.Lock()
 	nodes := c.nodes

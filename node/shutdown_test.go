@@ -28,12 +28,7 @@ func TestGracefulShutdownHandsOverLeadership(t *testing.T) {
 	firstAt := time.Now().Add(time.Duration(first.WaitNanos))
 
 	oldID := old.cfg.ID
-	c.mu.Lock()
-	delete(c.nodes, oldID)
-	c.mu.Unlock()
-	if err := old.Shutdown(); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
+	c.shutdown(t, oldID)
 	var nl *Node
 	waitFor(t, 5*time.Second, "a new leader", func() bool {
 		for _, n := range c.ids {
@@ -83,12 +78,7 @@ func TestGracefulShutdownTransfersLeadershipBeforeAnyElection(t *testing.T) {
 	})
 	old := c.leader()
 	oldID := old.cfg.ID
-	c.mu.Lock()
-	delete(c.nodes, oldID)
-	c.mu.Unlock()
-	if err := old.Shutdown(); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
+	c.shutdown(t, oldID)
 	waitFor(t, 2*time.Second, "a new leader, handed over before any follower would stand", func() bool {
 		for _, id := range c.ids {
 			if n := c.node(id); id != oldID && n != nil && n.raft.State() == raft.Leader {
