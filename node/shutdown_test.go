@@ -68,18 +68,25 @@ func TestHasExistingState(t *testing.T) {
 
 // TestGracefulShutdownTransfersLeadershipBeforeAnyElection: the README's
 // "a leader hands over leadership first", told apart from an ordinary
-// election by the clock: the followers here wait 3-6 s without a leader
-// before they stand, so a new leader within 2 s of Shutdown returning was
-// handed the leadership. (Without the hand-over, the first election came
-// only after the heartbeat timeout.)
+// election by the clock: once the cluster has its leader, the followers
+// are set to wait 5-10 s without one before they stand, so a new leader
+// within 2 s of the Shutdown call was handed the leadership. (Without the
+// hand-over, no leader came within 2 s.)
 func TestGracefulShutdownTransfersLeadershipBeforeAnyElection(t *testing.T) {
-	c := newTestClusterWithConfig(t, 3, func(cfg *Config) {
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout = 3*time.Second, 3*time.Second
-	})
+	c := newTestCluster(t, 3)
 	old := c.leader()
+	for _, id := range c.ids {
+		n := c.node(id)
+		rc := n.raft.ReloadableConfig()
+		rc.HeartbeatTimeout, rc.ElectionTimeout = 5*time.Second, 5*time.Second
+		if err := n.raft.ReloadConfig(rc); err != nil {
+			t.Fatal(err)
+		}
+	}
 	oldID := old.cfg.ID
+	start := time.Now()
 	c.shutdown(t, oldID)
-	waitFor(t, 2*time.Second, "a new leader, handed over before any follower would stand", func() bool {
+	waitFor(t, 2*time.Second-time.Since(start), "a new leader, handed over before any follower would stand", func() bool {
 		for _, id := range c.ids {
 			if n := c.node(id); id != oldID && n != nil && n.raft.State() == raft.Leader {
 				return true

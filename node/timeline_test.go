@@ -95,8 +95,8 @@ func TestTimelineBegunAtAReceiptCountsTheTimeSince(t *testing.T) {
 // TestFastClockDoesNotSpeedUpTheTimeline: the README's "the timeline never
 // runs faster than the leader's monotonic clock", through New's wiring: a
 // leader whose clock runs ten times fast (--clock-rate 10) stamps no more
-// cluster time between two stamps than the real time that passed (a
-// commit's worth here). Wired to its own clock twice, it stamped ten times
+// cluster time between two stamps than the real time that passed (50 ms
+// or more of commits here). Wired to its own clock twice, it stamped ten times
 // the real time.
 func TestFastClockDoesNotSpeedUpTheTimeline(t *testing.T) {
 	c := newTestClusterWith(t, 1, func(string) Clock {
@@ -116,7 +116,10 @@ func TestFastClockDoesNotSpeedUpTheTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctxTimeout(t, 10*time.Second), "api", cfg); return err })
+	// Commits, for at least 50 ms of real time between the two stamps.
+	for time.Since(before) < 50*time.Millisecond {
+		retryNoLeader(t, func() error { _, err := l.PutLimit(ctxTimeout(t, 10*time.Second), "api", cfg); return err })
+	}
 	s2, _, ok := l.stampForApply()
 	elapsed := time.Since(before)
 	if !ok {
@@ -136,7 +139,7 @@ func TestLeaderInANewTermRestartsItsTimeline(t *testing.T) {
 	c := newTestCluster(t, 1)
 	l := c.leader()
 	term := l.raft.CurrentTerm()
-	l.timeline.begin(term-1, l.fsm.LastNowNanos()) // as if A→B→A went unseen
+	l.timeline.begin(term-1, l.fsm.LastNowNanos()) // A→B→A unseen, simulated
 	l.onLeadership(true)
 	if got := l.timeline.activeTerm(); got != term {
 		t.Fatalf("timeline of term %d, want %d", got, term)
