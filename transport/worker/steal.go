@@ -13,7 +13,8 @@ import (
 // spendable (margin included), and the taker counts that validity from
 // when it SENT the request, which is earlier. So the taker's deadline is
 // never later than the donor's (up to the clocks' rate errors, which the
-// margin covers).
+// margin covers), and never more than a TTL after its request, whatever a
+// reply claims.
 
 // stealState is the taker's bookkeeping, under the worker's lock: the
 // stolen lots, the permits callers are blocked on, the requests under way
@@ -190,7 +191,11 @@ func (w *Worker) handleStealReply(r stealReply) {
 	w.stats.StealsReceived++
 	w.stats.StolenInPermits += r.Permits
 	w.lease.stolenIn(r.Permits)
-	deadline := p.sentAtNanos + r.ValidForNanos
+	// A donor's permits are valid until its grant's usable end, less than
+	// a TTL after it received the request: a longer validity comes from a
+	// broken or hostile donor, and is cut to a TTL (so the sum cannot
+	// overflow either).
+	deadline := p.sentAtNanos + min(r.ValidForNanos, w.cfg.ttlNanos)
 	if deadline <= now {
 		w.stats.ExpiredUnusedPermits += r.Permits
 		return

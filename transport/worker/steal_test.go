@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -110,6 +111,27 @@ func TestTakerCountsValidityFromItsRequestAndAcceptsAnAnswerOnce(t *testing.T) {
 	w.handleStealReply(stealReply{ID: 10, Limit: "api", From: "d2", Permits: 4, ValidForNanos: 50 * ms})
 	if w.steal.lots.total(clk.nanos) != 9 || w.stats.ExpiredUnusedPermits != 4 {
 		t.Fatalf("late answer: %d spendable stolen, %d expired; want 9, 4", w.steal.lots.total(clk.nanos), w.stats.ExpiredUnusedPermits)
+	}
+}
+
+// TestTakerCutsAStolenLotsValidityToATTL: no donor's grant is usable for
+// a TTL or more after it received the request, so a reply claiming more
+// (a broken or hostile donor; the decoder accepts any non-negative
+// validity) is cut to a TTL from the request, and a huge one does not
+// overflow into a deadline in the past.
+func TestTakerCutsAStolenLotsValidityToATTL(t *testing.T) {
+	w, clk := donor(t, 0, 0) // TTL 300 ms
+	clk.nanos = 60 * ms
+	for i, valid := range []int64{int64(time.Hour), math.MaxInt64} {
+		id := uint64(20 + i)
+		w.steal.pending[id] = &pendingSteal{donor: "d2", sentAtNanos: 40 * ms, reply: make(chan int64, 1)}
+		w.handleStealReply(stealReply{ID: id, Limit: "api", From: "d2", Permits: 3, ValidForNanos: valid})
+		if n := len(w.steal.lots); n != i+1 || w.steal.lots[i].deadlineNanos != 340*ms {
+			t.Fatalf("validity %d: lots %+v, want 3 permits until 340 ms (sent at 40 ms + the 300 ms TTL)", valid, w.steal.lots)
+		}
+	}
+	if w.stats.ExpiredUnusedPermits != 0 {
+		t.Fatalf("%d permits counted expired: a huge validity overflowed", w.stats.ExpiredUnusedPermits)
 	}
 }
 

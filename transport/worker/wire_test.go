@@ -70,9 +70,10 @@ func metaErr(b []byte) error { _, err := decodeMeta(b); return err }
 // input panics a decoder; every rejection is an errWire; whatever decodes
 // re-encodes to a message that decodes to the same value (varints may
 // arrive in a longer form than the encoder writes: same value, so
-// accepted); and the bounds the handlers rely on hold (a steal asks for
-// at least one permit; a reply gives none or more, valid for a
-// non-negative time).
+// accepted); and the decoders' own bounds hold (a steal asks for at least
+// one permit; a reply gives none or more, valid for a non-negative time).
+// What a reply may claim beyond that is the taker's to limit
+// (handleStealReply cuts its validity to a TTL).
 func FuzzWireDecoders(f *testing.F) {
 	f.Add(meta{Group: "A", Name: "w-1", StealAddr: "127.0.0.1:7946"}.append(nil))
 	f.Add(stealRequest{ID: 1 << 40, Limit: "api", From: "w-1", Group: "A", Want: 12345}.append(nil))
