@@ -146,43 +146,49 @@ class DeadlineTest(unittest.TestCase):
         self.assertIn("cannot connect", cm.exception.last_failure)
 
 
+def answering_server(test: unittest.TestCase, status: int, body: bytes, headers: "dict[str, str]", delay: float = 0.0) -> "tuple[str, List[float]]":
+    """A server that answers every POST with this status, body and headers,
+    after delay seconds; returns its "host:port" and the times of the
+    requests it got."""
+    hits: List[float] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            hits.append(time.monotonic())
+            if delay:
+                time.sleep(delay)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    test.addCleanup(srv.server_close)
+    test.addCleanup(srv.shutdown)
+    return "127.0.0.1:%d" % srv.server_address[1], hits
+
+
 class RetryAfterTest(unittest.TestCase):
     """A 503's Retry-After sets the least wait before the next round (the
     README: at least the last 503's Retry-After, capped at backoff_max), so
     that a full or overloaded node is not hammered and the attempts are not
     spent in a few milliseconds."""
 
-    def stub(self, retry_after: str) -> "tuple[str, List[float]]":
-        """A server that answers every request 503 with this Retry-After;
-        returns its "host:port" and the times of the requests it got."""
-        hits: List[float] = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                hits.append(time.monotonic())
-                body = b'{"error":"reserve: overloaded: the node holds as many reserves as it may"}'
-                self.send_response(503)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Retry-After", retry_after)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        self.addCleanup(srv.server_close)
-        self.addCleanup(srv.shutdown)
-        return "127.0.0.1:%d" % srv.server_address[1], hits
-
     def test_waits_the_retry_after_capped_at_backoff_max(self) -> None:
         # (Retry-After, backoff_max, least gap, most gap) between the two rounds.
         for header, cap, least, most in (("1", 2.0, 1.0, 2.0), ("9", 0.3, 0.3, 1.3)):
             with self.subTest(retry_after=header, backoff_max=cap):
-                addr, hits = self.stub(header)
+                addr, hits = answering_server(
+                    self, 503, b'{"error":"reserve: overloaded: the node holds as many reserves as it may"}', {"Retry-After": header}
+                )
                 c = permitd.Client([addr], rounds=2, backoff_base=0.001, backoff_max=cap)
                 self.addCleanup(c.close)
                 with self.assertRaises(permitd.Unavailable):
@@ -190,6 +196,58 @@ class RetryAfterTest(unittest.TestCase):
                 self.assertEqual(len(hits), 2)
                 self.assertGreaterEqual(hits[1] - hits[0], least - 0.02)
                 self.assertLess(hits[1] - hits[0], most + 1.0)
+
+
+class ExpiredRoundsTest(unittest.TestCase):
+    """The README: acquire raises Expired once max_expired_rounds permits in
+    a row have expired (4 by default: at most 3 new reserves), and never
+    hands out, yields or runs a function on an expired permit. The server
+    grants permits of 1 us of expiry, 30 ms late."""
+
+    def stub(self) -> "tuple[str, List[float]]":
+        return answering_server(self, 200, b'{"granted":true,"wait_ns":0,"spacing_ns":0,"expires_in_ns":1000}', {}, delay=0.03)
+
+    def test_acquire_raises_expired_after_max_expired_rounds(self) -> None:
+        for rounds in (4, 2):
+            with self.subTest(max_expired_rounds=rounds):
+                addr, hits = self.stub()
+                kw = {} if rounds == 4 else {"max_expired_rounds": rounds}
+                c = permitd.Client([addr], timeout=2, **kw)
+                self.addCleanup(c.close)
+                with self.assertRaises(permitd.Expired):
+                    c.acquire("x", timeout=5)
+                self.assertEqual(len(hits), rounds, "reserves made")
+                del hits[:]
+                with self.assertRaises(permitd.Expired):
+                    asyncio.run(c.aacquire("x", timeout=5))
+                self.assertEqual(len(hits), rounds, "reserves made (async)")
+                del hits[:]
+                used: List[int] = []
+                with self.assertRaises(permitd.Expired):
+                    for j in c.acquire_each("x", 2, timeout=5):
+                        used.append(j)
+                self.assertEqual(used, [], "an expired permit was yielded")
+                self.assertEqual(len(hits), rounds, "reserves made (each)")
+
+    def test_throttle_never_runs_on_an_expired_permit(self) -> None:
+        addr, _ = self.stub()
+        c = permitd.Client([addr], timeout=2)
+        self.addCleanup(c.close)
+        ran: List[int] = []
+
+        @permitd.throttle("x", client=c, timeout=5)
+        def f() -> None:
+            ran.append(1)
+
+        with self.assertRaises(permitd.Expired):
+            f()
+
+        @permitd.throttle("x", client=c, mode="skip", max_wait=1)
+        def g() -> None:
+            ran.append(1)
+
+        self.assertIsNone(g())
+        self.assertEqual(ran, [])
 
 
 class FakeClient:
