@@ -659,15 +659,24 @@ func TestAcquireContext(t *testing.T) {
 	})
 }
 
-func TestThrottleModes(t *testing.T) {
+// strictOnAFakeClock is a client, on a fake clock, of a register (the real
+// fsm behind the HTTP API) holding limit "api": strict, 1 a second,
+// maxReserved ahead.
+func strictOnAFakeClock(t *testing.T, maxReserved int64) (*Client, *fakeClock) {
+	t.Helper()
 	srv, st := apiServer(t)
 	clk := newFakeClock()
 	drive(clk, st)
 	c := newClient(t, []string{host(srv)}, WithClock(clk))
-	ctx := context.Background()
-	if _, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: time.Second, MaxReserved: ptr(int64(5))}); err != nil {
+	if _, err := c.PutLimit(context.Background(), "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: time.Second, MaxReserved: ptr(maxReserved)}); err != nil {
 		t.Fatal(err)
 	}
+	return c, clk
+}
+
+func TestThrottleModes(t *testing.T) {
+	c, clk := strictOnAFakeClock(t, 5)
+	ctx := context.Background()
 	calls := 0
 	fn := func(context.Context) error { calls++; return nil }
 
@@ -726,14 +735,8 @@ func TestThrottleModes(t *testing.T) {
 // TestAcquireEachPacesSpacedPermits: a strict grant of 3 permits is used
 // one interval apart, never together.
 func TestAcquireEachPacesSpacedPermits(t *testing.T) {
-	srv, st := apiServer(t)
-	clk := newFakeClock()
-	drive(clk, st)
-	c := newClient(t, []string{host(srv)}, WithClock(clk))
+	c, clk := strictOnAFakeClock(t, 2)
 	ctx := context.Background()
-	if _, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: time.Second, MaxReserved: ptr(int64(2))}); err != nil {
-		t.Fatal(err)
-	}
 	var used []time.Time
 	start := clk.Now()
 	err := c.AcquireEach(ctx, "api", 3, func(_ context.Context, j int64) error {

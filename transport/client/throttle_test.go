@@ -11,14 +11,8 @@ import (
 // permit granted for later is waited for before fn runs (Throttle and
 // Wrap alike): the throttled function never runs before its slot.
 func TestThrottleFailModeRunsOnlyAtItsSlot(t *testing.T) {
-	srv, st := apiServer(t)
-	clk := newFakeClock()
-	drive(clk, st)
-	c := newClient(t, []string{host(srv)}, WithClock(clk))
+	c, clk := strictOnAFakeClock(t, 5)
 	ctx := context.Background()
-	if _, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 1, Per: time.Second, MaxReserved: ptr(int64(5))}); err != nil {
-		t.Fatal(err)
-	}
 	var ranAt []time.Time
 	fn := func(context.Context) error { ranAt = append(ranAt, clk.Now()); return nil }
 	fail := c.Throttle("api", Fail, ThrottleMaxWait(5*time.Second))
