@@ -150,7 +150,9 @@ func (f *forwarder) forwardTimed(ctx context.Context, addr string, op byte, payl
 // call runs in its own goroutine (bounded per connection) so that forwarded
 // reserves join the leader's batches; answers share the frame writer.
 func (n *Node) serveForwarded(c net.Conn) {
-	n.servePipelined(c, wire.MaxFrame, nil, n.handleForwarded)
+	n.servePipelined(c, wire.MaxFrame, nil, func(ctx context.Context, op byte, payload []byte, _ bool) ([]byte, error) {
+		return n.handleForwarded(ctx, op, payload)
+	})
 }
 
 // ServeClient serves one binary client connection (package transport/wire) whose
@@ -171,9 +173,9 @@ type Authorizer func(op byte, limit string) error
 // is the whole rule), a reserve once its limit is known. A refused call
 // is answered CodeForbidden and reaches nothing else.
 func (n *Node) ServeClientWith(c net.Conn, allow Authorizer) {
-	shed := func(op byte, payload []byte) bool { return n.shedAtOnce(op, payload, allow) }
-	n.servePipelined(c, wire.MaxClientFrame, shed, func(ctx context.Context, op byte, payload []byte) ([]byte, error) {
-		return n.handleClient(ctx, op, payload, allow)
+	admit := func(op byte, payload []byte) admission { return n.admitAtRead(op, payload, allow) }
+	n.servePipelined(c, wire.MaxClientFrame, admit, func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error) {
+		return n.handleClient(ctx, op, payload, allow, held)
 	})
 }
 
@@ -188,7 +190,7 @@ func refusal(err error) error {
 
 // handleClient serves one call of a binary client: a reserve, the opening
 // of a session, or a lease command.
-func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow Authorizer) ([]byte, error) {
+func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow Authorizer, held bool) ([]byte, error) {
 	if op == wire.OpAuth {
 		// Authentication is the listener's (ServeClientWith's caller);
 		// here it was not required, or already done: a no-op, so that
@@ -227,7 +229,7 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow 
 			return nil, refusal(err)
 		}
 	}
-	res, err := n.Reserve(ctx, ReserveFromWire(r))
+	res, err := n.reserve(ctx, ReserveFromWire(r), held)
 	if err != nil {
 		return nil, err
 	}
@@ -237,11 +239,13 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow 
 // servePipelined reads calls of at most maxFrame bytes from c and answers
 // each through handle, on a goroutine of its own (from the node's call
 // pool; at most maxForwardedInflight at once per connection). A malformed
-// frame ends the connection. A call for which shed (if not nil) reports
-// true is answered CodeOverloaded from the read loop itself, once it has
-// its slot on the connection (so one connection is still slowed by its
-// window rather than shed; shedAtOnce).
-func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, payload []byte) bool, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) {
+// frame ends the connection. Once a call has its slot on the connection
+// (so one connection is still slowed by its window rather than shed),
+// admit (if not nil) decides it in the read loop: admitShed answers it
+// CodeOverloaded from the read loop itself, admitHeld serves it with the
+// reserve slot admit took (handle is told, and the slot is given back
+// when handle returns), admitServe serves it as it is (admitAtRead).
+func (n *Node) servePipelined(c net.Conn, maxFrame uint32, admit func(op byte, payload []byte) admission, handle func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error)) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
 	sem := make(chan struct{}, maxForwardedInflight)
@@ -284,19 +288,27 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, pa
 				return
 			}
 		}
-		if shed != nil && shed(f.Kind, f.Payload) {
+		decision := admitServe
+		if admit != nil {
+			decision = admit(f.Kind, f.Payload)
+		}
+		if decision == admitShed {
 			<-sem
 			refusals = append(refusals, wire.Frame{ID: f.ID, Kind: wire.CodeOverloaded, Payload: n.overloadedMsg})
 			continue
 		}
+		held := decision == admitHeld
 		wg.Add(1)
 		answersToCome.Add(1)
 		n.calls.run(func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-			resp, err := handle(ctx, f.Kind, f.Payload)
+			resp, err := handle(ctx, f.Kind, f.Payload, held)
 			cancel()
+			if held {
+				n.pending.Add(-1)
+			}
 			code := codeOf(err)
 			if err != nil {
 				resp = []byte(Message(err))
@@ -304,8 +316,15 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, shed func(op byte, pa
 			if len(resp) > wire.MaxFrame-9 {
 				code, resp = wire.CodeError, []byte("answer too large for one frame")
 			}
-			answersToCome.Add(-1)
-			w.Send(wire.Frame{ID: f.ID, Kind: code, Payload: resp})
+			answer := wire.Frame{ID: f.ID, Kind: code, Payload: resp}
+			if answersToCome.Add(-1) == 0 {
+				// No other answer of the connection is on its way
+				// (a worker's renewal, a lone caller): write it here
+				// rather than wake the writer.
+				w.SendNow(answer)
+			} else {
+				w.Send(answer)
+			}
 		})
 	}
 }

@@ -170,7 +170,7 @@ type Node struct {
 	// it was at MaxPendingReserves (overload.go).
 	pending atomic.Int64
 	shed    atomic.Uint64
-	// overloadedMsg is the message of a reserve refused by shedAtOnce,
+	// overloadedMsg is the message of a reserve refused by admitAtRead,
 	// built once.
 	overloadedMsg []byte
 	// leases batches lease, renew and return commands (lease.go).

@@ -11,7 +11,7 @@ import (
 // miss its raft deadlines and lose leadership, which stops every decision
 // for an election. Beyond MaxPendingReserves a reserve fails at once with
 // ErrOverloaded (HTTP 503 with Retry-After): it changes nothing, costs the
-// node a decode and an answer (a binary one less: shedAtOnce), and a
+// node a decode and an answer (a binary one less: admitAtRead), and a
 // client retries later or elsewhere.
 
 // PendingBatches is the default Config.MaxPendingReserves in batches:
@@ -29,37 +29,73 @@ const PendingBatches = 4
 // the default MaxBatch: PendingBatches full batches.
 const DefaultMaxPendingReserves = PendingBatches * 1024
 
-// shedAtOnce reports whether a binary client's call is refused as
-// overloaded before it is served: a reserve, decodable and allowed by
-// allow (nil: all allowed), while the node already holds
-// MaxPendingReserves. The connection's read loop asks it
-// (servePipelined), so that under overload a refusal costs the node the
-// frame's read, a small decode and an answer built once
-// (Node.overloadedMsg), queued with the refusals of the frames read with
-// it and written with them in one system call, and none of a served
-// call's goroutine hand-off,
-// validation and formatted message: at 3x a leader's capacity refusals
-// outnumber admitted reserves two to one, and every cycle they take is
-// taken from deciding. An undecodable or refused (forbidden, revoked)
-// reserve is left to the full path and gets its own error; one for an
-// unknown or leased limit, with invalid fields, or sent to a removed node
-// is answered CodeOverloaded like any other (it changes nothing either
-// way, and once the node is below its bound it gets its own error). The
-// full check in admitReserves stays: a reserve let through here may
-// still be refused there.
-func (n *Node) shedAtOnce(op byte, payload []byte, allow Authorizer) bool {
-	if op != wire.OpReserve || n.pending.Load() < int64(n.cfg.MaxPendingReserves) {
-		return false
+// admission is what a binary connection's read loop decides about a call
+// before it is served (admitAtRead).
+type admission uint8
+
+const (
+	// admitServe: serve the call; no slot was taken for it.
+	admitServe admission = iota
+	// admitHeld: serve the reserve with the slot the read loop took for
+	// it; the read loop gives it back when the call returns.
+	admitHeld
+	// admitShed: refuse the reserve as overloaded from the read loop.
+	admitShed
+)
+
+// admitAtRead decides a binary client's call in the connection's read
+// loop (servePipelined). A reserve takes its slot among the node's
+// MaxPendingReserves there and then, so that the decision is exact: the
+// frames of one read all see the count their predecessors left, and
+// none is served only to be refused by admitReserves behind a goroutine
+// hand-off, a timer and a formatted message (when the decision was made
+// from a count the calls under way had not yet raised, the call pool
+// took a third of a leader's CPU at 3x its capacity, against a fifth in
+// a closed loop at its bound). With no slot free, a
+// reserve that decodes and that allow (nil: all allowed) lets through is
+// refused (admitShed): that costs the node the frame's read, a small
+// decode and an answer built once (Node.overloadedMsg), queued with the
+// refusals of the frames read with it and written with them in one
+// system call. At 3x a leader's capacity refusals outnumber admitted
+// reserves two to one, and every cycle they take is taken from deciding.
+// An undecodable or refused (forbidden, revoked) reserve is left to the
+// full path and gets its own error; one for an unknown or leased limit,
+// with invalid fields, or sent to a removed node is answered
+// CodeOverloaded like any other (it changes nothing either way, and once
+// the node is below its bound it gets its own error). Any other call is
+// served as it is.
+func (n *Node) admitAtRead(op byte, payload []byte, allow Authorizer) admission {
+	if op != wire.OpReserve {
+		return admitServe
+	}
+	if n.tryAdmit(1) {
+		return admitHeld
 	}
 	r, err := wire.DecodeReserve(payload)
 	if err != nil || (allow != nil && allow(op, r.Limit) != nil) {
-		return false
+		return admitServe
 	}
 	n.shed.Add(1)
-	return true
+	return admitShed
 }
 
-// overloadedMessage is the message of a reserve refused by shedAtOnce.
+// tryAdmit takes k slots for reserves if the node has them, without
+// counting a refusal.
+func (n *Node) tryAdmit(k int64) bool {
+	// Compare and swap, not add then undo: the count never exceeds the
+	// bound, even for an instant (Load reads it).
+	for {
+		held := n.pending.Load()
+		if held+k > int64(n.cfg.MaxPendingReserves) {
+			return false
+		}
+		if n.pending.CompareAndSwap(held, held+k) {
+			return true
+		}
+	}
+}
+
+// overloadedMessage is the message of a reserve refused by admitAtRead.
 func overloadedMessage(id string, most int) []byte {
 	return []byte(Message(userErrorf(ErrOverloaded, "node %s holds its most reserves (--max-pending-reserves %d); retry shortly, or at another node", id, most)))
 }
@@ -67,19 +103,12 @@ func overloadedMessage(id string, most int) []byte {
 // admitReserves takes n slots for reserves, or fails with ErrOverloaded
 // (taking none); release gives them back.
 func (n *Node) admitReserves(k int64) (release func(), err error) {
-	// Compare and swap, not add then undo: the count never exceeds the
-	// bound, even for an instant (Load reads it).
-	for {
-		held := n.pending.Load()
-		if held+k > int64(n.cfg.MaxPendingReserves) {
-			n.shed.Add(uint64(k))
-			return nil, userErrorf(ErrOverloaded, "node %s holds %d reserves, its most (--max-pending-reserves %d); retry shortly, or at another node",
-				n.cfg.ID, held, n.cfg.MaxPendingReserves)
-		}
-		if n.pending.CompareAndSwap(held, held+k) {
-			return func() { n.pending.Add(-k) }, nil
-		}
+	if !n.tryAdmit(k) {
+		n.shed.Add(uint64(k))
+		return nil, userErrorf(ErrOverloaded, "node %s holds %d reserves, its most (--max-pending-reserves %d); retry shortly, or at another node",
+			n.cfg.ID, n.pending.Load(), n.cfg.MaxPendingReserves)
 	}
+	return func() { n.pending.Add(-k) }, nil
 }
 
 // admitForwarded takes slots for a forwarded entry that carries reserves

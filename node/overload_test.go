@@ -214,21 +214,21 @@ func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
 		defer close(n.stopCh)
 		var inflight, shedAsked atomic.Int64
 		release := make(chan struct{})
-		handle := func(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+		handle := func(ctx context.Context, op byte, payload []byte, _ bool) ([]byte, error) {
 			inflight.Add(1)
 			defer inflight.Add(-1)
 			<-release
 			return nil, nil
 		}
-		shed := func(op byte, payload []byte) bool {
+		shed := func(op byte, payload []byte) admission {
 			if op != wire.OpReserve {
-				return false
+				return admitServe
 			}
 			shedAsked.Add(1)
 			if got := inflight.Load(); got >= maxForwardedInflight {
 				t.Errorf("shed asked with %d calls in flight: before the call had a slot", got)
 			}
-			return true
+			return admitShed
 		}
 		client, answers := servePipelinedOnPipe(n, shed, handle)
 		defer client.Close()
@@ -266,9 +266,9 @@ func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
 
 // servePipelinedOnPipe serves one end of a pipe with n.servePipelined and
 // returns the other end and the answers read from it.
-func servePipelinedOnPipe(n *Node, shed func(op byte, payload []byte) bool, handle func(ctx context.Context, op byte, payload []byte) ([]byte, error)) (net.Conn, <-chan wire.Frame) {
+func servePipelinedOnPipe(n *Node, admit func(op byte, payload []byte) admission, handle func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error)) (net.Conn, <-chan wire.Frame) {
 	server, client := net.Pipe()
-	go n.servePipelined(server, wire.MaxClientFrame, shed, handle)
+	go n.servePipelined(server, wire.MaxClientFrame, admit, handle)
 	answers := make(chan wire.Frame, maxForwardedInflight+4)
 	go func() {
 		for {
@@ -302,14 +302,14 @@ func TestRefusalsOfFramesReadTogetherLeaveInOneWrite(t *testing.T) {
 		n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
 		n.calls = newCallPool(n.stopCh)
 		defer close(n.stopCh)
-		shed := func(op byte, payload []byte) bool {
+		shed := func(op byte, payload []byte) admission {
 			// Each decision takes a while (fake time: the bubble runs
 			// everything else first), so a writer handed each refusal
 			// at once would have flushed it before the next.
 			time.Sleep(time.Millisecond)
-			return op == wire.OpReserve
+			return shedReserves(op)
 		}
-		handle := func(ctx context.Context, op byte, payload []byte) ([]byte, error) { return nil, nil }
+		handle := func(ctx context.Context, op byte, payload []byte, _ bool) ([]byte, error) { return nil, nil }
 		server, client := net.Pipe()
 		defer client.Close()
 		counted := &writeCounter{Conn: server}
@@ -348,11 +348,11 @@ func TestHeldRefusalsDoNotWaitForTheClient(t *testing.T) {
 		n.calls = newCallPool(n.stopCh)
 		defer close(n.stopCh)
 		release := make(chan struct{})
-		handle := func(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+		handle := func(ctx context.Context, op byte, payload []byte, _ bool) ([]byte, error) {
 			<-release
 			return nil, nil
 		}
-		shed := func(op byte, payload []byte) bool { return op == wire.OpReserve }
+		shed := func(op byte, payload []byte) admission { return shedReserves(op) }
 		client, answers := servePipelinedOnPipe(n, shed, handle)
 		defer client.Close()
 		frame := func(id uint64, op byte) []byte {
@@ -393,5 +393,80 @@ func TestHeldRefusalsDoNotWaitForTheClient(t *testing.T) {
 		go client.Write(burst)
 		expect("with the window full", 3)
 		close(release)
+	})
+}
+
+// shedReserves is a read-loop decision that refuses every reserve and
+// serves every other call.
+func shedReserves(op byte) admission {
+	if op == wire.OpReserve {
+		return admitShed
+	}
+	return admitServe
+}
+
+// TestReadLoopTakesEachReserveSlotItAdmits: the read loop takes a
+// reserve's slot among MaxPendingReserves when it admits it, so the
+// frames of one read see the slots their predecessors took. Of a burst
+// larger than the free slots, exactly the free slots' worth are served
+// (each told its slot is held) and the rest refused from the read loop,
+// none behind a goroutine hand-off only to be refused by Reserve; each
+// slot comes back when its call returns.
+func TestReadLoopTakesEachReserveSlotItAdmits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const free, burst = 5, 12
+		n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
+		n.cfg.MaxPendingReserves = free
+		n.calls = newCallPool(n.stopCh)
+		defer close(n.stopCh)
+		var served, heldServed atomic.Int64
+		release := make(chan struct{})
+		handle := func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error) {
+			served.Add(1)
+			if held {
+				heldServed.Add(1)
+			}
+			<-release
+			return nil, nil
+		}
+		admit := func(op byte, payload []byte) admission { return n.admitAtRead(op, payload, nil) }
+		client, answers := servePipelinedOnPipe(n, admit, handle)
+		defer client.Close()
+		var b bytes.Buffer
+		bw := bufio.NewWriter(&b)
+		reserve := wire.EncodeReserve(wire.Reserve{Limit: "api", Permits: 1})
+		for id := range uint64(burst) {
+			if err := wire.WriteFrame(bw, wire.Frame{ID: id, Kind: wire.OpReserve, Payload: reserve}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bw.Flush()
+		go client.Write(b.Bytes()) // the burst in one write
+		synctest.Wait()
+		if got, held := served.Load(), heldServed.Load(); got != free || held != free {
+			t.Errorf("a burst of %d with %d slots free: %d served (%d with a held slot); want %d, all held", burst, free, got, held, free)
+		}
+		if got := n.pending.Load(); got != free {
+			t.Errorf("pending %d while the admitted calls run; want %d", got, free)
+		}
+		refused := 0
+		for range burst - free {
+			select {
+			case f := <-answers:
+				if f.Kind != wire.CodeOverloaded {
+					t.Errorf("answer %d before any call returned: code %d; want %d", f.ID, f.Kind, wire.CodeOverloaded)
+				}
+				refused++
+			default:
+			}
+		}
+		if _, shed := n.Load(); refused != burst-free || shed != burst-free {
+			t.Errorf("%d refused from the read loop (shed count %d); want %d", refused, shed, burst-free)
+		}
+		close(release)
+		synctest.Wait()
+		if got := n.pending.Load(); got != 0 {
+			t.Errorf("pending %d once every call returned; want 0 (a held slot was not given back)", got)
+		}
 	})
 }

@@ -27,6 +27,13 @@ import (
 // LeaderWait), not after the request's whole timeout. A reserve queued on
 // the leader still waits for its outcome past this bound.
 func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	return n.reserve(ctx, r, false)
+}
+
+// reserve is Reserve; held says that the caller already took the
+// reserve's slot among MaxPendingReserves (a binary connection's read
+// loop: admitAtRead) and gives it back itself.
+func (n *Node) reserve(ctx context.Context, r fsm.Reserve, held bool) (fsm.ReserveResult, error) {
 	if err := r.Validate(); err != nil {
 		return fsm.ReserveResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -36,11 +43,13 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 	if err := n.checkLocal(r); err != nil {
 		return fsm.ReserveResult{}, err
 	}
-	release, err := n.admitReserves(1)
-	if err != nil {
-		return fsm.ReserveResult{}, err
+	if !held {
+		release, err := n.admitReserves(1)
+		if err != nil {
+			return fsm.ReserveResult{}, err
+		}
+		defer release()
 	}
-	defer release()
 	leaderBy := time.Now().Add(time.Duration(r.MaxWaitNanos) + n.cfg.LeaderWait)
 	idempotent := r.RequestID != "" || r.Session.ID != 0
 	var entry []byte // built once, the first time a leader is elsewhere

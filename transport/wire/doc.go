@@ -25,7 +25,10 @@
 // run while its busy reports more frames coming, so that they join the
 // flush), so that a burst of frames shares one write system call while a
 // lone frame leaves at once; this is what makes one connection carry tens
-// of thousands of decisions per second.
+// of thousands of decisions per second. A frame known to be alone
+// (Writer.SendNow: a node's answer when no other call of its connection
+// is under way, as a worker's renewal) is written by its sender when the
+// writer is idle, without waking the writer's goroutine.
 //
 // Every value is bounded when read, and a short or malformed frame is an
 // error, never a panic: frames cross the network.

@@ -31,7 +31,10 @@ const writerBatches = 4
 // one that raced with its stop may report true for a frame never written,
 // which the caller sees as the connection's failure.
 type Writer struct {
-	conn     net.Conn
+	conn net.Conn
+	// mu is held while bw is written or flushed: by the writer's
+	// goroutine, or by a SendNow that found the writer idle.
+	mu       sync.Mutex
 	bw       *bufio.Writer
 	q        chan Frame
 	qAll     chan []Frame
@@ -62,13 +65,17 @@ func (w *Writer) loop() {
 		var err error
 		select {
 		case f := <-w.q:
+			w.mu.Lock()
 			_ = w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 			err = WriteFrame(w.bw, f)
 		case fs := <-w.qAll:
+			w.mu.Lock()
 			_ = w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 			err = w.writeAll(fs)
 		case <-w.stop:
+			w.mu.Lock()
 			w.drain()
+			w.mu.Unlock()
 			return
 		}
 		if err == nil {
@@ -84,6 +91,7 @@ func (w *Writer) loop() {
 		if err == nil {
 			err = w.bw.Flush()
 		}
+		w.mu.Unlock()
 		if err != nil {
 			w.conn.Close()
 			return
@@ -158,6 +166,32 @@ func (w *Writer) Send(f Frame) bool {
 	case <-w.done:
 		return false
 	}
+}
+
+// SendNow writes f and flushes it on the calling goroutine when the
+// writer is idle (nothing queued, no write under way), sparing the
+// hand-off to the writer's goroutine: for a lone answer, as a worker's
+// renewal gets, that hand-off is a goroutine wake-up per call. Otherwise it
+// queues f as Send does. It reports false if the writer has stopped or the
+// write failed (the failure closes the connection, as the writer's own).
+func (w *Writer) SendNow(f Frame) bool {
+	if w.stopped() {
+		return false
+	}
+	if len(w.q) > 0 || len(w.qAll) > 0 || !w.mu.TryLock() {
+		return w.Send(f)
+	}
+	_ = w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	err := WriteFrame(w.bw, f)
+	if err == nil {
+		err = w.bw.Flush()
+	}
+	w.mu.Unlock()
+	if err != nil {
+		w.conn.Close()
+		return false
+	}
+	return true
 }
 
 // stopped reports whether the writer has stopped.
