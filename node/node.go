@@ -166,8 +166,9 @@ type Node struct {
 	// (receipt.go).
 	receipts *receipts
 	batcher  *batcher[fsm.Reserve, fsm.ReserveResult]
-	// pending counts the reserves held now; shed those refused because
-	// it was at MaxPendingReserves (overload.go).
+	// pending counts the reserves held now (a binary one from its read,
+	// while its call runs, even one that turns out invalid); shed those
+	// refused because it was at MaxPendingReserves (overload.go).
 	pending atomic.Int64
 	shed    atomic.Uint64
 	// overloadedMsg is the message of a reserve refused by admitAtRead,

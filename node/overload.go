@@ -68,7 +68,7 @@ func (n *Node) admitAtRead(op byte, payload []byte, allow Authorizer) admission 
 	if op != wire.OpReserve {
 		return admitServe
 	}
-	if n.tryAdmit(1) {
+	if _, ok := n.tryAdmit(1); ok {
 		return admitHeld
 	}
 	r, err := wire.DecodeReserve(payload)
@@ -80,17 +80,17 @@ func (n *Node) admitAtRead(op byte, payload []byte, allow Authorizer) admission 
 }
 
 // tryAdmit takes k slots for reserves if the node has them, without
-// counting a refusal.
-func (n *Node) tryAdmit(k int64) bool {
+// counting a refusal; held is the count it found.
+func (n *Node) tryAdmit(k int64) (held int64, ok bool) {
 	// Compare and swap, not add then undo: the count never exceeds the
 	// bound, even for an instant (Load reads it).
 	for {
 		held := n.pending.Load()
 		if held+k > int64(n.cfg.MaxPendingReserves) {
-			return false
+			return held, false
 		}
 		if n.pending.CompareAndSwap(held, held+k) {
-			return true
+			return held, true
 		}
 	}
 }
@@ -100,13 +100,13 @@ func overloadedMessage(id string, most int) []byte {
 	return []byte(Message(userErrorf(ErrOverloaded, "node %s holds its most reserves (--max-pending-reserves %d); retry shortly, or at another node", id, most)))
 }
 
-// admitReserves takes n slots for reserves, or fails with ErrOverloaded
+// admitReserves takes k slots for reserves, or fails with ErrOverloaded
 // (taking none); release gives them back.
 func (n *Node) admitReserves(k int64) (release func(), err error) {
-	if !n.tryAdmit(k) {
+	if held, ok := n.tryAdmit(k); !ok {
 		n.shed.Add(uint64(k))
 		return nil, userErrorf(ErrOverloaded, "node %s holds %d reserves, its most (--max-pending-reserves %d); retry shortly, or at another node",
-			n.cfg.ID, n.pending.Load(), n.cfg.MaxPendingReserves)
+			n.cfg.ID, held, n.cfg.MaxPendingReserves)
 	}
 	return func() { n.pending.Add(-k) }, nil
 }

@@ -209,9 +209,7 @@ func TestFullNodeShedsBinaryReservesFromTheReadLoop(t *testing.T) {
 // refused, and its refused call is answered once a slot frees.
 func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
-		n.calls = newCallPool(n.stopCh)
-		defer close(n.stopCh)
+		n := servingNode(t, 0)
 		var inflight, shedAsked atomic.Int64
 		release := make(chan struct{})
 		handle := func(ctx context.Context, op byte, payload []byte, _ bool) ([]byte, error) {
@@ -264,6 +262,17 @@ func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
 	})
 }
 
+// servingNode is a bare node with what servePipelined needs (a call pool,
+// the overload answer, a bound of maxPending reserves), stopped when the
+// test ends.
+func servingNode(t *testing.T, maxPending int) *Node {
+	n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
+	n.cfg.MaxPendingReserves = maxPending
+	n.calls = newCallPool(n.stopCh)
+	t.Cleanup(func() { close(n.stopCh) })
+	return n
+}
+
 // servePipelinedOnPipe serves one end of a pipe with n.servePipelined and
 // returns the other end and the answers read from it.
 func servePipelinedOnPipe(n *Node, admit func(op byte, payload []byte) admission, handle func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error)) (net.Conn, <-chan wire.Frame) {
@@ -299,9 +308,7 @@ func (c *writeCounter) Write(p []byte) (int, error) {
 // refused at once costs the node one write system call, not one each.
 func TestRefusalsOfFramesReadTogetherLeaveInOneWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
-		n.calls = newCallPool(n.stopCh)
-		defer close(n.stopCh)
+		n := servingNode(t, 0)
 		shed := func(op byte, payload []byte) admission {
 			// Each decision takes a while (fake time: the bubble runs
 			// everything else first), so a writer handed each refusal
@@ -344,9 +351,7 @@ func TestRefusalsOfFramesReadTogetherLeaveInOneWrite(t *testing.T) {
 // window delays a refusal already decided.
 func TestHeldRefusalsDoNotWaitForTheClient(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
-		n.calls = newCallPool(n.stopCh)
-		defer close(n.stopCh)
+		n := servingNode(t, 0)
 		release := make(chan struct{})
 		handle := func(ctx context.Context, op byte, payload []byte, _ bool) ([]byte, error) {
 			<-release
@@ -415,10 +420,7 @@ func shedReserves(op byte) admission {
 func TestReadLoopTakesEachReserveSlotItAdmits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const free, burst = 5, 12
-		n := &Node{stopCh: make(chan struct{}), overloadedMsg: []byte("full")}
-		n.cfg.MaxPendingReserves = free
-		n.calls = newCallPool(n.stopCh)
-		defer close(n.stopCh)
+		n := servingNode(t, free)
 		var served, heldServed atomic.Int64
 		release := make(chan struct{})
 		handle := func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error) {
@@ -469,4 +471,34 @@ func TestReadLoopTakesEachReserveSlotItAdmits(t *testing.T) {
 			t.Errorf("pending %d once every call returned; want 0 (a held slot was not given back)", got)
 		}
 	})
+}
+
+// TestBinaryReserveTakesOneSlot: a binary reserve admitted by the read
+// loop is decided with the slot the read loop took, not with a second
+// one, so a node one reserve short of its bound serves it (counted
+// twice, it would be refused as overloaded), and the slot comes back
+// once it is answered.
+func TestBinaryReserveTakesOneSlot(t *testing.T) {
+	c := newTestCluster(t, 1)
+	l := c.leader()
+	ctx := ctxTimeout(t, 20*time.Second)
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
+	server, clientSide := net.Pipe()
+	go l.ServeClient(server)
+	bc := wire.NewConn(clientSide)
+	defer bc.Close()
+
+	oneShort := int64(l.cfg.MaxPendingReserves - 1)
+	l.pending.Add(oneShort)
+	defer l.pending.Add(-oneShort)
+	code, p, err := bc.Call(ctx, wire.OpReserve, wire.EncodeReserve(wire.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != wire.CodeOK {
+		t.Fatalf("reserve on a node one short of its bound: code %d (%s); want %d (it takes the last slot once)", code, p, wire.CodeOK)
+	}
+	if got := l.pending.Load(); got != oneShort {
+		t.Errorf("pending %d after the answer; want %d (its slot given back)", got, oneShort)
+	}
 }

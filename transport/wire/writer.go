@@ -26,8 +26,10 @@ const writerBatches = 4
 // to run before it flushes when its busy reports more frames on their
 // way, so that answers completed by the same event (a commit) join the
 // flush. Frames queued together with SendAll share one unless they and the
-// frames before them overflow the 64 KiB buffer. A write error closes the
-// connection. Send and SendAll report false once the writer has stopped;
+// frames before them overflow the 64 KiB buffer. SendNow writes a frame on
+// its sender's goroutine instead when the writer is idle. A write error
+// closes the connection. Send, SendAll and SendNow report false once the
+// writer has stopped (SendNow also when its own write failed);
 // one that raced with its stop may report true for a frame never written,
 // which the caller sees as the connection's failure.
 type Writer struct {
@@ -73,9 +75,10 @@ func (w *Writer) loop() {
 			_ = w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 			err = w.writeAll(fs)
 		case <-w.stop:
+			// Kept locked: a SendNow that raced with the stop finds
+			// the writer busy and queues, and Send then reports false.
 			w.mu.Lock()
 			w.drain()
-			w.mu.Unlock()
 			return
 		}
 		if err == nil {
