@@ -76,6 +76,11 @@ func TestServeClientOnFollower(t *testing.T) {
 	if info, ok := l.fsm.Limit("api"); !ok || info.GrantedRequests+info.RefusedRequests != 1 {
 		t.Fatalf("rejected calls reached the register or the limit was deleted: %+v %v", info, ok)
 	}
+	// Each reserve held a slot from its read (admitAtRead), the granted
+	// one and every rejected one: all were given back with the answers.
+	if held := f.pending.Load(); held != 0 {
+		t.Errorf("follower holds %d reserves after every call was answered; want 0", held)
+	}
 }
 
 // TestServeClientLeases: a binary client on a follower opens, renews and
