@@ -15,15 +15,22 @@ import (
 // client retries later or elsewhere.
 
 // PendingBatches is the default Config.MaxPendingReserves in batches:
-// MaxInflight (2) batches committing, one forming and one more queued, so
-// that a full batch is always ready when a commit slot frees. At the
-// default MaxBatch (1024) that is DefaultMaxPendingReserves. Fewer starved
-// the pipeline (2048 capped the leader's goodput at 22 500 decisions a
-// second against about 57 000); more only lengthens every admitted
+// MaxInflight (2) batches committing, one forming and two more queued, so
+// that a full batch is ready when a commit slot frees. At the default
+// MaxBatch (1024) that is DefaultMaxPendingReserves. Fewer starved the
+// pipeline: 2048 capped the leader's goodput at 22 500 decisions a
+// second against about 57 000; and with only one batch queued (4 in
+// all), under overload the reserves that replace an answered batch
+// reached the batcher too late for the next one (each is admitted when
+// its frame is read, then handed to a goroutine), so batches left short:
+// at --max-batch 16 and 3x its capacity they carried 14.9 reserves on
+// average against 15.8 with this bound, and the goodput was a median
+// 91 % of the capacity over nine runs against 96.5 % (README,
+// "One more batch queued"). More only lengthens every admitted
 // reserve's wait (with --max-batch 16 at 3x its capacity, 4096 admitted
 // reserves waited 1.3-1.4 s at p99 for 68-70 % of the capacity as
-// goodput, 64 waited 28-42 ms for about all of it).
-const PendingBatches = 4
+// goodput; 80 waited 7-11 ms).
+const PendingBatches = 5
 
 // DefaultMaxPendingReserves is the default Config.MaxPendingReserves at
 // the default MaxBatch: PendingBatches full batches.

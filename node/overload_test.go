@@ -117,13 +117,14 @@ func TestOverloadedReservesFailAtOnceAndChangeNothing(t *testing.T) {
 	t.Logf("64 concurrent reserves with a bound of 4: %d granted, %d overloaded", granted, overloaded)
 }
 
-// TestPendingBoundDefaultsToFourBatches: without a bound, a node holds
-// PendingBatches full batches of its MaxBatch; a bound given is kept.
-func TestPendingBoundDefaultsToFourBatches(t *testing.T) {
+// TestPendingBoundDefaultsToFiveBatches: without a bound, a node holds
+// five full batches of its MaxBatch (PendingBatches); a bound given is
+// kept.
+func TestPendingBoundDefaultsToFiveBatches(t *testing.T) {
 	for _, tc := range []struct{ maxBatch, bound, want int }{
-		{0, 0, DefaultMaxPendingReserves},
-		{16, 0, 64},
-		{1, 0, 4},
+		{0, 0, 5120},
+		{16, 0, 80},
+		{1, 0, 5},
 		{16, 512, 512},
 	} {
 		c := Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", MaxBatch: tc.maxBatch, MaxPendingReserves: tc.bound}

@@ -73,7 +73,7 @@ func (a *agentFlags) define(c *cmdLine) {
 	c.Uint64(&a.trailingLogs, "trailing-logs", "N", 4096, 1, math.MaxUint64, "an integer >= 1", "log entries kept after a snapshot (fewer makes lagging followers need a snapshot sooner)")
 	c.Int(&a.maxBatch, "max-batch", "N", 1024, 1, fsm.MaxBatchReserves, fmt.Sprintf("an integer from 1 to %d", fsm.MaxBatchReserves), "most reserves in one log entry")
 	c.Int(&a.maxInflight, "max-inflight", "N", 2, 1, 1024, "an integer from 1 to 1024", "most reserve entries being committed at once")
-	c.Int(&a.maxPending, "max-pending-reserves", "N", 0, 0, 1<<20, "an integer from 0 to 1048576 (0: 4 x --max-batch)", "most reserves the node holds at once (its clients', and forwarded ones on the leader); beyond it a reserve is answered 503 with Retry-After at once instead of queueing; 0 means 4 full batches (4096 at the default --max-batch)")
+	c.Int(&a.maxPending, "max-pending-reserves", "N", 0, 0, 1<<20, "an integer from 0 to 1048576 (0: 5 x --max-batch)", "most reserves the node holds at once (its clients', and forwarded ones on the leader); beyond it a reserve is answered 503 with Retry-After at once instead of queueing; 0 means 5 full batches (5120 at the default --max-batch)")
 	c.Bool(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
 	c.Duration(&a.clockOffset, "clock-offset", 0, durAny, "TESTING: skew this node's clock by an offset")
 	c.Float(&a.clockRate, "clock-rate", "R", 1, positive, "a number > 0", "TESTING: run this node's clock at this rate")
