@@ -332,6 +332,7 @@ func (b *batcher[C, R]) submit(batch []*pending[C, R]) {
 			return
 		}
 		if b.kind.hooks {
+			b.n.commits.add(len(batch), applied.Sub(start))
 			if b.n.cfg.OnBatch != nil {
 				b.n.cfg.OnBatch(len(batch), applied.Sub(start))
 			}

@@ -171,6 +171,9 @@ type Node struct {
 	// refused because it was at MaxPendingReserves (overload.go).
 	pending atomic.Int64
 	shed    atomic.Uint64
+	// commits counts the reserve entries this node committed as leader
+	// (Status.ReserveBatches and the fields after it).
+	commits reserveCommits
 	// overloadedMsg is the message of a reserve refused by admitAtRead,
 	// built once.
 	overloadedMsg []byte

@@ -139,7 +139,7 @@ than 1% errors; 2 usage error.
 // runOverload runs and reports --mode overload; its exit status is bench's
 // for the open loop.
 func runOverload(ctx context.Context, c *cmdLine, b benchFlags, stdout io.Writer) int {
-	res, err := benchOverload(ctx, b, bench, readPhaseSample)
+	res, err := benchOverload(ctx, b, bench, phaseSampler(ctx, b))
 	if err != nil {
 		return c.fail(exitFailure, err)
 	}

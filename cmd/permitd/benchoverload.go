@@ -60,6 +60,14 @@ type OverloadResult struct {
 	// shared with the cluster, what the open loop takes beyond the
 	// passes is taken from the nodes.
 	GeneratorCores [3]float64 `json:"generator_cores"`
+	// ReservesPerBatch is the mean reserves a reserve entry carried and
+	// CommitMillis the mean time an entry took from submission to
+	// applied, over the same phases, from the --servers' /v1/status
+	// (benchcommits.go); -1 where they could not be read. Short batches
+	// under overload are the node's doing; slower commits of full ones
+	// are its disk's and its machine's.
+	ReservesPerBatch [3]float64 `json:"reserves_per_batch"`
+	CommitMillis     [3]float64 `json:"commit_ms"`
 	// LeaderHeld is "yes" if the open loop ended with the leader and
 	// term it started with, "no" if not, "unknown" if either was not
 	// read.
@@ -136,6 +144,8 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample fu
 	res.GoodputRatio = res.Open.GoodputRPS / res.CapacityRPS
 	res.StealPct = [3]float64{s0.ticks.pctUntil(s1.ticks), s1.ticks.pctUntil(s2.ticks), s2.ticks.pctUntil(s3.ticks)}
 	res.GeneratorCores = [3]float64{s0.coresUntil(s1), s1.coresUntil(s2), s2.coresUntil(s3)}
+	res.ReservesPerBatch = [3]float64{s0.commits.batchUntil(s1.commits), s1.commits.batchUntil(s2.commits), s2.commits.batchUntil(s3.commits)}
+	res.CommitMillis = [3]float64{s0.commits.commitMillisUntil(s1.commits), s1.commits.commitMillisUntil(s2.commits), s2.commits.commitMillisUntil(s3.commits)}
 	switch o := res.Open; {
 	case o.LeaderBefore == "" || o.LeaderAfter == "":
 		res.LeaderHeld = "unknown"
@@ -155,6 +165,8 @@ func printOverload(w io.Writer, r OverloadResult) {
 	printBench(w, r.Open)
 	fmt.Fprintf(w, "goodput %.1f%% of capacity; leader held: %s; this machine's CPU steal before / during / after: %s; bench's own CPU: %s cores\n",
 		100*r.GoodputRatio, r.LeaderHeld, perPhase(r.StealPct, 1, "%"), perPhase(r.GeneratorCores, 2, ""))
+	fmt.Fprintf(w, "reserve entries before / during / after (the nodes' /v1/status): %s reserves each, committed in %s ms\n",
+		perPhase(r.ReservesPerBatch, 1, ""), perPhase(r.CommitMillis, 2, ""))
 }
 
 func rates(xs []float64) string {
@@ -194,17 +206,26 @@ func median(xs []float64) float64 {
 	}
 }
 
-// phaseSample is what bench reads of its machine between two phases: the
-// CPU ticks, bench's own CPU time and the wall clock.
+// phaseSample is what bench reads between two phases: the machine's CPU
+// ticks, bench's own CPU time, the wall clock and the nodes'
+// reserve-commit counters.
 type phaseSample struct {
 	ticks   cpuTicks
 	selfCPU time.Duration // -1 if unreadable
 	at      time.Time
+	commits commitTotals
 }
 
-// readPhaseSample reads the machine and this process now.
-func readPhaseSample() phaseSample {
-	return phaseSample{ticks: readSteal(), selfCPU: readSelfCPU(), at: time.Now()}
+// phaseSampler returns what reads the machine, this process and the
+// nodes of --servers now.
+func phaseSampler(ctx context.Context, b benchFlags) func() phaseSample {
+	hc := benchHTTPClient(1, b.tlsConf)
+	servers := splitList(b.servers)
+	return func() phaseSample {
+		s := phaseSample{ticks: readSteal(), selfCPU: readSelfCPU(), at: time.Now()}
+		s.commits = readCommits(ctx, hc, servers, b)
+		return s
+	}
 }
 
 // readSelfCPU is this process's user and system CPU time, -1 if it

@@ -98,11 +98,12 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 		open:   BenchResult{Mode: "open", Requests: 100, GoodputRPS: 6300, LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n1", TermAfter: 2},
 	}
 	t0 := time.Unix(1000, 0)
+	ms := uint64(time.Millisecond)
 	samples := []phaseSample{
-		{cpuTicks{0, 1000, true}, 0, t0},
-		{cpuTicks{10, 2000, true}, 4 * time.Second, t0.Add(20 * time.Second)},
-		{cpuTicks{110, 3000, true}, 34 * time.Second, t0.Add(80 * time.Second)},
-		{cpuTicks{110, 4000, true}, 38 * time.Second, t0.Add(100 * time.Second)},
+		{cpuTicks{0, 1000, true}, 0, t0, commitTotals{5, 20, 10 * ms, true}},
+		{cpuTicks{10, 2000, true}, 4 * time.Second, t0.Add(20 * time.Second), commitTotals{105, 1620, 140*ms + 10*ms, true}},
+		{cpuTicks{110, 3000, true}, 34 * time.Second, t0.Add(80 * time.Second), commitTotals{305, 4620, 140*ms + 10*ms + 400*ms, true}},
+		{cpuTicks{110, 4000, true}, 38 * time.Second, t0.Add(100 * time.Second), commitTotals{}}, // a node unreadable
 	}
 	sample := func() phaseSample { s := samples[0]; samples = samples[1:]; return s }
 	res, err := benchOverload(context.Background(), overloadFlags(), f.run, sample)
@@ -135,6 +136,38 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 	if res.GeneratorCores != [3]float64{0.2, 0.5, 0.2} {
 		t.Errorf("generator cores %v; want [0.2 0.5 0.2] (4 s in 20 s, 30 s in 60 s, 4 s in 20 s)", res.GeneratorCores)
 	}
+	// 100 entries of 1600 reserves in 140 ms, then 200 of 3000 in 400 ms;
+	// the last reading failed.
+	if res.ReservesPerBatch != [3]float64{16, 15, -1} || res.CommitMillis != [3]float64{1.4, 2, -1} {
+		t.Errorf("reserves per batch %v, commit ms %v; want [16 15 -1] and [1.4 2 -1]", res.ReservesPerBatch, res.CommitMillis)
+	}
+	var out strings.Builder
+	printOverload(&out, res)
+	if want := "reserve entries before / during / after (the nodes' /v1/status): 16.0 / 15.0 / unknown reserves each, committed in 1.40 / 2.00 / unknown ms"; !strings.Contains(out.String(), want) {
+		t.Errorf("report:\n%s\nwant a line %q", out.String(), want)
+	}
+}
+
+// TestCommitTotalsNeedTwoReadingsWithEntriesBetween: no reading, counters
+// that went back (a node restarted) or no entry in between give -1, not a
+// mean over nothing.
+func TestCommitTotalsNeedTwoReadingsWithEntriesBetween(t *testing.T) {
+	ok := commitTotals{10, 160, 14e6, true}
+	for _, tc := range []struct {
+		name        string
+		from, later commitTotals
+		batch, ms   float64
+	}{
+		{"both read", ok, commitTotals{20, 310, 34e6, true}, 15, 2},
+		{"the first unread", commitTotals{}, commitTotals{20, 310, 34e6, true}, -1, -1},
+		{"the later unread", ok, commitTotals{}, -1, -1},
+		{"no entry between", ok, ok, -1, -1},
+		{"counters went back", ok, commitTotals{3, 48, 4e6, true}, -1, -1},
+	} {
+		if b, m := tc.from.batchUntil(tc.later), tc.from.commitMillisUntil(tc.later); b != tc.batch || m != tc.ms {
+			t.Errorf("%s: batch %v, commit %v ms; want %v, %v", tc.name, b, m, tc.batch, tc.ms)
+		}
+	}
 }
 
 func TestOverloadRefusesAPassThatDecidedNothing(t *testing.T) {
@@ -166,7 +199,8 @@ func TestOverloadReportsWhetherTheLeaderHeld(t *testing.T) {
 		tc.open.Mode, tc.open.Requests, tc.open.GoodputRPS = "open", 1, 1
 		f := &fakeBench{closed: []float64{1, 1, 1, 1, 1, 1, 1}, open: tc.open}
 		res, err := benchOverload(context.Background(), overloadFlags(), f.run, func() phaseSample { return phaseSample{selfCPU: -1} })
-		if err != nil || res.LeaderHeld != tc.want || res.StealPct != [3]float64{-1, -1, -1} || res.GeneratorCores != [3]float64{-1, -1, -1} {
+		if err != nil || res.LeaderHeld != tc.want || res.StealPct != [3]float64{-1, -1, -1} || res.GeneratorCores != [3]float64{-1, -1, -1} ||
+			res.ReservesPerBatch != [3]float64{-1, -1, -1} || res.CommitMillis != [3]float64{-1, -1, -1} {
 			t.Errorf("%+v: leader held %q, steal %v, generator cores %v (%v); want %q and unknown steal and cores",
 				tc.open, res.LeaderHeld, res.StealPct, res.GeneratorCores, err, tc.want)
 		}
