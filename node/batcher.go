@@ -50,7 +50,8 @@ type batcher[C, R any] struct {
 // batchKind is what a batcher needs to know of its commands: what to call
 // them in errors, how to encode a batch of them (each with its arrival),
 // and whether the node's batch hooks (Config.OnBatch, testHoldAnswers)
-// watch its entries.
+// and its reserve-entry counters (Status.ReserveBatches: reserve entries
+// only) watch its entries.
 type batchKind[C, R any] struct {
 	what   string
 	encode func(st fsm.Stamp, cs []C, arrivals []int64) ([]byte, error)
@@ -347,7 +348,7 @@ func (b *batcher[C, R]) submit(batch []*pending[C, R]) {
 }
 
 // reserveBatch is the reserve batcher's kind: CmdReserveBatch entries,
-// watched by the batch hooks.
+// watched by the batch hooks and counted in Status.
 var reserveBatch = batchKind[fsm.Reserve, fsm.ReserveResult]{
 	what: "reserves",
 	encode: func(st fsm.Stamp, rs []fsm.Reserve, arrivals []int64) ([]byte, error) {

@@ -25,11 +25,14 @@ import (
 // its frame is read, then handed to a goroutine), so batches left short:
 // at --max-batch 16 and 3x its capacity they carried 14.9 reserves on
 // average against 15.8 with this bound, and the goodput was a median
-// 91 % of the capacity over nine runs against 96.5 % (README,
-// "One more batch queued"). More only lengthens every admitted
-// reserve's wait (with --max-batch 16 at 3x its capacity, 4096 admitted
-// reserves waited 1.3-1.4 s at p99 for 68-70 % of the capacity as
-// goodput; 80 waited 7-11 ms).
+// 91 % of the capacity over nine runs against 97 % over fifteen
+// (README, "One more batch queued"). More only lengthens every admitted
+// reserve's wait (with --max-batch 16 at 3x its capacity, on an earlier
+// and slower machine, 4096 admitted reserves waited 1.3-1.4 s at p99 for
+// 68-70 % of the capacity as goodput and 64 waited 28-42 ms for about
+// all of it; on the later one, 80 waited 7-11 ms). The default does not
+// follow Config.MaxInflight: a node given more commit slots than 2
+// should be given a bound of MaxInflight+3 batches.
 const PendingBatches = 5
 
 // DefaultMaxPendingReserves is the default Config.MaxPendingReserves at

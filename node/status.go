@@ -41,8 +41,10 @@ type Status struct {
 	// overloaded since it started.
 	PendingReserves int64  `json:"pending_reserves"`
 	ShedReserves    uint64 `json:"shed_reserves"`
-	// ReserveBatches is how many reserve entries this node committed
-	// while it led, since it started; BatchedReserves the reserves they
+	// ReserveBatches is how many reserve entries this node submitted
+	// while it led and saw applied and answered, since it started (an
+	// entry whose leadership was lost before its apply is not counted,
+	// whether or not it committed); BatchedReserves the reserves they
 	// carried, and ReserveBatchNanos their time from submission to
 	// applied, summed. Read twice, their differences give the mean batch
 	// and the mean commit time in between (bench --mode overload reports

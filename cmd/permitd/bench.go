@@ -76,8 +76,9 @@ With --mode overload it runs the README's overload measurement on one
 cluster: an uncounted closed-loop warm-up pass, --capacity-passes closed-loop
 passes, an open loop at --overload-factor x their median for --duration, the
 passes again, and reports the open loop's goodput over the median of all
-passes, whether the leader held, and this machine's CPU steal and bench's own
-CPU in each phase.
+passes, whether the leader held, this machine's CPU steal and bench's own
+CPU in each phase, and the mean reserves per entry and commit time of each
+phase from the --servers' /v1/status (so the leader must be among them).
 Every pass and the open loop start with --warmup.
 
 Exit status: 0 ok; 1 no request measured, more than 1% errors, the limit

@@ -3,91 +3,138 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
 )
 
-// benchcommits.go: bench --mode overload reads the nodes' reserve-commit
+// benchcommits.go: bench --mode overload reads the nodes' reserve-entry
 // counters (GET /v1/status: reserve_batches, batched_reserves,
 // reserve_batch_ns) between its phases, and reports for each phase the
 // mean reserves an entry carried and the mean time an entry took from
 // submission to applied. A run whose goodput reads low is then told
 // apart: short batches (the node admitted too few to fill them) or slow
-// commits of full ones (its disk and machine).
+// commits of full ones (its disk and machine). Only the nodes of
+// --servers are read, so the leader must be among them.
 
-// commitTotals is the sum over --servers of the nodes' reserve-commit
-// counters; ok is false if any server's could not be read (a missing
-// node would make the differences meaningless).
-type commitTotals struct {
+// commitCounters is one node's reserve-entry counters.
+type commitCounters struct {
 	batches, reserves, nanos uint64
-	ok                       bool
 }
+
+// commitReading is the counters of every server of --servers, in order,
+// or why they could not all be read (err; a missing node would make the
+// differences meaningless).
+type commitReading struct {
+	nodes []commitCounters
+	err   error
+}
+
+// errNoCommitCounters is a node's status without the counters (a version
+// from before them).
+var errNoCommitCounters = errors.New("its /v1/status has no reserve_batches, batched_reserves or reserve_batch_ns (a version older than this bench)")
 
 // statusReadTimeout bounds one reading of every server's status.
 const statusReadTimeout = 3 * time.Second
 
-// readCommits reads every server's reserve-commit counters.
-func readCommits(ctx context.Context, hc *http.Client, servers []string, b benchFlags) commitTotals {
+// readCommits reads every server's reserve-entry counters.
+func readCommits(ctx context.Context, hc *http.Client, servers []string, b benchFlags) commitReading {
+	if len(servers) == 0 {
+		return commitReading{err: errors.New("no server to read")}
+	}
 	ctx, cancel := context.WithTimeout(ctx, statusReadTimeout)
 	defer cancel()
-	t := commitTotals{ok: len(servers) > 0}
-	for _, s := range servers {
-		req, err := http.NewRequestWithContext(ctx, "GET", b.scheme()+s+"/v1/status", nil)
+	r := commitReading{nodes: make([]commitCounters, len(servers))}
+	for i, s := range servers {
+		c, err := readNodeCommits(ctx, hc, s, b)
 		if err != nil {
-			return commitTotals{}
+			return commitReading{err: fmt.Errorf("reading the status of %s: %w", s, err)}
 		}
-		if b.token != "" {
-			req.Header.Set("Authorization", "Bearer "+b.token)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return commitTotals{}
-		}
-		var st struct {
-			Batches  *uint64 `json:"reserve_batches"`
-			Reserves *uint64 `json:"batched_reserves"`
-			Nanos    *uint64 `json:"reserve_batch_ns"`
-		}
-		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || st.Batches == nil || st.Reserves == nil || st.Nanos == nil {
-			return commitTotals{} // an error, or a node too old to count
-		}
-		t.batches += *st.Batches
-		t.reserves += *st.Reserves
-		t.nanos += *st.Nanos
+		r.nodes[i] = c
 	}
-	return t
+	return r
 }
 
-// batchUntil is the mean reserves per entry committed between t and
-// later, or -1 if either reading failed or no entry was committed.
-func (t commitTotals) batchUntil(later commitTotals) float64 {
-	n, ok := t.entriesUntil(later)
-	if !ok || later.reserves < t.reserves {
+// readNodeCommits reads one server's counters.
+func readNodeCommits(ctx context.Context, hc *http.Client, server string, b benchFlags) (commitCounters, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", b.scheme()+server+"/v1/status", nil)
+	if err != nil {
+		return commitCounters{}, err
+	}
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return commitCounters{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return commitCounters{}, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	var st struct {
+		Batches  *uint64 `json:"reserve_batches"`
+		Reserves *uint64 `json:"batched_reserves"`
+		Nanos    *uint64 `json:"reserve_batch_ns"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return commitCounters{}, fmt.Errorf("decoding it: %w", err)
+	}
+	if st.Batches == nil || st.Reserves == nil || st.Nanos == nil {
+		return commitCounters{}, errNoCommitCounters
+	}
+	return commitCounters{*st.Batches, *st.Reserves, *st.Nanos}, nil
+}
+
+// phaseCommits is what the entries committed between two readings
+// carried: how many, their reserves and their nanoseconds, summed over
+// the nodes; ok is false if either reading failed, a node's counter went
+// back (it restarted) or no entry was committed.
+func (r commitReading) phaseCommits(later commitReading) (d commitCounters, ok bool) {
+	if r.err != nil || later.err != nil || len(r.nodes) != len(later.nodes) {
+		return commitCounters{}, false
+	}
+	for i, c := range r.nodes {
+		l := later.nodes[i]
+		if l.batches < c.batches || l.reserves < c.reserves || l.nanos < c.nanos {
+			return commitCounters{}, false
+		}
+		d.batches += l.batches - c.batches
+		d.reserves += l.reserves - c.reserves
+		d.nanos += l.nanos - c.nanos
+	}
+	return d, d.batches > 0
+}
+
+// batchUntil is the mean reserves per entry committed between r and
+// later, or -1 if unknown (phaseCommits).
+func (r commitReading) batchUntil(later commitReading) float64 {
+	d, ok := r.phaseCommits(later)
+	if !ok {
 		return -1
 	}
-	return float64(later.reserves-t.reserves) / float64(n)
+	return float64(d.reserves) / float64(d.batches)
 }
 
 // commitMillisUntil is the mean time from submission to applied of the
-// entries committed between t and later, in milliseconds, or -1 if
-// either reading failed or no entry was committed.
-func (t commitTotals) commitMillisUntil(later commitTotals) float64 {
-	n, ok := t.entriesUntil(later)
-	if !ok || later.nanos < t.nanos {
+// entries committed between r and later, in milliseconds, or -1 if
+// unknown (phaseCommits).
+func (r commitReading) commitMillisUntil(later commitReading) float64 {
+	d, ok := r.phaseCommits(later)
+	if !ok {
 		return -1
 	}
-	return float64(later.nanos-t.nanos) / float64(n) / 1e6
+	return float64(d.nanos) / float64(d.batches) / 1e6
 }
 
-// entriesUntil is the entries committed between t and later; ok is false
-// if either reading failed, the counters went back (a node restarted)
-// or none was committed.
-func (t commitTotals) entriesUntil(later commitTotals) (uint64, bool) {
-	if !t.ok || !later.ok || later.batches <= t.batches {
-		return 0, false
+// firstCommitError is the first reading's error among rs, "" if none.
+func firstCommitError(rs ...commitReading) string {
+	for _, r := range rs {
+		if r.err != nil {
+			return r.err.Error()
+		}
 	}
-	return later.batches - t.batches, true
+	return ""
 }

@@ -63,11 +63,13 @@ type OverloadResult struct {
 	// ReservesPerBatch is the mean reserves a reserve entry carried and
 	// CommitMillis the mean time an entry took from submission to
 	// applied, over the same phases, from the --servers' /v1/status
-	// (benchcommits.go); -1 where they could not be read. Short batches
-	// under overload are the node's doing; slower commits of full ones
-	// are its disk's and its machine's.
+	// (benchcommits.go: the leader must be among them); -1 where they
+	// could not be read, and CommitReadError then says why (the first
+	// failed reading). Short batches under overload are the node's doing;
+	// slower commits of full ones are its disk's and its machine's.
 	ReservesPerBatch [3]float64 `json:"reserves_per_batch"`
 	CommitMillis     [3]float64 `json:"commit_ms"`
+	CommitReadError  string     `json:"commit_read_error,omitempty"`
 	// LeaderHeld is "yes" if the open loop ended with the leader and
 	// term it started with, "no" if not, "unknown" if either was not
 	// read.
@@ -146,6 +148,7 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample fu
 	res.GeneratorCores = [3]float64{s0.coresUntil(s1), s1.coresUntil(s2), s2.coresUntil(s3)}
 	res.ReservesPerBatch = [3]float64{s0.commits.batchUntil(s1.commits), s1.commits.batchUntil(s2.commits), s2.commits.batchUntil(s3.commits)}
 	res.CommitMillis = [3]float64{s0.commits.commitMillisUntil(s1.commits), s1.commits.commitMillisUntil(s2.commits), s2.commits.commitMillisUntil(s3.commits)}
+	res.CommitReadError = firstCommitError(s0.commits, s1.commits, s2.commits, s3.commits)
 	switch o := res.Open; {
 	case o.LeaderBefore == "" || o.LeaderAfter == "":
 		res.LeaderHeld = "unknown"
@@ -167,6 +170,9 @@ func printOverload(w io.Writer, r OverloadResult) {
 		100*r.GoodputRatio, r.LeaderHeld, perPhase(r.StealPct, 1, "%"), perPhase(r.GeneratorCores, 2, ""))
 	fmt.Fprintf(w, "reserve entries before / during / after (the nodes' /v1/status): %s reserves each, committed in %s ms\n",
 		perPhase(r.ReservesPerBatch, 1, ""), perPhase(r.CommitMillis, 2, ""))
+	if r.CommitReadError != "" {
+		fmt.Fprintf(w, "(the reserve entries: %s)\n", r.CommitReadError)
+	}
 }
 
 func rates(xs []float64) string {
@@ -213,7 +219,7 @@ type phaseSample struct {
 	ticks   cpuTicks
 	selfCPU time.Duration // -1 if unreadable
 	at      time.Time
-	commits commitTotals
+	commits commitReading
 }
 
 // phaseSampler returns what reads the machine, this process and the
@@ -222,9 +228,10 @@ func phaseSampler(ctx context.Context, b benchFlags) func() phaseSample {
 	hc := benchHTTPClient(1, b.tlsConf)
 	servers := splitList(b.servers)
 	return func() phaseSample {
-		s := phaseSample{ticks: readSteal(), selfCPU: readSelfCPU(), at: time.Now()}
-		s.commits = readCommits(ctx, hc, servers, b)
-		return s
+		// The nodes first: their reading may take a while, which belongs
+		// to no phase.
+		commits := readCommits(ctx, hc, servers, b)
+		return phaseSample{ticks: readSteal(), selfCPU: readSelfCPU(), at: time.Now(), commits: commits}
 	}
 }
 

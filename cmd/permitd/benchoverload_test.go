@@ -3,9 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -99,11 +105,15 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 	}
 	t0 := time.Unix(1000, 0)
 	ms := uint64(time.Millisecond)
+	// Two nodes: the leader's counters grow, the follower's stay.
+	reading := func(batches, reserves, nanos uint64) commitReading {
+		return commitReading{nodes: []commitCounters{{batches, reserves, nanos}, {7, 70, 70 * ms}}}
+	}
 	samples := []phaseSample{
-		{cpuTicks{0, 1000, true}, 0, t0, commitTotals{5, 20, 10 * ms, true}},
-		{cpuTicks{10, 2000, true}, 4 * time.Second, t0.Add(20 * time.Second), commitTotals{105, 1620, 140*ms + 10*ms, true}},
-		{cpuTicks{110, 3000, true}, 34 * time.Second, t0.Add(80 * time.Second), commitTotals{305, 4620, 140*ms + 10*ms + 400*ms, true}},
-		{cpuTicks{110, 4000, true}, 38 * time.Second, t0.Add(100 * time.Second), commitTotals{}}, // a node unreadable
+		{cpuTicks{0, 1000, true}, 0, t0, reading(5, 20, 10*ms)},
+		{cpuTicks{10, 2000, true}, 4 * time.Second, t0.Add(20 * time.Second), reading(105, 1620, 140*ms+10*ms)},
+		{cpuTicks{110, 3000, true}, 34 * time.Second, t0.Add(80 * time.Second), reading(305, 4620, 140*ms+10*ms+400*ms)},
+		{cpuTicks{110, 4000, true}, 38 * time.Second, t0.Add(100 * time.Second), commitReading{err: errors.New("reading the status of n2: HTTP 401")}},
 	}
 	sample := func() phaseSample { s := samples[0]; samples = samples[1:]; return s }
 	res, err := benchOverload(context.Background(), overloadFlags(), f.run, sample)
@@ -141,31 +151,118 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 	if res.ReservesPerBatch != [3]float64{16, 15, -1} || res.CommitMillis != [3]float64{1.4, 2, -1} {
 		t.Errorf("reserves per batch %v, commit ms %v; want [16 15 -1] and [1.4 2 -1]", res.ReservesPerBatch, res.CommitMillis)
 	}
+	if res.CommitReadError != "reading the status of n2: HTTP 401" {
+		t.Errorf("commit read error %q; want the failed reading's", res.CommitReadError)
+	}
 	var out strings.Builder
 	printOverload(&out, res)
-	if want := "reserve entries before / during / after (the nodes' /v1/status): 16.0 / 15.0 / unknown reserves each, committed in 1.40 / 2.00 / unknown ms"; !strings.Contains(out.String(), want) {
-		t.Errorf("report:\n%s\nwant a line %q", out.String(), want)
+	for _, want := range []string{
+		"reserve entries before / during / after (the nodes' /v1/status): 16.0 / 15.0 / unknown reserves each, committed in 1.40 / 2.00 / unknown ms\n",
+		"(the reserve entries: reading the status of n2: HTTP 401)\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report:\n%s\nwant a line %q", out.String(), want)
+		}
+	}
+	js, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"reserves_per_batch":[16,15,-1]`, `"commit_ms":[1.4,2,-1]`, `"commit_read_error":"reading the status of n2: HTTP 401"`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("JSON %s; want %s", js, want)
+		}
 	}
 }
 
-// TestCommitTotalsNeedTwoReadingsWithEntriesBetween: no reading, counters
-// that went back (a node restarted) or no entry in between give -1, not a
-// mean over nothing.
-func TestCommitTotalsNeedTwoReadingsWithEntriesBetween(t *testing.T) {
-	ok := commitTotals{10, 160, 14e6, true}
+// TestCommitReadingsNeedTwoReadsWithEntriesBetween: a failed reading, a
+// node whose counters went back (it restarted, even while the sum grew)
+// or no entry in between give -1, not a mean over nothing or a wrapped
+// difference.
+func TestCommitReadingsNeedTwoReadsWithEntriesBetween(t *testing.T) {
+	two := func(a, b commitCounters) commitReading { return commitReading{nodes: []commitCounters{a, b}} }
+	from := two(commitCounters{10, 160, 14e6}, commitCounters{1000, 16000, 1e9})
+	failed := commitReading{err: errors.New("down")}
 	for _, tc := range []struct {
 		name        string
-		from, later commitTotals
+		from, later commitReading
 		batch, ms   float64
 	}{
-		{"both read", ok, commitTotals{20, 310, 34e6, true}, 15, 2},
-		{"the first unread", commitTotals{}, commitTotals{20, 310, 34e6, true}, -1, -1},
-		{"the later unread", ok, commitTotals{}, -1, -1},
-		{"no entry between", ok, ok, -1, -1},
-		{"counters went back", ok, commitTotals{3, 48, 4e6, true}, -1, -1},
+		{"both read", from, two(commitCounters{20, 310, 34e6}, commitCounters{1000, 16000, 1e9}), 15, 2},
+		{"both nodes committed", from, two(commitCounters{20, 310, 34e6}, commitCounters{1010, 16170, 1.006e9}), 16, 1.3},
+		{"the first failed", failed, two(commitCounters{20, 310, 34e6}, commitCounters{1000, 16000, 1e9}), -1, -1},
+		{"the later failed", from, failed, -1, -1},
+		{"no entry between", from, from, -1, -1},
+		{"a node restarted while the sum grew", from, two(commitCounters{1500, 24000, 2e9}, commitCounters{3, 48, 4e6}), -1, -1},
+		{"reserves went back", from, two(commitCounters{20, 150, 34e6}, commitCounters{1000, 16000, 1e9}), -1, -1},
+		{"nanoseconds went back", from, two(commitCounters{20, 310, 4e6}, commitCounters{1000, 16000, 1e9}), -1, -1},
+		{"another server count", from, commitReading{nodes: []commitCounters{{20, 310, 34e6}}}, -1, -1},
 	} {
 		if b, m := tc.from.batchUntil(tc.later), tc.from.commitMillisUntil(tc.later); b != tc.batch || m != tc.ms {
 			t.Errorf("%s: batch %v, commit %v ms; want %v, %v", tc.name, b, m, tc.batch, tc.ms)
+		}
+	}
+}
+
+// TestReadCommitsReadsEveryServer: the counters of every server are read
+// with the token; a server that answers an error, has no counters (an
+// older version) or cannot be reached makes the whole reading fail with
+// a reason that names it.
+func TestReadCommitsReadsEveryServer(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		tokens []string
+	)
+	serve := func(body string, code int) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/status" {
+				http.NotFound(w, r)
+				return
+			}
+			mu.Lock()
+			tokens = append(tokens, r.Header.Get("Authorization"))
+			mu.Unlock()
+			w.WriteHeader(code)
+			io.WriteString(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	addr := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+	leader := serve(`{"id":"n1","reserve_batches":3,"batched_reserves":40,"reserve_batch_ns":5000}`, 200)
+	follower := serve(`{"id":"n2","reserve_batches":0,"batched_reserves":0,"reserve_batch_ns":0}`, 200)
+	old := serve(`{"id":"n3","pending_reserves":0}`, 200)
+	denied := serve(`{"error":"unauthorized"}`, 401)
+	closed := serve("", 200)
+	closed.Close()
+	b := benchFlags{token: "s3cret"}
+	hc := benchHTTPClient(1, nil)
+
+	r := readCommits(context.Background(), hc, []string{addr(leader), addr(follower)}, b)
+	if r.err != nil || len(r.nodes) != 2 || r.nodes[0] != (commitCounters{3, 40, 5000}) || r.nodes[1] != (commitCounters{}) {
+		t.Errorf("reading %+v; want the two nodes' counters", r)
+	}
+	mu.Lock()
+	seen := append([]string(nil), tokens...)
+	mu.Unlock()
+	if len(seen) != 2 {
+		t.Errorf("%d status requests; want one to each server", len(seen))
+	}
+	for _, tok := range seen {
+		if tok != "Bearer s3cret" {
+			t.Errorf("Authorization %q; want the bench token", tok)
+		}
+	}
+	for _, tc := range []struct {
+		name, server, want string
+	}{
+		{"an older node", addr(old), "has no reserve_batches"},
+		{"a refused token", addr(denied), "HTTP 401"},
+		{"a node down", addr(closed), "reading the status of " + addr(closed)},
+	} {
+		r := readCommits(context.Background(), hc, []string{addr(leader), tc.server}, b)
+		if r.err == nil || !strings.Contains(r.err.Error(), tc.want) || !strings.Contains(r.err.Error(), tc.server) || r.nodes != nil {
+			t.Errorf("%s: reading %+v; want no counters and an error naming %s and containing %q", tc.name, r, tc.server, tc.want)
 		}
 	}
 }
@@ -201,8 +298,8 @@ func TestOverloadReportsWhetherTheLeaderHeld(t *testing.T) {
 		res, err := benchOverload(context.Background(), overloadFlags(), f.run, func() phaseSample { return phaseSample{selfCPU: -1} })
 		if err != nil || res.LeaderHeld != tc.want || res.StealPct != [3]float64{-1, -1, -1} || res.GeneratorCores != [3]float64{-1, -1, -1} ||
 			res.ReservesPerBatch != [3]float64{-1, -1, -1} || res.CommitMillis != [3]float64{-1, -1, -1} {
-			t.Errorf("%+v: leader held %q, steal %v, generator cores %v (%v); want %q and unknown steal and cores",
-				tc.open, res.LeaderHeld, res.StealPct, res.GeneratorCores, err, tc.want)
+			t.Errorf("%+v: leader held %q, steal %v, generator cores %v, reserves per batch %v, commit ms %v (%v); want %q and every reading unknown",
+				tc.open, res.LeaderHeld, res.StealPct, res.GeneratorCores, res.ReservesPerBatch, res.CommitMillis, err, tc.want)
 		}
 	}
 }

@@ -279,10 +279,11 @@ type Status struct {
 	// ShedReserves how many it refused as overloaded since it started.
 	PendingReserves int64  `json:"pending_reserves"`
 	ShedReserves    uint64 `json:"shed_reserves"`
-	// ReserveBatches is how many reserve entries the node committed
-	// while it led, since it started; BatchedReserves the reserves they
-	// carried; ReserveBatchNanos their time from submission to applied,
-	// summed.
+	// ReserveBatches is how many reserve entries the node submitted
+	// while it led and saw applied and answered, since it started;
+	// BatchedReserves the reserves they carried; ReserveBatchNanos their
+	// time from submission to applied, summed. A server older than these
+	// fields leaves them 0.
 	ReserveBatches    uint64 `json:"reserve_batches"`
 	BatchedReserves   uint64 `json:"batched_reserves"`
 	ReserveBatchNanos uint64 `json:"reserve_batch_ns"`
