@@ -7,10 +7,10 @@ import (
 
 // reserveCommits counts a leader's reserve entries (the reserve batcher's
 // entries applied and answered): how many, the reserves they carried and
-// their time from submission to applied. Status serves the totals; their differences
-// between two readings tell a run's short batches (fewer reserves an
-// entry: the batcher's doing) from its slow commits (more time an entry
-// at the same size: the disk's and the machine's).
+// their time from submission to applied. Status serves the totals; their
+// differences between two readings tell a run's short batches (fewer
+// reserves an entry: the batcher's doing) from its slow commits (more
+// time an entry at the same size: the disk's and the machine's).
 type reserveCommits struct {
 	batches, reserves, nanos atomic.Uint64
 }

@@ -228,8 +228,9 @@ func phaseSampler(ctx context.Context, b benchFlags) func() phaseSample {
 	hc := benchHTTPClient(1, b.tlsConf)
 	servers := splitList(b.servers)
 	return func() phaseSample {
-		// The nodes first: their reading may take a while, which belongs
-		// to no phase.
+		// The nodes first, then the machine: the status reads (a few
+		// milliseconds, at most statusReadTimeout) then count in the
+		// wall time of the phase that just ended, not of the next.
 		commits := readCommits(ctx, hc, servers, b)
 		return phaseSample{ticks: readSteal(), selfCPU: readSelfCPU(), at: time.Now(), commits: commits}
 	}
