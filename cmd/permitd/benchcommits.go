@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 )
@@ -59,28 +57,13 @@ func readCommits(ctx context.Context, hc *http.Client, servers []string, b bench
 
 // readNodeCommits reads one server's counters.
 func readNodeCommits(ctx context.Context, hc *http.Client, server string, b benchFlags) (commitCounters, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", b.scheme()+server+"/v1/status", nil)
-	if err != nil {
-		return commitCounters{}, err
-	}
-	if b.token != "" {
-		req.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return commitCounters{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return commitCounters{}, fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
 	var st struct {
 		Batches  *uint64 `json:"reserve_batches"`
 		Reserves *uint64 `json:"batched_reserves"`
 		Nanos    *uint64 `json:"reserve_batch_ns"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return commitCounters{}, fmt.Errorf("decoding it: %w", err)
+	if err := getStatus(ctx, hc, server, b, &st); err != nil {
+		return commitCounters{}, err
 	}
 	if st.Batches == nil || st.Reserves == nil || st.Nanos == nil {
 		return commitCounters{}, errNoCommitCounters

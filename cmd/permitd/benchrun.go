@@ -373,28 +373,39 @@ func benchLeader(ctx context.Context, hc *http.Client, servers []string, b bench
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for _, s := range servers {
-		req, err := http.NewRequestWithContext(ctx, "GET", b.scheme()+s+"/v1/status", nil)
-		if err != nil {
-			continue
-		}
-		if b.token != "" {
-			req.Header.Set("Authorization", "Bearer "+b.token)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			continue
-		}
 		var st struct {
 			LeaderID string `json:"leader_id"`
 			Term     uint64 `json:"term"`
 		}
-		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
-		resp.Body.Close()
-		if err == nil && st.LeaderID != "" {
+		if err := getStatus(ctx, hc, s, b, &st); err == nil && st.LeaderID != "" {
 			return st.LeaderID, st.Term
 		}
 	}
 	return "", 0
+}
+
+// getStatus decodes server's GET /v1/status (with bench's scheme and
+// token) into out; an answer other than 200 is an error.
+func getStatus(ctx context.Context, hc *http.Client, server string, b benchFlags, out any) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", b.scheme()+server+"/v1/status", nil)
+	if err != nil {
+		return err
+	}
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out); err != nil {
+		return fmt.Errorf("decoding it: %w", err)
+	}
+	return nil
 }
 
 // limitNames are the limits a run reserves from: --limit, or with
