@@ -215,10 +215,12 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow 
 	switch op {
 	case wire.OpLease, wire.OpRenew, wire.OpReturn:
 		return n.handleClientLease(ctx, op, payload)
+	case wire.OpLeaseBatch:
+		return n.handleClientLeaseBatch(ctx, payload, allow)
 	case wire.OpReserve:
 	default:
-		return nil, fmt.Errorf("%w: operation %d on a client connection: allowed: %d (reserve), %d (open session), %d-%d (lease, renew, return)",
-			ErrInvalid, op, wire.OpReserve, wire.OpOpenSession, wire.OpLease, wire.OpReturn)
+		return nil, fmt.Errorf("%w: operation %d on a client connection: allowed: %d (reserve), %d (open session), %d-%d (lease, renew, return), %d (lease batch)",
+			ErrInvalid, op, wire.OpReserve, wire.OpOpenSession, wire.OpLease, wire.OpReturn, wire.OpLeaseBatch)
 	}
 	r, err := wire.DecodeReserve(payload)
 	if err != nil {

@@ -135,7 +135,7 @@ func AuthenticatedBinary(store *auth.Store, serve func(net.Conn, node.Authorizer
 			}
 			n := auth.NeedClient
 			switch op {
-			case wire.OpLease, wire.OpRenew, wire.OpReturn:
+			case wire.OpLease, wire.OpRenew, wire.OpReturn, wire.OpLeaseBatch:
 				n = auth.NeedWorker
 			case wire.OpOpenSession:
 				n = auth.NeedClientAnyLimit

@@ -47,6 +47,15 @@ const (
 	// entries; the answer, for CodeOK, a count and per entry an answer code
 	// and its length-prefixed payload (the result, or a message).
 	OpCommandBatch byte = 19
+	// OpLeaseBatch: several of a client's lease commands in one call (a
+	// relay's, package transport/relay): a count (1 to MaxLeaseBatch) and
+	// per command its operation (OpLease, OpRenew or OpReturn) and its
+	// length-prefixed payload; the answer, for CodeOK, a count and per
+	// command an answer code and its length-prefixed payload, as the
+	// command's own call would have been answered (EncodeLeaseBatch,
+	// DecodeLeaseBatchAnswers). Each command is authorized, validated
+	// and decided on its own.
+	OpLeaseBatch byte = 20
 )
 
 // MaxAuthSecret bounds the payload of OpAuth.

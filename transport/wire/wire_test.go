@@ -171,9 +171,29 @@ func FuzzDecoders(f *testing.F) {
 	f.Add(EncodeReserve(Reserve{Limit: "a", Permits: 1, RequestID: "x"}))
 	f.Add(EncodeReserveResult(ReserveResult{Status: Refused, Detail: "d"}))
 	f.Add([]byte{0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 1, 1})
+	batch, _ := EncodeLeaseBatch([]LeaseCall{{Op: OpRenew, Payload: EncodeLeaseRenew(LeaseRenew{LeaseReport: LeaseReport{Limit: "a", LeaseID: 1, Epoch: 1}})}})
+	f.Add(batch)
+	f.Add(EncodeLeaseBatchAnswers([]LeaseAnswer{{Code: CodeOK, Payload: []byte{1}}, {Code: CodeInvalid, Payload: []byte("bad")}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = DecodeReserve(b)
 		_, _ = DecodeReserveResult(b)
+		if calls, err := DecodeLeaseBatch(b); err == nil {
+			if len(calls) == 0 || len(calls) > MaxLeaseBatch {
+				t.Fatalf("DecodeLeaseBatch accepted %d commands", len(calls))
+			}
+			for _, c := range calls {
+				if !isLeaseOp(c.Op) {
+					t.Fatalf("DecodeLeaseBatch accepted operation %d", c.Op)
+				}
+			}
+		} else if !errors.Is(err, ErrLeaseBatch) {
+			t.Fatalf("DecodeLeaseBatch error %v does not wrap ErrLeaseBatch", err)
+		}
+		for want := range 3 {
+			if _, err := DecodeLeaseBatchAnswers(b, want); err != nil && !errors.Is(err, ErrLeaseBatch) {
+				t.Fatalf("DecodeLeaseBatchAnswers error %v does not wrap ErrLeaseBatch", err)
+			}
+		}
 		r := bytes.NewReader(b)
 		for {
 			if _, err := ReadFrame(r); err != nil {

@@ -1,0 +1,55 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/permitd/permitd/transport/wire"
+)
+
+// leasebatchclient.go: a client's lease commands in one call
+// (wire.OpLeaseBatch, a relay's). Each command is decided exactly as if
+// it had come alone on the same connection: authorized for its own
+// operation, decoded and validated on its own, and sent to the register
+// through the same path (the leader's lease batcher, or a follower's
+// batched forwarding), so a batch changes neither what is decided nor
+// the bound. A command that fails (refused by the Authorizer, malformed,
+// an unknown limit, no leader) gets its own error answer; the others are
+// decided. The call itself fails only when its payload is not a batch.
+
+// handleClientLeaseBatch serves an OpLeaseBatch: every command's answer,
+// in order, in one frame.
+func (n *Node) handleClientLeaseBatch(ctx context.Context, payload []byte, allow Authorizer) ([]byte, error) {
+	calls, err := wire.DecodeLeaseBatch(payload)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	answers := make([]wire.LeaseAnswer, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		if allow != nil {
+			if err := allow(c.Op, ""); err != nil {
+				answers[i] = leaseAnswerOf(nil, refusal(err))
+				continue
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := n.handleClientLease(ctx, c.Op, c.Payload)
+			answers[i] = leaseAnswerOf(resp, err)
+		}()
+	}
+	wg.Wait()
+	return wire.EncodeLeaseBatchAnswers(answers), nil
+}
+
+// leaseAnswerOf is one command's answer in a batch: its result, or its
+// error's code and message, as its own call would have been answered.
+func leaseAnswerOf(resp []byte, err error) wire.LeaseAnswer {
+	if err != nil {
+		return wire.LeaseAnswer{Code: codeOf(err), Payload: []byte(Message(err))}
+	}
+	return wire.LeaseAnswer{Code: wire.CodeOK, Payload: resp}
+}

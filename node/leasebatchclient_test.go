@@ -1,0 +1,142 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
+)
+
+// TestServeClientLeaseBatch: a batch of lease commands sent to a follower
+// is decided command by command: valid opens and renewals are granted (and
+// a retried renewal is the stored decision), and each bad command gets the
+// code and message its own call gets (an unknown limit, a limit that is
+// not leased, garbage, a command the Authorizer refuses) without stopping
+// the others; a payload that is not a batch is refused whole and reaches
+// nothing of the register.
+func TestServeClientLeaseBatch(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 30*time.Second)
+	f := c.followers(l)[0]
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "plain", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
+		return err
+	})
+
+	// Returns are refused by the connection's Authorizer, as a token
+	// without the worker role would be for every lease command.
+	allow := func(op byte, _ string) error {
+		if op == wire.OpReturn {
+			return errors.New("auth: this token may not return leases")
+		}
+		return nil
+	}
+	server, clientSide := net.Pipe()
+	go f.ServeClientWith(server, allow)
+	bc := wire.NewConn(clientSide)
+	defer bc.Close()
+	batch := func(calls []wire.LeaseCall) []wire.LeaseAnswer {
+		t.Helper()
+		p, err := wire.EncodeLeaseBatch(calls)
+		if err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		for {
+			code, resp, err := bc.Call(ctx, wire.OpLeaseBatch, p)
+			if err != nil || code != wire.CodeOK {
+				t.Fatalf("batch call: code %d %q, %v", code, resp, err)
+			}
+			answers, err := wire.DecodeLeaseBatchAnswers(resp, len(calls))
+			if err != nil {
+				t.Fatalf("decode answers: %v", err)
+			}
+			retry := false
+			for _, a := range answers {
+				retry = retry || a.Code == wire.CodeNoLeader // a leader change on a loaded run
+			}
+			if !retry {
+				return answers
+			}
+		}
+	}
+	single := func(op byte, payload []byte) wire.LeaseAnswer {
+		t.Helper()
+		code, resp, err := bc.Call(ctx, op, payload)
+		if err != nil {
+			t.Fatalf("call: %v", err)
+		}
+		return wire.LeaseAnswer{Code: code, Payload: resp}
+	}
+	result := func(what string, a wire.LeaseAnswer) wire.LeaseResult {
+		t.Helper()
+		if a.Code != wire.CodeOK {
+			t.Fatalf("%s: code %d %q", what, a.Code, a.Payload)
+		}
+		res, err := wire.DecodeLeaseResult(a.Payload)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return res
+	}
+	uniq := func(s string) string { return fmt.Sprintf("%s-%d", s, time.Now().UnixNano()) }
+	const ttl = int64(20 * time.Second)
+
+	opens := make([]wire.LeaseCall, 3)
+	for i := range opens {
+		opens[i] = wire.LeaseCall{Op: wire.OpLease, Payload: wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "api", Holder: fmt.Sprintf("h%d", i), Group: "g", DemandMilli: 10_000, TTLNanos: ttl, RequestID: uniq("l")})}
+	}
+	grants := make([]wire.LeaseResult, len(opens))
+	for i, a := range batch(opens) {
+		grants[i] = result(fmt.Sprintf("open %d", i), a)
+		if grants[i].Status != wire.LeaseGranted || grants[i].Epoch != 1 {
+			t.Fatalf("open %d: %+v", i, grants[i])
+		}
+	}
+
+	renew := wire.EncodeLeaseRenew(wire.LeaseRenew{LeaseReport: wire.LeaseReport{Limit: "api", LeaseID: grants[0].LeaseID, Epoch: 1, Spent: grants[0].Permits, RequestID: uniq("r")}, DemandMilli: 10_000, TTLNanos: ttl})
+	bad := []wire.LeaseCall{
+		{Op: wire.OpLease, Payload: wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "nope", Holder: "h9", Group: "g", TTLNanos: ttl})},
+		{Op: wire.OpLease, Payload: wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "plain", Holder: "h9", Group: "g", TTLNanos: ttl})},
+		{Op: wire.OpRenew, Payload: []byte{0xff}},
+		{Op: wire.OpReturn, Payload: wire.EncodeLeaseReturn(wire.LeaseReport{Limit: "api", LeaseID: grants[1].LeaseID, Epoch: 1, RequestID: uniq("x")})},
+	}
+	before, _ := l.fsm.LeasePool("api")
+	calls := append([]wire.LeaseCall{{Op: wire.OpRenew, Payload: renew}}, bad...)
+	calls = append(calls, wire.LeaseCall{Op: wire.OpRenew, Payload: renew}) // the same renewal again: one decision
+	answers := batch(calls)
+	first, again := result("renew", answers[0]), result("renew again", answers[len(answers)-1])
+	if first.Status != wire.LeaseGranted || first.Epoch != 2 || again.Epoch != 2 || again.Permits != first.Permits || first.Duplicate == again.Duplicate {
+		t.Errorf("a renewal sent twice in one batch: %+v and %+v; want one decision, the other its duplicate", first, again)
+	}
+	for i, c := range bad {
+		got, want := answers[1+i], single(c.Op, c.Payload)
+		if got.Code == wire.CodeOK || got.Code != want.Code || string(got.Payload) != string(want.Payload) {
+			t.Errorf("bad command %d in a batch: code %d %q; its own call: code %d %q", i, got.Code, got.Payload, want.Code, want.Payload)
+		}
+	}
+	if got := answers[4]; got.Code != wire.CodeForbidden || !strings.Contains(string(got.Payload), "may not return") {
+		t.Errorf("a refused return in a batch: code %d %q; want CodeForbidden with the Authorizer's reason", got.Code, got.Payload)
+	}
+	after, _ := l.fsm.LeasePool("api")
+	if after.LeasesOpened != before.LeasesOpened || after.Returns != before.Returns || after.Renewals != before.Renewals+1 {
+		t.Errorf("the batch's rejected commands reached the register: %+v, then %+v (want one renewal more)", before, after)
+	}
+
+	for name, p := range map[string][]byte{"empty": {0}, "a reserve inside": {1, wire.OpReserve, 0}, "garbage": {0xff}} {
+		code, msg, err := bc.Call(ctx, wire.OpLeaseBatch, p)
+		if err != nil || code != wire.CodeInvalid || !strings.Contains(string(msg), "lease batch") {
+			t.Errorf("%s: code %d %q, %v; want CodeInvalid naming the lease batch", name, code, msg, err)
+		}
+	}
+	if final, _ := l.fsm.LeasePool("api"); final != after {
+		t.Errorf("malformed batches reached the register: %+v, then %+v", after, final)
+	}
+}
