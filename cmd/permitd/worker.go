@@ -37,6 +37,7 @@ func init() {
 type workerFlags struct {
 	name, group, limit               string
 	gossipAddr, join, servers        string
+	relayAddr                        string
 	httpAddr, logLevel, logFormat    string
 	weight                           int64
 	ttl, margin, pushPull, reqTimout time.Duration
@@ -62,6 +63,7 @@ func (f *workerFlags) define(c *cmdLine) {
 	c.String(&f.gossipAddr, "gossip-addr", "HOST:PORT", "127.0.0.1:7946", "address to gossip on (memberlist, TCP and UDP) with the other workers", checkHostPort)
 	c.List(&f.join, "join", "GOSSIPADDR,...", "", "gossip addresses of other workers to join (rejoined while alone)", checkHostPort)
 	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required)", checkServer)
+	c.String(&f.relayAddr, "relay", "HOST:PORT", "", "send the lease commands to this lease relay first (permitd relay, on this host), and to --servers when it cannot be reached or does not answer; needs --register-protocol binary", checkServer)
 	c.String(&f.httpAddr, "http-addr", "HOST:PORT", "127.0.0.1:8101", "address of the sidecar's HTTP API (reserve, status, healthz, metrics)", checkHostPort)
 	c.Int64(&f.weight, "weight", "W", 1, 1, 1_000_000, "an integer from 1 to 1000000", "the group's weight in the fair division")
 	c.DurationRange(&f.ttl, "ttl", worker.DefaultTTL, durPositive, 100*time.Millisecond, time.Minute, "lease TTL asked of the register (100ms-60s); the lease is renewed every --renew-every")
@@ -96,7 +98,10 @@ the limit's over-grant bound. If the register cannot be reached the worker
 spends what it holds, then fails closed. The worker starts at the server of
 --servers its name hashes to, or the next one if that is the register's
 leader, so that a fleet given the same list renews at the followers, which
-forward renewals to the leader in batches.
+forward renewals to the leader in batches. With --relay it sends its lease
+commands to that relay (permitd relay) first, which sends the renewals of
+all the workers it serves to the register in batches, and to --servers
+when the relay cannot be reached or does not answer.
 
 The sidecar serves, for --limit only:
   POST /v1/limits/{name}/reserve  {"permits":N,"max_wait":"250ms","request_id":"..."}
@@ -141,6 +146,9 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.group == "" || f.limit == "" || f.servers == "" {
 		return c.usageError("--group, --limit and --servers are required")
+	}
+	if f.relayAddr != "" && f.registerProtocol != "binary" {
+		return c.usageError("--relay needs --register-protocol binary: a relay serves the binary protocol's lease commands only")
 	}
 	if (f.httpTLSCert == "") != (f.httpTLSKey == "") {
 		return c.usageErrorf("--http-tls-cert and --http-tls-key go together (got cert %q, key %q)", f.httpTLSCert, f.httpTLSKey)
@@ -197,6 +205,14 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		logger.Debug("the first server is the register's leader: starting at the next", "servers", past)
 		cl.Close()
 		if cl, err = newClient(past, opts...); err != nil {
+			return c.usageError(err.Error())
+		}
+		servers = past
+	}
+	if f.relayAddr != "" {
+		cl.Close()
+		opts = append(opts, client.WithReturnToFirst(relayReturnAfter))
+		if cl, err = newClient(relayFirst(f.relayAddr, servers), opts...); err != nil {
 			return c.usageError(err.Error())
 		}
 	}
@@ -367,6 +383,11 @@ func spreadServers(servers, name string) string {
 	k := int(h.Sum32() % uint32(len(list)))
 	return strings.Join(slices.Concat(list[k:], list[:k]), ",")
 }
+
+// relayReturnAfter is how long a worker with --relay renews at the
+// register's nodes after its relay failed before it tries the relay
+// again.
+const relayReturnAfter = 5 * time.Second
 
 // leaderProbeTimeout bounds the worker's status call to its first server.
 const leaderProbeTimeout = 2 * time.Second

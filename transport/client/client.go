@@ -46,6 +46,11 @@ type Client struct {
 
 	// last is the index of the last server that answered.
 	last atomic.Int64
+	// homeAfter (WithReturnToFirst), if positive, makes a call start at
+	// the first server again once that long has passed since the calls
+	// moved away from it (leftHomeAt, the client clock's Unix nanos).
+	homeAfter  time.Duration
+	leftHomeAt atomic.Int64
 }
 
 // New returns a client for the given servers ("host:port", or a base URL
@@ -204,7 +209,7 @@ const (
 // ErrNotDelivered when no attempt got as far as an open connection).
 func (c *Client) failover(ctx context.Context, what string, try func(server string) (attemptOutcome, error)) error {
 	n := len(c.servers)
-	start := int(c.last.Load())
+	start := c.startServer()
 	attempts := c.rounds * n
 	var lastErr error
 	// undelivered stays true while every attempt failed before a
@@ -228,7 +233,7 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 		idx := (start + a) % n
 		out, err := try(c.servers[idx])
 		if out == attemptDone {
-			c.last.Store(int64(idx))
+			c.answeredBy(idx)
 			return err
 		}
 		undelivered = undelivered && out == attemptUndelivered
@@ -240,6 +245,31 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 	}
 	return notDelivered(fmt.Errorf("%w: %s failed on %d attempts over %d servers; last failure: %w",
 		ErrUnavailable, what, attempts, n, lastErr))
+}
+
+// startServer is the index of the server a call tries first: the last
+// that answered, or the first once homeAfter has passed since the calls
+// left it.
+// One call at a time tries the first again (the others keep to the last
+// that answered until it does), and it tries again homeAfter later if the
+// first still fails.
+func (c *Client) startServer() int {
+	start := int(c.last.Load())
+	if start == 0 || c.homeAfter <= 0 {
+		return start
+	}
+	now, left := c.clock.Now().UnixNano(), c.leftHomeAt.Load()
+	if now-left >= int64(c.homeAfter) && c.leftHomeAt.CompareAndSwap(left, now) {
+		return 0
+	}
+	return start
+}
+
+// answeredBy records that server idx answered a call.
+func (c *Client) answeredBy(idx int) {
+	if prev := c.last.Swap(int64(idx)); prev == 0 && idx != 0 && c.homeAfter > 0 {
+		c.leftHomeAt.Store(c.clock.Now().UnixNano())
+	}
 }
 
 // send performs one request with failover (see failover): a connection

@@ -767,3 +767,63 @@ func TestAcquireEachPacesSpacedPermits(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestReturnToFirstServer: with WithReturnToFirst, calls that moved away
+// from a failing first server keep to the one that answered until the
+// period has passed, then one call tries the first again: while it still
+// fails the calls stay away for another period, and once it answers they
+// stay with it. Without the option they never return.
+func TestReturnToFirstServer(t *testing.T) {
+	var firstUp atomic.Bool
+	first := &scripted{reply: func(hit int, w http.ResponseWriter, r *http.Request) {
+		if firstUp.Load() {
+			granted(0)(hit, w, r)
+			return
+		}
+		unavailable(hit, w, r)
+	}}
+	second := &scripted{reply: granted(0)}
+	firstSrv, secondSrv := serve(t, first), serve(t, second)
+	clk := newFakeClock()
+	c := newClient(t, []string{host(firstSrv), host(secondSrv)}, WithClock(clk), WithReturnToFirst(time.Minute), WithoutSessions())
+	sticky := newClient(t, []string{host(firstSrv), host(secondSrv)}, WithClock(clk), WithoutSessions())
+	ctx := context.Background()
+	reserve := func(cl *Client) {
+		t.Helper()
+		if g, err := cl.Reserve(ctx, "a", 1, 0); err != nil || !g.Granted {
+			t.Fatalf("reserve: %+v %v", g, err)
+		}
+	}
+	hits := func() (int, int) { return first.Hits(), second.Hits() }
+	reserve(c) // first fails, second answers: the calls left the first
+	reserve(c)
+	if f, s := hits(); f != 1 || s != 2 {
+		t.Fatalf("before the period: first %d hits (want 1), second %d (want 2)", f, s)
+	}
+	clk.Advance(time.Minute)
+	reserve(c) // the first is tried again, still fails
+	reserve(c)
+	if f, s := hits(); f != 2 || s != 4 {
+		t.Fatalf("one period later, the first still down: first %d hits (want 2), second %d (want 4)", f, s)
+	}
+	firstUp.Store(true)
+	clk.Advance(59 * time.Second)
+	reserve(c)
+	if f, _ := hits(); f != 2 {
+		t.Fatalf("the first was tried again before another period passed: %d hits", f)
+	}
+	clk.Advance(time.Second)
+	reserve(c) // back with the first
+	reserve(c)
+	if f, s := hits(); f != 4 || s != 5 {
+		t.Fatalf("after the first came back: first %d hits (want 4), second %d (want 5)", f, s)
+	}
+	firstUp.Store(false)
+	reserve(sticky)
+	firstUp.Store(true)
+	clk.Advance(time.Hour)
+	reserve(sticky)
+	if f, s := hits(); f != 5 || s != 7 {
+		t.Errorf("without the option: first %d hits (want 5), second %d (want 7): the client returned", f, s)
+	}
+}

@@ -61,6 +61,15 @@ func WithDefaultMaxWait(d time.Duration) Option { return func(c *Client) { c.def
 // DefaultAttemptTimeout); a timed-out attempt moves to the next server.
 func WithAttemptTimeout(d time.Duration) Option { return func(c *Client) { c.attemptTimeout = d } }
 
+// WithReturnToFirst makes a client whose calls moved away from its first
+// server (it could not be reached, or did not answer) start at the first
+// again once after has passed since they did; without it a client keeps
+// to the last server that answered. For a lease relay in front of the
+// register (permitd worker --relay): the worker renews at the register's
+// nodes while its relay is down, and through the relay again once it is
+// back. A non-positive after is the default: no return.
+func WithReturnToFirst(after time.Duration) Option { return func(c *Client) { c.homeAfter = after } }
+
 // WithRounds sets how many times one request may go round all servers
 // before failing with ErrUnavailable (default DefaultRounds).
 func WithRounds(n int) Option { return func(c *Client) { c.rounds = n } }

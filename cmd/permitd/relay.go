@@ -1,0 +1,261 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/permitd/permitd/transport/auth"
+	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/relay"
+	"github.com/permitd/permitd/transport/tlsfiles"
+)
+
+func init() {
+	register("relay", "run a host's lease relay: send the workers' renewals to the register in batches", runRelay)
+}
+
+// relayFlags are permitd relay's settings.
+type relayFlags struct {
+	listen, servers, metricsAddr string
+	listenTLSCert, listenTLSKey  string
+	tokenFile                    string
+	attemptTimeout               time.Duration
+	maxInFlight                  int
+	insecure                     bool
+	tls                          clientTLSFlags
+	logLevel, logFormat, config  string
+	validate                     bool
+}
+
+func (f *relayFlags) define(c *cmdLine) {
+	c.String(&f.listen, "listen", "HOST:PORT", "127.0.0.1:7500", "address the workers' lease commands arrive at (give it to each worker as --relay)", checkHostPort)
+	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required); the relay starts past the leader, as a worker does", checkServer)
+	c.DurationRange(&f.attemptTimeout, "attempt-timeout", 500*time.Millisecond, durPositive, 10*time.Millisecond, time.Minute, "longest wait for one batch's answer from one register node before the next is tried (10ms-1m)")
+	c.Int(&f.maxInFlight, "max-inflight", "N", relay.DefaultMaxInFlight, 1, 64, "an integer from 1 to 64", "batches with the register at once: the commands that arrive meanwhile leave together in the next")
+	c.String(&f.listenTLSCert, "listen-tls-cert", "FILE", "", "serve the workers over TLS with this certificate (PEM; needs --listen-tls-key); required when the register is reached over TLS, since a worker talks TLS to all its servers or to none", nil)
+	c.String(&f.listenTLSKey, "listen-tls-key", "FILE", "", "the private key of --listen-tls-cert (PEM)", nil)
+	c.String(&f.tokenFile, "token-file", "FILE", "", "API tokens the relay requires of the workers (the agents' format; worker or admin role); re-read on SIGHUP", nil)
+	c.String(&f.metricsAddr, "metrics-addr", "HOST:PORT", "", "serve Prometheus metrics (the relay's counters, Go runtime, process) at http://HOST:PORT/metrics (a loopback address unless --insecure)", checkHostPort)
+	c.Bool(&f.insecure, "insecure", false, "allow --listen on a non-loopback address without TLS and tokens (anyone who reaches it could renew the fleet's leases), and --metrics-addr on one")
+	f.tls.define(c)
+	c.Choice(&f.logLevel, "log-level", "info", "log level", logLevels...)
+	c.Choice(&f.logFormat, "log-format", "text", "log format: text lines, or one JSON object per line", logFormats...)
+	c.String(&f.config, "config", "FILE", "", "read settings from this JSON file (default: $PERMITD_CONFIG)", nil)
+	c.Bool(&f.validate, "validate", false, "check the settings (flags, environment, config file), print them as a config file and exit")
+}
+
+const relayDescription = `
+Runs a lease relay for the workers of a host (or of a group). Each worker
+renews its lease every TTL/2 with a call of its own; a thousand workers
+cost the register a thousand calls a second, and the call (its read,
+hand-off and answer) costs a node more than the renewal's decision. The
+workers given --relay send their lease commands here instead, and the
+relay sends them on to the register together: a command that arrives
+while no batch is out leaves at once, alone; the commands that arrive
+while one is out (--max-inflight) leave together when it comes back.
+
+The relay decides nothing: the register decides each command as if it
+had come alone, so the over-grant bound is unchanged. Each relayed
+command must carry a request ID (permitd worker's always do). When the
+register does not answer a batch, its commands are answered "no leader"
+and each worker retries at its next server, the register's nodes after
+the relay, with the same request ID; a worker whose relay is down goes
+to the register directly.
+
+Upstream the relay is one client of the register: --tls-ca (and
+--tls-cert/--tls-key) and --token (a worker token) as for any command.
+Downstream it serves the binary protocol only, over TLS with
+--listen-tls-cert/--listen-tls-key, requiring worker tokens with
+--token-file. On a non-loopback --listen it refuses to start without TLS
+and tokens unless --insecure.
+
+SIGINT/SIGTERM stop it: the workers' connections close and their calls
+go to their next server. SIGHUP re-reads --token-file.
+
+Exit status: 0 stopped by a signal; 1 failed (the port in use); 2 usage
+error.
+`
+
+func runRelay(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("relay", `relay --servers HTTPADDR,... [--listen HOST:PORT] [--max-inflight N]
+                      [--listen-tls-cert FILE --listen-tls-key FILE] [--token-file FILE]
+                      [--tls-ca FILE] [--token SECRET] [--metrics-addr HOST:PORT] [--config FILE]`, relayDescription, stdout, stderr)
+	var f relayFlags
+	f.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	warnings, err := c.loadSettings(f.config, os.Environ())
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "permitd relay: warning: %s\n", w)
+	}
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	if f.servers == "" {
+		return c.usageError("--servers is required")
+	}
+	if (f.listenTLSCert == "") != (f.listenTLSKey == "") {
+		return c.usageErrorf("--listen-tls-cert and --listen-tls-key go together (got cert %q, key %q)", f.listenTLSCert, f.listenTLSKey)
+	}
+	if !f.insecure && !isLoopback(f.listen) && (f.listenTLSCert == "" || f.tokenFile == "") {
+		return c.usageErrorf("--listen %s is not a loopback address and the relay has no TLS or no tokens: anyone who reaches it could renew the fleet's leases; give --listen-tls-cert, --listen-tls-key and --token-file, or --insecure to expose it anyway", f.listen)
+	}
+	if !f.insecure && f.metricsAddr != "" && !isLoopback(f.metricsAddr) {
+		return c.usageErrorf("--metrics-addr %s is not a loopback address; use one, or add --insecure", f.metricsAddr)
+	}
+	tlsOpts, err := f.tls.options()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	upstreamTLS := f.tls.ca != ""
+	if upstreamTLS && f.listenTLSCert == "" {
+		return c.usageError("--tls-ca makes the relay reach the register over TLS, so its workers talk TLS to all their servers, the relay included: give --listen-tls-cert and --listen-tls-key")
+	}
+	var serveTLS *tls.Config
+	if f.listenTLSCert != "" {
+		if serveTLS, err = tlsfiles.Server(f.listenTLSCert, f.listenTLSKey, "", false); err != nil {
+			return c.usageError(err.Error())
+		}
+	}
+	var tokens *auth.Store
+	if f.tokenFile != "" {
+		ts, err := loadTokens(f.tokenFile)
+		if err != nil {
+			return c.usageError(err.Error())
+		}
+		tokens = auth.NewStore(ts)
+	}
+	logger := newLogger("permitd-relay", f.logLevel, f.logFormat, stderr)
+	opts := append([]client.Option{client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(f.attemptTimeout), client.WithBinaryLeases()}, tlsOpts...)
+	servers := spreadServers(f.servers, f.listen)
+	cl, err := newClient(servers, opts...)
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	if f.validate {
+		cl.Close()
+		c.printSettings(stdout)
+		return exitOK
+	}
+	if past := pastTheLeader(cl, servers); past != servers {
+		cl.Close()
+		if cl, err = newClient(past, opts...); err != nil {
+			return c.usageError(err.Error())
+		}
+		servers = past
+	}
+	defer cl.Close()
+	r, err := relay.New(relay.Config{Upstream: cl, TLS: serveTLS, Tokens: tokens, MaxInFlight: f.maxInFlight, Logger: logger})
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		reportFailure(stderr, logger, f.logFormat, "relay", "listen on --listen "+f.listen, err)
+		return exitFailure
+	}
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- r.Serve(ln) }()
+	var metrics *http.Server
+	if f.metricsAddr != "" {
+		mln, err := net.Listen("tcp", f.metricsAddr)
+		if err != nil {
+			r.Close()
+			reportFailure(stderr, logger, f.logFormat, "relay", "listen on --metrics-addr "+f.metricsAddr, err)
+			return exitFailure
+		}
+		reg := prometheus.NewRegistry()
+		registerProcessMetrics(reg)
+		registerRelayMetrics(reg, r)
+		metrics = &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := metrics.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("metrics: %w", err)
+			}
+		}()
+	}
+	logger.Info("relaying", "listen", ln.Addr().String(), "servers", servers, "tls", serveTLS != nil, "tokens", tokens != nil,
+		"upstream_tls", upstreamTLS, "max_inflight", f.maxInFlight, "version", readBuildInfo().Version)
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	code := exitOK
+wait:
+	for {
+		select {
+		case <-hup:
+			if tokens == nil {
+				logger.Info("SIGHUP: no --token-file to reload")
+				continue
+			}
+			ts, err := loadTokens(f.tokenFile)
+			if err != nil {
+				logger.Error("SIGHUP: token file not reloaded; the previous tokens stay in force", "error", err)
+				continue
+			}
+			tokens.Replace(ts)
+			logger.Info("SIGHUP: tokens reloaded", "file", f.tokenFile, "tokens", ts.Len())
+		case s := <-sig:
+			logger.Info("stopping", "signal", s.String())
+			break wait
+		case err := <-serveErr:
+			if err != nil {
+				reportFailure(stderr, logger, f.logFormat, "relay", "serve", err)
+				code = exitFailure
+			}
+			break wait
+		}
+	}
+	r.Close()
+	if metrics != nil {
+		metrics.Close()
+	}
+	st := r.Stats()
+	logger.Info("stopped", "commands", st.Commands, "batches", st.Batches, "batched_commands", st.BatchedCommands,
+		"failed_batches", st.FailedBatches, "refused", st.Refused)
+	return code
+}
+
+// registerRelayMetrics exports r's counters.
+func registerRelayMetrics(reg prometheus.Registerer, r *relay.Relay) {
+	counter := func(name, help string, v func(relay.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(r.Stats())) })
+	}
+	gauge := func(name, help string, v func(relay.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(r.Stats()) })
+	}
+	reg.MustRegister(
+		counter("permitd_relay_commands_total", "Lease commands received from workers and queued for the register.", func(s relay.Stats) uint64 { return s.Commands }),
+		counter("permitd_relay_batches_total", "Batch calls sent to the register.", func(s relay.Stats) uint64 { return s.Batches }),
+		counter("permitd_relay_batched_commands_total", "Lease commands carried by the batch calls.", func(s relay.Stats) uint64 { return s.BatchedCommands }),
+		counter("permitd_relay_failed_batches_total", "Batches the register did not answer (their commands answered no leader).", func(s relay.Stats) uint64 { return s.FailedBatches }),
+		counter("permitd_relay_refused_total", "Commands the relay answered itself: invalid, unauthenticated, forbidden or shed.", func(s relay.Stats) uint64 { return s.Refused }),
+		gauge("permitd_relay_connections", "Workers' connections open now.", func(s relay.Stats) float64 { return float64(s.Conns) }),
+		gauge("permitd_relay_queued_commands", "Commands waiting for a batch now.", func(s relay.Stats) float64 { return float64(s.Queued) }),
+	)
+}
+
+// relayFirst puts relay (a worker's --relay) before servers: the worker's
+// lease commands go to it first and to the register's nodes when it
+// cannot be reached or does not answer.
+func relayFirst(relayAddr, servers string) string {
+	if relayAddr == "" {
+		return servers
+	}
+	return strings.Join(append([]string{relayAddr}, splitList(servers)...), ",")
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// relayCounter reads one counter of a relay's /metrics page (-1 if it
+// cannot be read).
+func relayCounter(hc *http.Client, metricsAddr, name string) float64 {
+	resp, err := hc.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return -1
+			}
+			return f
+		}
+	}
+	return -1
+}
+
+// TestBinaryWorkersThroughARelay runs three agents, a `permitd relay` and
+// two `permitd worker` sidecars given --relay, on a leased limit, with
+// reserves through both sidecars all along: the workers' lease commands
+// reach the register through the relay in batches; when the relay is
+// killed the workers renew at the register's nodes and every reserve is
+// still answered 200 or 429 (never a 503); a relay started again on the
+// same port gets the workers back; and the grants stay within the
+// over-grant bound C + O + floor(W/I) + 1 over the whole run.
+func TestBinaryWorkersThroughARelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildPermitd(t)
+	agents := newTestAgents(t, 3)
+	for _, a := range agents {
+		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	httpAddr := map[string]string{}
+	var ids []string
+	for _, a := range agents {
+		httpAddr[a.id] = a.httpAddr
+		ids = append(ids, a.id)
+	}
+	leader := waitLeader(t, hc, httpAddr, ids)
+	base := "http://" + httpAddr[leader] + "/v1/limits/rl"
+	if code, resp := do(t, hc, "PUT", base, `{"algorithm":"strict","rate":200,"per":"1s"}`); code != 200 && code != 201 {
+		t.Fatalf("put limit: %d %s", code, resp)
+	}
+	if code, resp := do(t, hc, "PUT", base+"/lease-policy", `{"leased":true}`); code != 200 {
+		t.Fatalf("put lease policy: %d %s", code, resp)
+	}
+	var pool struct {
+		IntervalNanos         int64 `json:"interval_ns"`
+		BurstPermits          int64 `json:"burst_permits"`
+		MaxOutstandingPermits int64 `json:"max_outstanding_permits"`
+	}
+	if code, resp := do(t, hc, "GET", base+"/leases", ""); code != 200 || json.Unmarshal(resp, &pool) != nil || pool.IntervalNanos <= 0 {
+		t.Fatalf("get leases: %d %s", code, resp)
+	}
+
+	ports := freePorts(t, 6)
+	relayAddr, metricsAddr := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+	var procs []*testAgent
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.signal(t, syscall.SIGKILL)
+		}
+		if t.Failed() {
+			for _, p := range procs {
+				t.Logf("--- %s log:\n%s", p.id, p.log.String())
+			}
+		}
+	})
+	startProc := func(name string, args ...string) *testAgent {
+		p := &testAgent{id: name}
+		p.start(t, bin, nil, args...)
+		procs = append(procs, p)
+		return p
+	}
+	startRelay := func(name string) *testAgent {
+		return startProc(name, "relay", "--listen", relayAddr, "--metrics-addr", metricsAddr, "--servers", serversOf(agents...))
+	}
+	rl := startRelay("relay")
+	waitUntil(t, 10*time.Second, "the relay's metrics", func() bool { return relayCounter(hc, metricsAddr, "permitd_relay_batches_total") >= 0 })
+	sidecar := []string{fmt.Sprintf("127.0.0.1:%d", ports[2]), fmt.Sprintf("127.0.0.1:%d", ports[3])}
+	gossip := []string{fmt.Sprintf("127.0.0.1:%d", ports[4]), fmt.Sprintf("127.0.0.1:%d", ports[5])}
+	for i := range 2 {
+		startProc(fmt.Sprintf("worker%d", i+1), "worker", "--group", fmt.Sprintf("g%d", i+1), "--name", fmt.Sprintf("w%d", i+1),
+			"--limit", "rl", "--servers", serversOf(agents...), "--relay", relayAddr,
+			"--gossip-addr", gossip[i], "--join", gossip[1-i], "--http-addr", sidecar[i], "--ttl", "1s")
+	}
+	for _, s := range sidecar {
+		waitUntil(t, 15*time.Second, "sidecar "+s+" healthy", func() bool {
+			code, _ := doQuiet(hc, "GET", "http://"+s+"/healthz", "")
+			return code == 200
+		})
+	}
+
+	var granted, other atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	runStart := time.Now()
+	var endMu sync.Mutex
+	runEnd := runStart
+	for i, s := range sidecar {
+		for c := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := 0; ; k++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					code, resp := doQuiet(hc, "POST", "http://"+s+"/v1/limits/rl/reserve",
+						fmt.Sprintf(`{"permits":1,"max_wait":"100ms","request_id":"r%d-%d-%d"}`, i, c, k))
+					endMu.Lock()
+					runEnd = time.Now()
+					endMu.Unlock()
+					switch code {
+					case 200:
+						granted.Add(1)
+					case 429:
+					default:
+						other.Add(1)
+						t.Logf("sidecar %s answered %d %s", s, code, resp)
+						time.Sleep(10 * time.Millisecond) // do not spin on a failing sidecar
+					}
+				}
+			}()
+		}
+	}
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
+
+	// The workers renew every 500 ms through the relay.
+	waitUntil(t, 15*time.Second, "renewals through the relay", func() bool {
+		return relayCounter(hc, metricsAddr, "permitd_relay_batched_commands_total") >= 8 && granted.Load() > 0
+	})
+	if f := relayCounter(hc, metricsAddr, "permitd_relay_failed_batches_total"); f != 0 {
+		t.Errorf("%v of the relay's batches failed on a healthy register", f)
+	}
+
+	// Kill the relay: the workers renew at the register's nodes; 3 s is
+	// six renewal periods.
+	rl.signal(t, syscall.SIGKILL)
+	killedAt, grantedAtKill := time.Now(), granted.Load()
+	waitUntil(t, 10*time.Second, "3 s without the relay", func() bool { return time.Since(killedAt) >= 3*time.Second })
+	if granted.Load() == grantedAtKill {
+		t.Errorf("no grant in the 3 s after the relay was killed")
+	}
+	// Started again, the relay gets the workers back (they try it 5 s
+	// after they left it).
+	startRelay("relay-again")
+	waitUntil(t, 20*time.Second, "renewals through the restarted relay", func() bool {
+		return relayCounter(hc, metricsAddr, "permitd_relay_batched_commands_total") >= 4
+	})
+	close(stop)
+	wg.Wait()
+
+	w := runEnd.Sub(runStart)
+	bound := pool.BurstPermits + pool.MaxOutstandingPermits + int64(w)/pool.IntervalNanos + 1
+	t.Logf("granted %d in %v; bound C %d + O %d + floor(W/I) %d + 1 = %d; other answers %d",
+		granted.Load(), w, pool.BurstPermits, pool.MaxOutstandingPermits, int64(w)/pool.IntervalNanos, bound, other.Load())
+	if granted.Load() > bound {
+		t.Errorf("granted %d permits in %v, over the bound %d", granted.Load(), w, bound)
+	}
+	if other.Load() != 0 {
+		t.Errorf("%d answers other than 200 and 429 (the relay's death must not fail the sidecars)", other.Load())
+	}
+}
