@@ -85,6 +85,21 @@ type lease struct {
 	linger []lingerGrant
 
 	heapIndex int
+
+	// capMemo caches the lease's entitlement cap (derived: never in a
+	// snapshot, recomputed whenever an input differs).
+	capMemo capMemo
+}
+
+// capMemo is an entitlement cap and the inputs it was computed from: the
+// lease's share and grant span, and the limit's interval, O and capacity.
+// A grant walks every other lease's entitlement, and the cap costs two of
+// an entitlement's three 128-bit divisions; its inputs change only at the
+// lease's own grants and at a change of the limit.
+type capMemo struct {
+	set                                          bool
+	share, spanNanos, intervalNanos, o, capacity int64
+	value                                        int64
 }
 
 // lingerGrant is a number of stolen-out permits that other holders may

@@ -113,7 +113,7 @@ func (p *leasePool) grant(nowNanos int64, l *lease, ttlNanos, intervalNanos, cre
 	room := min(p.free, o-p.outstanding, int64(fair)-kept)
 	avail := l.entitled
 	if credit+avail < room { // else the surplus cannot change the draw: skip the walk
-		avail = max(avail, p.surplusFor(l, credit, capacity, intervalNanos, o))
+		avail = max(avail, p.surplusFor(l, credit, avail, capacity, intervalNanos, o))
 	}
 	draw := max(0, min(room, credit+avail))
 	p.free -= draw
@@ -165,7 +165,7 @@ func (l *lease) entitlementAt(mintedTotal, capacity, intervalNanos, o int64) (en
 	if l.share == 0 {
 		return l.entitled, l.entitledRem
 	}
-	limit := entitlementCap(l.share, grantHorizon(l.expiresAtNanos-l.grantedAtNanos, intervalNanos, o), uint64(capacity)*uint64(intervalNanos))
+	limit := l.entitlementLimit(capacity, intervalNanos, o)
 	hi, lo := bits.Mul64(uint64(l.share), uint64(mintedTotal-l.mintMark))
 	lo, c := bits.Add64(lo, uint64(l.entitledRem), 0)
 	hi += c
@@ -181,17 +181,33 @@ func (l *lease) entitlementAt(mintedTotal, capacity, intervalNanos, o int64) (en
 	return limit, 0
 }
 
+// entitlementLimit is entitlementCap at l's share over its grant's
+// horizon, from l.capMemo when its inputs are the same.
+func (l *lease) entitlementLimit(capacity, intervalNanos, o int64) int64 {
+	span := l.expiresAtNanos - l.grantedAtNanos
+	m := &l.capMemo
+	if m.set && m.share == l.share && m.spanNanos == span && m.intervalNanos == intervalNanos && m.o == o && m.capacity == capacity {
+		return m.value
+	}
+	v := entitlementCap(l.share, grantHorizon(span, intervalNanos, o), uint64(capacity)*uint64(intervalNanos))
+	*m = capMemo{set: true, share: l.share, spanNanos: span, intervalNanos: intervalNanos, o: o, capacity: capacity, value: v}
+	return v
+}
+
 // surplusFor is what lease l may take beyond its own entitlement: the
 // free pool without l's just-credited permits, minus the entitlements of
-// every other active lease, or 0 if they claim it all. Each entitlement
+// every other active lease, or 0 if they claim it all. Its caller takes
+// the larger of it and l's entitlement, floor: once the others' claims
+// bring it to floor or below, the rest of the walk cannot make it count,
+// and it returns what it has (at most floor). Each entitlement
 // is at most its lease's horizon in nanoseconds (< 2^36) and a limit
 // holds at most MaxLeasesPerLimit leases: the sum cannot overflow.
-func (p *leasePool) surplusFor(l *lease, credit, capacity, intervalNanos, o int64) int64 {
+func (p *leasePool) surplusFor(l *lease, credit, floor, capacity, intervalNanos, o int64) int64 {
 	unclaimed := p.free - credit
 	for _, g := range p.groups {
 		for _, m := range g.leases {
-			if unclaimed <= 0 {
-				return 0 // claimed in full: the rest cannot change that
+			if unclaimed <= floor {
+				return max(0, unclaimed) // claimed down to floor: the rest cannot raise it
 			}
 			if m != l {
 				e, _ := m.entitlementAt(p.minted, capacity, intervalNanos, o)
