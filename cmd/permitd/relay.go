@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +35,7 @@ type relayFlags struct {
 	tokenFile                    string
 	attemptTimeout               time.Duration
 	maxInFlight                  int
+	upstream                     string
 	insecure                     bool
 	tls                          clientTLSFlags
 	logLevel, logFormat, config  string
@@ -44,6 +47,7 @@ func (f *relayFlags) define(c *cmdLine) {
 	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required); the relay starts past the leader, as a worker does", checkServer)
 	c.DurationRange(&f.attemptTimeout, "attempt-timeout", 500*time.Millisecond, durPositive, 10*time.Millisecond, time.Minute, "longest wait for one batch's answer from one register node before the next is tried (10ms-1m)")
 	c.Int(&f.maxInFlight, "max-inflight", "N", relay.DefaultMaxInFlight, 1, 64, "an integer from 1 to 64", "batches with the register at once: the commands that arrive meanwhile leave together in the next")
+	c.Choice(&f.upstream, "upstream", "leader", "which register node the relay sends its batches to first: leader (a batch costs the leader one call's read and answer; nothing is forwarded) or spread (a follower, as a worker does, which forwards the commands to the leader)", "leader", "spread")
 	c.String(&f.listenTLSCert, "listen-tls-cert", "FILE", "", "serve the workers over TLS with this certificate (PEM; needs --listen-tls-key); required when the register is reached over TLS, since a worker talks TLS to all its servers or to none", nil)
 	c.String(&f.listenTLSKey, "listen-tls-key", "FILE", "", "the private key of --listen-tls-cert (PEM)", nil)
 	c.String(&f.tokenFile, "token-file", "FILE", "", "API tokens the relay requires of the workers (the agents' format; worker or admin role); re-read on SIGHUP", nil)
@@ -150,12 +154,16 @@ func runRelay(args []string, stdout, stderr io.Writer) int {
 		c.printSettings(stdout)
 		return exitOK
 	}
-	if past := pastTheLeader(cl, servers); past != servers {
+	order := pastTheLeader
+	if f.upstream == "leader" {
+		order = leaderFirst
+	}
+	if first := order(cl, servers); first != servers {
 		cl.Close()
-		if cl, err = newClient(past, opts...); err != nil {
+		if cl, err = newClient(first, opts...); err != nil {
 			return c.usageError(err.Error())
 		}
-		servers = past
+		servers = first
 	}
 	defer cl.Close()
 	r, err := relay.New(relay.Config{Upstream: cl, TLS: serveTLS, Tokens: tokens, MaxInFlight: f.maxInFlight, Logger: logger})
@@ -248,6 +256,25 @@ func registerRelayMetrics(reg prometheus.Registerer, r *relay.Relay) {
 		gauge("permitd_relay_connections", "Workers' connections open now.", func(s relay.Stats) float64 { return float64(s.Conns) }),
 		gauge("permitd_relay_queued_commands", "Commands waiting for a batch now.", func(s relay.Stats) float64 { return float64(s.Queued) }),
 	)
+}
+
+// leaderFirst returns servers rotated to start at the register's leader
+// (the first whose GET /v1/status says so), or as they are when none can
+// be read as the leader. After a change of leader the relay's batches go
+// to the node that answers, which forwards them.
+func leaderFirst(cl *client.Client, servers string) string {
+	list := splitList(servers)
+	if len(list) < 2 {
+		return servers
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaderProbeTimeout)
+	defer cancel()
+	for k, s := range list {
+		if st, err := cl.StatusOf(ctx, s); err == nil && st.State == "leader" {
+			return strings.Join(slices.Concat(list[k:], list[:k]), ",")
+		}
+	}
+	return servers
 }
 
 // relayFirst puts relay (a worker's --relay) before servers: the worker's
