@@ -42,7 +42,9 @@ func serverOrder(reg *register, via string, i int) []string {
 // round robin, or one per holder (o.clients 0), as a real fleet has one
 // per worker process (the leader then reads every renewal off its own
 // connection). Client k's servers are serverOrder(k).
-func holderClients(reg *register, o options, n int) ([]*client.Client, error) {
+//
+// With relays (-relays), client k talks to relay k mod N first.
+func holderClients(reg *register, o options, n int, relays *relayProcs) ([]*client.Client, error) {
 	opts := holderOptions(o.protocol)
 	k := o.clients
 	if k <= 0 {
@@ -50,7 +52,11 @@ func holderClients(reg *register, o options, n int) ([]*client.Client, error) {
 	}
 	clients := make([]*client.Client, 0, min(k, n))
 	for i := range min(k, n) {
-		c, err := client.New(serverOrder(reg, o.via, i), opts...)
+		servers := serverOrder(reg, o.via, i)
+		if r := relays.first(i); r != "" {
+			servers = append([]string{r}, servers...)
+		}
+		c, err := client.New(servers, opts...)
 		if err != nil {
 			closeClients(clients)
 			return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +35,7 @@ type options struct {
 	via             string
 	protocol        string
 	clients         int
+	relays          int
 	alignEvery      time.Duration
 	gossip          string
 	rejoinEvery     time.Duration
@@ -89,6 +91,7 @@ func main() {
 	flag.IntVar(&o.startParallel, "start-parallel", 16, "workers started at once (each joins the fleet's gossip: at hundreds of in-process workers, fewer at once keep memberlist's join traffic from starving the probes)")
 	flag.IntVar(&o.gossipSlowdown, "gossip-slowdown", 1, "multiply memberlist's LAN timings (probe interval and timeout, gossip and push/pull intervals) by this: hundreds of memberlists in one process on a small machine miss each other's probe deadlines and fall into suspicion storms at the defaults (see the README)")
 	flag.DurationVar(&o.alignEvery, "align-every", 0, "with -register-load: each holder sends its renewal at the next multiple of this period (what a group relay that flushes this often would send; 0: at its own phase)")
+	flag.IntVar(&o.relays, "relays", 0, "with -register-load: run this many `permitd relay` processes and send holder i's lease commands to relay i mod N first (0: none; one per group is what a fleet with a relay per group would run)")
 	flag.IntVar(&o.clients, "clients", 0, "spread the holders over this many clients, each with its own connections (0: one per holder, as a real fleet)")
 	flag.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's profiler for this process (the in-process workers) at this loopback host:port, under /debug/pprof/")
 	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here, and each follower's at this path + .followerN")
@@ -108,6 +111,12 @@ func main() {
 	}
 	if err == nil && (o.gossipSlowdown < 1 || o.gossipSlowdown > 100) {
 		err = fmt.Errorf("-gossip-slowdown %d: want 1 to 100", o.gossipSlowdown)
+	}
+	if err == nil && (o.relays < 0 || o.relays > 100) {
+		err = fmt.Errorf("-relays %d: want 0 to 100", o.relays)
+	}
+	if err == nil && o.relays > 0 && o.protocol != "binary" {
+		err = errors.New("-relays needs -protocol binary: a relay serves the binary protocol's lease commands only")
 	}
 	if err == nil && o.startParallel < 1 {
 		err = fmt.Errorf("-start-parallel %d: want at least 1", o.startParallel)

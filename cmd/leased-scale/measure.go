@@ -50,7 +50,7 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 
 	f := &fleet{limit: limit, reg: reg, ttl: o.ttl, rejoinEvery: o.rejoinEvery, opts: o}
 	if o.clients > 0 {
-		if f.shared, err = holderClients(reg, o, o.clients); err != nil {
+		if f.shared, err = holderClients(reg, o, o.clients, nil); err != nil {
 			return res, err
 		}
 		defer closeClients(f.shared)

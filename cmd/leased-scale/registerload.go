@@ -37,10 +37,14 @@ type loadResult struct {
 	// ClusterCores is the three nodes' CPU together, ClusterIdleCores the
 	// same before any holder started.
 	ClusterCores, ClusterIdleCores float64
-	Via, Protocol                  string
-	Clients                        int
-	P50Ms, P99Ms                   float64
-	Failed                         int64
+	// Relays is the relays the holders talked to first (-relays), and
+	// RelayCores their CPU together over the window.
+	Relays        int
+	RelayCores    float64
+	Via, Protocol string
+	Clients       int
+	P50Ms, P99Ms  float64
+	Failed        int64
 }
 
 // measureRegisterLoad runs n holders in g groups against a fresh 3-node
@@ -65,7 +69,15 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	if res.LeaderIdleCores, res.ClusterIdleCores, err = reg.idleCores(ctx); err != nil {
 		return res, err
 	}
-	clients, err := holderClients(reg, o, n)
+	var relays *relayProcs
+	if o.relays > 0 {
+		if relays, err = startRelays(ctx, bin, reg, o.relays); err != nil {
+			return res, err
+		}
+		defer relays.stop()
+		res.Relays = o.relays
+	}
+	clients, err := holderClients(reg, o, n, relays)
 	if err != nil {
 		return res, err
 	}
@@ -147,6 +159,7 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	}
 	c0, _ := reg.cpuSeconds(reg.leaderPID())
 	a0, _ := reg.allCPU()
+	r0 := relays.cpu(reg)
 	t0 := time.Now()
 	measuring.Store(true)
 	profDone := make(chan error, len(reg.http))
@@ -167,8 +180,10 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	measuring.Store(false)
 	c1, _ := reg.cpuSeconds(reg.leaderPID())
 	a1, _ := reg.allCPU()
+	r1 := relays.cpu(reg)
 	el := time.Since(t0).Seconds()
 	res.ClusterCores = (sum(a1) - sum(a0)) / el
+	res.RelayCores = (r1 - r0) / el
 	st1, err := reg.leaderStatus(ctx)
 	if err != nil {
 		return res, err
@@ -227,8 +242,12 @@ func printLoadRow(w io.Writer, r loadResult) {
 	if r.RenewalsPerSec > 0 {
 		perRen = 1e6 * (r.ClusterCores - r.ClusterIdleCores) / r.RenewalsPerSec
 	}
-	fmt.Fprintf(w, "| %d | %d | %s, %s, %d clients | %.0f | %.0f | %.3f / %.3f | %.0f | %.3f / %.3f | %.0f | %.1f / %.1f | %d |\n", r.Holders, r.Groups, r.Via, r.Protocol, r.Clients, r.RenewalsPerSec, r.EntriesPerSec,
-		r.LeaderCores, r.LeaderIdleCores, r.LeaderMicrosPerRen, r.ClusterCores, r.ClusterIdleCores, perRen, r.P50Ms, r.P99Ms, r.Failed)
+	relays := "none"
+	if r.Relays > 0 {
+		relays = fmt.Sprintf("%d: %.3f cores", r.Relays, r.RelayCores)
+	}
+	fmt.Fprintf(w, "| %d | %d | %s, %s, %d clients | %.0f | %.0f | %.3f / %.3f | %.0f | %.3f / %.3f | %.0f | %.1f / %.1f | %d | %s |\n", r.Holders, r.Groups, r.Via, r.Protocol, r.Clients, r.RenewalsPerSec, r.EntriesPerSec,
+		r.LeaderCores, r.LeaderIdleCores, r.LeaderMicrosPerRen, r.ClusterCores, r.ClusterIdleCores, perRen, r.P50Ms, r.P99Ms, r.Failed, relays)
 }
 
 // sum adds up xs.
@@ -243,8 +262,8 @@ func sum(xs []float64) float64 {
 // runRegisterLoad measures every holder count in every group count and
 // prints a table.
 func runRegisterLoad(ctx context.Context, o options, bin, tmp string) error {
-	fmt.Println("| holders | groups | via, protocol, clients | renewals/s | log entries/s | leader cores: total / idle | leader µs/renewal | 3 nodes' cores: total / idle | 3 nodes' µs/renewal | renewal p50 / p99 ms | failed calls |")
-	fmt.Println("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| holders | groups | via, protocol, clients | renewals/s | log entries/s | leader cores: total / idle | leader µs/renewal | 3 nodes' cores: total / idle | 3 nodes' µs/renewal | renewal p50 / p99 ms | failed calls | relays: cores |")
+	fmt.Println("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, n := range o.registerLoad {
 		for _, g := range o.groups {
 			if g > n {
