@@ -39,7 +39,7 @@ func (r *Relay) enqueue(q queued) bool {
 // takeLocked takes the next batch off the queue if one may leave now (nil
 // otherwise), counting it as sending.
 func (r *Relay) takeLocked() []queued {
-	if len(r.queue) == 0 || r.sending >= r.cfg.MaxInFlight {
+	if len(r.queue) == 0 || r.sending >= r.cfg.MaxInFlight || r.closed {
 		return nil
 	}
 	n, size := 0, 0
@@ -87,12 +87,23 @@ func (r *Relay) answer(batch []queued) {
 	}
 	if err != nil {
 		r.failures.Add(1)
-		r.log.Debug("the register did not answer a batch", "commands", len(batch), "error", err)
-		msg := []byte(fmt.Sprintf("relay: the register did not answer (outcome unknown: retry with the same request ID): %v", err))
+		// The first failure after an answer is a warning (an election, a
+		// node down, or the register refusing the relay: a token without
+		// the worker role, a node without OpLeaseBatch); the ones after
+		// it, until a batch is answered, are debug lines.
+		if r.failing.Swap(true) {
+			r.log.Debug("the register did not answer a batch", "commands", len(batch), "error", err)
+		} else {
+			r.log.Warn("the register did not answer a batch, or refused it: its workers retry at the register's nodes", "commands", len(batch), "error", err)
+		}
+		msg := []byte(fmt.Sprintf("relay: the register did not answer the batch, or refused it (outcome unknown: retry with the same request ID at another server): %v", err))
 		for _, q := range batch {
 			q.reply(wire.LeaseAnswer{Code: wire.CodeNoLeader, Payload: msg})
 		}
 		return
+	}
+	if r.failing.Swap(false) {
+		r.log.Info("the register answers the relay's batches again")
 	}
 	for i, q := range batch {
 		q.reply(answers[i])

@@ -21,8 +21,22 @@ const authTimeout = 10 * time.Second
 const notBinary = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n" +
 	"permitd relay: this port serves the binary protocol's lease commands only (a worker's --relay); send HTTP requests to a register node\n"
 
+// maxConnCommands bounds the commands of one connection waiting for their
+// answers: beyond it a command is refused (CodeOverloaded), so that one
+// worker cannot fill the relay's queue, and every answer finds room in its
+// connection's writer queue (wire.WriterQueue) without waiting.
+const maxConnCommands = wire.WriterQueue / 2
+
+// maxCommandBytes bounds one command's payload: it must fit a batch alone.
+const maxCommandBytes = batchBytesBudget - 8
+
 // serveConn serves one worker connection: the preface, the optional
 // authentication, then lease commands until the connection fails.
+//
+// Answers are queued to the connection's writer without waiting
+// (wire.Writer.TrySend), never written by the goroutine that answers a
+// batch: a worker that stops reading its answers cannot hold up the
+// others'; its connection is closed instead.
 func (r *Relay) serveConn(c net.Conn) {
 	defer r.untrack(c)
 	defer c.Close()
@@ -38,18 +52,16 @@ func (r *Relay) serveConn(c net.Conn) {
 	defer w.Close()
 	var token *auth.Token
 	var secret string
+	var checked *auth.Tokens // the token set the token was last looked up in
 	if r.cfg.Tokens != nil {
-		t, s, ok := r.authenticate(br, w)
+		t, s, ts, ok := r.authenticate(br, w)
 		if !ok {
 			return
 		}
-		token, secret = &t, s
+		token, secret, checked = &t, s, ts
 	}
 	_ = c.SetDeadline(time.Time{})
-	var authorized atomic.Pointer[auth.Tokens]
-	if token != nil {
-		authorized.Store(r.cfg.Tokens.Current())
-	}
+	var waiting atomic.Int64 // commands of this connection not yet answered
 	for {
 		f, err := wire.ReadFrameLimit(br, wire.MaxClientFrame)
 		if err != nil {
@@ -58,15 +70,27 @@ func (r *Relay) serveConn(c net.Conn) {
 			}
 			return
 		}
-		reply := func(a wire.LeaseAnswer) { w.SendNow(wire.Frame{ID: f.ID, Kind: a.Code, Payload: a.Payload}) }
+		send := func(a wire.LeaseAnswer) {
+			if !w.TrySend(wire.Frame{ID: f.ID, Kind: a.Code, Payload: a.Payload}) {
+				c.Close() // not reading its answers: the read loop ends
+			}
+		}
 		refuse := func(code byte, format string, args ...any) {
 			r.refused.Add(1)
-			reply(wire.LeaseAnswer{Code: code, Payload: []byte(fmt.Sprintf(format, args...))})
+			send(wire.LeaseAnswer{Code: code, Payload: []byte(fmt.Sprintf(format, args...))})
 		}
 		if token != nil {
-			if code, why := r.recheck(token, secret, &authorized); code != wire.CodeOK {
-				refuse(code, "%s", why)
-				continue
+			ts := r.cfg.Tokens.Current()
+			if ts != checked {
+				code, why := recheck(token, secret, ts)
+				if code != wire.CodeOK {
+					refuse(code, "%s", why)
+					if code == wire.CodeUnauthenticated {
+						return // revoked: the connection is closed after the answer
+					}
+					continue
+				}
+				checked = ts
 			}
 		}
 		switch f.Kind {
@@ -78,13 +102,27 @@ func (r *Relay) serveConn(c net.Conn) {
 				refuse(wire.CodeInvalid, "relay: the connection is already authenticated (auth, op %d, is its first call only)", wire.OpAuth)
 				continue
 			}
-			reply(wire.LeaseAnswer{Code: wire.CodeOK})
+			send(wire.LeaseAnswer{Code: wire.CodeOK})
 		case wire.OpLease, wire.OpRenew, wire.OpReturn:
+			if len(f.Payload) > maxCommandBytes {
+				refuse(wire.CodeInvalid, "relay: a lease command of %d bytes; allowed: at most %d", len(f.Payload), maxCommandBytes)
+				continue
+			}
 			if why := checkCommand(f.Kind, f.Payload); why != "" {
 				refuse(wire.CodeInvalid, "%s", why)
 				continue
 			}
+			if waiting.Load() >= maxConnCommands {
+				refuse(wire.CodeOverloaded, "relay: %d commands of this connection are waiting for the register; allowed: at most %d", maxConnCommands, maxConnCommands)
+				continue
+			}
+			waiting.Add(1)
+			reply := func(a wire.LeaseAnswer) {
+				waiting.Add(-1)
+				send(a)
+			}
 			if !r.enqueue(queued{call: wire.LeaseCall{Op: f.Kind, Payload: f.Payload}, reply: reply}) {
+				waiting.Add(-1)
 				refuse(wire.CodeOverloaded, "relay: %d commands are waiting for the register; retry at another server", r.cfg.MaxQueue)
 			}
 		default:
@@ -96,17 +134,18 @@ func (r *Relay) serveConn(c net.Conn) {
 
 // authenticate reads the connection's first call, which must be OpAuth
 // with a worker (or admin) token of the store, and answers it; false (the
-// connection is to be closed) after a refusal. It returns the token and
-// its secret, kept to look the token up again after a reload.
-func (r *Relay) authenticate(br *bufio.Reader, w *wire.Writer) (auth.Token, string, bool) {
+// connection is to be closed) after a refusal. It returns the token, its
+// secret (kept to look the token up again after a reload) and the token
+// set it was found in.
+func (r *Relay) authenticate(br *bufio.Reader, w *wire.Writer) (auth.Token, string, *auth.Tokens, bool) {
 	f, err := wire.ReadFrameLimit(br, wire.MaxClientFrame)
 	if err != nil {
-		return auth.Token{}, "", false
+		return auth.Token{}, "", nil, false
 	}
-	refuse := func(format string, args ...any) (auth.Token, string, bool) {
+	refuse := func(format string, args ...any) (auth.Token, string, *auth.Tokens, bool) {
 		r.refused.Add(1)
 		w.SendNow(wire.Frame{ID: f.ID, Kind: wire.CodeUnauthenticated, Payload: []byte(fmt.Sprintf(format, args...))})
-		return auth.Token{}, "", false
+		return auth.Token{}, "", nil, false
 	}
 	switch {
 	case f.Kind != wire.OpAuth:
@@ -114,7 +153,10 @@ func (r *Relay) authenticate(br *bufio.Reader, w *wire.Writer) (auth.Token, stri
 	case len(f.Payload) == 0 || len(f.Payload) > wire.MaxAuthSecret:
 		return refuse("relay: a token of %d bytes; allowed: 1 to %d", len(f.Payload), wire.MaxAuthSecret)
 	}
-	t, ok := r.cfg.Tokens.Lookup(string(f.Payload))
+	// One token set for the lookup and for what the connection remembers
+	// having checked: a reload in between is then seen at the next call.
+	ts := r.cfg.Tokens.Current()
+	t, ok := ts.Lookup(string(f.Payload))
 	if !ok {
 		return refuse("relay: unknown or revoked token")
 	}
@@ -124,21 +166,18 @@ func (r *Relay) authenticate(br *bufio.Reader, w *wire.Writer) (auth.Token, stri
 		}
 		r.refused.Add(1)
 		w.SendNow(wire.Frame{ID: f.ID, Kind: wire.CodeForbidden, Payload: []byte("relay: " + why)})
-		return auth.Token{}, "", false
+		return auth.Token{}, "", nil, false
 	}
 	w.SendNow(wire.Frame{ID: f.ID, Kind: wire.CodeOK})
-	return t, string(f.Payload), true
+	return t, string(f.Payload), ts, true
 }
 
-// recheck looks the connection's token up again when the store's tokens
-// were replaced (a reload), so that a revoked token stops working on open
-// connections too: CodeOK, or the code and reason of the refusal.
-func (r *Relay) recheck(token *auth.Token, secret string, seen *atomic.Pointer[auth.Tokens]) (byte, string) {
-	cur := r.cfg.Tokens.Current()
-	if seen.Load() == cur {
-		return wire.CodeOK, ""
-	}
-	t, ok := cur.Lookup(secret)
+// recheck looks the connection's token up again in ts, the store's
+// tokens after a reload, so that a revoked token stops working on open
+// connections too: CodeOK (token updated), or the code and reason of the
+// refusal.
+func recheck(token *auth.Token, secret string, ts *auth.Tokens) (byte, string) {
+	t, ok := ts.Lookup(secret)
 	if !ok {
 		return wire.CodeUnauthenticated, fmt.Sprintf("relay: token %q was revoked", token.Name)
 	}
@@ -146,7 +185,6 @@ func (r *Relay) recheck(token *auth.Token, secret string, seen *atomic.Pointer[a
 		return wire.CodeForbidden, "relay: " + why
 	}
 	*token = t
-	seen.Store(cur)
 	return wire.CodeOK, ""
 }
 

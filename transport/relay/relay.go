@@ -96,6 +96,9 @@ type Relay struct {
 	commands, batches, batched, failures atomic.Uint64
 	refused                              atomic.Uint64
 	open                                 atomic.Int64
+	// failing is set while the register's answers to batches fail (one
+	// warning per spell).
+	failing atomic.Bool
 }
 
 // New checks cfg and returns a relay that serves nothing yet (Serve).
@@ -143,6 +146,7 @@ func (r *Relay) Serve(ln net.Listener) error {
 	}
 	r.lns[ln] = struct{}{}
 	r.mu.Unlock()
+	backoff := time.Duration(0)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -151,12 +155,21 @@ func (r *Relay) Serve(ln net.Listener) error {
 				return nil
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("relay: accept: %w", err)
 			}
-			return fmt.Errorf("relay: accept: %w", err)
+			// Out of file descriptors, say: wait and try again, as
+			// net/http does, rather than stop serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			r.log.Warn("accept failed; retrying", "error", err, "backoff", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-r.stop:
+				return nil
+			}
+			continue
 		}
+		backoff = 0
 		if !r.track(c) {
 			c.Close()
 			return nil
@@ -187,9 +200,10 @@ func (r *Relay) untrack(c net.Conn) {
 	r.wg.Done()
 }
 
-// Close stops accepting, closes the workers' connections and waits for
-// their loops; batches with the register finish in the background and
-// their answers are dropped (the workers retry elsewhere).
+// Close stops accepting, drops the commands waiting for a batch, closes
+// the workers' connections and waits for their loops; a batch with the
+// register finishes in the background and its answers are dropped (the
+// workers retry elsewhere).
 func (r *Relay) Close() {
 	r.mu.Lock()
 	if r.closed {
@@ -198,6 +212,11 @@ func (r *Relay) Close() {
 	}
 	r.closed = true
 	close(r.stop)
+	// The waiting commands are not sent: their connections close now, and
+	// their workers retry elsewhere. A batch already out finishes in the
+	// background (within BatchTimeout); its answers are dropped.
+	clear(r.queue)
+	r.queue = r.queue[:0]
 	for ln := range r.lns {
 		ln.Close()
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/devcerts"
+	"github.com/permitd/permitd/transport/tlsfiles"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -229,31 +232,34 @@ func TestRelayAnswersAFailedBatchNoLeader(t *testing.T) {
 }
 
 // TestRelayShedsBeyondItsQueue: with a batch out and the queue full, a
-// command is answered CodeOverloaded at once, and the queued ones are
-// still answered once the register answers.
+// command is answered CodeOverloaded at once; one connection cannot have
+// more than maxConnCommands commands waiting; and the queued commands are
+// all answered once the register answers.
 func TestRelayShedsBeyondItsQueue(t *testing.T) {
 	up := newFake()
 	up.hold = make(chan struct{})
 	r, addr := startRelay(t, Config{Upstream: up, MaxQueue: wire.MaxLeaseBatch})
-	wc := dialRaw(t, addr)
+	conns := []*wire.Conn{dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)}
 	ctx := ctxTimeout(t)
 	type answer struct {
 		code byte
+		msg  string
 		err  error
 	}
-	answers := make(chan answer, wire.MaxLeaseBatch+2)
-	call := func(id uint64) {
-		code, _, err := wc.Call(ctx, wire.OpRenew, renewal(id, fmt.Sprint("r-", id)))
-		answers <- answer{code, err}
+	answers := make(chan answer, 2*wire.MaxLeaseBatch)
+	call := func(wc *wire.Conn, id uint64) {
+		code, msg, err := wc.Call(ctx, wire.OpRenew, renewal(id, fmt.Sprint("r-", id)))
+		answers <- answer{code, string(msg), err}
 	}
-	go call(1)
+	go call(conns[0], 1)
 	<-up.sent
+	// A full queue, from two connections: the next command is shed.
 	for id := range uint64(wire.MaxLeaseBatch) {
-		go call(id + 2)
+		go call(conns[id%2], id+2)
 	}
 	waitFor(t, "a full queue", func() bool { return r.Stats().Queued == wire.MaxLeaseBatch })
-	code, msg, err := wc.Call(ctx, wire.OpRenew, renewal(9999, "r-9999"))
-	if err != nil || code != wire.CodeOverloaded || !strings.Contains(string(msg), "waiting") {
+	code, msg, err := conns[2].Call(ctx, wire.OpRenew, renewal(9999, "r-9999"))
+	if err != nil || code != wire.CodeOverloaded || !strings.Contains(string(msg), "waiting for the register") {
 		t.Errorf("a renewal beyond the queue: code %d %q, %v; want CodeOverloaded", code, msg, err)
 	}
 	up.hold <- struct{}{}
@@ -261,7 +267,35 @@ func TestRelayShedsBeyondItsQueue(t *testing.T) {
 	up.hold <- struct{}{}
 	for range wire.MaxLeaseBatch + 1 {
 		if a := <-answers; a.err != nil || a.code != wire.CodeOK {
-			t.Fatalf("a queued renewal: code %d, %v; want answered", a.code, a.err)
+			t.Fatalf("a queued renewal: code %d %q, %v; want answered", a.code, a.msg, a.err)
+		}
+	}
+
+	// One connection: at most maxConnCommands waiting, even with room in
+	// the queue.
+	big, bigAddr := startRelay(t, Config{Upstream: up, MaxQueue: 4 * maxConnCommands})
+	wc := dialRaw(t, bigAddr)
+	for id := range uint64(maxConnCommands) {
+		go call(wc, id+1)
+	}
+	<-up.sent
+	waitFor(t, "a connection's commands waiting", func() bool { return big.Stats().Commands == maxConnCommands })
+	code, msg, err = wc.Call(ctx, wire.OpRenew, renewal(7777, "r-7777"))
+	if err != nil || code != wire.CodeOverloaded || !strings.Contains(string(msg), "of this connection") {
+		t.Errorf("a connection's command beyond its bound: code %d %q, %v; want CodeOverloaded", code, msg, err)
+	}
+	go func() {
+		for {
+			select {
+			case up.hold <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for range maxConnCommands {
+		if a := <-answers; a.err != nil || a.code != wire.CodeOK {
+			t.Fatalf("a connection's renewal: code %d %q, %v; want answered", a.code, a.msg, a.err)
 		}
 	}
 }
@@ -342,5 +376,48 @@ func TestRelayAnswersHTTPWithAClearError(t *testing.T) {
 	rest, _ := io.ReadAll(br)
 	if !strings.HasPrefix(line, "HTTP/1.1 400") || !strings.Contains(string(rest), "lease commands only") {
 		t.Errorf("an HTTP request to the relay: %q %q", line, rest)
+	}
+}
+
+// TestRelayServesTLS: with Config.TLS the relay serves its workers over
+// TLS: the Go client with the CA relays a renewal, a plaintext connection
+// gets no answer.
+func TestRelayServesTLS(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devcerts.Create(devcerts.Request{Dir: dir, Nodes: []string{"relay"}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour, Now: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	cert, key := devcerts.NodeFiles("relay")
+	serverConf, err := tlsfiles.Server(filepath.Join(dir, cert), filepath.Join(dir, key), "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startRelay(t, Config{Upstream: newFake(), TLS: serverConf})
+	clientConf, err := tlsfiles.Client(filepath.Join(dir, devcerts.CACert), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New([]string{addr}, client.WithBinaryLeases(), client.WithTLS(clientConf), client.WithRounds(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := ctxTimeout(t)
+	if g, err := cl.Renew(ctx, "api", 9, 1, client.LeaseReport{Spent: 1, TTL: 2 * time.Second}); err != nil || g.Permits != 9 {
+		t.Fatalf("a renewal over TLS: %+v, %v", g, err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	wc := wire.NewConn(c)
+	defer wc.Close()
+	if _, err := c.Write([]byte{wire.ClientPreface}); err != nil {
+		t.Fatal(err)
+	}
+	if code, msg, err := wc.Call(ctx, wire.OpRenew, renewal(9, "r-9")); err == nil {
+		t.Errorf("a plaintext renewal to a TLS relay was answered: code %d %q", code, msg)
 	}
 }

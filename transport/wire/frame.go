@@ -46,6 +46,10 @@ func WriteFrame(w *bufio.Writer, f Frame) error {
 // allocate megabytes per call.
 const MaxClientFrame = 64 << 10
 
+// MaxClientPayload is the largest payload of a client frame: the frame's
+// length counts its call id (8 bytes) and its op (1) too.
+const MaxClientPayload = MaxClientFrame - 9
+
 // FrameBuffered reports whether br already holds a whole frame, so that
 // reading it will not wait for the peer. A malformed length counts as
 // whole: reading it fails at once.

@@ -14,8 +14,8 @@ import (
 // its host sends them as one OpLeaseBatch; the node decides each command
 // as if it had come alone and answers them all in one frame.
 
-// MaxLeaseBatch bounds the commands of one OpLeaseBatch (the whole frame is
-// also bounded by MaxClientFrame).
+// MaxLeaseBatch bounds the commands of one OpLeaseBatch (its payload is
+// also bounded by MaxClientPayload).
 const MaxLeaseBatch = 512
 
 // ErrLeaseBatch reports a malformed or out-of-bounds lease batch.
@@ -55,8 +55,8 @@ func EncodeLeaseBatch(calls []LeaseCall) ([]byte, error) {
 		w.U8(c.Op)
 		w.Bytes(c.Payload)
 	}
-	if len(w.B) > MaxClientFrame {
-		return nil, fmt.Errorf("%w: %d bytes for %d commands; a batch holds at most %d bytes", ErrLeaseBatch, len(w.B), len(calls), MaxClientFrame)
+	if len(w.B) > MaxClientPayload {
+		return nil, fmt.Errorf("%w: %d bytes for %d commands; a batch holds at most %d bytes", ErrLeaseBatch, len(w.B), len(calls), MaxClientPayload)
 	}
 	return w.B, nil
 }
@@ -67,8 +67,11 @@ func EncodeLeaseBatch(calls []LeaseCall) ([]byte, error) {
 func DecodeLeaseBatch(p []byte) ([]LeaseCall, error) {
 	r := Dec{B: p}
 	k := r.Uvar()
-	if r.Err() != nil || k == 0 || k > MaxLeaseBatch {
-		return nil, fmt.Errorf("%w: a batch holds 1 to %d commands after its count", ErrLeaseBatch, MaxLeaseBatch)
+	if r.Err() != nil {
+		return nil, fmt.Errorf("%w: no command count; a batch holds 1 to %d commands after its count", ErrLeaseBatch, MaxLeaseBatch)
+	}
+	if k == 0 || k > MaxLeaseBatch {
+		return nil, fmt.Errorf("%w: %d commands; a batch holds 1 to %d", ErrLeaseBatch, k, MaxLeaseBatch)
 	}
 	calls := make([]LeaseCall, k)
 	for i := range calls {

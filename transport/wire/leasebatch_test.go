@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"strings"
@@ -57,13 +58,29 @@ func TestLeaseBatchBounds(t *testing.T) {
 		{"empty", nil, "1 to 512"},
 		{"one too many", append(full, one), "1 to 512"},
 		{"not a lease command", []LeaseCall{one, {Op: OpReserve, Payload: []byte{1}}}, "command 1 is operation 1; allowed: 15 (lease)"},
-		{"too many bytes", []LeaseCall{{Op: OpLease, Payload: make([]byte, MaxClientFrame)}}, "at most 65536 bytes"},
+		{"too many bytes", []LeaseCall{{Op: OpLease, Payload: make([]byte, MaxClientFrame)}}, "at most 65527 bytes"},
+		// count (1 byte), op (1), length (3): one byte over a client frame's payload.
+		{"one byte too many", []LeaseCall{{Op: OpLease, Payload: make([]byte, MaxClientPayload-4)}}, "at most 65527 bytes"},
 	}
 	for _, c := range cases {
 		p, err := EncodeLeaseBatch(c.calls)
 		if !errors.Is(err, ErrLeaseBatch) || !strings.Contains(err.Error(), c.want) || p != nil {
 			t.Errorf("%s: EncodeLeaseBatch = %d bytes, %v; want ErrLeaseBatch naming %q", c.name, len(p), err, c.want)
 		}
+	}
+	// A batch of exactly one client frame's payload is encoded, and read
+	// back through the node's client frame limit.
+	exact, err := EncodeLeaseBatch([]LeaseCall{{Op: OpLease, Payload: make([]byte, MaxClientPayload-5)}})
+	if err != nil || len(exact) != MaxClientPayload {
+		t.Fatalf("a batch of %d bytes: %v; want it encoded", len(exact), err)
+	}
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	if err := WriteFrame(bw, Frame{ID: 1, Kind: OpLeaseBatch, Payload: exact}); err != nil || bw.Flush() != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFrameLimit(&buf, MaxClientFrame); err != nil {
+		t.Errorf("the largest batch does not fit a client frame: %v", err)
 	}
 	// The decoder holds the same bounds for payloads no encoder made.
 	var w Enc

@@ -436,3 +436,30 @@ func TestSendNowAndSendTogetherDeliverEveryFrameWhole(t *testing.T) {
 		t.Fatalf("%d frames arrived; want %d", len(seen), senders*each)
 	}
 }
+
+// TestTrySendNeverWaits: to a peer that does not read, TrySend queues
+// until the writer's queue is full and then refuses at once, where Send
+// would wait; after Close it refuses too.
+func TestTrySendNeverWaits(t *testing.T) {
+	a, b := net.Pipe() // b never reads: the writer's first write blocks
+	defer b.Close()
+	w := NewWriter(a)
+	f := Frame{ID: 1, Kind: CodeOK, Payload: make([]byte, 1024)}
+	accepted := 0
+	for range 2 * WriterQueue {
+		if w.TrySend(f) {
+			accepted++
+		}
+	}
+	// The writer takes what fits its 64 KiB buffer (about 64 frames of
+	// this size) before its write blocks; the queue holds WriterQueue
+	// more; the rest are refused.
+	if accepted < WriterQueue || accepted >= 2*WriterQueue {
+		t.Errorf("TrySend accepted %d of %d frames for a peer that does not read; want the queue's %d and what the writer's buffer holds", accepted, 2*WriterQueue, WriterQueue)
+	}
+	a.Close()
+	w.Close()
+	if w.TrySend(f) {
+		t.Error("TrySend on a closed writer = true; want false")
+	}
+}

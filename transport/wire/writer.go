@@ -11,8 +11,9 @@ import (
 // writeTimeout bounds one flush to a peer that stopped reading.
 const writeTimeout = 10 * time.Second
 
-// writerQueue is the number of frames that may wait for the writer.
-const writerQueue = 1024
+// WriterQueue is the number of frames that may wait for a Writer (Send
+// waits beyond it, TrySend refuses).
+const WriterQueue = 1024
 
 // writerBatches is the number of SendAll batches that may wait for the
 // writer: a batch holds many frames, so a peer that stops reading is
@@ -56,7 +57,7 @@ func NewWriter(c net.Conn) *Writer { return NewYieldingWriter(c, nil) }
 // once per flush after the queue is drained, alongside the goroutines
 // calling Send: it must be cheap, safe for that and must not block.
 func NewYieldingWriter(c net.Conn, busy func() bool) *Writer {
-	w := &Writer{busy: busy, conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan Frame, writerQueue), qAll: make(chan []Frame, writerBatches), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{busy: busy, conn: c, bw: bufio.NewWriterSize(c, 64<<10), q: make(chan Frame, WriterQueue), qAll: make(chan []Frame, writerBatches), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
@@ -167,6 +168,21 @@ func (w *Writer) Send(f Frame) bool {
 	case w.q <- f:
 		return true
 	case <-w.done:
+		return false
+	}
+}
+
+// TrySend queues a frame if the queue has room, without waiting: false if
+// it is full (the peer stopped reading) or the writer has stopped. For a
+// sender that must not be held up by one slow peer among many.
+func (w *Writer) TrySend(f Frame) bool {
+	if w.stopped() {
+		return false
+	}
+	select {
+	case w.q <- f:
+		return true
+	default:
 		return false
 	}
 }
