@@ -48,8 +48,10 @@ type Client struct {
 	last atomic.Int64
 	// homeAfter (WithReturnToFirst), if positive, makes a call start at
 	// the first server again once that long has passed since the calls
-	// moved away from it (leftHomeAt, the client clock's Unix nanos).
+	// moved away from it (leftHomeAt, nanoseconds since born on the
+	// client's clock, monotonic with the real one).
 	homeAfter  time.Duration
+	born       time.Time
 	leftHomeAt atomic.Int64
 }
 
@@ -109,6 +111,7 @@ func New(servers []string, opts ...Option) (*Client, error) {
 	if c.rng == nil {
 		c.rng = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
 	}
+	c.born = c.clock.Now()
 	return c, nil
 }
 
@@ -233,7 +236,7 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 		idx := (start + a) % n
 		out, err := try(c.servers[idx])
 		if out == attemptDone {
-			c.answeredBy(idx)
+			c.answeredBy(start, idx)
 			return err
 		}
 		undelivered = undelivered && out == attemptUndelivered
@@ -249,26 +252,43 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 
 // startServer is the index of the server a call tries first: the last
 // that answered, or the first once homeAfter has passed since the calls
-// left it.
-// One call at a time tries the first again (the others keep to the last
-// that answered until it does), and it tries again homeAfter later if the
-// first still fails.
+// left it. One call at a time tries the first again (the others keep to
+// the last that answered until it does), and it tries again homeAfter
+// later if the first still fails.
 func (c *Client) startServer() int {
 	start := int(c.last.Load())
 	if start == 0 || c.homeAfter <= 0 {
 		return start
 	}
-	now, left := c.clock.Now().UnixNano(), c.leftHomeAt.Load()
+	now, left := c.sinceBorn(), c.leftHomeAt.Load()
 	if now-left >= int64(c.homeAfter) && c.leftHomeAt.CompareAndSwap(left, now) {
 		return 0
 	}
 	return start
 }
 
-// answeredBy records that server idx answered a call.
-func (c *Client) answeredBy(idx int) {
-	if prev := c.last.Swap(int64(idx)); prev == 0 && idx != 0 && c.homeAfter > 0 {
-		c.leftHomeAt.Store(c.clock.Now().UnixNano())
+// sinceBorn is the client clock's time since New, in nanoseconds.
+func (c *Client) sinceBorn() int64 { return int64(c.clock.Now().Sub(c.born)) }
+
+// answeredBy records that server idx answered a call that started at
+// server start. With homeAfter, an answer from the first brings every
+// call back to it, a call that started at the first and was answered by
+// another marks when the calls left it, and a late answer to a call that
+// started elsewhere does not move the calls away from the server they
+// are at now.
+func (c *Client) answeredBy(start, idx int) {
+	if c.homeAfter <= 0 {
+		c.last.Store(int64(idx))
+		return
+	}
+	switch {
+	case idx == 0:
+		c.last.Store(0) // the first answered: every call starts there again
+	case start == 0:
+		c.leftHomeAt.Store(c.sinceBorn())
+		c.last.CompareAndSwap(0, int64(idx))
+	default:
+		c.last.CompareAndSwap(int64(start), int64(idx))
 	}
 }
 
