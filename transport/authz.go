@@ -105,7 +105,11 @@ func AuthenticatedBinary(store *auth.Store, serve func(net.Conn, node.Authorizer
 			return
 		}
 		secret := string(f.Payload)
-		t, ok := store.Lookup(secret)
+		// One token set for the lookup and for what the connection
+		// remembers having checked: a reload in between is then seen at
+		// the next call.
+		cur := store.Current()
+		t, ok := cur.Lookup(secret)
 		if !ok {
 			_ = answer(wire.CodeUnauthenticated, "auth: unknown or revoked token")
 			c.Close()
@@ -121,7 +125,7 @@ func AuthenticatedBinary(store *auth.Store, serve func(net.Conn, node.Authorizer
 		// replaced the store's tokens: a lookup hashes the secret and
 		// compares it with every token in the file.
 		var last atomic.Pointer[lookup]
-		last.Store(&lookup{tokens: store.Current(), token: t, ok: true})
+		last.Store(&lookup{tokens: cur, token: t, ok: true})
 		serve(c, func(op byte, limit string) error { // called concurrently
 			l := last.Load()
 			if cur := store.Current(); l.tokens != cur {
