@@ -17,6 +17,16 @@ import (
 // the bound. A command that fails (refused by the Authorizer, malformed,
 // an unknown limit, no leader) gets its own error answer; the others are
 // decided. The call itself fails only when its payload is not a batch.
+//
+// Each command is decided on a goroutine of its own, as its own call
+// would be, and at most maxBatchedLeaseCommands of all the batches a node
+// serves at once: a connection may have thousands of calls in flight, and
+// a batch holds hundreds of commands. A batch waits for slots; a command
+// that finds none before the call's deadline is answered overloaded.
+
+// maxBatchedLeaseCommands bounds the commands of clients' lease batches a
+// node decides at once.
+const maxBatchedLeaseCommands = 8192
 
 // handleClientLeaseBatch serves an OpLeaseBatch: every command's answer,
 // in order, in one frame.
@@ -34,9 +44,16 @@ func (n *Node) handleClientLeaseBatch(ctx context.Context, payload []byte, allow
 				continue
 			}
 		}
+		select {
+		case n.batchSlots <- struct{}{}:
+		case <-ctx.Done():
+			answers[i] = leaseAnswerOf(nil, fmt.Errorf("%w: %d lease commands of batches are being decided on this node (at most %d): retry, with the same request ID",
+				ErrOverloaded, maxBatchedLeaseCommands, maxBatchedLeaseCommands))
+			continue
+		}
 		wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer func() { <-n.batchSlots; wg.Done() }()
 			resp, err := n.handleClientLease(ctx, c.Op, c.Payload)
 			answers[i] = leaseAnswerOf(resp, err)
 		}()

@@ -125,6 +125,24 @@ func TestServeClientLeaseBatch(t *testing.T) {
 	if got := answers[4]; got.Code != wire.CodeForbidden || !strings.Contains(string(got.Payload), "may not return") {
 		t.Errorf("a refused return in a batch: code %d %q; want CodeForbidden with the Authorizer's reason", got.Code, got.Payload)
 	}
+	// The same renewal in a batch sent to the leader (a relay retrying a
+	// batch whose answer it lost at another node): the stored decision.
+	ls, lc := net.Pipe()
+	go l.ServeClient(ls)
+	lbc := wire.NewConn(lc)
+	defer lbc.Close()
+	p, _ := wire.EncodeLeaseBatch([]wire.LeaseCall{{Op: wire.OpRenew, Payload: renew}})
+	code, resp, err := lbc.Call(ctx, wire.OpLeaseBatch, p)
+	if err != nil || code != wire.CodeOK {
+		t.Fatalf("the batch again at the leader: code %d %q, %v", code, resp, err)
+	}
+	replay, err := wire.DecodeLeaseBatchAnswers(resp, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := result("renew at the leader", replay[0]); !r.Duplicate || r.Epoch != first.Epoch || r.Permits != first.Permits {
+		t.Errorf("a renewal retried in a batch at another node: %+v; want the stored decision %+v", r, first)
+	}
 	after, _ := l.fsm.LeasePool("api")
 	if after.LeasesOpened != before.LeasesOpened || after.Returns != before.Returns || after.Renewals != before.Renewals+1 {
 		t.Errorf("the batch's rejected commands reached the register: %+v, then %+v (want one renewal more)", before, after)

@@ -183,6 +183,9 @@ type Node struct {
 	// fwdLeases batches the lease commands a follower forwards
 	// (forwardbatch.go).
 	fwdLeases *leaseForwarder
+	// batchSlots bounds the commands of clients' lease batches being
+	// decided at once (leasebatchclient.go).
+	batchSlots chan struct{}
 	// calls serves the calls of pipelined connections (callpool.go).
 	calls *callPool
 
@@ -225,6 +228,7 @@ func New(cfg Config) (*Node, error) {
 		stopCh:   make(chan struct{}),
 	}
 	n.fwdLeases = newLeaseForwarder(n.fwd, cfg.ApplyTimeout+cfg.LeaderWait)
+	n.batchSlots = make(chan struct{}, maxBatchedLeaseCommands)
 	n.receipts = newReceipts(n.timeline.clock, n.timeline.real)
 	n.calls = newCallPool(n.stopCh)
 	n.overloadedMsg = overloadedMessage(cfg.ID, cfg.MaxPendingReserves)
