@@ -41,9 +41,9 @@ type batcher[C, R any] struct {
 
 	// last is the latest arrival given to a command (loop goroutine only).
 	last arrival
-	// prevBatchAt is when the newest command of the previous batch
-	// arrived (loop goroutine only): a batch lingers only if its first
-	// command came within the linger of it.
+	// prevBatchAt is when the previous batch left for the log (loop
+	// goroutine only; after its newest command arrived): a batch lingers
+	// only if its first command came within the linger of it.
 	prevBatchAt time.Time
 }
 
@@ -58,8 +58,8 @@ type batchKind[C, R any] struct {
 	hooks  bool
 	// linger is how long a batch waits for more commands after its first
 	// one, once a commit slot is free (0: it leaves at once), if that
-	// first one arrived within the linger of the previous batch's newest
-	// (under load; a command after a quiet spell leaves at once). Each
+	// first one arrived within the linger of the previous batch's
+	// leaving (under load; a command after a quiet spell leaves at once). Each
 	// entry costs the leader a disk commit and a replication round;
 	// commands whose answers can wait a few tens of milliseconds (lease
 	// commands: their holders go on spending kept permits) share more of
@@ -242,7 +242,13 @@ func (b *batcher[C, R]) loop() {
 				break drain
 			}
 		}
-		b.prevBatchAt = batch[len(batch)-1].arrived.at
+		// When it leaves, not when its newest command arrived: commands
+		// that come in waves (relays' batches, each sent when the
+		// previous one is answered) arrive a commit after a lingered
+		// batch left, which is longer than the linger after its newest
+		// arrival, and would otherwise go to the log without lingering
+		// every other time.
+		b.prevBatchAt = time.Now()
 		b.submit(batch)
 		batch = make([]*pending[C, R], 0, len(batch))
 	}
