@@ -178,6 +178,9 @@ type fleet struct {
 	// mem, if not nil, is the in-memory network the members gossip on
 	// (-gossip mem); nil: memberlist's NetTransport on loopback.
 	mem *memNetwork
+	// relays, if not nil, are the lease relays the members talk to first
+	// (-relays): member i to relay i mod N.
+	relays *relayProcs
 	// rejoinEvery is the workers' RejoinEvery (0: their default).
 	rejoinEvery time.Duration
 	// opts picks the members' register clients (-via, -protocol,
@@ -226,7 +229,11 @@ func (f *fleet) startMember(ctx context.Context, name, group string, demand floa
 	if len(f.shared) > 0 {
 		cl = f.shared[i%len(f.shared)]
 	} else {
-		own, err = client.New(serverOrder(f.reg, f.opts.via, i), holderOptions(f.opts.protocol)...)
+		servers := serverOrder(f.reg, f.opts.via, i)
+		if r := f.relays.first(i); r != "" {
+			servers = append([]string{r}, servers...)
+		}
+		own, err = client.New(servers, holderOptions(f.opts.protocol)...)
 		if err != nil {
 			_ = tr.Shutdown()
 			return nil, err

@@ -91,7 +91,7 @@ func main() {
 	flag.IntVar(&o.startParallel, "start-parallel", 16, "workers started at once (each joins the fleet's gossip: at hundreds of in-process workers, fewer at once keep memberlist's join traffic from starving the probes)")
 	flag.IntVar(&o.gossipSlowdown, "gossip-slowdown", 1, "multiply memberlist's LAN timings (probe interval and timeout, gossip and push/pull intervals) by this: hundreds of memberlists in one process on a small machine miss each other's probe deadlines and fall into suspicion storms at the defaults (see the README)")
 	flag.DurationVar(&o.alignEvery, "align-every", 0, "with -register-load: each holder sends its renewal at the next multiple of this period (what a group relay that flushes this often would send; 0: at its own phase)")
-	flag.IntVar(&o.relays, "relays", 0, "with -register-load: run this many `permitd relay` processes and send holder i's lease commands to relay i mod N first (0: none; one per group is what a fleet with a relay per group would run)")
+	flag.IntVar(&o.relays, "relays", 0, "run this many `permitd relay` processes and send the lease commands of worker (or -register-load holder) i to relay i mod N first (0: none); a worker i is in group i mod G, so -relays G gives each group its relay")
 	flag.IntVar(&o.clients, "clients", 0, "spread the holders over this many clients, each with its own connections (0: one per holder, as a real fleet)")
 	flag.StringVar(&o.debugAddr, "debug-addr", "", "serve Go's profiler for this process (the in-process workers) at this loopback host:port, under /debug/pprof/")
 	flag.StringVar(&o.pprofOut, "pprof-out", "", "with -register-load: save the leader's CPU profile over the window here, and each follower's at this path + .followerN")
@@ -169,7 +169,7 @@ func run(o options) error {
 		rep = report{Started: time.Now().UTC().Format(time.RFC3339), TTL: o.ttl.String(), Tolerance: o.tolerance,
 			RatePerWorker: o.ratePerWorker, Window: o.window.String(), Warmup: o.warmup.String(),
 			Gossip: o.gossip, GossipCompressed: !o.gossipUncompressed, GossipSlowdown: o.gossipSlowdown,
-			Via: o.via, Protocol: o.protocol, ClientsShared: o.clients}
+			Via: o.via, Protocol: o.protocol, ClientsShared: o.clients, Relays: o.relays}
 		if o.ttl == 0 {
 			rep.TTL = "2s (default)"
 		}
@@ -241,6 +241,7 @@ type report struct {
 	Via              string             `json:"via,omitempty"`
 	Protocol         string             `json:"protocol,omitempty"`
 	ClientsShared    int                `json:"clients_shared,omitempty"`
+	Relays           int                `json:"relays,omitempty"`
 	Results          []result           `json:"results"`
 	Growth           map[string]float64 `json:"growth_exponents,omitempty"`
 	Notes            []string           `json:"notes,omitempty"`
@@ -342,8 +343,8 @@ func readReports(paths []string) (report, error) {
 
 // fleetSettings names how a report's fleet ran, for comparing reports.
 func (r report) fleetSettings() string {
-	return fmt.Sprintf("ttl %s, %g permits/s per worker, gossip %s (compressed %t, slowdown %d), via %s, protocol %s, shared clients %d",
-		r.TTL, r.RatePerWorker, r.Gossip, r.GossipCompressed, r.GossipSlowdown, r.Via, r.Protocol, r.ClientsShared)
+	return fmt.Sprintf("ttl %s, %g permits/s per worker, gossip %s (compressed %t, slowdown %d), via %s, protocol %s, shared clients %d, relays %d",
+		r.TTL, r.RatePerWorker, r.Gossip, r.GossipCompressed, r.GossipSlowdown, r.Via, r.Protocol, r.ClientsShared, r.Relays)
 }
 
 // chartTitle names the chart's setup: the limit's TTL, the register, and

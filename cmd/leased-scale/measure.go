@@ -49,8 +49,14 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 	rateMilli := int64(math.Round(rate * 1000))
 
 	f := &fleet{limit: limit, reg: reg, ttl: o.ttl, rejoinEvery: o.rejoinEvery, opts: o}
+	if o.relays > 0 {
+		if f.relays, err = startRelays(ctx, bin, reg, o.relays); err != nil {
+			return res, err
+		}
+		defer f.relays.stop()
+	}
 	if o.clients > 0 {
-		if f.shared, err = holderClients(reg, o, o.clients, nil); err != nil {
+		if f.shared, err = holderClients(reg, o, o.clients, f.relays); err != nil {
 			return res, err
 		}
 		defer closeClients(f.shared)

@@ -12,10 +12,11 @@ import (
 )
 
 // relays.go: -relays N runs N `permitd relay` processes in front of the
-// register for -register-load's holders (one per host, or per group, as
-// a fleet would run them): holder i sends its lease commands to relay
-// i mod N first, and to its -via nodes after it. The relays' CPU is
-// measured apart from the register's (it is spent on the workers' hosts).
+// register (one per host, or per group, as a fleet would run them): the
+// sweep's worker i, or -register-load's holder i, sends its lease
+// commands to relay i mod N first, and to its -via nodes after it. The
+// relays' CPU is measured apart from the register's (it is spent on the
+// workers' hosts).
 
 // relayProcs are the running relays.
 type relayProcs struct {

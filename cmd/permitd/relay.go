@@ -44,7 +44,7 @@ type relayFlags struct {
 
 func (f *relayFlags) define(c *cmdLine) {
 	c.String(&f.listen, "listen", "HOST:PORT", "127.0.0.1:7500", "address the workers' lease commands arrive at (give it to each worker as --relay)", checkHostPort)
-	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required); the relay starts past the leader, as a worker does", checkServer)
+	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required); the relay starts at the leader, or past it with --upstream spread", checkServer)
 	c.DurationRange(&f.attemptTimeout, "attempt-timeout", 500*time.Millisecond, durPositive, 10*time.Millisecond, time.Minute, "longest wait for one batch's answer from one register node before the next is tried (10ms-1m)")
 	c.Int(&f.maxInFlight, "max-inflight", "N", relay.DefaultMaxInFlight, 1, 64, "an integer from 1 to 64", "batches with the register at once: the commands that arrive meanwhile leave together in the next")
 	c.Choice(&f.upstream, "upstream", "leader", "which register node the relay sends its batches to first: leader (a batch costs the leader one call's read and answer; nothing is forwarded) or spread (a follower, as a worker does, which forwards the commands to the leader)", "leader", "spread")
@@ -78,6 +78,11 @@ and each worker retries at its next server, the register's nodes after
 the relay, with the same request ID; a worker whose relay is down goes
 to the register directly.
 
+The relay sends its batches to the register's leader (--upstream leader,
+the default: a batch costs the leader one call, and nothing is forwarded),
+or to a follower, as a worker does (--upstream spread). After a change of
+leader its batches go to whichever node answers.
+
 Upstream the relay is one client of the register: --tls-ca (and
 --tls-cert/--tls-key) and --token (a worker token) as for any command.
 Downstream it serves the binary protocol only, over TLS with
@@ -93,7 +98,7 @@ error.
 `
 
 func runRelay(args []string, stdout, stderr io.Writer) int {
-	c := newCmdLine("relay", `relay --servers HTTPADDR,... [--listen HOST:PORT] [--max-inflight N]
+	c := newCmdLine("relay", `relay --servers HTTPADDR,... [--listen HOST:PORT] [--upstream leader|spread] [--max-inflight N]
                       [--listen-tls-cert FILE --listen-tls-key FILE] [--token-file FILE]
                       [--tls-ca FILE] [--token SECRET] [--metrics-addr HOST:PORT] [--config FILE]`, relayDescription, stdout, stderr)
 	var f relayFlags
