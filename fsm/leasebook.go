@@ -1,5 +1,7 @@
 package fsm
 
+import "slices"
+
 // leasebook.go: the lease book, the register side of the leased path. See
 // doc.go ("Leases") for the model and the bound. This file holds the state;
 // its arithmetic is in leasemint.go (minting), leasegrant.go (the size of a
@@ -44,9 +46,28 @@ type leaseGroup struct {
 	// leases are its active leases by ID ascending; the last one (the
 	// newest) sets the group's weight.
 	leases []*lease
+	// sorted are the leases' demands, ascending, when sortedOK (derived:
+	// never in a snapshot; reset by every change of the group's members
+	// or of a member's demand, leaseindex.go).
+	sorted   []int64
+	sortedOK bool
 }
 
 func (g *leaseGroup) weight() int64 { return g.leases[len(g.leases)-1].weight }
+
+// sortedDemands returns the group's demands in ascending order, sorting
+// them only after they changed.
+func (g *leaseGroup) sortedDemands() []int64 {
+	if !g.sortedOK {
+		g.sorted = g.sorted[:0]
+		for _, m := range g.leases {
+			g.sorted = append(g.sorted, m.demand)
+		}
+		slices.Sort(g.sorted)
+		g.sortedOK = true
+	}
+	return g.sorted
+}
 
 // lease is one lease. Inactive leases (returned or expired) hold nothing
 // but lingering permits and are dropped when those have lingered out.

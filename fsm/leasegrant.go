@@ -29,18 +29,21 @@ func (p *leasePool) shareOf(l *lease, capacity int64) int64 {
 	// waterFill cannot fail.
 	_ = waterFill(capacity, groups)
 	// Within the group every member weighs 1: unitShare is waterFill's
-	// answer for l without sorting the members' claims.
+	// answer for l without sorting the members' claims, here on the
+	// group's kept sorted demands.
 	g := p.groups[gi]
-	demands := make([]int64, len(g.leases), 2*len(g.leases))
-	li := 0
-	for i, m := range g.leases {
-		demands[i] = m.demand
-		if m == l {
-			li = i
+	return unitShareSorted(groups[gi].share, g.sortedDemands(), l.demand, func(threshold int64) uint64 {
+		var before uint64
+		for _, m := range g.leases {
+			if m == l {
+				break
+			}
+			if m.demand >= threshold {
+				before++
+			}
 		}
-	}
-	share, _ := unitShare(groups[gi].share, demands, li, demands[len(demands):])
-	return share
+		return before
+	})
 }
 
 // grant issues a new grant to active lease l at nowNanos for ttlNanos;

@@ -46,6 +46,7 @@ func (p *leasePool) activate(l *lease) {
 	j, _ := slices.BinarySearchFunc(g.leases, l.id, func(m *lease, id uint64) int { return cmpUint64(m.id, id) })
 	g.leases = slices.Insert(g.leases, j, l)
 	g.demand += l.demand
+	g.sortedOK = false
 }
 
 // deactivate closes an active lease: it leaves the indexes and keeps only
@@ -57,6 +58,7 @@ func (p *leasePool) deactivate(l *lease) {
 	j, _ := slices.BinarySearchFunc(g.leases, l.id, func(m *lease, id uint64) int { return cmpUint64(m.id, id) })
 	g.leases = slices.Delete(g.leases, j, j+1)
 	g.demand -= l.demand
+	g.sortedOK = false
 	if len(g.leases) == 0 {
 		p.groups = slices.Delete(p.groups, i, i+1)
 	}
@@ -75,6 +77,10 @@ func (p *leasePool) removeLease(l *lease) {
 // setDemand updates an active lease's demand and its group's sum.
 func (p *leasePool) setDemand(l *lease, demand int64) {
 	i, _ := slices.BinarySearchFunc(p.groups, l.group, func(g *leaseGroup, name string) int { return strings.Compare(g.name, name) })
-	p.groups[i].demand += demand - l.demand
+	g := p.groups[i]
+	g.demand += demand - l.demand
+	if demand != l.demand {
+		g.sortedOK = false
+	}
 	l.demand = demand
 }

@@ -200,6 +200,25 @@ func cmp128(a, b u128) int {
 func unitShare(capacity int64, demands []int64, i int, scratch []int64) (int64, []int64) {
 	sorted := append(scratch[:0], demands...)
 	slices.Sort(sorted)
+	share := unitShareSorted(capacity, sorted, demands[i], func(threshold int64) uint64 {
+		var before uint64
+		for j := 0; j < i; j++ {
+			if demands[j] >= threshold {
+				before++
+			}
+		}
+		return before
+	})
+	return share, sorted
+}
+
+// unitShareSorted is unitShare with the demands given sorted (ascending):
+// demand is claim i's, and before(d) counts the claims ahead of i in
+// position order whose demand is at least d. A group's sorted demands
+// change only when a member joins, leaves or changes its demand, so a
+// lease pool keeps them (leaseGroup.sortedDemands) instead of sorting a
+// group of a thousand at every renewal.
+func unitShareSorted(capacity int64, sorted []int64, demand int64, before func(int64) uint64) int64 {
 	rest, left := uint64(capacity), uint64(len(sorted))
 	k := 0
 	for ; k < len(sorted); k++ {
@@ -210,19 +229,13 @@ func unitShare(capacity int64, demands []int64, i int, scratch []int64) (int64, 
 		rest -= uint64(sorted[k])
 		left--
 	}
-	if k == len(sorted) || demands[i] < sorted[k] {
-		return demands[i], sorted // satisfied
+	if k == len(sorted) || demand < sorted[k] {
+		return demand // satisfied
 	}
 	level, extra := rest/left, rest%left
 	// Position of i among the capped claims (demand >= sorted[k]).
-	var before uint64
-	for j := 0; j < i; j++ {
-		if demands[j] >= sorted[k] {
-			before++
-		}
-	}
-	if before < extra {
+	if before(sorted[k]) < extra {
 		level++
 	}
-	return int64(level), sorted
+	return int64(level)
 }

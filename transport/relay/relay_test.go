@@ -421,3 +421,74 @@ func TestRelayServesTLS(t *testing.T) {
 		t.Errorf("a plaintext renewal to a TLS relay was answered: code %d %q", code, msg)
 	}
 }
+
+// TestRelaySplitsBatches: the commands queued behind a batch leave in
+// batches of at most wire.MaxLeaseBatch commands and one client frame's
+// payload, with MaxInFlight batches out at once, and every caller gets
+// its own answer.
+func TestRelaySplitsBatches(t *testing.T) {
+	up := newFake()
+	up.hold = make(chan struct{})
+	r, addr := startRelay(t, Config{Upstream: up, MaxInFlight: 2, MaxQueue: 4 * wire.MaxLeaseBatch})
+	ctx := ctxTimeout(t)
+	conns := []*wire.Conn{dialRaw(t, addr), dialRaw(t, addr)}
+	type answer struct {
+		id   uint64
+		code byte
+		resp []byte
+		err  error
+	}
+	answers := make(chan answer, 2*wire.MaxLeaseBatch)
+	call := func(wc *wire.Conn, id uint64, payload []byte) {
+		code, resp, err := wc.Call(ctx, wire.OpRenew, payload)
+		answers <- answer{id, code, resp, err}
+	}
+	// Two lone renewals leave at once, two batches out (MaxInFlight 2).
+	go call(conns[0], 1, renewal(1, "r-1"))
+	go call(conns[1], 2, renewal(2, "r-2"))
+	if a, b := <-up.sent, <-up.sent; a != 1 || b != 1 {
+		t.Fatalf("the first two renewals left in batches of %d and %d; want 1 each, both out", a, b)
+	}
+	// Queued meanwhile: 600 small renewals. They leave as 512 and 88.
+	const small = 600
+	for i := range uint64(small) {
+		go call(conns[i%2], 100+i, renewal(100+i, fmt.Sprint("r-", 100+i)))
+	}
+	waitFor(t, "600 renewals queued", func() bool { return r.Stats().Queued == small })
+	up.hold <- struct{}{}
+	up.hold <- struct{}{}
+	if a, b := <-up.sent, <-up.sent; max(a, b) != wire.MaxLeaseBatch || min(a, b) != small-wire.MaxLeaseBatch { // (both out at once: either may arrive first)
+		t.Errorf("600 queued renewals left in batches of %d and %d; want %d and %d", a, b, wire.MaxLeaseBatch, small-wire.MaxLeaseBatch)
+	}
+	// Queued while those are out: 3 renewals of 30 KiB each (a request
+	// ID that long); two fit one client frame, the third leaves next.
+	big := func(id uint64) []byte {
+		return wire.EncodeLeaseRenew(wire.LeaseRenew{LeaseReport: wire.LeaseReport{Limit: "api", LeaseID: id, Epoch: 1, RequestID: strings.Repeat("x", 30<<10)}})
+	}
+	for i := range uint64(3) {
+		go call(conns[i%2], 1000+i, big(1000+i))
+	}
+	waitFor(t, "3 large renewals queued", func() bool { return r.Stats().Queued == 3 })
+	up.hold <- struct{}{}
+	up.hold <- struct{}{}
+	if a, b := <-up.sent, <-up.sent; max(a, b) != 2 || min(a, b) != 1 {
+		t.Errorf("3 renewals of 30 KiB left in batches of %d and %d; want 2 and 1", a, b)
+	}
+	up.hold <- struct{}{}
+	up.hold <- struct{}{}
+	up.mu.Lock()
+	for _, b := range up.batches {
+		p, err := wire.EncodeLeaseBatch(b)
+		if len(b) > wire.MaxLeaseBatch || err != nil || len(p) > wire.MaxClientPayload {
+			t.Errorf("a batch of %d commands, %d bytes: %v", len(b), len(p), err)
+		}
+	}
+	up.mu.Unlock()
+	for range small + 5 {
+		a := <-answers
+		res, err := wire.DecodeLeaseResult(a.resp)
+		if a.err != nil || a.code != wire.CodeOK || err != nil || res.LeaseID != a.id {
+			t.Fatalf("renewal %d: code %d %+v, %v %v; want its own answer", a.id, a.code, res, a.err, err)
+		}
+	}
+}
