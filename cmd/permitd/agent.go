@@ -345,21 +345,10 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	return ag, nil
 }
 
-// reloadTokens re-reads the token file (on SIGHUP): a valid file replaces
-// the tokens at once, for open binary connections too; an invalid one is
-// logged and the old tokens stay.
+// reloadTokens re-reads the agent's token file (on SIGHUP); see
+// reloadTokenFile.
 func (ag *agent) reloadTokens(file string, logger hclog.Logger) {
-	if ag.tokens == nil {
-		logger.Info("SIGHUP: no --token-file to reload")
-		return
-	}
-	ts, err := loadTokens(file)
-	if err != nil {
-		logger.Error("SIGHUP: token file not reloaded; the previous tokens stay in force", "error", err)
-		return
-	}
-	ag.tokens.Replace(ts)
-	logger.Info("SIGHUP: tokens reloaded", "file", file, "tokens", ts.Len())
+	reloadTokenFile(ag.tokens, file, "--token-file", logger)
 }
 
 func (ag *agent) stop() error {

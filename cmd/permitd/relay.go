@@ -212,17 +212,7 @@ wait:
 	for {
 		select {
 		case <-hup:
-			if tokens == nil {
-				logger.Info("SIGHUP: no --token-file to reload")
-				continue
-			}
-			ts, err := loadTokens(f.tokenFile)
-			if err != nil {
-				logger.Error("SIGHUP: token file not reloaded; the previous tokens stay in force", "error", err)
-				continue
-			}
-			tokens.Replace(ts)
-			logger.Info("SIGHUP: tokens reloaded", "file", f.tokenFile, "tokens", ts.Len())
+			reloadTokenFile(tokens, f.tokenFile, "--token-file", logger)
 		case s := <-sig:
 			logger.Info("stopping", "signal", s.String())
 			break wait

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
+	"github.com/hashicorp/go-hclog"
 	"net"
 	"os"
 	"strings"
@@ -160,6 +161,24 @@ func (f *clientTLSFlags) config() (*tls.Config, error) {
 }
 
 // loadTokens reads a token file.
+// reloadTokenFile re-reads file into store (on SIGHUP): a valid file
+// replaces the tokens at once, for open binary connections too; an
+// invalid one is logged and the old tokens stay. A nil store (no flag
+// given) is logged as nothing to reload; flag names it.
+func reloadTokenFile(store *auth.Store, file, flag string, logger hclog.Logger) {
+	if store == nil {
+		logger.Info("SIGHUP: no " + flag + " to reload")
+		return
+	}
+	ts, err := loadTokens(file)
+	if err != nil {
+		logger.Error("SIGHUP: token file not reloaded; the previous tokens stay in force", "error", err)
+		return
+	}
+	store.Replace(ts)
+	logger.Info("SIGHUP: tokens reloaded", "file", file, "tokens", ts.Len())
+}
+
 func loadTokens(file string) (*auth.Tokens, error) {
 	fh, err := os.Open(file)
 	if err != nil {

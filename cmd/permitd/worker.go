@@ -298,17 +298,7 @@ wait:
 	for {
 		select {
 		case <-hup:
-			if sidecarTokens == nil {
-				logger.Info("SIGHUP: no --http-token-file to reload")
-				continue
-			}
-			ts, err := loadTokens(f.httpTokenFile)
-			if err != nil {
-				logger.Error("SIGHUP: token file not reloaded; the previous tokens stay in force", "error", err)
-				continue
-			}
-			sidecarTokens.Replace(ts)
-			logger.Info("SIGHUP: tokens reloaded", "file", f.httpTokenFile, "tokens", ts.Len())
+			reloadTokenFile(sidecarTokens, f.httpTokenFile, "--http-token-file", logger)
 		case s := <-sig:
 			logger.Info("stopping", "signal", s.String())
 			break wait
