@@ -44,11 +44,17 @@ func (n *Node) handleClientLeaseBatch(ctx context.Context, payload []byte, allow
 				continue
 			}
 		}
-		select {
-		case n.batchSlots <- struct{}{}:
-		case <-ctx.Done():
-			answers[i] = leaseAnswerOf(nil, fmt.Errorf("%w: %d lease commands of batches are being decided on this node (at most %d): retry, with the same request ID",
-				ErrOverloaded, maxBatchedLeaseCommands, maxBatchedLeaseCommands))
+		busy := ctx.Err() != nil
+		if !busy {
+			select {
+			case n.batchSlots <- struct{}{}:
+			case <-ctx.Done():
+				busy = true
+			}
+		}
+		if busy {
+			answers[i] = leaseAnswerOf(nil, fmt.Errorf("%w: this node decides at most %d lease commands of batches at once, and found no slot before the call's deadline: retry, with the same request ID",
+				ErrOverloaded, maxBatchedLeaseCommands))
 			continue
 		}
 		wg.Add(1)

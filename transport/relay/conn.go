@@ -23,8 +23,10 @@ const notBinary = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset
 
 // maxConnCommands bounds the commands of one connection waiting for their
 // answers: beyond it a command is refused (CodeOverloaded), so that one
-// worker cannot fill the relay's queue, and every answer finds room in its
-// connection's writer queue (wire.WriterQueue) without waiting.
+// worker cannot fill the relay's queue, and the batches' answers find room
+// in its connection's writer queue (wire.WriterQueue) without waiting
+// unless the worker stops reading (the relay's own refusals, sent from
+// the read loop, wait for room).
 const maxConnCommands = wire.WriterQueue / 2
 
 // maxCommandBytes bounds one command's payload: it must fit a batch alone.
@@ -70,14 +72,18 @@ func (r *Relay) serveConn(c net.Conn) {
 			}
 			return
 		}
+		// A batch's answer never waits for the writer (a worker that
+		// stops reading is closed: the read loop ends); the read loop's
+		// own answers do, which holds up only this worker's reading.
 		send := func(a wire.LeaseAnswer) {
 			if !w.TrySend(wire.Frame{ID: f.ID, Kind: a.Code, Payload: a.Payload}) {
-				c.Close() // not reading its answers: the read loop ends
+				go c.Close() // (a TLS close may wait to write its alert)
 			}
 		}
+		answer := func(a wire.LeaseAnswer) { w.Send(wire.Frame{ID: f.ID, Kind: a.Code, Payload: a.Payload}) }
 		refuse := func(code byte, format string, args ...any) {
 			r.refused.Add(1)
-			send(wire.LeaseAnswer{Code: code, Payload: []byte(fmt.Sprintf(format, args...))})
+			answer(wire.LeaseAnswer{Code: code, Payload: []byte(fmt.Sprintf(format, args...))})
 		}
 		if token != nil {
 			ts := r.cfg.Tokens.Current()
@@ -102,7 +108,7 @@ func (r *Relay) serveConn(c net.Conn) {
 				refuse(wire.CodeInvalid, "relay: the connection is already authenticated (auth, op %d, is its first call only)", wire.OpAuth)
 				continue
 			}
-			send(wire.LeaseAnswer{Code: wire.CodeOK})
+			answer(wire.LeaseAnswer{Code: wire.CodeOK})
 		case wire.OpLease, wire.OpRenew, wire.OpReturn:
 			if len(f.Payload) > maxCommandBytes {
 				refuse(wire.CodeInvalid, "relay: a lease command of %d bytes; allowed: at most %d", len(f.Payload), maxCommandBytes)

@@ -134,6 +134,10 @@ func (w *Writer) writeAll(fs []Frame) error {
 
 // drain writes what is queued and flushes.
 func (w *Writer) drain() {
+	// A fresh deadline: the last write's may have passed while the
+	// connection was idle, and the frames queued last (a refusal before
+	// the connection closes) would be lost to it.
+	_ = w.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if w.writeQueued() == nil {
 		_ = w.bw.Flush()
 	}
