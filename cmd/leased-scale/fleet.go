@@ -229,11 +229,11 @@ func (f *fleet) startMember(ctx context.Context, name, group string, demand floa
 	if len(f.shared) > 0 {
 		cl = f.shared[i%len(f.shared)]
 	} else {
-		servers := serverOrder(f.reg, f.opts.via, i)
+		servers, copts := serverOrder(f.reg, f.opts.via, i), holderOptions(f.opts.protocol)
 		if r := f.relays.first(i); r != "" {
-			servers = append([]string{r}, servers...)
+			servers, copts = append([]string{r}, servers...), append(copts, relayReturn)
 		}
-		own, err = client.New(servers, holderOptions(f.opts.protocol)...)
+		own, err = client.New(servers, copts...)
 		if err != nil {
 			_ = tr.Shutdown()
 			return nil, err

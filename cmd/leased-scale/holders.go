@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"time"
 
 	"github.com/permitd/permitd/transport/client"
 )
@@ -52,11 +53,11 @@ func holderClients(reg *register, o options, n int, relays *relayProcs) ([]*clie
 	}
 	clients := make([]*client.Client, 0, min(k, n))
 	for i := range min(k, n) {
-		servers := serverOrder(reg, o.via, i)
+		servers, copts := serverOrder(reg, o.via, i), opts
 		if r := relays.first(i); r != "" {
-			servers = append([]string{r}, servers...)
+			servers, copts = append([]string{r}, servers...), append(slices.Clip(opts), relayReturn)
 		}
-		c, err := client.New(servers, opts...)
+		c, err := client.New(servers, copts...)
 		if err != nil {
 			closeClients(clients)
 			return nil, err
@@ -65,6 +66,10 @@ func holderClients(reg *register, o options, n int, relays *relayProcs) ([]*clie
 	}
 	return clients, nil
 }
+
+// relayReturn is the option of a holder with a relay: back to the relay
+// 5 s after it left it, as permitd worker --relay.
+var relayReturn = client.WithReturnToFirst(5 * time.Second)
 
 // holderOptions are the client options of a holder speaking protocol
 // (binary: lease commands over the binary protocol, as permitd worker).
