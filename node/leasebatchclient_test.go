@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -156,5 +157,70 @@ func TestServeClientLeaseBatch(t *testing.T) {
 	}
 	if final, _ := l.fsm.LeasePool("api"); final != after {
 		t.Errorf("malformed batches reached the register: %+v, then %+v", after, final)
+	}
+}
+
+// TestLeaseBatchCommandsWaitForASlot: a node decides at most its slots'
+// worth of batched commands at once; a batch whose commands find no slot
+// before its call's deadline answers each of them overloaded (code 8:
+// retry with the same request ID) and reaches nothing of the register;
+// with slots free the same batch is decided.
+func TestLeaseBatchCommandsWaitForASlot(t *testing.T) {
+	c := newTestCluster(t, 1)
+	l := c.leader()
+	ctx := ctxTimeout(t, 30*time.Second)
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
+		return err
+	})
+	payload, err := wire.EncodeLeaseBatch([]wire.LeaseCall{
+		{Op: wire.OpLease, Payload: wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "api", Holder: "h1", Group: "g", TTLNanos: int64(20 * time.Second), RequestID: "l-1"})},
+		{Op: wire.OpLease, Payload: wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "api", Holder: "h2", Group: "g", TTLNanos: int64(20 * time.Second), RequestID: "l-2"})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range cap(l.batchSlots) { // every slot taken
+		l.batchSlots <- struct{}{}
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	resp, err := l.handleClientLeaseBatch(short, payload, nil)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers, err := wire.DecodeLeaseBatchAnswers(resp, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range answers {
+		if a.Code != wire.CodeOverloaded || !strings.Contains(string(a.Payload), "at most 8192") {
+			t.Errorf("command %d with no slot free: code %d %q; want overloaded naming the bound", i, a.Code, a.Payload)
+		}
+	}
+	if pool, _ := l.fsm.LeasePool("api"); pool.LeasesOpened != 0 {
+		t.Errorf("commands without a slot reached the register: %+v", pool)
+	}
+	drain := time.NewTimer(5 * time.Second)
+	defer drain.Stop()
+	for range cap(l.batchSlots) {
+		select {
+		case <-l.batchSlots:
+		case <-drain.C:
+			t.Fatal("fewer slots held than were taken: a command without a slot gave one back")
+		}
+	}
+	resp, err = l.handleClientLeaseBatch(ctx, payload, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if answers, err = wire.DecodeLeaseBatchAnswers(resp, 2); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range answers {
+		if a.Code != wire.CodeOK {
+			t.Errorf("command %d with slots free: code %d %q", i, a.Code, a.Payload)
+		}
 	}
 }

@@ -827,3 +827,58 @@ func TestReturnToFirstServer(t *testing.T) {
 		t.Errorf("without the option: first %d hits (want 5), second %d (want 7): the client returned", f, s)
 	}
 }
+
+// TestReturnToFirstIgnoresALateAnswer: with WithReturnToFirst, a call that
+// started at the second server while the first was down and is answered
+// after the calls went back to the first does not move them off it again.
+func TestReturnToFirstIgnoresALateAnswer(t *testing.T) {
+	var firstUp atomic.Bool
+	first := &scripted{reply: func(hit int, w http.ResponseWriter, r *http.Request) {
+		if firstUp.Load() {
+			granted(0)(hit, w, r)
+			return
+		}
+		unavailable(hit, w, r)
+	}}
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	second := &scripted{reply: func(hit int, w http.ResponseWriter, r *http.Request) {
+		if hit == 2 { // the late call: held until the calls are back home
+			held <- struct{}{}
+			<-release
+		}
+		granted(0)(hit, w, r)
+	}}
+	clk := newFakeClock()
+	c := newClient(t, []string{host(serve(t, first)), host(serve(t, second))}, WithClock(clk), WithReturnToFirst(time.Minute), WithoutSessions())
+	ctx := context.Background()
+	reserve := func() error {
+		g, err := c.Reserve(ctx, "a", 1, 0)
+		if err == nil && !g.Granted {
+			err = fmt.Errorf("not granted: %+v", g)
+		}
+		return err
+	}
+	if err := reserve(); err != nil { // first down: answered by the second
+		t.Fatal(err)
+	}
+	late := make(chan error, 1)
+	go func() { late <- reserve() }() // starts at the second, held there
+	<-held
+	firstUp.Store(true)
+	clk.Advance(time.Minute)
+	if err := reserve(); err != nil { // the probe: the first answers, the calls are home
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-late; err != nil {
+		t.Fatal(err)
+	}
+	before := first.Hits()
+	if err := reserve(); err != nil {
+		t.Fatal(err)
+	}
+	if first.Hits() != before+1 {
+		t.Errorf("after a late answer from the second server the next call went there (first %d hits, want %d): the late answer moved the calls off the first", first.Hits(), before+1)
+	}
+}

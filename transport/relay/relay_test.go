@@ -492,3 +492,52 @@ func TestRelaySplitsBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayClosesAWorkerThatStopsReading: a worker that sends renewals
+// and never reads their answers is closed once its answers no longer fit
+// its connection's writer queue; meanwhile another worker's renewals are
+// answered as usual (a batch's answers never wait for one worker's
+// writer).
+func TestRelayClosesAWorkerThatStopsReading(t *testing.T) {
+	up := newFake()
+	_, addr := startRelay(t, Config{Upstream: up})
+	ctx := ctxTimeout(t)
+	// The silent worker: a small receive buffer, so that the relay's
+	// writes to it block soon.
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	_ = raw.(*net.TCPConn).SetReadBuffer(4096)
+	bw := bufio.NewWriter(raw)
+	if err := bw.WriteByte(wire.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		for id := uint64(1); id <= 200_000; id++ {
+			_ = raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if wire.WriteFrame(bw, wire.Frame{ID: id, Kind: wire.OpRenew, Payload: renewal(id, fmt.Sprint("s-", id))}) != nil {
+				return
+			}
+			if id%64 == 0 && bw.Flush() != nil {
+				return // the relay closed the connection
+			}
+		}
+	}()
+	wc := dialRaw(t, addr)
+	for i := range uint64(50) {
+		code, _, err := wc.Call(ctx, wire.OpRenew, renewal(1_000_000+i, fmt.Sprint("w-", i)))
+		if err != nil || code != wire.CodeOK {
+			t.Fatalf("another worker's renewal %d while one stops reading: code %d, %v", i, code, err)
+		}
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the worker that stopped reading was not closed")
+	}
+}
