@@ -146,15 +146,8 @@ func agentSettings(args []string, environ []string, stdout, stderr io.Writer) (a
 	c := newCmdLine("agent", `agent --id ID --data-dir DIR --raft-addr HOST:PORT --http-addr HOST:PORT
                      (--initial-cluster ID=RAFTADDR,... | --join HTTPADDR,...) [--config FILE]`, agentDescription, stdout, stderr)
 	a.define(c)
-	if ok, code := c.parse(args); !ok {
+	if ok, code := c.parseSettings(args, &a.config, environ, stderr); !ok {
 		return a, nil, false, code
-	}
-	warnings, err := c.loadSettings(a.config, environ)
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "permitd agent: warning: %s\n", w)
-	}
-	if err != nil {
-		return a, nil, false, c.usageError(err.Error())
 	}
 	fail := func(format string, args ...any) (agentFlags, []raft.Server, bool, int) {
 		return a, nil, false, c.usageErrorf(format, args...)
@@ -162,6 +155,7 @@ func agentSettings(args []string, environ []string, stdout, stderr io.Writer) (a
 	if a.id == "" || a.dataDir == "" {
 		return fail("--id and --data-dir are required")
 	}
+	var err error
 	if initial, err = parseInitialCluster(a.initialCluster); err != nil {
 		return fail("%v", err)
 	}

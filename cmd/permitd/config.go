@@ -1,6 +1,6 @@
 package main
 
-// Settings of the long-running commands (agent, worker) from a config file
+// Settings of the long-running commands (agent, worker, relay) from a config file
 // and the environment.
 //
 // Every flag of the command can also be set
@@ -60,6 +60,24 @@ type configEntry struct {
 // from the environment (environ, as os.Environ) and then from the config
 // file (configPath, or $PERMITD_CONFIG; none if both are empty). It
 // returns warnings for PERMITD_* variables that name no flag.
+// parseSettings parses args, then loads the settings of the config file
+// *configPath names (set by --config, else $PERMITD_CONFIG) and of
+// environ, printing their warnings to stderr: ok, or a usage error's
+// exit code.
+func (c *cmdLine) parseSettings(args []string, configPath *string, environ []string, stderr io.Writer) (ok bool, code int) {
+	if ok, code := c.parse(args); !ok {
+		return false, code
+	}
+	warnings, err := c.loadSettings(*configPath, environ)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "permitd %s: warning: %s\n", c.name, w)
+	}
+	if err != nil {
+		return false, c.usageError(err.Error())
+	}
+	return true, 0
+}
+
 func (c *cmdLine) loadSettings(configPath string, environ []string) (warnings []string, err error) {
 	explicit := map[string]bool{}
 	for _, name := range c.order {

@@ -103,15 +103,8 @@ func runRelay(args []string, stdout, stderr io.Writer) int {
                       [--tls-ca FILE] [--token SECRET] [--metrics-addr HOST:PORT] [--config FILE]`, relayDescription, stdout, stderr)
 	var f relayFlags
 	f.define(c)
-	if ok, code := c.parse(args); !ok {
+	if ok, code := c.parseSettings(args, &f.config, os.Environ(), stderr); !ok {
 		return code
-	}
-	warnings, err := c.loadSettings(f.config, os.Environ())
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "permitd relay: warning: %s\n", w)
-	}
-	if err != nil {
-		return c.usageError(err.Error())
 	}
 	if f.servers == "" {
 		return c.usageError("--servers is required")

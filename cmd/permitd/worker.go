@@ -134,15 +134,8 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
                       [--register-timeout D] [--steal-bias F] [--config FILE]`, workerDescription, stdout, stderr)
 	var f workerFlags
 	f.define(c)
-	if ok, code := c.parse(args); !ok {
+	if ok, code := c.parseSettings(args, &f.config, os.Environ(), stderr); !ok {
 		return code
-	}
-	warnings, err := c.loadSettings(f.config, os.Environ())
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "permitd worker: warning: %s\n", w)
-	}
-	if err != nil {
-		return c.usageError(err.Error())
 	}
 	if f.group == "" || f.limit == "" || f.servers == "" {
 		return c.usageError("--group, --limit and --servers are required")
