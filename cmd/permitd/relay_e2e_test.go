@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -79,89 +77,41 @@ func TestBinaryWorkersThroughARelay(t *testing.T) {
 
 	ports := freePorts(t, 6)
 	relayAddr, metricsAddr := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	var procs []*testAgent
+	var relays []*testAgent
 	t.Cleanup(func() {
-		for _, p := range procs {
+		for _, p := range relays {
 			p.signal(t, syscall.SIGKILL)
 		}
 		if t.Failed() {
-			for _, p := range procs {
+			for _, p := range relays {
 				t.Logf("--- %s log:\n%s", p.id, p.log.String())
 			}
 		}
 	})
-	startProc := func(name string, args ...string) *testAgent {
-		p := &testAgent{id: name}
-		p.start(t, bin, nil, args...)
-		procs = append(procs, p)
-		return p
-	}
 	startRelay := func(name string) *testAgent {
-		return startProc(name, "relay", "--listen", relayAddr, "--metrics-addr", metricsAddr, "--servers", serversOf(agents...))
+		p := &testAgent{id: name}
+		p.start(t, bin, nil, "relay", "--listen", relayAddr, "--metrics-addr", metricsAddr, "--servers", serversOf(agents...))
+		relays = append(relays, p)
+		return p
 	}
 	rl := startRelay("relay")
 	waitUntil(t, 10*time.Second, "the relay's metrics", func() bool { return relayCounter(hc, metricsAddr, "permitd_relay_batches_total") >= 0 })
 	sidecar := []string{fmt.Sprintf("127.0.0.1:%d", ports[2]), fmt.Sprintf("127.0.0.1:%d", ports[3])}
 	gossip := []string{fmt.Sprintf("127.0.0.1:%d", ports[4]), fmt.Sprintf("127.0.0.1:%d", ports[5])}
-	for i := range 2 {
-		startProc(fmt.Sprintf("worker%d", i+1), "worker", "--group", fmt.Sprintf("g%d", i+1), "--name", fmt.Sprintf("w%d", i+1),
+	workers := make([]*testAgent, 2)
+	for i := range workers {
+		workers[i] = &testAgent{id: fmt.Sprintf("worker%d", i+1)}
+		workers[i].start(t, bin, nil, "worker", "--group", fmt.Sprintf("g%d", i+1), "--name", fmt.Sprintf("w%d", i+1),
 			"--limit", "rl", "--servers", serversOf(agents...), "--relay", relayAddr,
 			"--gossip-addr", gossip[i], "--join", gossip[1-i], "--http-addr", sidecar[i], "--ttl", "1s")
 	}
-	for _, s := range sidecar {
-		waitUntil(t, 15*time.Second, "sidecar "+s+" healthy", func() bool {
-			code, _ := doQuiet(hc, "GET", "http://"+s+"/healthz", "")
-			return code == 200
-		})
-	}
+	superviseSidecars(t, hc, workers, sidecar)
 
-	var granted, other atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	runStart := time.Now()
-	var endMu sync.Mutex
-	runEnd := runStart
-	for i, s := range sidecar {
-		for c := range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for k := 0; ; k++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					code, resp := doQuiet(hc, "POST", "http://"+s+"/v1/limits/rl/reserve",
-						fmt.Sprintf(`{"permits":1,"max_wait":"100ms","request_id":"r%d-%d-%d"}`, i, c, k))
-					endMu.Lock()
-					runEnd = time.Now()
-					endMu.Unlock()
-					switch code {
-					case 200:
-						granted.Add(1)
-					case 429:
-					default:
-						other.Add(1)
-						t.Logf("sidecar %s answered %d %s", s, code, resp)
-						time.Sleep(10 * time.Millisecond) // do not spin on a failing sidecar
-					}
-				}
-			}()
-		}
-	}
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}()
+	load := startSidecarLoad(t, hc, sidecar, "rl", "r", 3)
 
 	// The workers renew every 500 ms through the relay.
 	waitUntil(t, 15*time.Second, "renewals through the relay", func() bool {
-		return relayCounter(hc, metricsAddr, "permitd_relay_batched_commands_total") >= 8 && granted.Load() > 0
+		return relayCounter(hc, metricsAddr, "permitd_relay_batched_commands_total") >= 8 && load.total() > 0
 	})
 	if f := relayCounter(hc, metricsAddr, "permitd_relay_failed_batches_total"); f != 0 {
 		t.Errorf("%v of the relay's batches failed on a healthy register", f)
@@ -170,9 +120,9 @@ func TestBinaryWorkersThroughARelay(t *testing.T) {
 	// Kill the relay: the workers renew at the register's nodes; 3 s is
 	// six renewal periods.
 	rl.signal(t, syscall.SIGKILL)
-	killedAt, grantedAtKill := time.Now(), granted.Load()
+	killedAt, grantedAtKill := time.Now(), load.total()
 	waitUntil(t, 10*time.Second, "3 s without the relay", func() bool { return time.Since(killedAt) >= 3*time.Second })
-	if granted.Load() == grantedAtKill {
+	if load.total() == grantedAtKill {
 		t.Errorf("no grant in the 3 s after the relay was killed")
 	}
 	// Started again, the relay gets the workers back (they try it 5 s
@@ -181,17 +131,16 @@ func TestBinaryWorkersThroughARelay(t *testing.T) {
 	waitUntil(t, 20*time.Second, "renewals through the restarted relay", func() bool {
 		return relayCounter(hc, metricsAddr, "permitd_relay_batched_commands_total") >= 4
 	})
-	close(stop)
-	wg.Wait()
+	load.stop()
 
-	w := runEnd.Sub(runStart)
+	granted, w := load.total(), load.window()
 	bound := pool.BurstPermits + pool.MaxOutstandingPermits + int64(w)/pool.IntervalNanos + 1
 	t.Logf("granted %d in %v; bound C %d + O %d + floor(W/I) %d + 1 = %d; other answers %d",
-		granted.Load(), w, pool.BurstPermits, pool.MaxOutstandingPermits, int64(w)/pool.IntervalNanos, bound, other.Load())
-	if granted.Load() > bound {
-		t.Errorf("granted %d permits in %v, over the bound %d", granted.Load(), w, bound)
+		granted, w, pool.BurstPermits, pool.MaxOutstandingPermits, int64(w)/pool.IntervalNanos, bound, load.other.Load())
+	if granted > bound {
+		t.Errorf("granted %d permits in %v, over the bound %d", granted, w, bound)
 	}
-	if other.Load() != 0 {
-		t.Errorf("%d answers other than 200 and 429 (the relay's death must not fail the sidecars)", other.Load())
+	if load.other.Load() != 0 {
+		t.Errorf("%d answers other than 200 and 429 with a retry time (the relay's death must not fail the sidecars)", load.other.Load())
 	}
 }

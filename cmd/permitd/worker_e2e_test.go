@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -102,63 +100,15 @@ func TestBinaryWorkersStayWithinBound(t *testing.T) {
 	}
 
 	// Reserve through both sidecars, 3 callers each, for about 2 s.
-	var granted [2]atomic.Int64
-	var other atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	runStart := time.Now()
-	var endMu sync.Mutex
-	runEnd := runStart
-	for i, s := range sidecar {
-		for c := range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for k := 0; ; k++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					code, resp := doQuiet(hc, "POST", "http://"+s+"/v1/limits/wl/reserve",
-						fmt.Sprintf(`{"permits":1,"max_wait":"100ms","request_id":"s%d-%d-%d"}`, i, c, k))
-					now := time.Now()
-					endMu.Lock()
-					if now.After(runEnd) {
-						runEnd = now
-					}
-					endMu.Unlock()
-					switch code {
-					case 200:
-						granted[i].Add(1)
-					case 429:
-						// A refusal says when to come back: never 0, which
-						// would invite a hot retry loop.
-						var a struct {
-							RetryAfterNs int64 `json:"retry_after_ns"`
-						}
-						if json.Unmarshal(resp, &a) != nil || a.RetryAfterNs < int64(time.Millisecond) {
-							other.Add(1)
-							t.Logf("sidecar %s refused without a retry time: %s", s, resp)
-						}
-					default:
-						other.Add(1)
-						t.Logf("sidecar %s answered %d %s", s, code, resp)
-						time.Sleep(10 * time.Millisecond) // do not spin on a failing sidecar
-					}
-				}
-			}()
-		}
-	}
+	load := startSidecarLoad(t, hc, sidecar, "wl", "s", 3)
 	waitUntil(t, 10*time.Second, "grants through both sidecars", func() bool {
-		return granted[0].Load() > 0 && granted[1].Load() > 0
+		return load.granted[0].Load() > 0 && load.granted[1].Load() > 0
 	})
-	waitUntil(t, 10*time.Second, "2 s of reserves", func() bool { return time.Since(runStart) >= 2*time.Second })
-	close(stop)
-	wg.Wait()
+	waitUntil(t, 10*time.Second, "2 s of reserves", func() bool { return time.Since(load.start) >= 2*time.Second })
+	load.stop()
+	granted, other := load.granted, &load.other
 
-	total := granted[0].Load() + granted[1].Load()
-	w := runEnd.Sub(runStart)
+	total, w := load.total(), load.window()
 	bound := pool.BurstPermits + pool.MaxOutstandingPermits + int64(w)/pool.IntervalNanos + 1
 	t.Logf("granted %d (%d + %d) in %v; bound C %d + O %d + floor(W/I) %d + 1 = %d; other answers %d",
 		total, granted[0].Load(), granted[1].Load(), w, pool.BurstPermits, pool.MaxOutstandingPermits,

@@ -768,6 +768,17 @@ func TestAcquireEachPacesSpacedPermits(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// grantedWhile grants while up is set and answers 503 otherwise.
+func grantedWhile(up *atomic.Bool) func(int, http.ResponseWriter, *http.Request) {
+	return func(hit int, w http.ResponseWriter, r *http.Request) {
+		if up.Load() {
+			granted(0)(hit, w, r)
+			return
+		}
+		unavailable(hit, w, r)
+	}
+}
+
 // TestReturnToFirstServer: with WithReturnToFirst, calls that moved away
 // from a failing first server keep to the one that answered until the
 // period has passed, then one call tries the first again: while it still
@@ -775,13 +786,7 @@ func ptr[T any](v T) *T { return &v }
 // stay with it. Without the option they never return.
 func TestReturnToFirstServer(t *testing.T) {
 	var firstUp atomic.Bool
-	first := &scripted{reply: func(hit int, w http.ResponseWriter, r *http.Request) {
-		if firstUp.Load() {
-			granted(0)(hit, w, r)
-			return
-		}
-		unavailable(hit, w, r)
-	}}
+	first := &scripted{reply: grantedWhile(&firstUp)}
 	second := &scripted{reply: granted(0)}
 	firstSrv, secondSrv := serve(t, first), serve(t, second)
 	clk := newFakeClock()
@@ -833,13 +838,7 @@ func TestReturnToFirstServer(t *testing.T) {
 // after the calls went back to the first does not move them off it again.
 func TestReturnToFirstIgnoresALateAnswer(t *testing.T) {
 	var firstUp atomic.Bool
-	first := &scripted{reply: func(hit int, w http.ResponseWriter, r *http.Request) {
-		if firstUp.Load() {
-			granted(0)(hit, w, r)
-			return
-		}
-		unavailable(hit, w, r)
-	}}
+	first := &scripted{reply: grantedWhile(&firstUp)}
 	release := make(chan struct{})
 	held := make(chan struct{}, 1)
 	second := &scripted{reply: func(hit int, w http.ResponseWriter, r *http.Request) {
