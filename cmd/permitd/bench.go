@@ -53,6 +53,7 @@ type benchFlags struct {
 	capacityPasses      int
 	capacityDuration    time.Duration
 	capacityConcurrency int
+	control             bool
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -79,7 +80,10 @@ passes again, and reports the open loop's goodput over the median of all
 passes, whether the leader held, this machine's CPU steal and bench's own
 CPU in each phase, and the mean reserves per entry and commit time of each
 phase from the --servers' /v1/status (so the leader must be among them).
-Every pass and the open loop start with --warmup.
+Every pass and the open loop start with --warmup. With --control a closed
+loop like the passes runs for --duration in place of the open loop: its ratio
+to the capacity is the method's own noise on the machine, to compare with
+overloaded runs alternated with it on fresh clusters.
 
 Exit status: 0 ok; 1 no request measured, more than 1% errors, the limit
 could not be created, or (overload) a pass that decided nothing or had more
@@ -99,6 +103,7 @@ than 1% errors; 2 usage error.
 	c.Int(&b.capacityPasses, "capacity-passes", "N", defaultCapacityPasses, 1, 100, "an integer from 1 to 100", "overload: closed-loop passes before and after the open loop (after one uncounted warm-up pass); the capacity is the median of all of them")
 	c.Duration(&b.capacityDuration, "capacity-duration", defaultCapacityDuration, durPositive, "overload: measured duration of each closed-loop pass (each after --warmup)")
 	c.Int(&b.capacityConcurrency, "capacity-concurrency", "N", defaultCapacityConcurrency, 1, 1<<20, "an integer from 1 to 1048576", "overload: closed-loop workers of the capacity passes; give the nodes' bound, --max-pending-reserves or 5 x --max-batch when that is 0 (5120 at the defaults): more are shed, fewer may not fill the pipeline")
+	c.Bool(&b.control, "control", false, "overload: run a closed loop like the capacity passes for --duration in place of the open loop, so that the ratio reads the method's own noise on this machine (nothing is overloaded)")
 	c.Duration(&b.duration, "duration", 10*time.Second, durPositive, "measured duration (overload: of the open loop)")
 	c.Duration(&b.warmup, "warmup", time.Second, durNonNegative, "unmeasured warm-up before the measured duration (overload: before every pass and the open loop)")
 	c.Duration(&b.maxWait, "max-wait", time.Second, durNonNegative, "max_wait of each reserve")
@@ -169,7 +174,7 @@ func reportBench[T any](c *cmdLine, stdout io.Writer, jsonOut bool, res T, text 
 // --concurrency to defaultOverloadConcurrency.
 func (b *benchFlags) checkOverloadFlags(c *cmdLine) (int, bool) {
 	if b.mode != "overload" {
-		for _, name := range []string{"overload-factor", "capacity-passes", "capacity-duration", "capacity-concurrency"} {
+		for _, name := range []string{"overload-factor", "capacity-passes", "capacity-duration", "capacity-concurrency", "control"} {
 			if c.isSet(name) {
 				return c.usageErrorf("--%s is a flag of --mode overload (allowed with --mode %s: not set)", name, b.mode), false
 			}
@@ -180,6 +185,9 @@ func (b *benchFlags) checkOverloadFlags(c *cmdLine) (int, bool) {
 		if c.isSet(name) {
 			return c.usageErrorf("--%s with --mode overload: the open loop's rate is --overload-factor x the capacity passes, and it runs for --duration (allowed: not set)", name), false
 		}
+	}
+	if b.control && c.isSet("overload-factor") {
+		return c.usageErrorf("--overload-factor with --control: the control runs a closed loop at --capacity-concurrency in place of the open loop (allowed: not set)"), false
 	}
 	if !c.isSet("concurrency") {
 		b.concurrency = defaultOverloadConcurrency

@@ -31,12 +31,23 @@ import (
 // passes on one idle cluster of the 2-vCPU machine this was built on
 // read 8 500 down to 6 701 decisions/s while the machine's CPU steal
 // rose from 1 to 9 %, which bench therefore reports for every phase.
+//
+// With --control the open loop is replaced by a closed loop like the
+// passes, at --capacity-concurrency for --duration: nothing is
+// overloaded, so its ratio to the capacity is what the method itself
+// reads on this machine. Runs with and without --control, alternated on
+// fresh clusters, separate what the overload costs from how far the
+// machine's speed drifts between the passes and the middle phase.
 
 // OverloadResult is bench --mode overload's report.
 type OverloadResult struct {
 	// Factor is the open loop's rate in multiples of the capacity
 	// measured before it.
 	Factor float64 `json:"factor"`
+	// Control is true when the middle phase was a closed loop at the
+	// passes' concurrency (--control) instead of the open loop; Factor
+	// and OfferedRPS are then 0.
+	Control bool `json:"control"`
 	// CapacityBeforeRPS and CapacityAfterRPS are the closed-loop passes'
 	// goodputs, decisions/s; CapacityRPS is the median of all of them.
 	CapacityBeforeRPS []float64 `json:"capacity_before_rps"`
@@ -82,7 +93,7 @@ type benchRunner func(context.Context, benchFlags) (BenchResult, error)
 // benchOverload runs the overload measurement described above, each pass
 // with run, reading the machine between phases with sample.
 func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample func() phaseSample) (OverloadResult, error) {
-	res := OverloadResult{Factor: b.overloadFactor}
+	res := OverloadResult{Factor: b.overloadFactor, Control: b.control}
 	closed := b
 	closed.mode, closed.concurrency = "closed", b.capacityConcurrency
 	closed.duration, closed.maxRequests = b.capacityDuration, 0
@@ -131,10 +142,15 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample fu
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("interrupted before the open loop: %w", err)
 	}
-	open := b
-	open.mode, open.openRate, open.create = "open", res.OfferedRPS, false
-	if res.Open, err = run(ctx, open); err != nil {
-		return res, fmt.Errorf("the open loop: %w", err)
+	middle := b
+	middle.mode, middle.openRate, middle.create = "open", res.OfferedRPS, false
+	if b.control {
+		res.Factor, res.OfferedRPS = 0, 0
+		middle = closed
+		middle.duration = b.duration
+	}
+	if res.Open, err = run(ctx, middle); err != nil {
+		return res, fmt.Errorf("the %s: %w", middleName(b.control), err)
 	}
 	s2 := sample()
 	if res.CapacityAfterRPS, err = passes("after"); err != nil {
@@ -164,7 +180,11 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample fu
 func printOverload(w io.Writer, r OverloadResult) {
 	fmt.Fprintf(w, "capacity (closed loop, median of %d passes) %.0f decisions/s; before %s, after %s\n",
 		len(r.CapacityBeforeRPS)+len(r.CapacityAfterRPS), r.CapacityRPS, rates(r.CapacityBeforeRPS), rates(r.CapacityAfterRPS))
-	fmt.Fprintf(w, "open loop at %.3g x the capacity before: offered %.0f/s, sent %.0f/s\n", r.Factor, r.OfferedRPS, r.Open.ThroughputRPS)
+	if r.Control {
+		fmt.Fprintf(w, "control: a closed loop like the passes in place of the open loop (nothing overloaded), sent %.0f/s\n", r.Open.ThroughputRPS)
+	} else {
+		fmt.Fprintf(w, "open loop at %.3g x the capacity before: offered %.0f/s, sent %.0f/s\n", r.Factor, r.OfferedRPS, r.Open.ThroughputRPS)
+	}
 	printBench(w, r.Open)
 	fmt.Fprintf(w, "goodput %.1f%% of capacity; leader held: %s; this machine's CPU steal before / during / after: %s; bench's own CPU: %s cores\n",
 		100*r.GoodputRatio, r.LeaderHeld, perPhase(r.StealPct, 1, "%"), perPhase(r.GeneratorCores, 2, ""))
@@ -173,6 +193,14 @@ func printOverload(w io.Writer, r OverloadResult) {
 	if r.CommitReadError != "" {
 		fmt.Fprintf(w, "(the reserve entries: %s)\n", r.CommitReadError)
 	}
+}
+
+// middleName names the phase between the passes.
+func middleName(control bool) string {
+	if control {
+		return "control closed loop"
+	}
+	return "open loop"
 }
 
 func rates(xs []float64) string {

@@ -175,6 +175,39 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 	}
 }
 
+// TestOverloadControlRunsAClosedLoopInPlaceOfTheOpenLoop: with --control
+// the middle phase is a closed loop at the passes' concurrency for
+// --duration, nothing is offered, and its goodput over the passes' median
+// is the ratio reported.
+func TestOverloadControlRunsAClosedLoopInPlaceOfTheOpenLoop(t *testing.T) {
+	f := &fakeBench{closed: []float64{1, 8000, 6000, 7000, 7200, 9000, 10000, 5000}} // warm-up, 3 before, control, 3 after
+	b := overloadFlags()
+	b.control = true
+	res, err := benchOverload(context.Background(), b, f.run, func() phaseSample { return phaseSample{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.seen) != 8 {
+		t.Fatalf("%d passes; want a warm-up, 3 before, the control, 3 after", len(f.seen))
+	}
+	if m := f.seen[4]; m.mode != "closed" || m.concurrency != 64 || m.duration != time.Minute || m.maxRequests != 0 || m.create {
+		t.Errorf("control: mode %s, concurrency %d, duration %v, max requests %d, create %v; want closed, 64, 1m0s, 0, false",
+			m.mode, m.concurrency, m.duration, m.maxRequests, m.create)
+	}
+	if !res.Control || res.Factor != 0 || res.OfferedRPS != 0 || res.CapacityRPS != 7500 || res.GoodputRatio != 7200.0/7500 {
+		t.Errorf("control %v, factor %v, offered %v, capacity %v, ratio %v; want true, 0, 0, 7500, 0.96",
+			res.Control, res.Factor, res.OfferedRPS, res.CapacityRPS, res.GoodputRatio)
+	}
+	var out strings.Builder
+	printOverload(&out, res)
+	if want := "control: a closed loop like the passes in place of the open loop (nothing overloaded)"; !strings.Contains(out.String(), want) {
+		t.Errorf("report:\n%s\nwant %q", out.String(), want)
+	}
+	if js, _ := json.Marshal(res); !strings.Contains(string(js), `"control":true`) {
+		t.Errorf("JSON %s; want \"control\":true", js)
+	}
+}
+
 // TestCommitReadingsNeedTwoReadsWithEntriesBetween: a failed reading, a
 // node whose counters went back (it restarted, even while the sum grew)
 // or no entry in between give -1, not a mean over nothing or a wrapped

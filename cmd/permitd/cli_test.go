@@ -226,6 +226,8 @@ func TestCLI(t *testing.T) {
 			{[]string{"bench", "--mode", "open", "--overload-factor", "2"}, "--overload-factor is a flag of --mode overload"},
 			{[]string{"bench", "--mode", "overload", "--concurrency", "64", "--capacity-concurrency", "64"}, "allowed: more than 64"},
 			{[]string{"bench", "--mode", "overload", "--overload-factor", "500"}, "allowed: a number > 0 and at most 100"},
+			{[]string{"bench", "--control"}, "--control is a flag of --mode overload"},
+			{[]string{"bench", "--mode", "overload", "--control", "--overload-factor", "2"}, "--overload-factor with --control"},
 			{[]string{"bench", "extra"}, `unexpected argument "extra"`},
 			{[]string{"demo", "--scene", "4"}, `--scene "4" is not allowed; allowed: 1, 2, 3 or all`},
 			{[]string{"worker", "--group", "g", "--limit", "l", "--servers", all, "x"}, `unexpected argument "x"`},
