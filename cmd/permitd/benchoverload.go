@@ -56,7 +56,8 @@ type OverloadResult struct {
 	// OfferedRPS is the open loop's target rate: Factor x the median
 	// before (Open.ThroughputRPS is what it sent).
 	OfferedRPS float64 `json:"offered_rps"`
-	// Open is the open loop's report; GoodputRatio its goodput over
+	// Open is the middle phase's report: the open loop's, or with
+	// Control the closed loop's; GoodputRatio its goodput over
 	// CapacityRPS.
 	Open         BenchResult `json:"open"`
 	GoodputRatio float64     `json:"goodput_ratio"`
@@ -140,7 +141,7 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample fu
 	s1 := sample()
 	res.OfferedRPS = b.overloadFactor * median(res.CapacityBeforeRPS)
 	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("interrupted before the open loop: %w", err)
+		return res, fmt.Errorf("interrupted before the %s: %w", middleName(b.control), err)
 	}
 	middle := b
 	middle.mode, middle.openRate, middle.create = "open", res.OfferedRPS, false
