@@ -10,10 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -211,29 +209,11 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			return exitFailure
 		}
 	}
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-wait:
-	for {
-		select {
-		case <-hup:
-			ag.reloadTokens(a.tls.tokenFile, logger)
-		case s := <-sig:
-			logger.Info("stopping", "signal", s.String())
-			break wait
-		case err := <-ag.httpErr:
-			reportFailure(stderr, logger, a.logFormat, "agent", "http", err)
-			ag.stop()
-			return exitFailure
-		}
+	if signalled, err := waitForStop(logger, func() { ag.reloadTokens(a.tls.tokenFile, logger) }, ag.httpErr); !signalled {
+		reportFailure(stderr, logger, a.logFormat, "agent", "http", err)
+		ag.stop()
+		return exitFailure
 	}
-	go func() {
-		<-sig
-		logger.Warn("second signal: exiting now")
-		os.Exit(1)
-	}()
 	if err := ag.stop(); err != nil {
 		reportFailure(stderr, logger, a.logFormat, "agent", "stop", err)
 		return exitFailure

@@ -9,10 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -196,26 +194,11 @@ func runRelay(args []string, stdout, stderr io.Writer) int {
 	logger.Info("relaying", "listen", ln.Addr().String(), "servers", servers, "tls", serveTLS != nil, "tokens", tokens != nil,
 		"upstream_tls", upstreamTLS, "max_inflight", f.maxInFlight, "version", readBuildInfo().Version)
 
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
 	code := exitOK
-wait:
-	for {
-		select {
-		case <-hup:
-			reloadTokenFile(tokens, f.tokenFile, "--token-file", logger)
-		case s := <-sig:
-			logger.Info("stopping", "signal", s.String())
-			break wait
-		case err := <-serveErr:
-			if err != nil {
-				reportFailure(stderr, logger, f.logFormat, "relay", "serve", err)
-				code = exitFailure
-			}
-			break wait
-		}
+	reload := func() { reloadTokenFile(tokens, f.tokenFile, "--token-file", logger) }
+	if _, err := waitForStop(logger, reload, serveErr); err != nil {
+		reportFailure(stderr, logger, f.logFormat, "relay", "serve", err)
+		code = exitFailure
 	}
 	r.Close()
 	if metrics != nil {

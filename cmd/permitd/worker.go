@@ -10,11 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -282,30 +280,12 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	logger.Info("listening", "name", f.name, "group", f.group, "limit", f.limit, "http_addr", ln.Addr().String(), "gossip_addr", f.gossipAddr,
 		"tls", sidecarTLS != nil, "tokens", sidecarTokens != nil, "gossip_encrypted", keys != nil, "version", readBuildInfo().Version)
 
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
 	code := 0
-wait:
-	for {
-		select {
-		case <-hup:
-			reloadTokenFile(sidecarTokens, f.httpTokenFile, "--http-token-file", logger)
-		case s := <-sig:
-			logger.Info("stopping", "signal", s.String())
-			break wait
-		case err := <-httpErr:
-			reportFailure(stderr, logger, f.logFormat, "worker", "http", err)
-			code = 1
-			break wait
-		}
+	reload := func() { reloadTokenFile(sidecarTokens, f.httpTokenFile, "--http-token-file", logger) }
+	if signalled, err := waitForStop(logger, reload, httpErr); !signalled {
+		reportFailure(stderr, logger, f.logFormat, "worker", "http", err)
+		code = 1
 	}
-	go func() {
-		<-sig
-		logger.Warn("second signal: exiting now")
-		os.Exit(1)
-	}()
 	// Stop the worker first: reserves still waiting answer 503 at once,
 	// then the lease is returned; the HTTP server drains meanwhile.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
