@@ -2,14 +2,20 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/permitd/permitd/transport/client"
 )
 
 // relayCounter reads one counter of a relay's /metrics page (-1 if it
@@ -142,5 +148,82 @@ func TestBinaryWorkersThroughARelay(t *testing.T) {
 	}
 	if load.other.Load() != 0 {
 		t.Errorf("%d answers other than 200 and 429 with a retry time (the relay's death must not fail the sidecars)", load.other.Load())
+	}
+}
+
+// TestRelayReloadsTokensOnSIGHUPAndStopsOnSIGTERM walks `permitd relay`'s
+// signals as an operator uses them: a worker token opens and renews a
+// lease through the relay; a token file rewritten without it and a SIGHUP
+// revoke it (401 naming the token on the open connection); SIGTERM stops
+// the relay with exit status 0.
+func TestRelayReloadsTokensOnSIGHUPAndStopsOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := permitdUnderTest(t)
+	agents := newTestAgents(t, 1)
+	a := agents[0]
+	a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
+	hc := &http.Client{Timeout: 5 * time.Second}
+	waitLeader(t, hc, map[string]string{a.id: a.httpAddr}, []string{a.id})
+	base := "http://" + a.httpAddr + "/v1/limits/rl"
+	if code, resp := do(t, hc, "PUT", base, `{"algorithm":"strict","rate":100,"per":"1s"}`); code != 200 && code != 201 {
+		t.Fatalf("put limit: %d %s", code, resp)
+	}
+	if code, resp := do(t, hc, "PUT", base+"/lease-policy", `{"leased":true}`); code != 200 {
+		t.Fatalf("put lease policy: %d %s", code, resp)
+	}
+
+	secret, line := newToken(t, bin, "--role", "worker", "--name", "w1")
+	_, otherLine := newToken(t, bin, "--role", "worker", "--name", "w2")
+	tokenFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokenFile, []byte(line+"\n"+otherLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	relayAddr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	rl := &testAgent{id: "relay"}
+	t.Cleanup(func() {
+		rl.signal(t, syscall.SIGKILL)
+		if t.Failed() {
+			t.Logf("--- relay log:\n%s", rl.log.String())
+		}
+	})
+	rl.start(t, bin, nil, "relay", "--listen", relayAddr, "--servers", a.httpAddr, "--token-file", tokenFile)
+	waitUntil(t, 10*time.Second, "the relay to listen", func() bool { return strings.Contains(rl.log.String(), "relaying") })
+
+	cl, err := client.New([]string{relayAddr}, client.WithBinaryLeases(), client.WithToken(secret), client.WithRounds(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g, err := cl.Lease(ctx, "rl", client.LeaseRequest{Holder: "h1", Group: "g1", DemandMilliPerSec: 10_000, TTL: 2 * time.Second})
+	if err != nil || g.Status != client.LeaseGranted {
+		t.Fatalf("a lease through the relay with a worker token: %+v, %v", g, err)
+	}
+	rep := client.LeaseReport{TTL: 2 * time.Second}
+	if g, err := cl.Renew(ctx, "rl", g.LeaseID, g.Epoch, rep); err != nil || g.Status != client.LeaseGranted {
+		t.Fatalf("a renewal through the relay: %+v, %v", g, err)
+	}
+
+	if err := os.WriteFile(tokenFile, []byte(otherLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rl.cmd.Process.Signal(syscall.SIGHUP)
+	waitUntil(t, 10*time.Second, "the relay's reload", func() bool { return strings.Contains(rl.log.String(), "tokens reloaded") })
+	_, err = cl.Renew(ctx, "rl", g.LeaseID, g.Epoch, rep)
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || !strings.Contains(apiErr.Message, `"w1" was revoked`) {
+		t.Errorf("a renewal after the token was removed and the relay got SIGHUP: %v; want 401 naming the token", err)
+	}
+	if strings.Contains(rl.log.String(), secret) {
+		t.Errorf("the relay logged the secret")
+	}
+
+	rl.signal(t, syscall.SIGTERM)
+	if rl.waitErr != nil {
+		t.Errorf("the relay exited with %v after SIGTERM; want status 0", rl.waitErr)
 	}
 }
