@@ -256,24 +256,34 @@ func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRe
 			fail(fmt.Errorf("bench: answer to frame %d from %s, which is not outstanding", f.ID, oc.nc.RemoteAddr()))
 			continue
 		}
+		lats = countAnswer(f, time.Since(scheduled), runCtx, rec, fail, lats)
+		// The slot is freed after the answer is counted: the pacer, which
+		// checks the count before it waits for a slot, then never sends
+		// more than --concurrency beyond --max-requests.
 		<-sem
-		lat := time.Since(scheduled)
-		if !rec.measuring.Load() || runCtx.Err() != nil {
-			continue
-		}
-		rec.requests.Add(1)
-		code, overloaded, err := binaryAnswer(f.Kind, f.Payload)
-		switch {
-		case err != nil:
-			fail(err)
-		case overloaded:
-			rec.shed.Add(1)
-		case code == 200:
-			rec.granted.Add(1)
-			lats = append(lats, lat)
-		default:
-			rec.refused.Add(1)
-			lats = append(lats, lat)
-		}
 	}
+}
+
+// countAnswer counts the answer f, whose request waited lat, in rec while
+// measuring and before the run's end; it returns lats with lat appended
+// when the request was admitted or refused.
+func countAnswer(f wire.Frame, lat time.Duration, runCtx context.Context, rec *benchRecorder, fail func(error), lats []time.Duration) []time.Duration {
+	if !rec.measuring.Load() || runCtx.Err() != nil {
+		return lats
+	}
+	rec.requests.Add(1)
+	code, overloaded, err := binaryAnswer(f.Kind, f.Payload)
+	switch {
+	case err != nil:
+		fail(err)
+	case overloaded:
+		rec.shed.Add(1)
+	case code == 200:
+		rec.granted.Add(1)
+		lats = append(lats, lat)
+	default:
+		rec.refused.Add(1)
+		lats = append(lats, lat)
+	}
+	return lats
 }

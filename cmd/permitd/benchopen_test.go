@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,5 +348,50 @@ func TestOpenLoopStopsSendingAtMaxRequests(t *testing.T) {
 	// beyond the count the pacer last saw.
 	if req := rec.requests.Load(); req < maxRequests || req > maxRequests+concurrency || int64(seen) > maxRequests+concurrency {
 		t.Errorf("%d requests counted, %d sent; want %d to %d", req, seen, maxRequests, maxRequests+concurrency)
+	}
+}
+
+// TestOpenLoopFreesASlotOnlyAfterCountingItsAnswer pins the order the
+// --max-requests bound rests on: were a slot freed before its answer is
+// counted, the pacer could read the count one short, take the freed slot
+// and still pass the check once more, sending --concurrency + 1 beyond
+// the cap (CI saw 109 of 100 at concurrency 8). The answer here carries a
+// malformed payload, so that the reader calls fail between counting and
+// freeing, where the test reads both.
+func TestOpenLoopFreesASlotOnlyAfterCountingItsAnswer(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	oc := &openConn{nc: client, pending: map[uint64]time.Time{1: time.Now()}}
+	sem := make(chan struct{}, 1)
+	sem <- struct{}{}
+	rec := &benchRecorder{}
+	rec.measuring.Store(true)
+	type seen struct {
+		requests  int64
+		slotsHeld int
+	}
+	atFail := make(chan seen, 1)
+	fail := func(error) { atFail <- seen{rec.requests.Load(), len(sem)} }
+	var closing atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		oc.read(t.Context(), sem, rec, fail, &closing)
+	}()
+	bw := bufio.NewWriter(server)
+	if err := wire.WriteFrame(bw, wire.Frame{ID: 1, Kind: wire.CodeOK, Payload: []byte{0xff}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-atFail; s.requests != 1 || s.slotsHeld != 1 {
+		t.Errorf("when the answer was counted: %d requests, %d slots held; want 1 and 1 (the slot freed only after the count)", s.requests, s.slotsHeld)
+	}
+	closing.Store(true)
+	server.Close()
+	<-done
+	if len(sem) != 0 {
+		t.Errorf("%d slots held after the reader ended; want 0", len(sem))
 	}
 }
