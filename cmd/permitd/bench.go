@@ -54,6 +54,9 @@ type benchFlags struct {
 	capacityDuration    time.Duration
 	capacityConcurrency int
 	control             bool
+	// openDrain bounds the open loop's wait for the answers outstanding
+	// at its end; 0 is openDrainTimeout (no flag: tests shorten it).
+	openDrain time.Duration
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,15 +145,16 @@ pace:
 	flushAll()
 	// Wait for the answers outstanding, as the per-request loop does; the
 	// reader of a broken connection frees its slots at once.
-	deadline := time.Now().Add(openDrainTimeout)
+	drain := cmp.Or(b.openDrain, openDrainTimeout)
+	deadline := time.Now().Add(drain)
 	for len(sem) > 0 && time.Now().Before(deadline) {
 		time.Sleep(openBatchTick)
 	}
 	closing.Store(true)
-	if n := len(sem); n > 0 {
+	if n := claimUnanswered(ocs); n > 0 {
 		rec.requests.Add(int64(n))
 		rec.errs.Add(int64(n - 1))
-		fail(fmt.Errorf("bench: %d requests unanswered %v after the run (outcome unknown)", n, openDrainTimeout))
+		fail(fmt.Errorf("bench: %d requests unanswered %v after the run (outcome unknown)", n, drain))
 	}
 	for _, oc := range ocs {
 		oc.nc.Close()
@@ -193,6 +195,26 @@ func addPending(ocs []*openConn, sent int, scheduled time.Time) (*openConn, uint
 	return nil, 0
 }
 
+// claimUnanswered takes the requests still pending on the connections
+// whose readers have not failed them, once the drain is over, and returns
+// how many: each request is then either answered (its reader removed it
+// first) or unanswered (taken here), never counted as both, even when an
+// answer arrives as the drain gives up. A connection claimed here is dead
+// to its reader, which then reports nothing of its own end.
+func claimUnanswered(ocs []*openConn) int {
+	n := 0
+	for _, oc := range ocs {
+		oc.mu.Lock()
+		if !oc.dead {
+			oc.dead = true
+			n += len(oc.pending)
+			clear(oc.pending)
+		}
+		oc.mu.Unlock()
+	}
+	return n
+}
+
 // fail marks the connection broken and closes it; its reader then fails
 // the requests outstanding on it.
 func (oc *openConn) fail(err error) {
@@ -213,8 +235,10 @@ func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRe
 	for {
 		f, err := wire.ReadFrame(br)
 		if err != nil {
-			// Decided before the slots are freed: until then the drain
-			// cannot end and set closing.
+			// Decided before the slots are freed: until then a drain
+			// can only end on its timeout, and then it claims the
+			// requests still pending (claimUnanswered) before this
+			// reader takes them.
 			report := !closing.Load()
 			count := report && rec.measuring.Load() && runCtx.Err() == nil
 			oc.broken.Store(true)
@@ -225,6 +249,10 @@ func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRe
 				err = fmt.Errorf("bench: reading from %s: %w", oc.nc.RemoteAddr(), err)
 			}
 			oc.mu.Lock()
+			if oc.dead { // claimed by the drain, which counted its requests
+				oc.mu.Unlock()
+				return lats
+			}
 			oc.dead = true
 			lost := len(oc.pending)
 			clear(oc.pending)
@@ -253,10 +281,13 @@ func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRe
 		delete(oc.pending, f.ID)
 		oc.mu.Unlock()
 		if !ok {
+			if closing.Load() {
+				continue // claimed by the drain as unanswered
+			}
 			fail(fmt.Errorf("bench: answer to frame %d from %s, which is not outstanding", f.ID, oc.nc.RemoteAddr()))
 			continue
 		}
-		lats = countAnswer(f, time.Since(scheduled), runCtx, rec, fail, lats)
+		lats = countAnswer(runCtx, f, time.Since(scheduled), rec, fail, lats)
 		// The slot is freed after the answer is counted: the pacer, which
 		// checks the count before it waits for a slot, then never sends
 		// more than --concurrency beyond --max-requests.
@@ -267,7 +298,7 @@ func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRe
 // countAnswer counts the answer f, whose request waited lat, in rec while
 // measuring and before the run's end; it returns lats with lat appended
 // when the request was admitted or refused.
-func countAnswer(f wire.Frame, lat time.Duration, runCtx context.Context, rec *benchRecorder, fail func(error), lats []time.Duration) []time.Duration {
+func countAnswer(runCtx context.Context, f wire.Frame, lat time.Duration, rec *benchRecorder, fail func(error), lats []time.Duration) []time.Duration {
 	if !rec.measuring.Load() || runCtx.Err() != nil {
 		return lats
 	}

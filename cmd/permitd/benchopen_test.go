@@ -323,32 +323,73 @@ func TestOpenLoopFailsWhenEveryConnectionBreaks(t *testing.T) {
 }
 
 func TestOpenLoopStopsSendingAtMaxRequests(t *testing.T) {
+	for _, conns := range []int{1, 4} {
+		var mu sync.Mutex
+		seen := 0
+		n := startFakeBinaryNode(t, func(_ int, w *bufio.Writer, frames []wire.Frame) error {
+			mu.Lock()
+			seen += len(frames)
+			mu.Unlock()
+			for _, f := range frames {
+				if err := wire.WriteFrame(w, wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: reserveAnswer(wire.Granted)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		const maxRequests, concurrency = 100, 8
+		never := make(chan struct{})
+		rec, _, err := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: conns, maxRequests: maxRequests}, []string{n.ln.Addr().String()}, never)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		// A request is counted before its slot is freed: at most
+		// --concurrency are sent beyond the count the pacer last saw
+		// short of the cap, with any number of connections.
+		if req := rec.requests.Load(); req < maxRequests || req > maxRequests+concurrency || int64(seen) > maxRequests+concurrency {
+			t.Errorf("%d connections: %d requests counted, %d sent; want %d to %d", conns, req, seen, maxRequests, maxRequests+concurrency)
+		}
+		mu.Unlock()
+	}
+}
+
+func TestOpenLoopCountsWhatTheDrainLeavesUnansweredOnce(t *testing.T) {
+	// The node answers the first 20 reserves and holds the rest; the run
+	// stops at --max-requests 20, and the drain gives up on the rest.
+	const answered, concurrency = 20, 8
 	var mu sync.Mutex
 	seen := 0
 	n := startFakeBinaryNode(t, func(_ int, w *bufio.Writer, frames []wire.Frame) error {
 		mu.Lock()
-		seen += len(frames)
-		mu.Unlock()
+		defer mu.Unlock()
 		for _, f := range frames {
+			seen++
+			if seen > answered {
+				continue
+			}
 			if err := wire.WriteFrame(w, wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: reserveAnswer(wire.Granted)}); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	const maxRequests, concurrency = 100, 8
 	never := make(chan struct{})
-	rec, _, err := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 1, maxRequests: maxRequests}, []string{n.ln.Addr().String()}, never)
+	b := benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 2, maxRequests: answered, openDrain: 100 * time.Millisecond}
+	rec, errs, err := runOpenLoop(t, b, []string{n.ln.Addr().String()}, never)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	// A request is counted when answered: at most --concurrency are sent
-	// beyond the count the pacer last saw.
-	if req := rec.requests.Load(); req < maxRequests || req > maxRequests+concurrency || int64(seen) > maxRequests+concurrency {
-		t.Errorf("%d requests counted, %d sent; want %d to %d", req, seen, maxRequests, maxRequests+concurrency)
+	if len(errs) != 1 || !strings.Contains(errs[0], "unanswered 100ms after the run (outcome unknown)") {
+		t.Fatalf("errors %q; want one naming the requests the drain left unanswered", errs)
 	}
+	// Every frame was flushed before the drain began: the node has them.
+	waitUntil(t, 10*time.Second, "each request the node got counted once: the first 20 granted, the rest errors", func() bool {
+		mu.Lock()
+		sent := int64(seen)
+		mu.Unlock()
+		return rec.requests.Load() == sent && rec.granted.Load() == answered && rec.errs.Load() == sent-answered && sent > answered
+	})
 }
 
 // TestOpenLoopFreesASlotOnlyAfterCountingItsAnswer pins the order the
@@ -385,8 +426,15 @@ func TestOpenLoopFreesASlotOnlyAfterCountingItsAnswer(t *testing.T) {
 	if err := bw.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if s := <-atFail; s.requests != 1 || s.slotsHeld != 1 {
-		t.Errorf("when the answer was counted: %d requests, %d slots held; want 1 and 1 (the slot freed only after the count)", s.requests, s.slotsHeld)
+	select {
+	case s := <-atFail:
+		if s.requests != 1 || s.slotsHeld != 1 {
+			t.Errorf("when the answer was counted: %d requests, %d slots held; want 1 and 1 (the slot freed only after the count)", s.requests, s.slotsHeld)
+		}
+	case <-done:
+		t.Fatal("the reader ended without reporting the malformed answer")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not report the malformed answer within 10s")
 	}
 	closing.Store(true)
 	server.Close()
