@@ -231,6 +231,19 @@ func newTestAgents(t *testing.T, n int) []*testAgent {
 	return agents
 }
 
+// startLoneAgent starts n1, a one-node cluster, with the agent flags
+// extra besides its addresses and data directory, and returns it; callers
+// wait for its leader as they need to.
+func startLoneAgent(t *testing.T, bin string, extra ...string) *testAgent {
+	t.Helper()
+	agents := newTestAgents(t, 1)
+	a := agents[0]
+	args := []string{"agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents)}
+	a.start(t, bin, nil, append(args, extra...)...)
+	return a
+}
+
 // initialCluster is the --initial-cluster value of agents.
 func initialCluster(agents []*testAgent) string {
 	var items []string

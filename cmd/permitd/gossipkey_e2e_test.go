@@ -25,10 +25,7 @@ func TestWorkerGossipKeyFileKeepsAKeylessWorkerOut(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := permitdUnderTest(t)
-	agents := newTestAgents(t, 1)
-	ag := agents[0]
-	ag.start(t, bin, nil, "agent", "--id", ag.id, "--data-dir", ag.dataDir, "--raft-addr", ag.raftAddr,
-		"--http-addr", ag.httpAddr, "--initial-cluster", initialCluster(agents))
+	ag := startLoneAgent(t, bin)
 	cl := func(args ...string) cliResult { return runCLI(t, bin, nil, append(args, "--servers", ag.httpAddr)...) }
 	wantCode(t, cl("status", "--wait", "30s"), exitOK)
 	wantCode(t, cl("limits", "put", "gk", "--algorithm", "strict", "--rate", "100", "--per", "1s"), exitOK)

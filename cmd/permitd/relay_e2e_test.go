@@ -161,10 +161,7 @@ func TestRelayReloadsTokensOnSIGHUPAndStopsOnSIGTERM(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := permitdUnderTest(t)
-	agents := newTestAgents(t, 1)
-	a := agents[0]
-	a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
-		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
+	a := startLoneAgent(t, bin)
 	hc := &http.Client{Timeout: 5 * time.Second}
 	waitLeader(t, hc, map[string]string{a.id: a.httpAddr}, []string{a.id})
 	base := "http://" + a.httpAddr + "/v1/limits/rl"

@@ -16,11 +16,8 @@ func TestReservationCLI(t *testing.T) {
 		t.Skip("builds the binary and runs a cluster")
 	}
 	bin := buildPermitd(t)
-	agents := newTestAgents(t, 1)
-	n1 := agents[0]
-	n1.start(t, bin, nil, "agent", "--id", n1.id, "--data-dir", n1.dataDir, "--raft-addr", n1.raftAddr,
-		"--http-addr", n1.httpAddr, "--initial-cluster", initialCluster(agents))
-	all := serversOf(agents...)
+	n1 := startLoneAgent(t, bin)
+	all := serversOf(n1)
 	cli := func(t *testing.T, args ...string) cliResult {
 		t.Helper()
 		return runCLI(t, bin, nil, append(args, "--servers", all)...)

@@ -61,11 +61,7 @@ func TestTokensOnTheAPI(t *testing.T) {
 		}
 	}
 	writeTokens(rootLine, appLine, workerLine)
-	agents := newTestAgents(t, 1)
-	a := agents[0]
-	a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
-		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents),
-		"--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"), "--token-file", tokenFile)
+	a := startLoneAgent(t, bin, "--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"), "--token-file", tokenFile)
 	as := func(secret string, args ...string) cliResult {
 		env := []string{}
 		if secret != "" {
@@ -150,10 +146,7 @@ func TestTokenBeforeTheServersRequireIt(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := permitdUnderTest(t)
-	agents := newTestAgents(t, 1)
-	a := agents[0]
-	a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
-		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
+	a := startLoneAgent(t, bin)
 	wantCode(t, runCLI(t, bin, nil, "status", "--servers", a.httpAddr, "--wait", "30s"), exitOK)
 	wantCode(t, runCLI(t, bin, nil, "limits", "put", "api", "--algorithm", "strict", "--rate", "10", "--per", "1s", "--expiry", "1s", "--servers", a.httpAddr), exitOK)
 	secret, _ := newToken(t, bin, "--role", "client", "--name", "app")
@@ -189,11 +182,7 @@ func TestSidecarTLSAndTokens(t *testing.T) {
 	if err := os.WriteFile(file("tokens"), []byte(rootLine+"\n"+appLine+"\n"+workerLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	agents := newTestAgents(t, 1)
-	a := agents[0]
-	a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
-		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents),
-		"--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"), "--token-file", file("tokens"))
+	a := startLoneAgent(t, bin, "--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"), "--token-file", file("tokens"))
 	admin := []string{"PERMITD_TOKEN=" + rootSecret}
 	cl := func(args ...string) cliResult {
 		return runCLI(t, bin, admin, append(args, "--servers", a.httpAddr, "--tls-ca", file("ca.crt"))...)
