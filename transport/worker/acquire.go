@@ -10,8 +10,10 @@ import (
 // Acquire waits until n permits can be spent, paced locally, and spends
 // them. It fails closed with an error wrapping ErrNoPermits when the worker
 // holds no permit and cannot expect one (the register refuses the lease,
-// or is unreachable and stealing did not help: the error then also wraps
-// ErrRegisterUnreachable and says how long ago the last good renewal was);
+// or has left the worker's calls unanswered for UnreachableAfter and
+// stealing did not help: the error then also wraps ErrRegisterUnreachable
+// and says how long the register has been silent; a shorter silence, such
+// as an election, is waited out);
 // with ctx's error when ctx ends first (or, wrapping
 // context.DeadlineExceeded, at once when the pacing alone would pass ctx's
 // deadline); with ErrStopped after Stop.

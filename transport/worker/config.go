@@ -38,6 +38,16 @@ const (
 	// renewal credited the spell's permits back unspent
 	// (TestPacerMakesUpARenewalsDrySpell).
 	DefaultBurstRatio = 1.5
+	// DefaultUnreachableAfter is how long the register may leave a
+	// worker's calls unanswered before the worker calls it unreachable
+	// (Config.UnreachableAfter). With the agents' default raft timeouts
+	// (500 ms heartbeat and election) a follower notices a dead leader
+	// within 1 s and an election round takes 0.5-1 s: 3 s is six
+	// election timeouts, twice the longest election measured with them
+	// (0.7-1.5 s from the kill to a ready leader), so that an election
+	// of the register's usual length, and one split vote, is not called
+	// an outage.
+	DefaultUnreachableAfter = 3 * time.Second
 )
 
 // Config configures a Worker. Zero values select the defaults documented
@@ -97,10 +107,22 @@ type Config struct {
 	RetryEvery time.Duration
 	// RequestTimeout bounds one register call (0 selects TTL - Margin:
 	// a renewal caught in a register election keeps waiting for the new
-	// leader, its callers throttled once the grant it reports on is
-	// spent or expired, instead of failing closed as if the register were
-	// unreachable; a cut-off worker is detected that much later).
+	// leader rather than being sent again). A call that times out is
+	// retried after RetryEvery with the same request ID.
 	RequestTimeout time.Duration
+	// UnreachableAfter is how long the register may leave the worker's
+	// calls unanswered before the worker calls it unreachable (0 selects
+	// DefaultUnreachableAfter, 3 s), whatever the TTL. The silence is
+	// counted from the send of the first lease or renewal the register
+	// has not answered since its last answer (a refusal or a fenced
+	// answer is an answer), so the time between renewals, when the
+	// worker does not ask, is not counted. Until then a caller that
+	// finds no permit waits (TryAcquire returns false: a sidecar answers
+	// 429 with Retry-After), as it does while a renewal is in flight;
+	// from then on it fails closed with ErrRegisterUnreachable (503),
+	// once stealing no longer helps. Either way nothing is spent but
+	// what the worker holds under a live grant: only the error changes.
+	UnreachableAfter time.Duration
 
 	// StealBias is the fraction of a donor's spare permits it keeps for
 	// its own group when another group asks: another group gets at most
@@ -114,7 +136,9 @@ type Config struct {
 	// StealGrace is how long after its last good renewal a worker cut off
 	// from the register may still take permits from peers (0 selects
 	// 2*TTL). After that, and once its stolen permits are spent or
-	// expired, it fails closed.
+	// expired, it fails closed (with ErrRegisterUnreachable once the
+	// register has been silent for UnreachableAfter; callers wait until
+	// then).
 	StealGrace time.Duration
 	// MaxStealPeers is how many peers one steal round asks at most (0
 	// selects DefaultMaxStealPeers).
@@ -149,6 +173,7 @@ type settings struct {
 	Config
 	ttlNanos, marginNanos, renewNanos, retryNanos, requestNanos int64
 	stealTimeoutNanos, stealGraceNanos, rejoinNanos             int64
+	unreachableAfterNanos                                       int64
 	stealBias                                                   float64
 }
 
@@ -215,11 +240,15 @@ func resolve(c Config) (settings, error) {
 	if c.RejoinEvery == 0 {
 		s.rejoinNanos = int64(DefaultRejoinEvery)
 	}
+	s.unreachableAfterNanos = int64(c.UnreachableAfter)
+	if c.UnreachableAfter == 0 {
+		s.unreachableAfterNanos = int64(DefaultUnreachableAfter)
+	}
 	for _, d := range []struct {
 		name string
 		v    int64
 	}{{"retry every", s.retryNanos}, {"request timeout", s.requestNanos}, {"steal timeout", s.stealTimeoutNanos},
-		{"steal grace", s.stealGraceNanos}, {"rejoin every", s.rejoinNanos}} {
+		{"steal grace", s.stealGraceNanos}, {"rejoin every", s.rejoinNanos}, {"unreachable after", s.unreachableAfterNanos}} {
 		if d.v <= 0 {
 			return bad("%s %v (allowed: > 0, or 0 for the default)", d.name, time.Duration(d.v))
 		}

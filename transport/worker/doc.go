@@ -66,9 +66,18 @@
 //
 // Cut off from the register, a worker keeps spending its unexpired grant
 // (if its renewals were not delivered) and permits stolen from peers, for
-// at most StealGrace after its last good renewal; then it fails closed:
+// at most StealGrace after its last good renewal. A caller that finds no
+// permit then waits (TryAcquire returns false, a sidecar answers 429 with
+// Retry-After) as long as the register has left the worker's calls
+// unanswered for less than UnreachableAfter (default 3 s, whatever the
+// TTL), counted from the send of the first call it has not answered since
+// its last answer: an election of the register's usual length is not an
+// outage, however short the TTL. After that the worker fails closed:
 // Acquire returns an error wrapping ErrNoPermits and
-// ErrRegisterUnreachable that says how long ago the last good renewal was.
+// ErrRegisterUnreachable that says how long the register has been silent
+// and how long ago the last good renewal was (a sidecar answers 503).
+// The rule changes only what a refusal says: in both cases nothing is
+// spent beyond what the worker holds under a live grant.
 //
 // # Local pacing
 //

@@ -15,9 +15,11 @@ var (
 	// (then the error also wraps ErrRegisterUnreachable).
 	ErrNoPermits = errors.New("worker: no permits")
 	// ErrRegisterUnreachable is wrapped, together with ErrNoPermits, by the
-	// error of a worker cut off from the register once its grant has
-	// expired and stealing no longer helps; the message says how long ago
-	// the last good renewal was.
+	// error of a worker whose calls the register has left unanswered for
+	// Config.UnreachableAfter, once its grant is spent or expired and
+	// stealing no longer helps (a shorter silence, such as an election,
+	// is waited out); the message says how long the register has been
+	// silent and how long ago the last good renewal was.
 	ErrRegisterUnreachable = errors.New("worker: register unreachable")
 	// ErrNotStarted is returned by Acquire, TryAcquire and Stop before
 	// Start.

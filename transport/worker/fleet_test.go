@@ -45,6 +45,12 @@ type fleetSpec struct {
 	transportFault stealFaultFunc
 	// register selects the fake register or a real 3-node cluster.
 	register registerKind
+	// unreachableAfter is the workers' Config.UnreachableAfter (0: the
+	// default).
+	unreachableAfter time.Duration
+	// raftTimeout is a cluster register's raft heartbeat and election
+	// timeout (0: 1 s).
+	raftTimeout time.Duration
 }
 
 // spendLog is what one driver recorded: permits spent and errors, with
@@ -56,6 +62,9 @@ type spendLog struct {
 	// grants records, at the instant the worker handed them out, which
 	// grant the permits came from.
 	grants []grantSpend
+	// refusals are the asks TryAcquire answered false without an error
+	// (a sidecar's 429).
+	refusals []int64
 }
 
 type grantSpend struct {
@@ -116,7 +125,7 @@ func baseSpec() fleetSpec {
 func startFleet(t *testing.T, spec fleetSpec) *fleet {
 	t.Helper()
 	f := &fleet{t: t, spec: spec, base: time.Now(), stop: make(chan struct{})}
-	f.reg = newTestRegister(t, spec.register, f.base)
+	f.reg = newTestRegister(t, spec.register, f.base, spec.raftTimeout)
 	f.reg.putLeased(testLimit, spec.rate, spec.burst, spec.maxOut)
 
 	// Gossip runs on loopback UDP/TCP with ports chosen by the kernel.
@@ -144,7 +153,7 @@ func startFleet(t *testing.T, spec fleetSpec) *fleet {
 		w, err := New(Config{
 			Name: ws.name, Group: ws.group, Limit: testLimit, Register: l,
 			Gossip: mlc, Join: join,
-			TTL: spec.ttl, RenewEvery: spec.renew, StealGrace: spec.stealGrace,
+			TTL: spec.ttl, RenewEvery: spec.renew, StealGrace: spec.stealGrace, UnreachableAfter: spec.unreachableAfter,
 			stealFault: spec.stealFault,
 			onSpend: func(leaseID, epoch uint64, n int64, stolen, kept bool) {
 				at := f.nowNanos()
@@ -248,6 +257,8 @@ func (f *fleet) asker(i int, asks <-chan struct{}) {
 			log.spends = append(log.spends, at)
 		case err != nil:
 			log.errs = append(log.errs, errEvent{at, err})
+		default:
+			log.refusals = append(log.refusals, at)
 		}
 		log.mu.Unlock()
 	}

@@ -109,3 +109,115 @@ func TestLeaderKillDuringRenewals(t *testing.T) {
 	}
 	t.Logf("the committed log holds %d grants; the fleet spent from %d of them", len(logged), len(handed))
 }
+
+// TestShortTTLFleetWaitsOutALeaderKill is issue 36's `permitd worker
+// --ttl 400ms` through a leader kill, in process: the fleet of the other
+// tests with a 400 ms TTL (renewals every 200 ms, each call given up
+// after TTL - margin = 350 ms and retried every 50 ms) on a real 3-node
+// register with the agents' default raft timeouts (500 ms heartbeat and
+// election). The leader is killed under load: every worker's renewal
+// fails or waits through the election, its grant expires, and its callers
+// find no permit. They must wait (TryAcquire false: a sidecar's 429 with
+// Retry-After), not fail closed (an error: a sidecar's 503 "the register
+// is unreachable"), since the register is silent for less than
+// UnreachableAfter (the default, 3 s); before UnreachableAfter they got
+// ErrRegisterUnreachable from the first failed call on.
+//
+// The bound asserted: a worker fails closed only once the register has
+// left its calls unanswered for UnreachableAfter, counted from the send
+// of the first call it left unanswered, and a call unanswered at the kill
+// was sent at most a call timeout (350 ms) before it. So no caller gets an
+// error before killAt + 3 s - 350 ms, however long the election; and none
+// at all when every worker was answered again by then (elections here
+// take about 1-2 s: the kill is noticed within 0.5-1 s, a round takes
+// 0.5-1 s). A longer election is logged (the zero claim not exercised),
+// not failed. The fleet stays within C + O + floor(W/I) + 1 throughout,
+// and every grant spent from was issued once.
+func TestShortTTLFleetWaitsOutALeaderKill(t *testing.T) {
+	spec := baseSpec()
+	spec.register = clusterKind
+	spec.ttl, spec.renew = 400*time.Millisecond, 200*time.Millisecond
+	spec.raftTimeout = 500 * time.Millisecond
+	const callTimeout = int64(350 * time.Millisecond) // TTL - margin (the 50 ms minimum)
+	f := startFleet(t, spec)
+	reg := f.reg.(*clusterRegister)
+	f.drive()
+	waitFor(t, 5*time.Second, "3 renewals each", func() bool { return f.minRenewals(all) >= 3 })
+
+	before := make([]Stats, len(f.workers))
+	for i, w := range f.workers {
+		before[i] = w.Stats()
+	}
+	old := reg.leader()
+	killAt := f.nowNanos()
+	reg.kill(old)
+	now := reg.leader()
+	readyAt := f.nowNanos()
+	if now == old {
+		t.Fatalf("the killed node still leads")
+	}
+	// Every worker granted again (a renewal, or a lease after its lease
+	// expired at the register during the election), then half a second
+	// more of load.
+	waitFor(t, 10*time.Second, "every worker granted again", func() bool {
+		for i, w := range f.workers {
+			s := w.Stats()
+			if s.Renewals+s.Leases < before[i].Renewals+before[i].Leases+2 {
+				return false
+			}
+		}
+		return true
+	})
+	recoveredAt := f.nowNanos()
+	waitFor(t, 3*time.Second, "0.5 s more of load", func() bool { return f.nowNanos() > recoveredAt+int64(500*time.Millisecond) })
+	for _, g := range []string{"A", "B", "C"} {
+		waitFor(t, 3*time.Second, "group "+g+" spending under the new leader", func() bool {
+			return f.spent(f.inGroup(g), readyAt, f.nowNanos()) > 0
+		})
+	}
+	f.stopDrivers()
+
+	unreachableAfter := int64(DefaultUnreachableAfter)
+	earliest := killAt + unreachableAfter - callTimeout
+	var errs, early, refused int
+	var first error
+	for _, log := range f.logs {
+		log.mu.Lock()
+		for _, e := range log.errs {
+			if e.atNanos < killAt {
+				continue
+			}
+			errs++
+			if first == nil {
+				first = e.err
+			}
+			if e.atNanos < earliest {
+				early++
+			}
+		}
+		for _, at := range log.refusals {
+			if at >= killAt && at < recoveredAt {
+				refused++
+			}
+		}
+		log.mu.Unlock()
+	}
+	t.Logf("killed leader %s; %s led %v later; every worker granted again %v after the kill; from the kill on: %d errors (fail closed), %d refusals (429) until every worker was granted again, %d permits spent",
+		reg.ids[old], reg.ids[now], time.Duration(readyAt-killAt), time.Duration(recoveredAt-killAt), errs, refused, f.spent(all, killAt, f.nowNanos()))
+	switch {
+	case early > 0:
+		t.Errorf("%d asks failed closed less than UnreachableAfter (%v) - a call timeout after the kill (the first: %v): the workers called an election of %v unreachable",
+			early, DefaultUnreachableAfter, first, time.Duration(readyAt-killAt))
+	case errs > 0 && recoveredAt < earliest:
+		t.Errorf("%d asks failed closed although every worker was answered again %v after the kill, before the register could have been silent for UnreachableAfter (%v): %v",
+			errs, time.Duration(recoveredAt-killAt), DefaultUnreachableAfter, first)
+	case recoveredAt >= earliest:
+		t.Logf("the workers were answered again only %v after the kill: the zero-error claim (answered within %v) was not exercised",
+			time.Duration(recoveredAt-killAt), time.Duration(earliest-killAt))
+	}
+	if refused == 0 {
+		t.Errorf("no ask was refused between the kill and every worker's next grant: the election exercised nothing")
+	}
+	f.checkGrants()
+	f.checkBound()
+}

@@ -19,6 +19,9 @@ func (s *leaseState) answer(nowNanos int64, a leaseAction, res client.LeaseGrant
 	}
 	s.inFlight = false
 	s.lastRTTNanos = nowNanos - a.atNanos
+	if err == nil || rejected(err) {
+		s.silentSinceNanos = -1 // the register answered
+	}
 	if a.op == opLease {
 		return s.leaseAnswer(nowNanos, a, res, err)
 	}

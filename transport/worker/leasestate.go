@@ -71,14 +71,24 @@ import (
 // replayed answer (Duplicate) counts from the retry's send time, and one
 // already past its usable-until is renewed at once (and fenced). Cut off
 // from the register, the worker spends what is left of an open grant until
-// usableUntil, then fails closed (failClosed): Acquire gets ErrNoPermits and
-// ErrRegisterUnreachable once the steal grace after the last good answer
-// is over, or a steal round found nothing.
+// usableUntil. A caller that then finds no permit waits (a sidecar
+// answers 429, Retry-After) as long as the register has left the worker's
+// calls unanswered (failed, or still under way) for less than
+// UnreachableAfter, counted from the send of the first call without an
+// answer since the register last answered (silentSinceNanos, unreachable):
+// an election of the register's usual length is not an outage, whatever
+// the TTL. From then on it fails closed (failClosed): Acquire gets
+// ErrNoPermits and ErrRegisterUnreachable once the steal grace after the
+// last good answer is over, or a steal round found nothing. The rule
+// decides what a refusal says, never what is spent: nothing is spendable
+// but an open grant before its usable-until, its kept permits and stolen
+// lots.
 //
 // # Worked example
 //
-// TTL 2 s, Margin 200 ms, RenewEvery 1 s, RetryEvery 250 ms, shares of
-// 100/s (times in seconds on the worker's clock; leasestate_test.go
+// TTL 2 s, Margin 200 ms, RenewEvery 1 s, RetryEvery 250 ms,
+// UnreachableAfter 500 ms (shorter than the default, to show it), shares
+// of 100/s (times in seconds on the worker's clock; leasestate_test.go
 // replays it):
 //
 //	t=0      next: Lease{demand max, id w.1}                       in flight
@@ -91,15 +101,18 @@ import (
 //	                                                               usable until 1+1.99-0.2 = 2.79, renew at 2
 //	t=1.500  16 more spent
 //	t=2      next: Renew(7,2){spent 20, kept 79, id w.3}           closed but for 79 (100/s until 2.79)
-//	t=2.100  no answer (ambiguous)                                 the kept 79 still spendable; retry at 2.35
+//	t=2.100  no answer (ambiguous)                                 the kept 79 still spendable; retry at 2.35;
+//	                                                               the register silent since 2 (w.3's send)
 //	t=2.200  9 of the kept spent
 //	t=2.350  next: Renew(7,2){spent 20, kept 79, id w.3} again
 //	t=2.400  ErrNotDelivered                                       the first w.3 may have been applied
 //	         (epoch 2 settled): (7,2) stays closed, the kept 70 spendable; retry at 2.65
+//	t=2.500  silent for UnreachableAfter: a caller finding no permit now fails closed
+//	         (ErrRegisterUnreachable) once a steal round finds nothing, and at once
+//	         from 1.020 + StealGrace (4) = 5.020; before 2.5 it would have waited
 //	t=2.650  next: Renew(7,2){... id w.3} again
 //	t=2.700  ErrNotDelivered                                       still closed; retry at 2.95
-//	t=2.790  (7,2) past its usable-until: nothing spendable; Acquire fails closed once a
-//	         steal round finds nothing, and at once from 1.020 + StealGrace (4) = 5.020
+//	t=2.790  (7,2) past its usable-until: nothing spendable
 //	t=2.950  next: Renew(7,2){... id w.3} again
 //	t=3      fenced (the lease expired at the register)            lease again at once
 //	t=3      next: Lease{measured demand, id w.4}
@@ -148,6 +161,11 @@ type leaseState struct {
 	nextCallNanos, nextRenewNanos int64
 	// lastGoodNanos is when the last granting answer arrived (-1: never).
 	lastGoodNanos int64
+	// silentSinceNanos is when the first lease or renewal the register
+	// has not answered since its last answer was sent (-1: it answered
+	// the last one, or none was sent): the register has been silent
+	// since then (see unreachable).
+	silentSinceNanos int64
 	// regErr is the last call that got no answer, nil after an answer;
 	// regRefusal the last answer that gave no lease, nil after a grant.
 	regErr, regRefusal error
@@ -162,6 +180,9 @@ type leaseParams struct {
 	limit, holder, group                                           string
 	weight                                                         int64
 	ttlNanos, marginNanos, renewNanos, retryNanos, stealGraceNanos int64
+	// unreachableAfterNanos is how long the register may stay silent
+	// before the worker calls it unreachable (Config.UnreachableAfter).
+	unreachableAfterNanos int64
 	// idPrefix makes request IDs unique across holders and incarnations.
 	idPrefix string
 }
@@ -247,7 +268,7 @@ func rejected(err error) bool {
 // newLeaseState returns the state of a worker that holds no lease yet, its
 // first call due at once.
 func newLeaseState(p leaseParams) leaseState {
-	return leaseState{p: p, lastGoodNanos: -1}
+	return leaseState{p: p, lastGoodNanos: -1, silentSinceNanos: -1}
 }
 
 // newRequestID returns a fresh register request ID.
@@ -273,6 +294,9 @@ func (s *leaseState) next(nowNanos int64) leaseAction {
 // request sent without an answer is sent again as it was.
 func (s *leaseState) send(nowNanos int64) leaseAction {
 	s.inFlight, s.callSentNanos = true, nowNanos
+	if s.silentSinceNanos < 0 {
+		s.silentSinceNanos = nowNanos
+	}
 	if s.leaseID == 0 {
 		if s.pendingLease == nil {
 			// Before anything is measured, claim the most: the first
@@ -348,17 +372,38 @@ func (s *leaseState) stealHorizon(nowNanos int64) (horizonNanos int64, ok bool) 
 	return s.nextRenewNanos - nowNanos + max(s.lastRTTNanos, 0), true
 }
 
+// silentNanos returns how long, at now, the register has left the
+// worker's calls unanswered: since the send of the first lease or renewal
+// without an answer since its last one (0 when it answered the last).
+func (s *leaseState) silentNanos(nowNanos int64) int64 {
+	if s.silentSinceNanos < 0 {
+		return 0
+	}
+	return max(nowNanos-s.silentSinceNanos, 0)
+}
+
+// unreachable reports whether, at now, the register has left the
+// worker's calls unanswered for UnreachableAfter or longer: the worker
+// calls it unreachable. Shorter silences (an election of the register's
+// usual length, a call under way) are waited out.
+func (s *leaseState) unreachable(nowNanos int64) bool {
+	return s.silentSinceNanos >= 0 && nowNanos-s.silentSinceNanos >= s.p.unreachableAfterNanos
+}
+
 // failClosed returns the error a caller finding no permit at now fails
-// with, or nil if it should wait: a refusal while there is no lease; cut
-// off, ErrNoPermits and ErrRegisterUnreachable once the steal grace after
-// the last good answer is over, or (stealing false) no steal round that
-// could help is still to come.
+// with, or nil if it should wait: a refusal while there is no lease and
+// the register answers; once the register has been silent for
+// UnreachableAfter (unreachable), ErrNoPermits and ErrRegisterUnreachable
+// when the steal grace after the last good answer is over, or (stealing
+// false) no steal round that could help is still to come. A shorter
+// silence is waited out: a retry, the call under way or a steal will
+// bring permits.
 func (s *leaseState) failClosed(nowNanos int64, stealing bool) error {
-	if s.regErr == nil {
-		if s.regRefusal != nil && s.leaseID == 0 {
+	if !s.unreachable(nowNanos) {
+		if s.regErr == nil && s.regRefusal != nil && s.leaseID == 0 {
 			return s.regRefusal
 		}
-		return nil // a renewal or a steal will bring permits
+		return nil
 	}
 	since := "never"
 	graceOver := s.lastGoodNanos < 0
@@ -369,6 +414,11 @@ func (s *leaseState) failClosed(nowNanos int64, stealing bool) error {
 	if !graceOver && stealing {
 		return nil
 	}
-	return fmt.Errorf("worker: limit %q: %w: %w: the last good renewal was %s (steal grace %v), peers had nothing to spare; last error: %v",
-		s.p.limit, ErrNoPermits, ErrRegisterUnreachable, since, time.Duration(s.p.stealGraceNanos), s.regErr)
+	last := "none yet, a call under way"
+	if s.regErr != nil {
+		last = s.regErr.Error()
+	}
+	return fmt.Errorf("worker: limit %q: %w: %w: no answer for %v (unreachable after %v); the last good renewal was %s (steal grace %v), peers had nothing to spare; last error: %s",
+		s.p.limit, ErrNoPermits, ErrRegisterUnreachable, time.Duration(s.silentNanos(nowNanos)), time.Duration(s.p.unreachableAfterNanos),
+		since, time.Duration(s.p.stealGraceNanos), last)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +15,11 @@ import (
 const sec = 1000 * ms
 
 // exampleParams are those of leaseState's worked example: TTL 2 s, margin
-// 200 ms, renewal every 1 s, retry every 250 ms, steal grace 4 s.
+// 200 ms, renewal every 1 s, retry every 250 ms, steal grace 4 s,
+// unreachable after 500 ms of silence.
 func exampleParams() leaseParams {
 	return leaseParams{limit: "api", holder: "h", group: "g", weight: 1, ttlNanos: 2 * sec, marginNanos: 200 * ms,
-		renewNanos: sec, retryNanos: 250 * ms, stealGraceNanos: 4 * sec, idPrefix: "w."}
+		renewNanos: sec, retryNanos: 250 * ms, stealGraceNanos: 4 * sec, unreachableAfterNanos: 500 * ms, idPrefix: "w."}
 }
 
 // lin is what happens at a step: the state is asked what to do (next,
@@ -186,16 +189,19 @@ func TestLeaseStateWorkedExample(t *testing.T) {
 		{1500 * ms, spend(16), lwant{view: lview{7, 2, 80, 2790 * ms, 2 * sec, false}}},
 		// 70 asked over the last two periods (2 s). Kept: 100/s until 2.79 s.
 		{2 * sec, next(), lwant{act: renewAct(2*sec, 7, 2, 20, 0, 79, 0, 38_500, "w.3"), view: lview{7, 2, 79, 2790 * ms, 2 * sec, false}}},
-		{2100 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 2, 79, 2790 * ms, 2350 * ms, true}}},
-		{2200 * ms, spend(9), lwant{view: lview{7, 2, 70, 2790 * ms, 2350 * ms, true}}},
-		{2350 * ms, next(), lwant{act: renewAct(2350*ms, 7, 2, 20, 0, 79, 0, 38_500, "w.3"), view: lview{7, 2, 70, 2790 * ms, 2350 * ms, true}}},
+		{2100 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 2, 79, 2790 * ms, 2350 * ms, false}}},
+		{2200 * ms, spend(9), lwant{view: lview{7, 2, 70, 2790 * ms, 2350 * ms, false}}},
+		{2350 * ms, next(), lwant{act: renewAct(2350*ms, 7, 2, 20, 0, 79, 0, 38_500, "w.3"), view: lview{7, 2, 70, 2790 * ms, 2350 * ms, false}}},
 		// The first w.3 may have been applied: an undelivered resend proves
 		// nothing about it, so (7,2) stays closed and w.3 is resent as it was.
-		{2400 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 70, 2790 * ms, 2650 * ms, true}}},
+		{2400 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 70, 2790 * ms, 2650 * ms, false}}},
+		// Silent since w.3 left at 2 s: until UnreachableAfter (500 ms) a
+		// caller finding no permit waits, from then on it fails closed
+		// unless a steal round is to come (failClosed(now, false) != nil).
+		{2499 * ms, look(), lwant{view: lview{7, 2, 70, 2790 * ms, 2650 * ms, false}}},
+		{2500 * ms, look(), lwant{view: lview{7, 2, 70, 2790 * ms, 2650 * ms, true}}},
 		{2650 * ms, next(), lwant{act: renewAct(2650*ms, 7, 2, 20, 0, 79, 0, 38_500, "w.3"), view: lview{7, 2, 70, 2790 * ms, 2650 * ms, true}}},
 		{2700 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 2, 70, 2790 * ms, 2950 * ms, true}}},
-		// Cut off: a caller finding no permit fails closed unless a steal
-		// round is to come (failClosed(now, false) != nil) ...
 		{2789 * ms, look(), lwant{view: lview{7, 2, 70, 2790 * ms, 2950 * ms, true}}},
 		{2790 * ms, look(), lwant{view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
 		{2950 * ms, next(), lwant{act: renewAct(2950*ms, 7, 2, 20, 0, 79, 0, 38_500, "w.3"), view: lview{7, 2, 0, 2790 * ms, 2950 * ms, true}}},
@@ -249,8 +255,8 @@ func TestLeaseStateAnswers(t *testing.T) {
 		}},
 		{"lease answer lost: the same request again", []lstep{
 			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
-			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms, failsClosed: true}}},
-			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms, failsClosed: false}}},
+			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms, failsClosed: false}}},
 			// The register replays its first decision: the grant counts
 			// from the retry's send time.
 			{270 * ms, ans(client.LeaseGrant{Status: client.LeaseGranted, LeaseID: 7, Epoch: 1, Permits: 100, ExpiresIn: 1990 * time.Millisecond, Duplicate: true}),
@@ -258,20 +264,20 @@ func TestLeaseStateAnswers(t *testing.T) {
 		}},
 		{"lease not delivered: a new request", []lstep{
 			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
-			{10 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{nextCall: 260 * ms, failsClosed: true}}},
-			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.2")}, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			{10 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{nextCall: 260 * ms, failsClosed: false}}},
+			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.2")}, view: lview{nextCall: 260 * ms, failsClosed: false}}},
 		}},
 		{"lease lost, then not delivered: the same request (the first may have been applied)", []lstep{
 			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
-			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms, failsClosed: true}}},
-			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms, failsClosed: true}}},
-			{270 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{nextCall: 520 * ms, failsClosed: true}}},
+			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms, failsClosed: false}}},
+			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms, failsClosed: false}}},
+			{270 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{nextCall: 520 * ms, failsClosed: false}}},
 			{520 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 520 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 520 * ms, failsClosed: true}}},
 		}},
 		{"lease replayed fenced (the grant expired before the retry arrived): lease again at once", []lstep{
 			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
-			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms, failsClosed: true}}},
-			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms, failsClosed: true}}},
+			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms, failsClosed: false}}},
+			{260 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 260 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms, failsClosed: false}}},
 			{600 * ms, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7, Epoch: 1, Duplicate: true, Detail: "the grant answered to this request_id expired before the retry arrived"}),
 				lwant{ev: evFenced, view: lview{nextCall: 600 * ms}}}, // callers wait for the lease due now
 			{600 * ms, next(), lwant{act: leaseAction{op: opLease, atNanos: 600 * ms, lease: leaseReq(max, "w.2")}, view: lview{nextCall: 600 * ms}}},
@@ -297,14 +303,14 @@ func TestLeaseStateAnswers(t *testing.T) {
 			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 0, 0, 80, 4, 0, "w.2"), view: lview{7, 1, 80, 1800 * ms, sec, false}}},
 			lstep{1005 * ms, spend(6), lwant{view: lview{7, 1, 74, 1800 * ms, sec, false}}},
 			// The 6 kept permits spent are simply spent of the reopened grant.
-			lstep{1010 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 94, 1800 * ms, 1260 * ms, true}}},
-			lstep{1100 * ms, take(1), lwant{view: lview{7, 1, 94, 1800 * ms, 1260 * ms, true}}},
-			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 6, 0, 54, 5, 0, "w.3"), view: lview{7, 1, 54, 1800 * ms, 1260 * ms, true}}},
+			lstep{1010 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 94, 1800 * ms, 1260 * ms, false}}},
+			lstep{1100 * ms, take(1), lwant{view: lview{7, 1, 94, 1800 * ms, 1260 * ms, false}}},
+			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 6, 0, 54, 5, 0, "w.3"), view: lview{7, 1, 54, 1800 * ms, 1260 * ms, false}}},
 		)},
 		{"renewal lost, then not delivered: the grant stays closed, the same request", append(first[:2:2], renew1,
-			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 80, 1800 * ms, 1260 * ms, true}}},
-			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 0, 0, 80, 0, 0, "w.2"), view: lview{7, 1, 80, 1800 * ms, 1260 * ms, true}}},
-			lstep{1270 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 80, 1800 * ms, 1520 * ms, true}}},
+			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 80, 1800 * ms, 1260 * ms, false}}},
+			lstep{1260 * ms, next(), lwant{act: renewAct(1260*ms, 7, 1, 0, 0, 80, 0, 0, "w.2"), view: lview{7, 1, 80, 1800 * ms, 1260 * ms, false}}},
+			lstep{1270 * ms, fail(errNotDelivered), lwant{ev: evFailed, errIs: client.ErrNotDelivered, view: lview{7, 1, 80, 1800 * ms, 1520 * ms, false}}},
 			lstep{1520 * ms, next(), lwant{act: renewAct(1520*ms, 7, 1, 0, 0, 80, 0, 0, "w.2"), view: lview{7, 1, 80, 1800 * ms, 1520 * ms, true}}},
 			lstep{1800 * ms, look(), lwant{view: lview{7, 1, 0, 1800 * ms, 1520 * ms, true}}}, // kept until the usable-until only
 		)},
@@ -371,11 +377,11 @@ func TestLeaseStateReturn(t *testing.T) {
 		), 0},
 		{"a renewal without an answer: its report again, plus the kept permits spent and what came in since", append(first[:5:5],
 			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 30, 20, 50, 3, 0, "w.2"), view: lview{7, 1, 50, 1800 * ms, sec, false}}},
-			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 50, 1800 * ms, 1260 * ms, true}}},
-			lstep{1050 * ms, spend(7), lwant{view: lview{7, 1, 43, 1800 * ms, 1260 * ms, true}}},
-			lstep{1100 * ms, take(2), lwant{view: lview{7, 1, 43, 1800 * ms, 1260 * ms, true}}},
+			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 50, 1800 * ms, 1260 * ms, false}}},
+			lstep{1050 * ms, spend(7), lwant{view: lview{7, 1, 43, 1800 * ms, 1260 * ms, false}}},
+			lstep{1100 * ms, take(2), lwant{view: lview{7, 1, 43, 1800 * ms, 1260 * ms, false}}},
 			// Spent 30 + 7 of the kept; nothing more is spent.
-			lstep{1200 * ms, ret(), lwant{act: returnAct(1200*ms, 37, 20, 5, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, true}}},
+			lstep{1200 * ms, ret(), lwant{act: returnAct(1200*ms, 37, 20, 5, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, false}}},
 		), 0},
 	}
 	for _, tt := range tests {
@@ -408,7 +414,9 @@ func TestLeaseStateCountsCreditsOfGrants(t *testing.T) {
 }
 
 // TestLeaseStateFailsClosed checks when a caller that finds no permit
-// fails closed, and when a worker short of permits may steal.
+// fails closed, and when a worker short of permits may steal: a silence
+// of the register shorter than UnreachableAfter (500 ms here) is waited
+// out, whether its calls fail or one is under way.
 func TestLeaseStateFailsClosed(t *testing.T) {
 	s := newLeaseState(exampleParams())
 	if err := s.failClosed(0, true); err != nil {
@@ -416,8 +424,11 @@ func TestLeaseStateFailsClosed(t *testing.T) {
 	}
 	s.next(0)
 	s.answer(5*ms, leaseAction{op: opLease}, client.LeaseGrant{}, errNotDelivered)
-	if err := s.failClosed(5*ms, true); !errors.Is(err, ErrRegisterUnreachable) || !errors.Is(err, ErrNoPermits) {
-		t.Fatalf("never granted, cut off: %v, want ErrRegisterUnreachable at once", err)
+	if err := s.failClosed(499*ms, false); err != nil {
+		t.Fatalf("never granted, silent for 499 ms: %v, want to wait", err)
+	}
+	if err := s.failClosed(500*ms, true); !errors.Is(err, ErrRegisterUnreachable) || !errors.Is(err, ErrNoPermits) {
+		t.Fatalf("never granted, silent for 500 ms: %v, want ErrRegisterUnreachable (no steal grace without a grant)", err)
 	}
 	if _, ok := s.stealHorizon(5 * ms); ok {
 		t.Fatalf("never granted: may steal")
@@ -444,31 +455,37 @@ func TestLeaseStateFailsClosed(t *testing.T) {
 		}
 	}
 	// A renewal sent at 1.260 s and still under way: wait for it at first
-	// (nothing to fail), steal one renewal period ahead once it has taken
+	// (nothing to fail); steal one renewal period ahead once it has taken
 	// a renewal period (its grant expired meanwhile, at 2.060 s: the
-	// register may be electing a leader), never fail closed while it may
-	// still be answered.
+	// register may be electing a leader); fail closed once the register
+	// has been silent for UnreachableAfter (from 1.760 s) and no steal
+	// round is to come.
 	a := s.next(1260 * ms)
 	for _, tt := range []struct {
 		now      int64
+		stealing bool
+		err      error
 		horizon  int64
 		maySteal bool
 	}{
-		{1500 * ms, 0, false},
-		{2259 * ms, 0, false},
-		{2260 * ms, sec, true},
-		{2900 * ms, sec, true},
+		{1500 * ms, false, nil, 0, false},
+		{1759 * ms, false, nil, 0, false},
+		{1760 * ms, true, nil, 0, false},
+		{1760 * ms, false, ErrRegisterUnreachable, 0, false},
+		{2260 * ms, true, nil, sec, true},
+		{2900 * ms, false, ErrRegisterUnreachable, sec, true},
 	} {
-		if err := s.failClosed(tt.now, false); err != nil {
-			t.Errorf("renewal under way at %v: failClosed = %v, want to wait for it", time.Duration(tt.now), err)
+		if err := s.failClosed(tt.now, tt.stealing); !matches(err, tt.err) {
+			t.Errorf("renewal under way at %v: failClosed = %v, want %v", time.Duration(tt.now), err, tt.err)
 		}
 		if h, ok := s.stealHorizon(tt.now); h != tt.horizon || ok != tt.maySteal {
 			t.Errorf("renewal under way at %v: stealHorizon = %v, %v; want %v, %v", time.Duration(tt.now), time.Duration(h), ok, time.Duration(tt.horizon), tt.maySteal)
 		}
 	}
-	// Cut off from 1.260 s on: steal one renewal period ahead within the
-	// grace (270 ms + 4 s), fail closed when no steal round is to come,
-	// and at once after the grace.
+	// The renewal fails at 1.270 s (cut off): steal one renewal period
+	// ahead within the grace (270 ms + 4 s); wait until the register has
+	// been silent for UnreachableAfter (since 1.260 s), then fail closed
+	// when no steal round is to come, and at once after the grace.
 	s.answer(1270*ms, a, client.LeaseGrant{}, errNotDelivered)
 	cut := []struct {
 		now      int64
@@ -478,7 +495,10 @@ func TestLeaseStateFailsClosed(t *testing.T) {
 		maySteal bool
 	}{
 		{1270 * ms, true, nil, sec, true},
-		{1270 * ms, false, ErrRegisterUnreachable, sec, true},
+		{1270 * ms, false, nil, sec, true},
+		{1759 * ms, false, nil, sec, true},
+		{1760 * ms, true, nil, sec, true},
+		{1760 * ms, false, ErrRegisterUnreachable, sec, true},
 		{4269 * ms, true, nil, sec, true},
 		{4270 * ms, true, ErrRegisterUnreachable, 0, false},
 	}
@@ -489,5 +509,97 @@ func TestLeaseStateFailsClosed(t *testing.T) {
 		if h, ok := s.stealHorizon(tt.now); h != tt.horizon || ok != tt.maySteal {
 			t.Errorf("cut off at %v: stealHorizon = %v, %v; want %v, %v", time.Duration(tt.now), time.Duration(h), ok, time.Duration(tt.horizon), tt.maySteal)
 		}
+	}
+	if err := s.failClosed(1760*ms, false); err == nil || !strings.Contains(err.Error(), "no answer for 500ms (unreachable after 500ms)") {
+		t.Errorf("fail-closed error %q does not say how long the register has been silent", err)
+	}
+	// Any answer ends the silence: a refusal is an answer.
+	s.next(1520 * ms)
+	s.answer(1530*ms, leaseAction{op: opRenew, atNanos: 1520 * ms}, client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7, Epoch: 1}, nil)
+	if err := s.failClosed(1800*ms, false); err != nil || s.silentNanos(1800*ms) != 0 {
+		t.Errorf("after a fenced answer: failClosed = %v, silent %v; want to wait, not silent", err, time.Duration(s.silentNanos(1800*ms)))
+	}
+}
+
+// shortTTLParams are those of `permitd worker --ttl 400ms`: margin 50 ms
+// (the minimum default), renewal every 200 ms, retry every 50 ms, steal
+// grace 800 ms, and the default UnreachableAfter (3 s).
+func shortTTLParams() leaseParams {
+	return leaseParams{limit: "api", holder: "h", group: "g", weight: 1, ttlNanos: 400 * ms, marginNanos: 50 * ms,
+		renewNanos: 200 * ms, retryNanos: 50 * ms, stealGraceNanos: 800 * ms, unreachableAfterNanos: int64(DefaultUnreachableAfter), idPrefix: "w."}
+}
+
+// TestLeaseStateElectionIsNotUnreachable is issue 36's worker at --ttl
+// 400ms through a register election: its renewal's calls fail (each
+// given up after TTL - margin = 350 ms, retried every 50 ms) while the
+// grant it reports on is spent and expired. As long as the register has
+// been silent for less than UnreachableAfter (3 s, whatever the TTL) a
+// caller that finds no permit waits (a sidecar answers 429 with
+// Retry-After); only a longer silence fails closed with
+// ErrRegisterUnreachable (503). Nothing is ever spendable but the grant
+// before its usable-until. Before UnreachableAfter, the first failed call
+// made every caller without a permit fail closed (steal rounds aside),
+// 350 ms into an election of the usual length (0.7-1.5 s).
+func TestLeaseStateElectionIsNotUnreachable(t *testing.T) {
+	const max = client.MaxDemandMilliPerSec
+	const ttl = 400 * time.Millisecond
+	leaseReq := func(at, demand int64, id string) leaseAction {
+		return leaseAction{op: opLease, atNanos: at, lease: client.LeaseRequest{Holder: "h", Group: "g", Weight: 1, DemandMilliPerSec: demand, TTL: ttl, RequestID: id}}
+	}
+	renew := func(at int64, id uint64, spent, kept int64, reqID string) leaseAction {
+		return leaseAction{op: opRenew, atNanos: at, leaseID: id, epoch: 1,
+			report: client.LeaseReport{Spent: spent, Kept: kept, TTL: ttl, RequestID: reqID}}
+	}
+	// Granted 80 permits at 5 ms (usable until 350 ms, renewed at 200
+	// ms), all spent by 100 ms; the renewal leaves at 200 ms, keeping
+	// nothing, and the register's leader dies with it.
+	start := []lstep{
+		{0, next(), lwant{act: leaseReq(0, max, "w.1")}},
+		{5 * ms, ans(granted(7, 1, 80, ttl)), lwant{ev: evGranted, view: lview{7, 1, 80, 350 * ms, 200 * ms, false}}},
+		{100 * ms, spend(80), lwant{view: lview{7, 1, 0, 350 * ms, 200 * ms, false}}},
+		{200 * ms, next(), lwant{act: renew(200*ms, 7, 80, 0, "w.2"), view: lview{7, 1, 0, 350 * ms, 200 * ms, false}}},
+	}
+	// failing returns the steps of the renewal's calls failing from 550
+	// ms (the first given up after 350 ms) until until: each is sent
+	// again as it was 50 ms after the last failed (the first may have
+	// been applied) and fails 350 ms later. A caller finding no permit
+	// waits while the register has been silent (since 200 ms) for less
+	// than 3 s, and fails closed from 3.2 s on.
+	failing := func(until int64) []lstep {
+		var steps []lstep
+		for at := int64(550 * ms); at <= until; at += 400 * ms {
+			steps = append(steps,
+				lstep{at, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 0, 350 * ms, at + 50*ms, at >= 3200*ms}}},
+				lstep{at + 50*ms, next(), lwant{act: renew(at+50*ms, 7, 80, 0, "w.2"), view: lview{7, 1, 0, 350 * ms, at + 50*ms, at+50*ms >= 3200*ms}}})
+		}
+		return steps
+	}
+	tests := []struct {
+		name  string
+		steps []lstep
+	}{
+		{"an election of 1.5 s: the callers wait throughout", slices.Concat(start, failing(1350*ms), []lstep{
+			{1699 * ms, look(), lwant{view: lview{7, 1, 0, 350 * ms, 1400 * ms, false}}},
+			// The new leader (its timeline counts the election) answers
+			// the call sent at 1.4 s: the lease expired at the register.
+			{1700 * ms, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7, Epoch: 1}), lwant{ev: evFenced, view: lview{nextCall: 1700 * ms}}},
+			{1700 * ms, next(), lwant{act: leaseReq(1700*ms, 0, "w.3"), view: lview{nextCall: 1700 * ms}}},
+			{1710 * ms, ans(granted(8, 1, 40, ttl)), lwant{ev: evGranted, view: lview{8, 1, 40, 2050 * ms, 1900 * ms, false}}},
+			// The next renewal is left unanswered: the silence counts from
+			// its send (1.9 s), not from the last answer (1.71 s).
+			{1900 * ms, next(), lwant{act: renew(1900*ms, 8, 0, 15, "w.4"), view: lview{8, 1, 15, 2050 * ms, 1900 * ms, false}}},
+			{4899 * ms, look(), lwant{view: lview{8, 1, 0, 2050 * ms, 1900 * ms, false}}},
+			{4900 * ms, look(), lwant{view: lview{8, 1, 0, 2050 * ms, 1900 * ms, true}}},
+		})},
+		{"silent for 3 s: unreachable", slices.Concat(start, failing(3350*ms), []lstep{
+			{3199 * ms, look(), lwant{view: lview{7, 1, 0, 350 * ms, 3400 * ms, false}}},
+			{3200 * ms, look(), lwant{view: lview{7, 1, 0, 350 * ms, 3400 * ms, true}}},
+		})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newLeaseState(shortTTLParams())
+			runSteps(t, &s, tt.steps)
+		})
 	}
 }

@@ -66,6 +66,9 @@ func TestPartitionedGroupStealsThenFailsClosedAndRecovers(t *testing.T) {
 		t.Run(k.String(), func(t *testing.T) {
 			spec := baseSpec()
 			spec.register = k
+			// A cut, not an election: C calls the register unreachable
+			// after two TTLs of silence rather than the default 3 s.
+			spec.unreachableAfter = 2 * spec.ttl
 			partitionedGroup(t, spec)
 		})
 	}

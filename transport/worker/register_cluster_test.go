@@ -63,11 +63,12 @@ func (k registerKind) String() string {
 var bothRegisters = []registerKind{fakeKind, clusterKind}
 
 // newTestRegister builds a register of kind k whose timeline starts at
-// base.
-func newTestRegister(t *testing.T, k registerKind, base time.Time) testRegister {
+// base; a cluster's raft heartbeat and election timeouts are raftTimeout
+// (0: 1 s).
+func newTestRegister(t *testing.T, k registerKind, base time.Time, raftTimeout time.Duration) testRegister {
 	t.Helper()
 	if k == clusterKind {
-		return newClusterRegister(t, base)
+		return newClusterRegister(t, base, raftTimeout)
 	}
 	return newFakeRegister(t, base)
 }
@@ -126,8 +127,14 @@ type clusterGrant struct {
 // clusterAddr is the address of node id on the switch.
 func clusterAddr(id string) string { return id + ":7000" }
 
-func newClusterRegister(t *testing.T, base time.Time) *clusterRegister {
+func newClusterRegister(t *testing.T, base time.Time, raftTimeout time.Duration) *clusterRegister {
 	t.Helper()
+	if raftTimeout == 0 {
+		// Generous for a loaded 2-core machine running tests under
+		// -race: a spurious election stalls the fleet for about a
+		// second, longer than the timing assertions allow.
+		raftTimeout = time.Second
+	}
 	r := &clusterRegister{t: t, base: base, sw: faultnet.New(), grants: map[grantKey]*clusterGrant{}}
 	var servers []raft.Server
 	for i := 1; i <= 3; i++ {
@@ -148,11 +155,8 @@ func newClusterRegister(t *testing.T, base time.Time) *clusterRegister {
 		n, err := node.New(node.Config{
 			ID: id, DataDir: r.dirs[i], RaftAddr: r.addrs[i], InitialCluster: servers,
 			Network: r.sw.Host(r.addrs[i]), Logger: logger,
-			// Generous for a loaded 2-core machine running tests under
-			// -race: a spurious election stalls the fleet for about a
-			// second, longer than the timing assertions allow.
-			HeartbeatTimeout: time.Second, ElectionTimeout: time.Second,
-			LeaderLeaseTimeout: 500 * time.Millisecond, ApplyTimeout: 3 * time.Second,
+			HeartbeatTimeout: raftTimeout, ElectionTimeout: raftTimeout,
+			LeaderLeaseTimeout: raftTimeout / 2, ApplyTimeout: 3 * time.Second,
 			// Keep the whole log (no snapshot) for the replay audit.
 			SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour,
 		})

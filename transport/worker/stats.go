@@ -80,6 +80,20 @@ type Status struct {
 	// CutOff reports that the last register call failed and no open,
 	// unexpired grant remains.
 	CutOff bool
+	// RegisterSilentFor is how long the register has left the worker's
+	// calls unanswered: since the send of the first lease or renewal
+	// without an answer since its last answer (0 when it answered the
+	// last call).
+	RegisterSilentFor time.Duration
+	// Unreachable reports that RegisterSilentFor has reached
+	// Config.UnreachableAfter: a caller that finds no permit fails closed
+	// with ErrRegisterUnreachable (once stealing no longer helps) instead
+	// of waiting.
+	Unreachable bool
+	// RetryEvery is the worker's Config.RetryEvery (resolved): how soon it
+	// calls the register again after a failed call, and how often callers
+	// waiting for permits look again.
+	RetryEvery time.Duration
 	// LastError is the last register failure or refusal, "" after a grant.
 	LastError string
 	// Members lists the live members known through gossip, by group, names

@@ -99,7 +99,8 @@ func New(cfg Config) (*Worker, error) {
 		// and incarnations: "w" + 16 random hex digits + ".".
 		lease: newLeaseState(leaseParams{limit: s.Limit, holder: s.Name, group: s.Group, weight: s.Weight,
 			ttlNanos: s.ttlNanos, marginNanos: s.marginNanos, renewNanos: s.renewNanos, retryNanos: s.retryNanos,
-			stealGraceNanos: s.stealGraceNanos, idPrefix: "w" + hex.EncodeToString(nonce[:]) + "."}),
+			stealGraceNanos: s.stealGraceNanos, unreachableAfterNanos: s.unreachableAfterNanos,
+			idPrefix: "w" + hex.EncodeToString(nonce[:]) + "."}),
 		pace:  pacer{burstRatio: s.BurstRatio},
 		steal: stealState{pending: make(map[uint64]*pendingSteal)},
 		stats: Stats{Limit: s.Limit, Group: s.Group, Holder: s.Name},
@@ -265,6 +266,9 @@ func (w *Worker) Status() Status {
 		StolenPermitsLeft: w.steal.lots.total(now),
 		SinceGoodRenewal:  -1,
 		CutOff:            ls.cutOff() && ls.spendable(now) == 0,
+		RegisterSilentFor: time.Duration(ls.silentNanos(now)),
+		Unreachable:       ls.unreachable(now),
+		RetryEvery:        time.Duration(w.cfg.retryNanos),
 		Members:           members,
 	}
 	if g := ls.cur; g != nil {

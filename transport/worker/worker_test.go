@@ -113,8 +113,13 @@ func TestFencedLeaseIsLeasedAgain(t *testing.T) {
 	}
 }
 
+// cutOffSoon makes a solo worker call the register unreachable after a
+// TTL of silence (300 ms) rather than the default 3 s: the tests that use
+// it cut the register off for good.
+func cutOffSoon(c *Config) { c.UnreachableAfter = c.TTL }
+
 func TestLostAnswersAreRetriedWithTheSameRequest(t *testing.T) {
-	w, l, reg := solo(t, nil)
+	w, l, reg := solo(t, cutOffSoon)
 	waitFor(t, 2*time.Second, "a renewal", func() bool { return w.Stats().Renewals >= 1 })
 	l.loseAnswers.Store(true)
 	calls := l.calls.Load()
@@ -137,7 +142,7 @@ func TestLostAnswersAreRetriedWithTheSameRequest(t *testing.T) {
 }
 
 func TestUndeliveredRenewalKeepsTheGrantUntilItsLocalExpiry(t *testing.T) {
-	w, l, _ := solo(t, nil)
+	w, l, _ := solo(t, cutOffSoon)
 	// Ask (about 200/s) until the measured demand brings a grant.
 	waitFor(t, 2*time.Second, "a grant", func() bool {
 		_, _ = w.TryAcquire(1, 5*time.Millisecond)
