@@ -70,13 +70,15 @@ const sessionIdle = 10 * time.Minute
 //     C + O + floor(W/I) + 1, not strict spacing, so the n permits of a
 //     grant are usable together whatever the limit's algorithm),
 //     429 {"granted":false,"retry_after_ns":W,"error":...} when it could
-//     not within max_wait (W estimates one pacing slot at the current
-//     share, 0 when unknown), 400 for a bad body or a max_wait longer than
-//     opts.RequestTimeout (the sidecar holds the request while it waits),
-//     404 for another limit than the worker's, and 503 when the worker
-//     fails closed (register unreachable or refusing the lease, and no
-//     permit left) or is stopped. request_id and sessions are validated
-//     but not deduplicated: a resent request is a new reserve.
+//     not within max_wait (W: see retryAfterNanos; never 0), also while
+//     the worker waits for the register (a renewal in flight, an election
+//     shorter than the worker's UnreachableAfter), 400 for a bad body or a
+//     max_wait longer than opts.RequestTimeout (the sidecar holds the
+//     request while it waits), 404 for another limit than the worker's,
+//     and 503 when the worker fails closed (the register silent for
+//     UnreachableAfter or refusing the lease, and no permit left) or is
+//     stopped. request_id and sessions are validated but not
+//     deduplicated: a resent request is a new reserve.
 //   - POST /v1/sessions answers a session (always 1), so that clients of
 //     the register, which open one, work against a sidecar unchanged.
 //   - GET /v1/status answers the worker's group, holder, limit, lease,
@@ -259,16 +261,21 @@ func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name st
 }
 
 // retryAfterNanos estimates when n permits could be handed out (>= 1 ms,
-// so that a refusal never invites a hot loop): when the worker holds fewer
-// than n permits, its next call to the register (the renewal that brings
-// the next grant); otherwise one pacing slot of n permits at its current
-// share; 100 ms when it knows neither.
+// so that a refusal never invites a hot loop): when the worker may spend
+// fewer than n permits now, its next call to the register (the renewal,
+// or the retry, that brings the next grant), or, while a call is due or
+// under way (a renewal waiting out an election), the worker's RetryEvery,
+// how often it looks again itself; otherwise one pacing slot of n permits
+// at its current share; 100 ms when it knows neither.
 func (h *sidecarHandler) retryAfterNanos(n int64) int64 {
 	const floor, unknown = int64(time.Millisecond), int64(100 * time.Millisecond)
 	st := h.w.Status()
-	if st.GrantPermitsLeft+st.StolenPermitsLeft < n {
-		if st.NextRenewalIn > 0 {
+	if st.OutstandingPermits < n {
+		switch {
+		case st.NextRenewalIn > 0:
 			return max(int64(st.NextRenewalIn), floor)
+		case st.RetryEvery > 0:
+			return max(int64(st.RetryEvery), floor)
 		}
 		return unknown
 	}
@@ -280,14 +287,20 @@ func (h *sidecarHandler) retryAfterNanos(n int64) int64 {
 }
 
 // ready answers GET /readyz: 200 while the worker holds a usable grant or
-// stolen permits, or is renewing normally; 503 while it fails closed (cut
-// off from the register with nothing left) or has no lease.
+// stolen permits, or is renewing, or waiting out a register silence
+// shorter than its UnreachableAfter (an election); 503 while it fails
+// closed (the register unreachable and nothing left) or has no lease.
 func (h *sidecarHandler) ready(w http.ResponseWriter) {
 	st := h.w.Status()
 	switch {
-	case st.CutOff:
+	case st.Unreachable && st.OutstandingPermits == 0:
 		w.Header().Set("Retry-After", "1")
-		httpapi.WriteError(w, http.StatusServiceUnavailable, "not ready: the worker is cut off from the register and holds no permit: "+st.LastError)
+		last := st.LastError
+		if last == "" {
+			last = "a call under way"
+		}
+		httpapi.WriteError(w, http.StatusServiceUnavailable, "not ready: the worker holds no permit and the register has not answered it for "+
+			st.RegisterSilentFor.String()+": "+last)
 	case st.LeaseID == 0:
 		w.Header().Set("Retry-After", "1")
 		reason := "the worker holds no lease yet"
@@ -341,6 +354,8 @@ type sidecarLease struct {
 	ExpiresInNanos        int64  `json:"expires_in_ns"`
 	SinceGoodRenewalNanos int64  `json:"since_good_renewal_ns"`
 	CutOff                bool   `json:"cut_off"`
+	RegisterSilentNanos   int64  `json:"register_silent_ns"`
+	Unreachable           bool   `json:"unreachable"`
 	LastError             string `json:"last_error"`
 }
 
@@ -376,7 +391,8 @@ func newSidecarStatus(st worker.Status) sidecarStatus {
 		Limit: s.Limit, Group: s.Group, Holder: s.Holder,
 		SharePerSec: httpapi.Float(float64(s.ShareMilliPermitsPerSec) / 1000), ShareMilliPermitsPerSec: s.ShareMilliPermitsPerSec,
 		Lease: sidecarLease{LeaseID: st.LeaseID, Epoch: st.Epoch, GrantPermitsLeft: st.GrantPermitsLeft, StolenPermitsLeft: st.StolenPermitsLeft,
-			ExpiresInNanos: int64(st.ExpiresIn), SinceGoodRenewalNanos: int64(st.SinceGoodRenewal), CutOff: st.CutOff, LastError: st.LastError},
+			ExpiresInNanos: int64(st.ExpiresIn), SinceGoodRenewalNanos: int64(st.SinceGoodRenewal), CutOff: st.CutOff,
+			RegisterSilentNanos: int64(st.RegisterSilentFor), Unreachable: st.Unreachable, LastError: st.LastError},
 		Stats: sidecarStats{LeasedPermits: s.LeasedPermits, SpentPermits: s.SpentPermits, SpentStolenPermits: s.SpentStolenPermits,
 			StolenInPermits: s.StolenInPermits, StolenOutPermits: s.StolenOutPermits, CreditedPermits: s.CreditedPermits,
 			ExpiredUnusedPermits: s.ExpiredUnusedPermits, OutstandingPermits: s.OutstandingPermits,

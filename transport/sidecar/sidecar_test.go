@@ -37,9 +37,10 @@ func (f *fakeSidecarWorker) Status() worker.Status { return f.status }
 func newFakeSidecarWorker() *fakeSidecarWorker {
 	return &fakeSidecarWorker{status: worker.Status{
 		Stats: worker.Stats{Limit: "api", Group: "g1", Holder: "w1", LeasedPermits: 50, SpentPermits: 7,
-			ShareMilliPermitsPerSec: 100_000},
+			OutstandingPermits: 12, ShareMilliPermitsPerSec: 100_000},
 		LeaseID: 3, Epoch: 9, GrantPermitsLeft: 12, ExpiresIn: time.Second, SinceGoodRenewal: 10 * time.Millisecond,
-		Members: map[string][]string{"g1": {"w1", "w2"}},
+		RetryEvery: 50 * time.Millisecond,
+		Members:    map[string][]string{"g1": {"w1", "w2"}},
 	}}
 }
 
@@ -127,6 +128,7 @@ func TestSidecarReserve(t *testing.T) {
 
 func TestSidecarStatus(t *testing.T) {
 	fw := newFakeSidecarWorker()
+	fw.status.RegisterSilentFor = 1200 * time.Millisecond
 	srv := httptest.NewServer(NewHandler(fw, Options{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/v1/status")
@@ -142,6 +144,8 @@ func TestSidecarStatus(t *testing.T) {
 			Epoch            uint64 `json:"epoch"`
 			GrantPermitsLeft int64  `json:"grant_permits_left"`
 			ExpiresInNanos   int64  `json:"expires_in_ns"`
+			RegisterSilent   int64  `json:"register_silent_ns"`
+			Unreachable      *bool  `json:"unreachable"`
 		}
 		Stats struct {
 			LeasedPermits int64 `json:"leased_permits"`
@@ -154,6 +158,7 @@ func TestSidecarStatus(t *testing.T) {
 	}
 	if st.Limit != "api" || st.Group != "g1" || st.Holder != "w1" || st.SharePerSec != 100 ||
 		st.Lease.LeaseID != 3 || st.Lease.Epoch != 9 || st.Lease.GrantPermitsLeft != 12 || st.Lease.ExpiresInNanos != int64(time.Second) ||
+		st.Lease.RegisterSilent != int64(1200*time.Millisecond) || st.Lease.Unreachable == nil || *st.Lease.Unreachable ||
 		st.Stats.LeasedPermits != 50 || st.Stats.SpentPermits != 7 || len(st.Members["g1"]) != 2 {
 		t.Errorf("status %+v", st)
 	}
@@ -172,16 +177,27 @@ func TestSidecarInvalidPermitsFromWorker(t *testing.T) {
 }
 
 // TestSidecarRetryAfterIsNeverZero: a refusal says when to come back: the
-// worker's next renewal when it holds too few permits, one pacing slot
-// when it holds enough, never 0 (which invites a hot loop).
+// worker's next call to the register when it may spend too few permits
+// now, its RetryEvery while a call is due or under way (a renewal waiting
+// out an election), one pacing slot when it holds enough, never 0 (which
+// invites a hot loop).
 func TestSidecarRetryAfterIsNeverZero(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		status func(*worker.Status)
 		want   float64
 	}{
-		{"too few permits: the next renewal", func(s *worker.Status) { s.GrantPermitsLeft, s.NextRenewalIn = 0, 150*time.Millisecond }, 1.5e8},
-		{"too few permits, renewal due: 100 ms", func(s *worker.Status) { s.GrantPermitsLeft, s.NextRenewalIn = 0, 0 }, 1e8},
+		{"too few permits: the next renewal", func(s *worker.Status) { s.OutstandingPermits, s.NextRenewalIn = 0, 150*time.Millisecond }, 1.5e8},
+		{"too few permits, a call under way (an election): RetryEvery", func(s *worker.Status) {
+			s.OutstandingPermits, s.NextRenewalIn, s.RegisterSilentFor = 0, 0, 1200*time.Millisecond
+		}, 5e7},
+		// A renewal closed the grant: what is left of it is not
+		// spendable, so the next grant, not a pacing slot, is what a
+		// caller waits for.
+		{"permits left but closed: RetryEvery", func(s *worker.Status) { s.OutstandingPermits, s.NextRenewalIn = 0, 0 }, 5e7},
+		{"too few permits, renewal due, RetryEvery unknown: 100 ms", func(s *worker.Status) {
+			s.OutstandingPermits, s.NextRenewalIn, s.RetryEvery = 0, 0, 0
+		}, 1e8},
 		{"no share known: 100 ms", func(s *worker.Status) { s.ShareMilliPermitsPerSec = 0 }, 1e8},
 		{"a fast share: at least 1 ms", func(s *worker.Status) { s.ShareMilliPermitsPerSec = 1e12 }, 1e6},
 	} {
@@ -212,11 +228,18 @@ func TestSidecarReadyAndCounters(t *testing.T) {
 	if rec := get("/readyz"); rec.Code != 200 {
 		t.Fatalf("ready worker: %d %s", rec.Code, rec.Body)
 	}
-	fw.status.CutOff, fw.status.LastError = true, "register unreachable"
-	if rec := get("/readyz"); rec.Code != 503 || !strings.Contains(rec.Body.String(), "cut off") {
+	// An election: the renewal's calls fail, nothing is left, but the
+	// register has been silent for less than UnreachableAfter.
+	fw.status.CutOff, fw.status.OutstandingPermits, fw.status.LastError = true, 0, "renew: no leader"
+	fw.status.RegisterSilentFor = 1200 * time.Millisecond
+	if rec := get("/readyz"); rec.Code != 200 {
+		t.Fatalf("worker waiting out an election: %d %s", rec.Code, rec.Body)
+	}
+	fw.status.Unreachable, fw.status.RegisterSilentFor = true, 3*time.Second
+	if rec := get("/readyz"); rec.Code != 503 || !strings.Contains(rec.Body.String(), "has not answered it for 3s") {
 		t.Fatalf("cut-off worker: %d %s", rec.Code, rec.Body)
 	}
-	fw.status.CutOff, fw.status.LeaseID = false, 0
+	fw.status.CutOff, fw.status.Unreachable, fw.status.LeaseID = false, false, 0
 	if rec := get("/readyz"); rec.Code != 503 || !strings.Contains(rec.Body.String(), "no lease") {
 		t.Fatalf("worker without a lease: %d %s", rec.Code, rec.Body)
 	}
