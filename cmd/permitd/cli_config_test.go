@@ -199,9 +199,13 @@ func TestCLIConfigAndEnvironment(t *testing.T) {
 		// The renewal period and the register-call timeout reach the
 		// worker's config, which checks them against the TTL.
 		m = settings(t, runCLI(t, bin, nil, "worker", "--config", wcfg, "--validate", "--renew-every", "1500ms", "--register-timeout", "700ms"))
-		if m["renew-every"] != "1.5s" || m["register-timeout"] != "700ms" {
-			t.Fatalf("worker settings: renew-every %v, register-timeout %v", m["renew-every"], m["register-timeout"])
+		if m["renew-every"] != "1.5s" || m["register-timeout"] != "700ms" || m["unreachable-after"] != "3s" {
+			t.Fatalf("worker settings: renew-every %v, register-timeout %v, unreachable-after %v (default 3s)", m["renew-every"], m["register-timeout"], m["unreachable-after"])
 		}
+		if m = settings(t, runCLI(t, bin, nil, "worker", "--config", wcfg, "--validate", "--unreachable-after", "10s")); m["unreachable-after"] != "10s" {
+			t.Fatalf("worker settings: unreachable-after %v, want 10s", m["unreachable-after"])
+		}
+		wantUsageError(t, runCLI(t, bin, nil, "worker", "--config", wcfg, "--validate", "--unreachable-after", "0s"), "--unreachable-after")
 		wantUsageError(t, runCLI(t, bin, nil, "worker", "--config", wcfg, "--validate", "--renew-every", "1900ms"),
 			"renew every 1.9s with TTL 2s and margin 200ms (allowed: 0 < renew every < TTL - margin")
 		writeFile(t, wcfg, `{"group": "batch", "limit": "llm", "servers": "127.0.0.1:8001", "wieght": 3}`)

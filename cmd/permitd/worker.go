@@ -40,6 +40,7 @@ type workerFlags struct {
 	weight                           int64
 	ttl, margin, pushPull, reqTimout time.Duration
 	renewEvery, registerTimeout      time.Duration
+	unreachableAfter                 time.Duration
 	registerProtocol                 string
 	stealBias                        float64
 	testHooks, testDoubleLease       bool
@@ -67,7 +68,8 @@ func (f *workerFlags) define(c *cmdLine) {
 	c.DurationRange(&f.ttl, "ttl", worker.DefaultTTL, durPositive, 100*time.Millisecond, time.Minute, "lease TTL asked of the register (100ms-60s); the lease is renewed every --renew-every")
 	c.Duration(&f.margin, "margin", 0, durNonNegative, "safety margin subtracted from every local deadline (0: 10% of --ttl, at least 50ms; must leave TTL-margin > the renewal period)")
 	c.Duration(&f.renewEvery, "renew-every", 0, durNonNegative, "renewal period (0: TTL/2; must be below TTL-margin): longer renews less often (less register CPU per worker), a grant then covers more time")
-	c.Duration(&f.registerTimeout, "register-timeout", 0, durNonNegative, "longest wait for one register call before the worker counts it failed (0: TTL-margin, so that a renewal rides out a register election; shorter notices a cut-off register sooner)")
+	c.Duration(&f.registerTimeout, "register-timeout", 0, durNonNegative, "longest wait for one register call before the worker counts it failed and retries it (0: TTL-margin, so that a renewal rides out a register election)")
+	c.Duration(&f.unreachableAfter, "unreachable-after", worker.DefaultUnreachableAfter, durPositive, "how long the register may leave the worker's calls unanswered before a reserve finding no permit gets 503 (the register is unreachable) rather than 429 with Retry-After, whatever the TTL (default: six of the agents' default election timeouts, so that an election is not an outage; shorter reports a cut-off register sooner)")
 	c.Float(&f.stealBias, "steal-bias", "F", 0, func(x float64) bool { return x == -1 || (x >= 0 && x <= 1) }, "-1, 0, or a number in (0, 1]",
 		"fraction of its spare permits a worker keeps for its own group when another group asks (0: default 0.5; -1: none)")
 	c.Duration(&f.pushPull, "gossip-push-pull", 2*time.Second, durPositive, "memberlist push/pull interval (short, so that a small fleet converges quickly)")
@@ -93,7 +95,9 @@ limit's permits from the register (--servers), paces them out locally and
 trades idle permits with the other workers it finds by gossip (--join), so
 that a reserve costs no raft round trip and the fleet still stays within
 the limit's over-grant bound. If the register cannot be reached the worker
-spends what it holds, then fails closed. The worker starts at the server of
+spends what it holds, then refuses (429, Retry-After) while the register
+has been silent for less than --unreachable-after (an election), and
+fails closed (503) after. The worker starts at the server of
 --servers its name hashes to, or the next one if that is the register's
 leader, so that a fleet given the same list renews at the followers, which
 forward renewals to the leader in batches. With --relay it sends its lease
@@ -105,9 +109,11 @@ The sidecar serves, for --limit only:
   POST /v1/limits/{name}/reserve  {"permits":N,"max_wait":"250ms","request_id":"..."}
        200 {"granted":true,"wait_ns":0}: the permits are yours now (the
            sidecar waited for pacing within max_wait before answering)
-       429 {"granted":false,"retry_after_ns":W,"error":...}: not within max_wait
-       503 {"error":...}: the worker fails closed (register unreachable or
-           refusing the lease, and no permit left)
+       429 {"granted":false,"retry_after_ns":W,"error":...}: not within
+           max_wait, also while the worker waits for the register (a
+           renewal in flight, an election) for up to --unreachable-after
+       503 {"error":...}: the worker fails closed (the register silent for
+           --unreachable-after, or refusing the lease, and no permit left)
        404 for another limit, 400 for a bad body
   GET  /v1/status   group, holder, lease, share, counters, members
   GET  /healthz
@@ -129,7 +135,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	c := newCmdLine("worker", `worker --group NAME --limit NAME --servers HTTPADDR,...
                       --gossip-addr HOST:PORT [--join GOSSIPADDR,...] --http-addr HOST:PORT
                       [--name ID] [--weight W] [--ttl D] [--margin D] [--renew-every D]
-                      [--register-timeout D] [--steal-bias F] [--config FILE]`, workerDescription, stdout, stderr)
+                      [--register-timeout D] [--unreachable-after D] [--steal-bias F] [--config FILE]`, workerDescription, stdout, stderr)
 	var f workerFlags
 	f.define(c)
 	if ok, code := c.parseSettings(args, &f.config, os.Environ(), stderr); !ok {
@@ -228,7 +234,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	w, err := worker.New(worker.Config{
 		Name: f.name, Group: f.group, Weight: f.weight, Limit: f.limit, Register: reg, GossipKeys: keys,
 		Gossip: gossip, Join: splitList(f.join), TTL: f.ttl, Margin: f.margin, StealBias: f.stealBias,
-		RenewEvery: f.renewEvery, RequestTimeout: f.registerTimeout,
+		RenewEvery: f.renewEvery, RequestTimeout: f.registerTimeout, UnreachableAfter: f.unreachableAfter,
 		Clock: node.NewMonotonicClock(), Logger: logger,
 	})
 	if err != nil {

@@ -50,7 +50,6 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	}
 	const (
 		rate          = 200 // permits per second
-		burst, maxOut = 400, 800
 		intervalNanos = int64(time.Second) / rate
 		groupCRate    = 30 // group C's asks per second
 		workerTTL     = "2s"
@@ -60,6 +59,14 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	workerFlags := []string{"--ttl", workerTTL}
 	if v := os.Getenv("PERMITD_LEADERKILL_WORKER_FLAGS"); v != "" {
 		workerFlags = strings.Fields(v)
+	}
+	// PERMITD_LEADERKILL_POOL ("C,O") replaces the pool's C and O (400
+	// and 800 permits: two and four seconds of the rate).
+	burst, maxOut := int64(400), int64(800)
+	if v := os.Getenv("PERMITD_LEADERKILL_POOL"); v != "" {
+		if _, err := fmt.Sscanf(v, "%d,%d", &burst, &maxOut); err != nil || burst < 1 || maxOut < 1 {
+			t.Fatalf("PERMITD_LEADERKILL_POOL=%q: want C,O (two positive integers)", v)
+		}
 	}
 	bin := permitdUnderTest(t)
 	agents := newTestAgents(t, 3)
@@ -248,6 +255,16 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 			t.Errorf("%d permits granted within %v, above the bound %d", worst, time.Duration(w), bound)
 		}
 	}
+	// The answers of the 3 s after the kill, by code (issue 36 counted
+	// these at --ttl 400ms and 2s: PERMITD_LEADERKILL_WORKER_FLAGS).
+	after := map[int]int{}
+	for _, a := range answers {
+		if a.atNanos >= killAt && a.atNanos < killAt+int64(3*time.Second) {
+			after[a.code]++
+		}
+	}
+	t.Logf("the 3 s after the kill (workers %s): %d answered 200, %d 429, %d 503, %d other", strings.Join(workerFlags, " "),
+		after[200], after[429], after[503], sumOther(after))
 	var perSec [3][]int
 	for _, a := range answers {
 		sec := int(a.atNanos / int64(time.Second))
@@ -264,6 +281,17 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 	t.Logf("granted A %d, B %d, C %d (after 3 s: %d of %d asked, %.2f%%); %d refused (429), %d other; %.0f permits/s from the kill to 0.5 s after the new leader (%.2f s), %.0f/s over the run",
 		grantedIn[0], grantedIn[1], grantedIn[2], grantedC, askedC, 100*float64(grantedC)/float64(max(1, askedC)),
 		refused, other, float64(inElection)/span, span, float64(len(grants))/(float64(end)/1e9))
+}
+
+// sumOther sums the counts of the codes other than 200, 429 and 503.
+func sumOther(byCode map[int]int) int {
+	n := 0
+	for code, k := range byCode {
+		if code != 200 && code != 429 && code != 503 {
+			n += k
+		}
+	}
+	return n
 }
 
 // superviseSidecars kills the sidecar processes when the test ends
