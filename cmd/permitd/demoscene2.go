@@ -110,8 +110,12 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 			if len(members) > 0 {
 				join = gossipAddrs[:1]
 			}
+			// C's cut is a partition, not an election: its workers call
+			// the register unreachable after a TTL of silence rather than
+			// the default 3 s, so that a short scene shows them fail
+			// closed.
 			w, err := worker.New(worker.Config{Name: fmt.Sprintf("%s%d", strings.ToLower(g), k+1), Group: g, Limit: limit,
-				Register: reg, Gossip: mlc, Join: join, TTL: sc.ttl, Logger: sc.logger.Named("worker")})
+				Register: reg, Gossip: mlc, Join: join, TTL: sc.ttl, UnreachableAfter: sc.ttl, Logger: sc.logger.Named("worker")})
 			if err != nil {
 				return err
 			}

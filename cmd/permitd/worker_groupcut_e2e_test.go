@@ -37,8 +37,9 @@ func permitdUnderTest(t *testing.T) string {
 //     answer nothing but 200 and 429 before the kill and from 1 s after
 //     the new leader on, and none at all through the election when the new
 //     leader was up within 1.5 s of the kill (an election the renewals'
-//     calls outlast); through a longer election they may answer 503 only
-//     once a renewal's call has timed out;
+//     calls outlast, and far shorter than the workers' --unreachable-after
+//     of 3 s); through a longer election they may answer 503 only once a
+//     renewal's call has timed out;
 //   - group C grants again within 10 s of the heal;
 //   - the fleet stays within C + O + floor(W/I) + 1 over every window.
 //
@@ -52,8 +53,11 @@ func permitdUnderTest(t *testing.T) string {
 // callers are throttled (429) while the grant is spent or expired, and
 // get permits again as soon as the new leader answers. With
 // PERMITD_LEADERKILL_RAFT_TIMEOUT=1s (hashicorp/raft's default) elections
-// take 1.5-2.7 s, and those longer than the call still give 503s for the
-// overshoot. PERMITD_BIN runs the test against another build.
+// took 1.5-2.7 s, and those longer than the call gave 503s for the
+// overshoot; since issue 36 a worker answers 503 only once the register
+// has been silent for --unreachable-after (3 s), whatever its calls do
+// (transport/worker's TestShortTTLFleetWaitsOutALeaderKill asserts it at
+// a 400 ms TTL). PERMITD_BIN runs the test against another build.
 func TestBinaryWorkersRideOutLeaderKillWithAGroupCut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")

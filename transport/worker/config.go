@@ -43,8 +43,8 @@ const (
 	// (Config.UnreachableAfter). With the agents' default raft timeouts
 	// (500 ms heartbeat and election) a follower notices a dead leader
 	// within 1 s and an election round takes 0.5-1 s: 3 s is six
-	// election timeouts, twice the longest election measured with them
-	// (0.7-1.5 s from the kill to a ready leader), so that an election
+	// election timeouts, above the longest election measured with them
+	// (0.6-1.9 s from the kill to a ready leader), so that an election
 	// of the register's usual length, and one split vote, is not called
 	// an outage.
 	DefaultUnreachableAfter = 3 * time.Second
