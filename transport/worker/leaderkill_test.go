@@ -31,43 +31,17 @@ func TestLeaderKillDuringRenewals(t *testing.T) {
 	// second, counted in cluster time since the new leader counts it), so
 	// the new leader renews the leases the old one granted.
 	spec.ttl, spec.renew = 3*time.Second, 200*time.Millisecond
-	f := startFleet(t, spec)
-	reg := f.reg.(*clusterRegister)
-	f.drive()
-	waitFor(t, 5*time.Second, "3 renewals each", func() bool { return f.minRenewals(all) >= 3 })
-
-	before := make([]Stats, len(f.workers))
-	for i, w := range f.workers {
-		before[i] = w.Stats()
-	}
-	old := reg.leader()
-	f.links[0].loseAnswers.Store(true)
-	waitFor(t, 2*time.Second, "a register call under way", func() bool { return reg.inFlight.Load() > 0 })
-	killAt := f.nowNanos()
-	reg.kill(old)
-	now := reg.leader()
-	readyAt := f.nowNanos()
-	t.Logf("killed leader %s; %s leads %v later", reg.ids[old], reg.ids[now], time.Duration(readyAt-killAt))
-	if now == old {
-		t.Fatalf("the killed node still leads")
-	}
+	f, reg := startDrivenCluster(t, spec)
+	before := f.stats()
+	_, _, _, readyAt := f.killLeader(reg, func() {
+		f.links[0].loseAnswers.Store(true)
+		waitFor(t, 2*time.Second, "a register call under way", func() bool { return reg.inFlight.Load() > 0 })
+	})
 	// One renewal period under the new leader, then a1 hears again.
 	waitFor(t, 3*time.Second, "a renewal period under the new leader", func() bool { return f.nowNanos() > readyAt+int64(spec.renew) })
 	f.links[0].loseAnswers.Store(false)
-	waitFor(t, 5*time.Second, "every worker renewing again", func() bool {
-		for i, w := range f.workers {
-			s := w.Stats()
-			if s.Renewals+s.Leases < before[i].Renewals+before[i].Leases+2 {
-				return false
-			}
-		}
-		return true
-	})
-	for _, g := range []string{"A", "B", "C"} {
-		waitFor(t, 3*time.Second, "group "+g+" spending under the new leader", func() bool {
-			return f.spent(f.inGroup(g), readyAt, f.nowNanos()) > 0
-		})
-	}
+	waitFor(t, 5*time.Second, "every worker renewing again", func() bool { return f.grantedTwiceSince(before) })
+	f.waitGroupsSpendSince(readyAt)
 	f.stopDrivers()
 	var fenced, fails uint64
 	for i, w := range f.workers {
@@ -139,42 +113,16 @@ func TestShortTTLFleetWaitsOutALeaderKill(t *testing.T) {
 	spec.ttl, spec.renew = 400*time.Millisecond, 200*time.Millisecond
 	spec.raftTimeout = 500 * time.Millisecond
 	const callTimeout = int64(350 * time.Millisecond) // TTL - margin (the 50 ms minimum)
-	f := startFleet(t, spec)
-	reg := f.reg.(*clusterRegister)
-	f.drive()
-	waitFor(t, 5*time.Second, "3 renewals each", func() bool { return f.minRenewals(all) >= 3 })
-
-	before := make([]Stats, len(f.workers))
-	for i, w := range f.workers {
-		before[i] = w.Stats()
-	}
-	old := reg.leader()
-	killAt := f.nowNanos()
-	reg.kill(old)
-	now := reg.leader()
-	readyAt := f.nowNanos()
-	if now == old {
-		t.Fatalf("the killed node still leads")
-	}
+	f, reg := startDrivenCluster(t, spec)
+	before := f.stats()
+	old, now, killAt, readyAt := f.killLeader(reg, nil)
 	// Every worker granted again (a renewal, or a lease after its lease
 	// expired at the register during the election), then half a second
 	// more of load.
-	waitFor(t, 10*time.Second, "every worker granted again", func() bool {
-		for i, w := range f.workers {
-			s := w.Stats()
-			if s.Renewals+s.Leases < before[i].Renewals+before[i].Leases+2 {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(t, 10*time.Second, "every worker granted again", func() bool { return f.grantedTwiceSince(before) })
 	recoveredAt := f.nowNanos()
 	waitFor(t, 3*time.Second, "0.5 s more of load", func() bool { return f.nowNanos() > recoveredAt+int64(500*time.Millisecond) })
-	for _, g := range []string{"A", "B", "C"} {
-		waitFor(t, 3*time.Second, "group "+g+" spending under the new leader", func() bool {
-			return f.spent(f.inGroup(g), readyAt, f.nowNanos()) > 0
-		})
-	}
+	f.waitGroupsSpendSince(readyAt)
 	f.stopDrivers()
 
 	unreachableAfter := int64(DefaultUnreachableAfter)
@@ -220,4 +168,68 @@ func TestShortTTLFleetWaitsOutALeaderKill(t *testing.T) {
 	}
 	f.checkGrants()
 	f.checkBound()
+}
+
+// stats returns every worker's counters.
+func (f *fleet) stats() []Stats {
+	out := make([]Stats, len(f.workers))
+	for i, w := range f.workers {
+		out[i] = w.Stats()
+	}
+	return out
+}
+
+// grantedTwiceSince reports whether every worker has had two granting
+// answers (renewals, or leases after its lease was fenced) since its
+// counters were before.
+func (f *fleet) grantedTwiceSince(before []Stats) bool {
+	for i, w := range f.workers {
+		s := w.Stats()
+		if s.Renewals+s.Leases < before[i].Renewals+before[i].Leases+2 {
+			return false
+		}
+	}
+	return true
+}
+
+// waitGroupsSpendSince waits until every group of the base fleet has
+// spent a permit since from.
+func (f *fleet) waitGroupsSpendSince(from int64) {
+	f.t.Helper()
+	for _, g := range []string{"A", "B", "C"} {
+		waitFor(f.t, 3*time.Second, "group "+g+" spending under the new leader", func() bool {
+			return f.spent(f.inGroup(g), from, f.nowNanos()) > 0
+		})
+	}
+}
+
+// startDrivenCluster starts spec's fleet on a real 3-node register,
+// drives it, and waits until every worker has renewed three times.
+func startDrivenCluster(t *testing.T, spec fleetSpec) (*fleet, *clusterRegister) {
+	t.Helper()
+	f := startFleet(t, spec)
+	f.drive()
+	waitFor(t, 5*time.Second, "3 renewals each", func() bool { return f.minRenewals(all) >= 3 })
+	return f, f.reg.(*clusterRegister)
+}
+
+// killLeader crashes the register's leader (after prepare, if not nil,
+// once the leader is known) and waits for a ready new one. It returns
+// both, when the kill was done and when the new leader was ready, on the
+// fleet's timeline.
+func (f *fleet) killLeader(reg *clusterRegister, prepare func()) (old, now int, killAt, readyAt int64) {
+	f.t.Helper()
+	old = reg.leader()
+	if prepare != nil {
+		prepare()
+	}
+	killAt = f.nowNanos()
+	reg.kill(old)
+	now = reg.leader()
+	readyAt = f.nowNanos()
+	f.t.Logf("killed leader %s; %s leads %v later", reg.ids[old], reg.ids[now], time.Duration(readyAt-killAt))
+	if now == old {
+		f.t.Fatalf("the killed node still leads")
+	}
+	return old, now, killAt, readyAt
 }
