@@ -54,7 +54,8 @@ const lastCommandType = CmdRelease
 // commands; an entry of another version is rejected. Later additions
 // extend version 4 compatibly: an entry an earlier decoder accepted
 // decodes the same (the reservation form of a reserve, a put's shadow
-// flag, CmdSettle and CmdRelease are bytes an earlier decoder rejects).
+// flag, CmdSettle and CmdRelease, a session's owner and quota are bytes
+// an earlier decoder rejects).
 const EncodingVersion = 4
 
 // Errors returned by this package.
@@ -168,4 +169,6 @@ type Entry struct {
 	// Settle and Release (settle.go).
 	Settle  Settle
 	Release Release
+	// OpenSession is a CmdOpenSession's owner and quota (sessions.go).
+	OpenSession OpenSession
 }

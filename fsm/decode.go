@@ -109,6 +109,14 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 		e.LeaseBatch, err = decodeLeaseBatch(&r, batch, names, e.Stamp.Nanos)
 	case CmdSettle:
 		err = decodeSettle(&r, &e.Settle, names)
+	case CmdOpenSession:
+		if r.remaining() > 0 {
+			e.OpenSession.PerOwner = int(r.uvarintMax("sessions per owner", MaxSessions))
+			e.OpenSession.Owner = string(r.bytes("owner", MaxOwnerLen))
+			if r.err == nil && e.OpenSession == (OpenSession{}) {
+				r.fail("an empty owner and quota (a session without either carries nothing)")
+			}
+		}
 	case CmdRelease:
 		e.Release.Reservation = r.uvarint("reservation")
 		e.Release.Owner = string(r.bytes("owner", MaxOwnerLen))

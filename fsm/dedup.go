@@ -17,7 +17,7 @@ const (
 	// rather than forgetting an ID younger than DedupWindowNanos, so that
 	// the window always holds: the table admits at most MaxDedupEntries
 	// new reserve IDs per DedupWindowNanos (about 1 750 per second).
-	// Sessions have no such limit.
+	// Sessions have no such limit on the rate.
 	MaxDedupEntries = 1 << 20
 	// MaxLeaseDedupEntries is the most lease-command request IDs
 	// remembered at once; when full, the oldest is forgotten first. That

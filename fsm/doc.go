@@ -99,7 +99,12 @@
 // session lives (SessionIdleNanos after its last reserve), in memory
 // proportional to requests in flight, whatever the request rate. A
 // reserve of a session that is not open is answered SessionExpired and
-// decides nothing.
+// decides nothing. A session closes only by expiry, never to make room
+// for other clients: when the table (MaxSessions sessions,
+// MaxSessionResults outcomes) or the owner's quota (OpenSession.PerOwner)
+// is full, a new session is refused, and a reserve whose outcome cannot
+// be recorded is answered Busy without being decided, each with the time
+// the least recently used session expires.
 //
 // Every outcome is recorded, refusals and unknown limits included: a key
 // names one decision, and a client that wants a new decision uses a new
@@ -109,8 +114,8 @@
 //
 // Both ID tables are queues in insertion order, which is log order, so
 // eviction pops from their heads, driven only by the cluster time of the
-// entry being applied and by their sizes; sessions are a list in order of
-// last activity. All replicas forget the same keys at the same entry.
+// entry being applied and by their sizes; sessions are lists in order of
+// last activity, closed from the head only by their age. All replicas forget the same keys at the same entry.
 
 // # Determinism
 //

@@ -31,7 +31,9 @@ import (
 //	                 and uvarint permits, uvarint settle window nanos
 //	                 (0..MaxSettleWindowNanos), owner (0..MaxOwnerLen)
 //	CmdNoop          nothing
-//	CmdOpenSession   nothing
+//	CmdOpenSession   nothing (no owner, no quota), or uvarint per owner
+//	                 (0..MaxSessions) and owner (0..MaxOwnerLen), not
+//	                 both empty
 //	CmdLease, CmdRenew, CmdReturn, CmdPutLeasePolicy: see leasecodec.go
 //	CmdLeaseBatch: see leasebatch.go
 //	CmdSettle        uvarint reservation, request id (0..MaxRequestIDLen),
@@ -68,9 +70,26 @@ func AppendNoop(b []byte, st Stamp) []byte {
 	return appendHeader(b, CmdNoop, st)
 }
 
-// AppendOpenSession appends a CmdOpenSession entry stamped st to b.
+// AppendOpenSession appends a CmdOpenSession entry stamped st to b: a
+// session without an owner or a quota.
 func AppendOpenSession(b []byte, st Stamp) []byte {
 	return appendHeader(b, CmdOpenSession, st)
+}
+
+// AppendOpenSessionAs appends a CmdOpenSession entry stamped st that opens
+// a session for o (its owner and quota; the zero OpenSession encodes as
+// AppendOpenSession does). On error b is returned unchanged and the error
+// wraps ErrInvalidCommand.
+func AppendOpenSessionAs(b []byte, st Stamp, o OpenSession) ([]byte, error) {
+	if err := o.Validate(); err != nil {
+		return b, err
+	}
+	b = appendHeader(b, CmdOpenSession, st)
+	if o == (OpenSession{}) {
+		return b, nil
+	}
+	b = binary.AppendUvarint(b, uint64(o.PerOwner))
+	return appendBytes(b, o.Owner), nil
 }
 
 // AppendDelete appends a CmdDeleteLimit entry to b. On error b is returned

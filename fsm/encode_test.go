@@ -82,7 +82,7 @@ func reencode(t testing.TB, e Entry) []byte {
 	case CmdNoop:
 		b = AppendNoop(nil, e.Stamp)
 	case CmdOpenSession:
-		b = AppendOpenSession(nil, e.Stamp)
+		b, err = AppendOpenSessionAs(nil, e.Stamp, e.OpenSession)
 	case CmdPutLeasePolicy:
 		b, err = AppendLeasePolicy(nil, e.Stamp, e.Policy)
 	case CmdLease:

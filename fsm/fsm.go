@@ -41,7 +41,7 @@ func newState(dedupWindowNanos int64, maxDedupEntries int) state {
 		limits:     make(map[string]*limit),
 		dedup:      newDedupTable(dedupWindowNanos, maxDedupEntries, false),
 		leaseDedup: newDedupTable(dedupWindowNanos, min(maxDedupEntries, MaxLeaseDedupEntries), true),
-		sessions:   newSessionTable(),
+		sessions:   newSessionTable(MaxSessions, MaxSessionResults),
 
 		reservations: newReservationTable(),
 	}
@@ -63,6 +63,9 @@ type FSM struct {
 	// MaxDedupEntries, except in tests.
 	dedupWindowNanos int64
 	maxDedupEntries  int
+	// Bounds of the session table: MaxSessions and MaxSessionResults,
+	// except in tests (withSessionCaps).
+	maxSessions, maxSessionResults int
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -74,10 +77,25 @@ func New() *FSM {
 
 func newFSM(dedupWindowNanos int64, maxDedupEntries int) *FSM {
 	return &FSM{
-		st:               newState(dedupWindowNanos, maxDedupEntries),
-		dedupWindowNanos: dedupWindowNanos,
-		maxDedupEntries:  maxDedupEntries,
+		st:                newState(dedupWindowNanos, maxDedupEntries),
+		dedupWindowNanos:  dedupWindowNanos,
+		maxDedupEntries:   maxDedupEntries,
+		maxSessions:       MaxSessions,
+		maxSessionResults: MaxSessionResults,
 	}
+}
+
+// withSessionCaps bounds f's session table by maxSessions sessions and
+// maxResults outcomes (1 <= maxSessions <= maxResults, at most the real
+// bounds) instead of MaxSessions and MaxSessionResults, for tests that
+// fill the table; f must be empty. It returns f.
+func (f *FSM) withSessionCaps(maxSessions, maxResults int) *FSM {
+	if maxSessions < 1 || maxResults < maxSessions || maxSessions > MaxSessions || maxResults > MaxSessionResults || f.st.appliedIndex != 0 {
+		panic(fmt.Sprintf("fsm: session caps %d and %d on an FSM at index %d", maxSessions, maxResults, f.st.appliedIndex))
+	}
+	f.maxSessions, f.maxSessionResults = maxSessions, maxResults
+	f.st.sessions.maxSessions, f.st.sessions.maxResults = maxSessions, maxResults
+	return f
 }
 
 // Apply applies one committed log entry and returns its result:
@@ -154,8 +172,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	case CmdLeaseBatch:
 		return s.applyLeaseBatch(trusted, e.LeaseBatch)
 	case CmdOpenSession:
-		s.sessions.open(l.Index, now)
-		return SessionResult{ID: l.Index, IdleNanos: SessionIdleNanos}
+		return s.openSession(l.Index, now, &e.OpenSession)
 	case CmdSettle:
 		return s.settle(now, &e.Settle)
 	case CmdRelease:
@@ -388,6 +405,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
+	st.sessions.maxSessions, st.sessions.maxResults = f.maxSessions, f.maxSessionResults
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = st

@@ -19,7 +19,7 @@ const (
 	// configuration (e.g. more permits than MaxPermits); Detail says why.
 	Invalid Status = 4
 	// SessionExpired: the reserve's session is not open (it expired after
-	// SessionIdleNanos without a request, was evicted, or never existed):
+	// SessionIdleNanos without a request, or never existed):
 	// nothing was reserved and the register cannot tell whether an
 	// earlier copy of this request was decided. The client never received
 	// such a decision, so it opens a new session and asks again, as a new
@@ -29,7 +29,10 @@ const (
 	// and its table of request IDs is full (it refuses new IDs rather than
 	// forget IDs younger than DedupWindowNanos); RetryAfterNanos says when
 	// the oldest ID is forgotten. Nothing was reserved. Clients that need
-	// more idempotent reserves per second use sessions.
+	// more idempotent reserves per second use sessions. A reserve of a
+	// session is answered Busy when its outcome cannot be recorded (the
+	// sessions, or its owner's, keep as many outcomes as they may; see
+	// sessions.go), with Detail; it too decided nothing.
 	Busy Status = 6
 )
 
@@ -72,8 +75,9 @@ type ReserveResult struct {
 	// towards -1), so a client that acts on the replayed answer never uses
 	// a permit earlier, or later, than the first answer allowed.
 	Duplicate bool
-	// Detail explains Invalid (and, for a reserve in the reservation
-	// form, names the unknown limit of UnknownLimit).
+	// Detail explains Invalid and SessionExpired (and, for a reserve in
+	// the reservation form, names the unknown limit of UnknownLimit; for a
+	// reserve of a session, why it is Busy).
 	Detail string
 	// ReservationID (Granted, reservation form) names the reservation the
 	// grant left, to settle or release it; 0 otherwise.

@@ -5,10 +5,11 @@ import "encoding/binary"
 // The sessions section of the snapshot (see snapshot.go for its layout).
 
 // minSessionRecordLen and minSessionOutcomeLen bound preallocation for
-// claimed counts: a session is at least its id, last active, acked below
-// and outcome count; an outcome at least a seq delta and a status.
+// claimed counts: a session is at least its id, owner length, quota, last
+// active, acked below and outcome count; an outcome at least a seq delta
+// and a status.
 const (
-	minSessionRecordLen  = 4
+	minSessionRecordLen  = 6
 	minSessionOutcomeLen = 2
 )
 
@@ -16,8 +17,10 @@ const (
 func (s *state) appendSessions(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(s.sessions.len()))
 	var prevActive int64
-	for sess := s.sessions.oldest; sess != nil; sess = sess.newer {
+	for sess := s.sessions.oldest(); sess != nil; sess = sess.newer() {
 		b = binary.AppendUvarint(b, sess.id)
+		b = appendBytes(b, sess.owner.name)
+		b = binary.AppendUvarint(b, uint64(sess.perOwner))
 		b = binary.AppendUvarint(b, uint64(sess.lastActiveNanos-prevActive))
 		prevActive = sess.lastActiveNanos
 		b = binary.AppendUvarint(b, sess.ackedBelow)
@@ -34,9 +37,11 @@ func (s *state) appendSessions(b []byte) []byte {
 }
 
 // decodeSessions decodes the sessions section into st, checking every
-// bound: unique IDs up to the applied index, activity in non-decreasing
+// bound: unique IDs up to the applied index, owners of at most MaxOwnerLen
+// bytes and quotas of at most MaxSessions, activity in non-decreasing
 // order and inside the idle window, outcomes by ascending seq from acked
-// below, and the table's totals.
+// below, and the table's totals. The owners' counts and lists are
+// derived.
 func decodeSessions(r *reader, st *state) {
 	n := r.uvarint("session count")
 	if r.err == nil && n > MaxSessions {
@@ -54,6 +59,8 @@ func decodeSessions(r *reader, st *state) {
 	for i := range int(n) {
 		r.index = i
 		sess := &session{id: r.uvarint("id")}
+		owner := r.bytes("owner", MaxOwnerLen)
+		sess.perOwner = int(r.uvarintMax("sessions per owner", MaxSessions))
 		delta := r.uvarint("last active")
 		sess.ackedBelow = r.uvarint("acked below")
 		count := r.uvarintMax("outcome count", MaxSessionPending)
@@ -93,9 +100,13 @@ func decodeSessions(r *reader, st *state) {
 			}
 			sess.pending = append(sess.pending, sessionOutcome{seq: seq, outcome: o})
 		}
-		t.byID[sess.id] = sess
-		t.pushNewest(sess)
-		t.results += len(sess.pending)
+		own := t.owners[string(owner)]
+		if own == nil {
+			own = &sessionOwner{name: string(owner)}
+			t.owners[own.name] = own
+		}
+		sess.owner = own
+		t.insert(sess)
 	}
 	if r.err == nil && t.results > MaxSessionResults {
 		r.fail("sessions keep %d outcomes (allowed: at most %d)", t.results, MaxSessionResults)

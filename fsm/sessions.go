@@ -24,24 +24,52 @@ import (
 //     every number from AckedBelow on, answers a retry from it
 //     (Duplicate), and forgets the outcomes below AckedBelow.
 //   - A session that receives no reserve for SessionIdleNanos of cluster
-//     time expires. So does the least recently used one when the register
-//     would otherwise hold more than MaxSessions sessions or
-//     MaxSessionResults outcomes. A reserve of a session that is not open
-//     is answered SessionExpired and decides nothing: the register cannot
-//     tell whether an earlier copy was decided, but the client never
-//     received such a decision, so it opens a new session and asks again
-//     as a new request.
+//     time expires, and only then is it closed: a session is live while
+//     it is used, whatever other clients do. A reserve of a session that
+//     is not open is answered SessionExpired and decides nothing: the
+//     register cannot tell whether an earlier copy was decided, but the
+//     client never received such a decision, so it opens a new session
+//     and asks again as a new request.
 //
 // A retry is therefore recognised for as long as its session lives — as
 // long as its client sends a reserve at least every SessionIdleNanos — in
-// memory proportional to the clients' unacknowledged requests (at most
-// MaxSessionPending each), never to the request rate.
+// memory proportional to the clients' unacknowledged requests, never to
+// the request rate.
+//
+// # Bounds, and who pays for them
+//
+// The table holds at most MaxSessions sessions and MaxSessionResults
+// outcomes, one session at most MaxSessionPending. A bound is never kept
+// by closing a live session (that would make another client's retry be
+// decided twice): what does not fit is refused, and the refusal decides
+// nothing and records nothing.
+//
+//   - An open when the table is full is refused (SessionResult.ID 0) with
+//     RetryAfterNanos: until the least recently used session expires, the
+//     earliest a slot can free.
+//   - An open whose owner (OpenSession.Owner, the API token's name) holds
+//     OpenSession.PerOwner sessions is refused the same way, until the
+//     owner's least recently used session expires. One token thus holds
+//     at most PerOwner/MaxSessions of the table, and cannot fill it for
+//     everyone.
+//   - A reserve whose outcome cannot be recorded is answered without
+//     being decided: Invalid when its own session keeps MaxSessionPending
+//     outcomes (acknowledging them makes room); Busy when all sessions
+//     keep MaxSessionResults, or the sessions of its owner keep PerOwner ×
+//     SessionResultsPerSession (their owner's share of the outcomes), with
+//     RetryAfterNanos until the least recently used session that keeps
+//     outcomes (of all, or of the owner) expires. The session is still
+//     touched (its client is alive) and its acknowledgement applied
+//     (which may be what makes room), so its earlier outcomes stay.
 //
 // Sessions, like everything replicated, change only with log entries and
-// cluster time: every replica expires and evicts the same sessions at the
-// same entry. The table is a list in order of last activity (cluster time
-// never decreases in log order, so moving a session to the end keeps the
-// order); expiry and eviction pop from its head.
+// cluster time: every replica expires the same sessions and refuses the
+// same opens at the same entry. Each session is on up to four lists in
+// order of last activity (cluster time never decreases in log order, so
+// moving a session to the end keeps the order): all sessions, its owner's,
+// and the same two restricted to sessions that keep outcomes. Expiry pops
+// from the head of the first; each refusal's retry time is the head of
+// one of them.
 
 // Bounds of the session table. They are part of the replicated behaviour:
 // changing them needs a new EncodingVersion.
@@ -55,34 +83,138 @@ const (
 	MaxSessionPending = 1 << 14
 	// MaxSessionResults is the most outcomes all sessions keep together.
 	MaxSessionResults = 1 << 20
+	// SessionResultsPerSession is MaxSessionResults / MaxSessions: an
+	// owner allowed PerOwner sessions keeps at most PerOwner times this
+	// many outcomes, the same share of both tables.
+	SessionResultsPerSession = MaxSessionResults / MaxSessions
 )
 
-// SessionResult is the outcome of a CmdOpenSession: the new session's ID
-// and how long it lives without a reserve.
-type SessionResult struct {
-	ID        uint64
-	IdleNanos int64
+// OpenSession opens a client session. Owner (at most MaxOwnerLen bytes,
+// may be empty) is who opens it: the API token's name when tokens are
+// on. PerOwner, when not 0 (at most MaxSessions), is the owner's quota:
+// the open is refused while Owner already holds PerOwner open sessions,
+// and a reserve of the session is refused (Busy) while Owner's sessions
+// keep PerOwner × SessionResultsPerSession outcomes. The node that
+// accepts the open puts both in the command, so every replica decides
+// the same.
+type OpenSession struct {
+	Owner    string
+	PerOwner int
 }
 
-// sessionTable holds the open sessions in order of last activity.
-type sessionTable struct {
-	byID           map[uint64]*session
+// Validate checks the owner's length and the quota's range.
+func (o OpenSession) Validate() error {
+	if len(o.Owner) > MaxOwnerLen {
+		return fmt.Errorf("%w: session owner is %d bytes long (allowed: 0-%d)", ErrInvalidCommand, len(o.Owner), MaxOwnerLen)
+	}
+	if o.PerOwner < 0 || o.PerOwner > MaxSessions {
+		return fmt.Errorf("%w: %d sessions per owner (allowed: 0 for no quota, up to %d)", ErrInvalidCommand, o.PerOwner, MaxSessions)
+	}
+	return nil
+}
+
+// SessionResult is the outcome of a CmdOpenSession: the new session's ID
+// and how long it lives without a reserve, or a refusal (ID 0).
+type SessionResult struct {
+	// ID is the new session's ID (the entry's index); 0 when the open was
+	// refused and nothing was opened.
+	ID        uint64
+	IdleNanos int64
+	// RetryAfterNanos (refused, >= 1) is when a slot frees at the
+	// earliest: when the least recently used session (of the owner, for
+	// a quota) expires, if no reserve keeps it alive meanwhile.
+	RetryAfterNanos int64
+	// Detail (refused) says which bound refused the open.
+	Detail string
+}
+
+// The lists a session is on (indexes of session.links).
+const (
+	listAll          = iota // every session
+	listOwner               // its owner's sessions
+	listKeeping             // sessions that keep outcomes
+	listOwnerKeeping        // its owner's sessions that keep outcomes
+	numSessionLists
+)
+
+// sessionList is a list of sessions in order of last activity.
+type sessionList struct {
 	oldest, newest *session
+}
+
+// sessionLinks are a session's neighbours on one list.
+type sessionLinks struct {
+	older, newer *session
+}
+
+// push appends s (not on list k) at the newest end of l, list k.
+func (l *sessionList) push(s *session, k int) {
+	s.links[k] = sessionLinks{older: l.newest}
+	if l.newest != nil {
+		l.newest.links[k].newer = s
+	} else {
+		l.oldest = s
+	}
+	l.newest = s
+}
+
+// unlink removes s from l, list k.
+func (l *sessionList) unlink(s *session, k int) {
+	ln := s.links[k]
+	if ln.older != nil {
+		ln.older.links[k].newer = ln.newer
+	} else {
+		l.oldest = ln.newer
+	}
+	if ln.newer != nil {
+		ln.newer.links[k].older = ln.older
+	} else {
+		l.newest = ln.older
+	}
+	s.links[k] = sessionLinks{}
+}
+
+// moveNewest moves s (on list k) to the newest end of l.
+func (l *sessionList) moveNewest(s *session, k int) {
+	if l.newest != s {
+		l.unlink(s, k)
+		l.push(s, k)
+	}
+}
+
+// sessionOwner is what the table keeps per owner: its sessions, their
+// outcomes, and its two lists.
+type sessionOwner struct {
+	name              string
+	sessions, results int
+	all, keeping      sessionList
+}
+
+// sessionTable holds the open sessions.
+type sessionTable struct {
+	// maxSessions and maxResults are MaxSessions and MaxSessionResults,
+	// except in tests.
+	maxSessions, maxResults int
+	byID                    map[uint64]*session
+	owners                  map[string]*sessionOwner
+	all, keeping            sessionList
 	// results is the number of outcomes all sessions keep.
 	results int
 }
 
 // session is one open client session.
 type session struct {
-	id              uint64
+	id       uint64
+	owner    *sessionOwner
+	perOwner int
+	// lastActiveNanos is the time of its opening or of its latest reserve.
 	lastActiveNanos int64
 	// ackedBelow: the client has received every answer below it.
 	ackedBelow uint64
 	// pending are the outcomes of the requests from ackedBelow on that
 	// were decided, by seq ascending.
 	pending []sessionOutcome
-	// older and newer link the table's activity list.
-	older, newer *session
+	links   [numSessionLists]sessionLinks
 }
 
 // sessionOutcome is the outcome of request seq of a session.
@@ -91,69 +223,111 @@ type sessionOutcome struct {
 	outcome
 }
 
-func newSessionTable() sessionTable { return sessionTable{byID: make(map[uint64]*session)} }
+func newSessionTable(maxSessions, maxResults int) sessionTable {
+	return sessionTable{maxSessions: maxSessions, maxResults: maxResults,
+		byID: make(map[uint64]*session), owners: make(map[string]*sessionOwner)}
+}
 
 // len is the number of open sessions.
 func (t *sessionTable) len() int { return len(t.byID) }
 
-// open opens session id at nowNanos, evicting the least recently used
-// session first if the table is full.
-func (t *sessionTable) open(id uint64, nowNanos int64) *session {
-	if len(t.byID) >= MaxSessions {
-		t.remove(t.oldest)
+// oldest is the least recently active session (nil if none).
+func (t *sessionTable) oldest() *session { return t.all.oldest }
+
+// newer is the next session in order of activity after s (nil after the
+// newest).
+func (s *session) newer() *session { return s.links[listAll].newer }
+
+// refuseOpen returns why open o at nowNanos must be refused, or ok: the
+// owner's quota is full, or the table is. Expired sessions were closed
+// first (Apply), so every session counted is live.
+func (t *sessionTable) refuseOpen(nowNanos int64, o *OpenSession) (SessionResult, bool) {
+	if own := t.owners[o.Owner]; o.PerOwner > 0 && own != nil && own.sessions >= o.PerOwner {
+		// The owner's oldest expiring frees a slot of the table too.
+		return openRefusal(nowNanos, own.all.oldest, fmt.Sprintf(
+			"owner %q holds %d open sessions, its most (%d sessions per token): a session closes %v after its last reserve; reuse a session, or retry when one expires",
+			o.Owner, own.sessions, o.PerOwner, time.Duration(SessionIdleNanos))), false
 	}
-	s := &session{id: id, lastActiveNanos: nowNanos, ackedBelow: 1}
-	t.byID[id] = s
-	t.pushNewest(s)
+	if len(t.byID) >= t.maxSessions {
+		return openRefusal(nowNanos, t.all.oldest, fmt.Sprintf(
+			"the register holds %d open sessions, its most, and closes none while it is used (a session closes %v after its last reserve): retry when one expires, or reserve with a request id",
+			len(t.byID), time.Duration(SessionIdleNanos))), false
+	}
+	return SessionResult{}, true
+}
+
+// openRefusal is a refused open, to retry when oldest expires.
+func openRefusal(nowNanos int64, oldest *session, detail string) SessionResult {
+	return SessionResult{RetryAfterNanos: untilExpiry(nowNanos, oldest), Detail: boundDetail(detail)}
+}
+
+// untilExpiry is how long after nowNanos s expires if no reserve touches
+// it (>= 1; s is live, so its expiry is after nowNanos).
+func untilExpiry(nowNanos int64, s *session) int64 {
+	return max(1, s.lastActiveNanos+SessionIdleNanos-nowNanos)
+}
+
+// open opens session id for o at nowNanos (refuseOpen said ok).
+func (t *sessionTable) open(id uint64, nowNanos int64, o *OpenSession) *session {
+	own := t.owners[o.Owner]
+	if own == nil {
+		own = &sessionOwner{name: o.Owner}
+		t.owners[o.Owner] = own
+	}
+	s := &session{id: id, owner: own, perOwner: o.PerOwner, lastActiveNanos: nowNanos, ackedBelow: 1}
+	t.insert(s)
 	return s
+}
+
+// insert adds s, with its outcomes, at the newest end of its lists.
+func (t *sessionTable) insert(s *session) {
+	own := s.owner
+	t.byID[s.id] = s
+	t.all.push(s, listAll)
+	own.all.push(s, listOwner)
+	own.sessions++
+	if n := len(s.pending); n > 0 {
+		t.keeping.push(s, listKeeping)
+		own.keeping.push(s, listOwnerKeeping)
+		t.results += n
+		own.results += n
+	}
 }
 
 // expire closes every session idle for SessionIdleNanos or more at
 // nowNanos. Times are >= 0, so the subtraction cannot overflow.
 func (t *sessionTable) expire(nowNanos int64) {
-	for t.oldest != nil && nowNanos-t.oldest.lastActiveNanos >= SessionIdleNanos {
-		t.remove(t.oldest)
+	for s := t.all.oldest; s != nil && nowNanos-s.lastActiveNanos >= SessionIdleNanos; s = t.all.oldest {
+		t.remove(s)
 	}
 }
 
 // remove closes s.
 func (t *sessionTable) remove(s *session) {
-	t.unlink(s)
+	own := s.owner
+	t.all.unlink(s, listAll)
+	own.all.unlink(s, listOwner)
+	if len(s.pending) > 0 {
+		t.keeping.unlink(s, listKeeping)
+		own.keeping.unlink(s, listOwnerKeeping)
+	}
 	delete(t.byID, s.id)
 	t.results -= len(s.pending)
-}
-
-func (t *sessionTable) unlink(s *session) {
-	if s.older != nil {
-		s.older.newer = s.newer
-	} else {
-		t.oldest = s.newer
+	own.results -= len(s.pending)
+	if own.sessions--; own.sessions == 0 {
+		delete(t.owners, own.name)
 	}
-	if s.newer != nil {
-		s.newer.older = s.older
-	} else {
-		t.newest = s.older
-	}
-	s.older, s.newer = nil, nil
-}
-
-func (t *sessionTable) pushNewest(s *session) {
-	s.older = t.newest
-	if t.newest != nil {
-		t.newest.newer = s
-	} else {
-		t.oldest = s
-	}
-	t.newest = s
 }
 
 // touch records activity of s at nowNanos (>= every lastActiveNanos in
 // the table: cluster time never decreases in log order).
 func (t *sessionTable) touch(s *session, nowNanos int64) {
 	s.lastActiveNanos = nowNanos
-	if t.newest != s {
-		t.unlink(s)
-		t.pushNewest(s)
+	t.all.moveNewest(s, listAll)
+	s.owner.all.moveNewest(s, listOwner)
+	if len(s.pending) > 0 {
+		t.keeping.moveNewest(s, listKeeping)
+		s.owner.keeping.moveNewest(s, listOwnerKeeping)
 	}
 }
 
@@ -165,9 +339,17 @@ func (t *sessionTable) ack(s *session, ackedBelow uint64) {
 	}
 	s.ackedBelow = ackedBelow
 	i, _ := slices.BinarySearchFunc(s.pending, ackedBelow, cmpSeq)
+	if i == 0 {
+		return
+	}
 	clear(s.pending[:i])
 	s.pending = s.pending[i:]
 	t.results -= i
+	s.owner.results -= i
+	if len(s.pending) == 0 {
+		t.keeping.unlink(s, listKeeping)
+		s.owner.keeping.unlink(s, listOwnerKeeping)
+	}
 }
 
 func cmpSeq(o sessionOutcome, seq uint64) int { return cmpUint64(o.seq, seq) }
@@ -180,28 +362,59 @@ func (s *session) lookup(seq uint64) *outcome {
 	return nil
 }
 
+// refuseRecord returns why a new outcome of s cannot be recorded at
+// nowNanos (a Busy outcome and its detail), or ok. s was just touched,
+// so it is not what expires first unless it is the only candidate.
+func (t *sessionTable) refuseRecord(nowNanos int64, s *session) (outcome, string, bool) {
+	if t.results >= t.maxResults {
+		return outcome{status: Busy, atNanos: nowNanos + untilExpiry(nowNanos, t.keeping.oldest)}, fmt.Sprintf(
+			"session %d: the register's sessions keep %d unacknowledged answers, their most, and forget none a client may still need: acknowledge answers (acked_below), retry later, or reserve with a request id",
+			s.id, t.results), false
+	}
+	own := s.owner
+	if quota := s.perOwner * (t.maxResults / t.maxSessions); s.perOwner > 0 && own.results >= quota {
+		return outcome{status: Busy, atNanos: nowNanos + untilExpiry(nowNanos, own.keeping.oldest)}, fmt.Sprintf(
+			"session %d: the sessions of owner %q keep %d unacknowledged answers, its most (%d for %d sessions per token): acknowledge answers (acked_below), or retry later",
+			s.id, own.name, own.results, quota, s.perOwner), false
+	}
+	return outcome{}, "", true
+}
+
 // record keeps the outcome of request seq of s (not yet recorded, >=
-// ackedBelow), then evicts least recently used sessions other than s
-// while the table keeps more than MaxSessionResults outcomes.
+// ackedBelow; refuseRecord said ok). s was just touched: it is the most
+// recently active session, so it joins the keeping lists at their end.
 func (t *sessionTable) record(s *session, seq uint64, o outcome) {
 	i, _ := slices.BinarySearchFunc(s.pending, seq, cmpSeq)
 	s.pending = slices.Insert(s.pending, i, sessionOutcome{seq: seq, outcome: o})
 	t.results++
-	for t.results > MaxSessionResults && t.oldest != s {
-		t.remove(t.oldest)
+	s.owner.results++
+	if len(s.pending) == 1 {
+		t.keeping.push(s, listKeeping)
+		s.owner.keeping.push(s, listOwnerKeeping)
 	}
+}
+
+// openSession applies a CmdOpenSession at index and nowNanos.
+func (s *state) openSession(index uint64, nowNanos int64, o *OpenSession) SessionResult {
+	if res, ok := s.sessions.refuseOpen(nowNanos, o); !ok {
+		return res
+	}
+	s.sessions.open(index, nowNanos, o)
+	return SessionResult{ID: index, IdleNanos: SessionIdleNanos}
 }
 
 // reserveInSession decides reserve r of a session at nowNanos: SessionExpired
 // if the session is not open, Invalid if its seq was acknowledged or the
-// session keeps too many outcomes, the recorded outcome for a retry, or a
-// new decision, which is recorded.
+// session keeps too many outcomes, Busy if the table or the owner's share
+// keeps too many, the recorded outcome for a retry, or a new decision,
+// which is recorded. Only a new decision changes anything but the
+// session's activity and acknowledgement.
 func (s *state) reserveInSession(nowNanos int64, r *Reserve) ReserveResult {
 	ref := r.Session
 	sess := s.sessions.byID[ref.ID]
 	if sess == nil {
 		o := outcome{status: SessionExpired, detail: boundDetail(fmt.Sprintf(
-			"session %d is not open (it expired after %v without a reserve, was evicted, or never existed): open a new session and send the request again as a new one",
+			"session %d is not open (it expired after %v without a reserve, or never existed): open a new session and send the request again as a new one",
 			ref.ID, time.Duration(SessionIdleNanos)))}
 		return o.resultAt(nowNanos, false)
 	}
@@ -221,6 +434,11 @@ func (s *state) reserveInSession(nowNanos int64, r *Reserve) ReserveResult {
 			"session %d keeps %d unacknowledged answers (allowed: at most %d): acknowledge answers (acked below) or open another session",
 			ref.ID, len(sess.pending), MaxSessionPending))}
 		return o.resultAt(nowNanos, false)
+	}
+	if o, detail, ok := s.sessions.refuseRecord(nowNanos, sess); !ok {
+		res := o.resultAt(nowNanos, false)
+		res.Detail = boundDetail(detail)
+		return res
 	}
 	o := s.decide(nowNanos, r)
 	s.sessions.record(sess, ref.Seq, o)

@@ -9,13 +9,14 @@ import (
 	"github.com/permitd/permitd/bucket"
 )
 
-// Snapshot layout (format version 7; version 6 had no refund marks,
+// Snapshot layout (format version 8; version 7 had no session owners,
+// version 6 no refund marks,
 // version 5 no shadow mode, pacer change counts or reservations; versions 1 to 4, never released, had
 // no sessions, one table for every request ID, outcomes without spacing
 // and replay expiry, and leases without a mint mark). Every replica that applied the same log
 // produces the same bytes:
 //
-//	magic          "PRMTFSM" (7 bytes) then format version byte 7
+//	magic          "PRMTFSM" (7 bytes) then format version byte 8
 //	lastNowNanos   int64 big-endian
 //	appliedIndex   uint64 big-endian
 //	limit count    uvarint, then per limit, sorted by name (strictly ascending):
@@ -51,6 +52,8 @@ import (
 //	sessions       uvarint count (<= MaxSessions), then per session, least
 //	               recently active first:
 //	    id              uvarint (unique, <= appliedIndex)
+//	    owner           uvarint length + bytes (0..MaxOwnerLen)
+//	    per owner       uvarint (0..MaxSessions; 0: no quota)
 //	    last active     uvarint, delta from the previous session's (the
 //	                    first: from 0), within SessionIdleNanos of lastNow
 //	    acked below     uvarint (>= 1)
@@ -82,7 +85,7 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 7
+	snapshotVersion = 8
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
@@ -126,8 +129,8 @@ func (s *state) snapshotSizeHint() int {
 			}
 		}
 	}
-	for sess := s.sessions.oldest; sess != nil; sess = sess.newer {
-		n += 24 + 32*len(sess.pending)
+	for sess := s.sessions.oldest(); sess != nil; sess = sess.newer() {
+		n += 32 + len(sess.owner.name) + 32*len(sess.pending)
 		for i := range sess.pending {
 			n += len(sess.pending[i].detail)
 		}
