@@ -24,6 +24,8 @@ import (
 // every step it checks that the state
 //
 //   - keeps the lease book's conservation and indexes (checkBook),
+//   - closed no live session and keeps its session table's lists and
+//     counts (walk_sessions_test.go),
 //   - snapshots to bytes that restore into a fresh FSM, and that the
 //     restored copy snapshots to exactly the same bytes,
 //   - and, continued with the same next command, answers exactly as the
@@ -148,6 +150,9 @@ func newWalker(t *testing.T, seed uint64) *walker {
 	if seed%4 == 0 {
 		w.fresh = func() *FSM { return newFSM(int64(30*time.Second), 16) }
 	}
+	if smallSessions(seed) {
+		w.fresh = func() *FSM { return New().withSessionCaps(walkMaxSessions, walkMaxSessionResults) }
+	}
 	w.f, w.twin = w.fresh(), w.fresh()
 	return w
 }
@@ -180,8 +185,11 @@ func (w *walker) step() []string {
 	w.index++
 	l := &raft.Log{Index: w.index, Term: w.term, Type: raft.LogCommand, Data: data}
 	before, lastReservation := w.trackedStates(data), w.f.st.reservations.lastID
+	live, limits := w.liveSessions(), w.sessionLimitStates(data)
 	got := w.f.Apply(l)
 	w.checkRefusedChangesNothing(kind, data, got, before, lastReservation)
+	w.checkNoLiveSessionClosed(kind, live)
+	w.checkUndecidedChangesNothing(kind, got, limits)
 	twin := w.twin.Apply(&raft.Log{Index: l.Index, Term: l.Term, Type: l.Type, Data: data})
 	if !reflect.DeepEqual(got, twin) {
 		w.t.Errorf("seed %d: %s: the FSM answered %+v, its copy restored from the previous snapshot %+v", w.seed, kind, got, twin)
@@ -191,6 +199,7 @@ func (w *walker) step() []string {
 		labels = append(labels, outcome)
 	}
 	checkBook(w.t, w.f, false)
+	checkSessionTable(w.t, w.f)
 	snap := snapshotBytes(w.t, w.f)
 	next := w.fresh()
 	if err := restore(next, snap); err != nil {
@@ -313,8 +322,7 @@ func (w *walker) command() (string, []byte) {
 		}
 		b, err = AppendReserveBatch(nil, st, rs)
 	case p < 97:
-		kind = "open-session"
-		b = AppendOpenSession(nil, w.stamp())
+		return w.openSession()
 	default:
 		return w.noop()
 	}
@@ -515,7 +523,7 @@ func (w *walker) observe(data []byte, res any) string {
 		}
 		return outcome
 	case SessionResult:
-		w.sessions = append(w.sessions, walkSession{id: v.ID, nextSeq: 1, acked: 1})
+		return w.observeOpen(data, v)
 	case SettleResult:
 		return w.observeSettle(v)
 	case ReleaseResult:
@@ -531,6 +539,8 @@ func (w *walker) observe(data []byte, res any) string {
 				continue
 			}
 			switch {
+			case rr.Status == Busy && e.Reserves[i].Session.ID != 0:
+				return "session-busy"
 			case rr.Status == SessionExpired:
 				return "session-expired"
 			case rr.Duplicate && e.Reserves[i].Session.ID != 0:

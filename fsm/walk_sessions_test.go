@@ -1,0 +1,187 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// The reachable-state walk's client sessions at full tables: opens with
+// and without an owner and a per-owner quota, on FSMs whose session table
+// is small enough to fill (every fourth seed, from the second), and after
+// every step the invariants that no live session was closed and that the
+// table's lists and counts agree (checkSessionTable).
+
+// walkMaxSessions and walkMaxSessionResults bound the session table of
+// the walk's small-table seeds.
+const (
+	walkMaxSessions       = 3
+	walkMaxSessionResults = 4
+)
+
+func init() {
+	walkKinds = append(walkKinds, "open-owned", "open-refused", "open-quota-refused", "session-busy")
+}
+
+// smallSessions reports whether the walk of seed runs an FSM with a small
+// session table.
+func smallSessions(seed uint64) bool { return seed%4 == 1 }
+
+// walkSessionOwners are the owners the walk's opens name ("": none).
+var walkSessionOwners = []string{"", "", "o1", "o2"}
+
+// openSession draws an open: without an owner, or for an owner with a
+// quota of one or two sessions, or none.
+func (w *walker) openSession() (string, []byte) {
+	r := w.rng
+	o := OpenSession{Owner: walkSessionOwners[r.IntN(len(walkSessionOwners))]}
+	kind := "open-session"
+	if o.Owner != "" {
+		kind = "open-owned"
+		o.PerOwner = r.IntN(3)
+	}
+	b, err := AppendOpenSessionAs(nil, w.stamp(), o)
+	if err != nil {
+		w.t.Fatalf("seed %d: %s: encoding failed: %v", w.seed, kind, err)
+	}
+	return kind, b
+}
+
+// observeOpen notes an opened session and names a refusal.
+func (w *walker) observeOpen(data []byte, v SessionResult) string {
+	if v.ID != 0 {
+		w.sessions = append(w.sessions, walkSession{id: v.ID, nextSeq: 1, acked: 1})
+		return ""
+	}
+	if e, _ := Decode(data); e.OpenSession.PerOwner > 0 && bytes.Contains([]byte(v.Detail), []byte("per token")) {
+		return "open-quota-refused"
+	}
+	return "open-refused"
+}
+
+// liveSessions returns the last activity of every open session.
+func (w *walker) liveSessions() map[uint64]int64 {
+	live := make(map[uint64]int64, w.f.st.sessions.len())
+	for id, s := range w.f.st.sessions.byID {
+		live[id] = s.lastActiveNanos
+	}
+	return live
+}
+
+// checkNoLiveSessionClosed checks that every session open before the step
+// (live, its last activity) is still open unless it had been idle for
+// SessionIdleNanos at the step's cluster time: no client's activity closes
+// another client's live session.
+func (w *walker) checkNoLiveSessionClosed(kind string, live map[uint64]int64) {
+	now := w.f.st.lastNowNanos
+	for id, last := range live {
+		if now-last < SessionIdleNanos && w.f.st.sessions.byID[id] == nil {
+			w.t.Errorf("seed %d: %s: session %d, last active at %d, was closed at %d, %dns before it expires",
+				w.seed, kind, id, last, now, last+SessionIdleNanos-now)
+		}
+	}
+}
+
+// sessionLimitStates returns, for an entry carrying one reserve of a
+// session, every limit's pacer state and counters (nil otherwise).
+func (w *walker) sessionLimitStates(data []byte) map[string]string {
+	e, err := Decode(data)
+	if err != nil || e.Type != CmdReserveBatch || len(e.Reserves) != 1 || e.Reserves[0].Session.ID == 0 {
+		return nil
+	}
+	return w.limitStates()
+}
+
+// checkUndecidedChangesNothing checks that a reserve of a session that
+// was not decided (a replay, or refused before deciding: Busy, Invalid,
+// SessionExpired) left every limit as it was.
+func (w *walker) checkUndecidedChangesNothing(kind string, got any, before map[string]string) {
+	if before == nil {
+		return
+	}
+	rr := got.([]ReserveResult)[0]
+	if !rr.Duplicate && rr.Status != Busy && rr.Status != Invalid && rr.Status != SessionExpired {
+		return
+	}
+	after := w.limitStates()
+	for name, b := range before {
+		if a, ok := after[name]; ok && a != b {
+			w.t.Errorf("seed %d: %s: a session reserve answered %+v changed limit %q", w.seed, kind, rr, name)
+		}
+	}
+}
+
+// limitStates returns every limit's pacer state and counters.
+func (w *walker) limitStates() map[string]string {
+	states := make(map[string]string, len(w.f.st.limits))
+	for name, l := range w.f.st.limits {
+		states[name] = fmt.Sprintf("%x %d %d %d", l.pacer.AppendState(nil), l.grantedRequests, l.grantedPermits, l.refusedRequests)
+	}
+	return states
+}
+
+// checkSessionTable checks the session table's invariants: every list in
+// order of activity and holding exactly its sessions (all; per owner; those
+// keeping outcomes, of all and per owner), the counts and totals, the
+// bounds, and that no session is idle past SessionIdleNanos.
+func checkSessionTable(t testing.TB, f *FSM) {
+	t.Helper()
+	st := &f.st.sessions
+	now := f.st.lastNowNanos
+	type ownerCount struct{ sessions, results, keeping int }
+	counts := map[*sessionOwner]*ownerCount{}
+	n, results, keeping := 0, 0, 0
+	var prev int64
+	for s := st.oldest(); s != nil; s = s.newer() {
+		n++
+		if s.lastActiveNanos < prev || now-s.lastActiveNanos >= SessionIdleNanos || st.byID[s.id] != s {
+			t.Fatalf("session %d: last active %d after %d, at %d, in the table: %v", s.id, s.lastActiveNanos, prev, now, st.byID[s.id] == s)
+		}
+		prev = s.lastActiveNanos
+		if len(s.pending) > MaxSessionPending || st.owners[s.owner.name] != s.owner {
+			t.Fatalf("session %d keeps %d outcomes, owner %q registered: %v", s.id, len(s.pending), s.owner.name, st.owners[s.owner.name] == s.owner)
+		}
+		c := counts[s.owner]
+		if c == nil {
+			c = &ownerCount{}
+			counts[s.owner] = c
+		}
+		c.sessions++
+		c.results += len(s.pending)
+		results += len(s.pending)
+		if len(s.pending) > 0 {
+			c.keeping++
+			keeping++
+		}
+	}
+	if n != len(st.byID) || n > st.maxSessions || results != st.results || results > st.maxResults || len(counts) != len(st.owners) {
+		t.Fatalf("%d sessions listed, %d in the table (at most %d); %d outcomes, %d counted (at most %d); %d owners, %d registered",
+			n, len(st.byID), st.maxSessions, results, st.results, st.maxResults, len(counts), len(st.owners))
+	}
+	checkList(t, "keeping", &st.keeping, listKeeping, keeping, func(s *session) bool { return len(s.pending) > 0 })
+	for own, c := range counts {
+		if own.sessions != c.sessions || own.results != c.results {
+			t.Fatalf("owner %q counts %d sessions and %d outcomes, has %d and %d", own.name, own.sessions, own.results, c.sessions, c.results)
+		}
+		checkList(t, "owner "+own.name, &own.all, listOwner, c.sessions, func(s *session) bool { return s.owner == own })
+		checkList(t, "owner keeping "+own.name, &own.keeping, listOwnerKeeping, c.keeping, func(s *session) bool { return s.owner == own && len(s.pending) > 0 })
+	}
+}
+
+// checkList checks that list l (list k) holds want sessions, each
+// satisfying belongs, in order of activity, linked both ways.
+func checkList(t testing.TB, what string, l *sessionList, k, want int, belongs func(*session) bool) {
+	t.Helper()
+	n := 0
+	var older *session
+	for s := l.oldest; s != nil; s = s.links[k].newer {
+		n++
+		if !belongs(s) || s.links[k].older != older || (older != nil && older.lastActiveNanos > s.lastActiveNanos) || n > want {
+			t.Fatalf("list %s: session %d does not belong, is out of order or badly linked (entry %d of %d)", what, s.id, n, want)
+		}
+		older = s
+	}
+	if n != want || l.newest != older {
+		t.Fatalf("list %s holds %d sessions, want %d (newest linked: %v)", what, n, want, l.newest == older)
+	}
+}
