@@ -156,7 +156,7 @@ func (n *Node) commandLocal(ctx context.Context, e fsm.Entry) (any, error) {
 	case fsm.CmdLease, fsm.CmdRenew, fsm.CmdReturn:
 		return n.leaseLocal(ctx, fsm.LeaseCommand{Kind: e.Type, Lease: e.Lease, Renew: e.Renew, Return: e.Return})
 	case fsm.CmdOpenSession:
-		return n.openSessionLocal(ctx)
+		return n.openSessionLocal(ctx, e.OpenSession)
 	case fsm.CmdSettle:
 		return n.settleLocal(ctx, e.Settle)
 	case fsm.CmdRelease:

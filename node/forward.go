@@ -173,9 +173,16 @@ type Authorizer func(op byte, limit string) error
 // is the whole rule), a reserve once its limit is known. A refused call
 // is answered CodeForbidden and reaches nothing else.
 func (n *Node) ServeClientWith(c net.Conn, allow Authorizer) {
+	n.ServeClientAs(c, allow, fsm.OpenSession{})
+}
+
+// ServeClientAs is ServeClientWith for a client whose sessions are opened
+// for open: its owner (the connection's token) and the owner's quota (see
+// fsm.OpenSession).
+func (n *Node) ServeClientAs(c net.Conn, allow Authorizer, open fsm.OpenSession) {
 	admit := func(op byte, payload []byte) admission { return n.admitAtRead(op, payload, allow) }
 	n.servePipelined(c, wire.MaxClientFrame, admit, func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error) {
-		return n.handleClient(ctx, op, payload, allow, held)
+		return n.handleClient(ctx, op, payload, allow, open, held)
 	})
 }
 
@@ -189,8 +196,8 @@ func refusal(err error) error {
 }
 
 // handleClient serves one call of a binary client: a reserve, the opening
-// of a session, or a lease command.
-func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow Authorizer, held bool) ([]byte, error) {
+// of a session (for open's owner and quota), or a lease command.
+func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow Authorizer, open fsm.OpenSession, held bool) ([]byte, error) {
 	if op == wire.OpAuth {
 		// Authentication is the listener's (ServeClientWith's caller);
 		// here it was not required, or already done: a no-op, so that
@@ -206,7 +213,7 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow 
 		if len(payload) != 0 {
 			return nil, fmt.Errorf("%w: open session takes no payload (%d bytes)", ErrInvalid, len(payload))
 		}
-		res, err := n.OpenSession(ctx)
+		res, err := n.OpenSession(ctx, open)
 		if err != nil {
 			return nil, err
 		}

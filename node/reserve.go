@@ -177,16 +177,23 @@ func (n *Node) resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveRes
 	return res, nil
 }
 
-// OpenSession opens a client session (see fsm.SessionResult): the session
-// ID to put in reserves' fsm.SessionRef, and how long the session lives
-// without a reserve. It is not retried: a session opened by an attempt
+// OpenSession opens a client session for o's owner, within o's quota
+// (see fsm.OpenSession and fsm.SessionResult): the session ID to put in
+// reserves' fsm.SessionRef, and how long the session lives without a
+// reserve; or, when the register holds as many sessions as it may (in
+// all, or for the owner), a result with ID 0, RetryAfterNanos and Detail,
+// which opened nothing. It is not retried: a session opened by an attempt
 // whose answer was lost expires unused.
-func (n *Node) OpenSession(ctx context.Context) (fsm.SessionResult, error) {
-	v, err := n.command(ctx, fsm.AppendOpenSession(nil, fsm.Stamp{}))
+func (n *Node) OpenSession(ctx context.Context, o fsm.OpenSession) (fsm.SessionResult, error) {
+	b, err := fsm.AppendOpenSessionAs(nil, fsm.Stamp{}, o)
+	if err != nil {
+		return fsm.SessionResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	v, err := n.command(ctx, b)
 	return resultAs[fsm.SessionResult]("open session", v, err)
 }
 
-func (n *Node) openSessionLocal(ctx context.Context) (fsm.SessionResult, error) {
-	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendOpenSession(nil, st), nil })
+func (n *Node) openSessionLocal(ctx context.Context, o fsm.OpenSession) (fsm.SessionResult, error) {
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendOpenSessionAs(nil, st, o) })
 	return resultAs[fsm.SessionResult]("open session", v, err)
 }

@@ -34,11 +34,11 @@ func fromWireResult(res wire.ReserveResult) fsm.ReserveResult {
 }
 
 func toWireSession(res fsm.SessionResult) wire.SessionResult {
-	return wire.SessionResult{ID: res.ID, IdleNanos: res.IdleNanos}
+	return wire.SessionResult{ID: res.ID, IdleNanos: res.IdleNanos, RetryAfterNanos: res.RetryAfterNanos, Detail: res.Detail}
 }
 
 func fromWireSession(res wire.SessionResult) fsm.SessionResult {
-	return fsm.SessionResult{ID: res.ID, IdleNanos: res.IdleNanos}
+	return fsm.SessionResult{ID: res.ID, IdleNanos: res.IdleNanos, RetryAfterNanos: res.RetryAfterNanos, Detail: res.Detail}
 }
 
 // leaseFromWire is a binary client's lease as the register's command; a

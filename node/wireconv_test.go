@@ -35,9 +35,10 @@ func TestWireConversionsRoundTrip(t *testing.T) {
 	if got := fromWireResult(toWireResult(res)); got != res {
 		t.Errorf("result %+v came back as %+v", res, got)
 	}
-	s := fsm.SessionResult{ID: 9, IdleNanos: 10}
-	if got := fromWireSession(toWireSession(s)); got != s {
-		t.Errorf("session %+v came back as %+v", s, got)
+	for _, s := range []fsm.SessionResult{{ID: 9, IdleNanos: 10}, {RetryAfterNanos: 11, Detail: "full"}} {
+		if got := fromWireSession(toWireSession(s)); got != s {
+			t.Errorf("session %+v came back as %+v", s, got)
+		}
 	}
 }
 

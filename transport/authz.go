@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/wire"
@@ -76,8 +77,10 @@ type lookup struct {
 // CodeOK, or CodeUnauthenticated and the connection closed). serve then
 // serves the connection, checking every call against the token's role,
 // looked up again after every reload (auth.Store.Replace) so that a token
-// revoked by a reload stops working on open connections too.
-func AuthenticatedBinary(store *auth.Store, serve func(net.Conn, node.Authorizer)) BinaryServer {
+// revoked by a reload stops working on open connections too, and opening
+// its sessions for the token, at most sessionsPerToken of them (0: no
+// quota; see HandlerOptions.SessionsPerToken).
+func AuthenticatedBinary(store *auth.Store, sessionsPerToken int, serve func(net.Conn, node.Authorizer, fsm.OpenSession)) BinaryServer {
 	return func(c net.Conn) {
 		_ = c.SetDeadline(time.Now().Add(sniffTimeout))
 		// Unbuffered: the client sends nothing after OpAuth before the
@@ -121,6 +124,7 @@ func AuthenticatedBinary(store *auth.Store, serve func(net.Conn, node.Authorizer
 		}
 		_ = c.SetDeadline(time.Time{})
 		name := t.Name
+		owner := sessionOwner(t, true, sessionsPerToken)
 		// The connection's token, looked up again only when a reload
 		// replaced the store's tokens: a lookup hashes the secret and
 		// compares it with every token in the file.
@@ -151,6 +155,6 @@ func AuthenticatedBinary(store *auth.Store, serve func(net.Conn, node.Authorizer
 				return fmt.Errorf("auth: %s", why)
 			}
 			return nil
-		})
+		}, owner)
 	}
 }

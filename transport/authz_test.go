@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/internal/fakestore"
@@ -179,7 +180,8 @@ func TestBinaryCallsNeedTheirRole(t *testing.T) {
 		{"root", wire.OpLease, "api", true},
 	} {
 		authorizer := make(chan node.Authorizer, 1)
-		srv := AuthenticatedBinary(store, func(c net.Conn, a node.Authorizer) { authorizer <- a; c.Close() })
+		owners := make(chan fsm.OpenSession, 1)
+		srv := AuthenticatedBinary(store, 7, func(c net.Conn, a node.Authorizer, o fsm.OpenSession) { authorizer <- a; owners <- o; c.Close() })
 		server, conn := net.Pipe()
 		go srv(server)
 		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
@@ -196,6 +198,10 @@ func TestBinaryCallsNeedTheirRole(t *testing.T) {
 		case a = <-authorizer:
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s's token: the connection was never handed over after auth", tc.token)
+		}
+		// The connection's sessions belong to its token, within the quota.
+		if o := <-owners; o != (fsm.OpenSession{Owner: tc.token, PerOwner: 7}) {
+			t.Errorf("%s's connection opens sessions for %+v, want the token and its quota of 7", tc.token, o)
 		}
 		err := a(tc.op, tc.limit)
 		if (err == nil) != tc.ok {

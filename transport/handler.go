@@ -27,16 +27,22 @@ type HandlerOptions struct {
 	// RequestTimeout bounds the time one request may spend in the Store;
 	// a request that runs out is answered 503. Zero: DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// SessionsPerToken is the most sessions one API token may hold open
+	// at once (fsm.OpenSession.PerOwner, 1 to fsm.MaxSessions), when the
+	// handler is behind RequireTokens; 0: no quota. The agent's
+	// --sessions-per-token, DefaultSessionsPerToken unless set.
+	SessionsPerToken int
 }
 
 // NewHandler returns the HTTP handler of the permitd API backed by s. See
 // the package documentation for the endpoints.
 func NewHandler(s Store, opts HandlerOptions) http.Handler {
 	h := &handler{
-		store:   s,
-		log:     opts.Logger,
-		metrics: opts.Metrics,
-		timeout: opts.RequestTimeout,
+		store:            s,
+		log:              opts.Logger,
+		metrics:          opts.Metrics,
+		timeout:          opts.RequestTimeout,
+		sessionsPerToken: opts.SessionsPerToken,
 	}
 	if h.log == nil {
 		h.log = hclog.NewNullLogger()
@@ -49,11 +55,12 @@ func NewHandler(s Store, opts HandlerOptions) http.Handler {
 }
 
 type handler struct {
-	store          Store
-	log            hclog.Logger
-	metrics        *Metrics
-	timeout        time.Duration
-	metricsHandler http.Handler // nil without a gatherer
+	store            Store
+	log              hclog.Logger
+	metrics          *Metrics
+	timeout          time.Duration
+	sessionsPerToken int
+	metricsHandler   http.Handler // nil without a gatherer
 }
 
 // route identifies an endpoint; its label is the route label of

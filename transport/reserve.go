@@ -6,7 +6,6 @@ import (
 	"github.com/permitd/permitd/transport/wire"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/permitd/permitd/fsm"
@@ -64,8 +63,12 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		b = append(b, "}\n"...)
 		httpapi.WriteRaw(w, http.StatusTooManyRequests, b)
 	case fsm.Busy:
-		h.answerBusy(w, b, res.RetryAfterNanos, "the register remembers as many request ids as it can keep for their whole retention window: retry after "+
-			time.Duration(res.RetryAfterNanos).String()+", or use a session (POST /v1/sessions), which has no such limit")
+		msg := "the register remembers as many request ids as it can keep for their whole retention window: retry after " +
+			time.Duration(res.RetryAfterNanos).String() + ", or use a session (POST /v1/sessions), which has no such limit"
+		if res.Detail != "" { // a session's answer could not be recorded
+			msg = res.Detail + "; retry after " + time.Duration(res.RetryAfterNanos).String()
+		}
+		h.answerBusy(w, b, res.RetryAfterNanos, msg)
 	case fsm.SessionExpired:
 		m.reserveOutcome(outcomeInvalid)
 		b = append(b, `{"granted":false,"session_expired":true,"error":`...)
@@ -84,35 +87,6 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		w.Header().Set("Retry-After", "1")
 		httpapi.WriteError(w, http.StatusServiceUnavailable, "reserve: unexpected result status "+strconv.Itoa(int(res.Status)))
 	}
-}
-
-// openSession serves POST /v1/sessions: a new client session for
-// exactly-once reserves (see fsm.SessionResult).
-func (h *handler) openSession(w http.ResponseWriter, r *http.Request) {
-	buf := httpapi.GetBuf()
-	defer httpapi.PutBuf(buf)
-	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
-		httpapi.WriteError(w, herr.Code, herr.Msg)
-		return
-	}
-	if body := strings.TrimSpace(buf.String()); body != "" && body != "{}" {
-		httpapi.WriteError(w, http.StatusBadRequest, "POST /v1/sessions takes no fields; send an empty body or {}")
-		return
-	}
-	ctx, cancel := h.context(r)
-	res, err := h.store.OpenSession(ctx)
-	cancel()
-	if err != nil {
-		h.storeError(w, "open session", err)
-		return
-	}
-	b := buf.AvailableBuffer()
-	b = append(b, `{"session":`...)
-	b = strconv.AppendUint(b, res.ID, 10)
-	b = append(b, `,"idle_ttl_ns":`...)
-	b = strconv.AppendInt(b, res.IdleNanos, 10)
-	b = append(b, "}\n"...)
-	httpapi.WriteRaw(w, http.StatusCreated, b)
 }
 
 // decide runs reserve q on the store. On an error it answers it, counts

@@ -26,8 +26,10 @@ type Store interface {
 	// Reserve decides one reserve; node.ErrNotFound / node.ErrInvalid /
 	// node.ErrNoLeader. Refused, Busy and SessionExpired are results.
 	Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error)
-	// OpenSession opens a client session for exactly-once reserves.
-	OpenSession(ctx context.Context) (fsm.SessionResult, error)
+	// OpenSession opens a client session for exactly-once reserves, for
+	// o's owner within o's quota; a refused open (the register holds as
+	// many sessions as it may) is a result with ID 0.
+	OpenSession(ctx context.Context, o fsm.OpenSession) (fsm.SessionResult, error)
 	// PutLeasePolicy makes a limit leased or linearized again; a policy
 	// the register does not apply is node.ErrInvalid (or a result with
 	// Applied false and Detail), an unknown limit node.ErrNotFound.

@@ -40,6 +40,7 @@ type agentFlags struct {
 	snapshotThreshold                          uint64
 	snapshotInterval                           time.Duration
 	maxBatch, maxInflight, maxPending          int
+	sessionsPerToken                           int
 	clockOffset                                time.Duration
 	clockRate                                  float64
 	testHooks                                  bool
@@ -72,6 +73,8 @@ func (a *agentFlags) define(c *cmdLine) {
 	c.Int(&a.maxBatch, "max-batch", "N", 1024, 1, fsm.MaxBatchReserves, fmt.Sprintf("an integer from 1 to %d", fsm.MaxBatchReserves), "most reserves in one log entry")
 	c.Int(&a.maxInflight, "max-inflight", "N", 2, 1, 1024, "an integer from 1 to 1024", "most reserve entries being committed at once")
 	c.Int(&a.maxPending, "max-pending-reserves", "N", 0, 0, 1<<20, "an integer from 0 to 1048576 (0: 5 x --max-batch)", "most reserves the node holds at once (its clients', and forwarded ones on the leader); beyond it a reserve is answered 503 with Retry-After at once instead of queueing; 0 means 5 full batches (5120 at the default --max-batch)")
+	c.Int(&a.sessionsPerToken, "sessions-per-token", "N", transport.DefaultSessionsPerToken, 0, fsm.MaxSessions, fmt.Sprintf("an integer from 0 to %d (0: no quota)", fsm.MaxSessions),
+		fmt.Sprintf("with --token-file, the most client sessions one token may hold open at once, and %d unacknowledged answers per session of that quota; beyond it the token's new sessions are answered 503 with Retry-After until one of its sessions expires (the register holds %d sessions in all)", fsm.SessionResultsPerSession, fsm.MaxSessions))
 	c.Bool(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
 	c.Duration(&a.clockOffset, "clock-offset", 0, durAny, "TESTING: skew this node's clock by an offset")
 	c.Float(&a.clockRate, "clock-rate", "R", 1, positive, "a number > 0", "TESTING: run this node's clock at this rate")
@@ -279,7 +282,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	ag.node = n
 	metrics = transport.NewMetrics(reg, n.Status)
 	transport.RegisterShadowMetrics(reg, n.LocalLimits)
-	var h http.Handler = transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics})
+	var h http.Handler = transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics, SessionsPerToken: a.sessionsPerToken})
 	if a.testHooks {
 		h = withClockHook(h, clock, n)
 		h = withFaultHooks(h, ag.faults)
@@ -296,7 +299,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 		}
 		ag.tokens = auth.NewStore(ts)
 		h = transport.RequireTokens(h, ag.tokens)
-		serveBinary = transport.AuthenticatedBinary(ag.tokens, n.ServeClientWith)
+		serveBinary = transport.AuthenticatedBinary(ag.tokens, a.sessionsPerToken, n.ServeClientAs)
 	}
 	ln, err := net.Listen("tcp", a.httpAddr)
 	if err != nil {

@@ -50,7 +50,7 @@ func Require(next http.Handler, store *Store, access func(method, escapedPath st
 			writeError(w, http.StatusForbidden, "", why, n)
 			return
 		}
-		if n == NeedClientEachLimit {
+		if n == NeedClientEachLimit || n == NeedClientAnyLimit {
 			r = r.WithContext(context.WithValue(r.Context(), tokenKey{}, t))
 		}
 		next.ServeHTTP(w, r)
@@ -77,8 +77,10 @@ func writeError(w http.ResponseWriter, code int, challenge, msg string, n Need) 
 type tokenKey struct{}
 
 // TokenFrom returns the token Require authenticated a request with, for
-// the requests whose limits are in the body (NeedClientEachLimit); false
-// when tokens are off or the request needs no such check.
+// the requests whose limits are in the body (NeedClientEachLimit) and
+// those that act for the token whatever its limits (NeedClientAnyLimit:
+// a session, which the token owns); false when tokens are off or the
+// request is of another kind.
 func TokenFrom(ctx context.Context) (Token, bool) {
 	t, ok := ctx.Value(tokenKey{}).(Token)
 	return t, ok

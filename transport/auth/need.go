@@ -21,7 +21,8 @@ const (
 	// its limits.
 	NeedClient
 	// NeedClientAnyLimit: client or admin, whatever the token's limits
-	// (sessions: they belong to no limit).
+	// (sessions: they belong to no limit, but to the token; the
+	// middleware passes the token on, TokenFrom).
 	NeedClientAnyLimit
 	// NeedClientEachLimit: client or admin, for limits named in the
 	// request's body: the middleware passes the token on (TokenFrom) and

@@ -228,8 +228,11 @@ func grantOf(server string, n int64, res wire.ReserveResult, sentAt, receivedAt 
 	case wire.SessionExpired:
 		return Grant{}, fmt.Errorf("%w: %w", errSessionExpired, &APIError{Server: server, StatusCode: http.StatusGone, Message: res.Detail})
 	case wire.Busy:
-		return Grant{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable,
-			Message: fmt.Sprintf("the register's table of request ids is full; retry after %v or use a session", time.Duration(res.RetryAfterNanos))}
+		msg := fmt.Sprintf("the register's table of request ids is full; retry after %v or use a session", time.Duration(res.RetryAfterNanos))
+		if res.Detail != "" { // a session's answer could not be recorded
+			msg = fmt.Sprintf("%s; retry after %v", res.Detail, time.Duration(res.RetryAfterNanos))
+		}
+		return Grant{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: msg}
 	default:
 		return Grant{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: fmt.Sprintf("unexpected result status %d", res.Status)}
 	}

@@ -20,6 +20,8 @@ type binServer struct {
 	answer func(q wire.Reserve) (byte, []byte)
 	// lease, if set, answers the lease commands (op and payload).
 	lease func(op byte, p []byte) (byte, []byte)
+	// session, if set, answers an open (else session 1).
+	session func() wire.SessionResult
 
 	mu  sync.Mutex
 	ids []string
@@ -70,7 +72,11 @@ func (s *binServer) serve(t *testing.T, c net.Conn) {
 			continue
 		}
 		if f.Kind == wire.OpOpenSession {
-			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: wire.EncodeSessionResult(wire.SessionResult{ID: 1, IdleNanos: int64(10 * time.Minute)})})
+			res := wire.SessionResult{ID: 1, IdleNanos: int64(10 * time.Minute)}
+			if s.session != nil {
+				res = s.session()
+			}
+			w.Send(wire.Frame{ID: f.ID, Kind: wire.CodeOK, Payload: wire.EncodeSessionResult(res)})
 			continue
 		}
 		q, err := wire.DecodeReserve(f.Payload)

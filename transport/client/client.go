@@ -296,6 +296,13 @@ func (c *Client) answeredBy(start, idx int) {
 // error, a timeout or a 503 moves to the next server; any other answer
 // (2xx, 4xx) is returned as is. The same body is sent on every attempt.
 func (c *Client) send(ctx context.Context, method, path string, body []byte) (*response, error) {
+	return c.sendDecided(ctx, method, path, body, nil)
+}
+
+// sendDecided is send, except that a 503 for which decided (if not nil)
+// reports true is returned as an answer: the register decided it, and
+// another server would answer the same.
+func (c *Client) sendDecided(ctx context.Context, method, path string, body []byte, decided func(*response) bool) (*response, error) {
 	var resp *response
 	err := c.failover(ctx, method+" "+path, func(server string) (attemptOutcome, error) {
 		r, err := c.attempt(ctx, server, method, path, body)
@@ -304,7 +311,7 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*r
 			return attemptUndelivered, err
 		case err != nil:
 			return attemptRetry, err
-		case r.code == http.StatusServiceUnavailable:
+		case r.code == http.StatusServiceUnavailable && (decided == nil || !decided(r)):
 			return attemptRetry, r.apiError()
 		}
 		resp = r

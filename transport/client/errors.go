@@ -45,6 +45,28 @@ var (
 // decided; Reserve sends it again in a new session.
 var errSessionExpired = errors.New("client: session expired")
 
+// SessionRefusedError is a refused OpenSession: the register holds as many
+// sessions as it may, in all or for the client's token (HTTP 503 with
+// Retry-After; the binary protocol's session 0). Nothing was opened, and
+// no live session is ever closed to make room. It matches ErrUnavailable,
+// and errors.As finds its *APIError.
+type SessionRefusedError struct {
+	// RetryAfter is when a session can be opened at the earliest (when
+	// the least recently used session expires, if no reserve keeps it
+	// alive), measured from when the answer was received.
+	RetryAfter time.Duration
+	// APIError is the server's answer.
+	*APIError
+}
+
+// Error implements error.
+func (e *SessionRefusedError) Error() string {
+	return fmt.Sprintf("client: server %s refused to open a session: %s; retry after %v", e.Server, e.Message, e.RetryAfter)
+}
+
+// Unwrap returns the server's answer, a 503.
+func (e *SessionRefusedError) Unwrap() error { return e.APIError }
+
 // APIError is an error answer from a server.
 type APIError struct {
 	// Server is the base URL of the server that answered.

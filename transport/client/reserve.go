@@ -152,7 +152,8 @@ func (k reserveKey) String() string {
 // and RetryAfter. Connection errors and 503s fail over to the next server
 // with the same idempotency key, so that a retry is never decided twice:
 // the reserve is numbered in the client's session (opened on first use,
-// and again if it expires), or carries a request ID with WithoutSessions.
+// and again if it expires), or carries a request ID with WithoutSessions,
+// or while the register refuses to open a session (SessionRefusedError).
 // Reserve never sleeps for the permits; see Grant.Wait and
 // Grant.WaitPermit.
 func (c *Client) Reserve(ctx context.Context, limit string, n int64, maxWait time.Duration) (Grant, error) {
@@ -169,7 +170,15 @@ func (c *Client) Reserve(ctx context.Context, limit string, n int64, maxWait tim
 	// new one, in a new session (see session.go). Twice in a row means
 	// sessions expire as fast as they open: give up.
 	for range 2 {
-		ref, err := c.sess.begin(ctx, c.OpenSession)
+		ref, err := c.sess.begin(ctx, c.OpenSession, c.clock.Now)
+		if refused := (*SessionRefusedError)(nil); errors.As(err, &refused) || errors.Is(err, errNoSession) {
+			// The register holds as many sessions as it may: a request ID
+			// makes this reserve exactly-once as well.
+			if refused != nil {
+				c.log.Warn("the register refused a session; reserving with request ids until it may open one", "retry_after", refused.RetryAfter, "error", refused.Message)
+			}
+			return c.reserveKeyed(ctx, limit, n, maxWait, reserveKey{requestID: newRequestID()})
+		}
 		if err != nil {
 			return Grant{}, fmt.Errorf("client: opening a session for a reserve on %q: %w", limit, err)
 		}

@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/permitd/permitd/transport/wire"
 )
@@ -22,12 +24,18 @@ import (
 // in flight, and recognises a retry for as long as the session lives (ten
 // minutes after its last reserve).
 //
-// If the session expired (idle for ten minutes, or evicted), the register
-// answers SessionExpired and decides nothing. The client never received an
-// answer to the request it retried (else it would not retry), so it opens
-// a new session and sends the request again as a new one: at most one of
-// the two can be granted to a caller that acts only on answers it
-// received.
+// If the session expired (idle for ten minutes), the register answers
+// SessionExpired and decides nothing. The client never received an answer
+// to the request it retried (else it would not retry), so it opens a new
+// session and sends the request again as a new one: at most one of the
+// two can be granted to a caller that acts only on answers it received.
+//
+// The register never closes a live session to make room: when it holds as
+// many sessions as it may (65 536 in all, or its quota for the client's
+// token), it refuses the open with the time the least recently used
+// session expires (SessionRefusedError). Reserve then carries a request
+// ID instead, exactly-once as well, and does not ask for a session again
+// until that time has passed; OpenSession returns the error.
 
 // sessionState is the client's current session: its ID and the sequence
 // numbers in flight. A zero ID means none is open yet.
@@ -39,7 +47,14 @@ type sessionState struct {
 	// most the smallest of them (advanced lazily).
 	inFlight map[uint64]struct{}
 	lowest   uint64
+	// refusedUntil (client clock): an open was refused; none is asked
+	// for before this time.
+	refusedUntil time.Time
 }
+
+// errNoSession: the register refused the client's last open, whose retry
+// time has not come; the reserve carries a request ID instead.
+var errNoSession = errors.New("client: the register refused to open a session")
 
 // sessionRef is one request's place in a session.
 type sessionRef struct {
@@ -48,12 +63,20 @@ type sessionRef struct {
 
 // begin hands out the next seq of the open session, opening one first if
 // none is (open is called without the lock held by another begin: opens
-// are serialised by the lock, and a second caller reuses the first's).
-func (s *sessionState) begin(ctx context.Context, open func(context.Context) (uint64, error)) (sessionRef, error) {
+// are serialised by the lock, and a second caller reuses the first's). A
+// refused open (SessionRefusedError) is remembered until its retry time
+// by now's clock, and until then begin fails with errNoSession at once.
+func (s *sessionState) begin(ctx context.Context, open func(context.Context) (uint64, error), now func() time.Time) (sessionRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.id == 0 {
+		if now().Before(s.refusedUntil) {
+			return sessionRef{}, errNoSession
+		}
 		id, err := open(ctx)
+		if refused := (*SessionRefusedError)(nil); errors.As(err, &refused) {
+			s.refusedUntil = now().Add(refused.RetryAfter)
+		}
 		if err != nil {
 			return sessionRef{}, err
 		}
@@ -112,20 +135,50 @@ func (s *sessionState) wireRef(ref sessionRef) wire.SessionRef {
 // OpenSession opens a new client session on the cluster and returns its
 // ID. The client opens and renews its own session as needed; this is for
 // programs that manage sessions themselves.
+//
+// When the register holds as many sessions as it may (in all, or for the
+// client's token), it opens none and the error is a *SessionRefusedError
+// with the time after which to try again.
 func (c *Client) OpenSession(ctx context.Context) (uint64, error) {
 	if c.bin != nil && c.bin.reserves {
 		return c.openSessionBinary(ctx)
 	}
+	resp, err := c.sendDecided(ctx, http.MethodPost, "/v1/sessions", nil, func(r *response) bool { return sessionRefusal(r) != nil })
+	if err != nil {
+		return 0, err
+	}
+	if refused := sessionRefusal(resp); refused != nil {
+		return 0, refused
+	}
+	if resp.code < 200 || resp.code > 299 {
+		return 0, resp.apiError()
+	}
 	var out struct {
 		Session uint64 `json:"session"`
 	}
-	if err := c.call(ctx, http.MethodPost, "/v1/sessions", nil, &out); err != nil {
-		return 0, err
+	if err := jsonUnmarshal(resp.body, &out); err != nil {
+		return 0, fmt.Errorf("client: cannot decode the answer of %s to POST /v1/sessions: %w", resp.server, err)
 	}
 	if out.Session == 0 {
 		return 0, fmt.Errorf("client: the server answered session 0 to POST /v1/sessions")
 	}
 	return out.Session, nil
+}
+
+// sessionRefusal is the refusal r carries, or nil: a 503 to POST
+// /v1/sessions whose body has retry_after_ns (the register's decision; a
+// 503 without it is a node that could not reach the register).
+func sessionRefusal(r *response) *SessionRefusedError {
+	if r.code != http.StatusServiceUnavailable {
+		return nil
+	}
+	var a struct {
+		RetryAfterNanos *int64 `json:"retry_after_ns"`
+	}
+	if jsonUnmarshal(r.body, &a) != nil || a.RetryAfterNanos == nil {
+		return nil
+	}
+	return &SessionRefusedError{RetryAfter: time.Duration(max(0, *a.RetryAfterNanos)), APIError: r.apiError()}
 }
 
 // openSessionBinary opens a session over the binary protocol.
@@ -139,6 +192,10 @@ func (c *Client) openSessionBinary(ctx context.Context) (uint64, error) {
 		res, err := wire.DecodeSessionResult(resp.payload)
 		if err != nil {
 			return attemptDone, fmt.Errorf("client: cannot decode the open-session answer of %s: %w", server, err)
+		}
+		if res.ID == 0 {
+			return attemptDone, &SessionRefusedError{RetryAfter: time.Duration(max(0, res.RetryAfterNanos)),
+				APIError: &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: res.Detail}}
 		}
 		id = res.ID
 		return attemptDone, nil

@@ -42,8 +42,9 @@ const (
 	// SessionExpired: the reserve's session is not open; open a new one
 	// and ask again.
 	SessionExpired Status = 5
-	// Busy: the register's table of request IDs is full; RetryAfterNanos
-	// says when to try again.
+	// Busy: the register's table of request IDs is full, or (Detail says
+	// which) its sessions keep as many answers as they may; nothing was
+	// decided; RetryAfterNanos says when to try again.
 	Busy Status = 6
 )
 
@@ -62,15 +63,21 @@ type ReserveResult struct {
 	// Duplicate: the answer is the stored decision of an earlier copy of
 	// the request.
 	Duplicate bool
-	// Detail explains Invalid.
+	// Detail explains Invalid, SessionExpired and a session's Busy.
 	Detail string
 }
 
 // SessionResult is the answer to OpOpenSession: the session's ID and how
-// long it lives without a reserve.
+// long it lives without a reserve, or a refusal (ID 0: the register holds
+// as many sessions as it may, in all or for the client's token) with when
+// to retry and why. A refused open opened nothing.
 type SessionResult struct {
 	ID        uint64
 	IdleNanos int64
+	// RetryAfterNanos (refused) is when a session can be opened at the
+	// earliest; Detail (refused) says why it was refused.
+	RetryAfterNanos int64
+	Detail          string
 }
 
 // EncodeReserve is the payload of an OpReserve call: limit, permits, max
@@ -122,11 +129,17 @@ func DecodeReserveResult(p []byte) (ReserveResult, error) {
 	return v, r.Done()
 }
 
-// EncodeSessionResult is the payload of a CodeOK answer to OpOpenSession.
+// EncodeSessionResult is the payload of a CodeOK answer to OpOpenSession:
+// the ID and the idle lifetime, then, for a refusal only, retry after and
+// detail.
 func EncodeSessionResult(res SessionResult) []byte {
 	var w Enc
 	w.Uvar(res.ID)
 	w.Svar(res.IdleNanos)
+	if res.ID == 0 {
+		w.Svar(res.RetryAfterNanos)
+		w.Str(res.Detail)
+	}
 	return w.B
 }
 
@@ -134,5 +147,8 @@ func EncodeSessionResult(res SessionResult) []byte {
 func DecodeSessionResult(p []byte) (SessionResult, error) {
 	r := Dec{B: p}
 	v := SessionResult{ID: r.Uvar(), IdleNanos: r.Svar()}
+	if r.Err() == nil && v.ID == 0 {
+		v.RetryAfterNanos, v.Detail = r.Svar(), r.Str()
+	}
 	return v, r.Done()
 }

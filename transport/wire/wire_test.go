@@ -25,6 +25,30 @@ func TestReserveRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSessionResultRoundTrip: an opened session and a refused open
+// travel whole; an opened session's answer is what it always was (ID and
+// idle lifetime), and a refusal's fields are not optional.
+func TestSessionResultRoundTrip(t *testing.T) {
+	for _, res := range []SessionResult{{ID: 9, IdleNanos: 6e11}, {RetryAfterNanos: 5e9, Detail: "full"}} {
+		got, err := DecodeSessionResult(EncodeSessionResult(res))
+		if err != nil || got != res {
+			t.Fatalf("DecodeSessionResult = %+v, %v; want %+v", got, err, res)
+		}
+	}
+	var w Enc
+	w.Uvar(9)
+	w.Svar(6e11)
+	if got := EncodeSessionResult(SessionResult{ID: 9, IdleNanos: 6e11}); !bytes.Equal(got, w.B) {
+		t.Fatalf("an opened session encodes as %x, want %x", got, w.B)
+	}
+	refused := EncodeSessionResult(SessionResult{RetryAfterNanos: 5e9, Detail: "full"})
+	for _, p := range [][]byte{refused[:2], append(bytes.Clone(w.B), 0)} {
+		if _, err := DecodeSessionResult(p); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeSessionResult(%x) err = %v, want ErrMalformed", p, err)
+		}
+	}
+}
+
 func TestMalformedPayloadsAreErrors(t *testing.T) {
 	good := EncodeReserve(Reserve{Limit: "api", Permits: 1})
 	for name, p := range map[string][]byte{

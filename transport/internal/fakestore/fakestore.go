@@ -243,17 +243,25 @@ func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, 
 }
 
 // OpenSession implements transport.Store.
-func (s *Store) OpenSession(ctx context.Context) (fsm.SessionResult, error) {
+func (s *Store) OpenSession(ctx context.Context, o fsm.OpenSession) (fsm.SessionResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.enter(ctx); err != nil {
 		return fsm.SessionResult{}, err
 	}
-	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) { return fsm.AppendOpenSession(nil, st), nil })
+	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) { return fsm.AppendOpenSessionAs(nil, st, o) })
 	if err != nil {
 		return fsm.SessionResult{}, err
 	}
 	return v.(fsm.SessionResult), nil
+}
+
+// SessionCount returns how many sessions the register holds and how many
+// answers they keep (fsm.FSM.SessionCount).
+func (s *Store) SessionCount() (sessions, outcomes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.f.SessionCount()
 }
 
 // Status implements transport.Store.

@@ -1,0 +1,81 @@
+package transport
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/auth"
+	"github.com/permitd/permitd/transport/internal/httpapi"
+)
+
+// sessions.go: POST /v1/sessions, and whose sessions are whose.
+//
+// With API tokens, a session belongs to the token that opened it (its
+// name is the session's owner in the register), and a token may hold at
+// most HandlerOptions.SessionsPerToken sessions: the quota travels in the
+// open command, so the register counts it exactly, against the sessions
+// still alive at that point of its log, whichever node each was opened
+// at (an edge count per node could neither see the others' opens nor
+// when a session expires). Without tokens nobody owns a session and only
+// the register's own bounds apply.
+
+// DefaultSessionsPerToken is the agent's default for
+// HandlerOptions.SessionsPerToken: one sixteenth of the register's
+// sessions (4 096 of 65 536), and the same share of the answers they keep
+// (65 536 of 2^20), so that no fewer than sixteen tokens can fill the
+// table.
+const DefaultSessionsPerToken = fsm.MaxSessions / 16
+
+// sessionOwner is what a session opened by a request of token t (ok:
+// tokens are on) carries: t's name and the quota perToken, or nothing.
+func sessionOwner(t auth.Token, ok bool, perToken int) fsm.OpenSession {
+	if !ok {
+		return fsm.OpenSession{}
+	}
+	return fsm.OpenSession{Owner: t.Name, PerOwner: perToken}
+}
+
+// openSession serves POST /v1/sessions: a new client session for
+// exactly-once reserves (see fsm.SessionResult), owned by the request's
+// token. A refusal (the register holds as many sessions as it may, in
+// all or for the token) is answered 503 with Retry-After and
+// retry_after_ns: it opened nothing.
+func (h *handler) openSession(w http.ResponseWriter, r *http.Request) {
+	buf := httpapi.GetBuf()
+	defer httpapi.PutBuf(buf)
+	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
+		httpapi.WriteError(w, herr.Code, herr.Msg)
+		return
+	}
+	if body := strings.TrimSpace(buf.String()); body != "" && body != "{}" {
+		httpapi.WriteError(w, http.StatusBadRequest, "POST /v1/sessions takes no fields; send an empty body or {}")
+		return
+	}
+	t, ok := auth.TokenFrom(r.Context())
+	ctx, cancel := h.context(r)
+	res, err := h.store.OpenSession(ctx, sessionOwner(t, ok, h.sessionsPerToken))
+	cancel()
+	if err != nil {
+		h.storeError(w, "open session", err)
+		return
+	}
+	b := buf.AvailableBuffer()
+	if res.ID == 0 {
+		w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(res.RetryAfterNanos), 10)}
+		b = append(b, `{"retry_after_ns":`...)
+		b = strconv.AppendInt(b, res.RetryAfterNanos, 10)
+		b = append(b, `,"error":`...)
+		b = httpapi.AppendJSONString(b, "open session: "+res.Detail)
+		b = append(b, "}\n"...)
+		httpapi.WriteRaw(w, http.StatusServiceUnavailable, b)
+		return
+	}
+	b = append(b, `{"session":`...)
+	b = strconv.AppendUint(b, res.ID, 10)
+	b = append(b, `,"idle_ttl_ns":`...)
+	b = strconv.AppendInt(b, res.IdleNanos, 10)
+	b = append(b, "}\n"...)
+	httpapi.WriteRaw(w, http.StatusCreated, b)
+}
