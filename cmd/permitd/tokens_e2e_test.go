@@ -43,6 +43,9 @@ func newToken(t *testing.T, bin string, args ...string) (secret, line string) {
 // client's binary reserves authenticate on the API port; a SIGHUP after
 // the client token's line is removed revokes it at once, on an open
 // binary connection too, and a broken token file keeps the old tokens.
+// With --sessions-per-token 1, the session the binary client opened is
+// the client token's one: an open over HTTP with it is refused (503,
+// a *client.SessionRefusedError), while another token opens its own.
 func TestTokensOnTheAPI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -61,7 +64,7 @@ func TestTokensOnTheAPI(t *testing.T) {
 		}
 	}
 	writeTokens(rootLine, appLine, workerLine)
-	a := startLoneAgent(t, bin, "--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"), "--token-file", tokenFile)
+	a := startLoneAgent(t, bin, "--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"), "--token-file", tokenFile, "--sessions-per-token", "1")
 	as := func(secret string, args ...string) cliResult {
 		env := []string{}
 		if secret != "" {
@@ -108,6 +111,16 @@ func TestTokensOnTheAPI(t *testing.T) {
 	}
 	if _, err := bc.Reserve(ctx, "other", 1, 0); !errors.Is(err, client.ErrForbidden) {
 		t.Errorf("binary reserve outside the token's patterns: %v, want ErrForbidden", err)
+	}
+	for secret, wantRefused := range map[string]bool{appSecret: true, rootSecret: false} {
+		hc, err := client.New([]string{a.httpAddr}, client.WithTLS(conf), client.WithToken(secret), client.WithRounds(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refused *client.SessionRefusedError
+		if _, err := hc.OpenSession(ctx); errors.As(err, &refused) != wantRefused || (!wantRefused && err != nil) {
+			t.Errorf("an HTTP open with --sessions-per-token 1 (token holds a session: %v): %v", wantRefused, err)
+		}
 	}
 	anon, err := client.New([]string{a.httpAddr}, client.WithTLS(conf), client.WithBinaryReserves(1), client.WithoutSessions(), client.WithRounds(1))
 	if err != nil {

@@ -665,6 +665,15 @@ func TestConformance(t *testing.T) {
 		if b := ck.do(t, call{to: busy, method: "POST", path: path, body: `{"request_id":"r9"}`, want: 503, wantInError: "request ids"}); b["granted"] != false || b["retry_after_ns"] != 1.5e9 {
 			t.Errorf("busy: %v", b)
 		}
+		// A token at its quota of sessions is refused an open, 503 with
+		// SessionRefused (a register's table of 65536 is too big to fill
+		// here; the quota is the same answer).
+		quota := &testNode{id: "quota", srv: httptest.NewServer(transport.RequireTokens(transport.NewHandler(fakestore.New(), transport.HandlerOptions{SessionsPerToken: 1}), tokens))}
+		defer quota.srv.Close()
+		ck.do(t, call{to: quota, method: "POST", path: "/v1/sessions", token: tokClient, want: 201})
+		if b := ck.do(t, call{to: quota, method: "POST", path: "/v1/sessions", token: tokClient, want: 503, wantInError: "sessions per token"}); b["retry_after_ns"] != float64(fsm.SessionIdleNanos) {
+			t.Errorf("refused open: %v", b)
+		}
 	})
 
 	t.Run("leases", func(t *testing.T) {
