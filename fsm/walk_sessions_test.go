@@ -61,6 +61,9 @@ func (w *walker) observeOpen(data []byte, v SessionResult) string {
 
 // liveSessions returns the last activity of every open session.
 func (w *walker) liveSessions() map[uint64]int64 {
+	if w.f.st.sessions.len() == 0 {
+		return nil
+	}
 	live := make(map[uint64]int64, w.f.st.sessions.len())
 	for id, s := range w.f.st.sessions.byID {
 		live[id] = s.lastActiveNanos
@@ -85,6 +88,9 @@ func (w *walker) checkNoLiveSessionClosed(kind string, live map[uint64]int64) {
 // sessionLimitStates returns, for an entry carrying one reserve of a
 // session, every limit's pacer state and counters (nil otherwise).
 func (w *walker) sessionLimitStates(data []byte) map[string]string {
+	if CommandType(data[0]) != CmdReserveBatch {
+		return nil
+	}
 	e, err := Decode(data)
 	if err != nil || e.Type != CmdReserveBatch || len(e.Reserves) != 1 || e.Reserves[0].Session.ID == 0 {
 		return nil
@@ -127,6 +133,9 @@ func (w *walker) limitStates() map[string]string {
 func checkSessionTable(t testing.TB, f *FSM) {
 	t.Helper()
 	st := &f.st.sessions
+	if st.len() == 0 && st.oldest() == nil && st.results == 0 && len(st.owners) == 0 && st.keeping == (sessionList{}) {
+		return
+	}
 	now := f.st.lastNowNanos
 	type ownerCount struct{ sessions, results, keeping int }
 	counts := map[*sessionOwner]*ownerCount{}
