@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,42 +22,78 @@ func (n *Node) membership(ctx context.Context, op byte, payload []byte, local fu
 	return err
 }
 
-// Join adds a voter to the cluster (through the leader). Joining again with
-// the same ID and address is a no-op.
-func (n *Node) Join(ctx context.Context, id, raftAddr string) error {
+// Join adds a server to the cluster (through the leader) as a non-voter:
+// it receives the log but does not vote and counts towards no quorum
+// until the leader has seen it caught up over the cluster's network and
+// promoted it (promote.go). voter reports whether it votes already (it
+// had joined and was promoted). Joining again with the same ID and
+// address is a no-op.
+func (n *Node) Join(ctx context.Context, id, raftAddr string) (voter bool, err error) {
 	if id == "" || raftAddr == "" {
-		return fmt.Errorf("%w: join needs a non-empty id and raft address", ErrInvalid)
+		return false, fmt.Errorf("%w: join needs a non-empty id and raft address", ErrInvalid)
 	}
-	return n.membership(ctx, wire.OpJoin, encodeStrings(id, raftAddr), func() error { return n.joinLocal(id, raftAddr) })
+	return leaderDo(n, ctx, time.Time{}, wire.OpJoin, bytesOf(encodeStrings(id, raftAddr)),
+		func(context.Context) (bool, error) { return n.joinLocal(id, raftAddr) },
+		func(resp []byte, _ time.Time) (bool, error) { return decodeJoined(resp) })
 }
 
-// joinLocal adds a voter on the leader. Joining again with the same ID and
-// address is a no-op; an ID that is a member at another address, or an
-// address that another member has, is refused (raft would silently move
-// that member to the new address, and the leader would then fail to reach
-// it, as etcd and Consul refuse too).
-func (n *Node) joinLocal(id, raftAddr string) error {
+// encodeJoined and decodeJoined carry a join's answer between nodes: one
+// byte, 1 if the server votes. A leader of a version that added joins as
+// voters answers nothing: the server votes.
+func encodeJoined(voter bool) []byte {
+	if voter {
+		return []byte{1}
+	}
+	return []byte{0}
+}
+
+func decodeJoined(b []byte) (bool, error) {
+	switch {
+	case len(b) == 0:
+		return true, nil
+	case len(b) == 1 && b[0] <= 1:
+		return b[0] == 1, nil
+	}
+	return false, fmt.Errorf("node: join: the leader answered %d bytes, want a byte 0 or 1", len(b))
+}
+
+// joinLocal adds a non-voter on the leader. Joining again with the same ID
+// and address is a no-op; an ID that is a member at another address, or
+// an address that another member has, is refused (raft would silently
+// move that member to the new address, and the leader would then fail to
+// reach it, as etcd and Consul refuse too); so is a join while
+// MaxPendingJoins non-voters are pending (ErrConflict).
+func (n *Node) joinLocal(id, raftAddr string) (voter bool, err error) {
+	n.changeMu.Lock()
+	defer n.changeMu.Unlock()
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return mapRaftErr(err)
+		return false, mapRaftErr(err)
 	}
+	var pending []string
 	for _, s := range f.Configuration().Servers {
 		switch {
-		case string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter:
-			return nil
+		case string(s.ID) == id && string(s.Address) == raftAddr:
+			return s.Suffrage == raft.Voter, nil
 		case string(s.ID) == id:
-			return userErrorf(ErrInvalid, "server %q is already a member of the cluster at %s, not %s: remove it first (DELETE /v1/cluster/servers/%s), or join with its address",
+			return false, userErrorf(ErrInvalid, "server %q is already a member of the cluster at %s, not %s: remove it first (DELETE /v1/cluster/servers/%s), or join with its address",
 				id, s.Address, raftAddr, id)
 		case string(s.Address) == raftAddr:
-			return userErrorf(ErrInvalid, "raft address %s is already the address of member %q: give the new server its own address, or remove %q first",
+			return false, userErrorf(ErrInvalid, "raft address %s is already the address of member %q: give the new server its own address, or remove %q first",
 				raftAddr, s.ID, s.ID)
+		case s.Suffrage == raft.Nonvoter:
+			pending = append(pending, string(s.ID))
 		}
 	}
-	if err := n.awaitFuture(n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)); err != nil {
-		return mapRaftErr(err)
+	if len(pending) >= n.cfg.MaxPendingJoins {
+		return false, userErrorf(ErrConflict, "%d joined servers are not voters yet (%s), the most this cluster allows (--max-pending-joins %d): wait until the leader has promoted one (it does once the server has caught up), or remove one that never will (DELETE /v1/cluster/servers/ID)",
+			len(pending), strings.Join(pending, ", "), n.cfg.MaxPendingJoins)
 	}
-	n.log.Info("server joined", "id", id, "raft_addr", raftAddr)
-	return nil
+	if err := n.awaitFuture(n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)); err != nil {
+		return false, mapRaftErr(err)
+	}
+	n.log.Info("server joined as a non-voter; the leader promotes it once it has caught up", "id", id, "raft_addr", raftAddr)
+	return false, nil
 }
 
 // Remove removes a server from the cluster (through the leader).
@@ -68,6 +105,8 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 }
 
 func (n *Node) removeLocal(id string) error {
+	n.changeMu.Lock()
+	defer n.changeMu.Unlock()
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return mapRaftErr(err)

@@ -289,7 +289,11 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		if err != nil {
 			return nil, err
 		}
-		return nil, n.joinLocal(ss[0], ss[1])
+		voter, err := n.joinLocal(ss[0], ss[1])
+		if err != nil {
+			return nil, err
+		}
+		return encodeJoined(voter), nil
 	case wire.OpRemove:
 		ss, err := strs(1)
 		if err != nil {

@@ -151,6 +151,9 @@ func (f *forwarder) forwardTimed(ctx context.Context, addr string, op byte, payl
 // reserves join the leader's batches; answers share the frame writer.
 func (n *Node) serveForwarded(c net.Conn) {
 	n.servePipelined(c, wire.MaxFrame, nil, func(ctx context.Context, op byte, payload []byte, _ bool) ([]byte, error) {
+		if op == wire.OpProgress {
+			return n.progressAnswer(payload) // any node answers the leader's probe (promote.go)
+		}
 		return n.handleForwarded(ctx, op, payload)
 	})
 }

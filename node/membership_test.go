@@ -20,11 +20,11 @@ func TestJoinWithAMemberIDOrAddressIsRefused(t *testing.T) {
 	ctx := ctxTimeout(t, 20*time.Second)
 	before := l.Status().Servers
 	var err error
-	retryNoLeader(t, func() error { err = l.Join(ctx, "n2", "elsewhere:7000"); return nil })
+	retryNoLeader(t, func() error { _, err = l.Join(ctx, "n2", "elsewhere:7000"); return nil })
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(Message(err), `"n2" is already a member of the cluster at n2:7000`) {
 		t.Fatalf("join n2 at another address: %v", err)
 	}
-	retryNoLeader(t, func() error { err = c.followers(l)[0].Join(ctx, "n9", addrOf("n3")); return nil })
+	retryNoLeader(t, func() error { _, err = c.followers(l)[0].Join(ctx, "n9", addrOf("n3")); return nil })
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(Message(err), `already the address of member "n3"`) {
 		t.Fatalf("join with n3's address: %v", err)
 	}

@@ -81,6 +81,14 @@ type Config struct {
 	// with no leader reachable it fails (ErrNoLeader) within max wait +
 	// LeaderWait. An election usually ends well within it.
 	LeaderWait time.Duration
+	// PromoteAfter is how long a joined non-voter must stay caught up
+	// with the leader, probed over the cluster's network, before the
+	// leader makes it a voter (default 2s; promote.go).
+	PromoteAfter time.Duration
+	// MaxPendingJoins bounds the non-voters (joined servers not yet
+	// promoted) at once (default 3): a join beyond is refused with
+	// ErrConflict until one is promoted or removed.
+	MaxPendingJoins int
 	// OnBatch, if set, is called after each reserve entry is applied with
 	// its size and its apply latency (for metrics).
 	OnBatch func(size int, applyLatency time.Duration)
@@ -126,6 +134,10 @@ func (c *Config) setDefaults() error {
 	def(&c.SnapshotInterval, 20*time.Second)
 	def(&c.ApplyTimeout, 5*time.Second)
 	def(&c.LeaderWait, time.Second)
+	def(&c.PromoteAfter, 2*time.Second)
+	if c.MaxPendingJoins <= 0 {
+		c.MaxPendingJoins = 3
+	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		c.LeaderLeaseTimeout = c.HeartbeatTimeout
 	}
@@ -190,6 +202,11 @@ type Node struct {
 	calls *callPool
 
 	members membership
+	// changeMu serializes the membership changes this node makes as
+	// leader (joins, removals, promotions); promotion is what the leader
+	// observed of the non-voters (promote.go).
+	changeMu  sync.Mutex
+	promotion promoter
 
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -307,9 +324,10 @@ func New(cfg Config) (*Node, error) {
 	n.checkMembership()
 	n.batcher = newBatcher(n, reserveBatch, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
 	n.leases = newBatcher(n, leaseBatch, min(cfg.MaxBatch, fsm.MaxBatchLeaseCommands), cfg.MaxInflight, cfg.ApplyTimeout)
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go func() { defer n.wg.Done(); n.serveForwardListener() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()
+	go func() { defer n.wg.Done(); n.promoteLoop() }()
 	return n, nil
 }
 

@@ -323,7 +323,7 @@ func TestJoinAndRemove(t *testing.T) {
 	c.ids = append(c.ids, "n4")
 	c.dirs["n4"] = t.TempDir()
 	n4 := c.start("n4", nil)
-	retryNoLeader(t, func() error { return c.followers(l)[0].Join(ctx, "n4", addrOf("n4")) })
+	retryNoLeader(t, func() error { _, err := c.followers(l)[0].Join(ctx, "n4", addrOf("n4")); return err })
 	waitFor(t, 10*time.Second, "n4 to apply the limit", func() bool {
 		_, ok := n4.fsm.Limit("api")
 		return ok

@@ -8,12 +8,15 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Server is one member of the raft configuration.
+// Server is one member of the raft configuration. A server that is not a
+// Voter joined and awaits promotion (promote.go); the leader's status
+// says how far it has come in Promotion (nil elsewhere, and for voters).
 type Server struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	Voter    bool   `json:"voter"`
-	Leader   bool   `json:"leader"`
+	ID        string     `json:"id"`
+	RaftAddr  string     `json:"raft_addr"`
+	Voter     bool       `json:"voter"`
+	Leader    bool       `json:"leader"`
+	Promotion *Promotion `json:"promotion,omitempty"`
 }
 
 // Status is a point-in-time view of a node, served by GET /v1/status.
@@ -90,8 +93,13 @@ func (n *Node) Status() Status {
 	}
 	st.Servers = []Server{} // [] rather than null when the configuration is empty or unreadable, as /v1/cluster
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		now := time.Now()
 		for _, s := range f.Configuration().Servers {
-			st.Servers = append(st.Servers, Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == lid})
+			sv := Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == lid}
+			if !sv.Voter && st.State == "leader" {
+				sv.Promotion = n.promotion.view(s.ID, now)
+			}
+			st.Servers = append(st.Servers, sv)
 		}
 	}
 	if st.State == "leader" {

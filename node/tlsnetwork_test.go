@@ -31,7 +31,7 @@ func (s strangerLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net
 func certsIn(t *testing.T, ids ...string) (string, *x509.CertPool) {
 	t.Helper()
 	dir := t.TempDir()
-	hosts := []string{"n1", "n2", "n3", "n9"}
+	hosts := []string{"n1", "n2", "n3", "n4", "n8", "n9"}
 	if _, err := devcerts.Create(devcerts.Request{Dir: dir, Nodes: ids, Hosts: hosts, Validity: time.Hour, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

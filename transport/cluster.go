@@ -77,7 +77,8 @@ func (h *handler) join(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.context(r)
 	defer cancel()
-	if err := h.store.Join(ctx, req.ID.V, req.RaftAddr.V); err != nil {
+	voter, err := h.store.Join(ctx, req.ID.V, req.RaftAddr.V)
+	if err != nil {
 		h.storeError(w, "join", err)
 		return
 	}
@@ -85,7 +86,8 @@ func (h *handler) join(w http.ResponseWriter, r *http.Request) {
 		ID       string `json:"id"`
 		RaftAddr string `json:"raft_addr"`
 		Joined   bool   `json:"joined"`
-	}{req.ID.V, req.RaftAddr.V, true})
+		Voter    bool   `json:"voter"`
+	}{req.ID.V, req.RaftAddr.V, true, voter})
 }
 
 func (h *handler) removeServer(w http.ResponseWriter, r *http.Request, id string) {

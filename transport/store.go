@@ -45,8 +45,10 @@ type Store interface {
 	LeaseView(ctx context.Context, limit string) (fsm.LeasePoolInfo, []fsm.LeaseInfo, error)
 	// Status is a point-in-time view of the node; it must not block.
 	Status() node.Status
-	// Join adds a voter to the raft configuration.
-	Join(ctx context.Context, id, raftAddr string) error
+	// Join adds a server to the raft configuration as a non-voter (the
+	// leader promotes it once it has caught up) and reports whether it
+	// votes already (joined before and promoted).
+	Join(ctx context.Context, id, raftAddr string) (voter bool, err error)
 	// Remove removes a server from the raft configuration.
 	Remove(ctx context.Context, id string) error
 	// SaveSnapshot writes a consistent snapshot of the register's state

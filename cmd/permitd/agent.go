@@ -41,6 +41,7 @@ type agentFlags struct {
 	snapshotInterval                           time.Duration
 	maxBatch, maxInflight, maxPending          int
 	sessionsPerToken                           int
+	maxPendingJoins                            int
 	clockOffset                                time.Duration
 	clockRate                                  float64
 	testHooks                                  bool
@@ -75,6 +76,7 @@ func (a *agentFlags) define(c *cmdLine) {
 	c.Int(&a.maxPending, "max-pending-reserves", "N", 0, 0, 1<<20, "an integer from 0 to 1048576 (0: 5 x --max-batch)", "most reserves the node holds at once (its clients', and forwarded ones on the leader); beyond it a reserve is answered 503 with Retry-After at once instead of queueing; 0 means 5 full batches (5120 at the default --max-batch)")
 	c.Int(&a.sessionsPerToken, "sessions-per-token", "N", transport.DefaultSessionsPerToken, 0, fsm.MaxSessions, fmt.Sprintf("an integer from 0 to %d (0: no quota)", fsm.MaxSessions),
 		fmt.Sprintf("with --token-file, the most client sessions one token may hold open at once, and %d unacknowledged answers per session of that quota; beyond it the token's new sessions are answered 503 with Retry-After until one of its sessions expires (the register holds %d sessions in all)", fsm.SessionResultsPerSession, fsm.MaxSessions))
+	c.Int(&a.maxPendingJoins, "max-pending-joins", "N", 3, 1, 64, "an integer from 1 to 64", "most joined servers that do not vote yet (the leader promotes one once it has caught up); a join beyond is refused (409) until one is promoted or removed")
 	c.Bool(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
 	c.Duration(&a.clockOffset, "clock-offset", 0, durAny, "TESTING: skew this node's clock by an offset")
 	c.Float(&a.clockRate, "clock-rate", "R", 1, positive, "a number > 0", "TESTING: run this node's clock at this rate")
@@ -268,7 +270,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 		InitialCluster: initial, Clock: clock, Logger: logger, Network: network,
 		HeartbeatTimeout: a.heartbeat, ElectionTimeout: a.election, LeaderLeaseTimeout: a.leaderLease, CommitTimeout: a.commit,
 		SnapshotThreshold: a.snapshotThreshold, SnapshotInterval: a.snapshotInterval, TrailingLogs: a.trailingLogs,
-		MaxBatch: a.maxBatch, MaxInflight: a.maxInflight, MaxPendingReserves: a.maxPending,
+		MaxBatch: a.maxBatch, MaxInflight: a.maxInflight, MaxPendingReserves: a.maxPending, MaxPendingJoins: a.maxPendingJoins,
 		UnsafeResumeFromOwnClock: a.testBreakTimeline,
 		OnBatch: func(size int, d time.Duration) {
 			if metrics != nil {
@@ -361,9 +363,9 @@ func joinCluster(a agentFlags, logger hclog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for {
-		err := c.Join(ctx, a.id, adv)
+		j, err := c.Join(ctx, a.id, adv)
 		if err == nil {
-			logger.Info("joined cluster", "via", a.join)
+			logger.Info("joined cluster; a non-voter until the leader has seen it caught up", "via", a.join, "voter", j.Voter)
 			return nil
 		}
 		logger.Warn("join failed, retrying", "error", err)

@@ -18,7 +18,7 @@ func init() {
 // clusterSubcommands are the subcommands of "permitd cluster".
 var clusterSubcommands = []subcommand{
 	{"show", "print the raft configuration as JSON", runClusterShow},
-	{"join", "add a server to the cluster as a voter", runClusterJoin},
+	{"join", "add a server to the cluster (a voter once it has caught up)", runClusterJoin},
 	{"remove", "remove a server from the cluster", runClusterRemove},
 	{"transfer", "hand the leadership to another voter", runClusterTransfer},
 }
@@ -42,7 +42,13 @@ func runClusterShow(args []string, stdout, stderr io.Writer) int {
 func runClusterJoin(args []string, stdout, stderr io.Writer) int {
 	c := newCmdLine("cluster join", "cluster join ID RAFTADDR [--servers HTTPADDR,...]", `
 Adds server ID, whose raft address is RAFTADDR (HOST:PORT), to the cluster
-as a voter. A new agent started with --join does this by itself.
+as a non-voter: it receives the log but does not vote until the leader,
+probing it over the cluster's network (mutual TLS when it is on), has seen
+it caught up for a while, and makes it a voter. A server that never
+catches up (down, a wrong address, a certificate the cluster refuses)
+never votes; `+"`permitd status`"+` reports it until it is removed. A new agent
+started with --join does this by itself. A join is refused while
+--max-pending-joins servers await promotion.
 
 `+exitStatusText, stdout, stderr)
 	c.args("ID", "RAFTADDR")
@@ -63,10 +69,15 @@ as a voter. A new agent started with --join does this by itself.
 		return c.usageError(err.Error())
 	}
 	defer cancel()
-	if err := cl.Join(ctx, id, addr); err != nil {
+	j, err := cl.Join(ctx, id, addr)
+	if err != nil {
 		return c.fail(exitCodeOf(err), err)
 	}
-	fmt.Fprintf(stdout, "joined %s (raft %s) as a voter\n", id, addr)
+	if j.Voter {
+		fmt.Fprintf(stdout, "%s (raft %s) is a member already, and a voter\n", id, addr)
+	} else {
+		fmt.Fprintf(stdout, "joined %s (raft %s) as a non-voter: the leader makes it a voter once it has caught up (`permitd status` shows its progress)\n", id, addr)
+	}
 	return exitOK
 }
 

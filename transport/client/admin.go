@@ -250,12 +250,36 @@ func (f *flexFloat) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Server is one member of the raft configuration.
+// Server is one member of the raft configuration. A server that is not a
+// Voter joined and awaits promotion: the leader makes it a voter once it
+// has caught up, and the leader's answer says how far it has come
+// (Promotion; nil from other nodes, for voters, and from older servers).
 type Server struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	Voter    bool   `json:"voter"`
-	Leader   bool   `json:"leader"`
+	ID        string     `json:"id"`
+	RaftAddr  string     `json:"raft_addr"`
+	Voter     bool       `json:"voter"`
+	Leader    bool       `json:"leader"`
+	Promotion *Promotion `json:"promotion,omitempty"`
+}
+
+// Promotion is the leader's view of a joined non-voter.
+type Promotion struct {
+	// State is "unreachable" (the leader's probe over the cluster's
+	// network got no answer: no connection, or a TLS handshake refused),
+	// "not_following" (it answered as another server, or follows another
+	// leader or term), "behind" (it has not applied the log far enough)
+	// or "caught_up" (promoted once it has been for the leader's
+	// promotion time); Reason says why it is not caught up.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// AppliedIndex is the applied index it last reported, and
+	// LeaderCommitIndex the leader's commit index then.
+	AppliedIndex      uint64 `json:"applied_index"`
+	LeaderCommitIndex uint64 `json:"leader_commit_index"`
+	// WatchedNs is how long the leader has observed it, CaughtUpNs how
+	// long it has been caught up without a break.
+	WatchedNs  int64 `json:"watched_ns"`
+	CaughtUpNs int64 `json:"caught_up_ns"`
 }
 
 // Status is a node's view of itself (GET /v1/status).
@@ -383,12 +407,27 @@ func (c *Client) Cluster(ctx context.Context) (Cluster, error) {
 	return cl, err
 }
 
-// Join adds server id with raft address raftAddr ("host:port") as a voter.
-func (c *Client) Join(ctx context.Context, id, raftAddr string) error {
-	return c.call(ctx, http.MethodPost, "/v1/cluster/join", struct {
+// Joined is the answer to a join.
+type Joined struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	// Voter is false for a server that was added (or joined before and
+	// is still awaiting promotion), true for one that votes already.
+	Voter bool `json:"voter"`
+}
+
+// Join adds server id with raft address raftAddr ("host:port") to the
+// cluster as a non-voter: the leader makes it a voter once it has caught
+// up over the cluster's network (Cluster and StatusOf show its progress
+// until then). A join while the cluster holds as many non-voters as it
+// allows is refused with 409 (an *APIError).
+func (c *Client) Join(ctx context.Context, id, raftAddr string) (Joined, error) {
+	var j Joined
+	err := c.call(ctx, http.MethodPost, "/v1/cluster/join", struct {
 		ID       string `json:"id"`
 		RaftAddr string `json:"raft_addr"`
-	}{id, raftAddr}, nil)
+	}{id, raftAddr}, &j)
+	return j, err
 }
 
 // TransferLeadership asks the leader to hand its leadership to voter to

@@ -264,8 +264,8 @@ func TestAdminAgainstHandler(t *testing.T) {
 	if s2, err := c.StatusOf(ctx, host(srv)); err != nil || s2.ID != "n1" {
 		t.Errorf("status of: %+v %v", s2, err)
 	}
-	if err := c.Join(ctx, "n2", "10.0.0.2:7000"); err != nil {
-		t.Fatal(err)
+	if j, err := c.Join(ctx, "n2", "10.0.0.2:7000"); err != nil || j.Voter || j.ID != "n2" || j.RaftAddr != "10.0.0.2:7000" {
+		t.Fatalf("join: %+v %v, want n2 as a non-voter", j, err)
 	}
 	cl, err := c.Cluster(ctx)
 	if err != nil || len(cl.Servers) != 2 || cl.LeaderID != "n1" {
@@ -277,7 +277,7 @@ func TestAdminAgainstHandler(t *testing.T) {
 	if n := len(st.Status().Servers); n != 1 {
 		t.Errorf("servers after remove: %d", n)
 	}
-	if err := c.Join(ctx, "n3", "nohost"); !errors.Is(err, ErrInvalid) {
+	if _, err := c.Join(ctx, "n3", "nohost"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("join with a bad address: %v", err)
 	}
 }
@@ -286,7 +286,9 @@ func TestAdminAgainstHandler(t *testing.T) {
 // that GET /v1/status serves (StateHash only debug endpoints fill).
 func TestStatusMirrorsNode(t *testing.T) {
 	want := node.Status{ID: "a", State: "leader", LeaderID: "a", Term: 2, AppliedIndex: 3, CommitIndex: 4, LastLogIndex: 5,
-		ClusterNanos: 6, Servers: []node.Server{{ID: "a", RaftAddr: "x:1", Voter: true, Leader: true}}, Ready: true, LastContactNs: 7}
+		ClusterNanos: 6, Servers: []node.Server{{ID: "a", RaftAddr: "x:1", Voter: true, Leader: true},
+			{ID: "b", RaftAddr: "x:2", Promotion: &node.Promotion{State: node.PromotionBehind, Reason: "r", AppliedIndex: 1, LeaderCommitIndex: 4, WatchedNanos: 8, CaughtUpNanos: 9}}},
+		Ready: true, LastContactNs: 7}
 	b, _ := json.Marshal(want)
 	var got Status
 	if err := json.Unmarshal(b, &got); err != nil {

@@ -1239,6 +1239,13 @@ func TestConformance(t *testing.T) {
 		if c := ck.do(t, call{to: leader, method: "GET", path: "/v1/cluster", want: 200}); len(c["servers"].([]any)) != 4 {
 			t.Errorf("after the join: %v", c)
 		}
+		// n4 (no node answers there) is not promoted: with two more
+		// pending joins the cluster is at its cap, and a fourth is 409.
+		ck.do(t, call{method: "POST", path: "/v1/cluster/join", body: `{"id":"n5","raft_addr":"n5:7000"}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/cluster/join", body: `{"id":"n6","raft_addr":"n6:7000"}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/cluster/join", body: `{"id":"n7","raft_addr":"n7:7000"}`, want: 409, wantInError: "not voters yet (n4, n5, n6)"})
+		ck.do(t, call{method: "DELETE", path: "/v1/cluster/servers/n5", want: 200})
+		ck.do(t, call{method: "DELETE", path: "/v1/cluster/servers/n6", want: 200})
 		ck.do(t, call{method: "DELETE", path: "/v1/cluster/servers/n4", want: 200})
 		ck.do(t, call{method: "DELETE", path: "/v1/cluster/servers/n4", want: 404})
 		ck.do(t, call{method: "DELETE", path: "/v1/cluster/servers/n3", body: `{"now":true}`, want: 400, invalid: true})

@@ -56,6 +56,13 @@ const (
 	// DecodeLeaseBatchAnswers). Each command is authorized, validated
 	// and decided on its own.
 	OpLeaseBatch byte = 20
+	// OpProgress: between nodes only, on the raft port (inside the
+	// cluster's mutual TLS when it is on): the leader asks a non-voter
+	// how far it has caught up before it promotes it to voter (package
+	// node's promote.go). Empty payload; the answer is the asked node's
+	// ID, its term, the leader it follows, its applied index and its last
+	// log index.
+	OpProgress byte = 21
 )
 
 // MaxAuthSecret bounds the payload of OpAuth.

@@ -277,26 +277,27 @@ func (s *Store) Status() node.Status {
 }
 
 // Join implements transport.Store: it adds the server to the status's
-// servers; a known ID at another address, or another member's address,
-// is refused as the node refuses it.
-func (s *Store) Join(ctx context.Context, id, raftAddr string) error {
+// servers as a non-voter, as the node does (nothing promotes it here); a
+// known ID at another address, or another member's address, is refused
+// as the node refuses it.
+func (s *Store) Join(ctx context.Context, id, raftAddr string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.enter(ctx); err != nil {
-		return err
+		return false, err
 	}
 	for _, sv := range s.status.Servers {
 		switch {
 		case sv.ID == id && sv.RaftAddr == raftAddr:
-			return nil
+			return sv.Voter, nil
 		case sv.ID == id:
-			return fmt.Errorf("%w: server %q is already a member of the cluster at %s, not %s", node.ErrInvalid, id, sv.RaftAddr, raftAddr)
+			return false, fmt.Errorf("%w: server %q is already a member of the cluster at %s, not %s", node.ErrInvalid, id, sv.RaftAddr, raftAddr)
 		case sv.RaftAddr == raftAddr:
-			return fmt.Errorf("%w: raft address %s is already the address of member %q", node.ErrInvalid, raftAddr, sv.ID)
+			return false, fmt.Errorf("%w: raft address %s is already the address of member %q", node.ErrInvalid, raftAddr, sv.ID)
 		}
 	}
-	s.status.Servers = append(slices.Clone(s.status.Servers), node.Server{ID: id, RaftAddr: raftAddr, Voter: true})
-	return nil
+	s.status.Servers = append(slices.Clone(s.status.Servers), node.Server{ID: id, RaftAddr: raftAddr})
+	return false, nil
 }
 
 // Remove implements transport.Store.
