@@ -32,17 +32,23 @@ Asks every node of --servers for its status and prints one row per node:
   READY    whether it serves requests (knows a leader, applied its log)
   CONTACT  how long ago it last heard from the leader (followers)
 
+Servers that joined and do not vote yet follow, as the leader sees them:
+their state (unreachable, not_following, behind, caught_up), how long the
+leader has watched them and why they are not caught up. The leader makes
+one a voter once it has been caught up for a while.
+
 With --json it prints the nodes' answers as a JSON object keyed by server
 URL instead ({"error":...} for a node that did not answer).
 
 The cluster is healthy when every node of --servers answered, all are
-ready and agree on a leader, and every member of the raft configuration
-is among them. Otherwise the reasons are printed on stderr, on one line.
+ready and agree on a leader, every voter of the raft configuration is
+among them, and every server that joined votes. Otherwise the reasons are printed on stderr, on one line.
 --wait D asks again until the cluster is healthy or D has passed (for
 scripts that start a cluster).
 
 Exit status: 0 healthy; 1 degraded (a node unreachable or not ready, no
-leader, a member not checked); 2 usage error.
+leader, a voter not checked, a joined server not promoted); 2 usage
+error.
 `, stdout, stderr)
 	var cf clientFlags
 	var jsonOut bool
@@ -116,7 +122,6 @@ func statusProblems(reports []nodeReport) []string {
 	answered := map[string]bool{}
 	leaders := map[string][]string{} // leader ID → nodes that name it
 	unreachable := 0
-	var members []client.Server
 	for _, r := range reports {
 		if r.err != nil {
 			unreachable++
@@ -133,11 +138,8 @@ func statusProblems(reports []nodeReport) []string {
 		if !st.Ready && st.LeaderID != "" {
 			problems = append(problems, fmt.Sprintf("%s not ready (applied %d of %d)", st.ID, st.AppliedIndex, st.CommitIndex))
 		}
-		// The configuration as the leader sees it, else as anyone does.
-		if members == nil || st.State == "leader" {
-			members = st.Servers
-		}
 	}
+	members := clusterView(reports)
 	if len(answered) == 0 {
 		return append(problems, "no node answered")
 	}
@@ -151,7 +153,10 @@ func statusProblems(reports []nodeReport) []string {
 	}
 	var missing []string
 	for _, m := range members {
-		if !answered[m.ID] {
+		switch {
+		case !m.Voter:
+			problems = append(problems, pendingProblem(m))
+		case !answered[m.ID]:
 			missing = append(missing, fmt.Sprintf("%s (raft %s)", m.ID, m.RaftAddr))
 		}
 	}
@@ -164,7 +169,34 @@ func statusProblems(reports []nodeReport) []string {
 	return problems
 }
 
-// printStatusTable prints one row per server.
+// clusterView is the raft configuration as the leader sees it (with its
+// view of the non-voters' progress), else as any node that answered does.
+func clusterView(reports []nodeReport) []client.Server {
+	var members []client.Server
+	for _, r := range reports {
+		if r.err == nil && (members == nil || r.status.State == "leader") {
+			members = r.status.Servers
+		}
+	}
+	return members
+}
+
+// pendingProblem says why joined non-voter m does not vote yet.
+func pendingProblem(m client.Server) string {
+	p := m.Promotion
+	if p == nil {
+		return fmt.Sprintf("%s (raft %s) joined and does not vote yet (no answer from the leader says how far it has come)", m.ID, m.RaftAddr)
+	}
+	why := p.State
+	if p.Reason != "" {
+		why += ": " + p.Reason
+	}
+	return fmt.Sprintf("%s (raft %s) joined and does not vote yet, watched by the leader for %s: %s; the leader makes it a voter once it has caught up: remove it (permitd cluster remove %s) if it never will",
+		m.ID, m.RaftAddr, formatContact(time.Duration(p.WatchedNs)), why, m.ID)
+}
+
+// printStatusTable prints one row per server, then one per joined server
+// that does not vote yet.
 func printStatusTable(w io.Writer, reports []nodeReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tLEADER\tTERM\tAPPLIED/COMMIT\tREADY\tCONTACT")
@@ -187,6 +219,32 @@ func printStatusTable(w io.Writer, reports []nodeReport) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\n", st.ID, r.server, st.State, leader, st.Term,
 			st.AppliedIndex, st.CommitIndex, ready, contact)
+	}
+	tw.Flush()
+	var pending []client.Server
+	for _, m := range clusterView(reports) {
+		if !m.Voter {
+			pending = append(pending, m)
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nJoined, not voting yet (the leader promotes a server once it has caught up):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRAFT\tSTATE\tAPPLIED/COMMIT\tWATCHED\tCAUGHT UP\tREASON")
+	for _, m := range pending {
+		p := m.Promotion
+		if p == nil {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t(the leader did not answer)\n", m.ID, m.RaftAddr)
+			continue
+		}
+		reason := p.Reason
+		if reason == "" {
+			reason = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", m.ID, m.RaftAddr, p.State, p.AppliedIndex, p.LeaderCommitIndex,
+			formatContact(time.Duration(p.WatchedNs)), formatContact(time.Duration(p.CaughtUpNs)), reason)
 	}
 	tw.Flush()
 }

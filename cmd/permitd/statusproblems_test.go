@@ -15,9 +15,21 @@ import (
 // statusMembers is the raft configuration every hand-made report below
 // gives: three voters, all of them asked.
 var statusMembers = []client.Server{
-	{ID: "n1", RaftAddr: "127.0.0.1:9001"},
-	{ID: "n2", RaftAddr: "127.0.0.1:9002"},
-	{ID: "n3", RaftAddr: "127.0.0.1:9003"},
+	{ID: "n1", RaftAddr: "127.0.0.1:9001", Voter: true},
+	{ID: "n2", RaftAddr: "127.0.0.1:9002", Voter: true},
+	{ID: "n3", RaftAddr: "127.0.0.1:9003", Voter: true},
+}
+
+// withPending is st whose configuration also holds non-voter n9, as the
+// leader sees it when leader is set (the others' answers lack the view).
+func withPending(st client.Status, leader bool) client.Status {
+	n9 := client.Server{ID: "n9", RaftAddr: "127.0.0.1:9009"}
+	if leader {
+		n9.Promotion = &client.Promotion{State: "unreachable", Reason: "no connection over the cluster's network: x509: certificate signed by unknown authority",
+			LeaderCommitIndex: 9, WatchedNs: 12e9}
+	}
+	st.Servers = append(slices.Clone(statusMembers), n9)
+	return st
 }
 
 // statusOf is a node's answer to GET /v1/status: ready, applied its log,
@@ -52,6 +64,20 @@ func TestStatusProblems(t *testing.T) {
 		name:     "a node knows the leader but has not applied its log",
 		statuses: []client.Status{statusOf("n1", "leader", "n1"), statusOf("n2", "follower", "n1"), notReady},
 		want:     []string{"n3 not ready (applied 5 of 9)"},
+	}, {
+		// n9 joined (a stranger's certificate, or a node still catching
+		// up): reported with the leader's reason, and not required among
+		// --servers (nobody knows its HTTP address).
+		name: "a joined server that does not vote yet",
+		statuses: []client.Status{withPending(statusOf("n1", "leader", "n1"), true), withPending(statusOf("n2", "follower", "n1"), false),
+			withPending(statusOf("n3", "follower", "n1"), false)},
+		want: []string{"n9 (raft 127.0.0.1:9009) joined and does not vote yet, watched by the leader for 12s: unreachable: no connection over the cluster's network: x509: certificate signed by unknown authority; " +
+			"the leader makes it a voter once it has caught up: remove it (permitd cluster remove n9) if it never will"},
+	}, {
+		name:     "a joined server without the leader's view",
+		statuses: []client.Status{withPending(statusOf("n2", "follower", "n1"), false)},
+		want: []string{"n9 (raft 127.0.0.1:9009) joined and does not vote yet (no answer from the leader says how far it has come)",
+			"members n1 (raft 127.0.0.1:9001), n3 (raft 127.0.0.1:9003) did not answer: give every node's HTTP address in --servers"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var reports []nodeReport
