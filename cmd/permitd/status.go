@@ -239,12 +239,15 @@ func printStatusTable(w io.Writer, reports []nodeReport) {
 			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t(the leader did not answer)\n", m.ID, m.RaftAddr)
 			continue
 		}
-		reason := p.Reason
+		reason, caughtUp := p.Reason, "-"
 		if reason == "" {
 			reason = "-"
 		}
+		if p.CaughtUpNs > 0 {
+			caughtUp = formatContact(time.Duration(p.CaughtUpNs))
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", m.ID, m.RaftAddr, p.State, p.AppliedIndex, p.LeaderCommitIndex,
-			formatContact(time.Duration(p.WatchedNs)), formatContact(time.Duration(p.CaughtUpNs)), reason)
+			formatContact(time.Duration(p.WatchedNs)), caughtUp, reason)
 	}
 	tw.Flush()
 }
