@@ -67,6 +67,14 @@
 // committed, a removed node never (membership.go). Requests wait for a
 // leader at most Config.LeaderWait, then fail with ErrNoLeader.
 //
+// # Membership
+//
+// A join adds a raft non-voter; the leader probes it over the raft port
+// (wire.OpProgress, inside the cluster's mutual TLS when it is on) and
+// makes it a voter once it has stayed caught up for Config.PromoteAfter
+// (promote.go), so a joiner that never catches up never dilutes the
+// quorum. At most Config.MaxPendingJoins non-voters are pending at once.
+//
 // # Errors
 //
 // Errors are the sentinels of errors.go, wrapped with %w: ErrNoLeader,

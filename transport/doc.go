@@ -48,7 +48,7 @@
 //	POST   /v1/sessions                open a session for exactly-once reserves (sessions.go)
 //	GET    /v1/status                  node.Status
 //	GET    /v1/cluster                 leader and raft servers
-//	POST   /v1/cluster/join            add a voter {"id","raft_addr"}
+//	POST   /v1/cluster/join            add a server {"id","raft_addr"}: a voter once caught up
 //	POST   /v1/cluster/transfer-leadership  hand the leadership to {"to"}
 //	DELETE /v1/cluster/servers/{id}    remove a server
 //	GET    /v1/snapshot                the leader's consistent snapshot
