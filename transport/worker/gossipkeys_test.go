@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -130,4 +132,120 @@ func TestGossipKeyKeepsStrangersOut(t *testing.T) {
 		}
 	}
 	t.Logf("a dropped %d, b %d gossip messages", a.Stats().GossipRejected, b.Stats().GossipRejected)
+}
+
+// stranger is a bare memberlist on loopback (the real one of go.mod, on
+// its own UDP and TCP transport) with keys (nil: none), as a process that
+// is not one of the group's workers runs it.
+func stranger(t *testing.T, name string, keys *memberlist.Keyring) *memberlist.Memberlist {
+	t.Helper()
+	c := memberlist.DefaultLocalConfig()
+	c.Name, c.BindAddr, c.BindPort = name, "127.0.0.1", 0
+	c.LogOutput = io.Discard
+	if keys != nil {
+		c.Keyring, c.GossipVerifyIncoming, c.GossipVerifyOutgoing = keys, true, true
+	}
+	m, err := memberlist.Create(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	return m
+}
+
+// TestGossipRejectionsCountedOverLoopback: every way gossip a worker
+// cannot decrypt reaches it moves its counter, one way at a time, through
+// the real memberlist of go.mod over UDP and TCP on loopback: a join (a
+// TCP push/pull) and a UDP message from a process with another key, the
+// same from one without a key, streams a stranger crafts to be
+// undecryptable, and a keyed process's join of a worker without keys. A worker with the same key joining moves nothing. With
+// memberlist v0.5.4 the other key's join was not counted (its log line is
+// in lower case); an upgrade that rewords a line fails here.
+func TestGossipRejectionsCountedOverLoopback(t *testing.T) {
+	reg := newFakeRegister(t, time.Now())
+	reg.putLeased(testLimit, 1000, 300, 300)
+	start := func(name string, keys *memberlist.Keyring, join ...string) *Worker {
+		t.Helper()
+		mlc := memberlist.DefaultLocalConfig()
+		mlc.BindAddr, mlc.BindPort = "127.0.0.1", 0
+		w, err := New(Config{Name: name, Group: "g", Limit: testLimit, Register: &link{r: reg}, Gossip: mlc, Join: join, GossipKeys: keys,
+			TTL: 300 * time.Millisecond, RenewEvery: 150 * time.Millisecond, RejoinEvery: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = w.Stop(context.Background()) })
+		return w
+	}
+	a := start("a", keyring(t, keyA))
+	aAddr := a.ml.LocalNode().Address()
+	b := start("b", keyring(t, keyA), aAddr)
+	waitFor(t, 5*time.Second, "a and b see each other", func() bool {
+		return len(a.Status().Members["g"]) == 2 && len(b.Status().Members["g"]) == 2
+	})
+	if ra, rb := a.Stats().GossipRejected, b.Stats().GossipRejected; ra != 0 || rb != 0 {
+		t.Fatalf("gossip with the right key counted as rejected: a %d, b %d", ra, rb)
+	}
+	otherKey := keyring(t, base64.StdEncoding.EncodeToString([]byte("another key, 32 bytes long......")))
+	withKey, withoutKey := stranger(t, "other-key", otherKey), stranger(t, "no-key", nil)
+	to := memberlist.Address{Addr: aAddr, Name: "a"}
+	knock := func(w *Worker, what string, send func()) {
+		t.Helper()
+		before := w.Stats().GossipRejected
+		send()
+		waitFor(t, 5*time.Second, w.cfg.Name+" to count "+what, func() bool { return w.Stats().GossipRejected > before })
+	}
+	knock(a, "another key's join (TCP)", func() {
+		if _, err := withKey.Join([]string{aAddr}); err == nil {
+			t.Errorf("a process with another key joined")
+		}
+	})
+	knock(a, "another key's message (UDP)", func() {
+		if err := withKey.SendToAddress(to, []byte("steal?")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	knock(a, "a keyless join (TCP)", func() {
+		if _, err := withoutKey.Join([]string{aAddr}); err == nil {
+			t.Errorf("a process without a key joined")
+		}
+	})
+	knock(a, "a keyless message (UDP)", func() {
+		if err := withoutKey.SendToAddress(to, []byte("steal?")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Streams a stranger crafts: memberlist's encrypted-stream type
+	// (encryptMsg, 10), a length, and a payload no key can be tried on.
+	for what, payload := range map[string][]byte{
+		"an empty encrypted stream":                          {},
+		"a stream of an unknown encryption version":          {9, 1, 2, 3},
+		"an encrypted stream too short to hold a ciphertext": {1, 1, 2, 3},
+	} {
+		knock(a, what+" (TCP)", func() {
+			c, err := net.DialTimeout("tcp", aAddr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			msg := append([]byte{10}, binary.BigEndian.AppendUint32(nil, uint32(len(payload)))...)
+			if _, err := c.Write(append(msg, payload...)); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, _ = io.Copy(io.Discard, c) // memberlist answers an error and closes
+		})
+	}
+	plain := start("plain", nil)
+	knock(plain, "a keyed process's join (TCP)", func() {
+		if _, err := withKey.Join([]string{plain.ml.LocalNode().Address()}); err == nil {
+			t.Errorf("a keyed process joined a worker without keys")
+		}
+	})
+	if m := a.Status().Members["g"]; len(m) != 2 {
+		t.Errorf("a sees members %v: a stranger joined", m)
+	}
+	t.Logf("rejected: a %d, plain %d", a.Stats().GossipRejected, plain.Stats().GossipRejected)
 }
