@@ -163,3 +163,33 @@ func TestPromotionNeedsCatchingUpAndANewLeaderObservesAfresh(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "the new leader to promote n4", func() bool { s, ok := serverOf(to, "n4"); return ok && s.Voter })
 }
+
+// TestProgressAndJoinAnswersDecode: the answers nodes exchange about
+// membership round-trip, bytes from the network never panic (an error
+// instead), and an empty join answer (a leader of a version that added
+// joins as voters) means a voter.
+func TestProgressAndJoinAnswersDecode(t *testing.T) {
+	p := progress{id: "n4", leaderID: "n1", term: 7, applied: 1 << 40, lastLog: 1<<40 + 3}
+	if got, err := decodeProgress(encodeProgress(p)); err != nil || got != p {
+		t.Fatalf("progress round trip: %+v %v, want %+v", got, err, p)
+	}
+	for _, voter := range []bool{false, true} {
+		if got, err := decodeJoined(encodeJoined(voter)); err != nil || got != voter {
+			t.Fatalf("join answer %t: %t %v", voter, got, err)
+		}
+	}
+	if got, err := decodeJoined(nil); err != nil || !got {
+		t.Fatalf("an older leader's empty join answer: %t %v, want a voter", got, err)
+	}
+	whole := encodeProgress(p)
+	for i := range len(whole) {
+		if _, err := decodeProgress(whole[:i]); err == nil {
+			t.Errorf("a progress answer cut to %d of %d bytes decoded", i, len(whole))
+		}
+	}
+	for _, b := range [][]byte{{2}, {0, 0}, {1, 1}} {
+		if _, err := decodeJoined(b); err == nil {
+			t.Errorf("join answer %v decoded", b)
+		}
+	}
+}
