@@ -210,7 +210,11 @@ type Node struct {
 
 	stopCh   chan struct{}
 	stopOnce sync.Once
-	wg       sync.WaitGroup
+	// stopped is canceled when stopCh closes, for calls that take a
+	// context; stop (once, under stopOnce) closes and cancels both.
+	stopped context.Context
+	stop    func()
+	wg      sync.WaitGroup
 
 	// testHoldAnswers, set only by tests before the node serves, runs
 	// after a reserve entry is applied and before its answers are handed
@@ -244,6 +248,9 @@ func New(cfg Config) (*Node, error) {
 		fwd:      &forwarder{network: cfg.Network, timeout: 2 * time.Second},
 		stopCh:   make(chan struct{}),
 	}
+	var cancel context.CancelFunc
+	n.stopped, cancel = context.WithCancel(context.Background())
+	n.stop = func() { close(n.stopCh); cancel() }
 	n.fwdLeases = newLeaseForwarder(n.fwd, cfg.ApplyTimeout+cfg.LeaderWait)
 	n.batchSlots = make(chan struct{}, maxBatchedLeaseCommands)
 	n.receipts = newReceipts(n.timeline.clock, n.timeline.real)

@@ -211,22 +211,12 @@ func (n *Node) promoteLoop() {
 	t := time.NewTicker(n.cfg.probeEvery())
 	defer t.Stop()
 	defer n.promotion.reset()
-	// A probe in flight ends when the node stops.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-n.stopCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for {
 		select {
 		case <-n.stopCh:
 			return
 		case <-t.C:
-			n.promoteRound(ctx)
+			n.promoteRound(n.stopped) // a probe in flight ends when the node stops
 		}
 	}
 }

@@ -19,7 +19,7 @@ func (n *Node) Shutdown() error {
 				n.log.Warn("leadership transfer on shutdown failed", "error", terr)
 			}
 		}
-		close(n.stopCh)
+		n.stop()
 		n.batcher.close()
 		n.leases.close()
 		if serr := n.raft.Shutdown().Error(); serr != nil {
@@ -40,7 +40,7 @@ func (n *Node) Shutdown() error {
 // transfer. Data on disk is whatever raft had fsynced.
 func (n *Node) Kill() {
 	n.stopOnce.Do(func() {
-		close(n.stopCh)
+		n.stop()
 		n.mux.close()
 		n.trans.Close()
 		n.batcher.close()
