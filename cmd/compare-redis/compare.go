@@ -89,27 +89,11 @@ func measureLevel(ctx context.Context, cfg config, c int, rs *redisServer, pc *p
 	}
 	redisDecide, rdb := rs.decider(c)
 	defer rdb.Close()
-	permitdDecide := pc.decider(targets)
-	switch cfg.Protocol {
-	case protocolClient:
-		bc, err := client.New(targets, client.WithBinaryReserves(1))
-		if err != nil {
-			return nil, err
-		}
-		defer bc.Close()
-		permitdDecide = clientDecider(bc)
-	case protocolBinary:
-		conns, err := dialBinary(targets)
-		if err != nil {
-			return nil, err
-		}
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		permitdDecide = binaryDecider(conns)
+	permitdDecide, closeDecider, err := pc.protocolDecider(cfg.Protocol, targets)
+	if err != nil {
+		return nil, err
 	}
+	defer closeDecider()
 	sides := []struct {
 		name   string
 		decide decideFunc
@@ -138,6 +122,31 @@ func measureLevel(ctx context.Context, cfg config, c int, rs *redisServer, pc *p
 		}
 	}
 	return out, nil
+}
+
+// protocolDecider returns the decideFunc of the permitd side for protocol
+// (protocolBinary, protocolClient or protocolHTTP) sending to targets,
+// and what closes its connections.
+func (pc *permitdCluster) protocolDecider(protocol string, targets []string) (decideFunc, func(), error) {
+	switch protocol {
+	case protocolClient:
+		bc, err := client.New(targets, client.WithBinaryReserves(1))
+		if err != nil {
+			return nil, nil, err
+		}
+		return clientDecider(bc), func() { bc.Close() }, nil
+	case protocolBinary:
+		conns, err := dialBinary(targets)
+		if err != nil {
+			return nil, nil, err
+		}
+		return binaryDecider(conns), func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}, nil
+	}
+	return pc.decider(targets), func() {}, nil
 }
 
 // checkChildren fails when a child process has exited mid-comparison.

@@ -26,8 +26,9 @@
 //     leader (--target leader).
 //
 // Both limits are set so high (--rate 1e9 per second, --burst 1000000,
-// which is permitd's max_reserved) that nothing is refused: the cost of the
-// decision is measured, not the limit. Per concurrency it reports decisions
+// which is permitd's max_reserved; permitd's permits stay usable for a
+// minute after their time, its expiry) that nothing is refused: the cost
+// of the decision is measured, not the limit. Per concurrency it reports decisions
 // per second, p50 and p99 latency, errors and refusals, for both sides, and
 // the ratio permitd/redis, as a markdown table or, with --json, as JSON.
 //
@@ -51,7 +52,7 @@
 //
 // It installs the Debian package redis-server if redis-server is not on
 // PATH (apt-get update && apt-get install -y redis-server; it needs root),
-// builds ./cmd/permitd of the current module (or uses --permitd-bin), and
+// builds permitd's cmd/permitd of this checkout (or uses --permitd-bin), and
 // starts redis-server and 3 permitd agents on free 127.0.0.1 ports with
 // data under one temporary directory. Everything it started is stopped, by
 // pid (SIGTERM, then SIGKILL after 5s), and the temporary directory is
@@ -65,8 +66,11 @@
 //
 // Usage:
 //
-//	go run ./cmd/compare-redis [--concurrency 1,16,128,512] [--rounds 2]
-//	    [--duration 5s] [--warmup 1s] [--target all|leader] [--json]
+//	go run -C cmd/compare-redis . [--concurrency 1,16,128,512] [--rounds 2]
+//	    [--duration 5s] [--warmup 1s] [--target all|leader]
+//	    [--protocol binary|client|http] [--json]
+//
+// (from the checkout's root: the command is a module of its own).
 package main
 
 import (
@@ -206,7 +210,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.PermitdBin, "permitd-bin", "", "permitd binary to run (default: go build ./cmd/permitd into the temporary directory)")
 	fs.BoolVar(&cfg.Verbose, "v", false, "print the Redis client's log to stderr")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: go run ./cmd/compare-redis [flags]
+		fmt.Fprint(fs.Output(), `Usage: go run -C cmd/compare-redis . [flags]
 
 Benchmarks permitd (3-node raft cluster, fsync on, HTTP) against a single
 Redis (persistence off) running a GCRA Lua script, alternating the two in the
@@ -297,8 +301,8 @@ func writeReport(w io.Writer, rep report) error {
 		strings.Join(levels, ", "), cfg.Rounds, cfg.Duration, cfg.Warmup)
 	fmt.Fprintf(&b, "- redis: redis-server %s, one node, no replica, persistence off; GCRA Lua script by EVALSHA (go-redis, pool = concurrency); rate %g per %v, burst %d. Not durable.\n",
 		env.RedisVersion, cfg.Rate, cfg.Per, cfg.Burst)
-	fmt.Fprintf(&b, "- permitd: 3 agents (raft, fsync on), reserves over %s; strict limit rate %g per %v, max_reserved %d; sent to %s. Linearizable, durable, survives one node's failure.\n",
-		protocolDesc(cfg.Protocol), cfg.Rate, cfg.Per, cfg.Burst, env.PermitdTarget)
+	fmt.Fprintf(&b, "- permitd: 3 agents (raft, fsync on), reserves over %s; strict limit rate %g per %v, max_reserved %d, expiry %v; sent to %s. Linearizable, durable, survives one node's failure.\n",
+		protocolDesc(cfg.Protocol), cfg.Rate, cfg.Per, cfg.Burst, permitdExpiry, env.PermitdTarget)
 	fmt.Fprintf(&b, "- machine: %s/%s, %d CPUs, %s; load average %s at start, %s at end. Load generator, redis-server and the 3 agents share these CPUs, all on loopback.\n\n",
 		env.GOOS, env.GOARCH, env.CPUs, env.GoVersion, env.LoadAvgStart, env.LoadAvgEnd)
 	if _, err := io.WriteString(w, b.String()); err != nil {

@@ -28,29 +28,42 @@ const (
 	clusterReadyTimeout = 30 * time.Second
 	permitdLimit        = "compare-redis"
 	clusterSize         = 3
+	// permitdExpiry is the strict limit's expiry: how long after its time
+	// a granted permit stays usable. The default, half an interval, is
+	// half a nanosecond at 1e9/s, so every grant would expire before its
+	// answer left the leader (answered as a refusal). The permits of a
+	// benchmark are never used: the expiry only has to outlast the
+	// answer's way back, including a reserve's max_wait.
+	permitdExpiry = time.Minute
 )
 
-// buildPermitd builds ./cmd/permitd of the module that contains the working
-// directory into dir and returns the binary's path.
-func buildPermitd(ctx context.Context, dir string, progress io.Writer) (string, error) {
+// permitdModule is permitd's module. This module requires it with a
+// replace directive to the checkout it lives in (go.mod), so that
+// checkout is where the binary is built from.
+const permitdModule = "github.com/permitd/permitd"
+
+// buildPermitd builds cmd/permitd of the checkout the working directory's
+// module resolves permitdModule to (this module's replace directive, or
+// permitd's own module) into dir and returns the binary's path. It builds
+// in that module, whose go.sum covers the agent's dependencies; flags go
+// to go build (the tests' -race).
+func buildPermitd(ctx context.Context, dir string, progress io.Writer, flags ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("compare-redis: go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("compare-redis: not inside a Go module: run from the permitd module, or pass --permitd-bin")
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", permitdModule).Output()
+	root := strings.TrimSpace(string(out))
+	if err != nil || root == "" {
+		return "", fmt.Errorf("compare-redis: cannot find the permitd checkout (go list -m %s: %v): run from it (go run -C cmd/compare-redis .), or pass --permitd-bin", permitdModule, err)
 	}
 	bin := filepath.Join(dir, "permitd")
-	fmt.Fprintln(progress, "building permitd:", "go build -o", bin, "./cmd/permitd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/permitd")
-	cmd.Dir = filepath.Dir(gomod)
+	args := append(append([]string{"build"}, flags...), "-o", bin, "./cmd/permitd")
+	fmt.Fprintln(progress, "building permitd: go -C", root, strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
 	cmd.Stdout = progress
 	cmd.Stderr = progress
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("compare-redis: go build ./cmd/permitd: %w", err)
+		return "", fmt.Errorf("compare-redis: go build ./cmd/permitd in %s: %w", root, err)
 	}
 	return bin, nil
 }
@@ -174,12 +187,13 @@ func getStatus(ctx context.Context, hc *http.Client, addr string) (nodeStatus, e
 }
 
 // createLimit creates (or replaces) the strict limit the comparison reserves
-// from, through the leader, then checks that every node grants a reserve.
+// from, through the leader, with an expiry of permitdExpiry, then checks
+// that every node grants a reserve.
 func (pc *permitdCluster) createLimit(ctx context.Context, rate float64, per time.Duration, maxReserved int64) error {
 	hc := &http.Client{Timeout: 5 * time.Second}
 	defer hc.CloseIdleConnections()
-	body := fmt.Sprintf(`{"algorithm":"strict","rate":%s,"per":%q,"max_reserved":%d}`,
-		strconv.FormatFloat(rate, 'g', -1, 64), per.String(), maxReserved)
+	body := fmt.Sprintf(`{"algorithm":"strict","rate":%s,"per":%q,"max_reserved":%d,"expiry":%q}`,
+		strconv.FormatFloat(rate, 'g', -1, 64), per.String(), maxReserved, permitdExpiry.String())
 	req, err := http.NewRequestWithContext(ctx, "PUT", "http://"+pc.leader+"/v1/limits/"+permitdLimit, strings.NewReader(body))
 	if err != nil {
 		return err
