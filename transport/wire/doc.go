@@ -32,4 +32,10 @@
 //
 // Every value is bounded when read, and a short or malformed frame is an
 // error, never a panic: frames cross the network.
+//
+// The durations frames carry are int64 nanoseconds, and any int64 is a
+// valid max wait. AddNanos, MulNanos and FloatNanos (nanos.go) are the
+// arithmetic both sides do with them outside the register's pure math:
+// they saturate at the end of the int64 range instead of wrapping around
+// into the past.
 package wire

@@ -28,13 +28,13 @@ var allowed = map[string][]string{
 	"transport/internal/httpapi":   {"transport/wire"},
 	"transport/auth":               {},
 	"transport/openapi":            {},
-	"transport/limiter":            {"bucket"},
+	"transport/limiter":            {"bucket", "transport/wire"},
 	"transport/devcerts":           {},
 	"transport/tlsfiles":           {},
 	"transport/wire":               {},
 	"transport/client":             {"transport/wire"},
 	"transport/client/python":      {},
-	"transport/worker":             {"bucket", "transport/client"},
+	"transport/worker":             {"bucket", "transport/client", "transport/wire"},
 	"transport/sidecar":            {"transport/worker", "transport/client", "transport/wire", "transport/internal/httpapi", "transport/auth"},
 	// transport/relay runs on workers' hosts: the wire format and the
 	// token files, never the server (its upstream is an interface the
