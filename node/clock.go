@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Clock is the node's source of time: monotonic nanoseconds on an arbitrary
@@ -31,7 +33,9 @@ func (c *MonotonicClock) NowNanos() int64 { return int64(time.Since(c.origin)) }
 // It models a node whose clock is off by a constant (OffsetNanos) and runs
 // fast or slow (Rate ≠ 1). The offset and rate may be changed at run time
 // (jepsen-lite does so through the agent's control endpoint); a change never
-// makes the reading go backwards.
+// makes the reading go backwards. Every offset given to it, at creation or
+// as a change, is within ±MaxClockOffset (ValidateClockSkew), and its
+// arithmetic saturates: no setting makes the reading wrap around.
 type SkewedClock struct {
 	base Clock
 
@@ -43,14 +47,31 @@ type SkewedClock struct {
 	last      int64   // largest reading returned
 }
 
+// MaxClockOffset bounds the offset of a SkewedClock, and each change of
+// it: a day either way, far beyond the hour of skew the tests and
+// jepsen-lite's clock nemesis apply, and far from the end of the int64
+// timeline.
+const MaxClockOffset = 24 * time.Hour
+
+// ValidateClockSkew checks an offset (or a change of offset) and a rate
+// for a SkewedClock: |offset| <= MaxClockOffset, rate finite and > 0. The
+// agent's --clock-offset and --clock-rate and its POST /v1/debug/clock hook
+// accept exactly these.
+func ValidateClockSkew(offset time.Duration, rate float64) error {
+	if offset < -MaxClockOffset || offset > MaxClockOffset {
+		return fmt.Errorf("node: clock offset %v: allowed: from %v to %v", offset, -MaxClockOffset, MaxClockOffset)
+	}
+	return validateRate(rate)
+}
+
 // NewSkewedClock returns a SkewedClock over base with the given offset and
-// rate. The rate must be finite and > 0.
+// rate (see ValidateClockSkew).
 func NewSkewedClock(base Clock, offset time.Duration, rate float64) (*SkewedClock, error) {
-	if err := validateRate(rate); err != nil {
+	if err := ValidateClockSkew(offset, rate); err != nil {
 		return nil, err
 	}
 	raw := base.NowNanos()
-	c := &SkewedClock{base: base, rate: rate, anchorRaw: raw, anchorOut: raw + int64(offset)}
+	c := &SkewedClock{base: base, rate: rate, anchorRaw: raw, anchorOut: wire.AddNanos(raw, int64(offset))}
 	c.last = c.anchorOut
 	return c, nil
 }
@@ -71,7 +92,7 @@ func (c *SkewedClock) NowNanos() int64 {
 
 func (c *SkewedClock) readLocked() int64 {
 	elapsed := c.base.NowNanos() - c.anchorRaw
-	out := c.anchorOut + int64(float64(elapsed)*c.rate)
+	out := wire.AddNanos(c.anchorOut, wire.FloatNanos(float64(elapsed)*c.rate))
 	if out < c.last {
 		out = c.last
 	}
@@ -81,16 +102,16 @@ func (c *SkewedClock) readLocked() int64 {
 
 // Set changes the clock's skew: the reading jumps by offsetDelta (negative
 // jumps are absorbed: the clock stalls until it catches up) and runs at rate
-// from now on.
+// from now on. Both are checked as ValidateClockSkew does.
 func (c *SkewedClock) Set(offsetDelta time.Duration, rate float64) error {
-	if err := validateRate(rate); err != nil {
+	if err := ValidateClockSkew(offsetDelta, rate); err != nil {
 		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.readLocked()
 	c.anchorRaw = c.base.NowNanos()
-	c.anchorOut = now + int64(offsetDelta)
+	c.anchorOut = wire.AddNanos(now, int64(offsetDelta))
 	c.rate = rate
 	return nil
 }

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,6 +73,50 @@ func TestSkewedClockNeverGoesBackwards(t *testing.T) {
 		if err := c.Set(0, bad); err == nil {
 			t.Fatalf("rate %v accepted", bad)
 		}
+	}
+}
+
+// TestSkewedClockTakesADayEitherWayAndNeverWraps: the offsets the agent's
+// flag and its clock hook accept (±MaxClockOffset, at creation and as a
+// jump) are taken, beyond them refused naming the range; and no rate makes
+// the reading wrap around: at rate 1e300 a second of base time saturates
+// the reading at the end of the int64 timeline (converted plainly, the
+// product was math.MinInt64 on amd64 and the clock stalled for good).
+func TestSkewedClockTakesADayEitherWayAndNeverWraps(t *testing.T) {
+	for _, offset := range []time.Duration{-MaxClockOffset, -time.Hour, time.Hour, MaxClockOffset} {
+		c, err := NewSkewedClock(&manualClock{}, offset, 1)
+		if err != nil {
+			t.Fatalf("offset %v: %v", offset, err)
+		}
+		if err := c.Set(offset, 1); err != nil {
+			t.Fatalf("a jump of %v: %v", offset, err)
+		}
+	}
+	for _, offset := range []time.Duration{-MaxClockOffset - 1, MaxClockOffset + 1} {
+		if _, err := NewSkewedClock(&manualClock{}, offset, 1); err == nil || !strings.Contains(err.Error(), "allowed: from -24h0m0s to 24h0m0s") {
+			t.Errorf("offset %v: error %v, want one naming the range", offset, err)
+		}
+		c, _ := NewSkewedClock(&manualClock{}, 0, 1)
+		if err := c.Set(offset, 1); err == nil {
+			t.Errorf("a jump of %v accepted", offset)
+		}
+	}
+	base := &manualClock{}
+	c, err := NewSkewedClock(base, MaxClockOffset, 1e300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.NowNanos()
+	base.advance(time.Second)
+	if got := c.NowNanos(); got != math.MaxInt64 {
+		t.Fatalf("rate 1e300 after a second: reading %d (first %d), want math.MaxInt64", got, first)
+	}
+	if err := c.Set(MaxClockOffset, 1); err != nil {
+		t.Fatal(err)
+	}
+	base.advance(time.Second)
+	if got := c.NowNanos(); got != math.MaxInt64 {
+		t.Fatalf("a jump at the end of the timeline: reading %d, want math.MaxInt64", got)
 	}
 }
 

@@ -78,7 +78,8 @@ func (a *agentFlags) define(c *cmdLine) {
 		fmt.Sprintf("with --token-file, the most client sessions one token may hold open at once, and %d unacknowledged answers per session of that quota; beyond it the token's new sessions are answered 503 with Retry-After until one of its sessions expires (the register holds %d sessions in all)", fsm.SessionResultsPerSession, fsm.MaxSessions))
 	c.Int(&a.maxPendingJoins, "max-pending-joins", "N", 3, 1, 64, "an integer from 1 to 64", "most joined servers that do not vote yet (the leader promotes one once it has caught up); a join beyond is refused (409) until one is promoted or removed")
 	c.Bool(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
-	c.Duration(&a.clockOffset, "clock-offset", 0, durAny, "TESTING: skew this node's clock by an offset")
+	c.DurationRange(&a.clockOffset, "clock-offset", 0, durAny, -node.MaxClockOffset, node.MaxClockOffset,
+		"TESTING: skew this node's clock by an offset, ahead or behind (as POST /v1/debug/clock with --test-hooks)")
 	c.Float(&a.clockRate, "clock-rate", "R", 1, positive, "a number > 0", "TESTING: run this node's clock at this rate")
 	c.Bool(&a.testHooks, "test-hooks", false, "TESTING: inject faults into raft's network (faultnet.TCPFaults) and serve POST /v1/debug/clock (change the clock skew at run time), GET /v1/debug/state (applied index and state hash), GET/POST/DELETE /v1/debug/faults (partitions, loss, delay)")
 	c.Bool(&a.testBreakTimeline, "test-break-timeline", false, "TESTING, UNSAFE (needs --test-hooks): a new leader resumes the cluster timeline from its own clock instead of the last applied time: a deliberately broken register that grants early, for jepsen-lite to catch")

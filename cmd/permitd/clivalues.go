@@ -231,7 +231,9 @@ func (c *cmdLine) DurationAtLeast(p *time.Duration, name string, def time.Durati
 	c.DurationRange(p, name, def, rule, least, 0, usage)
 }
 
-// DurationRange is Duration with a minimum and a maximum (0: none).
+// DurationRange is Duration with a range: from least to most when most is
+// not 0, else at least least (0: no minimum beyond rule, so that a durAny
+// flag takes negative durations).
 func (c *cmdLine) DurationRange(p *time.Duration, name string, def time.Duration, rule durationRule, least, most time.Duration, usage string) {
 	*p = def
 	c.define(&value{kind: kindDuration, typ: "duration", get: func() string { return p.String() }, set: func(s string) error {
@@ -239,7 +241,7 @@ func (c *cmdLine) DurationRange(p *time.Duration, name string, def time.Duration
 		if err != nil {
 			return err
 		}
-		if d < least && most == 0 {
+		if least != 0 && d < least && most == 0 {
 			return fmt.Errorf("%q is below the minimum; allowed: a Go duration string >= %v", s, least)
 		}
 		if most > 0 && (d < least || d > most) {
