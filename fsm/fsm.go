@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 
@@ -293,7 +294,10 @@ func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 			"request id %q was used by a %s, not a reserve: use a new id for a new command", r.RequestID, opName(rec.lease.op)))}
 	}
 	if s.dedup.full() {
-		o := outcome{status: Busy, atNanos: s.dedup.oldestAtNanos() + s.dedup.windowNanos}
+		// When the oldest ID is forgotten (saturating: the end of the int64
+		// timeline is never).
+		w := s.dedup.windowNanos
+		o := outcome{status: Busy, atNanos: min(s.dedup.oldestAtNanos(), math.MaxInt64-w) + w}
 		return o.resultAt(nowNanos, false)
 	}
 	if r.Track && s.reservations.full() {

@@ -16,6 +16,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Config configures a Node. Zero durations and sizes select the defaults
@@ -251,7 +252,7 @@ func New(cfg Config) (*Node, error) {
 	var cancel context.CancelFunc
 	n.stopped, cancel = context.WithCancel(context.Background())
 	n.stop = func() { close(n.stopCh); cancel() }
-	n.fwdLeases = newLeaseForwarder(n.fwd, cfg.ApplyTimeout+cfg.LeaderWait)
+	n.fwdLeases = newLeaseForwarder(n.fwd, wire.AddNanos(cfg.ApplyTimeout, cfg.LeaderWait))
 	n.batchSlots = make(chan struct{}, maxBatchedLeaseCommands)
 	n.receipts = newReceipts(n.timeline.clock, n.timeline.real)
 	n.calls = newCallPool(n.stopCh)

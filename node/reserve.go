@@ -50,7 +50,10 @@ func (n *Node) reserve(ctx context.Context, r fsm.Reserve, held bool) (fsm.Reser
 		}
 		defer release()
 	}
-	leaderBy := time.Now().Add(time.Duration(r.MaxWaitNanos) + n.cfg.LeaderWait)
+	// Saturating: a max wait near math.MaxInt64 (the edge accepts any)
+	// plus LeaderWait would wrap into the past, and a follower would give
+	// up on the leader's answer at once, after the leader had decided.
+	leaderBy := time.Now().Add(wire.AddNanos(time.Duration(r.MaxWaitNanos), n.cfg.LeaderWait))
 	idempotent := r.RequestID != "" || r.Session.ID != 0
 	var entry []byte // built once, the first time a leader is elsewhere
 	payload := func() ([]byte, error) {

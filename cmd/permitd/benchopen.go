@@ -89,7 +89,7 @@ func openLoopBinary(runCtx context.Context, b benchFlags, conns []net.Conn, payl
 		}
 	}
 	allBroken := false
-	interval := time.Duration(float64(time.Second) / b.openRate)
+	interval := time.Duration(wire.FloatNanos(float64(time.Second) / b.openRate))
 	start := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -102,7 +102,7 @@ pace:
 			if b.maxRequests > 0 && rec.requests.Load() >= b.maxRequests {
 				break pace
 			}
-			scheduled := start.Add(time.Duration(sent+1) * interval)
+			scheduled := start.Add(wire.MulNanos(time.Duration(sent+1), interval))
 			if scheduled.After(now) {
 				break
 			}
@@ -135,7 +135,7 @@ pace:
 			}
 		}
 		flushAll()
-		wait := max(time.Until(start.Add(time.Duration(sent+1)*interval)), openBatchTick)
+		wait := max(time.Until(start.Add(wire.MulNanos(time.Duration(sent+1), interval))), openBatchTick)
 		timer.Reset(wait)
 		select {
 		case <-timer.C:

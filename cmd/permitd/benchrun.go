@@ -221,7 +221,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		rec.errs.Add(1)
 		rec.firstErr.CompareAndSwap(nil, err.Error())
 	}
-	runCtx, cancel := context.WithTimeout(ctx, b.warmup+b.duration)
+	runCtx, cancel := context.WithTimeout(ctx, wire.AddNanos(b.warmup, b.duration))
 	defer cancel()
 	var measuredStart time.Time
 	go func() {
@@ -294,7 +294,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 				}
 			}
 		}()
-		interval := time.Duration(float64(time.Second) / b.openRate)
+		interval := time.Duration(wire.FloatNanos(float64(time.Second) / b.openRate))
 		next := time.Now()
 		var lmu sync.Mutex
 		var lats []time.Duration

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -559,6 +560,28 @@ func TestGrantWaitCountsFromReceipt(t *testing.T) {
 	}
 	if s := clk.Sleeps(); len(s) != 2 || s[1] != 100*time.Millisecond {
 		t.Errorf("acquire slept %v, want 100ms", s)
+	}
+}
+
+// TestGrantTimesOfFarPermitsSaturate: permit j of a grant is at its time
+// plus j spacings; for the largest grants of the longest intervals the
+// register accepts, that product passes the int64 range and must read as
+// the far future (where time.Time.Add saturates), never wrap into the past
+// where the permit would look usable at once.
+func TestGrantTimesOfFarPermitsSaturate(t *testing.T) {
+	now := time.Now()
+	g := Grant{Granted: true, Permits: math.MaxInt64, SentAt: now, ReceivedAt: now, Spacing: time.Hour, ExpiresIn: time.Minute}
+	for _, j := range []int64{1, 1 << 20, 1 << 40, math.MaxInt64 - 1} {
+		if at := g.ReadyAtPermit(j); !at.After(now) {
+			t.Errorf("ReadyAtPermit(%d) of a grant an hour apart = %v, not after the grant's time %v", j, at, now)
+		}
+		if exp := g.ExpiresAtPermit(j); !exp.After(now) {
+			t.Errorf("ExpiresAtPermit(%d) of a grant an hour apart = %v, not after the grant's time %v", j, exp, now)
+		}
+	}
+	lease := LeaseGrant{Status: LeaseGranted, SentAt: now, ExpiresIn: time.Second}
+	if u := lease.UsableUntil(time.Duration(math.MaxInt64)); !u.Before(now) {
+		t.Errorf("UsableUntil with a margin of math.MaxInt64 = %v, want before the grant was sent (%v)", u, now)
 	}
 }
 

@@ -159,7 +159,7 @@ func (g LeaseGrant) UsableUntil(margin time.Duration) time.Time {
 	if g.Status != LeaseGranted {
 		return time.Time{}
 	}
-	return g.SentAt.Add(g.ExpiresIn - margin)
+	return g.SentAt.Add(wire.AddNanos(g.ExpiresIn, -margin))
 }
 
 // leaseAnswer is the JSON of a lease, renew or return answer.

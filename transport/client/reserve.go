@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Grant is the answer to a reserve.
@@ -51,7 +53,9 @@ func (g Grant) ReadyAt() time.Time { return g.ReceivedAt.Add(g.Delay) }
 
 // ReadyAtPermit is when permit j (0-based) may be used: ReadyAt +
 // j*Spacing.
-func (g Grant) ReadyAtPermit(j int64) time.Time { return g.ReadyAt().Add(time.Duration(j) * g.Spacing) }
+func (g Grant) ReadyAtPermit(j int64) time.Time {
+	return g.ReadyAt().Add(wire.MulNanos(time.Duration(j), g.Spacing))
+}
 
 // ExpiresAt is the conservative end of the first permit's validity (SentAt
 // + ExpiresIn), or the zero time when the permits do not expire. A negative
@@ -74,7 +78,7 @@ func (g Grant) ExpiresAtPermit(j int64) time.Time {
 	if exp.IsZero() || g.ExpiresIn < 0 {
 		return exp
 	}
-	return exp.Add(time.Duration(j) * g.Spacing)
+	return exp.Add(wire.MulNanos(time.Duration(j), g.Spacing))
 }
 
 // Spaced reports whether the grant's permits must be used one by one, at

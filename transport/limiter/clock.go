@@ -1,6 +1,10 @@
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/permitd/permitd/transport/wire"
+)
 
 // clock is the only place in the bucket packages that reads time, and only the
 // in-process Limiter uses it; Pacers never do (time is their argument).
@@ -43,7 +47,7 @@ func (c monoClock) sleep(done <-chan struct{}, d time.Duration) bool {
 		time.Sleep(d)
 		return true
 	}
-	end := c.nowNanos() + int64(d)
+	end := wire.AddNanos(c.nowNanos(), int64(d))
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

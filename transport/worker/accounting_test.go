@@ -2,6 +2,7 @@ package worker
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -167,6 +168,14 @@ func TestResolveConfig(t *testing.T) {
 		{"burst ratio", func(c *Config) { c.BurstRatio = 0.5 }},
 		{"weight", func(c *Config) { c.Weight = -1 }},
 		{"negative retry", func(c *Config) { c.RetryEvery = -time.Second }},
+		// Beyond MaxPeriod a deadline counted on the worker's clock
+		// could wrap around: a StealGrace of math.MaxInt64 made the grace
+		// look over at once.
+		{"retry beyond MaxPeriod", func(c *Config) { c.RetryEvery = MaxPeriod + 1 }},
+		{"request timeout beyond MaxPeriod", func(c *Config) { c.RequestTimeout = MaxPeriod + 1 }},
+		{"steal timeout beyond MaxPeriod", func(c *Config) { c.StealTimeout = MaxPeriod + 1 }},
+		{"steal grace beyond MaxPeriod", func(c *Config) { c.StealGrace = math.MaxInt64 }},
+		{"rejoin beyond MaxPeriod", func(c *Config) { c.RejoinEvery = MaxPeriod + 1 }},
 	}
 	for _, tc := range bad {
 		c := ok

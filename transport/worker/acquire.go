@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Acquire waits until n permits can be spent, paced locally, and spends
@@ -52,10 +54,12 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 	}
 	now := w.now()
 	deadline := int64(math.MaxInt64)
+	// Saturating: TryAcquire accepts any max wait, and a context's
+	// deadline may lie centuries ahead (time.Until saturates too).
 	if try {
-		deadline = now + int64(maxWait)
+		deadline = wire.AddNanos(now, int64(maxWait))
 	} else if dl, ok := ctx.Deadline(); ok {
-		deadline = now + int64(time.Until(dl))
+		deadline = wire.AddNanos(now, int64(time.Until(dl)))
 	}
 	w.lease.meter.add(n)
 	prepaid, waiting := false, false

@@ -48,6 +48,13 @@ const (
 	// of the register's usual length, and one split vote, is not called
 	// an outage.
 	DefaultUnreachableAfter = 3 * time.Second
+	// MaxPeriod is the longest RetryEvery, RequestTimeout, StealTimeout,
+	// StealGrace, RejoinEvery and UnreachableAfter a worker accepts (the TTL, Margin and
+	// RenewEvery are below client.MaxLeaseTTL). Every deadline the worker
+	// counts is a reading of its monotonic clock plus at most one of
+	// these, so none of its sums can wrap around (a StealGrace near
+	// math.MaxInt64 made the grace look over at once).
+	MaxPeriod = 24 * time.Hour
 )
 
 // Config configures a Worker. Zero values select the defaults documented
@@ -249,8 +256,8 @@ func resolve(c Config) (settings, error) {
 		v    int64
 	}{{"retry every", s.retryNanos}, {"request timeout", s.requestNanos}, {"steal timeout", s.stealTimeoutNanos},
 		{"steal grace", s.stealGraceNanos}, {"rejoin every", s.rejoinNanos}, {"unreachable after", s.unreachableAfterNanos}} {
-		if d.v <= 0 {
-			return bad("%s %v (allowed: > 0, or 0 for the default)", d.name, time.Duration(d.v))
+		if d.v <= 0 || d.v > int64(MaxPeriod) {
+			return bad("%s %v (allowed: > 0 and at most %v, or 0 for the default)", d.name, time.Duration(d.v), MaxPeriod)
 		}
 	}
 	switch b := c.StealBias; {

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,31 @@ func TestLifecycle(t *testing.T) {
 	p := reg.pool(testLimit)
 	if p.ActiveLeases != 0 || p.Returns != 1 || p.SpentPermits < 20 {
 		t.Errorf("after Stop the pool shows %d active leases, %d returns, %d spent; want 0, 1, >= 20", p.ActiveLeases, p.Returns, p.SpentPermits)
+	}
+}
+
+// TestAcquireWithoutABoundWaits: TryAcquire with a max wait of
+// math.MaxInt64, and Acquire with a context whose deadline is centuries
+// away, wait for permits like any long wait. The worker's deadline, its
+// clock plus that wait, wrapped into the past: a worker without a permit
+// at hand refused at once (false) and Acquire failed with
+// context.DeadlineExceeded.
+func TestAcquireWithoutABoundWaits(t *testing.T) {
+	w, _, _ := solo(t, nil)
+	far, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Duration(math.MaxInt64)))
+	defer cancel()
+	// 1000 permits/s with C = O = 300: 600 permits outrun the first
+	// grants, so most calls wait for a renewal or the pacer.
+	for i := range 600 {
+		if i%2 == 0 {
+			if ok, err := w.TryAcquire(1, time.Duration(math.MaxInt64)); !ok || err != nil {
+				t.Fatalf("TryAcquire(1, math.MaxInt64) #%d = %v, %v; want a permit", i, ok, err)
+			}
+			continue
+		}
+		if err := w.Acquire(far, 1); err != nil {
+			t.Fatalf("Acquire #%d with a deadline centuries away: %v", i, err)
+		}
 	}
 }
 

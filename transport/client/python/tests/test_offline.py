@@ -342,3 +342,59 @@ class GoDurationTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LongWaitTest(unittest.TestCase):
+    """Waits as long as the register may name (up to 2**63-1 ns, 292
+    years: a grant's wait, a refusal's retry_after) sleep in bounded
+    steps: one time.sleep or asyncio.sleep of them raised OverflowError
+    (past the platform's time_t) instead of waiting."""
+
+    WAIT = (2**63 - 1) / 1e9
+
+    class Stop(Exception):
+        pass
+
+    def first_sleep(self, run: Any, target: str) -> float:
+        """Runs run() with target (time.sleep or asyncio.sleep) replaced by
+        one that records its argument and stops the wait."""
+        from unittest import mock
+
+        calls: List[float] = []
+
+        def fake(d: float) -> None:
+            calls.append(d)
+            raise self.Stop()
+
+        async def afake(d: float) -> None:
+            fake(d)
+
+        with mock.patch(target, afake if target.startswith("asyncio") else fake):
+            with self.assertRaises(self.Stop):
+                run()
+        self.assertEqual(len(calls), 1)
+        return calls[0]
+
+    def grant(self) -> "permitd.Grant":
+        return permitd.Grant(granted=True, limit="x", permits=1, wait=self.WAIT, received_at=time.monotonic())
+
+    def test_grant_sleep(self) -> None:
+        d = self.first_sleep(lambda: self.grant().sleep(), "time.sleep")
+        self.assertGreater(d, 0)
+        self.assertLessEqual(d, 86400)
+
+    def test_grant_asleep(self) -> None:
+        d = self.first_sleep(lambda: asyncio.run(self.grant().asleep()), "asyncio.sleep")
+        self.assertGreater(d, 0)
+        self.assertLessEqual(d, 86400)
+
+    def test_refusal_backoff_sleep(self) -> None:
+        # An acquire without a timeout refused with a retry_after of 292
+        # years sleeps until then, a day at a time.
+        refused = permitd.Grant(granted=False, limit="x", permits=1, retry_after=self.WAIT, received_at=time.monotonic())
+        c = permitd.Client(servers="127.0.0.1:1")
+        self.addCleanup(c.close)
+        c._reserve = lambda *a, **k: refused  # type: ignore[method-assign]
+        d = self.first_sleep(lambda: c.acquire("x"), "time.sleep")
+        self.assertGreater(d, 0)
+        self.assertLessEqual(d, 86400)

@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 from ._errors import Expired, InvalidRequest, PermitdError, SpacedGrant, Throttled, error_for
 from ._grant import Grant
-from ._http import DeadlineReached, Response, Transport, parse_server
+from ._http import DeadlineReached, Response, Transport, _asleep, _sleep, parse_server
 from ._reservation import Reservation, SettledLimit, Settlement
 
 __all__ = ["Client", "PendingReservation", "default_client", "set_default_client"]
@@ -738,7 +738,7 @@ class Client:
             if g.granted:
                 return g
             last = g
-            time.sleep(self._refusal_backoff(k, g, deadline))
+            _sleep(self._refusal_backoff(k, g, deadline))
         raise AssertionError("unreachable")
 
     async def _aacquire_grant(self, limit: str, permits: int, deadline: Optional[float]) -> Grant:
@@ -752,7 +752,7 @@ class Client:
             if g.granted:
                 return g
             last = g
-            await asyncio.sleep(self._refusal_backoff(k, g, deadline))
+            await _asleep(self._refusal_backoff(k, g, deadline))
         raise AssertionError("unreachable")
 
     def _spaced(self, g: Grant) -> SpacedGrant:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Optional
 
 from ._errors import Expired, InvalidRequest, SpacedGrant, Throttled
+from ._http import asleep_until, sleep_until
 
 __all__ = ["Grant"]
 
@@ -186,24 +186,14 @@ class Grant:
                 used one by one (a strict limit's grant of several permits).
         """
         j = self._check(permit)
-        t = self.ready_at(j)
-        while True:
-            left = t - time.monotonic()
-            if left <= 0:
-                break
-            time.sleep(left)
+        sleep_until(self.ready_at(j))
         self._expired_check(j)
 
     async def asleep(self, permit: Optional[int] = None) -> None:
         """:meth:`sleep` for asyncio: waits with :func:`asyncio.sleep`, never
         blocking the event loop."""
         j = self._check(permit)
-        t = self.ready_at(j)
-        while True:
-            left = t - time.monotonic()
-            if left <= 0:
-                break
-            await asyncio.sleep(left)
+        await asleep_until(self.ready_at(j))
         self._expired_check(j)
 
     def usable_now(self, permit: int = 0) -> bool:

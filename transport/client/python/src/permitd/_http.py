@@ -22,6 +22,7 @@ Everything here blocks; the asynchronous API runs it in a thread pool.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -528,21 +529,43 @@ def _describe(e: BaseException) -> str:
     return "%s: %s" % (name, text) if text else name
 
 
+# The longest single sleep; longer waits sleep again. time.sleep and
+# asyncio.sleep fail (OverflowError) past the platform's time_t, which a
+# wait the register may grant or a retry_after it may name (up to 2**63-1
+# nanoseconds: 292 years) exceeds.
+_MAX_SLEEP = 86400.0
+
+
 def _sleep(d: float) -> None:
     """Sleeps d seconds on the monotonic clock, never less."""
     if d <= 0:
         return
-    end = time.monotonic() + d
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(left)
+    sleep_until(time.monotonic() + d)
 
 
 def sleep_until(t: float) -> None:
     """Sleeps until :func:`time.monotonic` reaches t."""
-    _sleep(t - time.monotonic())
+    while True:
+        left = t - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, _MAX_SLEEP))
+
+
+async def _asleep(d: float) -> None:
+    """:func:`_sleep` for asyncio."""
+    if d <= 0:
+        return
+    await asleep_until(time.monotonic() + d)
+
+
+async def asleep_until(t: float) -> None:
+    """:func:`sleep_until` for asyncio."""
+    while True:
+        left = t - time.monotonic()
+        if left <= 0:
+            return
+        await asyncio.sleep(min(left, _MAX_SLEEP))
 
 
 def split_hostport(s: str) -> Tuple[str, int]:
