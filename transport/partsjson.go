@@ -3,6 +3,8 @@ package transport
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"strings"
 
 	"github.com/permitd/permitd/transport/internal/httpapi"
 )
@@ -25,8 +27,16 @@ import (
 // partRequests is a list of limit parts in a request body.
 type partRequests []partRequest
 
+// partFields describes the fields of one entry of a list of limits (in a
+// reserve's "limits", a settlement's "actual").
+var partFields = httpapi.Fields{
+	{"name", "a limit name"},
+	{"permits", "an integer: the permits of that limit (> 0 in a reserve, default 1; >= 0 and required in a settlement)"},
+}
+
 // UnmarshalJSON implements json.Unmarshaler: the fast parser, or the
-// strict decoder.
+// strict decoder, whose errors name the fields of an entry (not those of
+// the request around the list).
 func (p *partRequests) UnmarshalJSON(b []byte) error {
 	if parts, ok := parseCommonParts(b); ok {
 		*p = parts
@@ -36,6 +46,13 @@ func (p *partRequests) UnmarshalJSON(b []byte) error {
 	dec.DisallowUnknownFields()
 	var v []partRequest
 	if err := dec.Decode(&v); err != nil {
+		var typ *json.UnmarshalTypeError
+		if (errors.As(err, &typ) && typ.Field != "") || strings.HasPrefix(err.Error(), "json: unknown field ") {
+			return httpapi.DescribeNested("an entry of the list of limits", err, partFields)
+		}
+		// The list, or an entry, is not of its type at all (or bad syntax,
+		// which the request's decoder has ruled out before): the request's
+		// decoder words it, naming the list's field.
 		return err
 	}
 	*p = v

@@ -3,7 +3,6 @@ package transport
 import (
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/auth"
@@ -49,8 +48,9 @@ func (h *handler) openSession(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
-	if body := strings.TrimSpace(buf.String()); body != "" && body != "{}" {
-		httpapi.WriteError(w, http.StatusBadRequest, "POST /v1/sessions takes no fields; send an empty body or {}")
+	var none struct{}
+	if herr := httpapi.DecodeObject(buf.Bytes(), &none, nil, true); herr != nil {
+		httpapi.WriteError(w, herr.Code, "POST /v1/sessions takes no fields (send an empty body or {}): "+herr.Msg)
 		return
 	}
 	t, ok := auth.TokenFrom(r.Context())

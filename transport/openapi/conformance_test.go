@@ -492,6 +492,7 @@ var sampleBody = map[string]string{
 	"transferLeadership": `{"to":"n3"}`,
 	"reserveLimits":      `{"limits":[{"name":"other"}]}`,
 	"settleReservation":  `{"actual":[]}`,
+	"releaseReservation": `{}`,
 }
 
 // eachOperation calls f for every operation of the document, in order.
@@ -1259,6 +1260,8 @@ func TestConformance(t *testing.T) {
 		ck.do(t, call{method: "POST", path: "/v1/cluster/transfer-leadership", body: `{"to":"` + follower.id + `"}`, want: 200})
 		waitFor(t, 10*time.Second, "the new leader", func() bool { return follower.n.Status().State == "leader" })
 	})
+
+	t.Run("the document's rejected bodies are the server's", func(t *testing.T) { checkBodies(t, ck, doc) })
 
 	t.Run("methods and unknown paths", func(t *testing.T) {
 		for path, item := range doc.Paths.Map() {

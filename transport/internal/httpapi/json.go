@@ -108,12 +108,42 @@ func DecodeObject(body []byte, v any, fields Fields, emptyOK bool) *Error {
 	return nil
 }
 
+// NestedError is what the decoder of a value nested in a request (a
+// json.Unmarshaler field, such as the entries of a list of limits) returns
+// for input it rejects: the 400 worded at its own level, naming the
+// fields allowed there, which DecodeObject answers as it is rather than
+// listing the request's top-level fields.
+type NestedError struct {
+	Err   *Error
+	cause error // the decoder's own error
+}
+
+// Error implements error.
+func (e *NestedError) Error() string { return e.Err.Msg }
+
+// Unwrap returns the decoder's own error.
+func (e *NestedError) Unwrap() error { return e.cause }
+
+// DescribeNested words err, the error of decoding one nested value (what
+// describes it, such as "an entry of the list of limits") whose objects
+// take fields, as DecodeObject words its own errors.
+func DescribeNested(what string, err error, fields Fields) error {
+	var nested *NestedError
+	if errors.As(err, &nested) {
+		return err
+	}
+	return &NestedError{Err: BadRequest("%s: %s", what, describeJSONError(err, fields).Msg), cause: err}
+}
+
 // describeJSONError turns an encoding/json error into a 400 that says what
 // was wrong and what is allowed.
 func describeJSONError(err error, fields Fields) *Error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var nested *NestedError
 	switch {
+	case errors.As(err, &nested):
+		return nested.Err
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return BadRequest("truncated JSON: the body ends before the object is complete")
 	case errors.As(err, &syn):
