@@ -77,7 +77,8 @@ func TestApplySequence(t *testing.T) {
 }
 
 // TestApplyMatchesPacer checks that every result is the pacer's decision
-// expressed relative to the entry's time.
+// expressed relative to the entry's time, and that a strict refusal says
+// why when the max wait was not the reason (its max_reserved).
 func TestApplyMatchesPacer(t *testing.T) {
 	for _, tc := range []struct {
 		desc string
@@ -105,6 +106,15 @@ func TestApplyMatchesPacer(t *testing.T) {
 					t.Fatalf("step %d: reference Reserve: %v", i, err)
 				}
 				want := expected(d, now)
+				if !d.Granted && tc.cfg.Spec.Algorithm == bucket.Strict && d.AtNanos-now <= maxWait {
+					// Refused although the slot was within the max wait:
+					// the limit may not reserve that far ahead, and the
+					// result says so.
+					want.Detail = RefusedReservedAheadFull
+					if tc.cfg.Spec.MaxReserved == 0 {
+						want.Detail = RefusedNoReserveAhead
+					}
+				}
 				if got := h.reserve1(now, rsv("l", n, maxWait, "")); got != want {
 					t.Fatalf("step %d (now %d, n %d, maxWait %d): got %+v, want %+v", i, now, n, maxWait, got, want)
 				}
@@ -402,5 +412,43 @@ func TestGrantSpacingAndReplayExpiry(t *testing.T) {
 	}
 	if got := h.reserve1(sec+100*ms, rsv("b", 1, 0, "x")); !got.Duplicate || got.ExpiresInNanos != -1 {
 		t.Fatalf("replay one interval later = %+v, want expired (-1)", got)
+	}
+}
+
+// TestRefusalForMaxReservedSaysSo: a strict limit without max_reserved
+// refuses a reserve whose permit is within its max wait, and says why
+// (naming the setting) instead of blaming the max wait; the decision is
+// the pacer's all the same. A replay of that refusal is the first
+// decision without the reason (which no snapshot keeps), on every replica
+// alike; in the reservation form, the blocking limit's reason is given.
+func TestRefusalForMaxReservedSaysSo(t *testing.T) {
+	h := newHarness(t)
+	h.put(0, "api", strict(t, 4, 0))
+	h.put(0, "ahead", strict(t, 4, 1))
+	if got := h.reserve1(0, rsv("api", 1, 0, "")); got.Status != Granted {
+		t.Fatalf("first reserve = %+v, want a grant", got)
+	}
+	got := h.reserve1(sec/100, rsv("api", 1, 10*sec, "x"))
+	if got.Status != Refused || got.Detail != RefusedNoReserveAhead || got.RetryAfterNanos != sec/4-sec/100 {
+		t.Fatalf("reserve with max wait 10s = %+v, want a refusal for max_reserved 0 retrying in 240ms", got)
+	}
+	if !strings.Contains(got.Detail, "max_reserved") || !strings.Contains(got.Detail, "--max-reserved") {
+		t.Errorf("detail %q does not name the setting", got.Detail)
+	}
+	if again := h.reserve1(sec/50, rsv("api", 1, 10*sec, "x")); again.Status != Refused || !again.Duplicate || again.Detail != "" {
+		t.Errorf("replay = %+v, want the refusal without a reason", again)
+	}
+	if got := h.reserve1(sec/50, rsv("api", 1, sec/10, "")); got.Status != Refused || got.Detail != "" {
+		t.Errorf("reserve with max wait 100ms = %+v, want a refusal for the max wait (no detail)", got)
+	}
+	for i, want := range []Status{Granted, Granted, Refused} {
+		got := h.reserve1(sec/50, rsv("ahead", 1, 10*sec, ""))
+		if got.Status != want || (want == Refused) != (got.Detail == RefusedReservedAheadFull) {
+			t.Fatalf("reserve %d on a limit of max_reserved 1 = %+v, want %v (refused: its max_reserved is taken)", i, got, want)
+		}
+	}
+	multi := Reserve{Limit: "api", Permits: 1, MaxWaitNanos: 10 * sec, Track: true, Also: []Part{{Limit: "ahead", Permits: 1}}}
+	if got := h.reserve1(sec/50, multi); got.Status != Refused || got.Blocking == "" || got.Detail == "" {
+		t.Errorf("reservation = %+v, want a refusal naming the blocking limit and its max_reserved", got)
 	}
 }

@@ -158,7 +158,7 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 	}
 	if !d.Granted {
 		l.refusedRequests++
-		return outcome{status: Refused, atNanos: d.AtNanos}
+		return outcome{status: Refused, atNanos: d.AtNanos, detail: l.refusalDetail(nowNanos, r.Permits, r.MaxWaitNanos, d.AtNanos)}
 	}
 	l.grantedRequests++
 	l.grantedPermits += uint64(r.Permits)
@@ -169,6 +169,36 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 		o.expiresAtNanos, o.replayExpiry = replayExpiry(d.AtNanos, l.cfg.IntervalNanos), true
 	}
 	return o
+}
+
+// Why a strict limit refused a reserve it could have served within the
+// reserve's max wait (ReserveResult.Detail of a fresh refusal).
+const (
+	// RefusedNoReserveAhead: its MaxReserved is 0.
+	RefusedNoReserveAhead = "no permit is free now, and the limit may not reserve one ahead: its max_reserved is 0 " +
+		"(set max_reserved, permitd limits put --max-reserved, to let a reserve wait for its permit)"
+	// RefusedReservedAheadFull: its MaxReserved slots ahead of now are
+	// taken.
+	RefusedReservedAheadFull = "the limit may not reserve that far ahead: its max_reserved permits ahead of now are taken " +
+		"(a larger max_reserved, permitd limits put --max-reserved, lets a reserve wait longer)"
+)
+
+// refusalDetail says why a strict limit refused n permits whose slots it
+// could serve from atNanos, decided at nowNanos for a reserve that waits
+// at most maxWaitNanos: when atNanos is within the max wait and the slots
+// end before the end of the int64 timeline, the only condition of
+// StrictPacer.Reserve (and ReserveAt) left is MaxReserved. Empty for every
+// other refusal (the permit is further than the max wait) and algorithm.
+// The details are constants: a refusal formats nothing.
+func (l *limit) refusalDetail(nowNanos, n, maxWaitNanos, atNanos int64) string {
+	i := l.cfg.IntervalNanos
+	if l.cfg.Spec.Algorithm != bucket.Strict || i <= 0 || atNanos-nowNanos > maxWaitNanos || n > (math.MaxInt64-atNanos-1)/i {
+		return ""
+	}
+	if l.cfg.Spec.MaxReserved == 0 {
+		return RefusedNoReserveAhead
+	}
+	return RefusedReservedAheadFull
 }
 
 // replayExpiry is when a replayed grant of an algorithm without expiry

@@ -97,7 +97,8 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 						"limit %q cannot serve %d permits at cluster time %d: %v", l.name, p.Permits, at, err))}
 				}
 				l.refusedRequests++
-				return outcome{status: Refused, atNanos: max(at, d.AtNanos), blocking: l.name}
+				return outcome{status: Refused, atNanos: max(at, d.AtNanos), blocking: l.name,
+					detail: l.refusalDetail(nowNanos, p.Permits, r.MaxWaitNanos, d.AtNanos)}
 			}
 			committed = append(committed, i)
 			if isHold {

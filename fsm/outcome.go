@@ -28,7 +28,9 @@ type outcome struct {
 	// ReserveResult.SpacingNanos).
 	spacingNanos int64
 	// detail explains Invalid (and UnknownLimit, in the reservation
-	// form).
+	// form), and a fresh Refused of a strict limit that may not reserve
+	// that far ahead (refusalDetail). A refusal's detail is not kept in
+	// snapshots, and a replayed refusal carries none.
 	detail string
 	// reservation (Granted, reservation form) is the reservation's ID;
 	// blocking (Refused, reservation form) the limit that set atNanos.
@@ -48,7 +50,8 @@ type outcome struct {
 //     passed (only possible for a replay), 0 when it has no expiry;
 //     SpacingNanos as decided;
 //   - Refused, Busy: RetryAfterNanos = max(1, at-now), so a refusal never
-//     invites an immediate retry;
+//     invites an immediate retry; a fresh refusal's Detail says why when
+//     it is not the max wait;
 //   - UnknownLimit, Invalid, SessionExpired: Detail.
 //
 // Comparisons come before subtractions, so nothing overflows.
@@ -72,6 +75,9 @@ func (o *outcome) resultAt(nowNanos int64, replay bool) ReserveResult {
 		res.RetryAfterNanos = 1
 		if o.atNanos > nowNanos {
 			res.RetryAfterNanos = o.atNanos - nowNanos
+		}
+		if !replay {
+			res.Detail = o.detail
 		}
 	default:
 		res.Detail = o.detail

@@ -77,7 +77,10 @@ type ReserveResult struct {
 	Duplicate bool
 	// Detail explains Invalid and SessionExpired (and, for a reserve in
 	// the reservation form, names the unknown limit of UnknownLimit; for a
-	// reserve of a session, why it is Busy).
+	// reserve of a session, why it is Busy). For a Refused that is not a
+	// Duplicate, it says why when the max wait was not the reason
+	// (RefusedNoReserveAhead, RefusedReservedAheadFull); empty when the
+	// permits were further than the max wait.
 	Detail string
 	// ReservationID (Granted, reservation form) names the reservation the
 	// grant left, to settle or release it; 0 otherwise.

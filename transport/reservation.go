@@ -212,8 +212,11 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `,"duplicate":`...)
 		b = strconv.AppendBool(b, res.Duplicate)
 		b = append(b, `,"error":`...)
-		msg := "no grant of every limit within max_wait " + time.Duration(q.MaxWaitNanos).String() +
-			"; retry after " + time.Duration(res.RetryAfterNanos).String()
+		why := "no grant of every limit within max_wait " + time.Duration(q.MaxWaitNanos).String()
+		if res.Detail != "" || res.Duplicate {
+			why = refusalReason(res, q.MaxWaitNanos)
+		}
+		msg := why + "; retry after " + time.Duration(res.RetryAfterNanos).String()
 		if res.Blocking != "" {
 			msg = "limit " + strconv.Quote(res.Blocking) + " blocks: " + msg
 		}

@@ -58,8 +58,8 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		b = append(b, `,"duplicate":`...)
 		b = strconv.AppendBool(b, res.Duplicate)
 		b = append(b, `,"error":`...)
-		b = httpapi.AppendJSONString(b, "limit "+strconv.Quote(name)+": no permit within max_wait "+
-			time.Duration(req.MaxWaitNanos).String()+"; retry after "+time.Duration(res.RetryAfterNanos).String())
+		b = httpapi.AppendJSONString(b, "limit "+strconv.Quote(name)+": "+refusalReason(res, req.MaxWaitNanos)+
+			"; retry after "+time.Duration(res.RetryAfterNanos).String())
 		b = append(b, "}\n"...)
 		httpapi.WriteRaw(w, http.StatusTooManyRequests, b)
 	case fsm.Busy:
@@ -107,6 +107,21 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, q fsm.Reserve) 
 		h.metrics.reserveOutcome(outcomeError)
 	}
 	return res, false
+}
+
+// refusalReason says why a reserve was refused: the register's reason
+// when the max wait was not it (a strict limit that may not reserve that
+// far ahead: its max_reserved; a grant that expired before its answer
+// left), else that no permit was free within maxWaitNanos; for a retry of
+// an earlier request, that it was refused then.
+func refusalReason(res fsm.ReserveResult, maxWaitNanos int64) string {
+	switch {
+	case res.Detail != "":
+		return res.Detail
+	case res.Duplicate:
+		return "this request was refused when it was first decided (a retry gets that decision)"
+	}
+	return "no permit within max_wait " + time.Duration(maxWaitNanos).String()
 }
 
 // refusalStart sets Retry-After and starts a refusal's JSON answer:

@@ -139,9 +139,12 @@ func runReserveMany(c *cmdLine, cf *clientFlags, wants []client.Want, o client.R
 		limits[i] = map[string]any{"name": w.Limit, "permits": w.Permits}
 	}
 	if !r.Granted {
-		msg := fmt.Sprintf("no grant of every limit within max wait %v; retry after %v", o.MaxWait, r.RetryAfter)
-		if r.Blocking != "" {
-			msg = fmt.Sprintf("limit %q blocks: %s", r.Blocking, msg)
+		msg := r.Refusal // the server's words: why, when not the max wait
+		if msg == "" {
+			msg = fmt.Sprintf("no grant of every limit within max wait %v; retry after %v", o.MaxWait, r.RetryAfter)
+			if r.Blocking != "" {
+				msg = fmt.Sprintf("limit %q blocks: %s", r.Blocking, msg)
+			}
 		}
 		printLine(stdout, map[string]any{"granted": false, "retry_after_ns": r.RetryAfter.Nanoseconds(), "blocking": r.Blocking,
 			"limits": limits, "request_id": r.RequestID, "error": msg})

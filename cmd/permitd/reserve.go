@@ -49,7 +49,9 @@ blocked: {"granted":false,"blocking":NAME,"retry_after_ns":R,...}. With
 
 Exit status: 0 granted; 1 failure (server unreachable, limit not found, a
 permit expired); 2 usage error or input the server rejected as invalid;
-3 refused: no permit within --max-wait (nothing was reserved).
+3 refused: no permit within --max-wait, or a strict limit that may not
+reserve that far ahead (its --max-reserved; the error says which);
+nothing was reserved.
 `, stdout, stderr)
 	// The --limit form has no NAME argument.
 	many := usesFlag(args, "limit")
@@ -102,8 +104,13 @@ permit expired); 2 usage error or input the server rejected as invalid;
 		return c.fail(exitCodeOf(err), err)
 	}
 	if !g.Granted {
-		printLine(stdout, map[string]any{"granted": false, "retry_after_ns": g.RetryAfter.Nanoseconds(), "request_id": g.RequestID,
-			"error": fmt.Sprintf("limit %q: no permit within max wait %v; retry after %v", name, maxWait, g.RetryAfter)})
+		// The server's words say why: no permit within the max wait, or a
+		// strict limit that may not reserve ahead (its max_reserved).
+		msg := g.Refusal
+		if msg == "" {
+			msg = fmt.Sprintf("limit %q: no permit within max wait %v; retry after %v", name, maxWait, g.RetryAfter)
+		}
+		printLine(stdout, map[string]any{"granted": false, "retry_after_ns": g.RetryAfter.Nanoseconds(), "request_id": g.RequestID, "error": msg})
 		return exitRefused
 	}
 	printLine(stdout, map[string]any{"granted": true, "permits": g.Permits, "wait_ns": g.Delay.Nanoseconds(),

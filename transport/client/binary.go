@@ -197,7 +197,7 @@ func (c *Client) reserveBinary(ctx context.Context, limit string, n int64, maxWa
 		if err != nil {
 			return attemptDone, fmt.Errorf("client: cannot decode the reserve answer of %s: %w", server, err)
 		}
-		g, err = grantOf(server, n, res, ans.sentAt, ans.receivedAt)
+		g, err = grantOf(server, limit, n, maxWait, res, ans.sentAt, ans.receivedAt)
 		if err != nil {
 			return binaryOutcome(err), err
 		}
@@ -210,10 +210,12 @@ func (c *Client) reserveBinary(ctx context.Context, limit string, n int64, maxWa
 	return g, nil
 }
 
-// grantOf maps a decided reserve as the HTTP API would: a grant or a
-// refusal is a Grant; the other outcomes are *APIError with the status
-// the HTTP API answers them with (SessionExpired wraps errSessionExpired).
-func grantOf(server string, n int64, res wire.ReserveResult, sentAt, receivedAt time.Time) (Grant, error) {
+// grantOf maps a decided reserve of n permits of limit, waiting at most
+// maxWait, as the HTTP API would: a grant or a refusal is a Grant (a
+// refusal explained as the HTTP API words it); the other outcomes are
+// *APIError with the status the HTTP API answers them with
+// (SessionExpired wraps errSessionExpired).
+func grantOf(server, limit string, n int64, maxWait time.Duration, res wire.ReserveResult, sentAt, receivedAt time.Time) (Grant, error) {
 	g := Grant{Permits: n, Duplicate: res.Duplicate, SentAt: sentAt, ReceivedAt: receivedAt}
 	switch res.Status {
 	case wire.Granted:
@@ -221,6 +223,15 @@ func grantOf(server string, n int64, res wire.ReserveResult, sentAt, receivedAt 
 		g.Spacing = time.Duration(res.SpacingNanos)
 	case wire.Refused:
 		g.RetryAfter = time.Duration(res.RetryAfterNanos)
+		why := res.Detail
+		switch {
+		case why != "":
+		case res.Duplicate:
+			why = "this request was refused when it was first decided (a retry gets that decision)"
+		default:
+			why = "no permit within max_wait " + maxWait.String()
+		}
+		g.Refusal = fmt.Sprintf("limit %q: %s; retry after %v", limit, why, g.RetryAfter)
 	case wire.UnknownLimit:
 		return Grant{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: "limit not found"}
 	case wire.Invalid:

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -158,12 +159,17 @@ func (c *Client) backoff(k int, ceiling time.Duration) time.Duration {
 	if ceiling >= 0 && ceiling < d {
 		d = ceiling
 	}
+	return c.jitter(d)
+}
+
+// jitter returns a duration uniform in [0, d] (0 for d <= 0).
+func (c *Client) jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
 	c.rngMu.Lock()
 	defer c.rngMu.Unlock()
-	return time.Duration(c.rng.Int64N(int64(d) + 1))
+	return time.Duration(c.rng.Int64N(int64(min(d, math.MaxInt64-1)) + 1))
 }
 
 // response is one answer from one server.

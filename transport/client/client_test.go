@@ -477,21 +477,33 @@ func TestRequestIDReusedAfterTimeout(t *testing.T) {
 	}
 }
 
-func TestAcquireBacksOffWithinRetryAfter(t *testing.T) {
+// TestAcquireWaitsTheRetryAfter: refused, Acquire sleeps until the
+// refusal's retry_after (a reserve before then would be refused again),
+// plus a jitter of at most min(backoff base, retry_after/4) that is
+// reproducible from the seed; a refusal without a retry_after backs off
+// with full jitter; a retry_after past the context's deadline fails at
+// once, without a sleep, with the refusal.
+func TestAcquireWaitsTheRetryAfter(t *testing.T) {
+	const retry = 30 * time.Millisecond
 	for _, bc := range []struct {
 		name      string
+		retry     time.Duration
 		base, max time.Duration
+		lo, hi    func(k int) time.Duration
 	}{
-		{"retry_after caps", time.Second, 10 * time.Second},
-		{"exponential caps", time.Millisecond, 8 * time.Millisecond},
+		{"until retry_after, jittered by up to a quarter of it", retry, time.Second, 10 * time.Second,
+			func(int) time.Duration { return retry }, func(int) time.Duration { return retry + retry/4 }},
+		{"jittered by up to the backoff base", retry, time.Millisecond, 8 * time.Millisecond,
+			func(int) time.Duration { return retry }, func(int) time.Duration { return retry + time.Millisecond }},
+		{"full jitter without a retry_after", 0, time.Millisecond, 8 * time.Millisecond,
+			func(int) time.Duration { return 0 }, func(k int) time.Duration { return min(8*time.Millisecond, time.Millisecond<<k) }},
 	} {
 		t.Run(bc.name, func(t *testing.T) {
-			const retry = 30 * time.Millisecond
 			run := func() []time.Duration {
 				s := &scripted{}
 				s.reply = func(hit int, w http.ResponseWriter, r *http.Request) {
 					if hit <= 12 {
-						refused(int64(retry))(hit, w, r)
+						refused(int64(bc.retry))(hit, w, r)
 						return
 					}
 					granted(0)(hit, w, r)
@@ -504,8 +516,7 @@ func TestAcquireBacksOffWithinRetryAfter(t *testing.T) {
 				if s.Hits() != 13 {
 					t.Errorf("hits %d, want 13", s.Hits())
 				}
-				ids := s.IDs()
-				if ids[0] == ids[1] {
+				if ids := s.IDs(); ids[0] == ids[1] {
 					t.Errorf("a refused reserve was retried with the same id")
 				}
 				return clk.Sleeps()
@@ -516,19 +527,67 @@ func TestAcquireBacksOffWithinRetryAfter(t *testing.T) {
 			}
 			distinct := map[time.Duration]bool{}
 			for k, d := range sleeps {
-				ceil := min(retry, bc.max, bc.base<<k)
-				if d < 0 || d > ceil {
-					t.Errorf("backoff %d = %v, outside [0, %v]", k, d, ceil)
+				if d < bc.lo(k) || d > bc.hi(k) {
+					t.Errorf("sleep %d = %v, outside [%v, %v]", k, d, bc.lo(k), bc.hi(k))
 				}
 				distinct[d] = true
 			}
 			if len(distinct) < 6 {
-				t.Errorf("backoffs are not jittered: %v", sleeps)
+				t.Errorf("sleeps are not jittered: %v", sleeps)
 			}
 			if again := run(); fmt.Sprint(again) != fmt.Sprint(sleeps) {
-				t.Errorf("same seed, different backoffs:\n%v\n%v", sleeps, again)
+				t.Errorf("same seed, different sleeps:\n%v\n%v", sleeps, again)
 			}
 		})
+	}
+	t.Run("a retry_after past the deadline fails at once", func(t *testing.T) {
+		s := &scripted{reply: refused(int64(time.Minute))}
+		clk := newFakeClock()
+		c := newClient(t, []string{host(serve(t, s))}, WithClock(clk))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := c.Acquire(ctx, "a", 1)
+		var refusal *RefusedError
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &refusal) || refusal.RetryAfter != time.Minute {
+			t.Errorf("err %v, want context.DeadlineExceeded with the refusal", err)
+		}
+		if s.Hits() != 1 || len(clk.Sleeps()) != 0 {
+			t.Errorf("%d reserves and sleeps %v, want 1 reserve and no sleep", s.Hits(), clk.Sleeps())
+		}
+	})
+}
+
+// TestAcquireOnALimitWithoutMaxReservedIsRefusedOncePerGrant: a strict
+// limit of 4 a second that may not reserve ahead (max_reserved 0) refuses
+// every reserve made before its next slot, naming the setting; Acquire
+// then waits for the slot, so five acquires in a row cost at most one
+// refusal each. Backing off with full jitter within the retry_after, it
+// polled: 25 refusals for 5 grants.
+func TestAcquireOnALimitWithoutMaxReservedIsRefusedOncePerGrant(t *testing.T) {
+	srv, st := apiServer(t)
+	clk := newFakeClock()
+	drive(clk, st)
+	c := newClient(t, []string{host(srv)}, WithClock(clk))
+	ctx := context.Background()
+	if _, err := c.PutLimit(ctx, "api", LimitSpec{Algorithm: "strict", Rate: 4, Per: time.Second, MaxReserved: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	const grants = 5
+	for i := range grants {
+		if err := c.Acquire(ctx, "api", 1); err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+	}
+	info, err := st.Limit(ctx, "api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.GrantedRequests != grants || info.RefusedRequests > grants {
+		t.Errorf("%d grants and %d refusals for %d acquires; want at most one refusal per grant", info.GrantedRequests, info.RefusedRequests, grants)
+	}
+	g, err := c.Reserve(ctx, "api", 1, 10*time.Second)
+	if err != nil || g.Granted || !strings.Contains(g.Refusal, "max_reserved is 0") || !strings.Contains(g.Refusal, "--max-reserved") {
+		t.Errorf("reserve with max wait 10s right after a grant: %+v, %v; want a refusal naming max_reserved and --max-reserved", g, err)
 	}
 }
 

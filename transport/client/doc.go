@@ -14,9 +14,11 @@
 //
 //   - optimistic (Acquire, Throttle in Block mode): reserve with max_wait =
 //     the time left until the context's deadline, then sleep the granted
-//     wait; if refused (the limit's bounded reservations are full), back off
-//     with full jitter, never longer than the server's retry_after, and
-//     retry until the context ends;
+//     wait; if refused (the limit's bounded reservations are full, or it
+//     may not reserve ahead at all: a strict limit without max_reserved),
+//     sleep until the server's retry_after, plus a small jitter, and
+//     reserve again until the context ends (at once when the retry_after
+//     ends after its deadline);
 //   - pessimistic (TryAcquire, Throttle in Fail mode): reserve with a small
 //     max_wait and return ErrThrottled at once when refused.
 //

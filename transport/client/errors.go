@@ -113,8 +113,11 @@ type RefusedError struct {
 	Message string
 }
 
-// Error implements error.
+// Error implements error: the server's explanation when it gave one.
 func (e *RefusedError) Error() string {
+	if e.Message != "" {
+		return "client: throttled: " + e.Message
+	}
 	return fmt.Sprintf("client: limit %q throttled: no permit within the allowed wait; retry after %v", e.Limit, e.RetryAfter)
 }
 

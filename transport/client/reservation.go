@@ -113,7 +113,7 @@ func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions
 		r.ID = a.ReservationID
 		r.Holds = a.Holds
 	} else {
-		r.RetryAfter = time.Duration(a.RetryNanos)
+		r.RetryAfter, r.Refusal = time.Duration(a.RetryNanos), a.Error
 		r.Blocking = a.Blocking
 	}
 	return r, nil

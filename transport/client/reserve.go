@@ -35,6 +35,10 @@ type Grant struct {
 	// RetryAfter (refused) is when, as known by the server, the same
 	// request could be granted, counted from ReceivedAt.
 	RetryAfter time.Duration
+	// Refusal (refused) is the server's explanation: no permit within the
+	// max wait, or another reason, such as a strict limit that may not
+	// reserve ahead (its max_reserved); empty if it gave none.
+	Refusal string
 	// Duplicate reports that the server had already decided this request
 	// (a retry after a lost answer) and replayed that decision.
 	Duplicate bool
@@ -255,7 +259,7 @@ func (c *Client) reserve(ctx context.Context, limit string, n int64, maxWait tim
 		g.ExpiresIn = time.Duration(a.ExpiresNanos)
 		g.Spacing = time.Duration(a.SpacingNanos)
 	} else {
-		g.RetryAfter = time.Duration(a.RetryNanos)
+		g.RetryAfter, g.Refusal = time.Duration(a.RetryNanos), a.Error
 	}
 	return g, nil
 }
@@ -270,7 +274,7 @@ func (c *Client) TryAcquire(ctx context.Context, limit string, n int64, maxWait 
 		return Grant{}, err
 	}
 	if !g.Granted {
-		return g, &RefusedError{Limit: limit, RetryAfter: g.RetryAfter}
+		return g, &RefusedError{Limit: limit, RetryAfter: g.RetryAfter, Message: g.Refusal}
 	}
 	return g, nil
 }
@@ -278,10 +282,12 @@ func (c *Client) TryAcquire(ctx context.Context, limit string, n int64, maxWait 
 // Acquire blocks until n permits of limit may be used together, or ctx is
 // done. It reserves with max_wait = the time left until ctx's deadline (or
 // the default max wait without one), then sleeps the granted wait. When
-// refused it backs off with full jitter, never longer than the server's
-// retry_after, and retries (a new request) until ctx is done. Errors other
-// than refusals (unknown limit, invalid request, no server available after
-// the bounded failover) end it.
+// refused it sleeps until the server's retry_after (when the same request
+// could be granted; an earlier one would be refused again), plus a small
+// jitter, and reserves again (a new request); when the retry_after ends
+// after ctx's deadline it fails at once (context.DeadlineExceeded, with
+// the *RefusedError). Errors other than refusals (unknown limit, invalid
+// request, no server available after the bounded failover) end it.
 //
 // A strict limit never lets two permits be used closer than its interval,
 // so n > 1 permits of a strict limit cannot be used together: Acquire then
@@ -313,12 +319,41 @@ func (c *Client) acquireGrant(ctx context.Context, limit string, n int64) (Grant
 		if g.Granted {
 			return g, nil
 		}
-		d := c.backoff(k, g.RetryAfter)
-		c.log.Trace("reserve refused, backing off", "limit", limit, "retry_after", g.RetryAfter, "backoff", d)
+		d, ok := c.refusalWait(ctx, k, g)
+		if !ok {
+			return Grant{}, fmt.Errorf("client: acquire %d permits of %q: %w: the same request could be granted only after the context's deadline (%w)",
+				n, limit, &RefusedError{Limit: limit, RetryAfter: g.RetryAfter, Message: g.Refusal}, context.DeadlineExceeded)
+		}
+		c.log.Trace("reserve refused, waiting for its retry_after", "limit", limit, "retry_after", g.RetryAfter, "sleep", d)
 		if err := c.clock.Sleep(ctx, d); err != nil {
 			return Grant{}, fmt.Errorf("client: acquire %d permits of %q: %w", n, limit, err)
 		}
 	}
+}
+
+// refusalWait is how long Acquire sleeps after the refusal g before it
+// reserves again: until g's RetryAfter (counted from its receipt), when
+// the same request could be granted (a reserve before then is refused
+// again: on a strict limit without max_reserved, one that polled got five
+// refusals per grant), plus a jitter of at most min(backoff base,
+// RetryAfter/4) that spreads callers refused together, never waking one
+// early. Without a RetryAfter it is the full-jitter backoff of attempt k.
+// ok is false when the RetryAfter ends at or after ctx's deadline: no
+// reserve could be granted in time.
+func (c *Client) refusalWait(ctx context.Context, k int, g Grant) (d time.Duration, ok bool) {
+	if g.RetryAfter <= 0 {
+		return c.backoff(k, -1), true
+	}
+	at := g.ReceivedAt.Add(g.RetryAfter)
+	dl, bounded := ctx.Deadline()
+	if bounded && !at.Before(dl) {
+		return 0, false
+	}
+	wake := at.Add(c.jitter(min(c.backoffBase, g.RetryAfter/4)))
+	if bounded && !wake.Before(dl) {
+		wake = at
+	}
+	return max(wake.Sub(c.clock.Now()), 0), true
 }
 
 // maxExpiredRounds bounds how often AcquireEach reserves again after

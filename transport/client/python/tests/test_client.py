@@ -620,6 +620,26 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.client.get_limit(hold)["refused_requests"], 1)
 
 
+    def test_acquire_without_max_reserved_is_refused_once_per_grant(self) -> None:
+        # 4 a second, none reserved ahead: every reserve before the next
+        # slot is refused, naming the setting, whatever its max_wait; an
+        # acquire waits for the slot instead of polling (25 refusals for 5
+        # grants).
+        name = fresh_limit(self.client, "mr0", "strict", 4, "1s", max_reserved=0)
+        for _ in range(5):
+            self.client.acquire(name, timeout=5)
+        v = self.client.get_limit(name)
+        self.assertEqual(v["granted_requests"], 5, v)
+        self.assertLessEqual(v["refused_requests"], 5, "%d refusals for 5 grants: the acquires polled" % v["refused_requests"])
+        for _ in range(20):
+            r = self.client.reserve(name, max_wait=10)
+            if not r.granted:
+                break
+        self.assertFalse(r.granted, "20 reserves in a row granted on a limit of 4 a second")
+        self.assertIn("max_reserved is 0", r.error)
+        self.assertIn("--max-reserved", r.error)
+
+
 class ReservationTest(unittest.TestCase):
     """reserve_many, settle and release against the module's cluster."""
 
