@@ -296,6 +296,19 @@ func TestCLI(t *testing.T) {
 		if r.elapsed > 30*time.Second {
 			t.Fatalf("the refusal took %v", r.elapsed)
 		}
+		// Without --max-reserved the limit may not reserve ahead: a max
+		// wait of two hours, which covers the next permit, is refused
+		// all the same, and the refusal says why and names the setting
+		// (it blamed "max wait 2h").
+		r = cli(t, "reserve", "slow", "--max-wait", "2h", "--servers", all)
+		wantCode(t, r, 3)
+		var refusal struct {
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &refusal); err != nil || !strings.Contains(refusal.Error, "may not reserve one ahead: its max_reserved is 0") ||
+			!strings.Contains(refusal.Error, "--max-reserved") || strings.Contains(refusal.Error, "max wait") {
+			t.Fatalf("want a refusal that names max_reserved and --max-reserved, not the max wait: %v (%v)", r, err)
+		}
 	})
 
 	t.Run("reserve --permits 3 --wait prints each permit at its slot", func(t *testing.T) {
