@@ -324,15 +324,7 @@ func (h *handler) settle(w http.ResponseWriter, r *http.Request, rs ReservationS
 
 // release serves POST /v1/reservations/{id}/release.
 func (h *handler) release(w http.ResponseWriter, r *http.Request, rs ReservationStore, id uint64, owner string) {
-	buf := httpapi.GetBuf()
-	defer httpapi.PutBuf(buf)
-	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
-		httpapi.WriteError(w, herr.Code, herr.Msg)
-		return
-	}
-	var none struct{}
-	if herr := httpapi.DecodeObject(buf.Bytes(), &none, nil, true); herr != nil {
-		httpapi.WriteError(w, herr.Code, "POST /v1/reservations/{id}/release takes no fields (send an empty body or {}): "+herr.Msg)
+	if !readNoFields(w, r, "POST /v1/reservations/{id}/release") {
 		return
 	}
 	ctx, cancel := h.context(r)

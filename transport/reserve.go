@@ -89,6 +89,24 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 	}
 }
 
+// readNoFields reads the body of a request that takes no fields (op names
+// it): empty, or an empty JSON object in any whitespace. Otherwise it
+// answers the error and returns false.
+func readNoFields(w http.ResponseWriter, r *http.Request, op string) bool {
+	buf := httpapi.GetBuf()
+	defer httpapi.PutBuf(buf)
+	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
+		httpapi.WriteError(w, herr.Code, herr.Msg)
+		return false
+	}
+	var none struct{}
+	if herr := httpapi.DecodeObject(buf.Bytes(), &none, nil, true); herr != nil {
+		httpapi.WriteError(w, herr.Code, op+" takes no fields (send an empty body or {}): "+herr.Msg)
+		return false
+	}
+	return true
+}
+
 // decide runs reserve q on the store. On an error it answers it, counts
 // its outcome and returns false.
 func (h *handler) decide(w http.ResponseWriter, r *http.Request, q fsm.Reserve) (fsm.ReserveResult, bool) {

@@ -42,15 +42,7 @@ func sessionOwner(t auth.Token, ok bool, perToken int) fsm.OpenSession {
 // all or for the token) is answered 503 with Retry-After and
 // retry_after_ns: it opened nothing.
 func (h *handler) openSession(w http.ResponseWriter, r *http.Request) {
-	buf := httpapi.GetBuf()
-	defer httpapi.PutBuf(buf)
-	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
-		httpapi.WriteError(w, herr.Code, herr.Msg)
-		return
-	}
-	var none struct{}
-	if herr := httpapi.DecodeObject(buf.Bytes(), &none, nil, true); herr != nil {
-		httpapi.WriteError(w, herr.Code, "POST /v1/sessions takes no fields (send an empty body or {}): "+herr.Msg)
+	if !readNoFields(w, r, "POST /v1/sessions") {
 		return
 	}
 	t, ok := auth.TokenFrom(r.Context())
@@ -61,6 +53,8 @@ func (h *handler) openSession(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "open session", err)
 		return
 	}
+	buf := httpapi.GetBuf()
+	defer httpapi.PutBuf(buf)
 	b := buf.AvailableBuffer()
 	if res.ID == 0 {
 		w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(res.RetryAfterNanos), 10)}
