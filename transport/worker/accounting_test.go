@@ -176,6 +176,7 @@ func TestResolveConfig(t *testing.T) {
 		{"steal timeout beyond MaxPeriod", func(c *Config) { c.StealTimeout = MaxPeriod + 1 }},
 		{"steal grace beyond MaxPeriod", func(c *Config) { c.StealGrace = math.MaxInt64 }},
 		{"rejoin beyond MaxPeriod", func(c *Config) { c.RejoinEvery = MaxPeriod + 1 }},
+		{"unreachable after beyond MaxPeriod", func(c *Config) { c.UnreachableAfter = MaxPeriod + 1 }},
 	}
 	for _, tc := range bad {
 		c := ok

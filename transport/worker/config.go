@@ -49,11 +49,11 @@ const (
 	// an outage.
 	DefaultUnreachableAfter = 3 * time.Second
 	// MaxPeriod is the longest RetryEvery, RequestTimeout, StealTimeout,
-	// StealGrace, RejoinEvery and UnreachableAfter a worker accepts (the TTL, Margin and
-	// RenewEvery are below client.MaxLeaseTTL). Every deadline the worker
-	// counts is a reading of its monotonic clock plus at most one of
-	// these, so none of its sums can wrap around (a StealGrace near
-	// math.MaxInt64 made the grace look over at once).
+	// StealGrace, RejoinEvery and UnreachableAfter a worker accepts (the
+	// TTL, Margin and RenewEvery are below client.MaxLeaseTTL). Every
+	// deadline the worker counts is a reading of its monotonic clock plus
+	// at most one of these, so none of its sums can wrap around (a
+	// StealGrace near math.MaxInt64 made the grace look over at once).
 	MaxPeriod = 24 * time.Hour
 )
 
