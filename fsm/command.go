@@ -43,10 +43,13 @@ const (
 	CmdSettle CommandType = 11
 	// CmdRelease releases a reservation's in-flight permits (settle.go).
 	CmdRelease CommandType = 12
+	// CmdExpiredGrants reports grants whose answers left as refusals
+	// (expiredgrants.go).
+	CmdExpiredGrants CommandType = 13
 )
 
 // lastCommandType is the largest known CommandType.
-const lastCommandType = CmdRelease
+const lastCommandType = CmdExpiredGrants
 
 // EncodingVersion is the version byte that follows the type byte.
 // Version 2 added the stamp's term, per-reserve arrival times and client
@@ -54,8 +57,8 @@ const lastCommandType = CmdRelease
 // commands; an entry of another version is rejected. Later additions
 // extend version 4 compatibly: an entry an earlier decoder accepted
 // decodes the same (the reservation form of a reserve, a put's shadow
-// flag, CmdSettle and CmdRelease, a session's owner and quota are bytes
-// an earlier decoder rejects).
+// flag, CmdSettle, CmdRelease, a session's owner and quota, and
+// CmdExpiredGrants are bytes an earlier decoder rejects).
 const EncodingVersion = 4
 
 // Errors returned by this package.
@@ -171,4 +174,6 @@ type Entry struct {
 	Release Release
 	// OpenSession is a CmdOpenSession's owner and quota (sessions.go).
 	OpenSession OpenSession
+	// ExpiredGrants holds a CmdExpiredGrants' grants (expiredgrants.go).
+	ExpiredGrants []ExpiredGrant
 }

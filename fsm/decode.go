@@ -117,6 +117,8 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 				r.fail("an empty owner and quota (a session without either carries nothing)")
 			}
 		}
+	case CmdExpiredGrants:
+		e.ExpiredGrants, err = decodeExpiredGrants(&r, names)
 	case CmdRelease:
 		e.Release.Reservation = r.uvarint("reservation")
 		e.Release.Owner = string(r.bytes("owner", MaxOwnerLen))

@@ -31,6 +31,8 @@
 //   - CmdSettle and CmdRelease settle a reservation's real cost and free
 //     its in-flight permits (see Reservations below). A reserve in the
 //     reservation form travels in a CmdReserveBatch like any other.
+//   - CmdExpiredGrants reports grants whose answers left as refusals
+//     (see Counters below).
 //
 // The Append functions validate before encoding (reject before replicate):
 // an entry they produce always decodes. Decode validates again, and every
@@ -108,9 +110,18 @@
 //
 // Every outcome is recorded, refusals and unknown limits included: a key
 // names one decision, and a client that wants a new decision uses a new
-// key. A replayed grant always has an expiry: the strict expiry, or one
-// interval after its time for the algorithms whose fresh grants have
-// none, so that a late retry never uses a permit arbitrarily late.
+// key. A replayed grant always has an expiry, so that a late retry never
+// uses a permit arbitrarily late: the fresh answer's (an enforced strict
+// grant's, or the earliest of a reservation's enforced parts'), or, when
+// the fresh answer had none (the other algorithms, and every grant made
+// in shadow mode, which is answered at once and never refused), one
+// replay period after its time: the interval, an in-flight cap's hold
+// TTL, the shortest of the reserve's limits'. The outcome stores the
+// expiry when it is decided, so a replay keeps it whatever happens to the
+// limits afterwards (shadow mode switched off, another algorithm, a delete
+// and re-create). The reachable-state walk checks every replay against
+// its first answer (walkaudit_test.go). Only an infinite bursty rate,
+// whose permits cost nothing, has no replay period.
 //
 // Both ID tables are queues in insertion order, which is log order, so
 // eviction pops from their heads, driven only by the cluster time of the
@@ -147,7 +158,8 @@
 // the old rate, above the new capacity. The reachable-state walk of the
 // tests (walk_test.go) takes a snapshot after every step of seeded random
 // sequences of every command and checks that it restores, re-encodes to
-// the same bytes, and continues exactly as the original.
+// the same bytes, and continues exactly as the original; it also checks
+// that the counters and replays agree with the answers (see Counters).
 //
 // # Leases
 //
@@ -389,11 +401,32 @@
 // changes nothing (fenced by the hold's expiry).
 //
 // Shadow mode (PutLimit.Shadow): every reserve on the limit is decided by
-// its pacer as usual, with the caller's max wait, and counted
-// (would-refuse, would-wait), but answered Granted at once; in a
-// multi-limit reserve a shadow limit never sets t*. Its pacer sees only
-// the grants it would have made, so the counters say what enforcement
-// would have done to the same traffic.
+// its pacer as usual, with the caller's max wait, and counted (shadow
+// grants, would-refuse, would-wait: only while in shadow mode), but
+// answered Granted at once, without an expiry (a replay has one: see
+// Deduplication); in a multi-limit reserve a shadow limit never sets t*.
+// Its pacer sees only the grants it would have made, so the counters say
+// what enforcement would have done to the same traffic.
+//
+// # Counters
+//
+// Every limit counts, since it was created, the reserves on it as their
+// answers left the register (LimitInfo): grants and their permits,
+// refusals, grants made in shadow mode, and what settlements refunded or
+// charged (counted apart: a refund never lowers the permits granted;
+// NetPermits is what the limit's rate was charged). A refusal is not a
+// grant, and one kind of refusal is decided outside the log: the node
+// that sends an answer subtracts the time it held it (package node), and
+// a grant whose first permit expired meanwhile leaves as a refusal. Apply
+// cannot see that (the departure time is not in the log, and the counters
+// must be the same on every replica), so the node reports it in a later
+// entry, CmdExpiredGrants, naming the grant by the index of the entry
+// that decided it and the limits and permits it granted; Apply then
+// counts it as expired: a refusal, not a grant (expiredgrants.go). Such a
+// grant's slots stay spent, and its counters are those of a grant until
+// the report is applied, or for good if the node fails before sending it.
+// The reachable-state walk checks after every step that every limit's
+// counters equal the tally of the answers it received.
 //
 // # Concurrency
 //

@@ -40,6 +40,10 @@ import (
 //	                 owner, uvarint count (0..MaxReserveParts), each limit
 //	                 name and uvarint permits (>= 0)
 //	CmdRelease       uvarint reservation, owner
+//	CmdExpiredGrants uvarint count (1..MaxExpiredGrants), then per grant:
+//	                 uvarint decided index (>= 1), uvarint part count
+//	                 (1..MaxReserveParts), each limit name (each once) and
+//	                 uvarint permits (>= 1)
 //
 // Names and ids are uvarint-length-prefixed bytes; varints are in shortest
 // form. Nothing may follow the command.

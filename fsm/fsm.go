@@ -104,7 +104,8 @@ func (f *FSM) withSessionCaps(maxSessions, maxResults int) *FSM {
 // []ReserveResult (one per reserve, in order) for CmdReserveBatch,
 // LeasePolicyResult for CmdPutLeasePolicy, LeaseResult for CmdLease,
 // CmdRenew and CmdReturn, SessionResult for CmdOpenSession, SettleResult
-// for CmdSettle, ReleaseResult for CmdRelease, nil for CmdNoop.
+// for CmdSettle, ReleaseResult for CmdRelease, ExpiredGrantsResult for
+// CmdExpiredGrants, nil for CmdNoop.
 //
 // The entry's time is clamped to the cluster timeline first:
 // now = max(LastNowNanos(), entry.Stamp.Nanos) if the entry was stamped in
@@ -178,6 +179,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return s.settle(now, &e.Settle)
 	case CmdRelease:
 		return s.release(now, &e.Release)
+	case CmdExpiredGrants:
+		return s.countExpired(l.Index, e.ExpiredGrants)
 	}
 	return nil // CmdNoop
 }
@@ -198,7 +201,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 	case !ok:
 		l = &limit{name: p.Name}
 		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
-		l.bornIndex, l.shadow = index, p.Shadow
+		l.bornIndex, l.createdIndex, l.shadow = index, index, p.Shadow
 		s.limits[p.Name] = l
 		i, _ := slices.BinarySearch(s.names, p.Name)
 		s.names = slices.Insert(s.names, i, p.Name)

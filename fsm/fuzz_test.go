@@ -30,6 +30,9 @@ func FuzzDecode(f *testing.F) {
 	for _, b := range reservationEntries(f) {
 		f.Add(b)
 	}
+	if b, err := AppendExpiredGrants(nil, at(3), []ExpiredGrant{{DecidedIndex: 9, Parts: []Part{{"a", 1}, {"b", 2}}}}); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := Decode(b)
 		if err != nil {

@@ -28,9 +28,21 @@ type limit struct {
 	// nothing.
 	pool *leasePool
 
-	grantedRequests uint64
-	grantedPermits  uint64
-	refusedRequests uint64
+	// The counters (see LimitInfo). grantedRequests and grantedPermits
+	// count every grant the register decided, those whose answer then
+	// left as a refusal included (expiredRequests, expiredPermits: learnt
+	// from a later CmdExpiredGrants, expiredgrants.go); refusedRequests
+	// the refusals it decided. They only grow.
+	grantedRequests                 uint64
+	grantedPermits                  uint64
+	refusedRequests                 uint64
+	expiredRequests, expiredPermits uint64
+	// refundedPermits and chargedPermits are what settlements gave back
+	// to the rate pacer, and charged to it, on grants of this limit.
+	refundedPermits, chargedPermits uint64
+	// createdIndex is the raft index of the put that created the limit:
+	// a grant decided before it was another limit's of the same name.
+	createdIndex uint64
 
 	// bornIndex is the raft index of the put that created the current
 	// pacer (a put with another algorithm replaces it), seq the number of
@@ -48,9 +60,11 @@ type limit struct {
 	// before it (refund.go).
 	lastServedNanos int64
 	// shadow: the limit is in shadow mode (PutLimit.Shadow).
-	// shadowRefused and shadowWaited count the reserves it granted that it
-	// would have refused, or made wait, had it been enforced.
+	// shadowGranted counts the reserves it granted in shadow mode,
+	// shadowRefused and shadowWaited those of them it would have refused,
+	// or made wait, had it been enforced.
 	shadow                      bool
+	shadowGranted               uint64
 	shadowRefused, shadowWaited uint64
 }
 
@@ -60,21 +74,47 @@ type LimitInfo struct {
 	Config  bucket.Config
 	Version uint64
 	// Counters since the limit was created (a put that reconfigures it
-	// keeps them): grants and refusals. Duplicates and Invalid reserves
-	// are not counted.
+	// keeps them). They count reserves as their answers left the register
+	// (duplicates and Invalid reserves are not counted):
+	//
+	//   - GrantedRequests, GrantedPermits: reserves answered as grants and
+	//     their permits (in shadow mode every reserve on the limit). A
+	//     refund does not lower them: see NetPermits.
+	//   - RefusedRequests: reserves answered as refusals, ExpiredRequests
+	//     included.
+	//   - ExpiredRequests, ExpiredPermits: grants the register decided
+	//     whose (first) permit expired while the node that held the answer
+	//     waited to send it, so that the answer was a refusal. The register
+	//     learns of them from that node, in a later entry
+	//     (CmdExpiredGrants): until it is applied, and for good if that
+	//     node fails first, such a grant is counted as granted.
+	//   - RefundedPermits, ChargedPermits: what settlements gave back to
+	//     the limit's rate, and charged to it as overrun (an in-flight
+	//     cap's early releases are neither).
+	//   - NetPermits = GrantedPermits + ExpiredPermits - RefundedPermits +
+	//     ChargedPermits: the permits counted against the limit's rate
+	//     (an expired answer's slots are spent all the same).
 	GrantedRequests uint64
 	GrantedPermits  uint64
 	RefusedRequests uint64
+	ExpiredRequests uint64
+	ExpiredPermits  uint64
+	RefundedPermits uint64
+	ChargedPermits  uint64
+	NetPermits      uint64
 	// Leased reports that the limit's permits are handed out by lease
 	// (see LeasePolicy): reserves on it are Invalid.
 	Leased bool
 	// Lease (Leased only) summarises the lease pool: its policy and how
 	// many leases hold permits.
 	Lease LeaseSummary
-	// Shadow reports shadow mode (PutLimit.Shadow); ShadowWouldRefuse and
-	// ShadowWouldWait count the grants that enforcement would have
-	// refused, or made wait (since the limit was created).
+	// Shadow reports shadow mode (PutLimit.Shadow). ShadowGranted counts
+	// the reserves the limit granted while in shadow mode (grants made
+	// while it was enforced are not), ShadowWouldRefuse and
+	// ShadowWouldWait those of them that enforcement would have refused,
+	// or made wait (all since the limit was created).
 	Shadow                             bool
+	ShadowGranted                      uint64
 	ShadowWouldRefuse, ShadowWouldWait uint64
 }
 
@@ -96,11 +136,17 @@ func (l *limit) info() LimitInfo {
 		Name:              l.name,
 		Config:            l.cfg,
 		Version:           l.version,
-		GrantedRequests:   l.grantedRequests,
-		GrantedPermits:    l.grantedPermits,
-		RefusedRequests:   l.refusedRequests,
+		GrantedRequests:   l.grantedRequests - l.expiredRequests,
+		GrantedPermits:    l.grantedPermits - l.expiredPermits,
+		RefusedRequests:   l.refusedRequests + l.expiredRequests,
+		ExpiredRequests:   l.expiredRequests,
+		ExpiredPermits:    l.expiredPermits,
+		RefundedPermits:   l.refundedPermits,
+		ChargedPermits:    l.chargedPermits,
+		NetPermits:        l.grantedPermits - l.refundedPermits + l.chargedPermits,
 		Leased:            l.pool != nil,
 		Shadow:            l.shadow,
+		ShadowGranted:     l.shadowGranted,
 		ShadowWouldRefuse: l.shadowRefused,
 		ShadowWouldWait:   l.shadowWaited,
 	}
@@ -151,7 +197,14 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 	}
 	if l.shadow {
 		l.countShadow(nowNanos, d, r.Permits, slack)
-		return outcome{status: Granted, atNanos: nowNanos}
+		// Answered at once and without an expiry (shadow mode refuses
+		// nothing, not even an answer held past an expiry), so its replay
+		// expires like any grant whose fresh answer has none.
+		o := outcome{status: Granted, atNanos: nowNanos}
+		if p := l.replayPeriod(); p > 0 {
+			o.expiresAtNanos, o.replayExpiry = replayExpiry(nowNanos, p), true
+		}
+		return o
 	}
 	if d.Granted {
 		l.changedByGrant(slack, d.AtNanos)
@@ -163,10 +216,10 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 	l.grantedRequests++
 	l.grantedPermits += uint64(r.Permits)
 	o := outcome{status: Granted, atNanos: d.AtNanos, expiresAtNanos: d.ExpiresAtNanos, spacingNanos: d.SpacingNanos}
-	if o.expiresAtNanos == 0 && l.cfg.IntervalNanos > 0 {
+	if p := l.replayPeriod(); o.expiresAtNanos == 0 && p > 0 {
 		// Algorithms without expiry: a replay of this grant is usable for
 		// one interval after its time, like a strict permit for its expiry.
-		o.expiresAtNanos, o.replayExpiry = replayExpiry(d.AtNanos, l.cfg.IntervalNanos), true
+		o.expiresAtNanos, o.replayExpiry = replayExpiry(d.AtNanos, p), true
 	}
 	return o
 }
@@ -201,6 +254,16 @@ func (l *limit) refusalDetail(nowNanos, n, maxWaitNanos, atNanos int64) string {
 	return RefusedReservedAheadFull
 }
 
+// replayPeriod is how long after its time a replay of a grant on l whose
+// fresh answer has no expiry stays usable: one interval, or an in-flight
+// cap's hold TTL (0 for an infinite rate: its permits cost nothing).
+func (l *limit) replayPeriod() int64 {
+	if l.cfg.Spec.Algorithm == bucket.Concurrency {
+		return int64(l.cfg.Spec.HoldTTL)
+	}
+	return l.cfg.IntervalNanos
+}
+
 // replayExpiry is when a replayed grant of an algorithm without expiry
 // stops being usable: one interval after its time (saturating; a time at
 // the end of the int64 timeline never expires, as 0 means).
@@ -224,6 +287,7 @@ func (l *limit) countShadow(nowNanos int64, d bucket.Decision, permits, slackNan
 	if d.Granted {
 		l.changedByGrant(slackNanos, d.AtNanos)
 	}
+	l.shadowGranted++
 	l.grantedRequests++
 	l.grantedPermits += uint64(permits)
 }

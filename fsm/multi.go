@@ -141,9 +141,10 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 	}
 	if expiresAt == 0 {
 		// As for a single reserve: a replay is usable for one interval
-		// (the shortest of its limits') after the grant's time.
-		if i := minInterval(limits); i > 0 {
-			o.expiresAtNanos, o.replayExpiry = replayExpiry(at, i), true
+		// (the shortest replay period of its limits', shadow ones
+		// included) after the grant's time.
+		if p := minReplayPeriod(limits); p > 0 {
+			o.expiresAtNanos, o.replayExpiry = replayExpiry(at, p), true
 		}
 	}
 	return o
@@ -207,13 +208,13 @@ func finalAt(atNanos, settleWithinNanos int64, parts []reservedPart) int64 {
 	return end
 }
 
-// minInterval is the shortest positive interval among limits (0 if none
-// has one).
-func minInterval(limits []*limit) int64 {
+// minReplayPeriod is the shortest positive replay period (limit.
+// replayPeriod) among limits (0 if none has one).
+func minReplayPeriod(limits []*limit) int64 {
 	var m int64
 	for _, l := range limits {
-		if i := l.cfg.IntervalNanos; i > 0 && (m == 0 || i < m) {
-			m = i
+		if p := l.replayPeriod(); p > 0 && (m == 0 || p < m) {
+			m = p
 		}
 	}
 	return m

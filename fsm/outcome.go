@@ -19,9 +19,10 @@ type outcome struct {
 	atNanos int64
 	// expiresAtNanos (Granted) is when the first permit stops being
 	// usable; 0 = never (an infinite bursty rate). replayExpiry reports
-	// that a fresh answer carries no expiry (every algorithm but strict):
-	// only a replay of the outcome does, so that a late retry cannot use
-	// a permit arbitrarily late.
+	// that a fresh answer carries no expiry (every algorithm but strict
+	// and in-flight caps, and every grant made in shadow mode): only a
+	// replay of the outcome does, so that a late retry cannot use a
+	// permit arbitrarily late.
 	expiresAtNanos int64
 	replayExpiry   bool
 	// spacingNanos (Granted) is the spacing of the grant's permits (see

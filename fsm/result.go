@@ -46,11 +46,13 @@ type ReserveResult struct {
 	WaitNanos       int64
 	RetryAfterNanos int64
 	// ExpiresInNanos (Granted) is how long after the decision the first
-	// permit stops being usable; 0 = no expiry. A fresh strict grant has
-	// its limit's expiry; a fresh grant of another algorithm has none. A
-	// Duplicate always has one: a replayed grant is usable only until its
-	// time plus the strict expiry, or plus one interval for the other
-	// algorithms, so a late retry never uses a permit arbitrarily late.
+	// permit stops being usable; 0 = no expiry. A fresh enforced strict
+	// grant has its limit's expiry, an in-flight hold its TTL; a fresh
+	// grant of another algorithm, or made in shadow mode, has none. A
+	// Duplicate always has one: a replayed grant is usable only until the
+	// fresh answer's expiry, or, if it had none, one interval (an
+	// in-flight cap's hold TTL) after its time, so a late retry never uses
+	// a permit arbitrarily late.
 	// -1 = already expired: only a Duplicate replayed after that; those
 	// permits must not be used.
 	ExpiresInNanos int64

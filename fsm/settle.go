@@ -177,7 +177,7 @@ func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, act
 			// the slack of the grants since allows (refund.go), the rest is
 			// lost.
 			if k := l.lateRefund(nowNanos, p.seqAfter, p.permits-actual); k > 0 {
-				l.grantedPermits -= uint64(k)
+				l.refundedPermits += uint64(k)
 				out.Refunded = k
 			}
 			return out
@@ -199,7 +199,7 @@ func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, act
 			}
 		}
 		l.seq++
-		l.grantedPermits -= uint64(p.permits - actual)
+		l.refundedPermits += uint64(p.permits - actual)
 		out.Refunded = p.permits - actual
 	case isHold:
 		// An overrun on an in-flight cap was refused before; a restored
@@ -214,7 +214,7 @@ func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, act
 			return out // the debt would overflow the timeline: not charged
 		}
 		l.changedByGrant(slack, servedAt)
-		l.grantedPermits += uint64(actual - p.permits)
+		l.chargedPermits += uint64(actual - p.permits)
 		out.Charged = actual - p.permits
 	}
 	return out

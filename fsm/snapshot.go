@@ -9,14 +9,15 @@ import (
 	"github.com/permitd/permitd/bucket"
 )
 
-// Snapshot layout (format version 8; version 7 had no session owners,
-// version 6 no refund marks,
-// version 5 no shadow mode, pacer change counts or reservations; versions 1 to 4, never released, had
-// no sessions, one table for every request ID, outcomes without spacing
-// and replay expiry, and leases without a mint mark). Every replica that applied the same log
-// produces the same bytes:
+// Snapshot layout (format version 9; version 8 had no creation index,
+// shadow grant, expiry, refund and charge counters, version 7 no session
+// owners, version 6 no refund marks, version 5 no shadow mode, pacer
+// change counts or reservations; versions 1 to 4, never released, had no
+// sessions, one table for every request ID, outcomes without spacing and
+// replay expiry, and leases without a mint mark). Every replica that
+// applied the same log produces the same bytes:
 //
-//	magic          "PRMTFSM" (7 bytes) then format version byte 8
+//	magic          "PRMTFSM" (7 bytes) then format version byte 9
 //	lastNowNanos   int64 big-endian
 //	appliedIndex   uint64 big-endian
 //	limit count    uvarint, then per limit, sorted by name (strictly ascending):
@@ -27,6 +28,11 @@ import (
 //	    pacer state     uvarint length + bucket.Pacer.AppendState bytes
 //	    pacer identity  uvarint born index, uvarint change count
 //	    shadow          byte (0 or 1), uvarint would-refuse, would-wait
+//	    more counters   uvarint created index (<= born index), shadow
+//	                    grants (>= would-refuse + would-wait, <= granted
+//	                    requests), expired requests (<= granted requests),
+//	                    expired permits (<= granted permits), refunded
+//	                    permits (<= granted permits), charged permits
 //	    refund marks    uvarint marks-from change count (<= change count),
 //	                    varint the latest served time (0 unless the pacer
 //	                    is a bucket.Refunder, else >= 0),
@@ -85,7 +91,7 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 8
+	snapshotVersion = 9
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
@@ -163,6 +169,9 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		b = append(b, boolByte(l.shadow))
 		b = binary.AppendUvarint(b, l.shadowRefused)
 		b = binary.AppendUvarint(b, l.shadowWaited)
+		for _, c := range [...]uint64{l.createdIndex, l.shadowGranted, l.expiredRequests, l.expiredPermits, l.refundedPermits, l.chargedPermits} {
+			b = binary.AppendUvarint(b, c)
+		}
 		b = binary.AppendUvarint(b, l.marksFromSeq)
 		b = binary.AppendVarint(b, l.lastServedNanos)
 		b = binary.AppendUvarint(b, uint64(len(l.refundMarks)))
@@ -415,6 +424,7 @@ func decodeLimits(r *reader, st *state) {
 		}
 		l.shadowRefused = r.uvarint("shadow would-refuse")
 		l.shadowWaited = r.uvarint("shadow would-wait")
+		decodeMoreCounters(r, l)
 		decodeRefundMarks(r, l, pacer, cfg)
 		if r.err != nil {
 			return
@@ -425,6 +435,31 @@ func decodeLimits(r *reader, st *state) {
 		st.names = append(st.names, name)
 	}
 	r.unit = ""
+}
+
+// decodeMoreCounters reads the counters that follow the shadow ones and
+// checks them against the others (limit.go): only a limit's own grants are
+// shadow grants, expired or refunded.
+func decodeMoreCounters(r *reader, l *limit) {
+	l.createdIndex = r.uvarint("created index")
+	l.shadowGranted = r.uvarint("shadow grants")
+	l.expiredRequests = r.uvarint("expired requests")
+	l.expiredPermits = r.uvarint("expired permits")
+	l.refundedPermits = r.uvarint("refunded permits")
+	l.chargedPermits = r.uvarint("charged permits")
+	switch {
+	case r.err != nil:
+	case l.createdIndex > l.bornIndex:
+		r.fail("created index %d is after the pacer's born index %d", l.createdIndex, l.bornIndex)
+	case l.shadowGranted > l.grantedRequests || l.shadowRefused > l.shadowGranted || l.shadowWaited > l.shadowGranted-l.shadowRefused:
+		r.fail("shadow counters (%d granted, %d would refuse, %d would wait) do not fit in %d granted requests",
+			l.shadowGranted, l.shadowRefused, l.shadowWaited, l.grantedRequests)
+	case l.expiredRequests > l.grantedRequests || l.expiredPermits > l.grantedPermits:
+		r.fail("%d expired requests of %d permits exceed the %d granted of %d permits",
+			l.expiredRequests, l.expiredPermits, l.grantedRequests, l.grantedPermits)
+	case l.refundedPermits > l.grantedPermits:
+		r.fail("%d refunded permits exceed the %d granted", l.refundedPermits, l.grantedPermits)
+	}
 }
 
 // decodeDedup decodes a table of request IDs into t: lease outcomes if

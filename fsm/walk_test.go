@@ -116,6 +116,8 @@ type walker struct {
 	// lastSettle is the walk's latest settlement, which it retries now
 	// and then.
 	lastSettle *Settle
+	// audit is what the answers promised (walkaudit_test.go).
+	audit walkAudit
 }
 
 // walkReservation is a reservation the walk was granted.
@@ -145,7 +147,7 @@ var walkNames = []string{"a", "b", "c"}
 // table (16 IDs for 30 s), so that eviction by size and by age is walked
 // too.
 func newWalker(t *testing.T, seed uint64) *walker {
-	w := &walker{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), live: map[uint64]LeaseResult{}, term: 1}
+	w := &walker{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), live: map[uint64]LeaseResult{}, term: 1, audit: newWalkAudit()}
 	w.fresh = New
 	if seed%4 == 0 {
 		w.fresh = func() *FSM { return newFSM(int64(30*time.Second), 16) }
@@ -186,6 +188,7 @@ func (w *walker) step() []string {
 	l := &raft.Log{Index: w.index, Term: w.term, Type: raft.LogCommand, Data: data}
 	before, lastReservation := w.trackedStates(data), w.f.st.reservations.lastID
 	live, limits := w.liveSessions(), w.sessionLimitStates(data)
+	limitsBefore := w.auditLimits()
 	got := w.f.Apply(l)
 	w.checkRefusedChangesNothing(kind, data, got, before, lastReservation)
 	w.checkNoLiveSessionClosed(kind, live)
@@ -198,6 +201,7 @@ func (w *walker) step() []string {
 	if outcome := w.observe(data, got); outcome != "" {
 		labels = append(labels, outcome)
 	}
+	labels = append(labels, w.auditStep(l.Index, data, got, limitsBefore)...)
 	checkBook(w.t, w.f, false)
 	checkSessionTable(w.t, w.f)
 	snap := snapshotBytes(w.t, w.f)
@@ -227,6 +231,9 @@ func (w *walker) command() (string, []byte) {
 		err error
 	)
 	kind := ""
+	if r.IntN(40) == 0 {
+		return w.expiredGrants()
+	}
 	switch p := r.IntN(100); {
 	case p < 10:
 		kind = "put-new"
