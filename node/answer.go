@@ -38,7 +38,8 @@ import (
 // What is left is the network's one-way delay from the sender to the
 // client, which can only make a permit later, and its jitter. A grant
 // whose (first) permit expired while held becomes an expired answer
-// (ExpiresInNanos -1), which Reserve reports as a refusal.
+// (ExpiresInNanos -1), which Reserve reports as a refusal, and, if it was
+// a fresh decision, reports to the register (expiredgrants.go).
 
 // shiftResult subtracts held from the durations of res and clears its
 // NowNanos and OnArrival (meaningful only to the leader that decided it).

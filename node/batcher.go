@@ -85,11 +85,13 @@ type pending[C, R any] struct {
 }
 
 // outcome is the register's answer to a pending command, or why there is
-// none; appliedAt is when the entry's apply returned.
+// none; appliedAt is when the entry's apply returned, index the entry's
+// raft index.
 type outcome[R any] struct {
 	res       R
 	err       error
 	appliedAt time.Time
+	index     uint64
 }
 
 func newBatcher[C, R any](n *Node, kind batchKind[C, R], maxBatch, maxInflight int, applyTimeout time.Duration) *batcher[C, R] {
@@ -364,8 +366,9 @@ func (b *batcher[C, R]) submit(batch []*pending[C, R]) {
 				hold() // a test stalls the answers here, as a slow fsync would
 			}
 		}
+		index := f.Index()
 		for i, p := range batch {
-			p.done <- outcome[R]{res: results[i], appliedAt: applied}
+			p.done <- outcome[R]{res: results[i], appliedAt: applied, index: index}
 		}
 	}()
 }

@@ -139,14 +139,17 @@ func (n *Node) commandLocal(ctx context.Context, e fsm.Entry) (any, error) {
 		if err := n.checkLocal(r); err != nil {
 			return nil, err
 		}
-		res, err := n.reserveLocal(ctx, r)
-		if res.Status == 0 {
+		d, err := n.reserveLocal(ctx, r)
+		if d.res.Status == 0 {
 			if err == nil {
 				err = errors.New("node: internal error: reserve without a status")
 			}
 			return nil, err
 		}
-		return res, nil
+		if d.res.Status != fsm.Granted || d.res.Duplicate || d.res.ExpiresInNanos <= 0 {
+			return d.res, nil // the follower cannot find it expired: no index needed
+		}
+		return d, nil
 	case fsm.CmdPutLimit:
 		return n.putLocal(ctx, e.Put)
 	case fsm.CmdDeleteLimit:
@@ -161,6 +164,8 @@ func (n *Node) commandLocal(ctx context.Context, e fsm.Entry) (any, error) {
 		return n.settleLocal(ctx, e.Settle)
 	case fsm.CmdRelease:
 		return n.releaseLocal(ctx, e.Release)
+	case fsm.CmdExpiredGrants:
+		return n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendExpiredGrants(nil, st, e.ExpiredGrants) })
 	}
 	return nil, fmt.Errorf("%w: command type %d cannot be forwarded", ErrInvalid, e.Type)
 }

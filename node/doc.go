@@ -41,7 +41,11 @@
 //     it, as if applied alone. No timer: a lone reserve leaves at once.
 //  3. An answer's durations count from when it leaves (answer.go). The
 //     node that sends an answer subtracts the time it held it, measured
-//     so that it never exceeds the real time since the decision.
+//     so that it never exceeds the real time since the decision. A grant
+//     whose permit expired meanwhile leaves as a refusal, and that node
+//     reports it to the register in a later entry, so that the limit's
+//     counters, which cannot see the departure, count a refusal too
+//     (expiredgrants.go; fsm's "Counters").
 //
 // # Forwarding
 //

@@ -292,6 +292,8 @@ func FuzzResultCodec(f *testing.F) {
 		mustEncode(encodeResult(fsm.DeleteResult{Existed: true})),
 		mustEncode(encodeResult(fsm.SessionResult{ID: 4, IdleNanos: 5})),
 		mustEncode(encodeResult(fsm.LeaseResult{Status: fsm.LeaseFenced, Detail: "f"})),
+		mustEncode(encodeResult(decidedReserve{res: fsm.ReserveResult{Status: fsm.Granted, ExpiresInNanos: 5, ReservationID: 2}, index: 9})),
+		mustEncode(encodeResult(fsm.ExpiredGrantsResult{Counted: 3})),
 		mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, fsm.Lease{Limit: "api", Holder: "h", Group: "g", Weight: 3, DemandMilliPermitsPerSec: 1e12, TTLNanos: 1e9, RequestID: "r"})),
 		mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, fsm.Return{Report: fsm.Report{Limit: "api", LeaseID: 9, Epoch: 1, SpentPermits: 1}, RequestID: "x"})),
 		encodeLeaseResult(fsm.LeaseResult{Status: fsm.LeaseGranted, LeaseID: 1, Epoch: 2, Permits: 3, ExpiresInNanos: -1, Duplicate: true, Detail: "d"}),
@@ -376,7 +378,9 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 	check("return", ret, e4.Return, err)
 	// Every result goes through the one codec.
 	for _, v := range []any{res, pres, fsm.PutResult{Version: 1, Created: true, Detail: "d"}, fsm.DeleteResult{Existed: true, Detail: "d"},
-		fsm.SessionResult{ID: 1, IdleNanos: 2}, fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 3, Duplicate: true, Detail: "d"}} {
+		fsm.SessionResult{ID: 1, IdleNanos: 2}, fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 3, Duplicate: true, Detail: "d"},
+		decidedReserve{res: fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, ExpiresInNanos: 2, SpacingNanos: 3, ReservationID: 4, Holds: true}, index: 1 << 40},
+		fsm.ExpiredGrantsResult{Counted: 7}} {
 		b, err := encodeResult(v)
 		if err != nil {
 			t.Fatalf("encode %T: %v", v, err)
@@ -391,7 +395,10 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 	gp, gl, err := decodeLeaseView(encodeLeaseView(pool, leases))
 	check("pool", pool, gp, err)
 	check("leases", leases, gl, err)
-	limits := []fsm.LimitInfo{{Name: "a", Config: strictConfig(t, time.Second, 1), Version: 3, Leased: true}}
+	limits := []fsm.LimitInfo{{Name: "a", Config: strictConfig(t, time.Second, 1), Version: 3, Leased: true},
+		{Name: "b", Config: strictConfig(t, time.Second, 1), Version: 4, GrantedRequests: 1, GrantedPermits: 2, RefusedRequests: 3,
+			ExpiredRequests: 4, ExpiredPermits: 5, RefundedPermits: 6, ChargedPermits: 7, NetPermits: 8, Shadow: true,
+			ShadowGranted: 9, ShadowWouldRefuse: 10, ShadowWouldWait: 11}}
 	b, _ := encodeLimits(limits)
 	gotLimits, err := decodeLimits(b)
 	check("limits", limits, gotLimits, err)

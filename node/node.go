@@ -201,6 +201,9 @@ type Node struct {
 	batchSlots chan struct{}
 	// calls serves the calls of pipelined connections (callpool.go).
 	calls *callPool
+	// expired queues the reports of grants answered as refusals
+	// (expiredgrants.go).
+	expired *expiredReports
 
 	members membership
 	// changeMu serializes the membership changes this node makes as
@@ -221,6 +224,10 @@ type Node struct {
 	// after a reserve entry is applied and before its answers are handed
 	// back: it simulates an fsync or scheduling stall.
 	testHoldAnswers func()
+	// testHoldRelayed, set only by tests before the node serves, runs
+	// after a follower read the leader's answer to a reserve and before
+	// it answers: a stall on the forwarding follower.
+	testHoldRelayed func()
 	// testDecided, set only by tests before the node serves, sees every
 	// reserve the leader decided, before its answer is shifted to its
 	// departure (NowNanos and OnArrival still set).
@@ -248,6 +255,7 @@ func New(cfg Config) (*Node, error) {
 		timeline: newTimeline(cfg.Clock, NewMonotonicClock()),
 		fwd:      &forwarder{network: cfg.Network, timeout: 2 * time.Second},
 		stopCh:   make(chan struct{}),
+		expired:  newExpiredReports(),
 	}
 	var cancel context.CancelFunc
 	n.stopped, cancel = context.WithCancel(context.Background())
@@ -332,10 +340,11 @@ func New(cfg Config) (*Node, error) {
 	n.checkMembership()
 	n.batcher = newBatcher(n, reserveBatch, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
 	n.leases = newBatcher(n, leaseBatch, min(cfg.MaxBatch, fsm.MaxBatchLeaseCommands), cfg.MaxInflight, cfg.ApplyTimeout)
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go func() { defer n.wg.Done(); n.serveForwardListener() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()
 	go func() { defer n.wg.Done(); n.promoteLoop() }()
+	go func() { defer n.wg.Done(); n.sendExpiredReports() }()
 	return n, nil
 }
 

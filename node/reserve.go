@@ -73,15 +73,18 @@ func (n *Node) reserve(ctx context.Context, r fsm.Reserve, held bool) (fsm.Reser
 				if err := n.checkLocal(r); err != nil {
 					return fsm.ReserveResult{}, err
 				}
-				return n.reserveLocal(ctx, r)
+				d, err := n.reserveLocal(ctx, r)
+				return d.res, err
 			},
 			func(resp []byte, received time.Time) (fsm.ReserveResult, error) {
-				v, err := decodeResult(resp)
-				res, err := resultAs[fsm.ReserveResult]("reserve", v, err)
+				d, err := decodeReserveAnswer(resp)
 				if err != nil {
 					return fsm.ReserveResult{}, fmt.Errorf("node: leader's answer: %w", err)
 				}
-				return n.resultToErr(r, shiftResult(res, time.Since(received)))
+				if hold := n.testHoldRelayed; hold != nil {
+					hold()
+				}
+				return n.resultToErr(r, shiftResult(d.res, time.Since(received)), d.index)
 			})
 	})
 }
@@ -139,26 +142,31 @@ func (n *Node) pause(ctx context.Context, d time.Duration) bool {
 }
 
 // reserveLocal stamps r's arrival, hands it to the batcher and waits for
-// the register's decision, expressed relative to the moment it returns.
-func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+// the register's decision, expressed relative to the moment it returns,
+// with the index of the entry that decided it.
+func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (decidedReserve, error) {
 	out, arrived, err := n.batcher.run(ctx, r)
 	if err != nil {
-		return fsm.ReserveResult{}, err
+		return decidedReserve{}, err
 	}
 	if f := n.testDecided; f != nil {
 		f(out.res)
 	}
-	return n.resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)))
+	res, err := n.resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)), out.index)
+	return decidedReserve{res: res, index: out.index}, err
 }
 
 // resultToErr maps domain outcomes that the API reports as errors. A
 // grant whose (first) permit expired before the answer could be sent — a
 // duplicate replayed too late, or a fresh strict grant held past its
 // expiry — is reported as a refusal: the permit must not be used, and a
-// new request (with a new ID) may be granted. A refusal, Busy and
-// SessionExpired stay results: they carry their retry time or detail.
-func (n *Node) resultToErr(r fsm.Reserve, res fsm.ReserveResult) (fsm.ReserveResult, error) {
+// new request (with a new ID) may be granted; a fresh one is reported to
+// the register, which counts it as a refusal too (expiredgrants.go; index
+// is the entry that decided it). A refusal, Busy and SessionExpired stay
+// results: they carry their retry time or detail.
+func (n *Node) resultToErr(r fsm.Reserve, res fsm.ReserveResult, index uint64) (fsm.ReserveResult, error) {
 	if res.Status == fsm.Granted && res.ExpiresInNanos < 0 {
+		n.reportExpired(r, res, index)
 		detail := "the permit granted to this request expired before its answer could be sent; reserve again"
 		if res.Duplicate {
 			detail = "the permit granted to this request_id expired before the retry arrived; retry with a new request_id"

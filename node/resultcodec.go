@@ -27,18 +27,47 @@ const (
 	resultReserveTracked
 	resultSettle
 	resultRelease
+	// resultReserveDecided is a tracked reserve result preceded by the
+	// raft index of the entry that decided it (decidedReserve).
+	resultReserveDecided
+	resultExpiredGrants
 )
+
+// decidedReserve is a reserve's result with the raft index of the entry
+// that decided it: the leader sends it for a fresh grant with an expiry,
+// which the forwarding follower may find expired and then reports
+// (expiredgrants.go).
+type decidedReserve struct {
+	res   fsm.ReserveResult
+	index uint64
+}
+
+// decodeReserveAnswer decodes the leader's answer to a forwarded reserve:
+// a result, with or without the index that decided it.
+func decodeReserveAnswer(b []byte) (decidedReserve, error) {
+	v, err := decodeResult(b)
+	if err != nil {
+		return decidedReserve{}, err
+	}
+	switch d := v.(type) {
+	case decidedReserve:
+		return d, nil
+	case fsm.ReserveResult:
+		return decidedReserve{res: d}, nil
+	}
+	return decidedReserve{}, fmt.Errorf("%w: internal error: reserve answered %T (outcome unknown)", ErrNoLeader, v)
+}
 
 // encodeResult encodes one of the register's results.
 func encodeResult(v any) ([]byte, error) {
 	switch res := v.(type) {
+	case decidedReserve:
+		w := wire.Enc{B: []byte{resultReserveDecided}}
+		w.Uvar(res.index)
+		return appendTracked(w, res.res), nil
 	case fsm.ReserveResult:
 		if res.ReservationID != 0 || res.Blocking != "" {
-			w := wire.Enc{B: []byte{resultReserveTracked}}
-			w.Uvar(res.ReservationID)
-			w.Str(res.Blocking)
-			w.Bool(res.Holds)
-			return append(w.B, wire.EncodeReserveResult(toWireResult(res))...), nil
+			return appendTracked(wire.Enc{B: []byte{resultReserveTracked}}, res), nil
 		}
 		return append([]byte{resultReserve}, wire.EncodeReserveResult(toWireResult(res))...), nil
 	case fsm.SettleResult:
@@ -61,6 +90,10 @@ func encodeResult(v any) ([]byte, error) {
 		w.Str(res.Detail)
 		w.Uvar(uint64(res.Released))
 		return w.B, nil
+	case fsm.ExpiredGrantsResult:
+		w := wire.Enc{B: []byte{resultExpiredGrants}}
+		w.Uvar(uint64(res.Counted))
+		return w.B, nil
 	case fsm.SessionResult:
 		return append([]byte{resultSession}, wire.EncodeSessionResult(toWireSession(res))...), nil
 	case fsm.PutResult:
@@ -80,6 +113,14 @@ func encodeResult(v any) ([]byte, error) {
 		return append([]byte{resultLeasePolicy}, encodeLeasePolicyResult(res)...), nil
 	}
 	return nil, fmt.Errorf("node: internal error: no codec for the result %T", v)
+}
+
+// appendTracked appends res with its reservation fields to w.
+func appendTracked(w wire.Enc, res fsm.ReserveResult) []byte {
+	w.Uvar(res.ReservationID)
+	w.Str(res.Blocking)
+	w.Bool(res.Holds)
+	return append(w.B, wire.EncodeReserveResult(toWireResult(res))...)
 }
 
 // decodeResult decodes a result encoded by encodeResult.
@@ -104,15 +145,15 @@ func decodeResult(b []byte) (any, error) {
 		res := fsm.DeleteResult{Existed: r.Bool(), Detail: r.Str()}
 		return res, r.Done()
 	case resultReserveTracked:
+		return decodeTracked(wire.Dec{B: p})
+	case resultReserveDecided:
 		r := wire.Dec{B: p}
-		id, blocking, holds := r.Uvar(), r.Str(), r.Bool()
+		index := r.Uvar()
 		if err := r.Err(); err != nil {
 			return nil, err
 		}
-		res, err := wire.DecodeReserveResult(r.B)
-		out := fromWireResult(res)
-		out.ReservationID, out.Blocking, out.Holds = id, blocking, holds
-		return out, err
+		res, err := decodeTracked(r)
+		return decidedReserve{res: res, index: index}, err
 	case resultSettle:
 		r := wire.Dec{B: p}
 		res := fsm.SettleResult{Status: fsm.SettleStatus(r.Uvar()), Duplicate: r.Bool(), Detail: r.Str()}
@@ -131,12 +172,31 @@ func decodeResult(b []byte) (any, error) {
 		res := fsm.ReleaseResult{Status: fsm.SettleStatus(r.Uvar()), Duplicate: r.Bool(), Detail: r.Str()}
 		res.Released = int64(r.Uvar())
 		return res, r.Done()
+	case resultExpiredGrants:
+		r := wire.Dec{B: p}
+		counted := r.Uvar()
+		if r.Err() == nil && counted > fsm.MaxExpiredGrants*fsm.MaxReserveParts {
+			return nil, fmt.Errorf("%w: %d expired parts counted", wire.ErrMalformed, counted)
+		}
+		return fsm.ExpiredGrantsResult{Counted: int(counted)}, r.Done()
 	case resultLease:
 		return decodeLeaseResult(p)
 	case resultLeasePolicy:
 		return decodeLeasePolicyResult(p)
 	}
 	return nil, fmt.Errorf("%w: result tag %d", wire.ErrMalformed, b[0])
+}
+
+// decodeTracked decodes a reserve result with its reservation fields.
+func decodeTracked(r wire.Dec) (fsm.ReserveResult, error) {
+	id, blocking, holds := r.Uvar(), r.Str(), r.Bool()
+	if err := r.Err(); err != nil {
+		return fsm.ReserveResult{}, err
+	}
+	res, err := wire.DecodeReserveResult(r.B)
+	out := fromWireResult(res)
+	out.ReservationID, out.Blocking, out.Holds = id, blocking, holds
+	return out, err
 }
 
 func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
@@ -162,6 +222,9 @@ func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
 		w.Bool(l.Shadow)
 		w.Uvar(l.ShadowWouldRefuse)
 		w.Uvar(l.ShadowWouldWait)
+		for _, v := range [...]uint64{l.ShadowGranted, l.ExpiredRequests, l.ExpiredPermits, l.RefundedPermits, l.ChargedPermits, l.NetPermits} {
+			w.Uvar(v)
+		}
 	}
 	return w.B, nil
 }
@@ -182,6 +245,8 @@ func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
 		}
 		l.Shadow = r.Bool()
 		l.ShadowWouldRefuse, l.ShadowWouldWait = r.Uvar(), r.Uvar()
+		l.ShadowGranted, l.ExpiredRequests, l.ExpiredPermits = r.Uvar(), r.Uvar(), r.Uvar()
+		l.RefundedPermits, l.ChargedPermits, l.NetPermits = r.Uvar(), r.Uvar(), r.Uvar()
 		if r.Err() != nil {
 			break
 		}

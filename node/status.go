@@ -44,6 +44,13 @@ type Status struct {
 	// overloaded since it started.
 	PendingReserves int64  `json:"pending_reserves"`
 	ShedReserves    uint64 `json:"shed_reserves"`
+	// ExpiredGrants is how many grants this node answered as refusals
+	// since it started, because their (first) permit expired while it
+	// held the answer (replays included); ExpiredGrantsUnreported how
+	// many of the fresh ones it could not report to the register, whose
+	// counters then still count them as granted (expiredgrants.go).
+	ExpiredGrants           uint64 `json:"expired_grants"`
+	ExpiredGrantsUnreported uint64 `json:"expired_grants_unreported"`
 	// ReserveBatches is how many reserve entries this node submitted
 	// while it led and saw applied and answered, since it started (an
 	// entry whose leadership was lost before its apply is not counted,
@@ -69,6 +76,7 @@ func (n *Node) Status() Status {
 		ClusterNanos: n.fsm.LastNowNanos(),
 	}
 	st.PendingReserves, st.ShedReserves = n.Load()
+	st.ExpiredGrants, st.ExpiredGrantsUnreported = n.expired.expired.Load(), n.expired.unreported.Load()
 	st.ReserveBatches, st.BatchedReserves, st.ReserveBatchNanos = n.commits.read()
 	if first, err := n.store.FirstIndex(); err == nil {
 		st.FirstLogIndex = first
