@@ -210,13 +210,22 @@ type limitView struct {
 	Shadow          bool           `json:"shadow"`
 }
 
-// limitCounters are a limit's counters since it was created.
+// limitCounters are a limit's counters since it was created, as
+// fsm.LimitInfo defines them: reserves as their answers left (an expired
+// grant answered 429 is a refusal), permits granted, and refunds and
+// charges apart.
 type limitCounters struct {
 	GrantedRequests uint64 `json:"granted_requests"`
 	GrantedPermits  uint64 `json:"granted_permits"`
 	RefusedRequests uint64 `json:"refused_requests"`
-	// Shadow mode: grants that enforcement would have refused, or made
-	// wait.
+	ExpiredRequests uint64 `json:"expired_requests"`
+	ExpiredPermits  uint64 `json:"expired_permits"`
+	RefundedPermits uint64 `json:"refunded_permits"`
+	ChargedPermits  uint64 `json:"charged_permits"`
+	NetPermits      uint64 `json:"net_permits"`
+	// Shadow mode: grants made in shadow mode, and those of them that
+	// enforcement would have refused, or made wait.
+	ShadowGranted     uint64 `json:"shadow_granted"`
 	ShadowWouldRefuse uint64 `json:"shadow_would_refuse"`
 	ShadowWouldWait   uint64 `json:"shadow_would_wait"`
 }
@@ -292,6 +301,12 @@ func newLimitInfoView(li fsm.LimitInfo) limitInfoView {
 			GrantedRequests:   li.GrantedRequests,
 			GrantedPermits:    li.GrantedPermits,
 			RefusedRequests:   li.RefusedRequests,
+			ExpiredRequests:   li.ExpiredRequests,
+			ExpiredPermits:    li.ExpiredPermits,
+			RefundedPermits:   li.RefundedPermits,
+			ChargedPermits:    li.ChargedPermits,
+			NetPermits:        li.NetPermits,
+			ShadowGranted:     li.ShadowGranted,
 			ShadowWouldRefuse: li.ShadowWouldRefuse,
 			ShadowWouldWait:   li.ShadowWouldWait,
 		},

@@ -29,6 +29,8 @@ import (
 //	permitd_raft_state{state}                 1 for the current state, else 0
 //	permitd_raft_term, permitd_raft_commit_index, permitd_raft_applied_index
 //	permitd_is_leader                         1 on the leader, else 0
+//	permitd_reserves_expired_total            grants this node answered 429: expired while it held them
+//	permitd_reserves_expired_unreported_total of those, fresh ones the register still counts as granted
 //
 // The raft gauges are read from the status function at scrape time.
 type Metrics struct {
@@ -210,6 +212,7 @@ type statusCollector struct {
 	status                            func() node.Status
 	state, term, commit, applied, led *prometheus.Desc
 	pending, shed                     *prometheus.Desc
+	expired, unreported               *prometheus.Desc
 }
 
 func newStatusCollector(status func() node.Status) *statusCollector {
@@ -222,6 +225,10 @@ func newStatusCollector(status func() node.Status) *statusCollector {
 		led:     prometheus.NewDesc("permitd_is_leader", "1 if this node is the raft leader, else 0.", nil, nil),
 		pending: prometheus.NewDesc("permitd_reserves_pending", "Reserves this node holds now (at most --max-pending-reserves).", nil, nil),
 		shed:    prometheus.NewDesc("permitd_reserves_shed_total", "Reserves refused at once (503 overloaded) because the node held --max-pending-reserves.", nil, nil),
+		expired: prometheus.NewDesc("permitd_reserves_expired_total",
+			"Reserves the register granted that this node answered as refusals (429, counted in permitd_reserve_requests_total{outcome=\"refused\"} by the node that answered the client) because the permit expired while it held the answer; the limit's counters count them as refusals too (expired_requests).", nil, nil),
+		unreported: prometheus.NewDesc("permitd_reserves_expired_unreported_total",
+			"Of permitd_reserves_expired_total, fresh grants this node could not report to the register, whose counters therefore still count them as granted.", nil, nil),
 	}
 }
 
@@ -234,6 +241,8 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.led
 	ch <- c.pending
 	ch <- c.shed
+	ch <- c.expired
+	ch <- c.unreported
 }
 
 // Collect implements prometheus.Collector.
@@ -260,4 +269,6 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.led, prometheus.GaugeValue, leader)
 	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(st.PendingReserves))
 	ch <- prometheus.MustNewConstMetric(c.shed, prometheus.CounterValue, float64(st.ShedReserves))
+	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(st.ExpiredGrants))
+	ch <- prometheus.MustNewConstMetric(c.unreported, prometheus.CounterValue, float64(st.ExpiredGrantsUnreported))
 }

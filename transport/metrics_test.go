@@ -169,3 +169,22 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestExpiredGrantMetrics: the grants this node answered as refusals
+// because they expired while it held them, and the reports of them it
+// could not deliver, are exported from its status.
+func TestExpiredGrantMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg, func() node.Status { return node.Status{State: "leader", ExpiredGrants: 3, ExpiredGrantsUnreported: 1} })
+	want := `
+# HELP permitd_reserves_expired_total Reserves the register granted that this node answered as refusals (429, counted in permitd_reserve_requests_total{outcome="refused"} by the node that answered the client) because the permit expired while it held the answer; the limit's counters count them as refusals too (expired_requests).
+# TYPE permitd_reserves_expired_total counter
+permitd_reserves_expired_total 3
+# HELP permitd_reserves_expired_unreported_total Of permitd_reserves_expired_total, fresh grants this node could not report to the register, whose counters therefore still count them as granted.
+# TYPE permitd_reserves_expired_unreported_total counter
+permitd_reserves_expired_unreported_total 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "permitd_reserves_expired_total", "permitd_reserves_expired_unreported_total"); err != nil {
+		t.Error(err)
+	}
+}

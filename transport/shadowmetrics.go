@@ -31,7 +31,7 @@ func RegisterShadowMetrics(reg prometheus.Registerer, limits func() []fsm.LimitI
 		wait: prometheus.NewDesc("permitd_shadow_would_wait_total",
 			"Reserves a limit in shadow mode granted at once but would have made wait.", []string{"limit"}, nil),
 		grants: prometheus.NewDesc("permitd_shadow_granted_total",
-			"Reserves a limit in shadow mode granted (all of them).", []string{"limit"}, nil),
+			"Reserves a limit granted while in shadow mode (since the limit was created; grants made while it was enforced are not counted).", []string{"limit"}, nil),
 	})
 }
 
@@ -50,6 +50,6 @@ func (c *shadowCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.refuse, prometheus.CounterValue, float64(l.ShadowWouldRefuse), l.Name)
 		ch <- prometheus.MustNewConstMetric(c.wait, prometheus.CounterValue, float64(l.ShadowWouldWait), l.Name)
-		ch <- prometheus.MustNewConstMetric(c.grants, prometheus.CounterValue, float64(l.GrantedRequests), l.Name)
+		ch <- prometheus.MustNewConstMetric(c.grants, prometheus.CounterValue, float64(l.ShadowGranted), l.Name)
 	}
 }

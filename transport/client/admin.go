@@ -160,12 +160,25 @@ type Limit struct {
 	Version uint64
 	// IntervalNanos is the compiled stable interval per permit.
 	IntervalNanos int64
-	// Counters since the limit was created (GetLimit, ListLimits only).
+	// Counters since the limit was created (GetLimit, ListLimits only):
+	// reserves answered as grants and their permits (a refund does not
+	// lower them), reserves answered as refusals, ExpiredRequests among
+	// them (grants whose permit expired before their answer left, with
+	// their ExpiredPermits), the permits settlements refunded and charged,
+	// and NetPermits = GrantedPermits + ExpiredPermits - RefundedPermits +
+	// ChargedPermits, what the limit's rate was charged.
 	GrantedRequests uint64
 	GrantedPermits  uint64
 	RefusedRequests uint64
-	// Shadow-mode counters (GetLimit, ListLimits only): grants the limit
-	// would have refused, or made wait, had it been enforced.
+	ExpiredRequests uint64
+	ExpiredPermits  uint64
+	RefundedPermits uint64
+	ChargedPermits  uint64
+	NetPermits      uint64
+	// Shadow-mode counters (GetLimit, ListLimits only): grants made in
+	// shadow mode, and those of them the limit would have refused, or made
+	// wait, had it been enforced.
+	ShadowGranted     uint64
 	ShadowWouldRefuse uint64
 	ShadowWouldWait   uint64
 	// Created (PutLimit only) is true if the limit did not exist.
@@ -182,6 +195,12 @@ func (l *Limit) UnmarshalJSON(b []byte) error {
 		GrantedRequests uint64 `json:"granted_requests"`
 		GrantedPermits  uint64 `json:"granted_permits"`
 		RefusedRequests uint64 `json:"refused_requests"`
+		ExpiredRequests uint64 `json:"expired_requests"`
+		ExpiredPermits  uint64 `json:"expired_permits"`
+		RefundedPermits uint64 `json:"refunded_permits"`
+		ChargedPermits  uint64 `json:"charged_permits"`
+		NetPermits      uint64 `json:"net_permits"`
+		ShadowGranted   uint64 `json:"shadow_granted"`
 		WouldRefuse     uint64 `json:"shadow_would_refuse"`
 		WouldWait       uint64 `json:"shadow_would_wait"`
 		Created         bool   `json:"created"`
@@ -190,8 +209,10 @@ func (l *Limit) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*l = Limit{Name: w.Name, Version: w.Version, IntervalNanos: w.IntervalNanos, GrantedRequests: w.GrantedRequests,
-		GrantedPermits: w.GrantedPermits, RefusedRequests: w.RefusedRequests, Created: w.Created,
-		ShadowWouldRefuse: w.WouldRefuse, ShadowWouldWait: w.WouldWait}
+		GrantedPermits: w.GrantedPermits, RefusedRequests: w.RefusedRequests, ExpiredRequests: w.ExpiredRequests,
+		ExpiredPermits: w.ExpiredPermits, RefundedPermits: w.RefundedPermits, ChargedPermits: w.ChargedPermits,
+		NetPermits: w.NetPermits, Created: w.Created,
+		ShadowGranted: w.ShadowGranted, ShadowWouldRefuse: w.WouldRefuse, ShadowWouldWait: w.WouldWait}
 	return l.LimitSpec.fromWire(&w.limitSpecJSON)
 }
 
@@ -207,9 +228,11 @@ func (l Limit) MarshalJSON() ([]byte, error) {
 	}
 	m["name"], m["version"], m["interval_ns"] = l.Name, l.Version, l.IntervalNanos
 	m["granted_requests"], m["granted_permits"], m["refused_requests"] = l.GrantedRequests, l.GrantedPermits, l.RefusedRequests
+	m["expired_requests"], m["expired_permits"] = l.ExpiredRequests, l.ExpiredPermits
+	m["refunded_permits"], m["charged_permits"], m["net_permits"] = l.RefundedPermits, l.ChargedPermits, l.NetPermits
 	m["shadow"] = l.Shadow
-	if l.Shadow || l.ShadowWouldRefuse != 0 || l.ShadowWouldWait != 0 {
-		m["shadow_would_refuse"], m["shadow_would_wait"] = l.ShadowWouldRefuse, l.ShadowWouldWait
+	if l.Shadow || l.ShadowGranted != 0 || l.ShadowWouldRefuse != 0 || l.ShadowWouldWait != 0 {
+		m["shadow_granted"], m["shadow_would_refuse"], m["shadow_would_wait"] = l.ShadowGranted, l.ShadowWouldRefuse, l.ShadowWouldWait
 	}
 	if l.Algorithm == "concurrency" {
 		delete(m, "interval_ns")

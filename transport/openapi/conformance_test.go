@@ -837,6 +837,17 @@ func TestConformance(t *testing.T) {
 		if l := ck.do(t, call{to: leader, method: "GET", path: "/v1/limits/api-shadow", want: 200}); l["shadow"] != false || l["shadow_would_refuse"] != 1.0 || l["refused_requests"] != 1.0 {
 			t.Errorf("shadow turned off: %v", l)
 		}
+		// The grants made in shadow mode are the shadow grants; those
+		// made while enforced are not.
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-shadow2", body: `{"algorithm":"bursty","rate":1000}`, want: 201})
+		for range 5 {
+			ck.do(t, call{method: "POST", path: "/v1/limits/api-shadow2/reserve", body: `{"max_wait":"1s"}`, want: 200})
+		}
+		ck.do(t, call{method: "PUT", path: "/v1/limits/api-shadow2", body: `{"algorithm":"bursty","rate":1000,"shadow":true}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-shadow2/reserve", body: `{"max_wait":"1s"}`, want: 200})
+		if l := ck.do(t, call{to: leader, method: "GET", path: "/v1/limits/api-shadow2", want: 200}); l["shadow_granted"] != 1.0 || l["granted_requests"] != 6.0 {
+			t.Errorf("shadow grants after 5 enforced and 1 in shadow mode: %v, want shadow_granted 1 of 6", l)
+		}
 		for _, body := range []string{
 			`{"algorithm":"concurrency","max_in_flight":1,"shadow":true}`,
 			`{"algorithm":"bursty","rate":1,"shadow":true}`,
@@ -887,6 +898,12 @@ func TestConformance(t *testing.T) {
 		}
 		if s := ck.do(t, call{method: "POST", path: settle(r1), body: `{"actual":[{"name":"api-tpm","permits":2300}],"request_id":"s1"}`, want: 200}); s["duplicate"] != true || fmt.Sprint(s["limits"]) != want {
 			t.Errorf("settlement retried: %v", s)
+		}
+		// The refund does not lower the permits granted: it is counted
+		// apart, and the net figure is what the limit was charged.
+		if l := ck.do(t, call{method: "GET", path: "/v1/limits/api-tpm", want: 200}); l["granted_permits"] != 4000.0 ||
+			l["refunded_permits"] != 1700.0 || l["charged_permits"] != 0.0 || l["net_permits"] != 2300.0 || l["expired_requests"] != 0.0 {
+			t.Errorf("counters after a refund: %v, want 4000 granted, 1700 refunded, 2300 net", l)
 		}
 		ck.do(t, call{method: "POST", path: settle(r1), body: `{"actual":[],"request_id":"s2"}`, want: 409, wantInError: "already settled"})
 		ck.do(t, call{method: "POST", path: settle(r1), body: `{"actual":[]}`, want: 409, wantInError: `"s1"`})

@@ -973,8 +973,13 @@ class Client:
 
     def get_limit(self, name: str) -> Dict[str, Any]:
         """Returns a limit's view (``GET /v1/limits/{name}``): its settings and
-        counters (``granted_requests``, ``granted_permits``,
-        ``refused_requests``)."""
+        counters: ``granted_requests`` and ``granted_permits`` (answered as
+        grants; a refund does not lower them), ``refused_requests`` (answered
+        429, ``expired_requests`` included: grants whose permit expired
+        before their answer left), ``refunded_permits``, ``charged_permits``
+        and ``net_permits`` (granted + expired - refunded + charged), and in
+        shadow mode ``shadow_granted``, ``shadow_would_refuse`` and
+        ``shadow_would_wait``."""
         return self._call("GET", "/v1/limits/" + quote(name, safe=""))
 
     def list_limits(self) -> List[Dict[str, Any]]:
