@@ -33,6 +33,9 @@ import (
 // a refusal may say "granted" — until its report is applied, or for good
 // if the report is lost — never the reverse. Only fresh decisions are
 // reported: a replay is not counted by the register in the first place.
+// A grant whose answer left as a grant and was lost on its way (the
+// client's retry then gets an expired replay) stays a grant: it was
+// answered as one.
 
 // maxQueuedExpiredGrants bounds the reports waiting to be sent.
 const maxQueuedExpiredGrants = 4 * fsm.MaxExpiredGrants

@@ -79,8 +79,8 @@ they may be spent; each algorithm takes only its own options:
                                                (permitd release) or for D (default 1m)
 
 --shadow puts the limit in shadow mode: every reserve is decided and
-counted (shadow_would_refuse, shadow_would_wait in limits get) but granted
-at once. A put without --shadow enforces the limit.
+counted (shadow_granted, shadow_would_refuse, shadow_would_wait in limits
+get) but granted at once. A put without --shadow enforces the limit.
 
 Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reserved 2
          permitd limits put workers --algorithm concurrency --max-in-flight 4 --ttl 30s
