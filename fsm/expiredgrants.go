@@ -67,16 +67,8 @@ func validateExpiredGrants(gs []ExpiredGrant) error {
 		if len(g.Parts) < 1 || len(g.Parts) > MaxReserveParts {
 			return fmt.Errorf("%w: expired grant of %d limits (allowed: 1-%d)", ErrInvalidCommand, len(g.Parts), MaxReserveParts)
 		}
-		for i, p := range g.Parts {
-			if err := validateName(p.Limit); err != nil {
-				return err
-			}
-			if p.Permits < 1 {
-				return fmt.Errorf("%w: expired grant of %d permits of limit %q (allowed: >= 1)", ErrInvalidCommand, p.Permits, p.Limit)
-			}
-			if partList(g.Parts[:i]).index(p.Limit) >= 0 {
-				return fmt.Errorf("%w: expired grant names limit %q twice (allowed: each limit once)", ErrInvalidCommand, p.Limit)
-			}
+		if err := validateParts(g.Parts, "expired grant", "of", 1); err != nil {
+			return err
 		}
 	}
 	return nil

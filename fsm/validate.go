@@ -175,15 +175,22 @@ func (c Settle) Validate() error {
 	if len(c.Actual) > MaxReserveParts {
 		return fmt.Errorf("%w: settlement names %d limits (allowed: 0-%d)", ErrInvalidCommand, len(c.Actual), MaxReserveParts)
 	}
-	for i, p := range c.Actual {
+	return validateParts(c.Actual, "settlement", "says it used", 0)
+}
+
+// validateParts checks the parts of a command (what, e.g. "settlement"):
+// each on a valid limit, named once, with at least minPermits permits
+// (verb says what the command says of them in an error).
+func validateParts(parts []Part, what, verb string, minPermits int64) error {
+	for i, p := range parts {
 		if err := validateName(p.Limit); err != nil {
 			return err
 		}
-		if p.Permits < 0 {
-			return fmt.Errorf("%w: settlement says %d permits of limit %q were used (allowed: >= 0)", ErrInvalidCommand, p.Permits, p.Limit)
+		if p.Permits < minPermits {
+			return fmt.Errorf("%w: %s %s %d permits of limit %q (allowed: >= %d)", ErrInvalidCommand, what, verb, p.Permits, p.Limit, minPermits)
 		}
-		if partList(c.Actual[:i]).index(p.Limit) >= 0 {
-			return fmt.Errorf("%w: settlement names limit %q twice (allowed: each limit once)", ErrInvalidCommand, p.Limit)
+		if partList(parts[:i]).index(p.Limit) >= 0 {
+			return fmt.Errorf("%w: %s names limit %q twice (allowed: each limit once)", ErrInvalidCommand, what, p.Limit)
 		}
 	}
 	return nil

@@ -106,15 +106,8 @@ func (n *Node) reportExpired(r fsm.Reserve, res fsm.ReserveResult, index uint64)
 
 // sendExpiredReports sends the queued reports until the node stops.
 func (n *Node) sendExpiredReports() {
-	base, cancel := context.WithCancel(context.Background())
+	base, cancel := n.untilStop(context.Background())
 	defer cancel()
-	go func() {
-		select {
-		case <-n.stopCh:
-			cancel()
-		case <-base.Done():
-		}
-	}()
 	for {
 		select {
 		case <-n.stopCh:

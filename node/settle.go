@@ -95,15 +95,10 @@ func (n *Node) settleUnused(id uint64, owner string, parts []fsm.Part) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), settleUnusedTimeout)
+		ctx, cancel := n.untilStop(context.Background())
 		defer cancel()
-		go func() {
-			select {
-			case <-n.stopCh:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancelTimeout := context.WithTimeout(ctx, settleUnusedTimeout)
+		defer cancelTimeout()
 		c := fsm.Settle{Reservation: id, Owner: owner}
 		for _, p := range parts {
 			c.Actual = append(c.Actual, fsm.Part{Limit: p.Limit})

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -50,4 +51,19 @@ func (n *Node) Kill() {
 		n.wg.Wait()
 		n.store.Close()
 	})
+}
+
+// untilStop returns a context derived from parent that also ends when the
+// node stops (for the node's own background calls); its cancel must be
+// called.
+func (n *Node) untilStop(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-n.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
