@@ -208,7 +208,7 @@ func finalAt(atNanos, settleWithinNanos int64, parts []reservedPart) int64 {
 	return end
 }
 
-// minReplayPeriod is the shortest positive replay period (limit.
+// minReplayPeriod is the shortest positive replay period (see
 // replayPeriod) among limits (0 if none has one).
 func minReplayPeriod(limits []*limit) int64 {
 	var m int64

@@ -326,6 +326,12 @@ type Status struct {
 	// ShedReserves how many it refused as overloaded since it started.
 	PendingReserves int64  `json:"pending_reserves"`
 	ShedReserves    uint64 `json:"shed_reserves"`
+	// ExpiredGrants is how many grants the node answered as refusals
+	// since it started because they expired while it held the answer;
+	// ExpiredGrantsUnreported how many of those it could not report to
+	// the register (whose counters then still count them as granted).
+	ExpiredGrants           uint64 `json:"expired_grants"`
+	ExpiredGrantsUnreported uint64 `json:"expired_grants_unreported"`
 	// ReserveBatches is how many reserve entries the node submitted
 	// while it led and saw applied and answered, since it started;
 	// BatchedReserves the reserves they carried; ReserveBatchNanos their
