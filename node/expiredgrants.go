@@ -106,8 +106,6 @@ func (n *Node) reportExpired(r fsm.Reserve, res fsm.ReserveResult, index uint64)
 
 // sendExpiredReports sends the queued reports until the node stops.
 func (n *Node) sendExpiredReports() {
-	base, cancel := n.untilStop(context.Background())
-	defer cancel()
 	for {
 		select {
 		case <-n.stopCh:
@@ -115,16 +113,16 @@ func (n *Node) sendExpiredReports() {
 		case <-n.expired.wake:
 		}
 		for gs := n.expired.take(); len(gs) > 0; gs = n.expired.take() {
-			n.sendExpiredReport(base, gs)
+			n.sendExpiredReport(gs)
 		}
 	}
 }
 
 // sendExpiredReport writes one report entry, once.
-func (n *Node) sendExpiredReport(base context.Context, gs []fsm.ExpiredGrant) {
+func (n *Node) sendExpiredReport(gs []fsm.ExpiredGrant) {
 	entry, err := fsm.AppendExpiredGrants(nil, fsm.Stamp{}, gs)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(base, expiredReportTimeout)
+		ctx, cancel := context.WithTimeout(n.stopped, expiredReportTimeout)
 		_, err = n.command(ctx, entry)
 		cancel()
 	}

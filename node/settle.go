@@ -95,10 +95,8 @@ func (n *Node) settleUnused(id uint64, owner string, parts []fsm.Part) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		ctx, cancel := n.untilStop(context.Background())
+		ctx, cancel := context.WithTimeout(n.stopped, settleUnusedTimeout)
 		defer cancel()
-		ctx, cancelTimeout := context.WithTimeout(ctx, settleUnusedTimeout)
-		defer cancelTimeout()
 		c := fsm.Settle{Reservation: id, Owner: owner}
 		for _, p := range parts {
 			c.Actual = append(c.Actual, fsm.Part{Limit: p.Limit})

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -51,19 +50,4 @@ func (n *Node) Kill() {
 		n.wg.Wait()
 		n.store.Close()
 	})
-}
-
-// untilStop returns a context derived from parent that also ends when the
-// node stops (for the node's own background calls); its cancel must be
-// called.
-func (n *Node) untilStop(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	go func() {
-		select {
-		case <-n.stopCh:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
 }
