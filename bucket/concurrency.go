@@ -42,7 +42,14 @@ import (
 //
 // Reconfigure keeps every hold: a new MaxInFlight and HoldTTL apply to new
 // grants, and permits in flight above a lowered maximum only make new
-// grants wait until enough holds lapse or are released.
+// grants wait until enough holds lapse or are released. A caller that
+// replaces the pacer (package fsm, when a limit changes algorithm and
+// back, or is deleted and re-created) carries the live holds of the old
+// one into the new one (Carry), so that they count as they did.
+//
+// The bound below counts the holds of every pacer that carried them: a
+// carried hold is, to the new pacer, a grant decided before any of its
+// own.
 //
 // Two limits keep the state representable. All the holds together never
 // carry more than MaxInFlightLimit permits: a grant that would make them
@@ -294,6 +301,34 @@ func (p *ConcurrencyPacer) Release(nowNanos, expiresAtNanos, n int64) int64 {
 	p.prune(now)
 	p.lastNow = now
 	return removed
+}
+
+// Carry counts, at now, n permits held until expiresAtNanos by a grant
+// this pacer did not make: a grant of an earlier pacer of the same limit,
+// whose hold outlives that pacer (the caller replaced it, by a
+// reconfiguration to another algorithm and back or by a re-creation, and
+// carries its live holds over so that they keep counting). The permits
+// join the hold expiring at expiresAtNanos, as a grant's would. Nothing
+// changes, and Carry returns nil, when n <= 0 or the hold has lapsed
+// (expiresAtNanos <= now). It fails, changing nothing, when the holds
+// would carry more than MaxInFlightLimit permits in all.
+func (p *ConcurrencyPacer) Carry(nowNanos, expiresAtNanos, n int64) error {
+	now := max(nowNanos, p.lastNow)
+	if n <= 0 || expiresAtNanos <= now {
+		return nil
+	}
+	if satAdd(p.total-p.lapsed(now), n) > MaxInFlightLimit {
+		return fmt.Errorf("bucket: concurrency carry of %d permits: %w (the holds would carry more than %d permits in all)", n, ErrTooManyPermits, MaxInFlightLimit)
+	}
+	p.prune(now)
+	p.lastNow = now
+	if i, found := p.search(expiresAtNanos); found {
+		p.holds[i].permits += n
+	} else {
+		p.holds = slices.Insert(p.holds, i, hold{expiresAtNanos: expiresAtNanos, permits: n})
+	}
+	p.total += n
+	return nil
 }
 
 // Reconfigure switches to c (a Concurrency config) at now. Every hold not

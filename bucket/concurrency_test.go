@@ -607,3 +607,49 @@ func TestConcurrencyRandomBound(t *testing.T) {
 		t.Fatalf("weak test: the bound was reached at only %d instants", full)
 	}
 }
+
+// TestConcurrencyCarry: a hold carried over from an earlier pacer counts
+// as that pacer's grant did (it merges with a hold of the same expiry, it
+// delays later grants, a release takes it back), a lapsed or empty one is
+// ignored, and the representation limit holds.
+func TestConcurrencyCarry(t *testing.T) {
+	p := concurrencyPacer(t, Spec{Algorithm: Concurrency, MaxInFlight: 2, HoldTTL: 10 * time.Second})
+	steps := []struct {
+		now, expiresAt, n int64
+		inFlight          int64 // InFlight(now) after the carry
+	}{
+		{1 * sec, 8 * sec, 1, 1},  // carried: 8s:1
+		{1 * sec, 8 * sec, 1, 2},  // merged: 8s:2
+		{1 * sec, 1 * sec, 5, 2},  // lapsed at now: ignored
+		{1 * sec, 9 * sec, 0, 2},  // nothing to carry
+		{2 * sec, 12 * sec, 1, 3}, // above the cap: later grants wait
+	}
+	for i, s := range steps {
+		if err := p.Carry(s.now, s.expiresAt, s.n); err != nil {
+			t.Fatalf("step %d: Carry(%v, %v, %d) = %v", i, s.now, s.expiresAt, s.n, err)
+		}
+		if got := p.InFlight(s.now); got != s.inFlight {
+			t.Fatalf("step %d: Carry(%v, %v, %d): InFlight = %d, want %d", i, s.now, s.expiresAt, s.n, got, s.inFlight)
+		}
+	}
+	if d := mustReserve(t, p, 2*sec, 1, 0); d.Granted || d.AtNanos != 8*sec {
+		t.Fatalf("Reserve over carried holds = %+v, want refused until 8s (3 held, 2 of them lapse then)", d)
+	}
+	if got := p.Release(3*sec, 8*sec, 2); got != 2 {
+		t.Fatalf("Release of the carried hold removed %d, want 2", got)
+	}
+	if d := mustReserve(t, p, 3*sec, 1, 0); !d.Granted {
+		t.Fatalf("Reserve after releasing the carried hold = %+v, want granted", d)
+	}
+	q := concurrencyPacer(t, Spec{Algorithm: Concurrency, MaxInFlight: MaxInFlightLimit, HoldTTL: time.Second})
+	if err := q.Carry(0, sec, MaxInFlightLimit); err != nil {
+		t.Fatal(err)
+	}
+	before := q.AppendState(nil)
+	if err := q.Carry(0, 2*sec, 1); !errors.Is(err, ErrTooManyPermits) {
+		t.Fatalf("Carry beyond MaxInFlightLimit = %v, want ErrTooManyPermits", err)
+	}
+	if !bytes.Equal(q.AppendState(nil), before) {
+		t.Fatal("a refused Carry changed the state")
+	}
+}

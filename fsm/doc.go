@@ -12,7 +12,10 @@
 //   - CmdPutLimit creates a limit or replaces its configuration. With the
 //     same algorithm the pacer is reconfigured and keeps its debt (permits
 //     already reserved stay reserved); with another algorithm it starts
-//     afresh. The limit's Version becomes the raft index of the put.
+//     afresh, except that a fresh in-flight cap counts every live hold of
+//     a reservation on its name (capholds.go: holds survive algorithm
+//     changes, deletes and re-creations). The limit's Version becomes the
+//     raft index of the put.
 //   - CmdDeleteLimit removes a limit and its state.
 //   - CmdReserveBatch carries 1 to MaxBatchReserves reserves, each with the
 //     cluster time it reached the leader (Reserve.ArrivedNanos, non-
@@ -398,7 +401,12 @@
 //
 // A release frees the in-flight permits a reservation still holds; a
 // second release, or one after the holds expired, frees nothing and
-// changes nothing (fenced by the hold's expiry).
+// changes nothing (fenced by the hold's expiry). A hold belongs to its
+// reservation, not to the limit's configuration: it counts against the
+// in-flight cap of its name from its grant until it is released or
+// expires, across puts that change the algorithm and back, deletes and
+// re-creations (capholds.go), and a release frees it whatever the limit
+// is meanwhile.
 //
 // Shadow mode (PutLimit.Shadow): every reserve on the limit is decided by
 // its pacer as usual, with the caller's max wait, and counted (shadow

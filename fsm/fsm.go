@@ -188,7 +188,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // put creates or reconfigures a limit at index. With the same algorithm the
 // pacer is reconfigured (debt is kept); with another, a fresh pacer replaces
 // it. A fresh pacer's timeline starts at the put's cluster time, as Guava's
-// limiter starts at its construction. Counters are kept either way.
+// limiter starts at its construction; a fresh in-flight cap counts the
+// live holds of its name (capholds.go). Counters are kept either way.
 func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) PutResult {
 	l, ok := s.limits[p.Name]
 	if ok && l.pool != nil {
@@ -205,6 +206,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 		s.limits[p.Name] = l
 		i, _ := slices.BinarySearch(s.names, p.Name)
 		s.names = slices.Insert(s.names, i, p.Name)
+		s.carryHolds(l, nowNanos)
 		return PutResult{Version: index, Created: true}
 	case l.cfg.Spec.Algorithm == p.Config.Spec.Algorithm:
 		if err := l.pacer.Reconfigure(nowNanos, p.Config); err != nil {
@@ -220,6 +222,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
 		l.bornIndex, l.seq, l.lastServedNanos = index, 0, 0
 		l.resetRefundMarks()
+		s.carryHolds(l, nowNanos)
 	}
 	l.shadow = p.Shadow
 	return PutResult{Version: index}

@@ -61,6 +61,9 @@ type reservation struct {
 	heapIndex int
 }
 
+// granted reports that the reservation holds what it was granted.
+func (rv *reservation) granted() bool { return true }
+
 // reservedPart is one limit's part of a reservation.
 type reservedPart struct {
 	limit   string

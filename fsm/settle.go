@@ -154,21 +154,18 @@ func (s *state) settle(nowNanos int64, c *Settle) SettleResult {
 // settlePart settles one part of rv: actual permits used of p.permits.
 func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, actual int64) SettledPart {
 	out := SettledPart{Limit: p.limit, Reserved: p.permits, Actual: actual}
+	if p.holdExpiresAtNanos != 0 {
+		// Whatever the limit is now (capholds.go); shadow holds too: the
+		// counters see what enforcement would.
+		out.Refunded = s.freeHold(nowNanos, p, p.permits-p.releasedPermits-actual)
+		return out
+	}
 	l, ok := s.limits[p.limit]
 	if !ok || l.bornIndex != p.bornIndex || actual == p.permits {
 		return out // the limit is gone or was replaced, or nothing to do
 	}
-	rel, isHold := l.pacer.(bucket.Releaser)
+	_, isHold := l.pacer.(bucket.Releaser)
 	switch {
-	case p.holdExpiresAtNanos != 0:
-		// Shadow holds too: the counters see what enforcement would.
-		if k := p.permits - p.releasedPermits - actual; k > 0 && isHold {
-			if n := rel.Release(nowNanos, p.holdExpiresAtNanos, k); n > 0 {
-				p.releasedPermits += n
-				l.seq++
-				out.Refunded = n
-			}
-		}
 	case p.shadow:
 		// A shadow grant took nothing enforced: nothing to refund or charge.
 	case actual < p.permits:
@@ -235,20 +232,9 @@ func (s *state) release(nowNanos int64, c *Release) ReleaseResult {
 		if p.holdExpiresAtNanos == 0 {
 			continue
 		}
-		l, ok := s.limits[p.limit]
-		if !ok || l.bornIndex != p.bornIndex {
-			continue
-		}
-		rel, isHold := l.pacer.(bucket.Releaser)
-		if !isHold {
-			continue // only a restored snapshot can say so
-		}
-		if n := rel.Release(nowNanos, p.holdExpiresAtNanos, p.permits-p.releasedPermits); n > 0 {
-			p.releasedPermits += n
-			l.seq++
-			if !p.shadow {
-				total += n // a shadow hold frees no enforced permit
-			}
+		// Whatever the limit is now (capholds.go).
+		if n := s.freeHold(nowNanos, p, p.permits-p.releasedPermits); n > 0 && !p.shadow {
+			total += n // a shadow hold frees no enforced permit
 		}
 	}
 	rv.released = true

@@ -26,6 +26,9 @@ import (
 //   - keeps the lease book's conservation and indexes (checkBook),
 //   - closed no live session and keeps its session table's lists and
 //     counts (walk_sessions_test.go),
+//   - keeps every in-flight cap's bound at every instant, by the
+//     register's live reservations, across puts, algorithm changes,
+//     deletes and re-creations (checkCapBound, walk_caps_test.go),
 //   - snapshots to bytes that restore into a fresh FSM, and that the
 //     restored copy snapshots to exactly the same bytes,
 //   - and, continued with the same next command, answers exactly as the
@@ -118,6 +121,10 @@ type walker struct {
 	lastSettle *Settle
 	// audit is what the answers promised (walkaudit_test.go).
 	audit walkAudit
+	// steps counts the steps taken; ledger records the enforced in-flight
+	// holds granted (walk_caps_test.go).
+	steps  int
+	ledger capLedger
 }
 
 // walkReservation is a reservation the walk was granted.
@@ -189,10 +196,13 @@ func (w *walker) step() []string {
 	before, lastReservation := w.trackedStates(data), w.f.st.reservations.lastID
 	live, limits := w.liveSessions(), w.sessionLimitStates(data)
 	limitsBefore := w.auditLimits()
+	capsBefore := w.caps()
 	got := w.f.Apply(l)
 	w.checkRefusedChangesNothing(kind, data, got, before, lastReservation)
 	w.checkNoLiveSessionClosed(kind, live)
 	w.checkUndecidedChangesNothing(kind, got, limits)
+	w.steps++
+	labels = append(labels, w.checkCapBound(kind, w.steps, capsBefore)...)
 	twin := w.twin.Apply(&raft.Log{Index: l.Index, Term: l.Term, Type: l.Type, Data: data})
 	if !reflect.DeepEqual(got, twin) {
 		w.t.Errorf("seed %d: %s: the FSM answered %+v, its copy restored from the previous snapshot %+v", w.seed, kind, got, twin)

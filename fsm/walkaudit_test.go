@@ -162,10 +162,13 @@ func (w *walker) auditStep(index uint64, data []byte, got any, before map[string
 		}
 	case SettleResult:
 		if v.Status == Settled && !v.Duplicate {
-			for _, p := range v.Parts {
-				// An in-flight cap's early release is not a refund of its
-				// rate.
-				if c := a.counters[p.Limit]; c != nil && before[p.Limit].alg != bucket.Concurrency {
+			rv := w.f.st.reservations.byID[e.Settle.Reservation]
+			for i, p := range v.Parts {
+				// An in-flight hold's early release is not a refund of a
+				// rate, whatever the limit of its name is now
+				// (capholds.go).
+				hold := rv != nil && i < len(rv.parts) && rv.parts[i].holdExpiresAtNanos != 0
+				if c := a.counters[p.Limit]; c != nil && before[p.Limit].alg != bucket.Concurrency && !hold {
 					c.refunded += uint64(p.Refunded)
 					c.charged += uint64(p.Charged)
 				}
