@@ -57,6 +57,10 @@ type benchFlags struct {
 	// openDrain bounds the open loop's wait for the answers outstanding
 	// at its end; 0 is openDrainTimeout (no flag: tests shorten it).
 	openDrain time.Duration
+	// --mode inflight (benchinflight.go): the cap, its hold TTL and how
+	// long each caller holds its grant.
+	maxInFlight   int64
+	holdTTL, hold time.Duration
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -75,6 +79,13 @@ A reserve a node refuses at once as overloaded (503, see
 the latency percentiles, which are those of the admitted reserves (granted
 or refused); the nodes' leader and term are read before and after the run,
 so that a leadership change under load shows.
+
+With --mode inflight it measures an in-flight cap's occupancy under
+contention: --concurrency callers each reserve --permits of a cap of
+--max-in-flight permits (--ttl) with --max-wait, hold a grant for --hold,
+release it and ask again at once; it reports the share of the cap's
+permit-seconds the callers held (occupancy), the reserves granted and
+refused, and the time to a usable grant.
 
 With --mode overload it runs the README's overload measurement on one
 cluster: an uncounted closed-loop warm-up pass, --capacity-passes closed-loop
@@ -99,7 +110,7 @@ than 1% errors; 2 usage error.
 	c.Choice(&b.algorithm, "algorithm", "strict", "algorithm of the created limit", algorithms...)
 	c.Float(&b.rate, "rate", "R", 1e9, positive, "a number > 0", "rate of the created limit (permits per --per); high by default so that the register, not the limit, is measured")
 	c.Duration(&b.per, "per", time.Second, durPositive, "period of the created limit's rate")
-	c.Choice(&b.mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency; overload: a closed-loop warm-up pass, closed-loop capacity passes (--capacity-*), an open loop at --overload-factor x their median for --duration, the passes again, and the open loop's goodput over the median of all passes", "closed", "open", "overload")
+	c.Choice(&b.mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency; overload: a closed-loop warm-up pass, closed-loop capacity passes (--capacity-*), an open loop at --overload-factor x their median for --duration, the passes again, and the open loop's goodput over the median of all passes; inflight: callers contending for an in-flight cap, reporting its occupancy", "closed", "open", "overload", "inflight")
 	c.Int(&b.concurrency, "concurrency", "N", 16, 1, 1<<20, "an integer from 1 to 1048576", fmt.Sprintf("closed loop: workers; open loop: most requests outstanding; overload: the open loop's most outstanding (default %d there, more than --capacity-concurrency)", defaultOverloadConcurrency))
 	c.Float(&b.openRate, "open-rate", "R", 1000, positive, "a number > 0", "open loop: requests per second")
 	c.Float(&b.overloadFactor, "overload-factor", "F", defaultOverloadFactor, func(f float64) bool { return f > 0 && f <= maxOverloadFactor }, fmt.Sprintf("a number > 0 and at most %d", maxOverloadFactor), "overload: the open loop's rate in multiples of the median of the capacity passes before it")
@@ -118,8 +129,14 @@ than 1% errors; 2 usage error.
 	c.Int(&b.binaryConns, "binary-conns", "N", 1, 1, 64, "an integer from 1 to 64", "binary protocol: pipelined connections per server")
 	c.Int(&b.limits, "limits", "N", 0, 0, 8, "an integer from 0 to 8", "0: reserve on --limit (POST /v1/limits/{name}/reserve); N >= 1: multi-limit reserves of --permits on each of N limits (--limit, --limit-2, ...; POST /v1/reserve), which leave reservations")
 	c.Duration(&b.settle, "settle-within", 5*time.Second, durPositive, "with --limits: the reservations' settle window (they are kept that long; at most 262144 at once)")
+	c.Int64(&b.maxInFlight, "max-in-flight", "N", 4, 1, 1<<20, "an integer from 1 to 1048576", "inflight: the created cap's max_in_flight")
+	c.Duration(&b.holdTTL, "ttl", time.Second, durPositive, "inflight: the created cap's hold TTL")
+	c.Duration(&b.hold, "hold", 50*time.Millisecond, durNonNegative, "inflight: how long each caller holds a grant before releasing it")
 	b.tls.define(c)
 	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	if code, ok := b.checkInflightFlags(c); !ok {
 		return code
 	}
 	if b.limits > 0 && b.protocol == "binary" {
@@ -137,6 +154,14 @@ than 1% errors; 2 usage error.
 	defer stop()
 	if b.mode == "overload" {
 		return runOverload(ctx, c, b, stdout)
+	}
+	if b.mode == "inflight" {
+		res, err := benchInflight(ctx, b)
+		if err != nil {
+			return c.fail(exitFailure, err)
+		}
+		run := BenchResult{Requests: res.Reserves, Errors: res.Errors}
+		return reportBench(c, stdout, b.jsonOut, res, printInflight, run)
 	}
 	res, err := bench(ctx, b)
 	if err != nil {
@@ -170,6 +195,25 @@ func reportBench[T any](c *cmdLine, stdout io.Writer, jsonOut bool, res T, text 
 		return 1
 	}
 	return 0
+}
+
+// checkInflightFlags rejects inflight's flags in the other modes, and in
+// inflight mode the flags it has no use for.
+func (b *benchFlags) checkInflightFlags(c *cmdLine) (int, bool) {
+	if b.mode != "inflight" {
+		for _, name := range []string{"max-in-flight", "ttl", "hold"} {
+			if c.isSet(name) {
+				return c.usageErrorf("--%s is a flag of --mode inflight (allowed with --mode %s: not set)", name, b.mode), false
+			}
+		}
+		return 0, true
+	}
+	for _, name := range []string{"algorithm", "rate", "per", "open-rate", "request-ids", "max-requests", "protocol", "binary-conns", "limits", "settle-within"} {
+		if c.isSet(name) {
+			return c.usageErrorf("--%s with --mode inflight: the callers reserve one in-flight cap over HTTP through the Go client (allowed: not set)", name), false
+		}
+	}
+	return 0, true
 }
 
 // checkOverloadFlags rejects flags that --mode overload sets itself, and
