@@ -31,6 +31,14 @@ import (
 // ExpiresAtNanos is that expiry, which is also the name of the hold a later
 // Release gives permits back to.
 //
+// The pacer decides on arrival, from the holds' TTLs: it does not know of
+// releases to come. The replicated register (package fsm, waiters.go)
+// does not use that wait: a request that does not fit at once waits in
+// the register's first-in, first-out queue and is granted, with
+// ReserveAt at the instant its permits fit (a release, or the lapse of a
+// hold: NextExpiry), which is a semaphore's semantics; this pacer keeps
+// the holds and the bound.
+//
 // A hold counts from its decision, not from the time it is served: a grant
 // at t > now is counted in inflight(x) for every x in [now, t+T). This is
 // conservative (between now and t the permits are reserved but not yet
@@ -131,6 +139,20 @@ func (p *ConcurrencyPacer) Config() Config { return p.cfg }
 func (p *ConcurrencyPacer) InFlight(nowNanos int64) int64 {
 	now := max(nowNanos, p.lastNow)
 	return p.total - p.lapsed(now)
+}
+
+// NextExpiry returns the earliest expiry of a hold after afterNanos (when
+// permits come back by themselves), and false if no hold lapses after it.
+// It changes nothing.
+func (p *ConcurrencyPacer) NextExpiry(afterNanos int64) (int64, bool) {
+	i, found := p.search(afterNanos)
+	if found {
+		i++
+	}
+	if i == len(p.holds) {
+		return 0, false
+	}
+	return p.holds[i].expiresAtNanos, true
 }
 
 // lapsed returns the permits of the holds with expiry <= x.

@@ -108,7 +108,10 @@
 //
 // A request under several limits is granted on all of them together at
 // t* = max over the limits of Query_i(now, n_i), each limit then committed
-// with ReserveAt(now, n_i, t*). Since t* >= Query_i(now, n_i), every limit
+// with ReserveAt(now, n_i, t*). (The register, package fsm, grants a
+// Concurrency part only when it fits at now, and otherwise lets the
+// request wait for a release in its own queue: Query_i of a cap is then
+// now, and the rate limits are asked when the cap frees.) Since t* >= Query_i(now, n_i), every limit
 // can serve its n_i at t* (Strict may still refuse for MaxReserved), and
 // each limit's own bound holds for it as above: waiting for the slowest
 // limit never lets a faster one serve more than it would alone.

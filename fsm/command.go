@@ -46,10 +46,13 @@ const (
 	// CmdExpiredGrants reports grants whose answers left as refusals
 	// (expiredgrants.go).
 	CmdExpiredGrants CommandType = 13
+	// CmdWithdraw withdraws, by its request ID, a reserve that waits in
+	// an in-flight cap's queue (waiters.go).
+	CmdWithdraw CommandType = 14
 )
 
 // lastCommandType is the largest known CommandType.
-const lastCommandType = CmdExpiredGrants
+const lastCommandType = CmdWithdraw
 
 // EncodingVersion is the version byte that follows the type byte.
 // Version 2 added the stamp's term, per-reserve arrival times and client
@@ -57,8 +60,8 @@ const lastCommandType = CmdExpiredGrants
 // commands; an entry of another version is rejected. Later additions
 // extend version 4 compatibly: an entry an earlier decoder accepted
 // decodes the same (the reservation form of a reserve, a put's shadow
-// flag, CmdSettle, CmdRelease, a session's owner and quota, and
-// CmdExpiredGrants are bytes an earlier decoder rejects).
+// flag, CmdSettle, CmdRelease, a session's owner and quota,
+// CmdExpiredGrants and CmdWithdraw are bytes an earlier decoder rejects).
 const EncodingVersion = 4
 
 // Errors returned by this package.
@@ -169,9 +172,10 @@ type Entry struct {
 	Return Return
 	// LeaseBatch holds a CmdLeaseBatch's commands (leasebatch.go).
 	LeaseBatch []LeaseCommand
-	// Settle and Release (settle.go).
-	Settle  Settle
-	Release Release
+	// Settle and Release (settle.go), Withdraw (waiters.go).
+	Settle   Settle
+	Release  Release
+	Withdraw Withdraw
 	// OpenSession is a CmdOpenSession's owner and quota (sessions.go).
 	OpenSession OpenSession
 	// ExpiredGrants holds a CmdExpiredGrants' grants (expiredgrants.go).

@@ -125,6 +125,17 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 		if r.err == nil {
 			err = e.Release.Validate()
 		}
+	case CmdWithdraw:
+		e.Withdraw.RequestID = string(r.bytes("request id", MaxRequestIDLen))
+		e.Withdraw.Owner = string(r.bytes("owner", MaxOwnerLen))
+		switch force := r.byte1("force"); {
+		case r.err != nil:
+		case force > 1:
+			r.fail("force byte %d (allowed: 0, 1)", force)
+		default:
+			e.Withdraw.Force = force == 1
+			err = e.Withdraw.Validate()
+		}
 	}
 	if err == nil {
 		r.end()

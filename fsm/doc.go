@@ -36,6 +36,8 @@
 //     reservation form travels in a CmdReserveBatch like any other.
 //   - CmdExpiredGrants reports grants whose answers left as refusals
 //     (see Counters below).
+//   - CmdWithdraw withdraws, by its request ID, a reserve that waits in an
+//     in-flight cap's queue (see Waiting below).
 //
 // The Append functions validate before encoding (reject before replicate):
 // an entry they produce always decodes. Decode validates again, and every
@@ -337,15 +339,20 @@
 //     several limits, because its permits are served one interval apart).
 //     Otherwise the reserve is UnknownLimit or Invalid.
 //  2. t* = the latest Query_i(now, n_i) over the enforced (not shadow)
-//     limits: the earliest time every one of them can serve its part
+//     rate limits: the earliest time every one of them can serve its part
 //     (bucket/doc.go, "Serving at a chosen time", defines "can serve n at
 //     t" per algorithm). If t* - now > max wait, the reserve is Refused
-//     with RetryAfter t* - now and Blocking the limit that set t*.
+//     with RetryAfter t* - now and Blocking the limit that set t*. An
+//     enforced in-flight cap serves its part only now: when the part does
+//     not fit now, or earlier reserves wait on the cap, the cap blocks the
+//     reserve, which then waits in the cap's queue if its max wait is not
+//     0 (Queued; see Waiting below) or is Refused naming the cap.
 //  3. Each enforced limit commits its part served at exactly t*
-//     (ReserveAt), rate limits first, in-flight caps last. If one refuses
-//     (a strict limit's MaxReserved does not reach t*), the parts already
-//     committed are restored byte for byte and the reserve is Refused,
-//     naming it. Shadow limits are decided, each on its own, only now.
+//     (ReserveAt), rate limits first, in-flight caps last (their holds
+//     counted from now until t* + TTL). If one refuses (a strict limit's
+//     MaxReserved does not reach t*), the parts already committed are
+//     restored byte for byte and the reserve is Refused, naming it.
+//     Shadow limits are decided, each on its own, only now.
 //
 // So a refused reserve changes no limit's pacer (TestRefusedMultiLimit-
 // ChangesNothing; the reachable-state walk checks it after every refused
@@ -399,9 +406,10 @@
 //     at the next free time (bucket/doc.go). A reserve that never under-
 //     estimates never needs a charge.
 //
-// A release frees the in-flight permits a reservation still holds; a
-// second release, or one after the holds expired, frees nothing and
-// changes nothing (fenced by the hold's expiry). A hold belongs to its
+// A release frees the in-flight permits a reservation still holds, and
+// gives them to the reserves waiting for them (Waiting below); a second
+// release, or one after the holds expired, frees nothing and changes
+// nothing (fenced by the hold's expiry). A hold belongs to its
 // reservation, not to the limit's configuration: it counts against the
 // in-flight cap of its name from its grant until it is released or
 // expires, across puts that change the algorithm and back, deletes and
@@ -435,6 +443,24 @@
 // the report is applied, or for good if the node fails before sending it.
 // The reachable-state walk checks after every step that every limit's
 // counters equal the tally of the answers it received.
+//
+// # Waiting
+//
+// An in-flight cap is a semaphore decided in the log (waiters.go, which
+// holds the model, the safety argument and a worked example): a reserve
+// it blocks waits, up to its max wait, in a first-in, first-out queue
+// kept in the replicated state, and is granted by the entry that frees
+// its slot (a release, a settlement, a put that raises the cap) or at the
+// earliest lapse of a hold, each at its own instant: every entry first
+// decides the lapses and deadlines that fell due since the previous
+// entry, in order, as if an entry had been applied at each. Its rate
+// limits are asked only then, never moved earlier than their pacers
+// allow; a reserve still waiting at its deadline is refused. Apply
+// answers a waiting reserve Queued (with its reservation ID); the
+// decisions later entries make on it are read with TakeWaiterDecisions
+// (not replicated), and a replay of its request ID while it waits is
+// Queued again. A waiting reservation is in snapshots (flag 4 of its
+// record), so a restored state decides it exactly as the original.
 //
 // # Concurrency
 //

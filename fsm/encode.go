@@ -44,6 +44,8 @@ import (
 //	                 uvarint decided index (>= 1), uvarint part count
 //	                 (1..MaxReserveParts), each limit name (each once) and
 //	                 uvarint permits (>= 1)
+//	CmdWithdraw      request id (1..MaxRequestIDLen), owner, byte force (0
+//	                 or 1)
 //
 // Names and ids are uvarint-length-prefixed bytes; varints are in shortest
 // form. Nothing may follow the command.
@@ -256,4 +258,16 @@ func AppendRelease(b []byte, st Stamp, c Release) ([]byte, error) {
 	b = appendHeader(b, CmdRelease, st)
 	b = binary.AppendUvarint(b, c.Reservation)
 	return appendBytes(b, c.Owner), nil
+}
+
+// AppendWithdraw appends a CmdWithdraw entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendWithdraw(b []byte, st Stamp, c Withdraw) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return b, err
+	}
+	b = appendHeader(b, CmdWithdraw, st)
+	b = appendBytes(b, c.RequestID)
+	b = appendBytes(b, c.Owner)
+	return append(b, boolByte(c.Force)), nil
 }

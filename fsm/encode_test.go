@@ -99,6 +99,8 @@ func reencode(t testing.TB, e Entry) []byte {
 		b, err = AppendRelease(nil, e.Stamp, e.Release)
 	case CmdExpiredGrants:
 		b, err = AppendExpiredGrants(nil, e.Stamp, e.ExpiredGrants)
+	case CmdWithdraw:
+		b, err = AppendWithdraw(nil, e.Stamp, e.Withdraw)
 	default:
 		t.Fatalf("decoded unknown type %d", e.Type)
 	}
@@ -239,7 +241,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"empty", nil, false, "command type: truncated"},
 		{"only type", []byte{3}, false, "encoding version: truncated"},
 		{"unknown type 0", []byte{0, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 0"},
-		{"unknown type 14", []byte{14, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 14"},
+		{"unknown type 15", []byte{15, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 15"},
 		{"bad version", []byte{4, 3, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 3"},
 		{"version 1 of an older permitd", []byte{4, 1, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 1"},
 		{"short timestamp", []byte{4, 4, 0, 0}, false, "timestamp: truncated"},

@@ -33,8 +33,14 @@ type state struct {
 	// expiries orders every lease of every limit by its next expiry
 	// (derived from the limits' pools; rebuilt by Restore).
 	expiries leaseHeap
-	// reservations are the live reservations (reservation.go).
+	// reservations are the live reservations (reservation.go); waits
+	// indexes those waiting in in-flight caps' queues (waiters.go).
 	reservations reservationTable
+	waits        waitQueues
+	// decided are the decisions on waiting reservations made since they
+	// were last taken (TakeWaiterDecisions). Not replicated: not in
+	// snapshots, and a restored state starts without any.
+	decided []WaiterDecision
 }
 
 func newState(dedupWindowNanos int64, maxDedupEntries int) state {
@@ -45,6 +51,7 @@ func newState(dedupWindowNanos int64, maxDedupEntries int) state {
 		sessions:   newSessionTable(MaxSessions, MaxSessionResults),
 
 		reservations: newReservationTable(),
+		waits:        newWaitQueues(),
 	}
 }
 
@@ -104,8 +111,8 @@ func (f *FSM) withSessionCaps(maxSessions, maxResults int) *FSM {
 // []ReserveResult (one per reserve, in order) for CmdReserveBatch,
 // LeasePolicyResult for CmdPutLeasePolicy, LeaseResult for CmdLease,
 // CmdRenew and CmdReturn, SessionResult for CmdOpenSession, SettleResult
-// for CmdSettle, ReleaseResult for CmdRelease, ExpiredGrantsResult for
-// CmdExpiredGrants, nil for CmdNoop.
+// for CmdSettle, ReleaseResult for CmdRelease and CmdWithdraw,
+// ExpiredGrantsResult for CmdExpiredGrants, nil for CmdNoop.
 //
 // The entry's time is clamped to the cluster timeline first:
 // now = max(LastNowNanos(), entry.Stamp.Nanos) if the entry was stamped in
@@ -137,6 +144,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	if trusted {
 		now = max(now, e.Stamp.Nanos)
 	}
+	s.advanceWaiters(now)
 	s.lastNowNanos = now
 	s.appliedIndex = l.Index
 	s.dedup.expire(now)
@@ -147,9 +155,13 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 
 	switch e.Type {
 	case CmdPutLimit:
-		return s.put(l.Index, now, &e.Put, put)
+		res := s.put(l.Index, now, &e.Put, put)
+		s.kickWaiters(e.Put.Name, now)
+		return res
 	case CmdDeleteLimit:
-		return s.delete(&e.Delete)
+		res := s.delete(&e.Delete)
+		s.kickWaiters(e.Delete.Name, now)
+		return res
 	case CmdReserveBatch:
 		results := make([]ReserveResult, len(e.Reserves))
 		for i := range e.Reserves {
@@ -164,7 +176,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		}
 		return results
 	case CmdPutLeasePolicy:
-		return s.putLeasePolicy(now, &e.Policy)
+		res := s.putLeasePolicy(now, &e.Policy)
+		s.kickWaiters(e.Policy.Limit, now)
+		return res
 	case CmdLease:
 		return s.lease(now, &e.Lease)
 	case CmdRenew:
@@ -181,6 +195,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return s.release(now, &e.Release)
 	case CmdExpiredGrants:
 		return s.countExpired(l.Index, e.ExpiredGrants)
+	case CmdWithdraw:
+		return s.withdrawByID(now, &e.Withdraw)
 	}
 	return nil // CmdNoop
 }
@@ -295,15 +311,18 @@ func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 	if rec := s.dedup.lookup(r.RequestID); rec != nil {
 		return rec.resultAt(nowNanos, true)
 	}
+	if id, ok := s.waits.byRequestID[r.RequestID]; ok {
+		// Still waiting: the same wait (the node waits for its decision).
+		rv := s.reservations.byID[id]
+		o := outcome{status: Queued, atNanos: rv.finalAtNanos, reservation: id}
+		return o.resultAt(nowNanos, true)
+	}
 	if rec := s.leaseDedup.lookup(r.RequestID); rec != nil {
 		return ReserveResult{Status: Invalid, Duplicate: true, NowNanos: nowNanos, Detail: boundDetail(fmt.Sprintf(
 			"request id %q was used by a %s, not a reserve: use a new id for a new command", r.RequestID, opName(rec.lease.op)))}
 	}
-	if s.dedup.full() {
-		// When the oldest ID is forgotten (saturating: the end of the int64
-		// timeline is never).
-		w := s.dedup.windowNanos
-		o := outcome{status: Busy, atNanos: min(s.dedup.oldestAtNanos(), math.MaxInt64-w) + w}
+	if full, retryAt := s.requestIDsFull(); full {
+		o := outcome{status: Busy, atNanos: retryAt}
 		return o.resultAt(nowNanos, false)
 	}
 	if r.Track && s.reservations.full() {
@@ -313,8 +332,27 @@ func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 		return o.resultAt(nowNanos, false)
 	}
 	o := s.decide(nowNanos, r)
-	s.dedup.add(dedupRecord{id: r.RequestID, recordedAtNanos: nowNanos, outcome: o})
+	if o.status != Queued {
+		s.dedup.add(dedupRecord{id: r.RequestID, recordedAtNanos: nowNanos, outcome: o})
+	}
 	return o.resultAt(nowNanos, false)
+}
+
+// requestIDsFull reports that the table of reserve request IDs cannot take
+// a new one, and when it may: a reserve waiting in an in-flight cap's
+// queue keeps room for its ID, which enters the table when it is decided
+// (waiters.go).
+func (s *state) requestIDsFull() (bool, int64) {
+	t := &s.dedup
+	if t.len()+len(s.waits.byRequestID) < t.maxEntries {
+		return false, 0
+	}
+	if t.len() > 0 {
+		// When the oldest ID is forgotten (saturating: the end of the int64
+		// timeline is never).
+		return true, min(t.oldestAtNanos(), math.MaxInt64-t.windowNanos) + t.windowNanos
+	}
+	return true, s.waits.deadlines[0].finalAtNanos
 }
 
 // decide decides a reserve on its limit at nowNanos (UnknownLimit if there

@@ -117,6 +117,8 @@ func reservationEntries(t testing.TB) [][]byte {
 		Actual: []Part{{"rpm", 0}, {"tpm", math.MaxInt64}, {"cap", 1}}}))
 	add(AppendRelease(nil, at(7), Release{Reservation: 2}))
 	add(AppendRelease(nil, at(8), Release{Reservation: 1 << 40, Owner: "o"}))
+	add(AppendWithdraw(nil, at(9), Withdraw{RequestID: "q"}))
+	add(AppendWithdraw(nil, at(10), Withdraw{RequestID: "w.n1.0f", Owner: "o", Force: true}))
 	return out
 }
 

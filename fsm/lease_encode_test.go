@@ -149,7 +149,7 @@ func TestLeaseDecodeRejects(t *testing.T) {
 		{"renew epoch 0", cat(hdr(CmdRenew), str("hot"), uv(1), uv(0), uv(0), uv(0), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "epoch 0"},
 		{"renew spent beyond int64", cat(hdr(CmdRenew), str("hot"), uv(1), uv(1), uv(1<<63), uv(0), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "int64 range"},
 		{"return non-canonical varint", cat(hdr(CmdReturn), str("hot"), []byte{0x81, 0x00}, uv(1), uv(0), uv(0), uv(0), str("")), false, "shortest form"},
-		{"unknown type 14", []byte{14, 4, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 14 (known: 1-13)"},
+		{"unknown type 15", []byte{15, 4, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 15 (known: 1-14)"},
 	}
 	for _, tt := range tests {
 		e, err := Decode(tt.b)

@@ -190,6 +190,7 @@ func (s *state) applyLeaseBatch(trusted bool, cs []LeaseCommand) []LeaseResult {
 // advanceTo moves the cluster time to nowNanos (> lastNowNanos) and
 // expires what is due then: request IDs, sessions and leases.
 func (s *state) advanceTo(nowNanos int64) {
+	s.advanceWaiters(nowNanos)
 	s.lastNowNanos = nowNanos
 	s.dedup.expire(nowNanos)
 	s.leaseDedup.expire(nowNanos)

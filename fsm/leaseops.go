@@ -69,7 +69,7 @@ func (s *state) leaseCommand(nowNanos int64, op CommandType, requestID string, d
 				return res
 			}
 			kind = opName(rec.lease.op)
-		} else if s.dedup.lookup(requestID) != nil {
+		} else if _, waiting := s.waits.byRequestID[requestID]; waiting || s.dedup.lookup(requestID) != nil {
 			kind = "reserve"
 		}
 		if kind != "" {

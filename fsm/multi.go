@@ -28,8 +28,9 @@ func (s *state) reservationsBusy() outcome {
 	return outcome{status: Busy, atNanos: s.reservations.oldestFinalNanos()}
 }
 
-// decideTracked decides a reserve in the reservation form at nowNanos
-// and, when it grants, records its reservation.
+// decideTracked decides a reserve in the reservation form at nowNanos:
+// granted (its reservation recorded), refused, or, when an in-flight cap
+// it names blocks it and it may wait, queued (waiters.go).
 func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 	parts := r.Parts()
 	limits := make([]*limit, len(parts))
@@ -40,10 +41,17 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 		}
 		limits[i] = l
 	}
-	at, blocking := nowNanos, -1
+	at, blocking, o, ok := queryRates(nowNanos, limits, parts)
+	if !ok {
+		return o
+	}
+	// The caps: each fits its part now, with nobody waiting ahead, or it
+	// blocks the reserve until a release or a lapse (capAt: the earliest
+	// time one of its own holds lapses enough, a hint for a refusal).
+	capBlocking, capAt := -1, nowNanos
 	for i, p := range parts {
 		l := limits[i]
-		if l.shadow {
+		if !isCap(l) {
 			continue
 		}
 		q, err := l.pacer.Query(nowNanos, p.Permits)
@@ -51,54 +59,105 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 			return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 				"limit %q cannot decide %d permits: %v", l.name, p.Permits, err))}
 		}
+		if q > nowNanos || len(s.waits.byLimit[l.name]) > 0 {
+			if capBlocking < 0 {
+				capBlocking = i
+			}
+			capAt = max(capAt, capRetryAt(l, nowNanos, q))
+		}
+	}
+	switch {
+	case at-nowNanos > r.MaxWaitNanos:
+		if capBlocking >= 0 && capAt > at {
+			at, blocking = capAt, capBlocking
+		}
+		limits[blocking].refusedRequests++
+		return outcome{status: Refused, atNanos: at, blocking: limits[blocking].name}
+	case capBlocking >= 0 && r.MaxWaitNanos == 0:
+		limits[capBlocking].refusedRequests++
+		return outcome{status: Refused, atNanos: max(at, capAt), blocking: limits[capBlocking].name}
+	case capBlocking >= 0:
+		return s.enqueue(nowNanos, r)
+	}
+	rv := &reservation{owner: r.Owner, decidedAtNanos: nowNanos}
+	for _, p := range parts {
+		rv.parts = append(rv.parts, reservedPart{limit: p.Limit, permits: p.Permits})
+	}
+	return s.commitTracked(nowNanos, at, r.MaxWaitNanos, r.SettleWithinNanos, rv, limits)
+}
+
+// queryRates returns t* over the enforced limits that are not in-flight
+// caps: the latest of nowNanos and their Query(now, n_i), and the index
+// of the limit that set it (-1 if none did); or the outcome that makes
+// the reserve Invalid.
+func queryRates(nowNanos int64, limits []*limit, parts []Part) (int64, int, outcome, bool) {
+	at, blocking := nowNanos, -1
+	for i, p := range parts {
+		l := limits[i]
+		if l.shadow || isCap(l) {
+			continue
+		}
+		q, err := l.pacer.Query(nowNanos, p.Permits)
+		if err != nil {
+			return 0, 0, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+				"limit %q cannot decide %d permits: %v", l.name, p.Permits, err))}, false
+		}
 		if q > at {
 			at, blocking = q, i
 		}
 	}
-	if at-nowNanos > r.MaxWaitNanos {
-		limits[blocking].refusedRequests++
-		return outcome{status: Refused, atNanos: at, blocking: limits[blocking].name}
-	}
+	return at, blocking, outcome{}, true
+}
+
+// commitTracked grants reservation rv (its owner and parts' limits and
+// permits set; limits[i] is part i's limit), decided at nowNanos and
+// served at at, every cap fitting its part at nowNanos with nobody
+// waiting ahead and at at or after every rate limit's Query: every
+// enforced limit commits its part served at at (rate limits first,
+// in-flight caps last), shadow limits are decided on their own with
+// maxWaitNanos, and rv is filled in (and, if new, recorded). If a limit
+// refuses at at after all, the parts already committed are undone and the
+// reserve is refused naming it.
+func (s *state) commitTracked(nowNanos, at, maxWaitNanos, settleWithinNanos int64, rv *reservation, limits []*limit) outcome {
 	// An in-flight cap may refuse a time its Query allowed (the end of
 	// the timeline, the total of its holds): ask first, so that no hold is
 	// ever committed and then undone.
-	for i, p := range parts {
-		if h, ok := limits[i].pacer.(bucket.Releaser); ok && !limits[i].shadow && !h.Admits(nowNanos, p.Permits, at) {
+	for i, p := range rv.parts {
+		if h, ok := limits[i].pacer.(bucket.Releaser); ok && !limits[i].shadow && !h.Admits(nowNanos, p.permits, at) {
 			limits[i].refusedRequests++
 			return outcome{status: Refused, atNanos: at, blocking: limits[i].name}
 		}
 	}
-	rv := &reservation{owner: r.Owner, decidedAtNanos: nowNanos, servedAtNanos: at, parts: make([]reservedPart, len(parts))}
-	for i, p := range parts {
-		rv.parts[i] = reservedPart{limit: limits[i].name, permits: p.Permits, bornIndex: limits[i].bornIndex, shadow: limits[i].shadow}
+	rv.decidedAtNanos, rv.servedAtNanos = nowNanos, at
+	for i := range rv.parts {
+		rv.parts[i].bornIndex, rv.parts[i].shadow = limits[i].bornIndex, limits[i].shadow
 	}
 	var expiresAt, spacing int64
-	committed := make([]int, 0, len(parts))
-	slacks := make([]int64, len(parts))
+	committed := make([]int, 0, len(rv.parts))
+	slacks := make([]int64, len(rv.parts))
 	// Rate limits first, in-flight holds last: a hold admitted above never
 	// refuses, so a refusal never has a hold to undo.
 	for pass := range 2 {
-		for i, p := range parts {
-			l := limits[i]
+		for i := range rv.parts {
+			l, rp := limits[i], &rv.parts[i]
 			_, isHold := l.pacer.(bucket.Releaser)
 			if l.shadow || isHold != (pass == 1) {
 				continue
 			}
-			rp := &rv.parts[i]
 			if !isHold {
 				rp.pre = l.pacer.AppendState(nil)
 			}
 			slacks[i] = l.grantSlack(nowNanos, at)
-			d, err := l.pacer.(bucket.Scheduler).ReserveAt(nowNanos, p.Permits, at)
+			d, err := l.pacer.(bucket.Scheduler).ReserveAt(nowNanos, rp.permits, at)
 			if err != nil || !d.Granted {
 				undoCommitted(limits, rv.parts, committed)
 				if err != nil {
 					return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
-						"limit %q cannot serve %d permits at cluster time %d: %v", l.name, p.Permits, at, err))}
+						"limit %q cannot serve %d permits at cluster time %d: %v", l.name, rp.permits, at, err))}
 				}
 				l.refusedRequests++
 				return outcome{status: Refused, atNanos: max(at, d.AtNanos), blocking: l.name,
-					detail: l.refusalDetail(nowNanos, p.Permits, r.MaxWaitNanos, d.AtNanos)}
+					detail: l.refusalDetail(nowNanos, rp.permits, maxWaitNanos, d.AtNanos)}
 			}
 			committed = append(committed, i)
 			if isHold {
@@ -107,34 +166,36 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 			if d.ExpiresAtNanos != 0 && (expiresAt == 0 || d.ExpiresAtNanos < expiresAt) {
 				expiresAt = d.ExpiresAtNanos
 			}
-			if len(parts) == 1 {
+			if len(rv.parts) == 1 {
 				spacing = d.SpacingNanos
 			}
 		}
 	}
-	for i, p := range parts {
-		l := limits[i]
+	for i := range rv.parts {
+		l, rp := limits[i], &rv.parts[i]
 		if l.shadow {
 			slack := l.grantSlack(nowNanos, nowNanos)
-			d, err := l.pacer.Reserve(nowNanos, p.Permits, r.MaxWaitNanos)
+			d, err := l.pacer.Reserve(nowNanos, rp.permits, maxWaitNanos)
 			if err != nil {
 				d = bucket.Decision{}
 			}
-			l.countShadow(nowNanos, d, p.Permits, slack)
+			l.countShadow(nowNanos, d, rp.permits, slack)
 			if _, isHold := l.pacer.(bucket.Releaser); isHold && d.Granted {
 				// The shadow hold is released like an enforced one, so that
 				// the counters see what enforcement would.
-				rv.parts[i].holdExpiresAtNanos = d.ExpiresAtNanos
+				rp.holdExpiresAtNanos = d.ExpiresAtNanos
 			}
 			continue
 		}
 		l.changedByGrant(slacks[i], at)
-		rv.parts[i].seqAfter = l.seq
+		rp.seqAfter = l.seq
 		l.grantedRequests++
-		l.grantedPermits += uint64(p.Permits)
+		l.grantedPermits += uint64(rp.permits)
 	}
-	rv.finalAtNanos = finalAt(at, r.SettleWithinNanos, rv.parts)
-	s.reservations.add(rv)
+	rv.finalAtNanos = finalAt(at, settleWithinNanos, rv.parts)
+	if rv.id == 0 {
+		s.reservations.add(rv)
+	}
 	o := outcome{status: Granted, atNanos: at, expiresAtNanos: expiresAt, spacingNanos: spacing, reservation: rv.id}
 	for i := range rv.parts {
 		o.holds = o.holds || (rv.parts[i].holdExpiresAtNanos != 0 && !rv.parts[i].shadow)

@@ -72,7 +72,7 @@ func (o *outcome) resultAt(nowNanos int64, replay bool) ReserveResult {
 				res.ExpiresInNanos = -1
 			}
 		}
-	case Refused, Busy:
+	case Refused, Busy, Queued:
 		res.RetryAfterNanos = 1
 		if o.atNanos > nowNanos {
 			res.RetryAfterNanos = o.atNanos - nowNanos

@@ -57,12 +57,18 @@ type reservation struct {
 	settleParts []SettledPart
 	// released: a release was applied.
 	released bool
+	// wait is not nil while the reservation waits in an in-flight cap's
+	// queue for its grant (waiters.go): then decidedAtNanos is its arrival,
+	// finalAtNanos its deadline, and its parts hold only their limits and
+	// permits.
+	wait *waiting
 	// heapIndex is the record's position in the table's heap.
 	heapIndex int
 }
 
-// granted reports that the reservation holds what it was granted.
-func (rv *reservation) granted() bool { return true }
+// granted reports that the reservation holds what it was granted (it is
+// not waiting in an in-flight cap's queue).
+func (rv *reservation) granted() bool { return rv.wait == nil }
 
 // reservedPart is one limit's part of a reservation.
 type reservedPart struct {

@@ -32,17 +32,31 @@ func TestRefusedMultiLimitRestoresACommittedInFlightCap(t *testing.T) {
 		t.Fatalf("one of a's two: %+v", res)
 	}
 	before := pacerState(h, "a")
-	// b can serve its part once its hold lapses at 10 s, so t* = 10 s and
-	// a commits first; b then refuses (2^21 permits in holds in all).
-	res := h.reserve1(sec/2, tracked(20*sec, Part{"a", 1}, Part{"b", bucket.MaxInFlightLimit}))
+	// b is full until its hold lapses at 10 s: a reserve that may not
+	// wait is refused naming b (one that may waits in b's queue, below),
+	// and no cap commits anything before every cap fits.
+	res := h.reserve1(sec/2, tracked(0, Part{"a", 1}, Part{"b", bucket.MaxInFlightLimit}))
 	if res.Status != Refused || res.Blocking != "b" {
 		t.Fatalf("got %+v, want refused by b", res)
 	}
 	if after := pacerState(h, "a"); after != before {
-		t.Errorf("a refused multi-limit reserve changed the committed cap a:\nbefore %x\nafter  %x", before, after)
+		t.Errorf("a refused multi-limit reserve changed the cap a:\nbefore %x\nafter  %x", before, after)
 	}
-	// a holds 1 of 2 (until 1 s): a second permit fits at once.
-	if res := h.reserve1(sec/2+1, tracked(0, Part{"a", 1})); res.Status != Granted {
+	res = h.reserve1(sec/2, tracked(20*sec, Part{"a", 1}, Part{"b", bucket.MaxInFlightLimit}))
+	if res.Status != Queued {
+		t.Fatalf("got %+v, want queued behind b's hold", res)
+	}
+	if after := pacerState(h, "a"); after != before {
+		t.Errorf("a waiting multi-limit reserve changed the cap a:\nbefore %x\nafter  %x", before, after)
+	}
+	// b's hold lapses at 10 s: the waiter is granted then, on both caps.
+	h.noop(11 * sec)
+	d := h.f.TakeWaiterDecisions()
+	if len(d) != 1 || d[0].Result.Status != Granted || d[0].Result.NowNanos != 11*sec {
+		t.Fatalf("decisions at 11 s: %+v, want the waiter granted", d)
+	}
+	// a holds 1 of 2 (the waiter's): a second permit fits at once.
+	if res := h.reserve1(11*sec, tracked(0, Part{"a", 1})); res.Status != Granted {
 		t.Errorf("a has room for a permit but answered %+v", res)
 	}
 }

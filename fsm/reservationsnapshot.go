@@ -17,7 +17,12 @@ import (
 //	    decided at      varint
 //	    served at       uvarint, delta from decided at
 //	    final at        uvarint, delta from served at
-//	    flags           byte: 1 settled, 2 released
+//	    flags           byte: 1 settled, 2 released, 4 waiting in an
+//	                    in-flight cap's queue (waiters.go; then decided
+//	                    at is its arrival, served at == decided at, final
+//	                    at its deadline, neither settled nor released)
+//	    if waiting:     the reserve's request id (bytes, may be empty),
+//	                    uvarint its settle window (0..MaxSettleWindowNanos)
 //	    if settled:     settle request id (bytes), uvarint count, then per
 //	                    part: limit name, uvarint reserved, actual,
 //	                    refunded, charged
@@ -30,11 +35,18 @@ import (
 //	        hold expiry     varint (0: none)
 //	        released        uvarint
 //	        shadow          byte (0 or 1)
+//	                    (a waiting reservation's parts: only limit and
+//	                    permits, every other field 0 or empty)
+//
+// A snapshot without waiting reservations has the bytes of format
+// version 7 before waiting existed; one with them is refused by a decoder
+// that predates them (flag 4).
 
 // Flags of a reservation in a snapshot.
 const (
 	reservationSettled  = 1
 	reservationReleased = 2
+	reservationWaiting  = 4
 	// minReservationLen bounds preallocation for a claimed count.
 	minReservationLen = 12
 )
@@ -71,7 +83,14 @@ func (s *state) appendReservations(b []byte) []byte {
 		if rv.released {
 			flags |= reservationReleased
 		}
+		if rv.wait != nil {
+			flags |= reservationWaiting
+		}
 		b = append(b, flags)
+		if rv.wait != nil {
+			b = appendBytes(b, rv.wait.requestID)
+			b = binary.AppendUvarint(b, uint64(rv.wait.settleWithinNanos))
+		}
 		if rv.settled {
 			b = appendBytes(b, rv.settleID)
 			b = binary.AppendUvarint(b, uint64(len(rv.settleParts)))
@@ -143,10 +162,21 @@ func decodeReservations(r *reader, st *state) {
 		rv.servedAtNanos = rv.decidedAtNanos + served
 		rv.finalAtNanos = rv.servedAtNanos + final
 		flags := r.byte1("flags")
-		if r.err == nil && flags > reservationSettled|reservationReleased {
-			r.fail("flags %d (allowed: 0-%d)", flags, reservationSettled|reservationReleased)
+		if r.err == nil && flags > reservationSettled|reservationReleased && flags != reservationWaiting {
+			r.fail("flags %d (allowed: 0-%d, or %d alone)", flags, reservationSettled|reservationReleased, reservationWaiting)
 		}
 		rv.settled, rv.released = flags&reservationSettled != 0, flags&reservationReleased != 0
+		if flags == reservationWaiting {
+			rv.wait = &waiting{requestID: string(r.bytes("waiting request id", MaxRequestIDLen))}
+			rv.wait.settleWithinNanos = r.int64Snap("waiting settle window")
+			if r.err == nil && (rv.servedAtNanos != rv.decidedAtNanos || rv.wait.settleWithinNanos > MaxSettleWindowNanos) {
+				r.fail("waiting, served %d after its arrival, settle window %d (allowed: served at arrival, window 0..%d)",
+					rv.servedAtNanos-rv.decidedAtNanos, rv.wait.settleWithinNanos, MaxSettleWindowNanos)
+			}
+			if id := rv.wait.requestID; r.err == nil && id != "" && (st.dedup.lookup(id) != nil || st.leaseDedup.lookup(id) != nil) {
+				r.fail("waiting with request id %q, which the dedup tables already hold", id)
+			}
+		}
 		if rv.settled {
 			rv.settleID = string(r.bytes("settle request id", MaxRequestIDLen))
 			k := r.uvarintMax("settled part count", MaxReserveParts)
@@ -191,6 +221,9 @@ func decodeReservations(r *reader, st *state) {
 			if r.err == nil && (p.permits < 1 || p.releasedPermits > p.permits) {
 				r.fail("part on %q holds %d permits with %d released (allowed: >= 1, released <= held)", p.limit, p.permits, p.releasedPermits)
 			}
+			if r.err == nil && rv.wait != nil && (p.bornIndex != 0 || p.seqAfter != 0 || p.pre != nil || p.holdExpiresAtNanos != 0 || p.releasedPermits != 0 || p.shadow) {
+				r.fail("waiting part on %q carries a grant's fields (allowed: only its limit and permits)", p.limit)
+			}
 			if l, ok := st.limits[p.limit]; r.err == nil && ok && l.bornIndex == p.bornIndex && p.seqAfter > l.seq {
 				// A grant from the future of its pacer: a late refund
 				// would find no mark after it, and no budget.
@@ -200,6 +233,20 @@ func decodeReservations(r *reader, st *state) {
 		}
 		if r.err != nil {
 			return
+		}
+		if rv.wait != nil {
+			for i, p := range rv.parts {
+				if r.err == nil && slices.ContainsFunc(rv.parts[:i], func(q reservedPart) bool { return q.limit == p.limit }) {
+					r.fail("waiting, names limit %q twice", p.limit)
+				}
+			}
+			if _, dup := st.waits.byRequestID[rv.wait.requestID]; r.err == nil && rv.wait.requestID != "" && dup {
+				r.fail("waiting with request id %q, as another waiting reservation", rv.wait.requestID)
+			}
+			if r.err != nil {
+				return
+			}
+			st.waits.add(rv) // by id ascending: arrival order
 		}
 		t.byID[rv.id] = rv
 		t.heap = append(t.heap, rv)

@@ -34,6 +34,13 @@ const (
 	// sessions, or its owner's, keep as many outcomes as they may; see
 	// sessions.go), with Detail; it too decided nothing.
 	Busy Status = 6
+	// Queued: the reserve (reservation form) waits in the queue of an
+	// in-flight cap it names (waiters.go): ReservationID names it,
+	// RetryAfterNanos is how long it may still wait (its deadline). It is
+	// not an answer to give a client: a later entry decides it
+	// (FSM.TakeWaiterDecisions), and the node waits for that decision. A
+	// replay of its request ID while it waits is Queued again, Duplicate.
+	Queued Status = 7
 )
 
 // ReserveResult is the outcome of one reserve, relative to the entry's

@@ -118,6 +118,10 @@ func (s *state) settle(nowNanos int64, c *Settle) SettleResult {
 	if rv == nil {
 		return SettleResult{Status: st, Detail: detail}
 	}
+	if rv.wait != nil {
+		return SettleResult{Status: SettleConflict, Detail: boundDetail(fmt.Sprintf(
+			"reservation %d is waiting for its grant: there is nothing to settle yet (release it to withdraw it)", rv.id))}
+	}
 	if rv.settled {
 		if c.RequestID != "" && c.RequestID == rv.settleID {
 			return SettleResult{Status: Settled, Duplicate: true, Parts: rv.settleParts}
@@ -148,6 +152,8 @@ func (s *state) settle(nowNanos int64, c *Settle) SettleResult {
 		out[i] = s.settlePart(nowNanos, rv, &rv.parts[i], actual[i])
 	}
 	rv.settled, rv.settleID, rv.settleParts = true, c.RequestID, out
+	// Permits a settlement freed go to the reserves waiting for them.
+	s.pumpWaiters(limitNames(rv), nowNanos, nowNanos)
 	return SettleResult{Status: Settled, Parts: out}
 }
 
@@ -226,6 +232,11 @@ func (s *state) release(nowNanos int64, c *Release) ReleaseResult {
 	if rv.released {
 		return ReleaseResult{Status: Settled, Duplicate: true}
 	}
+	if rv.wait != nil {
+		s.withdraw(rv, nowNanos)
+		return ReleaseResult{Status: Settled, Detail: fmt.Sprintf(
+			"reservation %d was waiting for its grant and is withdrawn (its reserve is answered as refused)", rv.id)}
+	}
 	var total int64
 	for i := range rv.parts {
 		p := &rv.parts[i]
@@ -238,6 +249,8 @@ func (s *state) release(nowNanos int64, c *Release) ReleaseResult {
 		}
 	}
 	rv.released = true
+	// The permits freed go to the reserves waiting for them (waiters.go).
+	s.pumpWaiters(limitNames(rv), nowNanos, nowNanos)
 	return ReleaseResult{Status: Settled, Released: total}
 }
 

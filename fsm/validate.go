@@ -203,6 +203,22 @@ func (c Release) Validate() error {
 	return validateReservationRef(c.Reservation, c.Owner)
 }
 
+// Validate reports whether c can be replicated: a request ID of 1 to
+// MaxRequestIDLen allowed bytes and an owner of at most MaxOwnerLen bytes.
+// The error wraps ErrInvalidCommand.
+func (c Withdraw) Validate() error {
+	if c.RequestID == "" {
+		return fmt.Errorf("%w: withdraw without a request id (allowed: the request id of a waiting reserve)", ErrInvalidCommand)
+	}
+	if err := validateRequestID(c.RequestID); err != nil {
+		return err
+	}
+	if len(c.Owner) > MaxOwnerLen {
+		return fmt.Errorf("%w: owner is %d bytes long (allowed: 0-%d)", ErrInvalidCommand, len(c.Owner), MaxOwnerLen)
+	}
+	return nil
+}
+
 func validateReservationRef(id uint64, owner string) error {
 	if id == 0 {
 		return fmt.Errorf("%w: reservation id 0 (allowed: >= 1, as a grant returned it)", ErrInvalidCommand)

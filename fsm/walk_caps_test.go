@@ -21,8 +21,9 @@ import (
 // name, by reservation.
 type capLedger struct {
 	holds map[uint64][]*ledgerHold
-	// lastNow is the register's time after the previous step.
-	lastNow int64
+	// lastNow is the register's time after the previous step,
+	// lastNowBefore the one before the step being checked.
+	lastNow, lastNowBefore int64
 }
 
 // ledgerHold is one enforced hold of a reservation on one limit.
@@ -161,6 +162,6 @@ func (w *walker) checkCapBound(kind string, step int, capsBefore map[string]int6
 			delete(w.ledger.holds, id)
 		}
 	}
-	w.ledger.lastNow = now
+	w.ledger.lastNowBefore, w.ledger.lastNow = w.ledger.lastNow, now
 	return labels
 }

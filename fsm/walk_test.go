@@ -86,6 +86,8 @@ var walkKinds = []string{
 	"lease-granted", "renew-granted", "returned", "fenced", "reserve-granted", "reserve-refused",
 	"tracked", "tracked-granted", "tracked-refused", "settle", "settled", "settle-refund", "settle-charge",
 	"settle-replay", "settle-conflict", "settle-forbidden", "release", "released", "put-shadow",
+	"cap-carried", "queued", "queued-replay", "waiter-granted", "waiter-refused", "withdrawn",
+	"withdraw-id", "withdrawn-id",
 }
 
 // walker drives one FSM and its twin (restored from the previous step's
@@ -125,6 +127,11 @@ type walker struct {
 	// holds granted (walk_caps_test.go).
 	steps  int
 	ledger capLedger
+	// waiters are the reservations waiting in caps' queues, as the walk
+	// saw them queued (walk_waiters_test.go); capHeavy (every third seed)
+	// makes most limits in-flight caps and most tracked reserves wait.
+	waiters  map[uint64]walkWaiter
+	capHeavy bool
 }
 
 // walkReservation is a reservation the walk was granted.
@@ -163,6 +170,7 @@ func newWalker(t *testing.T, seed uint64) *walker {
 		w.fresh = func() *FSM { return New().withSessionCaps(walkMaxSessions, walkMaxSessionResults) }
 	}
 	w.f, w.twin = w.fresh(), w.fresh()
+	w.capHeavy = seed%3 == 1
 	return w
 }
 
@@ -198,9 +206,12 @@ func (w *walker) step() []string {
 	limitsBefore := w.auditLimits()
 	capsBefore := w.caps()
 	got := w.f.Apply(l)
-	w.checkRefusedChangesNothing(kind, data, got, before, lastReservation)
+	if len(w.f.st.decided) == 0 {
+		// (Waiters granted by the entry before its command change limits.)
+		w.checkRefusedChangesNothing(kind, data, got, before, lastReservation)
+		w.checkUndecidedChangesNothing(kind, got, limits)
+	}
 	w.checkNoLiveSessionClosed(kind, live)
-	w.checkUndecidedChangesNothing(kind, got, limits)
 	w.steps++
 	labels = append(labels, w.checkCapBound(kind, w.steps, capsBefore)...)
 	twin := w.twin.Apply(&raft.Log{Index: l.Index, Term: l.Term, Type: l.Type, Data: data})
@@ -208,9 +219,17 @@ func (w *walker) step() []string {
 		w.t.Errorf("seed %d: %s: the FSM answered %+v, its copy restored from the previous snapshot %+v", w.seed, kind, got, twin)
 		return labels
 	}
+	decided, twinDecided := w.f.TakeWaiterDecisions(), w.twin.TakeWaiterDecisions()
+	if !reflect.DeepEqual(decided, twinDecided) {
+		w.t.Errorf("seed %d: %s: the FSM decided waiters %+v, its copy restored from the previous snapshot %+v", w.seed, kind, decided, twinDecided)
+		return labels
+	}
 	if outcome := w.observe(data, got); outcome != "" {
 		labels = append(labels, outcome)
 	}
+	// The waiters' decisions are answers too: tallied before the audit
+	// compares the counters with the answers.
+	labels = append(labels, w.checkWaiters(kind, l.Index, decided, capsBefore, limitsBefore)...)
 	labels = append(labels, w.auditStep(l.Index, data, got, limitsBefore)...)
 	checkBook(w.t, w.f, false)
 	checkSessionTable(w.t, w.f)
@@ -250,7 +269,7 @@ func (w *walker) command() (string, []byte) {
 		if _, ok := w.f.Limit(name); ok {
 			kind = "put-algorithm"
 		}
-		put := PutLimit{Name: name, Config: w.randomConfig(bucket.Algorithm(1 + r.IntN(walkAlgorithms))), Shadow: r.IntN(6) == 0}
+		put := PutLimit{Name: name, Config: w.randomConfig(w.algorithm()), Shadow: r.IntN(6) == 0}
 		if put.Shadow {
 			kind = "put-shadow"
 		}
@@ -258,7 +277,7 @@ func (w *walker) command() (string, []byte) {
 	case p < 20:
 		kind = "put-rate"
 		info, ok := w.f.Limit(name)
-		alg := bucket.Algorithm(1 + r.IntN(walkAlgorithms))
+		alg := w.algorithm()
 		if ok {
 			alg = info.Config.Spec.Algorithm
 		}
@@ -547,13 +566,25 @@ func (w *walker) observe(data []byte, res any) string {
 		if v.Status == Settled && !v.Duplicate && v.Released > 0 {
 			return "released"
 		}
+		if v.Status == Settled && v.Detail != "" && e.Type == CmdWithdraw {
+			return "withdrawn-id"
+		}
+		if v.Status == Settled && v.Detail != "" {
+			return "withdrawn"
+		}
 	case []ReserveResult:
+		tracked := ""
 		for i, rr := range v {
 			if e.Reserves[i].Track {
-				if o := w.observeTracked(e.Reserves[i], rr); o != "" {
-					return o
+				// Every tracked result is observed (a grant or a queued
+				// reserve is recorded); the first outcome names the step.
+				if o := w.observeTracked(e.Reserves[i], rr); tracked == "" {
+					tracked = o
 				}
 				continue
+			}
+			if tracked != "" {
+				return tracked
 			}
 			switch {
 			case rr.Status == Busy && e.Reserves[i].Session.ID != 0:
@@ -570,6 +601,7 @@ func (w *walker) observe(data []byte, res any) string {
 				return "reserve-refused"
 			}
 		}
+		return tracked
 	}
 	return ""
 }
@@ -615,8 +647,8 @@ func (w *walker) tracked() (string, []byte) {
 	for i := range rs {
 		names := slices.Clone(walkNames)
 		r.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
-		k := 1 + r.IntN(len(names))
-		rs[i] = Reserve{Limit: names[0], Permits: 1 + r.Int64N(3), MaxWaitNanos: w.maxWait(), RequestID: w.requestID(),
+		k := w.trackedParts(len(names))
+		rs[i] = Reserve{Limit: names[0], Permits: w.trackedPermits(), MaxWaitNanos: w.trackedMaxWait(), RequestID: w.trackedRequestID(),
 			Track: true, Owner: walkOwners[r.IntN(len(walkOwners))]}
 		for _, n := range names[1:k] {
 			rs[i].Also = append(rs[i].Also, Part{Limit: n, Permits: 1 + r.Int64N(3)})
@@ -678,6 +710,9 @@ func (w *walker) settle() (string, []byte) {
 
 // release draws a release of a known reservation.
 func (w *walker) release() (string, []byte) {
+	if kind, b, ok := w.withdrawByID(); ok {
+		return kind, b
+	}
 	rv := w.anyReservation()
 	owner := rv.owner
 	if w.rng.IntN(8) == 0 {
@@ -694,9 +729,14 @@ func (w *walker) release() (string, []byte) {
 // outcome.
 func (w *walker) observeTracked(q Reserve, rr ReserveResult) string {
 	switch {
+	case rr.Duplicate && rr.Status == Queued:
+		return "queued-replay"
 	case rr.Duplicate:
 		// The first command with this request ID decided (perhaps an
 		// untracked reserve): its answer is replayed as it was.
+	case rr.Status == Queued:
+		w.queued(q, rr)
+		return "queued"
 	case rr.Status == Granted && rr.ReservationID == 0:
 		w.t.Errorf("seed %d: a tracked reserve was granted without a reservation id: %+v", w.seed, rr)
 	case rr.Status == Granted:
@@ -763,6 +803,7 @@ func (w *walker) checkRefusedChangesNothing(kind string, data []byte, got any, b
 	if rr.Status == Granted {
 		return
 	}
+	queued := rr.Status == Queued && !rr.Duplicate // waits, reserving nothing yet
 	for name, b := range before {
 		l, ok := w.f.st.limits[name]
 		if !ok {
@@ -772,7 +813,7 @@ func (w *walker) checkRefusedChangesNothing(kind string, data []byte, got any, b
 			w.t.Errorf("seed %d: %s: a tracked reserve answered %+v changed limit %q's state", w.seed, kind, rr, name)
 		}
 	}
-	if w.f.st.reservations.lastID != lastReservation {
+	if w.f.st.reservations.lastID != lastReservation && !queued {
 		w.t.Errorf("seed %d: %s: a tracked reserve answered %+v made a reservation", w.seed, kind, rr)
 	}
 }

@@ -166,6 +166,8 @@ func (n *Node) commandLocal(ctx context.Context, e fsm.Entry) (any, error) {
 		return n.releaseLocal(ctx, e.Release)
 	case fsm.CmdExpiredGrants:
 		return n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendExpiredGrants(nil, st, e.ExpiredGrants) })
+	case fsm.CmdWithdraw:
+		return n.withdrawLocal(ctx, e.Withdraw)
 	}
 	return nil, fmt.Errorf("%w: command type %d cannot be forwarded", ErrInvalid, e.Type)
 }
@@ -251,7 +253,16 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		if err != nil {
 			return nil, err
 		}
-		defer release()
+		var once func()
+		ctx, once = withAdmission(ctx, release)
+		defer once()
+		if e.Type == fsm.CmdReserveBatch && len(e.Reserves) == 1 && e.Reserves[0].Track && e.Reserves[0].MaxWaitNanos > 0 {
+			// It may wait in an in-flight cap's queue for its max wait;
+			// the follower that forwarded it bounds the whole call.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), wire.AddNanos(n.cfg.ApplyTimeout, time.Duration(e.Reserves[0].MaxWaitNanos)))
+			defer cancel()
+		}
 		v, err := n.commandLocal(ctx, e)
 		if err != nil {
 			return nil, err

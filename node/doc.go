@@ -45,7 +45,11 @@
 //     whose permit expired meanwhile leaves as a refusal, and that node
 //     reports it to the register in a later entry, so that the limit's
 //     counters, which cannot see the departure, count a refusal too
-//     (expiredgrants.go; fsm's "Counters").
+//     (expiredgrants.go; fsm's "Counters"). A reserve that waits in an
+//     in-flight cap's queue is answered only once an applied entry
+//     decided it (waiters.go): the leader holds the answer, writes a
+//     no-op whenever a hold lapses or a deadline comes (waker.go), and
+//     subtracts the time its timeline counted since the deciding entry.
 //
 // # Forwarding
 //

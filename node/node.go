@@ -212,6 +212,11 @@ type Node struct {
 	changeMu  sync.Mutex
 	promotion promoter
 
+	// waiters hands the decisions on queued reserves to the goroutines
+	// holding their answers (waiters.go); wake pokes the waker (waker.go).
+	waiters *waiterHub
+	wake    chan struct{}
+
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	// stopped is canceled when stopCh closes, for calls that take a
@@ -256,6 +261,8 @@ func New(cfg Config) (*Node, error) {
 		fwd:      &forwarder{network: cfg.Network, timeout: 2 * time.Second},
 		stopCh:   make(chan struct{}),
 		expired:  newExpiredReports(),
+		waiters:  newWaiterHub(),
+		wake:     make(chan struct{}, 1),
 	}
 	var cancel context.CancelFunc
 	n.stopped, cancel = context.WithCancel(context.Background())
@@ -322,7 +329,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return fail(fmt.Errorf("node: log cache: %w", err))
 	}
-	n.raft, err = raft.NewRaft(rc, receiptFSM{n.fsm, n.receipts}, receiptLog{logs, n.receipts}, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, waiterFSM{receiptFSM{n.fsm, n.receipts}, n}, receiptLog{logs, n.receipts}, n.store, snaps, n.trans)
 	if err != nil {
 		return fail(fmt.Errorf("node: start raft: %w", err))
 	}
@@ -340,11 +347,12 @@ func New(cfg Config) (*Node, error) {
 	n.checkMembership()
 	n.batcher = newBatcher(n, reserveBatch, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
 	n.leases = newBatcher(n, leaseBatch, min(cfg.MaxBatch, fsm.MaxBatchLeaseCommands), cfg.MaxInflight, cfg.ApplyTimeout)
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go func() { defer n.wg.Done(); n.serveForwardListener() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()
 	go func() { defer n.wg.Done(); n.promoteLoop() }()
 	go func() { defer n.wg.Done(); n.sendExpiredReports() }()
+	go func() { defer n.wg.Done(); n.runWaker() }()
 	return n, nil
 }
 

@@ -27,6 +27,9 @@ import (
 // LeaderWait), not after the request's whole timeout. A reserve queued on
 // the leader still waits for its outcome past this bound.
 func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	if r.Track && r.MaxWaitNanos > 0 {
+		return n.reserveMayWait(ctx, r) // waiters.go
+	}
 	return n.reserve(ctx, r, false)
 }
 
@@ -48,7 +51,9 @@ func (n *Node) reserve(ctx context.Context, r fsm.Reserve, held bool) (fsm.Reser
 		if err != nil {
 			return fsm.ReserveResult{}, err
 		}
-		defer release()
+		var once func()
+		ctx, once = withAdmission(ctx, release)
+		defer once()
 	}
 	// Saturating: a max wait near math.MaxInt64 (the edge accepts any)
 	// plus LeaderWait would wrap into the past, and a follower would give
@@ -151,6 +156,9 @@ func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (decidedReserve,
 	}
 	if f := n.testDecided; f != nil {
 		f(out.res)
+	}
+	if out.res.Status == fsm.Queued {
+		return n.awaitWaiter(ctx, r, out.res)
 	}
 	res, err := n.resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)), out.index)
 	return decidedReserve{res: res, index: out.index}, err

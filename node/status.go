@@ -51,6 +51,9 @@ type Status struct {
 	// counters then still count them as granted (expiredgrants.go).
 	ExpiredGrants           uint64 `json:"expired_grants"`
 	ExpiredGrantsUnreported uint64 `json:"expired_grants_unreported"`
+	// WaitingReserves is how many reserves wait in in-flight caps' queues,
+	// in this node's applied state (fsm/waiters.go).
+	WaitingReserves int `json:"waiting_reserves"`
 	// ReserveBatches is how many reserve entries this node submitted
 	// while it led and saw applied and answered, since it started (an
 	// entry whose leadership was lost before its apply is not counted,
@@ -77,6 +80,7 @@ func (n *Node) Status() Status {
 	}
 	st.PendingReserves, st.ShedReserves = n.Load()
 	st.ExpiredGrants, st.ExpiredGrantsUnreported = n.expired.expired.Load(), n.expired.unreported.Load()
+	st.WaitingReserves = n.fsm.Waiting()
 	st.ReserveBatches, st.BatchedReserves, st.ReserveBatchNanos = n.commits.read()
 	if first, err := n.store.FirstIndex(); err == nil {
 		st.FirstLogIndex = first

@@ -35,6 +35,7 @@ type timeline struct {
 
 	mu        sync.Mutex
 	ready     chan struct{} // closed while active; a fresh one after end
+	done      chan struct{} // closed when the active period ends
 	active    bool
 	term      uint64
 	base      int64
@@ -64,6 +65,7 @@ func (t *timeline) beginAt(term uint64, baseNanos, clockNanos, realNanos int64) 
 	defer t.mu.Unlock()
 	if !t.active {
 		close(t.ready)
+		t.done = make(chan struct{})
 	}
 	t.active = true
 	t.term = term
@@ -79,8 +81,17 @@ func (t *timeline) end() {
 	defer t.mu.Unlock()
 	if t.active {
 		t.ready = make(chan struct{})
+		close(t.done)
 	}
 	t.active = false
+}
+
+// activeDone returns a channel closed when the timeline's current active
+// period ends (this node stops leading), or false if it is not active.
+func (t *timeline) activeDone() (<-chan struct{}, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.done, t.active
 }
 
 // readyCh returns a channel closed while the timeline is active (now or

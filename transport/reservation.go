@@ -113,6 +113,7 @@ func ownerOf(r *http.Request) (auth.Token, string, bool) {
 
 // multiReserve serves POST /v1/reserve.
 func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	m := h.metrics
 	buf := httpapi.GetBuf()
 	defer httpapi.PutBuf(buf)
@@ -181,6 +182,11 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// How long this node held the request (a reserve that waited in an
+	// in-flight cap's queue), up to the moment its answer's durations
+	// count from: the client counts the expiry from its request's sending
+	// plus this, never later than that moment.
+	held := time.Since(start)
 	buf.Reset()
 	b := buf.AvailableBuffer()
 	switch res.Status {
@@ -200,6 +206,8 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 		b = strconv.AppendUint(b, res.ReservationID, 10)
 		b = append(b, `","holds":`...)
 		b = strconv.AppendBool(b, res.Holds)
+		b = append(b, `,"held_ns":`...)
+		b = strconv.AppendInt(b, int64(held), 10)
 		b = append(b, `,"duplicate":`...)
 		b = strconv.AppendBool(b, res.Duplicate)
 		b = append(b, "}\n"...)

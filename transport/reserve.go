@@ -1,14 +1,15 @@
 package transport
 
 import (
-	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/transport/internal/httpapi"
-	"github.com/permitd/permitd/transport/wire"
+	"context"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/internal/httpapi"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
@@ -108,9 +109,20 @@ func readNoFields(w http.ResponseWriter, r *http.Request, op string) bool {
 }
 
 // decide runs reserve q on the store. On an error it answers it, counts
-// its outcome and returns false.
+// its outcome and returns false. A reserve in the reservation form may
+// wait in an in-flight cap's queue for up to its max wait before it is
+// answered (fsm/waiters.go): its request may take that much longer, and
+// so may the writing of its answer.
 func (h *handler) decide(w http.ResponseWriter, r *http.Request, q fsm.Reserve) (fsm.ReserveResult, bool) {
 	ctx, cancel := h.context(r)
+	if q.Track && q.MaxWaitNanos > 0 {
+		cancel()
+		limit := wire.AddNanos(h.timeout, time.Duration(q.MaxWaitNanos))
+		ctx, cancel = context.WithTimeout(r.Context(), limit)
+		// Not every writer has a deadline (a test recorder): then there is
+		// nothing to extend.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wire.AddNanos(limit, serverWriteTimeout)))
+	}
 	res, err := h.store.Reserve(ctx, q)
 	cancel()
 	if err == nil {

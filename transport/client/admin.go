@@ -332,6 +332,9 @@ type Status struct {
 	// the register (whose counters then still count them as granted).
 	ExpiredGrants           uint64 `json:"expired_grants"`
 	ExpiredGrantsUnreported uint64 `json:"expired_grants_unreported"`
+	// WaitingReserves is how many reserves wait in in-flight caps' queues
+	// (0 from a server older than the field).
+	WaitingReserves int `json:"waiting_reserves"`
 	// ReserveBatches is how many reserve entries the node submitted
 	// while it led and saw applied and answered, since it started;
 	// BatchedReserves the reserves they carried; ReserveBatchNanos their
@@ -414,7 +417,7 @@ func (c *Client) StatusOf(ctx context.Context, server string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	resp, err := c.attempt(ctx, base, http.MethodGet, "/v1/status", nil)
+	resp, err := c.attempt(ctx, base, http.MethodGet, "/v1/status", nil, 0)
 	if err != nil {
 		return Status{}, fmt.Errorf("client: status of %s: %w", base, err)
 	}
@@ -472,7 +475,7 @@ func (c *Client) TransferLeadership(ctx context.Context, to string) error {
 	}
 	const path = "/v1/cluster/transfer-leadership"
 	return c.failover(ctx, "POST "+path, func(server string) (attemptOutcome, error) {
-		r, err := c.attempt(ctx, server, http.MethodPost, path, body)
+		r, err := c.attempt(ctx, server, http.MethodPost, path, body, 0)
 		switch {
 		case err != nil && isDialError(err):
 			return attemptUndelivered, err

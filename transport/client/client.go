@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // maxResponseBytes bounds a response body read by the client.
@@ -302,16 +304,19 @@ func (c *Client) answeredBy(start, idx int) {
 // error, a timeout or a 503 moves to the next server; any other answer
 // (2xx, 4xx) is returned as is. The same body is sent on every attempt.
 func (c *Client) send(ctx context.Context, method, path string, body []byte) (*response, error) {
-	return c.sendDecided(ctx, method, path, body, nil)
+	return c.sendDecided(ctx, method, path, body, nil, 0)
 }
 
 // sendDecided is send, except that a 503 for which decided (if not nil)
 // reports true is returned as an answer: the register decided it, and
-// another server would answer the same.
-func (c *Client) sendDecided(ctx context.Context, method, path string, body []byte, decided func(*response) bool) (*response, error) {
+// another server would answer the same; and that the server may hold the
+// answer for up to held before it answers (a reserve that waits in an
+// in-flight cap's queue): each attempt may take that much longer than the
+// attempt timeout.
+func (c *Client) sendDecided(ctx context.Context, method, path string, body []byte, decided func(*response) bool, held time.Duration) (*response, error) {
 	var resp *response
 	err := c.failover(ctx, method+" "+path, func(server string) (attemptOutcome, error) {
-		r, err := c.attempt(ctx, server, method, path, body)
+		r, err := c.attempt(ctx, server, method, path, body, held)
 		switch {
 		case err != nil && isDialError(err):
 			return attemptUndelivered, err
@@ -333,9 +338,14 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// attempt sends one request to one server.
-func (c *Client) attempt(ctx context.Context, server, method, path string, body []byte) (*response, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+// attempt sends one request to one server, within the attempt timeout
+// plus held (see sendHeld).
+func (c *Client) attempt(ctx context.Context, server, method, path string, body []byte, held time.Duration) (*response, error) {
+	timeout := c.attemptTimeout
+	if held > 0 {
+		timeout = wire.AddNanos(timeout, held)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var rd io.Reader
 	if body != nil {

@@ -50,6 +50,7 @@ type multiReserveAnswer struct {
 	ReservationID string `json:"reservation_id"`
 	Blocking      string `json:"blocking"`
 	Holds         bool   `json:"holds"`
+	HeldNanos     int64  `json:"held_ns"`
 }
 
 // ReserveMany reserves permits of several limits (1 to 8, each once) in
@@ -58,6 +59,13 @@ type multiReserveAnswer struct {
 // RetryAfter and Blocking. The reserve carries a request ID, kept across
 // failovers, so that a retry is decided once. Use the grant at ReadyAt
 // (Grant.Wait), then Settle the real cost or Release in-flight permits.
+//
+// A reserve that names an in-flight cap whose permits are all held waits
+// in the cap's queue, up to o.MaxWait, for a release or a lapse that frees
+// them: the server answers it once it is granted (or refused at its
+// deadline), so each attempt is allowed the attempt timeout plus
+// o.MaxWait, and a retry at another server (the same request ID) keeps
+// its place in the queue.
 func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions) (Reservation, error) {
 	if len(wants) == 0 || len(wants) > 8 {
 		return Reservation{}, fmt.Errorf("%w: reserve %d limits; allowed: 1 to 8", ErrInvalid, len(wants))
@@ -86,7 +94,9 @@ func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions
 	if err != nil {
 		return Reservation{}, fmt.Errorf("%w: encoding the request: %v", ErrInvalid, err)
 	}
-	resp, err := c.send(ctx, http.MethodPost, "/v1/reserve", body)
+	// The server may hold the answer while the reserve waits in an
+	// in-flight cap's queue, up to its max wait.
+	resp, err := c.sendDecided(ctx, http.MethodPost, "/v1/reserve", body, nil, o.MaxWait)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -112,6 +122,10 @@ func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions
 		r.Spacing = time.Duration(a.SpacingNanos)
 		r.ID = a.ReservationID
 		r.Holds = a.Holds
+		// The server held the request that long (in a cap's queue): the
+		// expiry counts from the answer's departure, at least that long
+		// after SentAt. A server's claim beyond the round trip is capped.
+		r.Held = min(max(time.Duration(a.HeldNanos), 0), resp.receivedAt.Sub(resp.sentAt))
 	} else {
 		r.RetryAfter, r.Refusal = time.Duration(a.RetryNanos), a.Error
 		r.Blocking = a.Blocking

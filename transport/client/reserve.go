@@ -29,9 +29,14 @@ type Grant struct {
 	Spacing time.Duration
 	// ExpiresIn (granted, when the limit has expiry) is how long after the
 	// answer left the server the first permit stops being usable; 0 means
-	// no expiry. The client counts it from SentAt, which is never later
-	// than the answer's departure.
+	// no expiry. The client counts it from SentAt + Held, which is never
+	// later than the answer's departure.
 	ExpiresIn time.Duration
+	// Held (granted, reservation form) is how long the server held the
+	// request before it answered, as it measured it (a reserve that waited
+	// in an in-flight cap's queue; about 0 otherwise), at most ReceivedAt
+	// - SentAt.
+	Held time.Duration
 	// RetryAfter (refused) is when, as known by the server, the same
 	// request could be granted, counted from ReceivedAt.
 	RetryAfter time.Duration
@@ -62,9 +67,9 @@ func (g Grant) ReadyAtPermit(j int64) time.Time {
 }
 
 // ExpiresAt is the conservative end of the first permit's validity (SentAt
-// + ExpiresIn), or the zero time when the permits do not expire. A negative
-// ExpiresIn (a replayed grant that had already expired) is expired at
-// SentAt.
+// + Held + ExpiresIn), or the zero time when the permits do not expire. A
+// negative ExpiresIn (a replayed grant that had already expired) is
+// expired at SentAt.
 func (g Grant) ExpiresAt() time.Time {
 	switch {
 	case g.ExpiresIn == 0:
@@ -72,7 +77,7 @@ func (g Grant) ExpiresAt() time.Time {
 	case g.ExpiresIn < 0:
 		return g.SentAt
 	}
-	return g.SentAt.Add(g.ExpiresIn)
+	return g.SentAt.Add(g.Held).Add(g.ExpiresIn)
 }
 
 // ExpiresAtPermit is the end of permit j's validity: ExpiresAt +

@@ -143,7 +143,7 @@ func (c *Client) OpenSession(ctx context.Context) (uint64, error) {
 	if c.bin != nil && c.bin.reserves {
 		return c.openSessionBinary(ctx)
 	}
-	resp, err := c.sendDecided(ctx, http.MethodPost, "/v1/sessions", nil, func(r *response) bool { return sessionRefusal(r) != nil })
+	resp, err := c.sendDecided(ctx, http.MethodPost, "/v1/sessions", nil, func(r *response) bool { return sessionRefusal(r) != nil }, 0)
 	if err != nil {
 		return 0, err
 	}

@@ -472,7 +472,13 @@ class Client:
     ) -> Reservation:
         """Reserves permits of several limits in one decision
         (``POST /v1/reserve``): every limit grants its part at one time,
-        within ``max_wait`` seconds, or none does. Never sleeps for them.
+        within ``max_wait`` seconds, or none does. Never sleeps for them,
+        but a reserve that names an in-flight cap whose permits are all
+        held waits in the cap's queue on the server, up to ``max_wait``,
+        for a release or a lapse that frees them: the answer comes when it
+        is granted (or refused at its deadline), so each attempt may take
+        the client's ``timeout`` plus ``max_wait``, and a retry keeps its
+        place in the queue (the same request ID).
 
         ``limits`` maps 1 to 8 limit names to their permits (``{"rpm": 1,
         "tpm": 4000}``), or lists ``(name, permits)`` pairs; a strict
@@ -565,7 +571,12 @@ class Client:
             g.wait = max(0, _ns(a.get("wait_ns"))) / 1e9
             g.spacing = max(0, _ns(a.get("spacing_ns"))) / 1e9
             e = _ns(a.get("expires_in_ns"))
-            g.expires_in = None if e == 0 else e / 1e9
+            # The server held the request held_ns (a reserve that waited in
+            # an in-flight cap's queue): the expiry counts from the answer's
+            # departure, at least that long after sent_at (capped at the
+            # round trip).
+            held = min(max(0, _ns(a.get("held_ns"))) / 1e9, max(0.0, r.received_at - r.sent_at))
+            g.expires_in = None if e == 0 else e / 1e9 if e < 0 else e / 1e9 + held
             res_id = a.get("reservation_id")
             g.reservation_id = res_id if isinstance(res_id, str) else str(res_id) if isinstance(res_id, int) else ""
             # A server that does not say holds is asked to release anyway.

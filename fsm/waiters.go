@@ -1,0 +1,530 @@
+package fsm
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+// waiters.go: reserves that wait in an in-flight cap's queue, granted by
+// the entry that frees their slot (a semaphore decided in the log).
+//
+// # Model
+//
+// An in-flight cap of M permits is a semaphore: a reserve in the
+// reservation form that names it takes n permits if they fit, and
+// otherwise waits, up to its max wait, for holds to be released or to
+// lapse. Waiting is replicated state: the register keeps a first-in,
+// first-out queue of waiting reserves, each a reservation record in the
+// waiting state (its ID given on arrival, its deadline arrival + max
+// wait), and decides each of them later, in the log:
+//
+//   - On arrival (decideTracked), a reserve is granted at once as before
+//     (t* the latest Query of its limits, every cap fitting its part now)
+//     unless a cap it names is blocked: its part does not fit now, or an
+//     earlier reserve waits on it (no barging: the queue is fair, as a
+//     fair semaphore's). A blocked reserve whose rate limits alone could
+//     serve it within its max wait, and whose max wait is not 0, joins the
+//     queue of every limit it names and is answered Queued; otherwise it
+//     is refused at once, as before.
+//   - A waiting reserve is at the head of a cap when no earlier reserve
+//     waits on that cap. It is granted, at instant g, as soon as it is
+//     at the head of every cap it names and its parts fit in all of
+//     them: t* = max(g, the Query of each rate limit it names at g), its
+//     rate parts are committed served at t*, its caps' holds from g until
+//     t* + TTL (as a fresh grant decided at g would be). If t* is past its
+//     deadline it is refused instead, naming that rate limit: its rate
+//     slots are decided only now, never moved earlier than their pacers
+//     allow at g.
+//   - g is the instant its slot came free: the cluster time of the release
+//     or settlement that freed it, of the put that raised the cap, or of
+//     the lapse of a hold (its expiry: the earliest TTL expiry). A reserve
+//     still waiting at its deadline is refused then (Blocking the cap).
+//     A put or delete of a limit it names, or a lease policy on one,
+//     decides it again at that entry: an unknown or leased limit resolves
+//     it as UnknownLimit or Invalid, a limit that is no longer a cap no
+//     longer blocks it. Releasing a waiting reservation withdraws it
+//     (Refused).
+//
+// Lapses and deadlines happen at instants that no entry carries. Every
+// entry therefore first decides, in order of their instants, the events
+// between the previous entry's time and its own (advanceWaiters), each
+// at its own instant g: exactly what an entry applied at g would have
+// decided, since nothing else happened in between. So the outcome of a
+// waiting reserve does not depend on which entries happen to come after
+// it, only on the commands and their times (TestWaitersIgnoreNoops), and
+// an answer is never given before an entry has decided it: the leader
+// writes a no-op at each instant an event is due (package node, waker.go)
+// and answers the waiting client once the entry that decided it is
+// applied (the decisions of each entry: TakeWaiterDecisions).
+//
+// A decided waiter is recorded like any reserve: its request ID enters
+// the dedup table with the decision, recorded at g; while it waits, a
+// replay of its request ID is answered Queued with its reservation ID
+// (so that the node waits for the same decision) and the table keeps
+// room for it.
+//
+// # Safety
+//
+// The cap's bound (bucket/concurrency.go, "Bound") holds unchanged: every
+// grant on a cap, at arrival or from the queue, is decided at an instant
+// g at which the cap's pacer has seen nothing after g (events are
+// decided in order of their instants, before the entry that follows
+// them), and it is made only if its permits fit under MaxInFlight at g,
+// counting every hold not lapsed at g; the proof of the bound uses only
+// that. A client is told its grant relative to the entry that decided it
+// (the hold expiry E minus that entry's time), and the node subtracts the
+// time since that entry's time on its timeline before sending it, so the
+// client never counts a hold as its own for longer than the register
+// does.
+//
+// Each rate limit's bound holds too: a waiting reserve reserves nothing
+// on a rate limit while it waits; at g it is a grant the limit could
+// have made alone for a request arriving at t* >= Query(g, n), which is
+// bucket's "Serving at a chosen time".
+//
+// # Worked example
+//
+// Cap 1, TTL 2 s; A, B and C reserve it (max wait 5 s each, for B and C):
+//
+//	time    entry                  queue    outcome
+//	0       reserve A              -        A granted, hold until 2 s
+//	5 ms    reserve B              B        B queued, deadline 5.005 s
+//	10 ms   reserve C              B C      C queued, deadline 5.01 s
+//	100 ms  release A              C        A frees 1; B granted at 100 ms,
+//	                                        hold until 2.1 s
+//	2.1 s   (no-op: B's hold lapses)  -     C granted at 2.1 s, hold until 4.1 s
+//
+// Without the queue, B was granted on arrival for 2 s (when A's hold would
+// lapse), A's release at 100 ms freed a slot nobody took, and C was
+// refused until 4 s.
+
+// waiting is what a reservation in the waiting state keeps beyond its
+// parts: the reserve's request ID (may be empty), its settle window, and
+// its index in the deadline heap. Its deadline is the record's
+// finalAtNanos, its arrival decidedAtNanos.
+type waiting struct {
+	requestID         string
+	settleWithinNanos int64
+	heapIndex         int
+}
+
+// waitQueues indexes the waiting reservations (derived from the
+// reservation table; Restore rebuilds it).
+type waitQueues struct {
+	// byLimit holds, per limit name, the IDs of the waiting reservations
+	// that name it, ascending (arrival order).
+	byLimit map[string][]uint64
+	// deadlines orders the waiting reservations by (deadline, id).
+	deadlines waitHeap
+	// byRequestID finds a waiting reservation by its reserve's request ID.
+	byRequestID map[string]uint64
+}
+
+func newWaitQueues() waitQueues {
+	return waitQueues{byLimit: map[string][]uint64{}, byRequestID: map[string]uint64{}}
+}
+
+// len is the number of waiting reservations.
+func (q *waitQueues) len() int { return len(q.deadlines) }
+
+// add indexes a waiting reservation whose ID is above every indexed one.
+func (q *waitQueues) add(rv *reservation) {
+	for _, p := range rv.parts {
+		q.byLimit[p.limit] = append(q.byLimit[p.limit], rv.id)
+	}
+	heap.Push(&q.deadlines, rv)
+	if id := rv.wait.requestID; id != "" {
+		q.byRequestID[id] = rv.id
+	}
+}
+
+// remove unindexes a waiting reservation.
+func (q *waitQueues) remove(rv *reservation) {
+	for _, p := range rv.parts {
+		ids := q.byLimit[p.limit]
+		if i, ok := slices.BinarySearch(ids, rv.id); ok {
+			ids = slices.Delete(ids, i, i+1)
+		}
+		if len(ids) == 0 {
+			delete(q.byLimit, p.limit)
+		} else {
+			q.byLimit[p.limit] = ids
+		}
+	}
+	heap.Remove(&q.deadlines, rv.wait.heapIndex)
+	delete(q.byRequestID, rv.wait.requestID)
+}
+
+// head reports whether rv is the earliest waiting reservation on limit.
+func (q *waitQueues) head(limit string, id uint64) bool {
+	ids := q.byLimit[limit]
+	return len(ids) > 0 && ids[0] == id
+}
+
+// waitHeap is a min-heap of waiting reservations by (deadline, id).
+type waitHeap []*reservation
+
+func (h waitHeap) Len() int { return len(h) }
+func (h waitHeap) Less(i, j int) bool {
+	if h[i].finalAtNanos != h[j].finalAtNanos {
+		return h[i].finalAtNanos < h[j].finalAtNanos
+	}
+	return h[i].id < h[j].id
+}
+func (h waitHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].wait.heapIndex, h[j].wait.heapIndex = i, j
+}
+func (h *waitHeap) Push(x any) {
+	rv := x.(*reservation)
+	rv.wait.heapIndex = len(*h)
+	*h = append(*h, rv)
+}
+func (h *waitHeap) Pop() any {
+	old := *h
+	rv := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return rv
+}
+
+// WaiterDecision is the decision on a reserve that waited in an in-flight
+// cap's queue: Result is its answer relative to Result.NowNanos, a
+// cluster time of the entry that decided it (Granted, Refused,
+// UnknownLimit or Invalid; never Queued). A grant also says, in absolute
+// cluster time, the instant its slot came free and it was decided
+// (DecidedAtNanos <= Result.NowNanos) and the time its permits are
+// served at (ServedAtNanos >= DecidedAtNanos).
+type WaiterDecision struct {
+	Reservation                   uint64
+	Result                        ReserveResult
+	DecidedAtNanos, ServedAtNanos int64
+}
+
+// isCap reports whether l is an enforced in-flight cap.
+func isCap(l *limit) bool {
+	_, ok := l.pacer.(bucket.Releaser)
+	return ok && !l.shadow
+}
+
+// enqueue records reserve r, blocked on a cap at nowNanos, as a waiting
+// reservation and answers it Queued.
+func (s *state) enqueue(nowNanos int64, r *Reserve) outcome {
+	rv := &reservation{owner: r.Owner, decidedAtNanos: nowNanos, servedAtNanos: nowNanos,
+		finalAtNanos: satAddNanos(nowNanos, r.MaxWaitNanos),
+		wait:         &waiting{requestID: r.RequestID, settleWithinNanos: r.SettleWithinNanos}}
+	for _, p := range r.Parts() {
+		rv.parts = append(rv.parts, reservedPart{limit: p.Limit, permits: p.Permits})
+	}
+	s.reservations.add(rv)
+	s.waits.add(rv)
+	return outcome{status: Queued, atNanos: rv.finalAtNanos, reservation: rv.id}
+}
+
+// satAddNanos is a + b for b >= 0, saturating at math.MaxInt64.
+func satAddNanos(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// waiterParts returns the parts a waiting reservation asks for.
+func waiterParts(rv *reservation) []Part {
+	parts := make([]Part, len(rv.parts))
+	for i, p := range rv.parts {
+		parts[i] = Part{Limit: p.limit, Permits: p.permits}
+	}
+	return parts
+}
+
+// nextWaiterEvent returns the earliest instant after afterNanos at which a
+// waiting reservation may be decided without a command: a deadline, or
+// the lapse of a hold on a cap a reservation waits on.
+func (s *state) nextWaiterEvent(afterNanos int64) (int64, bool) {
+	q := &s.waits
+	if q.len() == 0 {
+		return 0, false
+	}
+	next := q.deadlines[0].finalAtNanos
+	// The minimum does not depend on the order the map is visited in.
+	for name := range q.byLimit {
+		l, ok := s.limits[name]
+		if !ok || !isCap(l) {
+			continue
+		}
+		if c, ok := l.pacer.(*bucket.ConcurrencyPacer); ok {
+			if e, ok := c.NextExpiry(afterNanos); ok && e < next {
+				next = e
+			}
+		}
+	}
+	return max(next, afterNanos+1), true
+}
+
+// advanceWaiters decides, in order of their instants, the waiter events
+// after the last applied time up to toNanos (the time of the entry being
+// applied, to which the decisions' answers are relative). It runs before
+// anything else of the entry.
+func (s *state) advanceWaiters(toNanos int64) {
+	after := s.lastNowNanos
+	for {
+		e, ok := s.nextWaiterEvent(after)
+		if !ok || e > toNanos {
+			return
+		}
+		// Lapses first: every queue's head may fit now. Then the
+		// deadlines that fall due: decided at last.
+		s.pumpWaiters(s.waitingLimits(), e, toNanos)
+		for s.waits.len() > 0 && s.waits.deadlines[0].finalAtNanos <= e {
+			rv := s.waits.deadlines[0]
+			s.tryWaiter(rv, e, toNanos)
+			s.pumpWaiters(limitNames(rv), e, toNanos)
+		}
+		after = e
+	}
+}
+
+// waitingLimits returns the names that waiting reservations name, sorted.
+func (s *state) waitingLimits() []string {
+	names := make([]string, 0, len(s.waits.byLimit))
+	for name := range s.waits.byLimit {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// limitNames returns the names of rv's parts.
+func limitNames(rv *reservation) []string {
+	names := make([]string, len(rv.parts))
+	for i, p := range rv.parts {
+		names[i] = p.limit
+	}
+	return names
+}
+
+// pumpWaiters tries, at atNanos, the head of each named queue until one
+// stays waiting; every reservation decided meanwhile has its other
+// queues tried as well.
+func (s *state) pumpWaiters(names []string, atNanos, refNanos int64) {
+	work := slices.Clone(names)
+	for len(work) > 0 {
+		name := work[0]
+		work = work[1:]
+		for {
+			ids := s.waits.byLimit[name]
+			if len(ids) == 0 {
+				break
+			}
+			rv := s.reservations.byID[ids[0]]
+			if !s.tryWaiter(rv, atNanos, refNanos) {
+				break
+			}
+			work = append(work, limitNames(rv)...)
+		}
+	}
+}
+
+// kickWaiters decides again, at nowNanos and in arrival order, every
+// reservation waiting on limit name, after a command changed that limit
+// (a put, a delete, a lease policy).
+func (s *state) kickWaiters(name string, nowNanos int64) {
+	for _, id := range slices.Clone(s.waits.byLimit[name]) {
+		rv, ok := s.reservations.byID[id]
+		if !ok || rv.wait == nil {
+			continue // decided by an earlier one's cascade
+		}
+		if s.tryWaiter(rv, nowNanos, nowNanos) {
+			s.pumpWaiters(limitNames(rv), nowNanos, nowNanos)
+		}
+	}
+}
+
+// tryWaiter decides waiting reservation rv at atNanos if it can be
+// decided (refNanos is the time of the entry being applied) and reports
+// whether it was: granted when it is at the head of every cap it names
+// and fits in all of them and its rate limits serve it by its deadline;
+// refused when a rate limit cannot, or when a cap still blocks it at its
+// deadline; UnknownLimit or Invalid when a limit it names is gone or can
+// no longer grant its part.
+func (s *state) tryWaiter(rv *reservation, atNanos, refNanos int64) bool {
+	parts := waiterParts(rv)
+	limits := make([]*limit, len(parts))
+	for i, p := range parts {
+		l, o, ok := s.trackedPart(p, len(parts))
+		if !ok {
+			s.resolveWaiter(rv, o, atNanos, refNanos)
+			return true
+		}
+		limits[i] = l
+	}
+	deadline := rv.finalAtNanos
+	blocking, retryAt := -1, atNanos
+	for i, p := range parts {
+		l := limits[i]
+		if !isCap(l) {
+			continue
+		}
+		q, err := l.pacer.Query(atNanos, p.Permits)
+		if err != nil {
+			s.resolveWaiter(rv, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+				"limit %q cannot decide %d permits: %v", l.name, p.Permits, err))}, atNanos, refNanos)
+			return true
+		}
+		if q > atNanos || !s.waits.head(l.name, rv.id) {
+			if blocking < 0 {
+				blocking = i
+			}
+			retryAt = max(retryAt, capRetryAt(l, atNanos, q))
+		}
+	}
+	if blocking >= 0 {
+		if atNanos < deadline {
+			return false
+		}
+		limits[blocking].refusedRequests++
+		s.resolveWaiter(rv, outcome{status: Refused, atNanos: retryAt, blocking: limits[blocking].name}, atNanos, refNanos)
+		return true
+	}
+	at, blk, o, ok := queryRates(atNanos, limits, parts)
+	if !ok {
+		s.resolveWaiter(rv, o, atNanos, refNanos)
+		return true
+	}
+	if at > deadline {
+		limits[blk].refusedRequests++
+		s.resolveWaiter(rv, outcome{status: Refused, atNanos: at, blocking: limits[blk].name}, atNanos, refNanos)
+		return true
+	}
+	o = s.commitTracked(atNanos, at, deadline-atNanos, rv.wait.settleWithinNanos, rv, limits)
+	s.resolveWaiter(rv, o, atNanos, refNanos)
+	return true
+}
+
+// capRetryAt is when a reserve blocked on cap l at nowNanos (its Query q)
+// is worth asking again: q if its permits do not fit before, else (it
+// waits behind others) the next lapse of a hold, or a nanosecond later.
+func capRetryAt(l *limit, nowNanos, q int64) int64 {
+	if q > nowNanos {
+		return q
+	}
+	if c, ok := l.pacer.(*bucket.ConcurrencyPacer); ok {
+		if e, ok := c.NextExpiry(nowNanos); ok {
+			return e
+		}
+	}
+	return nowNanos + 1
+}
+
+// Withdraw withdraws the reserve with request ID RequestID if it still
+// waits in an in-flight cap's queue: it is decided Refused (its request ID
+// then replays that), and the queues it leaves are tried again. A node
+// sends it when the client of a waiting reserve went away before its
+// answer. With Force, a reserve that was granted meanwhile is released
+// (its holds freed) too: only for a request ID nobody else knows (one the
+// node made up for a reserve that had none), since a client that may
+// replay the ID would be told of a grant that no longer holds.
+type Withdraw struct {
+	RequestID string
+	Owner     string
+	Force     bool
+}
+
+// withdrawByID applies a Withdraw at nowNanos: Settled with a Detail when
+// it withdrew a waiting reserve, Settled with Released when (Force) it
+// released a grant, SettleUnknown when nothing waits or (Force) holds
+// under that ID, SettleForbidden for another owner's.
+func (s *state) withdrawByID(nowNanos int64, c *Withdraw) ReleaseResult {
+	if id, ok := s.waits.byRequestID[c.RequestID]; ok {
+		rv := s.reservations.byID[id]
+		if rv.owner != "" && rv.owner != c.Owner {
+			return ReleaseResult{Status: SettleForbidden, Detail: boundDetail(fmt.Sprintf(
+				"the reserve with request id %q belongs to %q, not to %q", c.RequestID, rv.owner, c.Owner))}
+		}
+		s.withdraw(rv, nowNanos)
+		return ReleaseResult{Status: Settled, Detail: fmt.Sprintf(
+			"the reserve with request id %q was waiting for its grant and is withdrawn", c.RequestID)}
+	}
+	if c.Force {
+		if rec := s.dedup.lookup(c.RequestID); rec != nil && rec.status == Granted && rec.reservation != 0 {
+			if _, live := s.reservations.byID[rec.reservation]; live {
+				return s.release(nowNanos, &Release{Reservation: rec.reservation, Owner: c.Owner})
+			}
+		}
+	}
+	return ReleaseResult{Status: SettleUnknown, Detail: fmt.Sprintf(
+		"no reserve with request id %q waits in an in-flight cap's queue", c.RequestID)}
+}
+
+// withdraw decides a waiting reservation that its owner released at
+// nowNanos: refused, and the queues it leaves are tried again.
+func (s *state) withdraw(rv *reservation, nowNanos int64) {
+	// Its answer, if anyone asks again, is a refusal: counted as one.
+	name := rv.parts[0].limit
+	if l, ok := s.limits[name]; ok {
+		l.refusedRequests++
+	}
+	s.resolveWaiter(rv, outcome{status: Refused, atNanos: nowNanos + 1, blocking: name}, nowNanos, nowNanos)
+	s.pumpWaiters(limitNames(rv), nowNanos, nowNanos)
+}
+
+// resolveWaiter records the decision o on waiting reservation rv, made at
+// atNanos within the entry at refNanos: rv leaves the queues; a grant
+// keeps the record (commitTracked filled it in), anything else drops it;
+// the request ID enters the dedup table with the decision; and the
+// decision is added to the entry's waiter decisions.
+func (s *state) resolveWaiter(rv *reservation, o outcome, atNanos, refNanos int64) {
+	w := rv.wait
+	s.waits.remove(rv)
+	rv.wait = nil
+	t := &s.reservations
+	if o.status == Granted {
+		heap.Fix(&t.heap, rv.heapIndex)
+	} else {
+		heap.Remove(&t.heap, rv.heapIndex)
+		delete(t.byID, rv.id)
+	}
+	if w.requestID != "" {
+		s.dedup.add(dedupRecord{id: w.requestID, recordedAtNanos: atNanos, outcome: o})
+	}
+	d := WaiterDecision{Reservation: rv.id, Result: o.resultAt(refNanos, false)}
+	if o.status == Granted {
+		d.DecidedAtNanos, d.ServedAtNanos = rv.decidedAtNanos, rv.servedAtNanos
+	}
+	s.decided = append(s.decided, d)
+}
+
+// TakeWaiterDecisions returns the decisions on waiting reservations made
+// by the entries applied since the previous call, in the order they were
+// made, and forgets them. They are not replicated state: the node that
+// applies an entry reads them right after, to answer the clients that
+// wait (package node). A Restore forgets them too.
+func (f *FSM) TakeWaiterDecisions() []WaiterDecision {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := f.st.decided
+	f.st.decided = nil
+	return d
+}
+
+// NextWaiterEventNanos returns the earliest cluster time after the last
+// applied entry's at which a waiting reservation may be decided without a
+// command (a hold lapses on a cap it waits on, or its deadline comes):
+// an entry applied at or after it decides that. False when nothing waits.
+func (f *FSM) NextWaiterEventNanos() (int64, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.nextWaiterEvent(f.st.lastNowNanos)
+}
+
+// Waiting returns how many reservations wait in in-flight caps' queues.
+func (f *FSM) Waiting() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.waits.len()
+}

@@ -1,0 +1,279 @@
+package fsm
+
+import (
+	"slices"
+	"time"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+// walk_waiters_test.go: the reachable-state walk's checks of the reserves
+// that wait in in-flight caps' queues (waiters.go). After every step:
+//
+//   - every decision the entry made (TakeWaiterDecisions, identical on
+//     the copy restored from the previous snapshot: the queue is in the
+//     snapshot) is on a reserve the walk saw queued, is final (granted,
+//     refused, unknown limit or invalid) and relative to a time of the
+//     entry (its own, or a batched command's arrival);
+//   - a waiter granted is served within its max wait (at or before its
+//     deadline) and decided between its arrival and the entry;
+//   - waiters are granted in order: when a waiter is granted, no earlier
+//     waiter on a cap they share (an enforced cap before and after the
+//     step) is still waiting;
+//   - no waiter is left waiting at or past its deadline, and the register
+//     waits on exactly the reservations the walk saw queued and not yet
+//     decided.
+
+// walkWaiter is a reserve the walk saw queued.
+type walkWaiter struct {
+	arrivedNanos, deadlineNanos int64
+	limits                      []string
+	parts                       []Part
+	requestID                   string
+}
+
+// queued records reserve q, answered Queued (rr).
+func (w *walker) queued(q Reserve, rr ReserveResult) {
+	if w.waiters == nil {
+		w.waiters = map[uint64]walkWaiter{}
+	}
+	ww := walkWaiter{arrivedNanos: rr.NowNanos, deadlineNanos: rr.NowNanos + rr.RetryAfterNanos, requestID: q.RequestID}
+	if q.MaxWaitNanos == 0 || rr.ReservationID == 0 {
+		w.t.Errorf("seed %d: a reserve with max wait %d was queued: %+v", w.seed, q.MaxWaitNanos, rr)
+	}
+	ww.parts = q.Parts()
+	for _, p := range ww.parts {
+		ww.limits = append(ww.limits, p.Limit)
+	}
+	w.waiters[rr.ReservationID] = ww
+	// A waiting reservation can be released (withdrawn) like any other.
+	w.reservations = append(w.reservations, walkReservation{id: rr.ReservationID, owner: q.Owner, parts: q.Parts()})
+}
+
+// checkWaiters checks the step's waiter decisions (made by the entry at
+// index; capsBefore: the enforced caps before it, limitsBefore the limits
+// as the audit saw them), tallies them as answers for the audit, and
+// labels them.
+func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecision, capsBefore map[string]int64, limitsBefore map[string]walkLimitState) []string {
+	s := &w.f.st
+	now := s.lastNowNanos
+	capsAfter := w.caps()
+	limitsAfter := w.auditLimits()
+	var labels []string
+	for _, d := range decided {
+		ww, ok := w.waiters[d.Reservation]
+		if !ok {
+			w.t.Errorf("seed %d: %s: a decision on reservation %d, which the walk never saw queued: %+v", w.seed, kind, d.Reservation, d)
+			continue
+		}
+		delete(w.waiters, d.Reservation)
+		before := limitsBefore
+		if d.DecidedAtNanos == now && slices.Contains([]string{"put-new", "put-rate", "put-algorithm", "put-shadow", "delete", "policy-on", "policy-capacity", "policy-off"}, kind) {
+			before = limitsAfter // decided by the command, after it changed the limit
+		}
+		w.auditWaiter(index, ww, d, before)
+		if d.Result.NowNanos > now || d.Result.NowNanos < w.ledger.lastNowBefore {
+			w.t.Errorf("seed %d: %s: a waiter's decision relative to %d, outside the entry's times (%d, %d]", w.seed, kind, d.Result.NowNanos, w.ledger.lastNowBefore, now)
+		}
+		switch d.Result.Status {
+		case Granted:
+			labels = append(labels, "waiter-granted")
+			rv, live := s.reservations.byID[d.Reservation]
+			if !live {
+				break // final already (a tiny TTL and settle window)
+			}
+			if rv.servedAtNanos > ww.deadlineNanos || rv.decidedAtNanos < ww.arrivedNanos || rv.decidedAtNanos > now {
+				w.t.Errorf("seed %d: %s: waiter %d (arrived %d, deadline %d) granted at %d, served at %d (entry at %d)",
+					w.seed, kind, d.Reservation, ww.arrivedNanos, ww.deadlineNanos, rv.decidedAtNanos, rv.servedAtNanos, now)
+			}
+			for id, other := range w.waiters {
+				if id >= d.Reservation {
+					continue
+				}
+				for _, name := range ww.limits {
+					if capsBefore[name] > 0 && capsAfter[name] > 0 && slices.Contains(other.limits, name) {
+						w.t.Errorf("seed %d: %s: waiter %d granted while the earlier waiter %d still waits on cap %q", w.seed, kind, d.Reservation, id, name)
+					}
+				}
+			}
+		case Refused:
+			labels = append(labels, "waiter-refused")
+			if d.Result.Blocking == "" {
+				w.t.Errorf("seed %d: %s: waiter %d refused naming no limit: %+v", w.seed, kind, d.Reservation, d.Result)
+			}
+		case UnknownLimit, Invalid:
+		default:
+			w.t.Errorf("seed %d: %s: waiter %d decided %+v, which is no final answer", w.seed, kind, d.Reservation, d.Result)
+		}
+	}
+	if got, want := s.waits.len(), len(w.waiters); got != want {
+		w.t.Errorf("seed %d: %s: the register holds %d waiters, the walk saw %d queued and not decided", w.seed, kind, got, want)
+	}
+	for id, ww := range w.waiters {
+		rv, ok := s.reservations.byID[id]
+		if !ok || rv.wait == nil {
+			w.t.Errorf("seed %d: %s: waiter %d is no longer waiting, and no decision said so", w.seed, kind, id)
+			continue
+		}
+		if ww.deadlineNanos <= now {
+			w.t.Errorf("seed %d: %s: waiter %d still waits at %d, its deadline %d passed", w.seed, kind, id, now, ww.deadlineNanos)
+		}
+	}
+	return labels
+}
+
+// algorithm draws the algorithm of a put: uniformly, or on a cap-heavy
+// walk an in-flight cap half the time.
+func (w *walker) algorithm() bucket.Algorithm {
+	if w.capHeavy && w.rng.IntN(2) == 0 {
+		return bucket.Concurrency
+	}
+	return bucket.Algorithm(1 + w.rng.IntN(walkAlgorithms))
+}
+
+// trackedMaxWait draws a tracked reserve's max wait: as any reserve's, or
+// on a cap-heavy walk mostly long enough to wait for a release or a lapse.
+func (w *walker) trackedMaxWait() int64 {
+	if w.capHeavy && w.rng.IntN(4) > 0 {
+		return w.rng.Int64N(int64(30 * time.Second))
+	}
+	return w.maxWait()
+}
+
+// trackedParts draws how many of n limits a tracked reserve names: one to
+// n, or on a cap-heavy walk mostly one.
+func (w *walker) trackedParts(n int) int {
+	if w.capHeavy && w.rng.IntN(3) > 0 {
+		return 1
+	}
+	return 1 + w.rng.IntN(n)
+}
+
+// trackedRequestID draws a tracked reserve's request ID: as any, or on a
+// cap-heavy walk now and then the ID of a reserve still waiting (a retry
+// that must join the same wait).
+func (w *walker) trackedRequestID() string {
+	if w.capHeavy && w.rng.IntN(4) == 0 {
+		ids := make([]uint64, 0, len(w.waiters))
+		for id, ww := range w.waiters {
+			if ww.requestID != "" {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) > 0 {
+			slices.Sort(ids)
+			return w.waiters[ids[w.rng.IntN(len(ids))]].requestID
+		}
+	}
+	return w.requestID()
+}
+
+// trackedPermits draws a tracked reserve's permits on its first limit: 1
+// to 3, or on a cap-heavy walk mostly 1 (what the smallest caps take).
+func (w *walker) trackedPermits() int64 {
+	if w.capHeavy && w.rng.IntN(3) > 0 {
+		return 1
+	}
+	return 1 + w.rng.Int64N(3)
+}
+
+// withdrawByID draws, a third of the time, a withdrawal by request ID (of
+// a reserve still waiting, or any used ID; now and then forced), in place
+// of a release.
+func (w *walker) withdrawByID() (string, []byte, bool) {
+	r := w.rng
+	if r.IntN(3) > 0 {
+		return "", nil, false
+	}
+	c := Withdraw{RequestID: "", Owner: walkOwners[r.IntN(len(walkOwners))], Force: r.IntN(4) == 0}
+	ids := make([]uint64, 0, len(w.waiters))
+	for id, ww := range w.waiters {
+		if ww.requestID != "" {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	switch {
+	case len(ids) > 0 && r.IntN(3) > 0:
+		c.RequestID = w.waiters[ids[r.IntN(len(ids))]].requestID
+	case len(w.ids) > 0:
+		c.RequestID = w.ids[r.IntN(len(w.ids))]
+	default:
+		return "", nil, false
+	}
+	b, err := AppendWithdraw(nil, w.stamp(), c)
+	if err != nil {
+		w.t.Fatalf("seed %d: withdraw: encoding failed: %v", w.seed, err)
+	}
+	return "withdraw-id", b, true
+}
+
+// auditWaiter tallies the decision d on waiter ww, made by the entry at
+// index, as the answer to its reserve (walkaudit_test.go's auditReserve
+// for a fresh answer), with its promise for replays in absolute times: a
+// grant decided at an event before the entry's time is relative to the
+// entry, so its time and expiry come from the decision itself.
+func (w *walker) auditWaiter(index uint64, ww walkWaiter, d WaiterDecision, before map[string]walkLimitState) {
+	a := &w.audit
+	key := ""
+	if ww.requestID != "" {
+		key = "id " + ww.requestID
+	}
+	rr := d.Result
+	switch rr.Status {
+	case Granted:
+		g := walkGrant{index: index, parts: ww.parts}
+		shadow := false
+		for _, p := range ww.parts {
+			c := a.counters[p.Limit]
+			if c == nil {
+				w.t.Errorf("seed %d: a waiter on limit %q, which the walk does not know, was granted: %+v", w.seed, p.Limit, d)
+				return
+			}
+			c.granted++
+			c.grantedPermits += uint64(p.Permits)
+			if before[p.Limit].shadow {
+				c.shadowGranted++
+				shadow = true
+			}
+			g.created = append(g.created, c.created)
+		}
+		a.grants = append(a.grants, g)
+		if len(a.grants) > 32 {
+			a.grants = a.grants[1:]
+		}
+		if key == "" {
+			return
+		}
+		p := walkPromise{status: Granted, atNanos: d.ServedAtNanos, reservationID: rr.ReservationID,
+			shadow: shadow, parts: ww.parts, before: before}
+		switch {
+		case rr.ExpiresInNanos > 0:
+			p.expiresNanos = rr.NowNanos + rr.ExpiresInNanos
+		case rr.ExpiresInNanos < 0:
+			p.expiresNanos = rr.NowNanos // lapsed by the entry that decided it
+		default:
+			var period int64
+			for _, part := range ww.parts {
+				if q := before[part.Limit].period; q > 0 && (period == 0 || q < period) {
+					period = q
+				}
+			}
+			p.expiresNanos = p.atNanos + period
+		}
+		a.promises[key] = p
+	case Refused:
+		if c := a.counters[rr.Blocking]; c != nil {
+			c.refused++
+		} else {
+			w.t.Errorf("seed %d: a waiter was refused by limit %q, which the walk does not know: %+v", w.seed, rr.Blocking, d)
+		}
+		if key != "" {
+			a.promises[key] = walkPromise{status: Refused}
+		}
+	default:
+		if key != "" {
+			a.promises[key] = walkPromise{status: rr.Status}
+		}
+	}
+}

@@ -1,0 +1,271 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/permitd/permitd/fsm"
+)
+
+// waiters.go: the answer to a reserve that waits in an in-flight cap's
+// queue (fsm/waiters.go) is held by the leader until an applied entry
+// decides it.
+//
+// The register answers such a reserve Queued, with its reservation ID. The
+// leader's goroutine that submitted it (reserveLocal, for a local or a
+// forwarded reserve) then waits for the decision of a later entry: a
+// release that frees its slot, a put, or the no-op the waker writes when a
+// hold lapses or its deadline comes (waker.go). Every node reads the
+// decisions of each entry right after applying it (waiterFSM) and hands
+// them to the goroutines waiting on those reservations (waiterHub); the
+// hub also keeps the latest decisions for a while, so that a goroutine
+// that registers just after the entry that decided it still finds it.
+//
+// The answer is expressed relative to the moment it is sent: the decision
+// is relative to a cluster time of the entry that decided it
+// (Result.NowNanos), and the leader subtracts the time its timeline has
+// counted since then (stamp - NowNanos), which is never more than the real
+// time since (the timeline never runs faster than real time): the wait
+// only gets longer, and the hold's expiry, counted by the client from when
+// it receives the answer, never lasts longer than the register counts it,
+// but for the answer's one-way network delay (as for every answer,
+// answer.go).
+//
+// A node that stops leading while it holds such an answer, or whose
+// client goes away, stops waiting: the reserve is still queued (or was
+// granted) in the register. Every such reserve carries a request ID (the
+// node the client talks to makes one up if the client sent none), so a
+// retry, at any node, is answered Queued again (or with the decision,
+// once made) and waits for the same decision: its place in the queue is
+// kept. A reserve whose client went away, or whose ID only the node knows
+// and that ends without an answer, is withdrawn (reserveMayWait) rather
+// than left to hold a slot for nobody until its TTL.
+
+// waiterRecent is how many of the latest decisions a hub keeps.
+const waiterRecent = 1 << 14
+
+// waiterDecided is a decision on a waiting reservation and the raft index
+// of the entry that made it.
+type waiterDecided struct {
+	fsm.WaiterDecision
+	index uint64
+}
+
+// waiterHub hands the decisions on waiting reservations to the goroutines
+// that wait for them. Safe for concurrent use.
+type waiterHub struct {
+	mu      sync.Mutex
+	waiting map[uint64][]chan waiterDecided
+	recent  map[uint64]waiterDecided
+	// order lists the IDs in recent, oldest first, as a ring from head.
+	order []uint64
+	head  int
+}
+
+func newWaiterHub() *waiterHub {
+	return &waiterHub{waiting: map[uint64][]chan waiterDecided{}, recent: map[uint64]waiterDecided{}}
+}
+
+// decided delivers the decisions of the entry applied at index.
+func (h *waiterHub) decided(index uint64, ds []fsm.WaiterDecision) {
+	if len(ds) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, wd := range ds {
+		d := waiterDecided{wd, index}
+		for _, ch := range h.waiting[d.Reservation] {
+			ch <- d // buffered, and each channel gets one decision
+		}
+		delete(h.waiting, d.Reservation)
+		if len(h.order) < waiterRecent {
+			h.order = append(h.order, d.Reservation)
+		} else {
+			delete(h.recent, h.order[h.head])
+			h.order[h.head] = d.Reservation
+			h.head = (h.head + 1) % waiterRecent
+		}
+		h.recent[d.Reservation] = d
+	}
+}
+
+// wait returns a channel that receives the decision on reservation id
+// (at once if it was made already), and a function that stops waiting.
+func (h *waiterHub) wait(id uint64) (<-chan waiterDecided, func()) {
+	ch := make(chan waiterDecided, 1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d, ok := h.recent[id]; ok {
+		ch <- d
+		return ch, func() {}
+	}
+	h.waiting[id] = append(h.waiting[id], ch)
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		chs := h.waiting[id]
+		for i, c := range chs {
+			if c == ch {
+				chs = append(chs[:i], chs[i+1:]...)
+				break
+			}
+		}
+		if len(chs) == 0 {
+			delete(h.waiting, id)
+		} else {
+			h.waiting[id] = chs
+		}
+	}
+}
+
+// waiterFSM is the FSM as raft sees it: after every applied entry, the
+// decisions it made on waiting reservations go to the hub, and the waker
+// looks at the queue again.
+type waiterFSM struct {
+	receiptFSM
+	n *Node
+}
+
+// Apply implements raft.FSM.
+func (f waiterFSM) Apply(l *raft.Log) interface{} {
+	res := f.receiptFSM.Apply(l)
+	f.n.waiters.decided(l.Index, f.n.fsm.TakeWaiterDecisions())
+	f.n.pokeWaker()
+	return res
+}
+
+// errWaitAbandoned is why a node stops holding a queued reserve's answer.
+const errWaitAbandoned = "the reserve waits in an in-flight cap's queue, and this node stopped holding its answer (%s): retry with the same request_id to wait on for the same decision"
+
+// awaitWaiter holds the answer to reserve r, which the register queued
+// (queued: its answer, Queued, with the reservation's ID), until an
+// applied entry decides it, and returns that decision relative to now.
+// The pending-reserve slot r holds on this node is given back first: a
+// waiting reserve is no longer in the commit pipeline that bounds. It
+// fails with ErrNoLeader, an unknown outcome, when this node stops leading
+// or ctx ends first (reserveMayWait, on the node the client talks to,
+// retries or withdraws).
+func (n *Node) awaitWaiter(ctx context.Context, r fsm.Reserve, queued fsm.ReserveResult) (decidedReserve, error) {
+	admissionFrom(ctx)()
+	ch, stop := n.waiters.wait(queued.ReservationID)
+	defer stop()
+	abandoned := func(why string) (decidedReserve, error) {
+		return decidedReserve{}, userErrorf(ErrNoLeader, errWaitAbandoned, why)
+	}
+	lost, leading := n.timeline.activeDone()
+	if !leading {
+		return abandoned("it no longer leads")
+	}
+	select {
+	case d := <-ch:
+		now, _, _, ok := n.timeline.stamp()
+		if !ok {
+			return abandoned("it no longer leads")
+		}
+		res := shiftResult(d.Result, time.Duration(max(now-d.Result.NowNanos, 0)))
+		res.Duplicate = queued.Duplicate
+		res, err := n.resultToErr(r, res, d.index)
+		return decidedReserve{res: res, index: d.index}, err
+	case <-lost:
+		return abandoned("it no longer leads")
+	case <-ctx.Done():
+		return abandoned(ctx.Err().Error())
+	case <-n.stopCh:
+		return abandoned("it is shutting down")
+	}
+}
+
+// reserveMayWait is Reserve for a reserve that may wait in an in-flight
+// cap's queue (the reservation form, a max wait), on the node its client
+// talks to. A reserve without a request ID gets one made up here, so that
+// this node's own retries (a leader change while it waits) keep its place
+// in the queue. When the reserve ends without an answer its client will
+// be told of, the node withdraws it (Withdraw): the client went away
+// (ctx ended), or the request ID is the node's own (nobody else can ask
+// for the decision again: Force also releases a grant made meanwhile). A
+// client's own request ID is withdrawn only while it still waits, so
+// that a retry of it is answered refused; a leader change alone
+// withdraws nothing, so that the client's retry keeps its place.
+func (n *Node) reserveMayWait(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	own := r.RequestID == ""
+	if own {
+		r.RequestID = newWaiterRequestID()
+	}
+	res, err := n.reserve(ctx, r, false)
+	if err != nil && (errors.Is(err, ErrNoLeader) || ctx.Err() != nil) && (own || ctx.Err() != nil) {
+		n.withdraw(fsm.Withdraw{RequestID: r.RequestID, Owner: r.Owner, Force: own})
+	}
+	if own {
+		res.Duplicate = false // a replay of this node's own retry, not the client's
+	}
+	return res, err
+}
+
+// newWaiterRequestID makes up a request ID for a reserve that may wait
+// and has none: "w:" and 24 random hexadecimal digits.
+func newWaiterRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return "w:" + hex.EncodeToString(b[:])
+}
+
+// withdrawLocal applies a Withdraw on the leader.
+func (n *Node) withdrawLocal(ctx context.Context, c fsm.Withdraw) (fsm.ReleaseResult, error) {
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendWithdraw(nil, st, c) })
+	return resultAs[fsm.ReleaseResult]("withdraw", v, err)
+}
+
+// withdrawTimeout bounds withdraw.
+const withdrawTimeout = 5 * time.Second
+
+// withdraw applies c in the background. Best effort: if it fails, a reserve
+// still waiting is refused at its deadline, and a grant lapses at its TTL.
+func (n *Node) withdraw(c fsm.Withdraw) {
+	entry, err := fsm.AppendWithdraw(nil, fsm.Stamp{}, c)
+	if err != nil {
+		n.log.Error("withdrawing a waiting reserve: cannot encode it", "error", err)
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-n.stopCh:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if _, err := commandRetried[fsm.ReleaseResult](n, ctx, "withdraw", entry, true); err != nil {
+			n.log.Debug("withdrawing a waiting reserve nobody waits for failed", "request_id", c.RequestID, "error", err)
+		}
+	}()
+}
+
+// admissionKey carries, in a reserve's context, the function that gives
+// back its pending-reserve slot (overload.go).
+type admissionKey struct{}
+
+// withAdmission returns ctx carrying release, made safe to call twice.
+func withAdmission(ctx context.Context, release func()) (context.Context, func()) {
+	once := sync.OnceFunc(release)
+	return context.WithValue(ctx, admissionKey{}, once), once
+}
+
+// admissionFrom returns the function that gives back the pending-reserve
+// slot of the reserve ctx belongs to (a no-op if none).
+func admissionFrom(ctx context.Context) func() {
+	if f, ok := ctx.Value(admissionKey{}).(func()); ok {
+		return f
+	}
+	return func() {}
+}
