@@ -27,6 +27,11 @@ import (
 // hub also keeps the latest decisions for a while, so that a goroutine
 // that registers just after the entry that decided it still finds it.
 //
+// While it waits, the reserve holds no slot among the leader's
+// MaxPendingReserves (awaitWaiter gives it back); a follower that
+// forwarded it keeps its own slot for the whole call, since it cannot
+// tell that the reserve waits.
+//
 // The answer is expressed relative to the moment it is sent: the decision
 // is relative to a cluster time of the entry that decided it
 // (Result.NowNanos), and the leader subtracts the time its timeline has
