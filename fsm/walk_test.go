@@ -87,7 +87,7 @@ var walkKinds = []string{
 	"tracked", "tracked-granted", "tracked-refused", "settle", "settled", "settle-refund", "settle-charge",
 	"settle-replay", "settle-conflict", "settle-forbidden", "release", "released", "put-shadow",
 	"cap-carried", "queued", "queued-replay", "waiter-granted", "waiter-refused", "withdrawn",
-	"withdraw-id", "withdrawn-id",
+	"withdraw-id", "withdrawn-id", "handed-over",
 }
 
 // walker drives one FSM and its twin (restored from the previous step's
@@ -678,6 +678,9 @@ func (w *walker) anyReservation() walkReservation {
 // used fewer permits, some more, now and then by the wrong owner or a
 // limit it does not hold, sometimes retried with a used request ID.
 func (w *walker) settle() (string, []byte) {
+	if w.capHeavy && w.rng.IntN(2) == 0 {
+		return w.release()
+	}
 	r := w.rng
 	if w.lastSettle != nil && r.IntN(4) == 0 {
 		b, err := AppendSettle(nil, w.stamp(), *w.lastSettle) // a retry
@@ -714,6 +717,9 @@ func (w *walker) release() (string, []byte) {
 		return kind, b
 	}
 	rv := w.anyReservation()
+	if held, ok := w.holdingReservation(); ok {
+		rv = held
+	}
 	owner := rv.owner
 	if w.rng.IntN(8) == 0 {
 		owner = walkOwners[w.rng.IntN(len(walkOwners))]

@@ -22,7 +22,10 @@ import (
 //     step) is still waiting;
 //   - no waiter is left waiting at or past its deadline, and the register
 //     waits on exactly the reservations the walk saw queued and not yet
-//     decided.
+//     decided;
+//   - no slot is left idle while a reserve waits for it: every waiting
+//     reserve is blocked by an enforced cap it names, on which it is not
+//     first in the queue or its permits do not fit now.
 
 // walkWaiter is a reserve the walk saw queued.
 type walkWaiter struct {
@@ -78,6 +81,9 @@ func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecisio
 		switch d.Result.Status {
 		case Granted:
 			labels = append(labels, "waiter-granted")
+			if kind == "release" || kind == "settle" {
+				labels = append(labels, "handed-over") // a release gave its slot
+			}
 			rv, live := s.reservations.byID[d.Reservation]
 			if !live {
 				break // final already (a tiny TTL and settle window)
@@ -117,6 +123,9 @@ func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecisio
 		}
 		if ww.deadlineNanos <= now {
 			w.t.Errorf("seed %d: %s: waiter %d still waits at %d, its deadline %d passed", w.seed, kind, id, now, ww.deadlineNanos)
+		}
+		if !w.blocked(rv, now) {
+			w.t.Errorf("seed %d: %s: waiter %d still waits at %d, though it is first on every cap it names and fits in all of them", w.seed, kind, id, now)
 		}
 	}
 	return labels
@@ -276,4 +285,57 @@ func (w *walker) auditWaiter(index uint64, ww walkWaiter, d WaiterDecision, befo
 			a.promises[key] = walkPromise{status: rr.Status}
 		}
 	}
+}
+
+// blocked reports whether waiting reservation rv is blocked at now by an
+// enforced cap it names: another waits ahead of it there, or its part
+// does not fit.
+func (w *walker) blocked(rv *reservation, now int64) bool {
+	s := &w.f.st
+	for _, p := range rv.parts {
+		l, ok := s.limits[p.limit]
+		if !ok || !isCap(l) {
+			continue
+		}
+		if !s.waits.head(p.limit, rv.id) {
+			return true
+		}
+		if q, err := l.pacer.Query(now, p.permits); err != nil || q > now {
+			return true
+		}
+	}
+	return false
+}
+
+// holdingReservation returns, on a cap-heavy walk two times in three, a
+// live reservation that holds enforced in-flight permits now (the lowest
+// such ID on a cap with waiters, if any), so that releases free slots
+// that reserves wait for.
+func (w *walker) holdingReservation() (walkReservation, bool) {
+	if !w.capHeavy || w.rng.IntN(3) == 0 {
+		return walkReservation{}, false
+	}
+	s := &w.f.st
+	now := s.lastNowNanos
+	var best uint64
+	bestWaited := false
+	for id, rv := range s.reservations.byID {
+		if rv.wait != nil || rv.released {
+			continue
+		}
+		for _, p := range rv.parts {
+			if p.holdExpiresAtNanos <= now || p.shadow || p.permits == p.releasedPermits {
+				continue
+			}
+			waited := len(s.waits.byLimit[p.limit]) > 0
+			if best == 0 || (waited && !bestWaited) || (waited == bestWaited && id < best) {
+				best, bestWaited = id, waited
+			}
+		}
+	}
+	if best == 0 {
+		return walkReservation{}, false
+	}
+	rv := s.reservations.byID[best]
+	return walkReservation{id: best, owner: rv.owner, parts: waiterParts(rv)}, true
 }
