@@ -1,7 +1,7 @@
 package fsm
 
 import (
-	"fmt"
+	"slices"
 
 	"github.com/permitd/permitd/bucket"
 )
@@ -38,8 +38,10 @@ import (
 // the permits held only makes new grants wait, as it always did.
 //
 // Carrying is a sum per expiry (bucket.ConcurrencyPacer.Carry merges
-// holds of one expiry), so the order in which the reservations are
-// visited does not show in the state.
+// holds of one expiry); the reservations are visited in ID order all the
+// same, so that a state that carries more than the pacer can represent
+// (only a restored snapshot that no log produced) stops at the same hold
+// on every replica.
 
 // carryHolds counts, in l's fresh concurrency pacer, every live hold of a
 // reservation on l's name at nowNanos. A shadow part's hold is carried
@@ -49,16 +51,23 @@ func (s *state) carryHolds(l *limit, nowNanos int64) {
 	if !ok {
 		return
 	}
-	for _, rv := range s.reservations.byID {
+	ids := make([]uint64, 0, len(s.reservations.byID))
+	for id := range s.reservations.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		rv := s.reservations.byID[id]
 		for i := range rv.parts {
 			p := &rv.parts[i]
 			if p.limit != l.name || p.holdExpiresAtNanos <= nowNanos {
 				continue
 			}
-			if err := c.Carry(nowNanos, p.holdExpiresAtNanos, p.permits-p.releasedPermits); err != nil {
-				// Every live hold of a name was once in one pacer, which
-				// kept them within MaxInFlightLimit in all.
-				panic(fmt.Errorf("fsm: carrying the holds of limit %q: %w", l.name, err))
+			// Every live hold of a name was once in one pacer, which kept
+			// them within MaxInFlightLimit in all: only a restored
+			// snapshot that no log produced carries more, and stops here.
+			if c.Carry(nowNanos, p.holdExpiresAtNanos, p.permits-p.releasedPermits) != nil {
+				return
 			}
 		}
 	}

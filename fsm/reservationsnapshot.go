@@ -20,7 +20,8 @@ import (
 //	    flags           byte: 1 settled, 2 released, 4 waiting in an
 //	                    in-flight cap's queue (waiters.go; then decided
 //	                    at is its arrival, served at == decided at, final
-//	                    at its deadline, neither settled nor released)
+//	                    at its deadline, after last now, neither settled
+//	                    nor released)
 //	    if waiting:     the reserve's request id (bytes, may be empty),
 //	                    uvarint its settle window (0..MaxSettleWindowNanos)
 //	    if settled:     settle request id (bytes), uvarint count, then per
@@ -172,6 +173,10 @@ func decodeReservations(r *reader, st *state) {
 			if r.err == nil && (rv.servedAtNanos != rv.decidedAtNanos || rv.wait.settleWithinNanos > MaxSettleWindowNanos) {
 				r.fail("waiting, served %d after its arrival, settle window %d (allowed: served at arrival, window 0..%d)",
 					rv.servedAtNanos-rv.decidedAtNanos, rv.wait.settleWithinNanos, MaxSettleWindowNanos)
+			}
+			if r.err == nil && rv.finalAtNanos <= st.lastNowNanos {
+				// Every applied entry decided the deadlines due by its time.
+				r.fail("waiting until %d, not after the last applied time %d", rv.finalAtNanos, st.lastNowNanos)
 			}
 			if id := rv.wait.requestID; r.err == nil && id != "" && (st.dedup.lookup(id) != nil || st.leaseDedup.lookup(id) != nil) {
 				r.fail("waiting with request id %q, which the dedup tables already hold", id)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -30,6 +31,13 @@ func (f *clientFlags) define(c *cmdLine) {
 
 // client returns a client of --servers and a context bounded by --timeout.
 func (f *clientFlags) client(opts ...client.Option) (*client.Client, context.Context, context.CancelFunc, error) {
+	return f.clientHeld(0, opts...)
+}
+
+// clientHeld is client for a call whose answer the server may hold for up
+// to held (a reserve that waits in an in-flight cap's queue): its context
+// is bounded by --timeout plus held.
+func (f *clientFlags) clientHeld(held time.Duration, opts ...client.Option) (*client.Client, context.Context, context.CancelFunc, error) {
 	tlsOpts, err := f.tls.options()
 	if err != nil {
 		return nil, nil, nil, err
@@ -38,7 +46,11 @@ func (f *clientFlags) client(opts ...client.Option) (*client.Client, context.Con
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	limit := f.timeout + held
+	if held > 0 && limit < f.timeout {
+		limit = math.MaxInt64 // saturate
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	return cl, ctx, cancel, nil
 }
 
