@@ -262,6 +262,13 @@ func (p *ConcurrencyPacer) grant(now, n, at, t int64) Decision {
 	if exp == math.MaxInt64 || satAdd(p.total-lapsed, n) > MaxInFlightLimit {
 		return Decision{AtNanos: t}
 	}
+	p.add(now, exp, n)
+	return Decision{Granted: true, AtNanos: at, ExpiresAtNanos: exp}
+}
+
+// add moves the clock to now, drops the holds lapsed at now and adds n
+// permits to the hold expiring at exp (a new one if none does).
+func (p *ConcurrencyPacer) add(now, exp, n int64) {
 	p.prune(now)
 	p.lastNow = now
 	if i, found := p.search(exp); found {
@@ -270,7 +277,6 @@ func (p *ConcurrencyPacer) grant(now, n, at, t int64) Decision {
 		p.holds = slices.Insert(p.holds, i, hold{expiresAtNanos: exp, permits: n})
 	}
 	p.total += n
-	return Decision{Granted: true, AtNanos: at, ExpiresAtNanos: exp}
 }
 
 // prune drops the holds with expiry <= now.
@@ -342,14 +348,7 @@ func (p *ConcurrencyPacer) Carry(nowNanos, expiresAtNanos, n int64) error {
 	if satAdd(p.total-p.lapsed(now), n) > MaxInFlightLimit {
 		return fmt.Errorf("bucket: concurrency carry of %d permits: %w (the holds would carry more than %d permits in all)", n, ErrTooManyPermits, MaxInFlightLimit)
 	}
-	p.prune(now)
-	p.lastNow = now
-	if i, found := p.search(expiresAtNanos); found {
-		p.holds[i].permits += n
-	} else {
-		p.holds = slices.Insert(p.holds, i, hold{expiresAtNanos: expiresAtNanos, permits: n})
-	}
-	p.total += n
+	p.add(now, expiresAtNanos, n)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/permitd/permitd/bucket"
@@ -51,12 +52,7 @@ func (s *state) carryHolds(l *limit, nowNanos int64) {
 	if !ok {
 		return
 	}
-	ids := make([]uint64, 0, len(s.reservations.byID))
-	for id := range s.reservations.byID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(s.reservations.byID)) {
 		rv := s.reservations.byID[id]
 		for i := range rv.parts {
 			p := &rv.parts[i]

@@ -352,7 +352,7 @@ func (s *state) requestIDsFull() (bool, int64) {
 		// timeline is never).
 		return true, min(t.oldestAtNanos(), math.MaxInt64-t.windowNanos) + t.windowNanos
 	}
-	return true, s.waits.deadlines[0].finalAtNanos
+	return true, s.waits.deadlines.rs[0].finalAtNanos
 }
 
 // decide decides a reserve on its limit at nowNanos (UnknownLimit if there

@@ -48,23 +48,9 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 	// The caps: each fits its part now, with nobody waiting ahead, or it
 	// blocks the reserve until a release or a lapse (capAt: the earliest
 	// time one of its own holds lapses enough, a hint for a refusal).
-	capBlocking, capAt := -1, nowNanos
-	for i, p := range parts {
-		l := limits[i]
-		if !isCap(l) {
-			continue
-		}
-		q, err := l.pacer.Query(nowNanos, p.Permits)
-		if err != nil {
-			return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
-				"limit %q cannot decide %d permits: %v", l.name, p.Permits, err))}
-		}
-		if q > nowNanos || len(s.waits.byLimit[l.name]) > 0 {
-			if capBlocking < 0 {
-				capBlocking = i
-			}
-			capAt = max(capAt, capRetryAt(l, nowNanos, q))
-		}
+	capBlocking, capAt, o, ok := s.capsBlock(nowNanos, 0, limits, parts)
+	if !ok {
+		return o
 	}
 	switch {
 	case at-nowNanos > r.MaxWaitNanos:

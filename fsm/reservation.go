@@ -111,7 +111,7 @@ func (t *reservationTable) len() int { return len(t.byID) }
 func (t *reservationTable) full() bool { return len(t.byID) >= MaxReservations }
 
 // oldestFinalNanos is the earliest final time (only for a non-empty table).
-func (t *reservationTable) oldestFinalNanos() int64 { return t.heap[0].finalAtNanos }
+func (t *reservationTable) oldestFinalNanos() int64 { return t.heap.rs[0].finalAtNanos }
 
 // add inserts a new reservation, giving it the next ID.
 func (t *reservationTable) add(rv *reservation) {
@@ -128,36 +128,49 @@ func (t *reservationTable) insert(rv *reservation) {
 
 // expire forgets every reservation whose final time is <= nowNanos.
 func (t *reservationTable) expire(nowNanos int64) {
-	for len(t.heap) > 0 && t.heap[0].finalAtNanos <= nowNanos {
+	for t.heap.Len() > 0 && t.heap.rs[0].finalAtNanos <= nowNanos {
 		rv := heap.Pop(&t.heap).(*reservation)
 		delete(t.byID, rv.id)
 	}
 }
 
-// reservationHeap is a min-heap of reservations by (finalAtNanos, id).
-type reservationHeap []*reservation
-
-func (h reservationHeap) Len() int { return len(h) }
-func (h reservationHeap) Less(i, j int) bool {
-	if h[i].finalAtNanos != h[j].finalAtNanos {
-		return h[i].finalAtNanos < h[j].finalAtNanos
-	}
-	return h[i].id < h[j].id
+// reservationHeap is a min-heap of reservations by (finalAtNanos, id). It
+// keeps each one's position up to date: in its heapIndex for the table's
+// heap, in its wait.heapIndex for the heap of waiting reservations (whose
+// finalAtNanos is their deadline: waiters.go).
+type reservationHeap struct {
+	rs      []*reservation
+	waiting bool
 }
-func (h reservationHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIndex, h[j].heapIndex = i, j
+
+// pos is where h keeps rv's position.
+func (h *reservationHeap) pos(rv *reservation) *int {
+	if h.waiting {
+		return &rv.wait.heapIndex
+	}
+	return &rv.heapIndex
+}
+
+func (h *reservationHeap) Len() int { return len(h.rs) }
+func (h *reservationHeap) Less(i, j int) bool {
+	if h.rs[i].finalAtNanos != h.rs[j].finalAtNanos {
+		return h.rs[i].finalAtNanos < h.rs[j].finalAtNanos
+	}
+	return h.rs[i].id < h.rs[j].id
+}
+func (h *reservationHeap) Swap(i, j int) {
+	h.rs[i], h.rs[j] = h.rs[j], h.rs[i]
+	*h.pos(h.rs[i]), *h.pos(h.rs[j]) = i, j
 }
 func (h *reservationHeap) Push(x any) {
 	rv := x.(*reservation)
-	rv.heapIndex = len(*h)
-	*h = append(*h, rv)
+	*h.pos(rv) = len(h.rs)
+	h.rs = append(h.rs, rv)
 }
 func (h *reservationHeap) Pop() any {
-	old := *h
-	rv := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+	rv := h.rs[len(h.rs)-1]
+	h.rs[len(h.rs)-1] = nil
+	h.rs = h.rs[:len(h.rs)-1]
 	return rv
 }
 

@@ -206,7 +206,7 @@ func decodeReservations(r *reader, st *state) {
 			name := r.bytes("limit", MaxNameLen)
 			if r.err == nil {
 				if err := validateName(name); err != nil {
-					r.failErr(err)
+					r.fail("%v", err) // wrapping ErrDecode, as every Restore error
 					return
 				}
 			}
@@ -254,10 +254,10 @@ func decodeReservations(r *reader, st *state) {
 			st.waits.add(rv) // by id ascending: arrival order
 		}
 		t.byID[rv.id] = rv
-		t.heap = append(t.heap, rv)
+		t.heap.rs = append(t.heap.rs, rv)
 	}
 	r.unit = ""
-	for i, rv := range t.heap {
+	for i, rv := range t.heap.rs {
 		rv.heapIndex = i
 	}
 	heap.Init(&t.heap)

@@ -261,28 +261,35 @@ func TestRestoreRejects(t *testing.T) {
 // TestRestoreMutations flips every bit of a snapshot's body (fixing the
 // checksum): Restore must reject the result or accept exactly its bytes.
 func TestRestoreMutations(t *testing.T) {
-	snap := snapshotBytes(t, richState(t).f)
-	accepted := 0
+	restoreMutations(t, snapshotBytes(t, richState(t).f), func(*FSM) {})
+}
+
+// restoreMutations restores every single-bit mutation of snap's body (its
+// checksum fixed): each must be rejected with an error wrapping ErrDecode,
+// or accepted as exactly its bytes, and then checked by accepted.
+func restoreMutations(t *testing.T, snap []byte, accepted func(f *FSM)) {
+	t.Helper()
+	valid := 0
 	for i := range len(snap) - 4 {
 		for bit := range 8 {
 			m := bytes.Clone(snap)
 			m[i] ^= 1 << bit
 			m = withCRC(m)
 			f := New()
-			err := restore(f, m)
-			if err != nil {
+			if err := restore(f, m); err != nil {
 				if !errors.Is(err, ErrDecode) {
 					t.Fatalf("byte %d bit %d: error %v does not wrap ErrDecode", i, bit, err)
 				}
 				continue
 			}
-			accepted++
+			valid++
 			if got := snapshotBytes(t, f); !bytes.Equal(got, m) {
 				t.Fatalf("byte %d bit %d: accepted snapshot re-encodes differently", i, bit)
 			}
+			accepted(f)
 		}
 	}
-	t.Logf("%d of %d single-bit mutations were valid snapshots", accepted, (len(snap)-4)*8)
+	t.Logf("%d of %d single-bit mutations were valid snapshots", valid, (len(snap)-4)*8)
 }
 
 func TestRestoreFailureKeepsState(t *testing.T) {

@@ -119,17 +119,17 @@ type waitQueues struct {
 	// that name it, ascending (arrival order).
 	byLimit map[string][]uint64
 	// deadlines orders the waiting reservations by (deadline, id).
-	deadlines waitHeap
+	deadlines reservationHeap
 	// byRequestID finds a waiting reservation by its reserve's request ID.
 	byRequestID map[string]uint64
 }
 
 func newWaitQueues() waitQueues {
-	return waitQueues{byLimit: map[string][]uint64{}, byRequestID: map[string]uint64{}}
+	return waitQueues{byLimit: map[string][]uint64{}, byRequestID: map[string]uint64{}, deadlines: reservationHeap{waiting: true}}
 }
 
 // len is the number of waiting reservations.
-func (q *waitQueues) len() int { return len(q.deadlines) }
+func (q *waitQueues) len() int { return q.deadlines.Len() }
 
 // add indexes a waiting reservation whose ID is above every indexed one.
 func (q *waitQueues) add(rv *reservation) {
@@ -163,33 +163,6 @@ func (q *waitQueues) remove(rv *reservation) {
 func (q *waitQueues) head(limit string, id uint64) bool {
 	ids := q.byLimit[limit]
 	return len(ids) > 0 && ids[0] == id
-}
-
-// waitHeap is a min-heap of waiting reservations by (deadline, id).
-type waitHeap []*reservation
-
-func (h waitHeap) Len() int { return len(h) }
-func (h waitHeap) Less(i, j int) bool {
-	if h[i].finalAtNanos != h[j].finalAtNanos {
-		return h[i].finalAtNanos < h[j].finalAtNanos
-	}
-	return h[i].id < h[j].id
-}
-func (h waitHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].wait.heapIndex, h[j].wait.heapIndex = i, j
-}
-func (h *waitHeap) Push(x any) {
-	rv := x.(*reservation)
-	rv.wait.heapIndex = len(*h)
-	*h = append(*h, rv)
-}
-func (h *waitHeap) Pop() any {
-	old := *h
-	rv := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return rv
 }
 
 // WaiterDecision is the decision on a reserve that waited in an in-flight
@@ -250,7 +223,7 @@ func (s *state) nextWaiterEvent(afterNanos int64) (int64, bool) {
 	if q.len() == 0 {
 		return 0, false
 	}
-	next := q.deadlines[0].finalAtNanos
+	next := q.deadlines.rs[0].finalAtNanos
 	// The minimum does not depend on the order the map is visited in.
 	for name := range q.byLimit {
 		l, ok := s.limits[name]
@@ -280,9 +253,11 @@ func (s *state) advanceWaiters(toNanos int64) {
 		// Lapses first: every queue's head may fit now. Then the
 		// deadlines that fall due: decided at last.
 		s.pumpWaiters(s.waitingLimits(), e, toNanos)
-		for s.waits.len() > 0 && s.waits.deadlines[0].finalAtNanos <= e {
-			rv := s.waits.deadlines[0]
-			s.tryWaiter(rv, e, toNanos)
+		for s.waits.len() > 0 && s.waits.deadlines.rs[0].finalAtNanos <= e {
+			rv := s.waits.deadlines.rs[0]
+			if !s.tryWaiter(rv, e, toNanos) {
+				panic(fmt.Errorf("fsm: reservation %d still waits at its deadline %d", rv.id, e))
+			}
 			s.pumpWaiters(limitNames(rv), e, toNanos)
 		}
 		after = e
@@ -364,24 +339,10 @@ func (s *state) tryWaiter(rv *reservation, atNanos, refNanos int64) bool {
 		limits[i] = l
 	}
 	deadline := rv.finalAtNanos
-	blocking, retryAt := -1, atNanos
-	for i, p := range parts {
-		l := limits[i]
-		if !isCap(l) {
-			continue
-		}
-		q, err := l.pacer.Query(atNanos, p.Permits)
-		if err != nil {
-			s.resolveWaiter(rv, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
-				"limit %q cannot decide %d permits: %v", l.name, p.Permits, err))}, atNanos, refNanos)
-			return true
-		}
-		if q > atNanos || !s.waits.head(l.name, rv.id) {
-			if blocking < 0 {
-				blocking = i
-			}
-			retryAt = max(retryAt, capRetryAt(l, atNanos, q))
-		}
+	blocking, retryAt, o, ok := s.capsBlock(atNanos, rv.id, limits, parts)
+	if !ok {
+		s.resolveWaiter(rv, o, atNanos, refNanos)
+		return true
 	}
 	if blocking >= 0 {
 		if atNanos < deadline {
@@ -404,6 +365,38 @@ func (s *state) tryWaiter(rv *reservation, atNanos, refNanos int64) bool {
 	o = s.commitTracked(atNanos, at, deadline-atNanos, rv.wait.settleWithinNanos, rv, limits)
 	s.resolveWaiter(rv, o, atNanos, refNanos)
 	return true
+}
+
+// capsBlock finds the first enforced in-flight cap among limits that
+// blocks reservation id (0: a reserve arriving now) at nowNanos: its part
+// does not fit now, or a reservation waits on it ahead of id (for an
+// arrival, any). It returns that part's index (-1 if none blocks) and the
+// latest time worth asking again over the caps that block; or the outcome
+// that makes the reserve Invalid.
+func (s *state) capsBlock(nowNanos int64, id uint64, limits []*limit, parts []Part) (int, int64, outcome, bool) {
+	blocking, retryAt := -1, nowNanos
+	for i, p := range parts {
+		l := limits[i]
+		if !isCap(l) {
+			continue
+		}
+		q, err := l.pacer.Query(nowNanos, p.Permits)
+		if err != nil {
+			return 0, 0, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
+				"limit %q cannot decide %d permits: %v", l.name, p.Permits, err))}, false
+		}
+		ahead := len(s.waits.byLimit[l.name]) > 0
+		if id != 0 {
+			ahead = !s.waits.head(l.name, id)
+		}
+		if q > nowNanos || ahead {
+			if blocking < 0 {
+				blocking = i
+			}
+			retryAt = max(retryAt, capRetryAt(l, nowNanos, q))
+		}
+	}
+	return blocking, retryAt, outcome{}, true
 }
 
 // capRetryAt is when a reserve blocked on cap l at nowNanos (its Query q)

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/permitd/permitd/bucket"
@@ -81,11 +82,7 @@ func (w *walker) checkCapBound(kind string, step int, capsBefore map[string]int6
 	now := s.lastNowNanos
 	capsAfter := w.caps()
 	touched := map[string]bool{}
-	ids := make([]uint64, 0, len(s.reservations.byID))
-	for id := range s.reservations.byID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(s.reservations.byID))
 	for _, id := range ids {
 		rv := s.reservations.byID[id]
 		if !rv.granted() {

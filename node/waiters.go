@@ -241,15 +241,8 @@ func (n *Node) withdraw(c fsm.Withdraw) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), withdrawTimeout)
+		ctx, cancel := context.WithTimeout(n.stopped, withdrawTimeout)
 		defer cancel()
-		go func() {
-			select {
-			case <-n.stopCh:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		if _, err := commandRetried[fsm.ReleaseResult](n, ctx, "withdraw", entry, true); err != nil {
 			n.log.Debug("withdrawing a waiting reserve nobody waits for failed", "request_id", c.RequestID, "error", err)
 		}

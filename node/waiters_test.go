@@ -41,13 +41,11 @@ func reserveInBackground(ctx context.Context, n *Node, r fsm.Reserve) <-chan wai
 	return ch
 }
 
-// TestReleaseWakesWaitingReserve: on a 3-node cluster, cap 1 with a TTL of
-// a minute: B waits on a follower (forwarded to the leader over the
-// binary protocol between nodes), C on the leader, both with a max wait
-// of 30 s, half the TTL. A's release grants B at once, and B's grants C:
-// each answer comes with the release that freed its slot, long before its
-// deadline or any lapse, and each is a grant the client may use now.
-func TestReleaseWakesWaitingReserve(t *testing.T) {
+// capHeldByA starts a 3-node cluster with an in-flight cap "cap" of 1
+// (TTL a minute) that reservation A holds, and returns it, its leader, a
+// follower, a context for the test and A's grant.
+func capHeldByA(t *testing.T) (*testCluster, *Node, *Node, context.Context, fsm.ReserveResult) {
+	t.Helper()
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	f := c.followers(l)[0]
@@ -57,6 +55,17 @@ func TestReleaseWakesWaitingReserve(t *testing.T) {
 	if err != nil || a.Status != fsm.Granted || !a.Holds {
 		t.Fatalf("A: %+v %v, want granted, holding", a, err)
 	}
+	return c, l, f, ctx, a
+}
+
+// TestReleaseWakesWaitingReserve: on a 3-node cluster, cap 1 with a TTL of
+// a minute: B waits on a follower (forwarded to the leader over the
+// binary protocol between nodes), C on the leader, both with a max wait
+// of 30 s, half the TTL. A's release grants B at once, and B's grants C:
+// each answer comes with the release that freed its slot, long before its
+// deadline or any lapse, and each is a grant the client may use now.
+func TestReleaseWakesWaitingReserve(t *testing.T) {
+	_, l, f, ctx, a := capHeldByA(t)
 	waitB := reserveInBackground(ctx, f, capReserve("b", 30*time.Second))
 	waitFor(t, 10*time.Second, "B queued", func() bool { return l.fsm.Waiting() == 1 })
 	waitC := reserveInBackground(ctx, l, capReserve("c", 30*time.Second))
@@ -104,14 +113,7 @@ func TestReleaseWakesWaitingReserve(t *testing.T) {
 // command needed), and a waiting reserve whose client goes away is
 // withdrawn from the queue, so that it takes no slot later.
 func TestWaitingReserveRefusedAtDeadlineAndWithdrawn(t *testing.T) {
-	c := newTestCluster(t, 3)
-	l := c.leader()
-	f := c.followers(l)[0]
-	ctx := ctxTimeout(t, 60*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "cap", capConfig(t, 1, time.Minute)); return err })
-	if a, err := l.Reserve(ctx, capReserve("a", 0)); err != nil || a.Status != fsm.Granted {
-		t.Fatalf("A: %+v %v", a, err)
-	}
+	_, l, f, ctx, _ := capHeldByA(t)
 	start := time.Now()
 	b, err := f.Reserve(ctx, capReserve("b", 300*time.Millisecond))
 	if err != nil || b.Status != fsm.Refused || b.RetryAfterNanos <= 0 {
@@ -136,15 +138,7 @@ func TestWaitingReserveRefusedAtDeadlineAndWithdrawn(t *testing.T) {
 // request ID and joins the same wait), and is granted when the slot is
 // released through the new leader.
 func TestWaitingReserveSurvivesLeaderChange(t *testing.T) {
-	c := newTestCluster(t, 3)
-	l := c.leader()
-	f := c.followers(l)[0]
-	ctx := ctxTimeout(t, 60*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "cap", capConfig(t, 1, time.Minute)); return err })
-	a, err := l.Reserve(ctx, capReserve("a", 0))
-	if err != nil || a.Status != fsm.Granted {
-		t.Fatalf("A: %+v %v", a, err)
-	}
+	c, l, f, ctx, a := capHeldByA(t)
 	waitB := reserveInBackground(ctx, f, capReserve("b", 30*time.Second))
 	waitFor(t, 10*time.Second, "B queued", func() bool { return l.fsm.Waiting() == 1 })
 	c.shutdown(t, l.cfg.ID)
