@@ -446,21 +446,102 @@
 //
 // # Waiting
 //
-// An in-flight cap is a semaphore decided in the log (waiters.go, which
-// holds the model, the safety argument and a worked example): a reserve
-// it blocks waits, up to its max wait, in a first-in, first-out queue
-// kept in the replicated state, and is granted by the entry that frees
-// its slot (a release, a settlement, a put that raises the cap) or at the
-// earliest lapse of a hold, each at its own instant: every entry first
-// decides the lapses and deadlines that fell due since the previous
-// entry, in order, as if an entry had been applied at each. Its rate
-// limits are asked only then, never moved earlier than their pacers
-// allow; a reserve still waiting at its deadline is refused. Apply
-// answers a waiting reserve Queued (with its reservation ID); the
-// decisions later entries make on it are read with TakeWaiterDecisions
-// (not replicated), and a replay of its request ID while it waits is
-// Queued again. A waiting reservation is in snapshots (flag 4 of its
-// record), so a restored state decides it exactly as the original.
+// An in-flight cap of M permits is a semaphore: a reserve in the
+// reservation form that names it takes n permits if they fit, and
+// otherwise waits, up to its max wait, for holds to be released or to
+// lapse. Waiting is replicated state: the register keeps a first-in,
+// first-out queue of waiting reserves, each a reservation record in the
+// waiting state (its ID given on arrival, its deadline arrival + max
+// wait), and decides each of them later, in the log:
+//
+//   - On arrival (decideTracked), a reserve is granted at once as before
+//     (t* the latest Query of its limits, every cap fitting its part now)
+//     unless a cap it names is blocked: its part does not fit now, or an
+//     earlier reserve waits on it (no barging: the queue is fair, as a
+//     fair semaphore's). A blocked reserve whose rate limits alone could
+//     serve it within its max wait, and whose max wait is not 0, joins the
+//     queue of every limit it names and is answered Queued; otherwise it
+//     is refused at once, as before.
+//   - A waiting reserve is at the head of a cap when no earlier reserve
+//     waits on that cap. It is granted, at instant g, as soon as it is
+//     at the head of every cap it names and its parts fit in all of
+//     them: t* = max(g, the Query of each rate limit it names at g), its
+//     rate parts are committed served at t*, its caps' holds from g until
+//     t* + TTL (as a fresh grant decided at g would be). If t* is past its
+//     deadline it is refused instead, naming that rate limit: its rate
+//     slots are decided only now, never moved earlier than their pacers
+//     allow at g.
+//   - g is the instant its slot came free: the cluster time of the release
+//     or settlement that freed it, of the put that raised the cap, or of
+//     the lapse of a hold (its expiry: the earliest TTL expiry). A reserve
+//     still waiting at its deadline is refused then (Blocking the cap).
+//     A put or delete of a limit it names, or a lease policy on one,
+//     decides it again at that entry: an unknown or leased limit resolves
+//     it as UnknownLimit or Invalid, a limit that is no longer a cap no
+//     longer blocks it. Releasing a waiting reservation withdraws it
+//     (Refused), and so does a CmdWithdraw naming its request ID (a node
+//     whose client went away sends it).
+//
+// Lapses and deadlines happen at instants that no entry carries. Every
+// entry therefore first decides, in order of their instants, the events
+// between the previous entry's time and its own (advanceWaiters), each
+// at its own instant g: exactly what an entry applied at g would have
+// decided, since nothing else happened in between. So the outcome of a
+// waiting reserve does not depend on which entries happen to come after
+// it, only on the commands and their times (TestWaitersIgnoreNoops), and
+// an answer is never given before an entry has decided it: the leader
+// writes a no-op at each instant an event is due (package node, waker.go)
+// and answers the waiting client once the entry that decided it is
+// applied (the decisions of each entry: TakeWaiterDecisions).
+//
+// A decided waiter is recorded like any reserve: its request ID enters
+// the dedup table with the decision, recorded at g; while it waits, a
+// replay of its request ID is answered Queued with its reservation ID
+// (so that the node waits for the same decision) and the table keeps
+// room for it. Apply answers a waiting reserve Queued (never an answer
+// for a client); each entry's decisions are read, relative to a cluster
+// time of that entry, with TakeWaiterDecisions (not replicated). A
+// waiting reservation is in snapshots (flag 4 of its record, with its
+// request ID and settle window), so a restored copy decides it exactly as
+// the original.
+//
+// Safety.
+//
+// The cap's bound (bucket/concurrency.go, "Bound") holds unchanged: every
+// grant on a cap, at arrival or from the queue, is decided at an instant
+// g at which the cap's pacer has seen nothing after g (events are
+// decided in order of their instants, before the entry that follows
+// them), and it is made only if its permits fit under MaxInFlight at g,
+// counting every hold not lapsed at g; the proof of the bound uses only
+// that. A client never counts a hold as its own for longer than the
+// register does: the decision gives the hold's expiry E relative to a
+// cluster time of the entry that decided it; the leader subtracts the time
+// its timeline counted since then, which is never more than the real time
+// since (the timeline runs no faster), so E is at least the rest after
+// the answer leaves; and the client counts that rest from its request's
+// sending plus the time the node held the request (held_ns), which is no
+// later than the answer's departure.
+//
+// Each rate limit's bound holds too: a waiting reserve reserves nothing
+// on a rate limit while it waits; at g it is a grant the limit could
+// have made alone for a request arriving at t* >= Query(g, n), which is
+// bucket's "Serving at a chosen time".
+//
+// A worked example.
+//
+// Cap 1, TTL 2 s; A, B and C reserve it (max wait 5 s each, for B and C):
+//
+//	time    entry                  queue    outcome
+//	0       reserve A              -        A granted, hold until 2 s
+//	5 ms    reserve B              B        B queued, deadline 5.005 s
+//	10 ms   reserve C              B C      C queued, deadline 5.01 s
+//	100 ms  release A              C        A frees 1; B granted at 100 ms,
+//	                                        hold until 2.1 s
+//	2.1 s   no-op (B's hold lapses)  -      C granted at 2.1 s, hold until 4.1 s
+//
+// Without the queue, B was granted on arrival for 2 s (when A's hold would
+// lapse), A's release at 100 ms freed a slot nobody took, and C was
+// refused until 4 s.
 //
 // # Concurrency
 //

@@ -186,9 +186,11 @@ func (w *Workers) useReservation(ctx context.Context, id int, name string, c *cl
 	if wait.Sleep(ctx, time.Until(ready)) == nil {
 		w.pool.PausePoint(ctx, id)
 		now := time.Now()
-		// The strict permit expires at SentAt + expires_in; the hold at
-		// t* + ttl, which is no earlier than SentAt + wait + ttl.
-		holdEnd := r.SentAt.Add(r.Delay + mc.HoldTTL - mc.HoldMargin)
+		// The strict permit expires at SentAt + Held + expires_in; the
+		// hold at t* + ttl, which is no earlier than SentAt + Held + wait
+		// + ttl (Held: how long the server held the request, a reserve
+		// that waited in the cap's queue).
+		holdEnd := r.SentAt.Add(r.Held + r.Delay + mc.HoldTTL - mc.HoldMargin)
 		exp := r.ExpiresAt()
 		switch {
 		case ctx.Err() != nil:
