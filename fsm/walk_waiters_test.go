@@ -231,27 +231,8 @@ func (w *walker) auditWaiter(index uint64, ww walkWaiter, d WaiterDecision, befo
 	rr := d.Result
 	switch rr.Status {
 	case Granted:
-		g := walkGrant{index: index, parts: ww.parts}
-		shadow := false
-		for _, p := range ww.parts {
-			c := a.counters[p.Limit]
-			if c == nil {
-				w.t.Errorf("seed %d: a waiter on limit %q, which the walk does not know, was granted: %+v", w.seed, p.Limit, d)
-				return
-			}
-			c.granted++
-			c.grantedPermits += uint64(p.Permits)
-			if before[p.Limit].shadow {
-				c.shadowGranted++
-				shadow = true
-			}
-			g.created = append(g.created, c.created)
-		}
-		a.grants = append(a.grants, g)
-		if len(a.grants) > 32 {
-			a.grants = a.grants[1:]
-		}
-		if key == "" {
+		shadow, ok := w.tallyGrant(index, ww.parts, before, d)
+		if !ok || key == "" {
 			return
 		}
 		p := walkPromise{status: Granted, atNanos: d.ServedAtNanos, reservationID: rr.ReservationID,

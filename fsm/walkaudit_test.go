@@ -204,25 +204,9 @@ func (w *walker) auditReserve(index uint64, r *Reserve, rr ReserveResult, before
 	}
 	switch rr.Status {
 	case Granted:
-		g := walkGrant{index: index, parts: parts}
-		shadow := false
-		for _, p := range parts {
-			c := a.counters[p.Limit]
-			if c == nil {
-				w.t.Errorf("seed %d: a reserve on limit %q, which the walk does not know, was granted: %+v", w.seed, p.Limit, rr)
-				return nil
-			}
-			c.granted++
-			c.grantedPermits += uint64(p.Permits)
-			if before[p.Limit].shadow {
-				c.shadowGranted++
-				shadow = true
-			}
-			g.created = append(g.created, c.created)
-		}
-		a.grants = append(a.grants, g)
-		if len(a.grants) > 32 {
-			a.grants = a.grants[1:]
+		shadow, ok := w.tallyGrant(index, parts, before, rr)
+		if !ok {
+			return nil
 		}
 		if key != "" {
 			a.promises[key] = w.promise(rr, parts, shadow, before)
@@ -390,4 +374,32 @@ func counterString(l LimitInfo) string {
 	return fmt.Sprintf("granted %d (%d permits), refused %d, expired %d (%d permits), refunded %d, charged %d, net %d, shadow grants %d",
 		l.GrantedRequests, l.GrantedPermits, l.RefusedRequests, l.ExpiredRequests, l.ExpiredPermits,
 		l.RefundedPermits, l.ChargedPermits, l.NetPermits, l.ShadowGranted)
+}
+
+// tallyGrant counts a grant of parts decided by the entry at index (what,
+// for an error: its answer) on the limits' counters, and reports whether
+// a limit was in shadow mode (before: the limits as they were), or false
+// when a limit is unknown to the walk.
+func (w *walker) tallyGrant(index uint64, parts []Part, before map[string]walkLimitState, what any) (shadow, ok bool) {
+	a := &w.audit
+	g := walkGrant{index: index, parts: parts}
+	for _, p := range parts {
+		c := a.counters[p.Limit]
+		if c == nil {
+			w.t.Errorf("seed %d: a reserve on limit %q, which the walk does not know, was granted: %+v", w.seed, p.Limit, what)
+			return false, false
+		}
+		c.granted++
+		c.grantedPermits += uint64(p.Permits)
+		if before[p.Limit].shadow {
+			c.shadowGranted++
+			shadow = true
+		}
+		g.created = append(g.created, c.created)
+	}
+	a.grants = append(a.grants, g)
+	if len(a.grants) > 32 {
+		a.grants = a.grants[1:]
+	}
+	return shadow, true
 }
