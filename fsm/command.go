@@ -61,7 +61,8 @@ const lastCommandType = CmdWithdraw
 // extend version 4 compatibly: an entry an earlier decoder accepted
 // decodes the same (the reservation form of a reserve, a put's shadow
 // flag, CmdSettle, CmdRelease, a session's owner and quota,
-// CmdExpiredGrants and CmdWithdraw are bytes an earlier decoder rejects).
+// CmdExpiredGrants, CmdWithdraw and the owner of a session's reserve are
+// bytes an earlier decoder rejects).
 const EncodingVersion = 4
 
 // Errors returned by this package.
@@ -125,7 +126,14 @@ type Reserve struct {
 	Track             bool
 	Also              []Part
 	SettleWithinNanos int64
-	Owner             string
+	// Owner (at most MaxOwnerLen bytes, may be empty) is who sends the
+	// reserve, the API token's name when tokens are on: of a tracked
+	// reserve, who may settle and release its reservation; of a reserve
+	// of a session, who must own the session (OpenSession.Owner), else
+	// the reserve is answered SessionExpired as if the session were not
+	// open, and decides, records and touches nothing (sessions.go). Any
+	// other reserve carries none.
+	Owner string
 }
 
 // Parts returns the limits of the reserve: its own, then Also.

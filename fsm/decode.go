@@ -211,7 +211,7 @@ func decodeReserves(r *reader, rs []Reserve, names *interner, stampNanos int64) 
 		delta := r.uvarint("arrival delta")
 		res := Reserve{Limit: name}
 		key := r.byte1("key")
-		if key&keyTracked != 0 && key != keySession|keyTracked {
+		if key == keyNone|keyTracked || key == keyRequestID|keyTracked {
 			res.Track = true
 			key &^= keyTracked
 		}
@@ -225,13 +225,20 @@ func decodeReserves(r *reader, rs []Reserve, names *interner, stampNanos int64) 
 			if len(id) > 0 {
 				res.RequestID = string(id)
 			}
-		case keySession:
+		case keySession, keyOwnedSession:
 			res.Session = SessionRef{ID: r.uvarint("session id"), Seq: r.uvarint("session seq"), AckedBelow: r.uvarint("session acked below")}
 			if r.err == nil && res.Session.ID == 0 {
-				r.fail("session id 0 after key byte %d (no session is key %d)", keySession, keyNone)
+				r.fail("session id 0 after key byte %d (no session is key %d)", key, keyNone)
+			}
+			if key == keyOwnedSession {
+				res.Owner = string(r.bytes("owner", MaxOwnerLen))
+				if r.err == nil && res.Owner == "" {
+					r.fail("empty owner after key byte %d (a session's reserve without an owner is key %d)", keyOwnedSession, keySession)
+				}
 			}
 		default:
-			r.fail("key byte %d (allowed: %d none, %d request id, %d session)", key, keyNone, keyRequestID, keySession)
+			r.fail("key byte %d (allowed: %d none, %d request id, %d session, %d session with an owner; %d and %d with %d for the reservation form)",
+				key, keyNone, keyRequestID, keySession, keyOwnedSession, keyNone|keyTracked, keyRequestID|keyTracked, keyTracked)
 		}
 		if r.err == nil && res.Track {
 			decodeTracked(r, &res, names)

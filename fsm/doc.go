@@ -105,8 +105,9 @@
 // where it received the answers. A retry is recognised as long as the
 // session lives (SessionIdleNanos after its last reserve), in memory
 // proportional to requests in flight, whatever the request rate. A
-// reserve of a session that is not open is answered SessionExpired and
-// decides nothing. A session closes only by expiry, never to make room
+// reserve of a session that is not open, or that another owner opened
+// (Reserve.Owner is not OpenSession.Owner), is answered SessionExpired
+// and decides, records and touches nothing. A session closes only by expiry, never to make room
 // for other clients: when the table (MaxSessions sessions,
 // MaxSessionResults outcomes) or the owner's quota (OpenSession.PerOwner)
 // is full, a new session is refused, and a reserve whose outcome cannot

@@ -24,9 +24,11 @@ import (
 //	                 nanos, uvarint arrival delta (ArrivedNanos minus the
 //	                 previous reserve's, the first's minus Stamp.Nanos),
 //	                 byte key: 0 none, 1 request id (1..MaxRequestIDLen
-//	                 bytes), 2 session (uvarint id, seq, acked below);
-//	                 key | 0x80 marks the reservation form (Track, never
-//	                 with a session), followed after the key by uvarint
+//	                 bytes), 2 session (uvarint id, seq, acked below; the
+//	                 empty owner), 3 owned session (the same, then the
+//	                 owner, 1..MaxOwnerLen bytes);
+//	                 key | 0x80 marks the reservation form (Track, keys 0
+//	                 and 1 only), followed after the key by uvarint
 //	                 count of Also (0..MaxReserveParts-1), each limit name
 //	                 and uvarint permits, uvarint settle window nanos
 //	                 (0..MaxSettleWindowNanos), owner (0..MaxOwnerLen)
@@ -58,6 +60,10 @@ const (
 	keyNone      = 0
 	keyRequestID = 1
 	keySession   = 2
+	// keyOwnedSession is keySession followed by the reserve's owner (not
+	// empty): a session's reserve without an owner is keySession, as
+	// before owners were sent, so such entries keep their bytes.
+	keyOwnedSession = 3
 	// keyTracked is or-ed into the key byte of a reserve in the
 	// reservation form.
 	keyTracked = 0x80
@@ -150,10 +156,17 @@ func AppendReserveBatch(b []byte, st Stamp, rs []Reserve) ([]byte, error) {
 			b = append(b, keyRequestID|tracked)
 			b = appendBytes(b, r.RequestID)
 		case r.Session.ID != 0:
-			b = append(b, keySession)
+			key := byte(keySession)
+			if r.Owner != "" {
+				key = keyOwnedSession
+			}
+			b = append(b, key)
 			b = binary.AppendUvarint(b, r.Session.ID)
 			b = binary.AppendUvarint(b, r.Session.Seq)
 			b = binary.AppendUvarint(b, r.Session.AckedBelow)
+			if key == keyOwnedSession {
+				b = appendBytes(b, r.Owner)
+			}
 		default:
 			b = append(b, keyNone|tracked)
 		}

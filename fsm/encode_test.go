@@ -121,7 +121,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := []Reserve{rsv("api", 1, 0, ""), rsv("other", math.MaxInt64, math.MaxInt64, "req-1"), rsv("api", 300, 1<<40, strings.Repeat("z", MaxRequestIDLen)),
-		{Limit: "api", Permits: 2, Session: SessionRef{ID: 7, Seq: 9, AckedBelow: 3}}}
+		{Limit: "api", Permits: 2, Session: SessionRef{ID: 7, Seq: 9, AckedBelow: 3}},
+		{Limit: "api", Permits: 1, Session: SessionRef{ID: 8, Seq: 1, AckedBelow: 1}, Owner: "alice"}}
 	batch, err := AppendReserveBatch(nil, at(math.MaxInt64), rs)
 	// Arrival times: a batch stamped at the end of time holds reserves
 	// that arrived then; another with increasing ones decodes them as is.
@@ -262,10 +263,16 @@ func TestDecodeRejects(t *testing.T) {
 		{"long name", cat(hdr(CmdDeleteLimit), str(strings.Repeat("n", 129))), false, "length 129"},
 		{"long id", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{1}, str(strings.Repeat("i", 65))), false, "request id: length 65"},
 		{"empty id with key 1", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{1}, str("")), false, "empty request id"},
-		{"unknown key", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{3}), false, "key byte 3"},
+		{"unknown key", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{4}), false, "key byte 4"},
 		{"session 0", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{2}, uv(0), uv(1), uv(1)), false, "session id 0"},
 		{"session acked above seq", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{2}, uv(4), uv(1), uv(2)), true, "1 <= acked below <= seq"},
 		{"session seq 0", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{2}, uv(4), uv(0), uv(0)), true, "1 <= acked below <= seq"},
+		{"owned session, empty owner", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{3}, uv(4), uv(1), uv(1), str("")), false, "empty owner after key byte 3"},
+		{"owned session, long owner", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{3}, uv(4), uv(1), uv(1), str(strings.Repeat("o", MaxOwnerLen+1))), false, "owner: length 129"},
+		{"owned session, no owner", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{3}, uv(4), uv(1), uv(1)), false, "owner length: truncated"},
+		{"owned session 0", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{3}, uv(0), uv(1), uv(1), str("o")), false, "session id 0 after key byte 3"},
+		{"owned session, reservation form", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{0x83}, uv(4), uv(1), uv(1), str("o")), false, "key byte 131"},
+		{"session, reservation form", cat(hdr(CmdReserveBatch), uv(1), str("a"), uv(1), uv(0), uv(0), []byte{0x82}, uv(4), uv(1), uv(1)), false, "key byte 130"},
 		{"put garbage config", cat(hdr(CmdPutLimit), str("a"), str("garbage")), true, `limit "a": config`},
 		{"put empty config", cat(hdr(CmdPutLimit), str("a"), uv(0)), true, `limit "a": config`},
 	}

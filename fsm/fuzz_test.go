@@ -33,6 +33,10 @@ func FuzzDecode(f *testing.F) {
 	if b, err := AppendExpiredGrants(nil, at(3), []ExpiredGrant{{DecidedIndex: 9, Parts: []Part{{"a", 1}, {"b", 2}}}}); err == nil {
 		f.Add(b)
 	}
+	ref := SessionRef{ID: 4, Seq: 2, AckedBelow: 1}
+	if b, err := AppendReserveBatch(nil, at(3), []Reserve{{Limit: "a", Permits: 1, Session: ref}, {Limit: "a", Permits: 1, Session: ref, Owner: "alice"}}); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := Decode(b)
 		if err != nil {

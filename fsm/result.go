@@ -19,7 +19,8 @@ const (
 	// configuration (e.g. more permits than MaxPermits); Detail says why.
 	Invalid Status = 4
 	// SessionExpired: the reserve's session is not open (it expired after
-	// SessionIdleNanos without a request, or never existed):
+	// SessionIdleNanos without a request, or never existed) or not the
+	// reserve's owner's (the same answer: see sessions.go):
 	// nothing was reserved and the register cannot tell whether an
 	// earlier copy of this request was decided. The client never received
 	// such a decision, so it opens a new session and asks again, as a new

@@ -215,24 +215,24 @@ func TestSessionQuotaPerOwner(t *testing.T) {
 	const quota = 3 * SessionResultsPerSession
 	rs := make([]Reserve, quota)
 	for i := range rs {
-		rs[i] = srsv("api", 1, 0, ids[1], uint64(i+1), 1)
+		rs[i] = by("alice", srsv("api", 1, 0, ids[1], uint64(i+1), 1))
 	}
 	for i, got := range h.reserve(4*sec, rs...) {
 		if got.Status != Granted {
 			t.Fatalf("alice's answer %d of %d = %+v, want Granted", i+1, quota, got)
 		}
 	}
-	got := h.reserve1(5*sec, srsv("api", 1, 0, ids[2], 1, 1))
+	got := h.reserve1(5*sec, by("alice", srsv("api", 1, 0, ids[2], 1, 1)))
 	if got.Status != Busy || got.RetryAfterNanos != 4*sec+SessionIdleNanos-5*sec || !strings.Contains(got.Detail, `owner "alice"`) {
 		t.Fatalf("alice's answer %d = %+v, want Busy until her session keeping answers expires (%dns)", quota+1, got, 4*sec+SessionIdleNanos-5*sec)
 	}
 	if info, _ := h.f.Limit("api"); info.GrantedRequests != quota {
 		t.Fatalf("%d granted, want %d: a reserve that could not be recorded was decided", info.GrantedRequests, quota)
 	}
-	if b := h.reserve1(5*sec, srsv("api", 1, 0, bob, 1, 1)); b.Status != Granted {
+	if b := h.reserve1(5*sec, by("bob", srsv("api", 1, 0, bob, 1, 1))); b.Status != Granted {
 		t.Fatalf("bob's reserve while alice's share is full = %+v, want Granted", b)
 	}
-	if got := h.reserve(6*sec, srsv("api", 1, 0, ids[1], quota+1, quota+1), srsv("api", 1, 0, ids[2], 1, 1)); got[0].Status != Granted || got[1].Status != Granted {
+	if got := h.reserve(6*sec, by("alice", srsv("api", 1, 0, ids[1], quota+1, quota+1)), by("alice", srsv("api", 1, 0, ids[2], 1, 1))); got[0].Status != Granted || got[1].Status != Granted {
 		t.Fatalf("after alice acknowledges her answers: %+v, want both decided", got)
 	}
 	// Her oldest session (opened at 0, never used) expires: she may open

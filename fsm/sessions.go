@@ -30,6 +30,15 @@ import (
 //     register cannot tell whether an earlier copy was decided, but the
 //     client never received such a decision, so it opens a new session
 //     and asks again as a new request.
+//   - A session belongs to its owner (OpenSession.Owner, the API token's
+//     name; empty without tokens), and only reserves carrying that owner
+//     (Reserve.Owner) may use it. Session IDs are raft indexes, easy to
+//     guess: a reserve of another owner's session is answered exactly as
+//     if the session were not open (SessionExpired), and reads, records,
+//     acknowledges and touches nothing, so no client can read another's
+//     answers, plant an answer under a number the owner will use next,
+//     drop the owner's answers by acknowledging them, or keep its session
+//     alive.
 //
 // A retry is therefore recognised for as long as its session lives — as
 // long as its client sends a reserve at least every SessionIdleNanos — in
@@ -403,18 +412,22 @@ func (s *state) openSession(index uint64, nowNanos int64, o *OpenSession) Sessio
 	return SessionResult{ID: index, IdleNanos: SessionIdleNanos}
 }
 
-// reserveInSession decides reserve r of a session at nowNanos: SessionExpired
-// if the session is not open, Invalid if its seq was acknowledged or the
-// session keeps too many outcomes, Busy if the table or the owner's share
-// keeps too many, the recorded outcome for a retry, or a new decision,
-// which is recorded. Only a new decision changes anything but the
-// session's activity and acknowledgement.
+// reserveInSession decides reserve r of a session at nowNanos:
+// SessionExpired if the session is not open or another owner's, Invalid
+// if its seq was acknowledged or the session keeps too many outcomes, Busy
+// if the table or the owner's share keeps too many, the recorded outcome
+// for a retry, or a new decision, which is recorded. Only a new decision
+// changes anything but the session's activity and acknowledgement; a
+// reserve of another owner's session changes nothing at all.
 func (s *state) reserveInSession(nowNanos int64, r *Reserve) ReserveResult {
 	ref := r.Session
 	sess := s.sessions.byID[ref.ID]
-	if sess == nil {
+	if sess == nil || sess.owner.name != r.Owner {
+		// The same answer for both, so that a client learns nothing of
+		// other clients' sessions (their IDs are raft indexes, easy to
+		// guess): not whether one is open, nor any of its answers.
 		o := outcome{status: SessionExpired, detail: boundDetail(fmt.Sprintf(
-			"session %d is not open (it expired after %v without a reserve, or never existed): open a new session and send the request again as a new one",
+			"session %d is not open for this client (it expired after %v without a reserve, never existed, or was opened with another API token): open a new session and send the request again as a new one",
 			ref.ID, time.Duration(SessionIdleNanos)))}
 		return o.resultAt(nowNanos, false)
 	}

@@ -15,9 +15,15 @@ func (h *harness) openSession(nowNanos int64) SessionResult {
 	return res
 }
 
-// srsv builds a reserve of session id.
+// srsv builds a reserve of session id, without an owner.
 func srsv(limit string, permits, maxWaitNanos int64, id, seq, acked uint64) Reserve {
 	return Reserve{Limit: limit, Permits: permits, MaxWaitNanos: maxWaitNanos, Session: SessionRef{ID: id, Seq: seq, AckedBelow: acked}}
+}
+
+// by is reserve r sent by owner.
+func by(owner string, r Reserve) Reserve {
+	r.Owner = owner
+	return r
 }
 
 func TestSessionRetriesAreAnsweredOnce(t *testing.T) {

@@ -81,10 +81,11 @@ func validateRequestID[T ~string | ~[]byte](id T) error {
 }
 
 // Validate reports whether r can be replicated: a valid limit name, Permits
-// >= 1, MaxWaitNanos >= 0, and at most one of a valid
-// RequestID and a valid Session. Whether the limit exists and can grant
-// that many permits, and whether the session is open, is decided by Apply,
-// not here. The error wraps ErrInvalidCommand.
+// >= 1, MaxWaitNanos >= 0, at most one of a valid RequestID and a valid
+// Session, and an Owner only with Track or a Session. Whether the limit
+// exists and can grant that many permits, and whether the session is open
+// for the owner, is decided by Apply, not here. The error wraps
+// ErrInvalidCommand.
 func (r Reserve) Validate() error {
 	if err := validateName(r.Limit); err != nil {
 		return err
@@ -111,14 +112,18 @@ func validateReserveNumbers(r *Reserve) error {
 	return r.validateTracked()
 }
 
-// validateTracked checks the reservation-form fields: none without Track;
-// with it no session, at most MaxReserveParts limits, each named once with
-// >= 1 permits, a settle window of 0..MaxSettleWindowNanos and an owner of
-// at most MaxOwnerLen bytes.
+// validateTracked checks the reservation-form fields and the owner: an
+// owner of at most MaxOwnerLen bytes, only with Track or a session; no
+// other reservation-form field without Track; with it no session, at most
+// MaxReserveParts limits, each named once with >= 1 permits, and a settle
+// window of 0..MaxSettleWindowNanos.
 func (r *Reserve) validateTracked() error {
+	if len(r.Owner) > MaxOwnerLen {
+		return fmt.Errorf("%w: owner is %d bytes long (allowed: 0-%d)", ErrInvalidCommand, len(r.Owner), MaxOwnerLen)
+	}
 	if !r.Track {
-		if len(r.Also) > 0 || r.SettleWithinNanos != 0 || r.Owner != "" {
-			return fmt.Errorf("%w: reserve on limit %q has more limits, a settle window or an owner but is not in the reservation form (allowed: only with Track)",
+		if len(r.Also) > 0 || r.SettleWithinNanos != 0 || (r.Owner != "" && r.Session.ID == 0) {
+			return fmt.Errorf("%w: reserve on limit %q has more limits, a settle window or an owner but is not in the reservation form (allowed: only with Track; an owner also with a session)",
 				ErrInvalidCommand, r.Limit)
 		}
 		return nil
@@ -131,8 +136,6 @@ func (r *Reserve) validateTracked() error {
 	case r.SettleWithinNanos < 0 || r.SettleWithinNanos > MaxSettleWindowNanos:
 		return fmt.Errorf("%w: settle window %dns (allowed: 0 for the default of %dns, up to %dns)",
 			ErrInvalidCommand, r.SettleWithinNanos, DefaultSettleWindowNanos, MaxSettleWindowNanos)
-	case len(r.Owner) > MaxOwnerLen:
-		return fmt.Errorf("%w: owner is %d bytes long (allowed: 0-%d)", ErrInvalidCommand, len(r.Owner), MaxOwnerLen)
 	}
 	for i, p := range r.Also {
 		if err := validateName(p.Limit); err != nil {
