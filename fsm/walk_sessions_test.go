@@ -3,6 +3,8 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -20,7 +22,7 @@ const (
 )
 
 func init() {
-	walkKinds = append(walkKinds, "open-owned", "open-refused", "open-quota-refused", "session-busy")
+	walkKinds = append(walkKinds, "open-owned", "open-refused", "open-quota-refused", "session-busy", "session-foreign")
 }
 
 // smallSessions reports whether the walk of seed runs an FSM with a small
@@ -49,14 +51,111 @@ func (w *walker) openSession() (string, []byte) {
 
 // observeOpen notes an opened session and names a refusal.
 func (w *walker) observeOpen(data []byte, v SessionResult) string {
+	e, _ := Decode(data)
 	if v.ID != 0 {
-		w.sessions = append(w.sessions, walkSession{id: v.ID, nextSeq: 1, acked: 1})
+		w.sessions = append(w.sessions, walkSession{id: v.ID, nextSeq: 1, acked: 1, owner: e.OpenSession.Owner})
 		return ""
 	}
-	if e, _ := Decode(data); e.OpenSession.PerOwner > 0 && bytes.Contains([]byte(v.Detail), []byte("per token")) {
+	if e.OpenSession.PerOwner > 0 && bytes.Contains([]byte(v.Detail), []byte("per token")) {
 		return "open-quota-refused"
 	}
 	return "open-refused"
+}
+
+// walkSessionUse is a reserve of a session in the entry being built: its
+// place in the batch, its session, and whether its sender is not the
+// session's owner (foreign) or it is the owner's first send of its number
+// (fresh).
+type walkSessionUse struct {
+	i              int
+	id             uint64
+	foreign, fresh bool
+}
+
+// foreignRef is a reserve of ws, at place i of the batch, sent by another
+// owner than ws's (another token, or none): of any number, the owner's
+// next ones included (an answer planted there would answer the owner's
+// request), acknowledging anything up to it (which would drop the
+// owner's answers). The walk's idea of ws does not move.
+func (w *walker) foreignRef(i int, ws *walkSession) (SessionRef, string) {
+	r := w.rng
+	owner := ws.owner
+	for owner == ws.owner {
+		owner = walkForeignOwners[r.IntN(len(walkForeignOwners))]
+	}
+	seq := 1 + r.Uint64N(ws.nextSeq+2)
+	w.uses = append(w.uses, walkSessionUse{i: i, id: ws.id, foreign: true})
+	return SessionRef{ID: ws.id, Seq: seq, AckedBelow: 1 + r.Uint64N(seq)}, owner
+}
+
+// walkForeignOwners are the owners foreignRef sends as: the walk's
+// owners and one that never opens a session.
+var walkForeignOwners = []string{"", "o1", "o2", "mallory"}
+
+// walkSessionState is what a session keeps that a reserve could change.
+type walkSessionState struct {
+	lastActiveNanos int64
+	ackedBelow      uint64
+	pending         []sessionOutcome
+}
+
+// sessionsUsed returns, before the entry is applied, the state of every
+// open session that only reserves of other owners use in it.
+func (w *walker) sessionsUsed() map[uint64]walkSessionState {
+	var out map[uint64]walkSessionState
+	for _, u := range w.uses {
+		if !u.foreign || slices.ContainsFunc(w.uses, func(o walkSessionUse) bool { return o.id == u.id && !o.foreign }) {
+			continue
+		}
+		if s := w.f.st.sessions.byID[u.id]; s != nil {
+			if out == nil {
+				out = map[uint64]walkSessionState{}
+			}
+			out[u.id] = walkSessionState{lastActiveNanos: s.lastActiveNanos, ackedBelow: s.ackedBelow, pending: slices.Clone(s.pending)}
+		}
+	}
+	return out
+}
+
+// checkSessionUses checks the answers to the entry's reserves of
+// sessions: one sent by another owner than the session's is answered as
+// a session not open (SessionExpired, never a replay) and leaves the
+// session (before: as sessionsUsed saw it) as it was, unless it expired;
+// the owner's first send of a number is never a replay (no other client
+// planted an answer under it). It names the step when another owner's
+// reserve was refused.
+func (w *walker) checkSessionUses(kind string, got any, before map[uint64]walkSessionState) string {
+	if len(w.uses) == 0 {
+		return ""
+	}
+	rr, _ := got.([]ReserveResult)
+	label := ""
+	for _, u := range w.uses {
+		if u.i >= len(rr) {
+			w.t.Errorf("seed %d: %s: no answer to the reserve of session %d at %d", w.seed, kind, u.id, u.i)
+			continue
+		}
+		res := rr[u.i]
+		switch {
+		case u.foreign && (res.Status != SessionExpired || res.Duplicate):
+			w.t.Errorf("seed %d: %s: another owner's reserve of session %d was answered %+v, want SessionExpired", w.seed, kind, u.id, res)
+		case u.foreign:
+			label = "session-foreign"
+		case u.fresh && res.Duplicate:
+			w.t.Errorf("seed %d: %s: the owner's first request under its number in session %d was answered as a replay %+v: another client planted it", w.seed, kind, u.id, res)
+		}
+	}
+	for id, b := range before {
+		s := w.f.st.sessions.byID[id]
+		if s == nil {
+			continue // expired: checkNoLiveSessionClosed checks it was due
+		}
+		if s.lastActiveNanos != b.lastActiveNanos || s.ackedBelow != b.ackedBelow || !reflect.DeepEqual(s.pending, b.pending) {
+			w.t.Errorf("seed %d: %s: reserves of other owners changed session %d: last active %d, acked below %d, %d answers; before %d, %d, %d",
+				w.seed, kind, id, s.lastActiveNanos, s.ackedBelow, len(s.pending), b.lastActiveNanos, b.ackedBelow, len(b.pending))
+		}
+	}
+	return label
 }
 
 // liveSessions returns the last activity of every open session.

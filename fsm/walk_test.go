@@ -113,8 +113,10 @@ type walker struct {
 	// across a change of leadership).
 	term, staleTerm uint64
 	// sessions are the sessions the walk opened, with their next seq and
-	// acknowledgement.
+	// acknowledgement; uses are the reserves of sessions in the entry
+	// being built (walk_sessions_test.go).
 	sessions []walkSession
+	uses     []walkSessionUse
 	// reservations are reservation IDs granted to the walk, with their
 	// owners (the last 32).
 	reservations []walkReservation
@@ -141,9 +143,10 @@ type walkReservation struct {
 	parts []Part
 }
 
-// walkSession is a client session of the walk.
+// walkSession is a client session of the walk, with its owner.
 type walkSession struct {
 	id, nextSeq, acked uint64
+	owner              string
 }
 
 // stamp returns the stamp of the next entry: the walk's time in the
@@ -188,6 +191,7 @@ func (w *walker) step() []string {
 	case p < 6 && w.term > 1:
 		w.staleTerm = w.term - 1 - w.rng.Uint64N(w.term-1)
 	}
+	w.uses = w.uses[:0]
 	kind, data := w.command()
 	labels := []string{kind}
 	if moved != "" {
@@ -202,7 +206,7 @@ func (w *walker) step() []string {
 	w.index++
 	l := &raft.Log{Index: w.index, Term: w.term, Type: raft.LogCommand, Data: data}
 	before, lastReservation := w.trackedStates(data), w.f.st.reservations.lastID
-	live, limits := w.liveSessions(), w.sessionLimitStates(data)
+	live, limits, used := w.liveSessions(), w.sessionLimitStates(data), w.sessionsUsed()
 	limitsBefore := w.auditLimits()
 	capsBefore := w.caps()
 	got := w.f.Apply(l)
@@ -212,6 +216,9 @@ func (w *walker) step() []string {
 		w.checkUndecidedChangesNothing(kind, got, limits)
 	}
 	w.checkNoLiveSessionClosed(kind, live)
+	if l := w.checkSessionUses(kind, got, used); l != "" {
+		labels = append(labels, l)
+	}
 	w.steps++
 	labels = append(labels, w.checkCapBound(kind, w.steps, capsBefore)...)
 	twin := w.twin.Apply(&raft.Log{Index: l.Index, Term: l.Term, Type: l.Type, Data: data})
@@ -347,7 +354,7 @@ func (w *walker) command() (string, []byte) {
 		for i := range rs {
 			rs[i] = Reserve{Limit: walkNames[r.IntN(len(walkNames))], Permits: 1 + r.Int64N(4), MaxWaitNanos: w.maxWait()}
 			if len(w.sessions) > 0 && r.IntN(3) == 0 {
-				rs[i].Session = w.sessionRef()
+				rs[i].Session, rs[i].Owner = w.sessionRef(i)
 			} else {
 				rs[i].RequestID = w.requestID()
 			}
@@ -490,22 +497,28 @@ func (w *walker) requestID() string {
 	return id
 }
 
-// sessionRef draws a reference in one of the walk's sessions: usually
-// the next request, sometimes a retry of an earlier one, with the
-// acknowledgement moving forward now and then.
-func (w *walker) sessionRef() SessionRef {
+// sessionRef draws a reference in one of the walk's sessions for the
+// reserve at place i of the batch, and its sender: usually the session's
+// owner, with the next request, sometimes a retry of an earlier one, the
+// acknowledgement moving forward now and then; sometimes another owner
+// (foreignRef).
+func (w *walker) sessionRef(i int) (SessionRef, string) {
 	r := w.rng
 	ws := &w.sessions[r.IntN(len(w.sessions))]
+	if r.IntN(6) == 0 {
+		return w.foreignRef(i, ws)
+	}
 	if r.IntN(3) == 0 && ws.nextSeq > ws.acked {
 		ws.acked += r.Uint64N(ws.nextSeq - ws.acked + 1)
 	}
-	seq := ws.nextSeq
+	seq, fresh := ws.nextSeq, true
 	if r.IntN(5) == 0 && seq > 1 {
-		seq = 1 + r.Uint64N(seq-1) // a retry, maybe of an acknowledged one
+		seq, fresh = 1+r.Uint64N(seq-1), false // a retry, maybe of an acknowledged one
 	} else {
 		ws.nextSeq++
 	}
-	return SessionRef{ID: ws.id, Seq: seq, AckedBelow: min(max(ws.acked, 1), seq)}
+	w.uses = append(w.uses, walkSessionUse{i: i, id: ws.id, fresh: fresh})
+	return SessionRef{ID: ws.id, Seq: seq, AckedBelow: min(max(ws.acked, 1), seq)}, ws.owner
 }
 
 // anyGrant returns a known grant (live or not: the register decides).
