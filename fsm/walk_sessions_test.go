@@ -12,7 +12,8 @@ import (
 // and without an owner and a per-owner quota, on FSMs whose session table
 // is small enough to fill (every fourth seed, from the second), and after
 // every step the invariants that no live session was closed and that the
-// table's lists and counts agree (checkSessionTable).
+// table's lists and counts agree (checkSessionTable); and reserves of
+// sessions sent by other owners than the sessions' (checkSessionUses).
 
 // walkMaxSessions and walkMaxSessionResults bound the session table of
 // the walk's small-table seeds.

@@ -25,7 +25,8 @@ import (
 //
 //   - keeps the lease book's conservation and indexes (checkBook),
 //   - closed no live session and keeps its session table's lists and
-//     counts (walk_sessions_test.go),
+//     counts, and answered another owner's reserve of a session as a
+//     session not open, changing nothing (walk_sessions_test.go),
 //   - keeps every in-flight cap's bound at every instant, by the
 //     register's live reservations, across puts, algorithm changes,
 //     deletes and re-creations (checkCapBound, walk_caps_test.go),
