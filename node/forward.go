@@ -181,7 +181,8 @@ func (n *Node) ServeClientWith(c net.Conn, allow Authorizer) {
 
 // ServeClientAs is ServeClientWith for a client whose sessions are opened
 // for open: its owner (the connection's token) and the owner's quota (see
-// fsm.OpenSession).
+// fsm.OpenSession). Its reserves of sessions carry the same owner, so that
+// it uses only sessions opened with the same token (fsm.Reserve.Owner).
 func (n *Node) ServeClientAs(c net.Conn, allow Authorizer, open fsm.OpenSession) {
 	admit := func(op byte, payload []byte) admission { return n.admitAtRead(op, payload, allow) }
 	n.servePipelined(c, wire.MaxClientFrame, admit, func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error) {
@@ -198,8 +199,9 @@ func refusal(err error) error {
 	return userErrorf(ErrForbidden, "%s", err.Error())
 }
 
-// handleClient serves one call of a binary client: a reserve, the opening
-// of a session (for open's owner and quota), or a lease command.
+// handleClient serves one call of a binary client: a reserve (of a
+// session: as open's owner), the opening of a session (for open's owner
+// and quota), or a lease command.
 func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow Authorizer, open fsm.OpenSession, held bool) ([]byte, error) {
 	if op == wire.OpAuth {
 		// Authentication is the listener's (ServeClientWith's caller);
@@ -241,7 +243,7 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow 
 			return nil, refusal(err)
 		}
 	}
-	res, err := n.reserve(ctx, ReserveFromWire(r), held)
+	res, err := n.reserve(ctx, ReserveFromWire(r, open.Owner), held)
 	if err != nil {
 		return nil, err
 	}

@@ -11,10 +11,17 @@ import (
 
 // ReserveFromWire is the register's reserve for a reserve in the
 // protocol's vocabulary (the binary protocol's, and the HTTP body's once
-// parsed).
-func ReserveFromWire(r wire.Reserve) fsm.Reserve {
-	return fsm.Reserve{Limit: r.Limit, Permits: r.Permits, MaxWaitNanos: r.MaxWaitNanos, RequestID: r.RequestID,
+// parsed) sent by owner: the API token's name, "" without tokens. A
+// reserve of a session carries its owner, so that the register answers it
+// only on a session the same token opened (fsm.Reserve.Owner); the
+// protocol itself never carries one: a client is who its token says.
+func ReserveFromWire(r wire.Reserve, owner string) fsm.Reserve {
+	q := fsm.Reserve{Limit: r.Limit, Permits: r.Permits, MaxWaitNanos: r.MaxWaitNanos, RequestID: r.RequestID,
 		Session: fsm.SessionRef{ID: r.Session.ID, Seq: r.Session.Seq, AckedBelow: r.Session.AckedBelow}}
+	if q.Session.ID != 0 {
+		q.Owner = owner
+	}
+	return q
 }
 
 func toWireReserve(r fsm.Reserve) wire.Reserve {

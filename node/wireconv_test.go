@@ -25,11 +25,16 @@ func TestWireStatusesAreTheRegisters(t *testing.T) {
 }
 
 // TestWireConversionsRoundTrip: a reserve and its answer survive the trip
-// through the protocol's types (what travels of them).
+// through the protocol's types (what travels of them; a session's reserve
+// gets its owner from the connection's token, any other none).
 func TestWireConversionsRoundTrip(t *testing.T) {
-	r := fsm.Reserve{Limit: "api", Permits: 3, MaxWaitNanos: 7, RequestID: "r", Session: fsm.SessionRef{ID: 1, Seq: 2, AckedBelow: 3}}
-	if got := ReserveFromWire(toWireReserve(r)); !reflect.DeepEqual(got, r) {
-		t.Errorf("reserve %+v came back as %+v", r, got)
+	for _, r := range []fsm.Reserve{
+		{Limit: "api", Permits: 3, MaxWaitNanos: 7, RequestID: "r"},
+		{Limit: "api", Permits: 3, MaxWaitNanos: 7, Session: fsm.SessionRef{ID: 1, Seq: 2, AckedBelow: 3}, Owner: "alice"},
+	} {
+		if got := ReserveFromWire(toWireReserve(r), "alice"); !reflect.DeepEqual(got, r) {
+			t.Errorf("reserve %+v came back as %+v", r, got)
+		}
 	}
 	res := fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, RetryAfterNanos: 2, ExpiresInNanos: 3, SpacingNanos: 4, Duplicate: true, Detail: "d"}
 	if got := fromWireResult(toWireResult(res)); got != res {

@@ -32,7 +32,10 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		httpapi.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
-	req := node.ReserveFromWire(wr)
+	// A session's reserve is the token's: it is answered only on a
+	// session the same token opened (sessions.go).
+	_, owner, _ := ownerOf(r)
+	req := node.ReserveFromWire(wr, owner)
 	res, ok := h.decide(w, r, req)
 	if !ok {
 		return

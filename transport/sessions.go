@@ -19,6 +19,20 @@ import (
 // at (an edge count per node could neither see the others' opens nor
 // when a session expires). Without tokens nobody owns a session and only
 // the register's own bounds apply.
+//
+// A session's reserves carry the token's name too (over HTTP and over
+// the binary protocol: node.ReserveFromWire), and the register answers a
+// reserve of a session another token opened as one of a session that is
+// not open: 410 with session_expired, the same body as for a session that
+// expired or never existed, deciding, recording and touching nothing.
+// Session IDs are raft indexes, easy to guess: another token can
+// therefore neither read a session's answers, plant an answer under a
+// number its owner will use next, drop its answers by acknowledging
+// them, nor learn whether it is open. (A 403 would tell which indexes are
+// other tokens' live sessions; a 404 is an unknown limit on this path.
+// 410 is what a client already handles: it opens a session of its own
+// and asks again, which is also right for a client whose token was
+// renamed under it.)
 
 // DefaultSessionsPerToken is the agent's default for
 // HandlerOptions.SessionsPerToken: one sixteenth of the register's

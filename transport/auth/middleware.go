@@ -50,7 +50,7 @@ func Require(next http.Handler, store *Store, access func(method, escapedPath st
 			writeError(w, http.StatusForbidden, "", why, n)
 			return
 		}
-		if n == NeedClientEachLimit || n == NeedClientAnyLimit {
+		if n == NeedClient || n == NeedClientEachLimit || n == NeedClientAnyLimit {
 			r = r.WithContext(context.WithValue(r.Context(), tokenKey{}, t))
 		}
 		next.ServeHTTP(w, r)
@@ -77,10 +77,11 @@ func writeError(w http.ResponseWriter, code int, challenge, msg string, n Need) 
 type tokenKey struct{}
 
 // TokenFrom returns the token Require authenticated a request with, for
-// the requests whose limits are in the body (NeedClientEachLimit) and
-// those that act for the token whatever its limits (NeedClientAnyLimit:
-// a session, which the token owns); false when tokens are off or the
-// request is of another kind.
+// a client's requests: those on one limit (NeedClient: a reserve, whose
+// session, if it names one, must be the token's), those whose limits are
+// in the body (NeedClientEachLimit) and those that act for the token
+// whatever its limits (NeedClientAnyLimit: a session, which the token
+// owns); false when tokens are off or the request is of another kind.
 func TokenFrom(ctx context.Context) (Token, bool) {
 	t, ok := ctx.Value(tokenKey{}).(Token)
 	return t, ok

@@ -18,7 +18,9 @@ const (
 	// for its limits.
 	NeedRead
 	// NeedClient: client or admin; a restricted client token only for
-	// its limits.
+	// its limits. The middleware passes the token on (TokenFrom): a
+	// reserve of a session is the token's, answered only on a session
+	// the token opened.
 	NeedClient
 	// NeedClientAnyLimit: client or admin, whatever the token's limits
 	// (sessions: they belong to no limit, but to the token; the
