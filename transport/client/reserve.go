@@ -204,7 +204,7 @@ func (c *Client) Reserve(ctx context.Context, limit string, n int64, maxWait tim
 		}
 		return g, err
 	}
-	return Grant{}, fmt.Errorf("%w: reserve on %q: the register expired two sessions in a row", ErrUnavailable, limit)
+	return Grant{}, fmt.Errorf("%w: reserve on %q: the register answered two sessions in a row as not open (expired, or opened with another API token: do the servers agree on the client's token?)", ErrUnavailable, limit)
 }
 
 // reserveKeyed sends one reserve with its key over the client's protocol.

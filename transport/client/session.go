@@ -30,6 +30,13 @@ import (
 // session and sends the request again as a new one: at most one of the
 // two can be granted to a caller that acts only on answers it received.
 //
+// A session is its token's: with API tokens, the register answers a
+// reserve of a session opened with another token (by name) exactly as
+// one of a session not open, so that no client can use, or learn of,
+// another's. A client only sends its own session, so it meets this only
+// when a reload renamed its token (or the servers disagree on tokens):
+// it then opens a session for the new name, as for an expired one.
+//
 // The register never closes a live session to make room: when it holds as
 // many sessions as it may (65 536 in all, or its quota for the client's
 // token), it refuses the open with the time the least recently used
