@@ -643,12 +643,16 @@ func TestConformance(t *testing.T) {
 			ck.do(t, call{method: "POST", path: path, body: tc.body, want: 400, invalid: tc.invalid, wantInError: tc.mention})
 		}
 
-		s := ck.do(t, call{method: "POST", path: "/v1/sessions", body: `{}`, want: 201})
+		// A session is its token's: opened with the client token, which
+		// reserves in it; the narrow token (which may use api-bursty) is
+		// answered 410 naming it, as a session that is not open.
+		s := ck.do(t, call{method: "POST", path: "/v1/sessions", body: `{}`, token: tokClient, want: 201})
 		ck.do(t, call{method: "POST", path: "/v1/sessions", want: 201}) // an empty body
 		ck.do(t, call{method: "POST", path: "/v1/sessions", body: `{"ttl":"1m"}`, want: 400, invalid: true, wantInError: "takes no fields"})
 		sid := strconv.FormatFloat(s["session"].(float64), 'f', -1, 64)
 		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":` + sid + `,"seq":1,"max_wait":"1s"}`, want: 200})
 		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":` + sid + `,"seq":2,"acked_below":2,"max_wait":"1s"}`, want: 200})
+		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":` + sid + `,"seq":2}`, token: tokNarrow, want: 410, wantInError: "session " + sid + " is not open"})
 		ck.do(t, call{method: "POST", path: "/v1/limits/api-bursty/reserve", body: `{"session":123456789,"seq":1}`, want: 410})
 
 		// A full request-id table answers a reserve with a new id 503
