@@ -39,8 +39,9 @@ const (
 	// Invalid: the request can never be granted under the limit's
 	// configuration; Detail says why.
 	Invalid Status = 4
-	// SessionExpired: the reserve's session is not open; open a new one
-	// and ask again.
+	// SessionExpired: the reserve's session is not open, or not the
+	// connection's token's (the same answer); open a new one and ask
+	// again.
 	SessionExpired Status = 5
 	// Busy: the register's table of request IDs is full, or (Detail says
 	// which) its sessions keep as many answers as they may; nothing was
