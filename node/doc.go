@@ -26,7 +26,8 @@
 //     the last applied cluster time plus the time since it took that
 //     state in (receipt.go: the last entry of the old term it stored, a
 //     snapshot it installed, or its start), and counts forward on its own
-//     monotonic clock, capped by the process's real monotonic clock. Only
+//     monotonic clock, each step between two stamps capped by the real
+//     time that passed on the process's monotonic clock. Only
 //     the time between the old leader's last stamp and its receipt is
 //     lost, which only makes grants later. Wall clocks
 //     play no part. Assumptions: each node's monotonic clock does not run

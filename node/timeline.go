@@ -15,11 +15,19 @@ import (
 //
 // where base is the FSM's last applied cluster time plus the time since
 // this node took that state in (receipt.go) and start the clock reading at
-// takeover. The elapsed time is also capped by the process's own
-// monotonic clock (real): an injected clock that jumps or runs fast (the
-// test clock of --clock-offset/--clock-rate and jepsen-lite's clock nemesis)
-// can only make the timeline slower, never faster. In production both are
-// the same clock and the cap changes nothing. Time that passed between the
+// takeover. Every step is also capped by the process's own monotonic clock
+// (real): between two stamps the timeline advances no more than real time
+// did, so an injected clock that jumps or runs fast (the test clock of
+// --clock-offset/--clock-rate and jepsen-lite's clock nemesis) can only
+// make the timeline slower, never faster. The cap is per step, not on the
+// total since takeover: a clock that stalls (a backward jump) and later
+// jumps forward again would otherwise let the timeline catch up the stall
+// at once, and a grant decided during the stall (its wait counted from a
+// timeline that lagged) would be used after slots the catch-up hands out
+// as fresh, closer than the interval. Time lost to a slow clock stays
+// lost, which only makes later grants later. In production both are the
+// same clock and the cap changes nothing (all it can lose is the longest
+// gap between the two readings of one stamp). Time that passed between the
 // old leader's last stamp and this node's receipt of it is lost, which can
 // only make later grants later, never earlier; the wall clock plays no
 // part, so a node whose wall clock is hours off stamps correctly. Stamps are
@@ -33,15 +41,15 @@ type timeline struct {
 	clock Clock
 	real  Clock
 
-	mu        sync.Mutex
-	ready     chan struct{} // closed while active; a fresh one after end
-	done      chan struct{} // closed when the active period ends
-	active    bool
-	term      uint64
-	base      int64
-	start     int64
-	realStart int64
-	last      int64
+	mu       sync.Mutex
+	ready    chan struct{} // closed while active; a fresh one after end
+	done     chan struct{} // closed when the active period ends
+	active   bool
+	term     uint64
+	base     int64
+	start    int64
+	last     int64 // the last stamp
+	lastReal int64 // real's reading when the timeline stood at last
 }
 
 // newTimeline returns an inactive timeline counting with clock, capped by
@@ -71,8 +79,8 @@ func (t *timeline) beginAt(term uint64, baseNanos, clockNanos, realNanos int64) 
 	t.term = term
 	t.base = baseNanos
 	t.start = clockNanos
-	t.realStart = realNanos
 	t.last = baseNanos
+	t.lastReal = realNanos
 }
 
 // end deactivates the timeline: this node is no longer leader.
@@ -113,12 +121,11 @@ func (t *timeline) stamp() (int64, uint64, time.Time, bool) {
 	if !t.active {
 		return 0, 0, time.Time{}, false
 	}
-	elapsed := min(t.clock.NowNanos()-t.start, t.real.NowNanos()-t.realStart)
-	now := t.base + max(elapsed, 0)
-	if now < t.last {
-		now = t.last
-	}
-	t.last = now
+	realNanos := t.real.NowNanos()
+	now := t.base + max(t.clock.NowNanos()-t.start, 0)
+	now = min(now, t.last+max(realNanos-t.lastReal, 0)) // no faster than real time since the last stamp
+	now = max(now, t.last)
+	t.last, t.lastReal = now, realNanos
 	return now, t.term, time.Now(), true
 }
 

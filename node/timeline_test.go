@@ -2,6 +2,7 @@ package node
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -192,5 +193,98 @@ func TestLeaderInANewTermRestartsItsTimeline(t *testing.T) {
 	}
 	if _, _, ok := l.stampForApply(); !ok {
 		t.Fatal("the leader cannot stamp: its timeline was not begun again")
+	}
+}
+
+// TestTimelineStepsNeverOutrunRealTime is the first invariant's timing
+// premise, seen from any two consecutive stamps and whatever an injected
+// clock does: the timeline advances no more than real time did between
+// them (and never goes back). Random sequences of real time passing and
+// clock changes, as jepsen-lite's clock nemesis makes them: jumps back and
+// forward by an hour (a backward jump stalls the test clock, the heal
+// jumps it forward again), small jumps, rates 0.5–2. The cap used to bound
+// only the total since takeover, so after a stall the forward jump let the
+// timeline catch the whole stall up in one step (seed 2367 of jepsen-lite:
+// 5.7 s at once); a grant decided during the stall is then used after
+// slots the catch-up hands out as fresh.
+func TestTimelineStepsNeverOutrunRealTime(t *testing.T) {
+	offsets := []time.Duration{-time.Hour, time.Hour, -5 * time.Second, 3 * time.Second, 0}
+	rates := []float64{0.5, 0.88, 1, 1.5, 2}
+	for seed := uint64(1); seed <= 300; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 36))
+		real := &manualClock{}
+		real.advance(time.Duration(rng.Int64N(int64(time.Hour))))
+		injected, err := NewSkewedClock(real, time.Duration(rng.Int64N(int64(time.Hour))), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tl := newTimeline(injected, real)
+		tl.begin(1, rng.Int64N(int64(time.Hour)))
+		prev, _, _, _ := tl.stamp()
+		prevReal := real.NowNanos()
+		for step := 0; step < 200; step++ {
+			if rng.IntN(4) == 0 {
+				if err := injected.Set(offsets[rng.IntN(len(offsets))], rates[rng.IntN(len(rates))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			real.advance(time.Duration(rng.Int64N(int64(2 * time.Second))))
+			now, _, _, ok := tl.stamp()
+			if !ok {
+				t.Fatal("an active timeline did not stamp")
+			}
+			dNow, dReal := now-prev, real.NowNanos()-prevReal
+			if dNow < 0 || dNow > dReal {
+				t.Fatalf("seed %d step %d: the timeline advanced %v while real time advanced %v (allowed: 0 to the real time)",
+					seed, step, time.Duration(dNow), time.Duration(dReal))
+			}
+			prev, prevReal = now, real.NowNanos()
+		}
+	}
+}
+
+// TestTimelineStallStaysLost is seed 2367's fault on the leader: its test
+// clock jumps back an hour (it stalls, and so does the timeline), real
+// time passes, the heal jumps it forward an hour. The timeline then goes
+// on at the real rate from where it stalled: the stall stays lost. With
+// an unskewed clock (production: both clocks the same) it follows real
+// time exactly.
+func TestTimelineStallStaysLost(t *testing.T) {
+	real := &manualClock{}
+	injected, err := NewSkewedClock(real, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := newTimeline(injected, real)
+	tl.begin(2, 0)
+	real.advance(time.Second)
+	if now, _, _, _ := tl.stamp(); now != int64(time.Second) {
+		t.Fatalf("before the fault: stamp %v, want 1s", time.Duration(now))
+	}
+	if err := injected.Set(-time.Hour, 1); err != nil {
+		t.Fatal(err)
+	}
+	for range 57 { // 5.7 s of reserves decided on a stalled timeline
+		real.advance(100 * time.Millisecond)
+		if now, _, _, _ := tl.stamp(); now != int64(time.Second) {
+			t.Fatalf("during the stall: stamp %v, want 1s", time.Duration(now))
+		}
+	}
+	if err := injected.Set(time.Hour, 1); err != nil { // the heal
+		t.Fatal(err)
+	}
+	real.advance(10 * time.Millisecond)
+	if now, _, _, _ := tl.stamp(); now != int64(time.Second+10*time.Millisecond) {
+		t.Fatalf("after the heal: stamp %v, want 1.01s (10ms of real time since the last stamp; the stall stays lost)", time.Duration(now))
+	}
+
+	same := &manualClock{}
+	tl = newTimeline(same, same)
+	tl.begin(3, 5)
+	for i := range 100 {
+		same.advance(time.Duration(i) * time.Millisecond)
+		if now, _, _, _ := tl.stamp(); now != 5+same.NowNanos() {
+			t.Fatalf("unskewed clock: stamp %d, want %d", now, 5+same.NowNanos())
+		}
 	}
 }
