@@ -91,6 +91,13 @@ func ParseNemeses(s string) ([]NemesisSpec, error) {
 // Generate returns the schedule for c (see nemesis.Generate).
 func Generate(c Config) []Event { return nemesis.Generate(c.nemesisConfig()) }
 
+// Validate checks c as Run would, without running it (a sweep checks
+// every run it plans before the first starts). Its errors wrap ErrInvalid.
+func Validate(c Config) error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // nemesisConfig is what package nemesis needs of c.
 func (c Config) nemesisConfig() nemesis.Config {
 	return nemesis.Config{Seed: c.Seed, Nodes: c.Nodes, Workers: c.Workers, Groups: c.Groups, Leased: c.Workload == WorkloadLeased,

@@ -123,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := prepareOut(cfg.OutDir); err != nil {
+	if err := PrepareOut(cfg.OutDir); err != nil {
 		return nil, err
 	}
 	r := &run{cfg: cfg, log: cfg.Log}
@@ -135,8 +135,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	return sum, nil
 }
 
-// prepareOut creates dir, which must be absent or empty.
-func prepareOut(dir string) error {
+// PrepareOut creates dir, which must be absent or empty (a report
+// directory). Its error for a directory that is not empty wraps ErrInvalid.
+func PrepareOut(dir string) error {
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):

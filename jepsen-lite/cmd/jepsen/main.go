@@ -5,7 +5,11 @@
 //	go run ./jepsen-lite/cmd/jepsen --nodes 3 --workers 4 --workload strict \
 //	    --nemesis partition,kill,pause,clock,loss --duration 60s --seed 1 --out jepsen-lite/out/run1
 //
-// --secure runs the same over TLS with API tokens.
+// --secure runs the same over TLS with API tokens. `jepsen sweep` runs
+// many short runs over a seed range and every workload (package sweep):
+//
+//	go run ./jepsen-lite/cmd/jepsen sweep --seeds 1000-1049 --workloads strict,window,leased,multi \
+//	    --duration 20s --out /tmp/jl-sweep
 package main
 
 import (
@@ -31,6 +35,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "sweep" {
+		return runSweep(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("jepsen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -66,6 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&quiet, "quiet", false, "no progress lines")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: jepsen [--mode auto|namespaces|fallback] [--secure] --nodes 3|5 --workers N --groups G --workload strict|window|leased|multi --nemesis partition,kill,pause,clock,loss --duration 60s --seed S --out DIR
+       jepsen sweep --seeds 1000-1049 [--workloads strict,window,leased,multi] [--duration 20s] (jepsen sweep --help)
 
 Runs one jepsen-lite scenario: a real permitd cluster, client workers, a
 fake rate-limited API and a seeded schedule of faults; then judges the
