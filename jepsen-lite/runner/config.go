@@ -45,6 +45,7 @@ const (
 	FaultWorker    = nemesis.FaultWorker
 	FaultTransfer  = nemesis.FaultTransfer
 	FaultReconfig  = nemesis.FaultReconfig
+	FaultRelay     = nemesis.FaultRelay
 )
 
 // NemesisSpec is one entry of --nemesis (see nemesis.Spec).

@@ -18,7 +18,7 @@
 //     for leader changes and snapshot installs;
 //   - nemesis: the fault specification, the seeded schedule and the fault
 //     injectors (partition, kill, pause, clock, loss, snapshot, transfer,
-//     reconfig, worker);
+//     reconfig, worker, relay);
 //   - workload: the client workers (strict, window, leased), the worker
 //     sidecars, history recording of reserves and API calls;
 //   - runner (this package): configuration, mode choice, the run's
@@ -131,6 +131,12 @@
 // endpoint (POST /v1/debug/faults {"register":"drop"|"blackhole"}), so it
 // finishes its lease, steals, then fails closed with 503; pause SIGSTOPs
 // half the sidecars; kill SIGKILLs one and restarts it at the fault's end.
+// Some sidecars send their lease commands through a lease relay
+// (`permitd relay`, package workload's relay.go: by default 2 relays from
+// 3 workers on, sidecar i through relay i mod 3 when that is 0 or 1, the
+// others direct), each relay reaching the agents through TCP proxies of
+// the runner's; relay faults (kind relay) kill relays, restart them in
+// turn, and cut them off from the register at those proxies.
 //
 // # Verdict
 //

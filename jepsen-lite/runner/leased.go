@@ -72,13 +72,23 @@ func (c Config) leasedDefaults() (Config, error) {
 	return c, nil
 }
 
-// validateWorkerFaults rejects worker faults outside the leased workload.
+// validateWorkerFaults rejects worker faults outside the leased workload,
+// and relay faults without relays.
 func (c Config) validateWorkerFaults() error {
 	if c.Workload != WorkloadLeased && c.hasFault(FaultWorker) {
 		return fmt.Errorf("%w: nemesis %s applies only to the %s workload (it acts on worker sidecars)", ErrInvalid, FaultWorker, WorkloadLeased)
 	}
+	if c.Leased.Relays > maxRelays {
+		return fmt.Errorf("%w: %d lease relays; allowed: up to %d (negative: none)", ErrInvalid, c.Leased.Relays, maxRelays)
+	}
+	if c.hasFault(FaultRelay) && (c.Workload != WorkloadLeased || workload.RelayCount(c.Leased.Relays, c.Workers) == 0) {
+		return fmt.Errorf("%w: nemesis %s applies only to the %s workload with lease relays (--lease-relays; by default 2 from 3 workers on, 1 with 2)", ErrInvalid, FaultRelay, WorkloadLeased)
+	}
 	return nil
 }
+
+// maxRelays bounds LeasedConfig.Relays.
+const maxRelays = 16
 
 // leasedWindows are the window lengths the leased bound is checked over:
 // 1 s, 5 s and 10 s (at least 5 intervals each).

@@ -365,6 +365,10 @@ func (r *run) execute(ctx context.Context) *Summary {
 	if fl != nil {
 		fl.Finish(context.WithoutCancel(ctx))
 		sum.Leased = fl.Summary(li.BurstPermits, li.MaxOutstandingPermits, li.WindowFormula)
+		for _, rr := range sum.Leased.Relays {
+			r.logf("relay %s (upstream %s, for %v, %d restarts): %d commands in %d batches (%d batched), %d failed batches, %d refused",
+				rr.Name, rr.Upstream, rr.Workers, rr.Restarts, rr.Stats.Commands, rr.Stats.Batches, rr.Stats.BatchedCommands, rr.Stats.FailedBatches, rr.Stats.Refused)
+		}
 		for _, x := range fl.UnexpectedExits() {
 			sum.Errors = append(sum.Errors, "worker "+x+" exited on its own (see its log)")
 		}

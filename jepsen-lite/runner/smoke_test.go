@@ -99,10 +99,12 @@ func describe(sum *Summary) string {
 // nodes a bridge partition; on 3 nodes leadership transfers A→B→A and
 // then a reconfiguration (the limit 2× slower) with a forced snapshot of
 // the leader, its kill -9 and restart from its data directory; and the
-// leased workload (3 groups of 2 worker sidecars: one group cut off from
-// the register, then a worker killed with -9 and restarted while the
-// limit is 8× slower, below one worker's share of the old rate, and a
-// follower is snapshotted, killed and restarted). The strict scenarios
+// leased workload (3 groups of 2 worker sidecars, the first two groups
+// behind a lease relay each: one group cut off from the register and the
+// relays from the register, then a worker killed with -9 and restarted
+// and the relays stopped and started in turn while the limit is 8×
+// slower, below one worker's share of the old rate, and a follower is
+// snapshotted, killed and restarted). The strict scenarios
 // reserve mixed permit counts (1 to max_reserved+1, used one by one).
 // Every one must be valid: safe, and recovered after the final heal.
 func TestSmoke(t *testing.T) {
@@ -130,9 +132,14 @@ func TestSmoke(t *testing.T) {
 			// Pick 0: the leader is snapshotted, killed and restarted.
 			{Fault: FaultReconfig, Variant: "snapshot-restart", At: 10 * time.Second, Until: 17 * time.Second, Pick: 0, Factor: 2},
 		}},
-		{"leased-3-nodes-group-partition-worker-kill-reconfig", 3, "worker,reconfig", 16, WorkloadLeased, 3, []Event{
+		{"leased-3-nodes-group-partition-worker-kill-reconfig-relays", 3, "worker,reconfig,relay", 16, WorkloadLeased, 3, []Event{
 			// Pick 2: group g3, register calls dropped (not delivered).
 			{Fault: FaultWorker, Variant: "isolate-group", At: 3 * time.Second, Until: 10 * time.Second, Pick: 2},
+			// The relays r1 (g1) and r2 (g2) cut off from the register,
+			// blackholed (pick 1): their batches time out.
+			{Fault: FaultRelay, Variant: "partition", At: 3 * time.Second, Until: 10 * time.Second, Pick: 1},
+			// Then stopped (kill -9, SIGTERM) and started again in turn.
+			{Fault: FaultRelay, Variant: "restart", At: 11 * time.Second, Until: 17 * time.Second, Pick: 0},
 			// Pick 1: worker g2-w1.
 			{Fault: FaultWorker, Variant: "kill", At: 11 * time.Second, Until: 15 * time.Second, Pick: 1},
 			// Factor 8: 50/s → 6.25/s, below a worker's share of the old
@@ -417,6 +424,20 @@ func checkLeasedSmoke(t *testing.T, sum *Summary) {
 	}
 	if restarts == 0 {
 		t.Errorf("no worker was restarted after the kill")
+	}
+	if len(l.Relays) != 2 {
+		t.Errorf("%d relays, want 2 (in front of g1 and g2)", len(l.Relays))
+	}
+	relayRestarts := 0
+	for _, r := range l.Relays {
+		t.Logf("relay %s (upstream %s) for %v: %+v, %d restarts", r.Name, r.Upstream, r.Workers, r.Stats, r.Restarts)
+		if r.Stats.Commands == 0 || r.Stats.Batches == 0 || len(r.Workers) == 0 {
+			t.Errorf("relay %s carried no lease command: its workers never went through it", r.Name)
+		}
+		relayRestarts += r.Restarts
+	}
+	if relayRestarts == 0 {
+		t.Errorf("no relay was restarted by relay:restart")
 	}
 	seen := map[string]bool{}
 	for _, c := range sum.Checkers {

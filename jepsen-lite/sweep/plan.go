@@ -33,7 +33,7 @@ type Profile struct {
 var DefaultProfiles = map[string]Profile{
 	runner.WorkloadStrict: {Workers: 8, Nemesis: "partition,kill,pause,clock,loss,snapshot,transfer,reconfig"},
 	runner.WorkloadWindow: {Workers: 8, Nemesis: "partition,kill,pause,clock,loss,snapshot,transfer"},
-	runner.WorkloadLeased: {Workers: 6, Groups: 3, Nemesis: "partition,kill,pause,clock,loss,snapshot,transfer,reconfig,worker"},
+	runner.WorkloadLeased: {Workers: 6, Groups: 3, Nemesis: "partition,kill,pause,clock,loss,snapshot,transfer,reconfig,worker,relay"},
 	runner.WorkloadMulti:  {Workers: 4, Nemesis: "partition,kill,pause,clock,loss,snapshot,transfer"},
 }
 

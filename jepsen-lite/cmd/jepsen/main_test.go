@@ -24,7 +24,7 @@ func TestFlags(t *testing.T) {
 		{"bad nemesis", []string{"--nemesis", "flood", "--out", out}, 2, "allowed kinds"},
 		{"bad size", []string{"--nodes", "4", "--out", out}, 2, "3 or 5"},
 		{"stray argument", []string{"now"}, 2, "unexpected arguments"},
-		{"sweep help", []string{"sweep", "--help"}, 0, "--nemesis partition,kill,pause,clock,loss,snapshot,transfer,reconfig,worker"},
+		{"sweep help", []string{"sweep", "--help"}, 0, "--nemesis partition,kill,pause,clock,loss,snapshot,transfer,reconfig,worker,relay"},
 		{"sweep without seeds", []string{"sweep", "--out", out}, 2, "no seeds"},
 		{"sweep bad seeds", []string{"sweep", "--seeds", "9-3", "--out", out}, 2, "N <= M"},
 		{"sweep bad workload", []string{"sweep", "--seeds", "1", "--workloads", "bursty", "--out", out}, 2, "allowed: strict, window, leased, multi"},

@@ -24,13 +24,16 @@
 //     the window, optionally followed by a forced snapshot, kill -9 and
 //     restart of one node, whose readiness is timed (RestartRecord);
 //   - worker (leased workload only, worker.go): group isolation from the
-//     register, pause and kill of the worker sidecars (Sidecars).
+//     register, pause and kill of the worker sidecars (Sidecars);
+//   - relay (leased workload with lease relays, relay.go): kill -9 of a
+//     relay, relays stopped and started again in turn, and every relay
+//     cut off from the register (Sidecars).
 //
 // Which nodes a fault hits is decided when it starts ("the leader" is
 // whoever leads then), from the event's Pick; everything else is drawn
 // when the schedule is generated, so a seed replays the same schedule.
 // At the final heal every fault ends, every node runs unpaused with no
-// fault state, every worker runs and the limit has its original
+// fault state, every worker and relay runs and the limit has its original
 // configuration.
 //
 // The package acts on the system only through package cluster (the

@@ -302,6 +302,12 @@ func (nm *Nemesis) begin(ctx context.Context, i int, ev Event) {
 			break
 		}
 		rec.Targets, af.undo = nm.beginWorkerFault(ctx, ev, rec)
+	case FaultRelay:
+		if nm.fleet == nil || len(nm.fleet.Relays()) == 0 {
+			rec.Errors = append(rec.Errors, "relay faults need the leased workload's relays")
+			break
+		}
+		rec.Targets = nm.beginRelayFault(ctx, i, ev, af)
 	case FaultTransfer:
 		nm.beginTransfer(ctx, i, ev, af)
 	case FaultReconfig:

@@ -71,6 +71,8 @@ type fakeSidecars struct {
 	paused        map[int]bool
 	killed        []int
 	started       []int
+	relays        []string
+	relayEvents   []string // "kill r1", "stop r2", "start r1", "cut drop"
 }
 
 func (f *fakeSidecars) Members() ([]string, []string) { return f.names, f.groups }
@@ -89,6 +91,49 @@ func (f *fakeSidecars) Kill(_ context.Context, i int) error {
 }
 func (f *fakeSidecars) Start(i int) error       { f.started = append(f.started, i); return nil }
 func (f *fakeSidecars) HealAll(context.Context) {}
+func (f *fakeSidecars) Relays() []string        { return f.relays }
+func (f *fakeSidecars) KillRelay(_ context.Context, i int) error {
+	f.relayEvents = append(f.relayEvents, "kill "+f.relays[i])
+	return nil
+}
+func (f *fakeSidecars) StopRelay(_ context.Context, i int) {
+	f.relayEvents = append(f.relayEvents, "stop "+f.relays[i])
+}
+func (f *fakeSidecars) StartRelay(_ context.Context, i int) error {
+	f.relayEvents = append(f.relayEvents, "start "+f.relays[i])
+	return nil
+}
+func (f *fakeSidecars) CutRelays(mode string) { f.relayEvents = append(f.relayEvents, "cut "+mode) }
+
+// TestRelayFaults: a relay kill picks its relay from the event's Pick and
+// starts it again at the end; a relay partition cuts every relay off
+// (drop and blackhole alternately by the pick) until it is healed.
+func TestRelayFaults(t *testing.T) {
+	f := &fakeSidecars{relays: []string{"r1", "r2"}}
+	nm := &Nemesis{fleet: f}
+	for _, tt := range []struct {
+		ev      Event
+		targets []string
+		events  []string
+	}{
+		{Event{Fault: FaultRelay, Variant: "kill", Pick: 3}, []string{"r2"}, []string{"kill r2", "start r2"}},
+		{Event{Fault: FaultRelay, Variant: "partition", Pick: 4}, []string{"r1", "r2"}, []string{"cut drop", "cut "}},
+		{Event{Fault: FaultRelay, Variant: "partition", Pick: 5}, []string{"r1", "r2"}, []string{"cut blackhole", "cut "}},
+	} {
+		f.relayEvents = nil
+		af := &activeFault{rec: &Record{}}
+		targets := nm.beginRelayFault(t.Context(), 0, tt.ev, af)
+		if af.undo == nil {
+			t.Fatalf("%s: no heal", tt.ev.Name())
+		}
+		if errs := af.undo(t.Context()); len(errs) > 0 {
+			t.Fatalf("%s: heal: %v", tt.ev.Name(), errs)
+		}
+		if !slices.Equal(targets, tt.targets) || !slices.Equal(f.relayEvents, tt.events) {
+			t.Fatalf("%s pick %d: targets %v, events %q; want %v, %q", tt.ev.Name(), tt.ev.Pick, targets, f.relayEvents, tt.targets, tt.events)
+		}
+	}
+}
 
 // TestWorkerFaultTargets: worker faults pick their targets from the
 // event's Pick; a group partition sets that group's register fault

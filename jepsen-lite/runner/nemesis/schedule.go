@@ -14,7 +14,7 @@ import (
 // seed replays the same schedule.
 type Event struct {
 	// Fault is the kind (partition, kill, pause, clock, loss, snapshot,
-	// worker, transfer, reconfig).
+	// worker, transfer, reconfig, relay).
 	Fault string `json:"fault"`
 	// Variant is one of the kind's variants.
 	Variant string `json:"variant"`

@@ -43,6 +43,13 @@ const (
 	// kills it with -9 and restarts it from its data directory
 	// (reconfig.go). Strict and leased workloads.
 	FaultReconfig = "reconfig"
+	// FaultRelay acts on the leased workload's lease relays (relay.go):
+	// variants kill (kill -9 one relay, restarted at the fault's end),
+	// restart (kill -9 or stop one relay and start it again at once,
+	// again and again through the window) and partition (cut every relay
+	// off from the register, its connections dropped or blackholed; the
+	// workers still reach both).
+	FaultRelay = "relay"
 )
 
 // variants lists each fault kind's variants. Which apply depends on the
@@ -57,10 +64,11 @@ var variants = map[string][]string{
 	FaultWorker:    {"isolate-group", "pause", "kill"},
 	FaultTransfer:  {"a-b-a"},
 	FaultReconfig:  {"slow", "snapshot-restart"},
+	FaultRelay:     {"kill", "restart", "partition"},
 }
 
 // faultKinds in a fixed order (schedules must not depend on map order).
-var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot, FaultWorker, FaultTransfer, FaultReconfig}
+var faultKinds = []string{FaultPartition, FaultKill, FaultPause, FaultClock, FaultLoss, FaultSnapshot, FaultWorker, FaultTransfer, FaultReconfig, FaultRelay}
 
 // variantsFor returns the variants of kind that make sense with n nodes.
 func variantsFor(kind string, n int) []string {
@@ -78,7 +86,7 @@ func variantsFor(kind string, n int) []string {
 // restricted to some of its variants ("partition:isolate-leader|bridge").
 type Spec struct {
 	// Kind is partition, kill, pause, clock, loss, snapshot, worker,
-	// transfer or reconfig.
+	// transfer, reconfig or relay.
 	Kind string `json:"kind"`
 	// Variants restricts the kind's variants; empty means all.
 	Variants []string `json:"variants,omitempty"`

@@ -70,9 +70,21 @@ type Sidecars interface {
 	// -9; Start starts it again with the same name and addresses.
 	Kill(ctx context.Context, i int) error
 	Start(i int) error
-	// HealAll lifts every register fault, restarts dead sidecars and
-	// continues paused ones.
+	// HealAll lifts every register fault and the relays' cut, restarts
+	// dead relays and sidecars and continues paused sidecars.
 	HealAll(ctx context.Context)
+
+	// Relays returns the lease relays' names, by index (none: no relay).
+	Relays() []string
+	// KillRelay reads relay i's counters and kills it with -9; StopRelay
+	// reads them and stops it gracefully; StartRelay starts it again
+	// (with the same addresses) and waits until it serves.
+	KillRelay(ctx context.Context, i int) error
+	StopRelay(ctx context.Context, i int)
+	StartRelay(ctx context.Context, i int) error
+	// CutRelays cuts every relay off from the register with mode
+	// (CutDrop or CutBlackhole); "" lifts the cut.
+	CutRelays(mode string)
 }
 
 // Deps are what a Nemesis acts on and records into.

@@ -31,6 +31,9 @@ type sidecar struct {
 	GossipAddr string
 	LogPath    string
 	proc       *process.Supervisor
+	// relay is the relay it sends its lease commands through first
+	// (nil: the register directly).
+	relay *relayProc
 
 	mu       sync.Mutex
 	incs     []*checker.WorkerIncarnation // incs[g-1] is generation g
@@ -67,7 +70,9 @@ func (s *sidecar) addSnapshot(g int, snap checker.WorkerSnapshot) {
 
 // Fleet is the leased workload's worker sidecars: one `permitd worker
 // --test-hooks` process each, supervised by package process, all on
-// loopback in the runner's namespace and gossiping with each other.
+// loopback in the runner's namespace and gossiping with each other; and
+// the lease relays some of them send their lease commands through
+// (relay.go).
 type Fleet struct {
 	bin      string
 	cfg      Config
@@ -76,6 +81,7 @@ type Fleet struct {
 	start    time.Time
 	logf     func(string, ...any)
 	sidecars []*sidecar
+	relays   []*relayProc
 	hc       *http.Client
 
 	mu       sync.Mutex
@@ -87,7 +93,8 @@ type Fleet struct {
 
 // NewFleet lays out cfg.Workers sidecars of bin in cfg.Groups groups
 // (worker i in group i%G+1, named like the other workloads' workers) on
-// loopback, leasing limit from servers; nothing is started. With
+// loopback, leasing limit from servers, and RelayCount relays (sidecar i
+// through relay RelayOf(i)); nothing is started. With
 // cfg.Creds they reach the servers over TLS with the worker token (given
 // in their environment, out of the logged command line).
 func NewFleet(bin string, cfg Config, limit string, servers []string, logf func(string, ...any)) (*Fleet, error) {
@@ -106,14 +113,25 @@ func NewFleet(bin string, cfg Config, limit string, servers []string, logf func(
 			h.Close()
 		}
 	}()
+	nr := RelayCount(cfg.Leased.Relays, cfg.Workers)
+	hr, err := f.layoutRelays(nr, dir)
+	for _, h := range hr {
+		held = append(held, h)
+	}
+	if err != nil {
+		f.closeProxies()
+		return nil, err
+	}
 	for i := range cfg.Workers {
 		h, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			f.closeProxies()
 			return nil, fmt.Errorf("workload: no free port for a worker: %w", err)
 		}
 		held = append(held, h)
 		gossip, closers, err := gossipPort()
 		if err != nil {
+			f.closeProxies()
 			return nil, err
 		}
 		held = append(held, closers...)
@@ -121,6 +139,9 @@ func NewFleet(bin string, cfg Config, limit string, servers []string, logf func(
 		s := &sidecar{
 			Name: name, Group: fmt.Sprintf("g%d", i%max(cfg.Groups, 1)+1), Index: i,
 			HTTPAddr: h.Addr().String(), GossipAddr: gossip, LogPath: filepath.Join(dir, name+".log"),
+		}
+		if r := RelayOf(i, nr); r >= 0 {
+			s.relay = f.relays[r]
 		}
 		s.proc = process.New(process.Spec{Name: name, Label: "worker " + name, LogPath: s.LogPath, Logf: logf,
 			Command: func() (string, []string) { return f.bin, f.args(s) }, Env: cfg.Creds.WorkerEnv()})
@@ -162,6 +183,9 @@ func (f *Fleet) args(s *sidecar) []string {
 	if f.cfg.Leased.Margin > 0 {
 		args = append(args, "--margin", f.cfg.Leased.Margin.String())
 	}
+	if s.relay != nil {
+		args = append(args, "--relay", s.relay.Listen)
+	}
 	// A secure run: TLS to the agents (the token is in the environment,
 	// see NewFleet); the sidecar itself stays plain HTTP on loopback.
 	args = append(args, f.cfg.Creds.WorkerArgs()...)
@@ -180,12 +204,15 @@ func (f *Fleet) startOne(s *sidecar) error {
 	return nil
 }
 
-// Launch starts every sidecar and waits until each answers /healthz (a
-// worker serves only once it holds its first lease or gave up trying);
-// start is the history's time base. On error the caller must still call
-// StopAll.
+// Launch starts the relays, then every sidecar, and waits until each
+// answers /healthz (a worker serves only once it holds its first lease or
+// gave up trying); start is the history's time base. On error the caller
+// must still call StopAll.
 func (f *Fleet) Launch(ctx context.Context, start time.Time) error {
 	f.start = start
+	if err := f.launchRelays(ctx); err != nil {
+		return err
+	}
 	for _, s := range f.sidecars {
 		if err := f.startOne(s); err != nil {
 			return err
@@ -300,13 +327,24 @@ func (f *Fleet) reconcile(ctx context.Context) {
 }
 
 // StopAll stops every sidecar gracefully (SIGTERM: the worker returns its
-// lease; SIGKILL after grace), in parallel.
+// lease; SIGKILL after grace), in parallel, then the relays (after the
+// workers, whose returns may go through them) and their proxies.
 func (f *Fleet) StopAll(grace time.Duration) {
 	var wg sync.WaitGroup
 	for _, s := range f.sidecars {
 		wg.Go(func() { s.proc.Stop(grace) })
 	}
 	wg.Wait()
+	f.stopRelays(context.Background(), grace)
+}
+
+// closeProxies closes the relays' proxies (a layout given up).
+func (f *Fleet) closeProxies() {
+	for _, rp := range f.relays {
+		for _, p := range rp.proxies {
+			p.Close()
+		}
+	}
 }
 
 // Finish reads every sidecar twice after the load stopped (the counters'

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/permitd/permitd/jepsen-lite/runner/internal/wait"
@@ -51,12 +52,13 @@ func (f *Fleet) Kill(ctx context.Context, i int) error {
 // addresses, as a new incarnation.
 func (f *Fleet) Start(i int) error { return f.startOne(f.sidecars[i]) }
 
-// HealAll lifts every register fault, restarts dead sidecars and
-// continues paused ones (the final heal).
+// HealAll lifts every register fault and the relays' cut, restarts dead
+// relays and sidecars and continues paused sidecars (the final heal).
 func (f *Fleet) HealAll(ctx context.Context) {
 	f.mu.Lock()
 	clear(f.isolated)
 	f.mu.Unlock()
+	f.healRelays(ctx)
 	for _, s := range f.sidecars {
 		if !s.proc.State().Up {
 			if err := f.startOne(s); err != nil {
@@ -97,17 +99,30 @@ func (f *Fleet) isolatedMode(group string) string {
 	return f.isolated[group]
 }
 
-// UnexpectedExits lists the sidecar processes that exited without the
-// runner's signal, as "NAME (pid P)".
+// UnexpectedExits lists the sidecar and relay processes that exited
+// without the runner's signal, as "NAME (pid P)".
 func (f *Fleet) UnexpectedExits() []string {
 	var out []string
 	for _, s := range f.sidecars {
 		out = append(out, s.proc.UnexpectedExits()...)
+	}
+	for _, rp := range f.relays {
+		out = append(out, rp.proc.UnexpectedExits()...)
 	}
 	return out
 }
 
 // String describes the fleet for progress lines.
 func (f *Fleet) String() string {
-	return fmt.Sprintf("%d worker sidecars in %d groups, lease ttl %v", len(f.sidecars), max(f.cfg.Groups, 1), f.cfg.Leased.TTL)
+	s := fmt.Sprintf("%d worker sidecars in %d groups, lease ttl %v", len(f.sidecars), max(f.cfg.Groups, 1), f.cfg.Leased.TTL)
+	for _, rp := range f.relays {
+		var via []string
+		for _, sc := range f.sidecars {
+			if sc.relay == rp {
+				via = append(via, sc.Name)
+			}
+		}
+		s += fmt.Sprintf("; relay %s (upstream %s) for %s", rp.Name, rp.Upstream, strings.Join(via, ","))
+	}
+	return s
 }

@@ -24,6 +24,9 @@ type LeasedSummary struct {
 	// Fleet sums every process's last counters.
 	Fleet   checker.WorkerCounters `json:"fleet"`
 	Workers []LeasedWorkerReport   `json:"workers"`
+	// Relays are the lease relays some workers send their lease
+	// commands through.
+	Relays []LeasedRelayReport `json:"relays,omitempty"`
 }
 
 // LeasedWorkerReport is one sidecar in the summary.
@@ -34,6 +37,9 @@ type LeasedWorkerReport struct {
 	GossipAddr string `json:"gossip_addr"`
 	Log        string `json:"log"`
 	Restarts   int    `json:"restarts"`
+	// Relay is the relay it sends its lease commands through first (""
+	// the register directly).
+	Relay string `json:"relay,omitempty"`
 	// Last is the sum of every process's last read counters.
 	Last checker.WorkerCounters `json:"last"`
 	// Grants are the 200 answers the runner received from it.
@@ -52,6 +58,9 @@ func (f *Fleet) Summary(c, o int64, formula string) *LeasedSummary {
 	for _, s := range f.sidecars {
 		rep := LeasedWorkerReport{Name: s.Name, Group: s.Group, HTTPAddr: s.HTTPAddr, GossipAddr: s.GossipAddr,
 			Log: filepath.Join("workers", s.Name+".log"), Restarts: s.proc.Restarts()}
+		if s.relay != nil {
+			rep.Relay = s.relay.Name
+		}
 		s.mu.Lock()
 		for _, inc := range s.incs {
 			rep.Grants += len(inc.GrantNanos)
@@ -63,6 +72,7 @@ func (f *Fleet) Summary(c, o int64, formula string) *LeasedSummary {
 		out.Fleet.Add(rep.Last)
 		out.Workers = append(out.Workers, rep)
 	}
+	out.Relays = f.relayReports()
 	return out
 }
 
@@ -82,17 +92,24 @@ func (f *Fleet) Observations() *checker.LeasedInput {
 	return in
 }
 
-// Logs returns the sidecars' logs for the logs checker.
+// Logs returns the sidecars' and the relays' logs for the logs checker.
 func (f *Fleet) Logs() ([]checker.Log, []string) {
+	var paths []string
+	for _, s := range f.sidecars {
+		paths = append(paths, s.LogPath)
+	}
+	for _, rp := range f.relays {
+		paths = append(paths, rp.LogPath)
+	}
 	var logs []checker.Log
 	var errs []string
-	for _, s := range f.sidecars {
-		b, err := os.ReadFile(s.LogPath)
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
 		}
-		logs = append(logs, checker.Log{Name: "workers/" + s.Name + ".log", Text: string(b)})
+		logs = append(logs, checker.Log{Name: "workers/" + filepath.Base(path), Text: string(b)})
 	}
 	return logs, errs
 }

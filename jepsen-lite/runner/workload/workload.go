@@ -55,6 +55,11 @@ type LeasedConfig struct {
 	// WorkerFlags are extra flags for every worker sidecar, for example
 	// --test-double-lease.
 	WorkerFlags []string `json:"worker_flags,omitempty"`
+	// Relays is how many lease relays (`permitd relay`) some of the
+	// sidecars send their lease commands through (see RelayCount and
+	// RelayOf): 0 the default (2 from 3 workers on, 1 with 2), negative
+	// none.
+	Relays int `json:"relays,omitempty"`
 }
 
 // Config is what the workers need of a run's configuration.

@@ -73,6 +73,7 @@ type Token struct {
 // run.
 type Creds struct {
 	dir    string
+	nodes  []string
 	hosts  []string
 	tokens []Token
 	admin  string // the admin token's secret
@@ -92,7 +93,7 @@ func Create(ctx context.Context, req Request) (*Creds, error) {
 	if err := os.MkdirAll(filepath.Dir(req.Dir), 0o755); err != nil {
 		return nil, fmt.Errorf("secure: %w", err)
 	}
-	c := &Creds{dir: req.Dir, hosts: Hosts(req.Addrs)}
+	c := &Creds{dir: req.Dir, nodes: slices.Clone(req.Nodes), hosts: Hosts(req.Addrs)}
 	if _, err := permitd(ctx, req.Bin, "certs", "create", "--out", req.Dir,
 		"--nodes", strings.Join(req.Nodes, ","), "--hosts", strings.Join(c.hosts, ",")); err != nil {
 		return nil, err
@@ -256,6 +257,22 @@ func (c *Creds) WorkerArgs() []string {
 		return nil
 	}
 	return []string{"--tls-ca", filepath.Join(c.dir, CAFile)}
+}
+
+// RelayArgs are a lease relay's flags in a secure run: TLS to the agents
+// (the run's CA; its token is the worker token of WorkerEnv) and its own
+// listener over TLS, with the first node's certificate (valid for
+// 127.0.0.1, where the relays listen) and the agents' token file (a
+// worker must present its worker token), since a worker talks TLS to all
+// its servers or to none. None for a plain run.
+func (c *Creds) RelayArgs() []string {
+	if c == nil {
+		return nil
+	}
+	id := c.nodes[0]
+	return []string{"--tls-ca", filepath.Join(c.dir, CAFile),
+		"--listen-tls-cert", filepath.Join(c.dir, "node-"+id+".crt"), "--listen-tls-key", filepath.Join(c.dir, "node-"+id+".key"),
+		"--token-file", filepath.Join(c.dir, TokenFile)}
 }
 
 // WorkerEnv is the environment that gives a worker sidecar the worker
