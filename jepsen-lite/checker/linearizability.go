@@ -25,7 +25,11 @@ type LinearizabilityInput struct {
 	// TimelineLagNanos (>= 0) is how far the cluster timeline fell behind
 	// real time over the run (elections lose time; the timeline never runs
 	// ahead). Measure it as (run time elapsed) − (cluster_now_ns elapsed)
-	// between the first and last /v1/status, plus margin.
+	// between the first and last /v1/status, plus margin. The lag at the
+	// end bounds every earlier lag only because the timeline never
+	// advances faster than real time between two stamps, so its lag never
+	// shrinks: a register whose timeline catches up lost time fails here
+	// (jepsen-lite seed 2367 found one).
 	TimelineLagNanos int64
 	// Timeout bounds the search per limit (0 = none). A timeout makes the
 	// result invalid with an "unknown" violation: not proven either way.
