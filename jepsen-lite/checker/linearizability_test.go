@@ -14,6 +14,16 @@ func TestLinearizability(t *testing.T) {
 	fresh := func(m int64) map[string]RegisterSpec {
 		return map[string]RegisterSpec{"api": {IntervalNanos: sec, MaxReserved: m, Fresh: true}}
 	}
+	// Seed 2367's shape: the timeline stands still (the leader's clock
+	// stalled), so the queue stays full and every refusal names the same
+	// slot; over 3 s that needs a lag of 3 s.
+	stalled := []opSpec{
+		{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
+		{p: 1, call: 20 * ms, ret: 30 * ms, typ: ok, maxWait: 2 * sec, resp: granted(980 * ms)},
+		{p: 2, call: 500 * ms, ret: 510 * ms, typ: fail, resp: refused(1500 * ms)},
+		{p: 2, call: 1500 * ms, ret: 1510 * ms, typ: fail, resp: refused(1500 * ms)},
+		{p: 2, call: 3500 * ms, ret: 3510 * ms, typ: fail, resp: refused(1500 * ms)},
+	}
 	tests := []struct {
 		name   string
 		limits map[string]RegisterSpec
@@ -188,30 +198,8 @@ func TestLinearizability(t *testing.T) {
 				{p: 1, call: 2 * sec, ret: 2*sec + 10*ms, typ: ok, maxWait: 5 * sec, resp: granted(3 * sec)},
 			},
 		},
-		{
-			// Seed 2367's shape: the timeline stands still (the leader's
-			// clock stalled), so the queue stays full and every refusal
-			// names the same slot; over 3 s that needs a lag of 3 s.
-			name: "a stalled timeline beyond the lag budget", limits: fresh(1), lag: sec,
-			ops: []opSpec{
-				{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
-				{p: 1, call: 20 * ms, ret: 30 * ms, typ: ok, maxWait: 2 * sec, resp: granted(980 * ms)},
-				{p: 2, call: 500 * ms, ret: 510 * ms, typ: fail, resp: refused(1500 * ms)},
-				{p: 2, call: 1500 * ms, ret: 1510 * ms, typ: fail, resp: refused(1500 * ms)},
-				{p: 2, call: 3500 * ms, ret: 3510 * ms, typ: fail, resp: refused(1500 * ms)},
-			},
-			want: "earliest op outside it: #8",
-		},
-		{
-			name: "a stalled timeline within the lag budget", limits: fresh(1), lag: 4 * sec, valid: true,
-			ops: []opSpec{
-				{p: 0, call: 0, ret: 10 * ms, typ: ok, resp: granted(0)},
-				{p: 1, call: 20 * ms, ret: 30 * ms, typ: ok, maxWait: 2 * sec, resp: granted(980 * ms)},
-				{p: 2, call: 500 * ms, ret: 510 * ms, typ: fail, resp: refused(1500 * ms)},
-				{p: 2, call: 1500 * ms, ret: 1510 * ms, typ: fail, resp: refused(1500 * ms)},
-				{p: 2, call: 3500 * ms, ret: 3510 * ms, typ: fail, resp: refused(1500 * ms)},
-			},
-		},
+		{name: "a stalled timeline beyond the lag budget", limits: fresh(1), lag: sec, ops: stalled, want: "earliest op outside it: #8"},
+		{name: "a stalled timeline within the lag budget", limits: fresh(1), lag: 4 * sec, ops: stalled, valid: true},
 		{
 			name: "slot 10ms early without tolerance", limits: fresh(5),
 			ops: []opSpec{

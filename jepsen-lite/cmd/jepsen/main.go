@@ -92,15 +92,8 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return runner.ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "jepsen: unexpected arguments %q\n", fs.Args())
-		return runner.ExitUsage
+	if code, done := parse(fs, args, stderr); done {
+		return code
 	}
 	var err error
 	if cfg.Nemeses, err = runner.ParseNemeses(nemesis); err != nil {
@@ -118,12 +111,37 @@ Flags:
 	}
 	sum, err := runner.Run(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "jepsen:", err)
-		if errors.Is(err, runner.ErrInvalid) || errors.Is(err, runner.ErrNotImplemented) {
-			return runner.ExitUsage
-		}
-		return runner.ExitHarness
+		return failed(stderr, fs.Name(), err, runner.ErrNotImplemented)
 	}
 	fmt.Fprintf(stdout, "%s: %s (exit %d)\n", cfg.OutDir, sum.Verdict, sum.ExitCode)
 	return sum.ExitCode
+}
+
+// parse parses args into fs; done reports that the command ends here with
+// code: 0 after --help, ExitUsage for a bad flag or a stray argument.
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return runner.ExitUsage, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", fs.Name(), fs.Args())
+		return runner.ExitUsage, true
+	}
+	return 0, false
+}
+
+// failed reports err, which kept the command from running, and returns
+// its exit status: ExitUsage for a configuration error (runner.ErrInvalid
+// or one of usage), ExitHarness otherwise.
+func failed(stderr io.Writer, name string, err error, usage ...error) int {
+	fmt.Fprintln(stderr, name+":", err)
+	for _, u := range append(usage, runner.ErrInvalid) {
+		if errors.Is(err, u) {
+			return runner.ExitUsage
+		}
+	}
+	return runner.ExitHarness
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -62,24 +61,15 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return runner.ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "jepsen sweep: unexpected arguments %q\n", fs.Args())
-		return runner.ExitUsage
+	if code, done := parse(fs, args, stderr); done {
+		return code
 	}
 	var err error
 	if cfg.Seeds, err = sweep.ParseSeeds(seeds); err != nil {
-		fmt.Fprintln(stderr, "jepsen sweep:", err)
-		return runner.ExitUsage
+		return failed(stderr, fs.Name(), err, sweep.ErrInvalid)
 	}
 	if cfg.Workloads, err = sweep.ParseWorkloads(workloads); err != nil {
-		fmt.Fprintln(stderr, "jepsen sweep:", err)
-		return runner.ExitUsage
+		return failed(stderr, fs.Name(), err, sweep.ErrInvalid)
 	}
 	if cfg.OutDir == "" {
 		cfg.OutDir = "jepsen-lite/out/sweep-" + time.Now().UTC().Format("20060102T150405Z")
@@ -90,11 +80,7 @@ Flags:
 	}
 	sum, err := sweep.Run(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "jepsen sweep:", err)
-		if errors.Is(err, sweep.ErrInvalid) || errors.Is(err, runner.ErrInvalid) {
-			return runner.ExitUsage
-		}
-		return runner.ExitHarness
+		return failed(stderr, fs.Name(), err, sweep.ErrInvalid)
 	}
 	fmt.Fprintf(stdout, "%s/sweep.txt: %s (exit %d)\n", cfg.OutDir, sum.Totals.Line(), sum.ExitCode)
 	return sum.ExitCode
