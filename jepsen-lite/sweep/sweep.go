@@ -23,6 +23,9 @@ type Config struct {
 	// Nodes, if 3 or 5, fixes every run's cluster size (default 0:
 	// alternating, see Profile.Nodes).
 	Nodes int
+	// Nemesis, if set, replaces every profile's fault list (a sweep
+	// aimed at some faults: "relay,worker" for the leased workload).
+	Nemesis string
 	// Duration is each run's length (default 20s; at least the runner's
 	// 15s).
 	Duration time.Duration
@@ -80,6 +83,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Profiles == nil {
 		c.Profiles = DefaultProfiles
+	}
+	if c.Nemesis != "" {
+		profiles := make(map[string]Profile, len(c.Profiles))
+		for w, p := range c.Profiles {
+			p.Nemesis = c.Nemesis
+			profiles[w] = p
+		}
+		c.Profiles = profiles
 	}
 	if c.Duration == 0 {
 		c.Duration = defaultDuration

@@ -223,6 +223,27 @@ func TestSweep(t *testing.T) {
 	}
 }
 
+// TestSweepNemesisOverride: --nemesis replaces every profile's faults,
+// for the runs and their replay commands.
+func TestSweepNemesisOverride(t *testing.T) {
+	var seen []string
+	run := func(_ context.Context, rc runner.Config) (*runner.Summary, error) {
+		seen = append(seen, runner.Generate(rc)[0].Fault)
+		return &runner.Summary{Verdict: "valid"}, nil
+	}
+	sum, err := Run(context.Background(), Config{Seeds: []uint64{1, 2}, Workloads: []string{"leased"}, Nemesis: "relay:kill",
+		OutDir: t.TempDir(), PermitdBin: "/bin/true", run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(seen, []string{"relay", "relay"}) || !strings.Contains(sum.Runs[0].Replay, "--nemesis relay:kill ") {
+		t.Fatalf("faults %v, replay %q; want relay faults only", seen, sum.Runs[0].Replay)
+	}
+	if DefaultProfiles["leased"].Nemesis == "relay:kill" {
+		t.Fatal("the override changed the default profiles")
+	}
+}
+
 func TestSweepStopsOnFailure(t *testing.T) {
 	f := newFake(map[string][]int{"window/seed1": {runner.ExitSafety}})
 	sum, err := Run(context.Background(), Config{Seeds: []uint64{1, 2}, Workloads: []string{"strict", "window", "multi"},
@@ -276,12 +297,13 @@ func TestSweepRefusesBadPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]Config{
-		"too many runs":    {Seeds: []uint64{1, 2, 3}, MaxRuns: 11},
-		"too short":        {Seeds: []uint64{1}, Duration: 5 * time.Second},
-		"no seeds":         {},
-		"bad size":         {Seeds: []uint64{1}, Nodes: 4},
-		"bad retries":      {Seeds: []uint64{1}, Retries: -1},
-		"output not empty": {Seeds: []uint64{1}, OutDir: full},
+		"relay faults on strict": {Seeds: []uint64{1}, Workloads: []string{"strict", "leased"}, Nemesis: "relay"},
+		"too many runs":          {Seeds: []uint64{1, 2, 3}, MaxRuns: 11},
+		"too short":              {Seeds: []uint64{1}, Duration: 5 * time.Second},
+		"no seeds":               {},
+		"bad size":               {Seeds: []uint64{1}, Nodes: 4},
+		"bad retries":            {Seeds: []uint64{1}, Retries: -1},
+		"output not empty":       {Seeds: []uint64{1}, OutDir: full},
 	}
 	for name, c := range cases {
 		f := newFake(nil)
