@@ -267,6 +267,9 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		if err != nil {
 			return nil, err
 		}
+		if d := n.testDelayForwardedAnswer.Load(); d > 0 && e.Type == fsm.CmdReserveBatch {
+			n.pause(ctx, time.Duration(d))
+		}
 		return encodeResult(v)
 	}
 	strs := func(k int) ([]string, error) {

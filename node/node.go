@@ -240,6 +240,10 @@ type Node struct {
 	// testNoCommandBatch, set only by tests, makes the node answer
 	// wire.OpCommandBatch as a version without it does.
 	testNoCommandBatch atomic.Bool
+	// testDelayForwardedAnswer, set only by tests, delays (nanoseconds)
+	// the leader's answer to a forwarded reserve after its durations are
+	// fixed: a slow network leg from the leader back to the follower.
+	testDelayForwardedAnswer atomic.Int64
 }
 
 // New starts a node: it opens (or creates) its data directory, starts raft
