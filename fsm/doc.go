@@ -519,9 +519,12 @@
 // cluster time of the entry that decided it; the leader subtracts the time
 // its timeline counted since then, which is never more than the real time
 // since (the timeline runs no faster), so E is at least the rest after
-// the answer leaves; and the client counts that rest from its request's
-// sending plus the time the node held the request (held_ns), which is no
-// later than the answer's departure.
+// the answer leaves; a follower that forwarded the reserve counts that
+// rest from its sending of the call plus the time the leader held it, not
+// from the answer's arrival (package node, answer.go: else the way back
+// would lengthen it); and the client counts the rest the node answers
+// from its request's sending plus the time the node held the request
+// (held_ns), which is no later than the node's answer.
 //
 // Each rate limit's bound holds too: a waiting reserve reserves nothing
 // on a rate limit while it waits; at g it is a grant the limit could

@@ -35,6 +35,18 @@ import (
 //     leader's answer was read off the connection (the leader subtracted
 //     its own).
 //
+// An expiry is the other way round: it must never be counted from a moment
+// later than the one its node made it for (else the client would use the
+// permit, or hold the slot, after the register stopped counting it). So a
+// follower subtracts from a forwarded answer's expiry the time since it
+// sent the call less the time the leader held it (relayedResult): the
+// leader's answer counts from a moment at least that long after the call
+// was sent, however long the answer then took to come back. Counting from
+// its arrival instead would lengthen the expiry by the leader-to-follower
+// delay, which a client that counts from its sending plus the time the
+// node held its request (held_ns, a reserve that waited in an in-flight
+// cap's queue) would no longer absorb.
+//
 // What is left is the network's one-way delay from the sender to the
 // client, which can only make a permit later, and its jitter. A grant
 // whose (first) permit expired while held becomes an expired answer
@@ -57,6 +69,23 @@ func shiftResult(res fsm.ReserveResult, held time.Duration) fsm.ReserveResult {
 		}
 	case fsm.Refused, fsm.Busy:
 		res.RetryAfterNanos = max(res.RetryAfterNanos-h, 1)
+	}
+	return res
+}
+
+// relayedResult is the leader's answer d to a reserve this follower
+// forwarded (sent: no later than the call's sending; received: when the
+// answer was read), relative to now: its wait and retry shifted by the
+// time since received, its expiry by the time since sent less d.held
+// (the time the leader held the call before its durations count), or
+// since received if that is more.
+func relayedResult(d decidedReserve, sent, received time.Time) fsm.ReserveResult {
+	now := time.Now()
+	res := shiftResult(d.res, now.Sub(received))
+	if extra := now.Sub(sent) - d.held - now.Sub(received); extra > 0 && res.ExpiresInNanos > 0 {
+		if res.ExpiresInNanos -= int64(extra); res.ExpiresInNanos <= 0 {
+			res.ExpiresInNanos = -1
+		}
 	}
 	return res
 }

@@ -146,8 +146,11 @@ func (n *Node) commandLocal(ctx context.Context, e fsm.Entry) (any, error) {
 			}
 			return nil, err
 		}
-		if d.res.Status != fsm.Granted || d.res.Duplicate || d.res.ExpiresInNanos <= 0 {
-			return d.res, nil // the follower cannot find it expired: no index needed
+		if d.res.Status != fsm.Granted || d.res.ExpiresInNanos <= 0 {
+			return d.res, nil // no expiry for the follower to count or find expired
+		}
+		if d.res.Duplicate {
+			d.index = 0 // a replay: nothing to report if it expires
 		}
 		return d, nil
 	case fsm.CmdPutLimit:
@@ -238,6 +241,7 @@ func retryAmbiguous[T any](n *Node, ctx context.Context, idempotent bool, until 
 // handleForwarded serves one operation forwarded by a follower. It never
 // forwards again: if this node is not the leader it says so.
 func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]byte, error) {
+	read := time.Now() // the call was read off the connection by now
 	if !n.waitLeading(ctx) {
 		return nil, fmt.Errorf("%w: %s is not the leader", ErrNoLeader, n.cfg.ID)
 	}
@@ -266,6 +270,12 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		v, err := n.commandLocal(ctx, e)
 		if err != nil {
 			return nil, err
+		}
+		if d, ok := v.(decidedReserve); ok {
+			// The follower counts the expiry from its sending of the call
+			// plus this, never from when the answer reaches it.
+			d.held = max(d.at.Sub(read), 0)
+			v = d
 		}
 		if d := n.testDelayForwardedAnswer.Load(); d > 0 && e.Type == fsm.CmdReserveBatch {
 			n.pause(ctx, time.Duration(d))

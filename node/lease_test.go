@@ -292,7 +292,8 @@ func FuzzResultCodec(f *testing.F) {
 		mustEncode(encodeResult(fsm.DeleteResult{Existed: true})),
 		mustEncode(encodeResult(fsm.SessionResult{ID: 4, IdleNanos: 5})),
 		mustEncode(encodeResult(fsm.LeaseResult{Status: fsm.LeaseFenced, Detail: "f"})),
-		mustEncode(encodeResult(decidedReserve{res: fsm.ReserveResult{Status: fsm.Granted, ExpiresInNanos: 5, ReservationID: 2}, index: 9})),
+		mustEncode(encodeResult(decidedReserve{res: fsm.ReserveResult{Status: fsm.Granted, ExpiresInNanos: 5, ReservationID: 2}, index: 9, held: 7})),
+		{resultReserveDecided, 9, 2, 0, 0, 1, 0, 0, 5, 0, 0, 0},
 		mustEncode(encodeResult(fsm.ExpiredGrantsResult{Counted: 3})),
 		mustEncode(fsm.AppendLease(nil, fsm.Stamp{}, fsm.Lease{Limit: "api", Holder: "h", Group: "g", Weight: 3, DemandMilliPermitsPerSec: 1e12, TTLNanos: 1e9, RequestID: "r"})),
 		mustEncode(fsm.AppendReturn(nil, fsm.Stamp{}, fsm.Return{Report: fsm.Report{Limit: "api", LeaseID: 9, Epoch: 1, SpentPermits: 1}, RequestID: "x"})),
@@ -379,7 +380,7 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 	// Every result goes through the one codec.
 	for _, v := range []any{res, pres, fsm.PutResult{Version: 1, Created: true, Detail: "d"}, fsm.DeleteResult{Existed: true, Detail: "d"},
 		fsm.SessionResult{ID: 1, IdleNanos: 2}, fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 3, Duplicate: true, Detail: "d"},
-		decidedReserve{res: fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, ExpiresInNanos: 2, SpacingNanos: 3, ReservationID: 4, Holds: true}, index: 1 << 40},
+		decidedReserve{res: fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, ExpiresInNanos: 2, SpacingNanos: 3, ReservationID: 4, Holds: true}, index: 1 << 40, held: 5 * time.Second},
 		fsm.ExpiredGrantsResult{Counted: 7}} {
 		b, err := encodeResult(v)
 		if err != nil {

@@ -60,8 +60,10 @@ func (n *Node) reserve(ctx context.Context, r fsm.Reserve, held bool) (fsm.Reser
 	// up on the leader's answer at once, after the leader had decided.
 	leaderBy := time.Now().Add(wire.AddNanos(time.Duration(r.MaxWaitNanos), n.cfg.LeaderWait))
 	idempotent := r.RequestID != "" || r.Session.ID != 0
-	var entry []byte // built once, the first time a leader is elsewhere
+	var entry []byte   // built once, the first time a leader is elsewhere
+	var sent time.Time // no later than the latest forward's sending
 	payload := func() ([]byte, error) {
+		sent = time.Now()
 		if entry == nil {
 			var err error
 			if entry, err = fsm.AppendReserveBatch(nil, fsm.Stamp{}, []fsm.Reserve{r}); err != nil {
@@ -89,7 +91,7 @@ func (n *Node) reserve(ctx context.Context, r fsm.Reserve, held bool) (fsm.Reser
 				if hold := n.testHoldRelayed; hold != nil {
 					hold()
 				}
-				return n.resultToErr(r, shiftResult(d.res, time.Since(received)), d.index)
+				return n.resultToErr(r, relayedResult(d, sent, received), d.index)
 			})
 	})
 }
@@ -160,8 +162,9 @@ func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (decidedReserve,
 	if out.res.Status == fsm.Queued {
 		return n.awaitWaiter(ctx, r, out.res)
 	}
+	at := time.Now() // before the shift: the durations count from at
 	res, err := n.resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)), out.index)
-	return decidedReserve{res: res, index: out.index}, err
+	return decidedReserve{res: res, index: out.index, at: at}, err
 }
 
 // resultToErr maps domain outcomes that the API reports as errors. A

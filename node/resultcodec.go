@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
@@ -28,18 +30,33 @@ const (
 	resultSettle
 	resultRelease
 	// resultReserveDecided is a tracked reserve result preceded by the
-	// raft index of the entry that decided it (decidedReserve).
+	// raft index of the entry that decided it (decidedReserve). A leader
+	// now sends resultReserveHeld instead; it is still decoded.
 	resultReserveDecided
 	resultExpiredGrants
+	// resultReserveHeld is a tracked reserve result preceded by the raft
+	// index of the entry that decided it (0: a replay) and by how long the
+	// leader held the forwarded call before the result's durations count
+	// (decidedReserve.held).
+	resultReserveHeld
 )
 
 // decidedReserve is a reserve's result with the raft index of the entry
-// that decided it: the leader sends it for a fresh grant with an expiry,
-// which the forwarding follower may find expired and then reports
-// (expiredgrants.go).
+// that decided it: the leader sends it for a grant with an expiry, which
+// the forwarding follower may find expired and then reports
+// (expiredgrants.go; index 0 for a replay, which is not reported).
+//
+// at is the moment, on the node that made res, from which res's
+// durations count (taken before its held time was subtracted: the
+// register's hold outlasts at + ExpiresInNanos). held is, in an answer
+// to a forwarded reserve, at minus the moment the leader read the call:
+// the follower counts the expiry from its sending of the call plus held,
+// never from when the answer came back (answer.go).
 type decidedReserve struct {
 	res   fsm.ReserveResult
 	index uint64
+	at    time.Time
+	held  time.Duration
 }
 
 // decodeReserveAnswer decodes the leader's answer to a forwarded reserve:
@@ -62,8 +79,9 @@ func decodeReserveAnswer(b []byte) (decidedReserve, error) {
 func encodeResult(v any) ([]byte, error) {
 	switch res := v.(type) {
 	case decidedReserve:
-		w := wire.Enc{B: []byte{resultReserveDecided}}
+		w := wire.Enc{B: []byte{resultReserveHeld}}
 		w.Uvar(res.index)
+		w.Uvar(uint64(max(res.held, 0)))
 		return appendTracked(w, res.res), nil
 	case fsm.ReserveResult:
 		if res.ReservationID != 0 || res.Blocking != "" {
@@ -146,14 +164,8 @@ func decodeResult(b []byte) (any, error) {
 		return res, r.Done()
 	case resultReserveTracked:
 		return decodeTracked(wire.Dec{B: p})
-	case resultReserveDecided:
-		r := wire.Dec{B: p}
-		index := r.Uvar()
-		if err := r.Err(); err != nil {
-			return nil, err
-		}
-		res, err := decodeTracked(r)
-		return decidedReserve{res: res, index: index}, err
+	case resultReserveDecided, resultReserveHeld:
+		return decodeDecided(wire.Dec{B: p}, b[0] == resultReserveHeld)
 	case resultSettle:
 		r := wire.Dec{B: p}
 		res := fsm.SettleResult{Status: fsm.SettleStatus(r.Uvar()), Duplicate: r.Bool(), Detail: r.Str()}
@@ -185,6 +197,26 @@ func decodeResult(b []byte) (any, error) {
 		return decodeLeasePolicyResult(p)
 	}
 	return nil, fmt.Errorf("%w: result tag %d", wire.ErrMalformed, b[0])
+}
+
+// decodeDecided decodes a decidedReserve: its index, its held time if
+// withHeld (else 0: the follower then counts the expiry from its sending
+// of the call), and its tracked result.
+func decodeDecided(r wire.Dec, withHeld bool) (decidedReserve, error) {
+	d := decidedReserve{index: r.Uvar()}
+	if withHeld {
+		held := r.Uvar()
+		if r.Err() == nil && held > math.MaxInt64 {
+			return decidedReserve{}, fmt.Errorf("%w: held %d ns", wire.ErrMalformed, held)
+		}
+		d.held = time.Duration(held)
+	}
+	if err := r.Err(); err != nil {
+		return decidedReserve{}, err
+	}
+	var err error
+	d.res, err = decodeTracked(r)
+	return d, err
 }
 
 // decodeTracked decodes a reserve result with its reservation fields.

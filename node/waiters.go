@@ -37,10 +37,13 @@ import (
 // (Result.NowNanos), and the leader subtracts the time its timeline has
 // counted since then (stamp - NowNanos), which is never more than the real
 // time since (the timeline never runs faster than real time): the wait
-// only gets longer, and the hold's expiry, counted by the client from when
-// it receives the answer, never lasts longer than the register counts it,
-// but for the answer's one-way network delay (as for every answer,
-// answer.go).
+// only gets longer, and the hold's expiry, counted from the moment the
+// leader answers, never lasts longer than the register counts it. A
+// follower that forwarded the reserve counts it from its own sending of
+// the call plus the time the leader held it (relayedResult, answer.go),
+// and the client from its request's sending plus the time the node it
+// talks to held it (held_ns): neither is later than the moment the
+// expiry was made for.
 //
 // A node that stops leading while it holds such an answer, or whose
 // client goes away, stops waiting: the reserve is still queued (or was
@@ -170,6 +173,7 @@ func (n *Node) awaitWaiter(ctx context.Context, r fsm.Reserve, queued fsm.Reserv
 	}
 	select {
 	case d := <-ch:
+		at := time.Now() // before the timeline's reading: the durations count from at
 		now, _, _, ok := n.timeline.stamp()
 		if !ok {
 			return abandoned("it no longer leads")
@@ -177,7 +181,7 @@ func (n *Node) awaitWaiter(ctx context.Context, r fsm.Reserve, queued fsm.Reserv
 		res := shiftResult(d.Result, time.Duration(max(now-d.Result.NowNanos, 0)))
 		res.Duplicate = queued.Duplicate
 		res, err := n.resultToErr(r, res, d.index)
-		return decidedReserve{res: res, index: d.index}, err
+		return decidedReserve{res: res, index: d.index, at: at}, err
 	case <-lost:
 		return abandoned("it no longer leads")
 	case <-ctx.Done():
