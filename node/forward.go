@@ -262,7 +262,11 @@ func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow 
 func (n *Node) servePipelined(c net.Conn, maxFrame uint32, admit func(op byte, payload []byte) admission, handle func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error)) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
-	sem := make(chan struct{}, maxForwardedInflight)
+	window := maxForwardedInflight
+	if w := n.testCallWindow.Load(); w > 0 {
+		window = int(w)
+	}
+	sem := make(chan struct{}, window)
 	// While calls of the connection have yet to queue their answers,
 	// those may join this flush; a lone caller's answer leaves at once.
 	var answersToCome atomic.Int64

@@ -244,6 +244,9 @@ type Node struct {
 	// the leader's answer to a forwarded reserve after its durations are
 	// fixed: a slow network leg from the leader back to the follower.
 	testDelayForwardedAnswer atomic.Int64
+	// testCallWindow, set only by tests, replaces maxForwardedInflight for
+	// the connections this node serves from then on.
+	testCallWindow atomic.Int64
 }
 
 // New starts a node: it opens (or creates) its data directory, starts raft
