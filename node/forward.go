@@ -320,8 +320,13 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, admit func(op byte, p
 		answersToCome.Add(1)
 		n.calls.run(func() {
 			defer wg.Done()
-			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+			// A reserve that waits in an in-flight cap's queue gives its
+			// place in the window back (waiters.go): waiting, it would
+			// stall the connection's later calls, among them the release
+			// it waits for.
+			ctx, leave := withAdmission(ctx, func() { <-sem })
+			defer leave()
 			resp, err := handle(ctx, f.Kind, f.Payload, held)
 			cancel()
 			if held {
@@ -352,7 +357,8 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, admit func(op byte, p
 const maxHeldRefusals = 256
 
 // maxForwardedInflight bounds the calls served at once on one forwarding
-// connection.
+// connection (a reserve waiting in an in-flight cap's queue is not
+// counted: the follower's MaxPendingReserves bounds those).
 const maxForwardedInflight = 4096
 
 func (n *Node) serveForwardListener() {

@@ -28,9 +28,11 @@ import (
 // that registers just after the entry that decided it still finds it.
 //
 // While it waits, the reserve holds no slot among the leader's
-// MaxPendingReserves (awaitWaiter gives it back); a follower that
-// forwarded it keeps its own slot for the whole call, since it cannot
-// tell that the reserve waits.
+// MaxPendingReserves nor a place in the window of calls of the connection
+// it was forwarded by (awaitWaiter gives both back: else as many waiters
+// as the window stalled every later call of that follower, the release
+// they wait for included); a follower that forwarded it keeps its own
+// slot for the whole call, since it cannot tell that the reserve waits.
 //
 // The answer is expressed relative to the moment it is sent: the decision
 // is relative to a cluster time of the entry that decided it
@@ -155,8 +157,9 @@ const errWaitAbandoned = "the reserve waits in an in-flight cap's queue, and thi
 // awaitWaiter holds the answer to reserve r, which the register queued
 // (queued: its answer, Queued, with the reservation's ID), until an
 // applied entry decides it, and returns that decision relative to now.
-// The pending-reserve slot r holds on this node is given back first: a
-// waiting reserve is no longer in the commit pipeline that bounds. It
+// The pending-reserve slot r holds on this node, and its place in the
+// window of the connection it came by, are given back first: a waiting
+// reserve is no longer in the commit pipeline those bound. It
 // fails with ErrNoLeader, an unknown outcome, when this node stops leading
 // or ctx ends first (reserveMayWait, on the node the client talks to,
 // retries or withdraws).
@@ -254,17 +257,21 @@ func (n *Node) withdraw(c fsm.Withdraw) {
 }
 
 // admissionKey carries, in a reserve's context, the function that gives
-// back its pending-reserve slot (overload.go).
+// back the slots it holds that a waiting reserve must not: its
+// pending-reserve slot (overload.go) and, for a call read off a pipelined
+// connection, its place in the connection's window (forward.go).
 type admissionKey struct{}
 
-// withAdmission returns ctx carrying release, made safe to call twice.
+// withAdmission returns ctx carrying release, made safe to call twice,
+// after the one ctx carried already (if any), and release alone.
 func withAdmission(ctx context.Context, release func()) (context.Context, func()) {
 	once := sync.OnceFunc(release)
-	return context.WithValue(ctx, admissionKey{}, once), once
+	outer := admissionFrom(ctx)
+	return context.WithValue(ctx, admissionKey{}, func() { once(); outer() }), once
 }
 
-// admissionFrom returns the function that gives back the pending-reserve
-// slot of the reserve ctx belongs to (a no-op if none).
+// admissionFrom returns the function that gives back the slots of the
+// reserve ctx belongs to (a no-op if none).
 func admissionFrom(ctx context.Context) func() {
 	if f, ok := ctx.Value(admissionKey{}).(func()); ok {
 		return f
