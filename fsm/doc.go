@@ -457,16 +457,21 @@
 //
 //   - On arrival (decideTracked), a reserve is granted at once as before
 //     (t* the latest Query of its limits, every cap fitting its part now)
-//     unless a cap it names is blocked: its part does not fit now, or an
-//     earlier reserve waits on it (no barging: the queue is fair, as a
-//     fair semaphore's). A blocked reserve whose rate limits alone could
-//     serve it within its max wait, and whose max wait is not 0, joins the
-//     queue of every limit it names and is answered Queued; otherwise it
-//     is refused at once, as before.
-//   - A waiting reserve is at the head of a cap when no earlier reserve
-//     waits on that cap. It is granted, at instant g, as soon as it is
-//     at the head of every cap it names and its parts fit in all of
-//     them: t* = max(g, the Query of each rate limit it names at g), its
+//     unless a cap it names blocks it: its part does not fit in what the
+//     cap has left beyond the permits it holds and those that the
+//     reserves waiting on it ask for (no barging: the queue is fair, as a
+//     fair semaphore's: no reserve takes permits an earlier one waits
+//     for). A blocked reserve whose rate limits alone could serve it
+//     within its max wait, and whose max wait is not 0, joins the queue
+//     of every limit it names and is answered Queued; otherwise it is
+//     refused at once, as before.
+//   - A waiting reserve fits a cap when its part fits in what the cap has
+//     left beyond the permits it holds and those that the reserves
+//     waiting on it earlier ask for: so a reserve that waits for another
+//     cap keeps its share of this one, and no more (later ones take the
+//     rest rather than idle behind it). It is granted, at instant g, as
+//     soon as it fits every cap it names: t* = max(g, the Query of each
+//     rate limit it names at g), its
 //     rate parts are committed served at t*, its caps' holds from g until
 //     t* + TTL (as a fresh grant decided at g would be). If t* is past its
 //     deadline it is refused instead, naming that rate limit: its rate

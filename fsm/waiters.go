@@ -27,17 +27,28 @@ type waiting struct {
 // waitQueues indexes the waiting reservations (derived from the
 // reservation table; Restore rebuilds it).
 type waitQueues struct {
-	// byLimit holds, per limit name, the IDs of the waiting reservations
-	// that name it, ascending (arrival order).
-	byLimit map[string][]uint64
+	// byLimit holds, per limit name, the queue of the waiting
+	// reservations that name it.
+	byLimit map[string]*waitQueue
 	// deadlines orders the waiting reservations by (deadline, id).
 	deadlines reservationHeap
 	// byRequestID finds a waiting reservation by its reserve's request ID.
 	byRequestID map[string]uint64
 }
 
+// waitQueue is the queue of one limit: the IDs of the waiting
+// reservations that name it, ascending (arrival order), and how many of
+// its permits those before each one ask for.
+type waitQueue struct {
+	ids []uint64
+	// ahead[i] is the sum of the permits the reservations ids[:i] ask of
+	// the limit; total the sum over all of them.
+	ahead []int64
+	total int64
+}
+
 func newWaitQueues() waitQueues {
-	return waitQueues{byLimit: map[string][]uint64{}, byRequestID: map[string]uint64{}, deadlines: reservationHeap{waiting: true}}
+	return waitQueues{byLimit: map[string]*waitQueue{}, byRequestID: map[string]uint64{}, deadlines: reservationHeap{waiting: true}}
 }
 
 // len is the number of waiting reservations.
@@ -46,7 +57,14 @@ func (q *waitQueues) len() int { return q.deadlines.Len() }
 // add indexes a waiting reservation whose ID is above every indexed one.
 func (q *waitQueues) add(rv *reservation) {
 	for _, p := range rv.parts {
-		q.byLimit[p.limit] = append(q.byLimit[p.limit], rv.id)
+		wq := q.byLimit[p.limit]
+		if wq == nil {
+			wq = &waitQueue{}
+			q.byLimit[p.limit] = wq
+		}
+		wq.ids = append(wq.ids, rv.id)
+		wq.ahead = append(wq.ahead, wq.total)
+		wq.total += p.permits
 	}
 	heap.Push(&q.deadlines, rv)
 	if id := rv.wait.requestID; id != "" {
@@ -57,24 +75,40 @@ func (q *waitQueues) add(rv *reservation) {
 // remove unindexes a waiting reservation.
 func (q *waitQueues) remove(rv *reservation) {
 	for _, p := range rv.parts {
-		ids := q.byLimit[p.limit]
-		if i, ok := slices.BinarySearch(ids, rv.id); ok {
-			ids = slices.Delete(ids, i, i+1)
+		wq := q.byLimit[p.limit]
+		i, ok := slices.BinarySearch(wq.ids, rv.id)
+		if !ok {
+			continue
 		}
-		if len(ids) == 0 {
+		wq.ids = slices.Delete(wq.ids, i, i+1)
+		wq.ahead = slices.Delete(wq.ahead, i, i+1)
+		for j := i; j < len(wq.ahead); j++ {
+			wq.ahead[j] -= p.permits
+		}
+		wq.total -= p.permits
+		if len(wq.ids) == 0 {
 			delete(q.byLimit, p.limit)
-		} else {
-			q.byLimit[p.limit] = ids
 		}
 	}
 	heap.Remove(&q.deadlines, rv.wait.heapIndex)
 	delete(q.byRequestID, rv.wait.requestID)
 }
 
-// head reports whether rv is the earliest waiting reservation on limit.
-func (q *waitQueues) head(limit string, id uint64) bool {
-	ids := q.byLimit[limit]
-	return len(ids) > 0 && ids[0] == id
+// ahead returns the permits of limit that the reservations waiting before
+// reservation id ask for (id 0, a reserve arriving now: all of them).
+func (q *waitQueues) ahead(limit string, id uint64) int64 {
+	wq := q.byLimit[limit]
+	switch {
+	case wq == nil:
+		return 0
+	case id == 0:
+		return wq.total
+	}
+	i, _ := slices.BinarySearch(wq.ids, id)
+	if i == len(wq.ids) {
+		return wq.total
+	}
+	return wq.ahead[i]
 }
 
 // WaiterDecision is the decision on a reserve that waited in an in-flight
@@ -162,7 +196,7 @@ func (s *state) advanceWaiters(toNanos int64) {
 		if !ok || e > toNanos {
 			return
 		}
-		// Lapses first: every queue's head may fit now. Then the
+		// Lapses first: any queue may have room now. Then the
 		// deadlines that fall due: decided at last.
 		s.pumpWaiters(s.waitingLimits(), e, toNanos)
 		for s.waits.len() > 0 && s.waits.deadlines.rs[0].finalAtNanos <= e {
@@ -195,33 +229,68 @@ func limitNames(rv *reservation) []string {
 	return names
 }
 
-// pumpWaiters tries, at atNanos, the head of each named queue until one
-// stays waiting; every reservation decided meanwhile has its other
-// queues tried as well.
+// pumpWaiters tries, at atNanos, the waiting reservations of each named
+// in-flight cap's queue in order, until the permits held and those asked
+// for by the ones still waiting fill the cap (no later one can fit); every
+// reservation decided meanwhile has its other queues tried as well. (Only
+// a cap blocks a waiting reservation: a queue of any other limit is not
+// tried.)
 func (s *state) pumpWaiters(names []string, atNanos, refNanos int64) {
 	work := slices.Clone(names)
 	for len(work) > 0 {
 		name := work[0]
 		work = work[1:]
-		for {
-			ids := s.waits.byLimit[name]
-			if len(ids) == 0 {
+		l, ok := s.limits[name]
+		if !ok || !isCap(l) {
+			continue
+		}
+		for i := 0; ; {
+			wq := s.waits.byLimit[name]
+			if wq == nil || i >= len(wq.ids) {
 				break
 			}
-			rv := s.reservations.byID[ids[0]]
-			if !s.tryWaiter(rv, atNanos, refNanos) {
+			rv := s.reservations.byID[wq.ids[i]]
+			if s.tryWaiter(rv, atNanos, refNanos) {
+				work = append(work, limitNames(rv)...)
+				continue // it left the queue: the next one is at i now
+			}
+			if capRoom(l, atNanos, wq.ahead[i]+partPermits(rv, name)) <= 0 {
 				break
 			}
-			work = append(work, limitNames(rv)...)
+			i++
 		}
 	}
+}
+
+// partPermits returns the permits rv asks of limit name.
+func partPermits(rv *reservation, name string) int64 {
+	for _, p := range rv.parts {
+		if p.limit == name {
+			return p.permits
+		}
+	}
+	return 0
+}
+
+// capRoom returns how many permits in-flight cap l has left at nowNanos
+// beyond the permits it holds and reservedPermits.
+func capRoom(l *limit, nowNanos, reservedPermits int64) int64 {
+	c, ok := l.pacer.(*bucket.ConcurrencyPacer)
+	if !ok {
+		return 0
+	}
+	return c.Config().Spec.MaxInFlight - c.InFlight(nowNanos) - reservedPermits
 }
 
 // kickWaiters decides again, at nowNanos and in arrival order, every
 // reservation waiting on limit name, after a command changed that limit
 // (a put, a delete, a lease policy).
 func (s *state) kickWaiters(name string, nowNanos int64) {
-	for _, id := range slices.Clone(s.waits.byLimit[name]) {
+	wq := s.waits.byLimit[name]
+	if wq == nil {
+		return
+	}
+	for _, id := range slices.Clone(wq.ids) {
 		rv, ok := s.reservations.byID[id]
 		if !ok || rv.wait == nil {
 			continue // decided by an earlier one's cascade
@@ -234,8 +303,8 @@ func (s *state) kickWaiters(name string, nowNanos int64) {
 
 // tryWaiter decides waiting reservation rv at atNanos if it can be
 // decided (refNanos is the time of the entry being applied) and reports
-// whether it was: granted when it is at the head of every cap it names
-// and fits in all of them and its rate limits serve it by its deadline;
+// whether it was: granted when no cap it names blocks it (capsBlock) and
+// its rate limits serve it by its deadline;
 // refused when a rate limit cannot, or when a cap still blocks it at its
 // deadline; UnknownLimit or Invalid when a limit it names is gone or can
 // no longer grant its part.
@@ -281,10 +350,15 @@ func (s *state) tryWaiter(rv *reservation, atNanos, refNanos int64) bool {
 
 // capsBlock finds the first enforced in-flight cap among limits that
 // blocks reservation id (0: a reserve arriving now) at nowNanos: its part
-// does not fit now, or a reservation waits on it ahead of id (for an
-// arrival, any). It returns that part's index (-1 if none blocks) and the
+// does not fit in what the cap has left beyond the permits it holds and
+// those the reservations waiting on it ahead of id (for an arrival, all of
+// them) ask for. It returns that part's index (-1 if none blocks) and the
 // latest time worth asking again over the caps that block; or the outcome
 // that makes the reserve Invalid.
+//
+// So no reserve takes permits a reserve waiting ahead of it needs (no
+// barging: the queue is fair), and none idles behind one that a cap
+// leaves room for but that waits for another cap.
 func (s *state) capsBlock(nowNanos int64, id uint64, limits []*limit, parts []Part) (int, int64, outcome, bool) {
 	blocking, retryAt := -1, nowNanos
 	for i, p := range parts {
@@ -297,33 +371,34 @@ func (s *state) capsBlock(nowNanos int64, id uint64, limits []*limit, parts []Pa
 			return 0, 0, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 				"limit %q cannot decide %d permits: %v", l.name, p.Permits, err))}, false
 		}
-		ahead := len(s.waits.byLimit[l.name]) > 0
-		if id != 0 {
-			ahead = !s.waits.head(l.name, id)
-		}
-		if q > nowNanos || ahead {
+		if q > nowNanos || capRoom(l, nowNanos, s.waits.ahead(l.name, id)) < p.Permits {
 			if blocking < 0 {
 				blocking = i
 			}
-			retryAt = max(retryAt, capRetryAt(l, nowNanos, q))
+			retryAt = max(retryAt, s.capRetryAt(l, nowNanos, q))
 		}
 	}
 	return blocking, retryAt, outcome{}, true
 }
 
 // capRetryAt is when a reserve blocked on cap l at nowNanos (its Query q)
-// is worth asking again: q if its permits do not fit before, else (it
-// waits behind others) the next lapse of a hold, or a nanosecond later.
-func capRetryAt(l *limit, nowNanos, q int64) int64 {
+// is worth asking again: q if its permits do not fit before; else (the
+// reserves waiting ahead of it ask for what is left) the next lapse of a
+// hold or the first waiting reserve's deadline, whichever comes first.
+func (s *state) capRetryAt(l *limit, nowNanos, q int64) int64 {
 	if q > nowNanos {
 		return q
 	}
+	at := int64(math.MaxInt64)
 	if c, ok := l.pacer.(*bucket.ConcurrencyPacer); ok {
 		if e, ok := c.NextExpiry(nowNanos); ok {
-			return e
+			at = e
 		}
 	}
-	return nowNanos + 1
+	if wq := s.waits.byLimit[l.name]; wq != nil {
+		at = min(at, s.reservations.byID[wq.ids[0]].finalAtNanos)
+	}
+	return max(at, nowNanos+1)
 }
 
 // Withdraw withdraws the reserve with request ID RequestID if it still

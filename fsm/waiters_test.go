@@ -163,8 +163,9 @@ func TestWaitersStepTable(t *testing.T) {
 	runWaitSteps(t, h, []waitStep{
 		{at: 0, who: "A", op: "reserve", parts: c1, want: "A granted at 0s hold until 10s"},
 		{at: 0, who: "B", op: "reserve", parts: c2, maxWait: time.Second, want: "B queued until 1s"},
-		// C's one permit would fit, but B waits ahead of it.
-		{at: 0, who: "C", op: "reserve", parts: c1, maxWait: 0, want: "C refused (cap) retry at 10s"},
+		// C's one permit would fit, but B waits ahead of it for both: C
+		// may retry at B's deadline (1 s), before A's hold lapses.
+		{at: 0, who: "C", op: "reserve", parts: c1, maxWait: 0, want: "C refused (cap) retry at 1s"},
 		{at: 0, who: "D", op: "reserve", parts: c1, maxWait: 5 * time.Second, want: "D queued until 5s"},
 		{at: 500 * msec, who: "D", op: "reserve", parts: c1, maxWait: 5 * time.Second, want: "D queued until 5s (replay)"},
 		{at: 600 * msec, who: "D", op: "settle", want: fmt.Sprintf("settle status %d", SettleConflict)},
@@ -180,6 +181,29 @@ func TestWaitersStepTable(t *testing.T) {
 		{at: 4 * time.Second, op: "put", put: func(t *testing.T) PutLimit { return PutLimit{Name: "cap", Config: concurrency(t, 3, 10*time.Second)} },
 			want: "put", decided: []string{"E granted at 4s hold until 14s"}},
 		{at: 5 * time.Second, op: "delete", parts: c1, want: "delete", decided: []string{"G unknown limit"}},
+	})
+}
+
+// TestWaiterBlockedElsewhereLeavesTheRestOfACap: a reserve waiting on
+// two caps, blocked by one (c), keeps its share of the other (e) and no
+// more: later reserves take e's other slots at once instead of idling
+// behind it (its one permit on e stays free for it), wait when only its
+// share is left, and are told to retry when something may change (a
+// lapse, or the deadline of the reserve ahead), not a nanosecond later.
+// When c frees, it is granted its share of e at once.
+func TestWaiterBlockedElsewhereLeavesTheRestOfACap(t *testing.T) {
+	h := newHarness(t)
+	h.put(0, "c", concurrency(t, 1, time.Minute))
+	h.put(0, "e", concurrency(t, 2, time.Minute))
+	c1, e1 := []Part{{"c", 1}}, []Part{{"e", 1}}
+	runWaitSteps(t, h, []waitStep{
+		{at: 0, who: "A", op: "reserve", parts: c1, want: "A granted at 0s hold until 1m0s"},
+		{at: 0, who: "W", op: "reserve", parts: []Part{{"c", 1}, {"e", 1}}, maxWait: 50 * time.Second, want: "W queued until 50s"},
+		{at: msec, who: "X", op: "reserve", parts: e1, want: "X granted at 1ms hold until 1m0.001s"},
+		{at: 2 * msec, who: "Y", op: "reserve", parts: e1, maxWait: 10 * time.Second, want: "Y queued until 10.002s"},
+		{at: 3 * msec, who: "Z", op: "reserve", parts: e1, want: "Z refused (e) retry at 50s"},
+		{at: 4 * msec, who: "X", op: "release", want: "released 1", decided: []string{"Y granted at 4ms hold until 1m0.004s"}},
+		{at: 5 * msec, who: "A", op: "release", want: "released 1", decided: []string{"W granted at 5ms hold until 1m0.005s"}},
 	})
 }
 

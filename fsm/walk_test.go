@@ -595,6 +595,9 @@ func (w *walker) observe(data []byte, res any) string {
 				if o := w.observeTracked(e.Reserves[i], rr); tracked == "" {
 					tracked = o
 				}
+				if len(v) == 1 {
+					w.checkArrivalBlocked(e.Reserves[i], rr)
+				}
 				continue
 			}
 			if tracked != "" {

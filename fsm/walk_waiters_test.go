@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -17,18 +18,27 @@ import (
 //     entry (its own, or a batched command's arrival);
 //   - a waiter granted is served within its max wait (at or before its
 //     deadline) and decided between its arrival and the entry;
-//   - waiters are granted in order: when a waiter is granted, no earlier
-//     waiter on a cap they share (an enforced cap before and after the
-//     step) is still waiting;
+//   - no waiter takes what an earlier one needs: when a waiter is
+//     granted, the permits held on each cap it names (an enforced cap of
+//     the same size before and after the step, not put) and those the
+//     earlier waiters still waiting ask of it fit in the cap;
 //   - no waiter is left waiting at or past its deadline, and the register
 //     waits on exactly the reservations the walk saw queued and not yet
 //     decided;
 //   - no slot is left idle while a reserve waits for it: every waiting
-//     reserve is blocked by an enforced cap it names, on which it is not
-//     first in the queue or its permits do not fit now.
+//     reserve is blocked by an enforced cap it names, in which its
+//     permits do not fit beside the permits held and those the earlier
+//     waiters on it ask for (counted from the walk's own record of the
+//     waiters, not the register's queues).
 
-// walkWaiter is a reserve the walk saw queued.
+// limitChangingKinds are the steps that change a limit (and so may
+// decide waiters by the change itself).
+var limitChangingKinds = []string{"put-new", "put-rate", "put-algorithm", "put-shadow", "delete", "policy-on", "policy-capacity", "policy-off"}
+
+// walkWaiter is a reserve the walk saw queued (id: its reservation, once
+// decided).
 type walkWaiter struct {
+	id                          uint64
 	arrivedNanos, deadlineNanos int64
 	limits                      []string
 	parts                       []Part
@@ -63,6 +73,7 @@ func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecisio
 	capsAfter := w.caps()
 	limitsAfter := w.auditLimits()
 	var labels []string
+	var granted []walkWaiter
 	for _, d := range decided {
 		ww, ok := w.waiters[d.Reservation]
 		if !ok {
@@ -71,7 +82,7 @@ func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecisio
 		}
 		delete(w.waiters, d.Reservation)
 		before := limitsBefore
-		if d.DecidedAtNanos == now && slices.Contains([]string{"put-new", "put-rate", "put-algorithm", "put-shadow", "delete", "policy-on", "policy-capacity", "policy-off"}, kind) {
+		if d.DecidedAtNanos == now && slices.Contains(limitChangingKinds, kind) {
 			before = limitsAfter // decided by the command, after it changed the limit
 		}
 		w.auditWaiter(index, ww, d, before)
@@ -84,6 +95,8 @@ func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecisio
 			if kind == "release" || kind == "settle" {
 				labels = append(labels, "handed-over") // a release gave its slot
 			}
+			ww.id = d.Reservation
+			granted = append(granted, ww)
 			rv, live := s.reservations.byID[d.Reservation]
 			if !live {
 				break // final already (a tiny TTL and settle window)
@@ -91,16 +104,6 @@ func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecisio
 			if rv.servedAtNanos > ww.deadlineNanos || rv.decidedAtNanos < ww.arrivedNanos || rv.decidedAtNanos > now {
 				w.t.Errorf("seed %d: %s: waiter %d (arrived %d, deadline %d) granted at %d, served at %d (entry at %d)",
 					w.seed, kind, d.Reservation, ww.arrivedNanos, ww.deadlineNanos, rv.decidedAtNanos, rv.servedAtNanos, now)
-			}
-			for id, other := range w.waiters {
-				if id >= d.Reservation {
-					continue
-				}
-				for _, name := range ww.limits {
-					if capsBefore[name] > 0 && capsAfter[name] > 0 && slices.Contains(other.limits, name) {
-						w.t.Errorf("seed %d: %s: waiter %d granted while the earlier waiter %d still waits on cap %q", w.seed, kind, d.Reservation, id, name)
-					}
-				}
 			}
 		case Refused:
 			labels = append(labels, "waiter-refused")
@@ -110,6 +113,20 @@ func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecisio
 		case UnknownLimit, Invalid:
 		default:
 			w.t.Errorf("seed %d: %s: waiter %d decided %+v, which is no final answer", w.seed, kind, d.Reservation, d.Result)
+		}
+	}
+	// Once every decision of the step is taken out of the walk's record:
+	// the waiters left still wait.
+	if !slices.Contains(limitChangingKinds, kind) {
+		for _, g := range granted {
+			for _, p := range g.parts {
+				if m := capsAfter[p.Limit]; m > 0 && capsBefore[p.Limit] == m {
+					if held, asked := w.capInFlight(p.Limit, now), w.waitingAhead(p.Limit, g.id); held+asked > m {
+						w.t.Errorf("seed %d: %s: waiter %d granted on cap %q of %d, which now holds %d permits while the earlier waiters still ask for %d",
+							w.seed, kind, g.id, p.Limit, m, held, asked)
+					}
+				}
+			}
 		}
 	}
 	if got, want := s.waits.len(), len(w.waiters); got != want {
@@ -125,7 +142,7 @@ func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecisio
 			w.t.Errorf("seed %d: %s: waiter %d still waits at %d, its deadline %d passed", w.seed, kind, id, now, ww.deadlineNanos)
 		}
 		if !w.blocked(rv, now) {
-			w.t.Errorf("seed %d: %s: waiter %d still waits at %d, though it is first on every cap it names and fits in all of them", w.seed, kind, id, now)
+			w.t.Errorf("seed %d: %s: waiter %d still waits at %d, though it fits in every cap it names beside the permits held and those the earlier waiters ask for", w.seed, kind, id, now)
 		}
 	}
 	return labels
@@ -269,8 +286,9 @@ func (w *walker) auditWaiter(index uint64, ww walkWaiter, d WaiterDecision, befo
 }
 
 // blocked reports whether waiting reservation rv is blocked at now by an
-// enforced cap it names: another waits ahead of it there, or its part
-// does not fit.
+// enforced cap it names: its part does not fit beside the permits the cap
+// holds and those the earlier waiters on it ask for (waitingAhead), or
+// the cap cannot decide it.
 func (w *walker) blocked(rv *reservation, now int64) bool {
 	s := &w.f.st
 	for _, p := range rv.parts {
@@ -278,14 +296,84 @@ func (w *walker) blocked(rv *reservation, now int64) bool {
 		if !ok || !isCap(l) {
 			continue
 		}
-		if !s.waits.head(p.limit, rv.id) {
+		if _, err := l.pacer.Query(now, p.permits); err != nil {
 			return true
 		}
-		if q, err := l.pacer.Query(now, p.permits); err != nil || q > now {
+		if w.capInFlight(p.limit, now)+w.waitingAhead(p.limit, rv.id)+p.permits > l.cfg.Spec.MaxInFlight {
 			return true
 		}
 	}
 	return false
+}
+
+// checkArrivalBlocked checks a fresh tracked reserve, alone in its entry
+// (so that the state after it is the state it was decided in), that was
+// queued, or refused with no max wait naming an enforced cap: an enforced
+// cap it names blocks it by the walk's own count (its part does not fit
+// beside the permits held and those all the earlier waiters ask for). No
+// reserve waits, or is refused, while every cap it names has room for it.
+// (A refusal for a reason of representation, a cap that cannot admit the
+// hold at all, is not checked.)
+func (w *walker) checkArrivalBlocked(q Reserve, rr ReserveResult) {
+	if rr.Duplicate {
+		return
+	}
+	s := &w.f.st
+	now := rr.NowNanos
+	id := rr.ReservationID // queued: its own; refused: 0, after every waiter
+	switch {
+	case rr.Status == Queued:
+	case rr.Status == Refused && q.MaxWaitNanos == 0:
+		l, ok := s.limits[rr.Blocking]
+		if !ok || !isCap(l) {
+			return
+		}
+		for _, p := range q.Parts() {
+			if c, ok := s.limits[p.Limit]; ok && isCap(c) && !c.pacer.(bucket.Releaser).Admits(now, p.Permits, now) && c.pacer.(*bucket.ConcurrencyPacer).InFlight(now)+p.Permits <= c.cfg.Spec.MaxInFlight {
+				return
+			}
+		}
+		id = math.MaxUint64
+	default:
+		return
+	}
+	for _, p := range q.Parts() {
+		l, ok := s.limits[p.Limit]
+		if !ok || !isCap(l) {
+			continue
+		}
+		if _, err := l.pacer.Query(now, p.Permits); err != nil ||
+			w.capInFlight(p.Limit, now)+w.waitingAhead(p.Limit, id)+p.Permits > l.cfg.Spec.MaxInFlight {
+			return
+		}
+	}
+	w.t.Errorf("seed %d: a tracked reserve (max wait %d) was answered %+v at %d, though every cap it names has room for it beside the permits held and those the waiters ask for",
+		w.seed, q.MaxWaitNanos, rr, now)
+}
+
+// capInFlight returns the permits in-flight cap name holds at now.
+func (w *walker) capInFlight(name string, now int64) int64 {
+	if c, ok := w.f.st.limits[name].pacer.(*bucket.ConcurrencyPacer); ok {
+		return c.InFlight(now)
+	}
+	return 0
+}
+
+// waitingAhead returns the permits of limit name that the waiters the walk
+// saw queued before reservation id, and not yet decided, ask for.
+func (w *walker) waitingAhead(name string, id uint64) int64 {
+	var sum int64
+	for other, ww := range w.waiters {
+		if other >= id {
+			continue
+		}
+		for _, p := range ww.parts {
+			if p.Limit == name {
+				sum += p.Permits
+			}
+		}
+	}
+	return sum
 }
 
 // holdingReservation returns, on a cap-heavy walk two times in three, a
@@ -308,7 +396,7 @@ func (w *walker) holdingReservation() (walkReservation, bool) {
 			if p.holdExpiresAtNanos <= now || p.shadow || p.permits == p.releasedPermits {
 				continue
 			}
-			waited := len(s.waits.byLimit[p.limit]) > 0
+			waited := s.waits.byLimit[p.limit] != nil
 			if best == 0 || (waited && !bestWaited) || (waited == bestWaited && id < best) {
 				best, bestWaited = id, waited
 			}
