@@ -19,17 +19,10 @@ import (
 // withdrawals included, until a deadline or a lapse.)
 func TestWaitingReservesLeaveTheForwardingWindow(t *testing.T) {
 	const window = 4
-	c := newTestCluster(t, 3)
+	c, l, f, ctx, a := capHeldByA(t)
+	// Before the follower's first forward opens its connection.
 	for _, n := range c.nodes {
 		n.testCallWindow.Store(window)
-	}
-	l := c.leader()
-	f := c.followers(l)[0]
-	ctx := ctxTimeout(t, 60*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "cap", capConfig(t, 1, time.Minute)); return err })
-	a, err := f.Reserve(ctx, capReserve("a", 0))
-	if err != nil || a.Status != fsm.Granted || !a.Holds {
-		t.Fatalf("A: %+v %v, want granted, holding", a, err)
 	}
 	var waits []<-chan waited
 	for i := range window {
