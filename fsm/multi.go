@@ -184,7 +184,12 @@ func (s *state) commitTracked(nowNanos, at, maxWaitNanos, settleWithinNanos int6
 	}
 	o := outcome{status: Granted, atNanos: at, expiresAtNanos: expiresAt, spacingNanos: spacing, reservation: rv.id}
 	for i := range rv.parts {
-		o.holds = o.holds || (rv.parts[i].holdExpiresAtNanos != 0 && !rv.parts[i].shadow)
+		if end := rv.parts[i].holdExpiresAtNanos; end != 0 && !rv.parts[i].shadow {
+			if !o.holds || end < o.holdEndNanos {
+				o.holdEndNanos = end
+			}
+			o.holds = true
+		}
 	}
 	if expiresAt == 0 {
 		// As for a single reserve: a replay is usable for one interval

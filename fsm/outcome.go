@@ -38,8 +38,11 @@ type outcome struct {
 	reservation uint64
 	blocking    string
 	// holds (Granted, reservation form): the reservation holds in-flight
-	// permits, which a release frees.
-	holds bool
+	// permits, which a release frees; holdEndNanos is when the earliest
+	// of those holds lapses (its served time plus its cap's TTL): at or
+	// after expiresAtNanos, the earliest expiry of all its parts.
+	holds        bool
+	holdEndNanos int64
 }
 
 // resultAt expresses the outcome relative to nowNanos (the cluster time of
@@ -49,7 +52,8 @@ type outcome struct {
 //   - Granted: WaitNanos = max(0, at-now); ExpiresInNanos = expiresAt-now
 //     when the answer has an expiry that has not passed, -1 when it has
 //     passed (only possible for a replay), 0 when it has no expiry;
-//     SpacingNanos as decided;
+//     HoldExpiresInNanos likewise from holdEnd, when it holds in-flight
+//     permits; SpacingNanos as decided;
 //   - Refused, Busy: RetryAfterNanos = max(1, at-now), so a refusal never
 //     invites an immediate retry; a fresh refusal's Detail says why when
 //     it is not the max wait;
@@ -66,11 +70,10 @@ func (o *outcome) resultAt(nowNanos int64, replay bool) ReserveResult {
 		}
 		res.SpacingNanos = o.spacingNanos
 		if o.expiresAtNanos != 0 && (replay || !o.replayExpiry) {
-			if o.expiresAtNanos > nowNanos {
-				res.ExpiresInNanos = o.expiresAtNanos - nowNanos
-			} else {
-				res.ExpiresInNanos = -1
-			}
+			res.ExpiresInNanos = expiresIn(o.expiresAtNanos, nowNanos)
+		}
+		if o.holds {
+			res.HoldExpiresInNanos = expiresIn(o.holdEndNanos, nowNanos)
 		}
 	case Refused, Busy, Queued:
 		res.RetryAfterNanos = 1
@@ -84,6 +87,15 @@ func (o *outcome) resultAt(nowNanos int64, replay bool) ReserveResult {
 		res.Detail = o.detail
 	}
 	return res
+}
+
+// expiresIn is atNanos-nowNanos if atNanos is after nowNanos, else -1
+// (passed).
+func expiresIn(atNanos, nowNanos int64) int64 {
+	if atNanos > nowNanos {
+		return atNanos - nowNanos
+	}
+	return -1
 }
 
 // boundDetail cuts s to at most maxDetailBytes on a UTF-8 boundary.

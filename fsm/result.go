@@ -102,6 +102,17 @@ type ReserveResult struct {
 	// in-flight permits (an enforced concurrency limit): only then does a
 	// release free anything.
 	Holds bool
+	// HoldExpiresInNanos (Granted, Holds) is how long after the decision
+	// the earliest of the reservation's in-flight holds lapses in the
+	// register (its time t* plus its cap's TTL), unless released before;
+	// 0 when it holds none. Unlike ExpiresInNanos (the earliest expiry of
+	// all its parts, a strict limit's included), it says how long the
+	// caller may keep a slot of the cap. Like it, a Duplicate's is
+	// re-expressed relative to the retry (-1: lapsed already), and a
+	// waiter's may be shorter than the TTL: its hold runs from the
+	// instant its slot came free, which may be before the entry that
+	// decided it.
+	HoldExpiresInNanos int64
 }
 
 // PutResult is the outcome of a PutLimit.

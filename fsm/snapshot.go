@@ -77,9 +77,13 @@ import (
 //
 //	Granted:  varint at, uvarint spacing, byte flags (1: has an expiry,
 //	          2: the expiry is for replays only, 4: has a reservation,
-//	          8: the reservation holds in-flight permits),
+//	          8: the reservation holds in-flight permits, 16: with 8 and
+//	          1, its holds' end is not its expiry),
 //	          if it has an expiry: varint expiresAt-at; if it has a
-//	          reservation: uvarint its id
+//	          reservation: uvarint its id; with flag 16: varint
+//	          holdEnd-expiresAt (> 0). With 8 and without 16 the holds'
+//	          end is the expiry (a snapshot from before flag 16 decodes
+//	          so: never later than the holds' real end)
 //	Refused:  varint at; with status byte | 0x80: the blocking limit's
 //	          name
 //	UnknownLimit: nothing; with status byte | 0x80: detail
@@ -215,6 +219,7 @@ const (
 	outcomeReplayExpiry   = 2
 	outcomeHasReservation = 4
 	outcomeHolds          = 8
+	outcomeHoldEnd        = 16
 	// statusExtended is or-ed into the status byte of a Refused outcome
 	// that names its blocking limit and of an UnknownLimit outcome with a
 	// detail.
@@ -245,12 +250,18 @@ func appendOutcome(b []byte, o *outcome, base int64) []byte {
 		if o.holds {
 			flags |= outcomeHolds
 		}
+		if o.holds && o.holdEndNanos != o.expiresAtNanos {
+			flags |= outcomeHoldEnd
+		}
 		b = append(b, flags)
 		if o.expiresAtNanos != 0 {
 			b = binary.AppendVarint(b, o.expiresAtNanos-o.atNanos)
 		}
 		if o.reservation != 0 {
 			b = binary.AppendUvarint(b, o.reservation)
+		}
+		if flags&outcomeHoldEnd != 0 {
+			b = binary.AppendVarint(b, o.holdEndNanos-o.expiresAtNanos)
 		}
 	case Refused:
 		b = binary.AppendVarint(b, o.atNanos-base)
@@ -282,7 +293,7 @@ func decodeOutcome(r *reader, base int64) outcome {
 		o.atNanos = base + r.varint("at")
 		o.spacingNanos = r.int64Snap("spacing")
 		flags := r.byte1("flags")
-		switch flags &^ (outcomeHasReservation | outcomeHolds) {
+		switch flags &^ (outcomeHasReservation | outcomeHolds | outcomeHoldEnd) {
 		case 0:
 		case outcomeHasExpiry, outcomeHasExpiry | outcomeReplayExpiry:
 			o.replayExpiry = flags&outcomeReplayExpiry != 0
@@ -291,16 +302,28 @@ func decodeOutcome(r *reader, base int64) outcome {
 				r.fail("expiry at time 0 (0 means none)")
 			}
 		default:
-			r.fail("outcome flags %d (allowed: 0, %d, %d, each with %d and %d or not)", flags, outcomeHasExpiry, outcomeHasExpiry|outcomeReplayExpiry, outcomeHasReservation, outcomeHolds)
+			r.fail("outcome flags %d (allowed: 0, %d, %d, each with %d and %d or not; %d with %d and %d)", flags, outcomeHasExpiry, outcomeHasExpiry|outcomeReplayExpiry, outcomeHasReservation, outcomeHolds, outcomeHoldEnd, outcomeHolds, outcomeHasExpiry)
 		}
 		o.holds = flags&outcomeHolds != 0
 		if r.err == nil && o.holds && flags&outcomeHasReservation == 0 {
 			r.fail("outcome holds in-flight permits without a reservation")
 		}
+		if r.err == nil && flags&outcomeHoldEnd != 0 && (!o.holds || o.expiresAtNanos == 0) {
+			r.fail("outcome flags %d: a holds' end (%d) without holds (%d) and an expiry (%d)", flags, outcomeHoldEnd, outcomeHolds, outcomeHasExpiry)
+		}
 		if flags&outcomeHasReservation != 0 {
 			o.reservation = r.uvarint("reservation")
 			if r.err == nil && o.reservation == 0 {
 				r.fail("reservation id 0 (0 means none)")
+			}
+		}
+		if o.holds {
+			o.holdEndNanos = o.expiresAtNanos
+		}
+		if flags&outcomeHoldEnd != 0 {
+			o.holdEndNanos = o.expiresAtNanos + r.varint("holds' end")
+			if r.err == nil && o.holdEndNanos <= o.expiresAtNanos {
+				r.fail("holds' end %d not after the expiry %d", o.holdEndNanos, o.expiresAtNanos)
 			}
 		}
 	case Refused:

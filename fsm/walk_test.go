@@ -135,6 +135,9 @@ type walker struct {
 	// makes most limits in-flight caps and most tracked reserves wait.
 	waiters  map[uint64]walkWaiter
 	capHeavy bool
+	// grantedIDs are the request IDs of the latest tracked grants that
+	// hold in-flight permits, which tracked reserves now and then retry.
+	grantedIDs []string
 }
 
 // walkReservation is a reservation the walk was granted.
@@ -737,6 +740,9 @@ func (w *walker) release() (string, []byte) {
 	if held, ok := w.holdingReservation(); ok {
 		rv = held
 	}
+	if waiting, ok := w.waitingReservation(); ok {
+		rv = waiting
+	}
 	owner := rv.owner
 	if w.rng.IntN(8) == 0 {
 		owner = walkOwners[w.rng.IntN(len(walkOwners))]
@@ -766,6 +772,12 @@ func (w *walker) observeTracked(q Reserve, rr ReserveResult) string {
 		w.reservations = append(w.reservations, walkReservation{id: rr.ReservationID, owner: q.Owner, parts: q.Parts()})
 		if len(w.reservations) > 32 {
 			w.reservations = w.reservations[1:]
+		}
+		if q.RequestID != "" && rr.Holds {
+			w.grantedIDs = append(w.grantedIDs, q.RequestID)
+			if len(w.grantedIDs) > 16 {
+				w.grantedIDs = w.grantedIDs[1:]
+			}
 		}
 		return "tracked-granted"
 	case rr.Status == Refused && rr.Blocking == "":

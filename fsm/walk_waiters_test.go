@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -175,10 +176,17 @@ func (w *walker) trackedParts(n int) int {
 	return 1 + w.rng.IntN(n)
 }
 
-// trackedRequestID draws a tracked reserve's request ID: as any, or on a
-// cap-heavy walk now and then the ID of a reserve still waiting (a retry
-// that must join the same wait).
+// trackedRequestID draws a tracked reserve's request ID: now and then the
+// ID of a recent tracked grant that holds in-flight permits (a retry
+// after a lost answer, while its holds run), as any, or
+// on a cap-heavy walk now and then the ID of a reserve still waiting (a
+// retry that must join the same wait).
 func (w *walker) trackedRequestID() string {
+	if n := len(w.grantedIDs); n > 0 && w.rng.IntN(5) == 0 {
+		// A retry of a grant whose answer was lost: mostly a recent one,
+		// whose holds still run.
+		return w.grantedIDs[n-1-w.rng.IntN(min(n, 3))]
+	}
 	if w.capHeavy && w.rng.IntN(4) == 0 {
 		ids := make([]uint64, 0, len(w.waiters))
 		for id, ww := range w.waiters {
@@ -249,11 +257,16 @@ func (w *walker) auditWaiter(index uint64, ww walkWaiter, d WaiterDecision, befo
 	switch rr.Status {
 	case Granted:
 		shadow, ok := w.tallyGrant(index, ww.parts, before, d)
-		if !ok || key == "" {
+		if !ok {
+			return
+		}
+		end := holdEnd(d.ServedAtNanos, ww.parts, before)
+		w.checkHoldEnd("a waiter's grant", rr, end)
+		if key == "" {
 			return
 		}
 		p := walkPromise{status: Granted, atNanos: d.ServedAtNanos, reservationID: rr.ReservationID,
-			shadow: shadow, parts: ww.parts, before: before}
+			shadow: shadow, parts: ww.parts, before: before, holdEndNanos: end}
 		switch {
 		case rr.ExpiresInNanos > 0:
 			p.expiresNanos = rr.NowNanos + rr.ExpiresInNanos
@@ -407,4 +420,16 @@ func (w *walker) holdingReservation() (walkReservation, bool) {
 	}
 	rv := s.reservations.byID[best]
 	return walkReservation{id: best, owner: rv.owner, parts: waiterParts(rv)}, true
+}
+
+// waitingReservation returns, one time in three, a reservation still
+// waiting in a cap's queue (the lowest ID), whose release withdraws it.
+func (w *walker) waitingReservation() (walkReservation, bool) {
+	if len(w.waiters) == 0 || w.rng.IntN(3) > 0 {
+		return walkReservation{}, false
+	}
+	id := slices.Min(slices.Collect(maps.Keys(w.waiters)))
+	ww := w.waiters[id]
+	rv := w.f.st.reservations.byID[id]
+	return walkReservation{id: id, owner: rv.owner, parts: ww.parts}, true
 }

@@ -27,6 +27,12 @@ import (
 //     they were when it was decided. Later replays are answered expired
 //     (-1), whatever happened to the limits meanwhile (shadow mode turned
 //     off or on, another algorithm, a delete and re-create).
+//   - A grant says when its in-flight hold ends: a tracked grant holds
+//     (Holds) exactly when an enforced cap among its limits took a part,
+//     and its HoldExpiresInNanos, fresh, from a cap's queue or replayed,
+//     is the earliest of those caps' holds' end, its time plus the cap's
+//     TTL as they were when it was decided, relative to the answer's
+//     entry (-1 once passed), whatever the other limits' expiries.
 
 // walkAuditKinds are the step labels the audit adds; the walk must reach
 // each of them.
@@ -34,6 +40,7 @@ var walkAuditKinds = []string{
 	"expired-grants", "expired-counted",
 	"replay-shadow", "replay-flipped", "replay-expired", "replay-multi", "replay-in-session",
 	"replay-strict", "replay-bursty", "replay-warmup", "replay-hybrid", "replay-concurrency",
+	"replay-hold-end",
 }
 
 func init() { walkKinds = append(walkKinds, walkAuditKinds...) }
@@ -72,6 +79,7 @@ type walkPromise struct {
 	status        Status
 	atNanos       int64
 	expiresNanos  int64 // absolute; 0 if the decision was not a grant
+	holdEndNanos  int64 // absolute; 0 if it holds no in-flight permits
 	reservationID uint64
 	shadow        bool
 	parts         []Part
@@ -208,8 +216,13 @@ func (w *walker) auditReserve(index uint64, r *Reserve, rr ReserveResult, before
 		if !ok {
 			return nil
 		}
+		p := w.promise(rr, parts, shadow, before)
+		if r.Track {
+			p.holdEndNanos = holdEnd(p.atNanos, parts, before)
+			w.checkHoldEnd("a fresh grant", rr, p.holdEndNanos)
+		}
 		if key != "" {
-			a.promises[key] = w.promise(rr, parts, shadow, before)
+			a.promises[key] = p
 		}
 	case Refused:
 		name := r.Limit
@@ -272,6 +285,7 @@ func (w *walker) checkReplay(key string, r *Reserve, rr ReserveResult) []string 
 	if p.expiresNanos > now {
 		wantExpires = p.expiresNanos - now
 	}
+	w.checkHoldEnd("a replay of "+key, rr, p.holdEndNanos)
 	if rr.WaitNanos != wantWait || rr.ExpiresInNanos != wantExpires || rr.ReservationID != p.reservationID {
 		w.t.Errorf("seed %d: a replay of %s (%d parts, shadow %v) at %d answered wait %dns, expires in %dns, reservation %d; its first decision promised the time %d, an expiry at %d (wait %dns, expires in %dns), reservation %d",
 			w.seed, key, len(p.parts), p.shadow, now, rr.WaitNanos, rr.ExpiresInNanos, rr.ReservationID,
@@ -287,6 +301,9 @@ func (w *walker) checkReplay(key string, r *Reserve, rr ReserveResult) []string 
 	if len(p.parts) > 1 {
 		labels = append(labels, "replay-multi")
 	}
+	if p.holdEndNanos > now && p.holdEndNanos != p.expiresNanos {
+		labels = append(labels, "replay-hold-end") // a hold that outlasts the grant's expiry
+	}
 	if r.Session.ID != 0 {
 		labels = append(labels, "replay-in-session")
 	}
@@ -301,6 +318,39 @@ func (w *walker) checkReplay(key string, r *Reserve, rr ReserveResult) []string 
 		labels = append(labels, "replay-flipped")
 	}
 	return labels
+}
+
+// holdEnd is when the in-flight holds of a grant of parts served at
+// atNanos end (the earliest: its time plus the TTL of each enforced cap
+// among them, before: the limits as they were when it was decided), or 0
+// if no enforced cap is among them.
+func holdEnd(atNanos int64, parts []Part, before map[string]walkLimitState) int64 {
+	var end int64
+	for _, p := range parts {
+		if st := before[p.Limit]; st.alg == bucket.Concurrency && !st.shadow {
+			if e := atNanos + st.period; end == 0 || e < end {
+				end = e
+			}
+		}
+	}
+	return end
+}
+
+// checkHoldEnd checks that grant rr (what: which) says it holds in-flight
+// permits exactly when endNanos is not 0, and that they end at endNanos,
+// relative to its entry (-1 once passed), never before its expiry.
+func (w *walker) checkHoldEnd(what string, rr ReserveResult, endNanos int64) {
+	var want int64
+	if endNanos != 0 {
+		want = expiresIn(endNanos, rr.NowNanos)
+	}
+	if rr.Holds != (endNanos != 0) || rr.HoldExpiresInNanos != want {
+		w.t.Errorf("seed %d: %s at %d answered holds %v, hold expires in %dns; its caps say holds %v until %d (in %dns): %+v",
+			w.seed, what, rr.NowNanos, rr.Holds, rr.HoldExpiresInNanos, endNanos != 0, endNanos, want, rr)
+	}
+	if rr.HoldExpiresInNanos > 0 && rr.ExpiresInNanos > rr.HoldExpiresInNanos {
+		w.t.Errorf("seed %d: %s: expires in %dns, after its hold (%dns)", w.seed, what, rr.ExpiresInNanos, rr.HoldExpiresInNanos)
+	}
 }
 
 // auditExpired tallies a report of expired grants: each part counts on
