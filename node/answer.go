@@ -20,6 +20,8 @@ import (
 //	wait' = max(0, wait - held)     expiresIn' = expiresIn - held
 //	retryAfter' = max(1, retryAfter - held)
 //
+// (and the end of an in-flight hold, HoldExpiresInNanos, as the expiry).
+//
 // held is measured on the node's own monotonic clock, and must never be
 // more than the real time that passed since the decision's cluster time
 // was reached (else the permit would be used early):
@@ -35,9 +37,10 @@ import (
 //     leader's answer was read off the connection (the leader subtracted
 //     its own).
 //
-// An expiry is the other way round: it must never be counted from a moment
-// later than the one its node made it for (else the client would use the
-// permit, or hold the slot, after the register stopped counting it). So a
+// An expiry (and an in-flight hold's end, which is one) is the other way
+// round: it must never be counted from a moment later than the one its
+// node made it for (else the client would use the permit, or hold the
+// slot, after the register stopped counting it). So a
 // follower subtracts from a forwarded answer's expiry the time since it
 // sent the call less the time the leader held it (relayedResult): the
 // leader's answer counts from a moment at least that long after the call
@@ -61,12 +64,8 @@ func shiftResult(res fsm.ReserveResult, held time.Duration) fsm.ReserveResult {
 	switch res.Status {
 	case fsm.Granted:
 		res.WaitNanos = max(res.WaitNanos-h, 0)
-		if res.ExpiresInNanos > 0 {
-			res.ExpiresInNanos -= h
-			if res.ExpiresInNanos <= 0 {
-				res.ExpiresInNanos = -1
-			}
-		}
+		shortenExpiry(&res.ExpiresInNanos, h)
+		shortenExpiry(&res.HoldExpiresInNanos, h)
 	case fsm.Refused, fsm.Busy:
 		res.RetryAfterNanos = max(res.RetryAfterNanos-h, 1)
 	}
@@ -76,18 +75,27 @@ func shiftResult(res fsm.ReserveResult, held time.Duration) fsm.ReserveResult {
 // relayedResult is the leader's answer d to a reserve this follower
 // forwarded (sent: no later than the call's sending; received: when the
 // answer was read), relative to now: its wait and retry shifted by the
-// time since received, its expiry by the time since sent less d.held
-// (the time the leader held the call before its durations count), or
-// since received if that is more.
+// time since received, its expiry and its hold's end by the time since
+// sent less d.held (the time the leader held the call before its
+// durations count), or since received if that is more.
 func relayedResult(d decidedReserve, sent, received time.Time) fsm.ReserveResult {
 	now := time.Now()
 	res := shiftResult(d.res, now.Sub(received))
-	if extra := now.Sub(sent) - d.held - now.Sub(received); extra > 0 && res.ExpiresInNanos > 0 {
-		if res.ExpiresInNanos -= int64(extra); res.ExpiresInNanos <= 0 {
-			res.ExpiresInNanos = -1
-		}
+	if extra := now.Sub(sent) - d.held - now.Sub(received); extra > 0 && res.Status == fsm.Granted {
+		shortenExpiry(&res.ExpiresInNanos, int64(extra))
+		shortenExpiry(&res.HoldExpiresInNanos, int64(extra))
 	}
 	return res
+}
+
+// shortenExpiry subtracts d >= 0 from an expiry *in (0: none, -1:
+// expired, both kept), making it -1 if nothing is left.
+func shortenExpiry(in *int64, d int64) {
+	if *in > 0 {
+		if *in -= d; *in <= 0 {
+			*in = -1
+		}
+	}
 }
 
 // heldSince returns how long the leader held the answer to a reserve that

@@ -244,6 +244,11 @@ type Node struct {
 	// the leader's answer to a forwarded reserve after its durations are
 	// fixed: a slow network leg from the leader back to the follower.
 	testDelayForwardedAnswer atomic.Int64
+	// testDelayLeaderAnswer, set only by tests, delays (nanoseconds) the
+	// leader's answer to a reserve between the register's decision and
+	// the shift of its durations to the answer's departure: a stall of
+	// the leader (a GC pause, a slow apply).
+	testDelayLeaderAnswer atomic.Int64
 	// testCallWindow, set only by tests, replaces maxForwardedInflight for
 	// the connections this node serves from then on.
 	testCallWindow atomic.Int64

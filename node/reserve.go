@@ -135,6 +135,13 @@ func (n *Node) checkPart(name string, permits int64) error {
 	return nil
 }
 
+// testStallAnswer waits testDelayLeaderAnswer, if a test set it.
+func (n *Node) testStallAnswer(ctx context.Context) {
+	if d := n.testDelayLeaderAnswer.Load(); d > 0 {
+		n.pause(ctx, time.Duration(d))
+	}
+}
+
 func (n *Node) pause(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -162,6 +169,7 @@ func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (decidedReserve,
 	if out.res.Status == fsm.Queued {
 		return n.awaitWaiter(ctx, r, out.res)
 	}
+	n.testStallAnswer(ctx)
 	at := time.Now() // before the shift: the durations count from at
 	res, err := n.resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)), out.index)
 	return decidedReserve{res: res, index: out.index, at: at}, err

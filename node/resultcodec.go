@@ -37,8 +37,13 @@ const (
 	// resultReserveHeld is a tracked reserve result preceded by the raft
 	// index of the entry that decided it (0: a replay) and by how long the
 	// leader held the forwarded call before the result's durations count
-	// (decidedReserve.held).
+	// (decidedReserve.held). A leader now sends resultReserveHoldEnd
+	// instead; it is still decoded (its hold's end then is its expiry:
+	// never later than the hold's).
 	resultReserveHeld
+	// resultReserveHoldEnd is resultReserveHeld with, after the held
+	// time, the result's HoldExpiresInNanos.
+	resultReserveHoldEnd
 )
 
 // decidedReserve is a reserve's result with the raft index of the entry
@@ -79,9 +84,10 @@ func decodeReserveAnswer(b []byte) (decidedReserve, error) {
 func encodeResult(v any) ([]byte, error) {
 	switch res := v.(type) {
 	case decidedReserve:
-		w := wire.Enc{B: []byte{resultReserveHeld}}
+		w := wire.Enc{B: []byte{resultReserveHoldEnd}}
 		w.Uvar(res.index)
 		w.Uvar(uint64(max(res.held, 0)))
+		w.Svar(res.res.HoldExpiresInNanos)
 		return appendTracked(w, res.res), nil
 	case fsm.ReserveResult:
 		if res.ReservationID != 0 || res.Blocking != "" {
@@ -164,8 +170,8 @@ func decodeResult(b []byte) (any, error) {
 		return res, r.Done()
 	case resultReserveTracked:
 		return decodeTracked(wire.Dec{B: p})
-	case resultReserveDecided, resultReserveHeld:
-		return decodeDecided(wire.Dec{B: p}, b[0] == resultReserveHeld)
+	case resultReserveDecided, resultReserveHeld, resultReserveHoldEnd:
+		return decodeDecided(wire.Dec{B: p}, b[0])
 	case resultSettle:
 		r := wire.Dec{B: p}
 		res := fsm.SettleResult{Status: fsm.SettleStatus(r.Uvar()), Duplicate: r.Bool(), Detail: r.Str()}
@@ -199,23 +205,35 @@ func decodeResult(b []byte) (any, error) {
 	return nil, fmt.Errorf("%w: result tag %d", wire.ErrMalformed, b[0])
 }
 
-// decodeDecided decodes a decidedReserve: its index, its held time if
-// withHeld (else 0: the follower then counts the expiry from its sending
-// of the call), and its tracked result.
-func decodeDecided(r wire.Dec, withHeld bool) (decidedReserve, error) {
+// decodeDecided decodes a decidedReserve of tag: its index, its held
+// time (resultReserveDecided has none: the follower then counts the
+// expiry from its sending of the call), its hold's end
+// (resultReserveHoldEnd; else, for a grant that holds, its expiry, which
+// is never later) and its tracked result.
+func decodeDecided(r wire.Dec, tag byte) (decidedReserve, error) {
 	d := decidedReserve{index: r.Uvar()}
-	if withHeld {
+	if tag != resultReserveDecided {
 		held := r.Uvar()
 		if r.Err() == nil && held > math.MaxInt64 {
 			return decidedReserve{}, fmt.Errorf("%w: held %d ns", wire.ErrMalformed, held)
 		}
 		d.held = time.Duration(held)
 	}
+	var holdEnd int64
+	if tag == resultReserveHoldEnd {
+		holdEnd = r.Svar()
+	}
 	if err := r.Err(); err != nil {
 		return decidedReserve{}, err
 	}
 	var err error
 	d.res, err = decodeTracked(r)
+	switch {
+	case tag == resultReserveHoldEnd:
+		d.res.HoldExpiresInNanos = holdEnd
+	case d.res.Holds && d.res.Status == fsm.Granted:
+		d.res.HoldExpiresInNanos = d.res.ExpiresInNanos
+	}
 	return d, err
 }
 

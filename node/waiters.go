@@ -39,8 +39,9 @@ import (
 // (Result.NowNanos), and the leader subtracts the time its timeline has
 // counted since then (stamp - NowNanos), which is never more than the real
 // time since (the timeline never runs faster than real time): the wait
-// only gets longer, and the hold's expiry, counted from the moment the
-// leader answers, never lasts longer than the register counts it. A
+// only gets longer, and the hold's expiry and end (ExpiresInNanos,
+// HoldExpiresInNanos), counted from the moment the leader answers, never
+// last longer than the register counts them. A
 // follower that forwarded the reserve counts it from its own sending of
 // the call plus the time the leader held it (relayedResult, answer.go),
 // and the client from its request's sending plus the time the node it
@@ -176,6 +177,7 @@ func (n *Node) awaitWaiter(ctx context.Context, r fsm.Reserve, queued fsm.Reserv
 	}
 	select {
 	case d := <-ch:
+		n.testStallAnswer(ctx)
 		at := time.Now() // before the timeline's reading: the durations count from at
 		now, _, _, ok := n.timeline.stamp()
 		if !ok {
