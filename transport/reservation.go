@@ -184,8 +184,8 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 	}
 	// How long this node held the request (a reserve that waited in an
 	// in-flight cap's queue), up to the moment its answer's durations
-	// count from: the client counts the expiry from its request's sending
-	// plus this, never later than that moment.
+	// count from: the client counts the expiry and the hold's end from its
+	// request's sending plus this, never later than that moment.
 	held := time.Since(start)
 	buf.Reset()
 	b := buf.AvailableBuffer()
@@ -206,6 +206,8 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 		b = strconv.AppendUint(b, res.ReservationID, 10)
 		b = append(b, `","holds":`...)
 		b = strconv.AppendBool(b, res.Holds)
+		b = append(b, `,"hold_expires_in_ns":`...)
+		b = strconv.AppendInt(b, res.HoldExpiresInNanos, 10)
 		b = append(b, `,"held_ns":`...)
 		b = strconv.AppendInt(b, int64(held), 10)
 		b = append(b, `,"duplicate":`...)

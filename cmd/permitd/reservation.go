@@ -156,8 +156,14 @@ func runReserveMany(c *cmdLine, cf *clientFlags, wants []client.Want, o client.R
 		// settled or released, so it is not reported as a grant.
 		return c.fail(exitFailure, errors.New("the server granted the reserve without a reservation_id"))
 	}
-	printLine(stdout, map[string]any{"granted": true, "reservation_id": r.ID, "limits": limits, "wait_ns": r.Delay.Nanoseconds(),
-		"spacing_ns": r.Spacing.Nanoseconds(), "expires_in_ns": r.ExpiresIn.Nanoseconds(), "request_id": r.RequestID})
+	line := map[string]any{"granted": true, "reservation_id": r.ID, "limits": limits, "wait_ns": r.Delay.Nanoseconds(),
+		"spacing_ns": r.Spacing.Nanoseconds(), "expires_in_ns": r.ExpiresIn.Nanoseconds(), "request_id": r.RequestID, "holds": r.Holds}
+	if end := r.HoldExpiresAt(); !end.IsZero() {
+		// Counted from this line's printing, conservatively: the hold
+		// lapses in the register no sooner.
+		line["hold_expires_in_ns"] = max(time.Until(end).Nanoseconds(), -1)
+	}
+	printLine(stdout, line)
 	if !wait {
 		return exitOK
 	}

@@ -30,6 +30,8 @@ func TestReservationCLI(t *testing.T) {
 		ReservationID string `json:"reservation_id"`
 		WaitNs        *int64 `json:"wait_ns"`
 		ExpiresInNs   *int64 `json:"expires_in_ns"`
+		Holds         bool   `json:"holds"`
+		HoldEndNs     *int64 `json:"hold_expires_in_ns"`
 		RetryAfterNs  int64  `json:"retry_after_ns"`
 		Blocking      string `json:"blocking"`
 		Error         string `json:"error"`
@@ -164,8 +166,12 @@ func TestReservationCLI(t *testing.T) {
 			!strings.Contains(r.stderr, "; allowed: permitd reserve --limit workers=1, then permitd release ID") {
 			t.Fatalf("reserve NAME of a concurrency limit: %v", r)
 		}
-		a := oneLine(t, cli(t, "reserve", "--limit", "workers=1"))
-		if !*a.Granted || a.ReservationID == "" {
+		wantCode(t, cli(t, "limits", "put", "rps", "--algorithm", "strict", "--rate", "1", "--per", "1s"), 0)
+		a := oneLine(t, cli(t, "reserve", "--limit", "workers=1", "--limit", "rps=1", "--max-wait", "1s"))
+		// The hold's end, from the line's printing: within the TTL, and
+		// past the strict permit's expiry (half a second).
+		if !*a.Granted || a.ReservationID == "" || !a.Holds || a.HoldEndNs == nil || *a.HoldEndNs <= int64(50*time.Second) ||
+			*a.HoldEndNs > int64(time.Minute) || *a.ExpiresInNs >= *a.HoldEndNs {
 			t.Fatalf("first hold: %+v", a)
 		}
 		r = cli(t, "reserve", "--limit", "workers=1")

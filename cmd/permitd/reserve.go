@@ -38,7 +38,11 @@ The grant names a reservation: {"granted":true,"reservation_id":ID,
 "wait_ns":W,"expires_in_ns":E,"limits":[...],...}; use the permits W after
 the answer, then report what was really used with "permitd settle ID
 NAME=PERMITS ..." (within --settle-within, default 1m) and free the
-permits of concurrency limits with "permitd release ID". A concurrency
+permits of concurrency limits with "permitd release ID". A reservation
+that holds permits of a concurrency limit ("holds":true) also prints
+"hold_expires_in_ns":H: its hold lapses in the register no sooner than H
+after the line is printed (the earliest, over several; -1: lapsed), which
+the call using the slot should end before. A concurrency
 limit is reserved only in this form (the NAME form is refused, exit 2:
 nothing could release its permits). A refusal names the limit that
 blocked: {"granted":false,"blocking":NAME,"retry_after_ns":R,...}. With

@@ -31,8 +31,37 @@ type Reservation struct {
 	// Holds (granted) reports in-flight permits (a concurrency limit):
 	// only then does Release free anything.
 	Holds bool
+	// HoldExpiresIn (granted, Holds) is how long after the answer left
+	// the server the reservation's in-flight hold lapses in the register
+	// (the earliest, over several concurrency limits), unless released
+	// earlier: until then the caller may keep its slot. It differs from
+	// ExpiresIn, the earliest expiry of every part (a strict limit's
+	// permit expires sooner), and may be shorter than the limit's TTL
+	// (a reserve that waited in the cap's queue holds its slot from the
+	// instant it came free). Negative: lapsed already (a late replay). 0
+	// when the reservation holds nothing. HoldExpiresAt gives the moment
+	// on the client's clock.
+	HoldExpiresIn time.Duration
 	// Limits are what was asked.
 	Limits []Want
+}
+
+// HoldExpiresAt is the conservative end of the reservation's in-flight
+// hold on the client's clock: SentAt + Held + HoldExpiresIn, never later
+// than the moment the register frees the slot (the register counts it
+// from the answer's departure, at least Held after SentAt, on a timeline
+// that runs no faster than real time), up to the client clock's rate
+// error. SentAt for a hold that had lapsed (HoldExpiresIn < 0), the zero
+// time when the reservation holds nothing. A call that uses the slot
+// should end before it.
+func (r Reservation) HoldExpiresAt() time.Time {
+	switch {
+	case !r.Granted || !r.Holds || r.HoldExpiresIn == 0:
+		return time.Time{}
+	case r.HoldExpiresIn < 0:
+		return r.SentAt
+	}
+	return r.SentAt.Add(r.Held).Add(r.HoldExpiresIn)
 }
 
 // ReserveOptions tune ReserveMany.
@@ -50,6 +79,7 @@ type multiReserveAnswer struct {
 	ReservationID string `json:"reservation_id"`
 	Blocking      string `json:"blocking"`
 	Holds         bool   `json:"holds"`
+	HoldNanos     int64  `json:"hold_expires_in_ns"`
 	HeldNanos     int64  `json:"held_ns"`
 }
 
@@ -122,9 +152,16 @@ func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions
 		r.Spacing = time.Duration(a.SpacingNanos)
 		r.ID = a.ReservationID
 		r.Holds = a.Holds
+		r.HoldExpiresIn = time.Duration(a.HoldNanos)
+		if r.Holds && a.HoldNanos == 0 {
+			// A server that predates hold_expires_in_ns: the expiry is
+			// never later than the hold's end.
+			r.HoldExpiresIn = r.ExpiresIn
+		}
 		// The server held the request that long (in a cap's queue): the
-		// expiry counts from the answer's departure, at least that long
-		// after SentAt. A server's claim beyond the round trip is capped.
+		// expiry and the hold's end count from the answer's departure, at
+		// least that long after SentAt. A server's claim beyond the round
+		// trip is capped.
 		r.Held = min(max(time.Duration(a.HeldNanos), 0), resp.receivedAt.Sub(resp.sentAt))
 	} else {
 		r.RetryAfter, r.Refusal = time.Duration(a.RetryNanos), a.Error

@@ -47,3 +47,44 @@ func TestReserveManyAndSettleKeepTheirRequestIDAcrossRetries(t *testing.T) {
 		t.Fatalf("settle sent request IDs %q, then %q on the retry: want one non-empty ID, reused", a, b)
 	}
 }
+
+// TestReservationHoldExpiresAt: a grant's hold ends, on the client's
+// clock, at SentAt + Held + hold_expires_in_ns (the server counts it from
+// the answer's departure, at least held_ns after the request was sent),
+// apart from the strict permit's earlier expiry; a hold that lapsed
+// already ends at SentAt; a reservation that holds nothing has no end;
+// and a server that predates the field is taken at its expiry, never
+// later than the hold's end.
+func TestReservationHoldExpiresAt(t *testing.T) {
+	answer := func(body string) *scripted {
+		return &scripted{reply: func(_ int, w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, body)
+		}}
+	}
+	cases := []struct {
+		name, body string
+		want       func(r Reservation) time.Time
+	}{
+		{"hold beyond the expiry", `{"granted":true,"wait_ns":0,"expires_in_ns":20000000,"reservation_id":"3","holds":true,"hold_expires_in_ns":2000000000,"held_ns":1500,"duplicate":false}`,
+			func(r Reservation) time.Time { return r.SentAt.Add(1500 + 2*time.Second) }},
+		{"lapsed", `{"granted":true,"wait_ns":0,"expires_in_ns":-1,"reservation_id":"3","holds":true,"hold_expires_in_ns":-1,"held_ns":0,"duplicate":true}`,
+			func(r Reservation) time.Time { return r.SentAt }},
+		{"no hold", `{"granted":true,"wait_ns":0,"expires_in_ns":20000000,"reservation_id":"3","holds":false,"hold_expires_in_ns":0,"held_ns":0,"duplicate":false}`,
+			func(Reservation) time.Time { return time.Time{} }},
+		{"an older server", `{"granted":true,"wait_ns":0,"expires_in_ns":20000000,"reservation_id":"3","holds":true,"held_ns":700,"duplicate":false}`,
+			func(r Reservation) time.Time { return r.SentAt.Add(700 + 20*time.Millisecond) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, []string{host(serve(t, answer(tc.body)))})
+			r, err := c.ReserveMany(context.Background(), []Want{{"rpm", 1}, {"cap", 1}}, ReserveOptions{MaxWait: time.Second})
+			if err != nil || !r.Granted {
+				t.Fatalf("ReserveMany: %+v, %v", r, err)
+			}
+			if got, want := r.HoldExpiresAt(), tc.want(r); !got.Equal(want) {
+				t.Fatalf("HoldExpiresAt() = %v, want %v (%+v)", got, want, r)
+			}
+		})
+	}
+}

@@ -762,6 +762,10 @@ class ReservationTest(unittest.TestCase):
         tpm = self.tokens()
         with self.client.reserve_many({gpu: 1, tpm: 200}, max_wait=2) as r:
             self.assertTrue(r.usable_now() or r.wait == 0)
+            # The hold lapses at most its TTL after the request was sent.
+            self.assertIsNotNone(r.hold_expires_in)
+            self.assertGreater(r.hold_expires_at(), time.monotonic() + 30)
+            self.assertLessEqual(r.hold_expires_at(), r.received_at + 60)
             other = self.client.reserve_many({gpu: 1})
             self.assertFalse(other.granted)
             self.assertEqual(other.blocking, gpu)

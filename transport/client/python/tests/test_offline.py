@@ -198,6 +198,33 @@ class RetryAfterTest(unittest.TestCase):
                 self.assertLess(hits[1] - hits[0], most + 1.0)
 
 
+class HoldEndTest(unittest.TestCase):
+    """A reservation's in-flight hold ends hold_expires_in_ns after the
+    answer left the server, counted from the request's sending plus
+    held_ns (never later than the register frees the slot), apart from
+    the strict permit's earlier expiry; a server that does not say it is
+    taken at the expiry, which is never later."""
+
+    def test_hold_expires_at(self) -> None:
+        cases = (
+            (b'{"granted":true,"wait_ns":0,"expires_in_ns":20000000,"reservation_id":"3","holds":true,"hold_expires_in_ns":2000000000,"held_ns":1500}', 2.0000015),
+            (b'{"granted":true,"wait_ns":0,"expires_in_ns":20000000,"reservation_id":"3","holds":true,"held_ns":1500}', 0.0200015),
+            (b'{"granted":true,"wait_ns":0,"expires_in_ns":-1,"reservation_id":"3","holds":true,"hold_expires_in_ns":-1,"held_ns":0}', 0.0),
+            (b'{"granted":true,"wait_ns":0,"expires_in_ns":20000000,"reservation_id":"3","holds":false,"hold_expires_in_ns":0,"held_ns":0}', None),
+        )
+        for body, after_sent in cases:
+            with self.subTest(body=body):
+                addr, _ = answering_server(self, 200, body, {})
+                c = permitd.Client([addr])
+                self.addCleanup(c.close)
+                r = c.reserve_many({"rpm": 1, "cap": 1}, max_wait=1)
+                self.assertTrue(r.granted, r)
+                if after_sent is None:
+                    self.assertIsNone(r.hold_expires_at())
+                    continue
+                self.assertAlmostEqual(r.hold_expires_at() - r.sent_at, after_sent, delta=1e-9)
+
+
 class ExpiredRoundsTest(unittest.TestCase):
     """The README: acquire raises Expired once max_expired_rounds permits in
     a row have expired (4 by default: at most 3 new reserves), and never

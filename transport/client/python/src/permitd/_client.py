@@ -581,6 +581,11 @@ class Client:
             g.reservation_id = res_id if isinstance(res_id, str) else str(res_id) if isinstance(res_id, int) else ""
             # A server that does not say holds is asked to release anyway.
             g.holds = a.get("holds") is not False
+            # The hold's end counts from the answer's departure like the
+            # expiry; a server that does not say it: the expiry, which is
+            # never later.
+            h = _ns(a.get("hold_expires_in_ns")) if "hold_expires_in_ns" in a else e
+            g.hold_expires_in = None if not g.holds or h == 0 else h / 1e9 if h < 0 else h / 1e9 + held
         else:
             ra = r.retry_after()
             g.retry_after = ra if ra is not None else 0.0

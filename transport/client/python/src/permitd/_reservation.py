@@ -134,9 +134,21 @@ class Reservation(Grant):
             ``None`` before it.
         holds: (granted) the reservation holds in-flight permits (a
             concurrency limit): only then does a release free anything.
+        hold_expires_in: (granted, ``holds``) seconds after ``sent_at`` at
+            which the reservation's in-flight hold lapses in the register
+            (the earliest, over several concurrency limits), counted
+            conservatively (from the request's sending plus the time the
+            server held it): never later than the register frees the
+            slot, unless released earlier. It differs from
+            ``expires_in`` (the earliest expiry of every part: a strict
+            limit's permit expires sooner) and may be shorter than the
+            limit's TTL (a reserve that waited in the cap's queue holds
+            its slot from the instant it came free). Negative: lapsed
+            already (a late replay); ``None`` when the reservation holds
+            nothing. See :meth:`hold_expires_at`.
     """
 
-    __slots__ = ("reservation_id", "blocking", "limits", "settlement", "released", "holds", "_client")
+    __slots__ = ("reservation_id", "blocking", "limits", "settlement", "released", "holds", "hold_expires_in", "_client")
 
     def __init__(
         self,
@@ -154,6 +166,7 @@ class Reservation(Grant):
         self.settlement: Optional[Settlement] = None
         self.released: Optional[int] = None
         self.holds = False
+        self.hold_expires_in: Optional[float] = None
         self._client = client
 
     def __repr__(self) -> str:
@@ -173,6 +186,17 @@ class Reservation(Grant):
             self.duplicate,
             self.request_id,
         )
+
+    def hold_expires_at(self) -> Optional[float]:
+        """When the reservation's in-flight hold lapses, on the clock of
+        ``sent_at``: ``sent_at + hold_expires_in`` (``sent_at`` if it had
+        lapsed), or ``None`` when it holds nothing. A call that uses the
+        slot should end before it."""
+        if self.hold_expires_in is None:
+            return None
+        if self.hold_expires_in < 0:
+            return self.sent_at
+        return self.sent_at + self.hold_expires_in
 
     # -- settle and release ------------------------------------------------
 
