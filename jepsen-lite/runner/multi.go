@@ -48,6 +48,10 @@ const (
 	// multiLiveTolerance is the live judge's allowance for delivery
 	// jitter (the checkers use the measured one).
 	multiLiveTolerance = 5 * time.Millisecond
+	// multiCallMargin is how long before its hold lapses (as the grant
+	// says) a call must end: the call's way to the fake API, which counts
+	// it in flight from its receipt, and the stamping of its end.
+	multiCallMargin = 100 * time.Millisecond
 )
 
 // multiDefaults validates the multi workload's settings and fills in its
@@ -111,7 +115,7 @@ func multiNames() (rpm, tpm, inflight string) {
 func (c Config) multiWorkload() workload.MultiConfig {
 	rpm, tpm, inf := multiNames()
 	return workload.MultiConfig{RPM: rpm, TPM: tpm, InFlight: inf, MaxTokens: c.Multi.MaxTokens,
-		MinCall: multiMinCall, MaxCall: multiMaxCall, HoldTTL: c.Multi.HoldTTL, HoldMargin: c.Multi.HoldTTL / 3, ProbeOneIn: 4}
+		MinCall: multiMinCall, MaxCall: multiMaxCall, HoldTTL: c.Multi.HoldTTL, HoldMargin: multiCallMargin, ProbeOneIn: 4}
 }
 
 // multiLimits is the multi workload's part of limitInfo.

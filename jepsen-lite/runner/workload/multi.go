@@ -35,8 +35,11 @@ type MultiConfig struct {
 	MaxTokens int64
 	// MinCall and MaxCall bound a call's duration (uniform).
 	MinCall, MaxCall time.Duration
-	// HoldTTL is the concurrency limit's ttl: a call must end before the
-	// hold expires (HoldMargin before, counted conservatively).
+	// HoldTTL is the concurrency limit's ttl. A call must end HoldMargin
+	// before its hold lapses, as the grant says (hold_expires_in_ns,
+	// client.Reservation.HoldExpiresAt: conservative already): the margin
+	// covers only the call's way to the fake API, which stamps its start
+	// on receipt, and the stamping of its end.
 	HoldTTL, HoldMargin time.Duration
 	// SettleWithin is the reserves' settle_within (0: the server's).
 	SettleWithin time.Duration
@@ -187,16 +190,19 @@ func (w *Workers) useReservation(ctx context.Context, id int, name string, c *cl
 		w.pool.PausePoint(ctx, id)
 		now := time.Now()
 		// The strict permit expires at SentAt + Held + expires_in; the
-		// hold at t* + ttl, which is no earlier than SentAt + Held + wait
-		// + ttl (Held: how long the server held the request, a reserve
-		// that waited in the cap's queue).
-		holdEnd := r.SentAt.Add(r.Held + r.Delay + mc.HoldTTL - mc.HoldMargin)
+		// hold lapses at SentAt + Held + hold_expires_in (Held: how long
+		// the server held the request, a reserve that waited in the
+		// cap's queue), which is no later than the register frees the
+		// slot, even when t* came before the answer.
+		holdEnd := r.HoldExpiresAt().Add(-mc.HoldMargin)
 		exp := r.ExpiresAt()
 		switch {
 		case ctx.Err() != nil:
 		case r.ExpiresIn < 0 || (!exp.IsZero() && now.After(exp)):
 			w.counters.skippedExpired.Add(1)
-		case now.Add(dur).After(holdEnd):
+		case !r.Holds || now.Add(dur).After(holdEnd):
+			// (A grant of the cap that holds nothing: its limit was not a
+			// cap when it was granted; no call without a slot.)
 			w.counters.skippedLate.Add(1)
 		default:
 			sent := int64(now.Sub(w.start))
