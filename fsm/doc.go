@@ -487,6 +487,12 @@
 //     longer blocks it. Releasing a waiting reservation withdraws it
 //     (Refused), and so does a CmdWithdraw naming its request ID (a node
 //     whose client went away sends it).
+//   - A queue is bounded (waiterbounds.go): at most MaxWaitersPerLimit
+//     reserves wait naming one limit, and at most MaxWaitersPerOwner of
+//     them are one owner's (a token's; without tokens only the first
+//     bound applies). A reserve that would wait beyond is answered Busy,
+//     naming the bound, with the time until one of those waiters may
+//     leave the queue; it changes nothing and is not recorded.
 //
 // Lapses and deadlines happen at instants that no entry carries. Every
 // entry therefore first decides, in order of their instants, the events

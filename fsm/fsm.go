@@ -74,6 +74,9 @@ type FSM struct {
 	// Bounds of the session table: MaxSessions and MaxSessionResults,
 	// except in tests (withSessionCaps).
 	maxSessions, maxSessionResults int
+	// Bounds of the waiting reserves: MaxWaitersPerLimit and
+	// MaxWaitersPerOwner, except in tests (withWaiterCaps).
+	maxWaiters, maxOwnerWaiters int
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -90,6 +93,8 @@ func newFSM(dedupWindowNanos int64, maxDedupEntries int) *FSM {
 		maxDedupEntries:   maxDedupEntries,
 		maxSessions:       MaxSessions,
 		maxSessionResults: MaxSessionResults,
+		maxWaiters:        MaxWaitersPerLimit,
+		maxOwnerWaiters:   MaxWaitersPerOwner,
 	}
 }
 
@@ -332,7 +337,8 @@ func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 		return o.resultAt(nowNanos, false)
 	}
 	o := s.decide(nowNanos, r)
-	if o.status != Queued {
+	if o.status != Queued && o.status != Busy {
+		// (Busy: a full queue of waiters, waiterbounds.go.)
 		s.dedup.add(dedupRecord{id: r.RequestID, recordedAtNanos: nowNanos, outcome: o})
 	}
 	return o.resultAt(nowNanos, false)
@@ -454,6 +460,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	st.sessions.maxSessions, st.sessions.maxResults = f.maxSessions, f.maxSessionResults
+	st.waits.maxPerLimit, st.waits.maxPerOwner = f.maxWaiters, f.maxOwnerWaiters
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.st = st

@@ -63,6 +63,9 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 		limits[capBlocking].refusedRequests++
 		return outcome{status: Refused, atNanos: max(at, capAt), blocking: limits[capBlocking].name}
 	case capBlocking >= 0:
+		if o, full := s.waitersFull(nowNanos, r); full {
+			return o // not recorded (reserve): a retry is decided afresh
+		}
 		return s.enqueue(nowNanos, r)
 	}
 	rv := &reservation{owner: r.Owner, decidedAtNanos: nowNanos}

@@ -34,6 +34,9 @@ type waitQueues struct {
 	deadlines reservationHeap
 	// byRequestID finds a waiting reservation by its reserve's request ID.
 	byRequestID map[string]uint64
+	// maxPerLimit and maxPerOwner bound the queues (waiterbounds.go):
+	// MaxWaitersPerLimit and MaxWaitersPerOwner but in tests.
+	maxPerLimit, maxPerOwner int
 }
 
 // waitQueue is the queue of one limit: the IDs of the waiting
@@ -45,10 +48,14 @@ type waitQueue struct {
 	// the limit; total the sum over all of them.
 	ahead []int64
 	total int64
+	// owners counts the reservations in the queue by owner (not the
+	// empty one).
+	owners map[string]int
 }
 
 func newWaitQueues() waitQueues {
-	return waitQueues{byLimit: map[string]*waitQueue{}, byRequestID: map[string]uint64{}, deadlines: reservationHeap{waiting: true}}
+	return waitQueues{byLimit: map[string]*waitQueue{}, byRequestID: map[string]uint64{}, deadlines: reservationHeap{waiting: true},
+		maxPerLimit: MaxWaitersPerLimit, maxPerOwner: MaxWaitersPerOwner}
 }
 
 // len is the number of waiting reservations.
@@ -59,12 +66,15 @@ func (q *waitQueues) add(rv *reservation) {
 	for _, p := range rv.parts {
 		wq := q.byLimit[p.limit]
 		if wq == nil {
-			wq = &waitQueue{}
+			wq = &waitQueue{owners: map[string]int{}}
 			q.byLimit[p.limit] = wq
 		}
 		wq.ids = append(wq.ids, rv.id)
 		wq.ahead = append(wq.ahead, wq.total)
 		wq.total += p.permits
+		if rv.owner != "" {
+			wq.owners[rv.owner]++
+		}
 	}
 	heap.Push(&q.deadlines, rv)
 	if id := rv.wait.requestID; id != "" {
@@ -86,6 +96,11 @@ func (q *waitQueues) remove(rv *reservation) {
 			wq.ahead[j] -= p.permits
 		}
 		wq.total -= p.permits
+		if rv.owner != "" {
+			if wq.owners[rv.owner]--; wq.owners[rv.owner] == 0 {
+				delete(wq.owners, rv.owner)
+			}
+		}
 		if len(wq.ids) == 0 {
 			delete(q.byLimit, p.limit)
 		}

@@ -88,7 +88,7 @@ var walkKinds = []string{
 	"tracked", "tracked-granted", "tracked-refused", "settle", "settled", "settle-refund", "settle-charge",
 	"settle-replay", "settle-conflict", "settle-forbidden", "release", "released", "put-shadow",
 	"cap-carried", "queued", "queued-replay", "waiter-granted", "waiter-refused", "withdrawn",
-	"withdraw-id", "withdrawn-id", "handed-over",
+	"withdraw-id", "withdrawn-id", "handed-over", "waiters-full",
 }
 
 // walker drives one FSM and its twin (restored from the previous step's
@@ -176,8 +176,12 @@ func newWalker(t *testing.T, seed uint64) *walker {
 	if smallSessions(seed) {
 		w.fresh = func() *FSM { return New().withSessionCaps(walkMaxSessions, walkMaxSessionResults) }
 	}
-	w.f, w.twin = w.fresh(), w.fresh()
 	w.capHeavy = seed%3 == 1
+	if smallQueues(seed) {
+		base := w.fresh
+		w.fresh = func() *FSM { return base().withWaiterCaps(walkMaxWaiters, walkMaxOwnerWaiters) }
+	}
+	w.f, w.twin = w.fresh(), w.fresh()
 	return w
 }
 
@@ -455,6 +459,10 @@ func (w *walker) randomConfig(a bucket.Algorithm) bucket.Config {
 		s.ColdFactor = []float64{0, 1, 2, 7}[r.IntN(4)]
 	case bucket.Concurrency:
 		s = bucket.Spec{Algorithm: a, MaxInFlight: 1 + r.Int64N(6), HoldTTL: time.Duration(r.Int64N(int64(30 * time.Second)))}
+		if smallQueues(w.seed) {
+			// Caps that fill, and stay full: their queues fill too.
+			s.MaxInFlight, s.HoldTTL = 1, time.Duration(r.Int64N(int64(5*time.Minute)))
+		}
 	case bucket.Hybrid:
 		s.BurstRatio = []float64{0, 1, 1.5, 3}[r.IntN(4)]
 		if s.BurstRatio <= 1 && r.IntN(2) == 0 {
@@ -595,8 +603,12 @@ func (w *walker) observe(data []byte, res any) string {
 			if e.Reserves[i].Track {
 				// Every tracked result is observed (a grant or a queued
 				// reserve is recorded); the first outcome names the step.
-				if o := w.observeTracked(e.Reserves[i], rr); tracked == "" {
+				o := w.observeTracked(e.Reserves[i], rr)
+				if tracked == "" {
 					tracked = o
+				}
+				if o == "waiters-full" {
+					w.checkBusyNotRecorded(e.Reserves, i)
 				}
 				if len(v) == 1 {
 					w.checkArrivalBlocked(e.Reserves[i], rr)
@@ -780,6 +792,8 @@ func (w *walker) observeTracked(q Reserve, rr ReserveResult) string {
 			}
 		}
 		return "tracked-granted"
+	case rr.Status == Busy && rr.Detail != "" && !rr.Duplicate:
+		return w.checkWaitersFull(q, rr)
 	case rr.Status == Refused && rr.Blocking == "":
 		w.t.Errorf("seed %d: a tracked reserve was refused without naming the blocking limit: %+v", w.seed, rr)
 	case rr.Status == Refused:

@@ -26,6 +26,11 @@ import (
 //   - no waiter is left waiting at or past its deadline, and the register
 //     waits on exactly the reservations the walk saw queued and not yet
 //     decided;
+//   - no queue holds more waiters than its bounds (waiterbounds.go; a
+//     sixth of the walks run with bounds of 2 per limit and 1 per owner):
+//     per limit, and per owner of each limit's queue, counted from the
+//     walk's record; and a reserve answered Busy for a full queue
+//     (checkWaitersFull) names a queue that was full by that record;
 //   - no slot is left idle while a reserve waits for it: every waiting
 //     reserve is blocked by an enforced cap it names, in which its
 //     permits do not fit beside the permits held and those the earlier
@@ -43,7 +48,7 @@ type walkWaiter struct {
 	arrivedNanos, deadlineNanos int64
 	limits                      []string
 	parts                       []Part
-	requestID                   string
+	requestID, owner            string
 }
 
 // queued records reserve q, answered Queued (rr).
@@ -51,7 +56,7 @@ func (w *walker) queued(q Reserve, rr ReserveResult) {
 	if w.waiters == nil {
 		w.waiters = map[uint64]walkWaiter{}
 	}
-	ww := walkWaiter{arrivedNanos: rr.NowNanos, deadlineNanos: rr.NowNanos + rr.RetryAfterNanos, requestID: q.RequestID}
+	ww := walkWaiter{arrivedNanos: rr.NowNanos, deadlineNanos: rr.NowNanos + rr.RetryAfterNanos, requestID: q.RequestID, owner: q.Owner}
 	if q.MaxWaitNanos == 0 || rr.ReservationID == 0 {
 		w.t.Errorf("seed %d: a reserve with max wait %d was queued: %+v", w.seed, q.MaxWaitNanos, rr)
 	}
@@ -130,6 +135,7 @@ func (w *walker) checkWaiters(kind string, index uint64, decided []WaiterDecisio
 			}
 		}
 	}
+	w.checkQueueBounds(kind)
 	if got, want := s.waits.len(), len(w.waiters); got != want {
 		w.t.Errorf("seed %d: %s: the register holds %d waiters, the walk saw %d queued and not decided", w.seed, kind, got, want)
 	}
@@ -432,4 +438,78 @@ func (w *walker) waitingReservation() (walkReservation, bool) {
 	ww := w.waiters[id]
 	rv := w.f.st.reservations.byID[id]
 	return walkReservation{id: id, owner: rv.owner, parts: ww.parts}, true
+}
+
+// walkMaxWaiters and walkMaxOwnerWaiters bound the queues of the walks
+// with smallQueues.
+const (
+	walkMaxWaiters      = 2
+	walkMaxOwnerWaiters = 1
+)
+
+// smallQueues reports whether the walk of seed bounds its queues by
+// walkMaxWaiters and walkMaxOwnerWaiters (half the cap-heavy walks).
+func smallQueues(seed uint64) bool { return seed%6 == 4 }
+
+// queueCounts counts the waiters the walk saw queued and not decided, per
+// limit and per limit and owner (not the empty one).
+func (w *walker) queueCounts() (map[string]int, map[[2]string]int) {
+	perLimit, perOwner := map[string]int{}, map[[2]string]int{}
+	for _, ww := range w.waiters {
+		for _, name := range ww.limits {
+			perLimit[name]++
+			if ww.owner != "" {
+				perOwner[[2]string{name, ww.owner}]++
+			}
+		}
+	}
+	return perLimit, perOwner
+}
+
+// checkQueueBounds checks that no queue holds more waiters than the
+// register's bounds, per limit and per owner.
+func (w *walker) checkQueueBounds(kind string) {
+	perLimit, perOwner := w.queueCounts()
+	for name, n := range perLimit {
+		if n > w.f.maxWaiters {
+			w.t.Errorf("seed %d: %s: %d reserves wait on limit %q, above its bound of %d", w.seed, kind, n, name, w.f.maxWaiters)
+		}
+	}
+	for k, n := range perOwner {
+		if n > w.f.maxOwnerWaiters {
+			w.t.Errorf("seed %d: %s: %d reserves of %q wait on limit %q, above the bound of %d", w.seed, kind, n, k[1], k[0], w.f.maxOwnerWaiters)
+		}
+	}
+}
+
+// checkWaitersFull checks a tracked reserve q answered Busy for a full
+// queue (rr): a limit it names had, by the walk's record of the waiters
+// before it (every earlier reserve of its entry included), as many
+// waiters as its bound, or its owner as many on it as its share; nothing
+// was reserved (checkRefusedChangesNothing) and its request ID is not
+// recorded. It labels it.
+func (w *walker) checkWaitersFull(q Reserve, rr ReserveResult) string {
+	perLimit, perOwner := w.queueCounts()
+	full := false
+	for _, p := range q.Parts() {
+		full = full || perLimit[p.Limit] >= w.f.maxWaiters || (q.Owner != "" && perOwner[[2]string{p.Limit, q.Owner}] >= w.f.maxOwnerWaiters)
+	}
+	if !full || rr.RetryAfterNanos < 1 || rr.ReservationID != 0 {
+		w.t.Errorf("seed %d: a tracked reserve of %q was answered Busy, naming a full queue, though no queue it joins was full (%v, %v): %+v",
+			w.seed, q.Owner, perLimit, perOwner, rr)
+	}
+	return "waiters-full"
+}
+
+// checkBusyNotRecorded checks that the request ID of reserve i of rs,
+// answered Busy for a full queue, was not recorded (unless a later
+// reserve of the entry carries it too).
+func (w *walker) checkBusyNotRecorded(rs []Reserve, i int) {
+	id := rs[i].RequestID
+	if id == "" || slices.ContainsFunc(rs[i+1:], func(r Reserve) bool { return r.RequestID == id }) {
+		return
+	}
+	if w.f.st.dedup.lookup(id) != nil {
+		w.t.Errorf("seed %d: a tracked reserve answered Busy for a full queue recorded its request id %q", w.seed, id)
+	}
 }

@@ -234,8 +234,11 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 		b = append(b, "}\n"...)
 		httpapi.WriteRaw(w, http.StatusTooManyRequests, b)
 	case fsm.Busy:
-		h.answerBusy(w, b, res.RetryAfterNanos, "the register holds as many request ids or reservations as it can keep: retry after "+
-			time.Duration(res.RetryAfterNanos).String())
+		why := "the register holds as many request ids or reservations as it can keep"
+		if res.Detail != "" {
+			why = res.Detail // a full queue of reserves waiting on a limit
+		}
+		h.answerBusy(w, b, res.RetryAfterNanos, why+": retry after "+time.Duration(res.RetryAfterNanos).String())
 	case fsm.UnknownLimit:
 		m.reserveOutcome(outcomeUnknown)
 		httpapi.WriteError(w, http.StatusNotFound, res.Detail)
