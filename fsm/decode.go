@@ -128,12 +128,20 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 	case CmdWithdraw:
 		e.Withdraw.RequestID = string(r.bytes("request id", MaxRequestIDLen))
 		e.Withdraw.Owner = string(r.bytes("owner", MaxOwnerLen))
-		switch force := r.byte1("force"); {
+		switch flag := r.byte1("force"); {
 		case r.err != nil:
-		case force > 1:
-			r.fail("force byte %d (allowed: 0, 1)", force)
+		case flag > withdrawGrace:
+			r.fail("force byte %d (allowed: 0, 1, or %d followed by a grace)", flag, withdrawGrace)
+		case flag == withdrawGrace:
+			e.Withdraw.GraceNanos = int64(r.uvarintMax("withdraw grace", uint64(MaxWithdrawGraceNanos)))
+			if r.err == nil && e.Withdraw.GraceNanos == 0 {
+				r.fail("withdraw grace 0 after flag %d (a withdrawal without a grace has flag 0)", withdrawGrace)
+			}
+			if r.err == nil {
+				err = e.Withdraw.Validate()
+			}
 		default:
-			e.Withdraw.Force = force == 1
+			e.Withdraw.Force = flag == 1
 			err = e.Withdraw.Validate()
 		}
 	}

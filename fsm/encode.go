@@ -282,5 +282,14 @@ func AppendWithdraw(b []byte, st Stamp, c Withdraw) ([]byte, error) {
 	b = appendHeader(b, CmdWithdraw, st)
 	b = appendBytes(b, c.RequestID)
 	b = appendBytes(b, c.Owner)
+	if c.GraceNanos > 0 {
+		b = append(b, withdrawGrace)
+		return binary.AppendUvarint(b, uint64(c.GraceNanos)), nil
+	}
 	return append(b, boolByte(c.Force)), nil
 }
+
+// withdrawGrace is the flag byte of a CmdWithdraw with a grace (0 and 1:
+// without one, Force false and true), followed by uvarint the grace
+// (1..MaxWithdrawGraceNanos).
+const withdrawGrace = 2

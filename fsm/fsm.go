@@ -317,8 +317,10 @@ func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 		return rec.resultAt(nowNanos, true)
 	}
 	if id, ok := s.waits.byRequestID[r.RequestID]; ok {
-		// Still waiting: the same wait (the node waits for its decision).
+		// Still waiting: the same wait (the node waits for its decision),
+		// retried now (Withdraw.GraceNanos).
 		rv := s.reservations.byID[id]
+		rv.wait.retriedAtNanos = nowNanos
 		o := outcome{status: Queued, atNanos: rv.finalAtNanos, reservation: id}
 		return o.resultAt(nowNanos, true)
 	}

@@ -123,6 +123,7 @@ func reservationEntries(t testing.TB) [][]byte {
 	add(AppendRelease(nil, at(8), Release{Reservation: 1 << 40, Owner: "o"}))
 	add(AppendWithdraw(nil, at(9), Withdraw{RequestID: "q"}))
 	add(AppendWithdraw(nil, at(10), Withdraw{RequestID: "w.n1.0f", Owner: "o", Force: true}))
+	add(AppendWithdraw(nil, at(11), Withdraw{RequestID: "q", Owner: "o", GraceNanos: int64(7 * time.Second)}))
 	return out
 }
 

@@ -23,7 +23,10 @@ import (
 //	                    at its deadline, after last now, neither settled
 //	                    nor released)
 //	    if waiting:     the reserve's request id (bytes, may be empty),
-//	                    uvarint its settle window (0..MaxSettleWindowNanos)
+//	                    uvarint its settle window (0..MaxSettleWindowNanos);
+//	                    with flag 8 (only with 4: retried), uvarint the
+//	                    time of its latest retry, delta from its arrival
+//	                    (at most the last applied time)
 //	    if settled:     settle request id (bytes), uvarint count, then per
 //	                    part: limit name, uvarint reserved, actual,
 //	                    refunded, charged
@@ -41,13 +44,15 @@ import (
 //
 // A snapshot without waiting reservations has the bytes of format
 // version 7 before waiting existed; one with them is refused by a decoder
-// that predates them (flag 4).
+// that predates them (flag 4), one with a retried waiting reservation by
+// a decoder that predates retries (flag 8).
 
 // Flags of a reservation in a snapshot.
 const (
 	reservationSettled  = 1
 	reservationReleased = 2
 	reservationWaiting  = 4
+	reservationRetried  = 8
 	// minReservationLen bounds preallocation for a claimed count.
 	minReservationLen = 12
 )
@@ -86,11 +91,17 @@ func (s *state) appendReservations(b []byte) []byte {
 		}
 		if rv.wait != nil {
 			flags |= reservationWaiting
+			if rv.wait.retriedAtNanos != 0 {
+				flags |= reservationRetried
+			}
 		}
 		b = append(b, flags)
 		if rv.wait != nil {
 			b = appendBytes(b, rv.wait.requestID)
 			b = binary.AppendUvarint(b, uint64(rv.wait.settleWithinNanos))
+			if rv.wait.retriedAtNanos != 0 {
+				b = binary.AppendUvarint(b, uint64(rv.wait.retriedAtNanos-rv.decidedAtNanos))
+			}
 		}
 		if rv.settled {
 			b = appendBytes(b, rv.settleID)
@@ -163,13 +174,23 @@ func decodeReservations(r *reader, st *state) {
 		rv.servedAtNanos = rv.decidedAtNanos + served
 		rv.finalAtNanos = rv.servedAtNanos + final
 		flags := r.byte1("flags")
-		if r.err == nil && flags > reservationSettled|reservationReleased && flags != reservationWaiting {
-			r.fail("flags %d (allowed: 0-%d, or %d alone)", flags, reservationSettled|reservationReleased, reservationWaiting)
+		if r.err == nil && flags > reservationSettled|reservationReleased && flags != reservationWaiting && flags != reservationWaiting|reservationRetried {
+			r.fail("flags %d (allowed: 0-%d, or %d alone or with %d)", flags, reservationSettled|reservationReleased, reservationWaiting, reservationRetried)
 		}
 		rv.settled, rv.released = flags&reservationSettled != 0, flags&reservationReleased != 0
-		if flags == reservationWaiting {
+		if flags&reservationWaiting != 0 {
 			rv.wait = &waiting{requestID: string(r.bytes("waiting request id", MaxRequestIDLen))}
 			rv.wait.settleWithinNanos = r.int64Snap("waiting settle window")
+			if flags&reservationRetried != 0 {
+				retried := r.int64Snap("retried after arrival")
+				if r.err == nil && retried > st.lastNowNanos-rv.decidedAtNanos {
+					r.fail("waiting, retried %d after its arrival at %d, after the last applied time %d", retried, rv.decidedAtNanos, st.lastNowNanos)
+				}
+				rv.wait.retriedAtNanos = rv.decidedAtNanos + retried
+				if r.err == nil && rv.wait.retriedAtNanos == 0 {
+					r.fail("waiting, retried at time 0 (0 means never)")
+				}
+			}
 			if r.err == nil && (rv.servedAtNanos != rv.decidedAtNanos || rv.wait.settleWithinNanos > MaxSettleWindowNanos) {
 				r.fail("waiting, served %d after its arrival, settle window %d (allowed: served at arrival, window 0..%d)",
 					rv.servedAtNanos-rv.decidedAtNanos, rv.wait.settleWithinNanos, MaxSettleWindowNanos)

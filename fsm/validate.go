@@ -219,6 +219,9 @@ func (c Withdraw) Validate() error {
 	if len(c.Owner) > MaxOwnerLen {
 		return fmt.Errorf("%w: owner is %d bytes long (allowed: 0-%d)", ErrInvalidCommand, len(c.Owner), MaxOwnerLen)
 	}
+	if c.GraceNanos < 0 || c.GraceNanos > MaxWithdrawGraceNanos || (c.Force && c.GraceNanos != 0) {
+		return fmt.Errorf("%w: withdraw grace %dns, force %v (allowed: 0 to %d ns, and 0 with force)", ErrInvalidCommand, c.GraceNanos, c.Force, MaxWithdrawGraceNanos)
+	}
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/permitd/permitd/bucket"
 )
@@ -21,7 +22,11 @@ import (
 type waiting struct {
 	requestID         string
 	settleWithinNanos int64
-	heapIndex         int
+	// retriedAtNanos is the cluster time of the latest retry of its
+	// request ID (a replay answered Queued), 0 if none: a withdrawal with
+	// a grace spares a reserve retried within it (Withdraw).
+	retriedAtNanos int64
+	heapIndex      int
 }
 
 // waitQueues indexes the waiting reservations (derived from the
@@ -424,22 +429,40 @@ func (s *state) capRetryAt(l *limit, nowNanos, q int64) int64 {
 // (its holds freed) too: only for a request ID nobody else knows (one the
 // node made up for a reserve that had none), since a client that may
 // replay the ID would be told of a grant that no longer holds.
+//
+// With GraceNanos (not with Force; at most MaxWithdrawGraceNanos), a
+// reserve whose request ID was retried (a replay answered Queued, at any
+// node) within GraceNanos before the withdrawal's time is not withdrawn:
+// its client came back, and keeps its place. A node whose client went
+// away sends it a while later, with a grace that covers that while, so
+// that a client that retries its attempt at once (its own timeout, a lost
+// connection) keeps its place in the queue.
 type Withdraw struct {
-	RequestID string
-	Owner     string
-	Force     bool
+	RequestID  string
+	Owner      string
+	Force      bool
+	GraceNanos int64
 }
+
+// MaxWithdrawGraceNanos bounds Withdraw.GraceNanos.
+const MaxWithdrawGraceNanos = int64(time.Minute)
 
 // withdrawByID applies a Withdraw at nowNanos: Settled with a Detail when
 // it withdrew a waiting reserve, Settled with Released when (Force) it
 // released a grant, SettleUnknown when nothing waits or (Force) holds
-// under that ID, SettleForbidden for another owner's.
+// under that ID, SettleForbidden for another owner's, SettleConflict for
+// a reserve retried within its grace (kept waiting).
 func (s *state) withdrawByID(nowNanos int64, c *Withdraw) ReleaseResult {
 	if id, ok := s.waits.byRequestID[c.RequestID]; ok {
 		rv := s.reservations.byID[id]
 		if rv.owner != "" && rv.owner != c.Owner {
 			return ReleaseResult{Status: SettleForbidden, Detail: boundDetail(fmt.Sprintf(
 				"the reserve with request id %q belongs to %q, not to %q", c.RequestID, rv.owner, c.Owner))}
+		}
+		if at := rv.wait.retriedAtNanos; c.GraceNanos > 0 && at != 0 && at >= nowNanos-c.GraceNanos {
+			return ReleaseResult{Status: SettleConflict, Detail: fmt.Sprintf(
+				"the reserve with request id %q was retried %v before this withdrawal (grace %v): it keeps waiting",
+				c.RequestID, time.Duration(nowNanos-at), time.Duration(c.GraceNanos))}
 		}
 		s.withdraw(rv, nowNanos)
 		return ReleaseResult{Status: Settled, Detail: fmt.Sprintf(

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -20,7 +21,7 @@ import (
 type waitStep struct {
 	at      time.Duration
 	who     string
-	op      string // "reserve", "release", "withdraw", "withdraw-force", "noop", "put", "delete", "settle"
+	op      string // "reserve", "release", "withdraw", "withdraw-force", "withdraw-grace" (2 s), "noop", "put", "delete", "settle"
 	parts   []Part
 	maxWait time.Duration
 	put     func(t *testing.T) PutLimit
@@ -54,8 +55,12 @@ func runWaitSteps(t *testing.T, h *harness, steps []waitStep) {
 			if rel.Detail != "" {
 				got = "withdrawn"
 			}
-		case "withdraw", "withdraw-force":
-			b, err := AppendWithdraw(nil, at(now), Withdraw{RequestID: "req-" + s.who, Force: s.op == "withdraw-force"})
+		case "withdraw", "withdraw-force", "withdraw-grace":
+			c := Withdraw{RequestID: "req-" + s.who, Force: s.op == "withdraw-force"}
+			if s.op == "withdraw-grace" {
+				c.GraceNanos = int64(2 * time.Second)
+			}
+			b, err := AppendWithdraw(nil, at(now), c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -342,6 +347,46 @@ func TestWithdrawByRequestID(t *testing.T) {
 	})
 }
 
+// TestWithdrawGraceSparesARetriedReserve: a withdrawal with a grace (what
+// a node sends a while after its client went away) spares a waiting
+// reserve whose request ID was retried within the grace before it (the
+// client came back, at this node or another: it keeps its place, and is
+// granted in turn), and withdraws one that was not, or was retried
+// longer ago. A withdrawal without a grace withdraws a retried reserve
+// as before.
+func TestWithdrawGraceSparesARetriedReserve(t *testing.T) {
+	h := newHarness(t)
+	h.put(0, "cap", concurrency(t, 1, 10*time.Second))
+	c1 := []Part{{"cap", 1}}
+	runWaitSteps(t, h, []waitStep{
+		{at: 0, who: "A", op: "reserve", parts: c1, want: "A granted at 0s hold until 10s"},
+		{at: 0, who: "B", op: "reserve", parts: c1, maxWait: 20 * time.Second, want: "B queued until 20s"},
+		{at: 0, who: "C", op: "reserve", parts: c1, maxWait: 20 * time.Second, want: "C queued until 20s"},
+		{at: time.Second, who: "B", op: "reserve", parts: c1, maxWait: 20 * time.Second, want: "B queued until 20s (replay)"},
+		{at: 2 * time.Second, who: "B", op: "withdraw-grace", want: fmt.Sprintf("status %d released 0", SettleConflict)},
+		{at: 2 * time.Second, who: "C", op: "withdraw-grace", want: fmt.Sprintf("status %d released 0", Settled),
+			decided: []string{"C refused (cap) retry at 2.000000001s"}},
+		{at: 3 * time.Second, who: "A", op: "release", want: "released 1", decided: []string{"B granted at 3s hold until 13s"}},
+		{at: 3 * time.Second, who: "D", op: "reserve", parts: c1, maxWait: 20 * time.Second, want: "D queued until 23s"},
+		{at: 4 * time.Second, who: "D", op: "reserve", parts: c1, maxWait: 20 * time.Second, want: "D queued until 23s (replay)"},
+		{at: 6*time.Second + 1, who: "D", op: "withdraw-grace", want: fmt.Sprintf("status %d released 0", Settled),
+			decided: []string{"D refused (cap) retry at 6.000000002s"}},
+		{at: 7 * time.Second, who: "E", op: "reserve", parts: c1, maxWait: 20 * time.Second, want: "E queued until 27s"},
+		{at: 7 * time.Second, who: "E", op: "reserve", parts: c1, maxWait: 20 * time.Second, want: "E queued until 27s (replay)"},
+		{at: 7 * time.Second, who: "E", op: "withdraw", want: fmt.Sprintf("status %d released 0", Settled),
+			decided: []string{"E refused (cap) retry at 7.000000001s"}},
+	})
+	for _, c := range []Withdraw{{RequestID: "x", Force: true, GraceNanos: 1}, {RequestID: "x", GraceNanos: -1}, {RequestID: "x", GraceNanos: MaxWithdrawGraceNanos + 1}} {
+		if _, err := AppendWithdraw(nil, at(0), c); !errors.Is(err, ErrInvalidCommand) {
+			t.Errorf("AppendWithdraw(%+v) = %v, want ErrInvalidCommand", c, err)
+		}
+	}
+	b, err := AppendWithdraw(nil, at(0), Withdraw{RequestID: "x", Owner: "o", GraceNanos: MaxWithdrawGraceNanos})
+	if e, derr := Decode(b); err != nil || derr != nil || e.Withdraw != (Withdraw{RequestID: "x", Owner: "o", GraceNanos: MaxWithdrawGraceNanos}) {
+		t.Errorf("a withdrawal with a grace decodes to %+v (%v, %v)", e.Withdraw, err, derr)
+	}
+}
+
 // TestWaitingSnapshotMutations: a state with reserves waiting on two caps
 // (with request IDs, on several limits) snapshots and restores to the
 // same bytes, and the restored copy decides them exactly as the original;
@@ -359,6 +404,7 @@ func TestWaitingSnapshotMutations(t *testing.T) {
 	q2 := tracked(8*sec, Part{"b", 1})
 	q2.Owner = "o"
 	h.reserve(sec, q1, q2)
+	h.reserve(sec+sec/2, q1) // retried: a withdrawal with a grace spares it
 	if h.f.Waiting() != 2 {
 		t.Fatalf("%d waiting, want 2", h.f.Waiting())
 	}

@@ -88,7 +88,7 @@ var walkKinds = []string{
 	"tracked", "tracked-granted", "tracked-refused", "settle", "settled", "settle-refund", "settle-charge",
 	"settle-replay", "settle-conflict", "settle-forbidden", "release", "released", "put-shadow",
 	"cap-carried", "queued", "queued-replay", "waiter-granted", "waiter-refused", "withdrawn",
-	"withdraw-id", "withdrawn-id", "handed-over", "waiters-full",
+	"withdraw-id", "withdrawn-id", "handed-over", "waiters-full", "withdraw-kept",
 }
 
 // walker drives one FSM and its twin (restored from the previous step's
@@ -138,6 +138,10 @@ type walker struct {
 	// grantedIDs are the request IDs of the latest tracked grants that
 	// hold in-flight permits, which tracked reserves now and then retry.
 	grantedIDs []string
+	// justRetried is the request ID of a waiting reserve the previous
+	// step retried: the next step may withdraw it (the node whose client
+	// went away, after the client's retry).
+	justRetried string
 }
 
 // walkReservation is a reservation the walk was granted.
@@ -201,6 +205,7 @@ func (w *walker) step() []string {
 	}
 	w.uses = w.uses[:0]
 	kind, data := w.command()
+	w.justRetried = ""
 	labels := []string{kind}
 	if moved != "" {
 		labels = append(labels, moved)
@@ -277,6 +282,11 @@ func (w *walker) command() (string, []byte) {
 	kind := ""
 	if r.IntN(40) == 0 {
 		return w.expiredGrants()
+	}
+	if w.justRetried != "" {
+		if k, b, ok := w.withdrawRetried(); ok {
+			return k, b
+		}
 	}
 	switch p := r.IntN(100); {
 	case p < 10:
@@ -588,6 +598,11 @@ func (w *walker) observe(data []byte, res any) string {
 	case SettleResult:
 		return w.observeSettle(v)
 	case ReleaseResult:
+		if e.Type == CmdWithdraw {
+			if l := w.checkWithdrawGrace(e.Withdraw, v, w.f.st.lastNowNanos); l != "" {
+				return l
+			}
+		}
 		if v.Status == Settled && !v.Duplicate && v.Released > 0 {
 			return "released"
 		}
@@ -771,6 +786,7 @@ func (w *walker) release() (string, []byte) {
 func (w *walker) observeTracked(q Reserve, rr ReserveResult) string {
 	switch {
 	case rr.Duplicate && rr.Status == Queued:
+		w.retried(rr)
 		return "queued-replay"
 	case rr.Duplicate:
 		// The first command with this request ID decided (perhaps an

@@ -49,6 +49,9 @@ type walkWaiter struct {
 	limits                      []string
 	parts                       []Part
 	requestID, owner            string
+	// retriedAt is the time of the latest replay of its request ID the
+	// walk saw answered Queued (0: none).
+	retriedAt int64
 }
 
 // queued records reserve q, answered Queued (rr).
@@ -193,7 +196,7 @@ func (w *walker) trackedRequestID() string {
 		// whose holds still run.
 		return w.grantedIDs[n-1-w.rng.IntN(min(n, 3))]
 	}
-	if w.capHeavy && w.rng.IntN(4) == 0 {
+	if w.capHeavy && w.rng.IntN(3) == 0 {
 		ids := make([]uint64, 0, len(w.waiters))
 		for id, ww := range w.waiters {
 			if ww.requestID != "" {
@@ -217,25 +220,40 @@ func (w *walker) trackedPermits() int64 {
 	return 1 + w.rng.Int64N(3)
 }
 
-// withdrawByID draws, a third of the time, a withdrawal by request ID (of
-// a reserve still waiting, or any used ID; now and then forced), in place
-// of a release.
+// withdrawByID draws, a third of the time (always while a reserve the
+// walk retried still waits), a withdrawal by request ID (of a reserve
+// still waiting, mostly a retried one, or any used ID; now and then
+// forced, or with a grace), in place of a release.
 func (w *walker) withdrawByID() (string, []byte, bool) {
 	r := w.rng
-	if r.IntN(3) > 0 {
+	if r.IntN(3) > 0 && !slices.ContainsFunc(slices.Collect(maps.Values(w.waiters)), func(ww walkWaiter) bool { return ww.retriedAt != 0 }) {
 		return "", nil, false
 	}
 	c := Withdraw{RequestID: "", Owner: walkOwners[r.IntN(len(walkOwners))], Force: r.IntN(4) == 0}
-	ids := make([]uint64, 0, len(w.waiters))
+	if !c.Force && r.IntN(2) == 0 {
+		c.GraceNanos = 1 + r.Int64N(MaxWithdrawGraceNanos) // spares a reserve retried within it
+	}
+	ids, retried := make([]uint64, 0, len(w.waiters)), []uint64{}
 	for id, ww := range w.waiters {
 		if ww.requestID != "" {
 			ids = append(ids, id)
+			if ww.retriedAt != 0 {
+				retried = append(retried, id)
+			}
 		}
 	}
 	slices.Sort(ids)
+	slices.Sort(retried)
+	if len(retried) > 0 && r.IntN(4) > 0 {
+		ids = retried // mostly the owner's withdrawal of a retried reserve
+	}
 	switch {
 	case len(ids) > 0 && r.IntN(3) > 0:
-		c.RequestID = w.waiters[ids[r.IntN(len(ids))]].requestID
+		ww := w.waiters[ids[r.IntN(len(ids))]]
+		c.RequestID = ww.requestID
+		if r.IntN(4) > 0 {
+			c.Owner = ww.owner
+		}
 	case len(w.ids) > 0:
 		c.RequestID = w.ids[r.IntN(len(w.ids))]
 	default:
@@ -246,6 +264,69 @@ func (w *walker) withdrawByID() (string, []byte, bool) {
 		w.t.Fatalf("seed %d: withdraw: encoding failed: %v", w.seed, err)
 	}
 	return "withdraw-id", b, true
+}
+
+// retried notes a replay of a waiting reserve's request ID, answered
+// Queued (rr).
+func (w *walker) retried(rr ReserveResult) {
+	if ww, ok := w.waiters[rr.ReservationID]; ok {
+		ww.retriedAt = rr.NowNanos
+		w.waiters[rr.ReservationID] = ww
+		w.justRetried = ww.requestID
+	}
+}
+
+// withdrawRetried draws, half the time, the withdrawal with a grace (of a
+// second to a minute, its owner's) of the reserve the previous step
+// retried, if it still waits: what the node whose client went away sends
+// after the client retried elsewhere.
+func (w *walker) withdrawRetried() (string, []byte, bool) {
+	if w.rng.IntN(2) == 0 {
+		return "", nil, false
+	}
+	for _, ww := range w.waiters {
+		if ww.requestID != w.justRetried {
+			continue
+		}
+		c := Withdraw{RequestID: ww.requestID, Owner: ww.owner, GraceNanos: int64(time.Second) + w.rng.Int64N(MaxWithdrawGraceNanos-int64(time.Second))}
+		b, err := AppendWithdraw(nil, w.stamp(), c)
+		if err != nil {
+			w.t.Fatalf("seed %d: withdraw: encoding failed: %v", w.seed, err)
+		}
+		return "withdraw-id", b, true
+	}
+	return "", nil, false
+}
+
+// checkWithdrawGrace checks a withdrawal by request ID c with a grace,
+// answered v at now: a reserve the walk saw waiting under that ID is
+// kept (SettleConflict) exactly when the walk saw it retried within the
+// grace, and withdrawn otherwise. It labels a kept one.
+func (w *walker) checkWithdrawGrace(c Withdraw, v ReleaseResult, now int64) string {
+	if c.GraceNanos == 0 || v.Status == SettleForbidden {
+		return ""
+	}
+	for id, ww := range w.waiters {
+		if ww.requestID != c.RequestID {
+			continue
+		}
+		if rv, ok := w.f.st.reservations.byID[id]; v.Status == SettleUnknown && (!ok || rv.wait == nil) {
+			return "" // decided by an event of the entry, before the withdrawal
+		}
+		kept := ww.retriedAt != 0 && ww.retriedAt >= now-c.GraceNanos
+		if (v.Status == SettleConflict) != kept || (!kept && v.Status != Settled) {
+			w.t.Errorf("seed %d: a withdrawal of %q with a grace of %dns at %d (the walk saw it retried at %d) answered %+v",
+				w.seed, c.RequestID, c.GraceNanos, now, ww.retriedAt, v)
+		}
+		if kept {
+			return "withdraw-kept"
+		}
+		return ""
+	}
+	if v.Status == SettleConflict {
+		w.t.Errorf("seed %d: a withdrawal of %q, which the walk saw waiting under no reserve, answered %+v", w.seed, c.RequestID, v)
+	}
+	return ""
 }
 
 // auditWaiter tallies the decision d on waiter ww, made by the entry at
