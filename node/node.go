@@ -249,6 +249,11 @@ type Node struct {
 	// the shift of its durations to the answer's departure: a stall of
 	// the leader (a GC pause, a slow apply).
 	testDelayLeaderAnswer atomic.Int64
+	// testWithdrawGrace, set only by tests, replaces withdrawGrace.
+	testWithdrawGrace atomic.Int64
+	// testWithdrawn, set only by tests before the reserve it concerns is
+	// made, sees the outcome of every withdrawal this node sent.
+	testWithdrawn func(fsm.ReleaseResult, error)
 	// testCallWindow, set only by tests, replaces maxForwardedInflight for
 	// the connections this node serves from then on.
 	testCallWindow atomic.Int64

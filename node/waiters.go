@@ -56,7 +56,9 @@ import (
 // once made) and waits for the same decision: its place in the queue is
 // kept. A reserve whose client went away, or whose ID only the node knows
 // and that ends without an answer, is withdrawn (reserveMayWait) rather
-// than left to hold a slot for nobody until its TTL.
+// than left to hold a slot for nobody until its TTL; one with the client's
+// own request ID only withdrawGrace later, and only if the client did not
+// retry it meanwhile (fsm.Withdraw.GraceNanos).
 
 // waiterRecent is how many of the latest decisions a hub keeps.
 const waiterRecent = 1 << 14
@@ -204,22 +206,49 @@ func (n *Node) awaitWaiter(ctx context.Context, r fsm.Reserve, queued fsm.Reserv
 // be told of, the node withdraws it (Withdraw): the client went away
 // (ctx ended), or the request ID is the node's own (nobody else can ask
 // for the decision again: Force also releases a grant made meanwhile). A
-// client's own request ID is withdrawn only while it still waits, so
-// that a retry of it is answered refused; a leader change alone
-// withdraws nothing, so that the client's retry keeps its place.
+// client's own request ID is withdrawn only while it still waits, so that
+// a retry of it is answered refused, and only withdrawGrace later, with a
+// grace that spares a reserve retried since (fsm.Withdraw.GraceNanos): a
+// client whose attempt timed out, or whose connection broke, and that
+// retries with its request ID at once, at this node or another, keeps its
+// place. A leader change alone withdraws nothing, so that the client's
+// retry keeps its place.
 func (n *Node) reserveMayWait(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
 	own := r.RequestID == ""
 	if own {
 		r.RequestID = newWaiterRequestID()
 	}
 	res, err := n.reserve(ctx, r, false)
-	if err != nil && (errors.Is(err, ErrNoLeader) || ctx.Err() != nil) && (own || ctx.Err() != nil) {
-		n.withdraw(fsm.Withdraw{RequestID: r.RequestID, Owner: r.Owner, Force: own})
+	switch {
+	case err == nil || !(errors.Is(err, ErrNoLeader) || ctx.Err() != nil):
+	case own:
+		n.withdraw(fsm.Withdraw{RequestID: r.RequestID, Owner: r.Owner, Force: true}, 0)
+	case ctx.Err() != nil:
+		grace := n.withdrawGraceNow()
+		// The withdrawal is applied at most grace + withdrawTimeout after
+		// the client went away, on a timeline that runs no faster than
+		// real time: every retry since is within 2 graces + the timeout.
+		n.withdraw(fsm.Withdraw{RequestID: r.RequestID, Owner: r.Owner,
+			GraceNanos: min(int64(2*grace+withdrawTimeout), fsm.MaxWithdrawGraceNanos)}, grace)
 	}
 	if own {
 		res.Duplicate = false // a replay of this node's own retry, not the client's
 	}
 	return res, err
+}
+
+// withdrawGrace is how long after its client went away a node withdraws
+// a waiting reserve with the client's request ID: time for the client to
+// retry (the Go client retries a timed-out attempt at the next server at
+// once).
+const withdrawGrace = 2 * time.Second
+
+// withdrawGraceNow returns withdrawGrace, or a test's own.
+func (n *Node) withdrawGraceNow() time.Duration {
+	if d := n.testWithdrawGrace.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return withdrawGrace
 }
 
 // newWaiterRequestID makes up a request ID for a reserve that may wait
@@ -239,9 +268,10 @@ func (n *Node) withdrawLocal(ctx context.Context, c fsm.Withdraw) (fsm.ReleaseRe
 // withdrawTimeout bounds withdraw.
 const withdrawTimeout = 5 * time.Second
 
-// withdraw applies c in the background. Best effort: if it fails, a reserve
-// still waiting is refused at its deadline, and a grant lapses at its TTL.
-func (n *Node) withdraw(c fsm.Withdraw) {
+// withdraw applies c in the background, after a delay. Best effort: if
+// it fails, a reserve still waiting is refused at its deadline, and a
+// grant lapses at its TTL.
+func (n *Node) withdraw(c fsm.Withdraw, after time.Duration) {
 	entry, err := fsm.AppendWithdraw(nil, fsm.Stamp{}, c)
 	if err != nil {
 		n.log.Error("withdrawing a waiting reserve: cannot encode it", "error", err)
@@ -250,10 +280,17 @@ func (n *Node) withdraw(c fsm.Withdraw) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
+		if after > 0 && !n.pause(n.stopped, after) {
+			return
+		}
 		ctx, cancel := context.WithTimeout(n.stopped, withdrawTimeout)
 		defer cancel()
-		if _, err := commandRetried[fsm.ReleaseResult](n, ctx, "withdraw", entry, true); err != nil {
+		res, err := commandRetried[fsm.ReleaseResult](n, ctx, "withdraw", entry, true)
+		if err != nil {
 			n.log.Debug("withdrawing a waiting reserve nobody waits for failed", "request_id", c.RequestID, "error", err)
+		}
+		if f := n.testWithdrawn; f != nil {
+			f(res, err)
 		}
 	}()
 }
