@@ -486,7 +486,8 @@
 //     it as UnknownLimit or Invalid, a limit that is no longer a cap no
 //     longer blocks it. Releasing a waiting reservation withdraws it
 //     (Refused), and so does a CmdWithdraw naming its request ID (a node
-//     whose client went away sends it).
+//     whose client went away sends it; with a grace, one that spares a
+//     reserve whose request ID was retried within it).
 //   - A queue is bounded (waiterbounds.go): at most MaxWaitersPerLimit
 //     reserves wait naming one limit, and at most MaxWaitersPerOwner of
 //     them are one owner's (a token's; without tokens only the first
