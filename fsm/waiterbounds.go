@@ -35,7 +35,8 @@ import (
 // A reserve that would wait beyond a bound is answered Busy, naming the
 // bound, with the time until a waiter that counts against it may leave
 // the queue without any command (the earliest deadline among them, or
-// the next lapse of a hold on the limit, which may grant one); it is not
+// the next lapse of a hold on a cap one of them names, which may grant
+// it); it is not
 // recorded (its request ID stays unused: a retry is decided afresh) and
 // changes nothing. A reserve whose request ID already waits is answered
 // Queued as a replay, as before: it adds no waiter.
@@ -69,19 +70,28 @@ func (s *state) waitersFull(nowNanos int64, r *Reserve) (outcome, bool) {
 
 // waiterLeavesAt is the earliest time after nowNanos at which a
 // reservation waiting on limit name (of owner, if not empty) may leave
-// its queue without a command: its deadline, or a lapse of a hold on the
-// limit (which may grant it).
+// its queue without a command: its deadline, or a lapse of a hold on a
+// cap it names (which may grant it).
 func (s *state) waiterLeavesAt(nowNanos int64, name, owner string) int64 {
 	at := int64(math.MaxInt64)
+	caps := map[string]bool{}
 	for _, id := range s.waits.byLimit[name].ids {
-		if rv := s.reservations.byID[id]; owner == "" || rv.owner == owner {
-			at = min(at, rv.finalAtNanos)
+		rv := s.reservations.byID[id]
+		if owner != "" && rv.owner != owner {
+			continue
+		}
+		at = min(at, rv.finalAtNanos)
+		for _, p := range rv.parts {
+			caps[p.limit] = true
 		}
 	}
-	if l, ok := s.limits[name]; ok && isCap(l) {
-		if c, ok := l.pacer.(*bucket.ConcurrencyPacer); ok {
-			if e, ok := c.NextExpiry(nowNanos); ok {
-				at = min(at, e)
+	// The minimum does not depend on the order the map is visited in.
+	for c := range caps {
+		if l, ok := s.limits[c]; ok && isCap(l) {
+			if p, ok := l.pacer.(*bucket.ConcurrencyPacer); ok {
+				if e, ok := p.NextExpiry(nowNanos); ok {
+					at = min(at, e)
+				}
 			}
 		}
 	}
