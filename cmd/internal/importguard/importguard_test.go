@@ -1,12 +1,6 @@
 package importguard
 
 import (
-	"encoding/json"
-	"go/build"
-	"io/fs"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +9,9 @@ import (
 const module = "github.com/permitd/permitd/"
 
 // allowed lists, for each package of the module (by its path in the
-// module), the module packages its non-test files may import. A package
-// missing here fails the test: a new package states its place.
+// module), the module packages its files may import, test files
+// included. Every package has its own explicit list (no wildcards): a
+// package missing here fails the test, so a new package states its place.
 var allowed = map[string][]string{
 	"bucket":        {},
 	"fsm":           {"bucket"},
@@ -41,42 +36,144 @@ var allowed = map[string][]string{
 	// Go client implements).
 	"transport/relay": {"transport/wire", "transport/auth"},
 
+	// cmd/permitd is the binary: the agent runs node and transport, the
+	// worker and relay commands the client side, the demo and bench both.
+	"cmd/permitd": {
+		"bucket", "fsm", "node", "node/faultnet",
+		"transport", "transport/auth", "transport/devcerts", "transport/tlsfiles", "transport/wire",
+		"transport/client", "transport/worker", "transport/sidecar", "transport/relay",
+		"cmd/internal/httplite",
+	},
 	"cmd/internal/httplite":    {},
 	"cmd/internal/importguard": {},
 	// cmd/leased-scale measures the leased path: agents (built from
 	// cmd/permitd, not imported) and in-process workers.
 	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker"},
+
+	// jepsen-lite uses permitd only through the Go client and the
+	// binaries (layerViolations checks these lists keep to that).
+	"jepsen-lite/bound":                    {},
+	"jepsen-lite/history":                  {},
+	"jepsen-lite/fakeapi":                  {"jepsen-lite/bound"},
+	"jepsen-lite/checker":                  {"jepsen-lite/bound", "jepsen-lite/fakeapi", "jepsen-lite/history"},
+	"jepsen-lite/runner/internal/wait":     {},
+	"jepsen-lite/runner/internal/httpjson": {},
+	"jepsen-lite/runner/internal/secure":   {"jepsen-lite/runner/internal/httpjson", "transport/client"},
+	"jepsen-lite/runner/process":           {"jepsen-lite/runner/internal/wait"},
+	"jepsen-lite/runner/netns":             {"jepsen-lite/runner/internal/wait"},
+	"jepsen-lite/runner/cluster": {
+		"jepsen-lite/runner/internal/httpjson", "jepsen-lite/runner/internal/secure", "jepsen-lite/runner/internal/wait",
+		"jepsen-lite/runner/netns", "jepsen-lite/runner/process", "transport/client",
+	},
+	"jepsen-lite/runner/nemesis": {
+		"jepsen-lite/history", "jepsen-lite/runner/cluster", "jepsen-lite/runner/internal/wait",
+		"jepsen-lite/runner/process", "transport/client",
+	},
+	"jepsen-lite/runner/workload": {
+		"jepsen-lite/checker", "jepsen-lite/fakeapi", "jepsen-lite/history", "jepsen-lite/runner/internal/httpjson",
+		"jepsen-lite/runner/internal/secure", "jepsen-lite/runner/internal/wait", "jepsen-lite/runner/process", "transport/client",
+	},
+	"jepsen-lite/runner": {
+		"jepsen-lite/bound", "jepsen-lite/checker", "jepsen-lite/fakeapi", "jepsen-lite/history",
+		"jepsen-lite/runner/cluster", "jepsen-lite/runner/internal/secure", "jepsen-lite/runner/internal/wait",
+		"jepsen-lite/runner/nemesis", "jepsen-lite/runner/netns", "jepsen-lite/runner/workload", "transport/client",
+	},
+	"jepsen-lite/sweep":      {"jepsen-lite/runner", "jepsen-lite/checker"},
+	"jepsen-lite/cmd/jepsen": {"jepsen-lite/runner", "jepsen-lite/sweep"},
 }
 
-// rule returns the module packages pkg may import, and whether pkg has a
-// rule: cmd/permitd may import anything; jepsen-lite its own packages and
-// the public client only.
-func rule(pkg string) (func(string) bool, bool) {
-	switch {
-	case pkg == "cmd/permitd":
-		return func(string) bool { return true }, true
-	case pkg == "jepsen-lite" || strings.HasPrefix(pkg, "jepsen-lite/"):
-		return func(imp string) bool {
-			return strings.HasPrefix(imp, "jepsen-lite/") || imp == "transport/client"
-		}, true
-	}
-	list, ok := allowed[pkg]
-	return func(imp string) bool { return slices.Contains(list, imp) }, ok
+// testAllowed lists the module packages a package's tests (its _test.go
+// files, internal and external test package) may import beyond allowed,
+// each with its reason. These are exceptions: end-to-end tests of a
+// client-side package start a real server, and tests borrow the test
+// certificates and fault-injecting networks. An exception no test needs
+// any more fails the test, so the list stays as small as the tests.
+var testAllowed = map[string]map[string]string{
+	"node": {
+		"node/faultnet":      faultnet,
+		"transport/devcerts": devcerts,
+	},
+	"transport": {
+		"node/faultnet":                faultnet,
+		"transport/client":             "the server edge is tested through the Go client it serves (failover, back-off, the binary protocol)",
+		"transport/internal/fakestore": fakestore,
+	},
+	"transport/client": {
+		"bucket":                       clientE2E,
+		"fsm":                          clientE2E,
+		"node":                         clientE2E,
+		"transport":                    clientE2E,
+		"transport/auth":               clientE2E,
+		"transport/internal/fakestore": clientE2E,
+	},
+	"transport/openapi": {
+		"fsm":                          openapiE2E,
+		"node":                         openapiE2E,
+		"node/faultnet":                openapiE2E,
+		"transport":                    openapiE2E,
+		"transport/auth":               openapiE2E,
+		"transport/internal/fakestore": openapiE2E,
+		"transport/internal/httpapi":   openapiE2E,
+	},
+	"transport/relay": {
+		"transport/client":   "the relay's upstream in its tests is the real Go client",
+		"transport/devcerts": devcerts,
+		"transport/tlsfiles": "the relay's TLS tests load the certificate files an operator would name",
+	},
+	"transport/tlsfiles": {
+		"transport/devcerts": devcerts,
+	},
+	"transport/worker": {
+		"fsm":                          workerE2E,
+		"node":                         workerE2E,
+		"node/faultnet":                workerE2E,
+		"transport":                    workerE2E,
+		"transport/internal/fakestore": workerE2E,
+	},
 }
 
-// violations returns one line per import of graph that the rules forbid,
-// and per package without a rule.
-func violations(graph map[string][]string) []string {
+// Reasons shared by several test-only exceptions.
+const (
+	faultnet   = "in-process clusters on the fault-injecting network"
+	devcerts   = "test certificates for the TLS paths"
+	fakestore  = "the real fsm register on a manual clock behind the handler"
+	clientE2E  = "end-to-end tests: the client against a real in-process register (fakestore, or node clusters for failover)"
+	openapiE2E = "the conformance test drives every operation against a real in-process cluster behind the token middleware"
+	workerE2E  = "fleets of workers against the in-process register and against a real 3-node register"
+)
+
+// pkgImports are the module packages one package imports, by their paths
+// in the module: those of its non-test files, and those of its test files.
+type pkgImports struct {
+	prod, test []string
+}
+
+// violations returns one line per import of graph that the rules (the
+// tables allowed and testAllowed) forbid, per package without a rule, and
+// per test-only exception no test uses.
+func violations(graph map[string]pkgImports, allowed map[string][]string, testAllowed map[string]map[string]string) []string {
 	var out []string
 	for pkg, imps := range graph {
-		ok, known := rule(pkg)
+		list, known := allowed[pkg]
 		if !known {
 			out = append(out, pkg+": no rule: add it to allowed with its place in the graph")
 			continue
 		}
-		for _, imp := range imps {
-			if !ok(imp) {
+		for _, imp := range imps.prod {
+			if !slices.Contains(list, imp) {
 				out = append(out, pkg+" imports "+imp+": not allowed")
+			}
+		}
+		for _, imp := range imps.test {
+			if _, exception := testAllowed[pkg][imp]; !slices.Contains(list, imp) && !exception {
+				out = append(out, pkg+"'s tests import "+imp+": not allowed (move the test, or add an exception with its reason to testAllowed)")
+			}
+		}
+	}
+	for pkg, exceptions := range testAllowed {
+		for imp := range exceptions {
+			if !slices.Contains(graph[pkg].test, imp) {
+				out = append(out, "testAllowed["+pkg+"]["+imp+"]: no test imports it any more: remove the exception")
 			}
 		}
 	}
@@ -84,145 +181,104 @@ func violations(graph map[string][]string) []string {
 	return out
 }
 
-// moduleGraph returns the module-internal imports of every package's
-// non-test files, read from the source tree (go/build, no go tool).
-func moduleGraph(t *testing.T, root string) map[string][]string {
-	t.Helper()
-	graph := map[string][]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			return nil
-		}
-		name := d.Name()
-		if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata") {
-			return filepath.SkipDir
-		}
-		if path != root {
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // another module (cmd/compare-redis)
+// moduleGraph returns the module-internal imports of every package, read
+// from its files (all of them: test files and every platform's).
+func moduleGraph(files []srcFile) map[string]pkgImports {
+	graph := map[string]pkgImports{}
+	for _, f := range files {
+		g := graph[f.pkg]
+		for _, imp := range f.imports() {
+			rel, ok := strings.CutPrefix(imp, module)
+			if !ok || rel == f.pkg { // not the module's; an external test package's own
+				continue
+			}
+			if f.test && !slices.Contains(g.test, rel) {
+				g.test = append(g.test, rel)
+			} else if !f.test && !slices.Contains(g.prod, rel) {
+				g.prod = append(g.prod, rel)
 			}
 		}
-		p, err := build.Default.ImportDir(path, 0)
-		if err != nil {
-			if _, none := err.(*build.NoGoError); none {
-				return nil
-			}
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		var imps []string
-		for _, imp := range p.Imports {
-			if strings.HasPrefix(imp, module) {
-				imps = append(imps, strings.TrimPrefix(imp, module))
-			}
-		}
-		graph[rel] = imps
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		graph[f.pkg] = g
 	}
 	return graph
 }
 
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../../..")
-	if err != nil {
-		t.Fatal(err)
+// serverRank orders the server side's layers, bottom first: imports flow
+// cmd → transport → node → fsm → bucket, so a package of the chain may
+// import only packages of lower rank. fakestore, the register behind the
+// handler's tests, sits beside the handler.
+var serverRank = map[string]int{"bucket": 0, "fsm": 1, "node": 2, "transport": 3, "transport/internal/fakestore": 3, "cmd/permitd": 4}
+
+// clientSide are the packages that run in users' processes and on
+// workers' hosts; serverOnly the packages they never import (the client
+// must not link the register).
+var (
+	clientSide = []string{"transport/client", "transport/worker", "transport/sidecar", "transport/relay", "transport/limiter", "transport/wire"}
+	serverOnly = []string{"node", "fsm", "transport", "transport/internal/fakestore"}
+)
+
+// leaves import nothing of permitd: bucket is the pure math, and
+// transport/wire the one format both sides share.
+var leaves = []string{"bucket", "transport/wire"}
+
+// layerViolations checks the tables themselves against the layering the
+// README draws, so that a line added to allowed or testAllowed cannot
+// quietly contradict it: the server chain's imports point down, the client
+// side never imports the server, the leaves import nothing of permitd, and
+// jepsen-lite (tests included) uses permitd only through the Go client.
+// Test-only exceptions may cross the first two, never the last two.
+func layerViolations(allowed map[string][]string, testAllowed map[string]map[string]string) []string {
+	var out []string
+	check := func(table, pkg, imp string) {
+		switch {
+		case slices.Contains(leaves, pkg):
+			out = append(out, table+"["+pkg+"] lists "+imp+": "+pkg+" imports nothing of permitd")
+		case strings.HasPrefix(pkg, "jepsen-lite/") && !strings.HasPrefix(imp, "jepsen-lite/") && imp != "transport/client":
+			out = append(out, table+"["+pkg+"] lists "+imp+": jepsen-lite uses permitd only through transport/client and the binaries")
+		case table != "allowed":
+		case hasRank(pkg) && hasRank(imp) && serverRank[imp] >= serverRank[pkg]:
+			out = append(out, table+"["+pkg+"] lists "+imp+": imports flow cmd → transport → node → fsm → bucket")
+		case slices.Contains(clientSide, pkg) && slices.Contains(serverOnly, imp):
+			out = append(out, table+"["+pkg+"] lists "+imp+": the client side never imports the server")
+		}
 	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root %s: %v", root, err)
+	for pkg, imps := range allowed {
+		for _, imp := range imps {
+			check("allowed", pkg, imp)
+		}
 	}
-	return root
+	for pkg, imps := range testAllowed {
+		for imp := range imps {
+			check("testAllowed", pkg, imp)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
-// TestImportGraph: every package's imports follow the allowed graph.
+func hasRank(pkg string) bool { _, ok := serverRank[pkg]; return ok }
+
+// TestImportGraph: every package's imports, test files included, follow
+// the allowed graph and its test-only exceptions.
 func TestImportGraph(t *testing.T) {
-	graph := moduleGraph(t, moduleRoot(t))
-	for _, want := range []string{"bucket", "fsm", "node", "transport", "transport/client", "transport/worker", "cmd/permitd"} {
+	graph := moduleGraph(moduleFiles(t, moduleRoot(t), func(string) bool { return false }))
+	for _, want := range []string{"bucket", "fsm", "node", "transport", "transport/client", "transport/worker", "cmd/permitd", "jepsen-lite/runner"} {
 		if _, ok := graph[want]; !ok {
 			t.Fatalf("package %s not found: the walk is broken (found %d packages)", want, len(graph))
 		}
 	}
-	for _, v := range violations(graph) {
+	if len(graph["transport/client"].test) == 0 {
+		t.Fatal("transport/client's tests import nothing of the module: the walk skips test files")
+	}
+	for _, v := range violations(graph, allowed, testAllowed) {
 		t.Error(v)
 	}
 }
 
-// TestGuardCatchesAViolation: the rules reject the imports that broke the
-// layering before (the client importing fsm, the worker the node), and a
-// package nobody placed.
-func TestGuardCatchesAViolation(t *testing.T) {
-	got := violations(map[string][]string{
-		"transport/client": {"transport/wire", "fsm"},
-		"transport/worker": {"node"},
-		"fsm":              {"node"},
-		"jepsen-lite/x":    {"node"},
-		"newpkg":           {},
-	})
-	want := []string{
-		"fsm imports node: not allowed",
-		"jepsen-lite/x imports node: not allowed",
-		"newpkg: no rule: add it to allowed with its place in the graph",
-		"transport/client imports fsm: not allowed",
-		"transport/worker imports node: not allowed",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("violations:\n got %q\nwant %q", got, want)
-	}
-}
-
-// TestClientSideIsLight: the full dependency graphs (go list -deps) of
-// the client-side packages contain neither the server (node, fsm) nor
-// raft or bbolt; only the worker, which gossips, has memberlist.
-func TestClientSideIsLight(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("go tool not found: %v", err)
-	}
-	heavy := []string{"github.com/hashicorp/raft", "go.etcd.io/bbolt", "github.com/boltdb/bolt", module + "node", module + "fsm"}
-	for _, tc := range []struct {
-		pkg        string
-		memberlist bool
-	}{
-		{"transport/client", false},
-		{"transport/wire", false},
-		{"transport/worker", true},
-		{"transport/sidecar", true},
-		{"transport/relay", false},
-	} {
-		cmd := exec.Command(goTool, "list", "-deps", "-json=ImportPath", "./"+tc.pkg)
-		cmd.Dir = moduleRoot(t)
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", tc.pkg, err)
-		}
-		var deps []string
-		dec := json.NewDecoder(strings.NewReader(string(out)))
-		for dec.More() {
-			var p struct{ ImportPath string }
-			if err := dec.Decode(&p); err != nil {
-				t.Fatal(err)
-			}
-			deps = append(deps, p.ImportPath)
-		}
-		for _, d := range deps {
-			for _, h := range heavy {
-				if d == h || strings.HasPrefix(d, h+"/") {
-					t.Errorf("%s depends on %s", tc.pkg, d)
-				}
-			}
-			if !tc.memberlist && strings.HasPrefix(d, "github.com/hashicorp/memberlist") {
-				t.Errorf("%s depends on %s", tc.pkg, d)
-			}
-		}
-		if len(deps) < 2 {
-			t.Errorf("%s: only %d dependencies listed", tc.pkg, len(deps))
-		}
+// TestTablesKeepTheLayers: allowed and testAllowed agree with the
+// README's layering (layerViolations).
+func TestTablesKeepTheLayers(t *testing.T) {
+	for _, v := range layerViolations(allowed, testAllowed) {
+		t.Error(v)
 	}
 }
