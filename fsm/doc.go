@@ -133,7 +133,7 @@
 // eviction pops from their heads, driven only by the cluster time of the
 // entry being applied and by their sizes; sessions are lists in order of
 // last activity, closed from the head only by their age. All replicas forget the same keys at the same entry.
-
+//
 // # Determinism
 //
 // Apply is a pure function of (state, entry): no clock, randomness, map

@@ -46,6 +46,7 @@ var allowed = map[string][]string{
 	},
 	"cmd/internal/httplite":    {},
 	"cmd/internal/importguard": {},
+	"cmd/internal/doccheck":    {},
 	// cmd/leased-scale measures the leased path: agents (built from
 	// cmd/permitd, not imported) and in-process workers.
 	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker"},
