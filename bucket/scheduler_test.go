@@ -54,12 +54,11 @@ func stateWithoutLastNow(b []byte) []byte {
 // schedStep is one call of a table test: "reserve" (arg is maxWait), "at"
 // (ReserveAt, arg is atNanos) or "charge"; then Query(now, 1) must be next.
 type schedStep struct {
-	op           string
-	now, n, arg  int64
-	want         Decision
-	err          error
-	next         int64
-	skipNextTest bool
+	op          string
+	now, n, arg int64
+	want        Decision
+	err         error
+	next        int64
 }
 
 func runSchedSteps(t *testing.T, p Pacer, steps []schedStep) {

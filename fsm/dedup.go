@@ -60,9 +60,6 @@ func newDedupTable(windowNanos int64, maxEntries int, evict bool) dedupTable {
 	return dedupTable{windowNanos: windowNanos, maxEntries: maxEntries, evict: evict, seqByID: make(map[string]uint64)}
 }
 
-// full reports that a table that does not evict cannot take a new ID.
-func (t *dedupTable) full() bool { return !t.evict && t.len() >= t.maxEntries }
-
 // oldestAtNanos is when the oldest remembered ID was recorded (only for a
 // non-empty table).
 func (t *dedupTable) oldestAtNanos() int64 { return t.queue[t.head].recordedAtNanos }

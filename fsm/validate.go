@@ -38,11 +38,6 @@ var nameChars = func() (t [256]bool) {
 	return t
 }()
 
-// IsNameByte reports whether byte c may appear in a name ([A-Za-z0-9_.:-]);
-// the HTTP layer uses it to validate names, holder and group labels and
-// request IDs with its own messages.
-func IsNameByte(c byte) bool { return nameChars[c] }
-
 // ValidateName reports whether name is a valid limit name: 1 to MaxNameLen
 // characters of [A-Za-z0-9_.:-]. The error wraps ErrInvalidCommand.
 func ValidateName(name string) error {
