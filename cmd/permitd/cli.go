@@ -37,7 +37,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 )
 
@@ -257,13 +256,6 @@ func (c *cmdLine) printUsage(w io.Writer) {
 			fmt.Fprintf(w, "        %s\n", usage)
 		}
 	}
-}
-
-// flagNames returns the defined flag names, sorted.
-func (c *cmdLine) flagNames() []string {
-	names := append([]string(nil), c.order...)
-	sort.Strings(names)
-	return names
 }
 
 // oneLine replaces line breaks so that a message stays on one line.

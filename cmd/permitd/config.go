@@ -44,11 +44,6 @@ const envPrefix = "PERMITD_"
 // environment may set (PERMITD_CONFIG names the file itself).
 var configOnlyOnCommandLine = map[string]bool{"config": true, "validate": true}
 
-// envName is the environment variable of flag name.
-func envName(name string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
 // configEntry is one key of a config file.
 type configEntry struct {
 	key  string
