@@ -40,7 +40,6 @@ type SkewedClock struct {
 	base Clock
 
 	mu        sync.Mutex
-	offset    int64   // reading at anchorBase, minus the natural reading
 	rate      float64 // reading speed relative to base
 	anchorRaw int64   // base reading when the rate last changed
 	anchorOut int64   // output reading at anchorRaw

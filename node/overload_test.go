@@ -28,7 +28,6 @@ import (
 func TestOverloadedReservesFailAtOnceAndChangeNothing(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
-	f := c.followers(l)[0]
 	ctx := ctxTimeout(t, 20*time.Second)
 	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1000, Per: time.Second, MaxReserved: 1000, Expiry: time.Second})
 	if err != nil {
@@ -49,7 +48,7 @@ func TestOverloadedReservesFailAtOnceAndChangeNothing(t *testing.T) {
 	// follower admits the reserve and forwards it; the leader refuses).
 	// A follower full: refused through it, served through the leader.
 	l = c.leader()
-	f = c.followers(l)[0]
+	f := c.followers(l)[0]
 	for _, tc := range []struct {
 		full       *Node
 		refusedVia []*Node

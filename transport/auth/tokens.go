@@ -173,6 +173,7 @@ func parseLine(line string) (Token, error) {
 	if len(f) == 4 {
 		list, ok := strings.CutPrefix(f[3], "limits=")
 		if !ok {
+			//lint:ignore ST1005 the message ends with the token line's own syntax, as the three-fields message does
 			return Token{}, fmt.Errorf("fourth field %q: allowed: limits=PATTERN,...", f[3])
 		}
 		if role != RoleClient {

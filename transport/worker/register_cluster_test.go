@@ -184,19 +184,6 @@ func (r *clusterRegister) terms() map[string]uint64 {
 	return out
 }
 
-// live returns the live nodes.
-func (r *clusterRegister) live() []*node.Node {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*node.Node
-	for _, n := range r.nodes {
-		if n != nil {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // leader waits for a ready leader and returns its index.
 func (r *clusterRegister) leader() int {
 	r.t.Helper()
