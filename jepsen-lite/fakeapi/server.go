@@ -53,9 +53,6 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Config returns the server's configuration, defaults filled in.
-func (s *Server) Config() Config { return s.cfg }
-
 // Now returns the server's clock: monotonic ns since Config.Start.
 func (s *Server) Now() int64 { return int64(time.Since(s.cfg.Start)) }
 

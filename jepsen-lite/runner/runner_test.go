@@ -181,9 +181,9 @@ func TestReportFromSyntheticRun(t *testing.T) {
 	if got := violationTimes(sum, calls); !reflect.DeepEqual(got, []int64{321e6}) {
 		t.Fatalf("violation times %v, want the third call", got)
 	}
-	page := renderHTML(sum)
+	_ = renderHTML(sum) // without worker stats
 	sum.Workers = WorkerStats{Granted: 3, PermitsGranted: 5, MultiPermitGrants: 1}
-	page = renderHTML(sum)
+	page := renderHTML(sum)
 	for _, want := range []string{"<svg", "kill:leader", "too close &lt;b&gt;", "UNSAFE", `fill="#d00000"`, "<b>1 of several permits</b>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
