@@ -428,6 +428,40 @@ func TestLimiterSetRate(t *testing.T) {
 	})
 }
 
+// TestNewFromConfigKeepsTheCompiledOptions: a Limiter made from a
+// compiled Config runs that Config, and its SetRate keeps the Config's
+// options as compiled, defaults included, where a Limiter from New lets
+// the defaults follow the new rate (Strict's expiry: half an interval).
+func TestNewFromConfigKeepsTheCompiledOptions(t *testing.T) {
+	s := bucket.Spec{Algorithm: bucket.Strict, Rate: 10, MaxReserved: 4}
+	c, err := bucket.Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromConfig, err := NewFromConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fromConfig.Config(); got.IntervalNanos != c.IntervalNanos || got.ExpiryNanos != c.ExpiryNanos {
+		t.Fatalf("Config() interval %d expiry %d, want the compiled %d and %d", got.IntervalNanos, got.ExpiryNanos, c.IntervalNanos, c.ExpiryNanos)
+	}
+	fromSpec := mustLimiter(t, s)
+	for _, l := range []*Limiter{fromConfig, fromSpec} {
+		if err := l.SetRate(1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fromConfig.Config().ExpiryNanos; got != c.ExpiryNanos {
+		t.Errorf("NewFromConfig: expiry after SetRate(1) = %d, want the compiled %d", got, c.ExpiryNanos)
+	}
+	if got, want := fromSpec.Config().ExpiryNanos, bucket.DefaultExpiryNanos(int64(time.Second)); got != want {
+		t.Errorf("New: expiry after SetRate(1) = %d, want the new rate's default %d", got, want)
+	}
+	if _, err := NewFromConfig(bucket.Config{}); err == nil {
+		t.Error("NewFromConfig of a zero Config: no error")
+	}
+}
+
 // jitterClock is a manual clock whose sleeps overshoot by oversleep, to test
 // what synctest cannot produce: sleep jitter.
 type jitterClock struct {
