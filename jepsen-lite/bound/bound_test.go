@@ -1,28 +1,21 @@
 package bound
 
 import (
-	"errors"
 	"math"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestBounds(t *testing.T) {
 	strict, err := Strict(6)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	expiry, err := StrictWithExpiry(6, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	linear, err := Linear(10, 1000, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	huge, err := Linear(math.MaxInt64, 1, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tests := []struct {
 		name string
 		b    Bound
@@ -43,12 +36,8 @@ func TestBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.b.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			if got := tt.b.Max(tt.w); got != tt.want {
-				t.Fatalf("Max(%d) = %d, want %d (%s)", tt.w, got, tt.want, tt.b.Formula)
-			}
+			require.NoError(t, tt.b.Validate())
+			require.Equal(t, tt.want, tt.b.Max(tt.w), "Max(%d) (%s)", tt.w, tt.b.Formula)
 		})
 	}
 }
@@ -69,9 +58,7 @@ func TestInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tt.err(); !errors.Is(err, ErrInvalid) {
-				t.Fatalf("err = %v, want ErrInvalid", err)
-			}
+			require.ErrorIs(t, tt.err(), ErrInvalid)
 		})
 	}
 }

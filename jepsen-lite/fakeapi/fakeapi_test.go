@@ -2,7 +2,6 @@ package fakeapi
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,14 +12,14 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/jepsen-lite/bound"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func strictBound(t *testing.T, interval int64) bound.Bound {
 	t.Helper()
 	b, err := bound.Strict(interval)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -43,8 +42,10 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.cfg)
-			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalid)) {
-				t.Fatalf("New: %v, want ok=%v", err, tt.ok)
+			if tt.ok {
+				require.NoError(t, err, "New")
+			} else {
+				require.ErrorIs(t, err, ErrInvalid, "New")
 			}
 		})
 	}
@@ -76,9 +77,9 @@ func TestMonitor(t *testing.T) {
 				m.observe(at)
 			}
 			s := m.stats()
-			if s.Violations != tt.wantViolations || s.MinGapNanos != tt.wantMinGap || s.MaxWindowCount != tt.wantMaxWindow {
-				t.Fatalf("stats %+v; want violations %d min gap %d max window %d", s, tt.wantViolations, tt.wantMinGap, tt.wantMaxWindow)
-			}
+			require.Equal(t, tt.wantViolations, s.Violations, "violations: stats %+v", s)
+			require.Equal(t, tt.wantMinGap, s.MinGapNanos, "min gap: stats %+v", s)
+			require.Equal(t, tt.wantMaxWindow, s.MaxWindowCount, "max window: stats %+v", s)
 		})
 	}
 }
@@ -88,20 +89,14 @@ func serveUnix(t *testing.T, s *Server) *Client {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "api.sock")
 	l, err := ListenUnix(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(l) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, s.Shutdown(ctx))
+		assert.NoError(t, <-done)
 	})
 	c := NewUnixClient(path)
 	t.Cleanup(c.CloseIdleConnections) // runs before the shutdown above
@@ -111,9 +106,7 @@ func serveUnix(t *testing.T, s *Server) *Client {
 func TestServerUnixSocket(t *testing.T) {
 	// An interval of an hour: every call after the first breaks spacing.
 	s, err := New(Config{Mode: Spacing, IntervalNanos: int64(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c := serveUnix(t, s)
 	ctx := context.Background()
 	const workers, each = 4, 5
@@ -122,74 +115,60 @@ func TestServerUnixSocket(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				sent := int64(i)
-				if _, err := c.Call(ctx, CallRequest{Worker: string(rune('a' + w)), RequestID: "r", SentNanos: &sent}); err != nil {
-					t.Error(err)
-				}
+				_, err := c.Call(ctx, CallRequest{Worker: string(rune('a' + w)), RequestID: "r", SentNanos: &sent})
+				assert.NoError(t, err)
 			}
 		})
 	}
 	wg.Wait()
 	calls, err := c.Calls(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(calls) != workers*each {
-		t.Fatalf("%d calls, want %d", len(calls), workers*each)
-	}
+	require.NoError(t, err)
+	require.Len(t, calls, workers*each)
 	for i, call := range calls {
-		if call.Seq != int64(i) || call.SentNanos == nil || call.RequestID != "r" {
-			t.Fatalf("call %d: %+v", i, call)
-		}
-		if i > 0 && call.TimeNanos < calls[i-1].TimeNanos {
-			t.Fatalf("call %d at %d before call %d at %d", i, call.TimeNanos, i-1, calls[i-1].TimeNanos)
+		require.Equal(t, int64(i), call.Seq, "call %d: %+v", i, call)
+		require.NotNil(t, call.SentNanos, "call %d: %+v", i, call)
+		require.Equal(t, "r", call.RequestID, "call %d: %+v", i, call)
+		if i > 0 {
+			require.GreaterOrEqual(t, call.TimeNanos, calls[i-1].TimeNanos, "call %d before call %d", i, i-1)
 		}
 	}
 	st, err := c.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Calls != workers*each || st.Violations != workers*each-1 || st.Mode != Spacing {
-		t.Fatalf("stats %+v", st)
-	}
+	require.NoError(t, err)
+	require.Equal(t, int64(workers*each), st.Calls, "stats %+v", st)
+	require.Equal(t, int64(workers*each-1), st.Violations, "stats %+v", st)
+	require.Equal(t, Spacing, st.Mode, "stats %+v", st)
 }
 
 func TestServerLoopbackWindow(t *testing.T) {
 	b := strictBound(t, int64(time.Hour))
 	s, err := New(Config{Mode: Window, WindowNanos: int64(time.Hour), Bound: b, MaxCalls: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l, err := ListenLoopback()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 	c := NewClient("http://"+l.Addr().String(), nil)
 	ctx := context.Background()
 	for range 3 {
-		if _, err := c.Call(ctx, CallRequest{Worker: "w"}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := c.Call(ctx, CallRequest{Worker: "w"})
+		require.NoError(t, err)
 	}
-	if _, err := c.Call(ctx, CallRequest{Worker: "w"}); err == nil || !strings.Contains(err.Error(), "503") {
-		t.Fatalf("call past MaxCalls: %v", err)
-	}
+	_, err = c.Call(ctx, CallRequest{Worker: "w"})
+	require.ErrorContains(t, err, "503", "call past MaxCalls")
 	st, err := c.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Bound floor(W/I)+1 = 2 for W = I: the third call breaks it.
-	if st.Calls != 3 || st.Dropped != 1 || st.Violations != 1 || st.Bound != 2 || st.MaxWindowCount != 3 || st.Formula != b.Formula {
-		t.Fatalf("stats %+v", st)
-	}
+	require.Equal(t, int64(3), st.Calls, "stats %+v", st)
+	require.Equal(t, int64(1), st.Dropped, "stats %+v", st)
+	require.Equal(t, int64(1), st.Violations, "stats %+v", st)
+	require.Equal(t, int64(2), st.Bound, "stats %+v", st)
+	require.Equal(t, int64(3), st.MaxWindowCount, "stats %+v", st)
+	require.Equal(t, b.Formula, st.Formula, "stats %+v", st)
 }
 
 func TestServerBadRequests(t *testing.T) {
 	s, err := New(Config{Mode: Spacing, IntervalNanos: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 	tests := []struct {
@@ -208,45 +187,31 @@ func TestServerBadRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, err := http.NewRequest(tt.method, ts.URL+tt.path, strings.NewReader(tt.body))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer resp.Body.Close()
 			buf := new(strings.Builder)
-			if _, err := io.Copy(buf, resp.Body); err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != tt.code || !strings.Contains(buf.String(), tt.want) {
-				t.Fatalf("%d %s; want %d containing %q", resp.StatusCode, buf, tt.code, tt.want)
-			}
+			_, err = io.Copy(buf, resp.Body)
+			require.NoError(t, err)
+			require.Equal(t, tt.code, resp.StatusCode, "body %s", buf)
+			require.Contains(t, buf.String(), tt.want)
 		})
 	}
-	if len(s.Calls()) != 0 {
-		t.Fatalf("bad requests recorded: %v", s.Calls())
-	}
+	require.Empty(t, s.Calls(), "bad requests recorded")
 }
 
 func TestRecordInProcess(t *testing.T) {
 	s, err := New(Config{Mode: Spacing, IntervalNanos: 1, Start: time.Now()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sent := int64(42)
 	c, err := s.Record("w", "id", &sent)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sent = 7 // the recorded call keeps its own copy
 	got := s.Calls()
-	if len(got) != 1 || *got[0].SentNanos != 42 || got[0] != (Call{Seq: 0, Worker: "w", RequestID: "id", SentNanos: got[0].SentNanos, TimeNanos: c.TimeNanos}) {
-		t.Fatalf("calls %+v", got)
-	}
+	require.Len(t, got, 1)
+	require.Equal(t, int64(42), *got[0].SentNanos)
+	require.Equal(t, Call{Seq: 0, Worker: "w", RequestID: "id", SentNanos: got[0].SentNanos, TimeNanos: c.TimeNanos}, got[0])
 	*got[0].SentNanos = 9
-	if *s.Calls()[0].SentNanos != 42 {
-		t.Fatal("Calls shares memory with the server")
-	}
+	require.Equal(t, int64(42), *s.Calls()[0].SentNanos, "Calls shares memory with the server")
 }

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fakeClock returns 10, 20, 30, ... on successive calls.
@@ -20,81 +23,57 @@ func TestWriterRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf, fakeClock())
 	inv, err := w.Invoke(0, "a1", FReserve, "r1", ReserveRequest{Limit: "api", Permits: 1, MaxWaitNanos: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	nem, err := w.Invoke(-1, "", FNemesis, "", NemesisValue{Fault: "partition", Targets: []string{"a1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Complete(inv, OK, "a2", "", ReserveResponse{Granted: true, WaitNanos: 7}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Complete(nem, Info, "", "", nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Invoke(1, "a3", FReserve, "r2", ReserveRequest{Limit: "api", Permits: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if got := w.Outstanding(); len(got) != 1 || got[0].RequestID != "r2" {
-		t.Fatalf("Outstanding = %v, want the r2 invoke", got)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = w.Complete(inv, OK, "a2", "", ReserveResponse{Granted: true, WaitNanos: 7})
+	require.NoError(t, err)
+	_, err = w.Complete(nem, Info, "", "", nil)
+	require.NoError(t, err)
+	_, err = w.Invoke(1, "a3", FReserve, "r2", ReserveRequest{Limit: "api", Permits: 1})
+	require.NoError(t, err)
+	got := w.Outstanding()
+	require.Len(t, got, 1, "Outstanding = %v, want the r2 invoke", got)
+	require.Equal(t, "r2", got[0].RequestID, "Outstanding = %v, want the r2 invoke", got)
+	require.NoError(t, w.Flush())
 	ops, err := Read(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ops) != 5 {
-		t.Fatalf("read %d ops, want 5", len(ops))
-	}
+	require.NoError(t, err)
+	require.Len(t, ops, 5)
 	for i, op := range ops {
-		if op.Index != i || op.TimeNanos != int64(10*(i+1)) {
-			t.Errorf("op %d: index %d time %d", i, op.Index, op.TimeNanos)
-		}
+		assert.Equal(t, i, op.Index, "op %d: index", i)
+		assert.Equal(t, int64(10*(i+1)), op.TimeNanos, "op %d: time", i)
 	}
-	if ops[2].Node != "a2" || ops[2].RequestID != "r1" || ops[3].Node != "" {
-		t.Errorf("completion fields: %v / %v", ops[2], ops[3])
-	}
+	assert.Equal(t, "a2", ops[2].Node, "completion fields: %v", ops[2])
+	assert.Equal(t, "r1", ops[2].RequestID, "completion fields: %v", ops[2])
+	assert.Empty(t, ops[3].Node, "completion fields: %v", ops[3])
 	var resp ReserveResponse
-	if err := ops[2].DecodeValue(&resp); err != nil || !resp.Granted || resp.WaitNanos != 7 {
-		t.Fatalf("decoded %+v, %v", resp, err)
-	}
+	require.NoError(t, ops[2].DecodeValue(&resp))
+	require.True(t, resp.Granted, "decoded %+v", resp)
+	require.Equal(t, int64(7), resp.WaitNanos, "decoded %+v", resp)
 
 	pairs, err := Pair(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pairs) != 3 {
-		t.Fatalf("%d operations, want 3", len(pairs))
-	}
-	if pairs[0].Outcome() != OK || pairs[1].Outcome() != Info || pairs[2].Outcome() != Info || pairs[2].Completed {
-		t.Fatalf("outcomes %v %v %v", pairs[0].Outcome(), pairs[1].Outcome(), pairs[2].Outcome())
-	}
-	if r, ok := pairs[0].ReturnNanos(); !ok || r != 30 || pairs[0].CallNanos() != 10 {
-		t.Fatalf("times %d %d %v", pairs[0].CallNanos(), r, ok)
-	}
-	if _, ok := pairs[2].ReturnNanos(); ok {
-		t.Fatal("pending op has a return time")
-	}
-	if got := Filter(pairs, FReserve); len(got) != 2 {
-		t.Fatalf("Filter reserve: %d ops", len(got))
-	}
+	require.NoError(t, err)
+	require.Len(t, pairs, 3)
+	require.Equal(t, []Type{OK, Info, Info}, []Type{pairs[0].Outcome(), pairs[1].Outcome(), pairs[2].Outcome()}, "outcomes")
+	require.False(t, pairs[2].Completed, "the pending op is completed")
+	r, ok := pairs[0].ReturnNanos()
+	require.True(t, ok, "no return time")
+	require.Equal(t, int64(30), r, "return time")
+	require.Equal(t, int64(10), pairs[0].CallNanos(), "call time")
+	_, ok = pairs[2].ReturnNanos()
+	require.False(t, ok, "pending op has a return time")
+	require.Len(t, Filter(pairs, FReserve), 2, "Filter reserve")
 }
 
 func TestWriterRejectsAndConcurrency(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf, fakeClock())
-	if _, err := w.Record(Op{Type: OK, Process: 3, F: FReserve}); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("completion without invoke: %v", err)
-	}
-	if _, err := w.Complete(Op{Process: 1, F: FReserve}, Invoke, "", "", nil); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("completion typed invoke: %v", err)
-	}
-	if _, err := w.Invoke(0, "", FReserve, "", func() {}); err == nil {
-		t.Fatal("unencodable value accepted")
-	}
+	_, err := w.Record(Op{Type: OK, Process: 3, F: FReserve})
+	require.ErrorIs(t, err, ErrInvalid, "completion without invoke")
+	_, err = w.Complete(Op{Process: 1, F: FReserve}, Invoke, "", "", nil)
+	require.ErrorIs(t, err, ErrInvalid, "completion typed invoke")
+	_, err = w.Invoke(0, "", FReserve, "", func() {})
+	require.Error(t, err, "unencodable value accepted")
 
 	const procs, each = 4, 25
 	var wg sync.WaitGroup
@@ -102,36 +81,25 @@ func TestWriterRejectsAndConcurrency(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				inv, err := w.Invoke(p, "a1", FReserve, "", ReserveRequest{Limit: "x", Permits: 1})
-				if err != nil {
-					t.Error(err)
+				if !assert.NoError(t, err) {
 					return
 				}
-				if _, err := w.Complete(inv, Fail, "", fmt.Sprintf("p%d-%d", p, i), ReserveResponse{RetryAfterNanos: 1}); err != nil {
-					t.Error(err)
+				if _, err := w.Complete(inv, Fail, "", fmt.Sprintf("p%d-%d", p, i), ReserveResponse{RetryAfterNanos: 1}); !assert.NoError(t, err) {
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.Flush())
 	ops, err := Read(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ops) != 2*procs*each {
-		t.Fatalf("read %d ops, want %d", len(ops), 2*procs*each)
-	}
+	require.NoError(t, err)
+	require.Len(t, ops, 2*procs*each)
 	pairs, err := Pair(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, o := range pairs {
-		if o.Invoke.RequestID != "" || !strings.HasPrefix(o.RequestID(), "p") {
-			t.Fatalf("request ID from the completion: invoke %q, pair %q", o.Invoke.RequestID, o.RequestID())
-		}
+		require.Empty(t, o.Invoke.RequestID, "request ID from the completion: invoke")
+		require.True(t, strings.HasPrefix(o.RequestID(), "p"), "request ID from the completion: pair %q", o.RequestID())
 	}
 }
 
@@ -141,15 +109,11 @@ func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full")
 
 func TestWriterStickyError(t *testing.T) {
 	w := NewWriter(failWriter{}, fakeClock())
-	if _, err := w.Invoke(0, "", FReserve, "", nil); err != nil {
-		t.Fatal(err) // buffered
-	}
-	if err := w.Flush(); err == nil || !strings.Contains(err.Error(), "disk full") {
-		t.Fatalf("Flush: %v", err)
-	}
-	if _, err := w.Invoke(1, "", FReserve, "", nil); err == nil {
-		t.Fatal("write after failure accepted")
-	}
+	_, err := w.Invoke(0, "", FReserve, "", nil)
+	require.NoError(t, err) // buffered
+	require.ErrorContains(t, w.Flush(), "disk full")
+	_, err = w.Invoke(1, "", FReserve, "", nil)
+	require.Error(t, err, "write after failure accepted")
 }
 
 func TestReadInvalid(t *testing.T) {
@@ -173,9 +137,7 @@ func TestReadInvalid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Read(strings.NewReader(tt.text))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
-			}
+			require.ErrorContains(t, err, tt.want)
 		})
 	}
 }
@@ -184,17 +146,13 @@ func TestReadLongLineAndBlanks(t *testing.T) {
 	long := strings.Repeat("x", 100<<10)
 	text := "\n{\"type\":\"invoke\",\"process\":0,\"f\":\"put\",\"value\":{\"limit\":\"" + long + "\"},\"time_ns\":0,\"index\":0}\n\n"
 	ops, err := Read(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var v LimitRequest
-	if err := ops[0].DecodeValue(&v); err != nil || len(v.Limit) != len(long) {
-		t.Fatalf("long line: %d bytes, %v", len(v.Limit), err)
-	}
+	require.NoError(t, ops[0].DecodeValue(&v), "long line")
+	require.Len(t, v.Limit, len(long), "long line")
 	huge := "{\"type\":\"invoke\",\"process\":0,\"f\":\"put\",\"value\":\"" + strings.Repeat("y", maxLineBytes) + "\",\"time_ns\":0,\"index\":0}"
-	if _, err := Read(strings.NewReader(huge)); err == nil {
-		t.Fatal("over-long line accepted")
-	}
+	_, err = Read(strings.NewReader(huge))
+	require.Error(t, err, "over-long line accepted")
 }
 
 func TestReserveResponseRefused(t *testing.T) {
@@ -209,8 +167,6 @@ func TestReserveResponseRefused(t *testing.T) {
 		{ReserveResponse{}, false},
 	}
 	for _, tt := range tests {
-		if got := tt.r.Refused(); got != tt.want {
-			t.Errorf("%+v.Refused() = %v", tt.r, got)
-		}
+		assert.Equal(t, tt.want, tt.r.Refused(), "%+v.Refused()", tt.r)
 	}
 }
