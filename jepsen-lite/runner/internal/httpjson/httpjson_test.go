@@ -4,9 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestClientSchemeAndToken: Do speaks plain HTTP without a token; a Client
@@ -29,29 +30,19 @@ func TestClientSchemeAndToken(t *testing.T) {
 	plain := httptest.NewServer(http.HandlerFunc(handler))
 	defer plain.Close()
 	var got answer
-	if err := Do(ctx, plain.Client(), "plain", plain.Listener.Addr().String(), http.MethodGet, "/x", nil, &got, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if got != (answer{}) {
-		t.Fatalf("plain: %+v, want no token and no TLS", got)
-	}
+	require.NoError(t, Do(ctx, plain.Client(), "plain", plain.Listener.Addr().String(), http.MethodGet, "/x", nil, &got, time.Second))
+	require.Equal(t, answer{}, got, "plain: want no token and no TLS")
 
 	secure := httptest.NewTLSServer(http.HandlerFunc(handler))
 	defer secure.Close()
 	c := Client{HC: secure.Client(), HTTPS: true, Token: "pmt_test"}
 	got = answer{}
-	if err := c.Do(ctx, "secure", secure.Listener.Addr().String(), http.MethodPost, "/x", map[string]int{"a": 1}, &got, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if got != (answer{Auth: "Bearer pmt_test", TLS: true}) {
-		t.Fatalf("secure: %+v, want the bearer token over TLS", got)
-	}
+	require.NoError(t, c.Do(ctx, "secure", secure.Listener.Addr().String(), http.MethodPost, "/x", map[string]int{"a": 1}, &got, time.Second))
+	require.Equal(t, answer{Auth: "Bearer pmt_test", TLS: true}, got, "secure: want the bearer token over TLS")
 	err := c.Do(ctx, "secure", secure.Listener.Addr().String(), http.MethodGet, "/missing", nil, nil, time.Second)
-	if Code(err) != http.StatusNotFound || !strings.Contains(err.Error(), "on secure") {
-		t.Fatalf("missing: %v (code %d), want 404 naming the process", err, Code(err))
-	}
+	require.Equal(t, http.StatusNotFound, Code(err), "missing: %v, want 404 naming the process", err)
+	require.ErrorContains(t, err, "on secure", "missing: want 404 naming the process")
 	// The plain client cannot talk to the TLS server.
-	if err := Do(ctx, plain.Client(), "plain", secure.Listener.Addr().String(), http.MethodGet, "/x", nil, nil, time.Second); Code(err) != http.StatusBadRequest {
-		t.Fatalf("plain HTTP to a TLS server: %v, want 400", err)
-	}
+	err = Do(ctx, plain.Client(), "plain", secure.Listener.Addr().String(), http.MethodGet, "/x", nil, nil, time.Second)
+	require.Equal(t, http.StatusBadRequest, Code(err), "plain HTTP to a TLS server: %v, want 400", err)
 }

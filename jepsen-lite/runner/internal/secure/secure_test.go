@@ -15,11 +15,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // fakeEnv makes the test binary act as a fake permitd (see fakePermitd).
@@ -95,41 +96,28 @@ func TestCreate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "report", "secure")
 	c, err := Create(context.Background(), Request{Bin: os.Args[0], Dir: dir, Nodes: []string{"n1", "n2", "n3"},
 		Addrs: []string{"10.213.7.1:7000", "10.213.7.1:8080", "10.213.7.2:7000", "127.0.0.1:9000", "localhost"}, Worker: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	args, _ := os.ReadFile(filepath.Join(dir, "args"))
-	if want := "certs create --out " + dir + " --nodes n1,n2,n3 --hosts 127.0.0.1,localhost,10.213.7.1,10.213.7.2"; string(args) != want {
-		t.Fatalf("certs create got %q, want %q", args, want)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ca.key")); !os.IsNotExist(err) {
-		t.Fatalf("ca.key not removed: %v", err)
-	}
+	require.Equal(t, "certs create --out "+dir+" --nodes n1,n2,n3 --hosts 127.0.0.1,localhost,10.213.7.1,10.213.7.2", string(args), "certs create")
+	_, err = os.Stat(filepath.Join(dir, "ca.key"))
+	require.True(t, os.IsNotExist(err), "ca.key not removed: %v", err)
 	tokens, _ := os.ReadFile(filepath.Join(dir, TokenFile))
-	if strings.Contains(string(tokens), "pmt_") || !strings.HasPrefix(string(tokens), "jepsen-admin admin sha256:") || !strings.Contains(string(tokens), "\njepsen-worker worker sha256:") {
-		t.Fatalf("token file %q", tokens)
-	}
-	if got, want := c.Tokens(), []Token{{AdminName, "admin"}, {WorkerName, "worker"}}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("tokens %v, want %v", got, want)
-	}
-	if got := c.AgentArgs("n2"); !reflect.DeepEqual(got, []string{"--tls-cert", filepath.Join(dir, "node-n2.crt"), "--tls-key", filepath.Join(dir, "node-n2.key"),
-		"--tls-ca", filepath.Join(dir, "ca.crt"), "--token-file", filepath.Join(dir, "tokens")}) {
-		t.Fatalf("agent args %q", got)
-	}
-	if got := c.WorkerArgs(); !reflect.DeepEqual(got, []string{"--tls-ca", filepath.Join(dir, "ca.crt")}) {
-		t.Fatalf("worker args %q", got)
-	}
-	if got := c.WorkerEnv(); !reflect.DeepEqual(got, []string{"PERMITD_TOKEN=pmt_fake_jepsen-worker"}) {
-		t.Fatalf("worker env %q", got)
-	}
-	if n := len(c.ClientOptions()); n != 2 {
-		t.Fatalf("%d client options, want TLS and the token", n)
-	}
+	require.NotContains(t, string(tokens), "pmt_", "token file")
+	require.True(t, strings.HasPrefix(string(tokens), "jepsen-admin admin sha256:"), "token file %q", tokens)
+	require.Contains(t, string(tokens), "\njepsen-worker worker sha256:", "token file")
+	require.Equal(t, []Token{{AdminName, "admin"}, {WorkerName, "worker"}}, c.Tokens(), "tokens")
+	require.Equal(t, []string{"--tls-cert", filepath.Join(dir, "node-n2.crt"), "--tls-key", filepath.Join(dir, "node-n2.key"),
+		"--tls-ca", filepath.Join(dir, "ca.crt"), "--token-file", filepath.Join(dir, "tokens")}, c.AgentArgs("n2"), "agent args")
+	require.Equal(t, []string{"--tls-ca", filepath.Join(dir, "ca.crt")}, c.WorkerArgs(), "worker args")
+	require.Equal(t, []string{"PERMITD_TOKEN=pmt_fake_jepsen-worker"}, c.WorkerEnv(), "worker env")
+	require.Len(t, c.ClientOptions(), 2, "client options: want TLS and the token")
 	h := c.HTTP(&http.Transport{})
 	tr := h.HC.Transport.(*http.Transport)
-	if !h.HTTPS || h.Token != "pmt_fake_jepsen-admin" || tr.TLSClientConfig == nil || tr.TLSClientConfig.MinVersion != tls.VersionTLS13 || tr.TLSClientConfig.RootCAs == nil {
-		t.Fatalf("raw HTTP client: https %v, token %q, TLS %+v", h.HTTPS, h.Token, tr.TLSClientConfig)
-	}
+	require.True(t, h.HTTPS, "raw HTTP client: https")
+	require.Equal(t, "pmt_fake_jepsen-admin", h.Token, "raw HTTP client: token")
+	require.NotNil(t, tr.TLSClientConfig, "raw HTTP client: TLS")
+	require.Equal(t, uint16(tls.VersionTLS13), tr.TLSClientConfig.MinVersion, "raw HTTP client: TLS %+v", tr.TLSClientConfig)
+	require.NotNil(t, tr.TLSClientConfig.RootCAs, "raw HTTP client: TLS %+v", tr.TLSClientConfig)
 }
 
 // TestCreateErrors: a failing permitd and one whose tokens output lacks
@@ -137,28 +125,30 @@ func TestCreate(t *testing.T) {
 func TestCreateErrors(t *testing.T) {
 	t.Setenv(fakeEnv, "bad-tokens")
 	_, err := Create(context.Background(), Request{Bin: os.Args[0], Dir: filepath.Join(t.TempDir(), "s"), Nodes: []string{"n1"}})
-	if err == nil || !strings.Contains(err.Error(), "secure: permitd tokens create --role admin") {
-		t.Fatalf("bad tokens output: %v", err)
-	}
+	require.ErrorContains(t, err, "secure: permitd tokens create --role admin", "bad tokens output")
 	t.Setenv(fakeEnv, "ok")
 	_, err = Create(context.Background(), Request{Bin: os.Args[0], Dir: filepath.Join(t.TempDir(), "s"), Nodes: []string{"n1", ""}})
-	if err == nil || !strings.HasPrefix(err.Error(), "secure: permitd certs create: exit status 2: ") || !strings.Contains(err.Error(), "empty node ID") {
-		t.Fatalf("failing certs create: %v", err)
-	}
-	if _, err := Create(context.Background(), Request{Bin: os.Args[0], Dir: t.TempDir()}); err == nil {
-		t.Fatal("no nodes: no error")
-	}
+	require.Error(t, err, "failing certs create")
+	require.True(t, strings.HasPrefix(err.Error(), "secure: permitd certs create: exit status 2: "), "failing certs create: %v", err)
+	require.ErrorContains(t, err, "empty node ID", "failing certs create")
+	_, err = Create(context.Background(), Request{Bin: os.Args[0], Dir: t.TempDir()})
+	require.Error(t, err, "no nodes: no error")
 }
 
 // TestPlain: a nil *Creds adds nothing anywhere.
 func TestPlain(t *testing.T) {
 	var c *Creds
-	if c.Dir() != "" || c.CertHosts() != nil || c.Tokens() != nil || c.AgentArgs("n1") != nil || c.ClientOptions() != nil || c.WorkerArgs() != nil || c.WorkerEnv() != nil {
-		t.Fatal("a plain run got credentials")
-	}
+	require.Empty(t, c.Dir(), "a plain run got credentials")
+	require.Nil(t, c.CertHosts(), "a plain run got credentials")
+	require.Nil(t, c.Tokens(), "a plain run got credentials")
+	require.Nil(t, c.AgentArgs("n1"), "a plain run got credentials")
+	require.Nil(t, c.ClientOptions(), "a plain run got credentials")
+	require.Nil(t, c.WorkerArgs(), "a plain run got credentials")
+	require.Nil(t, c.WorkerEnv(), "a plain run got credentials")
 	tr := &http.Transport{}
 	h := c.HTTP(tr)
-	if h.HTTPS || h.Token != "" || h.HC.Transport != tr || tr.TLSClientConfig != nil {
-		t.Fatalf("plain raw HTTP client: %+v", h)
-	}
+	require.False(t, h.HTTPS, "plain raw HTTP client: %+v", h)
+	require.Empty(t, h.Token, "plain raw HTTP client: %+v", h)
+	require.Same(t, tr, h.HC.Transport, "plain raw HTTP client: %+v", h)
+	require.Nil(t, tr.TLSClientConfig, "plain raw HTTP client: %+v", h)
 }
