@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // newShell supervises `sh -c script`, logging into the test's temp dir.
@@ -40,13 +43,7 @@ func procState(t *testing.T, pid int) string {
 // waitFor polls cond until it holds or 10 s have passed.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.Eventually(t, cond, 10*time.Second, 5*time.Millisecond, "%s: not within 10s", what)
 }
 
 // TestSupervisorLifecycle: start, pause, resume, kill -9, restart; the
@@ -54,81 +51,57 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // counts as an unexpected exit.
 func TestSupervisorLifecycle(t *testing.T) {
 	s := newShell(t, "n1", "echo hello; exec sleep 60")
-	if st := s.State(); st.Up || st.Generation != 0 {
-		t.Fatalf("before start: %+v", st)
-	}
-	if err := s.Pause(); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("pause before start: %v, want ErrNotRunning", err)
-	}
+	st := s.State()
+	require.False(t, st.Up, "before start: %+v", st)
+	require.Equal(t, 0, st.Generation, "before start: %+v", st)
+	require.ErrorIs(t, s.Pause(), ErrNotRunning, "pause before start")
 	// hellos: the output lines, not the marker lines' command.
 	hellos := func(n int) func() bool {
 		return func() bool { b, _ := s.Log(); return strings.Count(string(b), "\nhello\n") == n }
 	}
 	gen, err := s.Start()
-	if err != nil || gen != 1 {
-		t.Fatalf("start: %d, %v", gen, err)
-	}
+	require.NoError(t, err, "start")
+	require.Equal(t, 1, gen, "start")
 	waitFor(t, "first output", hellos(1))
-	if _, err := s.Start(); err == nil || !strings.Contains(err.Error(), "already running") {
-		t.Fatalf("second start: %v", err)
-	}
-	st := s.State()
-	if !st.Up || st.Paused || st.Pid == 0 {
-		t.Fatalf("after start: %+v", st)
-	}
-	if err := s.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	if !s.State().Paused {
-		t.Fatal("not paused")
-	}
+	_, err = s.Start()
+	require.ErrorContains(t, err, "already running", "second start")
+	st = s.State()
+	require.True(t, st.Up, "after start: %+v", st)
+	require.False(t, st.Paused, "after start: %+v", st)
+	require.NotZero(t, st.Pid, "after start: %+v", st)
+	require.NoError(t, s.Pause())
+	require.True(t, s.State().Paused, "not paused")
 	if ps := procState(t, st.Pid); ps != "" {
 		waitFor(t, "SIGSTOP", func() bool { return procState(t, st.Pid) == "T" })
 	}
-	if err := s.Resume(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Resume())
 	if ps := procState(t, st.Pid); ps != "" {
 		waitFor(t, "SIGCONT", func() bool { return procState(t, st.Pid) != "T" })
 	}
-	if err := s.Pause(); err != nil { // killed while paused
-		t.Fatal(err)
-	}
-	if err := s.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if st := s.State(); st.Up || st.Paused || st.Generation != 1 {
-		t.Fatalf("after kill: %+v", st)
-	}
-	if err := s.Kill(); err != nil {
-		t.Fatalf("kill while down: %v", err)
-	}
-	if gen, err := s.Start(); err != nil || gen != 2 {
-		t.Fatalf("restart: %d, %v", gen, err)
-	}
+	require.NoError(t, s.Pause()) // killed while paused
+	require.NoError(t, s.Kill())
+	st = s.State()
+	require.False(t, st.Up, "after kill: %+v", st)
+	require.False(t, st.Paused, "after kill: %+v", st)
+	require.Equal(t, 1, st.Generation, "after kill: %+v", st)
+	require.NoError(t, s.Kill(), "kill while down")
+	gen, err = s.Start()
+	require.NoError(t, err, "restart")
+	require.Equal(t, 2, gen, "restart")
 	waitFor(t, "second output", hellos(2))
-	if gen, err := s.Restart(); err != nil || gen != 3 {
-		t.Fatalf("Restart: %d, %v", gen, err)
-	}
+	gen, err = s.Restart()
+	require.NoError(t, err, "Restart")
+	require.Equal(t, 3, gen, "Restart")
 	waitFor(t, "third output", hellos(3))
-	if s.Restarts() != 2 {
-		t.Fatalf("restarts %d, want 2", s.Restarts())
-	}
+	require.Equal(t, 2, s.Restarts(), "restarts")
 	s.Stop(time.Second)
-	if st := s.State(); st.Up {
-		t.Fatalf("after stop: %+v", st)
-	}
-	if x := s.UnexpectedExits(); len(x) != 0 {
-		t.Fatalf("unexpected exits %v", x)
-	}
+	st = s.State()
+	require.False(t, st.Up, "after stop: %+v", st)
+	require.Empty(t, s.UnexpectedExits(), "unexpected exits")
 	log, err := s.Log()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, g := range []string{"1", "2", "3"} {
-		if !strings.Contains(string(log), "=== jepsen-lite: starting n1 (generation "+g+") at ") {
-			t.Errorf("log lacks the marker of generation %s:\n%s", g, log)
-		}
+		assert.Contains(t, string(log), "=== jepsen-lite: starting n1 (generation "+g+") at ", "log lacks the marker of generation %s", g)
 	}
 }
 
@@ -136,79 +109,65 @@ func TestSupervisorLifecycle(t *testing.T) {
 // reported, and still is after the next start.
 func TestSupervisorUnexpectedExit(t *testing.T) {
 	s := newShell(t, "w1", "exit 3")
-	if _, err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.Start()
+	require.NoError(t, err)
 	waitFor(t, "exit", s.Exited)
-	if st := s.State(); st.Up {
-		t.Fatalf("exited but up: %+v", st)
-	}
-	if x := s.UnexpectedExits(); len(x) != 1 || !strings.HasPrefix(x[0], "w1 (pid ") {
-		t.Fatalf("unexpected exits %v", x)
-	}
-	if _, err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	st := s.State()
+	require.False(t, st.Up, "exited but up: %+v", st)
+	x := s.UnexpectedExits()
+	require.Len(t, x, 1, "unexpected exits")
+	require.True(t, strings.HasPrefix(x[0], "w1 (pid "), "unexpected exits %v", x)
+	_, err = s.Start()
+	require.NoError(t, err)
 	waitFor(t, "second exit", s.Exited)
-	if x := s.UnexpectedExits(); len(x) != 2 {
-		t.Fatalf("unexpected exits %v, want both processes", x)
-	}
+	require.Len(t, s.UnexpectedExits(), 2, "unexpected exits: want both processes")
 }
 
 // TestSupervisorStopEscalates: a process that ignores SIGTERM is killed
 // after the grace period.
 func TestSupervisorStopEscalates(t *testing.T) {
 	s := newShell(t, "stubborn", `trap "" TERM; echo ready; while :; do sleep 1; done`)
-	if _, err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.Start()
+	require.NoError(t, err)
 	waitFor(t, "trap set", func() bool { b, _ := s.Log(); return strings.Contains(string(b), "ready") })
 	start := time.Now()
 	s.Stop(100 * time.Millisecond)
-	if st := s.State(); st.Up {
-		t.Fatalf("after stop: %+v", st)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("stop took %v", d)
-	}
-	if x := s.UnexpectedExits(); len(x) != 0 {
-		t.Fatalf("unexpected exits %v", x)
-	}
+	st := s.State()
+	require.False(t, st.Up, "after stop: %+v", st)
+	require.LessOrEqual(t, time.Since(start), 5*time.Second, "stop took too long")
+	require.Empty(t, s.UnexpectedExits(), "unexpected exits")
 }
 
 // TestWaitReady: ready once the probe passes; an exit ends the wait with
 // Exited; a deadline ends it with the probe's last error.
 func TestWaitReady(t *testing.T) {
 	s := newShell(t, "n2", "exec sleep 60")
-	if _, err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.Start()
+	require.NoError(t, err)
 	calls := 0
-	err := s.WaitReady(t.Context(), time.Now().Add(10*time.Second), time.Millisecond, func(context.Context) error {
+	err = s.WaitReady(t.Context(), time.Now().Add(10*time.Second), time.Millisecond, func(context.Context) error {
 		calls++
 		if calls < 3 {
 			return errors.New("503")
 		}
 		return nil
 	})
-	if err != nil || calls != 3 {
-		t.Fatalf("ready: %v after %d calls", err, calls)
-	}
+	require.NoError(t, err, "ready")
+	require.Equal(t, 3, calls, "ready after calls")
 	notYet := errors.New("connection refused")
 	err = s.WaitReady(t.Context(), time.Now(), time.Millisecond, func(context.Context) error { return notYet })
 	var nr *NotReadyError
-	if !errors.As(err, &nr) || nr.Exited || !errors.Is(err, notYet) {
-		t.Fatalf("deadline: %v", err)
-	}
+	require.ErrorAs(t, err, &nr, "deadline")
+	require.False(t, nr.Exited, "deadline: %v", err)
+	require.ErrorIs(t, err, notYet, "deadline")
 
 	x := newShell(t, "n3", "exit 1")
-	if _, err := x.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, err = x.Start()
+	require.NoError(t, err)
 	err = x.WaitReady(t.Context(), time.Now().Add(10*time.Second), time.Millisecond, func(context.Context) error { return notYet })
-	if !errors.As(err, &nr) || !nr.Exited || !strings.Contains(err.Error(), "exited") {
-		t.Fatalf("exited: %v", err)
-	}
+	require.ErrorAs(t, err, &nr, "exited")
+	require.True(t, nr.Exited, "exited: %v", err)
+	require.ErrorContains(t, err, "exited")
 }
 
 // TestSupervisorEnv: Spec.Env reaches the process on top of the runner's
@@ -223,12 +182,10 @@ func TestSupervisorEnv(t *testing.T) {
 			return "sh", []string{"-c", `echo "got $JL_SECRET $JL_INHERITED"; exec sleep 60`}
 		}, Logf: t.Logf})
 	t.Cleanup(func() { s.Stop(time.Second) })
-	if _, err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.Start()
+	require.NoError(t, err)
 	waitFor(t, "output", func() bool { b, _ := s.Log(); return strings.Contains(string(b), "\ngot ") })
 	b, _ := s.Log()
-	if !strings.Contains(string(b), "\ngot s3cr3t kept\n") || strings.Count(string(b), "s3cr3t") != 1 {
-		t.Fatalf("log %q: want the variable in the output once, kept out of the marker line", b)
-	}
+	require.Contains(t, string(b), "\ngot s3cr3t kept\n", "want the variable in the output")
+	require.Equal(t, 1, strings.Count(string(b), "s3cr3t"), "log %q: want the variable once, kept out of the marker line", b)
 }
