@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/permitd/permitd/transport/worker"
 )
@@ -38,12 +40,9 @@ func scrape(t *testing.T, h http.Handler, path string) map[string]string {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body.String())
-	}
-	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
-		t.Errorf("GET %s: Content-Type %q, want text/plain (Prometheus text format)", path, ct)
-	}
+	require.Equal(t, http.StatusOK, rec.Code, "GET %s: %s", path, rec.Body.String())
+	ct := rec.Header().Get("Content-Type")
+	assert.True(t, strings.HasPrefix(ct, "text/plain"), "GET %s: Content-Type %q, want text/plain (Prometheus text format)", path, ct)
 	out := map[string]string{}
 	sc := bufio.NewScanner(rec.Body)
 	for sc.Scan() {
@@ -69,13 +68,9 @@ func TestSidecarMetrics(t *testing.T) {
 	got := scrape(t, h, "/metrics")
 	for _, name := range []string{"permitd_worker_leased_permits_total", "permitd_worker_spent_permits_total",
 		"permitd_worker_outstanding_permits", "permitd_worker_share_permits_per_second"} {
-		if v := got[name+lbl]; v != "0" {
-			t.Errorf("fresh: %s%s = %q, want 0", name, lbl, v)
-		}
+		assert.Equal(t, "0", got[name+lbl], "fresh: %s%s", name, lbl)
 	}
-	if v := got[`permitd_worker_overgrant_headroom_permits{limit="api"}`]; v != "0" {
-		t.Errorf("fresh: headroom = %q, want 0", v)
-	}
+	assert.Equal(t, "0", got[`permitd_worker_overgrant_headroom_permits{limit="api"}`], "fresh: headroom")
 
 	// A grant of 500 at a share of 250.5/s; 120 spent (20 of them stolen
 	// from a peer's lot of 30), 40 given away, 10 of the lot expired, 300
@@ -103,17 +98,15 @@ func TestSidecarMetrics(t *testing.T) {
 		{"permitd_worker_gossip_rejected_total" + lbl, "7"},
 		{"permitd_worker_gossip_rejoins_total" + lbl, "3"},
 	} {
-		if v, ok := got[tc.series]; !ok || v != tc.want {
-			t.Errorf("%s = %q (present %v), want %s", tc.series, v, ok, tc.want)
+		if assert.Contains(t, got, tc.series) {
+			assert.Equal(t, tc.want, got[tc.series], tc.series)
 		}
 	}
 
 	// HEAD is allowed, POST is not.
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/metrics", nil))
-	if rec.Code != http.StatusMethodNotAllowed {
-		t.Errorf("POST /metrics: %d, want 405", rec.Code)
-	}
+	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code, "POST /metrics")
 }
 
 // TestWorkerMetricsHeadroom checks the headroom sums the outstanding
@@ -127,16 +120,12 @@ func TestWorkerMetricsHeadroom(t *testing.T) {
 	}
 	m := NewWorkerMetrics(nil, ws[0], ws[1], ws[2])
 	h := m.Handler()
-	if h == nil {
-		t.Fatal("Handler() = nil with a private registry")
-	}
+	require.NotNil(t, h, "Handler() = nil with a private registry")
 	check := func(step string, want map[string]string) {
 		t.Helper()
 		got := scrape(t, h, "/")
 		for k, v := range want {
-			if got[k] != v {
-				t.Errorf("%s: %s = %q, want %s", step, k, got[k], v)
-			}
+			assert.Equal(t, v, got[k], "%s: %s", step, k)
 		}
 	}
 	check("start", map[string]string{
@@ -156,9 +145,7 @@ func TestWorkerMetricsHeadroom(t *testing.T) {
 	})
 
 	// A registerer that is not a Gatherer: no handler.
-	if h := NewWorkerMetrics(noGather{prometheus.NewRegistry()}, ws[0]).Handler(); h != nil {
-		t.Error("Handler() != nil without a Gatherer")
-	}
+	assert.Nil(t, NewWorkerMetrics(noGather{prometheus.NewRegistry()}, ws[0]).Handler(), "Handler() != nil without a Gatherer")
 }
 
 // noGather is a Registerer that is not a Gatherer.
@@ -168,12 +155,8 @@ type noGather struct{ prometheus.Registerer }
 // worker's gossip counters.
 func TestStatusCarriesTheGossipCounters(t *testing.T) {
 	b, err := json.Marshal(newSidecarStatus(worker.Status{Stats: worker.Stats{GossipRejected: 7, GossipRejoins: 3}}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, want := range []string{`"gossip_rejected":7`, `"gossip_rejoins":3`} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("status %s lacks %s", b, want)
-		}
+		assert.Contains(t, string(b), want, "status")
 	}
 }

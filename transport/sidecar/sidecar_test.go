@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/transport/worker"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fakeSidecarWorker answers TryAcquire from ok/err and records the calls.
@@ -95,32 +96,22 @@ func TestSidecarReserve(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(method, tt.path, strings.NewReader(tt.body)))
-			if rec.Code != tt.wantCode {
-				t.Fatalf("code %d, want %d; body %s", rec.Code, tt.wantCode, rec.Body)
-			}
+			require.Equal(t, tt.wantCode, rec.Code, "code; body %s", rec.Body)
 			var got map[string]any
-			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
-				t.Fatalf("body %q is not JSON: %v", rec.Body, err)
-			}
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got), "body %q is not JSON", rec.Body)
 			for k, v := range tt.wantBody {
-				if got[k] != v {
-					t.Errorf("field %q = %v, want %v (body %s)", k, got[k], v, rec.Body)
-				}
+				assert.Equal(t, v, got[k], "field %q (body %s)", k, rec.Body)
 			}
-			if msg, _ := got["error"].(string); !strings.Contains(msg, tt.wantError) || (tt.wantError == "") != (msg == "") {
-				t.Errorf("error %q, want it to contain %q", msg, tt.wantError)
-			}
+			msg, _ := got["error"].(string)
+			assert.Contains(t, msg, tt.wantError, "error")
+			assert.Equal(t, tt.wantError == "", msg == "", "error %q, want it to contain %q", msg, tt.wantError)
 			var calls string
 			if len(fw.calls) > 0 {
 				calls = strings.Join(fw.calls, ",")
 			}
-			if calls != tt.wantCall {
-				t.Errorf("TryAcquire calls %q, want %q", calls, tt.wantCall)
-			}
+			assert.Equal(t, tt.wantCall, calls, "TryAcquire calls")
 			if tt.wantCode == 429 || tt.wantCode == 503 {
-				if rec.Header().Get("Retry-After") == "" {
-					t.Error("no Retry-After header")
-				}
+				assert.NotEmpty(t, rec.Header().Get("Retry-After"), "no Retry-After header")
 			}
 		})
 	}
@@ -132,9 +123,7 @@ func TestSidecarStatus(t *testing.T) {
 	srv := httptest.NewServer(NewHandler(fw, Options{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/v1/status")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	var st struct {
 		Limit, Group, Holder string
@@ -153,15 +142,23 @@ func TestSidecarStatus(t *testing.T) {
 		}
 		Members map[string][]string
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("status %d: %v", resp.StatusCode, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st), "status %d", resp.StatusCode)
+	require.Equal(t, 200, resp.StatusCode, "status")
+	assert.Equal(t, "api", st.Limit, "status %+v", st)
+	assert.Equal(t, "g1", st.Group, "status %+v", st)
+	assert.Equal(t, "w1", st.Holder, "status %+v", st)
+	assert.Equal(t, 100.0, st.SharePerSec, "status %+v", st)
+	assert.Equal(t, uint64(3), st.Lease.LeaseID, "status %+v", st)
+	assert.Equal(t, uint64(9), st.Lease.Epoch, "status %+v", st)
+	assert.Equal(t, int64(12), st.Lease.GrantPermitsLeft, "status %+v", st)
+	assert.Equal(t, int64(time.Second), st.Lease.ExpiresInNanos, "status %+v", st)
+	assert.Equal(t, int64(1200*time.Millisecond), st.Lease.RegisterSilent, "status %+v", st)
+	if assert.NotNil(t, st.Lease.Unreachable, "status %+v", st) {
+		assert.False(t, *st.Lease.Unreachable, "status %+v", st)
 	}
-	if st.Limit != "api" || st.Group != "g1" || st.Holder != "w1" || st.SharePerSec != 100 ||
-		st.Lease.LeaseID != 3 || st.Lease.Epoch != 9 || st.Lease.GrantPermitsLeft != 12 || st.Lease.ExpiresInNanos != int64(time.Second) ||
-		st.Lease.RegisterSilent != int64(1200*time.Millisecond) || st.Lease.Unreachable == nil || *st.Lease.Unreachable ||
-		st.Stats.LeasedPermits != 50 || st.Stats.SpentPermits != 7 || len(st.Members["g1"]) != 2 {
-		t.Errorf("status %+v", st)
-	}
+	assert.Equal(t, int64(50), st.Stats.LeasedPermits, "status %+v", st)
+	assert.Equal(t, int64(7), st.Stats.SpentPermits, "status %+v", st)
+	assert.Len(t, st.Members["g1"], 2, "status %+v", st)
 }
 
 // TestSidecarInvalidPermitsFromWorker: a worker rejecting the count is a
@@ -171,9 +168,8 @@ func TestSidecarInvalidPermitsFromWorker(t *testing.T) {
 	fw.err = fmt.Errorf("%w: 5 permits", worker.ErrInvalidPermits)
 	rec := httptest.NewRecorder()
 	NewHandler(fw, Options{}).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(`{"permits":5}`)))
-	if rec.Code != 400 || !errors.Is(fw.err, worker.ErrInvalidPermits) {
-		t.Errorf("code %d body %s", rec.Code, rec.Body)
-	}
+	assert.Equal(t, 400, rec.Code, "body %s", rec.Body)
+	assert.ErrorIs(t, fw.err, worker.ErrInvalidPermits)
 }
 
 // TestSidecarRetryAfterIsNeverZero: a refusal says when to come back: the
@@ -208,9 +204,9 @@ func TestSidecarRetryAfterIsNeverZero(t *testing.T) {
 			NewHandler(fw, Options{}).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(`{}`)))
 			var got map[string]any
 			_ = json.Unmarshal(rec.Body.Bytes(), &got)
-			if rec.Code != 429 || got["retry_after_ns"] != tt.want || rec.Header().Get("Retry-After") == "0" {
-				t.Fatalf("code %d, retry_after_ns %v (want %v), Retry-After %q", rec.Code, got["retry_after_ns"], tt.want, rec.Header().Get("Retry-After"))
-			}
+			require.Equal(t, 429, rec.Code, "code")
+			require.Equal(t, tt.want, got["retry_after_ns"], "retry_after_ns")
+			require.NotEqual(t, "0", rec.Header().Get("Retry-After"), "Retry-After")
 		})
 	}
 }
@@ -225,24 +221,22 @@ func TestSidecarReadyAndCounters(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 		return rec
 	}
-	if rec := get("/readyz"); rec.Code != 200 {
-		t.Fatalf("ready worker: %d %s", rec.Code, rec.Body)
-	}
+	rec := get("/readyz")
+	require.Equal(t, 200, rec.Code, "ready worker: %s", rec.Body)
 	// An election: the renewal's calls fail, nothing is left, but the
 	// register has been silent for less than UnreachableAfter.
 	fw.status.CutOff, fw.status.OutstandingPermits, fw.status.LastError = true, 0, "renew: no leader"
 	fw.status.RegisterSilentFor = 1200 * time.Millisecond
-	if rec := get("/readyz"); rec.Code != 200 {
-		t.Fatalf("worker waiting out an election: %d %s", rec.Code, rec.Body)
-	}
+	rec = get("/readyz")
+	require.Equal(t, 200, rec.Code, "worker waiting out an election: %s", rec.Body)
 	fw.status.Unreachable, fw.status.RegisterSilentFor = true, 3*time.Second
-	if rec := get("/readyz"); rec.Code != 503 || !strings.Contains(rec.Body.String(), "has not answered it for 3s") {
-		t.Fatalf("cut-off worker: %d %s", rec.Code, rec.Body)
-	}
+	rec = get("/readyz")
+	require.Equal(t, 503, rec.Code, "cut-off worker: %s", rec.Body)
+	require.Contains(t, rec.Body.String(), "has not answered it for 3s", "cut-off worker")
 	fw.status.CutOff, fw.status.Unreachable, fw.status.LeaseID = false, false, 0
-	if rec := get("/readyz"); rec.Code != 503 || !strings.Contains(rec.Body.String(), "no lease") {
-		t.Fatalf("worker without a lease: %d %s", rec.Code, rec.Body)
-	}
+	rec = get("/readyz")
+	require.Equal(t, 503, rec.Code, "worker without a lease: %s", rec.Body)
+	require.Contains(t, rec.Body.String(), "no lease", "worker without a lease")
 	post := func(body string) {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/v1/limits/api/reserve", strings.NewReader(body)))
 	}
@@ -261,8 +255,6 @@ func TestSidecarReadyAndCounters(t *testing.T) {
 		`permitd_sidecar_reserves_total{group="g1",limit="api",outcome="invalid",worker="w1"} 1`,
 		`permitd_sidecar_reserves_total{group="g1",limit="api",outcome="unavailable",worker="w1"} 1`,
 	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %s", want)
-		}
+		assert.Contains(t, body, want, "metrics")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/permitd/permitd/transport/auth"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSidecarTokens: with Options.Tokens, health checks need nothing, a
@@ -14,9 +16,7 @@ import (
 func TestSidecarTokens(t *testing.T) {
 	store, secrets, err := auth.NewStoreOf(auth.Spec{Name: "app", Role: auth.RoleClient}, auth.Spec{Name: "other", Role: auth.RoleClient, Limits: []string{"x*"}},
 		auth.Spec{Name: "w", Role: auth.RoleWorker}, auth.Spec{Name: "root", Role: auth.RoleAdmin})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	h := NewHandler(newFakeSidecarWorker(), Options{Tokens: store})
 	for _, tc := range []struct {
 		method, path, token string
@@ -38,8 +38,6 @@ func TestSidecarTokens(t *testing.T) {
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		if w.Code != tc.want {
-			t.Errorf("%s %s with %q: %d %s, want %d", tc.method, tc.path, tc.token, w.Code, w.Body.String(), tc.want)
-		}
+		assert.Equal(t, tc.want, w.Code, "%s %s with %q: %s", tc.method, tc.path, tc.token, w.Body.String())
 	}
 }
