@@ -36,9 +36,7 @@ func TestGuardCatchesAViolation(t *testing.T) {
 			"transport/limiter's tests import transport/client: not allowed (move the test, or add an exception with its reason to testAllowed)",
 			"transport/worker imports node: not allowed",
 		}
-		if !slices.Equal(got, want) {
-			t.Errorf("violations:\n got %q\nwant %q", got, want)
-		}
+		sameLines(t, "violations", got, want)
 	})
 
 	t.Run("layers", func(t *testing.T) {
@@ -64,9 +62,7 @@ func TestGuardCatchesAViolation(t *testing.T) {
 			"allowed[transport/wire] lists bucket: transport/wire imports nothing of permitd",
 			"testAllowed[jepsen-lite/sweep] lists fsm: jepsen-lite uses permitd only through transport/client and the binaries",
 		}
-		if !slices.Equal(got, want) {
-			t.Errorf("layerViolations:\n got %q\nwant %q", got, want)
-		}
+		sameLines(t, "layerViolations", got, want)
 	})
 
 	t.Run("determinism", func(t *testing.T) {
@@ -142,18 +138,14 @@ func g() { go os.Exit(int(time.Now().Unix())) }
 		want = append(want,
 			"pureExceptions: bucket/bad.go go statement: nothing uses it any more: remove the exception",
 			"pureExceptions: fsm/*_test.go time.Now: nothing uses it any more: remove the exception")
-		if !slices.Equal(got, want) {
-			t.Errorf("pureViolations:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
-		}
+		sameLines(t, "pureViolations", got, want)
 		// The allowlists themselves may not admit what the rules ban.
 		got = pureTableViolations(map[string][]string{"fsm": {"bytes", "os"}}, []string{"testing", "math/rand/v2"})
 		want = []string{
 			"pureImports[fsm] lists os: I/O",
 			"pureTestImports lists math/rand/v2: randomness (a test file needs an exception with its reason)",
 		}
-		if !slices.Equal(got, want) {
-			t.Errorf("pureTableViolations:\n got %q\nwant %q", got, want)
-		}
+		sameLines(t, "pureTableViolations", got, want)
 	})
 
 	t.Run("dependencies", func(t *testing.T) {
@@ -164,13 +156,20 @@ func g() { go os.Exit(int(time.Now().Unix())) }
 			"transport/client depends on github.com/hashicorp/memberlist",
 			"transport/client depends on " + module + "fsm",
 		}
-		if !slices.Equal(got, want) {
-			t.Errorf("heavyDeps:\n got %q\nwant %q", got, want)
-		}
+		sameLines(t, "heavyDeps", got, want)
 		if got := heavyDeps("transport/worker", deps[2:4], true); len(got) != 0 {
 			t.Errorf("heavyDeps of the worker, which may gossip: %q", got)
 		}
 	})
+}
+
+// sameLines reports the difference between the lines a rule gave and
+// the lines it should have given.
+func sameLines(t *testing.T, rule string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s:\n got %s\nwant %s", rule, strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
 }
 
 // parseSrc parses src as the file at path (relative to the module root).
