@@ -40,15 +40,21 @@ import (
 // An expiry (and an in-flight hold's end, which is one) is the other way
 // round: it must never be counted from a moment later than the one its
 // node made it for (else the client would use the permit, or hold the
-// slot, after the register stopped counting it). So a
-// follower subtracts from a forwarded answer's expiry the time since it
-// sent the call less the time the leader held it (relayedResult): the
-// leader's answer counts from a moment at least that long after the call
-// was sent, however long the answer then took to come back. Counting from
-// its arrival instead would lengthen the expiry by the leader-to-follower
-// delay, which a client that counts from its sending plus the time the
-// node held its request (held_ns, a reserve that waited in an in-flight
-// cap's queue) would no longer absorb.
+// slot, after the register stopped counting it: on a strict limit, close
+// to the next permit's slot). So the leader subtracts from the expiry of
+// a reserve decided at a later cluster time than its stamp the time since
+// the reserve arrived, not since the apply (shiftDecided): that time was
+// reached after the arrival, but possibly long before the apply (the
+// entry that carried it was stamped while the reserve waited for a commit
+// slot, and committed first). And a follower subtracts from a forwarded
+// answer's expiry the time since it sent the call less the time the
+// leader held it (relayedResult): the leader's answer counts from a
+// moment at least that long after the call was sent, however long the
+// answer then took to come back. Counting from its arrival instead would
+// lengthen the expiry by the leader-to-follower delay, which a client
+// that counts from its sending plus the time the node held its request
+// (held_ns, a reserve that waited in an in-flight cap's queue) would no
+// longer absorb.
 //
 // What is left is the network's one-way delay from the sender to the
 // client, which can only make a permit later, and its jitter. A grant
@@ -81,11 +87,17 @@ func shiftResult(res fsm.ReserveResult, held time.Duration) fsm.ReserveResult {
 func relayedResult(d decidedReserve, sent, received time.Time) fsm.ReserveResult {
 	now := time.Now()
 	res := shiftResult(d.res, now.Sub(received))
-	if extra := now.Sub(sent) - d.held - now.Sub(received); extra > 0 && res.Status == fsm.Granted {
+	shortenExpiries(&res, now.Sub(sent)-d.held-now.Sub(received))
+	return res
+}
+
+// shortenExpiries subtracts extra, if positive, from the expiry and the
+// hold's end of a grant res already shifted (its wait less).
+func shortenExpiries(res *fsm.ReserveResult, extra time.Duration) {
+	if extra > 0 && res.Status == fsm.Granted {
 		shortenExpiry(&res.ExpiresInNanos, int64(extra))
 		shortenExpiry(&res.HoldExpiresInNanos, int64(extra))
 	}
-	return res
 }
 
 // shortenExpiry subtracts d >= 0 from an expiry *in (0: none, -1:
@@ -98,13 +110,19 @@ func shortenExpiry(in *int64, d int64) {
 	}
 }
 
-// heldSince returns how long the leader held the answer to a reserve that
-// arrived at arrived and whose entry's apply returned at appliedAt: since
-// the arrival if the register decided it at its own arrival stamp
-// (res.OnArrival), else since the apply.
-func heldSince(res fsm.ReserveResult, arrived arrival, appliedAt time.Time) time.Duration {
+// shiftDecided is shiftResult for a reserve decided on this leader that
+// arrived at arrived and whose entry's apply returned at appliedAt. One
+// decided at its own arrival stamp (res.OnArrival) is shifted by the time
+// since that stamp was read. One decided at a later cluster time (see
+// above) cannot tell when the timeline reached it, only that it was after
+// the arrival and before the apply: its wait and retry are shifted by the
+// time since the apply, its expiry and hold end by the time since the
+// arrival, so that its window lies within the register's.
+func shiftDecided(res fsm.ReserveResult, arrived arrival, appliedAt time.Time) fsm.ReserveResult {
 	if res.OnArrival {
-		return time.Since(arrived.at)
+		return shiftResult(res, time.Since(arrived.at))
 	}
-	return time.Since(appliedAt)
+	out := shiftResult(res, time.Since(appliedAt))
+	shortenExpiries(&out, appliedAt.Sub(arrived.at))
+	return out
 }

@@ -171,7 +171,7 @@ func (n *Node) reserveLocal(ctx context.Context, r fsm.Reserve) (decidedReserve,
 	}
 	n.testStallAnswer(ctx)
 	at := time.Now() // before the shift: the durations count from at
-	res, err := n.resultToErr(r, shiftResult(out.res, heldSince(out.res, arrived, out.appliedAt)), out.index)
+	res, err := n.resultToErr(r, shiftDecided(out.res, arrived, out.appliedAt), out.index)
 	return decidedReserve{res: res, index: out.index, at: at}, err
 }
 
