@@ -1,6 +1,7 @@
 // Package fsm is permitd's replicated state machine: the hashicorp/raft FSM
-// that holds the named limits, each limit's pacer (package bucket), and the
-// table of recently seen request IDs.
+// that holds the named limits and their pacers (package bucket), the tables
+// of request IDs and client sessions, the lease book of leased limits, and
+// the reservations, with the queues of those that wait for an in-flight cap.
 //
 // # Commands
 //
@@ -132,7 +133,8 @@
 // Both ID tables are queues in insertion order, which is log order, so
 // eviction pops from their heads, driven only by the cluster time of the
 // entry being applied and by their sizes; sessions are lists in order of
-// last activity, closed from the head only by their age. All replicas forget the same keys at the same entry.
+// last activity, closed from the head only by their age. All replicas
+// forget the same keys at the same entry.
 //
 // # Determinism
 //
