@@ -206,6 +206,18 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	return nil // CmdNoop
 }
 
+// advanceTo moves the cluster time to nowNanos (> lastNowNanos) and
+// expires what is due then: request IDs, sessions and leases.
+func (s *state) advanceTo(nowNanos int64) {
+	s.advanceWaiters(nowNanos)
+	s.lastNowNanos = nowNanos
+	s.dedup.expire(nowNanos)
+	s.leaseDedup.expire(nowNanos)
+	s.sessions.expire(nowNanos)
+	s.expireLeases(nowNanos)
+	s.reservations.expire(nowNanos)
+}
+
 // put creates or reconfigures a limit at index. With the same algorithm the
 // pacer is reconfigured (debt is kept); with another, a fresh pacer replaces
 // it. A fresh pacer's timeline starts at the put's cluster time, as Guava's
