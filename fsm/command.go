@@ -37,7 +37,7 @@ const (
 	// CmdOpenSession opens a client session (sessions.go).
 	CmdOpenSession CommandType = 9
 	// CmdLeaseBatch carries one or more lease, renew and return commands,
-	// applied in order, each at its own arrival (leasebatch.go).
+	// applied in order, each at its own arrival (leaseops.go).
 	CmdLeaseBatch CommandType = 10
 	// CmdSettle settles a reservation's real cost (settle.go).
 	CmdSettle CommandType = 11
@@ -178,7 +178,7 @@ type Entry struct {
 	Lease  Lease
 	Renew  Renew
 	Return Return
-	// LeaseBatch holds a CmdLeaseBatch's commands (leasebatch.go).
+	// LeaseBatch holds a CmdLeaseBatch's commands (LeaseCommand).
 	LeaseBatch []LeaseCommand
 	// Settle and Release (settle.go), Withdraw (waiters.go).
 	Settle   Settle

@@ -5,6 +5,10 @@ import (
 	"math"
 )
 
+// decode.go: Decode, the inverse of the Append functions (encode.go,
+// leasecodec.go, expiredgrants.go). It checks every field as they do, so
+// that an entry decodes only if they could have produced it.
+
 // minReserveLen is the smallest encoding of one reserve (one-byte name,
 // permits, max wait, arrival delta, key byte); it bounds preallocation for
 // a claimed count.

@@ -4,6 +4,11 @@ import (
 	"time"
 )
 
+// dedup.go: the tables of request IDs, a reserve's and a lease command's:
+// how an ID is remembered, found and forgotten. Apply consults them in
+// fsm.go (state.reserve) and leaseops.go (state.leaseCommand); their
+// snapshot section is in dedupsnapshot.go.
+
 // Retention of request IDs. They are part of the replicated behaviour: every
 // replica must forget the same IDs at the same entry, so changing them needs
 // a new EncodingVersion.

@@ -14,9 +14,9 @@
 //     same algorithm the pacer is reconfigured and keeps its debt (permits
 //     already reserved stay reserved); with another algorithm it starts
 //     afresh, except that a fresh in-flight cap counts every live hold of
-//     a reservation on its name (capholds.go: holds survive algorithm
-//     changes, deletes and re-creations). The limit's Version becomes the
-//     raft index of the put.
+//     a reservation on its name (reservation.go, "Holds": holds survive
+//     algorithm changes, deletes and re-creations). The limit's Version
+//     becomes the raft index of the put.
 //   - CmdDeleteLimit removes a limit and its state.
 //   - CmdReserveBatch carries 1 to MaxBatchReserves reserves, each with the
 //     cluster time it reached the leader (Reserve.ArrivedNanos, non-
@@ -31,7 +31,7 @@
 //   - CmdLeaseBatch carries 1 to MaxBatchLeaseCommands lease, renew and
 //     return commands, each with its arrival, decided like the reserves
 //     of a CmdReserveBatch: exactly as if applied one per entry, each
-//     stamped at its arrival (leasebatch.go).
+//     stamped at its arrival (leaseops.go).
 //   - CmdSettle and CmdRelease settle a reservation's real cost and free
 //     its in-flight permits (see Reservations below). A reserve in the
 //     reservation form travels in a CmdReserveBatch like any other.
@@ -394,8 +394,8 @@
 //     except within a slack: a Bursty limit (bucket.Refunder) gives back
 //     as many as the smallest slack of the grants and charges made since
 //     allows, each slack lowered by the refunds already made of grants
-//     before it (refund.go; the proof is bucket/doc.go's "Late refunds").
-//     Under load that is up to MaxStored/I permits crossing any one grant.
+//     before it (settle.go, "Late refunds"; the proof is bucket/doc.go's
+//     "Late refunds"). Under load that is up to MaxStored/I permits crossing any one grant.
 //     The other algorithms, and whatever a slack does not cover, lose the
 //     unused permits.
 //   - Used fewer than reserved, on an in-flight cap: the difference is
@@ -416,8 +416,8 @@
 // reservation, not to the limit's configuration: it counts against the
 // in-flight cap of its name from its grant until it is released or
 // expires, across puts that change the algorithm and back, deletes and
-// re-creations (capholds.go), and a release frees it whatever the limit
-// is meanwhile.
+// re-creations (reservation.go, "Holds"), and a release frees it whatever
+// the limit is meanwhile.
 //
 // Shadow mode (PutLimit.Shadow): every reserve on the limit is decided by
 // its pacer as usual, with the caller's max wait, and counted (shadow
@@ -490,7 +490,7 @@
 //     (Refused), and so does a CmdWithdraw naming its request ID (a node
 //     whose client went away sends it; with a grace, one that spares a
 //     reserve whose request ID was retried within it).
-//   - A queue is bounded (waiterbounds.go): at most MaxWaitersPerLimit
+//   - A queue is bounded (waitqueue.go): at most MaxWaitersPerLimit
 //     reserves wait naming one limit, and at most MaxWaitersPerOwner of
 //     them are one owner's (a token's; without tokens only the first
 //     bound applies). A reserve that would wait beyond is answered Busy,
@@ -566,6 +566,33 @@
 // raft calls Apply, Snapshot and Restore from one goroutine. The read
 // methods (Limit, Limits, AppliedIndex, LastNowNanos, DedupEntries,
 // StateHash, Leases, LeasePool, LeaseAccounts) may be called from any
-// goroutine; a sync.RWMutex orders them
-// with Apply, which holds the write lock for one entry.
+// goroutine; a sync.RWMutex orders them with Apply, which holds the write
+// lock for one entry.
+//
+// # Files
+//
+// Each file opens with what it owns. By concept:
+//
+//   - the machine: fsm.go (the state, Apply, the read, snapshot and
+//     restore API);
+//   - commands and log entries: command.go (types and payloads),
+//     validate.go (bounds and checks), encode.go and decode.go (entries),
+//     primitives.go (the byte-level encodings entries and snapshots are
+//     built of);
+//   - limits: limit.go (a limit, its put, delete and reserves), result.go
+//     (what Apply answers to them), expiredgrants.go (Counters);
+//   - deduplication: dedup.go (request IDs), sessions.go and
+//     sessiontable.go (client sessions);
+//   - leases: lease.go (vocabulary and views), leasebook.go (the book and
+//     how it changes), leasegrant.go and shares.go (the size of a grant),
+//     leaseops.go (the commands as Apply decides them), leasecodec.go
+//     (their log entries);
+//   - reservations: multi.go (deciding a reserve in the reservation form),
+//     reservation.go (the table and its holds), settle.go (settlements,
+//     releases, late refunds), waitqueue.go and waiters.go (Waiting);
+//   - snapshots: snapshot.go (layout, header, limits), dedupsnapshot.go,
+//     sessionsnapshot.go, leasesnapshot.go, reservationsnapshot.go.
 package fsm
+
+// doc.go holds only the package comment above, the package's design essay
+// (the model, the bounds and their proofs), hence its length.

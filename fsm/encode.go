@@ -8,6 +8,10 @@ import (
 	"github.com/permitd/permitd/bucket"
 )
 
+// encode.go: the layout of a log entry and the Append functions of the
+// limit, reserve, session, settlement and withdrawal commands (the lease
+// commands' are in leasecodec.go, CmdExpiredGrants' in expiredgrants.go).
+//
 // Log entry layout (all commands):
 //
 //	byte 0      CommandType
@@ -37,7 +41,7 @@ import (
 //	                 (0..MaxSessions) and owner (0..MaxOwnerLen), not
 //	                 both empty
 //	CmdLease, CmdRenew, CmdReturn, CmdPutLeasePolicy: see leasecodec.go
-//	CmdLeaseBatch: see leasebatch.go
+//	CmdLeaseBatch: see leasecodec.go
 //	CmdSettle        uvarint reservation, request id (0..MaxRequestIDLen),
 //	                 owner, uvarint count (0..MaxReserveParts), each limit
 //	                 name and uvarint permits (>= 0)

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/permitd/permitd/bucket"
 )
+
+// fsm.go: the FSM: the replicated state, Apply (the entry's cluster time
+// first, then its command), how a reserve finds its session, its recorded
+// outcome or its limit, and the read, snapshot and restore API.
 
 // state is everything replicated: what snapshots hold and StateHash covers.
 type state struct {
@@ -218,98 +219,6 @@ func (s *state) advanceTo(nowNanos int64) {
 	s.reservations.expire(nowNanos)
 }
 
-// put creates or reconfigures a limit at index. With the same algorithm the
-// pacer is reconfigured (debt is kept); with another, a fresh pacer replaces
-// it. A fresh pacer's timeline starts at the put's cluster time, as Guava's
-// limiter starts at its construction; a fresh in-flight cap counts the
-// live holds of its name (capholds.go). Counters are kept either way.
-func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) PutResult {
-	l, ok := s.limits[p.Name]
-	if ok && l.pool != nil {
-		if why := leasable(p.Name, p.Config.IntervalNanos); why != "" {
-			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
-				"limit %q keeps its configuration of version %d: it is leased and the new one cannot be: %s", p.Name, l.version, why))}
-		}
-	}
-	switch {
-	case !ok:
-		l = &limit{name: p.Name}
-		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
-		l.bornIndex, l.createdIndex, l.shadow = index, index, p.Shadow
-		s.limits[p.Name] = l
-		i, _ := slices.BinarySearch(s.names, p.Name)
-		s.names = slices.Insert(s.names, i, p.Name)
-		s.carryHolds(l, nowNanos)
-		return PutResult{Version: index, Created: true}
-	case l.cfg.Spec.Algorithm == p.Config.Spec.Algorithm:
-		if err := l.pacer.Reconfigure(nowNanos, p.Config); err != nil {
-			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
-				"limit %q keeps its configuration of version %d: reconfiguring its pacer failed: %v", p.Name, l.version, err))}
-		}
-		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
-		l.setConfig(p.Config, parts.rawConfig, index, l.pacer)
-		l.seq++
-		l.resetRefundMarks()
-	default:
-		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
-		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
-		l.bornIndex, l.seq, l.lastServedNanos = index, 0, 0
-		l.resetRefundMarks()
-		s.carryHolds(l, nowNanos)
-	}
-	l.shadow = p.Shadow
-	return PutResult{Version: index}
-}
-
-// freshPacer builds the pacer of a config that decoding already built one
-// for (checkConfig), so it cannot fail.
-func freshPacer(cfg bucket.Config, nowNanos int64) bucket.Pacer {
-	p, err := bucket.New(cfg, nowNanos)
-	if err != nil {
-		panic(fmt.Errorf("fsm: a config that decoded cannot build a pacer: %w", err))
-	}
-	return p
-}
-
-// accrueLeases mints a leased limit's permits up to now at its current
-// interval, before a put changes it to newIntervalNanos. If the interval
-// changes, the part of an interval already elapsed is dropped (the minting
-// clock restarts at now at the new interval): it is not counted twice, at
-// the new rate, and mint instants stay at least min(old, new) apart.
-func (l *limit) accrueLeases(nowNanos, newIntervalNanos int64) {
-	p := l.pool
-	if p == nil {
-		return
-	}
-	p.accrue(nowNanos, l.cfg.IntervalNanos)
-	if newIntervalNanos != l.cfg.IntervalNanos {
-		p.accruedToNanos = max(p.accruedToNanos, nowNanos)
-	}
-}
-
-// delete removes a limit, unless leases still hold permits of it and the
-// delete is not forced.
-func (s *state) delete(d *DeleteLimit) DeleteResult {
-	name := d.Name
-	l, ok := s.limits[name]
-	if !ok {
-		return DeleteResult{}
-	}
-	if l.pool != nil && len(l.pool.leases) > 0 && !d.Force {
-		return DeleteResult{Existed: true, Detail: boundDetail(fmt.Sprintf(
-			"limit %q is leased and %d leases still hold permits (the last grant is due at cluster time %d): its holders would lose their leases while they may still spend; return them, wait for their expiry, or force the delete",
-			name, len(l.pool.leases), maxEvent(l.pool)))}
-	}
-	if l.pool != nil {
-		s.dropPool(l.pool)
-	}
-	delete(s.limits, name)
-	if i, found := slices.BinarySearch(s.names, name); found {
-		s.names = slices.Delete(s.names, i, i+1)
-	}
-	return DeleteResult{Existed: true}
-}
-
 // reserve decides one reserve at nowNanos: within its session, or
 // answering a known request ID from the dedup table and recording a new
 // one (Busy when the table cannot take a new one), or plainly.
@@ -352,7 +261,7 @@ func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 	}
 	o := s.decide(nowNanos, r)
 	if o.status != Queued && o.status != Busy {
-		// (Busy: a full queue of waiters, waiterbounds.go.)
+		// (Busy: a full queue of waiters, waitqueue.go.)
 		s.dedup.add(dedupRecord{id: r.RequestID, recordedAtNanos: nowNanos, outcome: o})
 	}
 	return o.resultAt(nowNanos, false)

@@ -56,7 +56,7 @@ type leaseGroup struct {
 	leases []*lease
 	// sorted are the leases' demands, ascending, when sortedOK (derived:
 	// never in a snapshot; reset by every change of the group's members
-	// or of a member's demand, leaseindex.go).
+	// or of a member's demand: the indexes below).
 	sorted   []int64
 	sortedOK bool
 }

@@ -3,10 +3,10 @@ package fsm
 import (
 	"container/heap"
 	"encoding/binary"
-	"math"
 )
 
-// Lease book section of the snapshot (after the dedup table):
+// leasesnapshot.go: the lease book section of the snapshot (after the
+// sessions; see snapshot.go):
 //
 //	last lease id   uvarint
 //	pool count      uvarint, then per leased limit, sorted by name (each
@@ -56,88 +56,6 @@ func (s *state) leaseBookSizeHint() int {
 		}
 	}
 	return n
-}
-
-// appendLeaseOutcome appends the dedup encoding of a lease outcome.
-func appendLeaseOutcome(b []byte, o *leaseOutcome, recordedAtNanos int64) []byte {
-	b = append(b, byte(o.op), byte(o.status))
-	switch o.status {
-	case LeaseGranted:
-		b = binary.AppendUvarint(b, o.leaseID)
-		b = binary.AppendUvarint(b, o.epoch)
-		b = binary.AppendUvarint(b, uint64(o.permits))
-		b = binary.AppendUvarint(b, uint64(o.share))
-		b = binary.AppendUvarint(b, uint64(o.credited))
-		b = binary.AppendVarint(b, o.atNanos-recordedAtNanos)
-	case LeaseRefused:
-		b = binary.AppendUvarint(b, o.leaseID)
-		b = binary.AppendUvarint(b, o.epoch)
-		b = binary.AppendVarint(b, o.atNanos-recordedAtNanos)
-		b = appendBytes(b, o.detail)
-	case LeaseInvalid, LeaseFenced:
-		b = appendBytes(b, o.detail)
-	case LeaseReturned:
-		b = binary.AppendUvarint(b, o.leaseID)
-		b = binary.AppendUvarint(b, o.epoch)
-		b = binary.AppendUvarint(b, uint64(o.credited))
-	}
-	return b
-}
-
-// decodeLeaseOutcome decodes what appendLeaseOutcome appended. atNanos is
-// left relative to the record's time.
-func decodeLeaseOutcome(r *reader) *leaseOutcome {
-	o := &leaseOutcome{op: CommandType(r.byte1("lease op")), status: LeaseStatus(r.byte1("lease status"))}
-	if r.err != nil {
-		return nil
-	}
-	allowed := false
-	switch o.status {
-	case LeaseGranted:
-		allowed = o.op == CmdLease || o.op == CmdRenew
-		o.leaseID = r.uvarint("lease id")
-		o.epoch = r.uvarint("epoch")
-		o.permits = r.int64Snap("permits")
-		o.share = r.int64Snap("share")
-		o.credited = r.int64Snap("credited")
-		o.atNanos = r.varint("expires at")
-	case LeaseRefused:
-		allowed = o.op == CmdLease
-		o.leaseID = r.uvarint("lease id")
-		o.epoch = r.uvarint("epoch")
-		o.atNanos = r.varint("retry at")
-		o.detail = string(r.bytes("detail", maxDetailBytes))
-	case LeaseUnknownLimit:
-		allowed = o.op == CmdLease || o.op == CmdRenew || o.op == CmdReturn
-	case LeaseInvalid, LeaseFenced:
-		allowed = o.op == CmdLease || o.op == CmdRenew || o.op == CmdReturn
-		if o.status == LeaseFenced && o.op == CmdLease {
-			allowed = false
-		}
-		o.detail = string(r.bytes("detail", maxDetailBytes))
-	case LeaseReturned:
-		allowed = o.op == CmdReturn
-		o.leaseID = r.uvarint("lease id")
-		o.epoch = r.uvarint("epoch")
-		o.credited = r.int64Snap("credited")
-	}
-	if r.err == nil && !allowed {
-		r.fail("lease outcome %s of command type %d is not possible", o.status, o.op)
-	}
-	if r.err != nil {
-		return nil
-	}
-	return o
-}
-
-// int64Snap reads a uvarint that must fit in int64.
-func (r *reader) int64Snap(field string) int64 {
-	v := r.uvarint(field)
-	if r.err == nil && v > math.MaxInt64 {
-		r.fail("%s %d exceeds the int64 range", field, v)
-		return 0
-	}
-	return int64(v)
 }
 
 // appendLeaseBook appends the lease book section.

@@ -3,13 +3,15 @@ package fsm
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/permitd/permitd/bucket"
 )
 
 // limit.go: one named limit as the register keeps it (configuration,
-// pacer, counters), the view of it the read API serves, and how it decides
-// a reserve.
+// pacer, counters), the view of it the read API serves, how a put creates
+// or reconfigures it and a delete removes it, and how it decides a reserve
+// (a reserve in the reservation form, on several limits, is in multi.go).
 
 // limit is one named limit: its configuration, the raft index that set it,
 // its pacer and its counters.
@@ -52,12 +54,12 @@ type limit struct {
 	bornIndex, seq uint64
 	// refundMarks are the slacks of the grants and charges made since
 	// change count marksFromSeq, for late refunds on a bucket.Refunder
-	// pacer (refund.go).
+	// pacer (settle.go, "Late refunds").
 	refundMarks  []refundMark
 	marksFromSeq uint64
 	// lastServedNanos is the latest served time of a grant or charge on a
 	// Refunder pacer: a late refund never moves its next free time
-	// before it (refund.go).
+	// before it (settle.go, "Late refunds").
 	lastServedNanos int64
 	// shadow: the limit is in shadow mode (PutLimit.Shadow).
 	// shadowGranted counts the reserves it granted in shadow mode,
@@ -165,6 +167,99 @@ func (l *limit) setConfig(cfg bucket.Config, cfgBytes []byte, index uint64, pace
 	l.version = index
 	l.pacer = pacer
 	l.maxPermits = cfg.MaxPermits()
+}
+
+// put creates or reconfigures a limit at index. With the same algorithm the
+// pacer is reconfigured (debt is kept); with another, a fresh pacer replaces
+// it. A fresh pacer's timeline starts at the put's cluster time, as Guava's
+// limiter starts at its construction; a fresh in-flight cap counts the
+// live holds of its name (reservation.go, "Holds"). Counters are kept
+// either way.
+func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) PutResult {
+	l, ok := s.limits[p.Name]
+	if ok && l.pool != nil {
+		if why := leasable(p.Name, p.Config.IntervalNanos); why != "" {
+			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
+				"limit %q keeps its configuration of version %d: it is leased and the new one cannot be: %s", p.Name, l.version, why))}
+		}
+	}
+	switch {
+	case !ok:
+		l = &limit{name: p.Name}
+		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
+		l.bornIndex, l.createdIndex, l.shadow = index, index, p.Shadow
+		s.limits[p.Name] = l
+		i, _ := slices.BinarySearch(s.names, p.Name)
+		s.names = slices.Insert(s.names, i, p.Name)
+		s.carryHolds(l, nowNanos)
+		return PutResult{Version: index, Created: true}
+	case l.cfg.Spec.Algorithm == p.Config.Spec.Algorithm:
+		if err := l.pacer.Reconfigure(nowNanos, p.Config); err != nil {
+			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
+				"limit %q keeps its configuration of version %d: reconfiguring its pacer failed: %v", p.Name, l.version, err))}
+		}
+		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
+		l.setConfig(p.Config, parts.rawConfig, index, l.pacer)
+		l.seq++
+		l.resetRefundMarks()
+	default:
+		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
+		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
+		l.bornIndex, l.seq, l.lastServedNanos = index, 0, 0
+		l.resetRefundMarks()
+		s.carryHolds(l, nowNanos)
+	}
+	l.shadow = p.Shadow
+	return PutResult{Version: index}
+}
+
+// freshPacer builds the pacer of a config that decoding already built one
+// for (checkConfig), so it cannot fail.
+func freshPacer(cfg bucket.Config, nowNanos int64) bucket.Pacer {
+	p, err := bucket.New(cfg, nowNanos)
+	if err != nil {
+		panic(fmt.Errorf("fsm: a config that decoded cannot build a pacer: %w", err))
+	}
+	return p
+}
+
+// accrueLeases mints a leased limit's permits up to now at its current
+// interval, before a put changes it to newIntervalNanos. If the interval
+// changes, the part of an interval already elapsed is dropped (the minting
+// clock restarts at now at the new interval): it is not counted twice, at
+// the new rate, and mint instants stay at least min(old, new) apart.
+func (l *limit) accrueLeases(nowNanos, newIntervalNanos int64) {
+	p := l.pool
+	if p == nil {
+		return
+	}
+	p.accrue(nowNanos, l.cfg.IntervalNanos)
+	if newIntervalNanos != l.cfg.IntervalNanos {
+		p.accruedToNanos = max(p.accruedToNanos, nowNanos)
+	}
+}
+
+// delete removes a limit, unless leases still hold permits of it and the
+// delete is not forced.
+func (s *state) delete(d *DeleteLimit) DeleteResult {
+	name := d.Name
+	l, ok := s.limits[name]
+	if !ok {
+		return DeleteResult{}
+	}
+	if l.pool != nil && len(l.pool.leases) > 0 && !d.Force {
+		return DeleteResult{Existed: true, Detail: boundDetail(fmt.Sprintf(
+			"limit %q is leased and %d leases still hold permits (the last grant is due at cluster time %d): its holders would lose their leases while they may still spend; return them, wait for their expiry, or force the delete",
+			name, len(l.pool.leases), maxEvent(l.pool)))}
+	}
+	if l.pool != nil {
+		s.dropPool(l.pool)
+	}
+	delete(s.limits, name)
+	if i, found := slices.BinarySearch(s.names, name); found {
+		s.names = slices.Delete(s.names, i, i+1)
+	}
+	return DeleteResult{Existed: true}
 }
 
 // decide decides one reserve at nowNanos and updates the counters. Requests
@@ -276,7 +371,7 @@ func replayExpiry(atNanos, intervalNanos int64) int64 {
 
 // countShadow counts a shadow limit's decision d on a request for permits
 // made at nowNanos, which is granted at once whatever d says; slackNanos
-// is the grant's slack (refund.go).
+// is the grant's slack (settle.go, "Late refunds").
 func (l *limit) countShadow(nowNanos int64, d bucket.Decision, permits, slackNanos int64) {
 	switch {
 	case !d.Granted:

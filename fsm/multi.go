@@ -9,7 +9,7 @@ import (
 
 // multi.go: deciding a reserve in the reservation form: one or more
 // limits, all granted together at one cluster time or none (see doc.go,
-// "Multi-limit reserves").
+// "Reservations").
 //
 // Every enforced limit i first answers when it could serve its part
 // (bucket.Pacer.Query); the grant's time is the latest of those, t*. If

@@ -3,10 +3,13 @@ package fsm
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 )
 
-// Primitive encodings shared by log entries and snapshots:
+// primitives.go: the byte-level encodings that log entries (encode.go,
+// decode.go) and snapshots (snapshot.go) are built of, and the reader that
+// decodes them:
 //
 //   - fixed int64/uint64: 8 bytes big-endian;
 //   - uvarint: encoding/binary's unsigned varint, in its shortest form
@@ -160,4 +163,36 @@ func (r *reader) end() {
 	if r.err == nil && r.remaining() != 0 {
 		r.fail("%d trailing bytes after byte %d", r.remaining(), r.off)
 	}
+}
+
+// int64Snap reads a uvarint that must fit in int64.
+func (r *reader) int64Snap(field string) int64 {
+	v := r.uvarint(field)
+	if r.err == nil && v > math.MaxInt64 {
+		r.fail("%s %d exceeds the int64 range", field, v)
+		return 0
+	}
+	return int64(v)
+}
+
+// insertLen inserts, at start, the uvarint length of b[start:], so that
+// b[start:] becomes a length-prefixed byte string. It allocates only if b
+// must grow.
+func insertLen(b []byte, start int) []byte {
+	n := len(b) - start
+	pl := uvarintLen(uint64(n))
+	for range pl {
+		b = append(b, 0)
+	}
+	copy(b[start+pl:], b[start:start+n])
+	binary.PutUvarint(b[start:], uint64(n))
+	return b
+}
+
+// boolByte is 1 for true, 0 for false.
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
 }

@@ -21,7 +21,7 @@ var loadedBursty = []bucket.Spec{
 
 // TestLateRefundsKeepTheBurstyBound: on loaded Bursty limits, tracked
 // reserves are settled at random later times with random real costs, so
-// that most refunds come after other grants (late refunds, refund.go).
+// that most refunds come after other grants (late refunds, settle.go).
 // Rebuilt from the answers, with each grant counted at what it did not
 // get back, every window keeps the Bursty bound; and late refunds do
 // give back permits, often in full.

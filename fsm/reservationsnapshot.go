@@ -57,14 +57,6 @@ const (
 	minReservationLen = 12
 )
 
-// boolByte is 1 for true, 0 for false.
-func boolByte(v bool) byte {
-	if v {
-		return 1
-	}
-	return 0
-}
-
 // appendReservations appends the reservations section.
 func (s *state) appendReservations(b []byte) []byte {
 	t := &s.reservations

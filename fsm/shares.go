@@ -8,6 +8,10 @@ import (
 	"strings"
 )
 
+// shares.go: fair division of a capacity by weighted max-min
+// (FairShares), which sizes the leases' shares of a limit's rate
+// (leasegrant.go), and the 128-bit comparisons it is computed with.
+
 // GroupDemand is one claimant of a divisible capacity: a group of workers
 // (or, inside a group, one lease) with a weight and a demand, both integers
 // in the caller's unit (permits per second, milli-permits per second, ...).

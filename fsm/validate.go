@@ -4,6 +4,10 @@ import (
 	"fmt"
 )
 
+// validate.go: the checks a command passes before it is replicated, in
+// its Append function and again in Decode: the bounds of what a command
+// carries and every command's Validate.
+
 // Bounds on everything a command carries. They are part of the replicated
 // encoding: Decode rejects a command that exceeds them, so they never grow
 // without a new EncodingVersion.
@@ -401,6 +405,17 @@ func (c *LeaseCommand) Validate() error {
 func validateLeaseBatchLen(n uint64) error {
 	if n < 1 || n > MaxBatchLeaseCommands {
 		return fmt.Errorf("%w: batch of %d lease commands (allowed: 1-%d)", ErrInvalidCommand, n, MaxBatchLeaseCommands)
+	}
+	return nil
+}
+
+// Validate checks the owner's length and the quota's range.
+func (o OpenSession) Validate() error {
+	if len(o.Owner) > MaxOwnerLen {
+		return fmt.Errorf("%w: session owner is %d bytes long (allowed: 0-%d)", ErrInvalidCommand, len(o.Owner), MaxOwnerLen)
+	}
+	if o.PerOwner < 0 || o.PerOwner > MaxSessions {
+		return fmt.Errorf("%w: %d sessions per owner (allowed: 0 for no quota, up to %d)", ErrInvalidCommand, o.PerOwner, MaxSessions)
 	}
 	return nil
 }

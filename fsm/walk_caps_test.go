@@ -11,12 +11,12 @@ import (
 // caps' bound by the register's own accounting, its live reservations:
 // at every instant x, the enforced permits held on a name (granted by a
 // reservation served at or before x, neither expired nor released by x),
-// whatever incarnation of the limit granted them (capholds.go), number at
-// most the MaxInFlight in force when the last of them was granted. The
-// walk keeps a ledger of every enforced hold it sees granted (from the
-// register's records after each step) with the instants of its releases,
-// and checks held(x) at every instant a hold is served: the held permits
-// only grow there.
+// whatever incarnation of the limit granted them (reservation.go,
+// "Holds"), number at most the MaxInFlight in force when the last of them
+// was granted. The walk keeps a ledger of every enforced hold it sees
+// granted (from the register's records after each step) with the instants
+// of its releases, and checks held(x) at every instant a hold is served:
+// the held permits only grow there.
 
 // capLedger is the walk's record of the enforced holds granted on every
 // name, by reservation.

@@ -26,7 +26,7 @@ import (
 //   - no waiter is left waiting at or past its deadline, and the register
 //     waits on exactly the reservations the walk saw queued and not yet
 //     decided;
-//   - no queue holds more waiters than its bounds (waiterbounds.go; a
+//   - no queue holds more waiters than its bounds (waitqueue.go; a
 //     sixth of the walks run with bounds of 2 per limit and 1 per owner):
 //     per limit, and per owner of each limit's queue, counted from the
 //     walk's record; and a reserve answered Busy for a full queue

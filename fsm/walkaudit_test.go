@@ -174,7 +174,7 @@ func (w *walker) auditStep(index uint64, data []byte, got any, before map[string
 			for i, p := range v.Parts {
 				// An in-flight hold's early release is not a refund of a
 				// rate, whatever the limit of its name is now
-				// (capholds.go).
+				// (reservation.go, "Holds").
 				hold := rv != nil && i < len(rv.parts) && rv.parts[i].holdExpiresAtNanos != 0
 				if c := a.counters[p.Limit]; c != nil && before[p.Limit].alg != bucket.Concurrency && !hold {
 					c.refunded += uint64(p.Refunded)

@@ -1,14 +1,137 @@
 package fsm
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/permitd/permitd/bucket"
 )
 
-// waiterbounds.go: how many reserves may wait in in-flight caps' queues
-// (waiters.go), per limit and per owner.
+// waitqueue.go: the queues of the reserves that wait for an in-flight cap:
+// how the waiting reservations are kept (per limit in arrival order, by
+// deadline, by request ID) and how many may wait, per limit and per owner.
+// How they are decided is in waiters.go.
+
+// waiting is what a reservation in the waiting state keeps beyond its
+// parts: the reserve's request ID (may be empty), its settle window, and
+// its index in the deadline heap. Its deadline is the record's
+// finalAtNanos, its arrival decidedAtNanos.
+type waiting struct {
+	requestID         string
+	settleWithinNanos int64
+	// retriedAtNanos is the cluster time of the latest retry of its
+	// request ID (a replay answered Queued), 0 if none: a withdrawal with
+	// a grace spares a reserve retried within it (Withdraw).
+	retriedAtNanos int64
+	heapIndex      int
+}
+
+// waitQueues indexes the waiting reservations (derived from the
+// reservation table; Restore rebuilds it).
+type waitQueues struct {
+	// byLimit holds, per limit name, the queue of the waiting
+	// reservations that name it.
+	byLimit map[string]*waitQueue
+	// deadlines orders the waiting reservations by (deadline, id).
+	deadlines reservationHeap
+	// byRequestID finds a waiting reservation by its reserve's request ID.
+	byRequestID map[string]uint64
+	// maxPerLimit and maxPerOwner bound the queues (see below):
+	// MaxWaitersPerLimit and MaxWaitersPerOwner but in tests.
+	maxPerLimit, maxPerOwner int
+}
+
+// waitQueue is the queue of one limit: the IDs of the waiting
+// reservations that name it, ascending (arrival order), and how many of
+// its permits those before each one ask for.
+type waitQueue struct {
+	ids []uint64
+	// ahead[i] is the sum of the permits the reservations ids[:i] ask of
+	// the limit; total the sum over all of them.
+	ahead []int64
+	total int64
+	// owners counts the reservations in the queue by owner (not the
+	// empty one).
+	owners map[string]int
+}
+
+func newWaitQueues() waitQueues {
+	return waitQueues{byLimit: map[string]*waitQueue{}, byRequestID: map[string]uint64{}, deadlines: reservationHeap{waiting: true},
+		maxPerLimit: MaxWaitersPerLimit, maxPerOwner: MaxWaitersPerOwner}
+}
+
+// len is the number of waiting reservations.
+func (q *waitQueues) len() int { return q.deadlines.Len() }
+
+// add indexes a waiting reservation whose ID is above every indexed one.
+func (q *waitQueues) add(rv *reservation) {
+	for _, p := range rv.parts {
+		wq := q.byLimit[p.limit]
+		if wq == nil {
+			wq = &waitQueue{owners: map[string]int{}}
+			q.byLimit[p.limit] = wq
+		}
+		wq.ids = append(wq.ids, rv.id)
+		wq.ahead = append(wq.ahead, wq.total)
+		wq.total += p.permits
+		if rv.owner != "" {
+			wq.owners[rv.owner]++
+		}
+	}
+	heap.Push(&q.deadlines, rv)
+	if id := rv.wait.requestID; id != "" {
+		q.byRequestID[id] = rv.id
+	}
+}
+
+// remove unindexes a waiting reservation.
+func (q *waitQueues) remove(rv *reservation) {
+	for _, p := range rv.parts {
+		wq := q.byLimit[p.limit]
+		i, ok := slices.BinarySearch(wq.ids, rv.id)
+		if !ok {
+			continue
+		}
+		wq.ids = slices.Delete(wq.ids, i, i+1)
+		wq.ahead = slices.Delete(wq.ahead, i, i+1)
+		for j := i; j < len(wq.ahead); j++ {
+			wq.ahead[j] -= p.permits
+		}
+		wq.total -= p.permits
+		if rv.owner != "" {
+			if wq.owners[rv.owner]--; wq.owners[rv.owner] == 0 {
+				delete(wq.owners, rv.owner)
+			}
+		}
+		if len(wq.ids) == 0 {
+			delete(q.byLimit, p.limit)
+		}
+	}
+	heap.Remove(&q.deadlines, rv.wait.heapIndex)
+	delete(q.byRequestID, rv.wait.requestID)
+}
+
+// ahead returns the permits of limit that the reservations waiting before
+// reservation id ask for (id 0, a reserve arriving now: all of them).
+func (q *waitQueues) ahead(limit string, id uint64) int64 {
+	wq := q.byLimit[limit]
+	switch {
+	case wq == nil:
+		return 0
+	case id == 0:
+		return wq.total
+	}
+	i, _ := slices.BinarySearch(wq.ids, id)
+	if i == len(wq.ids) {
+		return wq.total
+	}
+	return wq.ahead[i]
+}
+
+// The bounds of the queues: how many reserves may wait in in-flight caps'
+// queues, per limit and per owner.
 //
 // Without a bound of its own, a cap's queue is bounded only by the table
 // of reservations (MaxReservations, shared by every limit and every
@@ -36,9 +159,8 @@ import (
 // bound, with the time until a waiter that counts against it may leave
 // the queue without any command (the earliest deadline among them, or
 // the next lapse of a hold on a cap one of them names, which may grant
-// it); it is not
-// recorded (its request ID stays unused: a retry is decided afresh) and
-// changes nothing. A reserve whose request ID already waits is answered
+// it); it is not recorded (its request ID stays unused: a retry is decided
+// afresh) and changes nothing. A reserve whose request ID already waits is answered
 // Queued as a replay, as before: it adds no waiter.
 const (
 	MaxWaitersPerLimit = 1 << 12

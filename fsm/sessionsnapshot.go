@@ -2,7 +2,8 @@ package fsm
 
 import "encoding/binary"
 
-// The sessions section of the snapshot (see snapshot.go for its layout).
+// sessionsnapshot.go: the sessions section of the snapshot (see snapshot.go
+// for its layout).
 
 // minSessionRecordLen and minSessionOutcomeLen bound preallocation for
 // claimed counts: a session is at least its id, owner length, quota, last
