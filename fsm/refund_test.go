@@ -236,3 +236,69 @@ func TestRestoreRefusesAGrantFromItsPacersFuture(t *testing.T) {
 		t.Fatalf("Restore: %v, want a refusal of the part from the future", err)
 	}
 }
+
+// TestNoExactRefundAcrossAReconfiguration: README "refunded exactly if
+// nothing else has touched the limit since the grant (no other grant,
+// settlement or reconfiguration)"; after one, strict, warmup and hybrid
+// refunds are lost and bursty ones get no late refund (the marks are reset).
+func TestNoExactRefundAcrossAReconfiguration(t *testing.T) {
+	for _, mk := range []func(rate float64) bucket.Config{
+		func(r float64) bucket.Config { return bursty(t, r) },
+		func(r float64) bucket.Config {
+			return compile(t, bucket.Spec{Algorithm: bucket.WarmingUp, Rate: r, Warmup: time.Second})
+		},
+		func(r float64) bucket.Config {
+			return compile(t, bucket.Spec{Algorithm: bucket.Hybrid, Rate: r, BurstRatio: 100})
+		},
+	} {
+		h := newHarness(t)
+		h.put(0, "tpm", mk(100))
+		res := h.reserve1(sec, tracked(10*sec, Part{"tpm", 40}))
+		if res.Status != Granted {
+			t.Fatalf("reserve: %+v", res)
+		}
+		h.put(sec+1, "tpm", mk(200)) // same algorithm, another rate
+		before := pacerState(h, "tpm")
+		s := h.settleCmd(sec+2, Settle{Reservation: res.ReservationID, Actual: []Part{{"tpm", 0}}})
+		if s.Status != Settled || s.Parts[0].Refunded != 0 || pacerState(h, "tpm") != before {
+			t.Errorf("%v: settle after a reconfiguration: %+v, want nothing refunded and the pacer unchanged", mk(1).Spec.Algorithm, s)
+		}
+	}
+}
+
+// TestLateRefundBudgetSurvivesMarkMerging: README "refunded within the
+// slack the later grants left: as many as the smallest, over the grants
+// and charges made since, of MaxStored minus the store at that grant ...
+// A limit keeps at most 32 slack marks; older ones merge, which only makes
+// late refunds smaller". E is followed by G, served from a full store
+// (slack 0), then by 40 grants of rising slack (more than 32 marks): E
+// gets nothing back, however many marks came after.
+func TestLateRefundBudgetSurvivesMarkMerging(t *testing.T) {
+	h := newHarness(t)
+	h.put(0, "tpm", bursty(t, 100)) // I = 10 ms, 1 s of burst
+	e := h.reserve1(5*sec, tracked(0, Part{"tpm", 50}))
+	g := h.reserve1(10*sec, tracked(0, Part{"tpm", 100})) // empties a full store: slack 0
+	if e.Status != Granted || g.Status != Granted || g.WaitNanos != 0 {
+		t.Fatalf("E %+v, G %+v", e, g)
+	}
+	for i := range 40 { // the store refilled to 0.5 s, drained by one permit each
+		if r := h.reserve1(10*sec+sec/2, tracked(0, Part{"tpm", 1})); r.Status != Granted {
+			t.Fatalf("grant %d: %+v", i, r)
+		}
+	}
+	s := h.settleCmd(10*sec+sec/2, Settle{Reservation: e.ReservationID, Actual: []Part{{"tpm", 0}}})
+	if s.Status != Settled || s.Parts[0].Refunded != 0 {
+		t.Errorf("late settle of E: %+v, want nothing refunded (G, after it, left no slack)", s)
+	}
+	// The bursty bound over [10 s, 10.5 s]: floor((W + MaxStored)/I) + n_last
+	// = floor((0.5 s + 1 s)/10 ms) + 1 = 151 permits used.
+	used := int64(100 + 40)
+	for range 200 {
+		if r := h.reserve1(10*sec+sec/2, rsv("tpm", 1, 0, "")); r.Status == Granted {
+			used++
+		}
+	}
+	if used > 151 {
+		t.Errorf("%d permits used in a 0.5 s window, above the bursty bound 151", used)
+	}
+}
