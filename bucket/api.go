@@ -293,7 +293,8 @@ type Config struct {
 	// default filled in) are read from Spec.
 }
 
-// Functions every algorithm file builds on (defined in config.go / pacer.go):
+// Functions every algorithm file builds on (defined in config.go and
+// encoding.go):
 //
 //	func Compile(s Spec) (Config, error)
 //	func New(c Config, originNanos int64) (Pacer, error)

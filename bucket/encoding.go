@@ -233,30 +233,3 @@ func checkStateHeader(b []byte, a Algorithm) error {
 	}
 	return nil
 }
-
-// checkPermits validates a permit count: 1 <= n <= c.MaxPermits().
-func checkPermits(c *Config, n int64) error {
-	if n <= 0 {
-		return fmt.Errorf("bucket: %d permits: %w (allowed: 1 to %d)", n, ErrInvalidPermits, c.MaxPermits())
-	}
-	if m := c.MaxPermits(); n > m {
-		return fmt.Errorf("bucket: %d permits: %w (this %s limit grants at most %d at once)", n, ErrTooManyPermits, c.Spec.Algorithm, m)
-	}
-	return nil
-}
-
-// checkMaxWait validates the maxWait of a Reserve: >= 0.
-func checkMaxWait(maxWaitNanos int64) error {
-	if maxWaitNanos < 0 {
-		return fmt.Errorf("bucket: maxWait %d ns: %w (allowed: >= 0)", maxWaitNanos, ErrInvalidDuration)
-	}
-	return nil
-}
-
-// checkReconfigure validates the config given to Reconfigure.
-func checkReconfigure(old Algorithm, c Config) error {
-	if c.Spec.Algorithm != old {
-		return fmt.Errorf("bucket: reconfigure a %s pacer with a %s config: %w (the algorithm cannot change; create a new pacer)", old, c.Spec.Algorithm, ErrInvalidAlgorithm)
-	}
-	return c.validate()
-}
