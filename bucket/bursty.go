@@ -49,49 +49,6 @@ type BurstyPacer struct{ smooth }
 
 var _ Scheduler = (*BurstyPacer)(nil)
 
-// Config returns the configuration the pacer runs with.
-func (p *BurstyPacer) Config() Config { return p.cfg }
-
-// Reserve grants n permits at nextFree if nextFree - maxWaitNanos <= now;
-// it changes nothing when it refuses.
-func (p *BurstyPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
-	return p.reserve(nowNanos, n, maxWaitNanos)
-}
-
-// ReserveAt grants n permits served at atNanos, decided at now, if atNanos
-// is at or after nextFree as of now (Query(now, n)); otherwise it refuses
-// with AtNanos = Query(now, n) and changes nothing. The state becomes what
-// Reserve(atNanos, n, 0) would leave (the idle time up to atNanos is
-// stored, then the permits are spent), except that the clock stays at now.
-// It also refuses, with AtNanos = atNanos, if the debt would pass the end
-// of the int64 timeline.
-func (p *BurstyPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
-	return p.reserveAt(nowNanos, n, atNanos)
-}
-
-// Charge takes n >= 1 permits at now without a grant: they are spent at
-// nextFree as of now as a grant would spend them, stored permits first,
-// and the rest pushes nextFree forward by what it costs. It fails with
-// ErrOverflow, changing nothing, if nextFree would pass the end of the
-// int64 timeline.
-func (p *BurstyPacer) Charge(nowNanos, n int64) error { return p.charge(nowNanos, n) }
-
-// Query returns nextFree as of now (at least now).
-func (p *BurstyPacer) Query(nowNanos, n int64) (int64, error) { return p.query(nowNanos, n) }
-
-// Reconfigure switches to c at now, keeping nextFree and scaling the stored
-// time by the ratio of the new to the old MaxStoredNanos.
-func (p *BurstyPacer) Reconfigure(nowNanos int64, c Config) error {
-	return p.reconfigure(nowNanos, c)
-}
-
-// AppendState appends version, algorithm, flags, lastNow, nextFree and
-// storedNanos (27 bytes).
-func (p *BurstyPacer) AppendState(b []byte) []byte { return p.appendState(b) }
-
-// RestoreState replaces the state by the one encoded in b.
-func (p *BurstyPacer) RestoreState(b []byte) error { return p.restoreState(b) }
-
 var _ Refunder = (*BurstyPacer)(nil)
 
 // GrantSlackNanos returns MaxStoredNanos minus the stored time as of
@@ -124,7 +81,3 @@ func (p *BurstyPacer) Refund(nowNanos, n, maxNanos, notBeforeNanos int64) int64 
 	p.lastNow = now
 	return r
 }
-
-// StoredNanos returns the stored time as of the last state change (stored
-// permits times IntervalNanos).
-func (p *BurstyPacer) StoredNanos() int64 { return p.storedNanos }

@@ -5,10 +5,13 @@ import (
 	"math"
 )
 
-// smooth is the core shared by BurstyPacer and WarmingUpPacer, after
-// Guava's SmoothRateLimiter: the pacer remembers the time of the next
-// request (nextFree) rather than of the last one, and stores idle time as
-// permits that are served before fresh ones.
+// smooth is BurstyPacer and WarmingUpPacer, after Guava's
+// SmoothRateLimiter: the pacer remembers the time of the next request
+// (nextFree) rather than of the last one, and stores idle time as permits
+// that are served before fresh ones. The two differ only in what idle time
+// adds to the store and what stored permits cost (accrual, storedCost);
+// both pacers embed smooth and take its methods, the Pacer and Scheduler
+// of both.
 //
 // Stored permits are kept in fixed point as stored time: storedNanos =
 // storedPermits * IntervalNanos. One stored permit is exactly IntervalNanos
@@ -69,9 +72,18 @@ func (s *smooth) synced(nowNanos int64) (now, next, stored int64) {
 	return now, next, stored
 }
 
-// reserve implements Pacer.Reserve (Guava's canAcquire followed by
-// reserveEarliestAvailable).
-func (s *smooth) reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
+// Config returns the configuration the pacer runs with.
+func (s *smooth) Config() Config { return s.cfg }
+
+// StoredNanos returns the stored time as of the last state change (stored
+// permits times IntervalNanos). A fresh Bursty pacer's store is empty, a
+// fresh WarmingUp pacer's full (it starts cold).
+func (s *smooth) StoredNanos() int64 { return s.storedNanos }
+
+// Reserve grants n permits at nextFree if nextFree - maxWaitNanos <= now
+// (Guava's canAcquire followed by reserveEarliestAvailable); it changes
+// nothing when it refuses.
+func (s *smooth) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
 	if err := checkPermits(&s.cfg, n); err != nil {
 		return Decision{}, err
 	}
@@ -105,14 +117,19 @@ func (s *smooth) spend(next, stored, need int64) (newNext, newStored int64) {
 	return satAdd(next, wait), stored - take
 }
 
-// reserveAt implements Scheduler.ReserveAt: granted iff atNanos >= the
-// next free time as of now (Query(now, n)) and the debt stays before the
-// end of the int64 timeline. The state becomes the one a Reserve(atNanos,
-// n, 0) would leave: the store accrues the idle time up to atNanos, in one
-// step from the stored nextFree (as the request arriving at atNanos would
-// compute it; two steps, to now and then to atNanos, could floor the
-// warm-up accrual twice), and the permits are spent at atNanos.
-func (s *smooth) reserveAt(nowNanos, n, atNanos int64) (Decision, error) {
+// ReserveAt grants n permits served at atNanos, decided at now, if atNanos
+// is at or after nextFree as of now (Query(now, n)); otherwise it refuses
+// with AtNanos = Query(now, n) and changes nothing. The state becomes what
+// Reserve(atNanos, n, 0) would leave (the idle time up to atNanos is
+// stored, then the permits are spent), except that the clock stays at now.
+// It also refuses, with AtNanos = atNanos, if the debt would pass the end
+// of the int64 timeline.
+//
+// The store accrues the idle time up to atNanos in one step from the
+// stored nextFree, as the request arriving at atNanos would compute it
+// (two steps, to now and then to atNanos, could floor the warm-up accrual
+// twice).
+func (s *smooth) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
 	if err := checkPermits(&s.cfg, n); err != nil {
 		return Decision{}, err
 	}
@@ -133,10 +150,12 @@ func (s *smooth) reserveAt(nowNanos, n, atNanos int64) (Decision, error) {
 	return Decision{Granted: true, AtNanos: next}, nil
 }
 
-// charge implements Scheduler.Charge: n >= 1 permits served at the next
-// free time as of now whatever the wait, spent as a grant spends them
-// (stored permits first).
-func (s *smooth) charge(nowNanos, n int64) error {
+// Charge takes n >= 1 permits at now without a grant: they are spent at
+// nextFree as of now as a grant would spend them, stored permits first,
+// and the rest pushes nextFree forward by what it costs. It fails with
+// ErrOverflow, changing nothing, if nextFree would pass the end of the
+// int64 timeline.
+func (s *smooth) Charge(nowNanos, n int64) error {
 	if err := checkChargePermits(&s.cfg, n); err != nil {
 		return err
 	}
@@ -152,8 +171,9 @@ func (s *smooth) charge(nowNanos, n int64) error {
 	return nil
 }
 
-// query implements Pacer.Query: the request is served at nextFree.
-func (s *smooth) query(nowNanos, n int64) (int64, error) {
+// Query returns nextFree as of now (at least now): the request is served
+// then.
+func (s *smooth) Query(nowNanos, n int64) (int64, error) {
 	if err := checkPermits(&s.cfg, n); err != nil {
 		return 0, err
 	}
@@ -161,12 +181,12 @@ func (s *smooth) query(nowNanos, n int64) (int64, error) {
 	return next, nil
 }
 
-// reconfigure implements Pacer.Reconfigure as Guava's setRate: resync at
-// now under the old config, keep nextFree (the debt already incurred), and
-// scale the stored permits by newMax/oldMax. An old infinite Bursty rate
-// leaves the new maximum stored (Guava); an old maximum of zero leaves
-// Bursty empty and WarmingUp cold.
-func (s *smooth) reconfigure(nowNanos int64, c Config) error {
+// Reconfigure switches to c at now, keeping nextFree and scaling the stored
+// time by the ratio of the new to the old MaxStoredNanos (Guava's setRate:
+// resync at now under the old config, keep the debt already incurred). An
+// old infinite Bursty rate leaves the new maximum stored (Guava); an old
+// maximum of zero leaves Bursty empty and WarmingUp cold.
+func (s *smooth) Reconfigure(nowNanos int64, c Config) error {
 	if err := checkReconfigure(s.cfg.Spec.Algorithm, c); err != nil {
 		return err
 	}
@@ -190,14 +210,16 @@ func (s *smooth) reconfigure(nowNanos int64, c Config) error {
 	return nil
 }
 
-// appendState appends header, lastNow, nextFree and storedNanos (27 bytes).
-func (s *smooth) appendState(b []byte) []byte {
+// AppendState appends version, algorithm, flags, lastNow, nextFree and
+// storedNanos (27 bytes).
+func (s *smooth) AppendState(b []byte) []byte {
 	b = appendStateHeader(b, s.cfg.Spec.Algorithm)
 	return appendInt64s(b, s.lastNow, s.nextFree, s.storedNanos)
 }
 
-// restoreState decodes b and checks 0 <= storedNanos <= MaxStoredNanos.
-func (s *smooth) restoreState(b []byte) error {
+// RestoreState replaces the state by the one encoded in b, checking
+// 0 <= storedNanos <= MaxStoredNanos.
+func (s *smooth) RestoreState(b []byte) error {
 	var f [3]int64
 	if err := decodeState(b, s.cfg.Spec.Algorithm, f[:]); err != nil {
 		return err

@@ -67,54 +67,6 @@ type WarmingUpPacer struct{ smooth }
 
 var _ Scheduler = (*WarmingUpPacer)(nil)
 
-// Config returns the configuration the pacer runs with.
-func (p *WarmingUpPacer) Config() Config { return p.cfg }
-
-// Reserve grants n permits at nextFree if nextFree - maxWaitNanos <= now;
-// it changes nothing when it refuses.
-func (p *WarmingUpPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
-	return p.reserve(nowNanos, n, maxWaitNanos)
-}
-
-// ReserveAt grants n permits served at atNanos, decided at now, if atNanos
-// is at or after nextFree as of now (Query(now, n)); otherwise it refuses
-// with AtNanos = Query(now, n) and changes nothing. The state becomes what
-// Reserve(atNanos, n, 0) would leave (the idle time up to atNanos is
-// stored, then the permits are spent), except that the clock stays at now.
-// It also refuses, with AtNanos = atNanos, if the debt would pass the end
-// of the int64 timeline.
-func (p *WarmingUpPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
-	return p.reserveAt(nowNanos, n, atNanos)
-}
-
-// Charge takes n >= 1 permits at now without a grant: they are spent at
-// nextFree as of now as a grant would spend them, stored permits first,
-// and the rest pushes nextFree forward by what it costs. It fails with
-// ErrOverflow, changing nothing, if nextFree would pass the end of the
-// int64 timeline.
-func (p *WarmingUpPacer) Charge(nowNanos, n int64) error { return p.charge(nowNanos, n) }
-
-// Query returns nextFree as of now (at least now).
-func (p *WarmingUpPacer) Query(nowNanos, n int64) (int64, error) { return p.query(nowNanos, n) }
-
-// Reconfigure switches to c at now, keeping nextFree and scaling the stored
-// time by the ratio of the new to the old MaxStoredNanos.
-func (p *WarmingUpPacer) Reconfigure(nowNanos int64, c Config) error {
-	return p.reconfigure(nowNanos, c)
-}
-
-// AppendState appends version, algorithm, flags, lastNow, nextFree and
-// storedNanos (27 bytes).
-func (p *WarmingUpPacer) AppendState(b []byte) []byte { return p.appendState(b) }
-
-// RestoreState replaces the state by the one encoded in b.
-func (p *WarmingUpPacer) RestoreState(b []byte) error { return p.restoreState(b) }
-
-// StoredNanos returns the stored time as of the last state change (stored
-// permits times IntervalNanos); a fresh pacer reports 0 until its first
-// call, at which it starts cold.
-func (p *WarmingUpPacer) StoredNanos() int64 { return p.storedNanos }
-
 // warmupAccrual is the stored time added by elapsed idle nanoseconds:
 // floor(elapsed*MaxStoredNanos/Warmup), saturated to MaxStoredNanos.
 func warmupAccrual(c *Config, elapsed int64) int64 {
