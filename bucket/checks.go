@@ -25,12 +25,13 @@ func checkMaxWait(maxWaitNanos int64) error {
 	return nil
 }
 
-// checkReconfigure validates the config given to Reconfigure.
-func checkReconfigure(old Algorithm, c Config) error {
+// checkAlgorithm checks that the config given to Reconfigure is of the
+// pacer's algorithm.
+func checkAlgorithm(old Algorithm, c Config) error {
 	if c.Spec.Algorithm != old {
 		return fmt.Errorf("bucket: reconfigure a %s pacer with a %s config: %w (the algorithm cannot change; create a new pacer)", old, c.Spec.Algorithm, ErrInvalidAlgorithm)
 	}
-	return c.validate()
+	return nil
 }
 
 // checkChargePermits validates the count of a Charge: any n >= 1, since a

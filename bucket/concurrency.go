@@ -356,9 +356,11 @@ func (p *ConcurrencyPacer) Carry(nowNanos, expiresAtNanos, n int64) error {
 // lapsed at now is kept with its expiry; the new MaxInFlight and HoldTTL
 // apply to the next grants.
 func (p *ConcurrencyPacer) Reconfigure(nowNanos int64, c Config) error {
-	if err := checkReconfigure(Concurrency, c); err != nil {
-		return err
-	}
+	return reconfigure(p, nowNanos, c)
+}
+
+// reconfigure is Reconfigure of a checked config.
+func (p *ConcurrencyPacer) reconfigure(nowNanos int64, c Config) error {
 	now := max(nowNanos, p.lastNow)
 	p.prune(now)
 	p.lastNow = now

@@ -337,9 +337,11 @@ func (p *HybridPacer) Query(nowNanos, n int64) (int64, error) {
 // pools' clock is kept (queued grants stay queued), and pools above their
 // new sizes spill into the waiting pool (no token is lost).
 func (p *HybridPacer) Reconfigure(nowNanos int64, c Config) error {
-	if err := checkReconfigure(Hybrid, c); err != nil {
-		return err
-	}
+	return reconfigure(p, nowNanos, c)
+}
+
+// reconfigure is Reconfigure of a checked config.
+func (p *HybridPacer) reconfigure(nowNanos int64, c Config) error {
 	now, at, q := p.filled(nowNanos)
 	if q.ActiveNanos > c.ActiveNanos {
 		q.WaitingNanos = satAdd(q.WaitingNanos, q.ActiveNanos-c.ActiveNanos)

@@ -187,9 +187,11 @@ func (s *smooth) Query(nowNanos, n int64) (int64, error) {
 // old infinite Bursty rate leaves the new maximum stored (Guava); an old
 // maximum of zero leaves Bursty empty and WarmingUp cold.
 func (s *smooth) Reconfigure(nowNanos int64, c Config) error {
-	if err := checkReconfigure(s.cfg.Spec.Algorithm, c); err != nil {
-		return err
-	}
+	return reconfigure(s, nowNanos, c)
+}
+
+// reconfigure is Reconfigure of a checked config.
+func (s *smooth) reconfigure(nowNanos int64, c Config) error {
 	now, next, stored := s.synced(nowNanos)
 	old := s.cfg
 	switch {

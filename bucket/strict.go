@@ -167,9 +167,11 @@ func (p *StrictPacer) Query(nowNanos, n int64) (int64, error) {
 // next grant, and the time still reserved ahead of now is counted in new
 // intervals.
 func (p *StrictPacer) Reconfigure(nowNanos int64, c Config) error {
-	if err := checkReconfigure(Strict, c); err != nil {
-		return err
-	}
+	return reconfigure(p, nowNanos, c)
+}
+
+// reconfigure is Reconfigure of a checked config.
+func (p *StrictPacer) reconfigure(nowNanos int64, c Config) error {
 	p.lastNow = max(nowNanos, p.lastNow)
 	p.cfg = c
 	return nil
