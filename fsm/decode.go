@@ -3,6 +3,8 @@ package fsm
 import (
 	"fmt"
 	"math"
+
+	"github.com/permitd/permitd/bucket"
 )
 
 // decode.go: Decode, the inverse of the Append functions (encode.go,
@@ -57,9 +59,11 @@ func (in *interner) name(b []byte) string {
 }
 
 // putParts is what decoding a put yields besides PutLimit: the config's
-// canonical bytes (a sub-slice of the entry).
+// canonical bytes (a sub-slice of the entry) and the config as decoded,
+// compiled once, which Apply builds or reconfigures the pacer with.
 type putParts struct {
 	rawConfig []byte
+	config    bucket.Compiled
 }
 
 // decodeInto decodes b into e, reusing e.Reserves' storage. For a put it
@@ -89,7 +93,7 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 	}
 	switch t {
 	case CmdPutLimit:
-		put, err = decodePut(&r, &e.Put, e.Stamp.Nanos)
+		put, err = decodePut(&r, &e.Put)
 	case CmdDeleteLimit:
 		e.Delete.Name, err = decodeName(&r, names)
 		switch force := r.byte1("force"); {
@@ -172,7 +176,7 @@ func decodeName(r *reader, names *interner) (string, error) {
 	return names.name(nb), nil
 }
 
-func decodePut(r *reader, p *PutLimit, nowNanos int64) (putParts, error) {
+func decodePut(r *reader, p *PutLimit) (putParts, error) {
 	name, err := decodeName(r, nil)
 	if err != nil {
 		return putParts{}, err
@@ -181,11 +185,11 @@ func decodePut(r *reader, p *PutLimit, nowNanos int64) (putParts, error) {
 	if r.err != nil {
 		return putParts{}, r.err
 	}
-	cfg, _, err := checkConfig(name, raw, nowNanos)
+	cfg, err := decodeConfig(name, raw)
 	if err != nil {
 		return putParts{}, err
 	}
-	p.Name, p.Config = name, cfg
+	p.Name, p.Config = name, cfg.Config()
 	if r.remaining() > 0 {
 		switch flag := r.byte1("shadow"); flag {
 		case 1:
@@ -195,7 +199,7 @@ func decodePut(r *reader, p *PutLimit, nowNanos int64) (putParts, error) {
 			return putParts{}, r.err
 		}
 	}
-	return putParts{rawConfig: raw}, nil
+	return putParts{rawConfig: raw, config: cfg}, nil
 }
 
 func decodeReserves(r *reader, rs []Reserve, names *interner, stampNanos int64) ([]Reserve, error) {

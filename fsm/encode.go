@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -188,11 +187,11 @@ func AppendReserveBatch(b []byte, st Stamp, rs []Reserve) ([]byte, error) {
 }
 
 // AppendPut appends a CmdPutLimit entry to b. The name must be valid and the
-// config must be one Compile produced: it is encoded, decoded again and
-// checked to build a pacer, exactly as Decode will check it on every replica,
-// so that an entry AppendPut accepts is never rejected by Apply. (This check
-// allocates; puts are rare.) On error b is returned unchanged and the error
-// wraps ErrInvalidCommand.
+// config must be one Compile produced: Config.AppendBinary checks it (by
+// compiling its Spec again, the one compile of a put before it is
+// replicated), and encodes only what DecodeConfig decodes, so that an entry
+// AppendPut accepts is never rejected by Apply. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
 func AppendPut(b []byte, st Stamp, p PutLimit) ([]byte, error) {
 	if err := validateName(p.Name); err != nil {
 		return b, err
@@ -215,37 +214,23 @@ func AppendPut(b []byte, st Stamp, p PutLimit) ([]byte, error) {
 			ErrInvalidCommand, p.Name, n, MaxConfigBytes)
 	}
 	b = insertLen(b, cfgStart)
-	if _, _, err := checkConfig(p.Name, b[len(b)-n:], st.Nanos); err != nil {
-		return in, err
-	}
 	if p.Shadow {
 		b = append(b, 1)
 	}
 	return b, nil
 }
 
-// checkConfig decodes an encoded config and checks that it is in canonical
-// form (re-encoding gives the same bytes, so that every replica stores and
-// snapshots the same bytes) and that a pacer can be built from it. It
-// returns the config and a fresh pacer for it whose timeline starts at
-// originNanos.
-func checkConfig(name string, raw []byte, originNanos int64) (bucket.Config, bucket.Pacer, error) {
-	cfg, err := bucket.DecodeConfig(raw)
+// decodeConfig decodes the encoded config of limit name, compiling it once
+// (bucket.DecodeCompiled): the pacers of a put or a snapshot are built on
+// the result and reconfigured to it without compiling it again.
+// DecodeCompiled accepts only the canonical encoding (AppendBinary of what
+// it returns is raw), so every replica stores and snapshots the same bytes.
+func decodeConfig(name string, raw []byte) (bucket.Compiled, error) {
+	c, err := bucket.DecodeCompiled(raw)
 	if err != nil {
-		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config: %w", ErrInvalidCommand, name, err)
+		return bucket.Compiled{}, fmt.Errorf("%w: limit %q: config: %w", ErrInvalidCommand, name, err)
 	}
-	again, err := cfg.AppendBinary(make([]byte, 0, len(raw)))
-	if err != nil {
-		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: decoded config cannot be encoded again: %w", ErrInvalidCommand, name, err)
-	}
-	if !bytes.Equal(again, raw) {
-		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config is not in canonical form (decoding and encoding it again changes its bytes)", ErrInvalidCommand, name)
-	}
-	pacer, err := bucket.New(cfg, originNanos)
-	if err != nil {
-		return bucket.Config{}, nil, fmt.Errorf("%w: limit %q: config cannot build a pacer: %w", ErrInvalidCommand, name, err)
-	}
-	return cfg, pacer, nil
+	return c, nil
 }
 
 // AppendSettle appends a CmdSettle entry to b. On error b is returned

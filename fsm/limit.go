@@ -186,7 +186,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 	switch {
 	case !ok:
 		l = &limit{name: p.Name}
-		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
+		l.setConfig(p.Config, parts.rawConfig, index, parts.config.NewPacer(nowNanos))
 		l.bornIndex, l.createdIndex, l.shadow = index, index, p.Shadow
 		s.limits[p.Name] = l
 		i, _ := slices.BinarySearch(s.names, p.Name)
@@ -194,7 +194,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 		s.carryHolds(l, nowNanos)
 		return PutResult{Version: index, Created: true}
 	case l.cfg.Spec.Algorithm == p.Config.Spec.Algorithm:
-		if err := l.pacer.Reconfigure(nowNanos, p.Config); err != nil {
+		if err := parts.config.Reconfigure(l.pacer, nowNanos); err != nil {
 			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
 				"limit %q keeps its configuration of version %d: reconfiguring its pacer failed: %v", p.Name, l.version, err))}
 		}
@@ -204,23 +204,13 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 		l.resetRefundMarks()
 	default:
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
-		l.setConfig(p.Config, parts.rawConfig, index, freshPacer(p.Config, nowNanos))
+		l.setConfig(p.Config, parts.rawConfig, index, parts.config.NewPacer(nowNanos))
 		l.bornIndex, l.seq, l.lastServedNanos = index, 0, 0
 		l.resetRefundMarks()
 		s.carryHolds(l, nowNanos)
 	}
 	l.shadow = p.Shadow
 	return PutResult{Version: index}
-}
-
-// freshPacer builds the pacer of a config that decoding already built one
-// for (checkConfig), so it cannot fail.
-func freshPacer(cfg bucket.Config, nowNanos int64) bucket.Pacer {
-	p, err := bucket.New(cfg, nowNanos)
-	if err != nil {
-		panic(fmt.Errorf("fsm: a config that decoded cannot build a pacer: %w", err))
-	}
-	return p
 }
 
 // accrueLeases mints a leased limit's permits up to now at its current

@@ -262,11 +262,12 @@ func decodeLimits(r *reader, st *state) {
 			r.fail("name %q does not sort after %q (limits must be sorted by name, without repeats)", name, st.names[i-1])
 			return
 		}
-		cfg, pacer, err := checkConfig(name, rawConfig, 0)
+		compiled, err := decodeConfig(name, rawConfig)
 		if err != nil {
 			r.fail("%v", err)
 			return
 		}
+		cfg, pacer := compiled.Config(), compiled.NewPacer(0)
 		if err := pacer.RestoreState(pacerState); err != nil {
 			r.fail("limit %q: pacer state: %v", name, err)
 			return
