@@ -236,12 +236,8 @@ func (p *HybridPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 		return Decision{AtNanos: at}, nil
 	}
 	q = fill(&p.cfg, q, d)
-	fromActive := min(need, q.ActiveNanos)
-	q.ActiveNanos -= fromActive
-	q.BurstNanos -= need - fromActive
-	p.lastNow = now
-	p.fillNanos = at
-	p.pools = q
+	q.draw(need) // the wait filled the pools with need tokens
+	p.lastNow, p.fillNanos, p.pools = now, at, q
 	return Decision{Granted: true, AtNanos: at}, nil
 }
 
@@ -277,16 +273,11 @@ func (p *HybridPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
 	// atNanos >= max(now, fillNanos): fill from the stored pools, as a
 	// request arriving at atNanos would.
 	q = fill(&p.cfg, p.pools, atNanos-p.fillNanos)
-	fromActive := min(need, q.ActiveNanos)
-	if need-fromActive > q.BurstNanos {
+	if !q.draw(need) {
 		// Unreachable (see above); refusing keeps the pools non-negative.
 		return Decision{AtNanos: atNanos}, nil
 	}
-	q.ActiveNanos -= fromActive
-	q.BurstNanos -= need - fromActive
-	p.lastNow = now
-	p.fillNanos = atNanos
-	p.pools = q
+	p.lastNow, p.fillNanos, p.pools = now, atNanos, q
 	return Decision{Granted: true, AtNanos: atNanos}, nil
 }
 
@@ -314,10 +305,21 @@ func (p *HybridPacer) Charge(nowNanos, n int64) error {
 	}
 	q.ActiveNanos -= fromActive
 	q.BurstNanos -= fromBurst
-	p.lastNow = now
-	p.fillNanos = end
-	p.pools = q
+	p.lastNow, p.fillNanos, p.pools = now, end, q
 	return nil
+}
+
+// draw takes need tokens from the active pool, then from the burst pool,
+// and reports true; if the two hold fewer, it takes nothing and reports
+// false.
+func (q *Pools) draw(need int64) bool {
+	fromActive := min(need, q.ActiveNanos)
+	if need-fromActive > q.BurstNanos {
+		return false
+	}
+	q.ActiveNanos -= fromActive
+	q.BurstNanos -= need - fromActive
+	return true
 }
 
 // Query returns the time a request for n permits made now would be served.

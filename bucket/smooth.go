@@ -101,9 +101,7 @@ func (s *smooth) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
 		// saturated nextFree would serve every later request at once.
 		return Decision{AtNanos: next}, nil
 	}
-	s.lastNow = now
-	s.nextFree = newNext
-	s.storedNanos = newStored
+	s.lastNow, s.nextFree, s.storedNanos = now, newNext, newStored
 	return Decision{Granted: true, AtNanos: next}, nil
 }
 
@@ -144,9 +142,7 @@ func (s *smooth) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
 	if newNext == math.MaxInt64 {
 		return Decision{AtNanos: atNanos}, nil
 	}
-	s.lastNow = now
-	s.nextFree = newNext
-	s.storedNanos = newStored
+	s.lastNow, s.nextFree, s.storedNanos = now, newNext, newStored
 	return Decision{Granted: true, AtNanos: next}, nil
 }
 
@@ -165,9 +161,7 @@ func (s *smooth) Charge(nowNanos, n int64) error {
 	if need == math.MaxInt64 || newNext == math.MaxInt64 {
 		return errChargeOverflow(&s.cfg, now, n)
 	}
-	s.lastNow = now
-	s.nextFree = newNext
-	s.storedNanos = newStored
+	s.lastNow, s.nextFree, s.storedNanos = now, newNext, newStored
 	return nil
 }
 
