@@ -152,118 +152,12 @@ func decodeReservations(r *reader, st *state) {
 	var prev uint64
 	for i := range int(n) {
 		r.unit, r.index = "reservation", i
-		rv := &reservation{id: r.uvarint("id")}
-		if r.err == nil && (rv.id <= prev || rv.id > t.lastID) {
-			r.fail("id %d (allowed: after %d, at most the last id %d)", rv.id, prev, t.lastID)
-		}
-		prev = rv.id
-		rv.owner = string(r.bytes("owner", MaxOwnerLen))
-		rv.decidedAtNanos = r.varint("decided at")
-		served, final := r.int64Snap("served after"), r.int64Snap("final after")
-		if r.err == nil && (rv.decidedAtNanos < 0 || served > math.MaxInt64-rv.decidedAtNanos || final > math.MaxInt64-rv.decidedAtNanos-served) {
-			r.fail("times decided %d, +%d served, +%d final run past the timeline (allowed: 0 <= decided <= served <= final)", rv.decidedAtNanos, served, final)
-		}
-		rv.servedAtNanos = rv.decidedAtNanos + served
-		rv.finalAtNanos = rv.servedAtNanos + final
-		flags := r.byte1("flags")
-		if r.err == nil && flags > reservationSettled|reservationReleased && flags != reservationWaiting && flags != reservationWaiting|reservationRetried {
-			r.fail("flags %d (allowed: 0-%d, or %d alone or with %d)", flags, reservationSettled|reservationReleased, reservationWaiting, reservationRetried)
-		}
-		rv.settled, rv.released = flags&reservationSettled != 0, flags&reservationReleased != 0
-		if flags&reservationWaiting != 0 {
-			rv.wait = &waiting{requestID: string(r.bytes("waiting request id", MaxRequestIDLen))}
-			rv.wait.settleWithinNanos = r.int64Snap("waiting settle window")
-			if flags&reservationRetried != 0 {
-				retried := r.int64Snap("retried after arrival")
-				if r.err == nil && retried > st.lastNowNanos-rv.decidedAtNanos {
-					r.fail("waiting, retried %d after its arrival at %d, after the last applied time %d", retried, rv.decidedAtNanos, st.lastNowNanos)
-				}
-				rv.wait.retriedAtNanos = rv.decidedAtNanos + retried
-				if r.err == nil && rv.wait.retriedAtNanos == 0 {
-					r.fail("waiting, retried at time 0 (0 means never)")
-				}
-			}
-			if r.err == nil && (rv.servedAtNanos != rv.decidedAtNanos || rv.wait.settleWithinNanos > MaxSettleWindowNanos) {
-				r.fail("waiting, served %d after its arrival, settle window %d (allowed: served at arrival, window 0..%d)",
-					rv.servedAtNanos-rv.decidedAtNanos, rv.wait.settleWithinNanos, MaxSettleWindowNanos)
-			}
-			if r.err == nil && rv.finalAtNanos <= st.lastNowNanos {
-				// Every applied entry decided the deadlines due by its time.
-				r.fail("waiting until %d, not after the last applied time %d", rv.finalAtNanos, st.lastNowNanos)
-			}
-			if id := rv.wait.requestID; r.err == nil && id != "" && (st.dedup.lookup(id) != nil || st.leaseDedup.lookup(id) != nil) {
-				r.fail("waiting with request id %q, which the dedup tables already hold", id)
-			}
-		}
-		if rv.settled {
-			rv.settleID = string(r.bytes("settle request id", MaxRequestIDLen))
-			k := r.uvarintMax("settled part count", MaxReserveParts)
-			for range int(k) {
-				if r.err != nil {
-					return
-				}
-				p := SettledPart{Limit: string(r.bytes("settled limit", MaxNameLen))}
-				p.Reserved, p.Actual = r.int64Snap("reserved"), r.int64Snap("actual")
-				p.Refunded, p.Charged = r.int64Snap("refunded"), r.int64Snap("charged")
-				rv.settleParts = append(rv.settleParts, p)
-			}
-		}
-		k := r.uvarintMax("part count", MaxReserveParts)
-		if r.err == nil && k == 0 {
-			r.fail("no parts (allowed: 1-%d)", MaxReserveParts)
-		}
-		for range int(k) {
-			if r.err != nil {
-				return
-			}
-			name := r.bytes("limit", MaxNameLen)
-			if r.err == nil {
-				if err := validateName(name); err != nil {
-					r.fail("%v", err) // wrapping ErrDecode, as every Restore error
-					return
-				}
-			}
-			p := reservedPart{limit: string(name), permits: r.int64Snap("permits"), bornIndex: r.uvarint("born index"),
-				seqAfter: r.uvarint("change count")}
-			if pre := r.bytes("pre state", MaxPacerStateBytes); len(pre) > 0 {
-				p.pre = append([]byte(nil), pre...)
-			}
-			p.holdExpiresAtNanos = r.varint("hold expiry")
-			p.releasedPermits = r.int64Snap("released")
-			switch shadow := r.byte1("shadow"); shadow {
-			case 0, 1:
-				p.shadow = shadow == 1
-			default:
-				r.fail("shadow byte %d (allowed: 0, 1)", shadow)
-			}
-			if r.err == nil && (p.permits < 1 || p.releasedPermits > p.permits) {
-				r.fail("part on %q holds %d permits with %d released (allowed: >= 1, released <= held)", p.limit, p.permits, p.releasedPermits)
-			}
-			if r.err == nil && rv.wait != nil && (p.bornIndex != 0 || p.seqAfter != 0 || p.pre != nil || p.holdExpiresAtNanos != 0 || p.releasedPermits != 0 || p.shadow) {
-				r.fail("waiting part on %q carries a grant's fields (allowed: only its limit and permits)", p.limit)
-			}
-			if l, ok := st.limits[p.limit]; r.err == nil && ok && l.bornIndex == p.bornIndex && p.seqAfter > l.seq {
-				// A grant from the future of its pacer: a late refund
-				// would find no mark after it, and no budget.
-				r.fail("part on %q was granted at change count %d, after its pacer's %d", p.limit, p.seqAfter, l.seq)
-			}
-			rv.parts = append(rv.parts, p)
-		}
+		rv := decodeReservation(r, st, prev)
 		if r.err != nil {
 			return
 		}
+		prev = rv.id
 		if rv.wait != nil {
-			for i, p := range rv.parts {
-				if r.err == nil && slices.ContainsFunc(rv.parts[:i], func(q reservedPart) bool { return q.limit == p.limit }) {
-					r.fail("waiting, names limit %q twice", p.limit)
-				}
-			}
-			if _, dup := st.waits.byRequestID[rv.wait.requestID]; r.err == nil && rv.wait.requestID != "" && dup {
-				r.fail("waiting with request id %q, as another waiting reservation", rv.wait.requestID)
-			}
-			if r.err != nil {
-				return
-			}
 			st.waits.add(rv) // by id ascending: arrival order
 		}
 		t.byID[rv.id] = rv
@@ -274,4 +168,143 @@ func decodeReservations(r *reader, st *state) {
 		rv.heapIndex = i
 	}
 	heap.Init(&t.heap)
+}
+
+// decodeReservation decodes one reservation, whose id must come after
+// prev: its times and flags, then what its flags say it holds (a waiting
+// reserve's fields, a settlement), then its parts.
+func decodeReservation(r *reader, st *state, prev uint64) *reservation {
+	rv := &reservation{id: r.uvarint("id")}
+	if r.err == nil && (rv.id <= prev || rv.id > st.reservations.lastID) {
+		r.fail("id %d (allowed: after %d, at most the last id %d)", rv.id, prev, st.reservations.lastID)
+	}
+	rv.owner = string(r.bytes("owner", MaxOwnerLen))
+	rv.decidedAtNanos = r.varint("decided at")
+	served, final := r.int64Snap("served after"), r.int64Snap("final after")
+	if r.err == nil && (rv.decidedAtNanos < 0 || served > math.MaxInt64-rv.decidedAtNanos || final > math.MaxInt64-rv.decidedAtNanos-served) {
+		r.fail("times decided %d, +%d served, +%d final run past the timeline (allowed: 0 <= decided <= served <= final)", rv.decidedAtNanos, served, final)
+	}
+	rv.servedAtNanos = rv.decidedAtNanos + served
+	rv.finalAtNanos = rv.servedAtNanos + final
+	flags := r.byte1("flags")
+	if r.err == nil && flags > reservationSettled|reservationReleased && flags != reservationWaiting && flags != reservationWaiting|reservationRetried {
+		r.fail("flags %d (allowed: 0-%d, or %d alone or with %d)", flags, reservationSettled|reservationReleased, reservationWaiting, reservationRetried)
+	}
+	rv.settled, rv.released = flags&reservationSettled != 0, flags&reservationReleased != 0
+	if flags&reservationWaiting != 0 {
+		decodeWaiting(r, st, rv, flags&reservationRetried != 0)
+	}
+	if rv.settled {
+		decodeSettlement(r, rv)
+	}
+	decodeReservedParts(r, st, rv)
+	if r.err == nil && rv.wait != nil {
+		checkWaitingParts(r, st, rv)
+	}
+	return rv
+}
+
+// decodeWaiting decodes the fields of a reservation that waits in an
+// in-flight cap's queue (flag 4; with its latest retry, flag 8) and checks
+// them against its times and the dedup tables.
+func decodeWaiting(r *reader, st *state, rv *reservation, retried bool) {
+	rv.wait = &waiting{requestID: string(r.bytes("waiting request id", MaxRequestIDLen))}
+	rv.wait.settleWithinNanos = r.int64Snap("waiting settle window")
+	if retried {
+		after := r.int64Snap("retried after arrival")
+		if r.err == nil && after > st.lastNowNanos-rv.decidedAtNanos {
+			r.fail("waiting, retried %d after its arrival at %d, after the last applied time %d", after, rv.decidedAtNanos, st.lastNowNanos)
+		}
+		rv.wait.retriedAtNanos = rv.decidedAtNanos + after
+		if r.err == nil && rv.wait.retriedAtNanos == 0 {
+			r.fail("waiting, retried at time 0 (0 means never)")
+		}
+	}
+	if r.err == nil && (rv.servedAtNanos != rv.decidedAtNanos || rv.wait.settleWithinNanos > MaxSettleWindowNanos) {
+		r.fail("waiting, served %d after its arrival, settle window %d (allowed: served at arrival, window 0..%d)",
+			rv.servedAtNanos-rv.decidedAtNanos, rv.wait.settleWithinNanos, MaxSettleWindowNanos)
+	}
+	if r.err == nil && rv.finalAtNanos <= st.lastNowNanos {
+		// Every applied entry decided the deadlines due by its time.
+		r.fail("waiting until %d, not after the last applied time %d", rv.finalAtNanos, st.lastNowNanos)
+	}
+	if id := rv.wait.requestID; r.err == nil && id != "" && (st.dedup.lookup(id) != nil || st.leaseDedup.lookup(id) != nil) {
+		r.fail("waiting with request id %q, which the dedup tables already hold", id)
+	}
+}
+
+// decodeSettlement decodes a settled reservation's settlement: its request
+// ID and the result replayed to a retry.
+func decodeSettlement(r *reader, rv *reservation) {
+	rv.settleID = string(r.bytes("settle request id", MaxRequestIDLen))
+	k := r.uvarintMax("settled part count", MaxReserveParts)
+	for range int(k) {
+		if r.err != nil {
+			return
+		}
+		p := SettledPart{Limit: string(r.bytes("settled limit", MaxNameLen))}
+		p.Reserved, p.Actual = r.int64Snap("reserved"), r.int64Snap("actual")
+		p.Refunded, p.Charged = r.int64Snap("refunded"), r.int64Snap("charged")
+		rv.settleParts = append(rv.settleParts, p)
+	}
+}
+
+// decodeReservedParts decodes a reservation's parts, 1 to MaxReserveParts,
+// and checks each: permits, releases, only a limit and permits while it
+// waits, and no grant from the future of its limit's pacer.
+func decodeReservedParts(r *reader, st *state, rv *reservation) {
+	k := r.uvarintMax("part count", MaxReserveParts)
+	if r.err == nil && k == 0 {
+		r.fail("no parts (allowed: 1-%d)", MaxReserveParts)
+	}
+	for range int(k) {
+		if r.err != nil {
+			return
+		}
+		name := r.bytes("limit", MaxNameLen)
+		if r.err == nil {
+			if err := validateName(name); err != nil {
+				r.fail("%v", err) // wrapping ErrDecode, as every Restore error
+				return
+			}
+		}
+		p := reservedPart{limit: string(name), permits: r.int64Snap("permits"), bornIndex: r.uvarint("born index"),
+			seqAfter: r.uvarint("change count")}
+		if pre := r.bytes("pre state", MaxPacerStateBytes); len(pre) > 0 {
+			p.pre = append([]byte(nil), pre...)
+		}
+		p.holdExpiresAtNanos = r.varint("hold expiry")
+		p.releasedPermits = r.int64Snap("released")
+		switch shadow := r.byte1("shadow"); shadow {
+		case 0, 1:
+			p.shadow = shadow == 1
+		default:
+			r.fail("shadow byte %d (allowed: 0, 1)", shadow)
+		}
+		if r.err == nil && (p.permits < 1 || p.releasedPermits > p.permits) {
+			r.fail("part on %q holds %d permits with %d released (allowed: >= 1, released <= held)", p.limit, p.permits, p.releasedPermits)
+		}
+		if r.err == nil && rv.wait != nil && (p.bornIndex != 0 || p.seqAfter != 0 || p.pre != nil || p.holdExpiresAtNanos != 0 || p.releasedPermits != 0 || p.shadow) {
+			r.fail("waiting part on %q carries a grant's fields (allowed: only its limit and permits)", p.limit)
+		}
+		if l, ok := st.limits[p.limit]; r.err == nil && ok && l.bornIndex == p.bornIndex && p.seqAfter > l.seq {
+			// A grant from the future of its pacer: a late refund
+			// would find no mark after it, and no budget.
+			r.fail("part on %q was granted at change count %d, after its pacer's %d", p.limit, p.seqAfter, l.seq)
+		}
+		rv.parts = append(rv.parts, p)
+	}
+}
+
+// checkWaitingParts checks that a waiting reservation names each limit
+// once and that no other waiting reservation has its request ID.
+func checkWaitingParts(r *reader, st *state, rv *reservation) {
+	for i, p := range rv.parts {
+		if r.err == nil && slices.ContainsFunc(rv.parts[:i], func(q reservedPart) bool { return q.limit == p.limit }) {
+			r.fail("waiting, names limit %q twice", p.limit)
+		}
+	}
+	if _, dup := st.waits.byRequestID[rv.wait.requestID]; r.err == nil && rv.wait.requestID != "" && dup {
+		r.fail("waiting with request id %q, as another waiting reservation", rv.wait.requestID)
+	}
 }
