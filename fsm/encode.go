@@ -79,6 +79,17 @@ func appendHeader(b []byte, t CommandType, st Stamp) []byte {
 	return appendUint64(b, st.Term)
 }
 
+// appendChecked appends to b the entry of command t stamped st that
+// carries q, once q.Validate accepts it: the header, then what payload
+// appends of q. On error b is returned unchanged (with the error of
+// Validate, which wraps ErrInvalidCommand).
+func appendChecked[T interface{ Validate() error }](b []byte, t CommandType, st Stamp, q T, payload func([]byte, T) []byte) ([]byte, error) {
+	if err := q.Validate(); err != nil {
+		return b, err
+	}
+	return payload(appendHeader(b, t, st), q), nil
+}
+
 // AppendNoop appends a CmdNoop entry stamped st to b. A new leader writes
 // one to continue the cluster timeline.
 func AppendNoop(b []byte, st Stamp) []byte {
@@ -236,10 +247,11 @@ func decodeConfig(name string, raw []byte) (bucket.Compiled, error) {
 // AppendSettle appends a CmdSettle entry to b. On error b is returned
 // unchanged and the error wraps ErrInvalidCommand.
 func AppendSettle(b []byte, st Stamp, c Settle) ([]byte, error) {
-	if err := c.Validate(); err != nil {
-		return b, err
-	}
-	b = appendHeader(b, CmdSettle, st)
+	return appendChecked(b, CmdSettle, st, c, appendSettlePayload)
+}
+
+// appendSettlePayload appends a CmdSettle's payload (after the header).
+func appendSettlePayload(b []byte, c Settle) []byte {
 	b = binary.AppendUvarint(b, c.Reservation)
 	b = appendBytes(b, c.RequestID)
 	b = appendBytes(b, c.Owner)
@@ -248,34 +260,34 @@ func AppendSettle(b []byte, st Stamp, c Settle) ([]byte, error) {
 		b = appendBytes(b, p.Limit)
 		b = binary.AppendUvarint(b, uint64(p.Permits))
 	}
-	return b, nil
+	return b
 }
 
 // AppendRelease appends a CmdRelease entry to b. On error b is returned
 // unchanged and the error wraps ErrInvalidCommand.
 func AppendRelease(b []byte, st Stamp, c Release) ([]byte, error) {
-	if err := c.Validate(); err != nil {
-		return b, err
-	}
-	b = appendHeader(b, CmdRelease, st)
-	b = binary.AppendUvarint(b, c.Reservation)
-	return appendBytes(b, c.Owner), nil
+	return appendChecked(b, CmdRelease, st, c, func(b []byte, c Release) []byte {
+		b = binary.AppendUvarint(b, c.Reservation)
+		return appendBytes(b, c.Owner)
+	})
 }
 
 // AppendWithdraw appends a CmdWithdraw entry to b. On error b is returned
 // unchanged and the error wraps ErrInvalidCommand.
 func AppendWithdraw(b []byte, st Stamp, c Withdraw) ([]byte, error) {
-	if err := c.Validate(); err != nil {
-		return b, err
-	}
-	b = appendHeader(b, CmdWithdraw, st)
+	return appendChecked(b, CmdWithdraw, st, c, appendWithdrawPayload)
+}
+
+// appendWithdrawPayload appends a CmdWithdraw's payload (after the
+// header).
+func appendWithdrawPayload(b []byte, c Withdraw) []byte {
 	b = appendBytes(b, c.RequestID)
 	b = appendBytes(b, c.Owner)
 	if c.GraceNanos > 0 {
 		b = append(b, withdrawGrace)
-		return binary.AppendUvarint(b, uint64(c.GraceNanos)), nil
+		return binary.AppendUvarint(b, uint64(c.GraceNanos))
 	}
-	return append(b, boolByte(c.Force)), nil
+	return append(b, boolByte(c.Force))
 }
 
 // withdrawGrace is the flag byte of a CmdWithdraw with a grace (0 and 1:

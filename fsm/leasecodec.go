@@ -24,10 +24,30 @@ import (
 // AppendLeasePolicy appends a CmdPutLeasePolicy entry to b. On error b is
 // returned unchanged and the error wraps ErrInvalidCommand.
 func AppendLeasePolicy(b []byte, st Stamp, p LeasePolicy) ([]byte, error) {
-	if err := p.Validate(); err != nil {
-		return b, err
-	}
-	b = appendHeader(b, CmdPutLeasePolicy, st)
+	return appendChecked(b, CmdPutLeasePolicy, st, p, appendLeasePolicyPayload)
+}
+
+// AppendLease appends a CmdLease entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendLease(b []byte, st Stamp, q Lease) ([]byte, error) {
+	return appendChecked(b, CmdLease, st, q, appendLeasePayload)
+}
+
+// AppendRenew appends a CmdRenew entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendRenew(b []byte, st Stamp, q Renew) ([]byte, error) {
+	return appendChecked(b, CmdRenew, st, q, appendRenewPayload)
+}
+
+// AppendReturn appends a CmdReturn entry to b. On error b is returned
+// unchanged and the error wraps ErrInvalidCommand.
+func AppendReturn(b []byte, st Stamp, q Return) ([]byte, error) {
+	return appendChecked(b, CmdReturn, st, q, appendReturnPayload)
+}
+
+// appendLeasePolicyPayload appends a CmdPutLeasePolicy's payload (after
+// the header).
+func appendLeasePolicyPayload(b []byte, p LeasePolicy) []byte {
 	b = appendBytes(b, p.Limit)
 	leased := byte(0)
 	if p.Leased {
@@ -35,16 +55,7 @@ func AppendLeasePolicy(b []byte, st Stamp, p LeasePolicy) ([]byte, error) {
 	}
 	b = append(b, leased)
 	b = binary.AppendUvarint(b, uint64(p.BurstPermits))
-	return binary.AppendUvarint(b, uint64(p.MaxOutstandingPermits)), nil
-}
-
-// AppendLease appends a CmdLease entry to b. On error b is returned
-// unchanged and the error wraps ErrInvalidCommand.
-func AppendLease(b []byte, st Stamp, q Lease) ([]byte, error) {
-	if err := q.Validate(); err != nil {
-		return b, err
-	}
-	return appendLeasePayload(appendHeader(b, CmdLease, st), q), nil
+	return binary.AppendUvarint(b, uint64(p.MaxOutstandingPermits))
 }
 
 // appendLeasePayload appends a CmdLease's payload (after the header).
@@ -58,15 +69,6 @@ func appendLeasePayload(b []byte, q Lease) []byte {
 	return appendBytes(b, q.RequestID)
 }
 
-// AppendRenew appends a CmdRenew entry to b. On error b is returned
-// unchanged and the error wraps ErrInvalidCommand.
-func AppendRenew(b []byte, st Stamp, q Renew) ([]byte, error) {
-	if err := q.Validate(); err != nil {
-		return b, err
-	}
-	return appendRenewPayload(appendHeader(b, CmdRenew, st), q), nil
-}
-
 // appendRenewPayload appends a CmdRenew's payload (after the header).
 func appendRenewPayload(b []byte, q Renew) []byte {
 	b = appendReport(b, q.Report)
@@ -74,15 +76,6 @@ func appendRenewPayload(b []byte, q Renew) []byte {
 	b = binary.AppendUvarint(b, uint64(q.DemandMilliPermitsPerSec))
 	b = binary.AppendUvarint(b, uint64(q.TTLNanos))
 	return appendBytes(b, q.RequestID)
-}
-
-// AppendReturn appends a CmdReturn entry to b. On error b is returned
-// unchanged and the error wraps ErrInvalidCommand.
-func AppendReturn(b []byte, st Stamp, q Return) ([]byte, error) {
-	if err := q.Validate(); err != nil {
-		return b, err
-	}
-	return appendReturnPayload(appendHeader(b, CmdReturn, st), q), nil
 }
 
 // appendReturnPayload appends a CmdReturn's payload (after the header).
@@ -98,6 +91,15 @@ func appendReport(b []byte, r Report) []byte {
 	b = binary.AppendUvarint(b, uint64(r.SpentPermits))
 	b = binary.AppendUvarint(b, uint64(r.StolenOutPermits))
 	return binary.AppendUvarint(b, uint64(r.StolenInPermits))
+}
+
+// firstErr is the reader's error if it has one (a field did not decode),
+// else bad (a field decoded to a value out of its range), else nil.
+func (r *reader) firstErr(bad error) error {
+	if r.err != nil {
+		return r.err
+	}
+	return bad
 }
 
 // int64Field reads a uvarint that must fit in int64; a larger value is an
@@ -122,11 +124,8 @@ func decodeLeasePolicy(r *reader, p *LeasePolicy, names *interner) error {
 	var bad error
 	burst := r.int64Field("burst permits", &bad)
 	maxOut := r.int64Field("max outstanding permits", &bad)
-	if r.err != nil {
-		return r.err
-	}
-	if bad != nil {
-		return bad
+	if err := r.firstErr(bad); err != nil {
+		return err
 	}
 	*p = LeasePolicy{Limit: name, Leased: leased == 1, BurstPermits: burst, MaxOutstandingPermits: maxOut}
 	return p.Validate()
@@ -144,11 +143,8 @@ func decodeLease(r *reader, q *Lease, names *interner) error {
 	demand := r.int64Field("demand", &bad)
 	ttl := r.int64Field("TTL", &bad)
 	id := r.bytes("request id", MaxRequestIDLen)
-	if r.err != nil {
-		return r.err
-	}
-	if bad != nil {
-		return bad
+	if err := r.firstErr(bad); err != nil {
+		return err
 	}
 	if err := validateLabel("holder", name, holder); err != nil {
 		return err
@@ -180,11 +176,8 @@ func decodeRenew(r *reader, q *Renew, names *interner) error {
 	demand := r.int64Field("demand", &bad)
 	ttl := r.int64Field("TTL", &bad)
 	id := r.bytes("request id", MaxRequestIDLen)
-	if r.err != nil {
-		return r.err
-	}
-	if bad != nil {
-		return bad
+	if err := r.firstErr(bad); err != nil {
+		return err
 	}
 	*q = Renew{Report: rep, KeptPermits: kept, DemandMilliPermitsPerSec: demand, TTLNanos: ttl, RequestID: optString(id)}
 	return q.Validate()
@@ -198,11 +191,8 @@ func decodeReturn(r *reader, q *Return, names *interner) error {
 	var bad error
 	rep := r.report(name, &bad)
 	id := r.bytes("request id", MaxRequestIDLen)
-	if r.err != nil {
-		return r.err
-	}
-	if bad != nil {
-		return bad
+	if err := r.firstErr(bad); err != nil {
+		return err
 	}
 	*q = Return{Report: rep, RequestID: optString(id)}
 	return q.Validate()
