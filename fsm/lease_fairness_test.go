@@ -283,17 +283,23 @@ func TestLeaseSaturatedSharesAfterHealing(t *testing.T) {
 	}
 }
 
+// spentByGroup returns the permits a simulation's holders spent in all and
+// per group.
+func spentByGroup(res []simResult) (total float64, parts map[string]float64) {
+	parts = map[string]float64{}
+	for _, r := range res {
+		total += r.spent
+		parts[r.group] += r.spent
+	}
+	return total, parts
+}
+
 // checkSaturatedParts checks that the saturated groups B and C each spent
 // 45 % of the fleet's permits within 5 %, and returns the worst relative
 // deviation.
 func checkSaturatedParts(t *testing.T, res []simResult, what string) float64 {
 	t.Helper()
-	var total float64
-	parts := map[string]float64{}
-	for _, r := range res {
-		total += r.spent
-		parts[r.group] += r.spent
-	}
+	total, parts := spentByGroup(res)
 	worst := 0.0
 	for _, g := range []string{"B", "C"} {
 		dev := parts[g]/total/0.45 - 1
@@ -353,12 +359,7 @@ func TestLeaseSharesWhateverTheRenewalOrder(t *testing.T) {
 				spec := simSpec{burst: c.burst, maxOut: c.maxOut, ttl: c.ttl, period: c.period,
 					warm: 5 * sec, measure: 20 * sec, holders: holders, starts: o.starts}
 				res := runSaturation(t, spec, 1)
-				var total float64
-				parts := map[string]float64{}
-				for _, r := range res {
-					total += r.spent
-					parts[r.group] += r.spent
-				}
+				total, parts := spentByGroup(res)
 				for _, g := range []string{"A", "B", "C"} {
 					if dev := parts[g]/total*3 - 1; math.Abs(dev) > 0.03 {
 						t.Errorf("group %s spent %.1f%% of the fleet's %.0f permits/s, want a third within 3%%", g, 100*parts[g]/total, total)
@@ -408,12 +409,7 @@ func TestLeaseSharesWhateverThePhases(t *testing.T) {
 			spec := simSpec{burst: burst, maxOut: maxOut, ttl: ttl, period: period,
 				warm: 5 * sec, measure: 20 * sec, holders: holders, starts: starts}
 			res := runSaturation(t, spec, seed)
-			var total float64
-			parts := map[string]float64{}
-			for _, r := range res {
-				total += r.spent
-				parts[r.group] += r.spent
-			}
+			total, parts := spentByGroup(res)
 			worst := 0.0
 			for g := range groups {
 				part := parts[string(rune('A'+g))] / total
