@@ -91,6 +91,48 @@ func randomSpec(rng *rand.Rand, a Algorithm) Spec {
 
 type grantRecord struct{ at, n int64 }
 
+// arrivals draws the requests of a bound trial on one config: the time
+// moves on, sometimes by long enough to fill any store (stored time,
+// warm-up, pools) or not quite, sometimes by less than an interval, and a
+// request asks for one permit or for up to min(MaxPermits, 2^20).
+type arrivals struct {
+	rng       *rand.Rand
+	i, fill   int64 // the interval; the idle time that fills any store
+	maxN, now int64
+}
+
+func newArrivals(rng *rand.Rand, c Config) *arrivals {
+	i := c.IntervalNanos
+	return &arrivals{rng: rng, i: i, maxN: min(c.MaxPermits(), 1<<20),
+		fill: max(c.MaxStoredNanos, int64(c.Spec.Warmup), c.ActiveNanos+c.BurstNanos, i),
+		now:  logInt(rng, 1, math.MaxInt64/4)}
+}
+
+// next returns the next request's time and size.
+func (a *arrivals) next() (now, n int64) {
+	switch a.rng.IntN(6) {
+	case 0: // idle long enough to fill the store (or not quite)
+		a.now = satAdd(a.now, logInt(a.rng, 1, max(1, satMul(a.fill, 2))))
+	case 1, 2:
+		a.now = satAdd(a.now, a.rng.Int64N(max(1, min(a.i, math.MaxInt64/4))))
+	}
+	// Cluster time starts at 0 and runs at real speed: keep it in the
+	// first half of the int64 timeline (146 years), where debt and waits
+	// still have room.
+	a.now = min(a.now, math.MaxInt64/2)
+	n = int64(1)
+	if a.rng.IntN(3) == 0 {
+		n = logInt(a.rng, 1, a.maxN)
+	}
+	return a.now, n
+}
+
+// trialWindows returns the window lengths a bound trial on c checks.
+func trialWindows(rng *rand.Rand, c Config) []int64 {
+	i := c.IntervalNanos
+	return []int64{0, i - 1, i, 2*i - 1, satMul(i, 10), max(c.MaxStoredNanos, 1), logInt(rng, 1, math.MaxInt64/2)}
+}
+
 // checkBoundTrial drives a pacer of c and checks its bound; it returns a
 // description of the first violation, or "".
 func checkBoundTrial(rng *rand.Rand, c Config) string {
@@ -99,26 +141,10 @@ func checkBoundTrial(rng *rand.Rand, c Config) string {
 		return fmt.Sprintf("New: %v", err)
 	}
 	i := c.IntervalNanos
-	maxN := min(c.MaxPermits(), 1<<20)
-	// The idle time that fills any store: stored time, warm-up, pools.
-	fill := max(c.MaxStoredNanos, int64(c.Spec.Warmup), c.ActiveNanos+c.BurstNanos, i)
-	now := logInt(rng, 1, math.MaxInt64/4)
+	arrive := newArrivals(rng, c)
 	var grants []grantRecord
 	for range 60 {
-		switch rng.IntN(6) {
-		case 0: // idle long enough to fill the store (or not quite)
-			now = satAdd(now, logInt(rng, 1, max(1, satMul(fill, 2))))
-		case 1, 2:
-			now = satAdd(now, rng.Int64N(max(1, min(i, math.MaxInt64/4))))
-		}
-		// Cluster time starts at 0 and runs at real speed: keep it in the
-		// first half of the int64 timeline (146 years), where debt and
-		// waits still have room.
-		now = min(now, math.MaxInt64/2)
-		n := int64(1)
-		if rng.IntN(3) == 0 {
-			n = logInt(rng, 1, maxN)
-		}
+		now, n := arrive.next()
 		maxWait := []int64{0, satMul(i, n), math.MaxInt64, logInt(rng, 1, math.MaxInt64)}[rng.IntN(4)]
 		d, err := p.Reserve(now, n, maxWait)
 		if err != nil {
@@ -138,8 +164,7 @@ func checkBoundTrial(rng *rand.Rand, c Config) string {
 		}
 		grants = append(grants, grantRecord{d.AtNanos, n})
 	}
-	ws := []int64{0, i - 1, i, 2*i - 1, satMul(i, 10), max(c.MaxStoredNanos, 1), logInt(rng, 1, math.MaxInt64/2)}
-	for _, w := range ws {
+	for _, w := range trialWindows(rng, c) {
 		if w < 0 {
 			continue
 		}

@@ -436,23 +436,12 @@ func checkSchedulerBoundTrial(rng *rand.Rand, c Config) (msg string, charges, at
 	sch := p.(Scheduler)
 	hp, _ := p.(*HybridPacer)
 	i := c.IntervalNanos
-	maxN := min(c.MaxPermits(), 1<<20)
-	fill := max(c.MaxStoredNanos, int64(c.Spec.Warmup), c.ActiveNanos+c.BurstNanos, i)
-	now := logInt(rng, 1, math.MaxInt64/4)
+	arrive := newArrivals(rng, c)
+	maxN, fill := arrive.maxN, arrive.fill
 	var grants []grantRecord
 	var tokens []tokenEvent
 	for range 60 {
-		switch rng.IntN(6) {
-		case 0:
-			now = satAdd(now, logInt(rng, 1, max(1, satMul(fill, 2))))
-		case 1, 2:
-			now = satAdd(now, rng.Int64N(max(1, min(i, math.MaxInt64/4))))
-		}
-		now = min(now, math.MaxInt64/2)
-		n := int64(1)
-		if rng.IntN(3) == 0 {
-			n = logInt(rng, 1, maxN)
-		}
+		now, n := arrive.next()
 		var rec grantRecord
 		var tok tokenEvent
 		switch rng.IntN(3) {
@@ -519,8 +508,7 @@ func checkSchedulerBoundTrial(rng *rand.Rand, c Config) (msg string, charges, at
 		grants = append(grants, rec)
 		tokens = append(tokens, tok)
 	}
-	ws := []int64{0, i - 1, i, 2*i - 1, satMul(i, 10), max(c.MaxStoredNanos, 1), logInt(rng, 1, math.MaxInt64/2)}
-	for _, w := range ws {
+	for _, w := range trialWindows(rng, c) {
 		if w < 0 {
 			continue
 		}
