@@ -50,7 +50,8 @@ type dedupTable struct {
 	windowNanos int64
 	maxEntries  int
 	// evict reports that a full table forgets its oldest ID to take a new
-	// one (the lease table); otherwise a full table takes none (full).
+	// one (the lease table); otherwise a full table takes none (the
+	// reserve table: state.requestIDsFull answers Busy first).
 	evict bool
 	// seqByID maps an ID to its sequence number; queue[seq-firstSeq] is its
 	// record.
