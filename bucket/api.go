@@ -251,7 +251,9 @@ type Spec struct {
 // fixed-point permits). Floats appear only in the embedded Spec, kept for
 // display; they are never used in a decision. Build a Config with Compile
 // (on the edge, before anything is replicated); encode it with
-// Config.AppendBinary and decode it with DecodeConfig.
+// Config.AppendBinary and decode it with DecodeConfig, or DecodeCompiled
+// to build and reconfigure pacers on it without compiling it again
+// (Compiled).
 type Config struct {
 	// Spec is the specification this config was compiled from, with the
 	// defaults filled in and the options of other algorithms zero, so that
@@ -293,8 +295,8 @@ type Config struct {
 	// default filled in) are read from Spec.
 }
 
-// Functions every algorithm file builds on (defined in config.go and
-// encoding.go):
+// Functions every algorithm file builds on (defined in config.go,
+// compiled.go and encoding.go):
 //
 //	func Compile(s Spec) (Config, error)
 //	func New(c Config, originNanos int64) (Pacer, error)
