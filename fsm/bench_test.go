@@ -34,7 +34,7 @@ func BenchmarkApplyBatch64Strict(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			f.Apply(&raft.Log{Index: 1, Data: put})
+			f.Apply(&raft.Log{Index: 1, Term: 1, Data: put})
 			// With ids, 4096 distinct entries are cycled and time advances
 			// past the dedup window in one cycle, so no reserve is a duplicate.
 			n := 1
@@ -53,7 +53,7 @@ func BenchmarkApplyBatch64Strict(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			log := &raft.Log{}
+			log := &raft.Log{Term: 1} // the term of the entries' stamps (at): their time is trusted
 			b.ReportAllocs()
 			b.ResetTimer()
 			granted := 0
@@ -154,7 +154,7 @@ func BenchmarkApplyRenew(b *testing.B) {
 				grants[i] = h.lease(now, Lease{Limit: "hot", Holder: fmt.Sprint("w", i), Group: fmt.Sprint("g", i%8), Weight: 1,
 					DemandMilliPermitsPerSec: int64(1000 + i%7*500), TTLNanos: 10 * sec})
 			}
-			log := &raft.Log{}
+			log := &raft.Log{Term: 1} // the term of the entries' stamps (at): their time is trusted
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
@@ -197,7 +197,7 @@ func BenchmarkApplyRenewSaturatedFleet(b *testing.B) {
 					b.Fatalf("lease %d: %+v", i, grants[i])
 				}
 			}
-			log := &raft.Log{}
+			log := &raft.Log{Term: 1} // the term of the entries' stamps (at): their time is trusted
 			renew := func(i int) {
 				now += step
 				h.renewSpent(log, now, "scale", &grants[i%n], demandOf(i%n), 2*sec)
