@@ -96,13 +96,7 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 		put, err = decodePut(&r, &e.Put)
 	case CmdDeleteLimit:
 		e.Delete.Name, err = decodeName(&r, names)
-		switch force := r.byte1("force"); {
-		case r.err != nil:
-		case force > 1:
-			r.fail("force byte %d (allowed: 0, 1)", force)
-		default:
-			e.Delete.Force = force == 1
-		}
+		e.Delete.Force = r.bool1("force")
 	case CmdReserveBatch:
 		e.Reserves, err = decodeReserves(&r, reserves, names, e.Stamp.Nanos)
 	case CmdPutLeasePolicy:

@@ -117,17 +117,14 @@ func decodeLeasePolicy(r *reader, p *LeasePolicy, names *interner) error {
 	if err != nil {
 		return err
 	}
-	leased := r.byte1("leased")
-	if r.err == nil && leased > 1 {
-		r.fail("leased byte %d (allowed: 0, 1)", leased)
-	}
+	leased := r.bool1("leased")
 	var bad error
 	burst := r.int64Field("burst permits", &bad)
 	maxOut := r.int64Field("max outstanding permits", &bad)
 	if err := r.firstErr(bad); err != nil {
 		return err
 	}
-	*p = LeasePolicy{Limit: name, Leased: leased == 1, BurstPermits: burst, MaxOutstandingPermits: maxOut}
+	*p = LeasePolicy{Limit: name, Leased: leased, BurstPermits: burst, MaxOutstandingPermits: maxOut}
 	return p.Validate()
 }
 

@@ -88,6 +88,15 @@ func (r *reader) byte1(field string) byte {
 	return v
 }
 
+// bool1 reads a byte that must be 0 (false) or 1 (true).
+func (r *reader) bool1(field string) bool {
+	v := r.byte1(field)
+	if r.err == nil && v > 1 {
+		r.fail("%s byte %d (allowed: 0, 1)", field, v)
+	}
+	return v == 1
+}
+
 func (r *reader) uint64BE(field string) uint64 {
 	if !r.need(8, field) {
 		return 0

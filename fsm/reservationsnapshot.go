@@ -275,12 +275,7 @@ func decodeReservedParts(r *reader, st *state, rv *reservation) {
 		}
 		p.holdExpiresAtNanos = r.varint("hold expiry")
 		p.releasedPermits = r.int64Snap("released")
-		switch shadow := r.byte1("shadow"); shadow {
-		case 0, 1:
-			p.shadow = shadow == 1
-		default:
-			r.fail("shadow byte %d (allowed: 0, 1)", shadow)
-		}
+		p.shadow = r.bool1("shadow")
 		if r.err == nil && (p.permits < 1 || p.releasedPermits > p.permits) {
 			r.fail("part on %q holds %d permits with %d released (allowed: >= 1, released <= held)", p.limit, p.permits, p.releasedPermits)
 		}

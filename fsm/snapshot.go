@@ -274,12 +274,7 @@ func decodeLimits(r *reader, st *state) {
 		}
 		l.bornIndex = r.uvarint("born index")
 		l.seq = r.uvarint("change count")
-		switch shadow := r.byte1("shadow"); shadow {
-		case 0, 1:
-			l.shadow = shadow == 1
-		default:
-			r.fail("shadow byte %d (allowed: 0, 1)", shadow)
-		}
+		l.shadow = r.bool1("shadow")
 		l.shadowRefused = r.uvarint("shadow would-refuse")
 		l.shadowWaited = r.uvarint("shadow would-wait")
 		decodeMoreCounters(r, l)
