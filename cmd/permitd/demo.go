@@ -66,38 +66,29 @@ Ctrl-C stops it cleanly.
 Exit status: 0 ok; 1 the demo failed (or the fleet broke the bound, or
 the fake API answered a 429); 2 usage error.
 `, stdout, stderr)
-	var (
-		duration, killAt time.Duration
-		rate             float64
-		clients          int
-		verbose, secure  bool
-		scene            string
-	)
-	c.Duration(&duration, "duration", 15*time.Second, durPositive, "how long scene 1 runs (Ctrl-C stops earlier)")
-	c.Float(&rate, "rate", "R", 10, func(x float64) bool { return x > 0 && x <= 1000 }, "a number > 0 and <= 1000", "permits per second of the demo limit (strict spacing)")
-	c.Int(&clients, "clients", "N", 6, 1, 256, "an integer from 1 to 256", "concurrent clients, spread over the three nodes")
-	c.Duration(&killAt, "kill-after", 5*time.Second, durNonNegative, "kill the leader after this long (0: never)")
-	c.Bool(&verbose, "verbose", false, "show the nodes' logs")
-	c.Bool(&secure, "secure", false, "run the cluster secured: raft over mutual TLS, the API over TLS, an admin token on every request (certificates and token made for the run)")
+	var cfg demoConfig
+	c.Duration(&cfg.scene1.duration, "duration", 15*time.Second, durPositive, "how long scene 1 runs (Ctrl-C stops earlier)")
+	c.Float(&cfg.scene1.rate, "rate", "R", 10, func(x float64) bool { return x > 0 && x <= 1000 }, "a number > 0 and <= 1000", "permits per second of the demo limit (strict spacing)")
+	c.Int(&cfg.scene1.clients, "clients", "N", 6, 1, 256, "an integer from 1 to 256", "concurrent clients, spread over the three nodes")
+	c.Duration(&cfg.scene1.killAfter, "kill-after", 5*time.Second, durNonNegative, "kill the leader after this long (0: never)")
+	c.Bool(&cfg.verbose, "verbose", false, "show the nodes' logs")
+	c.Bool(&cfg.secure, "secure", false, "run the cluster secured: raft over mutual TLS, the API over TLS, an admin token on every request (certificates and token made for the run)")
+	var scene string
 	c.Choice(&scene, "scene", "all", "which scenes to run: 1 (clients, leader kill), 2 (leased workers, a partitioned group), 3 (multi-limit reserves for a fake LLM API) or all", "1", "2", "3", "all")
-	s2 := scene2{workersPerGroup: 2, callers: 1, ttl: time.Second}
-	c.DurationAtLeast(&s2.duration, "scene2-duration", 15*time.Second, durPositive, 4*time.Second, "how long scene 2 runs; group C is cut off from the register from 1/4 to 1/2 of it")
-	c.Float(&s2.rate, "scene2-rate", "R", 300, func(x float64) bool { return x >= 10 && x <= 100_000 }, "a number from 10 to 100000", "permits per second of scene 2's leased limit")
-	s3 := scene3{workers: s3DefaultWorkers}
-	c.DurationAtLeast(&s3.duration, "scene3-duration", s3DefaultSceneDuration, durPositive, 2*time.Second, "how long scene 3 runs")
-	c.Int64(&s3.tokensPerSec, "scene3-tpm", "N", s3DefaultTokensPerSec, 3000, 1_000_000, "an integer from 3000 to 1000000",
+	c.DurationAtLeast(&cfg.scene2.duration, "scene2-duration", 15*time.Second, durPositive, 4*time.Second, "how long scene 2 runs; group C is cut off from the register from 1/4 to 1/2 of it")
+	c.Float(&cfg.scene2.rate, "scene2-rate", "R", 300, func(x float64) bool { return x >= 10 && x <= 100_000 }, "a number from 10 to 100000", "permits per second of scene 2's leased limit")
+	c.DurationAtLeast(&cfg.scene3.duration, "scene3-duration", s3DefaultSceneDuration, durPositive, 2*time.Second, "how long scene 3 runs")
+	c.Int64(&cfg.scene3.tokensPerSec, "scene3-tpm", "N", s3DefaultTokensPerSec, 3000, 1_000_000, "an integer from 3000 to 1000000",
 		"tokens per second of scene 3's llm-tpm limit (15000: tokens bind first; 40000: requests do)")
-	c.Float(&s3.burstSeconds, "scene3-burst", "S", s3BurstSeconds, func(x float64) bool { return x >= 0 && x <= 60 }, "a number of seconds from 0 to 60",
+	c.Float(&cfg.scene3.burstSeconds, "scene3-burst", "S", s3BurstSeconds, func(x float64) bool { return x >= 0 && x <= 60 }, "a number of seconds from 0 to 60",
 		"seconds of llm-tpm's rate its bursty store holds: the most a window holds beyond the rate, and the room for refunds of estimates crossing each grant")
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
-	which := map[string]int{"1": 1, "2": 2, "3": 3, "all": 0}[scene]
-	s2.cutAfter, s2.cutFor = s2.duration/4, s2.duration/4
+	cfg.scene = map[string]int{"1": 1, "2": 2, "3": 3, "all": 0}[scene]
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	s2.secure = secure
-	if err := demo(ctx, stdout, rate, clients, killAt, verbose, duration, which, s2, s3); err != nil {
+	if err := demo(ctx, stdout, cfg); err != nil {
 		return c.fail(exitFailure, err)
 	}
 	return 0
@@ -122,11 +113,50 @@ func loopbackAddrs(n int) ([]string, error) {
 	return out, nil
 }
 
-// demo runs the cluster and the scenes: scene 1 for duration, then scene
-// 2 as s2 says, then scene 3 as s3 says (scene 0: all, else only the one
-// named).
-func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAfter time.Duration, verbose bool,
-	duration time.Duration, scene int, s2 scene2, s3 scene3) error {
+// demoConfig is what the demo runs (permitd demo's flags): which scenes,
+// how, and the tuning of each.
+type demoConfig struct {
+	// scene is the one scene to run (1, 2 or 3), or 0 for all of them in
+	// turn.
+	scene int
+	// verbose shows the nodes' logs; secure runs the cluster secured
+	// (demosecure.go).
+	verbose, secure bool
+	scene1          scene1Config
+	scene2          scene2Config
+	scene3          scene3Config
+}
+
+// scene1Config tunes scene 1: how long it runs, the strict limit's rate,
+// the clients, and when the leader is killed (0: never).
+type scene1Config struct {
+	duration  time.Duration
+	rate      float64
+	clients   int
+	killAfter time.Duration
+}
+
+// scene2Config tunes scene 2: how long it runs (group C is cut off from
+// 1/4 to 1/2 of it) and the leased limit's rate.
+type scene2Config struct {
+	duration time.Duration
+	rate     float64
+}
+
+// scene3Config tunes scene 3: how long it runs, and llm-tpm's rate and
+// burst.
+type scene3Config struct {
+	duration     time.Duration
+	tokensPerSec int64
+	burstSeconds float64
+}
+
+// demo runs the cluster and the scenes cfg names, in turn.
+func demo(ctx context.Context, out io.Writer, cfg demoConfig) error {
+	s2 := scene2{rate: cfg.scene2.rate, duration: cfg.scene2.duration, cutAfter: cfg.scene2.duration / 4, cutFor: cfg.scene2.duration / 4,
+		workersPerGroup: 2, callers: 1, ttl: time.Second, secure: cfg.secure}
+	s3 := scene3{duration: cfg.scene3.duration, tokensPerSec: cfg.scene3.tokensPerSec, burstSeconds: cfg.scene3.burstSeconds, workers: s3DefaultWorkers}
+	scene, verbose := cfg.scene, cfg.verbose
 	addrs, err := loopbackAddrs(6)
 	if err != nil {
 		return err
@@ -218,8 +248,8 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 		}
 	}
 	if scene == 0 || scene == 1 {
-		ctx1, cancel := context.WithTimeout(ctx, duration)
-		err := scene1(ctx1, out, nodes, leader, stopNode, rate, clients, killAfter, sec)
+		ctx1, cancel := context.WithTimeout(ctx, cfg.scene1.duration)
+		err := scene1(ctx1, out, nodes, leader, stopNode, cfg.scene1.rate, cfg.scene1.clients, cfg.scene1.killAfter, sec)
 		cancel()
 		if err != nil {
 			return err

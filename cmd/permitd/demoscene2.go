@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
@@ -101,11 +104,10 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 			if gi == len(demoGroups)-1 {
 				reg = partitioned
 			}
-			mlc, err := gossipConfig(gossipAddrs[len(members)], 200*time.Millisecond)
+			mlc, err := demoGossip(gossipAddrs[len(members)])
 			if err != nil {
 				return err
 			}
-			mlc.LogOutput = io.Discard
 			var join []string
 			if len(members) > 0 {
 				join = gossipAddrs[:1]
@@ -229,4 +231,24 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 		return fmt.Errorf("scene 2: the fleet spent %d permits in a 1 s window, above the bound %d", maxWin, bound)
 	}
 	return nil
+}
+
+// demoGossip is memberlist's LAN configuration for an in-process worker
+// gossiping on addr (a loopback HOST:PORT), with a short push/pull
+// interval so that the small fleet converges quickly, and quiet.
+func demoGossip(addr string) (*memberlist.Config, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, err
+	}
+	c := memberlist.DefaultLANConfig()
+	c.BindAddr, c.BindPort = host, p
+	c.AdvertiseAddr, c.AdvertisePort = host, p
+	c.PushPullInterval = 200 * time.Millisecond
+	c.LogOutput = io.Discard
+	return c, nil
 }
