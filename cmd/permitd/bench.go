@@ -19,9 +19,10 @@ func init() {
 	register("bench", "load-generate reserves against a cluster and report throughput and latency", runBench)
 }
 
-// benchFlags are bench's options.
+// benchFlags are the settings of a bench run: what the run loops
+// (benchrun.go, benchopen.go, benchoverload.go, benchinflight.go) read.
 type benchFlags struct {
-	servers     string
+	servers     []string
 	limit       string
 	algorithm   string
 	rate        float64
@@ -34,7 +35,6 @@ type benchFlags struct {
 	warmup      time.Duration
 	maxWait     time.Duration
 	permits     int64
-	jsonOut     bool
 	requestIDs  bool
 	maxRequests int64
 	protocol    string
@@ -44,8 +44,7 @@ type benchFlags struct {
 	// is their settle window.
 	limits int
 	settle time.Duration
-	tls    clientTLSFlags
-	// Resolved from tls: nil without TLS; "" without a token.
+	// tlsConf is nil without TLS; token "" without a token.
 	tlsConf *tls.Config
 	token   string
 	// --mode overload (benchoverload.go).
@@ -61,6 +60,16 @@ type benchFlags struct {
 	// long each caller holds its grant.
 	maxInFlight   int64
 	holdTTL, hold time.Duration
+}
+
+// benchCommand is bench's command line: the run's settings, and the flags
+// only the command reads (the run gets --servers as a list, and the TLS
+// configuration and token the TLS flags select).
+type benchCommand struct {
+	benchFlags
+	serverList string
+	jsonOut    bool
+	tls        clientTLSFlags
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
@@ -103,8 +112,8 @@ Exit status: 0 ok; 1 no request measured, more than 1% errors, the limit
 could not be created, or (overload) a pass that decided nothing or had more
 than 1% errors; 2 usage error.
 `, stdout, stderr)
-	var b benchFlags
-	c.List(&b.servers, "servers", "HTTPADDR,...", "127.0.0.1:8001", "HTTP addresses of the nodes to send to (round-robin per worker)", checkHostPort)
+	var b benchCommand
+	c.List(&b.serverList, "servers", "HTTPADDR,...", "127.0.0.1:8001", "HTTP addresses of the nodes to send to (round-robin per worker)", checkHostPort)
 	c.String(&b.limit, "limit", "NAME", "bench", "limit to reserve from", func(s string) error { return checkName("limit name", s) })
 	c.Bool(&b.create, "create", true, "create (or replace) the limit before the run")
 	c.Choice(&b.algorithm, "algorithm", "strict", "algorithm of the created limit", algorithms...)
@@ -149,21 +158,21 @@ than 1% errors; 2 usage error.
 	if err != nil {
 		return c.usageError(err.Error())
 	}
-	b.tlsConf, b.token = conf, b.tls.secret()
+	b.servers, b.tlsConf, b.token = splitList(b.serverList), conf, b.tls.secret()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if b.mode == "overload" {
 		return runOverload(ctx, c, b, stdout)
 	}
 	if b.mode == "inflight" {
-		res, err := benchInflight(ctx, b)
+		res, err := benchInflight(ctx, b.benchFlags)
 		if err != nil {
 			return c.fail(exitFailure, err)
 		}
 		run := BenchResult{Requests: res.Reserves, Errors: res.Errors}
 		return reportBench(c, stdout, b.jsonOut, res, printInflight, run)
 	}
-	res, err := bench(ctx, b)
+	res, err := bench(ctx, b.benchFlags)
 	if err != nil {
 		return c.fail(exitFailure, err)
 	}
@@ -172,8 +181,8 @@ than 1% errors; 2 usage error.
 
 // runOverload runs and reports --mode overload; its exit status is bench's
 // for the open loop.
-func runOverload(ctx context.Context, c *cmdLine, b benchFlags, stdout io.Writer) int {
-	res, err := benchOverload(ctx, b, bench, phaseSampler(ctx, b))
+func runOverload(ctx context.Context, c *cmdLine, b benchCommand, stdout io.Writer) int {
+	res, err := benchOverloadCluster(ctx, b.benchFlags)
 	if err != nil {
 		return c.fail(exitFailure, err)
 	}
@@ -199,7 +208,7 @@ func reportBench[T any](c *cmdLine, stdout io.Writer, jsonOut bool, res T, text 
 
 // checkInflightFlags rejects inflight's flags in the other modes, and in
 // inflight mode the flags it has no use for.
-func (b *benchFlags) checkInflightFlags(c *cmdLine) (int, bool) {
+func (b *benchCommand) checkInflightFlags(c *cmdLine) (int, bool) {
 	if b.mode != "inflight" {
 		for _, name := range []string{"max-in-flight", "ttl", "hold"} {
 			if c.isSet(name) {
@@ -219,7 +228,7 @@ func (b *benchFlags) checkInflightFlags(c *cmdLine) (int, bool) {
 // checkOverloadFlags rejects flags that --mode overload sets itself, and
 // overload's flags in the other modes; in overload mode it defaults
 // --concurrency to defaultOverloadConcurrency.
-func (b *benchFlags) checkOverloadFlags(c *cmdLine) (int, bool) {
+func (b *benchCommand) checkOverloadFlags(c *cmdLine) (int, bool) {
 	if b.mode != "overload" {
 		for _, name := range []string{"overload-factor", "capacity-passes", "capacity-duration", "capacity-concurrency", "control"} {
 			if c.isSet(name) {

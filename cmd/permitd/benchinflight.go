@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,13 +117,16 @@ func minTime(a, b time.Time) time.Time {
 
 // benchInflight runs --mode inflight.
 func benchInflight(ctx context.Context, b benchFlags) (InflightResult, error) {
-	opts, err := b.tls.options()
-	if err != nil {
-		return InflightResult{}, err
+	var opts []client.Option
+	if b.token != "" {
+		opts = append(opts, client.WithToken(b.token))
 	}
-	cl, err := newClient(b.servers, opts...)
+	if b.tlsConf != nil {
+		opts = append(opts, client.WithTLS(b.tlsConf))
+	}
+	cl, err := client.New(b.servers, opts...)
 	if err != nil {
-		return InflightResult{}, err
+		return InflightResult{}, fmt.Errorf("--servers %q: %w", strings.Join(b.servers, ","), err)
 	}
 	defer cl.Close()
 	if b.create {
@@ -201,7 +205,7 @@ func (r *inflightRecorder) result(b benchFlags) InflightResult {
 	}
 	offered := float64(b.maxInFlight) * float64(b.duration)
 	return InflightResult{
-		Mode: b.mode, Servers: b.servers, Limit: b.limit, Concurrency: b.concurrency, MaxInFlight: b.maxInFlight,
+		Mode: b.mode, Servers: strings.Join(b.servers, ","), Limit: b.limit, Concurrency: b.concurrency, MaxInFlight: b.maxInFlight,
 		Permits: b.permits, TTLMs: float64(b.holdTTL) / 1e6, HoldMs: float64(b.hold) / 1e6, MaxWaitMs: float64(b.maxWait) / 1e6,
 		DurationSec: b.duration.Seconds(),
 		Reserves:    r.reserves, Granted: r.granted, Refused: r.refused, Errors: r.errors,

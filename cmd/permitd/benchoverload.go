@@ -91,6 +91,13 @@ type OverloadResult struct {
 // benchRunner runs one bench pass (bench, or a test's fake).
 type benchRunner func(context.Context, benchFlags) (BenchResult, error)
 
+// benchOverloadCluster runs the overload measurement described above on
+// the cluster of b: each pass with bench, reading the machine, this
+// process and the nodes between phases.
+func benchOverloadCluster(ctx context.Context, b benchFlags) (OverloadResult, error) {
+	return benchOverload(ctx, b, bench, phaseSampler(ctx, b))
+}
+
 // benchOverload runs the overload measurement described above, each pass
 // with run, reading the machine between phases with sample.
 func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample func() phaseSample) (OverloadResult, error) {
@@ -255,7 +262,7 @@ type phaseSample struct {
 // nodes of --servers now.
 func phaseSampler(ctx context.Context, b benchFlags) func() phaseSample {
 	hc := benchHTTPClient(1, b.tlsConf)
-	servers := splitList(b.servers)
+	servers := b.servers
 	return func() phaseSample {
 		// The nodes first, then the machine: the status reads (a few
 		// milliseconds, at most statusReadTimeout) then count in the

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -76,7 +77,7 @@ func (r *benchRecorder) result(b benchFlags, elapsed time.Duration) BenchResult 
 		return float64(r.lat[i]) / 1e6
 	}
 	res := BenchResult{
-		Mode: b.mode, Protocol: b.protocol, Concurrency: b.concurrency, Servers: b.servers, Limit: b.limit,
+		Mode: b.mode, Protocol: b.protocol, Concurrency: b.concurrency, Servers: strings.Join(b.servers, ","), Limit: b.limit,
 		DurationSec: elapsed.Seconds(), Requests: r.requests.Load(), Granted: r.granted.Load(),
 		Refused: r.refused.Load(), Errors: r.errs.Load(), Shed: r.shed.Load(),
 		RefusedShare: share(r.refused.Load(), r.requests.Load()),

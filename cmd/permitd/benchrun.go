@@ -105,7 +105,7 @@ func (r *benchRecorder) record(lat []time.Duration) {
 }
 
 func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
-	servers := splitList(b.servers)
+	servers := b.servers
 	if len(servers) == 0 {
 		return BenchResult{}, errors.New("--servers is empty")
 	}
