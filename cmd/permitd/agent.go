@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/permitd/permitd/cmd/internal/testhooks"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/faultnet"
@@ -287,8 +288,8 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	transport.RegisterShadowMetrics(reg, n.LocalLimits)
 	var h http.Handler = transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics, SessionsPerToken: a.sessionsPerToken})
 	if a.testHooks {
-		h = withClockHook(h, clock, n)
-		h = withFaultHooks(h, ag.faults)
+		h = testhooks.WithClockHook(h, clock, n)
+		h = testhooks.WithFaultHooks(h, ag.faults)
 	}
 	if a.pprof {
 		h = withPprof(h)

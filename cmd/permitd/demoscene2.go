@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/cmd/internal/testhooks"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/client"
@@ -81,7 +82,7 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 	// Group C reaches the register through a fault switch that the scene
 	// sets to drop (every call fails as never delivered) for a while.
 	var cut atomic.Bool
-	partitioned := newFaultyRegister(c)
+	partitioned := testhooks.NewFaultyRegister(c)
 	type member struct {
 		w     *worker.Worker
 		group int
@@ -198,12 +199,12 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 		switch {
 		case !cut.Load() && !cutDone && el >= sc.cutAfter:
 			cut.Store(true)
-			partitioned.setFault(registerFaultDrop)
+			partitioned.SetFault(testhooks.RegisterFaultDrop)
 			fmt.Fprintf(out, "*** cutting group %s off from the register\n", demoGroups[len(demoGroups)-1])
 		case cut.Load() && el >= sc.cutAfter+sc.cutFor:
 			cut.Store(false)
-			partitioned.setFault(registerFaultNone)
-			partitioned.setFault(registerFaultNone)
+			partitioned.SetFault(testhooks.RegisterFaultNone)
+			partitioned.SetFault(testhooks.RegisterFaultNone)
 			cutDone = true
 			fmt.Fprintf(out, "*** group %s reconnected\n", demoGroups[len(demoGroups)-1])
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/permitd/permitd/cmd/internal/testhooks"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
@@ -214,9 +215,9 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var reg worker.Register = cl
-	var faults *faultyRegister
+	var faults *testhooks.FaultyRegister
 	if f.testHooks {
-		faults = newFaultyRegister(reg)
+		faults = testhooks.NewFaultyRegister(reg)
 		reg = faults
 	}
 	var keys *memberlist.Keyring
@@ -260,7 +261,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	var sw sidecar.Worker = w
 	if f.testDoubleLease {
 		logger.Warn("--test-double-lease: this worker hands out every permit twice (a deliberately broken build for testing)")
-		sw = &doubleSpender{Worker: w}
+		sw = &testhooks.DoubleSpender{Worker: w}
 	}
 	// One /metrics page: the sidecar's series, the build, the Go runtime
 	// and the process.
@@ -268,7 +269,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	registerProcessMetrics(metricsReg)
 	handler := sidecar.NewHandler(sw, sidecar.Options{Logger: logger.Named("http"), RequestTimeout: f.reqTimout, Registry: metricsReg})
 	if faults != nil {
-		handler = withWorkerFaultHooks(handler, faults)
+		handler = testhooks.WithWorkerFaultHooks(handler, faults)
 	}
 	if sidecarTokens != nil {
 		handler = auth.Require(handler, sidecarTokens, sidecar.Access) // outermost: the test hooks need admin too

@@ -47,6 +47,10 @@ var allowed = map[string][]string{
 	"cmd/internal/httplite":    {},
 	"cmd/internal/importguard": {},
 	"cmd/internal/doccheck":    {},
+	// cmd/internal/testhooks: the binary's testing-only hooks on an
+	// agent (its node and raft fault layer) and on a worker (between it
+	// and the register, and its sidecar).
+	"cmd/internal/testhooks": {"node", "node/faultnet", "transport/client", "transport/worker", "transport/sidecar"},
 	// cmd/leased-scale measures the leased path: agents (built from
 	// cmd/permitd, not imported) and in-process workers.
 	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker"},

@@ -1,22 +1,21 @@
-package main
+package testhooks
 
 import (
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/faultnet"
 )
 
-// withClockHook serves GET /v1/debug/state and POST /v1/debug/clock {"offset_delta":"DURATION","rate":R}
+// WithClockHook serves GET /v1/debug/state and POST /v1/debug/clock {"offset_delta":"DURATION","rate":R}
 // (testing only, behind --test-hooks): it jumps the node's clock by
 // offset_delta and runs it at rate from then on. jepsen-lite's clock nemesis
 // uses it.
-func withClockHook(next http.Handler, clock *node.SkewedClock, n *node.Node) http.Handler {
+func WithClockHook(next http.Handler, clock *node.SkewedClock, n *node.Node) http.Handler {
 	mux := http.NewServeMux()
 	// GET /v1/debug/state: the replica's applied index and state hash, for
 	// jepsen-lite's durability checker (compare hashes at equal indexes).
@@ -92,7 +91,7 @@ type faultsBody struct {
 // maxFaultPeers bounds the addresses of one faults request.
 const maxFaultPeers = 64
 
-// withFaultHooks serves the fault layer's control endpoints (testing only,
+// WithFaultHooks serves the fault layer's control endpoints (testing only,
 // behind --test-hooks); jepsen-lite's partition and loss nemeses use them:
 //
 //	POST   /v1/debug/faults {"block":["RAFTADDR",...],"block_dial":[...],"loss":P,"delay":"5ms","jitter":"2ms"}
@@ -102,7 +101,7 @@ const maxFaultPeers = 64
 // POST replaces the whole fault state (absent fields mean none), so
 // sending the same body twice is harmless. See faultnet.TCPFaults for what
 // each fault does to raft's connections.
-func withFaultHooks(next http.Handler, f *faultnet.TCPFaults) http.Handler {
+func WithFaultHooks(next http.Handler, f *faultnet.TCPFaults) http.Handler {
 	mux := http.NewServeMux()
 	answer := func(w http.ResponseWriter) {
 		cur := f.Faults()
@@ -172,16 +171,4 @@ func writeHookJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// withPprof serves Go's profiler under /debug/pprof/ (behind --pprof).
-func withPprof(next http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", next)
-	return mux
 }

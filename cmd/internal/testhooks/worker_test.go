@@ -1,4 +1,4 @@
-package main
+package testhooks
 
 import (
 	"context"
@@ -34,8 +34,8 @@ func (r *countingRegister) Return(context.Context, string, uint64, uint64, clien
 
 func TestWorkerFaultHooks(t *testing.T) {
 	inner := &countingRegister{}
-	reg := newFaultyRegister(inner)
-	h := withWorkerFaultHooks(http.NotFoundHandler(), reg)
+	reg := NewFaultyRegister(inner)
+	h := WithWorkerFaultHooks(http.NotFoundHandler(), reg)
 	do := func(method, body string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(method, "/v1/debug/faults", strings.NewReader(body)))
@@ -84,7 +84,7 @@ func (w *fakeSidecarWorker) TryAcquire(n int64, _ time.Duration) (bool, error) {
 
 func TestDoubleSpenderHandsOutTwice(t *testing.T) {
 	inner := &fakeSidecarWorker{}
-	d := &doubleSpender{Worker: inner}
+	d := &DoubleSpender{Worker: inner}
 	for range 10 {
 		if ok, err := d.TryAcquire(1, 0); !ok || err != nil {
 			t.Fatalf("TryAcquire: %v %v", ok, err)

@@ -1,4 +1,4 @@
-package main
+package testhooks
 
 import (
 	"context"
@@ -17,23 +17,23 @@ import (
 // Register fault modes of a worker's test hook (POST /v1/debug/faults
 // {"register":MODE} on the sidecar, behind permitd worker --test-hooks).
 const (
-	// registerFaultNone: calls go through.
-	registerFaultNone = "none"
-	// registerFaultDrop: every call fails at once as never delivered
+	// RegisterFaultNone: calls go through.
+	RegisterFaultNone = "none"
+	// RegisterFaultDrop: every call fails at once as never delivered
 	// (worker.ErrNotDelivered, like a refused connection): the worker may
 	// go on spending its open grant until its local expiry.
-	registerFaultDrop = "drop"
-	// registerFaultBlackhole: every call hangs until its context ends and
+	RegisterFaultDrop = "drop"
+	// RegisterFaultBlackhole: every call hangs until its context ends and
 	// then fails with an ambiguous error (the register may have applied
 	// it, as far as the worker knows): the worker stops spending the grant
 	// the call reported on.
-	registerFaultBlackhole = "blackhole"
+	RegisterFaultBlackhole = "blackhole"
 )
 
-// faultyRegister wraps a worker's register client with a test-only fault
+// FaultyRegister wraps a worker's register client with a test-only fault
 // switch: jepsen-lite cuts a worker group from the register with it.
 // Nothing reaches the register while a fault is set.
-type faultyRegister struct {
+type FaultyRegister struct {
 	inner worker.Register
 	mode  atomic.Value // string
 
@@ -41,23 +41,23 @@ type faultyRegister struct {
 	dropped uint64 // calls failed by the fault
 }
 
-var _ worker.Register = (*faultyRegister)(nil)
+var _ worker.Register = (*FaultyRegister)(nil)
 
-func newFaultyRegister(inner worker.Register) *faultyRegister {
-	r := &faultyRegister{inner: inner}
-	r.mode.Store(registerFaultNone)
+func NewFaultyRegister(inner worker.Register) *FaultyRegister {
+	r := &FaultyRegister{inner: inner}
+	r.mode.Store(RegisterFaultNone)
 	return r
 }
 
 // fault returns the error a call fails with under the current mode, or
 // nil to let it through.
-func (r *faultyRegister) fault(ctx context.Context, op string) error {
+func (r *FaultyRegister) fault(ctx context.Context, op string) error {
 	mode, _ := r.mode.Load().(string)
 	switch mode {
-	case registerFaultDrop:
+	case RegisterFaultDrop:
 		r.count()
 		return fmt.Errorf("permitd worker: %s: %w: test fault %q: the register is cut off", op, client.ErrNotDelivered, mode)
-	case registerFaultBlackhole:
+	case RegisterFaultBlackhole:
 		r.count()
 		t := time.NewTimer(10 * time.Second)
 		defer t.Stop()
@@ -70,18 +70,18 @@ func (r *faultyRegister) fault(ctx context.Context, op string) error {
 	return nil
 }
 
-func (r *faultyRegister) count() {
+func (r *FaultyRegister) count() {
 	r.mu.Lock()
 	r.dropped++
 	r.mu.Unlock()
 }
 
-// setFault sets the fault mode: registerFaultNone, registerFaultDrop or
-// registerFaultBlackhole.
-func (r *faultyRegister) setFault(mode string) { r.mode.Store(mode) }
+// SetFault sets the fault mode: RegisterFaultNone, RegisterFaultDrop or
+// RegisterFaultBlackhole.
+func (r *FaultyRegister) SetFault(mode string) { r.mode.Store(mode) }
 
 // Lease implements worker.Register.
-func (r *faultyRegister) Lease(ctx context.Context, limit string, q client.LeaseRequest) (client.LeaseGrant, error) {
+func (r *FaultyRegister) Lease(ctx context.Context, limit string, q client.LeaseRequest) (client.LeaseGrant, error) {
 	if err := r.fault(ctx, "lease"); err != nil {
 		return client.LeaseGrant{}, err
 	}
@@ -89,7 +89,7 @@ func (r *faultyRegister) Lease(ctx context.Context, limit string, q client.Lease
 }
 
 // Renew implements worker.Register.
-func (r *faultyRegister) Renew(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
+func (r *FaultyRegister) Renew(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
 	if err := r.fault(ctx, "renew"); err != nil {
 		return client.LeaseGrant{}, err
 	}
@@ -97,7 +97,7 @@ func (r *faultyRegister) Renew(ctx context.Context, limit string, id, epoch uint
 }
 
 // Return implements worker.Register.
-func (r *faultyRegister) Return(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
+func (r *FaultyRegister) Return(ctx context.Context, limit string, id, epoch uint64, rep client.LeaseReport) (client.LeaseGrant, error) {
 	if err := r.fault(ctx, "return"); err != nil {
 		return client.LeaseGrant{}, err
 	}
@@ -114,14 +114,14 @@ type workerFaultsBody struct {
 	Dropped uint64 `json:"dropped,omitempty"`
 }
 
-// withWorkerFaultHooks serves the worker's fault switch (testing only,
+// WithWorkerFaultHooks serves the worker's fault switch (testing only,
 // behind permitd worker --test-hooks); jepsen-lite's worker-group
 // partition uses it:
 //
 //	POST   /v1/debug/faults {"register":"drop"|"blackhole"|"none"}
 //	DELETE /v1/debug/faults   heal: register calls go through
 //	GET    /v1/debug/faults   the fault set now
-func withWorkerFaultHooks(next http.Handler, r *faultyRegister) http.Handler {
+func WithWorkerFaultHooks(next http.Handler, r *FaultyRegister) http.Handler {
 	mux := http.NewServeMux()
 	answer := func(w http.ResponseWriter) {
 		mode, _ := r.mode.Load().(string)
@@ -132,7 +132,7 @@ func withWorkerFaultHooks(next http.Handler, r *faultyRegister) http.Handler {
 	}
 	mux.HandleFunc("GET /v1/debug/faults", func(w http.ResponseWriter, _ *http.Request) { answer(w) })
 	mux.HandleFunc("DELETE /v1/debug/faults", func(w http.ResponseWriter, _ *http.Request) {
-		r.setFault(registerFaultNone)
+		r.SetFault(RegisterFaultNone)
 		answer(w)
 	})
 	mux.HandleFunc("POST /v1/debug/faults", func(w http.ResponseWriter, req *http.Request) {
@@ -145,9 +145,9 @@ func withWorkerFaultHooks(next http.Handler, r *faultyRegister) http.Handler {
 			return
 		}
 		switch body.Register {
-		case registerFaultNone, registerFaultDrop, registerFaultBlackhole:
+		case RegisterFaultNone, RegisterFaultDrop, RegisterFaultBlackhole:
 		case "":
-			body.Register = registerFaultNone
+			body.Register = RegisterFaultNone
 		default:
 			writeHookJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("register %q (%s)", body.Register, want)})
 			return
@@ -159,18 +159,18 @@ func withWorkerFaultHooks(next http.Handler, r *faultyRegister) http.Handler {
 	return mux
 }
 
-// doubleSpender is the deliberately broken sidecar of permitd worker
+// DoubleSpender is the deliberately broken sidecar of permitd worker
 // --test-double-lease (testing only): every permit the worker hands out
 // is handed out twice, the second time without asking the worker. It
 // exists so that jepsen-lite can show that it catches a lease bug.
-type doubleSpender struct {
+type DoubleSpender struct {
 	sidecar.Worker
 	owed atomic.Int64
 }
 
 // TryAcquire hands out owed permits first, then asks the worker and owes
 // as many again.
-func (d *doubleSpender) TryAcquire(n int64, maxWait time.Duration) (bool, error) {
+func (d *DoubleSpender) TryAcquire(n int64, maxWait time.Duration) (bool, error) {
 	for {
 		owed := d.owed.Load()
 		if owed < n {

@@ -1,4 +1,4 @@
-package main
+package testhooks
 
 import (
 	"io"
@@ -14,7 +14,7 @@ import (
 func TestFaultHooks(t *testing.T) {
 	f := faultnet.NewTCP("127.0.0.1:7001")
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	ts := httptest.NewServer(withFaultHooks(next, f))
+	ts := httptest.NewServer(WithFaultHooks(next, f))
 	defer ts.Close()
 	tests := []struct {
 		name, method, body string
