@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/permitd/permitd/cmd/internal/demo"
 )
 
 // TestDemoScenes runs every scene of `permitd demo`, short: scene 1 with a
@@ -40,7 +42,7 @@ func TestDemoScenes(t *testing.T) {
 	}
 	// Every group spent permits in some second of scene 2.
 	scene2 := text[strings.Index(text, "scene 2:"):]
-	for _, g := range demoGroups {
+	for _, g := range demo.Groups {
 		re := regexp.MustCompile(`\b` + g + `:\s+(\d+)/s`)
 		total := 0
 		for _, m := range re.FindAllStringSubmatch(scene2, -1) {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -28,8 +28,8 @@ import (
 // workers (two each, one closed-loop caller per worker) through the demo's
 // cluster; group C's register access is cut for a while.
 
-// demoGroups are the groups of scene 2; the last one is partitioned.
-var demoGroups = []string{"A", "B", "C"}
+// Groups are the groups of scene 2; the last one is partitioned.
+var Groups = []string{"A", "B", "C"}
 
 // scene2 tunes scene 2: the limit's rate, how long it runs and when group
 // C is cut off from the register.
@@ -72,8 +72,8 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 		return fmt.Errorf("scene 2: lease view: %w", err)
 	}
 	fmt.Fprintf(out, "\nscene 2: leased limit %q, %g/s (C = %d, O = %d), %d workers in groups %s, TTL %v; group %s cut off from the register at t=%v for %v\n(per second: each group's permits spent and its share as its workers last heard it from the register)\n",
-		limit, sc.rate, pool.BurstPermits, pool.MaxOutstandingPermits, sc.workersPerGroup*len(demoGroups),
-		strings.Join(demoGroups, ", "), sc.ttl, demoGroups[len(demoGroups)-1], sc.cutAfter, sc.cutFor)
+		limit, sc.rate, pool.BurstPermits, pool.MaxOutstandingPermits, sc.workersPerGroup*len(Groups),
+		strings.Join(Groups, ", "), sc.ttl, Groups[len(Groups)-1], sc.cutAfter, sc.cutFor)
 
 	c, err := client.New(sc.servers, append(sc.sec.clientOptions(), client.WithLogger(sc.logger.Named("client")), client.WithAttemptTimeout(max(sc.ttl/4, 50*time.Millisecond)))...)
 	if err != nil {
@@ -88,7 +88,7 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 		group int
 	}
 	var members []member
-	gossipAddrs, err := loopbackAddrs(sc.workersPerGroup * len(demoGroups))
+	gossipAddrs, err := loopbackAddrs(sc.workersPerGroup * len(Groups))
 	if err != nil {
 		return err
 	}
@@ -99,10 +99,10 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 			_ = m.w.Stop(stopCtx)
 		}
 	}()
-	for gi, g := range demoGroups {
+	for gi, g := range Groups {
 		for k := 0; k < sc.workersPerGroup; k++ {
 			var reg worker.Register = c
-			if gi == len(demoGroups)-1 {
+			if gi == len(Groups)-1 {
 				reg = partitioned
 			}
 			mlc, err := demoGossip(gossipAddrs[len(members)])
@@ -132,8 +132,8 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 	// One closed-loop caller per worker records every permit it spends.
 	var mu sync.Mutex
 	var spends []time.Time
-	perGroup := make([]int, len(demoGroups))
-	failed := make([]int, len(demoGroups))
+	perGroup := make([]int, len(Groups))
+	failed := make([]int, len(Groups))
 	runCtx, cancel := context.WithTimeout(ctx, sc.duration)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -180,33 +180,33 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 		clear(perGroup)
 		clear(failed)
 		mu.Unlock()
-		shares := make([]float64, len(demoGroups))
+		shares := make([]float64, len(Groups))
 		for _, m := range members {
 			shares[m.group] += float64(m.w.Stats().ShareMilliPermitsPerSec) / 1000
 		}
 		var b strings.Builder
 		fmt.Fprintf(&b, "t=%3.0fs ", el.Seconds())
-		for gi, g := range demoGroups {
+		for gi, g := range Groups {
 			fmt.Fprintf(&b, " %s: %4d/s share %6.1f/s", g, counts[gi], shares[gi])
 			if fails[gi] > 0 {
 				fmt.Fprintf(&b, " (failing closed)")
 			}
 		}
 		if cut.Load() {
-			fmt.Fprintf(&b, "   [%s PARTITIONED from the register]", demoGroups[len(demoGroups)-1])
+			fmt.Fprintf(&b, "   [%s PARTITIONED from the register]", Groups[len(Groups)-1])
 		}
 		fmt.Fprintln(out, b.String())
 		switch {
 		case !cut.Load() && !cutDone && el >= sc.cutAfter:
 			cut.Store(true)
 			partitioned.SetFault(testhooks.RegisterFaultDrop)
-			fmt.Fprintf(out, "*** cutting group %s off from the register\n", demoGroups[len(demoGroups)-1])
+			fmt.Fprintf(out, "*** cutting group %s off from the register\n", Groups[len(Groups)-1])
 		case cut.Load() && el >= sc.cutAfter+sc.cutFor:
 			cut.Store(false)
 			partitioned.SetFault(testhooks.RegisterFaultNone)
 			partitioned.SetFault(testhooks.RegisterFaultNone)
 			cutDone = true
-			fmt.Fprintf(out, "*** group %s reconnected\n", demoGroups[len(demoGroups)-1])
+			fmt.Fprintf(out, "*** group %s reconnected\n", Groups[len(Groups)-1])
 		}
 	}
 	cut.Store(false)

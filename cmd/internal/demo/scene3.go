@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -81,25 +81,25 @@ const (
 	s3RPMName, s3TPMName, s3InflightName = "llm-rpm", "llm-tpm", "llm-inflight"
 
 	s3RequestsPerSec = 10
-	// s3DefaultTokensPerSec is llm-tpm's default rate (--scene3-tpm):
+	// Scene3DefaultTokensPerSec is llm-tpm's default rate (--scene3-tpm):
 	// with real costs of 1750 tokens on average it binds before llm-rpm
 	// does.
-	s3DefaultTokensPerSec = 15000
-	s3MaxInFlight         = 4
-	s3Expiry              = 50 * time.Millisecond
-	s3BurstSeconds        = 1.0
-	s3HoldTTL             = 10 * time.Second
-	s3Window              = time.Second
+	Scene3DefaultTokensPerSec = 15000
+	s3MaxInFlight             = 4
+	s3Expiry                  = 50 * time.Millisecond
+	Scene3DefaultBurstSeconds = 1.0
+	s3HoldTTL                 = 10 * time.Second
+	s3Window                  = time.Second
 	// s3Estimate is what a worker reserves per call: the API's largest
 	// cost, an upper bound.
-	s3Estimate             = 3000
-	s3MinTokens            = 500
-	s3MinCall, s3MaxCall   = 50 * time.Millisecond, 300 * time.Millisecond
-	s3MaxWait              = 2 * time.Second
-	s3RetryPoll            = 20 * time.Millisecond
-	s3CleanupTimeout       = 3 * time.Second
-	s3DefaultWorkers       = 8
-	s3DefaultSceneDuration = 12 * time.Second
+	s3Estimate            = 3000
+	s3MinTokens           = 500
+	s3MinCall, s3MaxCall  = 50 * time.Millisecond, 300 * time.Millisecond
+	s3MaxWait             = 2 * time.Second
+	s3RetryPoll           = 20 * time.Millisecond
+	s3CleanupTimeout      = 3 * time.Second
+	s3DefaultWorkers      = 8
+	Scene3DefaultDuration = 12 * time.Second
 )
 
 // s3Stats are the fleet's register-side counts.
