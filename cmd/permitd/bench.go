@@ -2,71 +2,29 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"os/signal"
 	"time"
+
+	"github.com/permitd/permitd/cmd/internal/bench"
 )
 
 // bench.go: the permitd bench command: its flags, and the exit status it
-// derives from the report. The run loop is in benchrun.go, the connections
-// in benchconn.go, the report in benchreport.go.
+// derives from the report. The runs are package bench's
+// (cmd/internal/bench).
 
 func init() {
 	register("bench", "load-generate reserves against a cluster and report throughput and latency", runBench)
-}
-
-// benchFlags are the settings of a bench run: what the run loops
-// (benchrun.go, benchopen.go, benchoverload.go, benchinflight.go) read.
-type benchFlags struct {
-	servers     []string
-	limit       string
-	algorithm   string
-	rate        float64
-	per         time.Duration
-	create      bool
-	mode        string
-	concurrency int
-	openRate    float64
-	duration    time.Duration
-	warmup      time.Duration
-	maxWait     time.Duration
-	permits     int64
-	requestIDs  bool
-	maxRequests int64
-	protocol    string
-	binaryConns int
-	// limits > 0 sends multi-limit reserves (POST /v1/reserve) naming
-	// that many limits: limit, limit-2, ..., each created alike; settle
-	// is their settle window.
-	limits int
-	settle time.Duration
-	// tlsConf is nil without TLS; token "" without a token.
-	tlsConf *tls.Config
-	token   string
-	// --mode overload (benchoverload.go).
-	overloadFactor      float64
-	capacityPasses      int
-	capacityDuration    time.Duration
-	capacityConcurrency int
-	control             bool
-	// openDrain bounds the open loop's wait for the answers outstanding
-	// at its end; 0 is openDrainTimeout (no flag: tests shorten it).
-	openDrain time.Duration
-	// --mode inflight (benchinflight.go): the cap, its hold TTL and how
-	// long each caller holds its grant.
-	maxInFlight   int64
-	holdTTL, hold time.Duration
 }
 
 // benchCommand is bench's command line: the run's settings, and the flags
 // only the command reads (the run gets --servers as a list, and the TLS
 // configuration and token the TLS flags select).
 type benchCommand struct {
-	benchFlags
+	bench.Config
 	serverList string
 	jsonOut    bool
 	tls        clientTLSFlags
@@ -114,33 +72,33 @@ than 1% errors; 2 usage error.
 `, stdout, stderr)
 	var b benchCommand
 	c.List(&b.serverList, "servers", "HTTPADDR,...", "127.0.0.1:8001", "HTTP addresses of the nodes to send to (round-robin per worker)", checkHostPort)
-	c.String(&b.limit, "limit", "NAME", "bench", "limit to reserve from", func(s string) error { return checkName("limit name", s) })
-	c.Bool(&b.create, "create", true, "create (or replace) the limit before the run")
-	c.Choice(&b.algorithm, "algorithm", "strict", "algorithm of the created limit", algorithms...)
-	c.Float(&b.rate, "rate", "R", 1e9, positive, "a number > 0", "rate of the created limit (permits per --per); high by default so that the register, not the limit, is measured")
-	c.Duration(&b.per, "per", time.Second, durPositive, "period of the created limit's rate")
-	c.Choice(&b.mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency; overload: a closed-loop warm-up pass, closed-loop capacity passes (--capacity-*), an open loop at --overload-factor x their median for --duration, the passes again, and the open loop's goodput over the median of all passes; inflight: callers contending for an in-flight cap, reporting its occupancy", "closed", "open", "overload", "inflight")
-	c.Int(&b.concurrency, "concurrency", "N", 16, 1, 1<<20, "an integer from 1 to 1048576", fmt.Sprintf("closed loop: workers; open loop: most requests outstanding; overload: the open loop's most outstanding (default %d there, more than --capacity-concurrency)", defaultOverloadConcurrency))
-	c.Float(&b.openRate, "open-rate", "R", 1000, positive, "a number > 0", "open loop: requests per second")
-	c.Float(&b.overloadFactor, "overload-factor", "F", defaultOverloadFactor, func(f float64) bool { return f > 0 && f <= maxOverloadFactor }, fmt.Sprintf("a number > 0 and at most %d", maxOverloadFactor), "overload: the open loop's rate in multiples of the median of the capacity passes before it")
-	c.Int(&b.capacityPasses, "capacity-passes", "N", defaultCapacityPasses, 1, 100, "an integer from 1 to 100", "overload: closed-loop passes before and after the open loop (after one uncounted warm-up pass); the capacity is the median of all of them")
-	c.Duration(&b.capacityDuration, "capacity-duration", defaultCapacityDuration, durPositive, "overload: measured duration of each closed-loop pass (each after --warmup)")
-	c.Int(&b.capacityConcurrency, "capacity-concurrency", "N", defaultCapacityConcurrency, 1, 1<<20, "an integer from 1 to 1048576", "overload: closed-loop workers of the capacity passes; give the nodes' bound, --max-pending-reserves or 5 x --max-batch when that is 0 (5120 at the defaults): more are shed, fewer may not fill the pipeline")
-	c.Bool(&b.control, "control", false, "overload: run a closed loop like the capacity passes for --duration in place of the open loop, so that the ratio reads the method's own noise on this machine (nothing is overloaded)")
-	c.Duration(&b.duration, "duration", 10*time.Second, durPositive, "measured duration (overload: of the open loop)")
-	c.Duration(&b.warmup, "warmup", time.Second, durNonNegative, "unmeasured warm-up before the measured duration (overload: before every pass and the open loop)")
-	c.Duration(&b.maxWait, "max-wait", time.Second, durNonNegative, "max_wait of each reserve")
-	c.Int64(&b.permits, "permits", "N", 1, 1, 1<<62, "an integer >= 1", "permits per reserve")
-	c.Bool(&b.requestIDs, "request-ids", false, "send a unique request_id with every reserve (exercises deduplication)")
-	c.Int64(&b.maxRequests, "max-requests", "N", 0, 0, math.MaxInt64, "an integer >= 0", "stop after this many measured requests (0: no cap)")
+	c.String(&b.Limit, "limit", "NAME", "bench", "limit to reserve from", func(s string) error { return checkName("limit name", s) })
+	c.Bool(&b.Create, "create", true, "create (or replace) the limit before the run")
+	c.Choice(&b.Algorithm, "algorithm", "strict", "algorithm of the created limit", algorithms...)
+	c.Float(&b.Rate, "rate", "R", 1e9, positive, "a number > 0", "rate of the created limit (permits per --per); high by default so that the register, not the limit, is measured")
+	c.Duration(&b.Per, "per", time.Second, durPositive, "period of the created limit's rate")
+	c.Choice(&b.Mode, "mode", "closed", "closed: each worker sends its next request when the last returns; open: requests start at --open-rate/s whatever the latency; overload: a closed-loop warm-up pass, closed-loop capacity passes (--capacity-*), an open loop at --overload-factor x their median for --duration, the passes again, and the open loop's goodput over the median of all passes; inflight: callers contending for an in-flight cap, reporting its occupancy", "closed", "open", "overload", "inflight")
+	c.Int(&b.Concurrency, "concurrency", "N", 16, 1, 1<<20, "an integer from 1 to 1048576", fmt.Sprintf("closed loop: workers; open loop: most requests outstanding; overload: the open loop's most outstanding (default %d there, more than --capacity-concurrency)", bench.DefaultOverloadConcurrency))
+	c.Float(&b.OpenRate, "open-rate", "R", 1000, positive, "a number > 0", "open loop: requests per second")
+	c.Float(&b.OverloadFactor, "overload-factor", "F", bench.DefaultOverloadFactor, func(f float64) bool { return f > 0 && f <= bench.MaxOverloadFactor }, fmt.Sprintf("a number > 0 and at most %d", bench.MaxOverloadFactor), "overload: the open loop's rate in multiples of the median of the capacity passes before it")
+	c.Int(&b.CapacityPasses, "capacity-passes", "N", bench.DefaultCapacityPasses, 1, 100, "an integer from 1 to 100", "overload: closed-loop passes before and after the open loop (after one uncounted warm-up pass); the capacity is the median of all of them")
+	c.Duration(&b.CapacityDuration, "capacity-duration", bench.DefaultCapacityDuration, durPositive, "overload: measured duration of each closed-loop pass (each after --warmup)")
+	c.Int(&b.CapacityConcurrency, "capacity-concurrency", "N", bench.DefaultCapacityConcurrency, 1, 1<<20, "an integer from 1 to 1048576", "overload: closed-loop workers of the capacity passes; give the nodes' bound, --max-pending-reserves or 5 x --max-batch when that is 0 (5120 at the defaults): more are shed, fewer may not fill the pipeline")
+	c.Bool(&b.Control, "control", false, "overload: run a closed loop like the capacity passes for --duration in place of the open loop, so that the ratio reads the method's own noise on this machine (nothing is overloaded)")
+	c.Duration(&b.Duration, "duration", 10*time.Second, durPositive, "measured duration (overload: of the open loop)")
+	c.Duration(&b.Warmup, "warmup", time.Second, durNonNegative, "unmeasured warm-up before the measured duration (overload: before every pass and the open loop)")
+	c.Duration(&b.MaxWait, "max-wait", time.Second, durNonNegative, "max_wait of each reserve")
+	c.Int64(&b.Permits, "permits", "N", 1, 1, 1<<62, "an integer >= 1", "permits per reserve")
+	c.Bool(&b.RequestIDs, "request-ids", false, "send a unique request_id with every reserve (exercises deduplication)")
+	c.Int64(&b.MaxRequests, "max-requests", "N", 0, 0, math.MaxInt64, "an integer >= 0", "stop after this many measured requests (0: no cap)")
 	c.Bool(&b.jsonOut, "json", false, "print the result as JSON")
-	c.Choice(&b.protocol, "protocol", "http", "http: one decision per HTTP/1.1 request, one keep-alive connection per worker and server; binary: one decision per frame of the binary protocol, every worker sharing --binary-conns pipelined connections per server", "http", "binary")
-	c.Int(&b.binaryConns, "binary-conns", "N", 1, 1, 64, "an integer from 1 to 64", "binary protocol: pipelined connections per server")
-	c.Int(&b.limits, "limits", "N", 0, 0, 8, "an integer from 0 to 8", "0: reserve on --limit (POST /v1/limits/{name}/reserve); N >= 1: multi-limit reserves of --permits on each of N limits (--limit, --limit-2, ...; POST /v1/reserve), which leave reservations")
-	c.Duration(&b.settle, "settle-within", 5*time.Second, durPositive, "with --limits: the reservations' settle window (they are kept that long; at most 262144 at once)")
-	c.Int64(&b.maxInFlight, "max-in-flight", "N", 4, 1, 1<<20, "an integer from 1 to 1048576", "inflight: the created cap's max_in_flight")
-	c.Duration(&b.holdTTL, "ttl", time.Second, durPositive, "inflight: the created cap's hold TTL")
-	c.Duration(&b.hold, "hold", 50*time.Millisecond, durNonNegative, "inflight: how long each caller holds a grant before releasing it")
+	c.Choice(&b.Protocol, "protocol", "http", "http: one decision per HTTP/1.1 request, one keep-alive connection per worker and server; binary: one decision per frame of the binary protocol, every worker sharing --binary-conns pipelined connections per server", "http", "binary")
+	c.Int(&b.BinaryConns, "binary-conns", "N", 1, 1, 64, "an integer from 1 to 64", "binary protocol: pipelined connections per server")
+	c.Int(&b.Limits, "limits", "N", 0, 0, 8, "an integer from 0 to 8", "0: reserve on --limit (POST /v1/limits/{name}/reserve); N >= 1: multi-limit reserves of --permits on each of N limits (--limit, --limit-2, ...; POST /v1/reserve), which leave reservations")
+	c.Duration(&b.Settle, "settle-within", 5*time.Second, durPositive, "with --limits: the reservations' settle window (they are kept that long; at most 262144 at once)")
+	c.Int64(&b.MaxInFlight, "max-in-flight", "N", 4, 1, 1<<20, "an integer from 1 to 1048576", "inflight: the created cap's max_in_flight")
+	c.Duration(&b.HoldTTL, "ttl", time.Second, durPositive, "inflight: the created cap's hold TTL")
+	c.Duration(&b.Hold, "hold", 50*time.Millisecond, durNonNegative, "inflight: how long each caller holds a grant before releasing it")
 	b.tls.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
@@ -148,7 +106,7 @@ than 1% errors; 2 usage error.
 	if code, ok := b.checkInflightFlags(c); !ok {
 		return code
 	}
-	if b.limits > 0 && b.protocol == "binary" {
+	if b.Limits > 0 && b.Protocol == "binary" {
 		return c.usageError("--limits (multi-limit reserves) needs --protocol http: the binary protocol carries single-limit reserves only")
 	}
 	if code, ok := b.checkOverloadFlags(c); !ok {
@@ -158,41 +116,41 @@ than 1% errors; 2 usage error.
 	if err != nil {
 		return c.usageError(err.Error())
 	}
-	b.servers, b.tlsConf, b.token = splitList(b.serverList), conf, b.tls.secret()
+	b.Servers, b.TLS, b.Token = splitList(b.serverList), conf, b.tls.secret()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if b.mode == "overload" {
+	if b.Mode == "overload" {
 		return runOverload(ctx, c, b, stdout)
 	}
-	if b.mode == "inflight" {
-		res, err := benchInflight(ctx, b.benchFlags)
+	if b.Mode == "inflight" {
+		res, err := bench.Inflight(ctx, b.Config)
 		if err != nil {
 			return c.fail(exitFailure, err)
 		}
-		run := BenchResult{Requests: res.Reserves, Errors: res.Errors}
-		return reportBench(c, stdout, b.jsonOut, res, printInflight, run)
+		run := bench.Result{Requests: res.Reserves, Errors: res.Errors}
+		return reportBench(c, stdout, b.jsonOut, res, bench.PrintInflight, run)
 	}
-	res, err := bench(ctx, b.benchFlags)
+	res, err := bench.Run(ctx, b.Config)
 	if err != nil {
 		return c.fail(exitFailure, err)
 	}
-	return reportBench(c, stdout, b.jsonOut, res, printBench, res)
+	return reportBench(c, stdout, b.jsonOut, res, bench.PrintResult, res)
 }
 
 // runOverload runs and reports --mode overload; its exit status is bench's
 // for the open loop.
 func runOverload(ctx context.Context, c *cmdLine, b benchCommand, stdout io.Writer) int {
-	res, err := benchOverloadCluster(ctx, b.benchFlags)
+	res, err := bench.Overload(ctx, b.Config)
 	if err != nil {
 		return c.fail(exitFailure, err)
 	}
-	return reportBench(c, stdout, b.jsonOut, res, printOverload, res.Open)
+	return reportBench(c, stdout, b.jsonOut, res, bench.PrintOverload, res.Open)
 }
 
 // reportBench prints res, as JSON with --json or else with text, and
 // returns bench's exit status for the measured run: 1 if it measured no
 // request or had more than 1% errors, else 0.
-func reportBench[T any](c *cmdLine, stdout io.Writer, jsonOut bool, res T, text func(io.Writer, T), run BenchResult) int {
+func reportBench[T any](c *cmdLine, stdout io.Writer, jsonOut bool, res T, text func(io.Writer, T), run bench.Result) int {
 	if jsonOut {
 		if err := printJSON(stdout, res); err != nil {
 			return c.fail(exitFailure, fmt.Errorf("writing the result as JSON: %w", err))
@@ -209,10 +167,10 @@ func reportBench[T any](c *cmdLine, stdout io.Writer, jsonOut bool, res T, text 
 // checkInflightFlags rejects inflight's flags in the other modes, and in
 // inflight mode the flags it has no use for.
 func (b *benchCommand) checkInflightFlags(c *cmdLine) (int, bool) {
-	if b.mode != "inflight" {
+	if b.Mode != "inflight" {
 		for _, name := range []string{"max-in-flight", "ttl", "hold"} {
 			if c.isSet(name) {
-				return c.usageErrorf("--%s is a flag of --mode inflight (allowed with --mode %s: not set)", name, b.mode), false
+				return c.usageErrorf("--%s is a flag of --mode inflight (allowed with --mode %s: not set)", name, b.Mode), false
 			}
 		}
 		return 0, true
@@ -229,10 +187,10 @@ func (b *benchCommand) checkInflightFlags(c *cmdLine) (int, bool) {
 // overload's flags in the other modes; in overload mode it defaults
 // --concurrency to defaultOverloadConcurrency.
 func (b *benchCommand) checkOverloadFlags(c *cmdLine) (int, bool) {
-	if b.mode != "overload" {
+	if b.Mode != "overload" {
 		for _, name := range []string{"overload-factor", "capacity-passes", "capacity-duration", "capacity-concurrency", "control"} {
 			if c.isSet(name) {
-				return c.usageErrorf("--%s is a flag of --mode overload (allowed with --mode %s: not set)", name, b.mode), false
+				return c.usageErrorf("--%s is a flag of --mode overload (allowed with --mode %s: not set)", name, b.Mode), false
 			}
 		}
 		return 0, true
@@ -242,14 +200,14 @@ func (b *benchCommand) checkOverloadFlags(c *cmdLine) (int, bool) {
 			return c.usageErrorf("--%s with --mode overload: the open loop's rate is --overload-factor x the capacity passes, and it runs for --duration (allowed: not set)", name), false
 		}
 	}
-	if b.control && c.isSet("overload-factor") {
+	if b.Control && c.isSet("overload-factor") {
 		return c.usageErrorf("--overload-factor with --control: the control runs a closed loop at --capacity-concurrency in place of the open loop (allowed: not set)"), false
 	}
 	if !c.isSet("concurrency") {
-		b.concurrency = defaultOverloadConcurrency
+		b.Concurrency = bench.DefaultOverloadConcurrency
 	}
-	if b.concurrency <= b.capacityConcurrency {
-		return c.usageErrorf("--concurrency %d with --mode overload cannot overload a cluster that --capacity-concurrency %d fills (allowed: more than %d)", b.concurrency, b.capacityConcurrency, b.capacityConcurrency), false
+	if b.Concurrency <= b.CapacityConcurrency {
+		return c.usageErrorf("--concurrency %d with --mode overload cannot overload a cluster that --capacity-concurrency %d fills (allowed: more than %d)", b.Concurrency, b.CapacityConcurrency, b.CapacityConcurrency), false
 	}
 	return 0, true
 }

@@ -53,7 +53,7 @@ type Config struct {
 	// turn.
 	Scene int
 	// Verbose shows the nodes' logs; Secure runs the cluster secured
-	// (demosecure.go).
+	// (secure.go).
 	Verbose, Secure bool
 	Scene1          Scene1Config
 	Scene2          Scene2Config

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// demoscene3api.go: the fake LLM API of scene 3. It enforces three
+// scene3api.go: the fake LLM API of scene 3. It enforces three
 // dimensions on every call, at the moment the call starts:
 //
 //   - requests: the calls started in the exact sliding window (start-W,

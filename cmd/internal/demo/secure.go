@@ -19,7 +19,7 @@ import (
 	"github.com/permitd/permitd/transport/tlsfiles"
 )
 
-// demosecure.go: `permitd demo --secure` runs the demo as a secured
+// secure.go: `permitd demo --secure` runs the demo as a secured
 // cluster would run: a CA and node certificates from devcerts, raft over
 // mutual TLS, the API over TLS, and an admin token every client presents.
 

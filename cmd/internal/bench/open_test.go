@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -93,10 +93,10 @@ func startFakeBinaryNode(t *testing.T, answer func(conn int, w *bufio.Writer, fr
 // closed (or the test's deadline), counting from the start, and then
 // calls afterStop if not nil; it returns the counts, the errors reported
 // and the loop's own error.
-func runOpenLoop(t *testing.T, b benchFlags, servers []string, stop <-chan struct{}, afterStop ...func()) (*benchRecorder, []string, error) {
+func runOpenLoop(t *testing.T, b Config, servers []string, stop <-chan struct{}, afterStop ...func()) (*benchRecorder, []string, error) {
 	t.Helper()
 	var conns []net.Conn
-	for k := 0; k < b.binaryConns; k++ {
+	for k := 0; k < b.BinaryConns; k++ {
 		cs, err := dialBinaryRaw(servers, nil, "")
 		if err != nil {
 			t.Fatal(err)
@@ -173,7 +173,7 @@ func TestOpenLoopCountsEveryKindOfAnswer(t *testing.T) {
 		return nil
 	})
 	done := stop
-	rec, errs, err := runOpenLoop(t, benchFlags{concurrency: 64, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, done)
+	rec, errs, err := runOpenLoop(t, Config{Concurrency: 64, OpenRate: 1e6, BinaryConns: 2}, []string{n.ln.Addr().String()}, done)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestOpenLoopSendsWhatItBuffersBeforeWaitingForASlot(t *testing.T) {
 	done := stop
 	// Once the run has ended, the node drops the frames it holds, so
 	// that the drain does not wait for them.
-	rec, errs, _ := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 1}, []string{n.ln.Addr().String()}, done, n.closeConns)
+	rec, errs, _ := runOpenLoop(t, Config{Concurrency: concurrency, OpenRate: 1e6, BinaryConns: 1}, []string{n.ln.Addr().String()}, done, n.closeConns)
 	if g := rec.granted.Load(); g < 45 {
 		t.Fatalf("granted %d (errors %q); want about 50, in batches of %d", g, errs, concurrency)
 	}
@@ -256,7 +256,7 @@ func TestOpenLoopNeverHasMoreThanConcurrencyOutstanding(t *testing.T) {
 		return nil
 	})
 	done := stop
-	rec, errs, _ := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, done, n.closeConns)
+	rec, errs, _ := runOpenLoop(t, Config{Concurrency: concurrency, OpenRate: 1e6, BinaryConns: 2}, []string{n.ln.Addr().String()}, done, n.closeConns)
 	mu.Lock()
 	defer mu.Unlock()
 	if seen != concurrency {
@@ -298,7 +298,7 @@ func TestOpenLoopMovesToALiveConnectionWhenOneBreaks(t *testing.T) {
 		return nil
 	})
 	done := stop
-	rec, errs, err := runOpenLoop(t, benchFlags{concurrency: 16, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, done)
+	rec, errs, err := runOpenLoop(t, Config{Concurrency: 16, OpenRate: 1e6, BinaryConns: 2}, []string{n.ln.Addr().String()}, done)
 	if err != nil {
 		t.Fatalf("open loop with one live connection: %v", err)
 	}
@@ -316,7 +316,7 @@ func TestOpenLoopMovesToALiveConnectionWhenOneBreaks(t *testing.T) {
 func TestOpenLoopFailsWhenEveryConnectionBreaks(t *testing.T) {
 	n := startFakeBinaryNode(t, func(int, *bufio.Writer, []wire.Frame) error { return errors.New("dropped") })
 	never := make(chan struct{})
-	_, _, err := runOpenLoop(t, benchFlags{concurrency: 16, openRate: 1e6, binaryConns: 2}, []string{n.ln.Addr().String()}, never)
+	_, _, err := runOpenLoop(t, Config{Concurrency: 16, OpenRate: 1e6, BinaryConns: 2}, []string{n.ln.Addr().String()}, never)
 	if !errors.Is(err, errAllConnsBroken) || !strings.Contains(err.Error(), "outcome unknown") {
 		t.Fatalf("open loop whose connections all broke: %v; want %v naming the first failure", err, errAllConnsBroken)
 	}
@@ -339,7 +339,7 @@ func TestOpenLoopStopsSendingAtMaxRequests(t *testing.T) {
 		})
 		const maxRequests, concurrency = 100, 8
 		never := make(chan struct{})
-		rec, _, err := runOpenLoop(t, benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: conns, maxRequests: maxRequests}, []string{n.ln.Addr().String()}, never)
+		rec, _, err := runOpenLoop(t, Config{Concurrency: concurrency, OpenRate: 1e6, BinaryConns: conns, MaxRequests: maxRequests}, []string{n.ln.Addr().String()}, never)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +375,7 @@ func TestOpenLoopCountsWhatTheDrainLeavesUnansweredOnce(t *testing.T) {
 		return nil
 	})
 	never := make(chan struct{})
-	b := benchFlags{concurrency: concurrency, openRate: 1e6, binaryConns: 2, maxRequests: answered, openDrain: 100 * time.Millisecond}
+	b := Config{Concurrency: concurrency, OpenRate: 1e6, BinaryConns: 2, MaxRequests: answered, openDrain: 100 * time.Millisecond}
 	rec, errs, err := runOpenLoop(t, b, []string{n.ln.Addr().String()}, never)
 	if err != nil {
 		t.Fatal(err)
@@ -441,5 +441,17 @@ func TestOpenLoopFreesASlotOnlyAfterCountingItsAnswer(t *testing.T) {
 	<-done
 	if len(sem) != 0 {
 		t.Errorf("%d slots held after the reader ended; want 0", len(sem))
+	}
+}
+
+// waitUntil waits until cond holds, failing the test after timeout.
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

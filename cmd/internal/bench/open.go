@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"github.com/permitd/permitd/transport/wire"
 )
 
-// benchopen.go: the open loop over the binary protocol, without a
+// open.go: the open loop over the binary protocol, without a
 // goroutine, a timer and a channel per request. A pacer wakes at most
 // once per openBatchTick, writes every reserve that has come due since
 // its last wake-up into the connections' buffers (round robin) and
@@ -62,12 +62,12 @@ type openConn struct {
 // request whose connection broke, or that is still unanswered after the
 // drain, is a request and an error. It returns errAllConnsBroken (wrapping
 // the first failure) if every connection broke before the run's end.
-func openLoopBinary(runCtx context.Context, b benchFlags, conns []net.Conn, payload func(i int) []byte, rec *benchRecorder, fail func(error)) error {
+func openLoopBinary(runCtx context.Context, b Config, conns []net.Conn, payload func(i int) []byte, rec *benchRecorder, fail func(error)) error {
 	ocs := make([]*openConn, len(conns))
 	for k, nc := range conns {
 		ocs[k] = &openConn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), pending: make(map[uint64]time.Time)}
 	}
-	sem := make(chan struct{}, b.concurrency)
+	sem := make(chan struct{}, b.Concurrency)
 	var closing atomic.Bool
 	var readers sync.WaitGroup
 	for _, oc := range ocs {
@@ -89,7 +89,7 @@ func openLoopBinary(runCtx context.Context, b benchFlags, conns []net.Conn, payl
 		}
 	}
 	allBroken := false
-	interval := time.Duration(wire.FloatNanos(float64(time.Second) / b.openRate))
+	interval := time.Duration(wire.FloatNanos(float64(time.Second) / b.OpenRate))
 	start := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -99,7 +99,7 @@ pace:
 	for runCtx.Err() == nil {
 		now := time.Now()
 		for ; runCtx.Err() == nil; sent++ {
-			if b.maxRequests > 0 && rec.requests.Load() >= b.maxRequests {
+			if b.MaxRequests > 0 && rec.requests.Load() >= b.MaxRequests {
 				break pace
 			}
 			scheduled := start.Add(wire.MulNanos(time.Duration(sent+1), interval))

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/permitd/permitd/cmd/internal/bench"
 )
 
 // benchStub answers reserves in turn granted, refused and shed (503
@@ -62,7 +65,7 @@ func TestBenchCountsShedApartAndReportsTheLeaderChange(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := runBench([]string{"--servers", addr, "--create=false", "--mode", mode, "--open-rate", "300", "--concurrency", "8",
 				"--duration", "1s", "--warmup", "100ms", "--json"}, &stdout, &stderr)
-			var res BenchResult
+			var res bench.Result
 			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 				t.Fatalf("exit %d, %v: %s %s", code, err, stdout.String(), stderr.String())
 			}
@@ -93,5 +96,23 @@ func TestBenchExitsOneOnMoreThanOnePercentErrors(t *testing.T) {
 	code := runBench([]string{"--servers", addr, "--create=false", "--concurrency", "2", "--duration", "300ms", "--warmup", "50ms"}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stdout.String(), "errors=") || !strings.Contains(stdout.String(), "first error: HTTP 500") {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want 1 with the errors reported", code, stdout.String(), stderr.String())
+	}
+}
+
+// A script running the overload measurement reads its exit status: a
+// cluster that answers nothing fails the run (1) with the pass named, and
+// prints no report.
+func TestOverloadModeExitsOneWhenAPassFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var stdout, stderr bytes.Buffer
+	code := runBench([]string{"--mode", "overload", "--servers", addr, "--create=false", "--protocol", "binary",
+		"--capacity-concurrency", "2", "--capacity-duration", "100ms", "--warmup", "0s", "--json"}, &stdout, &stderr)
+	if code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "the warm-up pass") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 1, nothing, an error naming the warm-up pass", code, stdout.String(), stderr.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -20,12 +20,12 @@ import (
 	"github.com/permitd/permitd/transport/wire"
 )
 
-// benchrun.go: the run loop of permitd bench. Closed loop: --concurrency
+// run.go: the run loop of permitd bench. Closed loop: --concurrency
 // workers, each sending its next reserve when the last returns. Open loop:
 // reserves start every 1/--open-rate s whatever the latency, at most
 // --concurrency outstanding, and latency counts from the scheduled start
 // (no coordinated omission); over the binary protocol without a
-// goroutine per request (benchopen.go). Requests that end during the
+// goroutine per request (open.go). Requests that end during the
 // measured --duration, after --warmup, are measured.
 
 // benchClient sends reserves over keep-alive connections.
@@ -42,25 +42,25 @@ func benchHTTPClient(conns int, conf *tls.Config) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
-func createLimit(ctx context.Context, hc *http.Client, servers []string, b benchFlags) error {
-	body := fmt.Sprintf(`{"algorithm":%q,"rate":%v,"per":%q}`, b.algorithm, b.rate, b.per.String())
-	if b.algorithm == "strict" {
+func createLimit(ctx context.Context, hc *http.Client, servers []string, b Config) error {
+	body := fmt.Sprintf(`{"algorithm":%q,"rate":%v,"per":%q}`, b.Algorithm, b.Rate, b.Per.String())
+	if b.Algorithm == "strict" {
 		// An expiry of an hour: by default a strict permit expires half
 		// an interval after its slot, which at the default rate is long
 		// before any answer can be sent, and the register would refuse
 		// every grant as expired.
-		body = fmt.Sprintf(`{"algorithm":"strict","rate":%v,"per":%q,"max_reserved":1000000,"expiry":"1h"}`, b.rate, b.per.String())
+		body = fmt.Sprintf(`{"algorithm":"strict","rate":%v,"per":%q,"max_reserved":1000000,"expiry":"1h"}`, b.Rate, b.Per.String())
 	}
-	if b.algorithm == "warmup" {
-		body = fmt.Sprintf(`{"algorithm":"warmup","rate":%v,"per":%q,"warmup":"1s"}`, b.rate, b.per.String())
+	if b.Algorithm == "warmup" {
+		body = fmt.Sprintf(`{"algorithm":"warmup","rate":%v,"per":%q,"warmup":"1s"}`, b.Rate, b.Per.String())
 	}
 	var last error
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range servers {
-			req, _ := http.NewRequestWithContext(ctx, "PUT", b.scheme()+s+"/v1/limits/"+b.limit, strings.NewReader(body))
-			if b.token != "" {
-				req.Header.Set("Authorization", "Bearer "+b.token)
+			req, _ := http.NewRequestWithContext(ctx, "PUT", b.scheme()+s+"/v1/limits/"+b.Limit, strings.NewReader(body))
+			if b.Token != "" {
+				req.Header.Set("Authorization", "Bearer "+b.Token)
 			}
 			resp, err := hc.Do(req)
 			if err != nil {
@@ -72,7 +72,7 @@ func createLimit(ctx context.Context, hc *http.Client, servers []string, b bench
 			if resp.StatusCode/100 == 2 {
 				return nil
 			}
-			last = fmt.Errorf("PUT %s: %d %s", b.limit, resp.StatusCode, bytes.TrimSpace(msg))
+			last = fmt.Errorf("PUT %s: %d %s", b.Limit, resp.StatusCode, bytes.TrimSpace(msg))
 			if resp.StatusCode/100 == 4 {
 				return last
 			}
@@ -104,18 +104,18 @@ func (r *benchRecorder) record(lat []time.Duration) {
 	r.mu.Unlock()
 }
 
-func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
-	servers := b.servers
+func Run(ctx context.Context, b Config) (Result, error) {
+	servers := b.Servers
 	if len(servers) == 0 {
-		return BenchResult{}, errors.New("--servers is empty")
+		return Result{}, errors.New("--servers is empty")
 	}
-	hc := benchHTTPClient(b.concurrency, b.tlsConf)
-	if b.create {
+	hc := benchHTTPClient(b.Concurrency, b.TLS)
+	if b.Create {
 		for _, name := range b.limitNames() {
 			bl := b
-			bl.limit = name
+			bl.Limit = name
 			if err := createLimit(ctx, hc, servers, bl); err != nil {
-				return BenchResult{}, err
+				return Result{}, err
 			}
 		}
 	}
@@ -125,15 +125,15 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	// Request IDs are unique across runs too: the register remembers IDs
 	// for 10 minutes and would answer a reused one with its first decision.
 	idPrefix := "b" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
-	path := "/v1/limits/" + b.limit + "/reserve"
-	if b.limits > 0 {
+	path := "/v1/limits/" + b.Limit + "/reserve"
+	if b.Limits > 0 {
 		path = "/v1/reserve"
 	}
 	// one sends one reserve on c.
 	one := func(c benchConn, buf *bytes.Buffer) (time.Duration, error) {
 		count := rec.measuring.Load()
 		id := ""
-		if b.requestIDs {
+		if b.RequestIDs {
 			id = idPrefix + strconv.FormatInt(idSeq.Add(1), 10)
 		}
 		start := time.Now()
@@ -166,8 +166,8 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	// loop, a pool per server. Over the binary protocol every worker
 	// shares --binary-conns pipelined connections per server.
 	// The open loop over the binary protocol has its own sender
-	// (benchopen.go); its connections are dialled below.
-	openBinary := b.mode == "open" && b.protocol == "binary"
+	// (open.go); its connections are dialled below.
+	openBinary := b.Mode == "open" && b.Protocol == "binary"
 	var openConns []net.Conn
 	if openBinary {
 		defer func() {
@@ -175,20 +175,20 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 				c.Close()
 			}
 		}()
-		for k := 0; k < b.binaryConns; k++ {
-			cs, err := dialBinaryRaw(servers, b.tlsConf, b.token)
+		for k := 0; k < b.BinaryConns; k++ {
+			cs, err := dialBinaryRaw(servers, b.TLS, b.Token)
 			if err != nil {
-				return BenchResult{}, err
+				return Result{}, err
 			}
 			openConns = append(openConns, cs...)
 		}
 	}
 	var shared [][]*wire.Conn
-	if b.protocol == "binary" && !openBinary {
-		for k := 0; k < b.binaryConns; k++ {
-			cs, err := dialBinary(servers, b.tlsConf, b.token)
+	if b.Protocol == "binary" && !openBinary {
+		for k := 0; k < b.BinaryConns; k++ {
+			cs, err := dialBinary(servers, b.TLS, b.Token)
 			if err != nil {
-				return BenchResult{}, err
+				return Result{}, err
 			}
 			shared = append(shared, cs)
 		}
@@ -205,13 +205,13 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		cs := make([]benchConn, len(servers))
 		for i, s := range servers {
 			if shared != nil {
-				cs[i] = binaryBenchConn{c: shared[int(connSeq.Add(1))%len(shared)][i], r: wire.Reserve{Limit: b.limit, Permits: b.permits, MaxWaitNanos: int64(b.maxWait)}}
+				cs[i] = binaryBenchConn{c: shared[int(connSeq.Add(1))%len(shared)][i], r: wire.Reserve{Limit: b.Limit, Permits: b.Permits, MaxWaitNanos: int64(b.MaxWait)}}
 			} else {
 				var header []string
-				if b.token != "" {
-					header = append(header, "Authorization: Bearer "+b.token)
+				if b.Token != "" {
+					header = append(header, "Authorization: Bearer "+b.Token)
 				}
-				cs[i] = httpBenchConn{c: httplite.NewTLS(s, 10*time.Second, b.tlsConf, header...), path: path, permits: b.permits, maxWait: b.maxWait,
+				cs[i] = httpBenchConn{c: httplite.NewTLS(s, 10*time.Second, b.TLS, header...), path: path, permits: b.Permits, maxWait: b.MaxWait,
 					multi: b.multiPrefix()}
 			}
 		}
@@ -221,12 +221,12 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 		rec.errs.Add(1)
 		rec.firstErr.CompareAndSwap(nil, err.Error())
 	}
-	runCtx, cancel := context.WithTimeout(ctx, wire.AddNanos(b.warmup, b.duration))
+	runCtx, cancel := context.WithTimeout(ctx, wire.AddNanos(b.Warmup, b.Duration))
 	defer cancel()
 	var measuredStart time.Time
 	go func() {
 		select {
-		case <-time.After(b.warmup):
+		case <-time.After(b.Warmup):
 			measuredStart = time.Now()
 			rec.measuring.Store(true)
 		case <-runCtx.Done():
@@ -235,20 +235,20 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	var wg sync.WaitGroup
 	switch {
 	case openBinary:
-		r := wire.Reserve{Limit: b.limit, Permits: b.permits, MaxWaitNanos: int64(b.maxWait)}
+		r := wire.Reserve{Limit: b.Limit, Permits: b.Permits, MaxWaitNanos: int64(b.MaxWait)}
 		same := wire.EncodeReserve(r)
 		payload := func(int) []byte { return same }
-		if b.requestIDs {
+		if b.RequestIDs {
 			payload = func(int) []byte {
 				r.RequestID = idPrefix + strconv.FormatInt(idSeq.Add(1), 10)
 				return wire.EncodeReserve(r)
 			}
 		}
 		if err := openLoopBinary(runCtx, b, openConns, payload, rec, fail); err != nil {
-			return BenchResult{}, err
+			return Result{}, err
 		}
-	case b.mode == "closed":
-		for w := 0; w < b.concurrency; w++ {
+	case b.Mode == "closed":
+		for w := 0; w < b.Concurrency; w++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -261,7 +261,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 				}()
 				lats := make([]time.Duration, 0, 4096)
 				for i := w; runCtx.Err() == nil; i++ {
-					if b.maxRequests > 0 && rec.requests.Load() >= b.maxRequests {
+					if b.MaxRequests > 0 && rec.requests.Load() >= b.MaxRequests {
 						break
 					}
 					lat, err := one(conns[i%len(conns)], &buf)
@@ -282,25 +282,25 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 			}()
 		}
 	default:
-		sem := make(chan struct{}, b.concurrency)
-		pool := make(chan []benchConn, b.concurrency)
-		for k := 0; k < b.concurrency; k++ {
+		sem := make(chan struct{}, b.Concurrency)
+		pool := make(chan []benchConn, b.Concurrency)
+		for k := 0; k < b.Concurrency; k++ {
 			pool <- newConns()
 		}
 		defer func() {
-			for k := 0; k < b.concurrency; k++ {
+			for k := 0; k < b.Concurrency; k++ {
 				for _, c := range <-pool {
 					c.Close()
 				}
 			}
 		}()
-		interval := time.Duration(wire.FloatNanos(float64(time.Second) / b.openRate))
+		interval := time.Duration(wire.FloatNanos(float64(time.Second) / b.OpenRate))
 		next := time.Now()
 		var lmu sync.Mutex
 		var lats []time.Duration
 	loop:
 		for i := 0; runCtx.Err() == nil; i++ {
-			if b.maxRequests > 0 && rec.requests.Load() >= b.maxRequests {
+			if b.MaxRequests > 0 && rec.requests.Load() >= b.MaxRequests {
 				break
 			}
 			next = next.Add(interval)
@@ -348,7 +348,7 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 	wg.Wait()
 	elapsed := time.Since(measuredStart)
 	if measuredStart.IsZero() || elapsed <= 0 {
-		return BenchResult{}, errors.New("run ended before the warm-up did")
+		return Result{}, errors.New("run ended before the warm-up did")
 	}
 	res := rec.result(b, elapsed)
 	res.LeaderBefore, res.TermBefore = leaderBefore, termBefore
@@ -360,8 +360,8 @@ func bench(ctx context.Context, b benchFlags) (BenchResult, error) {
 var errShed = errors.New("overloaded")
 
 // scheme is the URL scheme of the servers.
-func (b benchFlags) scheme() string {
-	if b.tlsConf != nil {
+func (b Config) scheme() string {
+	if b.TLS != nil {
 		return "https://"
 	}
 	return "http://"
@@ -369,7 +369,7 @@ func (b benchFlags) scheme() string {
 
 // benchLeader returns the leader and term the first answering server
 // reports ("" and 0 if none answers within a few seconds).
-func benchLeader(ctx context.Context, hc *http.Client, servers []string, b benchFlags) (string, uint64) {
+func benchLeader(ctx context.Context, hc *http.Client, servers []string, b Config) (string, uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for _, s := range servers {
@@ -386,13 +386,13 @@ func benchLeader(ctx context.Context, hc *http.Client, servers []string, b bench
 
 // getStatus decodes server's GET /v1/status (with bench's scheme and
 // token) into out; an answer other than 200 is an error.
-func getStatus(ctx context.Context, hc *http.Client, server string, b benchFlags, out any) error {
+func getStatus(ctx context.Context, hc *http.Client, server string, b Config, out any) error {
 	req, err := http.NewRequestWithContext(ctx, "GET", b.scheme()+server+"/v1/status", nil)
 	if err != nil {
 		return err
 	}
-	if b.token != "" {
-		req.Header.Set("Authorization", "Bearer "+b.token)
+	if b.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.Token)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -410,18 +410,18 @@ func getStatus(ctx context.Context, hc *http.Client, server string, b benchFlags
 
 // limitNames are the limits a run reserves from: --limit, or with
 // --limits N, --limit, --limit-2, ..., --limit-N.
-func (b benchFlags) limitNames() []string {
-	names := []string{b.limit}
-	for k := 2; k <= b.limits; k++ {
-		names = append(names, b.limit+"-"+strconv.Itoa(k))
+func (b Config) limitNames() []string {
+	names := []string{b.Limit}
+	for k := 2; k <= b.Limits; k++ {
+		names = append(names, b.Limit+"-"+strconv.Itoa(k))
 	}
 	return names
 }
 
 // multiPrefix is the start of a multi-limit reserve's body (up to its
 // max_wait), or "" for single-limit reserves.
-func (b benchFlags) multiPrefix() string {
-	if b.limits == 0 {
+func (b Config) multiPrefix() string {
+	if b.Limits == 0 {
 		return ""
 	}
 	var sb strings.Builder
@@ -430,8 +430,8 @@ func (b benchFlags) multiPrefix() string {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		fmt.Fprintf(&sb, `{"name":%q,"permits":%d}`, name, b.permits)
+		fmt.Fprintf(&sb, `{"name":%q,"permits":%d}`, name, b.Permits)
 	}
-	fmt.Fprintf(&sb, `],"settle_within":%q`, b.settle.String())
+	fmt.Fprintf(&sb, `],"settle_within":%q`, b.Settle.String())
 	return sb.String()
 }

@@ -1,13 +1,11 @@
-package main
+package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -76,32 +74,32 @@ func TestMedianOfPasses(t *testing.T) {
 // pass's flags.
 type fakeBench struct {
 	closed []float64
-	open   BenchResult
-	seen   []benchFlags
+	open   Result
+	seen   []Config
 }
 
-func (f *fakeBench) run(_ context.Context, b benchFlags) (BenchResult, error) {
+func (f *fakeBench) run(_ context.Context, b Config) (Result, error) {
 	f.seen = append(f.seen, b)
-	if b.mode == "open" {
+	if b.Mode == "open" {
 		return f.open, nil
 	}
 	g := f.closed[0]
 	f.closed = f.closed[1:]
 	if g == 0 {
-		return BenchResult{Mode: b.mode}, nil
+		return Result{Mode: b.Mode}, nil
 	}
-	return BenchResult{Mode: b.mode, Requests: 1000, Granted: 1000, GoodputRPS: g}, nil
+	return Result{Mode: b.Mode, Requests: 1000, Granted: 1000, GoodputRPS: g}, nil
 }
 
-func overloadFlags() benchFlags {
-	return benchFlags{mode: "overload", create: true, concurrency: 32768, duration: time.Minute, maxRequests: 7,
-		overloadFactor: 3, capacityPasses: 3, capacityDuration: 5 * time.Second, capacityConcurrency: 64}
+func overloadFlags() Config {
+	return Config{Mode: "overload", Create: true, Concurrency: 32768, Duration: time.Minute, MaxRequests: 7,
+		OverloadFactor: 3, CapacityPasses: 3, CapacityDuration: 5 * time.Second, CapacityConcurrency: 64}
 }
 
 func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T) {
 	f := &fakeBench{
 		closed: []float64{1, 8000, 6000, 7000, 9000, 10000, 5000}, // warm-up, 3 before, 3 after
-		open:   BenchResult{Mode: "open", Requests: 100, GoodputRPS: 6300, LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n1", TermAfter: 2},
+		open:   Result{Mode: "open", Requests: 100, GoodputRPS: 6300, LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n1", TermAfter: 2},
 	}
 	t0 := time.Unix(1000, 0)
 	ms := uint64(time.Millisecond)
@@ -116,7 +114,7 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 		{cpuTicks{110, 4000, true}, 38 * time.Second, t0.Add(100 * time.Second), commitReading{err: errors.New("reading the status of n2: HTTP 401")}},
 	}
 	sample := func() phaseSample { s := samples[0]; samples = samples[1:]; return s }
-	res, err := benchOverload(context.Background(), overloadFlags(), f.run, sample)
+	res, err := overload(context.Background(), overloadFlags(), f.run, sample)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,14 +125,14 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 		if i == 4 {
 			continue
 		}
-		if b.mode != "closed" || b.concurrency != 64 || b.duration != 5*time.Second || b.maxRequests != 0 || b.create != (i == 0) {
+		if b.Mode != "closed" || b.Concurrency != 64 || b.Duration != 5*time.Second || b.MaxRequests != 0 || b.Create != (i == 0) {
 			t.Errorf("pass %d: mode %s, concurrency %d, duration %v, max requests %d, create %v; want closed, 64, 5s, 0, %v",
-				i, b.mode, b.concurrency, b.duration, b.maxRequests, b.create, i == 0)
+				i, b.Mode, b.Concurrency, b.Duration, b.MaxRequests, b.Create, i == 0)
 		}
 	}
-	if o := f.seen[4]; o.mode != "open" || o.openRate != 21000 || o.concurrency != 32768 || o.duration != time.Minute || o.create {
+	if o := f.seen[4]; o.Mode != "open" || o.OpenRate != 21000 || o.Concurrency != 32768 || o.Duration != time.Minute || o.Create {
 		t.Errorf("open loop: mode %s, rate %v, concurrency %d, duration %v, create %v; want open, 3 x 7000, 32768, 1m0s, false",
-			o.mode, o.openRate, o.concurrency, o.duration, o.create)
+			o.Mode, o.OpenRate, o.Concurrency, o.Duration, o.Create)
 	}
 	// The median of 8000 6000 7000 9000 10000 5000 (the warm-up's 1 left out).
 	if res.CapacityRPS != 7500 || res.OfferedRPS != 21000 || res.GoodputRatio != 6300.0/7500 || res.LeaderHeld != "yes" {
@@ -155,7 +153,7 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 		t.Errorf("commit read error %q; want the failed reading's", res.CommitReadError)
 	}
 	var out strings.Builder
-	printOverload(&out, res)
+	PrintOverload(&out, res)
 	for _, want := range []string{
 		"reserve entries before / during / after (the nodes' /v1/status): 16.0 / 15.0 / unknown reserves each, committed in 1.40 / 2.00 / unknown ms\n",
 		"(the reserve entries: reading the status of n2: HTTP 401)\n",
@@ -182,24 +180,24 @@ func TestOverloadRunsPassesAroundAnOpenLoopAtAMultipleOfTheirMedian(t *testing.T
 func TestOverloadControlRunsAClosedLoopInPlaceOfTheOpenLoop(t *testing.T) {
 	f := &fakeBench{closed: []float64{1, 8000, 6000, 7000, 7200, 9000, 10000, 5000}} // warm-up, 3 before, control, 3 after
 	b := overloadFlags()
-	b.control = true
-	res, err := benchOverload(context.Background(), b, f.run, func() phaseSample { return phaseSample{} })
+	b.Control = true
+	res, err := overload(context.Background(), b, f.run, func() phaseSample { return phaseSample{} })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(f.seen) != 8 {
 		t.Fatalf("%d passes; want a warm-up, 3 before, the control, 3 after", len(f.seen))
 	}
-	if m := f.seen[4]; m.mode != "closed" || m.concurrency != 64 || m.duration != time.Minute || m.maxRequests != 0 || m.create {
+	if m := f.seen[4]; m.Mode != "closed" || m.Concurrency != 64 || m.Duration != time.Minute || m.MaxRequests != 0 || m.Create {
 		t.Errorf("control: mode %s, concurrency %d, duration %v, max requests %d, create %v; want closed, 64, 1m0s, 0, false",
-			m.mode, m.concurrency, m.duration, m.maxRequests, m.create)
+			m.Mode, m.Concurrency, m.Duration, m.MaxRequests, m.Create)
 	}
 	if !res.Control || res.Factor != 0 || res.OfferedRPS != 0 || res.CapacityRPS != 7500 || res.GoodputRatio != 7200.0/7500 {
 		t.Errorf("control %v, factor %v, offered %v, capacity %v, ratio %v; want true, 0, 0, 7500, 0.96",
 			res.Control, res.Factor, res.OfferedRPS, res.CapacityRPS, res.GoodputRatio)
 	}
 	var out strings.Builder
-	printOverload(&out, res)
+	PrintOverload(&out, res)
 	if want := "control: a closed loop like the passes in place of the open loop (nothing overloaded)"; !strings.Contains(out.String(), want) {
 		t.Errorf("report:\n%s\nwant %q", out.String(), want)
 	}
@@ -268,7 +266,7 @@ func TestReadCommitsReadsEveryServer(t *testing.T) {
 	denied := serve(`{"error":"unauthorized"}`, 401)
 	closed := serve("", 200)
 	closed.Close()
-	b := benchFlags{token: "s3cret"}
+	b := Config{Token: "s3cret"}
 	hc := benchHTTPClient(1, nil)
 
 	r := readCommits(context.Background(), hc, []string{addr(leader), addr(follower)}, b)
@@ -309,8 +307,8 @@ func TestOverloadRefusesAPassThatDecidedNothing(t *testing.T) {
 		{[]float64{1, 5000, 0}, "capacity pass 2 of 3 before the open loop: no reserve was decided"},
 		{[]float64{1, 5000, 5000, 5000, 5000, 5000, 0}, "capacity pass 3 of 3 after the open loop: no reserve was decided"},
 	} {
-		f := &fakeBench{closed: tc.closed, open: BenchResult{Mode: "open", Requests: 1}}
-		_, err := benchOverload(context.Background(), overloadFlags(), f.run, func() phaseSample { return phaseSample{selfCPU: -1} })
+		f := &fakeBench{closed: tc.closed, open: Result{Mode: "open", Requests: 1}}
+		_, err := overload(context.Background(), overloadFlags(), f.run, func() phaseSample { return phaseSample{selfCPU: -1} })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("passes %v: error %v; want one containing %q", tc.closed, err, tc.want)
 		}
@@ -319,38 +317,20 @@ func TestOverloadRefusesAPassThatDecidedNothing(t *testing.T) {
 
 func TestOverloadReportsWhetherTheLeaderHeld(t *testing.T) {
 	for _, tc := range []struct {
-		open BenchResult
+		open Result
 		want string
 	}{
-		{BenchResult{LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n1", TermAfter: 3}, "no"},
-		{BenchResult{LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n2", TermAfter: 3}, "no"},
-		{BenchResult{LeaderBefore: "n1", TermBefore: 2}, "unknown"},
+		{Result{LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n1", TermAfter: 3}, "no"},
+		{Result{LeaderBefore: "n1", TermBefore: 2, LeaderAfter: "n2", TermAfter: 3}, "no"},
+		{Result{LeaderBefore: "n1", TermBefore: 2}, "unknown"},
 	} {
 		tc.open.Mode, tc.open.Requests, tc.open.GoodputRPS = "open", 1, 1
 		f := &fakeBench{closed: []float64{1, 1, 1, 1, 1, 1, 1}, open: tc.open}
-		res, err := benchOverload(context.Background(), overloadFlags(), f.run, func() phaseSample { return phaseSample{selfCPU: -1} })
+		res, err := overload(context.Background(), overloadFlags(), f.run, func() phaseSample { return phaseSample{selfCPU: -1} })
 		if err != nil || res.LeaderHeld != tc.want || res.StealPct != [3]float64{-1, -1, -1} || res.GeneratorCores != [3]float64{-1, -1, -1} ||
 			res.ReservesPerBatch != [3]float64{-1, -1, -1} || res.CommitMillis != [3]float64{-1, -1, -1} {
 			t.Errorf("%+v: leader held %q, steal %v, generator cores %v, reserves per batch %v, commit ms %v (%v); want %q and every reading unknown",
 				tc.open, res.LeaderHeld, res.StealPct, res.GeneratorCores, res.ReservesPerBatch, res.CommitMillis, err, tc.want)
 		}
-	}
-}
-
-// A script running the overload measurement reads its exit status: a
-// cluster that answers nothing fails the run (1) with the pass named, and
-// prints no report.
-func TestOverloadModeExitsOneWhenAPassFails(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	var stdout, stderr bytes.Buffer
-	code := runBench([]string{"--mode", "overload", "--servers", addr, "--create=false", "--protocol", "binary",
-		"--capacity-concurrency", "2", "--capacity-duration", "100ms", "--warmup", "0s", "--json"}, &stdout, &stderr)
-	if code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "the warm-up pass") {
-		t.Fatalf("exit %d, stdout %q, stderr %q; want 1, nothing, an error naming the warm-up pass", code, stdout.String(), stderr.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-// benchreport.go: what bench reports: counts, throughput over the measured
+// report.go: what bench reports: counts, throughput over the measured
 // time, and latency percentiles (nearest rank: the ceil(p*n)-th smallest
 // of n measured latencies), as a table or as JSON.
 
-// BenchResult is bench's report (printed as a table or, with --json, as
+// Result is bench's report (printed as a table or, with --json, as
 // this object).
-type BenchResult struct {
+type Result struct {
 	Mode        string  `json:"mode"`
 	Protocol    string  `json:"protocol"`
 	Concurrency int     `json:"concurrency"`
@@ -47,7 +47,7 @@ type BenchResult struct {
 	FirstError    string  `json:"first_error,omitempty"`
 }
 
-func printBench(w io.Writer, r BenchResult) {
+func PrintResult(w io.Writer, r Result) {
 	fmt.Fprintf(w, "mode=%s protocol=%s concurrency=%d servers=%s limit=%s duration=%.1fs\n", r.Mode, r.Protocol, r.Concurrency, r.Servers, r.Limit, r.DurationSec)
 	fmt.Fprintf(w, "requests=%d granted=%d refused=%d (%.2f%%) shed=%d errors=%d\n", r.Requests, r.Granted, r.Refused, 100*r.RefusedShare, r.Shed, r.Errors)
 	fmt.Fprintf(w, "goodput=%.0f decisions/s  leader %s (term %d) before, %s (term %d) after\n", r.GoodputRPS, r.LeaderBefore, r.TermBefore, r.LeaderAfter, r.TermAfter)
@@ -66,7 +66,7 @@ func share(part, total int64) float64 {
 }
 
 // result is the report of a run that measured for elapsed.
-func (r *benchRecorder) result(b benchFlags, elapsed time.Duration) BenchResult {
+func (r *benchRecorder) result(b Config, elapsed time.Duration) Result {
 	slices.Sort(r.lat)
 	pct := func(p float64) float64 {
 		if len(r.lat) == 0 {
@@ -76,15 +76,15 @@ func (r *benchRecorder) result(b benchFlags, elapsed time.Duration) BenchResult 
 		i = max(0, min(i, len(r.lat)-1))
 		return float64(r.lat[i]) / 1e6
 	}
-	res := BenchResult{
-		Mode: b.mode, Protocol: b.protocol, Concurrency: b.concurrency, Servers: strings.Join(b.servers, ","), Limit: b.limit,
+	res := Result{
+		Mode: b.Mode, Protocol: b.Protocol, Concurrency: b.Concurrency, Servers: strings.Join(b.Servers, ","), Limit: b.Limit,
 		DurationSec: elapsed.Seconds(), Requests: r.requests.Load(), Granted: r.granted.Load(),
 		Refused: r.refused.Load(), Errors: r.errs.Load(), Shed: r.shed.Load(),
 		RefusedShare: share(r.refused.Load(), r.requests.Load()),
 		P50Ms:        pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
 	}
-	if b.mode == "open" {
-		res.OpenRate = b.openRate
+	if b.Mode == "open" {
+		res.OpenRate = b.OpenRate
 	}
 	res.ThroughputRPS = float64(res.Requests-res.Errors) / elapsed.Seconds()
 	res.GoodputRPS = float64(res.Granted+res.Refused) / elapsed.Seconds()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/permitd/permitd/transport/client"
 )
 
-// benchinflight.go: permitd bench --mode inflight, the occupancy of an
+// inflight.go: permitd bench --mode inflight, the occupancy of an
 // in-flight cap under contention. --concurrency callers share a cap of
 // --max-in-flight permits (hold TTL --ttl): each reserves --permits on it
 // (POST /v1/reserve, max_wait --max-wait, through the Go client), waits
@@ -115,32 +115,32 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// benchInflight runs --mode inflight.
-func benchInflight(ctx context.Context, b benchFlags) (InflightResult, error) {
+// Inflight runs --mode inflight.
+func Inflight(ctx context.Context, b Config) (InflightResult, error) {
 	var opts []client.Option
-	if b.token != "" {
-		opts = append(opts, client.WithToken(b.token))
+	if b.Token != "" {
+		opts = append(opts, client.WithToken(b.Token))
 	}
-	if b.tlsConf != nil {
-		opts = append(opts, client.WithTLS(b.tlsConf))
+	if b.TLS != nil {
+		opts = append(opts, client.WithTLS(b.TLS))
 	}
-	cl, err := client.New(b.servers, opts...)
+	cl, err := client.New(b.Servers, opts...)
 	if err != nil {
-		return InflightResult{}, fmt.Errorf("--servers %q: %w", strings.Join(b.servers, ","), err)
+		return InflightResult{}, fmt.Errorf("--servers %q: %w", strings.Join(b.Servers, ","), err)
 	}
 	defer cl.Close()
-	if b.create {
-		spec := client.LimitSpec{Algorithm: "concurrency", MaxInFlight: &b.maxInFlight, TTL: &b.holdTTL}
-		if _, err := cl.PutLimit(ctx, b.limit, spec); err != nil {
-			return InflightResult{}, fmt.Errorf("creating in-flight cap %q: %w", b.limit, err)
+	if b.Create {
+		spec := client.LimitSpec{Algorithm: "concurrency", MaxInFlight: &b.MaxInFlight, TTL: &b.HoldTTL}
+		if _, err := cl.PutLimit(ctx, b.Limit, spec); err != nil {
+			return InflightResult{}, fmt.Errorf("creating in-flight cap %q: %w", b.Limit, err)
 		}
 	}
 	start := time.Now()
-	rec := &inflightRecorder{from: start.Add(b.warmup), to: start.Add(b.warmup + b.duration)}
+	rec := &inflightRecorder{from: start.Add(b.Warmup), to: start.Add(b.Warmup + b.Duration)}
 	runCtx, cancel := context.WithDeadline(ctx, rec.to)
 	defer cancel()
 	var wg sync.WaitGroup
-	for range b.concurrency {
+	for range b.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -155,11 +155,11 @@ func benchInflight(ctx context.Context, b benchFlags) (InflightResult, error) {
 }
 
 // inflightCaller reserves, holds and releases until ctx ends.
-func inflightCaller(ctx context.Context, cl *client.Client, b benchFlags, rec *inflightRecorder) {
-	want := []client.Want{{Limit: b.limit, Permits: b.permits}}
+func inflightCaller(ctx context.Context, cl *client.Client, b Config, rec *inflightRecorder) {
+	want := []client.Want{{Limit: b.Limit, Permits: b.Permits}}
 	for ctx.Err() == nil {
 		sent := time.Now()
-		r, err := cl.ReserveMany(ctx, want, client.ReserveOptions{MaxWait: b.maxWait})
+		r, err := cl.ReserveMany(ctx, want, client.ReserveOptions{MaxWait: b.MaxWait})
 		if err != nil {
 			if ctx.Err() == nil {
 				rec.fail(fmt.Errorf("reserve: %w", err))
@@ -175,14 +175,14 @@ func inflightCaller(ctx context.Context, cl *client.Client, b benchFlags, rec *i
 		}
 		got := time.Now()
 		rec.answered(got, true, got.Sub(sent))
-		t := time.NewTimer(b.hold)
+		t := time.NewTimer(b.Hold)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 		}
 		end := time.Now()
-		rec.held(got, end, b.permits)
+		rec.held(got, end, b.Permits)
 		// The release outlives the run's deadline: a slot left held would
 		// only lapse at the TTL.
 		relCtx, relCancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -194,7 +194,7 @@ func inflightCaller(ctx context.Context, cl *client.Client, b benchFlags, rec *i
 }
 
 // result summarises the run.
-func (r *inflightRecorder) result(b benchFlags) InflightResult {
+func (r *inflightRecorder) result(b Config) InflightResult {
 	slices.Sort(r.grantLat)
 	pct := func(p float64) float64 {
 		if len(r.grantLat) == 0 {
@@ -203,19 +203,19 @@ func (r *inflightRecorder) result(b benchFlags) InflightResult {
 		i := max(0, min(int(p*float64(len(r.grantLat))+0.5)-1, len(r.grantLat)-1))
 		return float64(r.grantLat[i]) / 1e6
 	}
-	offered := float64(b.maxInFlight) * float64(b.duration)
+	offered := float64(b.MaxInFlight) * float64(b.Duration)
 	return InflightResult{
-		Mode: b.mode, Servers: strings.Join(b.servers, ","), Limit: b.limit, Concurrency: b.concurrency, MaxInFlight: b.maxInFlight,
-		Permits: b.permits, TTLMs: float64(b.holdTTL) / 1e6, HoldMs: float64(b.hold) / 1e6, MaxWaitMs: float64(b.maxWait) / 1e6,
-		DurationSec: b.duration.Seconds(),
+		Mode: b.Mode, Servers: strings.Join(b.Servers, ","), Limit: b.Limit, Concurrency: b.Concurrency, MaxInFlight: b.MaxInFlight,
+		Permits: b.Permits, TTLMs: float64(b.HoldTTL) / 1e6, HoldMs: float64(b.Hold) / 1e6, MaxWaitMs: float64(b.MaxWait) / 1e6,
+		DurationSec: b.Duration.Seconds(),
 		Reserves:    r.reserves, Granted: r.granted, Refused: r.refused, Errors: r.errors,
 		Occupancy:  r.heldNanos / offered,
 		GrantP50Ms: pct(0.5), GrantP99Ms: pct(0.99), FirstError: r.firstErr,
 	}
 }
 
-// printInflight prints an InflightResult as text.
-func printInflight(w io.Writer, r InflightResult) {
+// PrintInflight prints an InflightResult as text.
+func PrintInflight(w io.Writer, r InflightResult) {
 	fmt.Fprintf(w, "mode=inflight servers=%s limit=%s max_in_flight=%d ttl=%.0fms callers=%d permits=%d hold=%.0fms max_wait=%.0fms duration=%.1fs\n",
 		r.Servers, r.Limit, r.MaxInFlight, r.TTLMs, r.Concurrency, r.Permits, r.HoldMs, r.MaxWaitMs, r.DurationSec)
 	fmt.Fprintf(w, "reserves=%d granted=%d refused=%d errors=%d\n", r.Reserves, r.Granted, r.Refused, r.Errors)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// benchcommits.go: bench --mode overload reads the nodes' reserve-entry
+// commits.go: bench --mode overload reads the nodes' reserve-entry
 // counters (GET /v1/status: reserve_batches, batched_reserves,
 // reserve_batch_ns) between its phases, and reports for each phase the
 // mean reserves an entry carried and the mean time an entry took from
@@ -38,7 +38,7 @@ var errNoCommitCounters = errors.New("its /v1/status has no reserve_batches, bat
 const statusReadTimeout = 3 * time.Second
 
 // readCommits reads every server's reserve-entry counters.
-func readCommits(ctx context.Context, hc *http.Client, servers []string, b benchFlags) commitReading {
+func readCommits(ctx context.Context, hc *http.Client, servers []string, b Config) commitReading {
 	if len(servers) == 0 {
 		return commitReading{err: errors.New("no server to read")}
 	}
@@ -56,7 +56,7 @@ func readCommits(ctx context.Context, hc *http.Client, servers []string, b bench
 }
 
 // readNodeCommits reads one server's counters.
-func readNodeCommits(ctx context.Context, hc *http.Client, server string, b benchFlags) (commitCounters, error) {
+func readNodeCommits(ctx context.Context, hc *http.Client, server string, b Config) (commitCounters, error) {
 	var st struct {
 		Batches  *uint64 `json:"reserve_batches"`
 		Reserves *uint64 `json:"batched_reserves"`

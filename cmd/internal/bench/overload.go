@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"github.com/permitd/permitd/node"
 )
 
-// benchoverload.go: permitd bench --mode overload, the overload
+// overload.go: permitd bench --mode overload, the overload
 // measurement as one command. On one cluster:
 //
 //  1. a closed-loop warm-up pass, not counted;
@@ -59,8 +59,8 @@ type OverloadResult struct {
 	// Open is the middle phase's report: the open loop's, or with
 	// Control the closed loop's; GoodputRatio its goodput over
 	// CapacityRPS.
-	Open         BenchResult `json:"open"`
-	GoodputRatio float64     `json:"goodput_ratio"`
+	Open         Result  `json:"open"`
+	GoodputRatio float64 `json:"goodput_ratio"`
 	// StealPct is the CPU steal of the machine bench runs on (the time
 	// its virtual CPUs waited while the hypervisor ran something else,
 	// in percent of all its CPUs' time) over the passes before, the open
@@ -75,7 +75,7 @@ type OverloadResult struct {
 	// ReservesPerBatch is the mean reserves a reserve entry carried and
 	// CommitMillis the mean time an entry took from submission to
 	// applied, over the same phases, from the --servers' /v1/status
-	// (benchcommits.go: the leader must be among them); -1 where they
+	// (commits.go: the leader must be among them); -1 where they
 	// could not be read, and CommitReadError then says why (the first
 	// failed reading). Short batches under overload are the node's doing;
 	// slower commits of full ones are its disk's and its machine's.
@@ -89,34 +89,34 @@ type OverloadResult struct {
 }
 
 // benchRunner runs one bench pass (bench, or a test's fake).
-type benchRunner func(context.Context, benchFlags) (BenchResult, error)
+type benchRunner func(context.Context, Config) (Result, error)
 
-// benchOverloadCluster runs the overload measurement described above on
+// Overload runs the overload measurement described above on
 // the cluster of b: each pass with bench, reading the machine, this
 // process and the nodes between phases.
-func benchOverloadCluster(ctx context.Context, b benchFlags) (OverloadResult, error) {
-	return benchOverload(ctx, b, bench, phaseSampler(ctx, b))
+func Overload(ctx context.Context, b Config) (OverloadResult, error) {
+	return overload(ctx, b, Run, phaseSampler(ctx, b))
 }
 
-// benchOverload runs the overload measurement described above, each pass
+// overload runs the overload measurement described above, each pass
 // with run, reading the machine between phases with sample.
-func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample func() phaseSample) (OverloadResult, error) {
-	res := OverloadResult{Factor: b.overloadFactor, Control: b.control}
+func overload(ctx context.Context, b Config, run benchRunner, sample func() phaseSample) (OverloadResult, error) {
+	res := OverloadResult{Factor: b.OverloadFactor, Control: b.Control}
 	closed := b
-	closed.mode, closed.concurrency = "closed", b.capacityConcurrency
-	closed.duration, closed.maxRequests = b.capacityDuration, 0
+	closed.Mode, closed.Concurrency = "closed", b.CapacityConcurrency
+	closed.Duration, closed.MaxRequests = b.CapacityDuration, 0
 	// pass runs one closed-loop pass; what names it in an error.
 	pass := func(what string) (float64, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, fmt.Errorf("interrupted before %s: %w", what, err)
 		}
 		r, err := run(ctx, closed)
-		closed.create = false
+		closed.Create = false
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", what, err)
 		}
 		if r.Requests == 0 || r.GoodputRPS <= 0 {
-			return 0, fmt.Errorf("%s: no reserve was decided in %v (is the cluster up and --limit reservable, with --capacity-concurrency at most the nodes' bound?)", what, b.capacityDuration)
+			return 0, fmt.Errorf("%s: no reserve was decided in %v (is the cluster up and --limit reservable, with --capacity-concurrency at most the nodes' bound?)", what, b.CapacityDuration)
 		}
 		if r.Errors > r.Requests/100 {
 			return 0, fmt.Errorf("%s: %d errors in %d requests, more than the 1%% allowed (first: %s)", what, r.Errors, r.Requests, r.FirstError)
@@ -125,8 +125,8 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample fu
 	}
 	passes := func(when string) ([]float64, error) {
 		var out []float64
-		for k := range b.capacityPasses {
-			g, err := pass(fmt.Sprintf("capacity pass %d of %d %s the open loop", k+1, b.capacityPasses, when))
+		for k := range b.CapacityPasses {
+			g, err := pass(fmt.Sprintf("capacity pass %d of %d %s the open loop", k+1, b.CapacityPasses, when))
 			if err != nil {
 				return nil, err
 			}
@@ -146,19 +146,19 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample fu
 		return res, err
 	}
 	s1 := sample()
-	res.OfferedRPS = b.overloadFactor * median(res.CapacityBeforeRPS)
+	res.OfferedRPS = b.OverloadFactor * median(res.CapacityBeforeRPS)
 	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("interrupted before the %s: %w", middleName(b.control), err)
+		return res, fmt.Errorf("interrupted before the %s: %w", middleName(b.Control), err)
 	}
 	middle := b
-	middle.mode, middle.openRate, middle.create = "open", res.OfferedRPS, false
-	if b.control {
+	middle.Mode, middle.OpenRate, middle.Create = "open", res.OfferedRPS, false
+	if b.Control {
 		res.Factor, res.OfferedRPS = 0, 0
 		middle = closed
-		middle.duration = b.duration
+		middle.Duration = b.Duration
 	}
 	if res.Open, err = run(ctx, middle); err != nil {
-		return res, fmt.Errorf("the %s: %w", middleName(b.control), err)
+		return res, fmt.Errorf("the %s: %w", middleName(b.Control), err)
 	}
 	s2 := sample()
 	if res.CapacityAfterRPS, err = passes("after"); err != nil {
@@ -184,8 +184,8 @@ func benchOverload(ctx context.Context, b benchFlags, run benchRunner, sample fu
 	return res, nil
 }
 
-// printOverload prints an overload report as text.
-func printOverload(w io.Writer, r OverloadResult) {
+// PrintOverload prints an overload report as text.
+func PrintOverload(w io.Writer, r OverloadResult) {
 	fmt.Fprintf(w, "capacity (closed loop, median of %d passes) %.0f decisions/s; before %s, after %s\n",
 		len(r.CapacityBeforeRPS)+len(r.CapacityAfterRPS), r.CapacityRPS, rates(r.CapacityBeforeRPS), rates(r.CapacityAfterRPS))
 	if r.Control {
@@ -193,7 +193,7 @@ func printOverload(w io.Writer, r OverloadResult) {
 	} else {
 		fmt.Fprintf(w, "open loop at %.3g x the capacity before: offered %.0f/s, sent %.0f/s\n", r.Factor, r.OfferedRPS, r.Open.ThroughputRPS)
 	}
-	printBench(w, r.Open)
+	PrintResult(w, r.Open)
 	fmt.Fprintf(w, "goodput %.1f%% of capacity; leader held: %s; this machine's CPU steal before / during / after: %s; bench's own CPU: %s cores\n",
 		100*r.GoodputRatio, r.LeaderHeld, perPhase(r.StealPct, 1, "%"), perPhase(r.GeneratorCores, 2, ""))
 	fmt.Fprintf(w, "reserve entries before / during / after (the nodes' /v1/status): %s reserves each, committed in %s ms\n",
@@ -260,9 +260,9 @@ type phaseSample struct {
 
 // phaseSampler returns what reads the machine, this process and the
 // nodes of --servers now.
-func phaseSampler(ctx context.Context, b benchFlags) func() phaseSample {
-	hc := benchHTTPClient(1, b.tlsConf)
-	servers := b.servers
+func phaseSampler(ctx context.Context, b Config) func() phaseSample {
+	hc := benchHTTPClient(1, b.TLS)
+	servers := b.Servers
 	return func() phaseSample {
 		// The nodes first, then the machine: the status reads (a few
 		// milliseconds, at most statusReadTimeout) then count in the
@@ -347,14 +347,14 @@ func (t cpuTicks) pctUntil(later cpuTicks) float64 {
 
 // The defaults of the flags of --mode overload.
 const (
-	defaultOverloadFactor      = 3
-	defaultCapacityPasses      = 3
-	defaultCapacityDuration    = 5 * time.Second
-	defaultCapacityConcurrency = node.DefaultMaxPendingReserves
-	// defaultOverloadConcurrency is --concurrency in overload mode when
+	DefaultOverloadFactor      = 3
+	DefaultCapacityPasses      = 3
+	DefaultCapacityDuration    = 5 * time.Second
+	DefaultCapacityConcurrency = node.DefaultMaxPendingReserves
+	// DefaultOverloadConcurrency is --concurrency in overload mode when
 	// it is not given: outstanding requests enough for the open loop to
 	// overload any bound the capacity passes can fill.
-	defaultOverloadConcurrency = 32768
-	// maxOverloadFactor bounds --overload-factor.
-	maxOverloadFactor = 100
+	DefaultOverloadConcurrency = 32768
+	// MaxOverloadFactor bounds --overload-factor.
+	MaxOverloadFactor = 100
 )

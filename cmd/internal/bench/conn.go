@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 	"github.com/permitd/permitd/transport/wire"
 )
 
-// benchconn.go: how bench sends one reserve: over a keep-alive HTTP/1.1
+// conn.go: how bench sends one reserve: over a keep-alive HTTP/1.1
 // connection, or as a frame on a shared, pipelined connection of the
 // binary protocol. Both answer with the HTTP status the decision stands
 // for, so the run loop counts them alike.
@@ -33,7 +33,7 @@ type httpBenchConn struct {
 	permits int64
 	maxWait time.Duration
 	// multi, when not empty, is the start of a multi-limit reserve's body
-	// (benchFlags.multiPrefix).
+	// (Config.multiPrefix).
 	multi string
 }
 
