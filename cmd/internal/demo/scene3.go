@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
@@ -62,44 +60,44 @@ import (
 // gets no 429 from the API by construction; the nominal 10/s and 15000/s
 // are what the rates are measured against.
 
-// scene3 tunes scene 3.
+// scene3 is scene 3 as it runs: its tuning, its workers and the cluster.
 type scene3 struct {
-	duration time.Duration
-	// tokensPerSec is llm-tpm's rate (--scene3-tpm), burstSeconds its
-	// burst (--scene3-burst).
-	tokensPerSec int64
-	burstSeconds float64
-	workers      int
-	logger       hclog.Logger
-	servers      []string
-	leader       func() *node.Node
-	sec          *demoSecurity
+	Scene3Config
+	workers int
+	sceneEnv
 }
+
+// The defaults of scene 3's flags.
+const (
+	// Scene3DefaultDuration is how long scene 3 runs (--scene3-duration).
+	Scene3DefaultDuration = 12 * time.Second
+	// Scene3DefaultTokensPerSec is llm-tpm's default rate (--scene3-tpm):
+	// with real costs of 1750 tokens on average it binds before llm-rpm
+	// does.
+	Scene3DefaultTokensPerSec = 15000
+	// Scene3DefaultBurstSeconds is llm-tpm's default burst, in seconds
+	// of its rate (--scene3-burst).
+	Scene3DefaultBurstSeconds = 1.0
+)
 
 // Scene 3's limits and the fake API's calls.
 const (
 	s3RPMName, s3TPMName, s3InflightName = "llm-rpm", "llm-tpm", "llm-inflight"
 
 	s3RequestsPerSec = 10
-	// Scene3DefaultTokensPerSec is llm-tpm's default rate (--scene3-tpm):
-	// with real costs of 1750 tokens on average it binds before llm-rpm
-	// does.
-	Scene3DefaultTokensPerSec = 15000
-	s3MaxInFlight             = 4
-	s3Expiry                  = 50 * time.Millisecond
-	Scene3DefaultBurstSeconds = 1.0
-	s3HoldTTL                 = 10 * time.Second
-	s3Window                  = time.Second
+	s3MaxInFlight    = 4
+	s3Expiry         = 50 * time.Millisecond
+	s3HoldTTL        = 10 * time.Second
+	s3Window         = time.Second
 	// s3Estimate is what a worker reserves per call: the API's largest
 	// cost, an upper bound.
-	s3Estimate            = 3000
-	s3MinTokens           = 500
-	s3MinCall, s3MaxCall  = 50 * time.Millisecond, 300 * time.Millisecond
-	s3MaxWait             = 2 * time.Second
-	s3RetryPoll           = 20 * time.Millisecond
-	s3CleanupTimeout      = 3 * time.Second
-	s3DefaultWorkers      = 8
-	Scene3DefaultDuration = 12 * time.Second
+	s3Estimate           = 3000
+	s3MinTokens          = 500
+	s3MinCall, s3MaxCall = 50 * time.Millisecond, 300 * time.Millisecond
+	s3MaxWait            = 2 * time.Second
+	s3RetryPoll          = 20 * time.Millisecond
+	s3CleanupTimeout     = 3 * time.Second
+	s3DefaultWorkers     = 8
 )
 
 // s3Stats are the fleet's register-side counts.
@@ -144,7 +142,7 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 	if l == nil {
 		return fmt.Errorf("scene 3: no leader")
 	}
-	rpm, tpm, _, err := s3Limits(ctx, l, sc.tokensPerSec, sc.burstSeconds)
+	rpm, tpm, _, err := s3Limits(ctx, l, sc.TokensPerSec, sc.BurstSeconds)
 	if err != nil {
 		return err
 	}
@@ -157,25 +155,43 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 		minTokens:   s3MinTokens, maxCallTokens: s3Estimate,
 		minDur: s3MinCall, maxDur: s3MaxCall,
 	}
-	fmt.Fprintf(out, "\nscene 3: %d workers call a fake LLM API through the register: ReserveMany{%s: 1, %s: %d (estimate), %s: 1}, wait, call (real cost %d..%d tokens, %v..%v), Settle{%s: actual}, Release\n",
-		sc.workers, s3RPMName, s3TPMName, s3Estimate, s3InflightName, s3MinTokens, s3Estimate, s3MinCall, s3MaxCall, s3TPMName)
-	fmt.Fprintf(out, "limits: %s strict %d/s (%d/min, expiry E=%v); %s bursty %d/s (%d/min, MaxBurstSeconds %g); %s concurrency %d (hold TTL %v)\n",
-		s3RPMName, s3RequestsPerSec, 60*s3RequestsPerSec, time.Duration(expiry), s3TPMName, sc.tokensPerSec, 60*sc.tokensPerSec, sc.burstSeconds,
-		s3InflightName, s3MaxInFlight, s3HoldTTL)
-	fmt.Fprintf(out, "fake API: exact sliding window W=%v of call starts, actual tokens counted at the call's start; 429 if a call would exceed, in W, %d requests = floor((W+E)/I)+1 (strict bound) or %d tokens = floor((W+E+MaxStored)/I)+%d (bursty bound, n_last <= the estimate), or %d in flight\n",
-		s3Window, api.maxRequests, api.maxTokens, s3Estimate, api.maxInFlight)
-	fmt.Fprintf(out, "  (a call starts between its grant's time and E after it, so W of starts is W+E of grants; nominal rates: %d req/s, %d tokens/s)\n",
-		s3RequestsPerSec, sc.tokensPerSec)
-
+	sc.printHeader(out, api, time.Duration(expiry))
 	st := &s3Stats{refusedBy: map[string]int64{}}
-	runCtx, cancel := context.WithTimeout(ctx, sc.duration)
+	runCtx, cancel := context.WithTimeout(ctx, sc.Duration)
 	defer cancel()
-	var clients []*client.Client
+	done, clients, err := sc.startWorkers(runCtx, api, st)
 	defer func() {
 		for _, c := range clients {
 			c.Close()
 		}
 	}()
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	sc.printSeconds(out, api, st, began, done)
+	return sc.summarize(out, api, st, time.Since(began))
+}
+
+// printHeader prints what scene 3 runs: the calls, the limits (rpm's
+// expiry E), and the fake API's tolerances.
+func (sc scene3) printHeader(out io.Writer, api *fakeLLM, expiry time.Duration) {
+	fmt.Fprintf(out, "\nscene 3: %d workers call a fake LLM API through the register: ReserveMany{%s: 1, %s: %d (estimate), %s: 1}, wait, call (real cost %d..%d tokens, %v..%v), Settle{%s: actual}, Release\n",
+		sc.workers, s3RPMName, s3TPMName, s3Estimate, s3InflightName, s3MinTokens, s3Estimate, s3MinCall, s3MaxCall, s3TPMName)
+	fmt.Fprintf(out, "limits: %s strict %d/s (%d/min, expiry E=%v); %s bursty %d/s (%d/min, MaxBurstSeconds %g); %s concurrency %d (hold TTL %v)\n",
+		s3RPMName, s3RequestsPerSec, 60*s3RequestsPerSec, expiry, s3TPMName, sc.TokensPerSec, 60*sc.TokensPerSec, sc.BurstSeconds,
+		s3InflightName, s3MaxInFlight, s3HoldTTL)
+	fmt.Fprintf(out, "fake API: exact sliding window W=%v of call starts, actual tokens counted at the call's start; 429 if a call would exceed, in W, %d requests = floor((W+E)/I)+1 (strict bound) or %d tokens = floor((W+E+MaxStored)/I)+%d (bursty bound, n_last <= the estimate), or %d in flight\n",
+		s3Window, api.maxRequests, api.maxTokens, s3Estimate, api.maxInFlight)
+	fmt.Fprintf(out, "  (a call starts between its grant's time and E after it, so W of starts is W+E of grants; nominal rates: %d req/s, %d tokens/s)\n",
+		s3RequestsPerSec, sc.TokensPerSec)
+}
+
+// startWorkers starts the workers, each with a client of its own that
+// starts at another node, calling the API until runCtx ends. done closes
+// when they have all stopped; clients are the clients made, also with an
+// error (the caller closes them).
+func (sc scene3) startWorkers(runCtx context.Context, api *fakeLLM, st *s3Stats) (done <-chan struct{}, clients []*client.Client, err error) {
 	var wg sync.WaitGroup
 	for i := 0; i < sc.workers; i++ {
 		var servers []string
@@ -184,7 +200,7 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 		}
 		c, err := client.New(servers, append(sc.sec.clientOptions(), client.WithLogger(sc.logger.Named("client")))...)
 		if err != nil {
-			return err
+			return nil, clients, err
 		}
 		clients = append(clients, c)
 		wg.Add(1)
@@ -193,59 +209,58 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 			s3Worker(runCtx, c, api, st)
 		}()
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	ch := make(chan struct{})
+	go func() { wg.Wait(); close(ch) }()
+	return ch, clients, nil
+}
 
-	began := time.Now()
+// printSeconds prints a line a second from began until done closes: the
+// API's requests, tokens and calls in flight, the estimates the register
+// granted (less refunds), and the API's 429s.
+func (sc scene3) printSeconds(out io.Writer, api *fakeLLM, st *s3Stats, began time.Time, done <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var lastGrantTok, lastRefundTok int64
-	for running := true; running; {
+	for {
 		select {
 		case <-done:
-			running = false
-			continue
+			return
 		case <-tick.C:
 		}
 		s := api.sample()
 		g, r := st.grantTokens.Load(), st.refundedTokens.Load()
 		fmt.Fprintf(out, "t=%3.0fs  requests %3d/s of %d  tokens %6d/s of %d (estimates granted %6d)  in flight avg %.1f max %d of %d  API 429s %d\n",
-			time.Since(began).Seconds(), s.calls, s3RequestsPerSec, s.tokens, sc.tokensPerSec, (g-lastGrantTok)-(r-lastRefundTok),
+			time.Since(began).Seconds(), s.calls, s3RequestsPerSec, s.tokens, sc.TokensPerSec, (g-lastGrantTok)-(r-lastRefundTok),
 			s.inFlightNanos/float64(time.Second), s.maxInFlight, s3MaxInFlight, s.rejected)
 		lastGrantTok, lastRefundTok = g, r
 	}
-	elapsed := time.Since(began)
+}
+
+// summarize prints the scene's totals over elapsed: what the API saw,
+// what the register granted and refunded, and which limit bound; it
+// returns an error if the API answered a 429.
+func (sc scene3) summarize(out io.Writer, api *fakeLLM, st *s3Stats, elapsed time.Duration) error {
 	t := api.totals()
 	secs := elapsed.Seconds()
 	reqFrac := float64(t.calls) / secs / s3RequestsPerSec
-	tokFrac := float64(t.tokens) / secs / float64(sc.tokensPerSec)
+	tokFrac := float64(t.tokens) / secs / float64(sc.TokensPerSec)
 	resTok := st.grantTokens.Load() - st.refundedTokens.Load()
 	resReqFrac := float64(st.grants.Load()) / secs / s3RequestsPerSec
-	resTokFrac := float64(resTok) / secs / float64(sc.tokensPerSec)
+	resTokFrac := float64(resTok) / secs / float64(sc.TokensPerSec)
 	inflFrac := t.inFlightNanos / float64(elapsed) / s3MaxInFlight
-	st.mu.Lock()
-	var refused []string
-	for k, v := range st.refusedBy {
-		refused = append(refused, fmt.Sprintf("%s %d", k, v))
-	}
-	st.mu.Unlock()
-	sort.Strings(refused)
-	if len(refused) == 0 {
-		refused = []string{"none"}
-	}
 	fmt.Fprintf(out, "scene 3 done in %v: %d calls (%.1f/s, %.0f%% of %d/s), %d actual tokens (%.0f/s, %.0f%% of %d/s), in flight avg %.2f (%.0f%% of %d), max %d\n",
 		elapsed.Round(10*time.Millisecond), t.calls, float64(t.calls)/secs, 100*reqFrac, s3RequestsPerSec,
-		t.tokens, float64(t.tokens)/secs, 100*tokFrac, sc.tokensPerSec, t.inFlightNanos/float64(elapsed), 100*inflFrac, s3MaxInFlight, t.maxInFlight)
+		t.tokens, float64(t.tokens)/secs, 100*tokFrac, sc.TokensPerSec, t.inFlightNanos/float64(elapsed), 100*inflFrac, s3MaxInFlight, t.maxInFlight)
 	fmt.Fprintf(out, "  register: %d reservations granted (%.0f%% of %s), %d tpm tokens kept after settlement (%.0f/s, %.0f%% of %s); refused (retried) by blocking limit: %s; expired before use: %d; errors: %d\n",
 		st.grants.Load(), 100*resReqFrac, s3RPMName, resTok, float64(resTok)/secs, 100*resTokFrac, s3TPMName,
-		strings.Join(refused, ", "), st.expired.Load(), st.errs.Load()+st.settleE.Load())
+		st.refusals(), st.expired.Load(), st.errs.Load()+st.settleE.Load())
 	unused := st.unusedTokens.Load()
 	refundPct := 0.0
 	if unused > 0 {
 		refundPct = 100 * float64(st.refundedTokens.Load()) / float64(unused)
 	}
 	fmt.Fprintf(out, "  refunds: %d of %d settlements refunded tpm tokens; %d of %d unused estimate tokens went back (%.0f%%): after other grants, %s takes back at most its store (%gs of tokens) crossing each grant\n",
-		st.refunds.Load(), st.settled.Load(), st.refundedTokens.Load(), unused, refundPct, s3TPMName, sc.burstSeconds)
+		st.refunds.Load(), st.settled.Load(), st.refundedTokens.Load(), unused, refundPct, s3TPMName, sc.BurstSeconds)
 	fmt.Fprintf(out, "  API: most in any %v window: %d requests (tolerance %d), %d tokens (tolerance %d); most in flight %d (cap %d); 429s: %d (in flight %d, requests %d, tokens %d)\n",
 		s3Window, t.maxWinRequests, api.maxRequests, t.maxWinTokens, api.maxTokens, t.maxInFlight, api.maxInFlight,
 		t.rejected, t.rejInFlight, t.rejRequests, t.rejTokens)
@@ -262,6 +277,22 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 		return fmt.Errorf("scene 3: the fake API answered %d calls 429", t.rejected)
 	}
 	return nil
+}
+
+// refusals lists the register's refusals by blocking limit ("none" if
+// there were none), sorted.
+func (st *s3Stats) refusals() string {
+	st.mu.Lock()
+	var refused []string
+	for k, v := range st.refusedBy {
+		refused = append(refused, fmt.Sprintf("%s %d", k, v))
+	}
+	st.mu.Unlock()
+	sort.Strings(refused)
+	if len(refused) == 0 {
+		refused = []string{"none"}
+	}
+	return strings.Join(refused, ", ")
 }
 
 // s3Worker loops until ctx ends: reserve all three dimensions for a call
