@@ -26,7 +26,7 @@ type Config struct {
 	Protocol    string
 	BinaryConns int
 	// Limits > 0 sends multi-limit reserves (POST /v1/reserve) naming
-	// that many Limits: limit, limit-2, ..., each created alike; settle
+	// that many limits: Limit, Limit-2, ..., each created alike; Settle
 	// is their settle window.
 	Limits int
 	Settle time.Duration

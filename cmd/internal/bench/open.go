@@ -55,86 +55,82 @@ type openConn struct {
 	err     atomic.Value         // the write error that broke it, if one did
 }
 
-// openLoopBinary runs the open loop of b on conns until runCtx ends, then
-// waits (at most openDrainTimeout) for the answers outstanding. payload
-// gives the reserve of request i. Answers are counted in rec as the
-// per-request loop counts them: from when they arrive, while measuring; a
-// request whose connection broke, or that is still unanswered after the
-// drain, is a request and an error. It returns errAllConnsBroken (wrapping
-// the first failure) if every connection broke before the run's end.
-func openLoopBinary(runCtx context.Context, b Config, conns []net.Conn, payload func(i int) []byte, rec *benchRecorder, fail func(error)) error {
-	ocs := make([]*openConn, len(conns))
-	for k, nc := range conns {
-		ocs[k] = &openConn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), pending: make(map[uint64]time.Time)}
+// openLoopParams are what openLoopBinary runs: the run's settings, its
+// connections, the reserve of request i (payload), and where it counts
+// the answers (rec) and reports failures (fail).
+type openLoopParams struct {
+	b       Config
+	conns   []net.Conn
+	payload func(i int) []byte
+	rec     *benchRecorder
+	fail    func(error)
+}
+
+// openLoop is openLoopBinary's state: the connections, the slots of the
+// --concurrency requests outstanding, and whether the run is closing (its
+// drain over).
+type openLoop struct {
+	openLoopParams
+	ocs     []*openConn
+	sem     chan struct{}
+	closing atomic.Bool
+}
+
+// openLoopBinary runs the open loop of p.b on p.conns until runCtx ends,
+// then waits (at most openDrainTimeout) for the answers outstanding.
+// p.payload gives the reserve of request i. Answers are counted in p.rec
+// as the per-request loop counts them: from when they arrive, while
+// measuring; a request whose connection broke, or that is still
+// unanswered after the drain, is a request and an error. It returns
+// errAllConnsBroken (wrapping the first failure) if every connection
+// broke before the run's end.
+func openLoopBinary(runCtx context.Context, p openLoopParams) error {
+	l := &openLoop{openLoopParams: p, sem: make(chan struct{}, p.b.Concurrency)}
+	for _, nc := range p.conns {
+		l.ocs = append(l.ocs, &openConn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), pending: make(map[uint64]time.Time)})
 	}
-	sem := make(chan struct{}, b.Concurrency)
-	var closing atomic.Bool
 	var readers sync.WaitGroup
-	for _, oc := range ocs {
+	for _, oc := range l.ocs {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			rec.record(oc.read(runCtx, sem, rec, fail, &closing))
+			l.rec.record(oc.read(runCtx, l.sem, l.rec, l.fail, &l.closing))
 		}()
 	}
-	flushAll := func() {
-		for _, oc := range ocs {
-			if !oc.dirty || oc.broken.Load() {
-				continue
-			}
-			oc.dirty = false
-			if err := oc.bw.Flush(); err != nil {
-				oc.fail(fmt.Errorf("bench: writing to %s: %w", oc.nc.RemoteAddr(), err))
-			}
+	allBroken := l.pace(runCtx)
+	l.flushAll()
+	l.drain()
+	for _, oc := range l.ocs {
+		oc.nc.Close()
+	}
+	readers.Wait()
+	if !allBroken {
+		return nil
+	}
+	for _, oc := range l.ocs {
+		if oc.lostErr != nil { // readers.Wait: no lock needed
+			return fmt.Errorf("%w (first: %v)", errAllConnsBroken, oc.lostErr)
 		}
 	}
-	allBroken := false
-	interval := time.Duration(wire.FloatNanos(float64(time.Second) / b.OpenRate))
+	return errAllConnsBroken
+}
+
+// pace sends every reserve at its scheduled start, those come due since
+// its last wake-up at once, until runCtx ends, --max-requests are
+// measured, or every connection broke (it then returns true).
+func (l *openLoop) pace(runCtx context.Context) (allBroken bool) {
+	interval := time.Duration(wire.FloatNanos(float64(time.Second) / l.b.OpenRate))
 	start := time.Now()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
 	sent := 0
-pace:
 	for runCtx.Err() == nil {
-		now := time.Now()
-		for ; runCtx.Err() == nil; sent++ {
-			if b.MaxRequests > 0 && rec.requests.Load() >= b.MaxRequests {
-				break pace
-			}
-			scheduled := start.Add(wire.MulNanos(time.Duration(sent+1), interval))
-			if scheduled.After(now) {
-				break
-			}
-			select {
-			case sem <- struct{}{}:
-			default:
-				// At --concurrency outstanding: send what is buffered,
-				// whose answers free the slots, then wait for one.
-				flushAll()
-				select {
-				case sem <- struct{}{}:
-				case <-runCtx.Done():
-					break pace
-				}
-			}
-			oc, id := addPending(ocs, sent, scheduled)
-			if oc == nil {
-				<-sem
-				allBroken = true
-				break pace
-			}
-			if !oc.dirty {
-				// The deadline of the write this frame starts (a full
-				// buffer writes by itself, before the flush).
-				_ = oc.nc.SetWriteDeadline(time.Now().Add(openWriteTimeout))
-			}
-			oc.dirty = true
-			if err := wire.WriteFrame(oc.bw, wire.Frame{ID: id, Kind: wire.OpReserve, Payload: payload(sent)}); err != nil {
-				oc.fail(fmt.Errorf("bench: writing to %s: %w", oc.nc.RemoteAddr(), err))
-			}
+		var stop bool
+		if sent, stop, allBroken = l.sendDue(runCtx, start, interval, sent); stop {
+			return allBroken
 		}
-		flushAll()
+		l.flushAll()
 		wait := max(time.Until(start.Add(wire.MulNanos(time.Duration(sent+1), interval))), openBatchTick)
 		timer.Reset(wait)
 		select {
@@ -142,33 +138,91 @@ pace:
 		case <-runCtx.Done():
 		}
 	}
-	flushAll()
-	// Wait for the answers outstanding, as the per-request loop does; the
-	// reader of a broken connection frees its slots at once.
-	drain := cmp.Or(b.openDrain, openDrainTimeout)
+	return false
+}
+
+// sendDue buffers every reserve scheduled (every interval from start) up
+// to now, from request sent on, and returns the next request's number.
+// stop says the loop must end: runCtx ended while it waited for a slot,
+// --max-requests were measured, or (allBroken) every connection broke.
+func (l *openLoop) sendDue(runCtx context.Context, start time.Time, interval time.Duration, sent int) (next int, stop, allBroken bool) {
+	now := time.Now()
+	for ; runCtx.Err() == nil; sent++ {
+		if l.b.MaxRequests > 0 && l.rec.requests.Load() >= l.b.MaxRequests {
+			return sent, true, false
+		}
+		scheduled := start.Add(wire.MulNanos(time.Duration(sent+1), interval))
+		if scheduled.After(now) {
+			break
+		}
+		if !l.slot(runCtx) {
+			return sent, true, false
+		}
+		oc, id := addPending(l.ocs, sent, scheduled)
+		if oc == nil {
+			<-l.sem
+			return sent, true, true
+		}
+		if !oc.dirty {
+			// The deadline of the write this frame starts (a full
+			// buffer writes by itself, before the flush).
+			_ = oc.nc.SetWriteDeadline(time.Now().Add(openWriteTimeout))
+		}
+		oc.dirty = true
+		if err := wire.WriteFrame(oc.bw, wire.Frame{ID: id, Kind: wire.OpReserve, Payload: l.payload(sent)}); err != nil {
+			oc.fail(fmt.Errorf("bench: writing to %s: %w", oc.nc.RemoteAddr(), err))
+		}
+	}
+	return sent, false, false
+}
+
+// slot takes one of the --concurrency slots. With none free it first
+// sends what is buffered, whose answers free the slots, then waits for
+// one; false if runCtx ended first.
+func (l *openLoop) slot(runCtx context.Context) bool {
+	select {
+	case l.sem <- struct{}{}:
+		return true
+	default:
+	}
+	l.flushAll()
+	select {
+	case l.sem <- struct{}{}:
+		return true
+	case <-runCtx.Done():
+		return false
+	}
+}
+
+// flushAll writes what each live connection has buffered.
+func (l *openLoop) flushAll() {
+	for _, oc := range l.ocs {
+		if !oc.dirty || oc.broken.Load() {
+			continue
+		}
+		oc.dirty = false
+		if err := oc.bw.Flush(); err != nil {
+			oc.fail(fmt.Errorf("bench: writing to %s: %w", oc.nc.RemoteAddr(), err))
+		}
+	}
+}
+
+// drain waits for the answers outstanding, as the per-request loop does
+// (the reader of a broken connection frees its slots at once), at most
+// b.openDrain (openDrainTimeout if 0); then the run is closing, and the
+// requests still unanswered count as requests and errors.
+func (l *openLoop) drain() {
+	drain := cmp.Or(l.b.openDrain, openDrainTimeout)
 	deadline := time.Now().Add(drain)
-	for len(sem) > 0 && time.Now().Before(deadline) {
+	for len(l.sem) > 0 && time.Now().Before(deadline) {
 		time.Sleep(openBatchTick)
 	}
-	closing.Store(true)
-	if n := claimUnanswered(ocs); n > 0 {
-		rec.requests.Add(int64(n))
-		rec.errs.Add(int64(n - 1))
-		fail(fmt.Errorf("bench: %d requests unanswered %v after the run (outcome unknown)", n, drain))
+	l.closing.Store(true)
+	if n := claimUnanswered(l.ocs); n > 0 {
+		l.rec.requests.Add(int64(n))
+		l.rec.errs.Add(int64(n - 1))
+		l.fail(fmt.Errorf("bench: %d requests unanswered %v after the run (outcome unknown)", n, drain))
 	}
-	for _, oc := range ocs {
-		oc.nc.Close()
-	}
-	readers.Wait()
-	if allBroken {
-		for _, oc := range ocs {
-			if oc.lostErr != nil { // readers.Wait: no lock needed
-				return fmt.Errorf("%w (first: %v)", errAllConnsBroken, oc.lostErr)
-			}
-		}
-		return errAllConnsBroken
-	}
-	return nil
 }
 
 // addPending records request sent as pending on the connection its turn
@@ -287,34 +341,10 @@ func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRe
 			fail(fmt.Errorf("bench: answer to frame %d from %s, which is not outstanding", f.ID, oc.nc.RemoteAddr()))
 			continue
 		}
-		lats = countAnswer(runCtx, f, time.Since(scheduled), rec, fail, lats)
+		lats = rec.countAnswer(runCtx, f, time.Since(scheduled), fail, lats)
 		// The slot is freed after the answer is counted: the pacer, which
 		// checks the count before it waits for a slot, then never sends
 		// more than --concurrency beyond --max-requests.
 		<-sem
 	}
-}
-
-// countAnswer counts the answer f, whose request waited lat, in rec while
-// measuring and before the run's end; it returns lats with lat appended
-// when the request was admitted or refused.
-func countAnswer(runCtx context.Context, f wire.Frame, lat time.Duration, rec *benchRecorder, fail func(error), lats []time.Duration) []time.Duration {
-	if !rec.measuring.Load() || runCtx.Err() != nil {
-		return lats
-	}
-	rec.requests.Add(1)
-	code, overloaded, err := binaryAnswer(f.Kind, f.Payload)
-	switch {
-	case err != nil:
-		fail(err)
-	case overloaded:
-		rec.shed.Add(1)
-	case code == 200:
-		rec.granted.Add(1)
-		lats = append(lats, lat)
-	default:
-		rec.refused.Add(1)
-		lats = append(lats, lat)
-	}
-	return lats
 }

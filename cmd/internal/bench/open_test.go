@@ -129,7 +129,7 @@ func runOpenLoop(t *testing.T, b Config, servers []string, stop <-chan struct{},
 		}
 	}()
 	payload := wire.EncodeReserve(wire.Reserve{Limit: "x", Permits: 1})
-	err := openLoopBinary(ctx, b, conns, func(int) []byte { return payload }, rec, fail)
+	err := openLoopBinary(ctx, openLoopParams{b: b, conns: conns, payload: func(int) []byte { return payload }, rec: rec, fail: fail})
 	close(loopDone)
 	<-stopperDone
 	return rec, errs, err

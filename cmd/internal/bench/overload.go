@@ -102,50 +102,22 @@ func Overload(ctx context.Context, b Config) (OverloadResult, error) {
 // with run, reading the machine between phases with sample.
 func overload(ctx context.Context, b Config, run benchRunner, sample func() phaseSample) (OverloadResult, error) {
 	res := OverloadResult{Factor: b.OverloadFactor, Control: b.Control}
-	closed := b
-	closed.Mode, closed.Concurrency = "closed", b.CapacityConcurrency
-	closed.Duration, closed.MaxRequests = b.CapacityDuration, 0
-	// pass runs one closed-loop pass; what names it in an error.
-	pass := func(what string) (float64, error) {
-		if err := ctx.Err(); err != nil {
-			return 0, fmt.Errorf("interrupted before %s: %w", what, err)
-		}
-		r, err := run(ctx, closed)
-		closed.Create = false
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", what, err)
-		}
-		if r.Requests == 0 || r.GoodputRPS <= 0 {
-			return 0, fmt.Errorf("%s: no reserve was decided in %v (is the cluster up and --limit reservable, with --capacity-concurrency at most the nodes' bound?)", what, b.CapacityDuration)
-		}
-		if r.Errors > r.Requests/100 {
-			return 0, fmt.Errorf("%s: %d errors in %d requests, more than the 1%% allowed (first: %s)", what, r.Errors, r.Requests, r.FirstError)
-		}
-		return r.GoodputRPS, nil
-	}
-	passes := func(when string) ([]float64, error) {
-		var out []float64
-		for k := range b.CapacityPasses {
-			g, err := pass(fmt.Sprintf("capacity pass %d of %d %s the open loop", k+1, b.CapacityPasses, when))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, g)
-		}
-		return out, nil
-	}
+	p := capacityPasses{b: b, run: run, closed: b}
+	p.closed.Mode, p.closed.Concurrency = "closed", b.CapacityConcurrency
+	p.closed.Duration, p.closed.MaxRequests = b.CapacityDuration, 0
 	// The warm-up pass: a fresh cluster's first seconds (its log file
 	// growing, its connections and goroutines starting) are not its
 	// capacity.
-	if _, err := pass("the warm-up pass"); err != nil {
+	if _, err := p.pass(ctx, "the warm-up pass"); err != nil {
 		return res, err
 	}
-	s0 := sample()
+	var s [4]phaseSample
+	s[0] = sample()
 	var err error
-	if res.CapacityBeforeRPS, err = passes("before"); err != nil {
+	if res.CapacityBeforeRPS, err = p.passes(ctx, "before"); err != nil {
 		return res, err
 	}
-	s1 := sample()
+	s[1] = sample()
 	res.OfferedRPS = b.OverloadFactor * median(res.CapacityBeforeRPS)
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("interrupted before the %s: %w", middleName(b.Control), err)
@@ -154,25 +126,80 @@ func overload(ctx context.Context, b Config, run benchRunner, sample func() phas
 	middle.Mode, middle.OpenRate, middle.Create = "open", res.OfferedRPS, false
 	if b.Control {
 		res.Factor, res.OfferedRPS = 0, 0
-		middle = closed
+		middle = p.closed
 		middle.Duration = b.Duration
 	}
 	if res.Open, err = run(ctx, middle); err != nil {
 		return res, fmt.Errorf("the %s: %w", middleName(b.Control), err)
 	}
-	s2 := sample()
-	if res.CapacityAfterRPS, err = passes("after"); err != nil {
+	s[2] = sample()
+	if res.CapacityAfterRPS, err = p.passes(ctx, "after"); err != nil {
 		return res, err
 	}
-	s3 := sample()
+	s[3] = sample()
+	res.summarize(s)
+	return res, nil
+}
+
+// capacityPasses runs overload's closed-loop passes (closed: b's
+// settings for them) with run.
+type capacityPasses struct {
+	b      Config
+	run    benchRunner
+	closed Config
+}
+
+// pass runs one closed-loop pass and returns its goodput; what names it
+// in an error. A pass that decided nothing, or had more than 1% errors,
+// is an error. Only the first pass creates the limits.
+func (p *capacityPasses) pass(ctx context.Context, what string) (float64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("interrupted before %s: %w", what, err)
+	}
+	r, err := p.run(ctx, p.closed)
+	p.closed.Create = false
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	if r.Requests == 0 || r.GoodputRPS <= 0 {
+		return 0, fmt.Errorf("%s: no reserve was decided in %v (is the cluster up and --limit reservable, with --capacity-concurrency at most the nodes' bound?)", what, p.b.CapacityDuration)
+	}
+	if r.Errors > r.Requests/100 {
+		return 0, fmt.Errorf("%s: %d errors in %d requests, more than the 1%% allowed (first: %s)", what, r.Errors, r.Requests, r.FirstError)
+	}
+	return r.GoodputRPS, nil
+}
+
+// passes runs --capacity-passes passes, when ("before" or "after") the
+// open loop, and returns their goodputs.
+func (p *capacityPasses) passes(ctx context.Context, when string) ([]float64, error) {
+	var out []float64
+	for k := range p.b.CapacityPasses {
+		g, err := p.pass(ctx, fmt.Sprintf("capacity pass %d of %d %s the open loop", k+1, p.b.CapacityPasses, when))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// summarize fills in what the passes, the middle phase and the samples
+// s taken between the phases give: the capacity and the goodput ratio,
+// each phase's steal, generator CPU and reserve entries, and whether the
+// leader held.
+func (res *OverloadResult) summarize(s [4]phaseSample) {
 	// Every pass decided something: the median is > 0.
 	res.CapacityRPS = median(append(slices.Clone(res.CapacityBeforeRPS), res.CapacityAfterRPS...))
 	res.GoodputRatio = res.Open.GoodputRPS / res.CapacityRPS
-	res.StealPct = [3]float64{s0.ticks.pctUntil(s1.ticks), s1.ticks.pctUntil(s2.ticks), s2.ticks.pctUntil(s3.ticks)}
-	res.GeneratorCores = [3]float64{s0.coresUntil(s1), s1.coresUntil(s2), s2.coresUntil(s3)}
-	res.ReservesPerBatch = [3]float64{s0.commits.batchUntil(s1.commits), s1.commits.batchUntil(s2.commits), s2.commits.batchUntil(s3.commits)}
-	res.CommitMillis = [3]float64{s0.commits.commitMillisUntil(s1.commits), s1.commits.commitMillisUntil(s2.commits), s2.commits.commitMillisUntil(s3.commits)}
-	res.CommitReadError = firstCommitError(s0.commits, s1.commits, s2.commits, s3.commits)
+	for i := range 3 {
+		from, to := s[i], s[i+1]
+		res.StealPct[i] = from.ticks.pctUntil(to.ticks)
+		res.GeneratorCores[i] = from.coresUntil(to)
+		res.ReservesPerBatch[i] = from.commits.batchUntil(to.commits)
+		res.CommitMillis[i] = from.commits.commitMillisUntil(to.commits)
+	}
+	res.CommitReadError = firstCommitError(s[0].commits, s[1].commits, s[2].commits, s[3].commits)
 	switch o := res.Open; {
 	case o.LeaderBefore == "" || o.LeaderAfter == "":
 		res.LeaderHeld = "unknown"
@@ -181,7 +208,6 @@ func overload(ctx context.Context, b Config, run benchRunner, sample func() phas
 	default:
 		res.LeaderHeld = "no"
 	}
-	return res, nil
 }
 
 // PrintOverload prints an overload report as text.

@@ -3,10 +3,6 @@ package bench
 import (
 	"fmt"
 	"io"
-	"math"
-	"slices"
-	"strings"
-	"time"
 )
 
 // report.go: what bench reports: counts, throughput over the measured
@@ -47,6 +43,7 @@ type Result struct {
 	FirstError    string  `json:"first_error,omitempty"`
 }
 
+// PrintResult prints a Result as text.
 func PrintResult(w io.Writer, r Result) {
 	fmt.Fprintf(w, "mode=%s protocol=%s concurrency=%d servers=%s limit=%s duration=%.1fs\n", r.Mode, r.Protocol, r.Concurrency, r.Servers, r.Limit, r.DurationSec)
 	fmt.Fprintf(w, "requests=%d granted=%d refused=%d (%.2f%%) shed=%d errors=%d\n", r.Requests, r.Granted, r.Refused, 100*r.RefusedShare, r.Shed, r.Errors)
@@ -63,33 +60,4 @@ func share(part, total int64) float64 {
 		return 0
 	}
 	return float64(part) / float64(total)
-}
-
-// result is the report of a run that measured for elapsed.
-func (r *benchRecorder) result(b Config, elapsed time.Duration) Result {
-	slices.Sort(r.lat)
-	pct := func(p float64) float64 {
-		if len(r.lat) == 0 {
-			return math.NaN()
-		}
-		i := int(math.Ceil(p*float64(len(r.lat)))) - 1
-		i = max(0, min(i, len(r.lat)-1))
-		return float64(r.lat[i]) / 1e6
-	}
-	res := Result{
-		Mode: b.Mode, Protocol: b.Protocol, Concurrency: b.Concurrency, Servers: strings.Join(b.Servers, ","), Limit: b.Limit,
-		DurationSec: elapsed.Seconds(), Requests: r.requests.Load(), Granted: r.granted.Load(),
-		Refused: r.refused.Load(), Errors: r.errs.Load(), Shed: r.shed.Load(),
-		RefusedShare: share(r.refused.Load(), r.requests.Load()),
-		P50Ms:        pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
-	}
-	if b.Mode == "open" {
-		res.OpenRate = b.OpenRate
-	}
-	res.ThroughputRPS = float64(res.Requests-res.Errors) / elapsed.Seconds()
-	res.GoodputRPS = float64(res.Granted+res.Refused) / elapsed.Seconds()
-	if v, ok := r.firstErr.Load().(string); ok {
-		res.FirstError = v
-	}
-	return res
 }
