@@ -44,11 +44,11 @@ Exit status: 0 ok; 1 a file exists or cannot be written (nothing replaced);
 `, stdout, stderr)
 	var out, nodes, hosts, clients string
 	var days int
-	c.String(&out, "out", "DIR", "", "output folder (required; created with mode 0700)", nil)
-	c.List(&nodes, "nodes", "ID,...", "", "node IDs: a certificate each", nil)
-	c.List(&hosts, "hosts", "HOST,...", "127.0.0.1,localhost", "IP addresses and DNS names every node certificate is valid for", nil)
-	c.List(&clients, "clients", "NAME,...", "", "client names: a certificate each", nil)
-	c.Int(&days, "days", "N", 365, 1, 3650, "1-3650", "validity in days (a certificate never outlives its CA)")
+	c.String(&out, "out", "DIR", "", "output folder (required; created with mode 0700)")
+	c.List(&nodes, "nodes", "ID,...", "", "node IDs: a certificate each")
+	c.List(&hosts, "hosts", "HOST,...", "127.0.0.1,localhost", "IP addresses and DNS names every node certificate is valid for")
+	c.List(&clients, "clients", "NAME,...", "", "client names: a certificate each")
+	c.Int(&days, "days", "N", 365, "validity in days (a certificate never outlives its CA)").Range(1, 3650, "1-3650")
 	if ok, code := c.parse(args); !ok {
 		return code
 	}

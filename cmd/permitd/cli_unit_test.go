@@ -18,7 +18,7 @@ func testCmdLine() (*cmdLine, *bytes.Buffer, *bytes.Buffer, *float64, *time.Dura
 	var rate float64
 	var per time.Duration
 	var wait bool
-	c.Float(&rate, "rate", "R", 0, positive, "a number > 0", "rate")
+	c.Float(&rate, "rate", "R", 0, "rate").Check(positive, "a number > 0")
 	c.Duration(&per, "per", time.Second, durPositive, "period")
 	c.Bool(&wait, "wait", false, "wait")
 	return c, &stdout, &stderr, &rate, &per, &wait

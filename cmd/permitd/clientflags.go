@@ -23,8 +23,7 @@ type clientFlags struct {
 
 // define adds --servers and --timeout to c.
 func (f *clientFlags) define(c *cmdLine) {
-	c.List(&f.servers, "servers", "HTTPADDR,...", "127.0.0.1:8001",
-		"HTTP addresses of the cluster's nodes (the next is tried when one is down)", checkServer)
+	c.List(&f.servers, "servers", "HTTPADDR,...", "127.0.0.1:8001", "HTTP addresses of the cluster's nodes (the next is tried when one is down)").Check(checkServer)
 	c.Duration(&f.timeout, "timeout", 10*time.Second, durPositive, "how long the command's requests may take in all")
 	f.tls.define(c)
 }

@@ -80,28 +80,39 @@ func (c *cmdLine) define(v *value, name, usage string) {
 	c.order = append(c.order, name)
 }
 
-// String defines a string flag; check (optional) validates the value.
-func (c *cmdLine) String(p *string, name, typ, def, usage string, check func(string) error) {
+// textFlag is a string or list flag's optional check, set by Check.
+type textFlag struct{ check func(string) error }
+
+// Check makes the flag validate its value (a list flag: each item) with
+// check.
+func (f *textFlag) Check(check func(string) error) { f.check = check }
+
+// String defines a string flag; Check on the result adds a validation of
+// a value that is set (not "").
+func (c *cmdLine) String(p *string, name, typ, def, usage string) *textFlag {
 	*p = def
+	f := &textFlag{}
 	c.define(&value{kind: kindString, typ: typ, get: func() string { return *p }, set: func(s string) error {
-		if check != nil && s != "" { // "": not set (the default)
-			if err := check(s); err != nil {
+		if f.check != nil && s != "" { // "": not set (the default)
+			if err := f.check(s); err != nil {
 				return err
 			}
 		}
 		*p = s
 		return nil
 	}}, name, usage)
+	return f
 }
 
 // List defines a comma-separated list flag (kept as its text; see
-// splitList); check (optional) validates each item.
-func (c *cmdLine) List(p *string, name, typ, def, usage string, check func(item string) error) {
+// splitList); Check on the result adds a validation of each item.
+func (c *cmdLine) List(p *string, name, typ, def, usage string) *textFlag {
 	*p = def
+	f := &textFlag{}
 	c.define(&value{kind: kindList, typ: typ, get: func() string { return *p }, set: func(s string) error {
-		if check != nil {
+		if f.check != nil {
 			for _, item := range splitList(s) {
-				if err := check(item); err != nil {
+				if err := f.check(item); err != nil {
 					return err
 				}
 			}
@@ -109,6 +120,7 @@ func (c *cmdLine) List(p *string, name, typ, def, usage string, check func(item 
 		*p = s
 		return nil
 	}}, name, usage)
+	return f
 }
 
 // Choice defines a string flag that must be one of allowed.
@@ -138,71 +150,105 @@ func (c *cmdLine) Bool(p *bool, name string, def bool, usage string) {
 	}}, name, usage)
 }
 
-// Int64 defines an integer flag in [lo, hi]; allowed describes the range
-// in messages (e.g. "an integer >= 1").
-func (c *cmdLine) Int64(p *int64, name, typ string, def, lo, hi int64, allowed, usage string) {
+// intFlag is an integer flag's range, set by Range.
+type intFlag struct {
+	lo, hi  int64
+	allowed string
+}
+
+// Range limits the flag to [lo, hi]; allowed describes the range in
+// messages (e.g. "an integer >= 1").
+func (f *intFlag) Range(lo, hi int64, allowed string) { f.lo, f.hi, f.allowed = lo, hi, allowed }
+
+// Int64 defines an integer flag; Range on the result limits it.
+func (c *cmdLine) Int64(p *int64, name, typ string, def int64, usage string) *intFlag {
 	*p = def
-	c.defineInt(name, typ, lo, hi, allowed, usage, func(n int64) { *p = n }, func() string { return strconv.FormatInt(*p, 10) })
+	return c.defineInt(name, typ, usage, func(n int64) { *p = n }, func() string { return strconv.FormatInt(*p, 10) })
 }
 
 // Int is Int64 for an int.
-func (c *cmdLine) Int(p *int, name, typ string, def, lo, hi int, allowed, usage string) {
+func (c *cmdLine) Int(p *int, name, typ string, def int, usage string) *intFlag {
 	*p = def
-	c.defineInt(name, typ, int64(lo), int64(hi), allowed, usage, func(n int64) { *p = int(n) }, func() string { return strconv.Itoa(*p) })
+	return c.defineInt(name, typ, usage, func(n int64) { *p = int(n) }, func() string { return strconv.Itoa(*p) })
 }
 
-// defineInt defines an integer flag in [lo, hi] stored by store.
-func (c *cmdLine) defineInt(name, typ string, lo, hi int64, allowed, usage string, store func(int64), get func() string) {
+// defineInt defines an integer flag stored by store, in the range the
+// returned intFlag says (any int64 until Range).
+func (c *cmdLine) defineInt(name, typ, usage string, store func(int64), get func() string) *intFlag {
+	f := &intFlag{lo: math.MinInt64, hi: math.MaxInt64, allowed: "an integer"}
 	c.define(&value{kind: kindInt, typ: typ, get: get, set: func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			if isRangeError(err) {
-				return fmt.Errorf("%q is out of range; allowed: %s", s, allowed)
+				return fmt.Errorf("%q is out of range; allowed: %s", s, f.allowed)
 			}
-			return fmt.Errorf("%q is not an integer; allowed: %s", s, allowed)
+			return fmt.Errorf("%q is not an integer; allowed: %s", s, f.allowed)
 		}
-		if n < lo || n > hi {
-			return fmt.Errorf("%d is out of range; allowed: %s", n, allowed)
+		if n < f.lo || n > f.hi {
+			return fmt.Errorf("%d is out of range; allowed: %s", n, f.allowed)
 		}
 		store(n)
 		return nil
 	}}, name, usage)
+	return f
 }
 
-// Uint64 defines an unsigned integer flag in [lo, hi].
-func (c *cmdLine) Uint64(p *uint64, name, typ string, def, lo, hi uint64, allowed, usage string) {
+// uintFlag is an unsigned integer flag's range, set by Range.
+type uintFlag struct {
+	lo, hi  uint64
+	allowed string
+}
+
+// Range limits the flag to [lo, hi]; allowed describes the range.
+func (f *uintFlag) Range(lo, hi uint64, allowed string) { f.lo, f.hi, f.allowed = lo, hi, allowed }
+
+// Uint64 defines an unsigned integer flag; Range on the result limits it.
+func (c *cmdLine) Uint64(p *uint64, name, typ string, def uint64, usage string) *uintFlag {
 	*p = def
+	f := &uintFlag{hi: math.MaxUint64, allowed: "an integer >= 0"}
 	c.define(&value{kind: kindInt, typ: typ, get: func() string { return strconv.FormatUint(*p, 10) }, set: func(s string) error {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%q is not an integer; allowed: %s", s, allowed)
+			return fmt.Errorf("%q is not an integer; allowed: %s", s, f.allowed)
 		}
-		if n < lo || n > hi {
-			return fmt.Errorf("%d is out of range; allowed: %s", n, allowed)
+		if n < f.lo || n > f.hi {
+			return fmt.Errorf("%d is out of range; allowed: %s", n, f.allowed)
 		}
 		*p = n
 		return nil
 	}}, name, usage)
+	return f
 }
 
-// Float defines a finite number flag; ok says whether a value is in range
-// and allowed describes the range (e.g. "a number > 0").
-func (c *cmdLine) Float(p *float64, name, typ string, def float64, ok func(float64) bool, allowed, usage string) {
+// floatFlag is a number flag's range, set by Check.
+type floatFlag struct {
+	ok      func(float64) bool
+	allowed string
+}
+
+// Check limits the flag to the numbers ok accepts; allowed describes
+// them in messages (e.g. "a number > 0").
+func (f *floatFlag) Check(ok func(float64) bool, allowed string) { f.ok, f.allowed = ok, allowed }
+
+// Float defines a finite number flag; Check on the result limits it.
+func (c *cmdLine) Float(p *float64, name, typ string, def float64, usage string) *floatFlag {
 	*p = def
+	f := &floatFlag{allowed: "a number"}
 	c.define(&value{kind: kindFloat, typ: typ, get: func() string { return strconv.FormatFloat(*p, 'g', -1, 64) }, set: func(s string) error {
-		f, err := strconv.ParseFloat(s, 64)
+		x, err := strconv.ParseFloat(s, 64)
 		if err != nil && !isRangeError(err) {
-			return fmt.Errorf("%q is not a number; allowed: %s", s, allowed)
+			return fmt.Errorf("%q is not a number; allowed: %s", s, f.allowed)
 		}
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("%q is not a finite number; allowed: %s", s, allowed)
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("%q is not a finite number; allowed: %s", s, f.allowed)
 		}
-		if ok != nil && !ok(f) {
-			return fmt.Errorf("%s is out of range; allowed: %s", s, allowed)
+		if f.ok != nil && !f.ok(x) {
+			return fmt.Errorf("%s is out of range; allowed: %s", s, f.allowed)
 		}
-		*p = f
+		*p = x
 		return nil
 	}}, name, usage)
+	return f
 }
 
 // isRangeError reports whether err is strconv's range error (a float too
@@ -221,35 +267,37 @@ const (
 	durAny                             // any sign
 )
 
-// Duration defines a duration flag (a Go duration string) following rule.
-func (c *cmdLine) Duration(p *time.Duration, name string, def time.Duration, rule durationRule, usage string) {
-	c.DurationRange(p, name, def, rule, 0, 0, usage)
-}
+// durationFlag is a duration flag's range beyond its rule, set by
+// AtLeast or Range.
+type durationFlag struct{ least, most time.Duration }
 
-// DurationAtLeast is Duration with a minimum (0: none beyond rule).
-func (c *cmdLine) DurationAtLeast(p *time.Duration, name string, def time.Duration, rule durationRule, least time.Duration, usage string) {
-	c.DurationRange(p, name, def, rule, least, 0, usage)
-}
+// AtLeast sets a minimum (0: none beyond the rule).
+func (f *durationFlag) AtLeast(least time.Duration) { f.least, f.most = least, 0 }
 
-// DurationRange is Duration with a range: from least to most when most is
-// not 0, else at least least (0: no minimum beyond rule, so that a durAny
+// Range limits the flag to [least, most] (most > 0).
+func (f *durationFlag) Range(least, most time.Duration) { f.least, f.most = least, most }
+
+// Duration defines a duration flag (a Go duration string) following rule;
+// AtLeast or Range on the result limit it further (without them a durAny
 // flag takes negative durations).
-func (c *cmdLine) DurationRange(p *time.Duration, name string, def time.Duration, rule durationRule, least, most time.Duration, usage string) {
+func (c *cmdLine) Duration(p *time.Duration, name string, def time.Duration, rule durationRule, usage string) *durationFlag {
 	*p = def
+	f := &durationFlag{}
 	c.define(&value{kind: kindDuration, typ: "duration", get: func() string { return p.String() }, set: func(s string) error {
 		d, err := parseDurationValue(s, rule)
 		if err != nil {
 			return err
 		}
-		if least != 0 && d < least && most == 0 {
-			return fmt.Errorf("%q is below the minimum; allowed: a Go duration string >= %v", s, least)
+		if f.least != 0 && d < f.least && f.most == 0 {
+			return fmt.Errorf("%q is below the minimum; allowed: a Go duration string >= %v", s, f.least)
 		}
-		if most > 0 && (d < least || d > most) {
-			return fmt.Errorf("%q is out of range; allowed: a Go duration string from %v to %v", s, least, most)
+		if f.most > 0 && (d < f.least || d > f.most) {
+			return fmt.Errorf("%q is out of range; allowed: a Go duration string from %v to %v", s, f.least, f.most)
 		}
 		*p = d
 		return nil
 	}}, name, usage)
+	return f
 }
 
 // parseDurationValue parses a Go duration string with messages like the

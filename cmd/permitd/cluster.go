@@ -146,7 +146,7 @@ maintenance (a leader stopped with SIGTERM also hands over by itself).
 `+exitStatusText, stdout, stderr)
 	var cf clientFlags
 	var to string
-	c.String(&to, "to", "ID", "", "the voter to hand leadership to (default: any other voter)", func(s string) error {
+	c.String(&to, "to", "ID", "", "the voter to hand leadership to (default: any other voter)").Check(func(s string) error {
 		return checkName("server ID", s)
 	})
 	cf.define(c)

@@ -50,20 +50,18 @@ the fake API answered a 429); 2 usage error.
 `, stdout, stderr)
 	var cfg demo.Config
 	c.Duration(&cfg.Scene1.Duration, "duration", 15*time.Second, durPositive, "how long scene 1 runs (Ctrl-C stops earlier)")
-	c.Float(&cfg.Scene1.Rate, "rate", "R", 10, func(x float64) bool { return x > 0 && x <= 1000 }, "a number > 0 and <= 1000", "permits per second of the demo limit (strict spacing)")
-	c.Int(&cfg.Scene1.Clients, "clients", "N", 6, 1, 256, "an integer from 1 to 256", "concurrent clients, spread over the three nodes")
+	c.Float(&cfg.Scene1.Rate, "rate", "R", 10, "permits per second of the demo limit (strict spacing)").Check(func(x float64) bool { return x > 0 && x <= 1000 }, "a number > 0 and <= 1000")
+	c.Int(&cfg.Scene1.Clients, "clients", "N", 6, "concurrent clients, spread over the three nodes").Range(1, 256, "an integer from 1 to 256")
 	c.Duration(&cfg.Scene1.KillAfter, "kill-after", 5*time.Second, durNonNegative, "kill the leader after this long (0: never)")
 	c.Bool(&cfg.Verbose, "verbose", false, "show the nodes' logs")
 	c.Bool(&cfg.Secure, "secure", false, "run the cluster secured: raft over mutual TLS, the API over TLS, an admin token on every request (certificates and token made for the run)")
 	var scene string
 	c.Choice(&scene, "scene", "all", "which scenes to run: 1 (clients, leader kill), 2 (leased workers, a partitioned group), 3 (multi-limit reserves for a fake LLM API) or all", "1", "2", "3", "all")
-	c.DurationAtLeast(&cfg.Scene2.Duration, "scene2-duration", 15*time.Second, durPositive, 4*time.Second, "how long scene 2 runs; group C is cut off from the register from 1/4 to 1/2 of it")
-	c.Float(&cfg.Scene2.Rate, "scene2-rate", "R", 300, func(x float64) bool { return x >= 10 && x <= 100_000 }, "a number from 10 to 100000", "permits per second of scene 2's leased limit")
-	c.DurationAtLeast(&cfg.Scene3.Duration, "scene3-duration", demo.Scene3DefaultDuration, durPositive, 2*time.Second, "how long scene 3 runs")
-	c.Int64(&cfg.Scene3.TokensPerSec, "scene3-tpm", "N", demo.Scene3DefaultTokensPerSec, 3000, 1_000_000, "an integer from 3000 to 1000000",
-		"tokens per second of scene 3's llm-tpm limit (15000: tokens bind first; 40000: requests do)")
-	c.Float(&cfg.Scene3.BurstSeconds, "scene3-burst", "S", demo.Scene3DefaultBurstSeconds, func(x float64) bool { return x >= 0 && x <= 60 }, "a number of seconds from 0 to 60",
-		"seconds of llm-tpm's rate its bursty store holds: the most a window holds beyond the rate, and the room for refunds of estimates crossing each grant")
+	c.Duration(&cfg.Scene2.Duration, "scene2-duration", 15*time.Second, durPositive, "how long scene 2 runs; group C is cut off from the register from 1/4 to 1/2 of it").AtLeast(4 * time.Second)
+	c.Float(&cfg.Scene2.Rate, "scene2-rate", "R", 300, "permits per second of scene 2's leased limit").Check(func(x float64) bool { return x >= 10 && x <= 100_000 }, "a number from 10 to 100000")
+	c.Duration(&cfg.Scene3.Duration, "scene3-duration", demo.Scene3DefaultDuration, durPositive, "how long scene 3 runs").AtLeast(2 * time.Second)
+	c.Int64(&cfg.Scene3.TokensPerSec, "scene3-tpm", "N", demo.Scene3DefaultTokensPerSec, "tokens per second of scene 3's llm-tpm limit (15000: tokens bind first; 40000: requests do)").Range(3000, 1_000_000, "an integer from 3000 to 1000000")
+	c.Float(&cfg.Scene3.BurstSeconds, "scene3-burst", "S", demo.Scene3DefaultBurstSeconds, "seconds of llm-tpm's rate its bursty store holds: the most a window holds beyond the rate, and the room for refunds of estimates crossing each grant").Check(func(x float64) bool { return x >= 0 && x <= 60 }, "a number of seconds from 0 to 60")
 	if ok, code := c.parse(args); !ok {
 		return code
 	}

@@ -97,18 +97,18 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 		ttl                                        time.Duration
 		shadow                                     bool
 	)
-	c.String(&algorithm, "algorithm", strings.Join(limitAlgorithms, "|"), "", "the algorithm (required)", checkAlgorithm)
-	c.Float(&rate, "rate", "R", 0, positive, "a number > 0: permits per --per", "permits per --per (required)")
+	c.String(&algorithm, "algorithm", strings.Join(limitAlgorithms, "|"), "", "the algorithm (required)").Check(checkAlgorithm)
+	c.Float(&rate, "rate", "R", 0, "permits per --per (required)").Check(positive, "a number > 0: permits per --per")
 	c.Duration(&per, "per", time.Second, durPositive, "the period of --rate")
-	c.Int64(&maxReserved, "max-reserved", "N", 0, 0, 1<<62, "an integer >= 0", "strict: permits that may be reserved ahead of now")
+	c.Int64(&maxReserved, "max-reserved", "N", 0, "strict: permits that may be reserved ahead of now").Range(0, 1<<62, "an integer >= 0")
 	c.Duration(&expiry, "expiry", 0, durNonNegative, "strict: how long after its time a permit may still be used (0: half an interval)")
-	c.Float(&maxBurst, "max-burst-seconds", "S", 0, nonNegative, "a number >= 0", "bursty: seconds of permits stored while idle")
+	c.Float(&maxBurst, "max-burst-seconds", "S", 0, "bursty: seconds of permits stored while idle").Check(nonNegative, "a number >= 0")
 	c.Duration(&warmup, "warmup", 0, durPositive, "warmup: the warm-up period")
-	c.Float(&coldFactor, "cold-factor", "F", 0, zeroOrAtLeastOne, "a number >= 1, or 0 for the default", "warmup: cold interval / stable interval")
-	c.Float(&burstRatio, "burst-ratio", "B", 0, zeroOrAtLeastOne, "a number >= 1, or 0 for the default", "hybrid: catch-up speed relative to the rate")
-	c.Float(&strictns, "strictness", "S", 0, nil, "a number", "hybrid: pacing mode, see the README")
-	c.Int64(&maxInFlight, "max-in-flight", "N", 0, 1, 1<<20, "an integer from 1 to 1048576", "concurrency: permits held at once (required)")
-	c.DurationRange(&ttl, "ttl", 0, durPositive, time.Nanosecond, 24*time.Hour, "concurrency: how long a permit is held unless released (default 1m)")
+	c.Float(&coldFactor, "cold-factor", "F", 0, "warmup: cold interval / stable interval").Check(zeroOrAtLeastOne, "a number >= 1, or 0 for the default")
+	c.Float(&burstRatio, "burst-ratio", "B", 0, "hybrid: catch-up speed relative to the rate").Check(zeroOrAtLeastOne, "a number >= 1, or 0 for the default")
+	c.Float(&strictns, "strictness", "S", 0, "hybrid: pacing mode, see the README").Check(nil, "a number")
+	c.Int64(&maxInFlight, "max-in-flight", "N", 0, "concurrency: permits held at once (required)").Range(1, 1<<20, "an integer from 1 to 1048576")
+	c.Duration(&ttl, "ttl", 0, durPositive, "concurrency: how long a permit is held unless released (default 1m)").Range(time.Nanosecond, 24*time.Hour)
 	c.Bool(&shadow, "shadow", false, "shadow mode: decide and count every reserve, but grant it at once")
 	cf.define(c)
 	if ok, code := c.parse(args); !ok {
@@ -282,10 +282,8 @@ C + O + floor(W / interval) + 1 permits of a leased limit.
 	var leased bool
 	var burst, outstanding int64
 	c.Bool(&leased, "leased", false, "true: lease the limit's permits to workers; false: linearized (required, written --leased=true or --leased=false)")
-	c.Int64(&burst, "burst-permits", "C", 0, 0, 1<<60, "an integer 1-1152921504606846976 (2^60), or 0 for the default",
-		"C, the most permits the free pool accumulates (0: one second of permits); only with --leased=true")
-	c.Int64(&outstanding, "max-outstanding-permits", "O", 0, 0, 1<<60, "an integer 1-1152921504606846976 (2^60), or 0 for the default",
-		"O, the most permits held by leases at once (0: one second of permits); only with --leased=true")
+	c.Int64(&burst, "burst-permits", "C", 0, "C, the most permits the free pool accumulates (0: one second of permits); only with --leased=true").Range(0, 1<<60, "an integer 1-1152921504606846976 (2^60), or 0 for the default")
+	c.Int64(&outstanding, "max-outstanding-permits", "O", 0, "O, the most permits held by leases at once (0: one second of permits); only with --leased=true").Range(0, 1<<60, "an integer 1-1152921504606846976 (2^60), or 0 for the default")
 	cf.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code

@@ -41,20 +41,20 @@ type relayFlags struct {
 }
 
 func (f *relayFlags) define(c *cmdLine) {
-	c.String(&f.listen, "listen", "HOST:PORT", "127.0.0.1:7500", "address the workers' lease commands arrive at (give it to each worker as --relay)", checkHostPort)
-	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required); the relay starts at the leader, or past it with --upstream spread", checkServer)
-	c.DurationRange(&f.attemptTimeout, "attempt-timeout", 500*time.Millisecond, durPositive, 10*time.Millisecond, time.Minute, "longest wait for one batch's answer from one register node before the next is tried (10ms-1m)")
-	c.Int(&f.maxInFlight, "max-inflight", "N", relay.DefaultMaxInFlight, 1, 64, "an integer from 1 to 64", "batches with the register at once: the commands that arrive meanwhile leave together in the next")
+	c.String(&f.listen, "listen", "HOST:PORT", "127.0.0.1:7500", "address the workers' lease commands arrive at (give it to each worker as --relay)").Check(checkHostPort)
+	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required); the relay starts at the leader, or past it with --upstream spread").Check(checkServer)
+	c.Duration(&f.attemptTimeout, "attempt-timeout", 500*time.Millisecond, durPositive, "longest wait for one batch's answer from one register node before the next is tried (10ms-1m)").Range(10*time.Millisecond, time.Minute)
+	c.Int(&f.maxInFlight, "max-inflight", "N", relay.DefaultMaxInFlight, "batches with the register at once: the commands that arrive meanwhile leave together in the next").Range(1, 64, "an integer from 1 to 64")
 	c.Choice(&f.upstream, "upstream", "leader", "which register node the relay sends its batches to first: leader (a batch costs the leader one call's read and answer; nothing is forwarded) or spread (a follower, as a worker does, which forwards the commands to the leader)", "leader", "spread")
-	c.String(&f.listenTLSCert, "listen-tls-cert", "FILE", "", "serve the workers over TLS with this certificate (PEM; needs --listen-tls-key); required when the register is reached over TLS, since a worker talks TLS to all its servers or to none", nil)
-	c.String(&f.listenTLSKey, "listen-tls-key", "FILE", "", "the private key of --listen-tls-cert (PEM)", nil)
-	c.String(&f.tokenFile, "token-file", "FILE", "", "API tokens the relay requires of the workers (the agents' format; worker or admin role); re-read on SIGHUP", nil)
-	c.String(&f.metricsAddr, "metrics-addr", "HOST:PORT", "", "serve Prometheus metrics (the relay's counters, Go runtime, process) at http://HOST:PORT/metrics (a loopback address unless --insecure)", checkHostPort)
+	c.String(&f.listenTLSCert, "listen-tls-cert", "FILE", "", "serve the workers over TLS with this certificate (PEM; needs --listen-tls-key); required when the register is reached over TLS, since a worker talks TLS to all its servers or to none")
+	c.String(&f.listenTLSKey, "listen-tls-key", "FILE", "", "the private key of --listen-tls-cert (PEM)")
+	c.String(&f.tokenFile, "token-file", "FILE", "", "API tokens the relay requires of the workers (the agents' format; worker or admin role); re-read on SIGHUP")
+	c.String(&f.metricsAddr, "metrics-addr", "HOST:PORT", "", "serve Prometheus metrics (the relay's counters, Go runtime, process) at http://HOST:PORT/metrics (a loopback address unless --insecure)").Check(checkHostPort)
 	c.Bool(&f.insecure, "insecure", false, "allow --listen on a non-loopback address without TLS and tokens (anyone who reaches it could renew the fleet's leases), and --metrics-addr on one")
 	f.tls.define(c)
 	c.Choice(&f.logLevel, "log-level", "info", "log level", logLevels...)
 	c.Choice(&f.logFormat, "log-format", "text", "log format: text lines, or one JSON object per line", logFormats...)
-	c.String(&f.config, "config", "FILE", "", "read settings from this JSON file (default: $PERMITD_CONFIG)", nil)
+	c.String(&f.config, "config", "FILE", "", "read settings from this JSON file (default: $PERMITD_CONFIG)")
 	c.Bool(&f.validate, "validate", false, "check the settings (flags, environment, config file), print them as a config file and exit")
 }
 

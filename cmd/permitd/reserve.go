@@ -67,12 +67,11 @@ nothing was reserved.
 	var maxWait, settleWithin time.Duration
 	var wait bool
 	var wants []client.Want
-	c.Int64(&permits, "permits", "N", 1, 1, 1<<62, "an integer >= 1", "permits to reserve")
+	c.Int64(&permits, "permits", "N", 1, "permits to reserve").Range(1, 1<<62, "an integer >= 1")
 	c.Duration(&maxWait, "max-wait", 0, durNonNegative, "the longest wait for the (first) permit that is acceptable")
 	c.Bool(&wait, "wait", false, "print a line per permit when it may be used")
 	c.Wants(&wants, "limit", "reserve PERMITS of limit NAME, all or nothing with the other --limit (1 to 8, each limit once; replaces NAME and --permits)")
-	c.DurationRange(&settleWithin, "settle-within", 0, durPositive, time.Nanosecond, settleWithinMax,
-		"with --limit: how long after the grant the reservation can be settled (default 1m)")
+	c.Duration(&settleWithin, "settle-within", 0, durPositive, "with --limit: how long after the grant the reservation can be settled (default 1m)").Range(time.Nanosecond, settleWithinMax)
 	cf.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code

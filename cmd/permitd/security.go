@@ -26,11 +26,11 @@ type serverTLSFlags struct {
 }
 
 func (f *serverTLSFlags) define(c *cmdLine) {
-	c.String(&f.cert, "tls-cert", "FILE", "", "this node's certificate (PEM; `permitd certs create` makes one): serves the API (HTTP and binary) over TLS and authenticates the node to the others over mutual TLS; needs --tls-key and --tls-ca", nil)
-	c.String(&f.key, "tls-key", "FILE", "", "the private key of --tls-cert (PEM)", nil)
-	c.String(&f.ca, "tls-ca", "FILE", "", "the cluster's CA certificate (PEM): raft and forwarding accept only node certificates it signed; with --client-cert-auth it also verifies API clients", nil)
+	c.String(&f.cert, "tls-cert", "FILE", "", "this node's certificate (PEM; `permitd certs create` makes one): serves the API (HTTP and binary) over TLS and authenticates the node to the others over mutual TLS; needs --tls-key and --tls-ca")
+	c.String(&f.key, "tls-key", "FILE", "", "the private key of --tls-cert (PEM)")
+	c.String(&f.ca, "tls-ca", "FILE", "", "the cluster's CA certificate (PEM): raft and forwarding accept only node certificates it signed; with --client-cert-auth it also verifies API clients")
 	c.Bool(&f.clientCertAuth, "client-cert-auth", false, "require API clients to present a certificate signed by --tls-ca")
-	c.String(&f.tokenFile, "token-file", "FILE", "", "API tokens (hashes and roles; `permitd tokens create` makes the lines): every request but /healthz and /readyz then needs \"Authorization: Bearer TOKEN\" with a role that allows it, binary connections authenticate first; re-read on SIGHUP", nil)
+	c.String(&f.tokenFile, "token-file", "FILE", "", "API tokens (hashes and roles; `permitd tokens create` makes the lines): every request but /healthz and /readyz then needs \"Authorization: Bearer TOKEN\" with a role that allows it, binary connections authenticate first; re-read on SIGHUP")
 	c.Bool(&f.insecure, "insecure", false, "allow listening on a non-loopback address without TLS (anyone who reaches the ports can read and change everything), and --test-hooks on one")
 }
 
@@ -120,10 +120,10 @@ type clientTLSFlags struct {
 }
 
 func (f *clientTLSFlags) define(c *cmdLine) {
-	c.String(&f.ca, "tls-ca", "FILE", "", "talk TLS to the servers, verifying them with this CA certificate (PEM); \"host:port\" servers are then reached over https", nil)
-	c.String(&f.cert, "tls-cert", "FILE", "", "client certificate to present (PEM; for agents run with --client-cert-auth); needs --tls-key", nil)
-	c.String(&f.key, "tls-key", "FILE", "", "the private key of --tls-cert (PEM)", nil)
-	c.String(&f.token, "token", "SECRET", "", "API token to present (default: $PERMITD_TOKEN, which keeps it out of the process list)", nil)
+	c.String(&f.ca, "tls-ca", "FILE", "", "talk TLS to the servers, verifying them with this CA certificate (PEM); \"host:port\" servers are then reached over https")
+	c.String(&f.cert, "tls-cert", "FILE", "", "client certificate to present (PEM; for agents run with --client-cert-auth); needs --tls-key")
+	c.String(&f.key, "tls-key", "FILE", "", "the private key of --tls-cert (PEM)")
+	c.String(&f.token, "token", "SECRET", "", "API token to present (default: $PERMITD_TOKEN, which keeps it out of the process list)")
 }
 
 // options returns the client options the flags select (none without

@@ -91,10 +91,10 @@ DIR --raft-addr ... --http-addr ..." and neither --initial-cluster nor
 `+exitStatusText, stdout, stderr)
 	c.args("FILE")
 	var dataDir, id, initial, raftAddr string
-	c.String(&dataDir, "data-dir", "DIR", "", "the new node's empty data directory (required)", nil)
-	c.String(&id, "id", "ID", "", "the new node's ID (required)", func(s string) error { return checkName("node ID", s) })
-	c.List(&initial, "initial-cluster", "ID=HOST:PORT,...", "", "the new cluster's voters and their raft addresses (the same on every node)", checkInitialItem)
-	c.String(&raftAddr, "raft-addr", "HOST:PORT", "", "the raft address of a one-node cluster (instead of --initial-cluster)", checkHostPort)
+	c.String(&dataDir, "data-dir", "DIR", "", "the new node's empty data directory (required)")
+	c.String(&id, "id", "ID", "", "the new node's ID (required)").Check(func(s string) error { return checkName("node ID", s) })
+	c.List(&initial, "initial-cluster", "ID=HOST:PORT,...", "", "the new cluster's voters and their raft addresses (the same on every node)").Check(checkInitialItem)
+	c.String(&raftAddr, "raft-addr", "HOST:PORT", "", "the raft address of a one-node cluster (instead of --initial-cluster)").Check(checkHostPort)
 	if ok, code := c.parse(args); !ok {
 		return code
 	}

@@ -42,8 +42,8 @@ Exit status: 0 ok; 2 usage error.
 `, stdout, stderr)
 	var role, name, limits string
 	c.Choice(&role, "role", "", "what the token may do", "admin", "client", "worker")
-	c.String(&name, "name", "NAME", "", "the token's name in the file, logs and errors (required)", nil)
-	c.List(&limits, "limits", "PATTERN,...", "", "client tokens: only the limits matching these patterns", nil)
+	c.String(&name, "name", "NAME", "", "the token's name in the file, logs and errors (required)")
+	c.List(&limits, "limits", "PATTERN,...", "", "client tokens: only the limits matching these patterns")
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
