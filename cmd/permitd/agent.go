@@ -202,25 +202,26 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	logger := newLogger("permitd", a.logLevel, a.logFormat, stderr)
+	fails := failureReporter{stderr, logger, a.logFormat, "agent"}
 	ag, err := startAgent(a, initial, logger)
 	if err != nil {
-		reportFailure(stderr, logger, a.logFormat, "agent", "start", err)
+		fails.report("start", err)
 		return exitFailure
 	}
 	if a.join != "" {
 		if err := joinCluster(a, logger); err != nil {
-			reportFailure(stderr, logger, a.logFormat, "agent", "join", err)
+			fails.report("join", err)
 			ag.stop()
 			return exitFailure
 		}
 	}
 	if signalled, err := waitForStop(logger, func() { ag.reloadTokens(a.tls.tokenFile, logger) }, ag.httpErr); !signalled {
-		reportFailure(stderr, logger, a.logFormat, "agent", "http", err)
+		fails.report("http", err)
 		ag.stop()
 		return exitFailure
 	}
 	if err := ag.stop(); err != nil {
-		reportFailure(stderr, logger, a.logFormat, "agent", "stop", err)
+		fails.report("stop", err)
 		return exitFailure
 	}
 	logger.Info("stopped")
@@ -237,6 +238,9 @@ type agent struct {
 	faults  *faultnet.TCPFaults // nil without --test-hooks
 }
 
+// startAgent starts the node of a (a new cluster's initial voters, or
+// none) and its HTTP server, which also serves the binary protocol; the
+// server's failure arrives on the agent's httpErr.
 func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agent, error) {
 	clock, err := node.NewSkewedClock(node.NewMonotonicClock(), a.clockOffset, a.clockRate)
 	if err != nil {
@@ -264,10 +268,43 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	if a.testBreakTimeline {
 		logger.Warn("UNSAFE --test-break-timeline: a new leader resumes the timeline from its own clock; this node may grant permits early")
 	}
+	metrics, err := ag.startNode(a, initial, network, reg, logger)
+	if err != nil {
+		return nil, err
+	}
+	h, serveBinary, err := ag.handlers(a, metrics, logger)
+	if err != nil {
+		ag.node.Shutdown()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", a.httpAddr)
+	if err != nil {
+		ag.node.Shutdown()
+		return nil, fmt.Errorf("listen on --http-addr %s: %w", a.httpAddr, err)
+	}
+	if sec != nil {
+		ln = tls.NewListener(ln, sec.api)
+	}
+	// The HTTP port also serves the binary reserve protocol (inside TLS
+	// when it is on).
+	ln = transport.NewSniffListener(ln, serveBinary)
+	ag.http = transport.NewServer(a.httpAddr, h)
+	go func() {
+		if err := ag.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			ag.httpErr <- err
+		}
+	}()
+	logger.Info("listening", "id", a.id, "http_addr", ln.Addr().String(), "raft_addr", ag.node.RaftAddr(), "tls", sec != nil, "client_cert_auth", a.tls.clientCertAuth, "tokens", a.tls.tokenFile != "", "version", readBuildInfo().Version)
+	return ag, nil
+}
+
+// startNode starts the agent's node on network, its metrics registered
+// in reg.
+func (ag *agent) startNode(a agentFlags, initial []raft.Server, network node.Network, reg *prometheus.Registry, logger hclog.Logger) (*transport.Metrics, error) {
 	var metrics *transport.Metrics
 	n, err := node.New(node.Config{
 		ID: a.id, DataDir: a.dataDir, RaftAddr: a.raftAddr, AdvertiseAddr: a.advertise,
-		InitialCluster: initial, Clock: clock, Logger: logger, Network: network,
+		InitialCluster: initial, Clock: ag.clock, Logger: logger, Network: network,
 		HeartbeatTimeout: a.heartbeat, ElectionTimeout: a.election, LeaderLeaseTimeout: a.leaderLease, CommitTimeout: a.commit,
 		SnapshotThreshold: a.snapshotThreshold, SnapshotInterval: a.snapshotInterval, TrailingLogs: a.trailingLogs,
 		MaxBatch: a.maxBatch, MaxInflight: a.maxInflight, MaxPendingReserves: a.maxPending, MaxPendingJoins: a.maxPendingJoins,
@@ -284,9 +321,17 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	ag.node = n
 	metrics = transport.NewMetrics(reg, n.Status)
 	transport.RegisterShadowMetrics(reg, n.LocalLimits)
+	return metrics, nil
+}
+
+// handlers are the agent's HTTP handler (the API, the test hooks with
+// --test-hooks, the profiler with --pprof) and its binary protocol's,
+// both behind the tokens with --token-file.
+func (ag *agent) handlers(a agentFlags, metrics *transport.Metrics, logger hclog.Logger) (http.Handler, transport.BinaryServer, error) {
+	n := ag.node
 	var h http.Handler = transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics, SessionsPerToken: a.sessionsPerToken})
 	if a.testHooks {
-		h = testhooks.WithClockHook(h, clock, n)
+		h = testhooks.WithClockHook(h, ag.clock, n)
 		h = testhooks.WithFaultHooks(h, ag.faults)
 	}
 	if a.pprof {
@@ -296,32 +341,13 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	if a.tls.tokenFile != "" {
 		ts, err := loadTokens(a.tls.tokenFile)
 		if err != nil {
-			n.Shutdown()
-			return nil, err
+			return nil, nil, err
 		}
 		ag.tokens = auth.NewStore(ts)
 		h = transport.RequireTokens(h, ag.tokens)
 		serveBinary = transport.AuthenticatedBinary(ag.tokens, a.sessionsPerToken, n.ServeClientAs)
 	}
-	ln, err := net.Listen("tcp", a.httpAddr)
-	if err != nil {
-		n.Shutdown()
-		return nil, fmt.Errorf("listen on --http-addr %s: %w", a.httpAddr, err)
-	}
-	if sec != nil {
-		ln = tls.NewListener(ln, sec.api)
-	}
-	// The HTTP port also serves the binary reserve protocol (inside TLS
-	// when it is on).
-	ln = transport.NewSniffListener(ln, serveBinary)
-	ag.http = transport.NewServer(a.httpAddr, h)
-	go func() {
-		if err := ag.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			ag.httpErr <- err
-		}
-	}()
-	logger.Info("listening", "id", a.id, "http_addr", ln.Addr().String(), "raft_addr", n.RaftAddr(), "tls", sec != nil, "client_cert_auth", a.tls.clientCertAuth, "tokens", a.tls.tokenFile != "", "version", readBuildInfo().Version)
-	return ag, nil
+	return h, serveBinary, nil
 }
 
 // reloadTokens re-reads the agent's token file (on SIGHUP); see

@@ -30,8 +30,8 @@ type benchCommand struct {
 	tls        clientTLSFlags
 }
 
-func runBench(args []string, stdout, stderr io.Writer) int {
-	c := newCmdLine("bench", "bench [flags]", `
+// benchDescription is bench's --help text after its usage line.
+const benchDescription = `
 Sends reserves (one decision per request: an HTTP request on keep-alive
 connections, or a frame of the binary protocol with --protocol binary) to the
 given nodes and reports throughput, latency percentiles, granted, refused and
@@ -69,8 +69,55 @@ overloaded runs alternated with it on fresh clusters.
 Exit status: 0 ok; 1 no request measured, more than 1% errors, the limit
 could not be created, or (overload) a pass that decided nothing or had more
 than 1% errors; 2 usage error.
-`, stdout, stderr)
+`
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	c := newCmdLine("bench", "bench [flags]", benchDescription, stdout, stderr)
 	var b benchCommand
+	b.define(c)
+	if ok, code := c.parse(args); !ok {
+		return code
+	}
+	if code, ok := b.checkInflightFlags(c); !ok {
+		return code
+	}
+	if b.Limits > 0 && b.Protocol == "binary" {
+		return c.usageError("--limits (multi-limit reserves) needs --protocol http: the binary protocol carries single-limit reserves only")
+	}
+	if code, ok := b.checkOverloadFlags(c); !ok {
+		return code
+	}
+	conf, err := b.tls.config()
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	b.Servers, b.TLS, b.Token = splitList(b.serverList), conf, b.tls.secret()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	switch b.Mode {
+	case "overload":
+		res, err := bench.Overload(ctx, b.Config)
+		if err != nil {
+			return c.fail(exitFailure, err)
+		}
+		return reportBench(c, b.jsonOut, res, bench.PrintOverload, res.Open)
+	case "inflight":
+		res, err := bench.Inflight(ctx, b.Config)
+		if err != nil {
+			return c.fail(exitFailure, err)
+		}
+		run := bench.Result{Requests: res.Reserves, Errors: res.Errors}
+		return reportBench(c, b.jsonOut, res, bench.PrintInflight, run)
+	}
+	res, err := bench.Run(ctx, b.Config)
+	if err != nil {
+		return c.fail(exitFailure, err)
+	}
+	return reportBench(c, b.jsonOut, res, bench.PrintResult, res)
+}
+
+// define defines bench's flags on c.
+func (b *benchCommand) define(c *cmdLine) {
 	c.List(&b.serverList, "servers", "HTTPADDR,...", "127.0.0.1:8001", "HTTP addresses of the nodes to send to (round-robin per worker)").Check(checkHostPort)
 	c.String(&b.Limit, "limit", "NAME", "bench", "limit to reserve from").Check(func(s string) error { return checkName("limit name", s) })
 	c.Bool(&b.Create, "create", true, "create (or replace) the limit before the run")
@@ -100,63 +147,19 @@ than 1% errors; 2 usage error.
 	c.Duration(&b.HoldTTL, "ttl", time.Second, durPositive, "inflight: the created cap's hold TTL")
 	c.Duration(&b.Hold, "hold", 50*time.Millisecond, durNonNegative, "inflight: how long each caller holds a grant before releasing it")
 	b.tls.define(c)
-	if ok, code := c.parse(args); !ok {
-		return code
-	}
-	if code, ok := b.checkInflightFlags(c); !ok {
-		return code
-	}
-	if b.Limits > 0 && b.Protocol == "binary" {
-		return c.usageError("--limits (multi-limit reserves) needs --protocol http: the binary protocol carries single-limit reserves only")
-	}
-	if code, ok := b.checkOverloadFlags(c); !ok {
-		return code
-	}
-	conf, err := b.tls.config()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	b.Servers, b.TLS, b.Token = splitList(b.serverList), conf, b.tls.secret()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if b.Mode == "overload" {
-		return runOverload(ctx, c, b, stdout)
-	}
-	if b.Mode == "inflight" {
-		res, err := bench.Inflight(ctx, b.Config)
-		if err != nil {
-			return c.fail(exitFailure, err)
-		}
-		run := bench.Result{Requests: res.Reserves, Errors: res.Errors}
-		return reportBench(c, stdout, b.jsonOut, res, bench.PrintInflight, run)
-	}
-	res, err := bench.Run(ctx, b.Config)
-	if err != nil {
-		return c.fail(exitFailure, err)
-	}
-	return reportBench(c, stdout, b.jsonOut, res, bench.PrintResult, res)
 }
 
-// runOverload runs and reports --mode overload; its exit status is bench's
-// for the open loop.
-func runOverload(ctx context.Context, c *cmdLine, b benchCommand, stdout io.Writer) int {
-	res, err := bench.Overload(ctx, b.Config)
-	if err != nil {
-		return c.fail(exitFailure, err)
-	}
-	return reportBench(c, stdout, b.jsonOut, res, bench.PrintOverload, res.Open)
-}
-
-// reportBench prints res, as JSON with --json or else with text, and
-// returns bench's exit status for the measured run: 1 if it measured no
-// request or had more than 1% errors, else 0.
-func reportBench[T any](c *cmdLine, stdout io.Writer, jsonOut bool, res T, text func(io.Writer, T), run bench.Result) int {
+// reportBench prints res on c's stdout, as JSON with --json or else with
+// text, and returns bench's exit status for the measured run (with
+// overload, the open loop): 1 if it measured no request or had more than
+// 1% errors, else 0.
+func reportBench[T any](c *cmdLine, jsonOut bool, res T, text func(io.Writer, T), run bench.Result) int {
 	if jsonOut {
-		if err := printJSON(stdout, res); err != nil {
+		if err := printJSON(c.stdout, res); err != nil {
 			return c.fail(exitFailure, fmt.Errorf("writing the result as JSON: %w", err))
 		}
 	} else {
-		text(stdout, res)
+		text(c.stdout, res)
 	}
 	if run.Requests == 0 || run.Errors > run.Requests/100 {
 		return 1

@@ -24,8 +24,7 @@ var clusterSubcommands = []subcommand{
 }
 
 func runCluster(args []string, stdout, stderr io.Writer) int {
-	return runGroup("cluster", "Shows and changes the cluster's membership and leadership (through the leader).\n",
-		clusterSubcommands, args, stdout, stderr)
+	return commandGroup{"cluster", "Shows and changes the cluster's membership and leadership (through the leader).\n", clusterSubcommands}.run(args, stdout, stderr)
 }
 
 func runClusterShow(args []string, stdout, stderr io.Writer) int {

@@ -12,9 +12,17 @@ type subcommand struct {
 	run           func(args []string, stdout, stderr io.Writer) int
 }
 
-// runGroup dispatches "permitd GROUP SUB ..." to sub's run, and answers
+// commandGroup is a command made of subcommands (permitd limits put, ...):
+// its name, the description its --help prints, and its subcommands.
+type commandGroup struct {
+	name, description string
+	subs              []subcommand
+}
+
+// run dispatches "permitd GROUP SUB ..." to sub's run, and answers
 // "permitd GROUP --help" with the group's usage.
-func runGroup(group, description string, subs []subcommand, args []string, stdout, stderr io.Writer) int {
+func (g commandGroup) run(args []string, stdout, stderr io.Writer) int {
+	group, subs := g.name, g.subs
 	names := make([]string, len(subs))
 	for i, s := range subs {
 		names[i] = s.name
@@ -28,7 +36,7 @@ func runGroup(group, description string, subs []subcommand, args []string, stdou
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
-		fmt.Fprintf(stdout, "Usage: permitd %s <subcommand> [arguments] [flags]\n\n%s\nSubcommands:\n", group, description)
+		fmt.Fprintf(stdout, "Usage: permitd %s <subcommand> [arguments] [flags]\n\n%s\nSubcommands:\n", group, g.description)
 		for _, s := range subs {
 			fmt.Fprintf(stdout, "  %-13s %s\n", s.name, s.summary)
 		}

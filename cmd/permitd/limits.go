@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -24,8 +25,7 @@ var limitsSubcommands = []subcommand{
 }
 
 func runLimits(args []string, stdout, stderr io.Writer) int {
-	return runGroup("limits", "Manages the cluster's limits. Each subcommand prints the server's answer as JSON.\n",
-		limitsSubcommands, args, stdout, stderr)
+	return commandGroup{"limits", "Manages the cluster's limits. Each subcommand prints the server's answer as JSON.\n", limitsSubcommands}.run(args, stdout, stderr)
 }
 
 const exitStatusText = "Exit status: 0 ok; 1 failure (server unreachable, limit not found, ...); 2 usage\nerror or input the server rejected as invalid (nothing changed).\n"
@@ -88,28 +88,8 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 `+exitStatusText, stdout, stderr)
 	c.args("NAME")
 	var cf clientFlags
-	var (
-		algorithm                                  string
-		rate                                       float64
-		per, expiry, warmup                        time.Duration
-		maxReserved, maxInFlight                   int64
-		maxBurst, coldFactor, burstRatio, strictns float64
-		ttl                                        time.Duration
-		shadow                                     bool
-	)
-	c.String(&algorithm, "algorithm", strings.Join(limitAlgorithms, "|"), "", "the algorithm (required)").Check(checkAlgorithm)
-	c.Float(&rate, "rate", "R", 0, "permits per --per (required)").Check(positive, "a number > 0: permits per --per")
-	c.Duration(&per, "per", time.Second, durPositive, "the period of --rate")
-	c.Int64(&maxReserved, "max-reserved", "N", 0, "strict: permits that may be reserved ahead of now").Range(0, 1<<62, "an integer >= 0")
-	c.Duration(&expiry, "expiry", 0, durNonNegative, "strict: how long after its time a permit may still be used (0: half an interval)")
-	c.Float(&maxBurst, "max-burst-seconds", "S", 0, "bursty: seconds of permits stored while idle").Check(nonNegative, "a number >= 0")
-	c.Duration(&warmup, "warmup", 0, durPositive, "warmup: the warm-up period")
-	c.Float(&coldFactor, "cold-factor", "F", 0, "warmup: cold interval / stable interval").Check(zeroOrAtLeastOne, "a number >= 1, or 0 for the default")
-	c.Float(&burstRatio, "burst-ratio", "B", 0, "hybrid: catch-up speed relative to the rate").Check(zeroOrAtLeastOne, "a number >= 1, or 0 for the default")
-	c.Float(&strictns, "strictness", "S", 0, "hybrid: pacing mode, see the README").Check(nil, "a number")
-	c.Int64(&maxInFlight, "max-in-flight", "N", 0, "concurrency: permits held at once (required)").Range(1, 1<<20, "an integer from 1 to 1048576")
-	c.Duration(&ttl, "ttl", 0, durPositive, "concurrency: how long a permit is held unless released (default 1m)").Range(time.Nanosecond, 24*time.Hour)
-	c.Bool(&shadow, "shadow", false, "shadow mode: decide and count every reserve, but grant it at once")
+	var f limitPutFlags
+	f.define(c)
 	cf.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
@@ -118,67 +98,96 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 	if err := checkName("limit name", name); err != nil {
 		return c.usageError(err.Error())
 	}
-	if !c.isSet("algorithm") || algorithm == "" {
-		return c.usageErrorf("--algorithm is required; allowed: %s", allowedAlgorithms)
+	if err := f.check(c); err != nil {
+		return c.usageError(err.Error())
 	}
-	if algorithm == concurrencyAlgorithm {
+	spec := f.spec(c)
+	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.Limit, error) {
+		return cl.PutLimit(ctx, name, spec)
+	})
+}
+
+// limitPutFlags are the limit's settings of permitd limits put.
+type limitPutFlags struct {
+	algorithm                                    string
+	rate                                         float64
+	per, expiry, warmup, ttl                     time.Duration
+	maxReserved, maxInFlight                     int64
+	maxBurst, coldFactor, burstRatio, strictness float64
+	shadow                                       bool
+}
+
+func (f *limitPutFlags) define(c *cmdLine) {
+	c.String(&f.algorithm, "algorithm", strings.Join(limitAlgorithms, "|"), "", "the algorithm (required)").Check(checkAlgorithm)
+	c.Float(&f.rate, "rate", "R", 0, "permits per --per (required)").Check(positive, "a number > 0: permits per --per")
+	c.Duration(&f.per, "per", time.Second, durPositive, "the period of --rate")
+	c.Int64(&f.maxReserved, "max-reserved", "N", 0, "strict: permits that may be reserved ahead of now").Range(0, 1<<62, "an integer >= 0")
+	c.Duration(&f.expiry, "expiry", 0, durNonNegative, "strict: how long after its time a permit may still be used (0: half an interval)")
+	c.Float(&f.maxBurst, "max-burst-seconds", "S", 0, "bursty: seconds of permits stored while idle").Check(nonNegative, "a number >= 0")
+	c.Duration(&f.warmup, "warmup", 0, durPositive, "warmup: the warm-up period")
+	c.Float(&f.coldFactor, "cold-factor", "F", 0, "warmup: cold interval / stable interval").Check(zeroOrAtLeastOne, "a number >= 1, or 0 for the default")
+	c.Float(&f.burstRatio, "burst-ratio", "B", 0, "hybrid: catch-up speed relative to the rate").Check(zeroOrAtLeastOne, "a number >= 1, or 0 for the default")
+	c.Float(&f.strictness, "strictness", "S", 0, "hybrid: pacing mode, see the README")
+	c.Int64(&f.maxInFlight, "max-in-flight", "N", 0, "concurrency: permits held at once (required)").Range(1, 1<<20, "an integer from 1 to 1048576")
+	c.Duration(&f.ttl, "ttl", 0, durPositive, "concurrency: how long a permit is held unless released (default 1m)").Range(time.Nanosecond, 24*time.Hour)
+	c.Bool(&f.shadow, "shadow", false, "shadow mode: decide and count every reserve, but grant it at once")
+}
+
+// check rejects what the algorithm cannot take: no --algorithm, a rate
+// for a concurrency limit, a missing --rate or --max-in-flight, and
+// another algorithm's options.
+func (f *limitPutFlags) check(c *cmdLine) error {
+	if !c.isSet("algorithm") || f.algorithm == "" {
+		return fmt.Errorf("--algorithm is required; allowed: %s", allowedAlgorithms)
+	}
+	if f.algorithm == concurrencyAlgorithm {
 		for _, o := range []string{"rate", "per"} {
 			if c.isSet(o) {
-				return c.usageErrorf("--%s does not apply to a concurrency limit (it has no rate); allowed with concurrency: --max-in-flight N and --ttl D", o)
+				return fmt.Errorf("--%s does not apply to a concurrency limit (it has no rate); allowed with concurrency: --max-in-flight N and --ttl D", o)
 			}
 		}
 		if !c.isSet("max-in-flight") {
-			return c.usageError("--max-in-flight is required with --algorithm concurrency; allowed: an integer from 1 to 1048576")
+			return errors.New("--max-in-flight is required with --algorithm concurrency; allowed: an integer from 1 to 1048576")
 		}
 	} else if !c.isSet("rate") {
-		return c.usageError("--rate is required; allowed: a number > 0: permits per --per")
+		return errors.New("--rate is required; allowed: a number > 0: permits per --per")
 	}
 	for _, other := range limitAlgorithms {
-		if other == algorithm {
+		if other == f.algorithm {
 			continue
 		}
 		for _, o := range algorithmOptions[other] {
 			if c.isSet(o) {
-				return c.usageErrorf("--%s belongs to algorithm %s, not %s; allowed with %s: %s", o, other, algorithm, algorithm,
-					orList(dashed(algorithmOptions[algorithm])))
+				return fmt.Errorf("--%s belongs to algorithm %s, not %s; allowed with %s: %s", o, other, f.algorithm, f.algorithm,
+					orList(dashed(algorithmOptions[f.algorithm])))
 			}
 		}
 	}
-	spec := client.LimitSpec{Algorithm: algorithm, Rate: rate, Per: per}
-	if algorithm == concurrencyAlgorithm {
+	return nil
+}
+
+// spec is the limit the flags describe: the options given, and the
+// others left to the server's defaults.
+func (f *limitPutFlags) spec(c *cmdLine) client.LimitSpec {
+	spec := client.LimitSpec{Algorithm: f.algorithm, Rate: f.rate, Per: f.per, Shadow: f.shadow,
+		MaxReserved: ifSet(c, "max-reserved", &f.maxReserved), Expiry: ifSet(c, "expiry", &f.expiry),
+		MaxBurstSeconds: ifSet(c, "max-burst-seconds", &f.maxBurst), Warmup: ifSet(c, "warmup", &f.warmup),
+		ColdFactor: ifSet(c, "cold-factor", &f.coldFactor), BurstRatio: ifSet(c, "burst-ratio", &f.burstRatio),
+		Strictness: ifSet(c, "strictness", &f.strictness)}
+	if f.algorithm == concurrencyAlgorithm {
 		spec.Per = 0
+		spec.MaxInFlight = &f.maxInFlight
+		spec.TTL = ifSet(c, "ttl", &f.ttl)
 	}
-	if c.isSet("max-reserved") {
-		spec.MaxReserved = &maxReserved
+	return spec
+}
+
+// ifSet returns v if flag name was given, else nil.
+func ifSet[T any](c *cmdLine, name string, v *T) *T {
+	if c.isSet(name) {
+		return v
 	}
-	if c.isSet("expiry") {
-		spec.Expiry = &expiry
-	}
-	if c.isSet("max-burst-seconds") {
-		spec.MaxBurstSeconds = &maxBurst
-	}
-	if c.isSet("warmup") {
-		spec.Warmup = &warmup
-	}
-	if c.isSet("cold-factor") {
-		spec.ColdFactor = &coldFactor
-	}
-	if c.isSet("burst-ratio") {
-		spec.BurstRatio = &burstRatio
-	}
-	if c.isSet("strictness") {
-		spec.Strictness = &strictns
-	}
-	if algorithm == concurrencyAlgorithm {
-		spec.MaxInFlight = &maxInFlight
-		if c.isSet("ttl") {
-			spec.TTL = &ttl
-		}
-	}
-	spec.Shadow = shadow
-	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.Limit, error) {
-		return cl.PutLimit(ctx, name, spec)
-	})
+	return nil
 }
 
 // dashed prefixes flag names with "--".

@@ -113,14 +113,21 @@ func (l routineRaftLogger) Warn(msg string, args ...any) { l.Log(hclog.Warn, msg
 // Error implements hclog.Logger.
 func (l routineRaftLogger) Error(msg string, args ...any) { l.Log(hclog.Error, msg, args...) }
 
-// reportFailure reports a failure of a running agent or worker (after its
-// logger exists): as an error log entry with --log-format json, so that
-// stderr stays one JSON object per line, else as one plain line
-// "permitd CMD: what: error".
-func reportFailure(stderr io.Writer, logger hclog.Logger, format, cmd, what string, err error) {
-	if format == "json" {
-		logger.Error(what, "error", oneLine(err.Error()))
+// failureReporter reports the failures of a running agent, worker or
+// relay (cmd, after its logger exists): as an error log entry with
+// --log-format json, so that stderr stays one JSON object per line, else
+// as one plain line "permitd CMD: what: error".
+type failureReporter struct {
+	stderr      io.Writer
+	logger      hclog.Logger
+	format, cmd string
+}
+
+// report reports err, what failed.
+func (r failureReporter) report(what string, err error) {
+	if r.format == "json" {
+		r.logger.Error(what, "error", oneLine(err.Error()))
 		return
 	}
-	fmt.Fprintf(stderr, "permitd %s: %s: %s\n", cmd, what, oneLine(err.Error()))
+	fmt.Fprintf(r.stderr, "permitd %s: %s: %s\n", r.cmd, what, oneLine(err.Error()))
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -104,42 +105,15 @@ func runRelay(args []string, stdout, stderr io.Writer) int {
 	if ok, code := c.parseSettings(args, &f.config, os.Environ(), stderr); !ok {
 		return code
 	}
-	if f.servers == "" {
-		return c.usageError("--servers is required")
+	if err := f.check(); err != nil {
+		return c.usageError(err.Error())
 	}
-	if (f.listenTLSCert == "") != (f.listenTLSKey == "") {
-		return c.usageErrorf("--listen-tls-cert and --listen-tls-key go together (got cert %q, key %q)", f.listenTLSCert, f.listenTLSKey)
-	}
-	if !f.insecure && !isLoopback(f.listen) && (f.listenTLSCert == "" || f.tokenFile == "") {
-		return c.usageErrorf("--listen %s is not a loopback address and the relay has no TLS or no tokens: anyone who reaches it could renew the fleet's leases; give --listen-tls-cert, --listen-tls-key and --token-file, or --insecure to expose it anyway", f.listen)
-	}
-	if !f.insecure && f.metricsAddr != "" && !isLoopback(f.metricsAddr) {
-		return c.usageErrorf("--metrics-addr %s is not a loopback address; use one, or add --insecure", f.metricsAddr)
-	}
-	tlsOpts, err := f.tls.options()
+	sec, err := f.security()
 	if err != nil {
 		return c.usageError(err.Error())
 	}
-	upstreamTLS := f.tls.ca != ""
-	if upstreamTLS && f.listenTLSCert == "" {
-		return c.usageError("--tls-ca makes the relay reach the register over TLS, so its workers talk TLS to all their servers, the relay included: give --listen-tls-cert and --listen-tls-key")
-	}
-	var serveTLS *tls.Config
-	if f.listenTLSCert != "" {
-		if serveTLS, err = tlsfiles.Server(f.listenTLSCert, f.listenTLSKey, "", false); err != nil {
-			return c.usageError(err.Error())
-		}
-	}
-	var tokens *auth.Store
-	if f.tokenFile != "" {
-		ts, err := loadTokens(f.tokenFile)
-		if err != nil {
-			return c.usageError(err.Error())
-		}
-		tokens = auth.NewStore(ts)
-	}
 	logger := newLogger("permitd-relay", f.logLevel, f.logFormat, stderr)
-	opts := append([]client.Option{client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(f.attemptTimeout), client.WithBinaryLeases()}, tlsOpts...)
+	opts := append([]client.Option{client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(f.attemptTimeout), client.WithBinaryLeases()}, sec.clientOpts...)
 	servers := spreadServers(f.servers, f.listen)
 	cl, err := newClient(servers, opts...)
 	if err != nil {
@@ -150,64 +124,159 @@ func runRelay(args []string, stdout, stderr io.Writer) int {
 		c.printSettings(stdout)
 		return exitOK
 	}
+	if cl, servers, err = f.upstreamFirst(cl, servers, opts); err != nil {
+		return c.usageError(err.Error())
+	}
+	defer cl.Close()
+	r, err := relay.New(relay.Config{Upstream: cl, TLS: sec.serve, Tokens: sec.tokens, MaxInFlight: f.maxInFlight, Logger: logger})
+	if err != nil {
+		return c.usageError(err.Error())
+	}
+	p := relayProcess{f: &f, r: r, sec: sec, servers: servers, logger: logger, fails: failureReporter{stderr, logger, f.logFormat, "relay"}}
+	return p.run()
+}
+
+// check rejects the settings that cannot work together: no --servers,
+// half of the TLS pair, and an exposed relay without TLS and tokens, or
+// exposed metrics, unless --insecure.
+func (f *relayFlags) check() error {
+	if f.servers == "" {
+		return errors.New("--servers is required")
+	}
+	if (f.listenTLSCert == "") != (f.listenTLSKey == "") {
+		return fmt.Errorf("--listen-tls-cert and --listen-tls-key go together (got cert %q, key %q)", f.listenTLSCert, f.listenTLSKey)
+	}
+	if !f.insecure && !isLoopback(f.listen) && (f.listenTLSCert == "" || f.tokenFile == "") {
+		return fmt.Errorf("--listen %s is not a loopback address and the relay has no TLS or no tokens: anyone who reaches it could renew the fleet's leases; give --listen-tls-cert, --listen-tls-key and --token-file, or --insecure to expose it anyway", f.listen)
+	}
+	if !f.insecure && f.metricsAddr != "" && !isLoopback(f.metricsAddr) {
+		return fmt.Errorf("--metrics-addr %s is not a loopback address; use one, or add --insecure", f.metricsAddr)
+	}
+	return nil
+}
+
+// relaySecurity is the relay's loaded security: the options of its
+// client of the register, the TLS configuration it serves the workers
+// with and the tokens it requires of them (nil without).
+type relaySecurity struct {
+	clientOpts []client.Option
+	serve      *tls.Config
+	tokens     *auth.Store
+}
+
+// security loads the relay's TLS material and tokens. A relay that
+// reaches the register over TLS must serve TLS too: its workers talk TLS
+// to all their servers or to none.
+func (f *relayFlags) security() (relaySecurity, error) {
+	var sec relaySecurity
+	var err error
+	if sec.clientOpts, err = f.tls.options(); err != nil {
+		return sec, err
+	}
+	if f.tls.ca != "" && f.listenTLSCert == "" {
+		return sec, errors.New("--tls-ca makes the relay reach the register over TLS, so its workers talk TLS to all their servers, the relay included: give --listen-tls-cert and --listen-tls-key")
+	}
+	if f.listenTLSCert != "" {
+		if sec.serve, err = tlsfiles.Server(f.listenTLSCert, f.listenTLSKey, "", false); err != nil {
+			return sec, err
+		}
+	}
+	if f.tokenFile != "" {
+		ts, err := loadTokens(f.tokenFile)
+		if err != nil {
+			return sec, err
+		}
+		sec.tokens = auth.NewStore(ts)
+	}
+	return sec, nil
+}
+
+// upstreamFirst returns the client cl of servers, or a new one of
+// servers reordered as --upstream says: the leader first, or (spread)
+// past it; and the servers in that order.
+func (f *relayFlags) upstreamFirst(cl *client.Client, servers string, opts []client.Option) (*client.Client, string, error) {
 	order := pastTheLeader
 	if f.upstream == "leader" {
 		order = leaderFirst
 	}
-	if first := order(cl, servers); first != servers {
-		cl.Close()
-		if cl, err = newClient(first, opts...); err != nil {
-			return c.usageError(err.Error())
-		}
-		servers = first
+	first := order(cl, servers)
+	if first == servers {
+		return cl, servers, nil
 	}
-	defer cl.Close()
-	r, err := relay.New(relay.Config{Upstream: cl, TLS: serveTLS, Tokens: tokens, MaxInFlight: f.maxInFlight, Logger: logger})
-	if err != nil {
-		return c.usageError(err.Error())
-	}
+	cl.Close()
+	cl, err := newClient(first, opts...)
+	return cl, first, err
+}
+
+// relayProcess is a relay command running: its settings, the relay, its
+// security, the register's servers in the order it uses them, the logger
+// and how it reports failures.
+type relayProcess struct {
+	f       *relayFlags
+	r       *relay.Relay
+	sec     relaySecurity
+	servers string
+	logger  hclog.Logger
+	fails   failureReporter
+}
+
+// run serves the workers (and the metrics with --metrics-addr) until a
+// signal stops it or serving fails; it returns the command's exit status.
+func (p *relayProcess) run() int {
+	f := p.f
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
-		reportFailure(stderr, logger, f.logFormat, "relay", "listen on --listen "+f.listen, err)
+		p.fails.report("listen on --listen "+f.listen, err)
 		return exitFailure
 	}
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- r.Serve(ln) }()
-	var metrics *http.Server
-	if f.metricsAddr != "" {
-		mln, err := net.Listen("tcp", f.metricsAddr)
-		if err != nil {
-			r.Close()
-			reportFailure(stderr, logger, f.logFormat, "relay", "listen on --metrics-addr "+f.metricsAddr, err)
-			return exitFailure
-		}
-		reg := prometheus.NewRegistry()
-		registerProcessMetrics(reg)
-		registerRelayMetrics(reg, r)
-		metrics = &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := metrics.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("metrics: %w", err)
-			}
-		}()
+	go func() { serveErr <- p.r.Serve(ln) }()
+	metrics, err := p.serveMetrics(serveErr)
+	if err != nil {
+		p.r.Close()
+		p.fails.report("listen on --metrics-addr "+f.metricsAddr, err)
+		return exitFailure
 	}
-	logger.Info("relaying", "listen", ln.Addr().String(), "servers", servers, "tls", serveTLS != nil, "tokens", tokens != nil,
-		"upstream_tls", upstreamTLS, "max_inflight", f.maxInFlight, "version", readBuildInfo().Version)
+	p.logger.Info("relaying", "listen", ln.Addr().String(), "servers", p.servers, "tls", p.sec.serve != nil, "tokens", p.sec.tokens != nil,
+		"upstream_tls", f.tls.ca != "", "max_inflight", f.maxInFlight, "version", readBuildInfo().Version)
 
 	code := exitOK
-	reload := func() { reloadTokenFile(tokens, f.tokenFile, "--token-file", logger) }
-	if _, err := waitForStop(logger, reload, serveErr); err != nil {
-		reportFailure(stderr, logger, f.logFormat, "relay", "serve", err)
+	reload := func() { reloadTokenFile(p.sec.tokens, f.tokenFile, "--token-file", p.logger) }
+	if _, err := waitForStop(p.logger, reload, serveErr); err != nil {
+		p.fails.report("serve", err)
 		code = exitFailure
 	}
-	r.Close()
+	p.r.Close()
 	if metrics != nil {
 		metrics.Close()
 	}
-	st := r.Stats()
-	logger.Info("stopped", "commands", st.Commands, "batches", st.Batches, "batched_commands", st.BatchedCommands,
+	st := p.r.Stats()
+	p.logger.Info("stopped", "commands", st.Commands, "batches", st.Batches, "batched_commands", st.BatchedCommands,
 		"failed_batches", st.FailedBatches, "refused", st.Refused)
 	return code
+}
+
+// serveMetrics serves the metrics on --metrics-addr (nil without it): the
+// relay's counters, the Go runtime and the process. A failure to serve
+// arrives on serveErr.
+func (p *relayProcess) serveMetrics(serveErr chan<- error) (*http.Server, error) {
+	if p.f.metricsAddr == "" {
+		return nil, nil
+	}
+	mln, err := net.Listen("tcp", p.f.metricsAddr)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	registerProcessMetrics(reg)
+	registerRelayMetrics(reg, p.r)
+	metrics := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := metrics.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- fmt.Errorf("metrics: %w", err)
+		}
+	}()
+	return metrics, nil
 }
 
 // registerRelayMetrics exports r's counters.

@@ -122,11 +122,13 @@ func checkReservationID(id string) error {
 }
 
 // runReserveMany is permitd reserve --limit ...: one reserve of every
-// limit of wants, all or nothing.
-func runReserveMany(c *cmdLine, cf *clientFlags, wants []client.Want, o client.ReserveOptions, wait bool, stdout io.Writer) int {
+// limit of f.wants, all or nothing.
+func runReserveMany(c *cmdLine, f *reserveFlags, stdout io.Writer) int {
+	wants, wait := f.wants, f.wait
+	o := client.ReserveOptions{MaxWait: f.maxWait, SettleWithin: f.settleWithin}
 	// One reserve per run: its request ID makes retries exactly-once. It
 	// may wait for its max wait in an in-flight cap's queue.
-	cl, ctx, cancel, err := cf.clientHeld(o.MaxWait, client.WithoutSessions())
+	cl, ctx, cancel, err := f.cf.clientHeld(o.MaxWait, client.WithoutSessions())
 	if err != nil {
 		return c.usageError(err.Error())
 	}

@@ -62,17 +62,8 @@ nothing was reserved.
 	if !many {
 		c.args("NAME")
 	}
-	var cf clientFlags
-	var permits int64
-	var maxWait, settleWithin time.Duration
-	var wait bool
-	var wants []client.Want
-	c.Int64(&permits, "permits", "N", 1, "permits to reserve").Range(1, 1<<62, "an integer >= 1")
-	c.Duration(&maxWait, "max-wait", 0, durNonNegative, "the longest wait for the (first) permit that is acceptable")
-	c.Bool(&wait, "wait", false, "print a line per permit when it may be used")
-	c.Wants(&wants, "limit", "reserve PERMITS of limit NAME, all or nothing with the other --limit (1 to 8, each limit once; replaces NAME and --permits)")
-	c.Duration(&settleWithin, "settle-within", 0, durPositive, "with --limit: how long after the grant the reservation can be settled (default 1m)").Range(time.Nanosecond, settleWithinMax)
-	cf.define(c)
+	var f reserveFlags
+	f.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
@@ -80,7 +71,7 @@ nothing was reserved.
 		if c.isSet("permits") {
 			return c.usageError("--permits goes with the NAME form; with --limit give each limit's permits as NAME=PERMITS")
 		}
-		return runReserveMany(c, &cf, wants, client.ReserveOptions{MaxWait: maxWait, SettleWithin: settleWithin}, wait, stdout)
+		return runReserveMany(c, &f, stdout)
 	}
 	if c.isSet("settle-within") {
 		return c.usageError("--settle-within goes with --limit (a reservation); allowed: permitd reserve --limit NAME=PERMITS --settle-within D")
@@ -89,19 +80,43 @@ nothing was reserved.
 	if err := checkName("limit name", name); err != nil {
 		return c.usageError(err.Error())
 	}
+	return reserveOne(c, &f, name, stdout)
+}
+
+// reserveFlags are permitd reserve's settings.
+type reserveFlags struct {
+	cf                    clientFlags
+	permits               int64
+	maxWait, settleWithin time.Duration
+	wait                  bool
+	wants                 []client.Want
+}
+
+func (f *reserveFlags) define(c *cmdLine) {
+	c.Int64(&f.permits, "permits", "N", 1, "permits to reserve").Range(1, 1<<62, "an integer >= 1")
+	c.Duration(&f.maxWait, "max-wait", 0, durNonNegative, "the longest wait for the (first) permit that is acceptable")
+	c.Bool(&f.wait, "wait", false, "print a line per permit when it may be used")
+	c.Wants(&f.wants, "limit", "reserve PERMITS of limit NAME, all or nothing with the other --limit (1 to 8, each limit once; replaces NAME and --permits)")
+	c.Duration(&f.settleWithin, "settle-within", 0, durPositive, "with --limit: how long after the grant the reservation can be settled (default 1m)").Range(time.Nanosecond, settleWithinMax)
+	f.cf.define(c)
+}
+
+// reserveOne is permitd reserve NAME: one reserve of f.permits of limit
+// name, printed, and with --wait a line per permit when it may be used.
+func reserveOne(c *cmdLine, f *reserveFlags, name string, stdout io.Writer) int {
 	// One reserve per run: a request ID makes its retries exactly-once
 	// without the extra round trip (and log entry) of opening a session.
-	cl, ctx, cancel, err := cf.client(client.WithoutSessions())
+	cl, ctx, cancel, err := f.cf.client(client.WithoutSessions())
 	if err != nil {
 		return c.usageError(err.Error())
 	}
 	defer cancel()
-	g, err := cl.Reserve(ctx, name, permits, maxWait)
+	g, err := cl.Reserve(ctx, name, f.permits, f.maxWait)
 	if err != nil {
 		if isInFlightCap(err) {
 			// The server names its API; say the command that does it.
 			fmt.Fprintf(c.stderr, "permitd %s: %s; allowed: permitd reserve --limit %s=%d, then permitd release ID when the call ends\n",
-				c.name, oneLine(describeError(err)), name, permits)
+				c.name, oneLine(describeError(err)), name, f.permits)
 			return exitCodeOf(err)
 		}
 		return c.fail(exitCodeOf(err), err)
@@ -111,14 +126,14 @@ nothing was reserved.
 		// strict limit that may not reserve ahead (its max_reserved).
 		msg := g.Refusal
 		if msg == "" {
-			msg = fmt.Sprintf("limit %q: no permit within max wait %v; retry after %v", name, maxWait, g.RetryAfter)
+			msg = fmt.Sprintf("limit %q: no permit within max wait %v; retry after %v", name, f.maxWait, g.RetryAfter)
 		}
 		printLine(stdout, map[string]any{"granted": false, "retry_after_ns": g.RetryAfter.Nanoseconds(), "request_id": g.RequestID, "error": msg})
 		return exitRefused
 	}
 	printLine(stdout, map[string]any{"granted": true, "permits": g.Permits, "wait_ns": g.Delay.Nanoseconds(),
 		"spacing_ns": g.Spacing.Nanoseconds(), "expires_in_ns": g.ExpiresIn.Nanoseconds(), "request_id": g.RequestID})
-	if wait {
+	if f.wait {
 		for j := range g.Permits {
 			// The waits are not bounded by --timeout (a request timeout):
 			// a grant of spaced permits may take longer to use.

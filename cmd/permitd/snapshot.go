@@ -25,8 +25,7 @@ var snapshotSubcommands = []subcommand{
 }
 
 func runSnapshot(args []string, stdout, stderr io.Writer) int {
-	return runGroup("snapshot", "Backs up the register (every limit, its pacer state, the leases, request IDs,\nsessions and the cluster time) and seeds new clusters from a backup.\n",
-		snapshotSubcommands, args, stdout, stderr)
+	return commandGroup{"snapshot", "Backs up the register (every limit, its pacer state, the leases, request IDs,\nsessions and the cluster time) and seeds new clusters from a backup.\n", snapshotSubcommands}.run(args, stdout, stderr)
 }
 
 func runSnapshotSave(args []string, stdout, stderr io.Writer) int {

@@ -18,8 +18,7 @@ var tokensSubcommands = []subcommand{
 }
 
 func runTokens(args []string, stdout, stderr io.Writer) int {
-	return runGroup("tokens", "Makes API tokens: a secret for the caller, a line for the agents' token file.\n",
-		tokensSubcommands, args, stdout, stderr)
+	return commandGroup{"tokens", "Makes API tokens: a secret for the caller, a line for the agents' token file.\n", tokensSubcommands}.run(args, stdout, stderr)
 }
 
 func runTokensCreate(args []string, stdout, stderr io.Writer) int {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -139,48 +140,81 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	if ok, code := c.parseSettings(args, &f.config, os.Environ(), stderr); !ok {
 		return code
 	}
-	if f.group == "" || f.limit == "" || f.servers == "" {
-		return c.usageError("--group, --limit and --servers are required")
+	if err := f.check(); err != nil {
+		return c.usageError(err.Error())
 	}
-	if f.relayAddr != "" && f.registerProtocol != "binary" {
-		return c.usageError("--relay needs --register-protocol binary: a relay serves the binary protocol's lease commands only")
-	}
-	if (f.httpTLSCert == "") != (f.httpTLSKey == "") {
-		return c.usageErrorf("--http-tls-cert and --http-tls-key go together (got cert %q, key %q)", f.httpTLSCert, f.httpTLSKey)
-	}
-	if !f.insecure && !isLoopback(f.httpAddr) {
-		switch {
-		case f.httpTLSCert == "" || f.httpTokenFile == "":
-			return c.usageErrorf("--http-addr %s is not a loopback address and the sidecar has no TLS or no tokens: anyone who reaches it could spend the group's permits; give --http-tls-cert, --http-tls-key and --http-token-file, or --insecure to expose it anyway", f.httpAddr)
-		case f.testHooks:
-			return c.usageErrorf("--test-hooks on --http-addr %s, a non-loopback address: the hooks let anyone cut the worker off; use a loopback address, or add --insecure", f.httpAddr)
-		}
-	}
-	var sidecarTLS *tls.Config
-	if f.httpTLSCert != "" {
-		conf, err := tlsfiles.Server(f.httpTLSCert, f.httpTLSKey, "", false)
-		if err != nil {
-			return c.usageError(err.Error())
-		}
-		conf.NextProtos = []string{"http/1.1"}
-		sidecarTLS = conf
-	}
-	var sidecarTokens *auth.Store
-	if f.httpTokenFile != "" {
-		ts, err := loadTokens(f.httpTokenFile)
-		if err != nil {
-			return c.usageError(strings.Replace(err.Error(), "--token-file", "--http-token-file", 1))
-		}
-		sidecarTokens = auth.NewStore(ts)
+	p := &workerProcess{f: &f, stderr: stderr}
+	var err error
+	if p.tls, p.tokens, err = f.sidecarSecurity(); err != nil {
+		return c.usageError(err.Error())
 	}
 	if f.name == "" {
 		f.name = f.group + "." + f.gossipAddr
 	}
-	gossip, err := gossipConfig(f.gossipAddr, f.pushPull)
-	if err != nil {
+	p.logger = newLogger("permitd-worker", f.logLevel, f.logFormat, stderr)
+	if err := p.newWorker(); err != nil {
 		return c.usageError(err.Error())
 	}
-	logger := newLogger("permitd-worker", f.logLevel, f.logFormat, stderr)
+	if f.validate {
+		c.printSettings(stdout)
+		return exitOK
+	}
+	return p.run()
+}
+
+// check rejects the settings that cannot work together: the required
+// flags, --relay without the binary protocol, half of the sidecar's TLS
+// pair, and an exposed sidecar without TLS and tokens (or with test hooks)
+// unless --insecure.
+func (f *workerFlags) check() error {
+	if f.group == "" || f.limit == "" || f.servers == "" {
+		return errors.New("--group, --limit and --servers are required")
+	}
+	if f.relayAddr != "" && f.registerProtocol != "binary" {
+		return errors.New("--relay needs --register-protocol binary: a relay serves the binary protocol's lease commands only")
+	}
+	if (f.httpTLSCert == "") != (f.httpTLSKey == "") {
+		return fmt.Errorf("--http-tls-cert and --http-tls-key go together (got cert %q, key %q)", f.httpTLSCert, f.httpTLSKey)
+	}
+	if !f.insecure && !isLoopback(f.httpAddr) {
+		switch {
+		case f.httpTLSCert == "" || f.httpTokenFile == "":
+			return fmt.Errorf("--http-addr %s is not a loopback address and the sidecar has no TLS or no tokens: anyone who reaches it could spend the group's permits; give --http-tls-cert, --http-tls-key and --http-token-file, or --insecure to expose it anyway", f.httpAddr)
+		case f.testHooks:
+			return fmt.Errorf("--test-hooks on --http-addr %s, a non-loopback address: the hooks let anyone cut the worker off; use a loopback address, or add --insecure", f.httpAddr)
+		}
+	}
+	return nil
+}
+
+// sidecarSecurity loads the sidecar's TLS configuration and its tokens
+// (nil without --http-tls-cert, --http-token-file).
+func (f *workerFlags) sidecarSecurity() (*tls.Config, *auth.Store, error) {
+	var conf *tls.Config
+	if f.httpTLSCert != "" {
+		c, err := tlsfiles.Server(f.httpTLSCert, f.httpTLSKey, "", false)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.NextProtos = []string{"http/1.1"}
+		conf = c
+	}
+	var tokens *auth.Store
+	if f.httpTokenFile != "" {
+		ts, err := loadTokens(f.httpTokenFile)
+		if err != nil {
+			return nil, nil, errors.New(strings.Replace(err.Error(), "--token-file", "--http-token-file", 1))
+		}
+		tokens = auth.NewStore(ts)
+	}
+	return conf, tokens, nil
+}
+
+// registerClient returns the client of the worker's lease commands: to
+// --servers, starting at the one the worker's name hashes to, or the next
+// when that one is the register's leader; with --relay, to the relay
+// first.
+func (f *workerFlags) registerClient(logger hclog.Logger) (*client.Client, error) {
 	attempt := max(f.ttl/4, 50*time.Millisecond)
 	opts := []client.Option{client.WithLogger(logger.Named("client")), client.WithAttemptTimeout(attempt)}
 	if f.registerProtocol == "binary" {
@@ -188,106 +222,127 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	}
 	tlsOpts, err := f.tls.options()
 	if err != nil {
-		return c.usageError(err.Error())
+		return nil, err
 	}
 	opts = append(opts, tlsOpts...)
 	servers := spreadServers(f.servers, f.name)
 	cl, err := newClient(servers, opts...)
 	if err != nil {
-		return c.usageError(err.Error())
+		return nil, err
 	}
 	if past := pastTheLeader(cl, servers); past != servers {
 		logger.Debug("the first server is the register's leader: starting at the next", "servers", past)
 		cl.Close()
 		if cl, err = newClient(past, opts...); err != nil {
-			return c.usageError(err.Error())
+			return nil, err
 		}
 		servers = past
 	}
 	if f.relayAddr != "" {
 		cl.Close()
 		opts = append(opts, client.WithReturnToFirst(relayReturnAfter))
-		if cl, err = newClient(relayFirst(f.relayAddr, servers), opts...); err != nil {
-			return c.usageError(err.Error())
-		}
+		return newClient(relayFirst(f.relayAddr, servers), opts...)
+	}
+	return cl, nil
+}
+
+// gossipKeys reads --gossip-key-file (nil without it).
+func (f *workerFlags) gossipKeys() (*memberlist.Keyring, error) {
+	if f.gossipKeyFile == "" {
+		return nil, nil
+	}
+	fh, err := os.Open(f.gossipKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key-file: %v", err)
+	}
+	keys, err := worker.ParseGossipKeys(fh)
+	fh.Close()
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-key-file %s: %v", f.gossipKeyFile, err)
+	}
+	return keys, nil
+}
+
+// workerProcess is a worker command running: its settings, the worker,
+// its fault switch (--test-hooks), whether its gossip is encrypted, the
+// sidecar's TLS and tokens, the logger and stderr.
+type workerProcess struct {
+	f         *workerFlags
+	w         *worker.Worker
+	faults    *testhooks.FaultyRegister
+	encrypted bool
+	tls       *tls.Config
+	tokens    *auth.Store
+	logger    hclog.Logger
+	stderr    io.Writer
+}
+
+// newWorker makes the worker the settings describe: its gossip, its
+// register client (behind a fault switch with --test-hooks) and keys.
+func (p *workerProcess) newWorker() error {
+	f := p.f
+	gossip, err := gossipConfig(f.gossipAddr, f.pushPull)
+	if err != nil {
+		return err
+	}
+	cl, err := f.registerClient(p.logger)
+	if err != nil {
+		return err
 	}
 	var reg worker.Register = cl
-	var faults *testhooks.FaultyRegister
 	if f.testHooks {
-		faults = testhooks.NewFaultyRegister(reg)
-		reg = faults
+		p.faults = testhooks.NewFaultyRegister(reg)
+		reg = p.faults
 	}
-	var keys *memberlist.Keyring
-	if f.gossipKeyFile != "" {
-		fh, err := os.Open(f.gossipKeyFile)
-		if err != nil {
-			return c.usageErrorf("--gossip-key-file: %v", err)
-		}
-		keys, err = worker.ParseGossipKeys(fh)
-		fh.Close()
-		if err != nil {
-			return c.usageErrorf("--gossip-key-file %s: %v", f.gossipKeyFile, err)
-		}
+	keys, err := f.gossipKeys()
+	if err != nil {
+		return err
 	}
-	w, err := worker.New(worker.Config{
+	p.encrypted = keys != nil
+	p.w, err = worker.New(worker.Config{
 		Name: f.name, Group: f.group, Weight: f.weight, Limit: f.limit, Register: reg, GossipKeys: keys,
 		Gossip: gossip, Join: splitList(f.join), TTL: f.ttl, Margin: f.margin, StealBias: f.stealBias,
 		RenewEvery: f.renewEvery, RequestTimeout: f.registerTimeout, UnreachableAfter: f.unreachableAfter,
-		Clock: node.NewMonotonicClock(), Logger: logger,
+		Clock: node.NewMonotonicClock(), Logger: p.logger,
 	})
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	if f.validate {
-		c.printSettings(stdout)
-		return exitOK
-	}
+	return err
+}
+
+// run starts the worker and serves its sidecar until a signal stops it
+// or the server fails; it returns the command's exit status.
+func (p *workerProcess) run() int {
+	f := p.f
+	fails := failureReporter{p.stderr, p.logger, f.logFormat, "worker"}
 	ln, err := net.Listen("tcp", f.httpAddr)
 	if err != nil {
-		reportFailure(stderr, logger, f.logFormat, "worker", "listen on --http-addr "+f.httpAddr, err)
+		fails.report("listen on --http-addr "+f.httpAddr, err)
 		return exitFailure
 	}
 	startCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	err = w.Start(startCtx)
+	err = p.w.Start(startCtx)
 	cancel()
 	if err != nil {
 		ln.Close()
-		reportFailure(stderr, logger, f.logFormat, "worker", "start", err)
+		fails.report("start", err)
 		return 1
 	}
-	var sw sidecar.Worker = w
-	if f.testDoubleLease {
-		logger.Warn("--test-double-lease: this worker hands out every permit twice (a deliberately broken build for testing)")
-		sw = &testhooks.DoubleSpender{Worker: w}
+	if p.tls != nil {
+		ln = tls.NewListener(ln, p.tls)
 	}
-	// One /metrics page: the sidecar's series, the build, the Go runtime
-	// and the process.
-	metricsReg := prometheus.NewRegistry()
-	registerProcessMetrics(metricsReg)
-	handler := sidecar.NewHandler(sw, sidecar.Options{Logger: logger.Named("http"), RequestTimeout: f.reqTimout, Registry: metricsReg})
-	if faults != nil {
-		handler = testhooks.WithWorkerFaultHooks(handler, faults)
-	}
-	if sidecarTokens != nil {
-		handler = auth.Require(handler, sidecarTokens, sidecar.Access) // outermost: the test hooks need admin too
-	}
-	if sidecarTLS != nil {
-		ln = tls.NewListener(ln, sidecarTLS)
-	}
-	srv := transport.NewServer(f.httpAddr, handler)
+	srv := transport.NewServer(f.httpAddr, p.handler())
 	httpErr := make(chan error, 1)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			httpErr <- err
 		}
 	}()
-	logger.Info("listening", "name", f.name, "group", f.group, "limit", f.limit, "http_addr", ln.Addr().String(), "gossip_addr", f.gossipAddr,
-		"tls", sidecarTLS != nil, "tokens", sidecarTokens != nil, "gossip_encrypted", keys != nil, "version", readBuildInfo().Version)
+	p.logger.Info("listening", "name", f.name, "group", f.group, "limit", f.limit, "http_addr", ln.Addr().String(), "gossip_addr", f.gossipAddr,
+		"tls", p.tls != nil, "tokens", p.tokens != nil, "gossip_encrypted", p.encrypted, "version", readBuildInfo().Version)
 
 	code := 0
-	reload := func() { reloadTokenFile(sidecarTokens, f.httpTokenFile, "--http-token-file", logger) }
-	if signalled, err := waitForStop(logger, reload, httpErr); !signalled {
-		reportFailure(stderr, logger, f.logFormat, "worker", "http", err)
+	reload := func() { reloadTokenFile(p.tokens, f.httpTokenFile, "--http-token-file", p.logger) }
+	if signalled, err := waitForStop(p.logger, reload, httpErr); !signalled {
+		fails.report("http", err)
 		code = 1
 	}
 	// Stop the worker first: reserves still waiting answer 503 at once,
@@ -299,12 +354,34 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		_ = srv.Shutdown(ctx)
 		close(shut)
 	}()
-	if err := w.Stop(ctx); err != nil {
-		reportFailure(stderr, logger, f.logFormat, "worker", "returning the lease", err)
+	if err := p.w.Stop(ctx); err != nil {
+		fails.report("returning the lease", err)
 		code = 1
 	}
 	<-shut
 	return code
+}
+
+// handler is the sidecar's HTTP handler: the worker's API (handing out
+// every permit twice with --test-double-lease) and one /metrics page (the
+// sidecar's series, the build, the Go runtime and the process), the test
+// hooks with --test-hooks, all behind the tokens with --http-token-file.
+func (p *workerProcess) handler() http.Handler {
+	var sw sidecar.Worker = p.w
+	if p.f.testDoubleLease {
+		p.logger.Warn("--test-double-lease: this worker hands out every permit twice (a deliberately broken build for testing)")
+		sw = &testhooks.DoubleSpender{Worker: p.w}
+	}
+	metricsReg := prometheus.NewRegistry()
+	registerProcessMetrics(metricsReg)
+	handler := sidecar.NewHandler(sw, sidecar.Options{Logger: p.logger.Named("http"), RequestTimeout: p.f.reqTimout, Registry: metricsReg})
+	if p.faults != nil {
+		handler = testhooks.WithWorkerFaultHooks(handler, p.faults)
+	}
+	if p.tokens != nil {
+		handler = auth.Require(handler, p.tokens, sidecar.Access) // outermost: the test hooks need admin too
+	}
+	return handler
 }
 
 // gossipConfig is memberlist's LAN configuration bound to addr
