@@ -143,71 +143,85 @@ func main() {
 	}
 }
 
+// run measures as o says (the sweep, or -register-load) or reads the
+// results of earlier runs (-from-json), then writes the results, the
+// chart and the table.
 func run(o options) error {
-	var rep report
 	if o.fromJSON != "" {
-		var err error
-		if rep, err = readReports(strings.Split(o.fromJSON, ",")); err != nil {
-			return err
-		}
-	} else {
-		sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		ctx, cancel := context.WithTimeout(sigCtx, o.deadline)
-		defer cancel()
-		tmp, err := os.MkdirTemp("", "leased-scale-")
+		rep, err := readReports(strings.Split(o.fromJSON, ","))
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(tmp)
-		bin := o.permitd
-		if bin == "" {
-			if bin, err = buildPermitd(ctx, tmp); err != nil {
-				return err
-			}
-		}
-		rep = report{Started: time.Now().UTC().Format(time.RFC3339), TTL: o.ttl.String(), Tolerance: o.tolerance,
-			RatePerWorker: o.ratePerWorker, Window: o.window.String(), Warmup: o.warmup.String(),
-			Gossip: o.gossip, GossipCompressed: !o.gossipUncompressed, GossipSlowdown: o.gossipSlowdown,
-			Via: o.via, Protocol: o.protocol, ClientsShared: o.clients, Relays: o.relays}
-		if o.ttl == 0 {
-			rep.TTL = "2s (default)"
-		}
-		if o.registerLoad != nil {
-			return runRegisterLoad(ctx, o, bin, tmp)
-		}
-		for _, w := range o.workers {
-			for _, g := range o.groups {
-				if g > w {
-					fmt.Fprintf(os.Stderr, "skip %d workers in %d groups\n", w, g)
-					continue
-				}
-				if ctx.Err() != nil {
-					rep.Notes = append(rep.Notes, fmt.Sprintf("%d workers in %d groups: not run, deadline reached", w, g))
-					continue
-				}
-				fmt.Fprintf(os.Stderr, "== %d workers in %d groups\n", w, g)
-				res, err := measure(ctx, o, bin, tmp, w, g)
-				if err != nil {
-					fmt.Fprintf(os.Stderr, "   failed: %v\n", err)
-					res.Error = err.Error()
-				}
-				rep.Results = append(rep.Results, res)
-				printRow(os.Stderr, res)
-				// Written after every configuration: a sweep cut short keeps
-				// what it measured.
-				if err := writeJSON(o.jsonOut, rep); err != nil {
-					return err
-				}
-			}
-		}
-		rep.Growth = growth(rep.Results)
+		return present(o, rep)
 	}
-	if o.fromJSON == "" {
-		if err := writeJSON(o.jsonOut, rep); err != nil {
+	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sigCtx, o.deadline)
+	defer cancel()
+	tmp, err := os.MkdirTemp("", "leased-scale-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := o.permitd
+	if bin == "" {
+		if bin, err = buildPermitd(ctx, tmp); err != nil {
 			return err
 		}
 	}
+	if o.registerLoad != nil {
+		return runRegisterLoad(ctx, o, setup{bin, tmp})
+	}
+	rep, err := sweep(ctx, o, setup{bin, tmp})
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(o.jsonOut, rep); err != nil {
+		return err
+	}
+	return present(o, rep)
+}
+
+// sweep measures every worker count in every group count (skipping more
+// groups than workers), writing the results after each configuration so
+// that a sweep cut short keeps what it measured.
+func sweep(ctx context.Context, o options, s setup) (report, error) {
+	rep := report{Started: time.Now().UTC().Format(time.RFC3339), TTL: o.ttl.String(), Tolerance: o.tolerance,
+		RatePerWorker: o.ratePerWorker, Window: o.window.String(), Warmup: o.warmup.String(),
+		Gossip: o.gossip, GossipCompressed: !o.gossipUncompressed, GossipSlowdown: o.gossipSlowdown,
+		Via: o.via, Protocol: o.protocol, ClientsShared: o.clients, Relays: o.relays}
+	if o.ttl == 0 {
+		rep.TTL = "2s (default)"
+	}
+	for _, w := range o.workers {
+		for _, g := range o.groups {
+			if g > w {
+				fmt.Fprintf(os.Stderr, "skip %d workers in %d groups\n", w, g)
+				continue
+			}
+			if ctx.Err() != nil {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%d workers in %d groups: not run, deadline reached", w, g))
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "== %d workers in %d groups\n", w, g)
+			res, err := measure(ctx, o, s, w, g)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "   failed: %v\n", err)
+				res.Error = err.Error()
+			}
+			rep.Results = append(rep.Results, res)
+			printRow(os.Stderr, res)
+			if err := writeJSON(o.jsonOut, rep); err != nil {
+				return rep, err
+			}
+		}
+	}
+	rep.Growth = growth(rep.Results)
+	return rep, nil
+}
+
+// present writes the chart (-svg) and prints the table.
+func present(o options, rep report) error {
 	if o.svgOut != "" {
 		f, err := os.Create(o.svgOut)
 		if err != nil {

@@ -18,15 +18,66 @@ import (
 // fleet, wait for convergence, then time a join, a leave, a cut and a
 // heal, each until the shares are fair again.
 
+// setup is where a sweep runs: the permitd binary its registers run and
+// the temporary directory their data directories go in.
+type setup struct{ bin, tmp string }
+
+// scaleLimit is the leased limit every configuration measures.
+const scaleLimit = "scale"
+
+// putLeasedLimit makes scaleLimit a strict limit of rate permits/s, and
+// leased.
+func putLeasedLimit(ctx context.Context, reg *register, rate float64) error {
+	if _, err := reg.cl.PutLimit(ctx, scaleLimit, client.LimitSpec{Algorithm: "strict", Rate: rate, Per: time.Second}); err != nil {
+		return fmt.Errorf("put limit: %w", err)
+	}
+	if _, err := reg.cl.PutLeasePolicy(ctx, scaleLimit, client.LeasePolicy{Leased: true}); err != nil {
+		return fmt.Errorf("lease policy: %w", err)
+	}
+	return nil
+}
+
+// groupSplit divides demand between nGroups groups (groupDemands) and n
+// holders between the groups, holder i in group i mod nGroups: it
+// returns each group's demand and holders.
+func groupSplit(demand float64, n, nGroups int) (demands []float64, perGroup []int) {
+	demands = groupDemands(demand, nGroups)
+	perGroup = make([]int, nGroups)
+	for i := range n {
+		perGroup[i%nGroups]++
+	}
+	return demands, perGroup
+}
+
+// measurement is one configuration of the sweep as it runs: the options,
+// the register and the fleet, the limit's rate in millipermits/s, each
+// group's demand and workers, and the result so far.
+type measurement struct {
+	o                 options
+	reg               *register
+	f                 *fleet
+	nWorkers, nGroups int
+	rateMilli         int64
+	demands           []float64
+	perGroup          []int
+	res               *result
+}
+
+// workerSpec is a worker to start: its name, group and demand.
+type workerSpec struct {
+	name, group string
+	demand      float64
+}
+
 // measure runs one configuration on a fresh register and fleet.
-func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups int) (res result, err error) {
+func measure(ctx context.Context, o options, s setup, nWorkers, nGroups int) (res result, err error) {
 	res = result{Workers: nWorkers, Groups: nGroups, JoinS: -1, LeaveS: -1, CutS: -1, HealS: -1}
-	dir, err := os.MkdirTemp(tmp, fmt.Sprintf("w%d-g%d-", nWorkers, nGroups))
+	dir, err := os.MkdirTemp(s.tmp, fmt.Sprintf("w%d-g%d-", nWorkers, nGroups))
 	if err != nil {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	reg, err := startRegister(ctx, bin, dir)
+	reg, err := startRegister(ctx, s.bin, dir)
 	if err != nil {
 		return res, err
 	}
@@ -36,257 +87,321 @@ func measure(ctx context.Context, o options, bin, tmp string, nWorkers, nGroups 
 	if res.LeaderIdleCores, _, err = reg.idleCores(ctx); err != nil {
 		return res, err
 	}
-
-	const limit = "scale"
 	rate := o.ratePerWorker * float64(nWorkers)
 	res.Rate = rate
-	if _, err := reg.cl.PutLimit(ctx, limit, client.LimitSpec{Algorithm: "strict", Rate: rate, Per: time.Second}); err != nil {
-		return res, fmt.Errorf("put limit: %w", err)
+	if err := putLeasedLimit(ctx, reg, rate); err != nil {
+		return res, err
 	}
-	if _, err := reg.cl.PutLeasePolicy(ctx, limit, client.LeasePolicy{Leased: true}); err != nil {
-		return res, fmt.Errorf("lease policy: %w", err)
+	m := &measurement{o: o, reg: reg, nWorkers: nWorkers, nGroups: nGroups, rateMilli: int64(math.Round(rate * 1000)), res: &res,
+		f: &fleet{limit: scaleLimit, reg: reg, ttl: o.ttl, rejoinEvery: o.rejoinEvery, opts: o}}
+	m.demands, m.perGroup = groupSplit(1.5*rate, nWorkers, nGroups)
+	stop, err := m.startFleet(ctx, s.bin)
+	defer stop()
+	if err != nil {
+		return res, err
 	}
-	rateMilli := int64(math.Round(rate * 1000))
+	if err := m.steadyState(ctx); err != nil {
+		return res, err
+	}
+	if err := m.changes(ctx); err != nil {
+		return res, err
+	}
+	return res, nil
+}
 
-	f := &fleet{limit: limit, reg: reg, ttl: o.ttl, rejoinEvery: o.rejoinEvery, opts: o}
-	if o.relays > 0 {
-		if f.relays, err = startRelays(ctx, bin, reg, o.relays); err != nil {
-			return res, err
+// startFleet starts what the fleet needs as the options say (relays,
+// shared clients, an in-memory gossip network), then its workers, and
+// waits for the warm-up. stop stops what it started, also after an
+// error.
+func (m *measurement) startFleet(ctx context.Context, bin string) (stop func(), err error) {
+	f, o := m.f, m.o
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
 		}
-		defer f.relays.stop()
+	}
+	if o.relays > 0 {
+		if f.relays, err = startRelays(ctx, bin, m.reg, o.relays); err != nil {
+			return stop, err
+		}
+		stops = append(stops, f.relays.stop)
 	}
 	if o.clients > 0 {
-		if f.shared, err = holderClients(reg, o, o.clients, f.relays); err != nil {
-			return res, err
+		if f.shared, err = holderClients(m.reg, o, o.clients, f.relays); err != nil {
+			return stop, err
 		}
-		defer closeClients(f.shared)
+		stops = append(stops, func() { closeClients(f.shared) })
 	}
 	if o.gossip == "mem" {
 		f.mem = newMemNetwork()
 	}
-	defer func() {
-		_ = parallel(f.live(), 32, func(m *member) error { f.stopMember(m); return nil })
-	}()
-	demands := groupDemands(1.5*rate, nGroups)
-	perGroup := make([]int, nGroups)
-	for i := range nWorkers {
-		perGroup[i%nGroups]++
+	stops = append(stops, func() {
+		_ = parallel(f.live(), 32, func(mb *member) error { f.stopMember(mb); return nil })
+	})
+	if err := m.startWorkers(ctx); err != nil {
+		return stop, err
 	}
-	type spec struct {
-		name, group string
-		demand      float64
+	return stop, sleep(ctx, o.warmup)
+}
+
+// startOne starts the worker s.
+func (m *measurement) startOne(ctx context.Context, s workerSpec) error {
+	if _, err := m.f.startMember(ctx, s.name, s.group, s.demand); err != nil {
+		return fmt.Errorf("start %s: %w", s.name, err)
 	}
-	var specs []spec
-	for i := range nWorkers {
-		g := i % nGroups
-		specs = append(specs, spec{fmt.Sprintf("w%04d", i), groupName(g), demands[g] / float64(perGroup[g])})
+	return nil
+}
+
+// startWorkers starts the configuration's workers: three first, the
+// gossip's seeds, then the others, o.startParallel at once, within
+// o.startTimeout.
+func (m *measurement) startWorkers(ctx context.Context) error {
+	var specs []workerSpec
+	for i := range m.nWorkers {
+		g := i % m.nGroups
+		specs = append(specs, workerSpec{fmt.Sprintf("w%04d", i), groupName(g), m.demands[g] / float64(m.perGroup[g])})
 	}
 	start := time.Now()
-	startOne := func(s spec) error {
-		_, err := f.startMember(ctx, s.name, s.group, s.demand)
-		if err != nil {
-			return fmt.Errorf("start %s: %w", s.name, err)
-		}
-		return nil
-	}
 	first := min(3, len(specs))
 	for _, s := range specs[:first] {
-		if err := startOne(s); err != nil {
-			return res, err
+		if err := m.startOne(ctx, s); err != nil {
+			return err
 		}
 	}
 	var started atomic.Int64
-	startCtx, cancelStart := context.WithTimeout(ctx, o.startTimeout)
+	startCtx, cancelStart := context.WithTimeout(ctx, m.o.startTimeout)
 	defer cancelStart()
-	if err := parallel(specs[first:], o.startParallel, func(s spec) error {
+	if err := parallel(specs[first:], m.o.startParallel, func(s workerSpec) error {
 		if startCtx.Err() != nil {
-			return fmt.Errorf("%d of %d workers started within %v", started.Load()+int64(first), nWorkers, o.startTimeout)
+			return fmt.Errorf("%d of %d workers started within %v", started.Load()+int64(first), m.nWorkers, m.o.startTimeout)
 		}
-		if err := startOne(s); err != nil {
+		if err := m.startOne(ctx, s); err != nil {
 			return err
 		}
 		if n := started.Add(1) + int64(first); n%100 == 0 {
-			fmt.Fprintf(os.Stderr, "   %d workers started after %.1f s%s\n", n, time.Since(start).Seconds(), f.dropNote())
+			fmt.Fprintf(os.Stderr, "   %d workers started after %.1f s%s\n", n, time.Since(start).Seconds(), m.f.dropNote())
 		}
 		return nil
 	}); err != nil {
-		return res, err
+		return err
 	}
-	res.StartS = time.Since(start).Seconds()
-	fmt.Fprintf(os.Stderr, "   %d workers started in %.1f s\n", nWorkers, res.StartS)
-	if err := sleep(ctx, o.warmup); err != nil {
-		return res, err
-	}
+	m.res.StartS = time.Since(start).Seconds()
+	fmt.Fprintf(os.Stderr, "   %d workers started in %.1f s\n", m.nWorkers, m.res.StartS)
+	return nil
+}
 
-	// target is the division the register should reach: the max-min
-	// division of what the live, connected workers report, which is
-	// their offered demand plus the worker's 10 % headroom; and the
-	// holders that should have an active lease.
-	target := func() (map[string]int64, []string) {
-		d := map[string]int64{}
-		var names []string
-		for _, m := range f.live() {
-			if m.cut.Load() {
-				continue
-			}
-			milli := int64(m.demand * 1000)
-			d[m.group] += milli + milli/10
-			names = append(names, m.name)
+// target is the division the register should reach: the max-min
+// division of what the live, connected workers report, which is their
+// offered demand plus the worker's 10 % headroom; and the holders that
+// should have an active lease.
+func (m *measurement) target() (map[string]int64, []string) {
+	d := map[string]int64{}
+	var names []string
+	for _, mb := range m.f.live() {
+		if mb.cut.Load() {
+			continue
 		}
-		slices.Sort(names)
-		fair, _ := fairShares(rateMilli, d, nil)
-		return fair, names
+		milli := int64(mb.demand * 1000)
+		d[mb.group] += milli + milli/10
+		names = append(names, mb.name)
 	}
+	slices.Sort(names)
+	fair, _ := fairShares(m.rateMilli, d, nil)
+	return fair, names
+}
 
-	// Steady state.
-	view := func() (client.LeasePool, error) {
-		c, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return reg.cl.Leases(c, limit)
+// view reads the register's lease view of the limit.
+func (m *measurement) view(ctx context.Context) (client.LeasePool, error) {
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return m.reg.cl.Leases(c, scaleLimit)
+}
+
+// windowReading is what the steady state's window starts or ends with:
+// the lease view, the leader's status, every node's CPU seconds, the
+// fleet's gossip bytes and permits, and when.
+type windowReading struct {
+	pool            client.LeasePool
+	status          client.Status
+	cpu             []float64
+	gossip, granted int64
+	at              time.Time
+}
+
+// steadyState measures the fleet over o.window: the register's log
+// entries, lease commands and CPU, the gossip, the permits spent, and
+// the fairness of the division sampled in between.
+func (m *measurement) steadyState(ctx context.Context) error {
+	var w0, w1 windowReading
+	var err error
+	if w0.pool, err = m.view(ctx); err != nil {
+		return fmt.Errorf("lease view: %w", err)
 	}
-	p0, err := view()
-	if err != nil {
-		return res, fmt.Errorf("lease view: %w", err)
+	if w0.status, err = m.reg.leaderStatus(ctx); err != nil {
+		return err
 	}
-	s0, err := reg.leaderStatus(ctx)
-	if err != nil {
-		return res, err
+	if w0.cpu, err = m.reg.allCPU(); err != nil {
+		return err
 	}
-	cpu0, err := reg.allCPU()
-	if err != nil {
-		return res, err
-	}
-	g0, granted0, t0 := f.gossipOut.Load(), f.granted.Load(), time.Now()
-	fmt.Fprintf(os.Stderr, "   window start: %d gossip bytes%s\n", g0, f.dropNote())
+	w0.gossip, w0.granted, w0.at = m.f.gossipOut.Load(), m.f.granted.Load(), time.Now()
+	fmt.Fprintf(os.Stderr, "   window start: %d gossip bytes%s\n", w0.gossip, m.f.dropNote())
 	const fairnessSamples = 5
 	for k := range fairnessSamples {
-		if err := sleep(ctx, o.window/fairnessSamples); err != nil {
-			return res, err
+		if err := sleep(ctx, m.o.window/fairnessSamples); err != nil {
+			return err
 		}
 		if k == fairnessSamples-1 {
 			break // the last reading is the window's end
 		}
-		p, err := view()
+		p, err := m.view(ctx)
 		if err != nil {
-			return res, fmt.Errorf("lease view: %w", err)
+			return fmt.Errorf("lease view: %w", err)
 		}
-		res.noteFairness(p, rateMilli, target)
+		m.res.noteFairness(p, m.rateMilli, m.target)
 	}
-	cpu1, err := reg.allCPU()
-	if err != nil {
-		return res, err
+	if w1.cpu, err = m.reg.allCPU(); err != nil {
+		return err
 	}
-	g1, granted1, t1 := f.gossipOut.Load(), f.granted.Load(), time.Now()
-	fmt.Fprintf(os.Stderr, "   window end: %d gossip bytes%s\n", g1, f.dropNote())
-	s1, err := reg.leaderStatus(ctx)
-	if err != nil {
-		return res, err
+	w1.gossip, w1.granted, w1.at = m.f.gossipOut.Load(), m.f.granted.Load(), time.Now()
+	fmt.Fprintf(os.Stderr, "   window end: %d gossip bytes%s\n", w1.gossip, m.f.dropNote())
+	if w1.status, err = m.reg.leaderStatus(ctx); err != nil {
+		return err
 	}
-	p1, err := view()
-	if err != nil {
-		return res, err
+	if w1.pool, err = m.view(ctx); err != nil {
+		return err
 	}
-	res.noteFairness(p1, rateMilli, target)
-	win := t1.Sub(t0).Seconds()
-	res.WindowS = win
-	res.EntriesPerSec = float64(s1.AppliedIndex-s0.AppliedIndex) / win
-	cmds := (p1.LeasesOpened + p1.Renewals + p1.Returns + p1.Fenced) - (p0.LeasesOpened + p0.Renewals + p0.Returns + p0.Fenced)
-	res.CommandsPerSec = float64(cmds) / win
-	res.RenewalsPerSec = float64(p1.Renewals-p0.Renewals) / win
-	lcpu := cpu1[reg.leader] - cpu0[reg.leader]
-	res.LeaderCores = lcpu / win
-	for i := range cpu0 {
-		if i != reg.leader {
-			res.FollowerCores = max(res.FollowerCores, (cpu1[i]-cpu0[i])/win)
-		}
-	}
-	res.LeaderRenewalCores = max(res.LeaderCores-res.LeaderIdleCores, 0)
-	if cmds > 0 {
-		res.LeaderUsPerCommand = res.LeaderRenewalCores * win / float64(cmds) * 1e6
-	}
-	res.GossipBytesPerWS = float64(g1-g0) / float64(nWorkers) / win
-	res.SpentPerSec = float64(granted1-granted0) / win
+	m.res.noteFairness(w1.pool, m.rateMilli, m.target)
+	m.res.noteWindow(w0, w1, m.reg.leader, m.nWorkers)
+	return nil
+}
 
+// noteWindow records the steady state's rates between w0 and w1: the
+// log entries, lease commands and renewals, the leader's (leader is its
+// index) and the busiest follower's CPU, the gossip per worker and the
+// permits spent.
+func (r *result) noteWindow(w0, w1 windowReading, leader, nWorkers int) {
+	win := w1.at.Sub(w0.at).Seconds()
+	r.WindowS = win
+	r.EntriesPerSec = float64(w1.status.AppliedIndex-w0.status.AppliedIndex) / win
+	p0, p1 := w0.pool, w1.pool
+	cmds := (p1.LeasesOpened + p1.Renewals + p1.Returns + p1.Fenced) - (p0.LeasesOpened + p0.Renewals + p0.Returns + p0.Fenced)
+	r.CommandsPerSec = float64(cmds) / win
+	r.RenewalsPerSec = float64(p1.Renewals-p0.Renewals) / win
+	r.LeaderCores = (w1.cpu[leader] - w0.cpu[leader]) / win
+	for i := range w0.cpu {
+		if i != leader {
+			r.FollowerCores = max(r.FollowerCores, (w1.cpu[i]-w0.cpu[i])/win)
+		}
+	}
+	r.LeaderRenewalCores = max(r.LeaderCores-r.LeaderIdleCores, 0)
+	if cmds > 0 {
+		r.LeaderUsPerCommand = r.LeaderRenewalCores * win / float64(cmds) * 1e6
+	}
+	r.GossipBytesPerWS = float64(w1.gossip-w0.gossip) / float64(nWorkers) / win
+	r.SpentPerSec = float64(w1.granted-w0.granted) / win
+}
+
+// changes times how long the division takes to be fair again after a
+// join, a leave, a cut and a heal, then counts the rejoins the leave
+// caused.
+func (m *measurement) changes(ctx context.Context) error {
+	res, f := m.res, m.f
 	// Join: 10 % more workers (at least one) in the smallest group, with
 	// its workers' demand.
-	n := max(1, nWorkers/10)
+	n := max(1, m.nWorkers/10)
 	res.Changed = n
-	var joins []spec
+	var joins []workerSpec
 	for k := range n {
-		joins = append(joins, spec{fmt.Sprintf("j%04d", k), groupName(0), demands[0] / float64(perGroup[0])})
+		joins = append(joins, workerSpec{fmt.Sprintf("j%04d", k), groupName(0), m.demands[0] / float64(m.perGroup[0])})
 	}
-	res.JoinS, res.JoinErr, err = phase(ctx, o, view, rateMilli, target, func() error { return parallel(joins, 16, startOne) })
+	var err error
+	res.JoinS, res.JoinErr, err = m.phase(ctx, func() error {
+		return parallel(joins, 16, func(s workerSpec) error { return m.startOne(ctx, s) })
+	})
 	if err != nil {
-		return res, fmt.Errorf("join: %w", err)
+		return fmt.Errorf("join: %w", err)
 	}
 	// Leave: as many original workers stopped, from the largest groups.
 	var leaving []*member
-	for g := nGroups - 1; g >= 0 && len(leaving) < n; g-- {
-		for _, m := range f.live() {
-			if m.group == groupName(g) && strings.HasPrefix(m.name, "w") && len(leaving) < n {
-				leaving = append(leaving, m)
+	for g := m.nGroups - 1; g >= 0 && len(leaving) < n; g-- {
+		for _, mb := range f.live() {
+			if mb.group == groupName(g) && strings.HasPrefix(mb.name, "w") && len(leaving) < n {
+				leaving = append(leaving, mb)
 			}
 		}
 	}
-	staying := f.live()
-	staying = slices.DeleteFunc(staying, func(m *member) bool { return slices.Contains(leaving, m) })
+	staying := slices.DeleteFunc(f.live(), func(mb *member) bool { return slices.Contains(leaving, mb) })
 	rejoins0 := rejoinsOf(staying)
-	res.LeaveS, res.LeaveErr, err = phase(ctx, o, view, rateMilli, target, func() error {
-		return parallel(leaving, 32, func(m *member) error { f.stopMember(m); return nil })
+	res.LeaveS, res.LeaveErr, err = m.phase(ctx, func() error {
+		return parallel(leaving, 32, func(mb *member) error { f.stopMember(mb); return nil })
 	})
 	if err != nil {
-		return res, fmt.Errorf("leave: %w", err)
+		return fmt.Errorf("leave: %w", err)
 	}
-	// Partition: the smallest group's register calls fail, then succeed
-	// again. With one group, half its workers are cut off instead (cutting
-	// the whole fleet leaves the register's view as it was: expiry is
-	// applied with the next log entry, and none comes).
+	if err := m.cutAndHeal(ctx); err != nil {
+		return err
+	}
+	return m.countRejoins(ctx, staying, rejoins0)
+}
+
+// cutAndHeal times a partition: the smallest group's register calls
+// fail, then succeed again. With one group, half its workers are cut off
+// instead (cutting the whole fleet leaves the register's view as it was:
+// expiry is applied with the next log entry, and none comes).
+func (m *measurement) cutAndHeal(ctx context.Context) error {
 	var cut []*member
-	for i, m := range f.live() {
-		if (nGroups > 1 && m.group == groupName(0)) || (nGroups == 1 && i%2 == 0) {
-			cut = append(cut, m)
+	for i, mb := range m.f.live() {
+		if (m.nGroups > 1 && mb.group == groupName(0)) || (m.nGroups == 1 && i%2 == 0) {
+			cut = append(cut, mb)
 		}
 	}
-	res.CutWorkers = len(cut)
+	m.res.CutWorkers = len(cut)
 	setCut := func(v bool) error {
-		for _, m := range cut {
-			m.cut.Store(v)
+		for _, mb := range cut {
+			mb.cut.Store(v)
 		}
 		return nil
 	}
-	res.CutS, res.CutErr, err = phase(ctx, o, view, rateMilli, target, func() error { return setCut(true) })
+	var err error
+	m.res.CutS, m.res.CutErr, err = m.phase(ctx, func() error { return setCut(true) })
 	if err != nil {
-		return res, fmt.Errorf("cut: %w", err)
+		return fmt.Errorf("cut: %w", err)
 	}
-	res.HealS, res.HealErr, err = phase(ctx, o, view, rateMilli, target, func() error { return setCut(false) })
+	m.res.HealS, m.res.HealErr, err = m.phase(ctx, func() error { return setCut(false) })
 	if err != nil {
-		return res, fmt.Errorf("heal: %w", err)
+		return fmt.Errorf("heal: %w", err)
 	}
-	// The rejoins the departures caused: once every member that stayed
-	// sees the leavers gone, each rejoin loop ticks within a period; two
-	// periods and a second leave room for a member whose tick came just
-	// before its view changed (the cut changes no membership).
-	every := o.rejoinEvery
+	return nil
+}
+
+// countRejoins records the rejoins the departures caused among staying
+// (rejoins0 before the leave): once every member that stayed sees the
+// leavers gone, each rejoin loop ticks within a period; two periods and
+// a second leave room for a member whose tick came just before its view
+// changed (the cut changes no membership).
+func (m *measurement) countRejoins(ctx context.Context, staying []*member, rejoins0 int64) error {
+	every := m.o.rejoinEvery
 	if every == 0 {
 		every = worker.DefaultRejoinEvery
 	}
 	settleFrom := time.Now()
 	for !seeOnly(staying, len(staying)) {
-		if time.Since(settleFrom) > o.phaseTimeout {
+		if time.Since(settleFrom) > m.o.phaseTimeout {
 			// Not a failed measurement: the count is unknown (-1).
-			fmt.Fprintf(os.Stderr, "   leave_rejoins not read: the members that stayed did not all see exactly each other within %v after the heal\n", o.phaseTimeout)
-			res.LeaveRejoins = -1
-			return res, nil
+			fmt.Fprintf(os.Stderr, "   leave_rejoins not read: the members that stayed did not all see exactly each other within %v after the heal\n", m.o.phaseTimeout)
+			m.res.LeaveRejoins = -1
+			return nil
 		}
-		if err := sleep(ctx, o.sampleEvery); err != nil {
-			return res, err
+		if err := sleep(ctx, m.o.sampleEvery); err != nil {
+			return err
 		}
 	}
 	if err := sleep(ctx, 2*every+time.Second); err != nil {
-		return res, err
+		return err
 	}
-	res.LeaveRejoins = rejoinsOf(staying) - rejoins0
-	return res, nil
+	m.res.LeaveRejoins = rejoinsOf(staying) - rejoins0
+	return nil
 }
 
 // rejoinsOf sums the members' joins of their seed lists after start
@@ -328,12 +443,12 @@ func (r *result) noteFairness(p client.LeasePool, rateMilli int64, target func()
 }
 
 // phase runs event, then samples the register's lease view every
-// sampleEvery until the fleet has converged (convergedAt with the
+// o.sampleEvery until the fleet has converged (convergedAt with the
 // tolerance and hold) or the phase timeout passed. It returns the time to
 // converge in seconds (-1: not within the timeout) and the last sample's
 // error against the target.
-func phase(ctx context.Context, o options, view func() (client.LeasePool, error), rateMilli int64,
-	target func() (map[string]int64, []string), event func() error) (float64, float64, error) {
+func (m *measurement) phase(ctx context.Context, event func() error) (float64, float64, error) {
+	o := m.o
 	start := time.Now()
 	if err := event(); err != nil {
 		return -1, -1, err
@@ -341,7 +456,7 @@ func phase(ctx context.Context, o options, view func() (client.LeasePool, error)
 	var samples []sample
 	for time.Since(start) < o.phaseTimeout {
 		at := time.Since(start)
-		p, err := view()
+		p, err := m.view(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return -1, -1, ctx.Err()
@@ -349,8 +464,8 @@ func phase(ctx context.Context, o options, view func() (client.LeasePool, error)
 			continue
 		}
 		v := groupsOf(p.Leases)
-		fair, names := target()
-		e, _ := fairnessError(v, fair, rateMilli)
+		fair, names := m.target()
+		e, _ := fairnessError(v, fair, m.rateMilli)
 		var holders []string
 		for _, g := range v {
 			holders = append(holders, g.HoldersInGroup...)
@@ -371,6 +486,7 @@ func phase(ctx context.Context, o options, view func() (client.LeasePool, error)
 	return -1, last, nil
 }
 
+// sleep waits d, or until ctx ends (its error).
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

@@ -49,9 +49,9 @@ type loadResult struct {
 
 // measureRegisterLoad runs n holders in g groups against a fresh 3-node
 // register for o.window after o.warmup.
-func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g int) (res loadResult, err error) {
+func measureRegisterLoad(ctx context.Context, o options, s setup, n, g int) (res loadResult, err error) {
 	res = loadResult{Holders: n, Groups: g, Via: o.via, Protocol: o.protocol}
-	dir, err := os.MkdirTemp(tmp, fmt.Sprintf("load%d-g%d-", n, g))
+	dir, err := os.MkdirTemp(s.tmp, fmt.Sprintf("load%d-g%d-", n, g))
 	if err != nil {
 		return res, err
 	}
@@ -60,7 +60,7 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	if o.pprofOut != "" {
 		extra = append(extra, "--pprof")
 	}
-	reg, err := startRegister(ctx, bin, dir, extra...)
+	reg, err := startRegister(ctx, s.bin, dir, extra...)
 	if err != nil {
 		return res, err
 	}
@@ -71,7 +71,7 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	}
 	var relays *relayProcs
 	if o.relays > 0 {
-		if relays, err = startRelays(ctx, bin, reg, o.relays); err != nil {
+		if relays, err = startRelays(ctx, s.bin, reg, o.relays); err != nil {
 			return res, err
 		}
 		defer relays.stop()
@@ -84,130 +84,171 @@ func measureRegisterLoad(ctx context.Context, o options, bin, tmp string, n, g i
 	defer closeClients(clients)
 	res.Clients = len(clients)
 
-	const limit = "scale"
 	rate := o.ratePerWorker * float64(n)
-	if _, err := reg.cl.PutLimit(ctx, limit, client.LimitSpec{Algorithm: "strict", Rate: rate, Per: time.Second}); err != nil {
-		return res, fmt.Errorf("put limit: %w", err)
+	if err := putLeasedLimit(ctx, reg, rate); err != nil {
+		return res, err
 	}
-	if _, err := reg.cl.PutLeasePolicy(ctx, limit, client.LeasePolicy{Leased: true}); err != nil {
-		return res, fmt.Errorf("lease policy: %w", err)
+	h := &holders{o: o, clients: clients, ttl: o.ttl}
+	if h.ttl == 0 {
+		h.ttl = 2 * time.Second // the worker's default
 	}
-	ttl := o.ttl
-	if ttl == 0 {
-		ttl = 2 * time.Second // the worker's default
-	}
-	demands := groupDemands(1.5*rate, g)
-	perGroup := make([]int, g)
-	for i := range n {
-		perGroup[i%g]++
-	}
-
-	var renewals, failed atomic.Int64
-	var measuring atomic.Bool
-	var latMu sync.Mutex
-	var lat []time.Duration
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	var wg sync.WaitGroup
-	for i := range n {
-		gi := i % g
-		demandMilli := int64(demands[gi] / float64(perGroup[gi]) * 1000)
-		cl := clients[i%len(clients)]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(i), 7))
-			// Each holder starts at its own phase of the renewal period.
-			if sleep(runCtx, time.Duration(rng.Int64N(int64(ttl/2)))) != nil {
-				return
-			}
-			name := fmt.Sprintf("h%04d", i)
-			var grant client.LeaseGrant
-			for runCtx.Err() == nil {
-				t0 := time.Now()
-				var err error
-				if grant.Status != client.LeaseGranted {
-					grant, err = cl.Lease(runCtx, limit, client.LeaseRequest{Holder: name, Group: groupName(gi), DemandMilliPerSec: demandMilli, TTL: ttl})
-				} else {
-					grant, err = cl.Renew(runCtx, limit, grant.LeaseID, grant.Epoch, client.LeaseReport{Spent: grant.Permits, DemandMilliPerSec: demandMilli, TTL: ttl})
-				}
-				d := time.Since(t0)
-				if err != nil {
-					if runCtx.Err() != nil {
-						return
-					}
-					failed.Add(1)
-					grant = client.LeaseGrant{}
-				} else if measuring.Load() {
-					renewals.Add(1)
-					latMu.Lock()
-					lat = append(lat, d)
-					latMu.Unlock()
-				}
-				if sleep(runCtx, alignedWait(time.Now(), ttl/2-d, o.alignEvery)) != nil {
-					return
-				}
-			}
-		}()
-	}
-	if err := sleep(ctx, o.warmup+ttl/2); err != nil {
+	wg := h.start(runCtx, n, g, rate)
+	if err := sleep(ctx, o.warmup+h.ttl/2); err != nil {
 		return res, err
 	}
-	st0, err := reg.leaderStatus(ctx)
-	if err != nil {
-		return res, err
-	}
-	c0, _ := reg.cpuSeconds(reg.leaderPID())
-	a0, _ := reg.allCPU()
-	r0 := relays.cpu(reg)
-	t0 := time.Now()
-	measuring.Store(true)
-	profDone := make(chan error, len(reg.http))
-	for i, addr := range reg.http {
-		switch {
-		case o.pprofOut == "":
-			profDone <- nil
-		case i == reg.leader:
-			go func() { profDone <- fetchProfile(ctx, addr, o.window, o.pprofOut) }()
-		default:
-			out := fmt.Sprintf("%s.follower%d", o.pprofOut, i)
-			go func() { profDone <- fetchProfile(ctx, addr, o.window, out) }()
-		}
-	}
-	if err := sleep(ctx, o.window); err != nil {
-		return res, err
-	}
-	measuring.Store(false)
-	c1, _ := reg.cpuSeconds(reg.leaderPID())
-	a1, _ := reg.allCPU()
-	r1 := relays.cpu(reg)
-	el := time.Since(t0).Seconds()
-	res.ClusterCores = (sum(a1) - sum(a0)) / el
-	res.RelayCores = (r1 - r0) / el
-	st1, err := reg.leaderStatus(ctx)
+	w, err := h.window(ctx, reg, relays)
 	if err != nil {
 		return res, err
 	}
 	stop()
 	wg.Wait()
 	for range reg.http {
-		if err := <-profDone; err != nil {
+		if err := <-w.profiles; err != nil {
 			fmt.Fprintf(os.Stderr, "   profile: %v\n", err)
 		}
 	}
-	res.RenewalsPerSec = float64(renewals.Load()) / el
-	res.EntriesPerSec = float64(st1.AppliedIndex-st0.AppliedIndex) / el
-	res.LeaderCores = (c1 - c0) / el
+	res.note(w, h)
+	return res, nil
+}
+
+// holders are the lease holders of a register-load run: each opens a
+// lease and renews it every TTL/2, counting its renewals, failures and
+// latencies while measuring.
+type holders struct {
+	o                options
+	clients          []*client.Client
+	ttl              time.Duration
+	renewals, failed atomic.Int64
+	measuring        atomic.Bool
+	latMu            sync.Mutex
+	lat              []time.Duration
+}
+
+// start starts n holders in g groups, of the demands of the sweep's fleet
+// for a limit of rate, until runCtx ends.
+func (h *holders) start(runCtx context.Context, n, g int, rate float64) *sync.WaitGroup {
+	demands, perGroup := groupSplit(1.5*rate, n, g)
+	var wg sync.WaitGroup
+	for i := range n {
+		gi := i % g
+		demandMilli := int64(demands[gi] / float64(perGroup[gi]) * 1000)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.run(runCtx, i, gi, demandMilli)
+		}()
+	}
+	return &wg
+}
+
+// run is holder i of group gi, with demandMilli millipermits/s: it starts
+// at its own phase of the renewal period, then leases and renews until
+// runCtx ends, reporting its grant spent (a saturated fleet).
+func (h *holders) run(runCtx context.Context, i, gi int, demandMilli int64) {
+	cl := h.clients[i%len(h.clients)]
+	rng := rand.New(rand.NewPCG(uint64(i), 7))
+	if sleep(runCtx, time.Duration(rng.Int64N(int64(h.ttl/2)))) != nil {
+		return
+	}
+	name := fmt.Sprintf("h%04d", i)
+	var grant client.LeaseGrant
+	for runCtx.Err() == nil {
+		t0 := time.Now()
+		var err error
+		if grant.Status != client.LeaseGranted {
+			grant, err = cl.Lease(runCtx, scaleLimit, client.LeaseRequest{Holder: name, Group: groupName(gi), DemandMilliPerSec: demandMilli, TTL: h.ttl})
+		} else {
+			grant, err = cl.Renew(runCtx, scaleLimit, grant.LeaseID, grant.Epoch, client.LeaseReport{Spent: grant.Permits, DemandMilliPerSec: demandMilli, TTL: h.ttl})
+		}
+		d := time.Since(t0)
+		if err != nil {
+			if runCtx.Err() != nil {
+				return
+			}
+			h.failed.Add(1)
+			grant = client.LeaseGrant{}
+		} else if h.measuring.Load() {
+			h.renewals.Add(1)
+			h.latMu.Lock()
+			h.lat = append(h.lat, d)
+			h.latMu.Unlock()
+		}
+		if sleep(runCtx, alignedWait(time.Now(), h.ttl/2-d, h.o.alignEvery)) != nil {
+			return
+		}
+	}
+}
+
+// loadWindow is what the measured window read: the leader's status, its
+// CPU seconds and every node's, the relays' CPU, at its start (0) and
+// end (1), its length in seconds, and the CPU profiles' outcomes.
+type loadWindow struct {
+	st0, st1 client.Status
+	c0, c1   float64
+	a0, a1   []float64
+	r0, r1   float64
+	seconds  float64
+	profiles chan error
+}
+
+// window measures o.window with the holders' renewals counted, taking
+// the nodes' CPU profiles with -pprof-out.
+func (h *holders) window(ctx context.Context, reg *register, relays *relayProcs) (loadWindow, error) {
+	o := h.o
+	var w loadWindow
+	var err error
+	if w.st0, err = reg.leaderStatus(ctx); err != nil {
+		return w, err
+	}
+	w.c0, _ = reg.cpuSeconds(reg.leaderPID())
+	w.a0, _ = reg.allCPU()
+	w.r0 = relays.cpu(reg)
+	t0 := time.Now()
+	h.measuring.Store(true)
+	w.profiles = make(chan error, len(reg.http))
+	for i, addr := range reg.http {
+		switch {
+		case o.pprofOut == "":
+			w.profiles <- nil
+		case i == reg.leader:
+			go func() { w.profiles <- fetchProfile(ctx, addr, o.window, o.pprofOut) }()
+		default:
+			out := fmt.Sprintf("%s.follower%d", o.pprofOut, i)
+			go func() { w.profiles <- fetchProfile(ctx, addr, o.window, out) }()
+		}
+	}
+	if err := sleep(ctx, o.window); err != nil {
+		return w, err
+	}
+	h.measuring.Store(false)
+	w.c1, _ = reg.cpuSeconds(reg.leaderPID())
+	w.a1, _ = reg.allCPU()
+	w.r1 = relays.cpu(reg)
+	w.seconds = time.Since(t0).Seconds()
+	w.st1, err = reg.leaderStatus(ctx)
+	return w, err
+}
+
+// note records the window's rates, the holders' counts and their renewal
+// latencies.
+func (res *loadResult) note(w loadWindow, h *holders) {
+	el := w.seconds
+	res.ClusterCores = (sum(w.a1) - sum(w.a0)) / el
+	res.RelayCores = (w.r1 - w.r0) / el
+	res.RenewalsPerSec = float64(h.renewals.Load()) / el
+	res.EntriesPerSec = float64(w.st1.AppliedIndex-w.st0.AppliedIndex) / el
+	res.LeaderCores = (w.c1 - w.c0) / el
 	if res.RenewalsPerSec > 0 {
 		res.LeaderMicrosPerRen = 1e6 * (res.LeaderCores - res.LeaderIdleCores) / res.RenewalsPerSec
 	}
-	res.Failed = failed.Load()
-	if len(lat) > 0 {
+	res.Failed = h.failed.Load()
+	if lat := h.lat; len(lat) > 0 {
 		slices.Sort(lat)
 		res.P50Ms = float64(lat[len(lat)/2]) / 1e6
 		res.P99Ms = float64(lat[len(lat)*99/100]) / 1e6
 	}
-	return res, nil
 }
 
 // fetchProfile saves a CPU profile of the agent at httpAddr over d.
@@ -261,7 +302,7 @@ func sum(xs []float64) float64 {
 
 // runRegisterLoad measures every holder count in every group count and
 // prints a table.
-func runRegisterLoad(ctx context.Context, o options, bin, tmp string) error {
+func runRegisterLoad(ctx context.Context, o options, s setup) error {
 	fmt.Println("| holders | groups | via, protocol, clients | renewals/s | log entries/s | leader cores: total / idle | leader µs/renewal | 3 nodes' cores: total / idle | 3 nodes' µs/renewal | renewal p50 / p99 ms | failed calls | relays: cores |")
 	fmt.Println("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, n := range o.registerLoad {
@@ -270,7 +311,7 @@ func runRegisterLoad(ctx context.Context, o options, bin, tmp string) error {
 				continue
 			}
 			fmt.Fprintf(os.Stderr, "== %d holders in %d groups\n", n, g)
-			res, err := measureRegisterLoad(ctx, o, bin, tmp, n, g)
+			res, err := measureRegisterLoad(ctx, o, s, n, g)
 			if err != nil {
 				return fmt.Errorf("%d holders in %d groups: %w", n, g, err)
 			}
