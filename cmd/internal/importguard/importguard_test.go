@@ -36,21 +36,28 @@ var allowed = map[string][]string{
 	// Go client implements).
 	"transport/relay": {"transport/wire", "transport/auth"},
 
-	// cmd/permitd is the binary: the agent runs node and transport, the
-	// worker and relay commands the client side, the demo and bench both.
+	// cmd/permitd is the CLI: the agent runs node and transport, the
+	// worker and relay commands the client side; the demo, bench and the
+	// test hooks are packages of their own below it.
 	"cmd/permitd": {
-		"bucket", "fsm", "node", "node/faultnet",
-		"transport", "transport/auth", "transport/devcerts", "transport/tlsfiles", "transport/wire",
+		"fsm", "node", "node/faultnet",
+		"transport", "transport/auth", "transport/devcerts", "transport/tlsfiles",
 		"transport/client", "transport/worker", "transport/sidecar", "transport/relay",
-		"cmd/internal/httplite",
+		"cmd/internal/testhooks", "cmd/internal/demo", "cmd/internal/bench",
 	},
 	"cmd/internal/httplite":    {},
 	"cmd/internal/importguard": {},
 	"cmd/internal/doccheck":    {},
-	// cmd/internal/testhooks: the binary's testing-only hooks on an
-	// agent (its node and raft fault layer) and on a worker (between it
-	// and the register, and its sidecar).
+	// cmd/permitd's parts in packages of their own: the binary's
+	// testing-only hooks on an agent (its node and raft fault layer) and
+	// on a worker (between it and the register, and its sidecar); the
+	// demo, a whole cluster in one process with in-process workers and
+	// clients; bench, a load generator over the API (HTTP, the binary
+	// protocol, the Go client; node for its default bound only).
 	"cmd/internal/testhooks": {"node", "node/faultnet", "transport/client", "transport/worker", "transport/sidecar"},
+	"cmd/internal/demo": {"bucket", "fsm", "node", "transport", "transport/auth", "transport/client", "transport/devcerts",
+		"transport/tlsfiles", "transport/worker", "cmd/internal/testhooks"},
+	"cmd/internal/bench": {"node", "transport/client", "transport/wire", "cmd/internal/httplite"},
 	// cmd/leased-scale measures the leased path: agents (built from
 	// cmd/permitd, not imported) and in-process workers.
 	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker"},
