@@ -74,7 +74,7 @@ func leaderDoVia[T any](n *Node, ctx context.Context, by time.Time, op byte, pay
 	if err != nil {
 		return zero, err
 	}
-	if addr == string(n.trans.LocalAddr()) {
+	if addr == string(n.raftNet.LocalAddr()) {
 		// Raft names this node leader but its timeline is not active yet.
 		if n.waitLeading(wait) {
 			return local(ctx)

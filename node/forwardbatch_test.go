@@ -114,10 +114,10 @@ func TestFollowerForwardsOneByOneToALeaderWithoutBatches(t *testing.T) {
 	const holders = 64
 	openAndRenewAll(t, ctx, func(int) *Node { return f }, holders)
 	f.fwdLeases.mu.Lock()
-	single := f.fwdLeases.single[string(l.trans.LocalAddr())]
+	single := f.fwdLeases.single[string(l.raftNet.LocalAddr())]
 	f.fwdLeases.mu.Unlock()
 	if !single {
-		t.Fatalf("the follower never found that the leader at %s does not batch", l.trans.LocalAddr())
+		t.Fatalf("the follower never found that the leader at %s does not batch", l.raftNet.LocalAddr())
 	}
 }
 

@@ -171,7 +171,7 @@ type Node struct {
 	log      hclog.Logger
 	fsm      *fsm.FSM
 	raft     *raft.Raft
-	trans    *raft.NetworkTransport
+	raftNet  *raft.NetworkTransport
 	store    *raftboltdb.BoltStore
 	mux      *mux
 	timeline *timeline
@@ -316,7 +316,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		n.mux.advAddr = a
 	}
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	n.raftNet = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  raftLayer{m: n.mux},
 		MaxPool: 3,
 		Timeout: 2 * time.Second,
@@ -346,7 +346,7 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return fail(fmt.Errorf("node: log cache: %w", err))
 	}
-	n.raft, err = raft.NewRaft(rc, waiterFSM{receiptFSM{n.fsm, n.receipts}, n}, receiptLog{logs, n.receipts}, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, waiterFSM{receiptFSM{n.fsm, n.receipts}, n}, receiptLog{logs, n.receipts}, n.store, snaps, n.raftNet)
 	if err != nil {
 		return fail(fmt.Errorf("node: start raft: %w", err))
 	}

@@ -27,7 +27,7 @@ func (n *Node) Shutdown() error {
 		}
 		n.fwd.close()
 		n.mux.close()
-		n.trans.Close()
+		n.raftNet.Close()
 		n.wg.Wait()
 		if cerr := n.store.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("node: close raft.db: %w", cerr)
@@ -42,7 +42,7 @@ func (n *Node) Kill() {
 	n.stopOnce.Do(func() {
 		n.stop()
 		n.mux.close()
-		n.trans.Close()
+		n.raftNet.Close()
 		n.batcher.close()
 		n.leases.close()
 		n.raft.Shutdown().Error()

@@ -31,7 +31,7 @@ func toWireReserve(r fsm.Reserve) wire.Reserve {
 
 // toWireResult drops what does not travel (NowNanos, OnArrival).
 func toWireResult(res fsm.ReserveResult) wire.ReserveResult {
-	return wire.ReserveResult{Status: wire.Status(res.Status), WaitNanos: res.WaitNanos, RetryAfterNanos: res.RetryAfterNanos,
+	return wire.ReserveResult{Status: wire.ReserveStatus(res.Status), WaitNanos: res.WaitNanos, RetryAfterNanos: res.RetryAfterNanos,
 		ExpiresInNanos: res.ExpiresInNanos, SpacingNanos: res.SpacingNanos, Duplicate: res.Duplicate, Detail: res.Detail}
 }
 

@@ -13,7 +13,7 @@ import (
 func TestWireStatusesAreTheRegisters(t *testing.T) {
 	for _, c := range []struct {
 		f fsm.Status
-		w wire.Status
+		w wire.ReserveStatus
 	}{
 		{fsm.Granted, wire.Granted}, {fsm.Refused, wire.Refused}, {fsm.UnknownLimit, wire.UnknownLimit},
 		{fsm.Invalid, wire.Invalid}, {fsm.SessionExpired, wire.SessionExpired}, {fsm.Busy, wire.Busy},

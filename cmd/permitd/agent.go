@@ -21,9 +21,9 @@ import (
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/faultnet"
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/server"
 	"github.com/permitd/permitd/transport/tlsfiles"
 )
 
@@ -74,7 +74,7 @@ func (a *agentFlags) define(c *cmdLine) {
 	c.Int(&a.maxBatch, "max-batch", "N", 1024, 1, fsm.MaxBatchReserves, fmt.Sprintf("an integer from 1 to %d", fsm.MaxBatchReserves), "most reserves in one log entry")
 	c.Int(&a.maxInflight, "max-inflight", "N", 2, 1, 1024, "an integer from 1 to 1024", "most reserve entries being committed at once")
 	c.Int(&a.maxPending, "max-pending-reserves", "N", 0, 0, 1<<20, "an integer from 0 to 1048576 (0: 5 x --max-batch)", "most reserves the node holds at once (its clients', and forwarded ones on the leader); beyond it a reserve is answered 503 with Retry-After at once instead of queueing; 0 means 5 full batches (5120 at the default --max-batch)")
-	c.Int(&a.sessionsPerToken, "sessions-per-token", "N", transport.DefaultSessionsPerToken, 0, fsm.MaxSessions, fmt.Sprintf("an integer from 0 to %d (0: no quota)", fsm.MaxSessions),
+	c.Int(&a.sessionsPerToken, "sessions-per-token", "N", server.DefaultSessionsPerToken, 0, fsm.MaxSessions, fmt.Sprintf("an integer from 0 to %d (0: no quota)", fsm.MaxSessions),
 		fmt.Sprintf("with --token-file, the most client sessions one token may hold open at once, and %d unacknowledged answers per session of that quota; beyond it the token's new sessions are answered 503 with Retry-After until one of its sessions expires (the register holds %d sessions in all)", fsm.SessionResultsPerSession, fsm.MaxSessions))
 	c.Int(&a.maxPendingJoins, "max-pending-joins", "N", 3, 1, 64, "an integer from 1 to 64", "most joined servers that do not vote yet (the leader promotes one once it has caught up); a join beyond is refused (409) until one is promoted or removed")
 	c.Bool(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
@@ -265,7 +265,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	if a.testBreakTimeline {
 		logger.Warn("UNSAFE --test-break-timeline: a new leader resumes the timeline from its own clock; this node may grant permits early")
 	}
-	var metrics *transport.Metrics
+	var metrics *server.Metrics
 	n, err := node.New(node.Config{
 		ID: a.id, DataDir: a.dataDir, RaftAddr: a.raftAddr, AdvertiseAddr: a.advertise,
 		InitialCluster: initial, Clock: clock, Logger: logger, Network: network,
@@ -283,9 +283,9 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 		return nil, err
 	}
 	ag.node = n
-	metrics = transport.NewMetrics(reg, n.Status)
-	transport.RegisterShadowMetrics(reg, n.LocalLimits)
-	var h http.Handler = transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics, SessionsPerToken: a.sessionsPerToken})
+	metrics = server.NewMetrics(reg, n.Status)
+	server.RegisterShadowMetrics(reg, n.LocalLimits)
+	var h http.Handler = server.NewHandler(n, server.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics, SessionsPerToken: a.sessionsPerToken})
 	if a.testHooks {
 		h = withClockHook(h, clock, n)
 		h = withFaultHooks(h, ag.faults)
@@ -293,7 +293,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	if a.pprof {
 		h = withPprof(h)
 	}
-	serveBinary := transport.BinaryServer(n.ServeClient)
+	serveBinary := server.BinaryServer(n.ServeClient)
 	if a.tls.tokenFile != "" {
 		ts, err := loadTokens(a.tls.tokenFile)
 		if err != nil {
@@ -301,8 +301,8 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 			return nil, err
 		}
 		ag.tokens = auth.NewStore(ts)
-		h = transport.RequireTokens(h, ag.tokens)
-		serveBinary = transport.AuthenticatedBinary(ag.tokens, a.sessionsPerToken, n.ServeClientAs)
+		h = server.RequireTokens(h, ag.tokens)
+		serveBinary = server.AuthenticatedBinary(ag.tokens, a.sessionsPerToken, n.ServeClientAs)
 	}
 	ln, err := net.Listen("tcp", a.httpAddr)
 	if err != nil {
@@ -314,8 +314,8 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	}
 	// The HTTP port also serves the binary reserve protocol (inside TLS
 	// when it is on).
-	ln = transport.NewSniffListener(ln, serveBinary)
-	ag.http = transport.NewServer(a.httpAddr, h)
+	ln = server.NewSniffListener(ln, serveBinary)
+	ag.http = server.NewHTTPServer(a.httpAddr, h)
 	go func() {
 		if err := ag.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			ag.httpErr <- err

@@ -18,8 +18,8 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/server"
 )
 
 func init() {
@@ -168,8 +168,8 @@ func demo(ctx context.Context, out io.Writer, rate float64, clients int, killAft
 			return err
 		}
 		d.node = n
-		ln, h := sec.serve(d.id, ln, transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http")}))
-		d.srv = transport.NewServer(d.httpAddr, h)
+		ln, h := sec.serve(d.id, ln, server.NewHandler(n, server.HandlerOptions{Logger: logger.Named("http")}))
+		d.srv = server.NewHTTPServer(d.httpAddr, h)
 		go d.srv.Serve(ln)
 		return nil
 	}

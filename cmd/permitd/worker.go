@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/server"
 	"github.com/permitd/permitd/transport/sidecar"
 	"github.com/permitd/permitd/transport/tlsfiles"
 	"github.com/permitd/permitd/transport/worker"
@@ -73,7 +73,7 @@ func (f *workerFlags) define(c *cmdLine) {
 	c.Float(&f.stealBias, "steal-bias", "F", 0, func(x float64) bool { return x == -1 || (x >= 0 && x <= 1) }, "-1, 0, or a number in (0, 1]",
 		"fraction of its spare permits a worker keeps for its own group when another group asks (0: default 0.5; -1: none)")
 	c.Duration(&f.pushPull, "gossip-push-pull", 2*time.Second, durPositive, "memberlist push/pull interval (short, so that a small fleet converges quickly)")
-	c.Duration(&f.reqTimout, "max-reserve-wait", transport.DefaultRequestTimeout, durPositive, "longest max_wait a reserve may ask of the sidecar")
+	c.Duration(&f.reqTimout, "max-reserve-wait", server.DefaultRequestTimeout, durPositive, "longest max_wait a reserve may ask of the sidecar")
 	c.Choice(&f.registerProtocol, "register-protocol", "binary", "protocol of the lease commands to the register: binary (pipelined; a little less of the leader's CPU per renewal) or http (JSON)", "binary", "http")
 	c.Choice(&f.logLevel, "log-level", "info", "log level (memberlist logs from one level higher)", logLevels...)
 	c.Choice(&f.logFormat, "log-format", "text", "log format: text lines, or one JSON object per line", logFormats...)
@@ -276,7 +276,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 	if sidecarTLS != nil {
 		ln = tls.NewListener(ln, sidecarTLS)
 	}
-	srv := transport.NewServer(f.httpAddr, handler)
+	srv := server.NewHTTPServer(f.httpAddr, handler)
 	httpErr := make(chan error, 1)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

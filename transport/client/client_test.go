@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/transport"
-	"github.com/permitd/permitd/transport/internal/fakestore"
+	"github.com/permitd/permitd/transport/server"
+	"github.com/permitd/permitd/transport/server/fakestore"
 )
 
 // fakeClock advances only when slept on; it records every sleep.
@@ -82,7 +82,7 @@ func drive(clk *fakeClock, st *fakestore.Store) {
 func apiServer(t *testing.T) (*httptest.Server, *fakestore.Store) {
 	t.Helper()
 	st := fakestore.New()
-	srv := httptest.NewServer(transport.NewHandler(st, transport.HandlerOptions{}))
+	srv := httptest.NewServer(server.NewHandler(st, server.HandlerOptions{}))
 	t.Cleanup(srv.Close)
 	return srv, st
 }

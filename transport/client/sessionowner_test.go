@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/bucket"
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
-	"github.com/permitd/permitd/transport/internal/fakestore"
+	"github.com/permitd/permitd/transport/server"
+	"github.com/permitd/permitd/transport/server/fakestore"
 )
 
 // TestSessionOfARenamedToken: a session is answered only for the token
@@ -35,7 +35,7 @@ func TestSessionOfARenamedToken(t *testing.T) {
 	}
 	tokens := auth.NewStore(tokensOf(line))
 	st := fakestore.New()
-	h := transport.RequireTokens(transport.NewHandler(st, transport.HandlerOptions{SessionsPerToken: 2}), tokens)
+	h := server.RequireTokens(server.NewHandler(st, server.HandlerOptions{SessionsPerToken: 2}), tokens)
 	var opens, gone atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/sessions" {
