@@ -187,8 +187,8 @@ type Node struct {
 	// commits counts the reserve entries this node committed as leader
 	// (Status.ReserveBatches and the fields after it).
 	commits reserveCommits
-	// overloadedMsg is the message of a reserve refused by admitAtRead,
-	// built once.
+	// overloadedMsg is the message of a reserve a read loop shed
+	// (AdmitShed), built once.
 	overloadedMsg []byte
 	// leases batches lease, renew and return commands (lease.go).
 	leases *batcher[fsm.LeaseCommand, fsm.LeaseResult]
@@ -196,9 +196,6 @@ type Node struct {
 	// fwdLeases batches the lease commands a follower forwards
 	// (forwardbatch.go).
 	fwdLeases *leaseForwarder
-	// batchSlots bounds the commands of clients' lease batches being
-	// decided at once (leasebatchclient.go).
-	batchSlots chan struct{}
 	// calls serves the calls of pipelined connections (callpool.go).
 	calls *callPool
 	// expired queues the reports of grants answered as refusals
@@ -285,7 +282,6 @@ func New(cfg Config) (*Node, error) {
 	n.stopped, cancel = context.WithCancel(context.Background())
 	n.stop = func() { close(n.stopCh); cancel() }
 	n.fwdLeases = newLeaseForwarder(n.fwd, wire.AddNanos(cfg.ApplyTimeout, cfg.LeaderWait))
-	n.batchSlots = make(chan struct{}, maxBatchedLeaseCommands)
 	n.receipts = newReceipts(n.timeline.clock, n.timeline.real)
 	n.calls = newCallPool(n.stopCh)
 	n.overloadedMsg = overloadedMessage(cfg.ID, cfg.MaxPendingReserves)

@@ -93,7 +93,7 @@ func encodeResult(v any) ([]byte, error) {
 		if res.ReservationID != 0 || res.Blocking != "" {
 			return appendTracked(wire.Enc{B: []byte{resultReserveTracked}}, res), nil
 		}
-		return append([]byte{resultReserve}, wire.EncodeReserveResult(toWireResult(res))...), nil
+		return append([]byte{resultReserve}, wire.EncodeReserveResult(ToWireReserveResult(res))...), nil
 	case fsm.SettleResult:
 		w := wire.Enc{B: []byte{resultSettle}}
 		w.Uvar(uint64(res.Status))
@@ -119,7 +119,7 @@ func encodeResult(v any) ([]byte, error) {
 		w.Uvar(uint64(res.Counted))
 		return w.B, nil
 	case fsm.SessionResult:
-		return append([]byte{resultSession}, wire.EncodeSessionResult(toWireSession(res))...), nil
+		return append([]byte{resultSession}, wire.EncodeSessionResult(ToWireSessionResult(res))...), nil
 	case fsm.PutResult:
 		w := wire.Enc{B: []byte{resultPut}}
 		w.Uvar(res.Version)
@@ -144,7 +144,7 @@ func appendTracked(w wire.Enc, res fsm.ReserveResult) []byte {
 	w.Uvar(res.ReservationID)
 	w.Str(res.Blocking)
 	w.Bool(res.Holds)
-	return append(w.B, wire.EncodeReserveResult(toWireResult(res))...)
+	return append(w.B, wire.EncodeReserveResult(ToWireReserveResult(res))...)
 }
 
 // decodeResult decodes a result encoded by encodeResult.

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"reflect"
 	"testing"
 
 	"github.com/permitd/permitd/fsm"
@@ -24,24 +23,16 @@ func TestWireStatusesAreTheRegisters(t *testing.T) {
 	}
 }
 
-// TestWireConversionsRoundTrip: a reserve and its answer survive the trip
-// through the protocol's types (what travels of them; a session's reserve
-// gets its owner from the connection's token, any other none).
+// TestWireConversionsRoundTrip: a reserve's answer survives the trip
+// through the protocol's types (what travels of it; the reserve's own trip
+// is transport/server's TestWireReserveRoundTrip).
 func TestWireConversionsRoundTrip(t *testing.T) {
-	for _, r := range []fsm.Reserve{
-		{Limit: "api", Permits: 3, MaxWaitNanos: 7, RequestID: "r"},
-		{Limit: "api", Permits: 3, MaxWaitNanos: 7, Session: fsm.SessionRef{ID: 1, Seq: 2, AckedBelow: 3}, Owner: "alice"},
-	} {
-		if got := ReserveFromWire(toWireReserve(r), "alice"); !reflect.DeepEqual(got, r) {
-			t.Errorf("reserve %+v came back as %+v", r, got)
-		}
-	}
 	res := fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, RetryAfterNanos: 2, ExpiresInNanos: 3, SpacingNanos: 4, Duplicate: true, Detail: "d"}
-	if got := fromWireResult(toWireResult(res)); got != res {
+	if got := fromWireResult(ToWireReserveResult(res)); got != res {
 		t.Errorf("result %+v came back as %+v", res, got)
 	}
 	for _, s := range []fsm.SessionResult{{ID: 9, IdleNanos: 10}, {RetryAfterNanos: 11, Detail: "full"}} {
-		if got := fromWireSession(toWireSession(s)); got != s {
+		if got := fromWireSession(ToWireSessionResult(s)); got != s {
 			t.Errorf("session %+v came back as %+v", s, got)
 		}
 	}

@@ -293,7 +293,8 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	if a.pprof {
 		h = withPprof(h)
 	}
-	serveBinary := server.BinaryServer(n.ServeClient)
+	bin := server.NewBinary(n)
+	serveBinary := server.BinaryServer(bin.Serve)
 	if a.tls.tokenFile != "" {
 		ts, err := loadTokens(a.tls.tokenFile)
 		if err != nil {
@@ -302,7 +303,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 		}
 		ag.tokens = auth.NewStore(ts)
 		h = server.RequireTokens(h, ag.tokens)
-		serveBinary = server.AuthenticatedBinary(ag.tokens, a.sessionsPerToken, n.ServeClientAs)
+		serveBinary = server.AuthenticatedBinary(ag.tokens, a.sessionsPerToken, bin.ServeAs)
 	}
 	ln, err := net.Listen("tcp", a.httpAddr)
 	if err != nil {

@@ -80,7 +80,7 @@ type lookup struct {
 // revoked by a reload stops working on open connections too, and opening
 // its sessions for the token, at most sessionsPerToken of them (0: no
 // quota; see HandlerOptions.SessionsPerToken).
-func AuthenticatedBinary(store *auth.Store, sessionsPerToken int, serve func(net.Conn, node.Authorizer, fsm.OpenSession)) BinaryServer {
+func AuthenticatedBinary(store *auth.Store, sessionsPerToken int, serve func(net.Conn, Authorizer, fsm.OpenSession)) BinaryServer {
 	return func(c net.Conn) {
 		_ = c.SetDeadline(time.Now().Add(sniffTimeout))
 		// Unbuffered: the client sends nothing after OpAuth before the

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/server/fakestore"
 	"github.com/permitd/permitd/transport/wire"
@@ -179,9 +178,9 @@ func TestBinaryCallsNeedTheirRole(t *testing.T) {
 		{"root", wire.OpReserve, "api", true},
 		{"root", wire.OpLease, "api", true},
 	} {
-		authorizer := make(chan node.Authorizer, 1)
+		authorizer := make(chan Authorizer, 1)
 		owners := make(chan fsm.OpenSession, 1)
-		srv := AuthenticatedBinary(store, 7, func(c net.Conn, a node.Authorizer, o fsm.OpenSession) { authorizer <- a; owners <- o; c.Close() })
+		srv := AuthenticatedBinary(store, 7, func(c net.Conn, a Authorizer, o fsm.OpenSession) { authorizer <- a; owners <- o; c.Close() })
 		server, conn := net.Pipe()
 		go srv(server)
 		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
@@ -193,7 +192,7 @@ func TestBinaryCallsNeedTheirRole(t *testing.T) {
 		if f, err := wire.ReadFrame(conn); err != nil || f.Kind != wire.CodeOK {
 			t.Fatalf("auth with %s's token: %+v, %v", tc.token, f, err)
 		}
-		var a node.Authorizer
+		var a Authorizer
 		select {
 		case a = <-authorizer:
 		case <-time.After(5 * time.Second):

@@ -85,11 +85,14 @@
 // # Binary reserves
 //
 // NewSniffListener lets the HTTP port also serve permitd's binary,
-// pipelined reserve protocol (package transport/wire): a connection that
-// starts with wire.ClientPreface (0x00) is handed to the node's
-// ServeClient, which validates, deduplicates and forwards exactly as the
-// HTTP reserve does; every other connection reaches the HTTP server with
-// its first byte intact.
+// pipelined protocol (package transport/wire): a connection that starts
+// with wire.ClientPreface (0x00) is handed to a Binary (binary.go), which
+// reads its reserves, sessions and lease commands, and validates,
+// deduplicates and forwards them exactly as their HTTP forms; every other
+// connection reaches the HTTP server with its first byte intact. The
+// node serves the connection's calls (node.ServeCalls: the window of
+// calls in flight, the read-loop admission of reserves) and Binary says
+// what each call means; AuthenticatedBinary puts API tokens in front.
 //
 // The Go client is in package transport/client.
 package server

@@ -76,7 +76,7 @@ func startBoundsRegister(t *testing.T) []*boundsNode {
 		}
 		bn := &boundsNode{id: id, n: n, srv: httptest.NewServer(NewHandler(n, HandlerOptions{}))}
 		server, client := net.Pipe()
-		go n.ServeClient(server)
+		go NewBinary(n).Serve(server)
 		bn.conn = wire.NewConn(client)
 		t.Cleanup(func() {
 			bn.conn.Close()

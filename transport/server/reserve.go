@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/wire"
 )
@@ -35,7 +34,7 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 	// A session's reserve is the token's: it is answered only on a
 	// session the same token opened (sessions.go).
 	_, owner, _ := ownerOf(r)
-	req := node.ReserveFromWire(wr, owner)
+	req := reserveFromWire(wr, owner)
 	res, ok := h.decide(w, r, req)
 	if !ok {
 		return

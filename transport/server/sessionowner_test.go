@@ -30,7 +30,7 @@ func asToken(t *testing.T, bn *boundsNode, tokens *auth.Store, secret string) *b
 		h.ServeHTTP(w, r)
 	}))
 	server, client := net.Pipe()
-	go AuthenticatedBinary(tokens, 8, bn.n.ServeClientAs)(server)
+	go AuthenticatedBinary(tokens, 8, NewBinary(bn.n).ServeAs)(server)
 	conn := wire.NewConn(client)
 	t.Cleanup(func() {
 		conn.Close()

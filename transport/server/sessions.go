@@ -21,7 +21,7 @@ import (
 // the register's own bounds apply.
 //
 // A session's reserves carry the token's name too (over HTTP and over
-// the binary protocol: node.ReserveFromWire), and the register answers a
+// the binary protocol: reserveFromWire), and the register answers a
 // reserve of a session another token opened as one of a session that is
 // not open: 410 with session_expired, the same body as for a session that
 // expired or never existed, deciding, recording and touching nothing.

@@ -1,14 +1,15 @@
-package node
+package server
 
 import (
 	"context"
 	"fmt"
 	"sync"
 
+	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/wire"
 )
 
-// leasebatchclient.go: a client's lease commands in one call
+// binarybatch.go: a client's lease commands in one call
 // (wire.OpLeaseBatch, a relay's). Each command is decided exactly as if
 // it had come alone on the same connection: authorized for its own
 // operation, decoded and validated on its own, and sent to the register
@@ -25,15 +26,15 @@ import (
 // that finds none before the call's deadline is answered overloaded.
 
 // maxBatchedLeaseCommands bounds the commands of clients' lease batches a
-// node decides at once.
+// node's Binary decides at once.
 const maxBatchedLeaseCommands = 8192
 
-// handleClientLeaseBatch serves an OpLeaseBatch: every command's answer,
-// in order, in one frame.
-func (n *Node) handleClientLeaseBatch(ctx context.Context, payload []byte, allow Authorizer) ([]byte, error) {
+// leaseBatch serves an OpLeaseBatch: every command's answer, in order, in
+// one frame.
+func (b *Binary) leaseBatch(ctx context.Context, payload []byte, allow Authorizer) ([]byte, error) {
 	calls, err := wire.DecodeLeaseBatch(payload)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %v", node.ErrInvalid, err)
 	}
 	answers := make([]wire.LeaseAnswer, len(calls))
 	var wg sync.WaitGroup
@@ -47,20 +48,20 @@ func (n *Node) handleClientLeaseBatch(ctx context.Context, payload []byte, allow
 		busy := ctx.Err() != nil
 		if !busy {
 			select {
-			case n.batchSlots <- struct{}{}:
+			case b.batchSlots <- struct{}{}:
 			case <-ctx.Done():
 				busy = true
 			}
 		}
 		if busy {
 			answers[i] = leaseAnswerOf(nil, fmt.Errorf("%w: this node decides at most %d lease commands of batches at once, and found no slot before the call's deadline: retry, with the same request ID",
-				ErrOverloaded, maxBatchedLeaseCommands))
+				node.ErrOverloaded, maxBatchedLeaseCommands))
 			continue
 		}
 		wg.Add(1)
 		go func() {
-			defer func() { <-n.batchSlots; wg.Done() }()
-			resp, err := n.handleClientLease(ctx, c.Op, c.Payload)
+			defer func() { <-b.batchSlots; wg.Done() }()
+			resp, err := b.lease(ctx, c.Op, c.Payload)
 			answers[i] = leaseAnswerOf(resp, err)
 		}()
 	}
@@ -72,7 +73,7 @@ func (n *Node) handleClientLeaseBatch(ctx context.Context, payload []byte, allow
 // error's code and message, as its own call would have been answered.
 func leaseAnswerOf(resp []byte, err error) wire.LeaseAnswer {
 	if err != nil {
-		return wire.LeaseAnswer{Code: codeOf(err), Payload: []byte(Message(err))}
+		return wire.LeaseAnswer{Code: node.WireCode(err), Payload: []byte(node.Message(err))}
 	}
 	return wire.LeaseAnswer{Code: wire.CodeOK, Payload: resp}
 }

@@ -1,4 +1,4 @@
-package node
+package server
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func TestServeClientLeaseBatch(t *testing.T) {
 		return nil
 	}
 	server, clientSide := net.Pipe()
-	go f.ServeClientWith(server, allow)
+	go NewBinary(f).ServeWith(server, allow)
 	bc := wire.NewConn(clientSide)
 	defer bc.Close()
 	batch := func(calls []wire.LeaseCall) []wire.LeaseAnswer {
@@ -109,7 +109,7 @@ func TestServeClientLeaseBatch(t *testing.T) {
 		{Op: wire.OpRenew, Payload: []byte{0xff}},
 		{Op: wire.OpReturn, Payload: wire.EncodeLeaseReturn(wire.LeaseReport{Limit: "api", LeaseID: grants[1].LeaseID, Epoch: 1, RequestID: uniq("x")})},
 	}
-	before, _ := l.fsm.LeasePool("api")
+	before, _ := leasePool(l, "api")
 	calls := append([]wire.LeaseCall{{Op: wire.OpRenew, Payload: renew}}, bad...)
 	calls = append(calls, wire.LeaseCall{Op: wire.OpRenew, Payload: renew}) // the same renewal again: one decision
 	answers := batch(calls)
@@ -129,7 +129,7 @@ func TestServeClientLeaseBatch(t *testing.T) {
 	// The same renewal in a batch sent to the leader (a relay retrying a
 	// batch whose answer it lost at another node): the stored decision.
 	ls, lc := net.Pipe()
-	go l.ServeClient(ls)
+	go NewBinary(l).Serve(ls)
 	lbc := wire.NewConn(lc)
 	defer lbc.Close()
 	p, _ := wire.EncodeLeaseBatch([]wire.LeaseCall{{Op: wire.OpRenew, Payload: renew}})
@@ -144,7 +144,7 @@ func TestServeClientLeaseBatch(t *testing.T) {
 	if r := result("renew at the leader", replay[0]); !r.Duplicate || r.Epoch != first.Epoch || r.Permits != first.Permits {
 		t.Errorf("a renewal retried in a batch at another node: %+v; want the stored decision %+v", r, first)
 	}
-	after, _ := l.fsm.LeasePool("api")
+	after, _ := leasePool(l, "api")
 	if after.LeasesOpened != before.LeasesOpened || after.Returns != before.Returns || after.Renewals != before.Renewals+1 {
 		t.Errorf("the batch's rejected commands reached the register: %+v, then %+v (want one renewal more)", before, after)
 	}
@@ -155,7 +155,7 @@ func TestServeClientLeaseBatch(t *testing.T) {
 			t.Errorf("%s: code %d %q, %v; want CodeInvalid naming the lease batch", name, code, msg, err)
 		}
 	}
-	if final, _ := l.fsm.LeasePool("api"); final != after {
+	if final, _ := leasePool(l, "api"); final != after {
 		t.Errorf("malformed batches reached the register: %+v, then %+v", after, final)
 	}
 }
@@ -181,11 +181,12 @@ func TestLeaseBatchCommandsWaitForASlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range cap(l.batchSlots) { // every slot taken
-		l.batchSlots <- struct{}{}
+	b := NewBinary(l)
+	for range cap(b.batchSlots) { // every slot taken
+		b.batchSlots <- struct{}{}
 	}
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	resp, err := l.handleClientLeaseBatch(short, payload, nil)
+	resp, err := b.leaseBatch(short, payload, nil)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -199,19 +200,19 @@ func TestLeaseBatchCommandsWaitForASlot(t *testing.T) {
 			t.Errorf("command %d with no slot free: code %d %q; want overloaded naming the bound", i, a.Code, a.Payload)
 		}
 	}
-	if pool, _ := l.fsm.LeasePool("api"); pool.LeasesOpened != 0 {
+	if pool, _ := leasePool(l, "api"); pool.LeasesOpened != 0 {
 		t.Errorf("commands without a slot reached the register: %+v", pool)
 	}
 	drain := time.NewTimer(5 * time.Second)
 	defer drain.Stop()
-	for range cap(l.batchSlots) {
+	for range cap(b.batchSlots) {
 		select {
-		case <-l.batchSlots:
+		case <-b.batchSlots:
 		case <-drain.C:
 			t.Fatal("fewer slots held than were taken: a command without a slot gave one back")
 		}
 	}
-	resp, err = l.handleClientLeaseBatch(ctx, payload, nil)
+	resp, err = b.leaseBatch(ctx, payload, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
