@@ -12,7 +12,9 @@ import (
 
 // resultcodec.go: what the leader answers a forwarded operation (see
 // command.go): the register's result of a command, in one tagged codec
-// (encodeResult, decodeResult), and the views (limits, a lease pool).
+// (encodeResult, decodeResult), and the views (limits, a lease pool). The
+// results a binary client also reads (a reserve's, a session's, a lease
+// command's) travel in package wire's encoding of them, the one codec.
 // Every number is a varint, every name a length-prefixed string; decoding
 // is bounded by the frame and never panics.
 
@@ -327,27 +329,16 @@ func decodeStrings(p []byte, n int) ([]string, error) {
 	return out, r.Done()
 }
 
+// encodeLeaseResult encodes a lease command's result as package wire
+// does for binary clients: one codec for it.
 func encodeLeaseResult(res fsm.LeaseResult) []byte {
-	var w wire.Enc
-	w.U8(byte(res.Status))
-	w.Uvar(res.LeaseID)
-	w.Uvar(res.Epoch)
-	w.Svar(res.Permits)
-	w.Svar(res.ExpiresInNanos)
-	w.Svar(res.ShareMilliPermitsPerSec)
-	w.Svar(res.CreditedPermits)
-	w.Svar(res.RetryAfterNanos)
-	w.Bool(res.Duplicate)
-	w.Str(res.Detail)
-	return w.B
+	return wire.EncodeLeaseResult(ToWireLeaseResult(res))
 }
 
+// decodeLeaseResult decodes what encodeLeaseResult encoded.
 func decodeLeaseResult(b []byte) (fsm.LeaseResult, error) {
-	r := wire.Dec{B: b}
-	res := fsm.LeaseResult{Status: fsm.LeaseStatus(r.U8()), LeaseID: r.Uvar(), Epoch: r.Uvar(), Permits: r.Svar(),
-		ExpiresInNanos: r.Svar(), ShareMilliPermitsPerSec: r.Svar(), CreditedPermits: r.Svar(), RetryAfterNanos: r.Svar(),
-		Duplicate: r.Bool(), Detail: r.Str()}
-	return res, r.Done()
+	res, err := wire.DecodeLeaseResult(b)
+	return fromWireLeaseResult(res), err
 }
 
 func encodeLeasePolicyResult(res fsm.LeasePolicyResult) []byte {

@@ -43,3 +43,11 @@ func ToWireLeaseResult(res fsm.LeaseResult) wire.LeaseResult {
 		ExpiresInNanos: res.ExpiresInNanos, ShareMilli: res.ShareMilliPermitsPerSec, CreditedPermits: res.CreditedPermits,
 		RetryAfterNanos: res.RetryAfterNanos, Duplicate: res.Duplicate, Detail: res.Detail}
 }
+
+// fromWireLeaseResult is a lease outcome read in the protocol's
+// vocabulary (the leader's answer to a forwarded lease command).
+func fromWireLeaseResult(res wire.LeaseResult) fsm.LeaseResult {
+	return fsm.LeaseResult{Status: fsm.LeaseStatus(res.Status), LeaseID: res.LeaseID, Epoch: res.Epoch, Permits: res.Permits,
+		ExpiresInNanos: res.ExpiresInNanos, ShareMilliPermitsPerSec: res.ShareMilli, CreditedPermits: res.CreditedPermits,
+		RetryAfterNanos: res.RetryAfterNanos, Duplicate: res.Duplicate, Detail: res.Detail}
+}

@@ -23,8 +23,8 @@ func TestWireStatusesAreTheRegisters(t *testing.T) {
 	}
 }
 
-// TestWireConversionsRoundTrip: a reserve's answer survives the trip
-// through the protocol's types (what travels of it; the reserve's own trip
+// TestWireConversionsRoundTrip: a reserve's, a session's and a lease
+// command's answers survive the trip through the protocol's types (what travels of it; the reserve's own trip
 // is transport/server's TestWireReserveRoundTrip).
 func TestWireConversionsRoundTrip(t *testing.T) {
 	res := fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, RetryAfterNanos: 2, ExpiresInNanos: 3, SpacingNanos: 4, Duplicate: true, Detail: "d"}
@@ -35,6 +35,11 @@ func TestWireConversionsRoundTrip(t *testing.T) {
 		if got := fromWireSession(ToWireSessionResult(s)); got != s {
 			t.Errorf("session %+v came back as %+v", s, got)
 		}
+	}
+	lease := fsm.LeaseResult{Status: fsm.LeaseGranted, LeaseID: 1, Epoch: 2, Permits: 3, ExpiresInNanos: 4, ShareMilliPermitsPerSec: 5,
+		CreditedPermits: 6, RetryAfterNanos: 7, Duplicate: true, Detail: "d"}
+	if got := fromWireLeaseResult(ToWireLeaseResult(lease)); got != lease {
+		t.Errorf("lease result %+v came back as %+v", lease, got)
 	}
 }
 
