@@ -26,8 +26,11 @@ func TestSnapshotSaveAndSeedANewCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "slow", slow); return err })
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "hot", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "slow", Config: slow}); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "hot", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
 	if _, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "hot", Leased: true, BurstPermits: 100, MaxOutstandingPermits: 100}); err != nil {
 		t.Fatal(err)
 	}

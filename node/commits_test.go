@@ -26,7 +26,10 @@ func TestStatusCountsReserveEntries(t *testing.T) {
 	})
 	l := c.leader()
 	ctx := ctxTimeout(t, 20*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Microsecond, 1000)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Microsecond, 1000)})
+		return err
+	})
 	before := l.Status()
 	b0, r0, n0 := hookBatches.Load(), hookReserves.Load(), hookNanos.Load()
 	const callers, each = 16, 20

@@ -134,7 +134,7 @@ func TestForwardingFromFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := f.PutLimit(ctx, "api", cfg); return err })
+	retryNoLeader(t, func() error { _, err := f.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: cfg}); return err })
 	info, err := f.Limit(ctx, "api")
 	if err != nil || info.Name != "api" {
 		t.Fatalf("read via follower: %+v %v", info, err)
@@ -171,7 +171,10 @@ func TestLeaderKillGrantsNothingEarly(t *testing.T) {
 	l := c.leader()
 	ctx := ctxTimeout(t, 60*time.Second)
 	const interval = 200 * time.Millisecond
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 4)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, interval, 4)})
+		return err
+	})
 	stop := make(chan struct{})
 	grants := make(chan grant, 1024)
 	var wg sync.WaitGroup
@@ -221,7 +224,10 @@ func TestSkewedLeaderClockGrantsNothingEarly(t *testing.T) {
 			l := c.leader()
 			ctx := ctxTimeout(t, 30*time.Second)
 			const interval = 100 * time.Millisecond
-			retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 3)); return err })
+			retryNoLeader(t, func() error {
+				_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, interval, 3)})
+				return err
+			})
 			var got []grant
 			take := func(n *Node, k int) {
 				for i := 0; i < k; i++ {
@@ -273,7 +279,10 @@ func TestFullRestartKeepsLimitsAndLastGrant(t *testing.T) {
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
 	const interval = 1500 * time.Millisecond
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "slow", strictConfig(t, interval, 1)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "slow", Config: strictConfig(t, interval, 1)})
+		return err
+	})
 	sent := time.Now()
 	res, err := l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1, RequestID: fmt.Sprintf("t%d-%d", 264, time.Now().UnixNano())})
 	recv := time.Now()
@@ -319,7 +328,10 @@ func TestJoinAndRemove(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Second, 1)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Second, 1)})
+		return err
+	})
 	c.ids = append(c.ids, "n4")
 	c.dirs["n4"] = t.TempDir()
 	n4 := c.start("n4", nil)
@@ -346,7 +358,7 @@ func TestPartitionedLeaderRefusesAndMajorityServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: cfg}); return err })
 	var addrs []string
 	for _, id := range c.ids {
 		addrs = append(addrs, addrOf(id))
@@ -417,7 +429,7 @@ func TestConcurrentReservesAreBatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "fast", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "fast", Config: cfg}); return err })
 	var wg sync.WaitGroup
 	var granted atomic.Int64
 	for w := 0; w < 64; w++ {

@@ -32,7 +32,7 @@ func TestOverloadedReservesFailAtOnceAndChangeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: cfg}); return err })
 	seq := 0
 	reserve := func(n *Node) error {
 		seq++

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/permitd/permitd/fsm"
 )
 
 // serverOf returns the server id of n's status (and whether it is there).
@@ -55,7 +57,7 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 	})
 	l := c.leader()
 	ctx := ctxTimeout(t, 60*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", longExpiry(t)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: longExpiry(t)}); return err })
 	c.startExtra("n8")
 	c.startExtra("n9")
 	via := c.followers(l)[0] // joins go through a follower, as an HTTP join to any node does
@@ -102,7 +104,10 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 
 	// One real node fails: the two others are a quorum of three voters.
 	c.kill(c.followers(l)[1].ID())
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "after-kill", longExpiry(t)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "after-kill", Config: longExpiry(t)})
+		return err
+	})
 
 	// An operator removes a stranger; a real node joins and is promoted
 	// once caught up.
@@ -113,7 +118,10 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 	if _, ok := n4.fsm.Limit("after-kill"); !ok {
 		t.Errorf("n4 was promoted without the limit committed before its join")
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "after-promotion", longExpiry(t)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "after-promotion", Config: longExpiry(t)})
+		return err
+	})
 	for _, id := range []string{"n8", "n9"} {
 		if s, _ := serverOf(l, id); s.Voter {
 			t.Errorf("stranger %s became a voter", id)
@@ -134,7 +142,7 @@ func TestPromotionNeedsCatchingUpAndANewLeaderObservesAfresh(t *testing.T) {
 	c := newTestClusterWithConfig(t, 3, func(cfg *Config) { cfg.PromoteAfter = promoteAfter })
 	l := c.leader()
 	ctx := ctxTimeout(t, 60*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", longExpiry(t)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: longExpiry(t)}); return err })
 	c.startExtra("n4")
 	c.sw.Isolate(addrOf("n4"), []string{addrOf("n1"), addrOf("n2"), addrOf("n3")})
 	retryNoLeader(t, func() error { _, err := l.Join(ctx, "n4", addrOf("n4")); return err })

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
 )
 
 // manualClock is a Clock tests move by hand.
@@ -165,7 +166,10 @@ func TestFastClockDoesNotSpeedUpTheTimeline(t *testing.T) {
 	}
 	// Commits, for at least 50 ms of real time between the two stamps.
 	for time.Since(before) < 50*time.Millisecond {
-		retryNoLeader(t, func() error { _, err := l.PutLimit(ctxTimeout(t, 10*time.Second), "api", cfg); return err })
+		retryNoLeader(t, func() error {
+			_, err := l.PutLimit(ctxTimeout(t, 10*time.Second), fsm.PutLimit{Name: "api", Config: cfg})
+			return err
+		})
 	}
 	s2, _, ok := l.stampForApply()
 	elapsed := time.Since(before)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/devcerts"
 )
 
@@ -78,7 +79,10 @@ func TestTLSNetworkKeepsStrangersOut(t *testing.T) {
 	})
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Second, 1)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Second, 1)})
+		return err
+	})
 	term := l.raft.CurrentTerm()
 	// The strangers trust the cluster's CA: what refuses them is the
 	// node's check of their certificate.

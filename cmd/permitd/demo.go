@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/client"
 	"github.com/permitd/permitd/transport/server"
@@ -265,7 +266,7 @@ func scene1(ctx context.Context, out io.Writer, nodes []*demoNode, leader func()
 		return err
 	}
 	l, _ := leader()
-	if _, err := l.node.PutLimit(ctx, "demo", cfg); err != nil {
+	if _, err := l.node.PutLimit(ctx, fsm.PutLimit{Name: "demo", Config: cfg}); err != nil {
 		return fmt.Errorf("create limit: %w", err)
 	}
 	interval := time.Duration(cfg.IntervalNanos)

@@ -57,7 +57,7 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) error {
 	if err != nil {
 		return err
 	}
-	if _, err := l.PutLimit(ctx, limit, cfg); err != nil {
+	if _, err := l.PutLimit(ctx, fsm.PutLimit{Name: limit, Config: cfg}); err != nil {
 		return fmt.Errorf("scene 2: create limit: %w", err)
 	}
 	if _, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: limit, Leased: true}); err != nil {

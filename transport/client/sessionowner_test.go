@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/server"
 	"github.com/permitd/permitd/transport/server/fakestore"
@@ -52,7 +53,7 @@ func TestSessionOfARenamedToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.PutLimit(context.Background(), "api", cfg); err != nil {
+	if _, err := st.PutLimit(context.Background(), fsm.PutLimit{Name: "api", Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
 	c := newClient(t, []string{host(srv)}, WithToken(secret))

@@ -31,7 +31,7 @@ func TestServeClientOnFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: cfg}); return err })
 
 	server, clientSide := net.Pipe()
 	go NewBinary(f).Serve(server)
@@ -93,8 +93,14 @@ func TestServeClientLeases(t *testing.T) {
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
 	f := c.followers(l)[0]
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "plain", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "plain", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
 	retryNoLeader(t, func() error {
 		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
 		return err

@@ -25,8 +25,14 @@ func TestServeClientLeaseBatch(t *testing.T) {
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
 	f := c.followers(l)[0]
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "plain", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "plain", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
 	retryNoLeader(t, func() error {
 		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
 		return err
@@ -169,7 +175,10 @@ func TestLeaseBatchCommandsWaitForASlot(t *testing.T) {
 	c := newTestCluster(t, 1)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
 	retryNoLeader(t, func() error {
 		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
 		return err

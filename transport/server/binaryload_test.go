@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/wire"
 )
@@ -86,7 +87,10 @@ func TestBinaryReserveTakesOneSlot(t *testing.T) {
 	c := newTestCluster(t, 1)
 	l := c.leader()
 	ctx := ctxTimeout(t, 20*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
 	server, clientSide := net.Pipe()
 	go NewBinary(l).Serve(server)
 	bc := wire.NewConn(clientSide)

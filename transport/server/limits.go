@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"github.com/permitd/permitd/transport/api"
 	"net/http"
@@ -349,17 +348,7 @@ func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) 
 	ctx, cancel := h.context(r)
 	defer cancel()
 	shadow := req.Shadow.Set && req.Shadow.V
-	var res fsm.PutResult
-	if ps, ok := h.store.(interface {
-		Put(context.Context, fsm.PutLimit) (fsm.PutResult, error)
-	}); ok {
-		res, err = ps.Put(ctx, fsm.PutLimit{Name: name, Config: cfg, Shadow: shadow})
-	} else if shadow {
-		api.WriteError(w, http.StatusNotImplemented, "this server does not support shadow mode")
-		return
-	} else {
-		res, err = h.store.PutLimit(ctx, name, cfg)
-	}
+	res, err := h.store.PutLimit(ctx, fsm.PutLimit{Name: name, Config: cfg, Shadow: shadow})
 	if err != nil {
 		h.storeError(w, "put limit", err)
 		return

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,19 +16,6 @@ import (
 // settling and releasing a reservation (POST
 // /v1/reservations/{id}/settle, /release). See fsm/multi.go and
 // fsm/settle.go for what the register does with them.
-
-// ReservationStore is what the reservation endpoints need beyond Store;
-// *node.Node implements it. A server whose store does not answers them
-// 501.
-type ReservationStore interface {
-	// Settle settles a reservation: node.ErrNotFound (unknown or final),
-	// node.ErrForbidden (another owner's), node.ErrConflict (already
-	// settled), node.ErrInvalid.
-	Settle(ctx context.Context, c fsm.Settle) (fsm.SettleResult, error)
-	// Release releases a reservation's in-flight permits; errors as
-	// Settle's.
-	Release(ctx context.Context, c fsm.Release) (fsm.ReleaseResult, error)
-}
 
 // partRequest is one limit of a reserve or settle body.
 type partRequest struct {
@@ -266,22 +252,17 @@ func (h *handler) dispatchReservation(w http.ResponseWriter, r *http.Request, re
 		api.WriteError(w, http.StatusBadRequest, "reservation id "+api.Quote(idText)+": allowed: the reservation_id a grant returned, a decimal integer >= 1")
 		return rt
 	}
-	rs, ok := h.store.(ReservationStore)
-	if !ok {
-		api.WriteError(w, http.StatusNotImplemented, "this server does not keep reservations")
-		return rt
-	}
 	_, owner, _ := ownerOf(r)
 	if op == "settle" {
-		h.settle(w, r, rs, id, owner)
+		h.settle(w, r, id, owner)
 	} else {
-		h.release(w, r, rs, id, owner)
+		h.release(w, r, id, owner)
 	}
 	return rt
 }
 
 // settle serves POST /v1/reservations/{id}/settle.
-func (h *handler) settle(w http.ResponseWriter, r *http.Request, rs ReservationStore, id uint64, owner string) {
+func (h *handler) settle(w http.ResponseWriter, r *http.Request, id uint64, owner string) {
 	buf := api.GetBuf()
 	defer api.PutBuf(buf)
 	if herr := api.ReadBody(w, r, buf); herr != nil {
@@ -311,7 +292,7 @@ func (h *handler) settle(w http.ResponseWriter, r *http.Request, rs ReservationS
 		c.RequestID = req.RequestID.V
 	}
 	ctx, cancel := h.context(r)
-	res, err := rs.Settle(ctx, c)
+	res, err := h.store.Settle(ctx, c)
 	cancel()
 	if err != nil {
 		h.storeError(w, "settle", err)
@@ -336,12 +317,12 @@ func (h *handler) settle(w http.ResponseWriter, r *http.Request, rs ReservationS
 }
 
 // release serves POST /v1/reservations/{id}/release.
-func (h *handler) release(w http.ResponseWriter, r *http.Request, rs ReservationStore, id uint64, owner string) {
+func (h *handler) release(w http.ResponseWriter, r *http.Request, id uint64, owner string) {
 	if !readNoFields(w, r, "POST /v1/reservations/{id}/release") {
 		return
 	}
 	ctx, cancel := h.context(r)
-	res, err := rs.Release(ctx, fsm.Release{Reservation: id, Owner: owner})
+	res, err := h.store.Release(ctx, fsm.Release{Reservation: id, Owner: owner})
 	cancel()
 	if err != nil {
 		h.storeError(w, "release", err)

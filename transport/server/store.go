@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 
-	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 )
@@ -14,8 +13,10 @@ import (
 // Errors are mapped to HTTP status codes: node.ErrNotFound → 404,
 // node.ErrInvalid → 400, node.ErrNoLeader (and any other error) → 503.
 type Store interface {
-	// PutLimit creates or replaces a limit with an already compiled config.
-	PutLimit(ctx context.Context, name string, cfg bucket.Config) (fsm.PutResult, error)
+	// PutLimit creates or replaces a limit with an already compiled
+	// config and its shadow mode; a configuration the register does not
+	// apply is node.ErrInvalid with its reason.
+	PutLimit(ctx context.Context, p fsm.PutLimit) (fsm.PutResult, error)
 	// DeleteLimit removes a limit; a leased limit whose leases hold
 	// permits only with force (else node.ErrConflict).
 	DeleteLimit(ctx context.Context, name string, force bool) (fsm.DeleteResult, error)
@@ -59,4 +60,11 @@ type Store interface {
 	// node.ErrNotFound for an unknown voter, node.ErrInvalid when it
 	// cannot be done (to already leads, no other voter).
 	TransferLeadership(ctx context.Context, to string) error
+	// Settle settles a reservation (POST /v1/reservations/{id}/settle):
+	// node.ErrNotFound (unknown or final), node.ErrForbidden (another
+	// owner's), node.ErrConflict (already settled), node.ErrInvalid.
+	Settle(ctx context.Context, c fsm.Settle) (fsm.SettleResult, error)
+	// Release releases a reservation's in-flight permits; errors as
+	// Settle's.
+	Release(ctx context.Context, c fsm.Release) (fsm.ReleaseResult, error)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 )
@@ -132,15 +131,13 @@ func (s *Store) applyLocked(encode func(st fsm.Stamp) ([]byte, error)) (any, err
 func notFound(name string) error { return fmt.Errorf("%w: limit %q not found", node.ErrNotFound, name) }
 
 // PutLimit implements server.Store.
-func (s *Store) PutLimit(ctx context.Context, name string, cfg bucket.Config) (fsm.PutResult, error) {
+func (s *Store) PutLimit(ctx context.Context, p fsm.PutLimit) (fsm.PutResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.enter(ctx); err != nil {
 		return fsm.PutResult{}, err
 	}
-	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) {
-		return fsm.AppendPut(nil, st, fsm.PutLimit{Name: name, Config: cfg})
-	})
+	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) { return fsm.AppendPut(nil, st, p) })
 	if err != nil {
 		return fsm.PutResult{}, err
 	}
@@ -336,4 +333,36 @@ func (s *Store) TransferLeadership(ctx context.Context, to string) error {
 		return fmt.Errorf("%w: server %q", node.ErrNotFound, to)
 	}
 	return errors.New("node: leadership transfer: the cluster has no other voter")
+}
+
+// Settle implements server.Store: the register's settlement, its status
+// mapped to the node's errors.
+func (s *Store) Settle(ctx context.Context, c fsm.Settle) (fsm.SettleResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return fsm.SettleResult{}, err
+	}
+	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) { return fsm.AppendSettle(nil, st, c) })
+	if err != nil {
+		return fsm.SettleResult{}, err
+	}
+	res := v.(fsm.SettleResult)
+	return res, node.SettleError(res.Status, res.Detail)
+}
+
+// Release implements server.Store: the register's release, its status
+// mapped to the node's errors.
+func (s *Store) Release(ctx context.Context, c fsm.Release) (fsm.ReleaseResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return fsm.ReleaseResult{}, err
+	}
+	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) { return fsm.AppendRelease(nil, st, c) })
+	if err != nil {
+		return fsm.ReleaseResult{}, err
+	}
+	res := v.(fsm.ReleaseResult)
+	return res, node.SettleError(res.Status, res.Detail)
 }
