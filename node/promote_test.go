@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/api"
 )
 
 // serverOf returns the server id of n's status (and whether it is there).
-func serverOf(n *Node, id string) (Server, bool) {
+func serverOf(n *Node, id string) (api.Server, bool) {
 	for _, s := range n.Status().Servers {
 		if s.ID == id {
 			return s, true
 		}
 	}
-	return Server{}, false
+	return api.Server{}, false
 }
 
 // startExtra starts node id, outside the cluster's initial members, on an
@@ -77,7 +78,7 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 	waitFor(t, 20*time.Second, "the leader to watch every stranger for 4 promotion periods", func() bool {
 		for _, id := range []string{"n7", "n8", "n9"} {
 			s, ok := serverOf(l, id)
-			if !ok || s.Voter || s.Promotion == nil || s.Promotion.WatchedNanos < int64(4*promoteAfter) {
+			if !ok || s.Voter || s.Promotion == nil || s.Promotion.WatchedNs < int64(4*promoteAfter) {
 				return false
 			}
 		}
@@ -86,7 +87,7 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 	for _, id := range []string{"n7", "n8", "n9"} {
 		s, _ := serverOf(l, id)
 		t.Logf("%s: %+v", id, *s.Promotion)
-		if s.Voter || s.Promotion.State != PromotionUnreachable || s.Promotion.CaughtUpNanos != 0 {
+		if s.Voter || s.Promotion.State != api.PromotionUnreachable || s.Promotion.CaughtUpNs != 0 {
 			t.Errorf("stranger %s: %+v, want an unreachable non-voter", id, s)
 		}
 		if n := c.node(id); n != nil && n.fsm.AppliedIndex() != 0 {
@@ -148,15 +149,15 @@ func TestPromotionNeedsCatchingUpAndANewLeaderObservesAfresh(t *testing.T) {
 	retryNoLeader(t, func() error { _, err := l.Join(ctx, "n4", addrOf("n4")); return err })
 	waitFor(t, 20*time.Second, "the leader to watch the cut-off n4 for longer than a promotion period", func() bool {
 		s, ok := serverOf(l, "n4")
-		return ok && s.Promotion != nil && s.Promotion.WatchedNanos > int64(promoteAfter+promoteAfter/2)
+		return ok && s.Promotion != nil && s.Promotion.WatchedNs > int64(promoteAfter+promoteAfter/2)
 	})
-	if s, _ := serverOf(l, "n4"); s.Voter || s.Promotion.State != PromotionUnreachable {
+	if s, _ := serverOf(l, "n4"); s.Voter || s.Promotion.State != api.PromotionUnreachable {
 		t.Fatalf("n4 cut off: %+v, want an unreachable non-voter", s)
 	}
 	c.sw.Heal()
 	waitFor(t, 20*time.Second, "n4 to be seen caught up", func() bool {
 		s, ok := serverOf(l, "n4")
-		return ok && s.Promotion != nil && s.Promotion.State == PromotionCaughtUp
+		return ok && s.Promotion != nil && s.Promotion.State == api.PromotionCaughtUp
 	})
 	to := c.followers(l)[0]
 	transferred := time.Now()
@@ -166,7 +167,7 @@ func TestPromotionNeedsCatchingUpAndANewLeaderObservesAfresh(t *testing.T) {
 	if s, _ := serverOf(l, "n4"); s.Promotion != nil {
 		t.Errorf("a former leader still reports a promotion view: %+v", s)
 	}
-	if s, _ := serverOf(to, "n4"); !s.Voter && s.Promotion != nil && s.Promotion.WatchedNanos > int64(time.Since(transferred)) {
+	if s, _ := serverOf(to, "n4"); !s.Voter && s.Promotion != nil && s.Promotion.WatchedNs > int64(time.Since(transferred)) {
 		t.Errorf("the new leader's watch of n4 began before it led: %+v", *s.Promotion)
 	}
 	waitFor(t, 20*time.Second, "the new leader to promote n4", func() bool { s, ok := serverOf(to, "n4"); return ok && s.Voter })

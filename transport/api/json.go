@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -291,24 +290,6 @@ func AppendJSONString(b []byte, s string) []byte {
 		i += size
 	}
 	return append(b, '"')
-}
-
-// Float is a float64 that encodes non-finite values as the strings
-// "+Inf", "-Inf" and "NaN" instead of failing.
-type Float float64
-
-// MarshalJSON implements json.Marshaler.
-func (f Float) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	switch {
-	case math.IsInf(v, 1):
-		return []byte(`"+Inf"`), nil
-	case math.IsInf(v, -1):
-		return []byte(`"-Inf"`), nil
-	case math.IsNaN(v):
-		return []byte(`"NaN"`), nil
-	}
-	return strconv.AppendFloat(nil, v, 'g', -1, 64), nil
 }
 
 // maxQuoted is the longest piece of client input echoed in an error.

@@ -2,12 +2,11 @@ package server
 
 import (
 	"bytes"
-	"github.com/permitd/permitd/transport/api"
 	"net"
 	"net/http"
 	"strconv"
 
-	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/api"
 )
 
 // joinRequest is the body of POST /v1/cluster/join.
@@ -82,12 +81,7 @@ func (h *handler) join(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "join", err)
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, struct {
-		ID       string `json:"id"`
-		RaftAddr string `json:"raft_addr"`
-		Joined   bool   `json:"joined"`
-		Voter    bool   `json:"voter"`
-	}{req.ID.V, req.RaftAddr.V, true, voter})
+	api.WriteJSON(w, http.StatusOK, api.JoinAnswer{ID: req.ID.V, RaftAddr: req.RaftAddr.V, Joined: true, Voter: voter})
 }
 
 func (h *handler) removeServer(w http.ResponseWriter, r *http.Request, id string) {
@@ -173,21 +167,13 @@ func (h *handler) snapshot(w http.ResponseWriter, r *http.Request) {
 	_, _ = buf.WriteTo(w)
 }
 
-// clusterView is the answer to GET /v1/cluster.
-type clusterView struct {
-	ID       string        `json:"id"`
-	LeaderID string        `json:"leader_id"`
-	Term     uint64        `json:"term"`
-	Servers  []node.Server `json:"servers"`
-}
-
 func (h *handler) cluster(w http.ResponseWriter, _ *http.Request) {
 	st := h.store.Status()
 	servers := st.Servers
 	if servers == nil {
-		servers = []node.Server{}
+		servers = []api.Server{}
 	}
-	api.WriteJSON(w, http.StatusOK, clusterView{ID: st.ID, LeaderID: st.LeaderID, Term: st.Term, Servers: servers})
+	api.WriteJSON(w, http.StatusOK, api.Cluster{ID: st.ID, LeaderID: st.LeaderID, Term: st.Term, Servers: servers})
 }
 
 // ready answers /readyz: 200 only when the node knows a leader and has

@@ -47,7 +47,7 @@
 //	POST   /v1/limits/{name}/leases/{id}/renew   report on a grant, get the next
 //	POST   /v1/limits/{name}/leases/{id}/return  report on a grant, close the lease
 //	POST   /v1/sessions                open a session for exactly-once reserves (sessions.go)
-//	GET    /v1/status                  node.Status
+//	GET    /v1/status                  api.Status
 //	GET    /v1/cluster                 leader and raft servers
 //	POST   /v1/cluster/join            add a server {"id","raft_addr"}: a voter once caught up
 //	POST   /v1/cluster/transfer-leadership  hand the leadership to {"to"}

@@ -514,12 +514,12 @@ func TestUnknownPath(t *testing.T) {
 
 func TestStatusHealthReady(t *testing.T) {
 	e := newEnv(t, HandlerOptions{})
-	st := node.Status{ID: "n2", State: "follower", LeaderID: "n1", Term: 7, AppliedIndex: 40, CommitIndex: 41, Ready: true,
-		Servers: []node.Server{{ID: "n1", RaftAddr: "h1:7000", Voter: true, Leader: true}, {ID: "n2", RaftAddr: "h2:7000", Voter: true}}}
+	st := api.Status{ID: "n2", State: "follower", LeaderID: "n1", Term: 7, AppliedIndex: 40, CommitIndex: 41, Ready: true,
+		Servers: []api.Server{{ID: "n1", RaftAddr: "h1:7000", Voter: true, Leader: true}, {ID: "n2", RaftAddr: "h2:7000", Voter: true}}}
 	e.store.SetStatus(st)
 
 	w := e.do(t, "GET", "/v1/status", "")
-	var got node.Status
+	var got api.Status
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
 		t.Fatalf("status: %d %v %s", w.Code, err, w.Body)
 	}
@@ -535,8 +535,8 @@ func TestStatusHealthReady(t *testing.T) {
 
 	w = e.do(t, "GET", "/v1/cluster", "")
 	var cl struct {
-		LeaderID string        `json:"leader_id"`
-		Servers  []node.Server `json:"servers"`
+		LeaderID string       `json:"leader_id"`
+		Servers  []api.Server `json:"servers"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &cl); err != nil || cl.LeaderID != "n1" || len(cl.Servers) != 2 {
 		t.Errorf("cluster: %v %s", err, w.Body)

@@ -24,7 +24,7 @@ import (
 // "returned", 429 "refused" (with Retry-After), 409 "fenced" (stop using
 // that grant); 404 for an unknown limit and 400 for an invalid request,
 // as everywhere. This file routes and answers them; their bodies are read
-// in leaseparse.go and their answers' JSON is in leaseview.go.
+// in leaseparse.go and their answers' JSON is package api's (lease.go).
 
 // dispatchLease routes the lease endpoints under /v1/limits/{name}/; sub
 // is the path after the name. It returns routeUnknown, having written
@@ -119,7 +119,7 @@ func (h *handler) putLeasePolicy(w http.ResponseWriter, r *http.Request, name st
 		api.WriteError(w, http.StatusBadRequest, "lease policy of limit "+api.Quote(name)+" not applied: "+res.Detail)
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, leasePolicyView{Name: name, Leased: p.Leased, BurstPermits: res.BurstPermits,
+	api.WriteJSON(w, http.StatusOK, api.LeasePolicyResult{Name: name, Leased: p.Leased, BurstPermits: res.BurstPermits,
 		MaxOutstandingPermits: res.MaxOutstandingPermits})
 }
 
@@ -238,7 +238,7 @@ func (h *handler) leaseAnswer(w http.ResponseWriter, op, name string, res fsm.Le
 		}
 		return
 	}
-	v := leaseAnswerView{Status: res.Status.String(), LeaseID: res.LeaseID, Epoch: res.Epoch, Permits: res.Permits,
+	v := api.LeaseAnswer{Status: res.Status.String(), LeaseID: res.LeaseID, Epoch: res.Epoch, Permits: res.Permits,
 		ExpiresInNanos: res.ExpiresInNanos, ShareMilliPerSec: res.ShareMilliPermitsPerSec, CreditedPermits: res.CreditedPermits, Duplicate: res.Duplicate}
 	detail := func(fallback string) string {
 		if res.Detail != "" {

@@ -188,91 +188,22 @@ func quoteList(keys []string) string {
 	return strings.Join(q, ", ")
 }
 
-// limitView is the JSON view of a limit's configuration. Only the options
-// of the limit's algorithm are present.
-type limitView struct {
-	Name            string     `json:"name"`
-	Algorithm       string     `json:"algorithm"`
-	Rate            api.Float  `json:"rate"`
-	Per             string     `json:"per,omitempty"`
-	Version         uint64     `json:"version"`
-	MaxReserved     *int64     `json:"max_reserved,omitempty"`
-	Expiry          *string    `json:"expiry,omitempty"`
-	MaxBurstSeconds *api.Float `json:"max_burst_seconds,omitempty"`
-	Warmup          *string    `json:"warmup,omitempty"`
-	ColdFactor      *api.Float `json:"cold_factor,omitempty"`
-	BurstRatio      *api.Float `json:"burst_ratio,omitempty"`
-	Strictness      *api.Float `json:"strictness,omitempty"`
-	MaxInFlight     *int64     `json:"max_in_flight,omitempty"`
-	TTL             *string    `json:"ttl,omitempty"`
-	IntervalNanos   int64      `json:"interval_ns"`
-	Shadow          bool       `json:"shadow"`
-}
-
-// limitCounters are a limit's counters since it was created, as
-// fsm.LimitInfo defines them: reserves as their answers left (an expired
-// grant answered 429 is a refusal), permits granted, and refunds and
-// charges apart.
-type limitCounters struct {
-	GrantedRequests uint64 `json:"granted_requests"`
-	GrantedPermits  uint64 `json:"granted_permits"`
-	RefusedRequests uint64 `json:"refused_requests"`
-	ExpiredRequests uint64 `json:"expired_requests"`
-	ExpiredPermits  uint64 `json:"expired_permits"`
-	RefundedPermits uint64 `json:"refunded_permits"`
-	ChargedPermits  uint64 `json:"charged_permits"`
-	NetPermits      uint64 `json:"net_permits"`
-	// Shadow mode: grants made in shadow mode, and those of them that
-	// enforcement would have refused, or made wait.
-	ShadowGranted     uint64 `json:"shadow_granted"`
-	ShadowWouldRefuse uint64 `json:"shadow_would_refuse"`
-	ShadowWouldWait   uint64 `json:"shadow_would_wait"`
-}
-
-// limitInfoView is the answer to GET /v1/limits/{name}.
-type limitInfoView struct {
-	limitView
-	limitCounters
-	// Leased reports that the limit's permits are handed out by lease;
-	// LeasePolicy is then its pool's policy.
-	Leased      bool            `json:"leased"`
-	LeasePolicy *limitLeaseView `json:"lease_policy,omitempty"`
-}
-
-// limitLeaseView is a leased limit's pool policy in a limit's view: the
-// effective C and O, what the policy set (0: the default), and how many
-// leases hold permits.
-type limitLeaseView struct {
-	BurstPermits          int64 `json:"burst_permits"`
-	MaxOutstandingPermits int64 `json:"max_outstanding_permits"`
-	BurstSpec             int64 `json:"burst_permits_set"`
-	MaxOutstandingSpec    int64 `json:"max_outstanding_permits_set"`
-	Leases                int   `json:"leases"`
-}
-
-// limitPutView is the answer to PUT /v1/limits/{name}.
-type limitPutView struct {
-	limitView
-	Created bool `json:"created"`
-}
-
-func newLimitView(name string, c bucket.Config, version uint64, shadow bool) limitView {
+// newLimitView is limit name's configuration c (of that version) as the
+// API shows it: only the options of its algorithm are present.
+func newLimitView(name string, c bucket.Config, version uint64, shadow bool) api.LimitConfig {
 	s := c.Spec
 	per := s.Per
 	if per == 0 {
 		per = time.Second
 	}
-	v := limitView{
-		Name:          name,
-		Algorithm:     s.Algorithm.String(),
-		Rate:          api.Float(s.Rate),
-		Per:           per.String(),
-		Version:       version,
-		IntervalNanos: c.IntervalNanos,
-		Shadow:        shadow,
-	}
 	f := func(x float64) *api.Float { j := api.Float(x); return &j }
 	d := func(x time.Duration) *string { str := x.String(); return &str }
+	v := api.LimitConfig{
+		Name:          name,
+		LimitSpec:     api.LimitSpec{Algorithm: s.Algorithm.String(), Rate: f(s.Rate), Per: per.String(), Shadow: shadow},
+		Version:       version,
+		IntervalNanos: c.IntervalNanos,
+	}
 	switch s.Algorithm {
 	case bucket.Strict:
 		v.MaxReserved = &s.MaxReserved
@@ -293,10 +224,11 @@ func newLimitView(name string, c bucket.Config, version uint64, shadow bool) lim
 	return v
 }
 
-func newLimitInfoView(li fsm.LimitInfo) limitInfoView {
-	v := limitInfoView{
-		limitView: newLimitView(li.Name, li.Config, li.Version, li.Shadow),
-		limitCounters: limitCounters{
+// newLimitInfoView is a limit as GET /v1/limits/{name} answers it.
+func newLimitInfoView(li fsm.LimitInfo) api.Limit {
+	v := api.Limit{
+		LimitConfig: newLimitView(li.Name, li.Config, li.Version, li.Shadow),
+		LimitCounters: api.LimitCounters{
 			GrantedRequests:   li.GrantedRequests,
 			GrantedPermits:    li.GrantedPermits,
 			RefusedRequests:   li.RefusedRequests,
@@ -313,7 +245,7 @@ func newLimitInfoView(li fsm.LimitInfo) limitInfoView {
 	}
 	if li.Leased {
 		l := li.Lease
-		v.LeasePolicy = &limitLeaseView{BurstPermits: l.BurstPermits, MaxOutstandingPermits: l.MaxOutstandingPermits,
+		v.LeasePolicy = &api.LimitLeasePolicy{BurstPermits: l.BurstPermits, MaxOutstandingPermits: l.MaxOutstandingPermits,
 			BurstSpec: l.BurstSpec, MaxOutstandingSpec: l.MaxOutstandingSpec, Leases: l.Leases}
 	}
 	return v
@@ -362,7 +294,7 @@ func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) 
 	if res.Created {
 		code = http.StatusCreated
 	}
-	api.WriteJSON(w, code, limitPutView{limitView: newLimitView(name, cfg, res.Version, shadow), Created: res.Created})
+	api.WriteJSON(w, code, api.LimitPut{LimitConfig: newLimitView(name, cfg, res.Version, shadow), Created: res.Created})
 }
 
 func (h *handler) getLimit(w http.ResponseWriter, r *http.Request, name string) {
@@ -388,13 +320,11 @@ func (h *handler) listLimits(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "list limits", err)
 		return
 	}
-	views := make([]limitInfoView, len(all))
+	views := api.Limits{Limits: make([]api.Limit, len(all))}
 	for i, li := range all {
-		views[i] = newLimitInfoView(li)
+		views.Limits[i] = newLimitInfoView(li)
 	}
-	api.WriteJSON(w, http.StatusOK, struct {
-		Limits []limitInfoView `json:"limits"`
-	}{views})
+	api.WriteJSON(w, http.StatusOK, views)
 }
 
 func (h *handler) deleteLimit(w http.ResponseWriter, r *http.Request, name string) {

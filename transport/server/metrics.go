@@ -6,10 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/permitd/permitd/transport/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/permitd/permitd/node"
 )
 
 // Metrics is permitd's set of Prometheus metrics, registered on a registry
@@ -92,7 +91,7 @@ var raftStates = []string{"leader", "follower", "candidate", "shutdown"}
 // prometheus.Gatherer (a *prometheus.Registry is), the handler serves it on
 // /metrics. NewMetrics panics if the metrics are already registered on reg,
 // which is a programming error.
-func NewMetrics(reg prometheus.Registerer, status func() node.Status) *Metrics {
+func NewMetrics(reg prometheus.Registerer, status func() api.Status) *Metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -209,13 +208,13 @@ func (m *Metrics) httpHandler() http.Handler {
 // statusCollector exports the raft gauges from a status function at
 // scrape time.
 type statusCollector struct {
-	status                            func() node.Status
+	status                            func() api.Status
 	state, term, commit, applied, led *prometheus.Desc
 	pending, shed                     *prometheus.Desc
 	expired, unreported               *prometheus.Desc
 }
 
-func newStatusCollector(status func() node.Status) *statusCollector {
+func newStatusCollector(status func() api.Status) *statusCollector {
 	return &statusCollector{
 		status:  status,
 		state:   prometheus.NewDesc("permitd_raft_state", "1 for the node's current raft state, 0 for the others.", []string{"state"}, nil),

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/api"
 )
 
 func TestReserveMetrics(t *testing.T) {
@@ -71,9 +72,9 @@ permitd_reserve_wait_seconds_count 2
 }
 
 func TestRaftGaugesAndBatches(t *testing.T) {
-	st := node.Status{State: "follower", Term: 4, CommitIndex: 12, AppliedIndex: 11}
+	st := api.Status{State: "follower", Term: 4, CommitIndex: 12, AppliedIndex: 11}
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg, func() node.Status { return st })
+	m := NewMetrics(reg, func() api.Status { return st })
 	m.ObserveBatch(3, 2*time.Millisecond)
 	m.ObserveBatch(100, 10*time.Millisecond)
 
@@ -102,7 +103,7 @@ permitd_raft_term 4
 		t.Error(err)
 	}
 	// Read at scrape time: a change of status shows in the next scrape.
-	st = node.Status{State: "leader", Term: 5}
+	st = api.Status{State: "leader", Term: 5}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP permitd_is_leader 1 if this node is the raft leader, else 0.
 # TYPE permitd_is_leader gauge
@@ -175,7 +176,7 @@ func TestMetricsEndpoint(t *testing.T) {
 // could not deliver, are exported from its status.
 func TestExpiredGrantMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	NewMetrics(reg, func() node.Status { return node.Status{State: "leader", ExpiredGrants: 3, ExpiredGrantsUnreported: 1} })
+	NewMetrics(reg, func() api.Status { return api.Status{State: "leader", ExpiredGrants: 3, ExpiredGrantsUnreported: 1} })
 	want := `
 # HELP permitd_reserves_expired_total Reserves the register granted that this node answered as refusals (429, counted in permitd_reserve_requests_total{outcome="refused"} by the node that answered the client) because the permit expired while it held the answer; the limit's counters count them as refusals too (expired_requests).
 # TYPE permitd_reserves_expired_total counter

@@ -298,20 +298,9 @@ func (h *handler) settle(w http.ResponseWriter, r *http.Request, id uint64, owne
 		h.storeError(w, "settle", err)
 		return
 	}
-	type settledLimit struct {
-		Name     string `json:"name"`
-		Reserved int64  `json:"reserved"`
-		Actual   int64  `json:"actual"`
-		Refunded int64  `json:"refunded"`
-		Charged  int64  `json:"charged"`
-	}
-	out := struct {
-		Settled   bool           `json:"settled"`
-		Duplicate bool           `json:"duplicate"`
-		Limits    []settledLimit `json:"limits"`
-	}{Settled: true, Duplicate: res.Duplicate, Limits: []settledLimit{}}
+	out := api.SettleAnswer{Settled: true, Duplicate: res.Duplicate, Limits: []api.SettledLimit{}}
 	for _, p := range res.Parts {
-		out.Limits = append(out.Limits, settledLimit{p.Limit, p.Reserved, p.Actual, p.Refunded, p.Charged})
+		out.Limits = append(out.Limits, api.SettledLimit{Limit: p.Limit, Reserved: p.Reserved, Actual: p.Actual, Refunded: p.Refunded, Charged: p.Charged})
 	}
 	api.WriteJSON(w, http.StatusOK, out)
 }
@@ -328,8 +317,5 @@ func (h *handler) release(w http.ResponseWriter, r *http.Request, id uint64, own
 		h.storeError(w, "release", err)
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, struct {
-		Released  int64 `json:"released"`
-		Duplicate bool  `json:"duplicate"`
-	}{res.Released, res.Duplicate})
+	api.WriteJSON(w, http.StatusOK, api.ReleaseAnswer{Released: res.Released, Duplicate: res.Duplicate})
 }

@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/api"
 )
 
 // Store is what the HTTP layer needs from a node; *node.Node implements it.
@@ -45,7 +45,7 @@ type Store interface {
 	// leases; node.ErrNotFound if absent, node.ErrInvalid if not leased.
 	LeaseView(ctx context.Context, limit string) (fsm.LeasePoolInfo, []fsm.LeaseInfo, error)
 	// Status is a point-in-time view of the node; it must not block.
-	Status() node.Status
+	Status() api.Status
 	// Join adds a server to the raft configuration as a non-voter (the
 	// leader promotes it once it has caught up) and reports whether it
 	// votes already (joined before and promoted).

@@ -15,13 +15,13 @@ const module = "github.com/permitd/permitd/"
 var allowed = map[string][]string{
 	"bucket":        {},
 	"fsm":           {"bucket"},
-	"node":          {"bucket", "fsm", "transport/wire"},
+	"node":          {"bucket", "fsm", "transport/wire", "transport/api"},
 	"node/faultnet": {},
 
 	// transport/server is the register's edge: the only package that
 	// imports both node and the protocols.
 	"transport/server":           {"bucket", "fsm", "node", "transport/wire", "transport/api", "transport/auth", "transport/openapi"},
-	"transport/server/fakestore": {"bucket", "fsm", "node"},
+	"transport/server/fakestore": {"bucket", "fsm", "node", "transport/api"},
 	// transport/api and transport/wire are the leaves both sides share.
 	"transport/api":           {"transport/wire"},
 	"transport/auth":          {},
@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"transport/devcerts":      {},
 	"transport/tlsfiles":      {},
 	"transport/wire":          {},
-	"transport/client":        {"transport/wire"},
+	"transport/client":        {"transport/wire", "transport/api"},
 	"transport/client/python": {},
 	"transport/worker":        {"bucket", "transport/client", "transport/wire"},
 	"transport/sidecar":       {"transport/worker", "transport/client", "transport/wire", "transport/api", "transport/auth"},

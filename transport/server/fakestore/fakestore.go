@@ -12,6 +12,7 @@ import (
 
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/api"
 )
 
 // Store is a register on a manual clock. The zero value is not usable;
@@ -21,7 +22,7 @@ type Store struct {
 	f        *fsm.FSM
 	index    uint64
 	nowNanos int64
-	status   node.Status
+	status   api.Status
 	fixed    bool // SetStatus was called: Status answers it verbatim
 	err      error
 	calls    int
@@ -38,9 +39,9 @@ func New() *Store {
 	return &Store{
 		f:        fsm.New(),
 		nowNanos: 1e9,
-		status: node.Status{
+		status: api.Status{
 			ID: "n1", State: "leader", LeaderID: "n1", Term: 1, Ready: true,
-			Servers: []node.Server{{ID: "n1", RaftAddr: "127.0.0.1:7000", Voter: true, Leader: true}},
+			Servers: []api.Server{{ID: "n1", RaftAddr: "127.0.0.1:7000", Voter: true, Leader: true}},
 		},
 	}
 }
@@ -71,7 +72,7 @@ func (s *Store) SetLeaseFunc(f func(ctx context.Context, cmd any) (fsm.LeaseResu
 
 // SetStatus replaces the status Status returns; from then on Status
 // answers it verbatim (its applied index and cluster time included).
-func (s *Store) SetStatus(st node.Status) {
+func (s *Store) SetStatus(st api.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.status, s.fixed = st, true
@@ -262,7 +263,7 @@ func (s *Store) SessionCount() (sessions, outcomes int) {
 }
 
 // Status implements server.Store.
-func (s *Store) Status() node.Status {
+func (s *Store) Status() api.Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.status
@@ -293,7 +294,7 @@ func (s *Store) Join(ctx context.Context, id, raftAddr string) (bool, error) {
 			return false, fmt.Errorf("%w: raft address %s is already the address of member %q", node.ErrInvalid, raftAddr, sv.ID)
 		}
 	}
-	s.status.Servers = append(slices.Clone(s.status.Servers), node.Server{ID: id, RaftAddr: raftAddr})
+	s.status.Servers = append(slices.Clone(s.status.Servers), api.Server{ID: id, RaftAddr: raftAddr})
 	return false, nil
 }
 
@@ -304,10 +305,10 @@ func (s *Store) Remove(ctx context.Context, id string) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(s.status.Servers, func(sv node.Server) bool { return sv.ID == id }) {
+	if !slices.ContainsFunc(s.status.Servers, func(sv api.Server) bool { return sv.ID == id }) {
 		return fmt.Errorf("%w: server %q is not a member", node.ErrNotFound, id)
 	}
-	s.status.Servers = slices.DeleteFunc(slices.Clone(s.status.Servers), func(sv node.Server) bool { return sv.ID == id })
+	s.status.Servers = slices.DeleteFunc(slices.Clone(s.status.Servers), func(sv api.Server) bool { return sv.ID == id })
 	return nil
 }
 
