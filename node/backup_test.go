@@ -11,6 +11,7 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // TestSnapshotSaveAndSeedANewCluster: a snapshot saved from the leader
@@ -62,7 +63,7 @@ func TestSnapshotSaveAndSeedANewCluster(t *testing.T) {
 	old.stopAll()
 
 	// A new cluster of three, seeded from the file.
-	fresh := &testCluster{t: t, sw: old.sw, dirs: map[string]string{}, nodes: map[string]*Node{}, clocks: map[string]Clock{}}
+	fresh := &testCluster{t: t, sw: old.sw, dirs: map[string]string{}, nodes: map[string]*Node{}, clocks: map[string]wire.Clock{}}
 	var servers []raft.Server
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("r%d", i)

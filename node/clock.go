@@ -9,26 +9,7 @@ import (
 	"github.com/permitd/permitd/transport/wire"
 )
 
-// Clock is the node's source of time: monotonic nanoseconds on an arbitrary
-// origin. The leader stamps every command from it (see timeline.go). Only
-// differences between readings matter; a Clock must never go backwards.
-type Clock interface {
-	// NowNanos returns the current monotonic reading in nanoseconds.
-	NowNanos() int64
-}
-
-// MonotonicClock reads the process's monotonic clock.
-type MonotonicClock struct {
-	origin time.Time
-}
-
-// NewMonotonicClock returns a Clock whose origin is the moment of the call.
-func NewMonotonicClock() *MonotonicClock { return &MonotonicClock{origin: time.Now()} }
-
-// NowNanos implements Clock.
-func (c *MonotonicClock) NowNanos() int64 { return int64(time.Since(c.origin)) }
-
-// SkewedClock is a test clock: it reads a base Clock and reports
+// SkewedClock is a test clock: it reads a base wire.Clock and reports
 // offset + rate × elapsed, where elapsed counts from the clock's creation.
 // It models a node whose clock is off by a constant (OffsetNanos) and runs
 // fast or slow (Rate ≠ 1). The offset and rate may be changed at run time
@@ -37,7 +18,7 @@ func (c *MonotonicClock) NowNanos() int64 { return int64(time.Since(c.origin)) }
 // as a change, is within ±MaxClockOffset (ValidateClockSkew), and its
 // arithmetic saturates: no setting makes the reading wrap around.
 type SkewedClock struct {
-	base Clock
+	base wire.Clock
 
 	mu        sync.Mutex
 	rate      float64 // reading speed relative to base
@@ -65,7 +46,7 @@ func ValidateClockSkew(offset time.Duration, rate float64) error {
 
 // NewSkewedClock returns a SkewedClock over base with the given offset and
 // rate (see ValidateClockSkew).
-func NewSkewedClock(base Clock, offset time.Duration, rate float64) (*SkewedClock, error) {
+func NewSkewedClock(base wire.Clock, offset time.Duration, rate float64) (*SkewedClock, error) {
 	if err := ValidateClockSkew(offset, rate); err != nil {
 		return nil, err
 	}
@@ -82,7 +63,7 @@ func validateRate(rate float64) error {
 	return nil
 }
 
-// NowNanos implements Clock.
+// NowNanos implements wire.Clock.
 func (c *SkewedClock) NowNanos() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()

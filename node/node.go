@@ -36,9 +36,9 @@ type Config struct {
 	// same list: bootstrapping identically on each is safe.
 	InitialCluster []raft.Server
 
-	// Clock is the monotonic clock the node stamps with; default the process
-	// monotonic clock.
-	Clock Clock
+	// Clock is the monotonic clock the node stamps with; default the
+	// process's (wire.NewMonotonicClock).
+	Clock wire.Clock
 	// Network carries raft and forwarding; default TCPNetwork.
 	Network Network
 	// Logger receives hclog key/value logs; default: warnings to stderr.
@@ -115,7 +115,7 @@ func (c *Config) setDefaults() error {
 		return errors.New("node: config: RaftAddr is required")
 	}
 	if c.Clock == nil {
-		c.Clock = NewMonotonicClock()
+		c.Clock = wire.NewMonotonicClock()
 	}
 	if c.Network == nil {
 		c.Network = TCPNetwork{}
@@ -271,7 +271,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		fsm:      fsm.New(),
-		timeline: newTimeline(cfg.Clock, NewMonotonicClock()),
+		timeline: newTimeline(cfg.Clock, wire.NewMonotonicClock()),
 		fwd:      &forwarder{network: cfg.Network, timeout: 2 * time.Second},
 		stopCh:   make(chan struct{}),
 		expired:  newExpiredReports(),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 func strictConfig(t *testing.T, interval time.Duration, maxReserved int64) bucket.Config {
@@ -264,9 +265,9 @@ func TestSkewedLeaderClockGrantsNothingEarly(t *testing.T) {
 // newSkewedCluster starts 3 nodes whose clocks are off by 0, skew and
 // 2×skew.
 func newSkewedCluster(t *testing.T, skew time.Duration) *testCluster {
-	return newTestClusterWith(t, 3, func(id string) Clock {
+	return newTestClusterWith(t, 3, func(id string) wire.Clock {
 		k := map[string]time.Duration{"n1": 0, "n2": 1, "n3": 2}[id]
-		sc, err := NewSkewedClock(NewMonotonicClock(), skew*k, 1)
+		sc, err := NewSkewedClock(wire.NewMonotonicClock(), skew*k, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

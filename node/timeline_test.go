@@ -10,6 +10,7 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // manualClock is a Clock tests move by hand.
@@ -147,8 +148,8 @@ func TestTimelineBegunAtAReceiptCountsTheTimeSince(t *testing.T) {
 // or more of commits here). Wired to its own clock twice, it stamped ten times
 // the real time.
 func TestFastClockDoesNotSpeedUpTheTimeline(t *testing.T) {
-	c := newTestClusterWith(t, 1, func(string) Clock {
-		sc, err := NewSkewedClock(NewMonotonicClock(), 0, 10)
+	c := newTestClusterWith(t, 1, func(string) wire.Clock {
+		sc, err := NewSkewedClock(wire.NewMonotonicClock(), 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

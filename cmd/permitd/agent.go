@@ -25,6 +25,7 @@ import (
 	"github.com/permitd/permitd/transport/client"
 	"github.com/permitd/permitd/transport/server"
 	"github.com/permitd/permitd/transport/tlsfiles"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 func init() {
@@ -239,7 +240,7 @@ type agent struct {
 }
 
 func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agent, error) {
-	clock, err := node.NewSkewedClock(node.NewMonotonicClock(), a.clockOffset, a.clockRate)
+	clock, err := node.NewSkewedClock(wire.NewMonotonicClock(), a.clockOffset, a.clockRate)
 	if err != nil {
 		return nil, err
 	}

@@ -18,12 +18,12 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/client"
 	"github.com/permitd/permitd/transport/server"
 	"github.com/permitd/permitd/transport/sidecar"
 	"github.com/permitd/permitd/transport/tlsfiles"
+	"github.com/permitd/permitd/transport/wire"
 	"github.com/permitd/permitd/transport/worker"
 )
 
@@ -235,7 +235,7 @@ func runWorker(args []string, stdout, stderr io.Writer) int {
 		Name: f.name, Group: f.group, Weight: f.weight, Limit: f.limit, Register: reg, GossipKeys: keys,
 		Gossip: gossip, Join: splitList(f.join), TTL: f.ttl, Margin: f.margin, StealBias: f.stealBias,
 		RenewEvery: f.renewEvery, RequestTimeout: f.registerTimeout, UnreachableAfter: f.unreachableAfter,
-		Clock: node.NewMonotonicClock(), Logger: logger,
+		Clock: wire.NewMonotonicClock(), Logger: logger,
 	})
 	if err != nil {
 		return c.usageError(err.Error())

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Defaults of Config.
@@ -156,8 +157,12 @@ type Config struct {
 	// at most BurstRatio times its share until it has caught up.
 	BurstRatio float64
 
-	// Clock is the monotonic clock (nil selects the process's).
-	Clock Clock
+	// Clock is the worker's monotonic clock (nil selects the process's,
+	// wire.NewMonotonicClock): every deadline of the worker (a grant's
+	// local expiry, a stolen lot's deadline, pacing) is measured on it.
+	// Its rate error must stay below Margin/TTL (see the over-grant
+	// bound).
+	Clock wire.Clock
 	// Logger receives the worker's logs (nil: none).
 	Logger hclog.Logger
 	// OnStats, if set, is called with the worker's counters after every
@@ -283,7 +288,7 @@ func resolve(c Config) (settings, error) {
 		return bad("burst ratio %v (allowed: finite and >= 1, or 0 for the default %v)", c.BurstRatio, DefaultBurstRatio)
 	}
 	if s.Clock == nil {
-		s.Clock = newMonoClock()
+		s.Clock = wire.NewMonotonicClock()
 	}
 	if s.Logger == nil {
 		s.Logger = hclog.NewNullLogger()

@@ -33,7 +33,7 @@
 // shares (weighted max-min over groups, then over the leases of a group)
 // follow the reported demands.
 //
-// The holder's deadline is measured on its own monotonic clock (Clock)
+// The holder's deadline is measured on its own monotonic clock (Config.Clock)
 // from BEFORE it sent the request:
 //
 //	localExpiry = sentAt + min(ExpiresInNanos, TTL) - Margin
