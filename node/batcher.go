@@ -12,6 +12,9 @@ import (
 	"github.com/permitd/permitd/fsm"
 )
 
+// batcher.go: group commit on the leader (doc.go's invariant 2: batching
+// shares an fsync, never an instant).
+
 // batcher groups concurrent commands of one kind (reserves, or lease
 // commands) into one log entry (group commit). It runs only while this
 // node leads. A lone command is sent at once; while up to maxInflight

@@ -76,7 +76,7 @@
 // A node is ready (Status.Ready, /readyz) when it can decide now: the
 // leader once its timeline is active (after the takeover barrier), a
 // follower while it knows a leader and has applied what it knows to be
-// committed, a removed node never (membership.go). Requests wait for a
+// committed, a removed node never (cluster.go). Requests wait for a
 // leader at most Config.LeaderWait, then fail with ErrNoLeader.
 //
 // # Membership

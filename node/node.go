@@ -19,149 +19,8 @@ import (
 	"github.com/permitd/permitd/transport/wire"
 )
 
-// Config configures a Node. Zero durations and sizes select the defaults
-// documented on each field.
-type Config struct {
-	// ID is the node's raft server ID; required.
-	ID string
-	// DataDir holds raft.db (log and stable store, fsync on) and snapshots/.
-	DataDir string
-	// RaftAddr is the address the node listens on for raft and forwarding;
-	// it is also the address other nodes dial unless AdvertiseAddr is set.
-	RaftAddr string
-	// AdvertiseAddr is the raft address announced to the cluster.
-	AdvertiseAddr string
-	// InitialCluster, if not empty, bootstraps a new cluster with these
-	// voters when the node has no state yet. Give every initial node the
-	// same list: bootstrapping identically on each is safe.
-	InitialCluster []raft.Server
-
-	// Clock is the monotonic clock the node stamps with; default the
-	// process's (wire.NewMonotonicClock).
-	Clock wire.Clock
-	// Network carries raft and forwarding; default TCPNetwork.
-	Network Network
-	// Logger receives hclog key/value logs; default: warnings to stderr.
-	Logger hclog.Logger
-
-	// HeartbeatTimeout (default 500ms), ElectionTimeout (default 500ms)
-	// and LeaderLeaseTimeout (default 300ms) tune raft for fast failover
-	// on a LAN. CommitTimeout (default 50ms, raft's) is how long an idle
-	// leader waits before sending followers the commit index: new
-	// entries are replicated at once whatever it is; at 5 ms an idle
-	// 3-node leader spent a tenth of a core on it.
-	HeartbeatTimeout   time.Duration
-	ElectionTimeout    time.Duration
-	LeaderLeaseTimeout time.Duration
-	CommitTimeout      time.Duration
-	// SnapshotThreshold (default 8192 entries), SnapshotInterval (default
-	// 20s) and TrailingLogs (default 4096) control log compaction.
-	SnapshotThreshold uint64
-	SnapshotInterval  time.Duration
-	TrailingLogs      uint64
-
-	// MaxBatch is the most reserves in one log entry (default 1024), and
-	// the most lease commands (at most fsm.MaxBatchLeaseCommands).
-	MaxBatch int
-	// MaxInflight is the most reserve entries being committed at once
-	// (default 2: more entries in flight means smaller batches, and each
-	// entry costs the leader and a follower an fsync); lease entries have
-	// as many slots of their own.
-	MaxInflight int
-	// ApplyTimeout bounds one raft apply (default 5s).
-	ApplyTimeout time.Duration
-	// MaxPendingReserves bounds the reserves this node holds at once
-	// (default PendingBatches*MaxBatch, DefaultMaxPendingReserves at the
-	// default MaxBatch): its clients' (HTTP and binary,
-	// waiting for a batch, a commit or a forwarded answer) and, on the
-	// leader, those followers forwarded to it. A reserve beyond it fails
-	// at once with ErrOverloaded instead of queueing (overload.go).
-	MaxPendingReserves int
-	// LeaderWait bounds, beyond a reserve's own max wait, how long a
-	// reserve waits for a leader to be known and to answer (default 1s):
-	// with no leader reachable it fails (ErrNoLeader) within max wait +
-	// LeaderWait. An election usually ends well within it.
-	LeaderWait time.Duration
-	// PromoteAfter is how long a joined non-voter must stay caught up
-	// with the leader, probed over the cluster's network, before the
-	// leader makes it a voter (default 2s; promote.go).
-	PromoteAfter time.Duration
-	// MaxPendingJoins bounds the non-voters (joined servers not yet
-	// promoted) at once (default 3): a join beyond is refused with
-	// ErrConflict until one is promoted or removed.
-	MaxPendingJoins int
-	// OnBatch, if set, is called after each reserve entry is applied with
-	// its size and its apply latency (for metrics).
-	OnBatch func(size int, applyLatency time.Duration)
-
-	// UnsafeResumeFromOwnClock is TEST-ONLY and UNSAFE: it deliberately
-	// breaks invariant 2 (cluster time). A new leader then resumes the
-	// cluster timeline from its own Clock reading instead of the FSM's last
-	// applied time, so a leader whose clock is ahead jumps the timeline
-	// forward and grants permits early. It exists so that jepsen-lite can
-	// show it catches this bug (the agent's --test-break-timeline). Never
-	// set it outside such a test.
-	UnsafeResumeFromOwnClock bool
-}
-
-func (c *Config) setDefaults() error {
-	if c.ID == "" {
-		return errors.New("node: config: ID is required")
-	}
-	if c.DataDir == "" {
-		return errors.New("node: config: DataDir is required")
-	}
-	if c.RaftAddr == "" {
-		return errors.New("node: config: RaftAddr is required")
-	}
-	if c.Clock == nil {
-		c.Clock = wire.NewMonotonicClock()
-	}
-	if c.Network == nil {
-		c.Network = TCPNetwork{}
-	}
-	if c.Logger == nil {
-		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "permitd", Level: hclog.Warn, Output: os.Stderr})
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.HeartbeatTimeout, 500*time.Millisecond)
-	def(&c.ElectionTimeout, 500*time.Millisecond)
-	def(&c.LeaderLeaseTimeout, 300*time.Millisecond)
-	def(&c.CommitTimeout, 50*time.Millisecond)
-	def(&c.SnapshotInterval, 20*time.Second)
-	def(&c.ApplyTimeout, 5*time.Second)
-	def(&c.LeaderWait, time.Second)
-	def(&c.PromoteAfter, 2*time.Second)
-	if c.MaxPendingJoins <= 0 {
-		c.MaxPendingJoins = 3
-	}
-	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
-		c.LeaderLeaseTimeout = c.HeartbeatTimeout
-	}
-	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = 8192
-	}
-	if c.TrailingLogs == 0 {
-		c.TrailingLogs = 4096
-	}
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = 1024
-	}
-	if c.MaxBatch > fsm.MaxBatchReserves {
-		c.MaxBatch = fsm.MaxBatchReserves
-	}
-	if c.MaxPendingReserves <= 0 {
-		c.MaxPendingReserves = PendingBatches * c.MaxBatch
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = 2
-	}
-	return nil
-}
+// node.go: a Node and its life: New starts raft and what the node adds
+// around it, Shutdown and Kill stop it (its settings are config.go's).
 
 // Node is one permitd register node: raft, the FSM, the leader's cluster
 // timeline and batcher, and forwarding of client requests to the leader.
@@ -196,7 +55,7 @@ type Node struct {
 	// fwdLeases batches the lease commands a follower forwards
 	// (forwardbatch.go).
 	fwdLeases *leaseForwarder
-	// calls serves the calls of pipelined connections (callpool.go).
+	// calls serves the calls of pipelined connections (forward.go).
 	calls *callPool
 	// expired queues the reports of grants answered as refusals
 	// (expiredgrants.go).
@@ -355,7 +214,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	// A node that starts from a data directory was a member of the
 	// configuration it holds, unless that configuration already left it
-	// out (membership.go).
+	// out (cluster.go).
 	n.members.wasMember = has
 	n.checkMembership()
 	n.batcher = newBatcher(n, reserveBatch, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
@@ -367,26 +226,6 @@ func New(cfg Config) (*Node, error) {
 	go func() { defer n.wg.Done(); n.sendExpiredReports() }()
 	go func() { defer n.wg.Done(); n.runWaker() }()
 	return n, nil
-}
-
-// HasExistingState reports whether dataDir holds a node's raft state (a
-// log, a stable store or a snapshot): a node started on it rejoins its
-// cluster by itself, while a node on an empty directory needs an initial
-// cluster to bootstrap or a cluster to join. It opens nothing for writing.
-func HasExistingState(dataDir string) (bool, error) {
-	if _, err := os.Stat(filepath.Join(dataDir, "raft.db")); err == nil {
-		return true, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return false, fmt.Errorf("node: data dir %s: %w", dataDir, err)
-	}
-	entries, err := os.ReadDir(filepath.Join(dataDir, "snapshots"))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("node: data dir %s: %w", dataDir, err)
-	}
-	return len(entries) > 0, nil
 }
 
 // ID returns the node's server ID.
@@ -428,4 +267,50 @@ func (n *Node) voterCount() int {
 		}
 	}
 	return c
+}
+
+// Stopping a node, gracefully (a leader hands over first) or as a crash
+// would.
+
+// Shutdown stops the node gracefully: a leader first transfers leadership
+// (bounded by a few seconds), then raft stops and the stores close.
+func (n *Node) Shutdown() error {
+	var err error
+	n.stopOnce.Do(func() {
+		if n.raft.State() == raft.Leader && n.voterCount() > 1 {
+			if terr := n.raft.LeadershipTransfer().Error(); terr != nil {
+				n.log.Warn("leadership transfer on shutdown failed", "error", terr)
+			}
+		}
+		n.stop()
+		n.batcher.close()
+		n.leases.close()
+		if serr := n.raft.Shutdown().Error(); serr != nil {
+			err = fmt.Errorf("node: raft shutdown: %w", serr)
+		}
+		n.fwd.close()
+		n.mux.close()
+		n.raftNet.Close()
+		n.wg.Wait()
+		if cerr := n.store.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("node: close raft.db: %w", cerr)
+		}
+	})
+	return err
+}
+
+// Kill stops the node abruptly, as a crash would, for tests: no leadership
+// transfer. Data on disk is whatever raft had fsynced.
+func (n *Node) Kill() {
+	n.stopOnce.Do(func() {
+		n.stop()
+		n.mux.close()
+		n.raftNet.Close()
+		n.batcher.close()
+		n.leases.close()
+		n.raft.Shutdown().Error()
+		n.fwd.close()
+		n.wg.Wait()
+		n.store.Close()
+	})
 }

@@ -3,10 +3,10 @@ package server
 import (
 	"context"
 	"errors"
-	"github.com/permitd/permitd/transport/api"
 	"net/http"
 
 	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/api"
 )
 
 // storeError answers an error returned by the Store:

@@ -2,14 +2,15 @@ package server
 
 import (
 	"context"
-	"github.com/permitd/permitd/transport/api"
-	"github.com/permitd/permitd/transport/openapi"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/permitd/permitd/transport/api"
+	"github.com/permitd/permitd/transport/openapi"
 )
 
 // DefaultRequestTimeout bounds the time one request may spend in the Store.

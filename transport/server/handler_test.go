@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/permitd/permitd/transport/api"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/server/fakestore"
 )
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"github.com/permitd/permitd/transport/api"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/api"
 )
 
 // limitRequest is the body of PUT /v1/limits/{name}. Every field records

@@ -6,9 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/permitd/permitd/transport/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/permitd/permitd/transport/api"
 )
 
 // Metrics is permitd's set of Prometheus metrics, registered on a registry

@@ -1,12 +1,12 @@
 package server
 
 import (
-	"github.com/permitd/permitd/transport/api"
 	"strings"
 	"testing"
 
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/server/fakestore"
 )
 

@@ -2,8 +2,6 @@ package sidecar
 
 import (
 	"errors"
-	"github.com/permitd/permitd/transport/api"
-	"github.com/permitd/permitd/transport/auth"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/permitd/permitd/transport/api"
+	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/wire"
 	"github.com/permitd/permitd/transport/worker"
 )

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
+
 	"github.com/permitd/permitd/transport/wire"
 )
 

@@ -9,6 +9,9 @@ import (
 	"github.com/permitd/permitd/transport/wire"
 )
 
+// skewedclock.go: a skewed clock, for the tests and jepsen-lite's clock faults:
+// the node's monotonic clock itself is wire.Clock.
+
 // SkewedClock is a test clock: it reads a base wire.Clock and reports
 // offset + rate × elapsed, where elapsed counts from the clock's creation.
 // It models a node whose clock is off by a constant (OffsetNanos) and runs

@@ -12,12 +12,17 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/permitd/permitd/fsm"
 )
 
-// backup.go: a consistent snapshot of the register to a file, and a new
-// cluster seeded from one (etcdctl snapshot save / restore).
+// storage.go: a node's data directory: the raft log and stable store it
+// opens (openLogStore), whether it holds a node's state already
+// (HasExistingState), and backups: a consistent snapshot of the register
+// to a file, and a new cluster seeded from one (etcdctl snapshot save /
+// restore).
 //
 // SaveSnapshot runs on the leader only (a snapshot may be larger than a
 // forwarded frame): after a raft barrier it writes the state machine's
@@ -99,4 +104,38 @@ func SeedDataDir(dataDir string, snapshot []byte, servers []raft.Server) (uint64
 		return 0, errors.Join(fmt.Errorf("node: the seeded directory %s holds no state", dataDir), err)
 	}
 	return index, nil
+}
+
+// openLogStore opens the raft log and stable store at path. Every commit
+// is fsynced (bbolt's NoSync and raftboltdb's stay false): a decision is
+// on disk at a majority before its answer leaves, which is what lets a
+// node that lost power come back without forgetting a grant. Not
+// persisting the freelist (bbolt rebuilds it on open) and keeping it as a
+// map cut the pages each commit writes, as Consul does; neither loses a
+// committed entry.
+func openLogStore(path string) (*raftboltdb.BoltStore, error) {
+	return raftboltdb.New(raftboltdb.Options{
+		Path:        path,
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+	})
+}
+
+// HasExistingState reports whether dataDir holds a node's raft state (a
+// log, a stable store or a snapshot): a node started on it rejoins its
+// cluster by itself, while a node on an empty directory needs an initial
+// cluster to bootstrap or a cluster to join. It opens nothing for writing.
+func HasExistingState(dataDir string) (bool, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, "raft.db")); err == nil {
+		return true, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("node: data dir %s: %w", dataDir, err)
+	}
+	entries, err := os.ReadDir(filepath.Join(dataDir, "snapshots"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("node: data dir %s: %w", dataDir, err)
+	}
+	return len(entries) > 0, nil
 }
