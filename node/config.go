@@ -157,3 +157,21 @@ func (c *Config) setDefaults() error {
 	}
 	return nil
 }
+
+// raftConfig is the raft configuration a node with these settings runs
+// with.
+func (c *Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.ID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.TrailingLogs = c.TrailingLogs
+	rc.MaxAppendEntries = 512
+	rc.BatchApplyCh = true
+	rc.Logger = c.Logger.Named("raft")
+	return rc
+}

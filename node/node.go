@@ -126,6 +126,39 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
+	n := newNode(cfg)
+	var err error
+	n.mux, err = newMux(cfg.Network, cfg.RaftAddr)
+	if err != nil {
+		return nil, err
+	}
+	has, err := n.startRaft()
+	if err != nil {
+		n.mux.close()
+		if n.store != nil {
+			n.store.Close()
+		}
+		return nil, err
+	}
+	// A node that starts from a data directory was a member of the
+	// configuration it holds, unless that configuration already left it
+	// out (cluster.go).
+	n.members.wasMember = has
+	n.checkMembership()
+	n.batcher = newBatcher(n, reserveBatch, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
+	n.leases = newBatcher(n, leaseBatch, min(cfg.MaxBatch, fsm.MaxBatchLeaseCommands), cfg.MaxInflight, cfg.ApplyTimeout)
+	n.wg.Add(5)
+	go func() { defer n.wg.Done(); n.serveForwardListener() }()
+	go func() { defer n.wg.Done(); n.watchLeadership() }()
+	go func() { defer n.wg.Done(); n.promoteLoop() }()
+	go func() { defer n.wg.Done(); n.sendExpiredReports() }()
+	go func() { defer n.wg.Done(); n.runWaker() }()
+	return n, nil
+}
+
+// newNode is a node's parts that need no I/O: its register, its
+// timeline, forwarding, the bounds of what it holds, and what stops it.
+func newNode(cfg Config) *Node {
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -144,30 +177,28 @@ func New(cfg Config) (*Node, error) {
 	n.receipts = newReceipts(n.timeline.clock, n.timeline.real)
 	n.calls = newCallPool(n.stopCh)
 	n.overloadedMsg = overloadedMessage(cfg.ID, cfg.MaxPendingReserves)
-	var err error
-	n.mux, err = newMux(cfg.Network, cfg.RaftAddr)
-	if err != nil {
-		return nil, err
-	}
-	fail := func(err error) (*Node, error) {
-		n.mux.close()
-		if n.store != nil {
-			n.store.Close()
-		}
-		return nil, err
-	}
+	return n
+}
+
+// startRaft opens the node's log store and snapshots in its data
+// directory and starts raft on its raft port (n.mux), bootstrapping the
+// cluster when the directory holds no state yet and the config names an
+// initial cluster; has reports whether it held state. On an error the
+// caller closes the port and the store.
+func (n *Node) startRaft() (has bool, err error) {
+	cfg := n.cfg
 	n.store, err = openLogStore(filepath.Join(cfg.DataDir, "raft.db"))
 	if err != nil {
-		return fail(fmt.Errorf("node: open raft.db: %w", err))
+		return false, fmt.Errorf("node: open raft.db: %w", err)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 2, cfg.Logger.Named("snapshots"))
 	if err != nil {
-		return fail(fmt.Errorf("node: snapshot store: %w", err))
+		return false, fmt.Errorf("node: snapshot store: %w", err)
 	}
 	if cfg.AdvertiseAddr != "" {
 		a, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
 		if err != nil {
-			return fail(fmt.Errorf("node: advertise address %q: %w", cfg.AdvertiseAddr, err))
+			return false, fmt.Errorf("node: advertise address %q: %w", cfg.AdvertiseAddr, err)
 		}
 		n.mux.advAddr = a
 	}
@@ -177,55 +208,31 @@ func New(cfg Config) (*Node, error) {
 		Timeout: 2 * time.Second,
 		Logger:  cfg.Logger.Named("raft-net"),
 	})
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = cfg.CommitTimeout
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.TrailingLogs = cfg.TrailingLogs
-	rc.MaxAppendEntries = 512
-	rc.BatchApplyCh = true
-	rc.Logger = cfg.Logger.Named("raft")
+	rc := cfg.raftConfig()
 	if err := raft.ValidateConfig(rc); err != nil {
-		return fail(fmt.Errorf("node: raft config: %w", err))
+		return false, fmt.Errorf("node: raft config: %w", err)
 	}
-	has, err := raft.HasExistingState(n.store, n.store, snaps)
+	has, err = raft.HasExistingState(n.store, n.store, snaps)
 	if err != nil {
-		return fail(fmt.Errorf("node: read raft state: %w", err))
+		return false, fmt.Errorf("node: read raft state: %w", err)
 	}
 	// Replication reads recent entries back; serve them from memory.
 	logs, err := raft.NewLogCache(1024, n.store)
 	if err != nil {
-		return fail(fmt.Errorf("node: log cache: %w", err))
+		return false, fmt.Errorf("node: log cache: %w", err)
 	}
 	n.raft, err = raft.NewRaft(rc, waiterFSM{receiptFSM{n.fsm, n.receipts}, n}, receiptLog{logs, n.receipts}, n.store, snaps, n.raftNet)
 	if err != nil {
-		return fail(fmt.Errorf("node: start raft: %w", err))
+		return false, fmt.Errorf("node: start raft: %w", err)
 	}
 	if !has && len(cfg.InitialCluster) > 0 {
 		f := n.raft.BootstrapCluster(raft.Configuration{Servers: cfg.InitialCluster})
 		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			n.raft.Shutdown()
-			return fail(fmt.Errorf("node: bootstrap: %w", err))
+			return false, fmt.Errorf("node: bootstrap: %w", err)
 		}
 	}
-	// A node that starts from a data directory was a member of the
-	// configuration it holds, unless that configuration already left it
-	// out (cluster.go).
-	n.members.wasMember = has
-	n.checkMembership()
-	n.batcher = newBatcher(n, reserveBatch, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
-	n.leases = newBatcher(n, leaseBatch, min(cfg.MaxBatch, fsm.MaxBatchLeaseCommands), cfg.MaxInflight, cfg.ApplyTimeout)
-	n.wg.Add(5)
-	go func() { defer n.wg.Done(); n.serveForwardListener() }()
-	go func() { defer n.wg.Done(); n.watchLeadership() }()
-	go func() { defer n.wg.Done(); n.promoteLoop() }()
-	go func() { defer n.wg.Done(); n.sendExpiredReports() }()
-	go func() { defer n.wg.Done(); n.runWaker() }()
-	return n, nil
+	return has, nil
 }
 
 // ID returns the node's server ID.

@@ -190,6 +190,22 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		if rt := h.dispatchReservation(w, r, p[len("/v1/reservations/"):]); rt != routeUnknown {
 			return rt
 		}
+	}
+	if rt := h.dispatchCluster(w, r, p); rt != routeUnknown {
+		return rt
+	}
+	if rt := h.dispatchService(w, r, p); rt != routeUnknown {
+		return rt
+	}
+	api.WriteError(w, http.StatusNotFound, "unknown path "+api.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/reserve, /v1/reservations/{id}/settle, /v1/reservations/{id}/release, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz, /v1/openapi.json (this API's OpenAPI description)")
+	return routeUnknown
+}
+
+// dispatchCluster routes the node's and the cluster's endpoints: the
+// status, the raft configuration and its changes. It returns
+// routeUnknown, having written nothing, for any other path.
+func (h *handler) dispatchCluster(w *recorder, r *http.Request, p string) route {
+	switch {
 	case p == "/v1/status":
 		if h.method(w, r, "GET, HEAD") {
 			api.WriteJSON(w, http.StatusOK, h.store.Status())
@@ -213,12 +229,21 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 	case strings.HasPrefix(p, "/v1/cluster/servers/"):
 		id := p[len("/v1/cluster/servers/"):]
 		if strings.IndexByte(id, '/') >= 0 {
-			break
+			return routeUnknown
 		}
 		if h.method(w, r, "DELETE") {
 			h.removeServer(w, r, id)
 		}
 		return routeServer
+	}
+	return routeUnknown
+}
+
+// dispatchService routes the endpoints that serve the process rather
+// than the register: metrics, health, readiness and the API's document.
+// It returns routeUnknown, having written nothing, for any other path.
+func (h *handler) dispatchService(w *recorder, r *http.Request, p string) route {
+	switch {
 	case p == "/metrics":
 		if h.method(w, r, "GET, HEAD") {
 			if h.metricsHandler == nil {
@@ -244,7 +269,6 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		}
 		return routeOpenAPI
 	}
-	api.WriteError(w, http.StatusNotFound, "unknown path "+api.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/reserve, /v1/reservations/{id}/settle, /v1/reservations/{id}/release, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz, /v1/openapi.json (this API's OpenAPI description)")
 	return routeUnknown
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
 	"strings"
@@ -100,69 +101,13 @@ func ownerOf(r *http.Request) (auth.Token, string, bool) {
 // multiReserve serves POST /v1/reserve.
 func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	m := h.metrics
 	buf := api.GetBuf()
 	defer api.PutBuf(buf)
-	fail := func(herr *api.Error) {
-		m.countReserve(outcomeInvalid)
-		api.WriteError(w, herr.Code, herr.Msg)
-	}
-	if herr := api.ReadBody(w, r, buf); herr != nil {
-		fail(herr)
-		return
-	}
-	var req multiReserveRequest
-	if herr := api.DecodeObject(buf.Bytes(), &req, multiReserveFields, false); herr != nil {
-		fail(herr)
-		return
-	}
-	if !req.Limits.Set {
-		fail(api.BadRequest(`field "limits" is missing; allowed: %s`, multiReserveFields.Help("limits")))
-		return
-	}
-	parts, herr := parseParts("limits", req.Limits.V, false, 1, 1)
+	q, parts, herr := readMultiReserve(w, r, buf)
 	if herr != nil {
-		fail(herr)
+		h.metrics.countReserve(outcomeInvalid)
+		api.WriteError(w, herr.Code, herr.Msg)
 		return
-	}
-	q := fsm.Reserve{Limit: parts[0].Limit, Permits: parts[0].Permits, Also: parts[1:], Track: true}
-	if req.MaxWait.Set {
-		d, herr := api.ParseDuration("max_wait", req.MaxWait.V, true)
-		if herr != nil {
-			fail(herr)
-			return
-		}
-		q.MaxWaitNanos = int64(d)
-	}
-	if req.SettleWithin.Set {
-		d, herr := api.ParseDuration("settle_within", req.SettleWithin.V, false)
-		if herr == nil && int64(d) > fsm.MaxSettleWindowNanos {
-			herr = api.BadRequest(`field "settle_within": %v; allowed: %s`, d, multiReserveFields.Help("settle_within"))
-		}
-		if herr != nil {
-			fail(herr)
-			return
-		}
-		q.SettleWithinNanos = int64(d)
-	}
-	if req.RequestID.Set {
-		if err := api.ValidateRequestID(req.RequestID.V); err != nil || req.RequestID.V == "" {
-			fail(api.BadRequest(`field "request_id": %q; allowed: %s, or leave the field out for a reserve that is not deduplicated`, req.RequestID.V, api.AllowedRequestIDChars))
-			return
-		}
-		q.RequestID = req.RequestID.V
-	}
-	if t, owner, ok := ownerOf(r); ok {
-		names := make([]string, len(parts))
-		for i, p := range parts {
-			names[i] = p.Limit
-		}
-		if ok, why := auth.MayUseAll(t, names); !ok {
-			m.countReserve(outcomeInvalid)
-			api.WriteError(w, http.StatusForbidden, "auth: "+why)
-			return
-		}
-		q.Owner = owner
 	}
 	res, ok := h.decide(w, r, q)
 	if !ok {
@@ -174,7 +119,69 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 	// request's sending plus this, never later than that moment.
 	held := time.Since(start)
 	buf.Reset()
-	b := buf.AvailableBuffer()
+	h.answerReservation(w, buf.AvailableBuffer(), q, parts, res, held)
+}
+
+// readMultiReserve reads and validates the body of POST /v1/reserve (in
+// buf) into the register's reserve and the limits it names, checking them
+// against the request's token: a 400, or a 403 for a limit the token may
+// not use.
+func readMultiReserve(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) (fsm.Reserve, []fsm.Part, *api.Error) {
+	if herr := api.ReadBody(w, r, buf); herr != nil {
+		return fsm.Reserve{}, nil, herr
+	}
+	var req multiReserveRequest
+	if herr := api.DecodeObject(buf.Bytes(), &req, multiReserveFields, false); herr != nil {
+		return fsm.Reserve{}, nil, herr
+	}
+	if !req.Limits.Set {
+		return fsm.Reserve{}, nil, api.BadRequest(`field "limits" is missing; allowed: %s`, multiReserveFields.Help("limits"))
+	}
+	parts, herr := parseParts("limits", req.Limits.V, false, 1, 1)
+	if herr != nil {
+		return fsm.Reserve{}, nil, herr
+	}
+	q := fsm.Reserve{Limit: parts[0].Limit, Permits: parts[0].Permits, Also: parts[1:], Track: true}
+	if req.MaxWait.Set {
+		d, herr := api.ParseDuration("max_wait", req.MaxWait.V, true)
+		if herr != nil {
+			return fsm.Reserve{}, nil, herr
+		}
+		q.MaxWaitNanos = int64(d)
+	}
+	if req.SettleWithin.Set {
+		d, herr := api.ParseDuration("settle_within", req.SettleWithin.V, false)
+		if herr == nil && int64(d) > fsm.MaxSettleWindowNanos {
+			herr = api.BadRequest(`field "settle_within": %v; allowed: %s`, d, multiReserveFields.Help("settle_within"))
+		}
+		if herr != nil {
+			return fsm.Reserve{}, nil, herr
+		}
+		q.SettleWithinNanos = int64(d)
+	}
+	if req.RequestID.Set {
+		if err := api.ValidateRequestID(req.RequestID.V); err != nil || req.RequestID.V == "" {
+			return fsm.Reserve{}, nil, api.BadRequest(`field "request_id": %q; allowed: %s, or leave the field out for a reserve that is not deduplicated`, req.RequestID.V, api.AllowedRequestIDChars)
+		}
+		q.RequestID = req.RequestID.V
+	}
+	if t, owner, ok := ownerOf(r); ok {
+		names := make([]string, len(parts))
+		for i, p := range parts {
+			names[i] = p.Limit
+		}
+		if ok, why := auth.MayUseAll(t, names); !ok {
+			return fsm.Reserve{}, nil, &api.Error{Code: http.StatusForbidden, Msg: "auth: " + why}
+		}
+		q.Owner = owner
+	}
+	return q, parts, nil
+}
+
+// answerReservation answers the register's decision res on reserve q of
+// parts, which this node held for held, appending its JSON to b.
+func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reserve, parts []fsm.Part, res fsm.ReserveResult, held time.Duration) {
+	m := h.metrics
 	switch res.Status {
 	case fsm.Granted:
 		var permits int64
