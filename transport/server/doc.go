@@ -1,12 +1,19 @@
-// Package server is the register's edge: permitd's HTTP/JSON API, its
-// binary client protocol's listener, API tokens and its Prometheus metrics.
+// Package server is the register's edge, everything a client reaches of
+// a node in one place: the HTTP/JSON API (NewHandler), the binary client
+// protocol on the same port (NewSniffListener, Binary), API tokens on both
+// (RequireTokens, AuthenticatedBinary), the Prometheus metrics and the
+// OpenAPI document's serving.
 //
 // # Model
 //
 // The HTTP layer is a thin, strict edge in front of a Store (a *node.Node in
-// production, an in-memory fake in tests). It declares the interface it
-// consumes, in the manner of hraftd and rqlite: the node knows nothing about
-// HTTP, and the handler knows nothing about raft.
+// production, the fake register of package transport/server/fakestore in
+// tests). It declares the interface it consumes, in the manner of hraftd
+// and rqlite: the node knows nothing about HTTP, and the handler knows
+// nothing about raft. The binary protocol reads its calls with the node's
+// own call loop (node.ServeCalls, which the nodes forward to each other
+// on) and gives each its meaning here. Answers are the types of package
+// transport/api, which the Go client reads.
 //
 // Every request is validated completely before the Store is called, so an
 // invalid request never reaches the replicated log ("reject before
