@@ -93,18 +93,7 @@ func TestServeClientLeases(t *testing.T) {
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
 	f := c.followers(l)[0]
-	retryNoLeader(t, func() error {
-		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Millisecond, 5)})
-		return err
-	})
-	retryNoLeader(t, func() error {
-		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "plain", Config: strictConfig(t, time.Millisecond, 5)})
-		return err
-	})
-	retryNoLeader(t, func() error {
-		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
-		return err
-	})
+	putLeasedLimits(t, ctx, l)
 
 	server, clientSide := net.Pipe()
 	go NewBinary(f).Serve(server)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -25,18 +24,7 @@ func TestServeClientLeaseBatch(t *testing.T) {
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
 	f := c.followers(l)[0]
-	retryNoLeader(t, func() error {
-		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Millisecond, 5)})
-		return err
-	})
-	retryNoLeader(t, func() error {
-		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "plain", Config: strictConfig(t, time.Millisecond, 5)})
-		return err
-	})
-	retryNoLeader(t, func() error {
-		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
-		return err
-	})
+	putLeasedLimits(t, ctx, l)
 
 	// Returns are refused by the connection's Authorizer, as a token
 	// without the worker role would be for every lease command.
@@ -175,14 +163,7 @@ func TestLeaseBatchCommandsWaitForASlot(t *testing.T) {
 	c := newTestCluster(t, 1)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	retryNoLeader(t, func() error {
-		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Millisecond, 5)})
-		return err
-	})
-	retryNoLeader(t, func() error {
-		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
-		return err
-	})
+	putLeasedLimits(t, ctx, l)
 	payload, err := wire.EncodeLeaseBatch([]wire.LeaseCall{
 		{Op: wire.OpLease, Payload: wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "api", Holder: "h1", Group: "g", TTLNanos: int64(20 * time.Second), RequestID: "l-1"})},
 		{Op: wire.OpLease, Payload: wire.EncodeLeaseOpen(wire.LeaseOpen{Limit: "api", Holder: "h2", Group: "g", TTLNanos: int64(20 * time.Second), RequestID: "l-2"})},

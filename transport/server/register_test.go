@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,13 +79,7 @@ func (c *testRegister) leader() *node.Node {
 
 // followers returns the nodes but leader.
 func (c *testRegister) followers(leader *node.Node) []*node.Node {
-	var out []*node.Node
-	for _, n := range c.nodes {
-		if n != leader {
-			out = append(out, n)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(c.nodes), func(n *node.Node) bool { return n == leader })
 }
 
 func ctxTimeout(t *testing.T, d time.Duration) context.Context {
@@ -98,25 +93,38 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 func retryNoLeader(t *testing.T, op func() error) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := op()
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, node.ErrNoLeader) || time.Now().After(deadline) {
-			t.Fatalf("%v", err)
-		}
+	err := op()
+	for ; errors.Is(err, node.ErrNoLeader) && time.Now().Before(deadline); err = op() {
 		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
 }
 
+// strictConfig is a strict limit of one permit per interval.
 func strictConfig(t *testing.T, interval time.Duration, maxReserved int64) bucket.Config {
-	t.Helper()
 	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1, Per: interval, MaxReserved: maxReserved, Expiry: interval / 10})
 	if err != nil {
 		t.Fatalf("compile: %v", err)
 	}
 	return cfg
+}
+
+// putLeasedLimits puts, through leader l, limit "api" leased (a strict
+// limit of a permit a millisecond, C = 500) and limit "plain", not leased.
+func putLeasedLimits(t *testing.T, ctx context.Context, l *node.Node) {
+	t.Helper()
+	for _, name := range []string{"api", "plain"} {
+		retryNoLeader(t, func() error {
+			_, err := l.PutLimit(ctx, fsm.PutLimit{Name: name, Config: strictConfig(t, time.Millisecond, 5)})
+			return err
+		})
+	}
+	retryNoLeader(t, func() error {
+		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true, BurstPermits: 500})
+		return err
+	})
 }
 
 // limitInfo reads limit name through n (linearizable), and whether it

@@ -189,12 +189,7 @@ func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reser
 			permits += p.Permits
 		}
 		m.reserveGranted(permits, res.WaitNanos)
-		b = append(b, `{"granted":true,"wait_ns":`...)
-		b = strconv.AppendInt(b, res.WaitNanos, 10)
-		b = append(b, `,"expires_in_ns":`...)
-		b = strconv.AppendInt(b, res.ExpiresInNanos, 10)
-		b = append(b, `,"spacing_ns":`...)
-		b = strconv.AppendInt(b, res.SpacingNanos, 10)
+		b = grantStart(b, res)
 		b = append(b, `,"reservation_id":"`...)
 		b = strconv.AppendUint(b, res.ReservationID, 10)
 		b = append(b, `","holds":`...)
@@ -202,19 +197,13 @@ func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reser
 		b = append(b, `,"hold_expires_in_ns":`...)
 		b = strconv.AppendInt(b, res.HoldExpiresInNanos, 10)
 		b = append(b, `,"held_ns":`...)
-		b = strconv.AppendInt(b, int64(held), 10)
-		b = append(b, `,"duplicate":`...)
-		b = strconv.AppendBool(b, res.Duplicate)
-		b = append(b, "}\n"...)
-		api.WriteRaw(w, http.StatusOK, b)
+		b = appendDuplicate(strconv.AppendInt(b, int64(held), 10), res.Duplicate)
+		api.WriteRaw(w, http.StatusOK, append(b, "}\n"...))
 	case fsm.Refused:
 		m.countReserve(outcomeRefused)
 		b = refusalStart(w, b, res.RetryAfterNanos)
 		b = append(b, `,"blocking":`...)
-		b = api.AppendJSONString(b, res.Blocking)
-		b = append(b, `,"duplicate":`...)
-		b = strconv.AppendBool(b, res.Duplicate)
-		b = append(b, `,"error":`...)
+		b = appendDuplicate(api.AppendJSONString(b, res.Blocking), res.Duplicate)
 		why := "no grant of every limit within max_wait " + time.Duration(q.MaxWaitNanos).String()
 		if res.Detail != "" || res.Duplicate {
 			why = refusalReason(res, q.MaxWaitNanos)
@@ -223,9 +212,7 @@ func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reser
 		if res.Blocking != "" {
 			msg = "limit " + strconv.Quote(res.Blocking) + " blocks: " + msg
 		}
-		b = api.AppendJSONString(b, msg)
-		b = append(b, "}\n"...)
-		api.WriteRaw(w, http.StatusTooManyRequests, b)
+		api.WriteRaw(w, http.StatusTooManyRequests, appendErrorEnd(b, msg))
 	case fsm.Busy:
 		why := "the register holds as many request ids or reservations as it can keep"
 		if res.Detail != "" {

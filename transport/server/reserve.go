@@ -45,25 +45,13 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 	switch res.Status {
 	case fsm.Granted:
 		m.reserveGranted(req.Permits, res.WaitNanos)
-		b = append(b, `{"granted":true,"wait_ns":`...)
-		b = strconv.AppendInt(b, res.WaitNanos, 10)
-		b = append(b, `,"expires_in_ns":`...)
-		b = strconv.AppendInt(b, res.ExpiresInNanos, 10)
-		b = append(b, `,"spacing_ns":`...)
-		b = strconv.AppendInt(b, res.SpacingNanos, 10)
-		b = append(b, `,"duplicate":`...)
-		b = strconv.AppendBool(b, res.Duplicate)
-		b = append(b, "}\n"...)
-		api.WriteRaw(w, http.StatusOK, b)
+		b = appendDuplicate(grantStart(b, res), res.Duplicate)
+		api.WriteRaw(w, http.StatusOK, append(b, "}\n"...))
 	case fsm.Refused:
 		m.countReserve(outcomeRefused)
-		b = refusalStart(w, b, res.RetryAfterNanos)
-		b = append(b, `,"duplicate":`...)
-		b = strconv.AppendBool(b, res.Duplicate)
-		b = append(b, `,"error":`...)
-		b = api.AppendJSONString(b, "limit "+strconv.Quote(name)+": "+refusalReason(res, req.MaxWaitNanos)+
+		b = appendDuplicate(refusalStart(w, b, res.RetryAfterNanos), res.Duplicate)
+		b = appendErrorEnd(b, "limit "+strconv.Quote(name)+": "+refusalReason(res, req.MaxWaitNanos)+
 			"; retry after "+time.Duration(res.RetryAfterNanos).String())
-		b = append(b, "}\n"...)
 		api.WriteRaw(w, http.StatusTooManyRequests, b)
 	case fsm.Busy:
 		msg := "the register remembers as many request ids as it can keep for their whole retention window: retry after " +
@@ -164,13 +152,35 @@ func refusalStart(w http.ResponseWriter, b []byte, retryAfterNanos int64) []byte
 	return strconv.AppendInt(b, retryAfterNanos, 10)
 }
 
+// grantStart starts a grant's JSON answer:
+// {"granted":true,"wait_ns":W,"expires_in_ns":E,"spacing_ns":S (the
+// caller appends the rest).
+func grantStart(b []byte, res fsm.ReserveResult) []byte {
+	b = append(b, `{"granted":true,"wait_ns":`...)
+	b = strconv.AppendInt(b, res.WaitNanos, 10)
+	b = append(b, `,"expires_in_ns":`...)
+	b = strconv.AppendInt(b, res.ExpiresInNanos, 10)
+	b = append(b, `,"spacing_ns":`...)
+	return strconv.AppendInt(b, res.SpacingNanos, 10)
+}
+
+// appendDuplicate appends an answer's "duplicate" field.
+func appendDuplicate(b []byte, dup bool) []byte {
+	b = append(b, `,"duplicate":`...)
+	return strconv.AppendBool(b, dup)
+}
+
+// appendErrorEnd appends an answer's "error" field, msg, and ends the
+// object.
+func appendErrorEnd(b []byte, msg string) []byte {
+	b = append(b, `,"error":`...)
+	b = api.AppendJSONString(b, msg)
+	return append(b, "}\n"...)
+}
+
 // answerBusy answers 503 for a reserve the register could not record (its
 // table of request IDs or of reservations is full), with msg.
 func (h *handler) answerBusy(w http.ResponseWriter, b []byte, retryAfterNanos int64, msg string) {
 	h.metrics.countReserve(outcomeError)
-	b = refusalStart(w, b, retryAfterNanos)
-	b = append(b, `,"error":`...)
-	b = api.AppendJSONString(b, msg)
-	b = append(b, "}\n"...)
-	api.WriteRaw(w, http.StatusServiceUnavailable, b)
+	api.WriteRaw(w, http.StatusServiceUnavailable, appendErrorEnd(refusalStart(w, b, retryAfterNanos), msg))
 }
