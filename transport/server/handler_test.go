@@ -477,7 +477,7 @@ func TestBodyTooLarge(t *testing.T) {
 
 func TestMethodNotAllowed(t *testing.T) {
 	e := newEnv(t, HandlerOptions{})
-	for _, tt := range []struct{ method, path, allow string }{
+	expectNotAllowed(t, e, []methodCase{
 		{"POST", "/v1/limits/a", "GET, HEAD, PUT, DELETE"},
 		{"PATCH", "/v1/limits/a", "GET, HEAD, PUT, DELETE"},
 		{"GET", "/v1/limits/a/reserve", "POST"},
@@ -489,15 +489,26 @@ func TestMethodNotAllowed(t *testing.T) {
 		{"POST", "/readyz", "GET, HEAD"},
 		{"POST", "/metrics", "GET, HEAD"},
 		{"POST", "/v1/cluster", "GET, HEAD"},
-	} {
+	})
+	if e.store.Calls() != 0 {
+		t.Errorf("405s reached the store")
+	}
+}
+
+// methodCase is a request whose path does not serve its method, and the
+// Allow header its 405 must carry.
+type methodCase struct{ method, path, allow string }
+
+// expectNotAllowed sends each case and checks that it is answered 405
+// with its Allow header and an error body.
+func expectNotAllowed(t *testing.T, e *env, cases []methodCase) {
+	t.Helper()
+	for _, tt := range cases {
 		w := e.do(t, tt.method, tt.path, "")
 		decode(t, w)
 		if w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != tt.allow {
 			t.Errorf("%s %s: %d Allow %q, want 405 Allow %q", tt.method, tt.path, w.Code, w.Header().Get("Allow"), tt.allow)
 		}
-	}
-	if e.store.Calls() != 0 {
-		t.Errorf("405s reached the store")
 	}
 }
 

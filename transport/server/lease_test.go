@@ -363,20 +363,14 @@ func TestLeaseBodyTooLarge(t *testing.T) {
 
 func TestLeaseMethodsAndPaths(t *testing.T) {
 	e := newEnv(t, HandlerOptions{})
-	for _, tt := range []struct{ method, path, allow string }{
+	expectNotAllowed(t, e, []methodCase{
 		{"POST", "/v1/limits/a/lease-policy", "PUT"},
 		{"GET", "/v1/limits/a/lease-policy", "PUT"},
 		{"POST", "/v1/limits/a/leases", "GET, HEAD"},
 		{"GET", "/v1/limits/a/lease", "POST"},
 		{"PUT", "/v1/limits/a/leases/1/renew", "POST"},
 		{"DELETE", "/v1/limits/a/leases/1/return", "POST"},
-	} {
-		w := e.do(t, tt.method, tt.path, "")
-		decode(t, w)
-		if w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != tt.allow {
-			t.Errorf("%s %s: %d Allow %q, want 405 Allow %q", tt.method, tt.path, w.Code, w.Header().Get("Allow"), tt.allow)
-		}
-	}
+	})
 	for _, p := range []string{"/v1/limits/a/leases/1", "/v1/limits/a/leases/1/extend", "/v1/limits/a/leases/1/renew/x",
 		"/v1/limits/a/leases/", "/v1/limits/a/lease/1", "/v1/limits/a/lease-policy/x"} {
 		w := e.do(t, "POST", p, "{}")
