@@ -105,7 +105,6 @@ var testAllowed = map[string]map[string]string{
 	"transport/client": {
 		"bucket":                     clientE2E,
 		"fsm":                        clientE2E,
-		"node":                       clientE2E,
 		"transport/server":           clientE2E,
 		"transport/auth":             clientE2E,
 		"transport/server/fakestore": clientE2E,
@@ -214,10 +213,11 @@ func moduleGraph(files []srcFile) map[string]pkgImports {
 var serverRank = map[string]int{"bucket": 0, "fsm": 1, "node": 2, "transport/server": 3, "transport/server/fakestore": 3, "cmd/permitd": 4}
 
 // clientSide are the packages that run in users' processes and on
-// workers' hosts; serverOnly the packages they never import (the client
-// must not link the register).
+// workers' hosts (transport/api and transport/wire, the leaves both sides
+// share, among them); serverOnly the packages they never import (the
+// client must not link the register).
 var (
-	clientSide = []string{"transport/client", "transport/worker", "transport/sidecar", "transport/relay", "transport/limiter", "transport/wire"}
+	clientSide = []string{"transport/client", "transport/worker", "transport/sidecar", "transport/relay", "transport/limiter", "transport/wire", "transport/api"}
 	serverOnly = []string{"node", "fsm", "transport/server", "transport/server/fakestore"}
 )
 
