@@ -5,23 +5,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/wire"
 )
 
 // admin.go: creating, reconfiguring, reading and deleting limits.
 
-// PutLimit creates or reconfigures a limit. A configuration the register
-// cannot carry the limit's state over to is ErrInvalid with its reason
-// (the limit keeps its previous one).
-func (n *Node) PutLimit(ctx context.Context, name string, cfg bucket.Config) (fsm.PutResult, error) {
-	return n.Put(ctx, fsm.PutLimit{Name: name, Config: cfg})
-}
-
-// Put creates or reconfigures a limit with all its settings (its
-// configuration and shadow mode); otherwise as PutLimit.
-func (n *Node) Put(ctx context.Context, p fsm.PutLimit) (fsm.PutResult, error) {
+// PutLimit creates or reconfigures a limit with all its settings (its
+// configuration and shadow mode). A configuration the register cannot
+// carry the limit's state over to is ErrInvalid with its reason (the limit
+// keeps its previous one).
+func (n *Node) PutLimit(ctx context.Context, p fsm.PutLimit) (fsm.PutResult, error) {
 	entry, err := fsm.AppendPut(nil, fsm.Stamp{}, p)
 	if err != nil {
 		return fsm.PutResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)

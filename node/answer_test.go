@@ -25,7 +25,7 @@ func TestAnswersCountFromTheirDeparture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, name, cfg); return err })
+		retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: name, Config: cfg}); return err })
 	}
 	put("long", 150*time.Millisecond) // outlives the stall
 	put("short", 20*time.Millisecond) // expires during it
@@ -106,7 +106,7 @@ func TestBatchedReservesAreDecidedOnArrival(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "h", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "h", Config: cfg}); return err })
 	// Every commit stalls 30 ms, so the reserves of each stall pile up
 	// into one entry.
 	l.testHoldAnswers = func() { time.Sleep(30 * time.Millisecond) }

@@ -12,6 +12,9 @@ import (
 	"github.com/permitd/permitd/fsm"
 )
 
+// batcher.go: group commit on the leader (doc.go's invariant 2: batching
+// shares an fsync, never an instant).
+
 // batcher groups concurrent commands of one kind (reserves, or lease
 // commands) into one log entry (group commit). It runs only while this
 // node leads. A lone command is sent at once; while up to maxInflight
@@ -81,13 +84,13 @@ type arrival struct {
 type pending[C, R any] struct {
 	cmd     C
 	arrived arrival
-	done    chan outcome[R]
+	done    chan batchResult[R]
 }
 
-// outcome is the register's answer to a pending command, or why there is
+// batchResult is the register's answer to a pending command, or why there is
 // none; appliedAt is when the entry's apply returned, index the entry's
 // raft index.
-type outcome[R any] struct {
+type batchResult[R any] struct {
 	res       R
 	err       error
 	appliedAt time.Time
@@ -104,7 +107,7 @@ func newBatcher[C, R any](n *Node, kind batchKind[C, R], maxBatch, maxInflight i
 		stop:        make(chan struct{}),
 		applyTimout: applyTimeout,
 	}
-	b.pool.New = func() any { return &pending[C, R]{done: make(chan outcome[R], 1)} }
+	b.pool.New = func() any { return &pending[C, R]{done: make(chan batchResult[R], 1)} }
 	b.wg.Add(1)
 	go b.loop()
 	return b
@@ -120,16 +123,16 @@ func (b *batcher[C, R]) put(p *pending[C, R]) { b.pool.Put(p) }
 // outcome even past ctx, so that the answer is never lost while the
 // decision is real; the batcher always answers, with the decision or with
 // an unknown outcome when leadership is lost or the node stops.
-func (b *batcher[C, R]) run(ctx context.Context, c C) (outcome[R], arrival, error) {
+func (b *batcher[C, R]) run(ctx context.Context, c C) (batchResult[R], arrival, error) {
 	st, at, ok := b.n.stampForApply()
 	if !ok {
-		return outcome[R]{}, arrival{}, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
+		return batchResult[R]{}, arrival{}, fmt.Errorf("%w: this node is not the leader", ErrNoLeader)
 	}
 	p := b.get()
 	p.cmd, p.arrived = c, arrival{st: st, at: at}
 	if err := b.enqueue(ctx, p); err != nil {
 		b.put(p)
-		return outcome[R]{}, arrival{}, err
+		return batchResult[R]{}, arrival{}, err
 	}
 	out := <-p.done
 	arrived := p.arrived
@@ -143,8 +146,8 @@ func (b *batcher[C, R]) run(ctx context.Context, c C) (outcome[R], arrival, erro
 // batch, forwardbatch.go): each is stamped and queued in order, then every
 // outcome is awaited. outs[i] is cs[i]'s outcome; a command that could not
 // be queued has its error, and no decision.
-func (b *batcher[C, R]) runAll(ctx context.Context, cs []C) []outcome[R] {
-	outs := make([]outcome[R], len(cs))
+func (b *batcher[C, R]) runAll(ctx context.Context, cs []C) []batchResult[R] {
+	outs := make([]batchResult[R], len(cs))
 	queued := make([]*pending[C, R], len(cs))
 	for i, c := range cs {
 		st, at, ok := b.n.stampForApply()
@@ -300,7 +303,7 @@ func (b *batcher[C, R]) drainFail() {
 	for {
 		select {
 		case p := <-b.in:
-			p.done <- outcome[R]{err: ErrShutdown}
+			p.done <- batchResult[R]{err: ErrShutdown}
 		default:
 			return
 		}
@@ -309,7 +312,7 @@ func (b *batcher[C, R]) drainFail() {
 
 func failAll[C, R any](batch []*pending[C, R], err error) {
 	for _, p := range batch {
-		p.done <- outcome[R]{err: err}
+		p.done <- batchResult[R]{err: err}
 	}
 }
 
@@ -368,7 +371,7 @@ func (b *batcher[C, R]) submit(batch []*pending[C, R]) {
 		}
 		index := f.Index()
 		for i, p := range batch {
-			p.done <- outcome[R]{res: results[i], appliedAt: applied, index: index}
+			p.done <- batchResult[R]{res: results[i], appliedAt: applied, index: index}
 		}
 	}()
 }

@@ -45,8 +45,11 @@ func TestClampedGrantWithinRegisterWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "other", other); return err })
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "cap", capConfig(t, 100, time.Second)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "other", Config: other}); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "cap", Config: capConfig(t, 100, time.Second)})
+		return err
+	})
 
 	var mu sync.Mutex
 	var decided []fsm.ReserveResult // as the register decided them, before any shift
@@ -90,7 +93,7 @@ func TestClampedGrantWithinRegisterWindow(t *testing.T) {
 		do   func(limit string) func() error // prepares, returns the later entry
 	}{
 		{"a put of another limit", func(string) func() error {
-			return func() error { _, err := l.PutLimit(ctx, "other", other); return err }
+			return func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "other", Config: other}); return err }
 		}},
 		{"a release of an in-flight hold", func(limit string) func() error {
 			h, err := l.Reserve(ctx, capReserve("hold-"+limit, 0))
@@ -109,7 +112,7 @@ func TestClampedGrantWithinRegisterWindow(t *testing.T) {
 	for _, later := range laters {
 		for _, via := range vias {
 			limit := fmt.Sprintf("s-%s-%d", via.n.cfg.ID, len(later.name))
-			retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, limit, strict); return err })
+			retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: limit, Config: strict}); return err })
 			entry := later.do(limit)
 			mu.Lock()
 			decided = nil

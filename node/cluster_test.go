@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/permitd/permitd/node/faultnet"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // testCluster is an in-process cluster on a faultnet switch, with real
@@ -22,7 +23,7 @@ type testCluster struct {
 	ids    []string
 	dirs   map[string]string
 	nodes  map[string]*Node
-	clocks map[string]Clock
+	clocks map[string]wire.Clock
 	tweak  func(*Config)
 	mu     sync.Mutex
 }
@@ -41,7 +42,7 @@ func newTestCluster(t *testing.T, size int) *testCluster {
 	return newTestClusterFull(t, size, nil, nil)
 }
 
-func newTestClusterWith(t *testing.T, size int, clock func(id string) Clock) *testCluster {
+func newTestClusterWith(t *testing.T, size int, clock func(id string) wire.Clock) *testCluster {
 	t.Helper()
 	return newTestClusterFull(t, size, clock, nil)
 }
@@ -51,9 +52,9 @@ func newTestClusterWithConfig(t *testing.T, size int, tweak func(*Config)) *test
 	return newTestClusterFull(t, size, nil, tweak)
 }
 
-func newTestClusterFull(t *testing.T, size int, clock func(id string) Clock, tweak func(*Config)) *testCluster {
+func newTestClusterFull(t *testing.T, size int, clock func(id string) wire.Clock, tweak func(*Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, sw: faultnet.New(), dirs: map[string]string{}, nodes: map[string]*Node{}, clocks: map[string]Clock{}, tweak: tweak}
+	c := &testCluster{t: t, sw: faultnet.New(), dirs: map[string]string{}, nodes: map[string]*Node{}, clocks: map[string]wire.Clock{}, tweak: tweak}
 	var servers []raft.Server
 	for i := 1; i <= size; i++ {
 		id := fmt.Sprintf("n%d", i)
@@ -76,7 +77,7 @@ func newTestClusterFull(t *testing.T, size int, clock func(id string) Clock, twe
 func (c *testCluster) config(id string, initial []raft.Server) Config {
 	clk := c.clocks[id]
 	if clk == nil {
-		clk = NewMonotonicClock()
+		clk = wire.NewMonotonicClock()
 	}
 	cfg := Config{
 		ID: id, DataDir: c.dirs[id], RaftAddr: addrOf(id), InitialCluster: initial,

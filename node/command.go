@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/wire"
 )
@@ -74,7 +76,7 @@ func leaderDoVia[T any](n *Node, ctx context.Context, by time.Time, op byte, pay
 	if err != nil {
 		return zero, err
 	}
-	if addr == string(n.trans.LocalAddr()) {
+	if addr == string(n.raftNet.LocalAddr()) {
 		// Raft names this node leader but its timeline is not active yet.
 		if n.waitLeading(wait) {
 			return local(ctx)
@@ -337,4 +339,31 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		return nil, n.transferLocal(ss[0])
 	}
 	return nil, fmt.Errorf("%w: unknown forwarded operation %d", ErrInvalid, op)
+}
+
+// Waiting for raft futures.
+//
+// hashicorp/raft answers an Apply or Barrier future when its entry has been
+// applied, or fails it when leadership is lost. A future whose entry was
+// committed but still queued for the FSM when raft shut down is never
+// answered. Every wait on a raft future goes through awaitFuture, which
+// gives up when this node stops: the outcome is then unknown (the entry
+// may have been applied), as for any lost leadership.
+
+// awaitFuture waits for f, or for the node to stop (then it returns
+// raft.ErrRaftShutdown, which mapRaftErr reports as an unknown outcome).
+func (n *Node) awaitFuture(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.stopCh:
+		select {
+		case err := <-done: // answered as the node stopped
+			return err
+		default:
+			return raft.ErrRaftShutdown
+		}
+	}
 }

@@ -1,8 +1,11 @@
 // Package node runs one member of a permitd register: hashicorp/raft with
 // a raft-boltdb log, the replicated state machine of package fsm, and what
 // a node adds around it — the leader's clock, the batching of reserves,
-// forwarding to the leader, readiness and membership. Package transport
-// serves a Node over HTTP; nothing here speaks HTTP.
+// forwarding to the leader, readiness and membership. Package
+// transport/server is its edge: it serves a Node to clients over HTTP and
+// the binary protocol, through ServeCalls, the pipelined call loop the
+// nodes also forward to each other on; nothing here speaks HTTP or reads
+// a client's request.
 //
 // # Roles
 //
@@ -73,7 +76,7 @@
 // A node is ready (Status.Ready, /readyz) when it can decide now: the
 // leader once its timeline is active (after the takeover barrier), a
 // follower while it knows a leader and has applied what it knows to be
-// committed, a removed node never (membership.go). Requests wait for a
+// committed, a removed node never (cluster.go). Requests wait for a
 // leader at most Config.LeaderWait, then fail with ErrNoLeader.
 //
 // # Membership

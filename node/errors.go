@@ -24,8 +24,8 @@ var (
 	// leased limit whose leases hold permits, deleted without force); the
 	// register decided so and changed nothing.
 	ErrConflict = errors.New("node: conflict")
-	// ErrForbidden: the client connection's token does not allow the
-	// call (ServeClientWith's authorizer refused it). Nothing was done.
+	// ErrForbidden: the client's token does not allow the call (the
+	// server's authorizer refused it). Nothing was done.
 	ErrForbidden = errors.New("node: forbidden")
 	// ErrUnauthenticated: the client connection's token is no longer
 	// valid (revoked by a reload). Nothing was done.

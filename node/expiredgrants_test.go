@@ -23,7 +23,7 @@ func TestGrantsAnsweredAsRefusalsCountAsRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "rps", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "rps", Config: cfg}); return err })
 	f := c.followers(l)[0]
 	for i, n := range []*Node{l, l, l, f, f} {
 		res, err := n.Reserve(ctx, fsm.Reserve{Limit: "rps", Permits: 1, MaxWaitNanos: int64(time.Second)})
@@ -54,7 +54,7 @@ func TestFollowerReportsAGrantThatExpiredWhileItHeldIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "slow", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "slow", Config: cfg}); return err })
 	f := c.followers(l)[0]
 	f.testHoldRelayed = func() { time.Sleep(100 * time.Millisecond) }
 	res, err := f.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1})

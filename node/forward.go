@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -20,9 +18,13 @@ import (
 // port), in package wire's framing. Many calls are in flight on one
 // connection at once; the leader serves each call in its own goroutine, so
 // forwarded reserves join the leader's batches like local ones. The same
-// server loop serves binary clients (ServeClient), reserves only.
+// call loop (ServeCalls) serves the binary clients of package
+// transport/server.
 
-func codeOf(err error) byte {
+// WireCode is the binary protocol's answer code for err (wire.CodeOK for
+// nil), as ServeCalls answers a call that failed with it; its message is
+// Message(err).
+func WireCode(err error) byte {
 	switch {
 	case err == nil:
 		return wire.CodeOK
@@ -45,7 +47,7 @@ func codeOf(err error) byte {
 }
 
 // errOf rebuilds the error of an answer code and the user message the
-// leader sent with it (see servePipelined: Message, never the wrapped
+// leader sent with it (see ServeCalls: Message, never the wrapped
 // text, so that prefixes do not repeat hop after hop).
 func errOf(code byte, msg string) error {
 	switch code {
@@ -150,116 +152,43 @@ func (f *forwarder) forwardTimed(ctx context.Context, addr string, op byte, payl
 // call runs in its own goroutine (bounded per connection) so that forwarded
 // reserves join the leader's batches; answers share the frame writer.
 func (n *Node) serveForwarded(c net.Conn) {
-	n.servePipelined(c, wire.MaxFrame, nil, func(ctx context.Context, op byte, payload []byte, _ bool) ([]byte, error) {
+	n.ServeCalls(c, Calls{MaxFrame: wire.MaxFrame, Handle: func(ctx context.Context, op byte, payload []byte, _ bool) ([]byte, error) {
 		if op == wire.OpProgress {
 			return n.progressAnswer(payload) // any node answers the leader's probe (promote.go)
 		}
 		return n.handleForwarded(ctx, op, payload)
-	})
+	}})
 }
 
-// ServeClient serves one binary client connection (package transport/wire) whose
-// preface byte the caller has already read: reserves only, each decided as
-// Reserve decides it (a follower forwards to the leader). Any other
-// operation is answered CodeInvalid. It returns when the connection fails
-// or the node stops, and closes c.
-func (n *Node) ServeClient(c net.Conn) { n.ServeClientWith(c, nil) }
-
-// Authorizer decides whether a binary client may make a call: op, and the
-// limit it names ("" for a call that names none, or before it is
-// decoded). A non-nil error refuses the call with ErrForbidden and its
-// message.
-type Authorizer func(op byte, limit string) error
-
-// ServeClientWith is ServeClient with every call first checked by allow
-// (nil: all allowed): lease commands before they are decoded (their role
-// is the whole rule), a reserve once its limit is known. A refused call
-// is answered CodeForbidden and reaches nothing else.
-func (n *Node) ServeClientWith(c net.Conn, allow Authorizer) {
-	n.ServeClientAs(c, allow, fsm.OpenSession{})
+// Calls is a protocol ServeCalls serves: the largest frame it reads, how
+// its read loop admits a call, and how a call is answered.
+type Calls struct {
+	// MaxFrame bounds a call's frame (wire.MaxFrame between nodes,
+	// wire.MaxClientFrame from clients).
+	MaxFrame uint32
+	// Admit, if not nil, decides each call in the read loop once it has
+	// its place in the connection's window (see Admission); nil serves
+	// every call.
+	Admit func(op byte, payload []byte) Admission
+	// Handle answers one call: the answer's payload, or an error,
+	// answered with its WireCode and Message. held says that Admit took
+	// a reserve slot for the call (AdmitHeld), which ServeCalls gives
+	// back when Handle returns.
+	Handle func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error)
 }
 
-// ServeClientAs is ServeClientWith for a client whose sessions are opened
-// for open: its owner (the connection's token) and the owner's quota (see
-// fsm.OpenSession). Its reserves of sessions carry the same owner, so that
-// it uses only sessions opened with the same token (fsm.Reserve.Owner).
-func (n *Node) ServeClientAs(c net.Conn, allow Authorizer, open fsm.OpenSession) {
-	admit := func(op byte, payload []byte) admission { return n.admitAtRead(op, payload, allow) }
-	n.servePipelined(c, wire.MaxClientFrame, admit, func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error) {
-		return n.handleClient(ctx, op, payload, allow, open, held)
-	})
-}
-
-// refusal is the error of a call the Authorizer refused: ErrUnauthenticated
-// if it says so (a revoked token), else ErrForbidden, with its message.
-func refusal(err error) error {
-	if errors.Is(err, ErrUnauthenticated) {
-		return userErrorf(ErrUnauthenticated, "%s", strings.TrimPrefix(err.Error(), ErrUnauthenticated.Error()+": "))
-	}
-	return userErrorf(ErrForbidden, "%s", err.Error())
-}
-
-// handleClient serves one call of a binary client: a reserve (of a
-// session: as open's owner), the opening of a session (for open's owner
-// and quota), or a lease command.
-func (n *Node) handleClient(ctx context.Context, op byte, payload []byte, allow Authorizer, open fsm.OpenSession, held bool) ([]byte, error) {
-	if op == wire.OpAuth {
-		// Authentication is the listener's (ServeClientWith's caller);
-		// here it was not required, or already done: a no-op, so that
-		// clients can be given tokens before the nodes require them.
-		return nil, nil
-	}
-	if allow != nil && op != wire.OpReserve {
-		if err := allow(op, ""); err != nil {
-			return nil, refusal(err)
-		}
-	}
-	if op == wire.OpOpenSession {
-		if len(payload) != 0 {
-			return nil, fmt.Errorf("%w: open session takes no payload (%d bytes)", ErrInvalid, len(payload))
-		}
-		res, err := n.OpenSession(ctx, open)
-		if err != nil {
-			return nil, err
-		}
-		return wire.EncodeSessionResult(toWireSession(res)), nil
-	}
-	switch op {
-	case wire.OpLease, wire.OpRenew, wire.OpReturn:
-		return n.handleClientLease(ctx, op, payload)
-	case wire.OpLeaseBatch:
-		return n.handleClientLeaseBatch(ctx, payload, allow)
-	case wire.OpReserve:
-	default:
-		return nil, fmt.Errorf("%w: operation %d on a client connection: allowed: %d (reserve), %d (open session), %d-%d (lease, renew, return), %d (lease batch)",
-			ErrInvalid, op, wire.OpReserve, wire.OpOpenSession, wire.OpLease, wire.OpReturn, wire.OpLeaseBatch)
-	}
-	r, err := wire.DecodeReserve(payload)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	if allow != nil {
-		if err := allow(op, r.Limit); err != nil {
-			return nil, refusal(err)
-		}
-	}
-	res, err := n.reserve(ctx, ReserveFromWire(r, open.Owner), held)
-	if err != nil {
-		return nil, err
-	}
-	return wire.EncodeReserveResult(toWireResult(res)), nil
-}
-
-// servePipelined reads calls of at most maxFrame bytes from c and answers
-// each through handle, on a goroutine of its own (from the node's call
-// pool; at most maxForwardedInflight at once per connection). A malformed
-// frame ends the connection. Once a call has its slot on the connection
-// (so one connection is still slowed by its window rather than shed),
-// admit (if not nil) decides it in the read loop: admitShed answers it
-// CodeOverloaded from the read loop itself, admitHeld serves it with the
-// reserve slot admit took (handle is told, and the slot is given back
-// when handle returns), admitServe serves it as it is (admitAtRead).
-func (n *Node) servePipelined(c net.Conn, maxFrame uint32, admit func(op byte, payload []byte) admission, handle func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error)) {
+// ServeCalls serves one pipelined connection of package wire (its
+// preface already read) until it fails or the node stops, and closes c:
+// it reads calls of at most p.MaxFrame bytes and answers each through
+// p.Handle, on a goroutine of its own (from the node's call pool; at most
+// maxForwardedInflight at once per connection), within Config.ApplyTimeout.
+// A malformed frame ends the connection. Once a call has its slot on the
+// connection (so one connection is still slowed by its window rather than
+// shed), p.Admit decides it in the read loop: AdmitShed answers it
+// CodeOverloaded from the read loop itself (counted as shed), AdmitHeld
+// serves it with the reserve slot Admit took (TryHoldReserve), given back
+// when Handle returns, AdmitServe serves it as it is.
+func (n *Node) ServeCalls(c net.Conn, p Calls) {
 	defer c.Close()
 	br := bufio.NewReaderSize(c, 64<<10)
 	window := maxForwardedInflight
@@ -292,7 +221,7 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, admit func(op byte, p
 		if !wire.FrameBuffered(br) || len(refusals) >= maxHeldRefusals {
 			sendRefusals()
 		}
-		f, err := wire.ReadFrameLimit(br, maxFrame)
+		f, err := wire.ReadFrameLimit(br, p.MaxFrame)
 		if err != nil {
 			return
 		}
@@ -306,16 +235,17 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, admit func(op byte, p
 				return
 			}
 		}
-		decision := admitServe
-		if admit != nil {
-			decision = admit(f.Kind, f.Payload)
+		decision := AdmitServe
+		if p.Admit != nil {
+			decision = p.Admit(f.Kind, f.Payload)
 		}
-		if decision == admitShed {
+		if decision == AdmitShed {
 			<-sem
+			n.shed.Add(1)
 			refusals = append(refusals, wire.Frame{ID: f.ID, Kind: wire.CodeOverloaded, Payload: n.overloadedMsg})
 			continue
 		}
-		held := decision == admitHeld
+		held := decision == AdmitHeld
 		wg.Add(1)
 		answersToCome.Add(1)
 		n.calls.run(func() {
@@ -327,12 +257,12 @@ func (n *Node) servePipelined(c net.Conn, maxFrame uint32, admit func(op byte, p
 			// it waits for.
 			ctx, leave := withAdmission(ctx, func() { <-sem })
 			defer leave()
-			resp, err := handle(ctx, f.Kind, f.Payload, held)
+			resp, err := p.Handle(ctx, f.Kind, f.Payload, held)
 			cancel()
 			if held {
 				n.pending.Add(-1)
 			}
-			code := codeOf(err)
+			code := WireCode(err)
 			if err != nil {
 				resp = []byte(Message(err))
 			}
@@ -372,36 +302,52 @@ func (n *Node) serveForwardListener() {
 	}
 }
 
-// handleClientLease serves a binary client's lease, renew or return: the
-// payload is decoded, converted and validated as the HTTP API's body is
-// (a weight of 0 is the default, 1), and the register's outcome
-// (granted, refused, fenced, returned) is the answer; an unknown or
-// unleased limit and an invalid command are errors, as over HTTP.
-func (n *Node) handleClientLease(ctx context.Context, op byte, payload []byte) ([]byte, error) {
-	var res fsm.LeaseResult
-	var err error
-	switch op {
-	case wire.OpLease:
-		q, derr := wire.DecodeLeaseOpen(payload)
-		if derr != nil {
-			return nil, fmt.Errorf("%w: lease: %v", ErrInvalid, derr)
-		}
-		res, err = n.Lease(ctx, leaseFromWire(q))
-	case wire.OpRenew:
-		q, derr := wire.DecodeLeaseRenew(payload)
-		if derr != nil {
-			return nil, fmt.Errorf("%w: renew: %v", ErrInvalid, derr)
-		}
-		res, err = n.Renew(ctx, renewFromWire(q))
+// The goroutines that serve pipelined calls (ServeCalls).
+// A call served by a fresh goroutine grows that goroutine's stack on the
+// way to the batcher (runtime.newstack was 8 % of a leader's CPU at a
+// thousand binary renewals per second); a goroutine that served a call
+// keeps its stack and waits callIdle for the next one before it exits.
+// A call never waits for a goroutine: with none idle, a new one starts.
+
+// callIdle is how long a serving goroutine waits for another call.
+const callIdle = 10 * time.Second
+
+// callPool hands calls to idle serving goroutines, starting new ones as
+// needed.
+type callPool struct {
+	calls chan func()
+	stop  <-chan struct{}
+}
+
+// newCallPool returns an empty pool whose idle goroutines exit when stop
+// is closed.
+func newCallPool(stop <-chan struct{}) *callPool {
+	return &callPool{calls: make(chan func()), stop: stop}
+}
+
+// run runs call on an idle goroutine, or on a new one if none is idle.
+func (p *callPool) run(call func()) {
+	select {
+	case p.calls <- call:
 	default:
-		q, derr := wire.DecodeLeaseReturn(payload)
-		if derr != nil {
-			return nil, fmt.Errorf("%w: return: %v", ErrInvalid, derr)
+		go p.serve(call)
+	}
+}
+
+// serve runs call, then the calls handed to it, until it has been idle
+// for callIdle or the pool stops.
+func (p *callPool) serve(call func()) {
+	idle := time.NewTimer(callIdle)
+	defer idle.Stop()
+	for {
+		call()
+		idle.Reset(callIdle)
+		select {
+		case call = <-p.calls:
+		case <-idle.C:
+			return
+		case <-p.stop:
+			return
 		}
-		res, err = n.Return(ctx, fsm.Return{Report: reportFromWire(q), RequestID: q.RequestID})
 	}
-	if err != nil {
-		return nil, err
-	}
-	return wire.EncodeLeaseResult(toWireLeaseResult(res)), nil
 }

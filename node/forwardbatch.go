@@ -342,7 +342,7 @@ func (n *Node) leaseBatchForwarded(ctx context.Context, payload []byte) ([]byte,
 	w.Uvar(k)
 	for _, a := range answers {
 		if a.err != nil {
-			w.U8(codeOf(a.err))
+			w.U8(WireCode(a.err))
 			w.Str(Message(a.err))
 			continue
 		}

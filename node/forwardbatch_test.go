@@ -24,7 +24,10 @@ func leasedCluster(t *testing.T) (l, f *Node, ctx context.Context) {
 	l = c.leader()
 	f = c.followers(l)[0]
 	ctx = ctxTimeout(t, 60*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
 	retryNoLeader(t, func() error {
 		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true})
 		return err
@@ -114,10 +117,10 @@ func TestFollowerForwardsOneByOneToALeaderWithoutBatches(t *testing.T) {
 	const holders = 64
 	openAndRenewAll(t, ctx, func(int) *Node { return f }, holders)
 	f.fwdLeases.mu.Lock()
-	single := f.fwdLeases.single[string(l.trans.LocalAddr())]
+	single := f.fwdLeases.single[string(l.raftNet.LocalAddr())]
 	f.fwdLeases.mu.Unlock()
 	if !single {
-		t.Fatalf("the follower never found that the leader at %s does not batch", l.trans.LocalAddr())
+		t.Fatalf("the follower never found that the leader at %s does not batch", l.raftNet.LocalAddr())
 	}
 }
 
@@ -127,7 +130,10 @@ func TestFollowerForwardsOneByOneToALeaderWithoutBatches(t *testing.T) {
 // not a lease command, in one call. The refused ones change nothing.
 func TestBatchedCommandsKeepTheirOwnOutcomes(t *testing.T) {
 	l, _, ctx := leasedCluster(t)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "plain", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "plain", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
 	open, err := l.Lease(ctx, fsm.Lease{Limit: "api", Holder: "h0", Group: "g", Weight: 1,
 		DemandMilliPermitsPerSec: 1000, TTLNanos: int64(10 * time.Second), RequestID: "open-0"})
 	if err != nil || open.Status != fsm.LeaseGranted {

@@ -36,8 +36,11 @@ func TestHoldEndWithinRegisterHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "rpm", rpm); return err })
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "cap", capConfig(t, 1, ttl)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "rpm", Config: rpm}); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "cap", Config: capConfig(t, 1, ttl)})
+		return err
+	})
 	const slowLeg, stall = 300 * time.Millisecond, 200 * time.Millisecond
 	l.testDelayForwardedAnswer.Store(int64(slowLeg))
 	l.testDelayLeaderAnswer.Store(int64(stall))

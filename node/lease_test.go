@@ -57,10 +57,13 @@ func TestLeasesThroughCluster(t *testing.T) {
 	uniq := func(s string) string { return fmt.Sprintf("%s-%d", s, time.Now().UnixNano()) }
 
 	retryNoLeader(t, func() error {
-		_, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5))
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Millisecond, 5)})
 		return err
 	})
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "other", strictConfig(t, time.Millisecond, 5)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "other", Config: strictConfig(t, time.Millisecond, 5)})
+		return err
+	})
 
 	// Not leased yet, unknown limits, invalid payloads.
 	expectErr(t, ErrInvalid, "not leased", func() error {
@@ -474,7 +477,7 @@ func TestFollowerLeavesLeasePolicyToTheLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: cfg}); return err })
 	retryNoLeader(t, func() error {
 		_, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api", Leased: true})
 		return err

@@ -45,7 +45,7 @@ func TestRemovedNodeKnowsIt(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", longExpiry(t)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: longExpiry(t)}); return err })
 	victim := c.followers(l)[0]
 	waitFor(t, 10*time.Second, "the victim to see the limit", func() bool { _, ok := victim.fsm.Limit("api"); return ok })
 	retryNoLeader(t, func() error { return l.Remove(ctx, victim.ID()) })
@@ -79,7 +79,7 @@ func TestNoLeaderAnswersWithinMaxWaitPlusLeaderWait(t *testing.T) {
 	c := newTestClusterWithConfig(t, 3, func(cfg *Config) { cfg.LeaderWait = 300 * time.Millisecond })
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", longExpiry(t)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: longExpiry(t)}); return err })
 	survivor := c.followers(l)[0]
 	for _, id := range c.ids {
 		if id != survivor.ID() {

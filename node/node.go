@@ -19,149 +19,8 @@ import (
 	"github.com/permitd/permitd/transport/wire"
 )
 
-// Config configures a Node. Zero durations and sizes select the defaults
-// documented on each field.
-type Config struct {
-	// ID is the node's raft server ID; required.
-	ID string
-	// DataDir holds raft.db (log and stable store, fsync on) and snapshots/.
-	DataDir string
-	// RaftAddr is the address the node listens on for raft and forwarding;
-	// it is also the address other nodes dial unless AdvertiseAddr is set.
-	RaftAddr string
-	// AdvertiseAddr is the raft address announced to the cluster.
-	AdvertiseAddr string
-	// InitialCluster, if not empty, bootstraps a new cluster with these
-	// voters when the node has no state yet. Give every initial node the
-	// same list: bootstrapping identically on each is safe.
-	InitialCluster []raft.Server
-
-	// Clock is the monotonic clock the node stamps with; default the process
-	// monotonic clock.
-	Clock Clock
-	// Network carries raft and forwarding; default TCPNetwork.
-	Network Network
-	// Logger receives hclog key/value logs; default: warnings to stderr.
-	Logger hclog.Logger
-
-	// HeartbeatTimeout (default 500ms), ElectionTimeout (default 500ms)
-	// and LeaderLeaseTimeout (default 300ms) tune raft for fast failover
-	// on a LAN. CommitTimeout (default 50ms, raft's) is how long an idle
-	// leader waits before sending followers the commit index: new
-	// entries are replicated at once whatever it is; at 5 ms an idle
-	// 3-node leader spent a tenth of a core on it.
-	HeartbeatTimeout   time.Duration
-	ElectionTimeout    time.Duration
-	LeaderLeaseTimeout time.Duration
-	CommitTimeout      time.Duration
-	// SnapshotThreshold (default 8192 entries), SnapshotInterval (default
-	// 20s) and TrailingLogs (default 4096) control log compaction.
-	SnapshotThreshold uint64
-	SnapshotInterval  time.Duration
-	TrailingLogs      uint64
-
-	// MaxBatch is the most reserves in one log entry (default 1024), and
-	// the most lease commands (at most fsm.MaxBatchLeaseCommands).
-	MaxBatch int
-	// MaxInflight is the most reserve entries being committed at once
-	// (default 2: more entries in flight means smaller batches, and each
-	// entry costs the leader and a follower an fsync); lease entries have
-	// as many slots of their own.
-	MaxInflight int
-	// ApplyTimeout bounds one raft apply (default 5s).
-	ApplyTimeout time.Duration
-	// MaxPendingReserves bounds the reserves this node holds at once
-	// (default PendingBatches*MaxBatch, DefaultMaxPendingReserves at the
-	// default MaxBatch): its clients' (HTTP and binary,
-	// waiting for a batch, a commit or a forwarded answer) and, on the
-	// leader, those followers forwarded to it. A reserve beyond it fails
-	// at once with ErrOverloaded instead of queueing (overload.go).
-	MaxPendingReserves int
-	// LeaderWait bounds, beyond a reserve's own max wait, how long a
-	// reserve waits for a leader to be known and to answer (default 1s):
-	// with no leader reachable it fails (ErrNoLeader) within max wait +
-	// LeaderWait. An election usually ends well within it.
-	LeaderWait time.Duration
-	// PromoteAfter is how long a joined non-voter must stay caught up
-	// with the leader, probed over the cluster's network, before the
-	// leader makes it a voter (default 2s; promote.go).
-	PromoteAfter time.Duration
-	// MaxPendingJoins bounds the non-voters (joined servers not yet
-	// promoted) at once (default 3): a join beyond is refused with
-	// ErrConflict until one is promoted or removed.
-	MaxPendingJoins int
-	// OnBatch, if set, is called after each reserve entry is applied with
-	// its size and its apply latency (for metrics).
-	OnBatch func(size int, applyLatency time.Duration)
-
-	// UnsafeResumeFromOwnClock is TEST-ONLY and UNSAFE: it deliberately
-	// breaks invariant 2 (cluster time). A new leader then resumes the
-	// cluster timeline from its own Clock reading instead of the FSM's last
-	// applied time, so a leader whose clock is ahead jumps the timeline
-	// forward and grants permits early. It exists so that jepsen-lite can
-	// show it catches this bug (the agent's --test-break-timeline). Never
-	// set it outside such a test.
-	UnsafeResumeFromOwnClock bool
-}
-
-func (c *Config) setDefaults() error {
-	if c.ID == "" {
-		return errors.New("node: config: ID is required")
-	}
-	if c.DataDir == "" {
-		return errors.New("node: config: DataDir is required")
-	}
-	if c.RaftAddr == "" {
-		return errors.New("node: config: RaftAddr is required")
-	}
-	if c.Clock == nil {
-		c.Clock = NewMonotonicClock()
-	}
-	if c.Network == nil {
-		c.Network = TCPNetwork{}
-	}
-	if c.Logger == nil {
-		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "permitd", Level: hclog.Warn, Output: os.Stderr})
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.HeartbeatTimeout, 500*time.Millisecond)
-	def(&c.ElectionTimeout, 500*time.Millisecond)
-	def(&c.LeaderLeaseTimeout, 300*time.Millisecond)
-	def(&c.CommitTimeout, 50*time.Millisecond)
-	def(&c.SnapshotInterval, 20*time.Second)
-	def(&c.ApplyTimeout, 5*time.Second)
-	def(&c.LeaderWait, time.Second)
-	def(&c.PromoteAfter, 2*time.Second)
-	if c.MaxPendingJoins <= 0 {
-		c.MaxPendingJoins = 3
-	}
-	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
-		c.LeaderLeaseTimeout = c.HeartbeatTimeout
-	}
-	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = 8192
-	}
-	if c.TrailingLogs == 0 {
-		c.TrailingLogs = 4096
-	}
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = 1024
-	}
-	if c.MaxBatch > fsm.MaxBatchReserves {
-		c.MaxBatch = fsm.MaxBatchReserves
-	}
-	if c.MaxPendingReserves <= 0 {
-		c.MaxPendingReserves = PendingBatches * c.MaxBatch
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = 2
-	}
-	return nil
-}
+// node.go: a Node and its life: New starts raft and what the node adds
+// around it, Shutdown and Kill stop it (its settings are config.go's).
 
 // Node is one permitd register node: raft, the FSM, the leader's cluster
 // timeline and batcher, and forwarding of client requests to the leader.
@@ -171,7 +30,7 @@ type Node struct {
 	log      hclog.Logger
 	fsm      *fsm.FSM
 	raft     *raft.Raft
-	trans    *raft.NetworkTransport
+	raftNet  *raft.NetworkTransport
 	store    *raftboltdb.BoltStore
 	mux      *mux
 	timeline *timeline
@@ -187,8 +46,8 @@ type Node struct {
 	// commits counts the reserve entries this node committed as leader
 	// (Status.ReserveBatches and the fields after it).
 	commits reserveCommits
-	// overloadedMsg is the message of a reserve refused by admitAtRead,
-	// built once.
+	// overloadedMsg is the message of a reserve a read loop shed
+	// (AdmitShed), built once.
 	overloadedMsg []byte
 	// leases batches lease, renew and return commands (lease.go).
 	leases *batcher[fsm.LeaseCommand, fsm.LeaseResult]
@@ -196,10 +55,7 @@ type Node struct {
 	// fwdLeases batches the lease commands a follower forwards
 	// (forwardbatch.go).
 	fwdLeases *leaseForwarder
-	// batchSlots bounds the commands of clients' lease batches being
-	// decided at once (leasebatchclient.go).
-	batchSlots chan struct{}
-	// calls serves the calls of pipelined connections (callpool.go).
+	// calls serves the calls of pipelined connections (forward.go).
 	calls *callPool
 	// expired queues the reports of grants answered as refusals
 	// (expiredgrants.go).
@@ -270,96 +126,23 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
-	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		fsm:      fsm.New(),
-		timeline: newTimeline(cfg.Clock, NewMonotonicClock()),
-		fwd:      &forwarder{network: cfg.Network, timeout: 2 * time.Second},
-		stopCh:   make(chan struct{}),
-		expired:  newExpiredReports(),
-		waiters:  newWaiterHub(),
-		wake:     make(chan struct{}, 1),
-	}
-	var cancel context.CancelFunc
-	n.stopped, cancel = context.WithCancel(context.Background())
-	n.stop = func() { close(n.stopCh); cancel() }
-	n.fwdLeases = newLeaseForwarder(n.fwd, wire.AddNanos(cfg.ApplyTimeout, cfg.LeaderWait))
-	n.batchSlots = make(chan struct{}, maxBatchedLeaseCommands)
-	n.receipts = newReceipts(n.timeline.clock, n.timeline.real)
-	n.calls = newCallPool(n.stopCh)
-	n.overloadedMsg = overloadedMessage(cfg.ID, cfg.MaxPendingReserves)
+	n := newNode(cfg)
 	var err error
 	n.mux, err = newMux(cfg.Network, cfg.RaftAddr)
 	if err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*Node, error) {
+	has, err := n.startRaft()
+	if err != nil {
 		n.mux.close()
 		if n.store != nil {
 			n.store.Close()
 		}
 		return nil, err
 	}
-	n.store, err = openLogStore(filepath.Join(cfg.DataDir, "raft.db"))
-	if err != nil {
-		return fail(fmt.Errorf("node: open raft.db: %w", err))
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 2, cfg.Logger.Named("snapshots"))
-	if err != nil {
-		return fail(fmt.Errorf("node: snapshot store: %w", err))
-	}
-	if cfg.AdvertiseAddr != "" {
-		a, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
-		if err != nil {
-			return fail(fmt.Errorf("node: advertise address %q: %w", cfg.AdvertiseAddr, err))
-		}
-		n.mux.advAddr = a
-	}
-	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  raftLayer{m: n.mux},
-		MaxPool: 3,
-		Timeout: 2 * time.Second,
-		Logger:  cfg.Logger.Named("raft-net"),
-	})
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.CommitTimeout = cfg.CommitTimeout
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.TrailingLogs = cfg.TrailingLogs
-	rc.MaxAppendEntries = 512
-	rc.BatchApplyCh = true
-	rc.Logger = cfg.Logger.Named("raft")
-	if err := raft.ValidateConfig(rc); err != nil {
-		return fail(fmt.Errorf("node: raft config: %w", err))
-	}
-	has, err := raft.HasExistingState(n.store, n.store, snaps)
-	if err != nil {
-		return fail(fmt.Errorf("node: read raft state: %w", err))
-	}
-	// Replication reads recent entries back; serve them from memory.
-	logs, err := raft.NewLogCache(1024, n.store)
-	if err != nil {
-		return fail(fmt.Errorf("node: log cache: %w", err))
-	}
-	n.raft, err = raft.NewRaft(rc, waiterFSM{receiptFSM{n.fsm, n.receipts}, n}, receiptLog{logs, n.receipts}, n.store, snaps, n.trans)
-	if err != nil {
-		return fail(fmt.Errorf("node: start raft: %w", err))
-	}
-	if !has && len(cfg.InitialCluster) > 0 {
-		f := n.raft.BootstrapCluster(raft.Configuration{Servers: cfg.InitialCluster})
-		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			n.raft.Shutdown()
-			return fail(fmt.Errorf("node: bootstrap: %w", err))
-		}
-	}
 	// A node that starts from a data directory was a member of the
 	// configuration it holds, unless that configuration already left it
-	// out (membership.go).
+	// out (cluster.go).
 	n.members.wasMember = has
 	n.checkMembership()
 	n.batcher = newBatcher(n, reserveBatch, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
@@ -373,24 +156,83 @@ func New(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// HasExistingState reports whether dataDir holds a node's raft state (a
-// log, a stable store or a snapshot): a node started on it rejoins its
-// cluster by itself, while a node on an empty directory needs an initial
-// cluster to bootstrap or a cluster to join. It opens nothing for writing.
-func HasExistingState(dataDir string) (bool, error) {
-	if _, err := os.Stat(filepath.Join(dataDir, "raft.db")); err == nil {
-		return true, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return false, fmt.Errorf("node: data dir %s: %w", dataDir, err)
+// newNode is a node's parts that need no I/O: its register, its
+// timeline, forwarding, the bounds of what it holds, and what stops it.
+func newNode(cfg Config) *Node {
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		fsm:      fsm.New(),
+		timeline: newTimeline(cfg.Clock, wire.NewMonotonicClock()),
+		fwd:      &forwarder{network: cfg.Network, timeout: 2 * time.Second},
+		stopCh:   make(chan struct{}),
+		expired:  newExpiredReports(),
+		waiters:  newWaiterHub(),
+		wake:     make(chan struct{}, 1),
 	}
-	entries, err := os.ReadDir(filepath.Join(dataDir, "snapshots"))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
+	var cancel context.CancelFunc
+	n.stopped, cancel = context.WithCancel(context.Background())
+	n.stop = func() { close(n.stopCh); cancel() }
+	n.fwdLeases = newLeaseForwarder(n.fwd, wire.AddNanos(cfg.ApplyTimeout, cfg.LeaderWait))
+	n.receipts = newReceipts(n.timeline.clock, n.timeline.real)
+	n.calls = newCallPool(n.stopCh)
+	n.overloadedMsg = overloadedMessage(cfg.ID, cfg.MaxPendingReserves)
+	return n
+}
+
+// startRaft opens the node's log store and snapshots in its data
+// directory and starts raft on its raft port (n.mux), bootstrapping the
+// cluster when the directory holds no state yet and the config names an
+// initial cluster; has reports whether it held state. On an error the
+// caller closes the port and the store.
+func (n *Node) startRaft() (has bool, err error) {
+	cfg := n.cfg
+	n.store, err = openLogStore(filepath.Join(cfg.DataDir, "raft.db"))
 	if err != nil {
-		return false, fmt.Errorf("node: data dir %s: %w", dataDir, err)
+		return false, fmt.Errorf("node: open raft.db: %w", err)
 	}
-	return len(entries) > 0, nil
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 2, cfg.Logger.Named("snapshots"))
+	if err != nil {
+		return false, fmt.Errorf("node: snapshot store: %w", err)
+	}
+	if cfg.AdvertiseAddr != "" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr)
+		if err != nil {
+			return false, fmt.Errorf("node: advertise address %q: %w", cfg.AdvertiseAddr, err)
+		}
+		n.mux.advAddr = a
+	}
+	n.raftNet = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  raftLayer{m: n.mux},
+		MaxPool: 3,
+		Timeout: 2 * time.Second,
+		Logger:  cfg.Logger.Named("raft-net"),
+	})
+	rc := cfg.raftConfig()
+	if err := raft.ValidateConfig(rc); err != nil {
+		return false, fmt.Errorf("node: raft config: %w", err)
+	}
+	has, err = raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		return false, fmt.Errorf("node: read raft state: %w", err)
+	}
+	// Replication reads recent entries back; serve them from memory.
+	logs, err := raft.NewLogCache(1024, n.store)
+	if err != nil {
+		return false, fmt.Errorf("node: log cache: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, waiterFSM{receiptFSM{n.fsm, n.receipts}, n}, receiptLog{logs, n.receipts}, n.store, snaps, n.raftNet)
+	if err != nil {
+		return false, fmt.Errorf("node: start raft: %w", err)
+	}
+	if !has && len(cfg.InitialCluster) > 0 {
+		f := n.raft.BootstrapCluster(raft.Configuration{Servers: cfg.InitialCluster})
+		if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			n.raft.Shutdown()
+			return false, fmt.Errorf("node: bootstrap: %w", err)
+		}
+	}
+	return has, nil
 }
 
 // ID returns the node's server ID.
@@ -432,4 +274,50 @@ func (n *Node) voterCount() int {
 		}
 	}
 	return c
+}
+
+// Stopping a node, gracefully (a leader hands over first) or as a crash
+// would.
+
+// Shutdown stops the node gracefully: a leader first transfers leadership
+// (bounded by a few seconds), then raft stops and the stores close.
+func (n *Node) Shutdown() error {
+	var err error
+	n.stopOnce.Do(func() {
+		if n.raft.State() == raft.Leader && n.voterCount() > 1 {
+			if terr := n.raft.LeadershipTransfer().Error(); terr != nil {
+				n.log.Warn("leadership transfer on shutdown failed", "error", terr)
+			}
+		}
+		n.stop()
+		n.batcher.close()
+		n.leases.close()
+		if serr := n.raft.Shutdown().Error(); serr != nil {
+			err = fmt.Errorf("node: raft shutdown: %w", serr)
+		}
+		n.fwd.close()
+		n.mux.close()
+		n.raftNet.Close()
+		n.wg.Wait()
+		if cerr := n.store.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("node: close raft.db: %w", cerr)
+		}
+	})
+	return err
+}
+
+// Kill stops the node abruptly, as a crash would, for tests: no leadership
+// transfer. Data on disk is whatever raft had fsynced.
+func (n *Node) Kill() {
+	n.stopOnce.Do(func() {
+		n.stop()
+		n.mux.close()
+		n.raftNet.Close()
+		n.batcher.close()
+		n.leases.close()
+		n.raft.Shutdown().Error()
+		n.fwd.close()
+		n.wg.Wait()
+		n.store.Close()
+	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 func strictConfig(t *testing.T, interval time.Duration, maxReserved int64) bucket.Config {
@@ -134,7 +135,7 @@ func TestForwardingFromFollower(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := f.PutLimit(ctx, "api", cfg); return err })
+	retryNoLeader(t, func() error { _, err := f.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: cfg}); return err })
 	info, err := f.Limit(ctx, "api")
 	if err != nil || info.Name != "api" {
 		t.Fatalf("read via follower: %+v %v", info, err)
@@ -171,7 +172,10 @@ func TestLeaderKillGrantsNothingEarly(t *testing.T) {
 	l := c.leader()
 	ctx := ctxTimeout(t, 60*time.Second)
 	const interval = 200 * time.Millisecond
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 4)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, interval, 4)})
+		return err
+	})
 	stop := make(chan struct{})
 	grants := make(chan grant, 1024)
 	var wg sync.WaitGroup
@@ -221,7 +225,10 @@ func TestSkewedLeaderClockGrantsNothingEarly(t *testing.T) {
 			l := c.leader()
 			ctx := ctxTimeout(t, 30*time.Second)
 			const interval = 100 * time.Millisecond
-			retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, interval, 3)); return err })
+			retryNoLeader(t, func() error {
+				_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, interval, 3)})
+				return err
+			})
 			var got []grant
 			take := func(n *Node, k int) {
 				for i := 0; i < k; i++ {
@@ -258,9 +265,9 @@ func TestSkewedLeaderClockGrantsNothingEarly(t *testing.T) {
 // newSkewedCluster starts 3 nodes whose clocks are off by 0, skew and
 // 2×skew.
 func newSkewedCluster(t *testing.T, skew time.Duration) *testCluster {
-	return newTestClusterWith(t, 3, func(id string) Clock {
+	return newTestClusterWith(t, 3, func(id string) wire.Clock {
 		k := map[string]time.Duration{"n1": 0, "n2": 1, "n3": 2}[id]
-		sc, err := NewSkewedClock(NewMonotonicClock(), skew*k, 1)
+		sc, err := NewSkewedClock(wire.NewMonotonicClock(), skew*k, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +280,10 @@ func TestFullRestartKeepsLimitsAndLastGrant(t *testing.T) {
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
 	const interval = 1500 * time.Millisecond
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "slow", strictConfig(t, interval, 1)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "slow", Config: strictConfig(t, interval, 1)})
+		return err
+	})
 	sent := time.Now()
 	res, err := l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1, RequestID: fmt.Sprintf("t%d-%d", 264, time.Now().UnixNano())})
 	recv := time.Now()
@@ -319,7 +329,10 @@ func TestJoinAndRemove(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Second, 1)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, time.Second, 1)})
+		return err
+	})
 	c.ids = append(c.ids, "n4")
 	c.dirs["n4"] = t.TempDir()
 	n4 := c.start("n4", nil)
@@ -346,7 +359,7 @@ func TestPartitionedLeaderRefusesAndMajorityServes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: cfg}); return err })
 	var addrs []string
 	for _, id := range c.ids {
 		addrs = append(addrs, addrOf(id))
@@ -417,7 +430,7 @@ func TestConcurrentReservesAreBatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "fast", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "fast", Config: cfg}); return err })
 	var wg sync.WaitGroup
 	var granted atomic.Int64
 	for w := 0; w < 64; w++ {

@@ -1,9 +1,6 @@
 package node
 
-import (
-	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/transport/wire"
-)
+import "github.com/permitd/permitd/fsm"
 
 // overload.go: a node bounds the reserves it holds. Queueing more than it
 // can decide in time only lengthens every wait until clients time out,
@@ -11,7 +8,7 @@ import (
 // miss its raft deadlines and lose leadership, which stops every decision
 // for an election. Beyond MaxPendingReserves a reserve fails at once with
 // ErrOverloaded (HTTP 503 with Retry-After): it changes nothing, costs the
-// node a decode and an answer (a binary one less: admitAtRead), and a
+// node a decode and an answer (a binary one less: TryHoldReserve), and a
 // client retries later or elsewhere.
 
 // PendingBatches is the default Config.MaxPendingReserves in batches:
@@ -39,55 +36,44 @@ const PendingBatches = 5
 // the default MaxBatch: PendingBatches full batches.
 const DefaultMaxPendingReserves = PendingBatches * 1024
 
-// admission is what a binary connection's read loop decides about a call
-// before it is served (admitAtRead).
-type admission uint8
+// Admission is what a connection's read loop decides about a call before
+// it is served (Calls.Admit, ServeCalls).
+type Admission uint8
 
 const (
-	// admitServe: serve the call; no slot was taken for it.
-	admitServe admission = iota
-	// admitHeld: serve the reserve with the slot the read loop took for
-	// it; the read loop gives it back when the call returns.
-	admitHeld
-	// admitShed: refuse the reserve as overloaded from the read loop.
-	admitShed
+	// AdmitServe: serve the call; no slot was taken for it.
+	AdmitServe Admission = iota
+	// AdmitHeld: serve the reserve with the slot the read loop took for
+	// it (TryHoldReserve); ServeCalls gives it back when the call returns.
+	AdmitHeld
+	// AdmitShed: refuse the reserve as overloaded from the read loop.
+	AdmitShed
 )
 
-// admitAtRead decides a binary client's call in the connection's read
-// loop (servePipelined). A reserve takes its slot among the node's
-// MaxPendingReserves there and then, so that the decision is exact: the
-// frames of one read all see the count their predecessors left, and
-// none is served only to be refused by admitReserves behind a goroutine
-// hand-off, a timer and a formatted message (when the decision was made
-// from a count the calls under way had not yet raised, the call pool
-// took a third of a leader's CPU at 3x its capacity, against a fifth in
-// a closed loop at its bound). With no slot free, a
-// reserve that decodes and that allow (nil: all allowed) lets through is
-// refused (admitShed): that costs the node the frame's read, a small
-// decode and an answer built once (Node.overloadedMsg), queued with the
-// refusals of the frames read with it and written with them in one
-// system call. At 3x a leader's capacity refusals outnumber admitted
-// reserves two to one, and every cycle they take is taken from deciding.
-// An undecodable or refused (forbidden, revoked) reserve is left to the
-// full path and gets its own error; one for an unknown or leased limit,
-// with invalid fields, or sent to a removed node is answered
-// CodeOverloaded like any other (it changes nothing either way, and once
-// the node is below its bound it gets its own error). Any other call is
-// served as it is.
-func (n *Node) admitAtRead(op byte, payload []byte, allow Authorizer) admission {
-	if op != wire.OpReserve {
-		return admitServe
-	}
-	if _, ok := n.tryAdmit(1); ok {
-		return admitHeld
-	}
-	r, err := wire.DecodeReserve(payload)
-	if err != nil || (allow != nil && allow(op, r.Limit) != nil) {
-		return admitServe
-	}
-	n.shed.Add(1)
-	return admitShed
+// TryHoldReserve takes one of the node's MaxPendingReserves slots for a
+// reserve a connection's read loop admits (Calls.Admit answers AdmitHeld,
+// and the call is then decided with ReserveHeld), and reports whether one
+// was free. The read loop of the server's binary clients takes a
+// reserve's slot there and then, so that the decision is exact: the
+// frames of one read all see the count their predecessors left, and none
+// is served only to be refused by Reserve behind a goroutine hand-off, a
+// timer and a formatted message (when the decision was made from a count
+// the calls under way had not yet raised, the call pool took a third of a
+// leader's CPU at 3x its capacity, against a fifth in a closed loop at its
+// bound). With no slot free, a reserve the read loop sheds (AdmitShed)
+// costs the node the frame's read, a small decode and an answer built
+// once (Node.overloadedMsg), queued with the refusals of the frames read
+// with it and written with them in one system call. At 3x a leader's
+// capacity refusals outnumber admitted reserves two to one, and every
+// cycle they take is taken from deciding.
+func (n *Node) TryHoldReserve() bool {
+	_, ok := n.tryAdmit(1)
+	return ok
 }
+
+// ReleaseReserve gives back a slot TryHoldReserve took for a reserve that
+// was not handed to ServeCalls (AdmitHeld hands it over).
+func (n *Node) ReleaseReserve() { n.pending.Add(-1) }
 
 // tryAdmit takes k slots for reserves if the node has them, without
 // counting a refusal; held is the count it found.
@@ -105,7 +91,8 @@ func (n *Node) tryAdmit(k int64) (held int64, ok bool) {
 	}
 }
 
-// overloadedMessage is the message of a reserve refused by admitAtRead.
+// overloadedMessage is the message of a reserve a read loop shed
+// (AdmitShed).
 func overloadedMessage(id string, most int) []byte {
 	return []byte(Message(userErrorf(ErrOverloaded, "node %s holds its most reserves (--max-pending-reserves %d); retry shortly, or at another node", id, most)))
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,7 +32,7 @@ func TestOverloadedReservesFailAtOnceAndChangeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: cfg}); return err })
 	seq := 0
 	reserve := func(n *Node) error {
 		seq++
@@ -136,72 +135,6 @@ func TestPendingBoundDefaultsToFiveBatches(t *testing.T) {
 	}
 }
 
-// TestFullNodeShedsBinaryReservesFromTheReadLoop: on a binary client
-// connection to a node at its bound, a reserve is refused as overloaded
-// before the node looks at its limit (one for an unknown limit gets
-// CodeOverloaded, where the full path answers CodeNotFound before its
-// bound), with a message that says what to do; an undecodable reserve
-// and one the connection's authorizer refuses still get their own
-// errors; calls other than reserves are still served; and once the load
-// is gone the same frames get their own answers again.
-func TestFullNodeShedsBinaryReservesFromTheReadLoop(t *testing.T) {
-	c := newTestCluster(t, 1)
-	l := c.leader()
-	ctx := ctxTimeout(t, 20*time.Second)
-	server, clientSide := net.Pipe()
-	go l.ServeClientWith(server, func(op byte, limit string) error {
-		if limit == "secret" {
-			return errors.New("limit \"secret\" is not this token's")
-		}
-		return nil
-	})
-	bc := wire.NewConn(clientSide)
-	defer bc.Close()
-	call := func(op byte, payload []byte) (byte, string) {
-		t.Helper()
-		code, p, err := bc.Call(ctx, op, payload)
-		if err != nil {
-			t.Fatalf("call: %v", err)
-		}
-		return code, string(p)
-	}
-	unknown := wire.EncodeReserve(wire.Reserve{Limit: "nope", Permits: 1})
-	forbidden := wire.EncodeReserve(wire.Reserve{Limit: "secret", Permits: 1})
-	garbage := []byte{0xff}
-
-	full := int64(l.cfg.MaxPendingReserves)
-	l.pending.Add(full)
-	unload := sync.OnceFunc(func() { l.pending.Add(-full) })
-	t.Cleanup(unload)
-	_, shedBefore := l.Load()
-	code, msg := call(wire.OpReserve, unknown)
-	if code != wire.CodeOverloaded || !strings.Contains(msg, "--max-pending-reserves") || !strings.Contains(msg, "retry") {
-		t.Errorf("reserve on a full node: code %d (%s), want %d from the read loop", code, msg, wire.CodeOverloaded)
-	}
-	if _, shed := l.Load(); shed != shedBefore+1 {
-		t.Errorf("shed count %d, want %d", shed, shedBefore+1)
-	}
-	for _, tc := range []struct {
-		name    string
-		op      byte
-		payload []byte
-		want    byte
-	}{
-		{"undecodable reserve", wire.OpReserve, garbage, wire.CodeInvalid},
-		{"forbidden reserve", wire.OpReserve, forbidden, wire.CodeForbidden},
-		{"open session", wire.OpOpenSession, nil, wire.CodeOK},
-	} {
-		if code, msg := call(tc.op, tc.payload); code != tc.want {
-			t.Errorf("%s on a full node: code %d (%s), want %d", tc.name, code, msg, tc.want)
-		}
-	}
-
-	unload()
-	if code, msg := call(wire.OpReserve, unknown); code != wire.CodeNotFound {
-		t.Errorf("reserve on an unknown limit once the load is gone: code %d (%s), want %d", code, msg, wire.CodeNotFound)
-	}
-}
-
 // TestReadLoopShedsOnlyWithASlot: the read loop asks whether to shed a
 // call only once the call holds one of its connection's
 // maxForwardedInflight slots, so a single pipelined connection that has
@@ -218,17 +151,17 @@ func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
 			<-release
 			return nil, nil
 		}
-		shed := func(op byte, payload []byte) admission {
+		shed := func(op byte, payload []byte) Admission {
 			if op != wire.OpReserve {
-				return admitServe
+				return AdmitServe
 			}
 			shedAsked.Add(1)
 			if got := inflight.Load(); got >= maxForwardedInflight {
 				t.Errorf("shed asked with %d calls in flight: before the call had a slot", got)
 			}
-			return admitShed
+			return AdmitShed
 		}
-		client, answers := servePipelinedOnPipe(n, shed, handle)
+		client, answers := serveCallsOnPipe(n, shed, handle)
 		defer client.Close()
 		bw := bufio.NewWriter(client)
 		send := func(id uint64, op byte) {
@@ -262,7 +195,7 @@ func TestReadLoopShedsOnlyWithASlot(t *testing.T) {
 	})
 }
 
-// servingNode is a bare node with what servePipelined needs (a call pool,
+// servingNode is a bare node with what ServeCalls needs (a call pool,
 // the overload answer, a bound of maxPending reserves), stopped when the
 // test ends.
 func servingNode(t *testing.T, maxPending int) *Node {
@@ -273,11 +206,11 @@ func servingNode(t *testing.T, maxPending int) *Node {
 	return n
 }
 
-// servePipelinedOnPipe serves one end of a pipe with n.servePipelined and
+// serveCallsOnPipe serves one end of a pipe with n.ServeCalls and
 // returns the other end and the answers read from it.
-func servePipelinedOnPipe(n *Node, admit func(op byte, payload []byte) admission, handle func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error)) (net.Conn, <-chan wire.Frame) {
+func serveCallsOnPipe(n *Node, admit func(op byte, payload []byte) Admission, handle func(ctx context.Context, op byte, payload []byte, held bool) ([]byte, error)) (net.Conn, <-chan wire.Frame) {
 	server, client := net.Pipe()
-	go n.servePipelined(server, wire.MaxClientFrame, admit, handle)
+	go n.ServeCalls(server, Calls{MaxFrame: wire.MaxClientFrame, Admit: admit, Handle: handle})
 	answers := make(chan wire.Frame, maxForwardedInflight+4)
 	go func() {
 		for {
@@ -309,7 +242,7 @@ func (c *writeCounter) Write(p []byte) (int, error) {
 func TestRefusalsOfFramesReadTogetherLeaveInOneWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := servingNode(t, 0)
-		shed := func(op byte, payload []byte) admission {
+		shed := func(op byte, payload []byte) Admission {
 			// Each decision takes a while (fake time: the bubble runs
 			// everything else first), so a writer handed each refusal
 			// at once would have flushed it before the next.
@@ -320,7 +253,7 @@ func TestRefusalsOfFramesReadTogetherLeaveInOneWrite(t *testing.T) {
 		server, client := net.Pipe()
 		defer client.Close()
 		counted := &writeCounter{Conn: server}
-		go n.servePipelined(counted, wire.MaxClientFrame, shed, handle)
+		go n.ServeCalls(counted, Calls{MaxFrame: wire.MaxClientFrame, Admit: shed, Handle: handle})
 		const burst = 50
 		bw := bufio.NewWriter(client)
 		for id := range uint64(burst) {
@@ -357,8 +290,8 @@ func TestHeldRefusalsDoNotWaitForTheClient(t *testing.T) {
 			<-release
 			return nil, nil
 		}
-		shed := func(op byte, payload []byte) admission { return shedReserves(op) }
-		client, answers := servePipelinedOnPipe(n, shed, handle)
+		shed := func(op byte, payload []byte) Admission { return shedReserves(op) }
+		client, answers := serveCallsOnPipe(n, shed, handle)
 		defer client.Close()
 		frame := func(id uint64, op byte) []byte {
 			var b bytes.Buffer
@@ -403,11 +336,11 @@ func TestHeldRefusalsDoNotWaitForTheClient(t *testing.T) {
 
 // shedReserves is a read-loop decision that refuses every reserve and
 // serves every other call.
-func shedReserves(op byte) admission {
+func shedReserves(op byte) Admission {
 	if op == wire.OpReserve {
-		return admitShed
+		return AdmitShed
 	}
-	return admitServe
+	return AdmitServe
 }
 
 // TestReadLoopTakesEachReserveSlotItAdmits: the read loop takes a
@@ -431,8 +364,8 @@ func TestReadLoopTakesEachReserveSlotItAdmits(t *testing.T) {
 			<-release
 			return nil, nil
 		}
-		admit := func(op byte, payload []byte) admission { return n.admitAtRead(op, payload, nil) }
-		client, answers := servePipelinedOnPipe(n, admit, handle)
+		admit := admitReserves(n)
+		client, answers := serveCallsOnPipe(n, admit, handle)
 		defer client.Close()
 		var b bytes.Buffer
 		bw := bufio.NewWriter(&b)
@@ -473,32 +406,17 @@ func TestReadLoopTakesEachReserveSlotItAdmits(t *testing.T) {
 	})
 }
 
-// TestBinaryReserveTakesOneSlot: a binary reserve admitted by the read
-// loop is decided with the slot the read loop took, not with a second
-// one, so a node one reserve short of its bound serves it (counted
-// twice, it would be refused as overloaded), and the slot comes back
-// once it is answered.
-func TestBinaryReserveTakesOneSlot(t *testing.T) {
-	c := newTestCluster(t, 1)
-	l := c.leader()
-	ctx := ctxTimeout(t, 20*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", strictConfig(t, time.Millisecond, 5)); return err })
-	server, clientSide := net.Pipe()
-	go l.ServeClient(server)
-	bc := wire.NewConn(clientSide)
-	defer bc.Close()
-
-	oneShort := int64(l.cfg.MaxPendingReserves - 1)
-	l.pending.Add(oneShort)
-	defer l.pending.Add(-oneShort)
-	code, p, err := bc.Call(ctx, wire.OpReserve, wire.EncodeReserve(wire.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second)}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code != wire.CodeOK {
-		t.Fatalf("reserve on a node one short of its bound: code %d (%s); want %d (it takes the last slot once)", code, p, wire.CodeOK)
-	}
-	if got := l.pending.Load(); got != oneShort {
-		t.Errorf("pending %d after the answer; want %d (its slot given back)", got, oneShort)
+// admitReserves is the read-loop decision of the server's binary clients
+// for calls that all decode and are allowed: a reserve takes its slot
+// (TryHoldReserve) or is shed, any other call is served.
+func admitReserves(n *Node) func(op byte, payload []byte) Admission {
+	return func(op byte, payload []byte) Admission {
+		switch {
+		case op != wire.OpReserve:
+			return AdmitServe
+		case n.TryHoldReserve():
+			return AdmitHeld
+		}
+		return AdmitShed
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -41,7 +42,7 @@ import (
 // and it sees a non-voter to observe). Membership changes on the leader
 // take changeMu, so a promotion never re-adds a server an operator removed
 // meanwhile. A non-voter that never catches up stays one, with the
-// leader's reason in its status (Server.Promotion), until an operator
+// leader's reason in its status (api.Server.Promotion), until an operator
 // removes it; at most Config.MaxPendingJoins are pending at once (a join
 // beyond is refused), so that joins made with a leaked admin token cannot
 // make the leader replicate to and probe ever more strangers.
@@ -50,40 +51,6 @@ import (
 // non-voter's applied index may be and still count as caught up (the
 // entries a healthy follower has in flight under load).
 const promoteMaxLagEntries = 256
-
-// Promotion states of a non-voter, as the leader last observed it.
-const (
-	// PromotionUnreachable: the last probe got no answer over the
-	// cluster's network (no connection, or a TLS handshake either side
-	// refused).
-	PromotionUnreachable = "unreachable"
-	// PromotionNotFollowing: it answered, but as another server, or
-	// following another leader or term.
-	PromotionNotFollowing = "not_following"
-	// PromotionBehind: it follows this leader but has not applied the
-	// log far enough.
-	PromotionBehind = "behind"
-	// PromotionCaughtUp: caught up at every probe for CaughtUpNs; it is
-	// promoted when that reaches Config.PromoteAfter.
-	PromotionCaughtUp = "caught_up"
-)
-
-// Promotion is the leader's view of a non-voter on its way to voting
-// (in Server, on the leader only).
-type Promotion struct {
-	// State is one of the Promotion* states; Reason says why it is not
-	// caught up (empty when it is).
-	State  string `json:"state"`
-	Reason string `json:"reason,omitempty"`
-	// AppliedIndex is the applied index it last reported (0 if it never
-	// answered) and LeaderCommitIndex the leader's commit index then.
-	AppliedIndex      uint64 `json:"applied_index"`
-	LeaderCommitIndex uint64 `json:"leader_commit_index"`
-	// WatchedNanos is how long this leader has observed it; CaughtUpNanos
-	// how long it has been caught up without a break (0 if it is not).
-	WatchedNanos  int64 `json:"watched_ns"`
-	CaughtUpNanos int64 `json:"caught_up_ns"`
-}
 
 // progress is a server's answer to wire.OpProgress.
 type progress struct {
@@ -171,7 +138,7 @@ func (p *promoter) sync(term uint64, nonvoters []raft.Server, now time.Time) {
 			if w != nil && w.conn != nil {
 				w.conn.Close()
 			}
-			w = &watched{addr: s.Address, since: now, state: PromotionUnreachable, reason: "not probed yet"}
+			w = &watched{addr: s.Address, since: now, state: api.PromotionUnreachable, reason: "not probed yet"}
 		}
 		keep[s.ID] = w
 	}
@@ -184,17 +151,17 @@ func (p *promoter) sync(term uint64, nonvoters []raft.Server, now time.Time) {
 }
 
 // view returns the observation of id as of now (nil if none).
-func (p *promoter) view(id raft.ServerID, now time.Time) *Promotion {
+func (p *promoter) view(id raft.ServerID, now time.Time) *api.Promotion {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	w := p.watch[id]
 	if w == nil {
 		return nil
 	}
-	v := &Promotion{State: w.state, Reason: w.reason, AppliedIndex: w.applied, LeaderCommitIndex: w.commit,
-		WatchedNanos: int64(now.Sub(w.since))}
+	v := &api.Promotion{State: w.state, Reason: w.reason, AppliedIndex: w.applied, LeaderCommitIndex: w.commit,
+		WatchedNs: int64(now.Sub(w.since))}
 	if !w.caughtUpFrom.IsZero() {
-		v.CaughtUpNanos = int64(now.Sub(w.caughtUpFrom))
+		v.CaughtUpNs = int64(now.Sub(w.caughtUpFrom))
 	}
 	return v
 }
@@ -273,7 +240,7 @@ func (n *Node) promoteRound(ctx context.Context) {
 		if o.err == nil {
 			w.applied = o.p.applied
 		}
-		if w.state != PromotionCaughtUp {
+		if w.state != api.PromotionCaughtUp {
 			w.caughtUpFrom = time.Time{}
 			continue
 		}
@@ -299,15 +266,15 @@ func (n *Node) promoteRound(ctx context.Context) {
 func judgeProgress(id raft.ServerID, leader string, term, commit uint64, p progress, err error) (state, reason string) {
 	switch {
 	case err != nil:
-		return PromotionUnreachable, err.Error()
+		return api.PromotionUnreachable, err.Error()
 	case p.id != string(id):
-		return PromotionNotFollowing, fmt.Sprintf("the server at its address answers as %q", p.id)
+		return api.PromotionNotFollowing, fmt.Sprintf("the server at its address answers as %q", p.id)
 	case p.term != term || p.leaderID != leader:
-		return PromotionNotFollowing, fmt.Sprintf("it follows leader %q in term %d, not %q in term %d", p.leaderID, p.term, leader, term)
+		return api.PromotionNotFollowing, fmt.Sprintf("it follows leader %q in term %d, not %q in term %d", p.leaderID, p.term, leader, term)
 	case p.applied+promoteMaxLagEntries < commit:
-		return PromotionBehind, fmt.Sprintf("applied %d of the leader's %d entries", p.applied, commit)
+		return api.PromotionBehind, fmt.Sprintf("applied %d of the leader's %d entries", p.applied, commit)
 	}
-	return PromotionCaughtUp, ""
+	return api.PromotionCaughtUp, ""
 }
 
 // probe asks non-voter s for its progress over the cluster's network,
@@ -380,7 +347,7 @@ func (n *Node) promote(s raft.Server, term uint64) error {
 	}
 	kv := []any{"id", s.ID, "raft_addr", s.Address}
 	if v != nil {
-		kv = append(kv, "applied_index", v.AppliedIndex, "leader_commit_index", v.LeaderCommitIndex, "caught_up_for", time.Duration(v.CaughtUpNanos))
+		kv = append(kv, "applied_index", v.AppliedIndex, "leader_commit_index", v.LeaderCommitIndex, "caught_up_for", time.Duration(v.CaughtUpNs))
 	}
 	n.log.Info("non-voter caught up: promoted to voter", kv...)
 	return nil

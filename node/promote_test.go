@@ -5,16 +5,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/api"
 )
 
 // serverOf returns the server id of n's status (and whether it is there).
-func serverOf(n *Node, id string) (Server, bool) {
+func serverOf(n *Node, id string) (api.Server, bool) {
 	for _, s := range n.Status().Servers {
 		if s.ID == id {
 			return s, true
 		}
 	}
-	return Server{}, false
+	return api.Server{}, false
 }
 
 // startExtra starts node id, outside the cluster's initial members, on an
@@ -55,7 +58,7 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 	})
 	l := c.leader()
 	ctx := ctxTimeout(t, 60*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", longExpiry(t)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: longExpiry(t)}); return err })
 	c.startExtra("n8")
 	c.startExtra("n9")
 	via := c.followers(l)[0] // joins go through a follower, as an HTTP join to any node does
@@ -75,7 +78,7 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 	waitFor(t, 20*time.Second, "the leader to watch every stranger for 4 promotion periods", func() bool {
 		for _, id := range []string{"n7", "n8", "n9"} {
 			s, ok := serverOf(l, id)
-			if !ok || s.Voter || s.Promotion == nil || s.Promotion.WatchedNanos < int64(4*promoteAfter) {
+			if !ok || s.Voter || s.Promotion == nil || s.Promotion.WatchedNs < int64(4*promoteAfter) {
 				return false
 			}
 		}
@@ -84,7 +87,7 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 	for _, id := range []string{"n7", "n8", "n9"} {
 		s, _ := serverOf(l, id)
 		t.Logf("%s: %+v", id, *s.Promotion)
-		if s.Voter || s.Promotion.State != PromotionUnreachable || s.Promotion.CaughtUpNanos != 0 {
+		if s.Voter || s.Promotion.State != api.PromotionUnreachable || s.Promotion.CaughtUpNs != 0 {
 			t.Errorf("stranger %s: %+v, want an unreachable non-voter", id, s)
 		}
 		if n := c.node(id); n != nil && n.fsm.AppliedIndex() != 0 {
@@ -102,7 +105,10 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 
 	// One real node fails: the two others are a quorum of three voters.
 	c.kill(c.followers(l)[1].ID())
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "after-kill", longExpiry(t)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "after-kill", Config: longExpiry(t)})
+		return err
+	})
 
 	// An operator removes a stranger; a real node joins and is promoted
 	// once caught up.
@@ -113,7 +119,10 @@ func TestBogusJoinsNeverVoteAndTheQuorumHolds(t *testing.T) {
 	if _, ok := n4.fsm.Limit("after-kill"); !ok {
 		t.Errorf("n4 was promoted without the limit committed before its join")
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "after-promotion", longExpiry(t)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "after-promotion", Config: longExpiry(t)})
+		return err
+	})
 	for _, id := range []string{"n8", "n9"} {
 		if s, _ := serverOf(l, id); s.Voter {
 			t.Errorf("stranger %s became a voter", id)
@@ -134,21 +143,21 @@ func TestPromotionNeedsCatchingUpAndANewLeaderObservesAfresh(t *testing.T) {
 	c := newTestClusterWithConfig(t, 3, func(cfg *Config) { cfg.PromoteAfter = promoteAfter })
 	l := c.leader()
 	ctx := ctxTimeout(t, 60*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", longExpiry(t)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: longExpiry(t)}); return err })
 	c.startExtra("n4")
 	c.sw.Isolate(addrOf("n4"), []string{addrOf("n1"), addrOf("n2"), addrOf("n3")})
 	retryNoLeader(t, func() error { _, err := l.Join(ctx, "n4", addrOf("n4")); return err })
 	waitFor(t, 20*time.Second, "the leader to watch the cut-off n4 for longer than a promotion period", func() bool {
 		s, ok := serverOf(l, "n4")
-		return ok && s.Promotion != nil && s.Promotion.WatchedNanos > int64(promoteAfter+promoteAfter/2)
+		return ok && s.Promotion != nil && s.Promotion.WatchedNs > int64(promoteAfter+promoteAfter/2)
 	})
-	if s, _ := serverOf(l, "n4"); s.Voter || s.Promotion.State != PromotionUnreachable {
+	if s, _ := serverOf(l, "n4"); s.Voter || s.Promotion.State != api.PromotionUnreachable {
 		t.Fatalf("n4 cut off: %+v, want an unreachable non-voter", s)
 	}
 	c.sw.Heal()
 	waitFor(t, 20*time.Second, "n4 to be seen caught up", func() bool {
 		s, ok := serverOf(l, "n4")
-		return ok && s.Promotion != nil && s.Promotion.State == PromotionCaughtUp
+		return ok && s.Promotion != nil && s.Promotion.State == api.PromotionCaughtUp
 	})
 	to := c.followers(l)[0]
 	transferred := time.Now()
@@ -158,7 +167,7 @@ func TestPromotionNeedsCatchingUpAndANewLeaderObservesAfresh(t *testing.T) {
 	if s, _ := serverOf(l, "n4"); s.Promotion != nil {
 		t.Errorf("a former leader still reports a promotion view: %+v", s)
 	}
-	if s, _ := serverOf(to, "n4"); !s.Voter && s.Promotion != nil && s.Promotion.WatchedNanos > int64(time.Since(transferred)) {
+	if s, _ := serverOf(to, "n4"); !s.Voter && s.Promotion != nil && s.Promotion.WatchedNs > int64(time.Since(transferred)) {
 		t.Errorf("the new leader's watch of n4 began before it led: %+v", *s.Promotion)
 	}
 	waitFor(t, 20*time.Second, "the new leader to promote n4", func() bool { s, ok := serverOf(to, "n4"); return ok && s.Voter })

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // receipt.go: how much of an election a new leader may count. A stamp is
@@ -52,7 +53,7 @@ type receipt struct {
 // receipts remembers, per term, when this node last took in state of that
 // term. Safe for concurrent use.
 type receipts struct {
-	clock, real Clock
+	clock, real wire.Clock
 
 	mu     sync.Mutex
 	latest []receipt // ascending term, at most receiptTerms
@@ -60,7 +61,7 @@ type receipts struct {
 
 // newReceipts returns receipts read on clock and real; the process's
 // start counts as a receipt of every earlier term (term 0).
-func newReceipts(clock, real Clock) *receipts {
+func newReceipts(clock, real wire.Clock) *receipts {
 	r := &receipts{clock: clock, real: real}
 	r.note(0)
 	return r

@@ -79,7 +79,7 @@ func TestNewLeaderCountsTheElection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "s", cfg); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "s", Config: cfg}); return err })
 	beforeStamp := time.Now()
 	if res, err := l.Reserve(ctx, fsm.Reserve{Limit: "s", Permits: 1}); err != nil || res.Status != fsm.Granted {
 		t.Fatalf("reserve: %+v %v", res, err)

@@ -33,9 +33,17 @@ func (n *Node) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, e
 	return n.reserve(ctx, r, false)
 }
 
+// ReserveHeld is Reserve for a reserve whose slot among
+// MaxPendingReserves a connection's read loop took (TryHoldReserve, and
+// its Calls.Admit answered AdmitHeld): it takes no second one, and
+// ServeCalls gives that one back when the call returns.
+func (n *Node) ReserveHeld(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
+	return n.reserve(ctx, r, true)
+}
+
 // reserve is Reserve; held says that the caller already took the
-// reserve's slot among MaxPendingReserves (a binary connection's read
-// loop: admitAtRead) and gives it back itself.
+// reserve's slot among MaxPendingReserves (ReserveHeld) and gives it back
+// itself.
 func (n *Node) reserve(ctx context.Context, r fsm.Reserve, held bool) (fsm.ReserveResult, error) {
 	if err := r.Validate(); err != nil {
 		return fsm.ReserveResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)

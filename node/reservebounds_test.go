@@ -20,7 +20,7 @@ func TestFollowerDecidesAMaxWaitAtTheEndOfTime(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "api", longExpiry(t)); return err })
+	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: longExpiry(t)}); return err })
 	f := c.followers(l)[0]
 	leaderWait := f.cfg.LeaderWait
 	var answered uint64

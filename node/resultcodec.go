@@ -5,16 +5,18 @@ import (
 	"math"
 	"time"
 
-	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/wire"
 )
 
-// resultcodec.go: what the leader answers a forwarded operation (see
-// command.go): the register's result of a command, in one tagged codec
-// (encodeResult, decodeResult), and the views (limits, a lease pool).
-// Every number is a varint, every name a length-prefixed string; decoding
-// is bounded by the frame and never panics.
+// resultcodec.go: what the leader answers a forwarded command (see
+// command.go): the register's result, in one tagged codec (encodeResult,
+// decodeResult), and the conversions of the register's results to and
+// from package wire's vocabulary. The results a binary client also reads
+// (a reserve's, a session's, a lease command's) travel in package wire's
+// encoding of them, the one codec. Every number is a varint, every name a
+// length-prefixed string; decoding is bounded by the frame and never
+// panics. The views a follower reads through the leader are viewcodec.go's.
 
 // Result tags: the first byte of an encoded result.
 const (
@@ -93,7 +95,7 @@ func encodeResult(v any) ([]byte, error) {
 		if res.ReservationID != 0 || res.Blocking != "" {
 			return appendTracked(wire.Enc{B: []byte{resultReserveTracked}}, res), nil
 		}
-		return append([]byte{resultReserve}, wire.EncodeReserveResult(toWireResult(res))...), nil
+		return append([]byte{resultReserve}, wire.EncodeReserveResult(ToWireReserveResult(res))...), nil
 	case fsm.SettleResult:
 		w := wire.Enc{B: []byte{resultSettle}}
 		w.Uvar(uint64(res.Status))
@@ -119,7 +121,7 @@ func encodeResult(v any) ([]byte, error) {
 		w.Uvar(uint64(res.Counted))
 		return w.B, nil
 	case fsm.SessionResult:
-		return append([]byte{resultSession}, wire.EncodeSessionResult(toWireSession(res))...), nil
+		return append([]byte{resultSession}, wire.EncodeSessionResult(ToWireSessionResult(res))...), nil
 	case fsm.PutResult:
 		w := wire.Enc{B: []byte{resultPut}}
 		w.Uvar(res.Version)
@@ -144,7 +146,7 @@ func appendTracked(w wire.Enc, res fsm.ReserveResult) []byte {
 	w.Uvar(res.ReservationID)
 	w.Str(res.Blocking)
 	w.Bool(res.Holds)
-	return append(w.B, wire.EncodeReserveResult(toWireResult(res))...)
+	return append(w.B, wire.EncodeReserveResult(ToWireReserveResult(res))...)
 }
 
 // decodeResult decodes a result encoded by encodeResult.
@@ -249,105 +251,14 @@ func decodeTracked(r wire.Dec) (fsm.ReserveResult, error) {
 	return out, err
 }
 
-func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
-	var w wire.Enc
-	w.Uvar(uint64(len(ls)))
-	for _, l := range ls {
-		cb, err := l.Config.AppendBinary(nil)
-		if err != nil {
-			return nil, err
-		}
-		w.Str(l.Name)
-		w.Bytes(cb)
-		w.Uvar(l.Version)
-		w.Uvar(l.GrantedRequests)
-		w.Uvar(l.GrantedPermits)
-		w.Uvar(l.RefusedRequests)
-		w.Bool(l.Leased)
-		if l.Leased {
-			for _, v := range [...]int64{l.Lease.BurstPermits, l.Lease.MaxOutstandingPermits, l.Lease.BurstSpec, l.Lease.MaxOutstandingSpec, int64(l.Lease.Leases)} {
-				w.Svar(v)
-			}
-		}
-		w.Bool(l.Shadow)
-		w.Uvar(l.ShadowWouldRefuse)
-		w.Uvar(l.ShadowWouldWait)
-		for _, v := range [...]uint64{l.ShadowGranted, l.ExpiredRequests, l.ExpiredPermits, l.RefundedPermits, l.ChargedPermits, l.NetPermits} {
-			w.Uvar(v)
-		}
-	}
-	return w.B, nil
-}
-
-func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
-	r := wire.Dec{B: p}
-	n := r.Uvar()
-	if n > uint64(len(p)) {
-		return nil, wire.ErrMalformed
-	}
-	out := make([]fsm.LimitInfo, 0, min(n, 1024))
-	for i := uint64(0); i < n && r.Err() == nil; i++ {
-		name := r.Str()
-		cb := r.Bytes()
-		l := fsm.LimitInfo{Name: name, Version: r.Uvar(), GrantedRequests: r.Uvar(), GrantedPermits: r.Uvar(), RefusedRequests: r.Uvar(), Leased: r.Bool()}
-		if l.Leased {
-			l.Lease = fsm.LeaseSummary{BurstPermits: r.Svar(), MaxOutstandingPermits: r.Svar(), BurstSpec: r.Svar(), MaxOutstandingSpec: r.Svar(), Leases: int(r.Svar())}
-		}
-		l.Shadow = r.Bool()
-		l.ShadowWouldRefuse, l.ShadowWouldWait = r.Uvar(), r.Uvar()
-		l.ShadowGranted, l.ExpiredRequests, l.ExpiredPermits = r.Uvar(), r.Uvar(), r.Uvar()
-		l.RefundedPermits, l.ChargedPermits, l.NetPermits = r.Uvar(), r.Uvar(), r.Uvar()
-		if r.Err() != nil {
-			break
-		}
-		cfg, err := bucket.DecodeConfig(cb)
-		if err != nil {
-			return nil, err
-		}
-		l.Config = cfg
-		out = append(out, l)
-	}
-	return out, r.Done()
-}
-
-func encodeStrings(ss ...string) []byte {
-	var w wire.Enc
-	for _, s := range ss {
-		w.Str(s)
-	}
-	return w.B
-}
-
-func decodeStrings(p []byte, n int) ([]string, error) {
-	r := wire.Dec{B: p}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = r.Str()
-	}
-	return out, r.Done()
-}
-
 func encodeLeaseResult(res fsm.LeaseResult) []byte {
-	var w wire.Enc
-	w.U8(byte(res.Status))
-	w.Uvar(res.LeaseID)
-	w.Uvar(res.Epoch)
-	w.Svar(res.Permits)
-	w.Svar(res.ExpiresInNanos)
-	w.Svar(res.ShareMilliPermitsPerSec)
-	w.Svar(res.CreditedPermits)
-	w.Svar(res.RetryAfterNanos)
-	w.Bool(res.Duplicate)
-	w.Str(res.Detail)
-	return w.B
+	return wire.EncodeLeaseResult(ToWireLeaseResult(res))
 }
 
+// decodeLeaseResult decodes what encodeLeaseResult encoded.
 func decodeLeaseResult(b []byte) (fsm.LeaseResult, error) {
-	r := wire.Dec{B: b}
-	res := fsm.LeaseResult{Status: fsm.LeaseStatus(r.U8()), LeaseID: r.Uvar(), Epoch: r.Uvar(), Permits: r.Svar(),
-		ExpiresInNanos: r.Svar(), ShareMilliPermitsPerSec: r.Svar(), CreditedPermits: r.Svar(), RetryAfterNanos: r.Svar(),
-		Duplicate: r.Bool(), Detail: r.Str()}
-	return res, r.Done()
+	res, err := wire.DecodeLeaseResult(b)
+	return fromWireLeaseResult(res), err
 }
 
 func encodeLeasePolicyResult(res fsm.LeasePolicyResult) []byte {
@@ -367,70 +278,49 @@ func decodeLeasePolicyResult(b []byte) (fsm.LeasePolicyResult, error) {
 	return res, r.Done()
 }
 
-// encodeLeaseView carries a pool and its leases (at most
-// fsm.MaxLeasesPerLimit, about 100 bytes each: well inside one frame).
-func encodeLeaseView(p fsm.LeasePoolInfo, ls []fsm.LeaseInfo) []byte {
-	var w wire.Enc
-	w.Str(p.Limit)
-	for _, v := range []int64{p.BurstPermits, p.MaxOutstandingPermits, p.BurstSpec, p.MaxOutstandingSpec, p.IntervalNanos,
-		p.MintedPermits, p.FreePermits, p.OutstandingPermits, p.SettledPermits, p.SpentPermits, p.StolenPermits,
-		p.ExpiredPermits, p.StolenInPermits, int64(p.ActiveLeases), int64(p.LingeringLeases)} {
-		w.Svar(v)
-	}
-	for _, v := range []uint64{p.LeasesOpened, p.Renewals, p.Returns, p.Expirations, p.Fenced} {
-		w.Uvar(v)
-	}
-	w.Uvar(uint64(len(ls)))
-	for _, l := range ls {
-		w.Uvar(l.ID)
-		w.Uvar(l.Epoch)
-		w.Bool(l.Active)
-		w.Str(l.Holder)
-		w.Str(l.Group)
-		for _, v := range []int64{l.Weight, l.DemandMilliPermitsPerSec, l.ShareMilliPermitsPerSec, l.Permits,
-			l.LingeringPermits, l.GrantedAtNanos, l.ExpiresAtNanos, l.StolenInPermits} {
-			w.Svar(v)
-		}
-	}
-	return w.B
+// The register's results in the binary protocol's vocabulary (package
+// wire, which clients speak without the server's packages) and back: the
+// codec above uses them, and the server's binary edge answers its clients
+// with them. The numberings of
+// the statuses are the register's (TestWireStatusesAreTheRegisters,
+// TestWireLeaseStatusesAreTheRegisters). A client's requests are read
+// into the register's commands by the edge (package transport/server).
+
+// ToWireReserveResult is the register's reserve result in the protocol's
+// vocabulary, as a binary client or a forwarding follower reads it; what
+// does not travel (NowNanos, OnArrival, the reservation's fields) is
+// dropped.
+func ToWireReserveResult(res fsm.ReserveResult) wire.ReserveResult {
+	return wire.ReserveResult{Status: wire.ReserveStatus(res.Status), WaitNanos: res.WaitNanos, RetryAfterNanos: res.RetryAfterNanos,
+		ExpiresInNanos: res.ExpiresInNanos, SpacingNanos: res.SpacingNanos, Duplicate: res.Duplicate, Detail: res.Detail}
 }
 
-func decodeLeaseView(b []byte) (fsm.LeasePoolInfo, []fsm.LeaseInfo, error) {
-	r := wire.Dec{B: b}
-	p := fsm.LeasePoolInfo{Limit: r.Str()}
-	for _, v := range []*int64{&p.BurstPermits, &p.MaxOutstandingPermits, &p.BurstSpec, &p.MaxOutstandingSpec, &p.IntervalNanos,
-		&p.MintedPermits, &p.FreePermits, &p.OutstandingPermits, &p.SettledPermits, &p.SpentPermits, &p.StolenPermits,
-		&p.ExpiredPermits, &p.StolenInPermits} {
-		*v = r.Svar()
-	}
-	active, lingering := r.Svar(), r.Svar()
-	if active < 0 || active > fsm.MaxLeasesPerLimit || lingering < 0 || lingering > fsm.MaxLeasesPerLimit {
-		r.Fail()
-	}
-	p.ActiveLeases, p.LingeringLeases = int(active), int(lingering)
-	for _, v := range []*uint64{&p.LeasesOpened, &p.Renewals, &p.Returns, &p.Expirations, &p.Fenced} {
-		*v = r.Uvar()
-	}
-	n := r.Uvar()
-	// Each lease takes at least 20 bytes, so a count larger than the rest
-	// of the frame (or than a limit can hold) is malformed.
-	if n > fsm.MaxLeasesPerLimit || n > uint64(len(r.B)) {
-		r.Fail()
-	}
-	var ls []fsm.LeaseInfo
-	if r.Err() == nil && n > 0 {
-		ls = make([]fsm.LeaseInfo, 0, n)
-	}
-	for i := uint64(0); i < n && r.Err() == nil; i++ {
-		l := fsm.LeaseInfo{ID: r.Uvar(), Epoch: r.Uvar(), Active: r.Bool(), Holder: r.Str(), Group: r.Str()}
-		for _, v := range []*int64{&l.Weight, &l.DemandMilliPermitsPerSec, &l.ShareMilliPermitsPerSec, &l.Permits,
-			&l.LingeringPermits, &l.GrantedAtNanos, &l.ExpiresAtNanos, &l.StolenInPermits} {
-			*v = r.Svar()
-		}
-		ls = append(ls, l)
-	}
-	if err := r.Done(); err != nil {
-		return fsm.LeasePoolInfo{}, nil, err
-	}
-	return p, ls, nil
+func fromWireResult(res wire.ReserveResult) fsm.ReserveResult {
+	return fsm.ReserveResult{Status: fsm.Status(res.Status), WaitNanos: res.WaitNanos, RetryAfterNanos: res.RetryAfterNanos,
+		ExpiresInNanos: res.ExpiresInNanos, SpacingNanos: res.SpacingNanos, Duplicate: res.Duplicate, Detail: res.Detail}
+}
+
+// ToWireSessionResult is the register's answer to the opening of a
+// session in the protocol's vocabulary.
+func ToWireSessionResult(res fsm.SessionResult) wire.SessionResult {
+	return wire.SessionResult{ID: res.ID, IdleNanos: res.IdleNanos, RetryAfterNanos: res.RetryAfterNanos, Detail: res.Detail}
+}
+
+func fromWireSession(res wire.SessionResult) fsm.SessionResult {
+	return fsm.SessionResult{ID: res.ID, IdleNanos: res.IdleNanos, RetryAfterNanos: res.RetryAfterNanos, Detail: res.Detail}
+}
+
+// ToWireLeaseResult is the register's lease outcome as the protocol's.
+func ToWireLeaseResult(res fsm.LeaseResult) wire.LeaseResult {
+	return wire.LeaseResult{Status: wire.LeaseStatus(res.Status), LeaseID: res.LeaseID, Epoch: res.Epoch, Permits: res.Permits,
+		ExpiresInNanos: res.ExpiresInNanos, ShareMilli: res.ShareMilliPermitsPerSec, CreditedPermits: res.CreditedPermits,
+		RetryAfterNanos: res.RetryAfterNanos, Duplicate: res.Duplicate, Detail: res.Detail}
+}
+
+// fromWireLeaseResult is a lease outcome read in the protocol's
+// vocabulary (the leader's answer to a forwarded lease command).
+func fromWireLeaseResult(res wire.LeaseResult) fsm.LeaseResult {
+	return fsm.LeaseResult{Status: fsm.LeaseStatus(res.Status), LeaseID: res.LeaseID, Epoch: res.Epoch, Permits: res.Permits,
+		ExpiresInNanos: res.ExpiresInNanos, ShareMilliPermitsPerSec: res.ShareMilli, CreditedPermits: res.CreditedPermits,
+		RetryAfterNanos: res.RetryAfterNanos, Duplicate: res.Duplicate, Detail: res.Detail}
 }

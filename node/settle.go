@@ -28,7 +28,7 @@ func (n *Node) Settle(ctx context.Context, c fsm.Settle) (fsm.SettleResult, erro
 	if err != nil {
 		return res, err
 	}
-	return res, settleErr(res.Status, res.Detail)
+	return res, SettleError(res.Status, res.Detail)
 }
 
 // Release releases the in-flight permits a reservation holds; its errors
@@ -42,7 +42,7 @@ func (n *Node) Release(ctx context.Context, c fsm.Release) (fsm.ReleaseResult, e
 	if err != nil {
 		return res, err
 	}
-	return res, settleErr(res.Status, res.Detail)
+	return res, SettleError(res.Status, res.Detail)
 }
 
 // commandRetried runs a command entry on the leader, again on ambiguous
@@ -65,8 +65,9 @@ func (n *Node) releaseLocal(ctx context.Context, c fsm.Release) (fsm.ReleaseResu
 	return resultAs[fsm.ReleaseResult]("release", v, err)
 }
 
-// settleErr maps a settlement's or release's status to an error.
-func settleErr(st fsm.SettleStatus, detail string) error {
+// SettleError is the error a settlement's or a release's status maps to
+// (nil for fsm.Settled), with the register's detail as its message.
+func SettleError(st fsm.SettleStatus, detail string) error {
 	switch st {
 	case fsm.Settled:
 		return nil

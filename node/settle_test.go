@@ -23,7 +23,7 @@ func TestReservationsThroughAFollower(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, name, cfg); return err })
+		retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: name, Config: cfg}); return err })
 	}
 	put("tpm", bucket.Spec{Algorithm: bucket.Bursty, Rate: 1000})
 	put("cap", bucket.Spec{Algorithm: bucket.Concurrency, MaxInFlight: 1, HoldTTL: time.Minute})
@@ -81,7 +81,7 @@ func TestExpiredTrackedGrantFreesItsHolds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, name, cfg); return err })
+		retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, fsm.PutLimit{Name: name, Config: cfg}); return err })
 	}
 	// Strict permits that expire a nanosecond after their slot: every
 	// grant has expired by the time its answer leaves.

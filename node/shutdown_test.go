@@ -20,7 +20,10 @@ func TestGracefulShutdownHandsOverLeadership(t *testing.T) {
 	old := c.leader()
 	ctx := ctxTimeout(t, 20*time.Second)
 	interval := 200 * time.Millisecond
-	retryNoLeader(t, func() error { _, err := old.PutLimit(ctx, "api", strictConfig(t, interval, 1)); return err })
+	retryNoLeader(t, func() error {
+		_, err := old.PutLimit(ctx, fsm.PutLimit{Name: "api", Config: strictConfig(t, interval, 1)})
+		return err
+	})
 	first, err := old.Reserve(ctx, fsm.Reserve{Limit: "api", Permits: 1, MaxWaitNanos: int64(time.Second), RequestID: fmt.Sprintf("gs-1-%d", time.Now().UnixNano())})
 	if err != nil || first.Status != fsm.Granted {
 		t.Fatalf("first reserve: %+v %v", first, err)

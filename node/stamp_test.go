@@ -26,7 +26,7 @@ func TestStampHeldAcrossLeadershipChangesPassesNoTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	retryNoLeader(t, func() error { _, err := a.PutLimit(ctx, "s", cfg); return err })
+	retryNoLeader(t, func() error { _, err := a.PutLimit(ctx, fsm.PutLimit{Name: "s", Config: cfg}); return err })
 	if res, err := a.Reserve(ctx, fsm.Reserve{Limit: "s", Permits: 1, MaxWaitNanos: int64(time.Second)}); err != nil || res.Status != fsm.Granted {
 		t.Fatalf("first permit: %+v %v", res, err)
 	}

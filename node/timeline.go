@@ -3,6 +3,8 @@ package node
 import (
 	"sync"
 	"time"
+
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // timeline is the leader's view of cluster time (the first invariant of
@@ -38,8 +40,8 @@ import (
 // ends, so a request waiting for a leader to take over (waitActive) wakes
 // at the instant stamping begins. How a node takes over is takeover.go.
 type timeline struct {
-	clock Clock
-	real  Clock
+	clock wire.Clock
+	real  wire.Clock
 
 	mu       sync.Mutex
 	ready    chan struct{} // closed while active; a fresh one after end
@@ -54,7 +56,7 @@ type timeline struct {
 
 // newTimeline returns an inactive timeline counting with clock, capped by
 // real.
-func newTimeline(clock, real Clock) *timeline {
+func newTimeline(clock, real wire.Clock) *timeline {
 	return &timeline{clock: clock, real: real, ready: make(chan struct{})}
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // manualClock is a Clock tests move by hand.
@@ -146,8 +148,8 @@ func TestTimelineBegunAtAReceiptCountsTheTimeSince(t *testing.T) {
 // or more of commits here). Wired to its own clock twice, it stamped ten times
 // the real time.
 func TestFastClockDoesNotSpeedUpTheTimeline(t *testing.T) {
-	c := newTestClusterWith(t, 1, func(string) Clock {
-		sc, err := NewSkewedClock(NewMonotonicClock(), 0, 10)
+	c := newTestClusterWith(t, 1, func(string) wire.Clock {
+		sc, err := NewSkewedClock(wire.NewMonotonicClock(), 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +167,10 @@ func TestFastClockDoesNotSpeedUpTheTimeline(t *testing.T) {
 	}
 	// Commits, for at least 50 ms of real time between the two stamps.
 	for time.Since(before) < 50*time.Millisecond {
-		retryNoLeader(t, func() error { _, err := l.PutLimit(ctxTimeout(t, 10*time.Second), "api", cfg); return err })
+		retryNoLeader(t, func() error {
+			_, err := l.PutLimit(ctxTimeout(t, 10*time.Second), fsm.PutLimit{Name: "api", Config: cfg})
+			return err
+		})
 	}
 	s2, _, ok := l.stampForApply()
 	elapsed := time.Since(before)

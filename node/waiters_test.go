@@ -50,7 +50,10 @@ func capHeldByA(t *testing.T) (*testCluster, *Node, *Node, context.Context, fsm.
 	l := c.leader()
 	f := c.followers(l)[0]
 	ctx := ctxTimeout(t, 60*time.Second)
-	retryNoLeader(t, func() error { _, err := l.PutLimit(ctx, "cap", capConfig(t, 1, time.Minute)); return err })
+	retryNoLeader(t, func() error {
+		_, err := l.PutLimit(ctx, fsm.PutLimit{Name: "cap", Config: capConfig(t, 1, time.Minute)})
+		return err
+	})
 	a, err := l.Reserve(ctx, capReserve("a", 0))
 	if err != nil || a.Status != fsm.Granted || !a.Holds {
 		t.Fatalf("A: %+v %v, want granted, holding", a, err)

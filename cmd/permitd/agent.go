@@ -22,10 +22,11 @@ import (
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/node/faultnet"
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/server"
 	"github.com/permitd/permitd/transport/tlsfiles"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 func init() {
@@ -75,7 +76,7 @@ func (a *agentFlags) define(c *cmdLine) {
 	c.Int(&a.maxBatch, "max-batch", "N", 1024, "most reserves in one log entry").Range(1, fsm.MaxBatchReserves, fmt.Sprintf("an integer from 1 to %d", fsm.MaxBatchReserves))
 	c.Int(&a.maxInflight, "max-inflight", "N", 2, "most reserve entries being committed at once").Range(1, 1024, "an integer from 1 to 1024")
 	c.Int(&a.maxPending, "max-pending-reserves", "N", 0, "most reserves the node holds at once (its clients', and forwarded ones on the leader); beyond it a reserve is answered 503 with Retry-After at once instead of queueing; 0 means 5 full batches (5120 at the default --max-batch)").Range(0, 1<<20, "an integer from 0 to 1048576 (0: 5 x --max-batch)")
-	c.Int(&a.sessionsPerToken, "sessions-per-token", "N", transport.DefaultSessionsPerToken, fmt.Sprintf("with --token-file, the most client sessions one token may hold open at once, and %d unacknowledged answers per session of that quota; beyond it the token's new sessions are answered 503 with Retry-After until one of its sessions expires (the register holds %d sessions in all)", fsm.SessionResultsPerSession, fsm.MaxSessions)).Range(0, fsm.MaxSessions, fmt.Sprintf("an integer from 0 to %d (0: no quota)", fsm.MaxSessions))
+	c.Int(&a.sessionsPerToken, "sessions-per-token", "N", server.DefaultSessionsPerToken, fmt.Sprintf("with --token-file, the most client sessions one token may hold open at once, and %d unacknowledged answers per session of that quota; beyond it the token's new sessions are answered 503 with Retry-After until one of its sessions expires (the register holds %d sessions in all)", fsm.SessionResultsPerSession, fsm.MaxSessions)).Range(0, fsm.MaxSessions, fmt.Sprintf("an integer from 0 to %d (0: no quota)", fsm.MaxSessions))
 	c.Int(&a.maxPendingJoins, "max-pending-joins", "N", 3, "most joined servers that do not vote yet (the leader promotes one once it has caught up); a join beyond is refused (409) until one is promoted or removed").Range(1, 64, "an integer from 1 to 64")
 	c.Bool(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
 	c.Duration(&a.clockOffset, "clock-offset", 0, durAny, "TESTING: skew this node's clock by an offset, ahead or behind (as POST /v1/debug/clock with --test-hooks)").Range(-node.MaxClockOffset, node.MaxClockOffset)
@@ -242,7 +243,7 @@ type agent struct {
 // none) and its HTTP server, which also serves the binary protocol; the
 // server's failure arrives on the agent's httpErr.
 func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agent, error) {
-	clock, err := node.NewSkewedClock(node.NewMonotonicClock(), a.clockOffset, a.clockRate)
+	clock, err := node.NewSkewedClock(wire.NewMonotonicClock(), a.clockOffset, a.clockRate)
 	if err != nil {
 		return nil, err
 	}
@@ -287,8 +288,8 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	}
 	// The HTTP port also serves the binary reserve protocol (inside TLS
 	// when it is on).
-	ln = transport.NewSniffListener(ln, serveBinary)
-	ag.http = transport.NewServer(a.httpAddr, h)
+	ln = server.NewSniffListener(ln, serveBinary)
+	ag.http = server.NewHTTPServer(a.httpAddr, h)
 	go func() {
 		if err := ag.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			ag.httpErr <- err
@@ -300,8 +301,8 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 
 // startNode starts the agent's node on network, its metrics registered
 // in reg.
-func (ag *agent) startNode(a agentFlags, initial []raft.Server, network node.Network, reg *prometheus.Registry, logger hclog.Logger) (*transport.Metrics, error) {
-	var metrics *transport.Metrics
+func (ag *agent) startNode(a agentFlags, initial []raft.Server, network node.Network, reg *prometheus.Registry, logger hclog.Logger) (*server.Metrics, error) {
+	var metrics *server.Metrics
 	n, err := node.New(node.Config{
 		ID: a.id, DataDir: a.dataDir, RaftAddr: a.raftAddr, AdvertiseAddr: a.advertise,
 		InitialCluster: initial, Clock: ag.clock, Logger: logger, Network: network,
@@ -319,17 +320,17 @@ func (ag *agent) startNode(a agentFlags, initial []raft.Server, network node.Net
 		return nil, err
 	}
 	ag.node = n
-	metrics = transport.NewMetrics(reg, n.Status)
-	transport.RegisterShadowMetrics(reg, n.LocalLimits)
+	metrics = server.NewMetrics(reg, n.Status)
+	server.RegisterShadowMetrics(reg, n.LocalLimits)
 	return metrics, nil
 }
 
 // handlers are the agent's HTTP handler (the API, the test hooks with
 // --test-hooks, the profiler with --pprof) and its binary protocol's,
 // both behind the tokens with --token-file.
-func (ag *agent) handlers(a agentFlags, metrics *transport.Metrics, logger hclog.Logger) (http.Handler, transport.BinaryServer, error) {
+func (ag *agent) handlers(a agentFlags, metrics *server.Metrics, logger hclog.Logger) (http.Handler, server.BinaryServer, error) {
 	n := ag.node
-	var h http.Handler = transport.NewHandler(n, transport.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics, SessionsPerToken: a.sessionsPerToken})
+	var h http.Handler = server.NewHandler(n, server.HandlerOptions{Logger: logger.Named("http"), Metrics: metrics, SessionsPerToken: a.sessionsPerToken})
 	if a.testHooks {
 		h = testhooks.WithClockHook(h, ag.clock, n)
 		h = testhooks.WithFaultHooks(h, ag.faults)
@@ -337,15 +338,16 @@ func (ag *agent) handlers(a agentFlags, metrics *transport.Metrics, logger hclog
 	if a.pprof {
 		h = withPprof(h)
 	}
-	serveBinary := transport.BinaryServer(n.ServeClient)
+	bin := server.NewBinary(n)
+	serveBinary := server.BinaryServer(bin.Serve)
 	if a.tls.tokenFile != "" {
 		ts, err := loadTokens(a.tls.tokenFile)
 		if err != nil {
 			return nil, nil, err
 		}
 		ag.tokens = auth.NewStore(ts)
-		h = transport.RequireTokens(h, ag.tokens)
-		serveBinary = transport.AuthenticatedBinary(ag.tokens, a.sessionsPerToken, n.ServeClientAs)
+		h = server.RequireTokens(h, ag.tokens)
+		serveBinary = server.AuthenticatedBinary(ag.tokens, a.sessionsPerToken, bin.ServeAs)
 	}
 	return h, serveBinary, nil
 }

@@ -3,10 +3,11 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
-	"github.com/hashicorp/go-hclog"
 	"net"
 	"os"
 	"strings"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/auth"

@@ -20,12 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/permitd/permitd/cmd/internal/testhooks"
-	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/server"
 	"github.com/permitd/permitd/transport/sidecar"
 	"github.com/permitd/permitd/transport/tlsfiles"
+	"github.com/permitd/permitd/transport/wire"
 	"github.com/permitd/permitd/transport/worker"
 )
 
@@ -72,7 +72,7 @@ func (f *workerFlags) define(c *cmdLine) {
 	c.Duration(&f.unreachableAfter, "unreachable-after", worker.DefaultUnreachableAfter, durPositive, "how long the register may leave the worker's calls unanswered before a reserve finding no permit gets 503 (the register is unreachable) rather than 429 with Retry-After, whatever the TTL (default: six of the agents' default election timeouts, so that an election is not an outage; shorter reports a cut-off register sooner; at most 24h)").Range(0, worker.MaxPeriod)
 	c.Float(&f.stealBias, "steal-bias", "F", 0, "fraction of its spare permits a worker keeps for its own group when another group asks (0: default 0.5; -1: none)").Check(func(x float64) bool { return x == -1 || (x >= 0 && x <= 1) }, "-1, 0, or a number in (0, 1]")
 	c.Duration(&f.pushPull, "gossip-push-pull", 2*time.Second, durPositive, "memberlist push/pull interval (short, so that a small fleet converges quickly)")
-	c.Duration(&f.reqTimout, "max-reserve-wait", transport.DefaultRequestTimeout, durPositive, "longest max_wait a reserve may ask of the sidecar")
+	c.Duration(&f.reqTimout, "max-reserve-wait", server.DefaultRequestTimeout, durPositive, "longest max_wait a reserve may ask of the sidecar")
 	c.Choice(&f.registerProtocol, "register-protocol", "binary", "protocol of the lease commands to the register: binary (pipelined; a little less of the leader's CPU per renewal) or http (JSON)", "binary", "http")
 	c.Choice(&f.logLevel, "log-level", "info", "log level (memberlist logs from one level higher)", logLevels...)
 	c.Choice(&f.logFormat, "log-format", "text", "log format: text lines, or one JSON object per line", logFormats...)
@@ -303,7 +303,7 @@ func (p *workerProcess) newWorker() error {
 		Name: f.name, Group: f.group, Weight: f.weight, Limit: f.limit, Register: reg, GossipKeys: keys,
 		Gossip: gossip, Join: splitList(f.join), TTL: f.ttl, Margin: f.margin, StealBias: f.stealBias,
 		RenewEvery: f.renewEvery, RequestTimeout: f.registerTimeout, UnreachableAfter: f.unreachableAfter,
-		Clock: node.NewMonotonicClock(), Logger: p.logger,
+		Clock: wire.NewMonotonicClock(), Logger: p.logger,
 	})
 	return err
 }
@@ -329,7 +329,7 @@ func (p *workerProcess) run() int {
 	if p.tls != nil {
 		ln = tls.NewListener(ln, p.tls)
 	}
-	srv := transport.NewServer(f.httpAddr, p.handler())
+	srv := server.NewHTTPServer(f.httpAddr, p.handler())
 	httpErr := make(chan error, 1)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,5 +1,7 @@
 package history
 
+import "encoding/json"
+
 // ReserveRequest is the value of a reserve (or acquire) invoke.
 type ReserveRequest struct {
 	// Limit is the limit's name.
@@ -48,6 +50,22 @@ type LimitRequest struct {
 	Limit string `json:"limit"`
 	// Config is the limit's configuration as sent (put only), free-form.
 	Config map[string]any `json:"config,omitempty"`
+}
+
+// PutRequest is the value of a put invoke of limit name with spec: the
+// configuration is spec's JSON, the body the client sends (a Go client's
+// client.LimitSpec), so that the record is what went to the register and
+// not a second spelling of it.
+func PutRequest(name string, spec json.Marshaler) LimitRequest {
+	conf := map[string]any{}
+	b, err := spec.MarshalJSON()
+	if err == nil {
+		err = json.Unmarshal(b, &conf)
+	}
+	if err != nil {
+		conf = map[string]any{"unencodable": err.Error()}
+	}
+	return LimitRequest{Limit: name, Config: conf}
 }
 
 // NemesisValue is the value of a nemesis invoke (the fault) and, optionally,

@@ -122,11 +122,13 @@ func leasedAPIConfig(cfg Config, start time.Time) (fakeapi.Config, error) {
 func (r *run) putLeasedLimit(ctx context.Context, hw *history.Writer, servers []string) (limitInfo, error) {
 	cfg := r.cfg
 	name := "jl-" + cfg.Workload
-	li := limitInfo{Name: name, Config: map[string]any{
-		"algorithm": "strict", "rate": 1, "per": cfg.Interval.String(),
-		"lease_policy": map[string]any{"leased": true, "burst_permits": cfg.Leased.BurstPermits, "max_outstanding_permits": cfg.Leased.MaxOutstandingPermits},
-		"lease_ttl":    cfg.Leased.TTL.String(),
-	}}
+	spec := client.LimitSpec{Algorithm: "strict", Rate: 1, Per: cfg.Interval}
+	put := history.PutRequest(name, spec)
+	// The lease policy's put records the limit's configuration with the
+	// policy and the workers' TTL.
+	li := limitInfo{Name: name, Config: history.PutRequest(name, spec).Config}
+	li.Config["lease_policy"] = map[string]any{"leased": true, "burst_permits": cfg.Leased.BurstPermits, "max_outstanding_permits": cfg.Leased.MaxOutstandingPermits}
+	li.Config["lease_ttl"] = cfg.Leased.TTL.String()
 	c, err := r.client(servers)
 	if err != nil {
 		return li, err
@@ -153,9 +155,9 @@ func (r *run) putLeasedLimit(ctx context.Context, hw *history.Writer, servers []
 		return fmt.Errorf("runner: %s %s: %w", what, name, lastErr)
 	}
 	var l client.Limit
-	err = try("put limit", history.LimitRequest{Limit: name, Config: map[string]any{"algorithm": "strict", "rate": 1, "per": cfg.Interval.String()}}, func() error {
+	err = try("put limit", put, func() error {
 		var err error
-		l, err = c.PutLimit(ctx, name, client.LimitSpec{Algorithm: "strict", Rate: 1, Per: cfg.Interval})
+		l, err = c.PutLimit(ctx, name, spec)
 		return err
 	})
 	if err != nil {

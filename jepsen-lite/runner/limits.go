@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/permitd/permitd/jepsen-lite/checker"
 	"github.com/permitd/permitd/jepsen-lite/history"
 	"github.com/permitd/permitd/jepsen-lite/runner/nemesis"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // restartResult is the restart-ready checker: every node restarted by
@@ -81,26 +83,21 @@ func limitPuts(ops []history.Op, name string) ([]limitPut, error) {
 		if ret, ok := o.ReturnNanos(); ok && o.Outcome() == history.OK {
 			p.ReturnNanos, p.OK = ret, true
 		}
-		if per, ok := req.Config["per"].(string); ok {
-			d, err := time.ParseDuration(per)
-			if err != nil {
-				return nil, fmt.Errorf("nemesis: put op #%d: per %q: %w", p.OpIndex, per, err)
-			}
-			rate, _ := req.Config["rate"].(float64)
-			if rate <= 0 {
-				return nil, fmt.Errorf("nemesis: put op #%d: rate %v; want > 0", p.OpIndex, req.Config["rate"])
-			}
-			p.IntervalNanos = int64(math.Ceil(float64(d) / rate))
+		spec, err := recordedSpec(req)
+		if err != nil {
+			return nil, fmt.Errorf("nemesis: put op #%d: %w", p.OpIndex, err)
 		}
-		if m, ok := req.Config["max_reserved"].(float64); ok {
-			p.MaxReserved = int64(m)
-		}
-		if e, ok := req.Config["expiry"].(string); ok {
-			d, err := time.ParseDuration(e)
-			if err != nil {
-				return nil, fmt.Errorf("nemesis: put op #%d: expiry %q: %w", p.OpIndex, e, err)
+		if spec.Per != 0 {
+			if spec.Rate <= 0 {
+				return nil, fmt.Errorf("nemesis: put op #%d: rate %v; want > 0", p.OpIndex, spec.Rate)
 			}
-			p.ExpiryNanos = int64(d)
+			p.IntervalNanos = int64(math.Ceil(float64(spec.Per) / spec.Rate))
+		}
+		if spec.MaxReserved != nil {
+			p.MaxReserved = *spec.MaxReserved
+		}
+		if spec.Expiry != nil {
+			p.ExpiryNanos = int64(*spec.Expiry)
 		}
 		if lp, ok := req.Config["lease_policy"].(map[string]any); ok {
 			c, _ := lp["burst_permits"].(float64)
@@ -110,6 +107,17 @@ func limitPuts(ops []history.Op, name string) ([]limitPut, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// recordedSpec reads a put's recorded configuration as the client's spec
+// it was made from (history.PutRequest).
+func recordedSpec(req history.LimitRequest) (client.LimitSpec, error) {
+	var spec client.LimitSpec
+	b, err := json.Marshal(req.Config)
+	if err == nil {
+		err = json.Unmarshal(b, &spec)
+	}
+	return spec, err
 }
 
 // registerChanges turns the puts after the one that created the limit

@@ -172,14 +172,10 @@ func (r *run) putMultiLimits(ctx context.Context, hw *history.Writer, servers []
 	puts := []struct {
 		name string
 		spec client.LimitSpec
-		conf map[string]any
 	}{
-		{rpm, client.LimitSpec{Algorithm: "strict", Rate: 1, Per: cfg.Interval, MaxReserved: &m, Expiry: &e},
-			map[string]any{"algorithm": "strict", "rate": 1, "per": cfg.Interval.String(), "max_reserved": m, "expiry": e.String()}},
-		{tpm, client.LimitSpec{Algorithm: "bursty", Rate: cfg.Multi.TokensPerSecond, Per: time.Second, MaxBurstSeconds: &b},
-			map[string]any{"algorithm": "bursty", "rate": cfg.Multi.TokensPerSecond, "per": "1s", "max_burst_seconds": b}},
-		{inf, client.LimitSpec{Algorithm: "concurrency", MaxInFlight: &n, TTL: &ttl},
-			map[string]any{"algorithm": "concurrency", "max_in_flight": n, "ttl": ttl.String()}},
+		{rpm, client.LimitSpec{Algorithm: "strict", Rate: 1, Per: cfg.Interval, MaxReserved: &m, Expiry: &e}},
+		{tpm, client.LimitSpec{Algorithm: "bursty", Rate: cfg.Multi.TokensPerSecond, Per: time.Second, MaxBurstSeconds: &b}},
+		{inf, client.LimitSpec{Algorithm: "concurrency", MaxInFlight: &n, TTL: &ttl}},
 	}
 	li := limitInfo{Name: rpm, MaxPermits: 1, Config: map[string]any{}}
 	c, err := r.client(servers)
@@ -189,10 +185,11 @@ func (r *run) putMultiLimits(ctx context.Context, hw *history.Writer, servers []
 	proc := cfg.Workers
 	got := map[string]client.Limit{}
 	for _, p := range puts {
-		li.Config[p.name] = p.conf
+		put := history.PutRequest(p.name, p.spec)
+		li.Config[p.name] = put.Config
 		var lastErr error
 		for attempt := 0; attempt < 20; attempt++ {
-			inv, err := hw.Invoke(proc, "", history.FPut, "", history.LimitRequest{Limit: p.name, Config: p.conf})
+			inv, err := hw.Invoke(proc, "", history.FPut, "", put)
 			if err != nil {
 				return li, err
 			}

@@ -46,12 +46,12 @@ func (r *run) putLimit(ctx context.Context, hw *history.Writer, servers []string
 	if cfg.Workload == WorkloadStrict {
 		m, e := cfg.MaxReserved, cfg.Expiry
 		spec.MaxReserved, spec.Expiry = &m, &e
-		li.Config = map[string]any{"algorithm": "strict", "rate": 1, "per": cfg.Interval.String(), "max_reserved": m, "expiry": e.String()}
 	} else {
 		b := cfg.BurstSeconds
 		spec.Algorithm, spec.MaxBurstSeconds = "bursty", &b
-		li.Config = map[string]any{"algorithm": "bursty", "rate": 1, "per": cfg.Interval.String(), "max_burst_seconds": b}
 	}
+	put := history.PutRequest(name, spec)
+	li.Config = put.Config
 	c, err := r.client(servers)
 	if err != nil {
 		return li, err
@@ -59,7 +59,7 @@ func (r *run) putLimit(ctx context.Context, hw *history.Writer, servers []string
 	proc := cfg.Workers // the runner's own process, after the workers
 	var lastErr error
 	for attempt := 0; attempt < 20; attempt++ {
-		inv, err := hw.Invoke(proc, "", history.FPut, "", history.LimitRequest{Limit: name, Config: li.Config})
+		inv, err := hw.Invoke(proc, "", history.FPut, "", put)
 		if err != nil {
 			return li, err
 		}

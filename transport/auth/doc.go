@@ -27,7 +27,7 @@
 //
 // Servers keep the current tokens in a Store (a reload swaps them at
 // once) and wrap their HTTP handlers in Require, giving it the Need of
-// each route: package transport for the register's API and binary
+// each route: package transport/server for the register's API and binary
 // protocol, package sidecar for a worker's. Allows is the one rule that
 // maps a token's role and limits to a Need.
 package auth

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/permitd/permitd/transport/api"
 )
 
 // LimitSpec is the configuration of a limit, as sent by PutLimit. Options
@@ -48,23 +48,6 @@ type LimitSpec struct {
 	Shadow bool
 }
 
-// limitSpecJSON is the wire form of LimitSpec: durations as Go strings.
-type limitSpecJSON struct {
-	Algorithm       string     `json:"algorithm"`
-	Rate            *flexFloat `json:"rate,omitempty"`
-	Per             string     `json:"per,omitempty"`
-	MaxReserved     *int64     `json:"max_reserved,omitempty"`
-	Expiry          *string    `json:"expiry,omitempty"`
-	MaxBurstSeconds *float64   `json:"max_burst_seconds,omitempty"`
-	Warmup          *string    `json:"warmup,omitempty"`
-	ColdFactor      *float64   `json:"cold_factor,omitempty"`
-	BurstRatio      *float64   `json:"burst_ratio,omitempty"`
-	Strictness      *float64   `json:"strictness,omitempty"`
-	MaxInFlight     *int64     `json:"max_in_flight,omitempty"`
-	TTL             *string    `json:"ttl,omitempty"`
-	Shadow          bool       `json:"shadow,omitempty"`
-}
-
 func durPtr(d *time.Duration) *string {
 	if d == nil {
 		return nil
@@ -84,23 +67,24 @@ func parseDurPtr(field string, s *string) (*time.Duration, error) {
 	return &d, nil
 }
 
-// MarshalJSON encodes the spec as the body of PUT /v1/limits/{name}.
+// MarshalJSON encodes the spec as the body of PUT /v1/limits/{name}
+// (api.LimitSpec).
 func (s LimitSpec) MarshalJSON() ([]byte, error) {
-	w := limitSpecJSON{
+	w := api.LimitSpec{
 		Algorithm:       s.Algorithm,
 		MaxInFlight:     s.MaxInFlight,
 		TTL:             durPtr(s.TTL),
 		Shadow:          s.Shadow,
 		MaxReserved:     s.MaxReserved,
 		Expiry:          durPtr(s.Expiry),
-		MaxBurstSeconds: s.MaxBurstSeconds,
+		MaxBurstSeconds: (*api.Float)(s.MaxBurstSeconds),
 		Warmup:          durPtr(s.Warmup),
-		ColdFactor:      s.ColdFactor,
-		BurstRatio:      s.BurstRatio,
-		Strictness:      s.Strictness,
+		ColdFactor:      (*api.Float)(s.ColdFactor),
+		BurstRatio:      (*api.Float)(s.BurstRatio),
+		Strictness:      (*api.Float)(s.Strictness),
 	}
 	if s.Algorithm != "concurrency" {
-		r := flexFloat(s.Rate)
+		r := api.Float(s.Rate)
 		w.Rate = &r
 	}
 	if s.Per != 0 {
@@ -111,23 +95,24 @@ func (s LimitSpec) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON decodes the spec fields of a limit.
 func (s *LimitSpec) UnmarshalJSON(b []byte) error {
-	var w limitSpecJSON
+	var w api.LimitSpec
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	return s.fromWire(&w)
+	return s.fromAPI(&w)
 }
 
-func (s *LimitSpec) fromWire(w *limitSpecJSON) error {
+// fromAPI sets s from the API's form of a spec.
+func (s *LimitSpec) fromAPI(w *api.LimitSpec) error {
 	*s = LimitSpec{
 		Algorithm:       w.Algorithm,
 		MaxInFlight:     w.MaxInFlight,
 		Shadow:          w.Shadow,
 		MaxReserved:     w.MaxReserved,
-		MaxBurstSeconds: w.MaxBurstSeconds,
-		ColdFactor:      w.ColdFactor,
-		BurstRatio:      w.BurstRatio,
-		Strictness:      w.Strictness,
+		MaxBurstSeconds: (*float64)(w.MaxBurstSeconds),
+		ColdFactor:      (*float64)(w.ColdFactor),
+		BurstRatio:      (*float64)(w.BurstRatio),
+		Strictness:      (*float64)(w.Strictness),
 	}
 	var err error
 	if w.Per != "" {
@@ -185,35 +170,22 @@ type Limit struct {
 	Created bool
 }
 
-// UnmarshalJSON decodes a limit answer.
+// UnmarshalJSON decodes a limit answer (api.Limit, or api.LimitPut).
 func (l *Limit) UnmarshalJSON(b []byte) error {
 	var w struct {
-		limitSpecJSON
-		Name            string `json:"name"`
-		Version         uint64 `json:"version"`
-		IntervalNanos   int64  `json:"interval_ns"`
-		GrantedRequests uint64 `json:"granted_requests"`
-		GrantedPermits  uint64 `json:"granted_permits"`
-		RefusedRequests uint64 `json:"refused_requests"`
-		ExpiredRequests uint64 `json:"expired_requests"`
-		ExpiredPermits  uint64 `json:"expired_permits"`
-		RefundedPermits uint64 `json:"refunded_permits"`
-		ChargedPermits  uint64 `json:"charged_permits"`
-		NetPermits      uint64 `json:"net_permits"`
-		ShadowGranted   uint64 `json:"shadow_granted"`
-		WouldRefuse     uint64 `json:"shadow_would_refuse"`
-		WouldWait       uint64 `json:"shadow_would_wait"`
-		Created         bool   `json:"created"`
+		api.Limit
+		Created bool `json:"created"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*l = Limit{Name: w.Name, Version: w.Version, IntervalNanos: w.IntervalNanos, GrantedRequests: w.GrantedRequests,
-		GrantedPermits: w.GrantedPermits, RefusedRequests: w.RefusedRequests, ExpiredRequests: w.ExpiredRequests,
-		ExpiredPermits: w.ExpiredPermits, RefundedPermits: w.RefundedPermits, ChargedPermits: w.ChargedPermits,
-		NetPermits: w.NetPermits, Created: w.Created,
-		ShadowGranted: w.ShadowGranted, ShadowWouldRefuse: w.WouldRefuse, ShadowWouldWait: w.WouldWait}
-	return l.LimitSpec.fromWire(&w.limitSpecJSON)
+	c := w.LimitCounters
+	*l = Limit{Name: w.Name, Version: w.Version, IntervalNanos: w.IntervalNanos, GrantedRequests: c.GrantedRequests,
+		GrantedPermits: c.GrantedPermits, RefusedRequests: c.RefusedRequests, ExpiredRequests: c.ExpiredRequests,
+		ExpiredPermits: c.ExpiredPermits, RefundedPermits: c.RefundedPermits, ChargedPermits: c.ChargedPermits,
+		NetPermits: c.NetPermits, Created: w.Created,
+		ShadowGranted: c.ShadowGranted, ShadowWouldRefuse: c.ShadowWouldRefuse, ShadowWouldWait: c.ShadowWouldWait}
+	return l.LimitSpec.fromAPI(&w.LimitSpec)
 }
 
 // MarshalJSON encodes a limit as the server does.
@@ -240,119 +212,17 @@ func (l Limit) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// flexFloat is a float that also decodes the strings "+Inf", "-Inf" and
-// "NaN", which the server uses for non-finite values.
-type flexFloat float64
+// Server is one member of the raft configuration (api.Server).
+type Server = api.Server
 
-func (f flexFloat) MarshalJSON() ([]byte, error) {
-	v := float64(f)
-	if math.IsInf(v, 0) || math.IsNaN(v) {
-		return json.Marshal(strconv.FormatFloat(v, 'g', -1, 64))
-	}
-	return json.Marshal(v)
-}
+// Promotion is the leader's view of a joined non-voter (api.Promotion).
+type Promotion = api.Promotion
 
-func (f *flexFloat) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return fmt.Errorf("not a number: %q", s)
-		}
-		*f = flexFloat(v)
-		return nil
-	}
-	var v float64
-	if err := json.Unmarshal(b, &v); err != nil {
-		return err
-	}
-	*f = flexFloat(v)
-	return nil
-}
+// Status is a node's view of itself (GET /v1/status; api.Status).
+type Status = api.Status
 
-// Server is one member of the raft configuration. A server that is not a
-// Voter joined and awaits promotion: the leader makes it a voter once it
-// has caught up, and the leader's answer says how far it has come
-// (Promotion; nil from other nodes, for voters, and from older servers).
-type Server struct {
-	ID        string     `json:"id"`
-	RaftAddr  string     `json:"raft_addr"`
-	Voter     bool       `json:"voter"`
-	Leader    bool       `json:"leader"`
-	Promotion *Promotion `json:"promotion,omitempty"`
-}
-
-// Promotion is the leader's view of a joined non-voter.
-type Promotion struct {
-	// State is "unreachable" (the leader's probe over the cluster's
-	// network got no answer: no connection, or a TLS handshake refused),
-	// "not_following" (it answered as another server, or follows another
-	// leader or term), "behind" (it has not applied the log far enough)
-	// or "caught_up" (promoted once it has been for the leader's
-	// promotion time); Reason says why it is not caught up.
-	State  string `json:"state"`
-	Reason string `json:"reason,omitempty"`
-	// AppliedIndex is the applied index it last reported, and
-	// LeaderCommitIndex the leader's commit index then.
-	AppliedIndex      uint64 `json:"applied_index"`
-	LeaderCommitIndex uint64 `json:"leader_commit_index"`
-	// WatchedNs is how long the leader has observed it, CaughtUpNs how
-	// long it has been caught up without a break.
-	WatchedNs  int64 `json:"watched_ns"`
-	CaughtUpNs int64 `json:"caught_up_ns"`
-}
-
-// Status is a node's view of itself (GET /v1/status).
-type Status struct {
-	ID           string `json:"id"`
-	State        string `json:"state"`
-	LeaderID     string `json:"leader_id"`
-	Term         uint64 `json:"term"`
-	AppliedIndex uint64 `json:"applied_index"`
-	CommitIndex  uint64 `json:"commit_index"`
-	LastLogIndex uint64 `json:"last_log_index"`
-	// FirstLogIndex is the oldest entry in the node's log; LastSnapshotIndex
-	// the index its last snapshot covers.
-	FirstLogIndex     uint64   `json:"first_log_index"`
-	LastSnapshotIndex uint64   `json:"last_snapshot_index"`
-	ClusterNanos      int64    `json:"cluster_now_ns"`
-	Servers           []Server `json:"servers"`
-	Ready             bool     `json:"ready"`
-	LastContactNs     int64    `json:"last_contact_ns"`
-	// PendingReserves is how many reserves the node holds now;
-	// ShedReserves how many it refused as overloaded since it started.
-	PendingReserves int64  `json:"pending_reserves"`
-	ShedReserves    uint64 `json:"shed_reserves"`
-	// ExpiredGrants is how many grants the node answered as refusals
-	// since it started because they expired while it held the answer;
-	// ExpiredGrantsUnreported how many of those it could not report to
-	// the register (whose counters then still count them as granted).
-	ExpiredGrants           uint64 `json:"expired_grants"`
-	ExpiredGrantsUnreported uint64 `json:"expired_grants_unreported"`
-	// WaitingReserves is how many reserves wait in in-flight caps' queues
-	// (0 from a server older than the field).
-	WaitingReserves int `json:"waiting_reserves"`
-	// ReserveBatches is how many reserve entries the node submitted
-	// while it led and saw applied and answered, since it started;
-	// BatchedReserves the reserves they carried; ReserveBatchNanos their
-	// time from submission to applied, summed. A server older than these
-	// fields leaves them 0.
-	ReserveBatches    uint64 `json:"reserve_batches"`
-	BatchedReserves   uint64 `json:"batched_reserves"`
-	ReserveBatchNanos uint64 `json:"reserve_batch_ns"`
-}
-
-// Cluster is the answer to GET /v1/cluster.
-type Cluster struct {
-	// ID is the answering node's id.
-	ID       string   `json:"id"`
-	LeaderID string   `json:"leader_id"`
-	Term     uint64   `json:"term"`
-	Servers  []Server `json:"servers"`
-}
+// Cluster is the answer to GET /v1/cluster (api.Cluster).
+type Cluster = api.Cluster
 
 func limitPath(name string) string { return "/v1/limits/" + url.PathEscape(name) }
 
@@ -439,14 +309,10 @@ func (c *Client) Cluster(ctx context.Context) (Cluster, error) {
 	return cl, err
 }
 
-// Joined is the answer to a join.
-type Joined struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	// Voter is false for a server that was added (or joined before and
-	// is still awaiting promotion), true for one that votes already.
-	Voter bool `json:"voter"`
-}
+// Joined is the answer to a join (api.JoinAnswer): Voter is false for a
+// server that was added (or joined before and is still awaiting
+// promotion), true for one that votes already.
+type Joined = api.JoinAnswer
 
 // Join adds server id with raft address raftAddr ("host:port") to the
 // cluster as a non-voter: the leader makes it a voter once it has caught

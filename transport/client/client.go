@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -186,9 +187,7 @@ type response struct {
 
 // apiError builds the error for a non-2xx answer.
 func (r *response) apiError() *APIError {
-	var e struct {
-		Error string `json:"error"`
-	}
+	var e api.ErrorAnswer
 	msg := strings.TrimSpace(string(r.body))
 	if err := jsonUnmarshal(r.body, &e); err == nil && e.Error != "" {
 		msg = e.Error

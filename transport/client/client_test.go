@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/transport"
-	"github.com/permitd/permitd/transport/internal/fakestore"
+	"github.com/permitd/permitd/transport/api"
+	"github.com/permitd/permitd/transport/server"
+	"github.com/permitd/permitd/transport/server/fakestore"
 )
 
 // fakeClock advances only when slept on; it records every sleep.
@@ -82,7 +82,7 @@ func drive(clk *fakeClock, st *fakestore.Store) {
 func apiServer(t *testing.T) (*httptest.Server, *fakestore.Store) {
 	t.Helper()
 	st := fakestore.New()
-	srv := httptest.NewServer(transport.NewHandler(st, transport.HandlerOptions{}))
+	srv := httptest.NewServer(server.NewHandler(st, server.HandlerOptions{}))
 	t.Cleanup(srv.Close)
 	return srv, st
 }
@@ -283,12 +283,12 @@ func TestAdminAgainstHandler(t *testing.T) {
 	}
 }
 
-// TestStatusMirrorsNode: client.Status decodes every field of node.Status
+// TestStatusMirrorsNode: client.Status decodes every field of api.Status
 // that GET /v1/status serves (StateHash only debug endpoints fill).
 func TestStatusMirrorsNode(t *testing.T) {
-	want := node.Status{ID: "a", State: "leader", LeaderID: "a", Term: 2, AppliedIndex: 3, CommitIndex: 4, LastLogIndex: 5,
-		ClusterNanos: 6, Servers: []node.Server{{ID: "a", RaftAddr: "x:1", Voter: true, Leader: true},
-			{ID: "b", RaftAddr: "x:2", Promotion: &node.Promotion{State: node.PromotionBehind, Reason: "r", AppliedIndex: 1, LeaderCommitIndex: 4, WatchedNanos: 8, CaughtUpNanos: 9}}},
+	want := api.Status{ID: "a", State: "leader", LeaderID: "a", Term: 2, AppliedIndex: 3, CommitIndex: 4, LastLogIndex: 5,
+		ClusterNanos: 6, Servers: []api.Server{{ID: "a", RaftAddr: "x:1", Voter: true, Leader: true},
+			{ID: "b", RaftAddr: "x:2", Promotion: &api.Promotion{State: api.PromotionBehind, Reason: "r", AppliedIndex: 1, LeaderCommitIndex: 4, WatchedNs: 8, CaughtUpNs: 9}}},
 		Ready: true, LastContactNs: 7}
 	b, _ := json.Marshal(want)
 	var got Status
@@ -297,7 +297,7 @@ func TestStatusMirrorsNode(t *testing.T) {
 	}
 	back, _ := json.Marshal(got)
 	if string(back) != string(b) {
-		t.Errorf("client.Status does not mirror node.Status:\n%s\n%s", back, b)
+		t.Errorf("client.Status does not mirror api.Status:\n%s\n%s", back, b)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -43,13 +44,8 @@ type LeasePolicy struct {
 }
 
 // LeasePolicyResult is the answer to PutLeasePolicy: the effective
-// capacities (defaults resolved; 0 when not leased).
-type LeasePolicyResult struct {
-	Name                  string `json:"name"`
-	Leased                bool   `json:"leased"`
-	BurstPermits          int64  `json:"burst_permits"`
-	MaxOutstandingPermits int64  `json:"max_outstanding_permits"`
-}
+// capacities (api.LeasePolicyResult).
+type LeasePolicyResult = api.LeasePolicyResult
 
 // LeaseRequest asks for a lease.
 type LeaseRequest struct {
@@ -160,20 +156,6 @@ func (g LeaseGrant) UsableUntil(margin time.Duration) time.Time {
 		return time.Time{}
 	}
 	return g.SentAt.Add(wire.AddNanos(g.ExpiresIn, -margin))
-}
-
-// leaseAnswer is the JSON of a lease, renew or return answer.
-type leaseAnswer struct {
-	Status           LeaseStatus `json:"status"`
-	LeaseID          uint64      `json:"lease_id"`
-	Epoch            uint64      `json:"epoch"`
-	Permits          int64       `json:"permits"`
-	ExpiresInNanos   int64       `json:"expires_in_ns"`
-	ShareMilliPerSec int64       `json:"share_milli_per_sec"`
-	CreditedPermits  int64       `json:"credited_permits"`
-	RetryAfterNanos  int64       `json:"retry_after_ns"`
-	Duplicate        bool        `json:"duplicate"`
-	Error            string      `json:"error"`
 }
 
 // leaseBody is the JSON of a lease, renew or return request.
@@ -311,7 +293,7 @@ func (c *Client) leaseCall(ctx context.Context, path string, b leaseBody) (Lease
 	default:
 		return LeaseGrant{}, resp.apiError()
 	}
-	var a leaseAnswer
+	var a api.LeaseAnswer
 	if err := jsonUnmarshal(resp.body, &a); err != nil {
 		return LeaseGrant{}, fmt.Errorf("client: cannot decode the answer of %s to POST %s: %w", resp.server, path, err)
 	}
@@ -322,13 +304,13 @@ func (c *Client) leaseCall(ctx context.Context, path string, b leaseBody) (Lease
 	}[resp.code]
 	ok := false
 	for _, s := range want {
-		ok = ok || a.Status == s
+		ok = ok || LeaseStatus(a.Status) == s
 	}
 	if !ok {
 		return LeaseGrant{}, fmt.Errorf("client: %s answered POST %s with %d and status %q", resp.server, path, resp.code, a.Status)
 	}
 	return LeaseGrant{
-		Status: a.Status, LeaseID: a.LeaseID, Epoch: a.Epoch, Permits: a.Permits, ExpiresIn: time.Duration(a.ExpiresInNanos),
+		Status: LeaseStatus(a.Status), LeaseID: a.LeaseID, Epoch: a.Epoch, Permits: a.Permits, ExpiresIn: time.Duration(a.ExpiresInNanos),
 		ShareMilliPerSec: a.ShareMilliPerSec, CreditedPermits: a.CreditedPermits,
 		RetryAfter: time.Duration(a.RetryAfterNanos), Duplicate: a.Duplicate, Detail: a.Error, RequestID: b.RequestID,
 		SentAt: resp.sentAt, ReceivedAt: resp.receivedAt,
@@ -336,49 +318,11 @@ func (c *Client) leaseCall(ctx context.Context, path string, b leaseBody) (Lease
 }
 
 // LeasePool is the answer to Leases: a leased limit's pool, its accounts
-// (Minted = Free + Outstanding + Settled) and counters, and its leases
-// sorted by id. Cluster times are on the timeline of Status.ClusterNanos.
-type LeasePool struct {
-	Name                  string       `json:"name"`
-	IntervalNanos         int64        `json:"interval_ns"`
-	BurstPermits          int64        `json:"burst_permits"`
-	MaxOutstandingPermits int64        `json:"max_outstanding_permits"`
-	BurstSpec             int64        `json:"burst_permits_spec"`
-	MaxOutstandingSpec    int64        `json:"max_outstanding_permits_spec"`
-	MintedPermits         int64        `json:"minted_permits"`
-	FreePermits           int64        `json:"free_permits"`
-	OutstandingPermits    int64        `json:"outstanding_permits"`
-	SettledPermits        int64        `json:"settled_permits"`
-	SpentPermits          int64        `json:"spent_permits"`
-	StolenPermits         int64        `json:"stolen_permits"`
-	ExpiredPermits        int64        `json:"expired_permits"`
-	StolenInPermits       int64        `json:"stolen_in_permits"`
-	ActiveLeases          int          `json:"active_leases"`
-	LingeringLeases       int          `json:"lingering_leases"`
-	LeasesOpened          uint64       `json:"leases_opened"`
-	Renewals              uint64       `json:"renewals"`
-	Returns               uint64       `json:"returns"`
-	Expirations           uint64       `json:"expirations"`
-	Fenced                uint64       `json:"fenced"`
-	Leases                []LeaseState `json:"leases"`
-}
+// and counters, and its leases sorted by id (api.LeasePool).
+type LeasePool = api.LeasePool
 
-// LeaseState is one lease of a LeasePool.
-type LeaseState struct {
-	LeaseID           uint64 `json:"lease_id"`
-	Epoch             uint64 `json:"epoch"`
-	Active            bool   `json:"active"`
-	Holder            string `json:"holder"`
-	Group             string `json:"group"`
-	Weight            int64  `json:"weight"`
-	DemandMilliPerSec int64  `json:"demand_milli_per_sec"`
-	ShareMilliPerSec  int64  `json:"share_milli_per_sec"`
-	Permits           int64  `json:"permits"`
-	LingeringPermits  int64  `json:"lingering_permits"`
-	GrantedAtNanos    int64  `json:"granted_at_cluster_ns"`
-	ExpiresAtNanos    int64  `json:"expires_at_cluster_ns"`
-	StolenInPermits   int64  `json:"stolen_in_permits"`
-}
+// LeaseState is one lease of a LeasePool (api.LeaseState).
+type LeaseState = api.LeaseState
 
 // Leases returns the lease pool of a leased limit and its leases
 // (ErrNotFound for an unknown limit, ErrInvalid if it is not leased).

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/permitd/permitd/transport/api"
 )
 
 // reservation.go: reserves of several limits at once, all or nothing
@@ -73,16 +75,6 @@ type ReserveOptions struct {
 	SettleWithin time.Duration
 }
 
-// multiReserveAnswer is the JSON of a POST /v1/reserve answer.
-type multiReserveAnswer struct {
-	reserveAnswer
-	ReservationID string `json:"reservation_id"`
-	Blocking      string `json:"blocking"`
-	Holds         bool   `json:"holds"`
-	HoldNanos     int64  `json:"hold_expires_in_ns"`
-	HeldNanos     int64  `json:"held_ns"`
-}
-
 // ReserveMany reserves permits of several limits (1 to 8, each once) in
 // one decision: every limit grants its part at one time, or none does. A
 // refusal (429) is not an error: the Reservation has Granted false,
@@ -133,7 +125,7 @@ func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions
 	if resp.code != http.StatusOK && resp.code != http.StatusTooManyRequests {
 		return Reservation{}, resp.apiError()
 	}
-	var a multiReserveAnswer
+	var a api.ReserveAnswer
 	if err := jsonUnmarshal(resp.body, &a); err != nil {
 		return Reservation{}, fmt.Errorf("client: cannot decode the reserve answer of %s: %w", resp.server, err)
 	}
@@ -148,12 +140,12 @@ func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions
 	}, Limits: wants}
 	if r.Granted {
 		r.Delay = time.Duration(a.WaitNanos)
-		r.ExpiresIn = time.Duration(a.ExpiresNanos)
+		r.ExpiresIn = time.Duration(a.ExpiresInNanos)
 		r.Spacing = time.Duration(a.SpacingNanos)
 		r.ID = a.ReservationID
 		r.Holds = a.Holds
-		r.HoldExpiresIn = time.Duration(a.HoldNanos)
-		if r.Holds && a.HoldNanos == 0 {
+		r.HoldExpiresIn = time.Duration(a.HoldExpiresInNanos)
+		if r.Holds && a.HoldExpiresInNanos == 0 {
 			// A server that predates hold_expires_in_ns: the expiry is
 			// never later than the hold's end.
 			r.HoldExpiresIn = r.ExpiresIn
@@ -164,28 +156,18 @@ func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions
 		// trip is capped.
 		r.Held = min(max(time.Duration(a.HeldNanos), 0), resp.receivedAt.Sub(resp.sentAt))
 	} else {
-		r.RetryAfter, r.Refusal = time.Duration(a.RetryNanos), a.Error
+		r.RetryAfter, r.Refusal = time.Duration(a.RetryAfterNanos), a.Error
 		r.Blocking = a.Blocking
 	}
 	return r, nil
 }
 
-// Settled is what a settlement did to one limit of a reservation.
-type Settled struct {
-	Limit    string `json:"name"`
-	Reserved int64  `json:"reserved"`
-	Actual   int64  `json:"actual"`
-	// Refunded went back to the limit; Charged was added to it as debt.
-	Refunded int64 `json:"refunded"`
-	Charged  int64 `json:"charged"`
-}
+// Settled is what a settlement did to one limit of a reservation
+// (api.SettledLimit).
+type Settled = api.SettledLimit
 
-// SettleResult is the answer to Settle.
-type SettleResult struct {
-	// Duplicate: the server had settled this request already.
-	Duplicate bool      `json:"duplicate"`
-	Limits    []Settled `json:"limits"`
-}
+// SettleResult is the answer to Settle (api.SettleAnswer).
+type SettleResult = api.SettleAnswer
 
 // Settle reports the permits actually used per limit of reservation id (a
 // limit not listed used what it reserved). Unused permits go back to the
@@ -209,15 +191,8 @@ func (c *Client) Settle(ctx context.Context, id string, actual []Want) (SettleRe
 	return out, err
 }
 
-// ReleaseResult is the answer to Release.
-type ReleaseResult struct {
-	// Released counts the permits freed by this release.
-	Released int64 `json:"released"`
-	// Duplicate: the reservation had been released before (perhaps by an
-	// earlier attempt of this call whose answer was lost), and nothing
-	// was freed now.
-	Duplicate bool `json:"duplicate"`
-}
+// ReleaseResult is the answer to Release (api.ReleaseAnswer).
+type ReleaseResult = api.ReleaseAnswer
 
 // Release frees the in-flight permits reservation id holds (its
 // concurrency limits; rate limits are untouched). Released is 0 for a

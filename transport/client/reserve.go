@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -133,18 +134,6 @@ func (g Grant) WaitPermit(ctx context.Context, j int64) error {
 	return nil
 }
 
-// reserveAnswer is the JSON of a reserve answer (200, 429, 410).
-type reserveAnswer struct {
-	Granted      bool   `json:"granted"`
-	WaitNanos    int64  `json:"wait_ns"`
-	ExpiresNanos int64  `json:"expires_in_ns"`
-	SpacingNanos int64  `json:"spacing_ns"`
-	RetryNanos   int64  `json:"retry_after_ns"`
-	Duplicate    bool   `json:"duplicate"`
-	Expired      bool   `json:"session_expired"`
-	Error        string `json:"error"`
-}
-
 // reserveKey is what makes a reserve idempotent: a request ID, or a place
 // in the client's session.
 type reserveKey struct {
@@ -246,7 +235,7 @@ func (c *Client) reserve(ctx context.Context, limit string, n int64, maxWait tim
 	if resp.code != http.StatusOK && resp.code != http.StatusTooManyRequests {
 		return Grant{}, resp.apiError()
 	}
-	var a reserveAnswer
+	var a api.ReserveAnswer
 	if err := jsonUnmarshal(resp.body, &a); err != nil {
 		return Grant{}, fmt.Errorf("client: cannot decode the reserve answer of %s: %w", resp.server, err)
 	}
@@ -261,10 +250,10 @@ func (c *Client) reserve(ctx context.Context, limit string, n int64, maxWait tim
 	}
 	if g.Granted {
 		g.Delay = time.Duration(a.WaitNanos)
-		g.ExpiresIn = time.Duration(a.ExpiresNanos)
+		g.ExpiresIn = time.Duration(a.ExpiresInNanos)
 		g.Spacing = time.Duration(a.SpacingNanos)
 	} else {
-		g.RetryAfter, g.Refusal = time.Duration(a.RetryNanos), a.Error
+		g.RetryAfter, g.Refusal = time.Duration(a.RetryAfterNanos), a.Error
 	}
 	return g, nil
 }

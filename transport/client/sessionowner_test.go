@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/bucket"
-	"github.com/permitd/permitd/transport"
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/auth"
-	"github.com/permitd/permitd/transport/internal/fakestore"
+	"github.com/permitd/permitd/transport/server"
+	"github.com/permitd/permitd/transport/server/fakestore"
 )
 
 // TestSessionOfARenamedToken: a session is answered only for the token
@@ -35,7 +36,7 @@ func TestSessionOfARenamedToken(t *testing.T) {
 	}
 	tokens := auth.NewStore(tokensOf(line))
 	st := fakestore.New()
-	h := transport.RequireTokens(transport.NewHandler(st, transport.HandlerOptions{SessionsPerToken: 2}), tokens)
+	h := server.RequireTokens(server.NewHandler(st, server.HandlerOptions{SessionsPerToken: 2}), tokens)
 	var opens, gone atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/sessions" {
@@ -52,7 +53,7 @@ func TestSessionOfARenamedToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.PutLimit(context.Background(), "api", cfg); err != nil {
+	if _, err := st.PutLimit(context.Background(), fsm.PutLimit{Name: "api", Config: cfg}); err != nil {
 		t.Fatal(err)
 	}
 	c := newClient(t, []string{host(srv)}, WithToken(secret))

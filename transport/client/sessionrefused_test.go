@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/fsm"
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
-	"github.com/permitd/permitd/transport/internal/fakestore"
+	"github.com/permitd/permitd/transport/server"
+	"github.com/permitd/permitd/transport/server/fakestore"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -30,7 +30,7 @@ func TestSessionRefusedFallsBackToRequestIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := transport.RequireTokens(transport.NewHandler(st, transport.HandlerOptions{SessionsPerToken: 1}), tokens)
+	h := server.RequireTokens(server.NewHandler(st, server.HandlerOptions{SessionsPerToken: 1}), tokens)
 	var opens atomic.Int64
 	counting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/sessions" {

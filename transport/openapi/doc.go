@@ -1,12 +1,12 @@
 // Package openapi holds the OpenAPI 3 description of the register's HTTP
-// API (package transport), kept in the repository as openapi.json and
+// API (package transport/server), kept in the repository as openapi.json and
 // embedded here, so that every node serves exactly the reviewed document at
 // GET /v1/openapi.json.
 //
 // # Model
 //
 // The document is written by hand and is the contract: one path per route
-// of the handler (routeLabels in transport/handler.go), and for each method
+// of the handler (routeLabels in transport/server/handler.go), and for each method
 // the path serves, its parameters, its request body and every answer it
 // can give, with status, headers (Retry-After on 429 and 503,
 // WWW-Authenticate on 401, Allow on 405) and JSON body. Request and answer
@@ -25,7 +25,7 @@
 //
 // The conformance test of this package (conformance_test.go) starts a real
 // 3-node raft cluster in the process, serves each node with
-// transport.NewHandler behind transport.RequireTokens over httptest, and
+// server.NewHandler behind server.RequireTokens over httptest, and
 // drives every operation through its successes and its errors, validating
 // each request and each answer against the document with kin-openapi. It
 // fails when a route of the handler has no path here or a path no route,

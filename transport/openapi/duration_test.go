@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/permitd/permitd/transport/internal/httpapi"
+	"github.com/permitd/permitd/transport/api"
 )
 
 // durationPattern builds the pattern of the document's Duration schema:
@@ -83,7 +83,7 @@ var durationResidue = map[string]bool{
 }
 
 // TestDurationPattern: the document's Duration pattern is durationPattern,
-// and it accepts exactly what the server's parser (httpapi.ParseDuration,
+// and it accepts exactly what the server's parser (api.ParseDuration,
 // zero allowed) accepts, but for the residue the schema describes; the
 // PositiveDuration pattern on top of it accepts exactly what the parser
 // accepts as > 0, but for sub-nanosecond strings.
@@ -125,7 +125,7 @@ func TestDurationPattern(t *testing.T) {
 		inputs = append(inputs, in)
 	}
 	for _, in := range inputs {
-		d, herr := httpapi.ParseDuration("d", in, true)
+		d, herr := api.ParseDuration("d", in, true)
 		server, matches := herr == nil, pattern.MatchString(in)
 		if want, residue := durationResidue[in]; residue {
 			if matches != want || server == want {
@@ -138,7 +138,7 @@ func TestDurationPattern(t *testing.T) {
 		}
 		// PositiveDuration: a Duration with a non-zero digit and no
 		// minus sign; the server's > 0 fields reject 0.
-		_, perr := httpapi.ParseDuration("d", in, false)
+		_, perr := api.ParseDuration("d", in, false)
 		if pos := matches && positive.MatchString(in); pos != (perr == nil) && !(pos && server && d == 0) {
 			t.Errorf("%q: PositiveDuration accepts it: %v, the server's > 0 fields: %v (%v)", in, pos, perr == nil, perr)
 		}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/openapi"
+	"github.com/permitd/permitd/transport/server"
 )
 
 // loadDoc parses the embedded document.
@@ -114,12 +114,12 @@ func TestDocumentIsValid(t *testing.T) {
 	}
 }
 
-// routeLabels returns the route labels of transport/handler.go (the
+// routeLabels returns the route labels of transport/server/handler.go (the
 // values of its routeLabels array but "unknown"), read from the source:
 // the label is the path pattern each route serves.
 func routeLabels(t *testing.T) []string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../handler.go", nil, parser.SkipObjectResolution)
+	f, err := parser.ParseFile(token.NewFileSet(), "../server/handler.go", nil, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func routeLabels(t *testing.T) []string {
 		return false
 	})
 	if len(labels) < 10 {
-		t.Fatalf("found %d route labels in ../handler.go: the parse is broken", len(labels))
+		t.Fatalf("found %d route labels in ../server/handler.go: the parse is broken", len(labels))
 	}
 	slices.Sort(labels)
 	return labels
@@ -166,12 +166,12 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 	labels := routeLabels(t)
 	for _, l := range labels {
 		if doc.Paths.Value(l) == nil {
-			t.Errorf("route %s (transport/handler.go) has no path in openapi.json", l)
+			t.Errorf("route %s (transport/server/handler.go) has no path in openapi.json", l)
 		}
 	}
 	for path := range doc.Paths.Map() {
 		if !slices.Contains(labels, path) {
-			t.Errorf("path %s of openapi.json is no route of transport/handler.go", path)
+			t.Errorf("path %s of openapi.json is no route of transport/server/handler.go", path)
 		}
 	}
 }
@@ -185,7 +185,7 @@ func TestServedDocumentIsTheEmbeddedOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The route never reaches the store.
-	h := transport.RequireTokens(transport.NewHandler(nil, transport.HandlerOptions{}), auth.NewStore(ts))
+	h := server.RequireTokens(server.NewHandler(nil, server.HandlerOptions{}), auth.NewStore(ts))
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(method, "/v1/openapi.json", nil))

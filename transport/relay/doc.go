@@ -30,7 +30,7 @@
 //
 // The relay decides nothing: each command reaches the register as its
 // worker encoded it, and the register decides and validates it as if it
-// had come alone (package node's leasebatchclient.go), so the over-grant
+// had come alone (package transport/server's binarybatch.go), so the over-grant
 // bound is the register's and the workers' (a relay is one more hop, like
 // a follower forwarding a renewal). A grant's expiry counts from when the
 // worker sent its request, which is before the relay sent it on, so the

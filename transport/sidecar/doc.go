@@ -22,5 +22,5 @@
 // sessions, so that a client of the register works against it unchanged.
 //
 // Bad input gets the register API's messages (package
-// transport/internal/httpapi parses both) and reaches no worker.
+// transport/api parses both) and reaches no worker.
 package sidecar

@@ -2,8 +2,6 @@ package sidecar
 
 import (
 	"errors"
-	"github.com/permitd/permitd/transport/auth"
-	"github.com/permitd/permitd/transport/internal/httpapi"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/permitd/permitd/transport/api"
+	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/wire"
 	"github.com/permitd/permitd/transport/worker"
 )
@@ -154,7 +154,7 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A leased limit's permits are the worker's grant: they cannot be
 		// reserved together with another limit's in one decision, and a
 		// grant spent locally has nothing for the register to settle.
-		httpapi.WriteError(w, http.StatusNotImplemented, "this worker sidecar serves single-limit reserves of its leased limit "+
+		api.WriteError(w, http.StatusNotImplemented, "this worker sidecar serves single-limit reserves of its leased limit "+
 			strconv.Quote(h.limit)+" (POST /v1/limits/"+h.limit+"/reserve); multi-limit reserves, settlements and releases are "+
 			"decided by the register, on limits that are not leased: send them to the register's nodes")
 		return
@@ -163,17 +163,17 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// reserve, served from permits the worker counts as spent), but
 		// accepts sessions so that a register client works unchanged.
 		if sidecarMethod(w, r, "POST") {
-			httpapi.WriteRaw(w, http.StatusCreated, []byte(`{"session":1,"idle_ttl_ns":`+strconv.FormatInt(int64(sessionIdle), 10)+"}\n"))
+			api.WriteRaw(w, http.StatusCreated, []byte(`{"session":1,"idle_ttl_ns":`+strconv.FormatInt(int64(sessionIdle), 10)+"}\n"))
 		}
 		return
 	case p == "/v1/status":
 		if sidecarMethod(w, r, "GET, HEAD") {
-			httpapi.WriteJSON(w, http.StatusOK, newSidecarStatus(h.w.Status()))
+			api.WriteJSON(w, http.StatusOK, newSidecarStatus(h.w.Status()))
 		}
 		return
 	case p == "/healthz":
 		if sidecarMethod(w, r, "GET, HEAD") {
-			httpapi.WriteRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+			api.WriteRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 		}
 		return
 	case p == "/readyz":
@@ -187,7 +187,7 @@ func (h *sidecarHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	httpapi.WriteError(w, http.StatusNotFound, "unknown path "+httpapi.Quote(p)+"; this worker sidecar serves POST /v1/limits/"+
+	api.WriteError(w, http.StatusNotFound, "unknown path "+api.Quote(p)+"; this worker sidecar serves POST /v1/limits/"+
 		h.limit+"/reserve, POST /v1/sessions, GET /v1/status, GET /healthz, GET /readyz and GET /metrics")
 }
 
@@ -199,38 +199,38 @@ func sidecarMethod(w http.ResponseWriter, r *http.Request, allowed string) bool 
 			return true
 		}
 	}
-	httpapi.MethodNotAllowed(w, r, allowed)
+	api.MethodNotAllowed(w, r, allowed)
 	return false
 }
 
 func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name string) {
-	if err := httpapi.ValidateName("limit name", name); err != nil {
+	if err := api.ValidateName("limit name", name); err != nil {
 		h.answers.invalid.Inc()
-		httpapi.WriteError(w, http.StatusBadRequest, err.Error())
+		api.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if name != h.limit {
 		h.answers.invalid.Inc()
-		httpapi.WriteError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found; this worker sidecar serves only limit "+strconv.Quote(h.limit))
+		api.WriteError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found; this worker sidecar serves only limit "+strconv.Quote(h.limit))
 		return
 	}
-	buf := httpapi.GetBuf()
-	defer httpapi.PutBuf(buf)
-	if herr := httpapi.ReadBody(w, r, buf); herr != nil {
+	buf := api.GetBuf()
+	defer api.PutBuf(buf)
+	if herr := api.ReadBody(w, r, buf); herr != nil {
 		h.answers.invalid.Inc()
-		httpapi.WriteError(w, herr.Code, herr.Msg)
+		api.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	req := wire.Reserve{Limit: name}
-	if herr := httpapi.ParseReserve(buf.Bytes(), &req); herr != nil {
+	if herr := api.ParseReserve(buf.Bytes(), &req); herr != nil {
 		h.answers.invalid.Inc()
-		httpapi.WriteError(w, herr.Code, herr.Msg)
+		api.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	maxWait := time.Duration(req.MaxWaitNanos)
 	if maxWait > h.maxWait {
 		h.answers.invalid.Inc()
-		httpapi.WriteError(w, http.StatusBadRequest, `field "max_wait": `+maxWait.String()+"; allowed on this worker sidecar: at most "+h.maxWait.String())
+		api.WriteError(w, http.StatusBadRequest, `field "max_wait": `+maxWait.String()+"; allowed on this worker sidecar: at most "+h.maxWait.String())
 		return
 	}
 	ok, err := h.w.TryAcquire(req.Permits, maxWait)
@@ -240,12 +240,12 @@ func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name st
 	}
 	if ok {
 		h.answers.granted.Inc()
-		httpapi.WriteRaw(w, http.StatusOK, []byte(`{"granted":true,"wait_ns":0,"expires_in_ns":0,"spacing_ns":0,"duplicate":false}`+"\n"))
+		api.WriteRaw(w, http.StatusOK, []byte(`{"granted":true,"wait_ns":0,"expires_in_ns":0,"spacing_ns":0,"duplicate":false}`+"\n"))
 		return
 	}
 	h.answers.refused.Inc()
 	retry := h.retryAfterNanos(req.Permits)
-	w.Header()["Retry-After"] = []string{strconv.FormatInt(httpapi.RetryAfterSeconds(retry), 10)}
+	w.Header()["Retry-After"] = []string{strconv.FormatInt(api.RetryAfterSeconds(retry), 10)}
 	what := "a permit"
 	if req.Permits > 1 {
 		what = strconv.FormatInt(req.Permits, 10) + " permits"
@@ -254,10 +254,10 @@ func (h *sidecarHandler) reserve(w http.ResponseWriter, r *http.Request, name st
 	b = append(b, `{"granted":false,"retry_after_ns":`...)
 	b = strconv.AppendInt(b, retry, 10)
 	b = append(b, `,"duplicate":false,"error":`...)
-	b = httpapi.AppendJSONString(b, "limit "+strconv.Quote(name)+": this worker could not hand out "+what+" within max_wait "+
+	b = api.AppendJSONString(b, "limit "+strconv.Quote(name)+": this worker could not hand out "+what+" within max_wait "+
 		maxWait.String()+"; retry after "+time.Duration(retry).String())
 	b = append(b, "}\n"...)
-	httpapi.WriteRaw(w, http.StatusTooManyRequests, b)
+	api.WriteRaw(w, http.StatusTooManyRequests, b)
 }
 
 // retryAfterNanos estimates when n permits could be handed out (>= 1 ms,
@@ -299,7 +299,7 @@ func (h *sidecarHandler) ready(w http.ResponseWriter) {
 		if last == "" {
 			last = "a call under way"
 		}
-		httpapi.WriteError(w, http.StatusServiceUnavailable, "not ready: the worker holds no permit and the register has not answered it for "+
+		api.WriteError(w, http.StatusServiceUnavailable, "not ready: the worker holds no permit and the register has not answered it for "+
 			st.RegisterSilentFor.String()+": "+last)
 	case st.LeaseID == 0:
 		w.Header().Set("Retry-After", "1")
@@ -307,9 +307,9 @@ func (h *sidecarHandler) ready(w http.ResponseWriter) {
 		if st.LastError != "" {
 			reason += ": " + st.LastError
 		}
-		httpapi.WriteError(w, http.StatusServiceUnavailable, "not ready: "+reason)
+		api.WriteError(w, http.StatusServiceUnavailable, "not ready: "+reason)
 	default:
-		httpapi.WriteRaw(w, http.StatusOK, []byte(`{"ready":true}`+"\n"))
+		api.WriteRaw(w, http.StatusOK, []byte(`{"ready":true}`+"\n"))
 	}
 }
 
@@ -319,7 +319,7 @@ func (h *sidecarHandler) unavailable(w http.ResponseWriter, name string, err err
 	switch {
 	case errors.Is(err, worker.ErrInvalidPermits):
 		h.answers.invalid.Inc()
-		httpapi.WriteError(w, http.StatusBadRequest, "reserve on limit "+strconv.Quote(name)+": "+err.Error())
+		api.WriteError(w, http.StatusBadRequest, "reserve on limit "+strconv.Quote(name)+": "+err.Error())
 		return
 	case errors.Is(err, worker.ErrRegisterUnreachable):
 		err = errors.New("worker fails closed: the register is unreachable and no permit is left: " + err.Error())
@@ -331,7 +331,7 @@ func (h *sidecarHandler) unavailable(w http.ResponseWriter, name string, err err
 	h.answers.unavailable.Inc()
 	h.log.Warn("reserve unavailable", "limit", name, "error", err)
 	w.Header().Set("Retry-After", "1")
-	httpapi.WriteError(w, http.StatusServiceUnavailable, "limit "+strconv.Quote(name)+": "+err.Error())
+	api.WriteError(w, http.StatusServiceUnavailable, "limit "+strconv.Quote(name)+": "+err.Error())
 }
 
 // sidecarStatus is the JSON of GET /v1/status on a sidecar.
@@ -339,7 +339,7 @@ type sidecarStatus struct {
 	Limit                   string              `json:"limit"`
 	Group                   string              `json:"group"`
 	Holder                  string              `json:"holder"`
-	SharePerSec             httpapi.Float       `json:"share_per_sec"`
+	SharePerSec             api.Float           `json:"share_per_sec"`
 	ShareMilliPermitsPerSec int64               `json:"share_milli_per_sec"`
 	Lease                   sidecarLease        `json:"lease"`
 	Stats                   sidecarStats        `json:"stats"`
@@ -389,7 +389,7 @@ func newSidecarStatus(st worker.Status) sidecarStatus {
 	}
 	return sidecarStatus{
 		Limit: s.Limit, Group: s.Group, Holder: s.Holder,
-		SharePerSec: httpapi.Float(float64(s.ShareMilliPermitsPerSec) / 1000), ShareMilliPermitsPerSec: s.ShareMilliPermitsPerSec,
+		SharePerSec: api.Float(float64(s.ShareMilliPermitsPerSec) / 1000), ShareMilliPermitsPerSec: s.ShareMilliPermitsPerSec,
 		Lease: sidecarLease{LeaseID: st.LeaseID, Epoch: st.Epoch, GrantPermitsLeft: st.GrantPermitsLeft, StolenPermitsLeft: st.StolenPermitsLeft,
 			ExpiresInNanos: int64(st.ExpiresIn), SinceGoodRenewalNanos: int64(st.SinceGoodRenewal), CutOff: st.CutOff,
 			RegisterSilentNanos: int64(st.RegisterSilentFor), Unreachable: st.Unreachable, LastError: st.LastError},

@@ -24,35 +24,35 @@ type SessionRef struct {
 	ID, Seq, AckedBelow uint64
 }
 
-// Status is the register's decision on a reserve.
-type Status uint8
+// ReserveStatus is the register's decision on a reserve.
+type ReserveStatus uint8
 
 // Reserve outcomes.
 const (
 	// Granted: permit j of the grant may be used WaitNanos +
 	// j*SpacingNanos after the answer.
-	Granted Status = 1
+	Granted ReserveStatus = 1
 	// Refused: nothing reserved; RetryAfterNanos says when to try again.
-	Refused Status = 2
+	Refused ReserveStatus = 2
 	// UnknownLimit: no limit of that name exists.
-	UnknownLimit Status = 3
+	UnknownLimit ReserveStatus = 3
 	// Invalid: the request can never be granted under the limit's
 	// configuration; Detail says why.
-	Invalid Status = 4
+	Invalid ReserveStatus = 4
 	// SessionExpired: the reserve's session is not open, or not the
 	// connection's token's (the same answer); open a new one and ask
 	// again.
-	SessionExpired Status = 5
+	SessionExpired ReserveStatus = 5
 	// Busy: the register's table of request IDs is full, or (Detail says
 	// which) its sessions keep as many answers as they may; nothing was
 	// decided; RetryAfterNanos says when to try again.
-	Busy Status = 6
+	Busy ReserveStatus = 6
 )
 
 // ReserveResult is the answer to a Reserve. Its durations count from the
 // moment the answer left the node that sent it.
 type ReserveResult struct {
-	Status Status
+	Status ReserveStatus
 	// WaitNanos (Granted): when the first permit may be used; RetryAfter
 	// (Refused, Busy): when the same request could succeed.
 	WaitNanos, RetryAfterNanos int64
@@ -125,7 +125,7 @@ func EncodeReserveResult(res ReserveResult) []byte {
 // DecodeReserveResult decodes a CodeOK answer to OpReserve.
 func DecodeReserveResult(p []byte) (ReserveResult, error) {
 	r := Dec{B: p}
-	v := ReserveResult{Status: Status(r.U8()), WaitNanos: r.Svar(), RetryAfterNanos: r.Svar(), ExpiresInNanos: r.Svar(),
+	v := ReserveResult{Status: ReserveStatus(r.U8()), WaitNanos: r.Svar(), RetryAfterNanos: r.Svar(), ExpiresInNanos: r.Svar(),
 		Duplicate: r.Bool(), Detail: r.Str(), SpacingNanos: r.Svar()}
 	return v, r.Done()
 }

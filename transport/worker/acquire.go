@@ -53,14 +53,7 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 		return false, fmt.Errorf("worker %q: acquire: %w", w.cfg.Name, ErrNotStarted)
 	}
 	now := w.now()
-	deadline := int64(math.MaxInt64)
-	// Saturating: TryAcquire accepts any max wait, and a context's
-	// deadline may lie centuries ahead (time.Until saturates too).
-	if try {
-		deadline = wire.AddNanos(now, int64(maxWait))
-	} else if dl, ok := ctx.Deadline(); ok {
-		deadline = wire.AddNanos(now, int64(time.Until(dl)))
-	}
+	deadline := acquireDeadline(ctx, now, try, maxWait)
 	w.lease.meter.add(n)
 	prepaid, waiting := false, false
 	var target uint64
@@ -135,25 +128,47 @@ func (w *Worker) acquire(ctx context.Context, n int64, try bool, maxWait time.Du
 			}
 			return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, context.DeadlineExceeded))
 		}
-		changed := w.changed
-		w.mu.Unlock()
-		wake := min(deadline-now, w.cfg.retryNanos)
-		t := time.NewTimer(time.Duration(wake))
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-ctx.Done():
-		case <-w.run.done:
-		}
-		t.Stop()
-		w.mu.Lock()
-		waitedFrom := now
-		now = w.now()
-		w.lease.meter.hold(now - waitedFrom)
+		now = w.awaitChangeLocked(ctx, now, deadline)
 		if err := ctx.Err(); err != nil {
 			return finish(false, fmt.Errorf("worker: acquire %d permits: %w", n, err))
 		}
 	}
+}
+
+// acquireDeadline is when an acquire started at now gives up: now plus
+// maxWait (try), or its context's deadline, or never (math.MaxInt64).
+// Saturating: TryAcquire accepts any max wait, and a context's deadline
+// may lie centuries ahead (time.Until saturates too).
+func acquireDeadline(ctx context.Context, now int64, try bool, maxWait time.Duration) int64 {
+	if try {
+		return wire.AddNanos(now, int64(maxWait))
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		return wire.AddNanos(now, int64(time.Until(dl)))
+	}
+	return math.MaxInt64
+}
+
+// awaitChangeLocked waits, without mu (held on entry and on return), for
+// the worker's state to change (a grant, a stolen lot, a stop), for its
+// retry period, for ctx, or until deadline, whichever comes first; it
+// counts the wait as held demand and returns the time it woke at.
+func (w *Worker) awaitChangeLocked(ctx context.Context, now, deadline int64) int64 {
+	changed := w.changed
+	w.mu.Unlock()
+	wake := min(deadline-now, w.cfg.retryNanos)
+	t := time.NewTimer(time.Duration(wake))
+	select {
+	case <-changed:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-w.run.done:
+	}
+	t.Stop()
+	w.mu.Lock()
+	woke := w.now()
+	w.lease.meter.hold(woke - now)
+	return woke
 }
 
 // paceSlackNanos is the longest pacing wait Acquire does not sleep: the

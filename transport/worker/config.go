@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Defaults of Config.
@@ -156,8 +157,12 @@ type Config struct {
 	// at most BurstRatio times its share until it has caught up.
 	BurstRatio float64
 
-	// Clock is the monotonic clock (nil selects the process's).
-	Clock Clock
+	// Clock is the worker's monotonic clock (nil selects the process's,
+	// wire.NewMonotonicClock): every deadline of the worker (a grant's
+	// local expiry, a stolen lot's deadline, pacing) is measured on it.
+	// Its rate error must stay below Margin/TTL (see the over-grant
+	// bound).
+	Clock wire.Clock
 	// Logger receives the worker's logs (nil: none).
 	Logger hclog.Logger
 	// OnStats, if set, is called with the worker's counters after every
@@ -188,7 +193,7 @@ type settings struct {
 func resolve(c Config) (settings, error) {
 	s := settings{Config: c}
 	bad := func(format string, args ...any) (settings, error) {
-		return settings{}, fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+		return settings{}, invalidConfig(format, args...)
 	}
 	if s.Weight == 0 {
 		s.Weight = 1
@@ -227,6 +232,29 @@ func resolve(c Config) (settings, error) {
 		return bad("renew every %v with TTL %v and margin %v (allowed: 0 < renew every < TTL - margin, so that a grant is renewed before it expires)",
 			time.Duration(s.renewNanos), ttl, time.Duration(s.marginNanos))
 	}
+	if err := s.resolvePeriods(c); err != nil {
+		return settings{}, err
+	}
+	if err := s.resolveStealing(c); err != nil {
+		return settings{}, err
+	}
+	if s.Clock == nil {
+		s.Clock = wire.NewMonotonicClock()
+	}
+	if s.Logger == nil {
+		s.Logger = hclog.NewNullLogger()
+	}
+	return s, nil
+}
+
+// invalidConfig is the error of a Config that resolve refuses.
+func invalidConfig(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+}
+
+// resolvePeriods fills in the default periods of c that derive from the
+// TTL and the renewal period s already holds, and checks them all.
+func (s *settings) resolvePeriods(c Config) error {
 	s.retryNanos = int64(c.RetryEvery)
 	if c.RetryEvery == 0 {
 		s.retryNanos = max(s.renewNanos/4, int64(5*time.Millisecond))
@@ -257,9 +285,15 @@ func resolve(c Config) (settings, error) {
 	}{{"retry every", s.retryNanos}, {"request timeout", s.requestNanos}, {"steal timeout", s.stealTimeoutNanos},
 		{"steal grace", s.stealGraceNanos}, {"rejoin every", s.rejoinNanos}, {"unreachable after", s.unreachableAfterNanos}} {
 		if d.v <= 0 || d.v > int64(MaxPeriod) {
-			return bad("%s %v (allowed: > 0 and at most %v, or 0 for the default)", d.name, time.Duration(d.v), MaxPeriod)
+			return invalidConfig("%s %v (allowed: > 0 and at most %v, or 0 for the default)", d.name, time.Duration(d.v), MaxPeriod)
 		}
 	}
+	return nil
+}
+
+// resolveStealing fills in and checks the settings of stealing and of the
+// local pacer.
+func (s *settings) resolveStealing(c Config) error {
 	switch b := c.StealBias; {
 	case b == 0:
 		s.stealBias = DefaultStealBias
@@ -268,25 +302,19 @@ func resolve(c Config) (settings, error) {
 	case b > 0 && b <= 1:
 		s.stealBias = b
 	default:
-		return bad("steal bias %v (allowed: 0 for the default %v, NoStealBias (-1) for none, or 0 < bias <= 1)", b, DefaultStealBias)
+		return invalidConfig("steal bias %v (allowed: 0 for the default %v, NoStealBias (-1) for none, or 0 < bias <= 1)", b, DefaultStealBias)
 	}
 	if s.MaxStealPeers == 0 {
 		s.MaxStealPeers = DefaultMaxStealPeers
 	}
 	if s.MaxStealPeers < 0 {
-		return bad("max steal peers %d (allowed: >= 1, or 0 for the default %d)", c.MaxStealPeers, DefaultMaxStealPeers)
+		return invalidConfig("max steal peers %d (allowed: >= 1, or 0 for the default %d)", c.MaxStealPeers, DefaultMaxStealPeers)
 	}
 	if s.BurstRatio == 0 {
 		s.BurstRatio = DefaultBurstRatio
 	}
 	if math.IsNaN(s.BurstRatio) || math.IsInf(s.BurstRatio, 0) || s.BurstRatio < 1 {
-		return bad("burst ratio %v (allowed: finite and >= 1, or 0 for the default %v)", c.BurstRatio, DefaultBurstRatio)
+		return invalidConfig("burst ratio %v (allowed: finite and >= 1, or 0 for the default %v)", c.BurstRatio, DefaultBurstRatio)
 	}
-	if s.Clock == nil {
-		s.Clock = newMonoClock()
-	}
-	if s.Logger == nil {
-		s.Logger = hclog.NewNullLogger()
-	}
-	return s, nil
+	return nil
 }

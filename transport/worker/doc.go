@@ -33,7 +33,7 @@
 // shares (weighted max-min over groups, then over the leases of a group)
 // follow the reported demands.
 //
-// The holder's deadline is measured on its own monotonic clock (Clock)
+// The holder's deadline is measured on its own monotonic clock (Config.Clock)
 // from BEFORE it sent the request:
 //
 //	localExpiry = sentAt + min(ExpiresInNanos, TTL) - Margin
@@ -169,7 +169,7 @@
 // Stats (and OnStats after every register answer) give the worker's
 // counters for its limit and group: leased, spent, stolen in and out,
 // credited back, expired unused, outstanding, current share; Status adds
-// the lease, the grant and the members by group. transport.WorkerMetrics
+// the lease, the grant and the members by group. sidecar.WorkerMetrics
 // exports them to Prometheus (the sidecar serves them on GET /metrics).
 //
 // # Performance

@@ -8,9 +8,9 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/client"
-	"github.com/permitd/permitd/transport/internal/fakestore"
+	"github.com/permitd/permitd/transport/server"
+	"github.com/permitd/permitd/transport/server/fakestore"
 	"github.com/permitd/permitd/transport/worker"
 )
 
@@ -22,7 +22,7 @@ func Example() {
 	defer cancel()
 
 	store := fakestore.New()
-	srv := httptest.NewServer(transport.NewHandler(store, transport.HandlerOptions{}))
+	srv := httptest.NewServer(server.NewHandler(store, server.HandlerOptions{}))
 	defer srv.Close()
 	c, err := client.New([]string{srv.URL})
 	if err != nil {

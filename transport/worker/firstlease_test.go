@@ -10,9 +10,9 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/client"
-	"github.com/permitd/permitd/transport/internal/fakestore"
+	"github.com/permitd/permitd/transport/server"
+	"github.com/permitd/permitd/transport/server/fakestore"
 )
 
 // slowFirstLease is the register through the Go client, except that the
@@ -46,7 +46,7 @@ func TestFirstLeaseAnsweredFencedIsLeasedAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	store := fakestore.New()
-	srv := httptest.NewServer(transport.NewHandler(store, transport.HandlerOptions{}))
+	srv := httptest.NewServer(server.NewHandler(store, server.HandlerOptions{}))
 	t.Cleanup(srv.Close)
 	c, err := client.New([]string{srv.URL})
 	if err != nil {

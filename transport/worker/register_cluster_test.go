@@ -273,7 +273,7 @@ func (r *clusterRegister) putLeased(name string, rate float64, burst, maxOut int
 		r.t.Fatalf("compile: %v", err)
 	}
 	r.admin("put limit", func(ctx context.Context, n *node.Node) error {
-		_, err := n.PutLimit(ctx, name, cfg)
+		_, err := n.PutLimit(ctx, fsm.PutLimit{Name: name, Config: cfg})
 		return err
 	})
 	var res fsm.LeasePolicyResult

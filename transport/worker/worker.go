@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/permitd/permitd/transport/wire"
 )
 
 // Worker is one holder of a leased limit: it leases a share of the limit's
@@ -23,7 +25,7 @@ import (
 type Worker struct {
 	cfg   settings
 	log   hclog.Logger
-	clock Clock
+	clock wire.Clock
 	self  meta
 
 	members *members

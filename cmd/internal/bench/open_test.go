@@ -136,7 +136,7 @@ func runOpenLoop(t *testing.T, b Config, servers []string, stop <-chan struct{},
 }
 
 // reserveAnswer is the payload of a decided reserve's answer.
-func reserveAnswer(status wire.Status) []byte {
+func reserveAnswer(status wire.ReserveStatus) []byte {
 	return wire.EncodeReserveResult(wire.ReserveResult{Status: status})
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/transport"
+	"github.com/permitd/permitd/transport/server"
 )
 
 // cluster.go: the demo's cluster, three register nodes in this process on
@@ -98,8 +98,8 @@ func (c *cluster) start(d *demoNode) error {
 		return err
 	}
 	d.node = n
-	ln, h := c.sec.serve(d.id, ln, transport.NewHandler(n, transport.HandlerOptions{Logger: c.logger.Named("http")}))
-	d.srv = transport.NewServer(d.httpAddr, h)
+	ln, h := c.sec.serve(d.id, ln, server.NewHandler(n, server.HandlerOptions{Logger: c.logger.Named("http")}))
+	d.srv = server.NewHTTPServer(d.httpAddr, h)
 	go d.srv.Serve(ln)
 	return nil
 }

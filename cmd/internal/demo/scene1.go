@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/client"
 )
 
@@ -31,7 +32,7 @@ func scene1(ctx context.Context, out io.Writer, c *cluster, cfg Scene1Config) er
 		return err
 	}
 	l, _ := c.leader()
-	if _, err := l.node.PutLimit(ctx, "demo", limit); err != nil {
+	if _, err := l.node.PutLimit(ctx, fsm.PutLimit{Name: "demo", Config: limit}); err != nil {
 		return fmt.Errorf("create limit: %w", err)
 	}
 	interval := time.Duration(limit.IntervalNanos)

@@ -113,7 +113,7 @@ func (sc scene2) makeLimit(ctx context.Context) (fsm.LeasePoolInfo, error) {
 	if err != nil {
 		return fsm.LeasePoolInfo{}, err
 	}
-	if _, err := l.PutLimit(ctx, scene2Limit, cfg); err != nil {
+	if _, err := l.PutLimit(ctx, fsm.PutLimit{Name: scene2Limit, Config: cfg}); err != nil {
 		return fsm.LeasePoolInfo{}, fmt.Errorf("scene 2: create limit: %w", err)
 	}
 	if _, err := l.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: scene2Limit, Leased: true}); err != nil {

@@ -127,7 +127,7 @@ func s3Limits(ctx context.Context, l *node.Node, tokensPerSec int64, burstSecond
 		if err != nil {
 			return rpm, tpm, inflight, fmt.Errorf("scene 3: limit %q: %w", s.name, err)
 		}
-		if _, err := l.Put(ctx, fsm.PutLimit{Name: s.name, Config: c}); err != nil {
+		if _, err := l.PutLimit(ctx, fsm.PutLimit{Name: s.name, Config: c}); err != nil {
 			return rpm, tpm, inflight, fmt.Errorf("scene 3: create limit %q: %w", s.name, err)
 		}
 		*s.cfg = c

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/node"
-	"github.com/permitd/permitd/transport"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/client"
 	"github.com/permitd/permitd/transport/devcerts"
+	"github.com/permitd/permitd/transport/server"
 	"github.com/permitd/permitd/transport/tlsfiles"
 )
 
@@ -96,7 +96,7 @@ func (s *demoSecurity) serve(id string, ln net.Listener, h http.Handler) (net.Li
 	if s == nil {
 		return ln, h
 	}
-	return tls.NewListener(ln, s.api[id]), transport.RequireTokens(h, s.tokens)
+	return tls.NewListener(ln, s.api[id]), server.RequireTokens(h, s.tokens)
 }
 
 // clientOptions are the options every demo client adds.

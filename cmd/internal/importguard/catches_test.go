@@ -46,7 +46,7 @@ func TestGuardCatchesAViolation(t *testing.T) {
 		// only in its tests).
 		got := layerViolations(map[string][]string{
 			"fsm":                {"bucket", "node"},
-			"node":               {"transport/internal/fakestore"},
+			"node":               {"transport/server/fakestore"},
 			"transport/client":   {"transport/wire", "fsm"},
 			"transport/wire":     {"bucket"},
 			"jepsen-lite/runner": {"transport/client", "jepsen-lite/history", "transport/wire"},
@@ -55,9 +55,9 @@ func TestGuardCatchesAViolation(t *testing.T) {
 			"jepsen-lite/sweep": {"fsm": "no"},
 		})
 		want := []string{
-			"allowed[fsm] lists node: imports flow cmd → transport → node → fsm → bucket",
+			"allowed[fsm] lists node: imports flow cmd → transport/server → node → fsm → bucket",
 			"allowed[jepsen-lite/runner] lists transport/wire: jepsen-lite uses permitd only through transport/client and the binaries",
-			"allowed[node] lists transport/internal/fakestore: imports flow cmd → transport → node → fsm → bucket",
+			"allowed[node] lists transport/server/fakestore: imports flow cmd → transport/server → node → fsm → bucket",
 			"allowed[transport/client] lists fsm: the client side never imports the server",
 			"allowed[transport/wire] lists bucket: transport/wire imports nothing of permitd",
 			"testAllowed[jepsen-lite/sweep] lists fsm: jepsen-lite uses permitd only through transport/client and the binaries",

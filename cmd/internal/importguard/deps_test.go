@@ -23,6 +23,7 @@ const memberlist = "github.com/hashicorp/memberlist"
 var lightPackages = map[string]bool{
 	"transport/client":  false,
 	"transport/wire":    false,
+	"transport/api":     false,
 	"transport/limiter": false,
 	"transport/relay":   false,
 	"transport/worker":  true,

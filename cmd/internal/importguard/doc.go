@@ -14,11 +14,12 @@
 // reason; an exception no test uses any more fails the test. The layering
 // the README draws:
 //
-//	server side:  cmd → transport → node → fsm → bucket
+//	server side:  cmd → transport/server → node → fsm → bucket
 //	client side:  transport/client → transport/wire
 //	              transport/worker → transport/client, bucket, transport/wire
 //	              transport/limiter → bucket, transport/wire
-//	              transport/sidecar → transport/worker, transport/internal/httpapi
+//	              transport/sidecar → transport/worker, transport/api
+//	shared leaves: transport/api → transport/wire; transport/wire → nothing
 //	jepsen-lite:  its own packages, and permitd only through
 //	              transport/client (the public API) and its binaries
 //

@@ -15,39 +15,39 @@ const module = "github.com/permitd/permitd/"
 var allowed = map[string][]string{
 	"bucket":        {},
 	"fsm":           {"bucket"},
-	"node":          {"bucket", "fsm", "transport/wire"},
+	"node":          {"bucket", "fsm", "transport/wire", "transport/api"},
 	"node/faultnet": {},
 
-	"transport":                    {"bucket", "fsm", "node", "transport/wire", "transport/internal/httpapi", "transport/auth", "transport/openapi"},
-	"transport/internal/fakestore": {"bucket", "fsm", "node"},
-	"transport/internal/httpapi":   {"transport/wire"},
-	"transport/auth":               {},
-	"transport/openapi":            {},
-	"transport/limiter":            {"bucket", "transport/wire"},
-	"transport/devcerts":           {},
-	"transport/tlsfiles":           {},
-	"transport/wire":               {},
-	"transport/client":             {"transport/wire"},
-	"transport/client/python":      {},
-	"transport/worker":             {"bucket", "transport/client", "transport/wire"},
-	"transport/sidecar":            {"transport/worker", "transport/client", "transport/wire", "transport/internal/httpapi", "transport/auth"},
+	// transport/server is the register's edge: the only package that
+	// imports both node and the protocols.
+	"transport/server":           {"bucket", "fsm", "node", "transport/wire", "transport/api", "transport/auth", "transport/openapi"},
+	"transport/server/fakestore": {"bucket", "fsm", "node", "transport/api"},
+	// transport/api and transport/wire are the leaves both sides share.
+	"transport/api":           {"transport/wire"},
+	"transport/auth":          {},
+	"transport/openapi":       {},
+	"transport/limiter":       {"bucket", "transport/wire"},
+	"transport/devcerts":      {},
+	"transport/tlsfiles":      {},
+	"transport/wire":          {},
+	"transport/client":        {"transport/wire", "transport/api"},
+	"transport/client/python": {},
+	"transport/worker":        {"bucket", "transport/client", "transport/wire"},
+	"transport/sidecar":       {"transport/worker", "transport/client", "transport/wire", "transport/api", "transport/auth"},
 	// transport/relay runs on workers' hosts: the wire format and the
 	// token files, never the server (its upstream is an interface the
 	// Go client implements).
 	"transport/relay": {"transport/wire", "transport/auth"},
 
-	// cmd/permitd is the CLI: the agent runs node and transport, the
+	// cmd/permitd is the CLI: the agent runs node and its edge, the
 	// worker and relay commands the client side; the demo, bench and the
 	// test hooks are packages of their own below it.
 	"cmd/permitd": {
 		"fsm", "node", "node/faultnet",
-		"transport", "transport/auth", "transport/devcerts", "transport/tlsfiles",
+		"transport/server", "transport/auth", "transport/devcerts", "transport/tlsfiles", "transport/wire",
 		"transport/client", "transport/worker", "transport/sidecar", "transport/relay",
 		"cmd/internal/testhooks", "cmd/internal/demo", "cmd/internal/bench",
 	},
-	"cmd/internal/httplite":    {},
-	"cmd/internal/importguard": {},
-	"cmd/internal/doccheck":    {},
 	// cmd/permitd's parts in packages of their own: the binary's
 	// testing-only hooks on an agent (its node and raft fault layer) and
 	// on a worker (between it and the register, and its sidecar); the
@@ -55,9 +55,12 @@ var allowed = map[string][]string{
 	// clients; bench, a load generator over the API (HTTP, the binary
 	// protocol, the Go client; node for its default bound only).
 	"cmd/internal/testhooks": {"node", "node/faultnet", "transport/client", "transport/worker", "transport/sidecar"},
-	"cmd/internal/demo": {"bucket", "fsm", "node", "transport", "transport/auth", "transport/client", "transport/devcerts",
+	"cmd/internal/demo": {"bucket", "fsm", "node", "transport/server", "transport/auth", "transport/client", "transport/devcerts",
 		"transport/tlsfiles", "transport/worker", "cmd/internal/testhooks"},
-	"cmd/internal/bench": {"node", "transport/client", "transport/wire", "cmd/internal/httplite"},
+	"cmd/internal/bench":       {"node", "transport/client", "transport/wire", "cmd/internal/httplite"},
+	"cmd/internal/httplite":    {},
+	"cmd/internal/importguard": {},
+	"cmd/internal/doccheck":    {},
 	// cmd/leased-scale measures the leased path: agents (built from
 	// cmd/permitd, not imported) and in-process workers.
 	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker"},
@@ -105,27 +108,26 @@ var testAllowed = map[string]map[string]string{
 		"node/faultnet":      faultnet,
 		"transport/devcerts": devcerts,
 	},
-	"transport": {
-		"node/faultnet":                faultnet,
-		"transport/client":             "the server edge is tested through the Go client it serves (failover, back-off, the binary protocol)",
-		"transport/internal/fakestore": fakestore,
+	"transport/server": {
+		"node/faultnet":              faultnet,
+		"transport/client":           "the server edge is tested through the Go client it serves (failover, back-off, the binary protocol)",
+		"transport/server/fakestore": fakestore,
 	},
 	"transport/client": {
-		"bucket":                       clientE2E,
-		"fsm":                          clientE2E,
-		"node":                         clientE2E,
-		"transport":                    clientE2E,
-		"transport/auth":               clientE2E,
-		"transport/internal/fakestore": clientE2E,
+		"bucket":                     clientE2E,
+		"fsm":                        clientE2E,
+		"transport/server":           clientE2E,
+		"transport/auth":             clientE2E,
+		"transport/server/fakestore": clientE2E,
 	},
 	"transport/openapi": {
-		"fsm":                          openapiE2E,
-		"node":                         openapiE2E,
-		"node/faultnet":                openapiE2E,
-		"transport":                    openapiE2E,
-		"transport/auth":               openapiE2E,
-		"transport/internal/fakestore": openapiE2E,
-		"transport/internal/httpapi":   openapiE2E,
+		"fsm":                        openapiE2E,
+		"node":                       openapiE2E,
+		"node/faultnet":              openapiE2E,
+		"transport/server":           openapiE2E,
+		"transport/auth":             openapiE2E,
+		"transport/server/fakestore": openapiE2E,
+		"transport/api":              openapiE2E,
 	},
 	"transport/relay": {
 		"transport/client":   "the relay's upstream in its tests is the real Go client",
@@ -136,11 +138,11 @@ var testAllowed = map[string]map[string]string{
 		"transport/devcerts": devcerts,
 	},
 	"transport/worker": {
-		"fsm":                          workerE2E,
-		"node":                         workerE2E,
-		"node/faultnet":                workerE2E,
-		"transport":                    workerE2E,
-		"transport/internal/fakestore": workerE2E,
+		"fsm":                        workerE2E,
+		"node":                       workerE2E,
+		"node/faultnet":              workerE2E,
+		"transport/server":           workerE2E,
+		"transport/server/fakestore": workerE2E,
 	},
 }
 
@@ -216,17 +218,18 @@ func moduleGraph(files []srcFile) map[string]pkgImports {
 }
 
 // serverRank orders the server side's layers, bottom first: imports flow
-// cmd → transport → node → fsm → bucket, so a package of the chain may
+// cmd → transport/server → node → fsm → bucket, so a package of the chain may
 // import only packages of lower rank. fakestore, the register behind the
 // handler's tests, sits beside the handler.
-var serverRank = map[string]int{"bucket": 0, "fsm": 1, "node": 2, "transport": 3, "transport/internal/fakestore": 3, "cmd/permitd": 4}
+var serverRank = map[string]int{"bucket": 0, "fsm": 1, "node": 2, "transport/server": 3, "transport/server/fakestore": 3, "cmd/permitd": 4}
 
 // clientSide are the packages that run in users' processes and on
-// workers' hosts; serverOnly the packages they never import (the client
-// must not link the register).
+// workers' hosts (transport/api and transport/wire, the leaves both sides
+// share, among them); serverOnly the packages they never import (the
+// client must not link the register).
 var (
-	clientSide = []string{"transport/client", "transport/worker", "transport/sidecar", "transport/relay", "transport/limiter", "transport/wire"}
-	serverOnly = []string{"node", "fsm", "transport", "transport/internal/fakestore"}
+	clientSide = []string{"transport/client", "transport/worker", "transport/sidecar", "transport/relay", "transport/limiter", "transport/wire", "transport/api"}
+	serverOnly = []string{"node", "fsm", "transport/server", "transport/server/fakestore"}
 )
 
 // leaves import nothing of permitd: bucket is the pure math, and
@@ -249,7 +252,7 @@ func layerViolations(allowed map[string][]string, testAllowed map[string]map[str
 			out = append(out, table+"["+pkg+"] lists "+imp+": jepsen-lite uses permitd only through transport/client and the binaries")
 		case table != "allowed":
 		case hasRank(pkg) && hasRank(imp) && serverRank[imp] >= serverRank[pkg]:
-			out = append(out, table+"["+pkg+"] lists "+imp+": imports flow cmd → transport → node → fsm → bucket")
+			out = append(out, table+"["+pkg+"] lists "+imp+": imports flow cmd → transport/server → node → fsm → bucket")
 		case slices.Contains(clientSide, pkg) && slices.Contains(serverOnly, imp):
 			out = append(out, table+"["+pkg+"] lists "+imp+": the client side never imports the server")
 		}
@@ -274,7 +277,7 @@ func hasRank(pkg string) bool { _, ok := serverRank[pkg]; return ok }
 // the allowed graph and its test-only exceptions.
 func TestImportGraph(t *testing.T) {
 	graph := moduleGraph(moduleFiles(t, moduleRoot(t), func(string) bool { return false }))
-	for _, want := range []string{"bucket", "fsm", "node", "transport", "transport/client", "transport/worker", "cmd/permitd", "jepsen-lite/runner"} {
+	for _, want := range []string{"bucket", "fsm", "node", "transport/server", "transport/client", "transport/worker", "cmd/permitd", "jepsen-lite/runner"} {
 		if _, ok := graph[want]; !ok {
 			t.Fatalf("package %s not found: the walk is broken (found %d packages)", want, len(graph))
 		}

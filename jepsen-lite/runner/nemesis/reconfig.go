@@ -71,13 +71,11 @@ type RestartRecord struct {
 // interval (l's other settings unchanged).
 func LimitSpec(l Limit, interval time.Duration) (client.LimitSpec, map[string]any) {
 	spec := client.LimitSpec{Algorithm: "strict", Rate: 1, Per: interval}
-	rec := map[string]any{"algorithm": "strict", "rate": 1, "per": interval.String()}
 	if l.Strict {
 		m, e := l.MaxReserved, time.Duration(l.ExpiryNanos)
 		spec.MaxReserved, spec.Expiry = &m, &e
-		rec["max_reserved"], rec["expiry"] = m, e.String()
 	}
-	return spec, rec
+	return spec, history.PutRequest(l.Name, spec).Config
 }
 
 // putInterval puts the run's limit with interval factor × its original
