@@ -442,7 +442,7 @@ func TestRefusalForMaxReservedSaysSo(t *testing.T) {
 	if got := h.reserve1(sec/50, rsv("api", 1, sec/10, "")); got.Status != Refused || got.Detail != "" {
 		t.Errorf("reserve with max wait 100ms = %+v, want a refusal for the max wait (no detail)", got)
 	}
-	for i, want := range []Status{Granted, Granted, Refused} {
+	for i, want := range []ReserveStatus{Granted, Granted, Refused} {
 		got := h.reserve1(sec/50, rsv("ahead", 1, 10*sec, ""))
 		if got.Status != want || (want == Refused) != (got.Detail == RefusedReservedAheadFull) {
 			t.Fatalf("reserve %d on a limit of max_reserved 1 = %+v, want %v (refused: its max_reserved is taken)", i, got, want)

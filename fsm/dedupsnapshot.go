@@ -164,7 +164,7 @@ func appendOutcome(b []byte, o *outcome, base int64) []byte {
 func decodeOutcome(r *reader, base int64) outcome {
 	status := r.byte1("status")
 	extended := status&statusExtended != 0
-	o := outcome{status: Status(status &^ statusExtended)}
+	o := outcome{status: ReserveStatus(status &^ statusExtended)}
 	if extended && o.status != Refused && o.status != UnknownLimit {
 		r.fail("status byte %#x (the extended form is only for refusals and unknown limits)", status)
 		return o

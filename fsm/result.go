@@ -8,20 +8,20 @@ import "unicode/utf8"
 // dedup and session tables keep). The lease commands' results are in
 // lease.go, the settlements' in settle.go.
 
-// Status is the outcome of one reserve.
-type Status uint8
+// ReserveStatus is the outcome of one reserve.
+type ReserveStatus uint8
 
 // Reserve outcomes.
 const (
 	// Granted: the permits may be used WaitNanos after the decision.
-	Granted Status = 1
+	Granted ReserveStatus = 1
 	// Refused: nothing reserved; RetryAfterNanos says when to try again.
-	Refused Status = 2
+	Refused ReserveStatus = 2
 	// UnknownLimit: no limit of that name exists.
-	UnknownLimit Status = 3
+	UnknownLimit ReserveStatus = 3
 	// Invalid: the request can never be granted under the limit's current
 	// configuration (e.g. more permits than MaxPermits); Detail says why.
-	Invalid Status = 4
+	Invalid ReserveStatus = 4
 	// SessionExpired: the reserve's session is not open (it expired after
 	// SessionIdleNanos without a request, or never existed) or not the
 	// reserve's owner's (the same answer: see sessions.go):
@@ -29,7 +29,7 @@ const (
 	// earlier copy of this request was decided. The client never received
 	// such a decision, so it opens a new session and asks again, as a new
 	// request.
-	SessionExpired Status = 5
+	SessionExpired ReserveStatus = 5
 	// Busy: the reserve carries a request ID the register has not seen,
 	// and its table of request IDs is full (it refuses new IDs rather than
 	// forget IDs younger than DedupWindowNanos); RetryAfterNanos says when
@@ -38,20 +38,20 @@ const (
 	// session is answered Busy when its outcome cannot be recorded (the
 	// sessions, or its owner's, keep as many outcomes as they may; see
 	// sessions.go), with Detail; it too decided nothing.
-	Busy Status = 6
+	Busy ReserveStatus = 6
 	// Queued: the reserve (reservation form) waits in the queue of an
 	// in-flight cap it names (waiters.go): ReservationID names it,
 	// RetryAfterNanos is how long it may still wait (its deadline). It is
 	// not an answer to give a client: a later entry decides it
 	// (FSM.TakeWaiterDecisions), and the node waits for that decision. A
 	// replay of its request ID while it waits is Queued again, Duplicate.
-	Queued Status = 7
+	Queued ReserveStatus = 7
 )
 
 // ReserveResult is the outcome of one reserve, relative to the entry's
 // cluster time.
 type ReserveResult struct {
-	Status Status
+	Status ReserveStatus
 	// WaitNanos (Granted) is how long after the decision the permits may be
 	// used (>= 0); RetryAfterNanos (Refused) is when the same request could
 	// succeed (>= 1, so a refusal never invites an immediate retry).
@@ -151,7 +151,7 @@ const maxDetailBytes = 1024
 // what the dedup table and the session table store; ReserveResult is an
 // outcome seen from one entry's now.
 type outcome struct {
-	status Status
+	status ReserveStatus
 	// atNanos is, when Granted, the time from which the first permit may be
 	// used and, when Refused or Busy, the earliest time the request could
 	// be granted (or the table could take a new ID).

@@ -246,7 +246,7 @@ func TestWaiterWithRateLimits(t *testing.T) {
 func TestWaitersIgnoreNoops(t *testing.T) {
 	type decision struct {
 		id                  uint64
-		status              Status
+		status              ReserveStatus
 		decidedAt, servedAt int64
 		holdExpiry          int64
 		blocking            string

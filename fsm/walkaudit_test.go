@@ -76,7 +76,7 @@ type walkLimitState struct {
 
 // walkPromise is the first decision of a keyed reserve.
 type walkPromise struct {
-	status        Status
+	status        ReserveStatus
 	atNanos       int64
 	expiresNanos  int64 // absolute; 0 if the decision was not a grant
 	holdEndNanos  int64 // absolute; 0 if it holds no in-flight permits

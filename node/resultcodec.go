@@ -296,7 +296,7 @@ func ToWireReserveResult(res fsm.ReserveResult) wire.ReserveResult {
 }
 
 func fromWireResult(res wire.ReserveResult) fsm.ReserveResult {
-	return fsm.ReserveResult{Status: fsm.Status(res.Status), WaitNanos: res.WaitNanos, RetryAfterNanos: res.RetryAfterNanos,
+	return fsm.ReserveResult{Status: fsm.ReserveStatus(res.Status), WaitNanos: res.WaitNanos, RetryAfterNanos: res.RetryAfterNanos,
 		ExpiresInNanos: res.ExpiresInNanos, SpacingNanos: res.SpacingNanos, Duplicate: res.Duplicate, Detail: res.Detail}
 }
 

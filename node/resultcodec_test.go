@@ -11,7 +11,7 @@ import (
 // outcomes as the register does, so that converting one is a cast.
 func TestWireStatusesAreTheRegisters(t *testing.T) {
 	for _, c := range []struct {
-		f fsm.Status
+		f fsm.ReserveStatus
 		w wire.ReserveStatus
 	}{
 		{fsm.Granted, wire.Granted}, {fsm.Refused, wire.Refused}, {fsm.UnknownLimit, wire.UnknownLimit},
