@@ -231,7 +231,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 
 // agent is a running node with its HTTP server.
 type agent struct {
-	tokens  *auth.Store // nil without --token-file
+	tokens  *auth.TokenStore // nil without --token-file
 	node    *node.Node
 	http    *http.Server
 	httpErr chan error
@@ -345,7 +345,7 @@ func (ag *agent) handlers(a agentFlags, metrics *server.Metrics, logger hclog.Lo
 		if err != nil {
 			return nil, nil, err
 		}
-		ag.tokens = auth.NewStore(ts)
+		ag.tokens = auth.NewTokenStore(ts)
 		h = server.RequireTokens(h, ag.tokens)
 		serveBinary = server.AuthenticatedBinary(ag.tokens, a.sessionsPerToken, bin.ServeAs)
 	}

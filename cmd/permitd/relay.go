@@ -161,7 +161,7 @@ func (f *relayFlags) check() error {
 type relaySecurity struct {
 	clientOpts []client.Option
 	serve      *tls.Config
-	tokens     *auth.Store
+	tokens     *auth.TokenStore
 }
 
 // security loads the relay's TLS material and tokens. A relay that
@@ -186,7 +186,7 @@ func (f *relayFlags) security() (relaySecurity, error) {
 		if err != nil {
 			return sec, err
 		}
-		sec.tokens = auth.NewStore(ts)
+		sec.tokens = auth.NewTokenStore(ts)
 	}
 	return sec, nil
 }

@@ -166,7 +166,7 @@ func (f *clientTLSFlags) config() (*tls.Config, error) {
 // replaces the tokens at once, for open binary connections too; an
 // invalid one is logged and the old tokens stay. A nil store (no flag
 // given) is logged as nothing to reload; flag names it.
-func reloadTokenFile(store *auth.Store, file, flag string, logger hclog.Logger) {
+func reloadTokenFile(store *auth.TokenStore, file, flag string, logger hclog.Logger) {
 	if store == nil {
 		logger.Info("SIGHUP: no " + flag + " to reload")
 		return

@@ -189,7 +189,7 @@ func (f *workerFlags) check() error {
 
 // sidecarSecurity loads the sidecar's TLS configuration and its tokens
 // (nil without --http-tls-cert, --http-token-file).
-func (f *workerFlags) sidecarSecurity() (*tls.Config, *auth.Store, error) {
+func (f *workerFlags) sidecarSecurity() (*tls.Config, *auth.TokenStore, error) {
 	var conf *tls.Config
 	if f.httpTLSCert != "" {
 		c, err := tlsfiles.Server(f.httpTLSCert, f.httpTLSKey, "", false)
@@ -199,13 +199,13 @@ func (f *workerFlags) sidecarSecurity() (*tls.Config, *auth.Store, error) {
 		c.NextProtos = []string{"http/1.1"}
 		conf = c
 	}
-	var tokens *auth.Store
+	var tokens *auth.TokenStore
 	if f.httpTokenFile != "" {
 		ts, err := loadTokens(f.httpTokenFile)
 		if err != nil {
 			return nil, nil, errors.New(strings.Replace(err.Error(), "--token-file", "--http-token-file", 1))
 		}
-		tokens = auth.NewStore(ts)
+		tokens = auth.NewTokenStore(ts)
 	}
 	return conf, tokens, nil
 }
@@ -272,7 +272,7 @@ type workerProcess struct {
 	faults    *testhooks.FaultyRegister
 	encrypted bool
 	tls       *tls.Config
-	tokens    *auth.Store
+	tokens    *auth.TokenStore
 	logger    hclog.Logger
 	stderr    io.Writer
 }

@@ -137,10 +137,10 @@ func TestParseAuthorization(t *testing.T) {
 	}
 }
 
-// TestNewStoreOf: every spec's secret finds its token with its role and
+// TestNewTokenStoreOf: every spec's secret finds its token with its role and
 // limits; an invalid name fails with ErrInvalid and makes no store.
-func TestNewStoreOf(t *testing.T) {
-	store, secrets, err := NewStoreOf(Spec{Name: "root", Role: RoleAdmin}, Spec{Name: "app", Role: RoleClient, Limits: []string{"api*"}})
+func TestNewTokenStoreOf(t *testing.T) {
+	store, secrets, err := NewTokenStoreOf(Spec{Name: "root", Role: RoleAdmin}, Spec{Name: "app", Role: RoleClient, Limits: []string{"api*"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestNewStoreOf(t *testing.T) {
 	if tok, ok := store.Lookup(secrets["root"]); !ok || tok.Role != RoleAdmin {
 		t.Errorf("root: %+v, %v", tok, ok)
 	}
-	if s, _, err := NewStoreOf(Spec{Name: "bad name", Role: RoleAdmin}); !errors.Is(err, ErrInvalid) || s != nil {
+	if s, _, err := NewTokenStoreOf(Spec{Name: "bad name", Role: RoleAdmin}); !errors.Is(err, ErrInvalid) || s != nil {
 		t.Errorf("a bad name: store %v, error %v; want ErrInvalid and no store", s, err)
 	}
 }

@@ -25,7 +25,7 @@
 // '[...]'). A file that breaks any rule is rejected whole, with the line
 // number and what is allowed, and the agent keeps the tokens it had.
 //
-// Servers keep the current tokens in a Store (a reload swaps them at
+// Servers keep the current tokens in a TokenStore (a reload swaps them at
 // once) and wrap their HTTP handlers in Require, giving it the Need of
 // each route: package transport/server for the register's API and binary
 // protocol, package sidecar for a worker's. Allows is the one rule that

@@ -14,7 +14,7 @@ import (
 // without a valid token, 403 for a token without the role or the limit.
 // The JSON body, {"error": ..., "required_role": ...}, never repeats the
 // secret. access must decide from the method and escaped path alone.
-func Require(next http.Handler, store *Store, access func(method, escapedPath string) (Need, string)) http.Handler {
+func Require(next http.Handler, store *TokenStore, access func(method, escapedPath string) (Need, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, limit := access(r.Method, r.URL.EscapedPath())
 		if n == NeedNothing {

@@ -5,32 +5,32 @@ import (
 	"sync/atomic"
 )
 
-// Store holds a server's current tokens; Replace swaps them at once for
+// TokenStore holds a server's current tokens; Replace swaps them at once for
 // every later lookup (a SIGHUP re-reads the token file).
-type Store struct{ p atomic.Pointer[Tokens] }
+type TokenStore struct{ p atomic.Pointer[Tokens] }
 
-// NewStore returns a store holding ts.
-func NewStore(ts *Tokens) *Store {
-	s := &Store{}
+// NewTokenStore returns a store holding ts.
+func NewTokenStore(ts *Tokens) *TokenStore {
+	s := &TokenStore{}
 	s.p.Store(ts)
 	return s
 }
 
 // Replace makes ts the current tokens.
-func (s *Store) Replace(ts *Tokens) { s.p.Store(ts) }
+func (s *TokenStore) Replace(ts *Tokens) { s.p.Store(ts) }
 
 // Len returns how many tokens are current.
-func (s *Store) Len() int { return s.p.Load().Len() }
+func (s *TokenStore) Len() int { return s.p.Load().Len() }
 
 // Current returns the current tokens. A Replace installs a new *Tokens, so
 // a caller may keep a lookup's result for as long as Current returns the
 // same pointer.
-func (s *Store) Current() *Tokens { return s.p.Load() }
+func (s *TokenStore) Current() *Tokens { return s.p.Load() }
 
 // Lookup looks secret up in the current tokens (Tokens.Lookup).
-func (s *Store) Lookup(secret string) (Token, bool) { return s.p.Load().Lookup(secret) }
+func (s *TokenStore) Lookup(secret string) (Token, bool) { return s.p.Load().Lookup(secret) }
 
-// Spec describes a token for NewStoreOf: its name, role and (client
+// Spec describes a token for NewTokenStoreOf: its name, role and (client
 // tokens only, optional) limit patterns.
 type Spec struct {
 	Name   string
@@ -38,11 +38,11 @@ type Spec struct {
 	Limits []string
 }
 
-// NewStoreOf makes a new secret for each spec (NewSecret) and returns a
+// NewTokenStoreOf makes a new secret for each spec (NewSecret) and returns a
 // store holding them with the secrets by name: for tests and for programs
 // that run a server with tokens made in memory rather than read from a
 // token file. An invalid spec fails as the token file line would.
-func NewStoreOf(specs ...Spec) (*Store, map[string]string, error) {
+func NewTokenStoreOf(specs ...Spec) (*TokenStore, map[string]string, error) {
 	secrets := make(map[string]string, len(specs))
 	var lines []string
 	for _, s := range specs {
@@ -56,5 +56,5 @@ func NewStoreOf(specs ...Spec) (*Store, map[string]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return NewStore(ts), secrets, nil
+	return NewTokenStore(ts), secrets, nil
 }

@@ -34,7 +34,7 @@ func TestSessionOfARenamedToken(t *testing.T) {
 		}
 		return ts
 	}
-	tokens := auth.NewStore(tokensOf(line))
+	tokens := auth.NewTokenStore(tokensOf(line))
 	st := fakestore.New()
 	h := server.RequireTokens(server.NewHandler(st, server.HandlerOptions{SessionsPerToken: 2}), tokens)
 	var opens, gone atomic.Int64

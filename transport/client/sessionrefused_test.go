@@ -26,7 +26,7 @@ import (
 // a *SessionRefusedError that matches ErrUnavailable.
 func TestSessionRefusedFallsBackToRequestIDs(t *testing.T) {
 	st := fakestore.New()
-	tokens, secrets, err := auth.NewStoreOf(auth.Spec{Name: "root", Role: auth.RoleAdmin}, auth.Spec{Name: "app", Role: auth.RoleClient})
+	tokens, secrets, err := auth.NewTokenStoreOf(auth.Spec{Name: "root", Role: auth.RoleAdmin}, auth.Spec{Name: "app", Role: auth.RoleClient})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,9 +78,9 @@ type register struct {
 	lonely *testNode   // n4: no cluster until it is joined
 }
 
-func newTokens(t *testing.T) (*auth.Store, map[string]string) {
+func newTokens(t *testing.T) (*auth.TokenStore, map[string]string) {
 	t.Helper()
-	store, secrets, err := auth.NewStoreOf(
+	store, secrets, err := auth.NewTokenStoreOf(
 		auth.Spec{Name: tokAdmin, Role: auth.RoleAdmin}, auth.Spec{Name: tokClient, Role: auth.RoleClient},
 		auth.Spec{Name: tokNarrow, Role: auth.RoleClient, Limits: []string{"api*"}}, auth.Spec{Name: tokWorker, Role: auth.RoleWorker})
 	if err != nil {
@@ -89,7 +89,7 @@ func newTokens(t *testing.T) (*auth.Store, map[string]string) {
 	return store, secrets
 }
 
-func startRegister(t *testing.T, tokens *auth.Store) *register {
+func startRegister(t *testing.T, tokens *auth.TokenStore) *register {
 	t.Helper()
 	r := &register{sw: faultnet.New()}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "register", Level: hclog.Off, Output: io.Discard})

@@ -185,7 +185,7 @@ func TestServedDocumentIsTheEmbeddedOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The route never reaches the store.
-	h := server.RequireTokens(server.NewHandler(nil, server.HandlerOptions{}), auth.NewStore(ts))
+	h := server.RequireTokens(server.NewHandler(nil, server.HandlerOptions{}), auth.NewTokenStore(ts))
 	for _, method := range []string{http.MethodGet, http.MethodHead} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(method, "/v1/openapi.json", nil))

@@ -47,7 +47,7 @@ type Config struct {
 	TLS *tls.Config
 	// Tokens, if not nil, requires every connection to authenticate with
 	// a worker (or admin) token first (wire.OpAuth).
-	Tokens *auth.Store
+	Tokens *auth.TokenStore
 	// MaxInFlight bounds the batches with the register at once (0:
 	// DefaultMaxInFlight; 1 to 64).
 	MaxInFlight int

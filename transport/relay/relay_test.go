@@ -305,7 +305,7 @@ func TestRelayShedsBeyondItsQueue(t *testing.T) {
 // closed, a worker token relays, and once a reload revokes it the next
 // call on the open connection is refused.
 func TestRelayRequiresAWorkerToken(t *testing.T) {
-	store, secrets, err := auth.NewStoreOf(auth.Spec{Name: "w1", Role: auth.RoleWorker}, auth.Spec{Name: "app", Role: auth.RoleClient})
+	store, secrets, err := auth.NewTokenStoreOf(auth.Spec{Name: "w1", Role: auth.RoleWorker}, auth.Spec{Name: "app", Role: auth.RoleClient})
 	if err != nil {
 		t.Fatal(err)
 	}

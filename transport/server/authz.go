@@ -60,7 +60,7 @@ func access(method, p string) (auth.Need, string) {
 // RequireTokens wraps next so that every request but the health checks
 // and the API description (/v1/openapi.json) carries a token of store whose role allows it (auth.Require with the
 // API's routes, access).
-func RequireTokens(next http.Handler, store *auth.Store) http.Handler {
+func RequireTokens(next http.Handler, store *auth.TokenStore) http.Handler {
 	return auth.Require(next, store, access)
 }
 
@@ -76,11 +76,11 @@ type lookup struct {
 // wire.OpAuth with a token of store (read within sniffTimeout; answered
 // CodeOK, or CodeUnauthenticated and the connection closed). serve then
 // serves the connection, checking every call against the token's role,
-// looked up again after every reload (auth.Store.Replace) so that a token
+// looked up again after every reload (auth.TokenStore.Replace) so that a token
 // revoked by a reload stops working on open connections too, and opening
 // its sessions for the token, at most sessionsPerToken of them (0: no
 // quota; see HandlerOptions.SessionsPerToken).
-func AuthenticatedBinary(store *auth.Store, sessionsPerToken int, serve func(net.Conn, Authorizer, fsm.OpenSession)) BinaryServer {
+func AuthenticatedBinary(store *auth.TokenStore, sessionsPerToken int, serve func(net.Conn, Authorizer, fsm.OpenSession)) BinaryServer {
 	return func(c net.Conn) {
 		_ = c.SetDeadline(time.Now().Add(sniffTimeout))
 		// Unbuffered: the client sends nothing after OpAuth before the

@@ -18,9 +18,9 @@ import (
 
 // tokenSet makes one token per role (the client one restricted to "api*")
 // and returns the store with the secrets by name.
-func tokenSet(t *testing.T) (*auth.Store, map[string]string) {
+func tokenSet(t *testing.T) (*auth.TokenStore, map[string]string) {
 	t.Helper()
-	store, secrets, err := auth.NewStoreOf(
+	store, secrets, err := auth.NewTokenStoreOf(
 		auth.Spec{Name: "root", Role: auth.RoleAdmin}, auth.Spec{Name: "app", Role: auth.RoleClient},
 		auth.Spec{Name: "narrow", Role: auth.RoleClient, Limits: []string{"api*"}}, auth.Spec{Name: "w1", Role: auth.RoleWorker})
 	if err != nil {

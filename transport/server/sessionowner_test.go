@@ -22,7 +22,7 @@ import (
 // every request carries the token, through RequireTokens, and a binary
 // connection authenticated with it (AuthenticatedBinary, as the agent
 // serves it).
-func asToken(t *testing.T, bn *boundsNode, tokens *auth.Store, secret string) *boundsNode {
+func asToken(t *testing.T, bn *boundsNode, tokens *auth.TokenStore, secret string) *boundsNode {
 	t.Helper()
 	h := RequireTokens(NewHandler(bn.n, HandlerOptions{SessionsPerToken: 8}), tokens)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

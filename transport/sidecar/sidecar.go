@@ -48,7 +48,7 @@ type Options struct {
 	// Tokens, if not nil, are required as on the register (auth.Require):
 	// a reserve needs a client token that may use the limit, a session
 	// any client token, status and metrics any token; health checks none.
-	Tokens *auth.Store
+	Tokens *auth.TokenStore
 }
 
 // DefaultRequestTimeout is the longest max_wait of a reserve by default.

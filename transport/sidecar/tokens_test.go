@@ -14,7 +14,7 @@ import (
 // reserve a client token that may use the limit, a session any client
 // token, status any token; other paths admin.
 func TestSidecarTokens(t *testing.T) {
-	store, secrets, err := auth.NewStoreOf(auth.Spec{Name: "app", Role: auth.RoleClient}, auth.Spec{Name: "other", Role: auth.RoleClient, Limits: []string{"x*"}},
+	store, secrets, err := auth.NewTokenStoreOf(auth.Spec{Name: "app", Role: auth.RoleClient}, auth.Spec{Name: "other", Role: auth.RoleClient, Limits: []string{"x*"}},
 		auth.Spec{Name: "w", Role: auth.RoleWorker}, auth.Spec{Name: "root", Role: auth.RoleAdmin})
 	require.NoError(t, err)
 	h := NewHandler(newFakeSidecarWorker(), Options{Tokens: store})

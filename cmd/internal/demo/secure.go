@@ -31,7 +31,7 @@ type demoSecurity struct {
 	nodes  map[string]tls.Certificate
 	client *tls.Config
 	secret string
-	tokens *auth.Store
+	tokens *auth.TokenStore
 }
 
 // newDemoSecurity makes certificates for ids (valid for 127.0.0.1) in a
@@ -71,7 +71,7 @@ func newDemoSecurity(ids []string) (*demoSecurity, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.secret, s.tokens = secret, auth.NewStore(ts)
+	s.secret, s.tokens = secret, auth.NewTokenStore(ts)
 	return s, nil
 }
 
