@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -210,25 +209,12 @@ func TestLeaseConcurrentReads(t *testing.T) {
 	h := leased(t, 300, 300)
 	h.check = nil
 	sim := newLeaseSim(h, 5)
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				_ = h.f.Leases("hot")
-				_, _ = h.f.LeasePool("hot")
-				_, _, _, _ = h.f.LeaseAccounts("hot")
-				_ = h.f.StateHash()
-			}
-		}()
-	}
+	stop := readConcurrently(2, func() {
+		_ = h.f.Leases("hot")
+		_, _ = h.f.LeasePool("hot")
+		_, _, _, _ = h.f.LeaseAccounts("hot")
+		_ = h.f.StateHash()
+	})
 	for i := range 600 {
 		b := sim.entry()
 		sim.observe(b, h.apply(b))
@@ -236,8 +222,7 @@ func TestLeaseConcurrentReads(t *testing.T) {
 			snapshotBytes(t, h.f)
 		}
 	}
-	close(done)
-	wg.Wait()
+	stop()
 }
 
 // TestLeaseStateHashIsSnapshotHash checks StateHash with a lease book.

@@ -342,9 +342,28 @@ func TestPersistCancelsOnWriteError(t *testing.T) {
 func TestConcurrentReads(t *testing.T) {
 	h := newHarness(t)
 	log := randomLog(t, 11, 400)
+	stop := readConcurrently(3, func() {
+		for _, l := range h.f.Limits() {
+			h.f.Limit(l.Name)
+		}
+		_ = h.f.AppliedIndex() + uint64(h.f.LastNowNanos()) + uint64(h.f.DedupEntries())
+		_ = h.f.StateHash()
+	})
+	for i, e := range log {
+		h.apply(e)
+		if i%100 == 0 {
+			snapshotBytes(t, h.f)
+		}
+	}
+	stop()
+}
+
+// readConcurrently starts n goroutines that call read over and over
+// until the returned stop is called; stop waits for them to end.
+func readConcurrently(n int, read func()) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 3 {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -354,20 +373,12 @@ func TestConcurrentReads(t *testing.T) {
 					return
 				default:
 				}
-				for _, l := range h.f.Limits() {
-					h.f.Limit(l.Name)
-				}
-				_ = h.f.AppliedIndex() + uint64(h.f.LastNowNanos()) + uint64(h.f.DedupEntries())
-				_ = h.f.StateHash()
+				read()
 			}
 		}()
 	}
-	for i, e := range log {
-		h.apply(e)
-		if i%100 == 0 {
-			snapshotBytes(t, h.f)
-		}
+	return func() {
+		close(done)
+		wg.Wait()
 	}
-	close(done)
-	wg.Wait()
 }

@@ -93,7 +93,6 @@ var pureExceptions = []pureException{
 	{"fsm/shares_test.go", "import math/rand", "testing/quick hands its Generate methods a *math/rand.Rand"},
 	{"fsm/memory_bench_test.go", "import runtime", "the memory benchmark reads the heap after a GC (runtime.ReadMemStats)"},
 	{"fsm/snapshot_test.go", "go statement", concurrentReads},
-	{"fsm/lease_snapshot_test.go", "go statement", concurrentReads},
 }
 
 const (
