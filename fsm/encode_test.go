@@ -233,12 +233,7 @@ func TestDecodeRejects(t *testing.T) {
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	uv := func(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 	str := func(s string) []byte { return appendBytes(nil, s) }
-	tests := []struct {
-		desc    string
-		b       []byte
-		invalid bool // ErrInvalidCommand rather than ErrDecode
-		want    string
-	}{
+	tests := []decodeReject{
 		{"empty", nil, false, "command type: truncated"},
 		{"only type", []byte{3}, false, "encoding version: truncated"},
 		{"unknown type 0", []byte{0, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 0"},
@@ -276,6 +271,22 @@ func TestDecodeRejects(t *testing.T) {
 		{"put garbage config", cat(hdr(CmdPutLimit), str("a"), str("garbage")), true, `limit "a": config`},
 		{"put empty config", cat(hdr(CmdPutLimit), str("a"), uv(0)), true, `limit "a": config`},
 	}
+	checkDecodeRejects(t, tests)
+}
+
+// decodeReject is an encoding Decode must reject: with ErrInvalidCommand
+// if invalid, else ErrDecode, in an error that contains want.
+type decodeReject struct {
+	desc    string
+	b       []byte
+	invalid bool // ErrInvalidCommand rather than ErrDecode
+	want    string
+}
+
+// checkDecodeRejects checks that Decode rejects each of tests with the
+// error it names ("fsm: "-prefixed) and returns the zero Entry with it.
+func checkDecodeRejects(t *testing.T, tests []decodeReject) {
+	t.Helper()
 	for _, tt := range tests {
 		e, err := Decode(tt.b)
 		if err == nil {

@@ -130,12 +130,7 @@ func TestLeaseDecodeRejects(t *testing.T) {
 	lease := func(weight, demand, ttl uint64) []byte {
 		return cat(hdr(CmdLease), str("hot"), str("w"), str("g"), uv(weight), uv(demand), uv(ttl), str(""))
 	}
-	tests := []struct {
-		desc    string
-		b       []byte
-		invalid bool
-		want    string
-	}{
+	tests := []decodeReject{
 		{"policy leased byte 2", cat(hdr(CmdPutLeasePolicy), str("a"), []byte{2}, uv(0), uv(0)), false, "leased byte 2"},
 		{"policy burst beyond int64", cat(hdr(CmdPutLeasePolicy), str("a"), []byte{1}, uv(math.MaxUint64), uv(0)), true, "int64 range"},
 		{"policy burst too large", cat(hdr(CmdPutLeasePolicy), str("a"), []byte{1}, uv(1<<61), uv(0)), true, "burst"},
@@ -151,21 +146,5 @@ func TestLeaseDecodeRejects(t *testing.T) {
 		{"return non-canonical varint", cat(hdr(CmdReturn), str("hot"), []byte{0x81, 0x00}, uv(1), uv(0), uv(0), uv(0), str("")), false, "shortest form"},
 		{"unknown type 15", []byte{15, 4, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 15 (known: 1-14)"},
 	}
-	for _, tt := range tests {
-		e, err := Decode(tt.b)
-		if err == nil {
-			t.Errorf("%s: Decode = %+v, want error", tt.desc, e)
-			continue
-		}
-		want := ErrDecode
-		if tt.invalid {
-			want = ErrInvalidCommand
-		}
-		if !errors.Is(err, want) || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "fsm: ") {
-			t.Errorf("%s: Decode error %q, want %v containing %q", tt.desc, err, want, tt.want)
-		}
-		if !reflect.DeepEqual(e, Entry{}) {
-			t.Errorf("%s: Decode returned %+v with its error", tt.desc, e)
-		}
-	}
+	checkDecodeRejects(t, tests)
 }
