@@ -58,9 +58,7 @@ func TestLateRefundsKeepTheBurstyBound(t *testing.T) {
 						grants = append(grants, boundGrant{atNanos: res.NowNanos + res.WaitNanos, n: n})
 					}
 				case len(opens) > 0:
-					k := rng.IntN(len(opens))
-					o := opens[k]
-					opens = append(opens[:k], opens[k+1:]...)
+					o := takeRandom(rng, &opens)
 					g := &grants[o.index]
 					actual := rng.Int64N(g.n + 1)
 					res := h.settleCmd(now, Settle{Reservation: o.id, Actual: []Part{{"b", actual}}})
@@ -187,9 +185,7 @@ func TestLateRefundsAmidMultiLimitChargesAndReconfigures(t *testing.T) {
 						t.Fatalf("%+v seed %d: a restored snapshot re-encodes differently", spec, seed)
 					}
 				case len(opens) > 0:
-					k := rng.IntN(len(opens))
-					o := opens[k]
-					opens = append(opens[:k], opens[k+1:]...)
+					o := takeRandom(rng, &opens)
 					g := &grants[o.index]
 					actual := rng.Int64N(g.n + 1)
 					if rng.IntN(6) == 0 {
@@ -301,4 +297,12 @@ func TestLateRefundBudgetSurvivesMarkMerging(t *testing.T) {
 	if used > 151 {
 		t.Errorf("%d permits used in a 0.5 s window, above the bursty bound 151", used)
 	}
+}
+
+// takeRandom removes one element of *s, drawn with rng, and returns it.
+func takeRandom[T any](rng *rand.Rand, s *[]T) T {
+	k := rng.IntN(len(*s))
+	v := (*s)[k]
+	*s = append((*s)[:k], (*s)[k+1:]...)
+	return v
 }
