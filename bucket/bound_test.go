@@ -24,26 +24,35 @@ func TestBoundsOverAcceptedRange(t *testing.T) {
 	for _, a := range []Algorithm{Strict, Bursty, WarmingUp, Hybrid} {
 		t.Run(a.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(a), 42))
-			accepted := 0
-			for trial := 0; accepted < *boundTrials && trial < 100**boundTrials; trial++ {
-				s := randomSpec(rng, a)
-				c, err := Compile(s)
-				if err != nil {
-					continue
-				}
-				accepted++
-				if c.IntervalNanos == 0 {
-					continue // an infinite bursty rate has no bound to check
-				}
+			accepted := eachAcceptedSpec(rng, a, *boundTrials, func(trial int, s Spec, c Config) {
 				if msg := checkBoundTrial(rng, c); msg != "" {
 					t.Fatalf("trial %d, spec %+v (interval %d ns): %s", trial, s, c.IntervalNanos, msg)
 				}
-			}
+			})
 			if accepted < *boundTrials {
 				t.Fatalf("weak test: only %d accepted configurations", accepted)
 			}
 		})
 	}
+}
+
+// eachAcceptedSpec draws specs of algorithm a with rng until trials of
+// them compile (or 100*trials are drawn), calls check with each compiled
+// one that has a bound to check, and returns how many compiled.
+func eachAcceptedSpec(rng *rand.Rand, a Algorithm, trials int, check func(trial int, s Spec, c Config)) (accepted int) {
+	for trial := 0; accepted < trials && trial < 100*trials; trial++ {
+		s := randomSpec(rng, a)
+		c, err := Compile(s)
+		if err != nil {
+			continue
+		}
+		accepted++
+		if c.IntervalNanos == 0 {
+			continue // an infinite bursty rate has no bound to check
+		}
+		check(trial, s, c)
+	}
+	return accepted
 }
 
 // logUniform returns a value between lo and hi (both > 0), log-uniformly.

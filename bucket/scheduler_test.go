@@ -395,24 +395,15 @@ func TestBoundsWithReserveAtAndCharge(t *testing.T) {
 	for _, a := range schedulerAlgorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(a), 4242))
-			accepted, charged, at := 0, 0, 0
-			for trial := 0; accepted < *schedulerBoundTrials && trial < 100**schedulerBoundTrials; trial++ {
-				s := randomSpec(rng, a)
-				c, err := Compile(s)
-				if err != nil {
-					continue
-				}
-				accepted++
-				if c.IntervalNanos == 0 {
-					continue
-				}
+			charged, at := 0, 0
+			accepted := eachAcceptedSpec(rng, a, *schedulerBoundTrials, func(trial int, s Spec, c Config) {
 				msg, nc, na := checkSchedulerBoundTrial(rng, c)
 				if msg != "" {
 					t.Fatalf("trial %d, spec %+v (interval %d ns): %s", trial, s, c.IntervalNanos, msg)
 				}
 				charged += nc
 				at += na
-			}
+			})
 			if accepted < *schedulerBoundTrials || charged < accepted || at < accepted {
 				t.Fatalf("weak test: %d accepted configurations, %d charges, %d ReserveAt grants", accepted, charged, at)
 			}
