@@ -426,45 +426,46 @@ func badInputs() []badInput {
 func TestBadInput(t *testing.T) {
 	for _, tt := range badInputs() {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, HandlerOptions{})
-			w := e.do(t, tt.method, tt.path, tt.body)
-			m := decode(t, w)
-			if w.Code != tt.code {
-				t.Fatalf("code %d, want %d: %s", w.Code, tt.code, w.Body)
-			}
-			msg := m["error"].(string)
-			if !strings.Contains(msg, tt.mention) {
-				t.Errorf("error %q does not mention %q", msg, tt.mention)
-			}
+			msg := tt.check(t)
 			for _, pkg := range []string{"bucket: ", "fsm: ", "node: ", "transport: "} {
 				if strings.Contains(msg, pkg) {
 					t.Errorf("error %q names a Go package (%q)", msg, pkg)
 				}
 			}
-			if n := e.store.Calls(); n != 0 {
-				t.Errorf("bad input reached the store (%d calls)", n)
-			}
 		})
 	}
+}
+
+// check serves tt to a new env and checks the answer: tt.code, an error
+// that mentions tt.mention, and no call of the store; it returns the
+// error.
+func (tt badInput) check(t *testing.T) (msg string) {
+	t.Helper()
+	e := newEnv(t, HandlerOptions{})
+	w := e.do(t, tt.method, tt.path, tt.body)
+	m := decode(t, w)
+	if w.Code != tt.code {
+		t.Fatalf("code %d, want %d: %s", w.Code, tt.code, w.Body)
+	}
+	msg = m["error"].(string)
+	if !strings.Contains(msg, tt.mention) {
+		t.Errorf("error %q does not mention %q", msg, tt.mention)
+	}
+	if n := e.store.Calls(); n != 0 {
+		t.Errorf("bad input reached the store (%d calls)", n)
+	}
+	return msg
 }
 
 func TestBodyTooLarge(t *testing.T) {
 	big := `{"permits":1,"request_id":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
 	for _, known := range []bool{true, false} {
 		for _, path := range []string{"/v1/limits/a/reserve", "/v1/limits/a", "/v1/cluster/join"} {
-			e := newEnv(t, HandlerOptions{})
 			method := "POST"
 			if path == "/v1/limits/a" {
 				method = "PUT"
 			}
-			req := httptest.NewRequest(method, path, strings.NewReader(big))
-			if !known {
-				req.ContentLength = -1 // read until MaxBytesReader stops it
-				req.Body = io.NopCloser(strings.NewReader(big))
-			}
-			w := httptest.NewRecorder()
-			e.h.ServeHTTP(w, req)
-			decode(t, w)
+			e, w := serveOversized(t, method, path, big, known)
 			if w.Code != http.StatusRequestEntityTooLarge {
 				t.Errorf("%s known length %v: %d %s", path, known, w.Code, w.Body)
 			}
@@ -473,6 +474,23 @@ func TestBodyTooLarge(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serveOversized serves method path with the body big to a new env, its
+// length known or not (then read until MaxBytesReader stops it), and
+// decodes the answer's error body.
+func serveOversized(t *testing.T, method, path, big string, known bool) (*env, *httptest.ResponseRecorder) {
+	t.Helper()
+	e := newEnv(t, HandlerOptions{})
+	req := httptest.NewRequest(method, path, strings.NewReader(big))
+	if !known {
+		req.ContentLength = -1 // read until MaxBytesReader stops it
+		req.Body = io.NopCloser(strings.NewReader(big))
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, req)
+	decode(t, w)
+	return e, w
 }
 
 func TestMethodNotAllowed(t *testing.T) {

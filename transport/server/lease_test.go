@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -319,20 +317,7 @@ func leaseBadInputs() []badInput {
 
 func TestLeaseBadInput(t *testing.T) {
 	for _, tt := range leaseBadInputs() {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, HandlerOptions{})
-			w := e.do(t, tt.method, tt.path, tt.body)
-			m := decode(t, w)
-			if w.Code != tt.code {
-				t.Fatalf("code %d, want %d: %s", w.Code, tt.code, w.Body)
-			}
-			if msg := m["error"].(string); !strings.Contains(msg, tt.mention) {
-				t.Errorf("error %q does not mention %q", msg, tt.mention)
-			}
-			if n := e.store.Calls(); n != 0 {
-				t.Errorf("bad input reached the store (%d calls)", n)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.check(t) })
 	}
 }
 
@@ -345,15 +330,7 @@ func TestLeaseBodyTooLarge(t *testing.T) {
 			{"POST", "/v1/limits/a/leases/1/renew"},
 			{"POST", "/v1/limits/a/leases/1/return"},
 		} {
-			e := newEnv(t, HandlerOptions{})
-			req := httptest.NewRequest(r.method, r.path, strings.NewReader(big))
-			if !known {
-				req.ContentLength = -1
-				req.Body = io.NopCloser(strings.NewReader(big))
-			}
-			w := httptest.NewRecorder()
-			e.h.ServeHTTP(w, req)
-			decode(t, w)
+			e, w := serveOversized(t, r.method, r.path, big, known)
 			if w.Code != http.StatusRequestEntityTooLarge || e.store.Calls() != 0 {
 				t.Errorf("%s known length %v: %d %s (%d store calls)", r.path, known, w.Code, w.Body, e.store.Calls())
 			}
