@@ -67,6 +67,26 @@ func roundTrip(c net.Conn, msg string, timeout time.Duration) error {
 	return nil
 }
 
+// dial dials to over f within a second, failing the test if it cannot,
+// and closes the connection when the test ends.
+func dial(t *testing.T, f *TCPFaults, to string) net.Conn {
+	t.Helper()
+	c, err := f.Dial(to, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// mustRoundTrip is roundTrip within 5 s, failing the test if it fails.
+func mustRoundTrip(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	if err := roundTrip(c, msg, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitBroken reads from c until it fails (EOF or reset) or the deadline.
 func waitBroken(c net.Conn, timeout time.Duration) error {
 	_ = c.SetReadDeadline(time.Now().Add(timeout))
@@ -88,14 +108,8 @@ func TestTCPBlockBothWays(t *testing.T) {
 	serve(t, a, aAddr)
 	sb := serve(t, b, bAddr)
 
-	c, err := a.Dial(bAddr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := roundTrip(c, "hello", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c := dial(t, a, bAddr)
+	mustRoundTrip(t, c, "hello")
 	in := <-sb.accepted
 	if h, _, _ := net.SplitHostPort(in.RemoteAddr().String()); h != "127.0.0.21" {
 		t.Fatalf("inbound connection from %s: dials are not bound to the node's IP", in.RemoteAddr())
@@ -126,14 +140,8 @@ func TestTCPBlockBothWays(t *testing.T) {
 	}
 
 	b.Heal()
-	c3, err := a.Dial(bAddr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if err := roundTrip(c3, "again", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c3 := dial(t, a, bAddr)
+	mustRoundTrip(t, c3, "again")
 }
 
 func TestTCPBlockDialIsOneWay(t *testing.T) {
@@ -141,11 +149,7 @@ func TestTCPBlockDialIsOneWay(t *testing.T) {
 	a, b := NewTCP(aAddr), NewTCP(bAddr)
 	serve(t, a, aAddr)
 	serve(t, b, bAddr)
-	out, err := a.Dial(bAddr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
+	out := dial(t, a, bAddr)
 	if err := a.BlockDial([]string{bAddr}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,25 +181,15 @@ func TestTCPSharedIPBlocksByDialOnly(t *testing.T) {
 		t.Fatalf("b dials a: %v, want ErrBlocked", err)
 	}
 	// a shares b's IP: b cannot recognise a's connections, so they pass.
-	c, err := a.Dial(bAddr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := roundTrip(c, "same ip", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c := dial(t, a, bAddr)
+	mustRoundTrip(t, c, "same ip")
 }
 
 func TestTCPLoss(t *testing.T) {
 	aAddr, bAddr := loopbackAddr(t, "127.0.0.1"), loopbackAddr(t, "127.0.0.1")
 	a, b := NewTCP(aAddr), NewTCP(bAddr)
 	serve(t, b, bAddr)
-	c, err := a.Dial(bAddr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, a, bAddr)
 	if err := a.SetLoss(1); err != nil {
 		t.Fatal(err)
 	}
@@ -208,14 +202,8 @@ func TestTCPLoss(t *testing.T) {
 	if err := a.SetLoss(0); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := a.Dial(bAddr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	if err := roundTrip(c2, "ok", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c2 := dial(t, a, bAddr)
+	mustRoundTrip(t, c2, "ok")
 	for _, bad := range []float64{-0.1, 1.1} {
 		if err := a.SetLoss(bad); err == nil {
 			t.Errorf("SetLoss(%v) accepted", bad)
@@ -233,11 +221,7 @@ func TestTCPDelayKeepsOrder(t *testing.T) {
 	aAddr, bAddr := loopbackAddr(t, "127.0.0.1"), loopbackAddr(t, "127.0.0.1")
 	a, b := NewTCP(aAddr), NewTCP(bAddr)
 	serve(t, b, bAddr)
-	c, err := a.Dial(bAddr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, a, bAddr)
 	const delay = 30 * time.Millisecond
 	if err := a.SetDelay(delay, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -267,7 +251,5 @@ func TestTCPDelayKeepsOrder(t *testing.T) {
 	if err := a.SetDelay(0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := roundTrip(c, "done", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	mustRoundTrip(t, c, "done")
 }
