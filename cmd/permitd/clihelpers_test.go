@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -242,6 +243,16 @@ func startLoneAgent(t *testing.T, bin string, extra ...string) *testAgent {
 		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents)}
 	a.start(t, bin, nil, append(args, extra...)...)
 	return a
+}
+
+// startLeadingLoneAgent is startLoneAgent once the agent leads, with an
+// HTTP client for it.
+func startLeadingLoneAgent(t *testing.T, bin string) (*testAgent, *http.Client) {
+	t.Helper()
+	a := startLoneAgent(t, bin)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	waitLeader(t, hc, map[string]string{a.id: a.httpAddr}, []string{a.id})
+	return a, hc
 }
 
 // initialCluster is the --initial-cluster value of agents.

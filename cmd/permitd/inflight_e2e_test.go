@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -20,9 +19,7 @@ func TestReleaseWakesWaitingReserveOverHTTP(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := permitdUnderTest(t)
-	a := startLoneAgent(t, bin)
-	hc := &http.Client{Timeout: 5 * time.Second}
-	waitLeader(t, hc, map[string]string{a.id: a.httpAddr}, []string{a.id})
+	a, _ := startLeadingLoneAgent(t, bin)
 	cl, err := client.New([]string{a.httpAddr}, client.WithAttemptTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)

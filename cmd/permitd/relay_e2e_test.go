@@ -161,9 +161,7 @@ func TestRelayReloadsTokensOnSIGHUPAndStopsOnSIGTERM(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := permitdUnderTest(t)
-	a := startLoneAgent(t, bin)
-	hc := &http.Client{Timeout: 5 * time.Second}
-	waitLeader(t, hc, map[string]string{a.id: a.httpAddr}, []string{a.id})
+	a, hc := startLeadingLoneAgent(t, bin)
 	base := "http://" + a.httpAddr + "/v1/limits/rl"
 	if code, resp := do(t, hc, "PUT", base, `{"algorithm":"strict","rate":100,"per":"1s"}`); code != 200 && code != 201 {
 		t.Fatalf("put limit: %d %s", code, resp)

@@ -22,6 +22,54 @@ func permitdUnderTest(t *testing.T) string {
 	return buildPermitd(t)
 }
 
+// startLeasedRegister starts three agents of bin (with the agent flags
+// extra), waits for their leader and makes limit lk a strict limit of
+// rate permits/s, leased with a pool of C = burst and O = maxOut permits;
+// it returns the agents, an HTTP client and the leader's ID.
+func startLeasedRegister(t *testing.T, bin string, rate, burst, maxOut int64, extra ...string) (agents []*testAgent, hc *http.Client, leader string) {
+	t.Helper()
+	agents = newTestAgents(t, 3)
+	httpAddr := map[string]string{}
+	var ids []string
+	for _, a := range agents {
+		a.start(t, bin, nil, append([]string{"agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents)}, extra...)...)
+		httpAddr[a.id] = a.httpAddr
+		ids = append(ids, a.id)
+	}
+	hc = &http.Client{Timeout: 5 * time.Second}
+	leader = waitLeader(t, hc, httpAddr, ids)
+	base := "http://" + httpAddr[leader] + "/v1/limits/lk"
+	if code, resp := do(t, hc, "PUT", base, fmt.Sprintf(`{"algorithm":"strict","rate":%d,"per":"1s"}`, rate)); code != 200 && code != 201 {
+		t.Fatalf("put limit: %d %s", code, resp)
+	}
+	if code, resp := do(t, hc, "PUT", base+"/lease-policy", fmt.Sprintf(`{"leased":true,"burst_permits":%d,"max_outstanding_permits":%d}`, burst, maxOut)); code != 200 {
+		t.Fatalf("put lease policy: %d %s", code, resp)
+	}
+	return agents, hc, leader
+}
+
+// killLeader sends SIGKILL to the agent leader of the three agents and
+// waits for one of the other two to lead; it returns the new leader and,
+// on since's clock, when it killed the old one and when the new one led.
+func killLeader(t *testing.T, hc *http.Client, agents []*testAgent, leader string, since func() int64) (newLeader string, killAt, readyAt int64) {
+	t.Helper()
+	var killed *testAgent
+	var rest []*testAgent
+	for _, a := range agents {
+		if a.id == leader {
+			killed = a
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	killAt = since()
+	killed.signal(t, syscall.SIGKILL)
+	restAddr := map[string]string{rest[0].id: rest[0].httpAddr, rest[1].id: rest[1].httpAddr}
+	newLeader = waitLeader(t, hc, restAddr, []string{rest[0].id, rest[1].id})
+	return newLeader, killAt, since()
+}
+
 // TestBinaryWorkersRideOutLeaderKillWithAGroupCut is the operator-style
 // run of issue 13, point 1: three agents and six `permitd worker` sidecars
 // in three groups of two, each sidecar driven by two closed-loop callers,
@@ -77,25 +125,7 @@ func TestBinaryWorkersRideOutLeaderKillWithAGroupCut(t *testing.T) {
 		raftTimeout = v
 	}
 	bin := permitdUnderTest(t)
-	agents := newTestAgents(t, 3)
-	httpAddr := map[string]string{}
-	var ids []string
-	for _, a := range agents {
-		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
-			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents),
-			"--heartbeat-timeout", raftTimeout, "--election-timeout", raftTimeout)
-		httpAddr[a.id] = a.httpAddr
-		ids = append(ids, a.id)
-	}
-	hc := &http.Client{Timeout: 5 * time.Second}
-	leader := waitLeader(t, hc, httpAddr, ids)
-	base := "http://" + httpAddr[leader] + "/v1/limits/lk"
-	if code, resp := do(t, hc, "PUT", base, fmt.Sprintf(`{"algorithm":"strict","rate":%d,"per":"1s"}`, rate)); code != 200 && code != 201 {
-		t.Fatalf("put limit: %d %s", code, resp)
-	}
-	if code, resp := do(t, hc, "PUT", base+"/lease-policy", fmt.Sprintf(`{"leased":true,"burst_permits":%d,"max_outstanding_permits":%d}`, burst, maxOut)); code != 200 {
-		t.Fatalf("put lease policy: %d %s", code, resp)
-	}
+	agents, hc, leader := startLeasedRegister(t, bin, rate, burst, maxOut, "--heartbeat-timeout", raftTimeout, "--election-timeout", raftTimeout)
 
 	// Group C's --servers are the proxies.
 	var proxies []*tcpProxy
@@ -191,20 +221,7 @@ func TestBinaryWorkersRideOutLeaderKillWithAGroupCut(t *testing.T) {
 	waitUntil(t, 10*time.Second, "group C failing closed", func() bool { f, _ := counts(); return f[cut] > 0 })
 	closedAt := since()
 
-	var killed *testAgent
-	var rest []*testAgent
-	for _, a := range agents {
-		if a.id == leader {
-			killed = a
-		} else {
-			rest = append(rest, a)
-		}
-	}
-	killAt := since()
-	killed.signal(t, syscall.SIGKILL)
-	restAddr := map[string]string{rest[0].id: rest[0].httpAddr, rest[1].id: rest[1].httpAddr}
-	newLeader := waitLeader(t, hc, restAddr, []string{rest[0].id, rest[1].id})
-	readyAt := since()
+	newLeader, killAt, readyAt := killLeader(t, hc, agents, leader, since)
 	waitUntil(t, 15*time.Second, "2.5 s under the new leader", func() bool { return since() >= readyAt+int64(2500*time.Millisecond) })
 
 	for _, p := range proxies {

@@ -69,24 +69,7 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 		}
 	}
 	bin := permitdUnderTest(t)
-	agents := newTestAgents(t, 3)
-	httpAddr := map[string]string{}
-	var ids []string
-	for _, a := range agents {
-		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
-			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
-		httpAddr[a.id] = a.httpAddr
-		ids = append(ids, a.id)
-	}
-	hc := &http.Client{Timeout: 5 * time.Second}
-	leader := waitLeader(t, hc, httpAddr, ids)
-	base := "http://" + httpAddr[leader] + "/v1/limits/lk"
-	if code, resp := do(t, hc, "PUT", base, fmt.Sprintf(`{"algorithm":"strict","rate":%d,"per":"1s"}`, rate)); code != 200 && code != 201 {
-		t.Fatalf("put limit: %d %s", code, resp)
-	}
-	if code, resp := do(t, hc, "PUT", base+"/lease-policy", fmt.Sprintf(`{"leased":true,"burst_permits":%d,"max_outstanding_permits":%d}`, burst, maxOut)); code != 200 {
-		t.Fatalf("put lease policy: %d %s", code, resp)
-	}
+	agents, hc, leader := startLeasedRegister(t, bin, rate, burst, maxOut)
 
 	ports := freePorts(t, 6)
 	groups := []string{"A", "B", "C"}
@@ -183,20 +166,7 @@ func TestBinaryWorkersRideOutLeaderKill(t *testing.T) {
 		beforeKill = grantedSince(since() - int64(time.Second))
 		return beforeKill >= rate*95/100 || time.Since(start) >= 14*time.Second
 	})
-	var killed *testAgent
-	var rest []*testAgent
-	for _, a := range agents {
-		if a.id == leader {
-			killed = a
-		} else {
-			rest = append(rest, a)
-		}
-	}
-	killAt := since()
-	killed.signal(t, syscall.SIGKILL)
-	restAddr := map[string]string{rest[0].id: rest[0].httpAddr, rest[1].id: rest[1].httpAddr}
-	newLeader := waitLeader(t, hc, restAddr, []string{rest[0].id, rest[1].id})
-	readyAt := since()
+	newLeader, killAt, readyAt := killLeader(t, hc, agents, leader, since)
 	t.Logf("killed leader %s at %v (%d granted in the second before); %s leads %v later", leader, time.Duration(killAt), beforeKill, newLeader, time.Duration(readyAt-killAt))
 	waitUntil(t, 15*time.Second, "4 s under the new leader", func() bool { return since() >= readyAt+int64(4*time.Second) })
 	close(stop)
