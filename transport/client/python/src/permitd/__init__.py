@@ -93,6 +93,7 @@ Security: ``ca_file`` (HTTPS, verifying the agents), ``cert_file`` and
 (``Authorization: Bearer``).
 """
 
+from . import _errors
 from ._client import Client, PendingReservation, Permit, default_client, set_default_client
 from ._errors import (
     Conflict,
@@ -124,15 +125,6 @@ __all__ = [
     "SKIP",
     "default_client",
     "set_default_client",
-    "PermitdError",
-    "Throttled",
-    "NotFound",
-    "InvalidRequest",
-    "Unavailable",
-    "Unauthorized",
-    "Forbidden",
-    "Conflict",
-    "Expired",
-    "SpacedGrant",
     "__version__",
 ]
+__all__ += _errors.__all__  # the exceptions
