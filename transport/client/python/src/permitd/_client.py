@@ -92,6 +92,39 @@ def _go_duration(v: Any, what: str) -> str:
     return "%dns" % int(_seconds(v, what) * 1e9)
 
 
+def _decision(r: Response, what: str, rid: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The JSON body of a reserve's answer r (a 200 or a 429) and what a
+    Grant and a Reservation take from it alike, as their keyword arguments:
+    granted and duplicate; wait and spacing of a grant, retry_after and error
+    of a refusal; the request ID rid, r's times and its server."""
+    a = r.json()
+    if "granted" not in a:
+        raise PermitdError(
+            "%s: cannot decode the answer" % what,
+            error=r.body[:200].decode("utf-8", "replace"),
+            status=r.status,
+            server=r.server,
+        )
+    granted = r.status == 200 and a.get("granted") is True
+    decided: Dict[str, Any] = {
+        "granted": granted,
+        "duplicate": a.get("duplicate") is True,
+        "request_id": rid,
+        "sent_at": r.sent_at,
+        "received_at": r.received_at,
+        "server": r.server,
+    }
+    if granted:
+        decided["wait"] = max(0, _ns(a.get("wait_ns"))) / 1e9
+        decided["spacing"] = max(0, _ns(a.get("spacing_ns"))) / 1e9
+    else:
+        ra = r.retry_after()
+        decided["retry_after"] = ra if ra is not None else 0.0
+        err = a.get("error")
+        decided["error"] = err if isinstance(err, str) else None
+    return a, decided
+
+
 def _ns(v: Any) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
@@ -372,35 +405,11 @@ class Client:
                     server=r.server,
                 )
             raise error_for(r.status, r.error_text(), r.server, "reserve on %r" % limit)
-        a = r.json()
-        if "granted" not in a:
-            raise PermitdError(
-                "reserve on %r: cannot decode the answer" % limit,
-                error=r.body[:200].decode("utf-8", "replace"),
-                status=r.status,
-                server=r.server,
-            )
-        granted = r.status == 200 and a.get("granted") is True
-        g = Grant(
-            granted=granted,
-            limit=limit,
-            permits=permits,
-            duplicate=a.get("duplicate") is True,
-            request_id=rid,
-            sent_at=r.sent_at,
-            received_at=r.received_at,
-            server=r.server,
-        )
-        if granted:
-            g.wait = max(0, _ns(a.get("wait_ns"))) / 1e9
-            g.spacing = max(0, _ns(a.get("spacing_ns"))) / 1e9
+        a, decided = _decision(r, "reserve on %r" % limit, rid)
+        g = Grant(limit=limit, permits=permits, **decided)
+        if g.granted:
             e = _ns(a.get("expires_in_ns"))
             g.expires_in = None if e == 0 else e / 1e9
-        else:
-            ra = r.retry_after()
-            g.retry_after = ra if ra is not None else 0.0
-            err = a.get("error")
-            g.error = err if isinstance(err, str) else None
         return g
 
     async def areserve(
@@ -548,28 +557,9 @@ class Client:
             ) from e
         if r.status not in (200, 429):
             raise error_for(r.status, r.error_text(), r.server, what)
-        a = r.json()
-        if "granted" not in a:
-            raise PermitdError(
-                "%s: cannot decode the answer" % what,
-                error=r.body[:200].decode("utf-8", "replace"),
-                status=r.status,
-                server=r.server,
-            )
-        granted = r.status == 200 and a.get("granted") is True
-        g = Reservation(
-            limits={p["name"]: p["permits"] for p in parts},
-            client=self,
-            granted=granted,
-            duplicate=a.get("duplicate") is True,
-            request_id=rid,
-            sent_at=r.sent_at,
-            received_at=r.received_at,
-            server=r.server,
-        )
-        if granted:
-            g.wait = max(0, _ns(a.get("wait_ns"))) / 1e9
-            g.spacing = max(0, _ns(a.get("spacing_ns"))) / 1e9
+        a, decided = _decision(r, what, rid)
+        g = Reservation(limits={p["name"]: p["permits"] for p in parts}, client=self, **decided)
+        if g.granted:
             e = _ns(a.get("expires_in_ns"))
             # The server held the request held_ns (a reserve that waited in
             # an in-flight cap's queue): the expiry counts from the answer's
@@ -587,12 +577,8 @@ class Client:
             h = _ns(a.get("hold_expires_in_ns")) if "hold_expires_in_ns" in a else e
             g.hold_expires_in = None if not g.holds or h == 0 else h / 1e9 if h < 0 else h / 1e9 + held
         else:
-            ra = r.retry_after()
-            g.retry_after = ra if ra is not None else 0.0
             b = a.get("blocking")
             g.blocking = b if isinstance(b, str) and b else None
-            err = a.get("error")
-            g.error = err if isinstance(err, str) else None
         return g
 
     def areserve_many(
