@@ -91,12 +91,9 @@ Example: permitd limits put api --algorithm strict --rate 1 --per 6s --max-reser
 	var f limitPutFlags
 	f.define(c)
 	cf.define(c)
-	if ok, code := c.parse(args); !ok {
+	name, ok, code := parseLimitArg(c, args)
+	if !ok {
 		return code
-	}
-	name := c.arg(0)
-	if err := checkName("limit name", name); err != nil {
-		return c.usageError(err.Error())
 	}
 	if err := f.check(c); err != nil {
 		return c.usageError(err.Error())
@@ -199,20 +196,32 @@ func dashed(names []string) []string {
 	return out
 }
 
+// parseLimitArg parses the args of a command whose one argument is a
+// limit's NAME, and checks the name. When ok is false the command must
+// exit with code (as after cmdLine.parse; a bad name is a usage error).
+func parseLimitArg(c *cmdLine, args []string) (name string, ok bool, code int) {
+	if ok, code := c.parse(args); !ok {
+		return "", false, code
+	}
+	name = c.arg(0)
+	if err := checkName("limit name", name); err != nil {
+		return "", false, c.usageError(err.Error())
+	}
+	return name, true, 0
+}
+
 func runLimitsGet(args []string, stdout, stderr io.Writer) int {
 	c := newCmdLine("limits get", "limits get NAME [--servers HTTPADDR,...]",
 		"Prints limit NAME (its configuration and counters) as JSON.\n\n"+exitStatusText, stdout, stderr)
 	c.args("NAME")
 	var cf clientFlags
 	cf.define(c)
-	if ok, code := c.parse(args); !ok {
+	name, ok, code := parseLimitArg(c, args)
+	if !ok {
 		return code
 	}
-	if err := checkName("limit name", c.arg(0)); err != nil {
-		return c.usageError(err.Error())
-	}
 	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.Limit, error) {
-		return cl.GetLimit(ctx, c.arg(0))
+		return cl.GetLimit(ctx, name)
 	})
 }
 
@@ -250,12 +259,9 @@ README's Leased limits).
 	var force bool
 	c.Bool(&force, "force", false, "delete a leased limit even while leases hold permits of it")
 	cf.define(c)
-	if ok, code := c.parse(args); !ok {
+	name, ok, code := parseLimitArg(c, args)
+	if !ok {
 		return code
-	}
-	name := c.arg(0)
-	if err := checkName("limit name", name); err != nil {
-		return c.usageError(err.Error())
 	}
 	cl, ctx, cancel, err := cf.client()
 	if err != nil {
@@ -294,12 +300,9 @@ C + O + floor(W / interval) + 1 permits of a leased limit.
 	c.Int64(&burst, "burst-permits", "C", 0, "C, the most permits the free pool accumulates (0: one second of permits); only with --leased=true").Range(0, 1<<60, "an integer 1-1152921504606846976 (2^60), or 0 for the default")
 	c.Int64(&outstanding, "max-outstanding-permits", "O", 0, "O, the most permits held by leases at once (0: one second of permits); only with --leased=true").Range(0, 1<<60, "an integer 1-1152921504606846976 (2^60), or 0 for the default")
 	cf.define(c)
-	if ok, code := c.parse(args); !ok {
+	name, ok, code := parseLimitArg(c, args)
+	if !ok {
 		return code
-	}
-	name := c.arg(0)
-	if err := checkName("limit name", name); err != nil {
-		return c.usageError(err.Error())
 	}
 	if !c.isSet("leased") {
 		return c.usageError("--leased is required; allowed: --leased=true (lease the limit to workers) or --leased=false (linearized)")
