@@ -53,11 +53,20 @@ func (f *clientFlags) clientHeld(held time.Duration, opts ...client.Option) (*cl
 	return cl, ctx, cancel, nil
 }
 
-// printCall is the body of a command that makes one call: it builds the
-// client of cf (a bad --servers is a usage error, exit 2), runs call under
-// --timeout, and prints its answer as JSON (exit 0) or fails with the exit
-// code the error's kind maps to.
+// printCall is the body of a command that makes one call and prints its
+// answer as JSON (exit 0): see runCall.
 func printCall[T any](c *cmdLine, cf *clientFlags, stdout io.Writer, call func(context.Context, *client.Client) (T, error)) int {
+	return runCall(c, cf, call, func(v T) int {
+		printJSON(stdout, v)
+		return exitOK
+	})
+}
+
+// runCall is the body of a command that makes one call: it builds the
+// client of cf (a bad --servers is a usage error, exit 2), runs call under
+// --timeout, and hands its answer to done, whose exit code it returns, or
+// fails with the exit code the error's kind maps to.
+func runCall[T any](c *cmdLine, cf *clientFlags, call func(context.Context, *client.Client) (T, error), done func(T) int) int {
 	cl, ctx, cancel, err := cf.client()
 	if err != nil {
 		return c.usageError(err.Error())
@@ -67,8 +76,7 @@ func printCall[T any](c *cmdLine, cf *clientFlags, stdout io.Writer, call func(c
 	if err != nil {
 		return c.fail(exitCodeOf(err), err)
 	}
-	printJSON(stdout, v)
-	return exitOK
+	return done(v)
 }
 
 // newClient returns a client of servers (a --servers value), with an

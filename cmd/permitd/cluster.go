@@ -63,21 +63,15 @@ started with --join does this by itself. A join is refused while
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return c.usageErrorf("RAFTADDR %q: %v; allowed: HOST:PORT", addr, err)
 	}
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	defer cancel()
-	j, err := cl.Join(ctx, id, addr)
-	if err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	if j.Voter {
-		fmt.Fprintf(stdout, "%s (raft %s) is a member already, and a voter\n", id, addr)
-	} else {
-		fmt.Fprintf(stdout, "joined %s (raft %s) as a non-voter: the leader makes it a voter once it has caught up (`permitd status` shows its progress)\n", id, addr)
-	}
-	return exitOK
+	join := func(ctx context.Context, cl *client.Client) (client.Joined, error) { return cl.Join(ctx, id, addr) }
+	return runCall(c, &cf, join, func(j client.Joined) int {
+		if j.Voter {
+			fmt.Fprintf(stdout, "%s (raft %s) is a member already, and a voter\n", id, addr)
+		} else {
+			fmt.Fprintf(stdout, "joined %s (raft %s) as a non-voter: the leader makes it a voter once it has caught up (`permitd status` shows its progress)\n", id, addr)
+		}
+		return exitOK
+	})
 }
 
 func runClusterRemove(args []string, stdout, stderr io.Writer) int {

@@ -263,22 +263,18 @@ README's Leased limits).
 	if !ok {
 		return code
 	}
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
+	del := func(ctx context.Context, cl *client.Client) (bool, error) {
+		if force {
+			return cl.ForceDeleteLimit(ctx, name)
+		}
+		return cl.DeleteLimit(ctx, name)
 	}
-	defer cancel()
-	del := cl.DeleteLimit
-	if force {
-		del = cl.ForceDeleteLimit
-	}
-	if _, err := del(ctx, name); err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	// The server answers 404 for a limit that does not exist; "existed"
-	// is false only when a retry found it deleted by the first attempt.
-	printJSON(stdout, map[string]any{"name": name, "deleted": true})
-	return exitOK
+	return runCall(c, &cf, del, func(bool) int {
+		// The server answers 404 for a limit that does not exist; "existed"
+		// is false only when a retry found it deleted by the first attempt.
+		printJSON(stdout, map[string]any{"name": name, "deleted": true})
+		return exitOK
+	})
 }
 
 func runLimitsLeasePolicy(args []string, stdout, stderr io.Writer) int {

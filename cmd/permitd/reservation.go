@@ -232,21 +232,17 @@ token's.
 			return c.usageError("actual use " + err.Error())
 		}
 	}
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
+	settle := func(ctx context.Context, cl *client.Client) (client.SettleResult, error) {
+		return cl.Settle(ctx, id, actual)
 	}
-	defer cancel()
-	res, err := cl.Settle(ctx, id, actual)
-	if err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	limits := res.Limits
-	if limits == nil {
-		limits = []client.Settled{}
-	}
-	printLine(stdout, map[string]any{"settled": true, "reservation_id": id, "duplicate": res.Duplicate, "limits": limits})
-	return exitOK
+	return runCall(c, &cf, settle, func(res client.SettleResult) int {
+		limits := res.Limits
+		if limits == nil {
+			limits = []client.Settled{}
+		}
+		printLine(stdout, map[string]any{"settled": true, "reservation_id": id, "duplicate": res.Duplicate, "limits": limits})
+		return exitOK
+	})
 }
 
 func runRelease(args []string, stdout, stderr io.Writer) int {
@@ -271,17 +267,11 @@ unknown or final); 2 usage error or input the server rejected as invalid
 	if err := checkReservationID(id); err != nil {
 		return c.usageError(err.Error())
 	}
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	defer cancel()
-	res, err := cl.Release(ctx, id)
-	if err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	printLine(stdout, map[string]any{"reservation_id": id, "released": res.Released, "duplicate": res.Duplicate})
-	return exitOK
+	release := func(ctx context.Context, cl *client.Client) (client.ReleaseResult, error) { return cl.Release(ctx, id) }
+	return runCall(c, &cf, release, func(res client.ReleaseResult) int {
+		printLine(stdout, map[string]any{"reservation_id": id, "released": res.Released, "duplicate": res.Duplicate})
+		return exitOK
+	})
 }
 
 // settleWithinMax is the longest --settle-within.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/permitd/permitd/node"
+	"github.com/permitd/permitd/transport/client"
 )
 
 // snapshot.go: backups, as `etcdctl snapshot save / restore` does them.
@@ -43,21 +45,15 @@ temporary file in its directory).
 		return code
 	}
 	file := c.arg(0)
-	cl, ctx, cancel, err := cf.client()
-	if err != nil {
-		return c.usageError(err.Error())
-	}
-	defer cancel()
 	var buf bytes.Buffer
-	index, err := cl.SaveSnapshot(ctx, &buf)
-	if err != nil {
-		return c.fail(exitCodeOf(err), err)
-	}
-	if err := writeWhole(file, buf.Bytes()); err != nil {
-		return c.fail(exitFailure, err)
-	}
-	printJSON(stdout, map[string]any{"file": file, "bytes": buf.Len(), "applied_index": index})
-	return exitOK
+	save := func(ctx context.Context, cl *client.Client) (uint64, error) { return cl.SaveSnapshot(ctx, &buf) }
+	return runCall(c, &cf, save, func(index uint64) int {
+		if err := writeWhole(file, buf.Bytes()); err != nil {
+			return c.fail(exitFailure, err)
+		}
+		printJSON(stdout, map[string]any{"file": file, "bytes": buf.Len(), "applied_index": index})
+		return exitOK
+	})
 }
 
 // writeWhole writes data to file through a temporary file in the same
