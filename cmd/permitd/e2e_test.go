@@ -78,10 +78,7 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 						return
 					default:
 					}
-					sent := time.Now()
-					code, resp := doQuiet(hc, "POST", "http://"+httpAddr[id]+"/v1/limits/e2e/reserve",
-						fmt.Sprintf(`{"permits":1,"max_wait":"1s","request_id":%q}`, reqID))
-					recv := time.Now()
+					code, resp, sent, recv := timedReserve(hc, httpAddr[id], "e2e", "1s", reqID)
 					if code == 200 {
 						var r struct {
 							WaitNs int64 `json:"wait_ns"`
@@ -207,6 +204,16 @@ func freePorts(t *testing.T, n int) []int {
 		ln.Close()
 	}
 	return out
+}
+
+// timedReserve asks the agent at addr for one permit of limit within
+// maxWait under request ID reqID, and returns the answer with the times
+// the request was sent and the answer received.
+func timedReserve(hc *http.Client, addr, limit, maxWait, reqID string) (code int, resp []byte, sent, recv time.Time) {
+	sent = time.Now()
+	code, resp = doQuiet(hc, "POST", "http://"+addr+"/v1/limits/"+limit+"/reserve",
+		fmt.Sprintf(`{"permits":1,"max_wait":%q,"request_id":%q}`, maxWait, reqID))
+	return code, resp, sent, time.Now()
 }
 
 func doQuiet(hc *http.Client, method, url, body string) (int, []byte) {

@@ -106,10 +106,7 @@ func measureGapsOnce(t *testing.T, bin string, seed uint64) gapStats {
 				reqID := fmt.Sprintf("g%d-%d-%d", seed, w, i)
 				for attempt := 0; attempt < 40 && ctx.Err() == nil; attempt++ {
 					node := ids[rng.IntN(len(ids))]
-					sent := time.Now()
-					code, resp := doQuiet(hc, "POST", "http://"+httpAddr[node]+"/v1/limits/gaps/reserve",
-						fmt.Sprintf(`{"permits":1,"max_wait":"2s","request_id":%q}`, reqID))
-					recv := time.Now()
+					code, resp, sent, recv := timedReserve(hc, httpAddr[node], "gaps", "2s", reqID)
 					if code == 200 {
 						var a struct {
 							WaitNs    int64 `json:"wait_ns"`
