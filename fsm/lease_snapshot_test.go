@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -53,16 +52,7 @@ func TestLeaseSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("weak test: no lease holds an entitlement")
 	}
 	snap := snapshotBytes(t, h.f)
-	if again := snapshotBytes(t, h.f); !bytes.Equal(again, snap) {
-		t.Fatalf("two snapshots of the same state differ")
-	}
-	g := New()
-	if err := restore(g, snap); err != nil {
-		t.Fatalf("Restore: %v", err)
-	}
-	if again := snapshotBytes(t, g); !bytes.Equal(again, snap) {
-		t.Fatalf("snapshot -> restore -> snapshot is not byte-identical")
-	}
+	g := restoreByteIdentical(t, h.f, snap)
 	for _, name := range []string{"hot", "idle", "lin"} {
 		if !reflect.DeepEqual(g.Leases(name), h.f.Leases(name)) {
 			t.Fatalf("%s: restored leases %+v, want %+v", name, g.Leases(name), h.f.Leases(name))

@@ -154,16 +154,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	if got := h.f.StateHash(); got != sha256.Sum256(snap) {
 		t.Fatalf("StateHash is not the SHA-256 of the snapshot")
 	}
-	if again := snapshotBytes(t, h.f); !bytes.Equal(again, snap) {
-		t.Fatalf("two snapshots of the same state differ")
-	}
-	g := New()
-	if err := restore(g, snap); err != nil {
-		t.Fatalf("Restore: %v", err)
-	}
-	if again := snapshotBytes(t, g); !bytes.Equal(again, snap) {
-		t.Fatalf("snapshot -> restore -> snapshot is not byte-identical")
-	}
+	g := restoreByteIdentical(t, h.f, snap)
 	if !reflect.DeepEqual(g.Limits(), h.f.Limits()) || g.AppliedIndex() != h.f.AppliedIndex() ||
 		g.LastNowNanos() != h.f.LastNowNanos() || g.DedupEntries() != 5 {
 		t.Fatalf("restored state differs: %+v vs %+v", g.Limits(), h.f.Limits())
@@ -356,6 +347,24 @@ func TestConcurrentReads(t *testing.T) {
 		}
 	}
 	stop()
+}
+
+// restoreByteIdentical checks that f, whose snapshot is snap, snapshots
+// to snap again, and that a new FSM restored from snap snapshots to snap
+// too; it returns that FSM.
+func restoreByteIdentical(t *testing.T, f *FSM, snap []byte) *FSM {
+	t.Helper()
+	if again := snapshotBytes(t, f); !bytes.Equal(again, snap) {
+		t.Fatalf("two snapshots of the same state differ")
+	}
+	g := New()
+	if err := restore(g, snap); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	if again := snapshotBytes(t, g); !bytes.Equal(again, snap) {
+		t.Fatalf("snapshot -> restore -> snapshot is not byte-identical")
+	}
+	return g
 }
 
 // readConcurrently starts n goroutines that call read over and over
