@@ -26,12 +26,7 @@ func TestBinaryClusterSurvivesLeaderKill(t *testing.T) {
 	}
 	bin := buildPermitd(t)
 	agents := newTestAgents(t, 3)
-	ids := make([]string, len(agents))
-	httpAddr := map[string]string{}
-	byID := map[string]*testAgent{}
-	for i, a := range agents {
-		ids[i], httpAddr[a.id], byID[a.id] = a.id, a.httpAddr, a
-	}
+	ids, httpAddr, byID := indexAgents(agents)
 	start := func(id string) {
 		a := byID[id]
 		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
@@ -204,6 +199,18 @@ func freePorts(t *testing.T, n int) []int {
 		ln.Close()
 	}
 	return out
+}
+
+// indexAgents returns the agents' IDs (in agents' order), their HTTP
+// addresses by ID and the agents by ID.
+func indexAgents(agents []*testAgent) (ids []string, httpAddr map[string]string, byID map[string]*testAgent) {
+	ids = make([]string, len(agents))
+	httpAddr = map[string]string{}
+	byID = map[string]*testAgent{}
+	for i, a := range agents {
+		ids[i], httpAddr[a.id], byID[a.id] = a.id, a.httpAddr, a
+	}
+	return ids, httpAddr, byID
 }
 
 // timedReserve asks the agent at addr for one permit of limit within

@@ -69,11 +69,8 @@ type gapStats struct {
 func measureGapsOnce(t *testing.T, bin string, seed uint64) gapStats {
 	const interval = 100 * time.Millisecond
 	agents := newTestAgents(t, 3)
-	ids := make([]string, len(agents))
-	httpAddr := map[string]string{}
-	byID := map[string]*testAgent{}
-	for i, a := range agents {
-		ids[i], httpAddr[a.id], byID[a.id] = a.id, a.httpAddr, a
+	ids, httpAddr, byID := indexAgents(agents)
+	for _, a := range agents {
 		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
 			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
 	}
