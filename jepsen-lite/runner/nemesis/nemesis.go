@@ -3,7 +3,6 @@ package nemesis
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -167,135 +166,14 @@ func (nm *Nemesis) waitUntil(ctx context.Context, at time.Duration) bool {
 func (nm *Nemesis) begin(ctx context.Context, i int, ev Event) {
 	rec := &Record{Index: i, Event: ev}
 	af := &activeFault{rec: rec, blocks: map[string][]string{}, blockDial: map[string][]string{}, loss: map[string]cluster.FaultState{}, clockGen: map[string]int{}}
-	all := nm.cl.Nodes
-	pickOne := func(cands []*cluster.Node) *cluster.Node {
-		if len(cands) == 0 {
-			return nil
-		}
-		return cands[ev.Pick%uint64(len(cands))]
-	}
 	var targets []*cluster.Node
 	switch ev.Fault {
 	case FaultPartition, FaultSnapshot:
-		switch ev.Variant {
-		case "isolate-leader", "one-way":
-			targets = []*cluster.Node{nm.leader(ctx, rec)}
-		case "isolate-one":
-			targets = []*cluster.Node{pickOne(all)}
-		case "isolate-follower":
-			l := nm.leader(ctx, rec)
-			targets = []*cluster.Node{pickOne(without(all, l))}
-			if f := targets[0]; f != nil && ev.Fault == FaultSnapshot {
-				if st, err := nm.ct.Status(ctx, f, time.Second); err == nil {
-					af.follower, af.followerLast = f, st.LastLogIndex
-				}
-			}
-			if l != nil {
-				if st, err := nm.ct.Status(ctx, l, time.Second); err == nil {
-					af.leaderIdx = st.AppliedIndex
-					rec.Notes = append(rec.Notes, fmt.Sprintf("leader %s at applied index %d", l.ID, st.AppliedIndex))
-				}
-			}
-		}
-		if len(targets) == 1 && targets[0] == nil {
-			targets = nil
-		}
-		switch ev.Variant {
-		case "isolate-leader", "isolate-one", "isolate-follower":
-			if len(targets) == 1 {
-				blockGroups(af, targets, without(all, targets[0]))
-			}
-		case "one-way":
-			if len(targets) == 1 {
-				af.blockDial[targets[0].ID] = cluster.RaftAddrs(without(all, targets[0]))
-				rec.Notes = append(rec.Notes, targets[0].ID+" cannot dial the others (they can still dial it)")
-			}
-		case "halves":
-			p := permuted(all, ev.Pick)
-			a, b := p[:len(p)/2], p[len(p)/2:]
-			blockGroups(af, a, b)
-			targets = a
-			rec.Notes = append(rec.Notes, fmt.Sprintf("halves %v | %v", cluster.IDs(a), cluster.IDs(b)))
-		case "bridge":
-			p := permuted(all, ev.Pick)
-			h := len(p) / 2
-			a, bridge, b := p[:h], p[h], p[h+1:]
-			blockGroups(af, a, b)
-			targets = []*cluster.Node{bridge}
-			rec.Notes = append(rec.Notes, fmt.Sprintf("%v | %v, bridged by %s", cluster.IDs(a), cluster.IDs(b), bridge.ID))
-		case "ring":
-			p := permuted(all, ev.Pick)
-			n := len(p)
-			for i, a := range p {
-				for j, b := range p {
-					if d := (j - i + n) % n; d != 0 && d != 1 && d != n-1 {
-						af.blocks[a.ID] = append(af.blocks[a.ID], b.RaftAddr)
-					}
-				}
-			}
-			targets = p
-			rec.Notes = append(rec.Notes, fmt.Sprintf("ring %v: each node reaches its two neighbours only", cluster.IDs(p)))
-		}
+		targets = nm.beginPartition(ctx, ev, rec, af)
 	case FaultKill, FaultPause:
-		up := nm.cl.UpNodes()
-		switch ev.Variant {
-		case "leader":
-			targets = []*cluster.Node{nm.leader(ctx, rec)}
-			if targets[0] == nil {
-				targets = nil
-			}
-		case "one":
-			if n := pickOne(up); n != nil {
-				targets = []*cluster.Node{n}
-			}
-		case "minority":
-			p := permuted(up, ev.Pick)
-			targets = p[:min(len(p), (len(all)-1)/2)]
-		case "all":
-			targets = up
-		case "workers":
-			af.workers = nm.workers.PickHalf(ev.Pick)
-			nm.workers.Pause(af.workers)
-			for _, w := range af.workers {
-				rec.Targets = append(rec.Targets, fmt.Sprintf("w%d", w))
-			}
-		}
-		for _, n := range targets {
-			var err error
-			if ev.Fault == FaultKill {
-				err = nm.cl.Kill(n)
-				af.killed = append(af.killed, n)
-			} else if err = nm.cl.Pause(n); err == nil {
-				af.paused = append(af.paused, n)
-			}
-			if err != nil {
-				rec.Errors = append(rec.Errors, err.Error())
-			}
-		}
+		targets = nm.beginProcessFault(ctx, ev, rec, af)
 	case FaultClock:
-		switch ev.Variant {
-		case "skew-leader", "rate-leader":
-			if l := nm.leader(ctx, rec); l != nil {
-				targets = []*cluster.Node{l}
-			}
-		case "skew-one", "rate-one":
-			if n := pickOne(nm.cl.UpNodes()); n != nil {
-				targets = []*cluster.Node{n}
-			}
-		case "skew-followers":
-			l := nm.leader(ctx, rec)
-			targets = without(nm.cl.UpNodes(), l)
-		}
-		rate := cmp.Or(ev.ClockRate, 1)
-		for _, n := range targets {
-			_, _, gen := n.State()
-			if err := nm.ct.SetClock(ctx, n, ev.ClockOffset, rate); err != nil {
-				rec.Errors = append(rec.Errors, err.Error())
-				continue
-			}
-			af.clockGen[n.ID] = gen
-		}
-		rec.Notes = append(rec.Notes, fmt.Sprintf("clock offset %+v, rate %.2f", ev.ClockOffset, rate))
+		targets = nm.beginClock(ctx, ev, rec, af)
 	case FaultWorker:
 		if nm.fleet == nil {
 			rec.Errors = append(rec.Errors, "worker faults need the leased workload's sidecars")
@@ -313,16 +191,7 @@ func (nm *Nemesis) begin(ctx context.Context, i int, ev Event) {
 	case FaultReconfig:
 		nm.beginReconfig(ctx, i, ev, af)
 	case FaultLoss:
-		switch ev.Variant {
-		case "one":
-			targets = []*cluster.Node{pickOne(all)}
-		case "all":
-			targets = all
-		}
-		for _, n := range targets {
-			af.loss[n.ID] = cluster.FaultState{Loss: ev.Loss, Delay: ev.Delay.String(), Jitter: ev.Jitter.String()}
-		}
-		rec.Notes = append(rec.Notes, fmt.Sprintf("loss %.2f per write, delay %v + [0, %v]", ev.Loss, ev.Delay, ev.Jitter))
+		targets = nm.beginLoss(ev, rec, af)
 	}
 	if rec.Targets == nil {
 		rec.Targets = cluster.IDs(targets)
