@@ -221,6 +221,22 @@ const (
 
 // withDefaults validates c and returns it with defaults filled in.
 func (c Config) withDefaults() (Config, error) {
+	steps := []func(Config) (Config, error){
+		Config.workloadDefaults, Config.sizeDefaults, Config.pacingDefaults,
+		Config.permitDefaults, Config.phaseDefaults, Config.faultChecks,
+	}
+	for _, step := range steps {
+		var err error
+		if c, err = step(c); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// workloadDefaults checks the workload (filling in its own defaults) and
+// the mode.
+func (c Config) workloadDefaults() (Config, error) {
 	switch c.Workload {
 	case "":
 		c.Workload = WorkloadStrict
@@ -245,6 +261,12 @@ func (c Config) withDefaults() (Config, error) {
 	default:
 		return c, fmt.Errorf("%w: mode %q; allowed: %s, %s, %s", ErrInvalid, c.Mode, ModeAuto, ModeNamespaces, ModeFallback)
 	}
+	return c, nil
+}
+
+// sizeDefaults checks the cluster's and the workload's size, the
+// duration and the output directory.
+func (c Config) sizeDefaults() (Config, error) {
 	if c.Nodes == 0 {
 		c.Nodes = 3
 	}
@@ -272,6 +294,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.OutDir == "" {
 		return c, fmt.Errorf("%w: no output directory; give --out DIR", ErrInvalid)
 	}
+	return c, nil
+}
+
+// pacingDefaults checks the limit's interval, expiry, reservations and
+// burst.
+func (c Config) pacingDefaults() (Config, error) {
 	if c.Interval == 0 {
 		c.Interval = 200 * time.Millisecond
 	}
@@ -296,6 +324,11 @@ func (c Config) withDefaults() (Config, error) {
 	if !(c.BurstSeconds > 0 && c.BurstSeconds <= 60) {
 		return c, fmt.Errorf("%w: burst seconds %v; allowed: (0, 60]", ErrInvalid, c.BurstSeconds)
 	}
+	return c, nil
+}
+
+// permitDefaults checks a reserve's wait and permits.
+func (c Config) permitDefaults() (Config, error) {
 	if c.MaxWait == 0 {
 		if c.Workload == WorkloadStrict {
 			c.MaxWait = time.Duration(c.MaxReserved+1) * c.Interval
@@ -322,6 +355,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxWait < 0 || c.MaxWait > time.Minute {
 		return c, fmt.Errorf("%w: max wait %v; allowed: 0 to 1m", ErrInvalid, c.MaxWait)
 	}
+	return c, nil
+}
+
+// phaseDefaults checks the warmup, the tail and the recovery measure.
+func (c Config) phaseDefaults() (Config, error) {
 	if c.Warmup == 0 {
 		c.Warmup = 3 * time.Second
 	}
@@ -346,6 +384,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LinearizabilityTimeout == 0 {
 		c.LinearizabilityTimeout = max(60*time.Second, c.Duration/4)
 	}
+	return c, nil
+}
+
+// faultChecks checks the nemeses and the pinned schedule against the
+// rest of the configuration.
+func (c Config) faultChecks() (Config, error) {
 	for _, n := range c.Nemeses {
 		if len(nemesis.PickableVariants(n, c.Nodes)) == 0 {
 			return c, fmt.Errorf("%w: nemesis %s: no variant of %v applies to %d nodes", ErrInvalid, n.Kind, n.Variants, c.Nodes)
