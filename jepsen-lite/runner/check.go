@@ -89,100 +89,155 @@ var livenessCheckers = map[string]bool{"recovery": true}
 
 // runChecks runs every checker that applies to the workload.
 func runChecks(in checkInput) checkOutput {
-	var out checkOutput
-	var configNote func(checker.Result)
-	add := func(r checker.Result, err error) {
-		if err == nil && configNote != nil && (r.Name == "spacing" || r.Name == "spacing-at-use" || r.Name == "window" || r.Name == "window-at-use") {
-			configNote(r)
-		}
-		if err != nil {
-			out.errors = append(out.errors, err.Error())
-			r = checker.Result{Name: r.Name, Valid: false, Violations: []string{"could not judge: " + err.Error()}, Details: map[string]any{"violations_total": 1}}
-		}
-		out.results = append(out.results, r)
+	c := &checking{in: in}
+	c.prepare()
+	// The same bounds twice: at the API's receive times, with the measured
+	// delivery jitter as tolerance (the README's formulation), and at the
+	// moments of use, the workers' send times (sent_ns: the same clock,
+	// read when the worker checked the grant), where no jitter applies.
+	if in.cfg.Workload == WorkloadLeased {
+		leasedChecks(in, c.li, c.tol, c.add)
+	} else if in.cfg.Workload == WorkloadMulti {
+		multiChecks(in, c.tol, c.add)
+	} else if in.cfg.Workload == WorkloadStrict {
+		c.strictChecks()
+	} else {
+		c.windowChecks()
 	}
+	c.commonChecks()
+	c.verdicts()
+	return c.out
+}
+
+// checking is one runChecks call's state: its input, the verdicts so far
+// and what the checkers share.
+type checking struct {
+	in  checkInput
+	out checkOutput
+	// li is the fastest configuration in effect during the run, nconf the
+	// number of configurations, puts the limit's recorded puts.
+	li    limitInfo
+	nconf int
+	puts  []limitPut
+	// tol is the measured delivery jitter.
+	tol     int64
+	b       bound.Bound
+	windows []int64
+	// used are the calls at their moments of use.
+	used []fakeapi.Call
+}
+
+// add records a checker's result; a checker that could not judge fails
+// with its error.
+func (c *checking) add(r checker.Result, err error) {
+	if err == nil && (r.Name == "spacing" || r.Name == "spacing-at-use" || r.Name == "window" || r.Name == "window-at-use") {
+		c.configNote(r)
+	}
+	if err != nil {
+		c.out.errors = append(c.out.errors, err.Error())
+		r = checker.Result{Name: r.Name, Valid: false, Violations: []string{"could not judge: " + err.Error()}, Details: map[string]any{"violations_total": 1}}
+	}
+	c.out.results = append(c.out.results, r)
+}
+
+// prepare measures the delivery jitter and finds the configuration and
+// bound the checkers judge with.
+func (c *checking) prepare() {
+	in := c.in
 	j, err := checker.DeliveryJitter(in.calls, true)
 	if err != nil {
-		out.errors = append(out.errors, "jitter: "+err.Error()+" (tolerance 0)")
+		c.out.errors = append(c.out.errors, "jitter: "+err.Error()+" (tolerance 0)")
 	}
-	out.jitter = j
-	tol := j.JitterNanos
+	c.out.jitter = j
+	c.tol = j.JitterNanos
 	// Bounds are judged with the fastest configuration in effect during
 	// the run (reconfig faults only ever slow the limit down, so it is
 	// the original one); linearizability checks each configuration epoch.
 	puts, err := limitPuts(in.ops, in.limit.Name)
 	if err != nil {
-		out.errors = append(out.errors, err.Error())
+		c.out.errors = append(c.out.errors, err.Error())
 	}
-	li, nconf := fastestLimit(in.limit, puts)
-	configNote = func(r checker.Result) {
-		if nconf > 1 && r.Details != nil {
-			r.Details["configurations"] = nconf
-			with := fmt.Sprintf("I=%v expiry=%v", time.Duration(li.IntervalNanos), time.Duration(li.ExpiryNanos))
-			if in.cfg.Workload == WorkloadLeased {
-				with = fmt.Sprintf("I=%v C=%d O=%d", time.Duration(li.IntervalNanos), li.BurstPermits, li.MaxOutstandingPermits)
-			}
-			r.Details["judged_with"] = "the fastest configuration in effect during the run (README: across a change, the smaller interval and the larger expiry, C and O): " + with
-		}
-	}
-	b, err := li.bound(in.cfg.Workload)
+	c.puts = puts
+	c.li, c.nconf = fastestLimit(in.limit, puts)
+	b, err := c.li.bound(in.cfg.Workload)
 	if err != nil {
-		out.errors = append(out.errors, err.Error())
+		c.out.errors = append(c.out.errors, err.Error())
 	}
-	windows := []int64{li.IntervalNanos, 5 * li.IntervalNanos, 25 * li.IntervalNanos}
+	c.b = b
+	c.windows = []int64{c.li.IntervalNanos, 5 * c.li.IntervalNanos, 25 * c.li.IntervalNanos}
+	c.used = callsAtUse(in.calls)
+}
 
-	// The same bounds twice: at the API's receive times, with the measured
-	// delivery jitter as tolerance (the README's formulation), and at the
-	// moments of use, the workers' send times (sent_ns: the same clock,
-	// read when the worker checked the grant), where no jitter applies.
-	used := callsAtUse(in.calls)
-	if in.cfg.Workload == WorkloadLeased {
-		leasedChecks(in, li, tol, add)
-	} else if in.cfg.Workload == WorkloadMulti {
-		multiChecks(in, tol, add)
-	} else if in.cfg.Workload == WorkloadStrict {
-		r, err := checker.Spacing(in.calls, checker.SpacingSpec{IntervalNanos: li.IntervalNanos - li.ExpiryNanos, ToleranceNanos: tol})
-		if err == nil {
-			r.Details["readme_bound"] = li.SpacingFormula
+// configNote notes on a bound's result which configuration judged it,
+// when the run had several.
+func (c *checking) configNote(r checker.Result) {
+	li := c.li
+	if c.nconf > 1 && r.Details != nil {
+		r.Details["configurations"] = c.nconf
+		with := fmt.Sprintf("I=%v expiry=%v", time.Duration(li.IntervalNanos), time.Duration(li.ExpiryNanos))
+		if c.in.cfg.Workload == WorkloadLeased {
+			with = fmt.Sprintf("I=%v C=%d O=%d", time.Duration(li.IntervalNanos), li.BurstPermits, li.MaxOutstandingPermits)
 		}
-		add(withName(r, "spacing"), err)
-		r, err = checker.Spacing(used, checker.SpacingSpec{IntervalNanos: li.IntervalNanos - li.ExpiryNanos})
-		if err == nil {
-			r.Name = "spacing-at-use"
-			r.Details["rule"] = "use times (sent_ns) >= I - expiry apart: no jitter between a worker's decision to use and its clock"
-		}
-		add(withName(r, "spacing-at-use"), err)
-		r, err = checker.Window(in.calls, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: tol})
-		add(withName(r, "window"), err)
-		r, err = checker.Window(used, checker.WindowSpec{WindowsNanos: windows, Bound: b})
-		if err == nil {
-			r.Name = "window-at-use"
-		}
-		add(withName(r, "window-at-use"), err)
-		r, err = checker.Linearizability(checker.LinearizabilityInput{
-			Ops: in.ops,
-			Limits: map[string]checker.RegisterSpec{li.Name: {IntervalNanos: in.limit.IntervalNanos, MaxReserved: in.limit.MaxReserved, Fresh: true,
-				Changes: registerChanges(puts, in.limit)}},
-			ToleranceNanos:   int64(time.Millisecond),
-			TimelineLagNanos: max(in.lagNanos, 0) + int64(200*time.Millisecond) + in.lagSpan/50,
-			Timeout:          in.cfg.LinearizabilityTimeout,
-			VisualizeDir:     in.visualizer,
-		})
-		add(withName(r, "linearizability"), err)
-	} else {
-		wtol := tol + int64(workload.MaxAnswerRTT+workload.MaxLateUse)
-		r, err := checker.Window(in.calls, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: wtol})
-		if err == nil {
-			r.Details["tolerance_parts"] = fmt.Sprintf("delivery jitter %v + answer rtt %v + late use %v (the workers' use discipline)", time.Duration(tol), workload.MaxAnswerRTT, workload.MaxLateUse)
-		}
-		add(withName(r, "window"), err)
-		r, err = checker.Window(used, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: int64(workload.MaxAnswerRTT + workload.MaxLateUse)})
-		if err == nil {
-			r.Name = "window-at-use"
-		}
-		add(withName(r, "window-at-use"), err)
+		r.Details["judged_with"] = "the fastest configuration in effect during the run (README: across a change, the smaller interval and the larger expiry, C and O): " + with
 	}
-	r, err := checker.Conservation(checker.ConservationInput{Ops: in.ops, Calls: in.calls, SameTimeBase: true, ToleranceNanos: tol})
+}
+
+// strictChecks judges the strict workload: spacing and windows at receive
+// and at use, and linearizability.
+func (c *checking) strictChecks() {
+	in, li, tol, add := c.in, c.li, c.tol, c.add
+	r, err := checker.Spacing(in.calls, checker.SpacingSpec{IntervalNanos: li.IntervalNanos - li.ExpiryNanos, ToleranceNanos: tol})
+	if err == nil {
+		r.Details["readme_bound"] = li.SpacingFormula
+	}
+	add(withName(r, "spacing"), err)
+	r, err = checker.Spacing(c.used, checker.SpacingSpec{IntervalNanos: li.IntervalNanos - li.ExpiryNanos})
+	if err == nil {
+		r.Name = "spacing-at-use"
+		r.Details["rule"] = "use times (sent_ns) >= I - expiry apart: no jitter between a worker's decision to use and its clock"
+	}
+	add(withName(r, "spacing-at-use"), err)
+	r, err = checker.Window(in.calls, checker.WindowSpec{WindowsNanos: c.windows, Bound: c.b, ToleranceNanos: tol})
+	add(withName(r, "window"), err)
+	r, err = checker.Window(c.used, checker.WindowSpec{WindowsNanos: c.windows, Bound: c.b})
+	if err == nil {
+		r.Name = "window-at-use"
+	}
+	add(withName(r, "window-at-use"), err)
+	r, err = checker.Linearizability(checker.LinearizabilityInput{
+		Ops: in.ops,
+		Limits: map[string]checker.RegisterSpec{li.Name: {IntervalNanos: in.limit.IntervalNanos, MaxReserved: in.limit.MaxReserved, Fresh: true,
+			Changes: registerChanges(c.puts, in.limit)}},
+		ToleranceNanos:   int64(time.Millisecond),
+		TimelineLagNanos: max(in.lagNanos, 0) + int64(200*time.Millisecond) + in.lagSpan/50,
+		Timeout:          in.cfg.LinearizabilityTimeout,
+		VisualizeDir:     in.visualizer,
+	})
+	add(withName(r, "linearizability"), err)
+}
+
+// windowChecks judges the window workload: windows at receive and at use,
+// with the workers' use discipline in the tolerance.
+func (c *checking) windowChecks() {
+	in, tol, add := c.in, c.tol, c.add
+	wtol := tol + int64(workload.MaxAnswerRTT+workload.MaxLateUse)
+	r, err := checker.Window(in.calls, checker.WindowSpec{WindowsNanos: c.windows, Bound: c.b, ToleranceNanos: wtol})
+	if err == nil {
+		r.Details["tolerance_parts"] = fmt.Sprintf("delivery jitter %v + answer rtt %v + late use %v (the workers' use discipline)", time.Duration(tol), workload.MaxAnswerRTT, workload.MaxLateUse)
+	}
+	add(withName(r, "window"), err)
+	r, err = checker.Window(c.used, checker.WindowSpec{WindowsNanos: c.windows, Bound: c.b, ToleranceNanos: int64(workload.MaxAnswerRTT + workload.MaxLateUse)})
+	if err == nil {
+		r.Name = "window-at-use"
+	}
+	add(withName(r, "window-at-use"), err)
+}
+
+// commonChecks runs the checkers every workload has: conservation,
+// durability, the timeline, restarts, logs and recovery.
+func (c *checking) commonChecks() {
+	in, add := c.in, c.add
+	r, err := checker.Conservation(checker.ConservationInput{Ops: in.ops, Calls: in.calls, SameTimeBase: true, ToleranceNanos: c.tol})
 	add(withName(r, "conservation"), err)
 	durOps := in.ops
 	if in.cfg.Workload == WorkloadLeased {
@@ -190,9 +245,9 @@ func runChecks(in checkInput) checkOutput {
 	}
 	r, err = checker.Durability(checker.DurabilityInput{Ops: durOps, Nodes: in.finals})
 	add(withName(r, "durability"), err)
-	out.results = append(out.results, timelineResult(in))
+	c.out.results = append(c.out.results, timelineResult(in))
 	if in.cfg.hasFault(FaultReconfig) {
-		out.results = append(out.results, restartResult(in.nemeses))
+		c.out.results = append(c.out.results, restartResult(in.nemeses))
 	}
 	r, err = checker.Logs(in.logs, nil)
 	add(withName(r, "logs"), err)
@@ -203,6 +258,11 @@ func runChecks(in checkInput) checkOutput {
 		})
 		add(withName(r, "recovery"), err)
 	}
+}
+
+// verdicts sets the safety and liveness verdicts from the results.
+func (c *checking) verdicts() {
+	out := &c.out
 	out.safetyValid, out.livenessValid = true, true
 	for _, r := range out.results {
 		switch {
@@ -216,7 +276,6 @@ func runChecks(in checkInput) checkOutput {
 			out.safetyValid = false
 		}
 	}
-	return out
 }
 
 // searchTimedOut reports a linearizability result whose only failures are
