@@ -62,127 +62,167 @@ func Conservation(in ConservationInput) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("checker: conservation: %w", err)
 	}
-	r := newResult("conservation")
-	type grant struct {
-		index   int   // invoke index
-		readyAt int64 // receive + wait: permit 0's ready time
-		recvAt  int64
-		n       int64 // permits granted
-		spacing int64 // permit j is ready at readyAt + j·spacing
-		calls   int64 // calls seen so far (receive order)
-		used    map[int64]bool
+	c := &conservation{
+		in: in, r: newResult("conservation"),
+		grants: make(map[string]*conservationGrant),
+		events: append([]TokenEvent(nil), in.Events...),
 	}
-	grants := make(map[string]*grant) // account → first grant
-	events := append([]TokenEvent(nil), in.Events...)
-	nGrants, permits, doubles := 0, int64(0), 0
 	for _, o := range ops {
-		if (o.F() != history.FReserve && o.F() != history.FAcquire) || o.Outcome() != history.OK {
-			continue
+		if err := c.credit(o); err != nil {
+			return Result{}, err
 		}
-		var req history.ReserveRequest
-		var resp history.ReserveResponse
-		if err := o.Invoke.DecodeValue(&req); err != nil {
-			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		if err := o.Completion.DecodeValue(&resp); err != nil {
-			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		n := req.Permits
-		if n == 0 {
-			n = 1
-		}
-		if n < 0 {
-			return Result{}, fmt.Errorf("%w: op #%d asks for %d permits; allowed: >= 1", ErrInvalid, o.Invoke.Index, n)
-		}
-		id := o.RequestID()
-		account := GrantAccount(id)
-		if id == "" {
-			account = GrantAccount(fmt.Sprintf("#%d", o.Invoke.Index))
-		}
-		first, seen := grants[account]
-		if seen && resp.Duplicate {
-			continue // a replay of a grant already counted
-		}
-		if seen {
-			doubles++
-			r.violate("request_id %q granted twice: ops #%d and #%d both ok and not replays", id, first.index, o.Invoke.Index)
-		}
-		if resp.SpacingNanos < 0 {
-			return Result{}, fmt.Errorf("%w: op #%d: spacing %d ns; allowed: >= 0", ErrInvalid, o.Invoke.Index, resp.SpacingNanos)
-		}
-		recv := o.Completion.TimeNanos
-		g := &grant{index: o.Invoke.Index, recvAt: recv, readyAt: recv + resp.WaitNanos, n: n, spacing: resp.SpacingNanos, used: map[int64]bool{}}
-		if !seen {
-			grants[account] = g
-		}
-		at := int64(beforeAll)
-		if in.SameTimeBase {
-			at = recv
-		}
-		events = append(events, TokenEvent{Kind: Credit, TimeNanos: at, To: account, Tokens: n,
-			Source: fmt.Sprintf("grant op #%d (%d permits, id %q)", o.Invoke.Index, n, id)})
-		nGrants++
-		permits += n
 	}
-	early, reuses, outOfRange := 0, 0, 0
-	for _, c := range sortedCalls(in.Calls) {
-		account := ""
-		switch {
-		case in.CallAccount != nil:
-			account = in.CallAccount(c)
-		case c.RequestID != "":
-			account = GrantAccount(c.RequestID)
-		}
-		if g, ok := grants[account]; ok {
-			j := g.calls // at least the permit of its rank
-			g.calls++
-			if c.Permit != nil {
-				switch p := *c.Permit; {
-				case p < 0 || p >= g.n:
-					outOfRange++
-					r.violate("%s spends permit %d of a grant of %d permits (op #%d); allowed: 0 to %d", callString(c), p, g.n, g.index, g.n-1)
-				case g.used[p]:
-					reuses++
-					r.violate("%s spends permit %d of its grant (op #%d) a second time", callString(c), p, g.index)
-				default:
-					g.used[p] = true
-					j = max(j, p)
-				}
-			}
-			j = min(j, g.n-1) // more calls than permits: the ledger reports it
-			ready := g.readyAt + j*g.spacing
-			if in.SameTimeBase {
-				switch {
-				case c.TimeNanos < g.recvAt:
-					early++
-					r.violate("%s before its grant (op #%d) was received at %s", callString(c), g.index, dur(g.recvAt))
-				case c.TimeNanos < ready-in.ToleranceNanos && j == 0:
-					early++
-					r.violate("%s before its grant (op #%d) was ready at %s (tolerance %s)", callString(c), g.index, dur(ready), dur(in.ToleranceNanos))
-				case c.TimeNanos < ready-in.ToleranceNanos:
-					early++
-					r.violate("%s before permit %d of its grant (op #%d) was ready at %s (wait + %d × spacing %s; tolerance %s)",
-						callString(c), j, g.index, dur(ready), j, dur(g.spacing), dur(in.ToleranceNanos))
-				}
-			}
-		}
-		events = append(events, TokenEvent{Kind: Spend, TimeNanos: c.TimeNanos, From: account, Tokens: 1, Source: callString(c)})
+	for _, call := range sortedCalls(in.Calls) {
+		c.spend(call)
 	}
-	totals, err := runLedger(events, &r)
+	totals, err := runLedger(c.events, &c.r)
 	if err != nil {
 		return Result{}, err
 	}
-	r.Details["grants"] = nGrants
-	r.Details["granted_permits"] = permits
+	r := c.r
+	r.Details["grants"] = c.nGrants
+	r.Details["granted_permits"] = c.permits
 	r.Details["credited"] = totals.credited
 	r.Details["calls"] = len(in.Calls)
 	r.Details["spent"] = totals.spent
 	r.Details["transferred"] = totals.transferred
 	r.Details["overdrafts"] = totals.overdrafts
-	r.Details["double_grants"] = doubles
-	r.Details["early_calls"] = early
-	r.Details["permit_reuses"] = reuses
-	r.Details["permits_out_of_range"] = outOfRange
+	r.Details["double_grants"] = c.doubles
+	r.Details["early_calls"] = c.early
+	r.Details["permit_reuses"] = c.reuses
+	r.Details["permits_out_of_range"] = c.outOfRange
 	r.Details["same_time_base"] = in.SameTimeBase
 	return r, nil
+}
+
+// conservationGrant is a grant's account in the conservation check.
+type conservationGrant struct {
+	index   int   // invoke index
+	readyAt int64 // receive + wait: permit 0's ready time
+	recvAt  int64
+	n       int64 // permits granted
+	spacing int64 // permit j is ready at readyAt + j·spacing
+	calls   int64 // calls seen so far (receive order)
+	used    map[int64]bool
+}
+
+// conservation is one Conservation call's state: the grants by account,
+// the ledger's events and the counts.
+type conservation struct {
+	in     ConservationInput
+	r      Result
+	grants map[string]*conservationGrant // account → first grant
+	events []TokenEvent
+
+	nGrants, doubles          int
+	permits                   int64
+	early, reuses, outOfRange int
+}
+
+// credit credits a successful reserve or acquire's permits to its
+// account (a replay of a grant already counted credits nothing).
+func (c *conservation) credit(o history.Operation) error {
+	if (o.F() != history.FReserve && o.F() != history.FAcquire) || o.Outcome() != history.OK {
+		return nil
+	}
+	var req history.ReserveRequest
+	var resp history.ReserveResponse
+	if err := o.Invoke.DecodeValue(&req); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := o.Completion.DecodeValue(&resp); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	n := req.Permits
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 {
+		return fmt.Errorf("%w: op #%d asks for %d permits; allowed: >= 1", ErrInvalid, o.Invoke.Index, n)
+	}
+	id := o.RequestID()
+	account := GrantAccount(id)
+	if id == "" {
+		account = GrantAccount(fmt.Sprintf("#%d", o.Invoke.Index))
+	}
+	first, seen := c.grants[account]
+	if seen && resp.Duplicate {
+		return nil // a replay of a grant already counted
+	}
+	if seen {
+		c.doubles++
+		c.r.violate("request_id %q granted twice: ops #%d and #%d both ok and not replays", id, first.index, o.Invoke.Index)
+	}
+	if resp.SpacingNanos < 0 {
+		return fmt.Errorf("%w: op #%d: spacing %d ns; allowed: >= 0", ErrInvalid, o.Invoke.Index, resp.SpacingNanos)
+	}
+	recv := o.Completion.TimeNanos
+	g := &conservationGrant{index: o.Invoke.Index, recvAt: recv, readyAt: recv + resp.WaitNanos, n: n, spacing: resp.SpacingNanos, used: map[int64]bool{}}
+	if !seen {
+		c.grants[account] = g
+	}
+	at := int64(beforeAll)
+	if c.in.SameTimeBase {
+		at = recv
+	}
+	c.events = append(c.events, TokenEvent{Kind: Credit, TimeNanos: at, To: account, Tokens: n,
+		Source: fmt.Sprintf("grant op #%d (%d permits, id %q)", o.Invoke.Index, n, id)})
+	c.nGrants++
+	c.permits += n
+	return nil
+}
+
+// spend spends a call's permit from its account, checking the permit and
+// the call's time against its grant.
+func (c *conservation) spend(call fakeapi.Call) {
+	in := c.in
+	account := ""
+	switch {
+	case in.CallAccount != nil:
+		account = in.CallAccount(call)
+	case call.RequestID != "":
+		account = GrantAccount(call.RequestID)
+	}
+	if g, ok := c.grants[account]; ok {
+		c.checkSpend(g, call)
+	}
+	c.events = append(c.events, TokenEvent{Kind: Spend, TimeNanos: call.TimeNanos, From: account, Tokens: 1, Source: callString(call)})
+}
+
+// checkSpend checks a call against its grant: a permit in range, spent
+// once, and not before the grant was received and the permit ready.
+func (c *conservation) checkSpend(g *conservationGrant, call fakeapi.Call) {
+	in, r := c.in, &c.r
+	j := g.calls // at least the permit of its rank
+	g.calls++
+	if call.Permit != nil {
+		switch p := *call.Permit; {
+		case p < 0 || p >= g.n:
+			c.outOfRange++
+			r.violate("%s spends permit %d of a grant of %d permits (op #%d); allowed: 0 to %d", callString(call), p, g.n, g.index, g.n-1)
+		case g.used[p]:
+			c.reuses++
+			r.violate("%s spends permit %d of its grant (op #%d) a second time", callString(call), p, g.index)
+		default:
+			g.used[p] = true
+			j = max(j, p)
+		}
+	}
+	j = min(j, g.n-1) // more calls than permits: the ledger reports it
+	ready := g.readyAt + j*g.spacing
+	if !in.SameTimeBase {
+		return
+	}
+	switch {
+	case call.TimeNanos < g.recvAt:
+		c.early++
+		r.violate("%s before its grant (op #%d) was received at %s", callString(call), g.index, dur(g.recvAt))
+	case call.TimeNanos < ready-in.ToleranceNanos && j == 0:
+		c.early++
+		r.violate("%s before its grant (op #%d) was ready at %s (tolerance %s)", callString(call), g.index, dur(ready), dur(in.ToleranceNanos))
+	case call.TimeNanos < ready-in.ToleranceNanos:
+		c.early++
+		r.violate("%s before permit %d of its grant (op #%d) was ready at %s (wait + %d × spacing %s; tolerance %s)",
+			callString(call), j, g.index, dur(ready), j, dur(g.spacing), dur(in.ToleranceNanos))
+	}
 }
