@@ -212,114 +212,148 @@ func MultiGrants(in MultiGrantsInput) (Result, error) {
 //     reservation), a repeated release 0, and all releases of a
 //     reservation together at most 1.
 func MultiSettlements(ops []history.Op) (Result, error) {
-	r := newResult("multi-settle-once")
+	c := &settlements{r: newResult("multi-settle-once"), rs: map[string]*settledReservation{}, counts: map[string]int{}}
 	pairs, err := history.Pair(ops)
 	if err != nil {
-		return r, err
+		return c.r, err
 	}
-	type resv struct {
-		settled   int  // ok non-duplicate answers
-		known     bool // an ok settle answer seen
-		firstByID map[string][]history.SettledLimit
-		released  int64
-	}
-	rs := map[string]*resv{}
-	get := func(id string) *resv {
-		if rs[id] == nil {
-			rs[id] = &resv{firstByID: map[string][]history.SettledLimit{}}
-		}
-		return rs[id]
-	}
-	counts := map[string]int{}
 	for _, o := range pairs {
 		switch o.F() {
 		case history.FSettle:
-			var req, resp history.SettleValue
-			if err := o.Invoke.DecodeValue(&req); err != nil {
-				return r, err
-			}
-			if o.Completed {
-				if err := o.Completion.DecodeValue(&resp); err != nil {
-					return r, err
-				}
-			}
-			st := get(req.ReservationID)
-			at := o.Invoke.Index
-			counts["settles_"+string(o.Outcome())]++
-			if req.Mode == history.SettleAgain && st.known {
-				if o.Outcome() == history.OK {
-					r.violate("op #%d: reservation %s, already settled, settled again with a new request id: answered %s (want 409 conflict)", at, req.ReservationID, o.Completion.Value)
-				} else if o.Outcome() == history.Fail && resp.Code != 409 {
-					r.violate("op #%d: reservation %s, already settled, settled again with a new request id: answered %d %s (want 409 conflict)", at, req.ReservationID, resp.Code, resp.Error)
-				}
-			}
-			if o.Outcome() != history.OK {
-				continue
-			}
-			if !resp.Duplicate {
-				st.settled++
-				if st.settled > 1 {
-					r.violate("op #%d: reservation %s settled a second time (a non-duplicate answer): %s", at, req.ReservationID, o.Completion.Value)
-				}
-			}
-			if req.SettleRequestID != "" {
-				if first, ok := st.firstByID[req.SettleRequestID]; ok {
-					if !resp.Duplicate {
-						r.violate("op #%d: settle %s of reservation %s retried with the same request id but not answered as a duplicate", at, req.SettleRequestID, req.ReservationID)
-					}
-					if !slices.Equal(first, resp.Limits) {
-						r.violate("op #%d: settle %s of reservation %s replayed %v; the first answer was %v", at, req.SettleRequestID, req.ReservationID, resp.Limits, first)
-					}
-				} else {
-					st.firstByID[req.SettleRequestID] = resp.Limits
-				}
-			} else if req.Mode == history.SettleAgain && resp.Duplicate {
-				r.violate("op #%d: a settle with a new request id of reservation %s answered as a duplicate", at, req.ReservationID)
-			}
-			st.known = true
-			for _, l := range resp.Limits {
-				switch {
-				case l.Actual <= l.Reserved && (l.Refunded > l.Reserved-l.Actual || l.Charged != 0):
-					r.violate("op #%d: reservation %s, limit %s: reserved %d, actual %d, refunded %d, charged %d (allowed: refund <= %d, no charge)",
-						at, req.ReservationID, l.Limit, l.Reserved, l.Actual, l.Refunded, l.Charged, l.Reserved-l.Actual)
-				case l.Refunded < 0 || l.Charged < 0:
-					r.violate("op #%d: reservation %s, limit %s: negative refund %d or charge %d", at, req.ReservationID, l.Limit, l.Refunded, l.Charged)
-				}
-			}
-			for _, a := range req.Actual {
-				for _, l := range resp.Limits {
-					if l.Limit == a.Limit && l.Actual != a.Permits {
-						r.violate("op #%d: reservation %s, limit %s: settled actual %d, the answer says %d", at, req.ReservationID, l.Limit, a.Permits, l.Actual)
-					}
-				}
-			}
+			err = c.settle(o)
 		case history.FRelease:
-			var req, resp history.ReleaseValue
-			if err := o.Invoke.DecodeValue(&req); err != nil {
-				return r, err
+			err = c.release(o)
+		}
+		if err != nil {
+			return c.r, err
+		}
+	}
+	c.r.Details["reservations"] = len(c.rs)
+	c.r.Details["ops"] = c.counts
+	return c.r, nil
+}
+
+// settledReservation is what MultiSettlements saw of a reservation.
+type settledReservation struct {
+	settled   int  // ok non-duplicate answers
+	known     bool // an ok settle answer seen
+	firstByID map[string][]history.SettledLimit
+	released  int64
+}
+
+// settlements is one MultiSettlements call's state: the reservations by
+// ID and the ops counted by function and outcome.
+type settlements struct {
+	r      Result
+	rs     map[string]*settledReservation
+	counts map[string]int
+}
+
+// get is reservation id's state, made on first use.
+func (c *settlements) get(id string) *settledReservation {
+	if c.rs[id] == nil {
+		c.rs[id] = &settledReservation{firstByID: map[string][]history.SettledLimit{}}
+	}
+	return c.rs[id]
+}
+
+// settle checks a settle op.
+func (c *settlements) settle(o history.Operation) error {
+	r := &c.r
+	var req, resp history.SettleValue
+	if err := o.Invoke.DecodeValue(&req); err != nil {
+		return err
+	}
+	if o.Completed {
+		if err := o.Completion.DecodeValue(&resp); err != nil {
+			return err
+		}
+	}
+	st := c.get(req.ReservationID)
+	at := o.Invoke.Index
+	c.counts["settles_"+string(o.Outcome())]++
+	if req.Mode == history.SettleAgain && st.known {
+		if o.Outcome() == history.OK {
+			r.violate("op #%d: reservation %s, already settled, settled again with a new request id: answered %s (want 409 conflict)", at, req.ReservationID, o.Completion.Value)
+		} else if o.Outcome() == history.Fail && resp.Code != 409 {
+			r.violate("op #%d: reservation %s, already settled, settled again with a new request id: answered %d %s (want 409 conflict)", at, req.ReservationID, resp.Code, resp.Error)
+		}
+	}
+	if o.Outcome() != history.OK {
+		return nil
+	}
+	if !resp.Duplicate {
+		st.settled++
+		if st.settled > 1 {
+			r.violate("op #%d: reservation %s settled a second time (a non-duplicate answer): %s", at, req.ReservationID, o.Completion.Value)
+		}
+	}
+	if req.SettleRequestID != "" {
+		if first, ok := st.firstByID[req.SettleRequestID]; ok {
+			if !resp.Duplicate {
+				r.violate("op #%d: settle %s of reservation %s retried with the same request id but not answered as a duplicate", at, req.SettleRequestID, req.ReservationID)
 			}
-			counts["releases_"+string(o.Outcome())]++
-			if o.Outcome() != history.OK {
-				continue
+			if !slices.Equal(first, resp.Limits) {
+				r.violate("op #%d: settle %s of reservation %s replayed %v; the first answer was %v", at, req.SettleRequestID, req.ReservationID, resp.Limits, first)
 			}
-			if err := o.Completion.DecodeValue(&resp); err != nil {
-				return r, err
-			}
-			st := get(req.ReservationID)
-			at := o.Invoke.Index
-			switch {
-			case resp.Released < 0 || resp.Released > 1:
-				r.violate("op #%d: release of reservation %s freed %d permits; it holds one in-flight permit", at, req.ReservationID, resp.Released)
-			case req.Attempt > 1 && resp.Released != 0:
-				r.violate("op #%d: repeated release of reservation %s freed %d permits (want 0)", at, req.ReservationID, resp.Released)
-			}
-			st.released += resp.Released
-			if st.released > 1 && resp.Released > 0 {
-				r.violate("op #%d: reservation %s released %d permits in all; it held one", at, req.ReservationID, st.released)
+		} else {
+			st.firstByID[req.SettleRequestID] = resp.Limits
+		}
+	} else if req.Mode == history.SettleAgain && resp.Duplicate {
+		r.violate("op #%d: a settle with a new request id of reservation %s answered as a duplicate", at, req.ReservationID)
+	}
+	st.known = true
+	c.checkSettledLimits(at, req, resp)
+	return nil
+}
+
+// checkSettledLimits checks an ok settle answer's limits: refunds and
+// charges within what was reserved, and the actual permits as sent.
+func (c *settlements) checkSettledLimits(at int, req, resp history.SettleValue) {
+	r := &c.r
+	for _, l := range resp.Limits {
+		switch {
+		case l.Actual <= l.Reserved && (l.Refunded > l.Reserved-l.Actual || l.Charged != 0):
+			r.violate("op #%d: reservation %s, limit %s: reserved %d, actual %d, refunded %d, charged %d (allowed: refund <= %d, no charge)",
+				at, req.ReservationID, l.Limit, l.Reserved, l.Actual, l.Refunded, l.Charged, l.Reserved-l.Actual)
+		case l.Refunded < 0 || l.Charged < 0:
+			r.violate("op #%d: reservation %s, limit %s: negative refund %d or charge %d", at, req.ReservationID, l.Limit, l.Refunded, l.Charged)
+		}
+	}
+	for _, a := range req.Actual {
+		for _, l := range resp.Limits {
+			if l.Limit == a.Limit && l.Actual != a.Permits {
+				r.violate("op #%d: reservation %s, limit %s: settled actual %d, the answer says %d", at, req.ReservationID, l.Limit, a.Permits, l.Actual)
 			}
 		}
 	}
-	r.Details["reservations"] = len(rs)
-	r.Details["ops"] = counts
-	return r, nil
+}
+
+// release checks a release op.
+func (c *settlements) release(o history.Operation) error {
+	r := &c.r
+	var req, resp history.ReleaseValue
+	if err := o.Invoke.DecodeValue(&req); err != nil {
+		return err
+	}
+	c.counts["releases_"+string(o.Outcome())]++
+	if o.Outcome() != history.OK {
+		return nil
+	}
+	if err := o.Completion.DecodeValue(&resp); err != nil {
+		return err
+	}
+	st := c.get(req.ReservationID)
+	at := o.Invoke.Index
+	switch {
+	case resp.Released < 0 || resp.Released > 1:
+		r.violate("op #%d: release of reservation %s freed %d permits; it holds one in-flight permit", at, req.ReservationID, resp.Released)
+	case req.Attempt > 1 && resp.Released != 0:
+		r.violate("op #%d: repeated release of reservation %s freed %d permits (want 0)", at, req.ReservationID, resp.Released)
+	}
+	st.released += resp.Released
+	if st.released > 1 && resp.Released > 0 {
+		r.violate("op #%d: reservation %s released %d permits in all; it held one", at, req.ReservationID, st.released)
+	}
+	return nil
 }
