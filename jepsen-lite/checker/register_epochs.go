@@ -83,15 +83,33 @@ func splitEpochs(h *RegisterHistory, spec RegisterSpec, tol int64) ([]registerEp
 		}
 	}
 	slices.SortStableFunc(known, func(a, b RegisterChange) int { return cmp.Compare(a.CallNanos, b.CallNanos) })
-	// Merge overlapping windows; a group's configuration is ambiguous if
-	// its puts differ.
-	type group struct {
-		from, to  int64
-		i, m      int64
-		ambiguous bool
-		last      int // the last put's op index
+	groups := mergePutWindows(known)
+	var epochs []registerEpoch
+	for k := 0; k <= len(groups); k++ {
+		e := newEpoch(h, spec, groups, k)
+		if e.report.SkippedWhy != "" {
+			epochs = append(epochs, e)
+			continue
+		}
+		epochs = append(epochs, cutAtUnknownPut(h, e, unknown, tol)...)
 	}
-	var groups []group
+	dropped := assignOps(h, epochs, tol)
+	return epochs, dropped
+}
+
+// putGroup is a run of overlapping put windows [invoke, completion]; its
+// configuration is ambiguous if its puts differ.
+type putGroup struct {
+	from, to  int64
+	i, m      int64
+	ambiguous bool
+	last      int // the last put's op index
+}
+
+// mergePutWindows merges the overlapping windows of the known puts (sorted
+// by invoke time).
+func mergePutWindows(known []RegisterChange) []putGroup {
+	var groups []putGroup
 	for _, c := range known {
 		if n := len(groups); n > 0 && c.CallNanos <= groups[n-1].to {
 			g := &groups[n-1]
@@ -100,58 +118,67 @@ func splitEpochs(h *RegisterHistory, spec RegisterSpec, tol int64) ([]registerEp
 			g.last = c.OpIndex
 			continue
 		}
-		groups = append(groups, group{from: c.CallNanos, to: c.ReturnNanos, i: c.IntervalNanos, m: c.MaxReserved, last: c.OpIndex})
+		groups = append(groups, putGroup{from: c.CallNanos, to: c.ReturnNanos, i: c.IntervalNanos, m: c.MaxReserved, last: c.OpIndex})
+	}
+	return groups
+}
+
+// newEpoch is epoch k, between put groups k-1 and k (the first: from the
+// history's start with spec; the last: to its end), without operations.
+func newEpoch(h *RegisterHistory, spec RegisterSpec, groups []putGroup, k int) registerEpoch {
+	e := registerEpoch{spec: RegisterSpec{IntervalNanos: spec.IntervalNanos, MaxReserved: spec.MaxReserved, Fresh: spec.Fresh}}
+	e.report = EpochReport{Key: h.Limit, FromNanos: -1, ToNanos: -1}
+	if k > 0 {
+		g := groups[k-1]
+		e.spec = RegisterSpec{IntervalNanos: g.i, MaxReserved: g.m}
+		e.report.Key = fmt.Sprintf("%s@epoch%d", h.Limit, k)
+		e.report.FromNanos = g.to
+		if g.ambiguous {
+			e.report.SkippedWhy = fmt.Sprintf("concurrent puts up to op #%d set different configurations: which one is in effect is unknown", g.last)
+		}
+	}
+	if k < len(groups) {
+		e.report.ToNanos = groups[k].from
+	}
+	e.report.IntervalNanos, e.report.MaxReserved, e.report.Fresh = e.spec.IntervalNanos, e.spec.MaxReserved, e.spec.Fresh
+	e.h = &RegisterHistory{Limit: h.Limit, Clients: h.Clients}
+	return e
+}
+
+// cutAtUnknownPut returns epoch e, cut at the earliest put of unknown
+// outcome, invoked before the epoch ends, that would change its
+// configuration: from its invoke on, the configuration is unknown, and
+// that rest of e is skipped.
+func cutAtUnknownPut(h *RegisterHistory, e registerEpoch, unknown []RegisterChange, tol int64) []registerEpoch {
+	from, to := epochBounds(e.report, tol)
+	var cut *RegisterChange
+	for i, u := range unknown {
+		if u.CallNanos < to && (u.IntervalNanos != e.spec.IntervalNanos || u.MaxReserved != e.spec.MaxReserved) && (cut == nil || u.CallNanos < cut.CallNanos) {
+			cut = &unknown[i]
+		}
+	}
+	if cut == nil {
+		return []registerEpoch{e}
 	}
 	var epochs []registerEpoch
-	for k := 0; k <= len(groups); k++ {
-		e := registerEpoch{spec: RegisterSpec{IntervalNanos: spec.IntervalNanos, MaxReserved: spec.MaxReserved, Fresh: spec.Fresh}}
-		e.report = EpochReport{Key: h.Limit, FromNanos: -1, ToNanos: -1}
-		if k > 0 {
-			g := groups[k-1]
-			e.spec = RegisterSpec{IntervalNanos: g.i, MaxReserved: g.m}
-			e.report.Key = fmt.Sprintf("%s@epoch%d", h.Limit, k)
-			e.report.FromNanos = g.to
-			if g.ambiguous {
-				e.report.SkippedWhy = fmt.Sprintf("concurrent puts up to op #%d set different configurations: which one is in effect is unknown", g.last)
-			}
-		}
-		if k < len(groups) {
-			e.report.ToNanos = groups[k].from
-		}
-		e.report.IntervalNanos, e.report.MaxReserved, e.report.Fresh = e.spec.IntervalNanos, e.spec.MaxReserved, e.spec.Fresh
-		e.h = &RegisterHistory{Limit: h.Limit, Clients: h.Clients}
-		if e.report.SkippedWhy != "" {
-			epochs = append(epochs, e)
-			continue
-		}
-		// The earliest put of unknown outcome, invoked before the epoch
-		// ends, that would change its configuration: from its invoke on,
-		// the configuration is unknown.
-		from, to := epochBounds(e.report, tol)
-		var cut *RegisterChange
-		for i, u := range unknown {
-			if u.CallNanos < to && (u.IntervalNanos != e.spec.IntervalNanos || u.MaxReserved != e.spec.MaxReserved) && (cut == nil || u.CallNanos < cut.CallNanos) {
-				cut = &unknown[i]
-			}
-		}
-		if cut == nil {
-			epochs = append(epochs, e)
-			continue
-		}
-		why := fmt.Sprintf("put op #%d (interval %s, max_reserved %d) has an unknown outcome: it may have taken effect at any time after %s",
-			cut.OpIndex, dur(cut.IntervalNanos), cut.MaxReserved, dur(cut.CallNanos))
-		rest := e
-		rest.h = &RegisterHistory{Limit: h.Limit, Clients: h.Clients}
-		rest.report.Key += fmt.Sprintf(" after op #%d", cut.OpIndex)
-		rest.report.SkippedWhy = why
-		if cut.CallNanos > from {
-			e.report.ToNanos = cut.CallNanos
-			epochs = append(epochs, e)
-			rest.report.FromNanos = cut.CallNanos
-		}
-		epochs = append(epochs, rest)
+	why := fmt.Sprintf("put op #%d (interval %s, max_reserved %d) has an unknown outcome: it may have taken effect at any time after %s",
+		cut.OpIndex, dur(cut.IntervalNanos), cut.MaxReserved, dur(cut.CallNanos))
+	rest := e
+	rest.h = &RegisterHistory{Limit: h.Limit, Clients: h.Clients}
+	rest.report.Key += fmt.Sprintf(" after op #%d", cut.OpIndex)
+	rest.report.SkippedWhy = why
+	if cut.CallNanos > from {
+		e.report.ToNanos = cut.CallNanos
+		epochs = append(epochs, e)
+		rest.report.FromNanos = cut.CallNanos
 	}
-	// Assign operations.
+	return append(epochs, rest)
+}
+
+// assignOps puts each of h's operations in the epoch it lies in and each
+// pending operation in every epoch that ends after its invoke, and counts
+// the epochs' operations. It returns how many operations lie in no epoch.
+func assignOps(h *RegisterHistory, epochs []registerEpoch, tol int64) int {
 	dropped := 0
 	for _, op := range h.Ops {
 		placed := false
@@ -180,7 +207,7 @@ func splitEpochs(h *RegisterHistory, spec RegisterSpec, tol int64) ([]registerEp
 			epochs[i].h.Replays = h.Replays
 		}
 	}
-	return epochs, dropped
+	return dropped
 }
 
 // epochBounds returns the open interval (from, to) an operation must lie
