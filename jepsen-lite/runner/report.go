@@ -178,12 +178,25 @@ var faultColors = map[string]string{
 func renderHTML(sum *Summary) string {
 	calls := readCalls(sum.Config.OutDir)
 	var b strings.Builder
+	writeHTMLHead(&b, sum)
+	writeHTMLRun(&b, sum)
+	b.WriteString("<h2>Timeline</h2>\n")
+	b.WriteString(renderSVG(sum, calls))
+	writeHTMLCheckers(&b, sum)
+	writeHTMLPhases(&b, sum)
+	writeHTMLFaults(&b, sum)
+	writeHTMLNodes(&b, sum)
+	return b.String()
+}
+
+// writeHTMLHead writes the page's head, its style coloured by the verdict.
+func writeHTMLHead(b *strings.Builder, sum *Summary) {
 	esc := html.EscapeString
 	color := "#2b9348"
 	if sum.ExitCode != ExitValid {
 		color = "#d00000"
 	}
-	fmt.Fprintf(&b, `<!DOCTYPE html><html><head><meta charset="utf-8"><title>jepsen-lite: %s</title>
+	fmt.Fprintf(b, `<!DOCTYPE html><html><head><meta charset="utf-8"><title>jepsen-lite: %s</title>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
 table{border-collapse:collapse;margin:8px 0 20px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
@@ -192,13 +205,19 @@ th{background:#f3f3f3}.bad{color:#d00000;font-weight:bold}.ok{color:#2b9348;font
 code{background:#f5f5f5;padding:1px 4px}small{color:#666}
 </style></head><body>
 `, esc(sum.Verdict), color)
-	fmt.Fprintf(&b, "<h1>jepsen-lite run</h1><p><span class=verdict>%s — exit %d</span></p>\n", esc(strings.ToUpper(sum.Verdict)), sum.ExitCode)
-	fmt.Fprintf(&b, "<p><b>Mode:</b> %s — %s</p>\n", esc(sum.Mode), esc(sum.ModeDetail))
+}
+
+// writeHTMLRun writes the verdict and what ran: mode, command, cluster,
+// limit and a secure run's credentials.
+func writeHTMLRun(b *strings.Builder, sum *Summary) {
+	esc := html.EscapeString
+	fmt.Fprintf(b, "<h1>jepsen-lite run</h1><p><span class=verdict>%s — exit %d</span></p>\n", esc(strings.ToUpper(sum.Verdict)), sum.ExitCode)
+	fmt.Fprintf(b, "<p><b>Mode:</b> %s — %s</p>\n", esc(sum.Mode), esc(sum.ModeDetail))
 	if sum.Command != "" {
-		fmt.Fprintf(&b, "<p><b>Command:</b> <code>%s</code></p>\n", esc(sum.Command))
+		fmt.Fprintf(b, "<p><b>Command:</b> <code>%s</code></p>\n", esc(sum.Command))
 	}
 	c := sum.Config
-	fmt.Fprintf(&b, "<p><b>Cluster:</b> %d nodes, %d workers in %d groups, workload <b>%s</b>, nemesis <code>%s</code>, seed <b>%d</b>, duration %v (final heal at %v), distinct loopback IPs: %v. <b>Limit:</b> <code>%s</code> %s. Wall time %.1fs.</p>\n",
+	fmt.Fprintf(b, "<p><b>Cluster:</b> %d nodes, %d workers in %d groups, workload <b>%s</b>, nemesis <code>%s</code>, seed <b>%d</b>, duration %v (final heal at %v), distinct loopback IPs: %v. <b>Limit:</b> <code>%s</code> %s. Wall time %.1fs.</p>\n",
 		c.Nodes, c.Workers, c.Groups, esc(c.Workload), esc(sum.Nemesis), c.Seed, c.Duration, time.Duration(sum.HealNanos).Round(time.Millisecond), sum.DistinctIPs,
 		esc(sum.Limit.Name), esc(mustJSON(sum.Limit.Config)), sum.WallSeconds)
 	if sec := sum.Security; sec != nil {
@@ -210,12 +229,15 @@ code{background:#f5f5f5;padding:1px 4px}small{color:#666}
 		for _, id := range slices.Sorted(maps.Keys(sec.AgentListeners)) {
 			ls = append(ls, fmt.Sprintf("%s %d", id, sec.AgentListeners[id]))
 		}
-		fmt.Fprintf(&b, "<p><b>Secure:</b> API over TLS 1.3 and raft over mutual TLS (CA and node certificates in <code>%s</code>, valid for %s), API tokens %s; agent starts that listened with tls=true tokens=true: %s.</p>\n",
+		fmt.Fprintf(b, "<p><b>Secure:</b> API over TLS 1.3 and raft over mutual TLS (CA and node certificates in <code>%s</code>, valid for %s), API tokens %s; agent starts that listened with tls=true tokens=true: %s.</p>\n",
 			esc(sec.Dir), esc(strings.Join(sec.CertHosts, ", ")), esc(strings.Join(toks, ", ")), esc(strings.Join(ls, ", ")))
 	}
-	b.WriteString("<h2>Timeline</h2>\n")
-	b.WriteString(renderSVG(sum, calls))
+}
 
+// writeHTMLCheckers writes the checkers' verdicts, the jitter and the
+// workers' reserves.
+func writeHTMLCheckers(b *strings.Builder, sum *Summary) {
+	esc := html.EscapeString
 	b.WriteString("<h2>Checkers</h2><table><tr><th>checker</th><th>verdict</th><th>violations</th><th>details</th></tr>\n")
 	for _, r := range sum.Checkers {
 		cls, v := "ok", "valid"
@@ -230,28 +252,36 @@ code{background:#f5f5f5;padding:1px 4px}small{color:#666}
 			}
 			fmt.Fprintf(&viol, "<div class=bad>%s</div>", esc(s))
 		}
-		fmt.Fprintf(&b, "<tr><td>%s</td><td class=%s>%s</td><td>%s</td><td><small>%s</small></td></tr>\n", esc(r.Name), cls, v, viol.String(), esc(detailString(r)))
+		fmt.Fprintf(b, "<tr><td>%s</td><td class=%s>%s</td><td>%s</td><td><small>%s</small></td></tr>\n", esc(r.Name), cls, v, viol.String(), esc(detailString(r)))
 	}
 	b.WriteString("</table>\n")
-	fmt.Fprintf(&b, "<p>Delivery jitter (tolerance): %v over %d calls (p50 %v, p99 %v). Timeline lag (real − cluster time): %v. API calls: %d. Workers: %s.</p>\n",
+	fmt.Fprintf(b, "<p>Delivery jitter (tolerance): %v over %d calls (p50 %v, p99 %v). Timeline lag (real − cluster time): %v. API calls: %d. Workers: %s.</p>\n",
 		time.Duration(sum.Jitter.JitterNanos), sum.Jitter.Samples, time.Duration(sum.Jitter.P50Nanos), time.Duration(sum.Jitter.P99Nanos),
 		time.Duration(sum.TimelineLagNanos), sum.APICalls, esc(mustJSON(sum.Workers)))
 	w := sum.Workers
-	fmt.Fprintf(&b, "<p><b>Reserves:</b> %d granted for %d permits, <b>%d of several permits</b> (%d multi-permit turns); %d refused; %d failed (%d never delivered); %d unknown.</p>\n",
+	fmt.Fprintf(b, "<p><b>Reserves:</b> %d granted for %d permits, <b>%d of several permits</b> (%d multi-permit turns); %d refused; %d failed (%d never delivered); %d unknown.</p>\n",
 		w.Granted, w.PermitsGranted, w.MultiPermitGrants, w.MultiPermitTurns, w.Refused, w.Failed, w.NotDelivered, w.Unknown)
+}
 
+// writeHTMLPhases writes the latency per phase.
+func writeHTMLPhases(b *strings.Builder, sum *Summary) {
+	esc := html.EscapeString
 	b.WriteString("<h2>Latency per phase</h2><table><tr><th>phase</th><th>from</th><th>to</th><th>reserves</th><th>ok / fail / info</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>API calls/s</th></tr>\n")
 	for _, p := range sum.Phases {
 		secs := float64(p.EndNanos-p.StartNanos) / 1e9
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%.2fs</td><td>%.2fs</td><td>%d</td><td>%d / %d / %d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td></tr>\n",
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%.2fs</td><td>%.2fs</td><td>%d</td><td>%d / %d / %d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%.2f</td></tr>\n",
 			esc(p.Name), float64(p.StartNanos)/1e9, float64(p.EndNanos)/1e9, p.Reserves, p.OK, p.Fail, p.Info,
 			ms(p.P50Nanos), ms(p.P90Nanos), ms(p.P99Nanos), ms(p.MaxNanos), float64(p.APICalls)/math.Max(secs, 1e-9))
 	}
 	b.WriteString("</table>\n")
+}
 
+// writeHTMLFaults writes the faults and the leaders.
+func writeHTMLFaults(b *strings.Builder, sum *Summary) {
+	esc := html.EscapeString
 	b.WriteString("<h2>Faults</h2><table><tr><th>#</th><th>fault</th><th>from</th><th>to</th><th>targets</th><th>notes</th><th>errors</th></tr>\n")
 	for _, n := range sum.Nemeses {
-		fmt.Fprintf(&b, "<tr><td>%d</td><td>%s%s</td><td>%.2fs</td><td>%.2fs</td><td>%s</td><td>%s</td><td class=bad>%s</td></tr>\n",
+		fmt.Fprintf(b, "<tr><td>%d</td><td>%s%s</td><td>%.2fs</td><td>%.2fs</td><td>%s</td><td>%s</td><td class=bad>%s</td></tr>\n",
 			n.Index, esc(n.Event.Name()), map[bool]string{true: " <small>(composed)</small>"}[n.Event.Ambient], float64(n.StartNanos)/1e9, float64(n.EndNanos)/1e9,
 			esc(strings.Join(n.Targets, ", ")), esc(strings.Join(n.Notes, "; ")), esc(strings.Join(n.Errors, "; ")))
 	}
@@ -261,11 +291,17 @@ code{background:#f5f5f5;padding:1px 4px}small{color:#666}
 		if who == "" {
 			who = "none"
 		}
-		fmt.Fprintf(&b, "%.2fs: %s (term %d) · ", float64(l.TimeNanos)/1e9, esc(who), l.Term)
+		fmt.Fprintf(b, "%.2fs: %s (term %d) · ", float64(l.TimeNanos)/1e9, esc(who), l.Term)
 	}
+}
+
+// writeHTMLNodes writes the nodes, the worker sidecars (leased workload),
+// the harness errors and the files, and ends the page.
+func writeHTMLNodes(b *strings.Builder, sum *Summary) {
+	esc := html.EscapeString
 	b.WriteString("</p>\n<h2>Nodes</h2><table><tr><th>node</th><th>raft</th><th>http</th><th>restarts</th><th>snapshots installed from a leader (seen)</th><th>final state</th><th>log</th></tr>\n")
 	for _, n := range sum.Nodes {
-		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td><small>%s %s</small></td><td><a href=\"%s\">%s</a></td></tr>\n",
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td><small>%s %s</small></td><td><a href=\"%s\">%s</a></td></tr>\n",
 			esc(n.ID), esc(n.RaftAddr), esc(n.HTTPAddr), n.Restarts, n.RemoteSnapshots, esc(mustJSON(n.State)), esc(n.Error), esc(n.Log), esc(n.Log))
 	}
 	b.WriteString("</table>\n")
@@ -273,16 +309,15 @@ code{background:#f5f5f5;padding:1px 4px}small{color:#666}
 	if len(sum.Errors) > 0 {
 		b.WriteString("<h2>Harness errors</h2><ul>")
 		for _, e := range sum.Errors {
-			fmt.Fprintf(&b, "<li class=bad>%s</li>", esc(e))
+			fmt.Fprintf(b, "<li class=bad>%s</li>", esc(e))
 		}
 		b.WriteString("</ul>\n")
 	}
 	b.WriteString("<h2>Files</h2><ul>")
 	for _, f := range sum.Files {
-		fmt.Fprintf(&b, "<li><a href=\"%s\">%s</a></li>", esc(f), esc(f))
+		fmt.Fprintf(b, "<li><a href=\"%s\">%s</a></li>", esc(f), esc(f))
 	}
 	b.WriteString("</ul></body></html>\n")
-	return b.String()
 }
 
 func ms(ns int64) string {
