@@ -28,15 +28,15 @@ func (w *Workers) runDirect(ctx context.Context, id int) error {
 	if err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewPCG(w.cfg.Seed, uint64(id)))
-	draws := newPermitDraws(w.cfg.Seed, id, w.cfg.MaxPermits)
-	name := Name(id, w.cfg.Groups)
-	var n int64                  // the permits of the reserve to send (0: draw)
-	var release func()           // ends this worker's multi-permit turn (nil: none held)
-	var turnOver <-chan struct{} // closed when that turn ended
+	d := &directWorker{
+		w: w, id: id, c: c,
+		rng:   rand.New(rand.NewPCG(w.cfg.Seed, uint64(id))),
+		draws: newPermitDraws(w.cfg.Seed, id, w.cfg.MaxPermits),
+		name:  Name(id, w.cfg.Groups),
+	}
 	defer func() {
-		if release != nil {
-			release()
+		if d.release != nil {
+			d.release()
 		}
 	}()
 	for i := 0; i < maxWorkerOps && ctx.Err() == nil; i++ {
@@ -44,85 +44,125 @@ func (w *Workers) runDirect(ctx context.Context, id int) error {
 		if ctx.Err() != nil {
 			break
 		}
-		if n == 0 {
-			n = draws.next()
-			if n > 1 && w.cfg.Workload == Strict {
-				release, turnOver = w.takeTurn(id)
-			}
-		}
-		if release == nil {
-			w.turn.wait(ctx, id)
-		}
-		done := func() { // the reserve of n permits is over: draw again next time
-			if release != nil {
-				release()
-				release = nil
-			}
-			n = 0
-		}
-		req := history.ReserveRequest{Limit: w.limit, Permits: n, MaxWaitNanos: int64(w.cfg.MaxWait)}
-		inv, err := w.hw.Invoke(id, "", history.FReserve, "", req)
-		if err != nil {
-			return err
-		}
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		g, rerr := c.Reserve(rctx, w.limit, n, w.cfg.MaxWait)
-		cancel()
-		switch {
-		case rerr != nil && (errors.Is(rerr, client.ErrInvalid) || errors.Is(rerr, client.ErrNotFound) || errors.Is(rerr, client.ErrNotDelivered)):
-			// A definite failure: refused as invalid, or never delivered
-			// to any server (no effect either way).
-			w.counters.failed.Add(1)
-			if errors.Is(rerr, client.ErrNotDelivered) {
-				w.counters.notDelivered.Add(1)
-			}
-			done()
-			if _, err := w.hw.Complete(inv, history.Fail, "", "", history.ReserveResponse{Error: rerr.Error()}); err != nil {
-				return err
-			}
-			_ = wait.Sleep(ctx, time.Duration(50+rng.IntN(100))*time.Millisecond)
-			continue
-		case rerr != nil:
-			w.counters.unknown.Add(1)
-			done()
-			if _, err := w.hw.Complete(inv, history.Info, "", "", history.ReserveResponse{Error: rerr.Error()}); err != nil {
-				return err
-			}
-			_ = wait.Sleep(ctx, time.Duration(50+rng.IntN(100))*time.Millisecond)
-			continue
-		case !g.Granted:
-			w.counters.refused.Add(1)
-			if _, err := w.hw.Complete(inv, history.Fail, "", g.RequestID, history.ReserveResponse{RetryAfterNanos: int64(g.RetryAfter), Duplicate: g.Duplicate}); err != nil {
-				return err
-			}
-			if release != nil && !ended(turnOver) {
-				// In the turn: the same reserve again once the queue
-				// should have drained enough (the turn's bound ends it).
-				_ = wait.Sleep(ctx, min(fitDelay(g.RetryAfter, w.cfg.Interval, w.cfg.MaxReserved, n), time.Second))
-				continue
-			}
-			done()
-			back := min(g.RetryAfter, 2*w.cfg.Interval)
-			_ = wait.Sleep(ctx, max(back/2+time.Duration(rng.Int64N(int64(back/2)+1)), 5*time.Millisecond))
-			continue
-		}
-		permits := n
-		done()
-		w.counters.granted.Add(1)
-		w.counters.permitsGranted.Add(permits)
-		if permits > 1 {
-			w.counters.multiPermitGrants.Add(1)
-		}
-		comp, err := w.hw.Complete(inv, history.OK, "", g.RequestID, history.ReserveResponse{
-			Granted: true, WaitNanos: int64(g.Delay), ExpiresInNanos: int64(g.ExpiresIn), SpacingNanos: int64(g.Spacing), Duplicate: g.Duplicate})
-		if err != nil {
-			return err
-		}
-		if err := w.usePermits(ctx, id, name, g, permits, w.start.Add(time.Duration(comp.TimeNanos))); err != nil {
+		if err := d.reserveAndUse(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// directWorker is one worker of the strict or window workload: its client,
+// its random draws and the reserve it is at.
+type directWorker struct {
+	w     *Workers
+	id    int
+	c     *client.Client
+	rng   *rand.Rand
+	draws *permitDraws
+	name  string
+
+	n        int64           // the permits of the reserve to send (0: draw)
+	release  func()          // ends this worker's multi-permit turn (nil: none held)
+	turnOver <-chan struct{} // closed when that turn ended
+}
+
+// done ends the reserve of n permits: draw again next time.
+func (d *directWorker) done() {
+	if d.release != nil {
+		d.release()
+		d.release = nil
+	}
+	d.n = 0
+}
+
+// reserveAndUse sends one reserve (of permits drawn when the last reserve
+// is over) and uses its permits if granted; after a failure or a refusal
+// it backs off. It returns only history errors.
+func (d *directWorker) reserveAndUse(ctx context.Context) error {
+	w, id := d.w, d.id
+	if d.n == 0 {
+		d.n = d.draws.next()
+		if d.n > 1 && w.cfg.Workload == Strict {
+			d.release, d.turnOver = w.takeTurn(id)
+		}
+	}
+	if d.release == nil {
+		w.turn.wait(ctx, id)
+	}
+	req := history.ReserveRequest{Limit: w.limit, Permits: d.n, MaxWaitNanos: int64(w.cfg.MaxWait)}
+	inv, err := w.hw.Invoke(id, "", history.FReserve, "", req)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	g, rerr := d.c.Reserve(rctx, w.limit, d.n, w.cfg.MaxWait)
+	cancel()
+	switch {
+	case rerr != nil:
+		typ := w.reserveFailed(rerr)
+		d.done()
+		if _, err := w.hw.Complete(inv, typ, "", "", history.ReserveResponse{Error: rerr.Error()}); err != nil {
+			return err
+		}
+		errorBackoff(ctx, d.rng)
+		return nil
+	case !g.Granted:
+		return d.refused(ctx, inv, g)
+	}
+	permits := d.n
+	d.done()
+	w.counters.granted.Add(1)
+	w.counters.permitsGranted.Add(permits)
+	if permits > 1 {
+		w.counters.multiPermitGrants.Add(1)
+	}
+	comp, err := w.hw.Complete(inv, history.OK, "", g.RequestID, history.ReserveResponse{
+		Granted: true, WaitNanos: int64(g.Delay), ExpiresInNanos: int64(g.ExpiresIn), SpacingNanos: int64(g.Spacing), Duplicate: g.Duplicate})
+	if err != nil {
+		return err
+	}
+	return w.usePermits(ctx, id, d.name, g, permits, w.start.Add(time.Duration(comp.TimeNanos)))
+}
+
+// refused records reserve inv's refusal g and waits: in a multi-permit
+// turn, until the same reserve may fit; else (the reserve is over) about
+// the retry-after, at most two intervals.
+func (d *directWorker) refused(ctx context.Context, inv history.Op, g client.Grant) error {
+	w := d.w
+	w.counters.refused.Add(1)
+	if _, err := w.hw.Complete(inv, history.Fail, "", g.RequestID, history.ReserveResponse{RetryAfterNanos: int64(g.RetryAfter), Duplicate: g.Duplicate}); err != nil {
+		return err
+	}
+	if d.release != nil && !ended(d.turnOver) {
+		// In the turn: the same reserve again once the queue
+		// should have drained enough (the turn's bound ends it).
+		_ = wait.Sleep(ctx, min(fitDelay(g.RetryAfter, w.cfg.Interval, w.cfg.MaxReserved, d.n), time.Second))
+		return nil
+	}
+	d.done()
+	back := min(g.RetryAfter, 2*w.cfg.Interval)
+	_ = wait.Sleep(ctx, max(back/2+time.Duration(d.rng.Int64N(int64(back/2)+1)), 5*time.Millisecond))
+	return nil
+}
+
+// reserveFailed counts a reserve that ended in error rerr and returns its
+// outcome in the history: fail for a definite failure (refused as invalid,
+// or never delivered to any server: no effect either way), else info.
+func (w *Workers) reserveFailed(rerr error) history.Type {
+	if errors.Is(rerr, client.ErrInvalid) || errors.Is(rerr, client.ErrNotFound) || errors.Is(rerr, client.ErrNotDelivered) {
+		w.counters.failed.Add(1)
+		if errors.Is(rerr, client.ErrNotDelivered) {
+			w.counters.notDelivered.Add(1)
+		}
+		return history.Fail
+	}
+	w.counters.unknown.Add(1)
+	return history.Info
+}
+
+// errorBackoff waits 50 to 150 ms after a reserve's error.
+func errorBackoff(ctx context.Context, rng *rand.Rand) {
+	_ = wait.Sleep(ctx, time.Duration(50+rng.IntN(100))*time.Millisecond)
 }
 
 // usePermits uses the n permits of grant g, received at recv, each at its

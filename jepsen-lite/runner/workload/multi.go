@@ -121,22 +121,12 @@ func (w *Workers) runMulti(ctx context.Context, id int) error {
 		r, rerr := c.ReserveMany(rctx, wants, client.ReserveOptions{MaxWait: w.cfg.MaxWait, SettleWithin: mc.SettleWithin})
 		cancel()
 		switch {
-		case rerr != nil && (errors.Is(rerr, client.ErrInvalid) || errors.Is(rerr, client.ErrNotFound) || errors.Is(rerr, client.ErrNotDelivered)):
-			w.counters.failed.Add(1)
-			if errors.Is(rerr, client.ErrNotDelivered) {
-				w.counters.notDelivered.Add(1)
-			}
-			if _, err := w.hw.Complete(inv, history.Fail, "", "", history.MultiReserveResponse{ReserveResponse: history.ReserveResponse{Error: rerr.Error()}}); err != nil {
-				return err
-			}
-			_ = wait.Sleep(ctx, time.Duration(50+rng.IntN(100))*time.Millisecond)
-			continue
 		case rerr != nil:
-			w.counters.unknown.Add(1)
-			if _, err := w.hw.Complete(inv, history.Info, "", "", history.MultiReserveResponse{ReserveResponse: history.ReserveResponse{Error: rerr.Error()}}); err != nil {
+			typ := w.reserveFailed(rerr)
+			if _, err := w.hw.Complete(inv, typ, "", "", history.MultiReserveResponse{ReserveResponse: history.ReserveResponse{Error: rerr.Error()}}); err != nil {
 				return err
 			}
-			_ = wait.Sleep(ctx, time.Duration(50+rng.IntN(100))*time.Millisecond)
+			errorBackoff(ctx, rng)
 			continue
 		case !r.Granted:
 			w.counters.refused.Add(1)
