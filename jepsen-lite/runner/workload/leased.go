@@ -104,31 +104,42 @@ func (w *Workers) runLeased(ctx context.Context, id int) error {
 		if g0 == g1 {
 			s.addGrant(g0, comp.TimeNanos)
 		}
-		wl.pool.PausePoint(ctx, id)
-		now := time.Now()
-		sent := int64(now.Sub(wl.start))
-		if sent-inv.TimeNanos > int64(LeasedMaxUseDelay) {
-			wl.counters.skippedStale.Add(1)
-			continue
-		}
-		ainv, err := wl.hw.Invoke(id, s.Name, history.FAPICall, reqID, history.APICallValue{Worker: s.Name})
-		if err != nil {
+		if err := wl.useLeasedGrant(ctx, id, s, reqID, inv); err != nil {
 			return err
 		}
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, cerr := wl.api.Call(actx, fakeapi.CallRequest{Worker: s.Name, RequestID: reqID, SentNanos: &sent})
-		cancel()
-		if cerr != nil {
-			wl.counters.apiErrors.Add(1)
-			if _, err := wl.hw.Complete(ainv, history.Info, s.Name, "", history.APICallValue{Worker: s.Name, Error: cerr.Error()}); err != nil {
-				return err
-			}
-			continue
-		}
-		wl.counters.apiCalls.Add(1)
-		if _, err := wl.hw.Complete(ainv, history.OK, s.Name, "", history.APICallValue{Worker: s.Name, Status: 200}); err != nil {
+	}
+	return nil
+}
+
+// useLeasedGrant calls the fake API with the grant of reserve inv (request
+// reqID) of sidecar s, at once, unless LeasedMaxUseDelay has passed since
+// the reserve's invoke (then it drops the grant). It returns only history
+// errors.
+func (w *Workers) useLeasedGrant(ctx context.Context, id int, s *sidecar, reqID string, inv history.Op) error {
+	w.pool.PausePoint(ctx, id)
+	now := time.Now()
+	sent := int64(now.Sub(w.start))
+	if sent-inv.TimeNanos > int64(LeasedMaxUseDelay) {
+		w.counters.skippedStale.Add(1)
+		return nil
+	}
+	ainv, err := w.hw.Invoke(id, s.Name, history.FAPICall, reqID, history.APICallValue{Worker: s.Name})
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	_, cerr := w.api.Call(actx, fakeapi.CallRequest{Worker: s.Name, RequestID: reqID, SentNanos: &sent})
+	cancel()
+	if cerr != nil {
+		w.counters.apiErrors.Add(1)
+		if _, err := w.hw.Complete(ainv, history.Info, s.Name, "", history.APICallValue{Worker: s.Name, Error: cerr.Error()}); err != nil {
 			return err
 		}
+		return nil
+	}
+	w.counters.apiCalls.Add(1)
+	if _, err := w.hw.Complete(ainv, history.OK, s.Name, "", history.APICallValue{Worker: s.Name, Status: 200}); err != nil {
+		return err
 	}
 	return nil
 }
