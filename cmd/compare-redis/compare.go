@@ -48,7 +48,7 @@ func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep repo
 			return report{}, err
 		}
 	}
-	rs, err := startRedis(ctx, sup, redisBin, tmp, cfg.Rate, cfg.Per, cfg.Burst)
+	rs, err := startRedis(ctx, sup, redisSpec{bin: redisBin, dir: tmp, rate: cfg.Rate, per: cfg.Per, burst: cfg.Burst})
 	if err != nil {
 		return report{}, err
 	}
@@ -68,8 +68,9 @@ func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep repo
 	rep.Environment.PermitdTarget = fmt.Sprintf("%s: %s", cfg.Target, strings.Join(targets, ","))
 	fmt.Fprintf(progress, "permitd cluster %s ready, leader %s; sending to %s\n", strings.Join(pc.httpAddrs, ","), pc.leader, rep.Environment.PermitdTarget)
 
+	m := &measurer{cfg: cfg, rs: rs, pc: pc, targets: targets, sup: sup, progress: progress}
 	for _, c := range cfg.Concurrency {
-		samples, err := measureLevel(ctx, cfg, c, rs, pc, targets, sup, progress)
+		samples, err := m.measureLevel(ctx, c)
 		rep.Runs = append(rep.Runs, samples...)
 		if err != nil {
 			return report{}, err
@@ -80,8 +81,21 @@ func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep repo
 	return rep, nil
 }
 
+// measurer is what each concurrency level is measured with: the
+// configuration, both sides, the permitd side's targets, the supervisor of
+// their processes and where progress goes.
+type measurer struct {
+	cfg      config
+	rs       *redisServer
+	pc       *permitdCluster
+	targets  []string
+	sup      *supervisor
+	progress io.Writer
+}
+
 // measureLevel runs the alternating rounds at one concurrency.
-func measureLevel(ctx context.Context, cfg config, c int, rs *redisServer, pc *permitdCluster, targets []string, sup *supervisor, progress io.Writer) ([]runSample, error) {
+func (m *measurer) measureLevel(ctx context.Context, c int) ([]runSample, error) {
+	cfg, rs, pc, targets, sup, progress := m.cfg, m.rs, m.pc, m.targets, m.sup, m.progress
 	redisMeter := &cpuMeter{pids: []int{rs.proc.cmd.Process.Pid}}
 	permitdMeter := &cpuMeter{}
 	for _, a := range pc.agents {
@@ -106,7 +120,7 @@ func measureLevel(ctx context.Context, cfg config, c int, rs *redisServer, pc *p
 			if err := checkChildren(sup); err != nil {
 				return out, err
 			}
-			s, err := runClosedLoop(ctx, c, cfg.Warmup, cfg.Duration, side.decide, side.meter)
+			s, err := runClosedLoop(ctx, closedLoop{concurrency: c, warmup: cfg.Warmup, duration: cfg.Duration}, side.decide, side.meter)
 			if err != nil {
 				return out, err
 			}

@@ -38,6 +38,13 @@ type runSample struct {
 	latencies []time.Duration // of the decisions (granted or refused) only
 }
 
+// closedLoop is a closed-loop run's shape: how many workers, and how long
+// it warms up and then measures.
+type closedLoop struct {
+	concurrency      int
+	warmup, duration time.Duration
+}
+
 // runClosedLoop runs concurrency workers, each sending its next request as
 // soon as the last one returns, for warmup+duration. Only requests that
 // complete inside the measured window [start+warmup, start+warmup+duration]
@@ -46,7 +53,8 @@ type runSample struct {
 // meter is not nil, it measures CPU time from the start of the window to the
 // end of the run. It fails only when ctx ends first (the whole comparison is
 // being stopped).
-func runClosedLoop(ctx context.Context, concurrency int, warmup, duration time.Duration, decide decideFunc, meter *cpuMeter) (runSample, error) {
+func runClosedLoop(ctx context.Context, loop closedLoop, decide decideFunc, meter *cpuMeter) (runSample, error) {
+	concurrency, warmup, duration := loop.concurrency, loop.warmup, loop.duration
 	if concurrency < 1 || warmup < 0 || duration <= 0 {
 		return runSample{}, fmt.Errorf("compare-redis: closed loop: concurrency %d, warmup %v, duration %v: want >= 1, >= 0, > 0", concurrency, warmup, duration)
 	}

@@ -225,7 +225,7 @@ func TestRunClosedLoopCountsOnlyTheMeasuredWindow(t *testing.T) {
 			}
 			return true, nil
 		}
-		s, err := runClosedLoop(t.Context(), workers, 10*time.Millisecond, 100*time.Millisecond, decide, nil)
+		s, err := runClosedLoop(t.Context(), closedLoop{workers, 10 * time.Millisecond, 100 * time.Millisecond}, decide, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ func TestRunClosedLoopStopsWhenCancelled(t *testing.T) {
 				return false, ctx.Err()
 			}
 		}
-		if _, err := runClosedLoop(ctx, 2, 0, time.Hour, decide, nil); !errors.Is(err, context.Canceled) {
+		if _, err := runClosedLoop(ctx, closedLoop{2, 0, time.Hour}, decide, nil); !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled run: %v, want context.Canceled", err)
 		}
 	})

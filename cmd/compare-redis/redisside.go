@@ -61,9 +61,19 @@ type redisServer struct {
 	params  gcraParams
 }
 
+// redisSpec is what startRedis starts: the redis-server binary, the
+// directory it runs in, and the limit its GCRA script enforces.
+type redisSpec struct {
+	bin, dir string
+	rate     float64
+	per      time.Duration
+	burst    int64
+}
+
 // startRedis starts redis-server on a free loopback port with persistence
 // off, waits until it answers PING, and loads the GCRA script.
-func startRedis(ctx context.Context, sup *supervisor, bin, dir string, rate float64, per time.Duration, burst int64) (*redisServer, error) {
+func startRedis(ctx context.Context, sup *supervisor, spec redisSpec) (*redisServer, error) {
+	bin, dir := spec.bin, spec.dir
 	ports, err := freeLoopbackPorts(1)
 	if err != nil {
 		return nil, err
@@ -109,7 +119,7 @@ func startRedis(ctx context.Context, sup *supervisor, bin, dir string, rate floa
 	if err != nil {
 		return nil, fmt.Errorf("compare-redis: redis TIME: %w", err)
 	}
-	if rs.params, err = newGCRAParams(rate, per, burst, now.Unix()); err != nil {
+	if rs.params, err = newGCRAParams(spec.rate, spec.per, spec.burst, now.Unix()); err != nil {
 		return nil, err
 	}
 	if rs.sha, err = rdb.ScriptLoad(ctx, gcraScript).Result(); err != nil {
