@@ -77,41 +77,13 @@ func runClosedLoop(ctx context.Context, loop closedLoop, decide decideFunc, mete
 		}
 	}()
 
-	var (
-		granted, refused, errs atomic.Int64
-		firstErr               atomic.Pointer[string]
-		mu                     sync.Mutex
-		all                    []time.Duration
-		wg                     sync.WaitGroup
-	)
+	tally := &loopTally{decide: decide, measureFrom: measureFrom, end: end}
+	var wg sync.WaitGroup
 	for w := range concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lats := make([]time.Duration, 0, 1024)
-			for seq := 0; seq < maxRequestsPerWorker && runCtx.Err() == nil; seq++ {
-				sent := time.Now()
-				ok, err := decide(runCtx, w, seq)
-				done := time.Now()
-				if done.Before(measureFrom) || done.After(end) || runCtx.Err() != nil {
-					continue
-				}
-				if err != nil {
-					errs.Add(1)
-					msg := err.Error()
-					firstErr.CompareAndSwap(nil, &msg)
-					continue
-				}
-				if ok {
-					granted.Add(1)
-				} else {
-					refused.Add(1)
-				}
-				lats = append(lats, done.Sub(sent))
-			}
-			mu.Lock()
-			all = append(all, lats...)
-			mu.Unlock()
+			tally.work(runCtx, w)
 		}()
 	}
 	wg.Wait()
@@ -125,18 +97,59 @@ func runClosedLoop(ctx context.Context, loop closedLoop, decide decideFunc, mete
 	s := runSample{
 		Concurrency: concurrency,
 		Seconds:     duration.Seconds(),
-		Granted:     granted.Load(),
-		Refused:     refused.Load(),
-		Errors:      errs.Load(),
-		latencies:   all,
+		Granted:     tally.granted.Load(),
+		Refused:     tally.refused.Load(),
+		Errors:      tally.errs.Load(),
+		latencies:   tally.all,
 	}
 	s.ServerCPUSec, s.ClientCPUSec = maybeFloat(math.NaN()), maybeFloat(math.NaN())
 	if meter != nil {
 		server, client := meter.stop()
 		s.ServerCPUSec, s.ClientCPUSec = maybeFloat(server), maybeFloat(client)
 	}
-	if p := firstErr.Load(); p != nil {
+	if p := tally.firstErr.Load(); p != nil {
 		s.FirstError = *p
 	}
 	return s, nil
+}
+
+// loopTally is what a closed loop's workers count in the measured window
+// [measureFrom, end].
+type loopTally struct {
+	decide           decideFunc
+	measureFrom, end time.Time
+
+	granted, refused, errs atomic.Int64
+	firstErr               atomic.Pointer[string]
+	mu                     sync.Mutex
+	all                    []time.Duration
+}
+
+// work is worker w's loop: its next request as soon as the last one
+// returns, until ctx ends.
+func (t *loopTally) work(ctx context.Context, w int) {
+	lats := make([]time.Duration, 0, 1024)
+	for seq := 0; seq < maxRequestsPerWorker && ctx.Err() == nil; seq++ {
+		sent := time.Now()
+		ok, err := t.decide(ctx, w, seq)
+		done := time.Now()
+		if done.Before(t.measureFrom) || done.After(t.end) || ctx.Err() != nil {
+			continue
+		}
+		if err != nil {
+			t.errs.Add(1)
+			msg := err.Error()
+			t.firstErr.CompareAndSwap(nil, &msg)
+			continue
+		}
+		if ok {
+			t.granted.Add(1)
+		} else {
+			t.refused.Add(1)
+		}
+		lats = append(lats, done.Sub(sent))
+	}
+	t.mu.Lock()
+	t.all = append(t.all, lats...)
+	t.mu.Unlock()
 }
