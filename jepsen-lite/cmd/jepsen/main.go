@@ -22,6 +22,25 @@ func main() {
 	os.Exit(code)
 }
 
+// runUsage is the jepsen command's usage text, before its flags.
+const runUsage = `Usage: jepsen [--mode auto|namespaces|fallback] [--secure] --nodes 3|5 --workers N --groups G --workload strict|window|leased|multi --nemesis partition,kill,pause,clock,loss --duration 60s --seed S --out DIR
+       jepsen sweep --seeds 1000-1049 [--workloads strict,window,leased,multi] [--duration 20s] (jepsen sweep --help)
+
+Runs one jepsen-lite scenario: a real permitd cluster, client workers, a
+fake rate-limited API and a seeded schedule of faults; then judges the
+history and writes DIR/index.html and DIR/summary.json. As root with ip(8)
+and nft(8), every agent runs in its own network namespace and partitions
+are kernel packet drops (namespace mode); otherwise the agents run on
+loopback with faults injected by permitd's --test-hooks fault layer
+(fallback mode). --mode forces one. --secure runs everything over TLS
+with API tokens.
+
+Exit status: 0 valid, 1 safety violation, 2 bad flags, 3 incomplete run,
+4 safe but throughput did not recover after the final heal.
+
+Flags:
+`
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "sweep" {
 		return runSweep(ctx, args[1:], stdout, stderr)
@@ -61,23 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Secure, "secure", false, "TLS and API tokens end to end: the runner makes a CA, node certificates and tokens with the permitd binary (in DIR/secure); the agents serve TLS 1.3 (raft: mutual TLS) and require tokens, every client uses TLS and a token")
 	fs.BoolVar(&quiet, "quiet", false, "no progress lines")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: jepsen [--mode auto|namespaces|fallback] [--secure] --nodes 3|5 --workers N --groups G --workload strict|window|leased|multi --nemesis partition,kill,pause,clock,loss --duration 60s --seed S --out DIR
-       jepsen sweep --seeds 1000-1049 [--workloads strict,window,leased,multi] [--duration 20s] (jepsen sweep --help)
-
-Runs one jepsen-lite scenario: a real permitd cluster, client workers, a
-fake rate-limited API and a seeded schedule of faults; then judges the
-history and writes DIR/index.html and DIR/summary.json. As root with ip(8)
-and nft(8), every agent runs in its own network namespace and partitions
-are kernel packet drops (namespace mode); otherwise the agents run on
-loopback with faults injected by permitd's --test-hooks fault layer
-(fallback mode). --mode forces one. --secure runs everything over TLS
-with API tokens.
-
-Exit status: 0 valid, 1 safety violation, 2 bad flags, 3 incomplete run,
-4 safe but throughput did not recover after the final heal.
-
-Flags:
-`)
+		fmt.Fprint(fs.Output(), runUsage)
 		fs.PrintDefaults()
 	}
 	if code, done := parse(fs, args, stderr); done {
