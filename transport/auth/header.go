@@ -28,8 +28,10 @@ func ParseAuthorization(value string) (string, error) {
 		return "", fmt.Errorf("%w: Authorization Bearer without a token: allowed: Bearer TOKEN", ErrInvalid)
 	case len(cred) > MaxSecretBytes:
 		return "", fmt.Errorf("%w: Authorization token of %d bytes: allowed: at most %d", ErrInvalid, len(cred), MaxSecretBytes)
+	case strings.HasPrefix(cred, "sha256:"):
+		return "", fmt.Errorf("%w: Authorization token is a token file's hash (sha256:...): allowed: the secret (%s...) that \"permitd tokens create\" printed", ErrInvalid, secretPrefix)
 	case !b64token.MatchString(cred):
-		return "", fmt.Errorf("%w: Authorization token has characters outside A-Z a-z 0-9 . _ ~ + / - (and trailing =), or spaces", ErrInvalid)
+		return "", fmt.Errorf("%w: Authorization token has characters outside A-Z a-z 0-9 . _ ~ + / - (and trailing =), or spaces: allowed: the secret (%s...) that \"permitd tokens create\" printed", ErrInvalid, secretPrefix)
 	}
 	return cred, nil
 }

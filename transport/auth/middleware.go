@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Require wraps next so that every request carries "Authorization: Bearer
@@ -34,7 +35,8 @@ func Require(next http.Handler, store *TokenStore, access func(method, escapedPa
 		}
 		secret, err := ParseAuthorization(h[0])
 		if err != nil {
-			writeError(w, http.StatusUnauthorized, `Bearer realm="permitd", error="invalid_request"`, err.Error(), n)
+			// err carries ErrInvalid's "auth: " already; writeError adds it.
+			writeError(w, http.StatusUnauthorized, `Bearer realm="permitd", error="invalid_request"`, strings.TrimPrefix(err.Error(), "auth: "), n)
 			return
 		}
 		t, ok := store.Lookup(secret)
