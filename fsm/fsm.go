@@ -165,7 +165,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		s.kickWaiters(e.Put.Name, now)
 		return res
 	case CmdDeleteLimit:
-		res := s.delete(&e.Delete)
+		res := s.delete(now, &e.Delete)
 		s.kickWaiters(e.Delete.Name, now)
 		return res
 	case CmdReserveBatch:

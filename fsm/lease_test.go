@@ -772,3 +772,46 @@ func TestLeasedReportsExistenceAndMode(t *testing.T) {
 		t.Fatalf("Leased(leased) = %v, %v (view: %v)", exists, leased, info.Leased)
 	}
 }
+
+// TestLeaseDeleteRefusalReadable: the refused delete of a leased limit (and
+// the refused unlease) says how long until its last lease ends as a
+// duration (never a raw cluster time in nanoseconds), and the delete names
+// how to force it (--force, ?force=true), at every instant of the leases'
+// life.
+func TestLeaseDeleteRefusalReadable(t *testing.T) {
+	h := leased(t, 1000, 1000)
+	h.noop(sec)
+	h.lease(sec, lq("w", "g", 1, 10, ""))
+	for now := int64(sec); ; now += 100 * ms {
+		if got := h.policy(now, LeasePolicy{Limit: "hot"}); got.Detail != "" && (hasRawNanos(got.Detail) || !strings.Contains(got.Detail, "ends in ")) {
+			t.Fatalf("unlease refusal at %d: %q; want a duration (\"ends in 1.5s\"), no raw nanoseconds", now, got.Detail)
+		}
+		res := h.del(now, "hot")
+		if res.Detail == "" {
+			if now == sec {
+				t.Fatalf("weak test: the delete at the lease's start was not refused: %+v", res)
+			}
+			return
+		}
+		if hasRawNanos(res.Detail) || !strings.Contains(res.Detail, "ends in ") ||
+			!strings.Contains(res.Detail, "--force") || !strings.Contains(res.Detail, "?force=true") {
+			t.Fatalf("refusal at %d: %q; want a duration (\"ends in 1.5s\"), no raw nanoseconds, and --force / ?force=true named", now, res.Detail)
+		}
+	}
+}
+
+// hasRawNanos reports whether s holds a run of 10 or more digits: a
+// cluster time in nanoseconds (1s is 10 digits), not a duration.
+func hasRawNanos(s string) bool {
+	run := 0
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			run = 0
+			continue
+		}
+		if run++; run >= 10 {
+			return true
+		}
+	}
+	return false
+}

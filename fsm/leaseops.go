@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"time"
 )
 
 // leaseops.go: the lease commands as Apply decides them: lease, renew and
@@ -288,8 +289,8 @@ func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult
 	if !q.Leased {
 		if p := l.pool; p != nil && len(p.leases) > 0 {
 			return LeasePolicyResult{Detail: boundDetail(fmt.Sprintf(
-				"limit %q stays leased: %d leases still hold permits (the last is due at cluster time %d); return them or wait for their expiry",
-				q.Limit, len(p.leases), maxEvent(p)))}
+				"limit %q stays leased: %d leases still hold permits (the last of them ends in %s); return them or wait for their expiry",
+				q.Limit, len(p.leases), leasesEndIn(p, nowNanos)))}
 		}
 		l.pool = nil
 		l.seq++ // the pacer's mode changed: no refund may rewrite it
@@ -329,4 +330,10 @@ func maxEvent(p *leasePool) int64 {
 		}
 	}
 	return t
+}
+
+// leasesEndIn is how long after nowNanos the last lease of p ends (0 if
+// it already has), for messages: a duration reads, a cluster time does not.
+func leasesEndIn(p *leasePool, nowNanos int64) time.Duration {
+	return time.Duration(max(0, maxEvent(p)-nowNanos))
 }

@@ -231,7 +231,7 @@ func (l *limit) accrueLeases(nowNanos, newIntervalNanos int64) {
 
 // delete removes a limit, unless leases still hold permits of it and the
 // delete is not forced.
-func (s *state) delete(d *DeleteLimit) DeleteResult {
+func (s *state) delete(nowNanos int64, d *DeleteLimit) DeleteResult {
 	name := d.Name
 	l, ok := s.limits[name]
 	if !ok {
@@ -239,8 +239,8 @@ func (s *state) delete(d *DeleteLimit) DeleteResult {
 	}
 	if l.pool != nil && len(l.pool.leases) > 0 && !d.Force {
 		return DeleteResult{Existed: true, Detail: boundDetail(fmt.Sprintf(
-			"limit %q is leased and %d leases still hold permits (the last grant is due at cluster time %d): its holders would lose their leases while they may still spend; return them, wait for their expiry, or force the delete",
-			name, len(l.pool.leases), maxEvent(l.pool)))}
+			"limit %q is leased and %d leases still hold permits (the last of them ends in %s): its holders would lose their leases while they may still spend; return them, wait for their expiry, or force the delete (permitd limits delete --force, or DELETE /v1/limits/{name}?force=true)",
+			name, len(l.pool.leases), leasesEndIn(l.pool, nowNanos)))}
 	}
 	if l.pool != nil {
 		s.dropPool(l.pool)
