@@ -3,6 +3,7 @@ package node
 import (
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -39,5 +40,24 @@ func TestLogStoreFsyncsEveryCommit(t *testing.T) {
 	defer s.Close()
 	if db := boltOf(t, s); db.NoSync {
 		t.Fatal("openLogStore makes a raft log that does not fsync its commits (bbolt NoSync is true)")
+	}
+}
+
+// TestDataDirHeldByAnotherNode: a node started on the data directory of a
+// running node fails with an error that names the cause (another process
+// holds the directory) and the directory, not bbolt's bare "timeout".
+func TestDataDirHeldByAnotherNode(t *testing.T) {
+	c := newTestCluster(t, 1)
+	id := c.ids[0]
+	cfg := c.config(id, nil)
+	cfg.RaftAddr = addrOf("second-" + id)
+	cfg.Network = c.sw.Host(cfg.RaftAddr)
+	n, err := New(cfg)
+	if err == nil {
+		n.Kill()
+		t.Fatal("a second node started on a data directory a running node holds")
+	}
+	if !strings.Contains(err.Error(), "another process holds the data directory "+c.dirs[id]) {
+		t.Fatalf("second node on a held data directory: %v; want it to say another process holds the data directory %s", err, c.dirs[id])
 	}
 }

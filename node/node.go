@@ -189,7 +189,7 @@ func (n *Node) startRaft() (has bool, err error) {
 	cfg := n.cfg
 	n.store, err = openLogStore(filepath.Join(cfg.DataDir, "raft.db"))
 	if err != nil {
-		return false, fmt.Errorf("node: open raft.db: %w", err)
+		return false, err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 2, cfg.Logger.Named("snapshots"))
 	if err != nil {

@@ -81,7 +81,7 @@ func SeedDataDir(dataDir string, snapshot []byte, servers []raft.Server) (uint64
 	// like any node's.
 	store, err := openLogStore(filepath.Join(dataDir, "raft.db"))
 	if err != nil {
-		return 0, fmt.Errorf("node: open raft.db: %w", err)
+		return 0, err
 	}
 	defer store.Close()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dataDir, "snapshots"), 2, hclog.NewNullLogger())
@@ -114,11 +114,23 @@ func SeedDataDir(dataDir string, snapshot []byte, servers []raft.Server) (uint64
 // map cut the pages each commit writes, as Consul does; neither loses a
 // committed entry.
 func openLogStore(path string) (*raftboltdb.BoltStore, error) {
-	return raftboltdb.New(raftboltdb.Options{
+	s, err := raftboltdb.New(raftboltdb.Options{
 		Path:        path,
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+		BoltOptions: &bbolt.Options{Timeout: logLockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
 	})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, fmt.Errorf("node: open %s: another process holds the data directory %s (its lock on raft.db was not released within %s): stop that process, or give this node a data directory of its own: %w",
+			path, filepath.Dir(path), logLockTimeout, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node: open %s: %w", path, err)
+	}
+	return s, nil
 }
+
+// logLockTimeout is how long opening raft.db waits for another process's
+// lock on it (bbolt's flock) to go.
+const logLockTimeout = time.Second
 
 // HasExistingState reports whether dataDir holds a node's raft state (a
 // log, a stable store or a snapshot): a node started on it rejoins its
