@@ -58,6 +58,11 @@ const (
 	exitDenied = 4
 )
 
+// exitDeniedText is the help's words for exitDenied, in the help of
+// permitd and of every command that can exit with it (cli_exit_test.go
+// checks that these are the same commands).
+const exitDeniedText = "4 the server refused the credentials: no token, an unknown or revoked\none (401), or one without the role or the limit (403); nothing changed.\n"
+
 // cmdLine is one subcommand's command line: its flags, its positional
 // arguments and its usage text.
 type cmdLine struct {

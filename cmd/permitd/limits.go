@@ -28,7 +28,7 @@ func runLimits(args []string, stdout, stderr io.Writer) int {
 	return commandGroup{"limits", "Manages the cluster's limits. Each subcommand prints the server's answer as JSON.\n", limitsSubcommands}.run(args, stdout, stderr)
 }
 
-const exitStatusText = "Exit status: 0 ok; 1 failure (server unreachable, limit not found, ...); 2 usage\nerror or input the server rejected as invalid (nothing changed).\n"
+const exitStatusText = "Exit status: 0 ok; 1 failure (server unreachable, limit not found, ...); 2 usage\nerror or input the server rejected as invalid (nothing changed);\n" + exitDeniedText
 
 // algorithmOptions lists the flags each algorithm accepts besides --rate
 // and --per.

@@ -47,8 +47,8 @@ the flags.
 
 Exit status: 0 ok; 1 failure (or, for status, a degraded cluster); 2 usage
 error: bad flags, arguments, config or input, nothing changed; 3 reserve
-refused.
-
+refused;
+`+exitDeniedText+`
 Quick start: "permitd demo" runs a 3-node cluster in one process.
 `)
 }

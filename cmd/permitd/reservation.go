@@ -204,8 +204,8 @@ of the reserve, default 1m).
 
 Exit status: 0 settled; 1 failure (server unreachable; the reservation is
 unknown, already final, or already settled); 2 usage error or input the
-server rejected as invalid (nothing changed); 4 the reservation is another
-token's.
+server rejected as invalid (nothing changed);
+`+exitDeniedText+`4 also when the reservation is another token's (403).
 `, stdout, stderr)
 	var cf clientFlags
 	cf.define(c)
@@ -255,7 +255,8 @@ that had already expired.
 
 Exit status: 0 released; 1 failure (server unreachable, the reservation is
 unknown or final); 2 usage error or input the server rejected as invalid
-(nothing changed); 4 the reservation is another token's.
+(nothing changed);
+`+exitDeniedText+`4 also when the reservation is another token's (403).
 `, stdout, stderr)
 	c.args("ID")
 	var cf clientFlags

@@ -55,8 +55,8 @@ Exit status: 0 granted; 1 failure (server unreachable, limit not found, a
 permit expired); 2 usage error or input the server rejected as invalid;
 3 refused: no permit within --max-wait, or a strict limit that may not
 reserve that far ahead (its --max-reserved; the error says which);
-nothing was reserved.
-`, stdout, stderr)
+nothing was reserved;
+`+exitDeniedText, stdout, stderr)
 	// The --limit form has no NAME argument.
 	many := usesFlag(args, "limit")
 	if !many {

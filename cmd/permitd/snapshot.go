@@ -83,7 +83,9 @@ with --raft-addr), then start each with "permitd agent --id ID --data-dir
 DIR --raft-addr ... --http-addr ..." and neither --initial-cluster nor
 --join: the seed holds the cluster's members.
 
-`+exitStatusText, stdout, stderr)
+Exit status: 0 ok; 1 failure (FILE unreadable or not a snapshot, DIR not
+empty or not writable); 2 usage error (nothing written).
+`, stdout, stderr)
 	c.args("FILE")
 	var dataDir, id, initial, raftAddr string
 	c.String(&dataDir, "data-dir", "DIR", "", "the new node's empty data directory (required)")
