@@ -34,21 +34,7 @@ func serveBinary(t *testing.T, answer func(q wire.Reserve) (byte, []byte)) *binS
 // serveBinaryWith serves s (its answer functions set) on a fresh port.
 func serveBinaryWith(t *testing.T, s *binServer) *binServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.addr = ln.Addr().String()
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go s.serve(t, c)
-		}
-	}()
+	s.addr = listenFunc(t, func(c net.Conn) { s.serve(t, c) })
 	return s
 }
 

@@ -195,6 +195,9 @@ func (r *response) apiError() *APIError {
 	if len(msg) > 1024 {
 		msg = msg[:1024] + "..."
 	}
+	if r.code == http.StatusBadRequest {
+		msg = httpsAnswerHint(msg)
+	}
 	return &APIError{Server: r.server, StatusCode: r.code, Message: msg}
 }
 
@@ -222,6 +225,7 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 	start := c.startServer()
 	attempts := c.rounds * n
 	var lastErr error
+	var lastServer string
 	// undelivered stays true while every attempt failed before a
 	// connection was open (see ErrNotDelivered).
 	undelivered := true
@@ -251,10 +255,14 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 			return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, ctxErr, err))
 		}
 		c.log.Debug("attempt failed, trying the next server", "server", c.servers[idx], "request", what, "error", err)
-		lastErr = err
+		lastErr, lastServer = err, c.servers[idx]
 	}
-	return notDelivered(fmt.Errorf("%w: %s failed on %d attempts over %d servers; last failure: %w",
-		ErrUnavailable, what, attempts, n, lastErr))
+	if hint := wrongPortHint(ctx, lastServer, lastErr); hint != "" {
+		return notDelivered(fmt.Errorf("%w: %s failed on %s over %s: %s; last failure: %w",
+			ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), hint, lastErr))
+	}
+	return notDelivered(fmt.Errorf("%w: %s failed on %s over %s; last failure: %w",
+		ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), lastErr))
 }
 
 // startServer is the index of the server a call tries first: the last

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -182,6 +183,26 @@ func newClient(t *testing.T, servers []string, opts ...Option) *Client {
 }
 
 func host(srv *httptest.Server) string { return srv.Listener.Addr().String() }
+
+// listenFunc serves every connection of a fresh loopback port with handle.
+func listenFunc(t *testing.T, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go handle(c)
+		}
+	}()
+	return ln.Addr().String()
+}
 
 func TestNewValidation(t *testing.T) {
 	for _, tt := range []struct {

@@ -1,0 +1,91 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestWrongPortHints: a plain-HTTP call that fails because the address is
+// not a plain-HTTP API port says what the port is and how to fix the
+// command line: a TLS port that closes plain connections (as a permitd
+// agent run with --tls-cert does), a TLS port that answers 400 (Go's
+// net/http), a raft port (reads the first byte, finds no raft command and
+// resets the connection); a plain HTTP server that drops the connection
+// gets no such hint. "1 server" is singular.
+func TestWrongPortHints(t *testing.T) {
+	tlsSrv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the plain request's handshake error
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	// agentTLS is how a permitd agent's API port (tls.NewListener under
+	// the binary sniffer) treats a plain connection: the sniffer's first
+	// read runs the handshake, which fails, and closes it.
+	agentTLS := listenFunc(t, func(c net.Conn) {
+		tc := tls.Server(c, tlsSrv.TLS)
+		_, _ = tc.Read(make([]byte, 1))
+		tc.Close()
+	})
+	mutualTLS := tlsSrv.TLS.Clone()
+	mutualTLS.ClientAuth = tls.RequireAnyClientCert
+	raftTLS := listenFunc(t, func(c net.Conn) {
+		tc := tls.Server(c, mutualTLS)
+		_, _ = tc.Read(make([]byte, 1))
+		tc.Close()
+	})
+	// raftPlain is hashicorp/raft's NetworkTransport: it reads one byte,
+	// the RPC type, and closes the connection on an unknown one.
+	raftPlain := listenFunc(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 1))
+		c.Close()
+	})
+	drop := host(serve(t, &scripted{reply: func(_ int, w http.ResponseWriter, _ *http.Request) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}}))
+	for _, tc := range []struct {
+		name, server string
+		mention      []string
+		not          []string
+	}{
+		{"agent TLS port", agentTLS, []string{agentTLS + " speaks TLS, not plain HTTP", "--tls-ca", "https://", "on 1 attempt over 1 server:"}, []string{"client certificate"}},
+		{"mutual TLS or raft TLS port", raftTLS, []string{raftTLS + " speaks TLS", "--tls-ca", "client certificate", "--http-addr"}, nil},
+		{"net/http TLS port", host(tlsSrv), []string{"speaks TLS", "--tls-ca", "https://"}, nil},
+		{"raft port", raftPlain, []string{raftPlain + " reset the connection", "raft port", "--http-addr"}, []string{"TLS"}},
+		{"dropped by an HTTP server", drop, []string{"on 1 attempt over 1 server;"}, []string{"TLS", "raft"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, []string{tc.server}, WithClock(newFakeClock()), WithRounds(1))
+			_, err := c.ListLimits(context.Background())
+			if err == nil {
+				t.Fatal("ListLimits succeeded, want an error")
+			}
+			for _, m := range tc.mention {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("error %q does not mention %q", err, m)
+				}
+			}
+			for _, m := range tc.not {
+				if strings.Contains(err.Error(), m) {
+					t.Errorf("error %q mentions %q", err, m)
+				}
+			}
+			var api *APIError
+			if errors.As(err, &api) != (tc.server == host(tlsSrv)) {
+				t.Errorf("error %v: an APIError only for the 400 of net/http's TLS port", err)
+			}
+		})
+	}
+	c := newClient(t, []string{drop, drop}, WithClock(newFakeClock()), WithRounds(1))
+	if _, err := c.ListLimits(context.Background()); err == nil || !strings.Contains(err.Error(), "on 2 attempts over 2 servers;") {
+		t.Errorf("two servers: %v; want \"on 2 attempts over 2 servers;\"", err)
+	}
+}
