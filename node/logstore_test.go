@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -45,7 +47,8 @@ func TestLogStoreFsyncsEveryCommit(t *testing.T) {
 
 // TestDataDirHeldByAnotherNode: a node started on the data directory of a
 // running node fails with an error that names the cause (another process
-// holds the directory) and the directory, not bbolt's bare "timeout".
+// holds the directory, and on Linux which), and the directory, not bbolt's
+// bare "timeout".
 func TestDataDirHeldByAnotherNode(t *testing.T) {
 	c := newTestCluster(t, 1)
 	id := c.ids[0]
@@ -57,7 +60,11 @@ func TestDataDirHeldByAnotherNode(t *testing.T) {
 		n.Kill()
 		t.Fatal("a second node started on a data directory a running node holds")
 	}
-	if !strings.Contains(err.Error(), "another process holds the data directory "+c.dirs[id]) {
+	if !strings.Contains(err.Error(), "another process") || !strings.Contains(err.Error(), "holds the data directory "+c.dirs[id]) {
 		t.Fatalf("second node on a held data directory: %v; want it to say another process holds the data directory %s", err, c.dirs[id])
+	}
+	// Here the holder is this process (the first node).
+	if _, serr := os.Stat("/proc/self/fd"); serr == nil && !strings.Contains(err.Error(), fmt.Sprintf("pid %d (", os.Getpid())) {
+		t.Errorf("second node on a held data directory: %v; want it to name the holder, pid %d", err, os.Getpid())
 	}
 }

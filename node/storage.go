@@ -119,8 +119,12 @@ func openLogStore(path string) (*raftboltdb.BoltStore, error) {
 		BoltOptions: &bbolt.Options{Timeout: logLockTimeout, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
 	})
 	if errors.Is(err, bbolt.ErrTimeout) {
-		return nil, fmt.Errorf("node: open %s: another process holds the data directory %s (its lock on raft.db was not released within %s): stop that process, or give this node a data directory of its own: %w",
-			path, filepath.Dir(path), logLockTimeout, err)
+		who := "another process"
+		if h := holdersOf(path); h != "" {
+			who += ", " + h + ","
+		}
+		return nil, fmt.Errorf("node: open %s: %s holds the data directory %s (its lock on raft.db was not released within %s): stop that process, or give this node a data directory of its own: %w",
+			path, who, filepath.Dir(path), logLockTimeout, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("node: open %s: %w", path, err)
