@@ -119,6 +119,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 // define defines bench's flags on c.
 func (b *benchCommand) define(c *cmdLine) {
 	c.List(&b.serverList, "servers", "HTTPADDR,...", "127.0.0.1:8001", "HTTP addresses of the nodes to send to (round-robin per worker)").Check(checkHostPort)
+	c.fromEnv("servers")
 	c.String(&b.Limit, "limit", "NAME", "bench", "limit to reserve from").Check(func(s string) error { return checkName("limit name", s) })
 	c.Bool(&b.Create, "create", true, "create (or replace) the limit before the run")
 	c.Choice(&b.Algorithm, "algorithm", "strict", "algorithm of the created limit", algorithms...)

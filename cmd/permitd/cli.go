@@ -80,6 +80,9 @@ type cmdLine struct {
 	values map[string]*value
 	// order is the definition order of the flags (--help lists them so).
 	order []string
+	// env maps the flags the environment may set to their variables
+	// (fromEnv, env.go).
+	env map[string]string
 	// failed is the last error of a value's Set during parse.
 	failed *flagError
 	// parsing is true while the command line is parsed.
@@ -188,6 +191,10 @@ func (c *cmdLine) parse(args []string) (ok bool, code int) {
 	case len(c.pos) < len(c.argNames):
 		return false, c.usageError("missing argument " + c.argNames[len(c.pos)])
 	}
+	c.parsing = false // the environment's values are never flags
+	if err := c.applyEnv(); err != nil {
+		return false, c.usageError(err.Error())
+	}
 	return true, exitOK
 }
 
@@ -257,6 +264,9 @@ func (c *cmdLine) printUsage(w io.Writer) {
 			usage := f.Usage
 			if def := f.DefValue; def != "" && def != "0" && def != "false" && def != "0s" {
 				usage += fmt.Sprintf(" (default %s)", def)
+			}
+			if key, ok := c.env[name]; ok {
+				usage += fmt.Sprintf(" (env $%s)", key)
 			}
 			fmt.Fprintf(w, "        %s\n", usage)
 		}

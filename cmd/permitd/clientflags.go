@@ -26,6 +26,7 @@ func (f *clientFlags) define(c *cmdLine) {
 	c.List(&f.servers, "servers", "HTTPADDR,...", "127.0.0.1:8001", "HTTP addresses of the cluster's nodes (the next is tried when one is down)").Check(checkServer)
 	c.Duration(&f.timeout, "timeout", 10*time.Second, durPositive, "how long the command's requests may take in all")
 	f.tls.define(c)
+	c.fromEnv("servers")
 }
 
 // client returns a client of --servers and a context bounded by --timeout.

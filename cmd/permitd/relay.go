@@ -44,6 +44,7 @@ type relayFlags struct {
 func (f *relayFlags) define(c *cmdLine) {
 	c.String(&f.listen, "listen", "HOST:PORT", "127.0.0.1:7500", "address the workers' lease commands arrive at (give it to each worker as --relay)").Check(checkHostPort)
 	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required); the relay starts at the leader, or past it with --upstream spread").Check(checkServer)
+	c.fromEnv("servers")
 	c.Duration(&f.attemptTimeout, "attempt-timeout", 500*time.Millisecond, durPositive, "longest wait for one batch's answer from one register node before the next is tried (10ms-1m)").Range(10*time.Millisecond, time.Minute)
 	c.Int(&f.maxInFlight, "max-inflight", "N", relay.DefaultMaxInFlight, "batches with the register at once: the commands that arrive meanwhile leave together in the next").Range(1, 64, "an integer from 1 to 64")
 	c.Choice(&f.upstream, "upstream", "leader", "which register node the relay sends its batches to first: leader (a batch costs the leader one call's read and answer; nothing is forwarded) or spread (a follower, as a worker does, which forwards the commands to the leader)", "leader", "spread")

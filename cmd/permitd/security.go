@@ -125,6 +125,7 @@ func (f *clientTLSFlags) define(c *cmdLine) {
 	c.String(&f.cert, "tls-cert", "FILE", "", "client certificate to present (PEM; for agents run with --client-cert-auth); needs --tls-key")
 	c.String(&f.key, "tls-key", "FILE", "", "the private key of --tls-cert (PEM)")
 	c.String(&f.token, "token", "SECRET", "", "API token to present (default: $PERMITD_TOKEN, which keeps it out of the process list)")
+	c.fromEnv("tls-ca", "tls-cert", "tls-key")
 }
 
 // options returns the client options the flags select (none without

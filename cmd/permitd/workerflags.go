@@ -47,6 +47,7 @@ func (f *workerFlags) define(c *cmdLine) {
 	c.String(&f.gossipAddr, "gossip-addr", "HOST:PORT", "127.0.0.1:7946", "address to gossip on (memberlist, TCP and UDP) with the other workers").Check(checkHostPort)
 	c.List(&f.join, "join", "GOSSIPADDR,...", "", "gossip addresses of other workers to join (rejoined while alone)").Check(checkHostPort)
 	c.List(&f.servers, "servers", "HTTPADDR,...", "", "HTTP addresses of the register's agents (required)").Check(checkServer)
+	c.fromEnv("servers")
 	c.String(&f.relayAddr, "relay", "HOST:PORT", "", "send the lease commands to this lease relay first (permitd relay, on this host), and to --servers when it cannot be reached or does not answer; needs --register-protocol binary").Check(checkServer)
 	c.String(&f.httpAddr, "http-addr", "HOST:PORT", "127.0.0.1:8101", "address of the sidecar's HTTP API (reserve, status, healthz, metrics)").Check(checkHostPort)
 	c.Int64(&f.weight, "weight", "W", 1, "the group's weight in the fair division").Range(1, 1_000_000, "an integer from 1 to 1000000")
