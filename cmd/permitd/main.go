@@ -37,8 +37,12 @@ permitd is a consensus-backed distributed permit register (rate limiter).
 
 Commands:
 `)
+	width := 0
 	for _, n := range commandNames() {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		width = max(width, len(n))
+	}
+	for _, n := range commandNames() {
+		fmt.Fprintf(w, "  %-*s %s\n", width, n, commands[n].summary)
 	}
 	fmt.Fprint(w, `
 Run "permitd <command> --help" (or "permitd help <command>") for a command's
