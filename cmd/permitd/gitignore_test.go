@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// readmeWrites are the commands of a shell block that write a file or a
+// folder into the directory they run in: the group is the path.
+var readmeWrites = []struct {
+	re  *regexp.Regexp
+	dir bool
+}{
+	{regexp.MustCompile(`\bgo build -o (\S+)`), false},
+	{regexp.MustCompile(`\bmkdir (?:-p )?(\S+)`), true},
+	{regexp.MustCompile(`\s--out (\S+)`), true},
+	{regexp.MustCompile(`\bsnapshot save (\S+)`), false},
+	{regexp.MustCompile(`\d?>>?\s*([^\s&|;)]+)`), false},
+}
+
+// readmeWrittenPaths returns the relative paths the README's shell blocks
+// write, run from the repository root (a block stops counting at its
+// first cd, after which its paths are elsewhere).
+func readmeWrittenPaths(t *testing.T) map[string]bool {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	blocks := strings.Split(string(readme), "```")
+	for i := 1; i < len(blocks); i += 2 {
+		lang, body, _ := strings.Cut(blocks[i], "\n")
+		if lang != "sh" && lang != "bash" && lang != "shell" {
+			continue
+		}
+	lines:
+		for _, line := range strings.Split(body, "\n") {
+			for _, seg := range regexp.MustCompile(`&&|;|\|\|`).Split(line, -1) {
+				if strings.HasPrefix(strings.TrimSpace(seg), "cd ") {
+					break lines
+				}
+				for _, w := range readmeWrites {
+					for _, m := range w.re.FindAllStringSubmatch(seg, -1) {
+						p := strings.Trim(m[1], `"'`)
+						if p == "" || strings.HasPrefix(p, "/") || strings.HasPrefix(p, "$") || strings.HasPrefix(p, "&") || strings.HasPrefix(p, "..") {
+							continue
+						}
+						if w.dir {
+							p += "/"
+						}
+						out[p] = true
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestGitignoreCoversReadmeWalkthroughs: every file and folder a README
+// shell block writes into the repository root (the built binary, data/,
+// certs/, tokens, a backup, ...) is ignored by git, so that following the
+// README leaves no secret or data to commit by mistake.
+func TestGitignoreCoversReadmeWalkthroughs(t *testing.T) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	root := filepath.Join("..", "..")
+	if err := exec.Command(git, "-C", root, "rev-parse", "--is-inside-work-tree").Run(); err != nil {
+		t.Skip("not a git work tree")
+	}
+	paths := readmeWrittenPaths(t)
+	for _, want := range []string{"permitd", "data/", "certs/", "tokens"} {
+		if !paths[want] {
+			t.Errorf("the README's blocks no longer seem to write %s: is the parser still right? found %v", want, paths)
+		}
+	}
+	for p := range paths {
+		probe := p
+		if strings.HasSuffix(p, "/") {
+			probe = p + "file" // a file in the folder
+		}
+		if err := exec.Command(git, "-C", root, "check-ignore", "-q", "--no-index", probe).Run(); err != nil {
+			t.Errorf("the README writes %s into the repository root, which .gitignore does not cover", p)
+		}
+	}
+}
