@@ -83,6 +83,8 @@ type cmdLine struct {
 	// env maps the flags the environment may set to their variables
 	// (fromEnv, env.go).
 	env map[string]string
+	// envSet are the flags parse set from their variables.
+	envSet map[string]bool
 	// failed is the last error of a value's Set during parse.
 	failed *flagError
 	// parsing is true while the command line is parsed.

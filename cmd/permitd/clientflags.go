@@ -19,6 +19,8 @@ type clientFlags struct {
 	servers string
 	timeout time.Duration
 	tls     clientTLSFlags
+	// c is the command line the flags are defined on.
+	c *cmdLine
 }
 
 // define adds --servers and --timeout to c.
@@ -27,6 +29,7 @@ func (f *clientFlags) define(c *cmdLine) {
 	c.Duration(&f.timeout, "timeout", 10*time.Second, durPositive, "how long the command's requests may take in all")
 	f.tls.define(c)
 	c.fromEnv("servers")
+	f.c = c
 }
 
 // client returns a client of --servers and a context bounded by --timeout.
@@ -40,11 +43,11 @@ func (f *clientFlags) client(opts ...client.Option) (*client.Client, context.Con
 func (f *clientFlags) clientHeld(held time.Duration, opts ...client.Option) (*client.Client, context.Context, context.CancelFunc, error) {
 	tlsOpts, err := f.tls.options()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("%w%s", err, f.c.envNote())
 	}
 	cl, err := newClient(f.servers, append(opts, tlsOpts...)...)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, fmt.Errorf("%w%s", err, f.c.envNote())
 	}
 	limit := f.timeout + held
 	if held > 0 && limit < f.timeout {

@@ -54,6 +54,26 @@ func (c *cmdLine) applyEnv() error {
 		if err := c.fs.Set(name, val); err != nil {
 			return fmt.Errorf("environment variable %s (for --%s): %w", key, name, err)
 		}
+		if c.envSet == nil {
+			c.envSet = map[string]bool{}
+		}
+		c.envSet[name] = true
 	}
 	return nil
+}
+
+// envNote returns, for an error about the values of the flags, which of
+// them the environment set (" (--tls-ca from $PERMITD_TLS_CA)"), or "":
+// the user who gave no flag learns where the value came from.
+func (c *cmdLine) envNote() string {
+	var from []string
+	for _, name := range c.order {
+		if c.envSet[name] {
+			from = append(from, fmt.Sprintf("--%s from $%s", name, c.env[name]))
+		}
+	}
+	if len(from) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(from, ", ") + ")"
 }

@@ -174,3 +174,37 @@ func TestServersFlagHelpNamesVariable(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSVariableErrorsNameVariable: an error about TLS files that came
+// from the environment says which variable set them; the same error from
+// the flags does not mention the environment.
+func TestTLSVariableErrorsNameVariable(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing-ca.crt")
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string // "" for none
+	}{
+		{env: map[string]string{"PERMITD_TLS_CA": missing}, want: "(--tls-ca from $PERMITD_TLS_CA)"},
+		{env: map[string]string{"PERMITD_TLS_CERT": "c.crt"}, want: "(--tls-cert from $PERMITD_TLS_CERT)"},
+		{args: []string{"--tls-ca", missing}},
+	} {
+		for _, cmd := range [][]string{{"status"}, {"limits", "list"}, {"reserve", "api"}} {
+			for _, k := range []string{"PERMITD_TLS_CA", "PERMITD_TLS_CERT", "PERMITD_TLS_KEY", "PERMITD_SERVERS"} {
+				t.Setenv(k, tc.env[k])
+			}
+			var stdout, stderr bytes.Buffer
+			args := append(append([]string(nil), cmd...), tc.args...)
+			if code := run(args, &stdout, &stderr); code != exitUsage {
+				t.Fatalf("%q with %v: exit %d, want %d: %s", args, tc.env, code, exitUsage, stderr.String())
+			}
+			got := stderr.String()
+			if tc.want == "" && strings.Contains(got, "from $") {
+				t.Errorf("%q: names a variable though none was set: %s", args, got)
+			}
+			if tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("%q with %v: %q does not say %q", args, tc.env, got, tc.want)
+			}
+		}
+	}
+}

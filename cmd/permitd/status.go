@@ -62,11 +62,11 @@ error.
 	servers := dedupe(splitList(cf.servers))
 	tlsOpts, err := cf.tls.options()
 	if err != nil {
-		return c.usageError(err.Error())
+		return c.usageError(err.Error() + c.envNote())
 	}
 	cl, err := newClient(strings.Join(servers, ","), tlsOpts...)
 	if err != nil {
-		return c.usageError(err.Error())
+		return c.usageError(err.Error() + c.envNote())
 	}
 	deadline := time.Now().Add(wait)
 	var reports []nodeReport
