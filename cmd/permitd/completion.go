@@ -10,7 +10,8 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -27,14 +28,7 @@ var completionShells = map[string]func(io.Writer, []cliCommand){
 }
 
 // completionShellNames returns the shells of completionShells, sorted.
-func completionShellNames() []string {
-	names := make([]string, 0, len(completionShells))
-	for n := range completionShells {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func completionShellNames() []string { return slices.Sorted(maps.Keys(completionShells)) }
 
 func runCompletion(args []string, stdout, stderr io.Writer) int {
 	shells := completionShellNames()

@@ -22,29 +22,9 @@ _permitd() {
         case "$w" in -*) continue ;; esac
         if [[ -z "$cmd" ]]; then cmd="$w"; elif [[ -z "$sub" ]]; then sub="$w"; break; fi
     done
-    case "$cmd" in
 `)
-	fmt.Fprintf(w, "    \"\") words=%q ;;\n", strings.Join(topLevelWords(tree), " "))
-	for _, c := range tree {
-		if len(c.words) != 1 {
-			continue
-		}
-		fmt.Fprintf(w, "    %s)\n", c.words[0])
-		if c.subs == nil {
-			fmt.Fprintf(w, "        words=%q ;;\n", strings.Join(dashed(c.flags), " "))
-			continue
-		}
-		fmt.Fprint(w, "        case \"$sub\" in\n")
-		fmt.Fprintf(w, "        \"\") words=%q ;;\n", strings.Join(append(append([]string(nil), c.subs...), dashed(c.flags)...), " "))
-		for _, s := range tree {
-			if len(s.words) == 2 && s.words[0] == c.words[0] {
-				fmt.Fprintf(w, "        %s) words=%q ;;\n", s.words[1], strings.Join(dashed(s.flags), " "))
-			}
-		}
-		fmt.Fprint(w, "        esac ;;\n")
-	}
-	fmt.Fprint(w, `    esac
-    COMPREPLY=($(compgen -W "$words" -- "$cur"))
+	writeShellCases(w, tree, func(words []string) string { return fmt.Sprintf("words=%q", strings.Join(words, " ")) })
+	fmt.Fprint(w, `    COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }
 complete -o default -F _permitd permitd
 `)
@@ -63,29 +43,9 @@ _permitd() {
         [[ "$w" == -* ]] && continue
         if [[ -z "$cmd" ]]; then cmd="$w"; elif [[ -z "$sub" ]]; then sub="$w"; break; fi
     done
-    case "$cmd" in
 `)
-	fmt.Fprintf(w, "    \"\") cands=(%s) ;;\n", strings.Join(topLevelWords(tree), " "))
-	for _, c := range tree {
-		if len(c.words) != 1 {
-			continue
-		}
-		fmt.Fprintf(w, "    %s)\n", c.words[0])
-		if c.subs == nil {
-			fmt.Fprintf(w, "        cands=(%s) ;;\n", strings.Join(dashed(c.flags), " "))
-			continue
-		}
-		fmt.Fprint(w, "        case \"$sub\" in\n")
-		fmt.Fprintf(w, "        \"\") cands=(%s) ;;\n", strings.Join(append(append([]string(nil), c.subs...), dashed(c.flags)...), " "))
-		for _, s := range tree {
-			if len(s.words) == 2 && s.words[0] == c.words[0] {
-				fmt.Fprintf(w, "        %s) cands=(%s) ;;\n", s.words[1], strings.Join(dashed(s.flags), " "))
-			}
-		}
-		fmt.Fprint(w, "        esac ;;\n")
-	}
-	fmt.Fprint(w, `    esac
-    if [[ -n "$cmd" && "${words[CURRENT]}" != -* && "${cands[1]}" == -* ]]; then
+	writeShellCases(w, tree, func(words []string) string { return "cands=(" + strings.Join(words, " ") + ")" })
+	fmt.Fprint(w, `    if [[ -n "$cmd" && "${words[CURRENT]}" != -* && "${cands[1]}" == -* ]]; then
         _files
     else
         compadd -- "${cands[@]}"
@@ -97,6 +57,33 @@ else
     compdef _permitd permitd
 fi
 `)
+}
+
+// writeShellCases writes the case statement the bash and zsh scripts
+// share: for the command ($cmd) and a group's subcommand ($sub) found, it
+// sets the candidates with assign (the shell's syntax for a word list).
+func writeShellCases(w io.Writer, tree []cliCommand, assign func(words []string) string) {
+	fmt.Fprint(w, "    case \"$cmd\" in\n")
+	fmt.Fprintf(w, "    \"\") %s ;;\n", assign(topLevelWords(tree)))
+	for _, c := range tree {
+		if len(c.words) != 1 {
+			continue
+		}
+		fmt.Fprintf(w, "    %s)\n", c.words[0])
+		if c.subs == nil {
+			fmt.Fprintf(w, "        %s ;;\n", assign(dashed(c.flags)))
+			continue
+		}
+		fmt.Fprint(w, "        case \"$sub\" in\n")
+		fmt.Fprintf(w, "        \"\") %s ;;\n", assign(append(append([]string(nil), c.subs...), dashed(c.flags)...)))
+		for _, s := range tree {
+			if len(s.words) == 2 && s.words[0] == c.words[0] {
+				fmt.Fprintf(w, "        %s) %s ;;\n", s.words[1], assign(dashed(s.flags)))
+			}
+		}
+		fmt.Fprint(w, "        esac ;;\n")
+	}
+	fmt.Fprint(w, "    esac\n")
 }
 
 // writeFishCompletion writes the fish script.
