@@ -46,6 +46,20 @@ def require_binary() -> str:
     return PERMITD_BIN
 
 
+def certs_create(out: str, nodes: str, hosts: str, clients: str = "") -> None:
+    """Makes a CA, node and (with clients) client certificates in out with
+    `permitd certs create` (README's Security section)."""
+    args = [require_binary(), "certs", "create", "--out", out, "--nodes", nodes, "--hosts", hosts]
+    if clients:
+        args += ["--clients", clients]
+    subprocess.run(
+        args,
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
 def free_ports(n: int) -> List[int]:
     """n distinct free TCP ports on 127.0.0.1 (held open together while
     chosen, so that they differ)."""

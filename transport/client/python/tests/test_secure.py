@@ -40,12 +40,7 @@ class SecureClusterTest(unittest.TestCase):
         cls.addClassCleanup(cls.procs.close)
         d = cls.procs.dir
         certs = os.path.join(d, "certs")
-        subprocess.run(
-            [harness.require_binary(), "certs", "create", "--out", certs, "--nodes", "n1,n2,n3", "--hosts", "127.0.0.1,localhost", "--clients", "app"],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
+        harness.certs_create(certs, "n1,n2,n3", "127.0.0.1,localhost", "app")
         cls.ca = os.path.join(certs, "ca.crt")
         cls.cert = os.path.join(certs, "client-app.crt")
         cls.key = os.path.join(certs, "client-app.key")
@@ -149,12 +144,7 @@ class HostnameTest(unittest.TestCase):
         cls.procs = harness.Procs("hostname")
         cls.addClassCleanup(cls.procs.close)
         certs = os.path.join(cls.procs.dir, "certs")
-        subprocess.run(
-            [harness.require_binary(), "certs", "create", "--out", certs, "--nodes", "n1", "--hosts", "localhost"],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
+        harness.certs_create(certs, "n1", "localhost")
         cls.ca = os.path.join(certs, "ca.crt")
         tls = {"ca": cls.ca, "cert": {"n1": os.path.join(certs, "node-n1.crt")}, "key": {"n1": os.path.join(certs, "node-n1.key")}}
         cls.cluster = harness.Cluster(cls.procs, n=1, tls=tls)
