@@ -196,6 +196,18 @@ class ClientTest(unittest.TestCase):
         self.assertIn("4 attempts over 2 servers", str(cm.exception))
         self.assertIn("refused", cm.exception.last_failure.lower())
 
+    def test_a_raft_port_is_named(self) -> None:
+        # --servers given a node's raft port: the port resets the plain
+        # request, and the error says to give the HTTP address instead.
+        raft = cluster().agents[0].raft_addr
+        c = permitd.Client(servers=[raft], rounds=1, timeout=5)
+        self.addCleanup(c.close)
+        with self.assertRaises(permitd.Unavailable) as cm:
+            c.reserve("api")
+        self.assertIn("1 attempt over 1 server;", str(cm.exception))
+        self.assertIn("%s reset the connection without an HTTP answer, as a node's raft port does" % raft, str(cm.exception))
+        self.assertIn("--http-addr", str(cm.exception))
+
     def test_failover_skips_a_dead_server(self) -> None:
         dead = "127.0.0.1:%d" % harness.free_ports(1)[0]
         c = permitd.Client(servers=[dead] + cluster().servers)

@@ -130,6 +130,19 @@ class SecureClusterTest(unittest.TestCase):
         with self.assertRaises(permitd.InvalidRequest):
             permitd.Client(["http://" + self.cluster.servers[0]], ca_file=self.ca)
 
+    def test_plain_http_to_the_tls_cluster_names_the_cause(self) -> None:
+        # A client without TLS settings sends plain HTTP: the error says
+        # the servers speak TLS (and ask for a client certificate) and
+        # what to give, not just RemoteDisconnected.
+        c = permitd.Client(self.cluster.servers, token=self.app["secret"], rounds=1)
+        self.addCleanup(c.close)
+        with self.assertRaises(permitd.Unavailable) as cm:
+            c.reserve("api-secure")
+        msg = str(cm.exception)
+        self.assertIn("3 attempts over 3 servers;", msg)
+        self.assertRegex(msg, r"127\.0\.0\.1:\d+ speaks TLS, not plain HTTP, and asks for a client certificate: give the cluster's CA")
+        self.assertIn("--tls-cert", msg)
+
 
 class HostnameTest(unittest.TestCase):
     """A node certificate valid for "localhost" only (`permitd certs create

@@ -128,6 +128,9 @@ class Response:
         if isinstance(e, str) and e:
             return e
         text = self.body.decode("utf-8", "replace").strip()
+        if self.status == 400 and HTTPS_ANSWER in text:
+            # Go's net/http on a TLS port answered a plain request.
+            return text.rstrip(".") + ": the server speaks TLS: " + TLS_HINT
         return text[:1024] + "..." if len(text) > 1024 else text
 
     def retry_after(self) -> Optional[float]:
@@ -451,6 +454,8 @@ class Transport:
         retry_after: Optional[float] = None
         made = 0
         expired = False
+        last_error: Optional[BaseException] = None
+        last_i = start
         for a in range(attempts):
             if a > 0 and a % n == 0:
                 d = self.backoff(a // n - 1)
@@ -477,12 +482,13 @@ class Transport:
                     deadline,
                 )
             except _Undelivered as e:
-                last_failure = str(e)
+                last_failure, last_error, last_i = str(e), e.__cause__, i
                 continue
             except _Ambiguous as e:
                 undelivered = False
-                last_failure = str(e)
+                last_failure, last_error, last_i = str(e), e.__cause__, i
                 continue
+            last_error = None
             if r.status == 503:
                 undelivered = False
                 last_503 = r
@@ -494,16 +500,115 @@ class Transport:
         if not expired and deadline is not None and time.monotonic() >= deadline:
             expired = True  # the last attempt ran into the deadline
         if expired:
-            msg = "%s: the deadline came after %d attempts over %d servers; last failure: %s" % (what, made, n, last_failure)
+            msg = "%s: the deadline came after %s over %s; last failure: %s" % (
+                what, plural(made, "attempt"), plural(n, "server"), last_failure)
         else:
-            msg = "%s failed on %d attempts over %d servers; last failure: %s" % (what, made, n, last_failure)
+            msg = "%s failed on %s over %s; last failure: %s" % (
+                what, plural(made, "attempt"), plural(n, "server"), last_failure)
         if undelivered:
             msg += " (the request reached no server)"
+        if last_error is not None:
+            hint = wrong_port_hint(self.servers[last_i], last_error, deadline)
+            if hint:
+                msg += ": " + hint
         kw = {}
         if last_503 is not None:
             kw = {"error": last_503.error_text(), "status": 503, "server": last_503.server}
         cls = DeadlineReached if expired else Unavailable
         raise cls(msg, not_delivered=undelivered, last_failure=last_failure, **kw)
+
+
+def plural(n: int, noun: str) -> str:
+    """ "1 server", "3 servers"."""
+    return "%d %s" % (n, noun) if n == 1 else "%d %ss" % (n, noun)
+
+
+#: The longest TLS handshake :func:`wrong_port_hint` tries, in seconds.
+TLS_PROBE_TIMEOUT = 1.0
+
+#: What Go's net/http server answers a plain HTTP request on a TLS port
+#: with (400).
+HTTPS_ANSWER = "Client sent an HTTP request to an HTTPS server"
+
+#: The fix for plain HTTP sent to a server that speaks TLS.
+TLS_HINT = "give the cluster's CA (permitd: --tls-ca FILE; Python: Client(ca_file=...)) or use https:// addresses"
+
+
+def wrong_port_hint(server: Server, err: BaseException, deadline: Optional[float] = None) -> str:
+    """What the server is when the last failure of a plain-HTTP call to it
+    shows that it does not serve permitd's API over plain HTTP, or "" (the
+    Go client's wrongPortHint):
+
+    - the connection closed without an answer (RemoteDisconnected) and the
+      server completes a TLS handshake: it speaks TLS (a permitd agent run
+      with --tls-cert closes a plain connection that way);
+    - the connection was reset without an answer: a node's raft port reads
+      the request's first byte, finds no raft command and closes the
+      connection with the rest unread.
+    """
+    if server.scheme != "http":
+        return ""
+    hostport = server.base[len("http://"):]
+    if isinstance(err, http.client.RemoteDisconnected):  # also a ConnectionResetError: first
+        speaks, wants_cert = speaks_tls(server.host, server.port, _bounded(TLS_PROBE_TIMEOUT, deadline))
+        if speaks and wants_cert:
+            return (
+                "%s speaks TLS, not plain HTTP, and asks for a client certificate: %s, with a client certificate "
+                "(--tls-cert, --tls-key; Python: Client(cert_file=..., key_file=...)); or, if it is a node's raft port, "
+                "give its --http-addr" % (hostport, TLS_HINT)
+            )
+        if speaks:
+            return "%s speaks TLS, not plain HTTP: %s" % (hostport, TLS_HINT)
+        return ""
+    if isinstance(err, ConnectionResetError):
+        return (
+            "%s reset the connection without an HTTP answer, as a node's raft port does: give the nodes' HTTP API "
+            "addresses (their --http-addr), not their --raft-addr" % hostport
+        )
+    return ""
+
+
+def speaks_tls(host: str, port: int, timeout: float) -> Tuple[bool, bool]:
+    """Whether a TLS handshake with host:port within timeout seconds
+    succeeds (or fails on a TLS alert, such as a required client
+    certificate), and whether the server's alert asked for a client
+    certificate. It only detects TLS: it verifies nothing and sends no
+    request."""
+    if timeout <= 0:
+        return False, False
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # a probe: nothing is sent
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    asked: List[bool] = []
+    try:
+        # The server's CertificateRequest, seen through CPython's private
+        # message callback (3.8+; in TLS 1.3 the handshake completes on
+        # the client's side before the server checks the certificate).
+        # Without it the probe still detects TLS.
+        def seen(conn: Any, direction: str, version: Any, content_type: Any, msg_type: Any, data: Any) -> None:
+            if direction == "read" and content_type == _HANDSHAKE and msg_type == _CERTIFICATE_REQUEST:
+                asked.append(True)
+
+        ctx._msg_callback = seen  # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as raw:
+            with ctx.wrap_socket(raw, server_hostname=host) as tls:
+                tls.do_handshake()
+        return True, bool(asked)
+    except ssl.SSLError as e:
+        reason = (getattr(e, "reason", None) or "").upper()
+        return "ALERT" in reason, bool(asked) or "CERTIFICATE_REQUIRED" in reason
+    except (OSError, ValueError):
+        return False, False
+
+
+#: TLS's ContentType handshake and HandshakeType certificate_request
+#: (RFC 8446 sections 5.1 and 4).
+_HANDSHAKE = 22
+_CERTIFICATE_REQUEST = 13
 
 
 def _bounded(t: float, deadline: Optional[float]) -> float:
