@@ -32,6 +32,7 @@ func (n *Node) watchLeadership() {
 	ticker := time.NewTicker(200 * time.Millisecond)
 	defer ticker.Stop()
 	leaderCh := n.raft.LeaderCh()
+	var campaign campaignLog
 	for {
 		select {
 		case <-n.stopCh:
@@ -43,6 +44,7 @@ func (n *Node) watchLeadership() {
 			// LeaderCh keeps only the latest value; reconcile periodically.
 			n.onLeadership(n.raft.State() == raft.Leader)
 			n.checkMembership()
+			n.logCampaign(&campaign, time.Now())
 		}
 	}
 }
