@@ -43,6 +43,10 @@ URL instead ({"error":...} for a node that did not answer).
 The cluster is healthy when every node of --servers answered, all are
 ready and agree on a leader, every voter of the raft configuration is
 among them, and every server that joined votes. Otherwise the reasons are printed on stderr, on one line.
+It tells a voter whose HTTP address --servers does not give (not asked)
+from one asked that did not answer, and, when no node knows a leader and
+fewer than a majority of the voters answer, how many a leader needs and
+which voters to start.
 --wait D asks again until the cluster is healthy or D has passed (for
 scripts that start a cluster).
 
@@ -151,22 +155,42 @@ func statusProblems(reports []nodeReport) []string {
 		sort.Strings(parts)
 		problems = append(problems, "nodes disagree on the leader ("+strings.Join(parts, "; ")+")")
 	}
-	var missing []string
+	var missing, silentVoters []string
+	voters := 0
 	for _, m := range members {
 		switch {
 		case !m.Voter:
 			problems = append(problems, pendingProblem(m))
 		case !answered[m.ID]:
 			missing = append(missing, fmt.Sprintf("%s (raft %s)", m.ID, m.RaftAddr))
+			silentVoters = append(silentVoters, m.ID)
+		}
+		if m.Voter {
+			voters++
 		}
 	}
-	// An unreachable address may be any missing member; more missing
-	// members than unreachable addresses means some were never asked.
-	if len(missing) > unreachable {
-		problems = append(problems, fmt.Sprintf("members %s did not answer: give every node's HTTP address in --servers",
-			strings.Join(missing, ", ")))
+	if quorum := voters/2 + 1; len(leaders) == 0 && voters-len(silentVoters) < quorum {
+		problems = append(problems, fmt.Sprintf("no leader: %d of %d voters answer; a leader needs %d: start the others (%s) or check the network",
+			voters-len(silentVoters), voters, quorum, strings.Join(silentVoters, ", ")))
 	}
-	return problems
+	return append(problems, missingProblem(missing, unreachable)...)
+}
+
+// missingProblem says which members of the configuration no answer came
+// from: with no unreachable address among --servers they were not asked
+// (their HTTP addresses were not given); with some, as many of them may be
+// behind those addresses, and the rest were not asked.
+func missingProblem(missing []string, unreachable int) []string {
+	switch {
+	case len(missing) <= unreachable:
+		return nil
+	case unreachable == 0:
+		return []string{fmt.Sprintf("members %s were not asked: --servers does not give their HTTP addresses (give every node's to check them)",
+			strings.Join(missing, ", "))}
+	default:
+		return []string{fmt.Sprintf("members %s did not answer: at most %d of them can be behind the unreachable addresses above, the rest were not asked: give every node's HTTP address in --servers",
+			strings.Join(missing, ", "), unreachable)}
+	}
 }
 
 // clusterView is the raft configuration as the leader sees it (with its

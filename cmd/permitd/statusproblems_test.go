@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -47,9 +48,10 @@ func TestStatusProblems(t *testing.T) {
 	notReady := statusOf("n3", "follower", "n1")
 	notReady.Ready, notReady.AppliedIndex = false, 5
 	for _, tc := range []struct {
-		name     string
-		statuses []client.Status
-		want     []string // the problems, exactly
+		name        string
+		statuses    []client.Status
+		unreachable []string // addresses asked that did not answer
+		want        []string // the problems, exactly
 	}{{
 		name:     "all nodes ready and agreeing",
 		statuses: []client.Status{statusOf("n1", "leader", "n1"), statusOf("n2", "follower", "n1"), statusOf("n3", "follower", "n1")},
@@ -77,10 +79,42 @@ func TestStatusProblems(t *testing.T) {
 		name:     "a joined server without the leader's view",
 		statuses: []client.Status{withPending(statusOf("n2", "follower", "n1"), false)},
 		want: []string{"n9 (raft 127.0.0.1:9009) joined and does not vote yet (no answer from the leader says how far it has come)",
-			"members n1 (raft 127.0.0.1:9001), n3 (raft 127.0.0.1:9003) did not answer: give every node's HTTP address in --servers"},
+			"members n1 (raft 127.0.0.1:9001), n3 (raft 127.0.0.1:9003) were not asked: --servers does not give their HTTP addresses (give every node's to check them)"},
+	}, {
+		// One node of three started, and only its address given: no
+		// quorum answers, and the others were never asked.
+		name:     "a lone candidate, the others not asked",
+		statuses: []client.Status{statusOf("n1", "candidate", "")},
+		want: []string{"n1 knows no leader (state candidate)",
+			"no leader: 1 of 3 voters answer; a leader needs 2: start the others (n2, n3) or check the network",
+			"members n2 (raft 127.0.0.1:9002), n3 (raft 127.0.0.1:9003) were not asked: --servers does not give their HTTP addresses (give every node's to check them)"},
+	}, {
+		// n2's address given but nothing answers there; n3's not given.
+		name:        "a lone candidate, one other asked and unreachable",
+		statuses:    []client.Status{statusOf("n1", "candidate", "")},
+		unreachable: []string{"127.0.0.1:8102"},
+		want: []string{"127.0.0.1:8102 unreachable (boom)", "n1 knows no leader (state candidate)",
+			"no leader: 1 of 3 voters answer; a leader needs 2: start the others (n2, n3) or check the network",
+			"members n2 (raft 127.0.0.1:9002), n3 (raft 127.0.0.1:9003) did not answer: at most 1 of them can be behind the unreachable addresses above, the rest were not asked: give every node's HTTP address in --servers"},
+	}, {
+		// Both others asked and unreachable: the unreachable lines say it.
+		name:        "a lone candidate, every other asked and unreachable",
+		statuses:    []client.Status{statusOf("n1", "candidate", "")},
+		unreachable: []string{"127.0.0.1:8102", "127.0.0.1:8103"},
+		want: []string{"127.0.0.1:8102 unreachable (boom)", "127.0.0.1:8103 unreachable (boom)", "n1 knows no leader (state candidate)",
+			"no leader: 1 of 3 voters answer; a leader needs 2: start the others (n2, n3) or check the network"},
+	}, {
+		// A quorum answers but has no leader yet (an election under way):
+		// no quorum line.
+		name:     "an election among a quorum",
+		statuses: []client.Status{statusOf("n1", "candidate", ""), statusOf("n2", "follower", ""), statusOf("n3", "follower", "")},
+		want:     []string{"n1 knows no leader (state candidate)", "n2 knows no leader (state follower)", "n3 knows no leader (state follower)"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var reports []nodeReport
+			for _, addr := range tc.unreachable {
+				reports = append(reports, nodeReport{server: addr, err: errors.New("boom")})
+			}
 			for i, st := range tc.statuses {
 				reports = append(reports, nodeReport{server: "127.0.0.1:800" + string(rune('1'+i)), status: st})
 			}
