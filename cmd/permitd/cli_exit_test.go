@@ -43,7 +43,7 @@ func TestHelpListsDeniedExitCode(t *testing.T) {
 	}
 	// local are the commands that make no call with the client flags
 	// (they run a process, or work on local files), so never exit 4.
-	local := map[string]bool{"agent": true, "bench": true, "certs create": true, "demo": true, "relay": true,
+	local := map[string]bool{"agent": true, "bench": true, "certs create": true, "completion": true, "demo": true, "relay": true,
 		"snapshot restore": true, "tokens create": true, "version": true, "worker": true}
 	groups := map[string][]subcommand{"limits": limitsSubcommands, "cluster": clusterSubcommands,
 		"snapshot": snapshotSubcommands, "certs": certsSubcommands, "tokens": tokensSubcommands}
