@@ -1,12 +1,13 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/permitd/permitd/cmd/internal/mddoc"
 )
 
 // readmeWrites are the commands of a shell block that write a file or a
@@ -22,22 +23,25 @@ var readmeWrites = []struct {
 	{regexp.MustCompile(`\d?>>?\s*([^\s&|;)]+)`), false},
 }
 
-// readmeWrittenPaths returns the relative paths the README's shell blocks
-// write, run from the repository root (a block stops counting at its
-// first cd, after which its paths are elsewhere).
-func readmeWrittenPaths(t *testing.T) map[string]bool {
+// docWrittenPaths returns the relative paths the documentation's shell
+// blocks write, run from the repository root (a block stops counting at
+// its first cd, after which its paths are elsewhere).
+func docWrittenPaths(t *testing.T) map[string]bool {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	docs, err := mddoc.Load(repoRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]bool{}
-	blocks := strings.Split(string(readme), "```")
-	for i := 1; i < len(blocks); i += 2 {
-		lang, body, _ := strings.Cut(blocks[i], "\n")
-		if lang != "sh" && lang != "bash" && lang != "shell" {
-			continue
+	var bodies []string
+	for _, d := range docs {
+		for _, b := range d.Blocks {
+			if b.Lang == "sh" || b.Lang == "bash" || b.Lang == "shell" {
+				bodies = append(bodies, b.Body)
+			}
 		}
+	}
+	for _, body := range bodies {
 	lines:
 		for _, line := range strings.Split(body, "\n") {
 			for _, seg := range regexp.MustCompile(`&&|;|\|\|`).Split(line, -1) {
@@ -75,7 +79,7 @@ func TestGitignoreCoversReadmeWalkthroughs(t *testing.T) {
 	if err := exec.Command(git, "-C", root, "rev-parse", "--is-inside-work-tree").Run(); err != nil {
 		t.Skip("not a git work tree")
 	}
-	paths := readmeWrittenPaths(t)
+	paths := docWrittenPaths(t)
 	for _, want := range []string{"permitd", "data/", "certs/", "tokens"} {
 		if !paths[want] {
 			t.Errorf("the README's blocks no longer seem to write %s: is the parser still right? found %v", want, paths)

@@ -61,6 +61,7 @@ var allowed = map[string][]string{
 	"cmd/internal/httplite":    {},
 	"cmd/internal/importguard": {},
 	"cmd/internal/doccheck":    {},
+	"cmd/internal/mddoc":       {},
 	// cmd/leased-scale measures the leased path: agents (built from
 	// cmd/permitd, not imported) and in-process workers.
 	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker"},
@@ -104,6 +105,12 @@ var allowed = map[string][]string{
 // certificates and fault-injecting networks. An exception no test needs
 // any more fails the test, so the list stays as small as the tests.
 var testAllowed = map[string]map[string]string{
+	"cmd/permitd": {
+		"cmd/internal/mddoc": mddoc,
+	},
+	"cmd/internal/doccheck": {
+		"cmd/internal/mddoc": mddoc,
+	},
 	"node": {
 		"node/faultnet":      faultnet,
 		"transport/devcerts": devcerts,
@@ -153,6 +160,7 @@ const (
 	fakestore  = "the real fsm register on a manual clock behind the handler"
 	clientE2E  = "end-to-end tests: the client against a real in-process register (fakestore, or node clusters for failover)"
 	openapiE2E = "the conformance test drives every operation against a real in-process cluster behind the token middleware"
+	mddoc      = "the doc tests read the repository's Markdown (runnable blocks, links, flags)"
 	workerE2E  = "fleets of workers against the in-process register and against a real 3-node register"
 )
 

@@ -10,12 +10,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -205,127 +202,4 @@ func copyPath(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, b, 0o644)
-}
-
-// TestREADMEPythonExample runs the README's Python example as written
-// against the README's cluster: the "Running a cluster" block (its build
-// line replaced by this test's binary, its fixed ports by free ones, its
-// last line, which stops the agents, kept for the end), then the first
-// ```python block of the "Python client" section with the client from
-// the source tree. Its calls must come at least I − E apart (the limit
-// there: 1 per 6 s, expiry 3 s by default), and the README's claim of 6 s
-// is checked loosely (each gap within 1 s of it).
-func TestREADMEPythonExample(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds permitd and runs the README's cluster for about 20 s")
-	}
-	py := python(t)
-	if _, err := exec.LookPath("bash"); err != nil {
-		skipOrFatal(t)("no bash")
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme, err := os.ReadFile(filepath.Join(wd, "..", "..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster := readmeBlock(t, string(readme), "Running a cluster", "```sh\n")
-	example := readmeBlock(t, string(readme), "Python client", "```python\n")
-	build, cluster, _ := strings.Cut(cluster, "\n")
-	if strings.TrimSpace(build) != "go build -o permitd ./cmd/permitd" {
-		t.Fatalf("the cluster block starts with %q, want the build line", build)
-	}
-	cluster, _, ok := strings.Cut(strings.TrimRight(cluster, "\n"), "\nkill %1 %2 %3; wait")
-	if !ok {
-		t.Fatal(`the cluster block no longer ends with "kill %1 %2 %3; wait"`)
-	}
-	// Free ports for the fixed ones (other packages' tests run the same
-	// walkthrough at the same time).
-	ports := freePorts(t, 6)
-	script := cluster + "\ncat > example.py <<'PYEOF'\n" + example + "PYEOF\n" + py + " example.py > calls.txt\nkill %1 %2 %3; wait\n"
-	for i, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"} {
-		script = strings.ReplaceAll(script, addr, "127.0.0.1:"+ports[i])
-	}
-	dir := t.TempDir()
-	if err := os.Symlink(permitdBinary(t), filepath.Join(dir, "permitd")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "walkthrough.sh"), []byte(script), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("bash", "-e", "walkthrough.sh")
-	cmd.Dir = dir
-	cmd.Env = env("PYTHONPATH="+filepath.Join(wd, "src"), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
-	out, err := run(t, 2*time.Minute, cmd)
-	calls, _ := os.ReadFile(filepath.Join(dir, "calls.txt"))
-	if err != nil {
-		logs := ""
-		for _, n := range []string{"n1", "n2", "n3"} {
-			b, _ := os.ReadFile(filepath.Join(dir, "data", n+".log"))
-			logs += "--- " + n + ".log:\n" + string(b)
-		}
-		t.Fatalf("the README's cluster and Python example failed: %v\n%s\ncalls:\n%s\n%s", err, out, calls, logs)
-	}
-	var at []float64
-	for _, line := range strings.Split(strings.TrimSpace(string(calls)), "\n") {
-		var i int
-		var s float64
-		if _, err := fmt.Sscanf(line, "call %d at %f", &i, &s); err != nil {
-			t.Fatalf("example output line %q: %v", line, err)
-		}
-		at = append(at, s)
-	}
-	if len(at) != 3 {
-		t.Fatalf("the example printed %d calls, want 3:\n%s", len(at), calls)
-	}
-	const intervalSeconds, expirySeconds = 6.0, 3.0
-	for i := 1; i < len(at); i++ {
-		gap := at[i] - at[i-1]
-		if gap < intervalSeconds-expirySeconds || gap > intervalSeconds+1 {
-			t.Errorf("calls %d and %d came %.3f s apart; want at least I − E = %.0f s (the guarantee) and about the interval, %.0f s (the README's output)",
-				i-1, i, gap, intervalSeconds-expirySeconds, intervalSeconds)
-		}
-	}
-	t.Logf("the README's example, run against the README's cluster:\n%s", calls)
-}
-
-// readmeBlock returns the first block opened by fence (such as "```sh\n")
-// in the README section "## heading".
-func readmeBlock(t *testing.T, readme, heading, fence string) string {
-	t.Helper()
-	_, section, ok := strings.Cut(readme, "\n## "+heading+"\n")
-	if !ok {
-		t.Fatalf(`README.md has no "## %s" section`, heading)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	_, block, ok := strings.Cut(section, fence)
-	if !ok {
-		t.Fatalf("the %s section has no %q block", heading, strings.TrimSpace(fence))
-	}
-	block, _, ok = strings.Cut(block, "```")
-	if !ok {
-		t.Fatalf("unterminated block in the %s section", heading)
-	}
-	return block
-}
-
-// freePorts returns n ports that were free a moment ago, as strings.
-func freePorts(t *testing.T, n int) []string {
-	t.Helper()
-	var ports []string
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
 }
