@@ -80,7 +80,7 @@ func TestGitignoreCoversReadmeWalkthroughs(t *testing.T) {
 		t.Skip("not a git work tree")
 	}
 	paths := docWrittenPaths(t)
-	for _, want := range []string{"permitd", "data/", "certs/", "tokens"} {
+	for _, want := range []string{"permitd", "data/", "secure/"} {
 		if !paths[want] {
 			t.Errorf("the README's blocks no longer seem to write %s: is the parser still right? found %v", want, paths)
 		}
