@@ -10,9 +10,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -202,4 +205,128 @@ func copyPath(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, b, 0o644)
+}
+
+// exampleCluster starts the 3-node loopback cluster the manual's Python
+// example runs against (the operations manual's plain cluster) and waits
+// until it is healthy.
+const exampleCluster = `mkdir -p data
+IC=n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
+./permitd agent --id n1 --data-dir data/n1 --raft-addr 127.0.0.1:7001 --http-addr 127.0.0.1:8001 --initial-cluster $IC 2>data/n1.log &
+./permitd agent --id n2 --data-dir data/n2 --raft-addr 127.0.0.1:7002 --http-addr 127.0.0.1:8002 --initial-cluster $IC 2>data/n2.log &
+./permitd agent --id n3 --data-dir data/n3 --raft-addr 127.0.0.1:7003 --http-addr 127.0.0.1:8003 --initial-cluster $IC 2>data/n3.log &
+./permitd status --servers 127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003 --wait 10s
+`
+
+// TestREADMEPythonExample runs the Python example of transport/README.md
+// (the first ```python block of its "Python client" section) as written,
+// with the client from the source tree, against a 3-node loopback cluster
+// (exampleCluster, its fixed ports moved to free ones). The example puts
+// its own limit, 1 per 6 s with the default expiry of 3 s: its calls must
+// come at least I − E apart, and the manual's output, 6 s apart, is
+// checked loosely (each gap within 1 s of it).
+func TestREADMEPythonExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds permitd and runs a 3-node cluster for about 20 s")
+	}
+	py := python(t)
+	if _, err := exec.LookPath("bash"); err != nil {
+		skipOrFatal(t)("no bash")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	manual, err := os.ReadFile(filepath.Join(wd, "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	example := readmeBlock(t, string(manual), "Python client", "```python\n")
+	// Free ports for the fixed ones (other packages' tests run clusters
+	// on the same ports at the same time).
+	ports := freePorts(t, 6)
+	script := exampleCluster + "cat > example.py <<'PYEOF'\n" + example + "PYEOF\n" + py + " example.py > calls.txt\nkill %1 %2 %3; wait\n"
+	for i, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"} {
+		script = strings.ReplaceAll(script, addr, "127.0.0.1:"+ports[i])
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(permitdBinary(t), filepath.Join(dir, "permitd")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "walkthrough.sh"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-e", "walkthrough.sh")
+	cmd.Dir = dir
+	cmd.Env = env("PYTHONPATH="+filepath.Join(wd, "src"), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+	out, err := run(t, 2*time.Minute, cmd)
+	calls, _ := os.ReadFile(filepath.Join(dir, "calls.txt"))
+	if err != nil {
+		logs := ""
+		for _, n := range []string{"n1", "n2", "n3"} {
+			b, _ := os.ReadFile(filepath.Join(dir, "data", n+".log"))
+			logs += "--- " + n + ".log:\n" + string(b)
+		}
+		t.Fatalf("the manual's Python example failed: %v\n%s\ncalls:\n%s\n%s", err, out, calls, logs)
+	}
+	var at []float64
+	for _, line := range strings.Split(strings.TrimSpace(string(calls)), "\n") {
+		var i int
+		var s float64
+		if _, err := fmt.Sscanf(line, "call %d at %f", &i, &s); err != nil {
+			t.Fatalf("example output line %q: %v", line, err)
+		}
+		at = append(at, s)
+	}
+	if len(at) != 3 {
+		t.Fatalf("the example printed %d calls, want 3:\n%s", len(at), calls)
+	}
+	const intervalSeconds, expirySeconds = 6.0, 3.0
+	for i := 1; i < len(at); i++ {
+		gap := at[i] - at[i-1]
+		if gap < intervalSeconds-expirySeconds || gap > intervalSeconds+1 {
+			t.Errorf("calls %d and %d came %.3f s apart; want at least I − E = %.0f s (the guarantee) and about the interval, %.0f s (the manual's output)",
+				i-1, i, gap, intervalSeconds-expirySeconds, intervalSeconds)
+		}
+	}
+	t.Logf("the manual's Python example, run against a 3-node cluster:\n%s", calls)
+}
+
+// readmeBlock returns the first block opened by fence (such as "```sh\n")
+// in the section "## heading" of a markdown document.
+func readmeBlock(t *testing.T, readme, heading, fence string) string {
+	t.Helper()
+	_, section, ok := strings.Cut(readme, "\n## "+heading+"\n")
+	if !ok {
+		t.Fatalf(`the document has no "## %s" section`, heading)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, fence)
+	if !ok {
+		t.Fatalf("the %s section has no %q block", heading, strings.TrimSpace(fence))
+	}
+	block, _, ok = strings.Cut(block, "```")
+	if !ok {
+		t.Fatalf("unterminated block in the %s section", heading)
+	}
+	return block
+}
+
+// freePorts returns n ports that were free a moment ago, as strings.
+func freePorts(t *testing.T, n int) []string {
+	t.Helper()
+	var ports []string
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
 }
