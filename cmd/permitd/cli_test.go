@@ -136,7 +136,7 @@ func TestCLI(t *testing.T) {
 		// Flags before the name, the name between flags: the same.
 		r = cli(t, "limits", "put", "--algorithm", "bursty", "--rate", "5", "other", "--per", "1m", "--servers", all)
 		wantCode(t, r, 0)
-		r = cli(t, "limits", "get", "--servers", all, "other")
+		r = cli(t, "limits", "get", "--json", "--servers", all, "other")
 		wantCode(t, r, 0)
 		if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || l.Name != "other" || l.Rate != 5 || l.Per != "1m0s" {
 			t.Fatalf("get: %v %v", err, r)
@@ -154,14 +154,14 @@ func TestCLI(t *testing.T) {
 		// Nor does it change an existing limit.
 		r = cli(t, "limits", "put", "api", "--algorithm", "strict", "--rate", "1", "oops", "--per", "6s", "--servers", all)
 		wantCode(t, r, 2)
-		r = cli(t, "limits", "get", "api", "--servers", all)
+		r = cli(t, "limits", "get", "api", "--json", "--servers", all)
 		if !strings.Contains(r.stdout, `"rate": 10`) {
 			t.Fatalf("api changed: %v", r)
 		}
 	})
 
 	t.Run("bad input is one line, exit 2, and changes nothing", func(t *testing.T) {
-		before := cli(t, "limits", "list", "--servers", all)
+		before := cli(t, "limits", "list", "--json", "--servers", all)
 		wantCode(t, before, 0)
 		var cases [][]string
 		var wants []string
@@ -251,7 +251,7 @@ func TestCLI(t *testing.T) {
 		for i, r := range runParallel(t, bin, cases) {
 			wantUsageError(t, r, wants[i])
 		}
-		after := cli(t, "limits", "list", "--servers", all)
+		after := cli(t, "limits", "list", "--json", "--servers", all)
 		wantCode(t, after, 0)
 		if stripCounters(after.stdout) != stripCounters(before.stdout) {
 			t.Fatalf("the limits changed:\nbefore %s\nafter %s", before.stdout, after.stdout)
@@ -368,7 +368,7 @@ func TestCLI(t *testing.T) {
 	})
 
 	t.Run("limits list, get, delete", func(t *testing.T) {
-		r := cli(t, "limits", "list", "--servers", all)
+		r := cli(t, "limits", "list", "--json", "--servers", all)
 		wantCode(t, r, 0)
 		var ls []struct {
 			Name string `json:"name"`
@@ -382,6 +382,22 @@ func TestCLI(t *testing.T) {
 		}
 		if strings.Join(names, ",") != "api,other,paced,slow" {
 			t.Fatalf("list: %v", names)
+		}
+		// Without --json: a table, one row per limit, and key: value lines.
+		r = cli(t, "limits", "list", "--servers", all)
+		wantCode(t, r, 0)
+		rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(rows) != 5 || strings.Join(strings.Fields(rows[0]), " ") != "NAME ALGORITHM RATE OPTIONS LEASED SHADOW" ||
+			strings.Join(strings.Fields(rows[1]), " ") != "api strict 10/1s max-reserved=5 expiry=1s no no" ||
+			!strings.HasPrefix(strings.Join(strings.Fields(rows[2]), " "), "other bursty 5/1m ") {
+			t.Fatalf("limits list: want a table of the 4 limits:\n%s", r.stdout)
+		}
+		r = cli(t, "limits", "get", "api", "--servers", all)
+		wantCode(t, r, 0)
+		for _, want := range []string{"name: api", "algorithm: strict", "rate: 10/1s", "max_reserved: 5", "expiry: 1s", "leased: no", "granted_requests: "} {
+			if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
+				t.Fatalf("limits get api: no %q in\n%s", want, r.stdout)
+			}
 		}
 		r = cli(t, "limits", "delete", "other", "--servers", all)
 		wantCode(t, r, 0)
