@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/permitd/permitd/transport/client"
@@ -52,16 +51,6 @@ var limitAlgorithms = append(append([]string(nil), algorithms...), concurrencyAl
 
 // allowedAlgorithms words the --algorithm values for messages.
 var allowedAlgorithms = orList(algorithms) + " (rate limits), or concurrency (a cap on permits held at once)"
-
-// checkAlgorithm validates an --algorithm value.
-func checkAlgorithm(s string) error {
-	for _, a := range limitAlgorithms {
-		if s == a {
-			return nil
-		}
-	}
-	return fmt.Errorf("%q is not allowed; allowed: %s", s, allowedAlgorithms)
-}
 
 func runLimitsPut(args []string, stdout, stderr io.Writer) int {
 	c := newCmdLine("limits put", "limits put NAME --algorithm strict|bursty|warmup|hybrid --rate R [--per D] [options] [--shadow]\n"+
@@ -115,7 +104,7 @@ type limitPutFlags struct {
 }
 
 func (f *limitPutFlags) define(c *cmdLine) {
-	c.String(&f.algorithm, "algorithm", strings.Join(limitAlgorithms, "|"), "", "the algorithm (required)").Check(checkAlgorithm)
+	c.String(&f.algorithm, "algorithm", "", "", "the algorithm (required)").OneOf(limitAlgorithms, allowedAlgorithms)
 	c.Float(&f.rate, "rate", "R", 0, "permits per --per (required)").Check(positive, "a number > 0: permits per --per")
 	c.Duration(&f.per, "per", time.Second, durPositive, "the period of --rate")
 	c.Int64(&f.maxReserved, "max-reserved", "N", 0, "strict: permits that may be reserved ahead of now").Range(0, 1<<62, "an integer >= 0")
