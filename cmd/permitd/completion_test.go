@@ -88,17 +88,25 @@ func TestCompletionScriptsParse(t *testing.T) {
 	}
 }
 
+// shellAndScript returns the path of shell and of a file holding its
+// completion script; it skips the test if the shell is not installed.
+func shellAndScript(t *testing.T, shell string) (path, script string) {
+	t.Helper()
+	path, err := exec.LookPath(shell)
+	if err != nil {
+		t.Skip("no " + shell)
+	}
+	script = filepath.Join(t.TempDir(), "permitd."+shell)
+	if err := os.WriteFile(script, []byte(completionScript(t, shell)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, script
+}
+
 // TestBashCompletionCompletes: the bash script, sourced, completes
 // commands, subcommands and flags.
 func TestBashCompletionCompletes(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
-	file := filepath.Join(t.TempDir(), "permitd.bash")
-	if err := os.WriteFile(file, []byte(completionScript(t, "bash")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bash, file := shellAndScript(t, "bash")
 	for _, tc := range []struct{ line, want string }{
 		{"permitd sta", "status"},
 		{"permitd limits lea", "lease-policy"},
@@ -204,14 +212,7 @@ func TestCompletionChoicesAreTheFlagsOwn(t *testing.T) {
 // values of choice flags (fish's own complete -C, where fish is
 // installed).
 func TestFishCompletionCompletes(t *testing.T) {
-	fish, err := exec.LookPath("fish")
-	if err != nil {
-		t.Skip("no fish")
-	}
-	file := filepath.Join(t.TempDir(), "permitd.fish")
-	if err := os.WriteFile(file, []byte(completionScript(t, "fish")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	fish, file := shellAndScript(t, "fish")
 	for _, tc := range []struct{ line, want string }{
 		{"permitd limits put api --algorithm ", "strict bursty warmup hybrid concurrency"},
 		{"permitd limits put api --algorithm=w", "--algorithm=warmup"},
