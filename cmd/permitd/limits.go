@@ -201,7 +201,7 @@ func parseLimitArg(c *cmdLine, args []string) (name string, ok bool, code int) {
 
 func runLimitsGet(args []string, stdout, stderr io.Writer) int {
 	c := newCmdLine("limits get", "limits get NAME [--json] [--servers HTTPADDR,...]",
-		"Prints limit NAME, its configuration and counters, as \"key: value\" lines\n(the keys of its JSON); --json prints the JSON.\n\n"+exitStatusText, stdout, stderr)
+		"Prints limit NAME, its configuration and counters, as \"key: value\" lines\n(the keys of its JSON; rate as R/PER); --json prints the JSON.\n\n"+exitStatusText, stdout, stderr)
 	c.args("NAME")
 	var cf clientFlags
 	var jsonOut bool

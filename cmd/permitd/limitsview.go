@@ -121,9 +121,10 @@ func printLimitsTable(w io.Writer, ls []client.Limit) {
 	tw.Flush()
 }
 
-// printLimit prints limit l as "key: value" lines, the keys those of its
-// JSON (--json): its configuration, its lease pool if it is leased, and
-// its counters (the shadow-mode ones when it is or was in shadow mode).
+// printLimit prints limit l as "key: value" lines, the keys its JSON's
+// (--json) but for rate, as R/PER, and interval, a duration: its
+// configuration, its lease pool if it is leased, and its counters (the
+// shadow-mode ones when it is or was in shadow mode).
 func printLimit(w io.Writer, l client.Limit) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
 	kv := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
