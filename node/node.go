@@ -67,6 +67,10 @@ type Node struct {
 	// observed of the non-voters (promote.go).
 	changeMu  sync.Mutex
 	promotion promoter
+	// httpAddr is this node's advertised HTTP address (SetHTTPAddr);
+	// httpAddrs the other members' as they told this node (httpaddrs.go).
+	httpAddr  atomic.Pointer[string]
+	httpAddrs httpAddrs
 
 	// waiters hands the decisions on queued reserves to the goroutines
 	// holding their answers (waiters.go); wake pokes the waker (waker.go).
@@ -147,10 +151,11 @@ func New(cfg Config) (*Node, error) {
 	n.checkMembership()
 	n.batcher = newBatcher(n, reserveBatch, cfg.MaxBatch, cfg.MaxInflight, cfg.ApplyTimeout)
 	n.leases = newBatcher(n, leaseBatch, min(cfg.MaxBatch, fsm.MaxBatchLeaseCommands), cfg.MaxInflight, cfg.ApplyTimeout)
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go func() { defer n.wg.Done(); n.serveForwardListener() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()
 	go func() { defer n.wg.Done(); n.promoteLoop() }()
+	go func() { defer n.wg.Done(); n.httpAddrLoop() }()
 	go func() { defer n.wg.Done(); n.sendExpiredReports() }()
 	go func() { defer n.wg.Done(); n.runWaker() }()
 	return n, nil

@@ -76,15 +76,21 @@ func decodeProgress(b []byte) (progress, error) {
 	return p, r.Done()
 }
 
-// progressAnswer answers a wire.OpProgress from the leader (on the raft
-// port: only nodes of the cluster reach it).
+// progressAnswer answers a wire.OpProgress from the leader, or from any
+// node asking for this one's HTTP address too (payload progressWithHTTP,
+// httpaddrs.go); on the raft port: only nodes of the cluster reach it.
 func (n *Node) progressAnswer(payload []byte) ([]byte, error) {
-	if len(payload) != 0 {
-		return nil, fmt.Errorf("%w: progress takes no payload (%d bytes)", ErrInvalid, len(payload))
+	withHTTP := len(payload) == 1 && payload[0] == progressWithHTTP
+	if len(payload) != 0 && !withHTTP {
+		return nil, fmt.Errorf("%w: progress takes no payload or the byte %d (got %d bytes)", ErrInvalid, progressWithHTTP, len(payload))
 	}
 	_, lid := n.raft.LeaderWithID()
-	return encodeProgress(progress{id: n.cfg.ID, term: n.raft.CurrentTerm(), leaderID: string(lid),
-		applied: n.raft.AppliedIndex(), lastLog: n.raft.LastIndex()}), nil
+	p := progress{id: n.cfg.ID, term: n.raft.CurrentTerm(), leaderID: string(lid),
+		applied: n.raft.AppliedIndex(), lastLog: n.raft.LastIndex()}
+	if withHTTP {
+		return encodeProgressWithHTTP(p, n.ownHTTPAddr()), nil
+	}
+	return encodeProgress(p), nil
 }
 
 // watched is what the leader observed of one non-voter.

@@ -54,7 +54,11 @@ func (n *Node) Status() api.Status {
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		now := time.Now()
 		for _, s := range f.Configuration().Servers {
-			sv := api.Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == lid}
+			sv := api.Server{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == lid,
+				HTTPAddr: n.httpAddrs.get(s.ID)}
+			if string(s.ID) == n.cfg.ID {
+				sv.HTTPAddr = n.ownHTTPAddr()
+			}
 			if !sv.Voter && st.State == "leader" {
 				sv.Promotion = n.promotion.view(s.ID, now)
 			}

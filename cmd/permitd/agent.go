@@ -36,6 +36,7 @@ func init() {
 // agentFlags are the agent's settings (flags, config file, environment).
 type agentFlags struct {
 	id, dataDir, raftAddr, advertise, httpAddr string
+	advertiseHTTP                              string
 	initialCluster, join                       string
 	logLevel, logFormat                        string
 	heartbeat, election, leaderLease, commit   time.Duration
@@ -62,6 +63,7 @@ func (a *agentFlags) define(c *cmdLine) {
 	c.String(&a.raftAddr, "raft-addr", "HOST:PORT", "127.0.0.1:7001", "address to listen on for raft and request forwarding").Check(checkHostPort)
 	c.String(&a.advertise, "advertise", "HOST:PORT", "", "raft address other nodes dial (default: --raft-addr)").Check(checkHostPort)
 	c.String(&a.httpAddr, "http-addr", "HOST:PORT", "127.0.0.1:8001", "address of the HTTP API (and the binary reserve protocol)").Check(checkHostPort)
+	c.String(&a.advertiseHTTP, "advertise-http", "HOST:PORT", "", "HTTP address the other nodes report for this one (cluster show, and status, which asks every member there); default: --http-addr, a wildcard host replaced by the host of --advertise or --raft-addr").Check(checkHostPort)
 	c.List(&a.initialCluster, "initial-cluster", "ID=HOST:PORT,...", "", "the initial voters and their raft addresses; give the same list, including this node, to every initial node").Check(checkInitialItem)
 	c.List(&a.join, "join", "HTTPADDR,...", "", "HTTP addresses of running nodes: join their cluster").Check(checkServer)
 	c.Choice(&a.logLevel, "log-level", "info", "log level (libraries such as raft log from one level higher)", logLevels...)
@@ -295,8 +297,35 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 			ag.httpErr <- err
 		}
 	}()
+	ag.node.SetHTTPAddr(advertisedHTTP(a, ln.Addr().String()))
 	logger.Info("listening", "id", a.id, "http_addr", ln.Addr().String(), "raft_addr", ag.node.RaftAddr(), "tls", sec != nil, "client_cert_auth", a.tls.clientCertAuth, "tokens", a.tls.tokenFile != "", "version", readBuildInfo().Version)
 	return ag, nil
+}
+
+// advertisedHTTP is the HTTP address the other nodes learn for this one:
+// --advertise-http, else the address the API listens on (listening), its
+// wildcard host (all interfaces) replaced by the host of the raft address
+// the other nodes dial.
+func advertisedHTTP(a agentFlags, listening string) string {
+	if a.advertiseHTTP != "" {
+		return a.advertiseHTTP
+	}
+	host, port, err := net.SplitHostPort(listening)
+	if err != nil {
+		return listening
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		raftAddr := a.advertise
+		if raftAddr == "" {
+			raftAddr = a.raftAddr
+		}
+		if rh, _, err := net.SplitHostPort(raftAddr); err == nil && rh != "" {
+			if rip := net.ParseIP(rh); rip == nil || !rip.IsUnspecified() {
+				return net.JoinHostPort(rh, port)
+			}
+		}
+	}
+	return listening
 }
 
 // startNode starts the agent's node on network, its metrics registered

@@ -33,6 +33,7 @@ package main
 // dependency at all.
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -244,8 +245,19 @@ func (c *cmdLine) fail(code int, err error) int {
 	return code
 }
 
+// usageCapture is a writer that, given as a command's stdout with
+// --help, also receives the command's cmdLine (helpOf: completion reads
+// its flags' choices).
+type usageCapture struct {
+	bytes.Buffer
+	cmd *cmdLine
+}
+
 // printUsage writes the full usage: synopsis, description and flags.
 func (c *cmdLine) printUsage(w io.Writer) {
+	if u, ok := w.(*usageCapture); ok {
+		u.cmd = c
+	}
 	fmt.Fprintf(w, "Usage: permitd %s\n", c.synopsis)
 	if c.description != "" {
 		fmt.Fprintf(w, "\n%s", strings.TrimLeft(c.description, "\n"))

@@ -38,7 +38,7 @@ func TestCLIMembership(t *testing.T) {
 	// show returns the cluster's membership as "id=raftaddr" items.
 	show := func(t *testing.T) (members []string, leaderID string) {
 		t.Helper()
-		r := cli(t, "cluster", "show", "--servers", all)
+		r := cli(t, "cluster", "show", "--json", "--servers", all)
 		var c struct {
 			LeaderID string `json:"leader_id"`
 			Servers  []struct {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/permitd/permitd/transport/client"
 )
 
 // TestCLI is the black-box suite of the CLI against one real 3-node
@@ -56,7 +58,7 @@ func TestCLI(t *testing.T) {
 		t.Helper()
 		var l *testAgent
 		waitUntil(t, 10*time.Second, "a leader named by cluster show", func() bool {
-			r := cli(t, "cluster", "show", "--servers", all)
+			r := cli(t, "cluster", "show", "--json", "--servers", all)
 			var c struct {
 				LeaderID string `json:"leader_id"`
 			}
@@ -112,12 +114,53 @@ func TestCLI(t *testing.T) {
 		}
 	})
 
-	t.Run("status with a member missing from --servers is degraded", func(t *testing.T) {
+	t.Run("cluster show prints each server's raft and HTTP address", func(t *testing.T) {
+		var r cliResult
+		waitUntil(t, 10*time.Second, "n2 to know every member's HTTP address", func() bool {
+			r = cli(t, "cluster", "show", "--servers", n2.httpAddr)
+			return r.code == 0 && !strings.Contains(r.stdout, " - ")
+		})
+		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+		if len(lines) != 5 || !strings.HasPrefix(lines[0], "as n2 sees it, term ") ||
+			strings.Join(strings.Fields(lines[1]), " ") != "ID RAFT HTTP VOTER LEADER" {
+			t.Fatalf("want a line naming n2, a header and 3 rows:\n%s", r.stdout)
+		}
+		leaders := 0
+		for i, a := range agents {
+			f := strings.Fields(lines[i+2])
+			if len(f) < 4 || f[0] != a.id || f[1] != a.raftAddr || f[2] != a.httpAddr || f[3] != "voter" || strings.HasSuffix(lines[i+2], " ") {
+				t.Errorf("row %q: want %s, raft %s, HTTP %s, voter", lines[i+2], a.id, a.raftAddr, a.httpAddr)
+			}
+			if len(f) == 5 && f[4] == "*" {
+				leaders++
+			}
+		}
+		if leaders != 1 {
+			t.Errorf("want one leader marked:\n%s", r.stdout)
+		}
+		r = cli(t, "cluster", "show", "--json", "--servers", n2.httpAddr)
+		var c client.Cluster
+		if err := json.Unmarshal([]byte(r.stdout), &c); err != nil || len(c.Servers) != 3 || c.Servers[2].HTTPAddr != n3.httpAddr {
+			t.Fatalf("cluster show --json: want the HTTP addresses in http_addr: %v %v", err, r)
+		}
+	})
+
+	t.Run("status given one node asks the others at their HTTP addresses", func(t *testing.T) {
 		r := cli(t, "status", "--servers", n1.httpAddr)
-		wantCode(t, r, 1)
-		if !strings.Contains(r.stderr, "permitd status: degraded: members n2 (raft "+n2.raftAddr+"), n3") ||
-			strings.Count(r.stderr, "\n") != 1 {
-			t.Fatalf("want one line naming n2 and n3: %v", r)
+		wantCode(t, r, 0)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 4 || r.stderr != "" {
+			t.Fatalf("want a header and a row for each of the 3 nodes, healthy: %v", r)
+		}
+		for i, a := range agents {
+			if f := strings.Fields(lines[i+1]); f[0] != a.id || f[1] != a.httpAddr {
+				t.Errorf("row %q: want %s at %s", lines[i+1], a.id, a.httpAddr)
+			}
+		}
+		r = cli(t, "status", "--json", "--servers", n2.httpAddr)
+		var out map[string]map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out) != 3 || out["http://"+n3.httpAddr]["id"] != "n3" {
+			t.Fatalf("status --json given n2: want the 3 nodes keyed by URL: %v %v", err, r)
 		}
 	})
 
@@ -136,7 +179,7 @@ func TestCLI(t *testing.T) {
 		// Flags before the name, the name between flags: the same.
 		r = cli(t, "limits", "put", "--algorithm", "bursty", "--rate", "5", "other", "--per", "1m", "--servers", all)
 		wantCode(t, r, 0)
-		r = cli(t, "limits", "get", "--servers", all, "other")
+		r = cli(t, "limits", "get", "--json", "--servers", all, "other")
 		wantCode(t, r, 0)
 		if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || l.Name != "other" || l.Rate != 5 || l.Per != "1m0s" {
 			t.Fatalf("get: %v %v", err, r)
@@ -154,14 +197,14 @@ func TestCLI(t *testing.T) {
 		// Nor does it change an existing limit.
 		r = cli(t, "limits", "put", "api", "--algorithm", "strict", "--rate", "1", "oops", "--per", "6s", "--servers", all)
 		wantCode(t, r, 2)
-		r = cli(t, "limits", "get", "api", "--servers", all)
+		r = cli(t, "limits", "get", "api", "--json", "--servers", all)
 		if !strings.Contains(r.stdout, `"rate": 10`) {
 			t.Fatalf("api changed: %v", r)
 		}
 	})
 
 	t.Run("bad input is one line, exit 2, and changes nothing", func(t *testing.T) {
-		before := cli(t, "limits", "list", "--servers", all)
+		before := cli(t, "limits", "list", "--json", "--servers", all)
 		wantCode(t, before, 0)
 		var cases [][]string
 		var wants []string
@@ -251,7 +294,7 @@ func TestCLI(t *testing.T) {
 		for i, r := range runParallel(t, bin, cases) {
 			wantUsageError(t, r, wants[i])
 		}
-		after := cli(t, "limits", "list", "--servers", all)
+		after := cli(t, "limits", "list", "--json", "--servers", all)
 		wantCode(t, after, 0)
 		if stripCounters(after.stdout) != stripCounters(before.stdout) {
 			t.Fatalf("the limits changed:\nbefore %s\nafter %s", before.stdout, after.stdout)
@@ -368,7 +411,7 @@ func TestCLI(t *testing.T) {
 	})
 
 	t.Run("limits list, get, delete", func(t *testing.T) {
-		r := cli(t, "limits", "list", "--servers", all)
+		r := cli(t, "limits", "list", "--json", "--servers", all)
 		wantCode(t, r, 0)
 		var ls []struct {
 			Name string `json:"name"`
@@ -382,6 +425,22 @@ func TestCLI(t *testing.T) {
 		}
 		if strings.Join(names, ",") != "api,other,paced,slow" {
 			t.Fatalf("list: %v", names)
+		}
+		// Without --json: a table, one row per limit, and key: value lines.
+		r = cli(t, "limits", "list", "--servers", all)
+		wantCode(t, r, 0)
+		rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(rows) != 5 || strings.Join(strings.Fields(rows[0]), " ") != "NAME ALGORITHM RATE OPTIONS LEASED SHADOW" ||
+			strings.Join(strings.Fields(rows[1]), " ") != "api strict 10/1s max-reserved=5 expiry=1s no no" ||
+			!strings.HasPrefix(strings.Join(strings.Fields(rows[2]), " "), "other bursty 5/1m ") {
+			t.Fatalf("limits list: want a table of the 4 limits:\n%s", r.stdout)
+		}
+		r = cli(t, "limits", "get", "api", "--servers", all)
+		wantCode(t, r, 0)
+		for _, want := range []string{"name: api", "algorithm: strict", "rate: 10/1s", "max_reserved: 5", "expiry: 1s", "leased: no", "granted_requests: "} {
+			if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
+				t.Fatalf("limits get api: no %q in\n%s", want, r.stdout)
+			}
 		}
 		r = cli(t, "limits", "delete", "other", "--servers", all)
 		wantCode(t, r, 0)

@@ -157,3 +157,23 @@ func TestWorkerStartsPastTheLeader(t *testing.T) {
 		cl.Close()
 	}
 }
+
+// TestAdvertisedHTTP: the HTTP address the other nodes learn is
+// --advertise-http, else the listening address with a wildcard host
+// replaced by the host of the raft address the other nodes dial.
+func TestAdvertisedHTTP(t *testing.T) {
+	for _, tc := range []struct {
+		a         agentFlags
+		listening string
+		want      string
+	}{
+		{agentFlags{raftAddr: "127.0.0.1:7001"}, "127.0.0.1:8001", "127.0.0.1:8001"},
+		{agentFlags{raftAddr: "10.0.0.1:7001"}, "0.0.0.0:8001", "10.0.0.1:8001"},
+		{agentFlags{raftAddr: "0.0.0.0:7001", advertise: "db1.example:7001"}, "[::]:8001", "db1.example:8001"},
+		{agentFlags{raftAddr: "10.0.0.1:7001", advertiseHTTP: "api1.example:443"}, "0.0.0.0:8001", "api1.example:443"},
+	} {
+		if got := advertisedHTTP(tc.a, tc.listening); got != tc.want {
+			t.Errorf("%+v listening on %s: advertised %q, want %q", tc.a, tc.listening, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,8 +31,12 @@ type value struct {
 	kind valueKind
 	// typ is shown after the flag name in --help ("duration", "N", ...).
 	typ string
-	set func(string) error
-	get func() string
+	// choices are the only values the flag takes, for a choice flag
+	// (Choice, textFlag.OneOf): set checks against them, and shell
+	// completion offers them.
+	choices []string
+	set     func(string) error
+	get     func() string
 	// c receives the error of a failed Set during parse.
 	c *cmdLine
 }
@@ -80,19 +85,36 @@ func (c *cmdLine) define(v *value, name, usage string) {
 	c.order = append(c.order, name)
 }
 
-// textFlag is a string or list flag's optional check, set by Check.
-type textFlag struct{ check func(string) error }
+// textFlag is a string or list flag's optional check, set by Check or
+// OneOf.
+type textFlag struct {
+	check func(string) error
+	v     *value
+}
 
 // Check makes the flag validate its value (a list flag: each item) with
 // check.
 func (f *textFlag) Check(check func(string) error) { f.check = check }
+
+// OneOf makes a string flag take only one of allowed, worded as describe
+// in its message; --help shows them as its type and shell completion
+// offers them. Unlike Choice, the flag may stay unset ("").
+func (f *textFlag) OneOf(allowed []string, describe string) {
+	f.v.choices, f.v.typ = allowed, strings.Join(allowed, "|")
+	f.check = func(s string) error {
+		if slices.Contains(allowed, s) {
+			return nil
+		}
+		return fmt.Errorf("%q is not allowed; allowed: %s", s, describe)
+	}
+}
 
 // String defines a string flag; Check on the result adds a validation of
 // a value that is set (not "").
 func (c *cmdLine) String(p *string, name, typ, def, usage string) *textFlag {
 	*p = def
 	f := &textFlag{}
-	c.define(&value{kind: kindString, typ: typ, get: func() string { return *p }, set: func(s string) error {
+	f.v = &value{kind: kindString, typ: typ, get: func() string { return *p }, set: func(s string) error {
 		if f.check != nil && s != "" { // "": not set (the default)
 			if err := f.check(s); err != nil {
 				return err
@@ -100,7 +122,8 @@ func (c *cmdLine) String(p *string, name, typ, def, usage string) *textFlag {
 		}
 		*p = s
 		return nil
-	}}, name, usage)
+	}}
+	c.define(f.v, name, usage)
 	return f
 }
 
@@ -109,7 +132,7 @@ func (c *cmdLine) String(p *string, name, typ, def, usage string) *textFlag {
 func (c *cmdLine) List(p *string, name, typ, def, usage string) *textFlag {
 	*p = def
 	f := &textFlag{}
-	c.define(&value{kind: kindList, typ: typ, get: func() string { return *p }, set: func(s string) error {
+	f.v = &value{kind: kindList, typ: typ, get: func() string { return *p }, set: func(s string) error {
 		if f.check != nil {
 			for _, item := range splitList(s) {
 				if err := f.check(item); err != nil {
@@ -119,14 +142,16 @@ func (c *cmdLine) List(p *string, name, typ, def, usage string) *textFlag {
 		}
 		*p = s
 		return nil
-	}}, name, usage)
+	}}
+	c.define(f.v, name, usage)
 	return f
 }
 
-// Choice defines a string flag that must be one of allowed.
+// Choice defines a string flag that must be one of allowed (--help shows
+// them as its type, shell completion offers them).
 func (c *cmdLine) Choice(p *string, name, def, usage string, allowed ...string) {
 	*p = def
-	c.define(&value{kind: kindString, typ: strings.Join(allowed, "|"), get: func() string { return *p }, set: func(s string) error {
+	c.define(&value{kind: kindString, typ: strings.Join(allowed, "|"), choices: allowed, get: func() string { return *p }, set: func(s string) error {
 		for _, a := range allowed {
 			if s == a {
 				*p = s

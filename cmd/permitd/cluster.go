@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/permitd/permitd/transport/client"
@@ -17,7 +19,7 @@ func init() {
 
 // clusterSubcommands are the subcommands of "permitd cluster".
 var clusterSubcommands = []subcommand{
-	{"show", "print the raft configuration as JSON", runClusterShow},
+	{"show", "print the servers: IDs, raft and HTTP addresses, voters, the leader", runClusterShow},
 	{"join", "add a server to the cluster (a voter once it has caught up)", runClusterJoin},
 	{"remove", "remove a server from the cluster", runClusterRemove},
 	{"transfer", "hand the leadership to another voter", runClusterTransfer},
@@ -28,14 +30,67 @@ func runCluster(args []string, stdout, stderr io.Writer) int {
 }
 
 func runClusterShow(args []string, stdout, stderr io.Writer) int {
-	c := newCmdLine("cluster show", "cluster show [--servers HTTPADDR,...]",
-		"Prints the raft configuration (servers, leader, term) as the first answering node sees it, as JSON.\n\n"+exitStatusText, stdout, stderr)
+	c := newCmdLine("cluster show", "cluster show [--json] [--servers HTTPADDR,...]", `
+Prints the raft configuration as the first answering node sees it: a line
+naming that node, its term and the leader, then one row per server:
+
+  ID      the server's ID
+  RAFT    its raft address
+  HTTP    the address of its HTTP API, as it last told the answering node
+          over the cluster's network ("-" if unknown: it has not answered
+          since that node started); permitd status asks every server there
+  VOTER   voter, or non-voter (joined, not promoted yet)
+  LEADER  * for the leader
+
+--json prints the server's answer (GET /v1/cluster) as JSON instead.
+
+`+exitStatusText, stdout, stderr)
 	var cf clientFlags
+	var jsonOut bool
+	c.Bool(&jsonOut, "json", false, "print JSON instead of a table")
 	cf.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
-	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.Cluster, error) { return cl.Cluster(ctx) })
+	show := func(ctx context.Context, cl *client.Client) (client.Cluster, error) { return cl.Cluster(ctx) }
+	return runCall(c, &cf, show, func(cl client.Cluster) int {
+		if jsonOut {
+			printJSON(stdout, cl)
+		} else {
+			printClusterTable(stdout, cl)
+		}
+		return exitOK
+	})
+}
+
+// printClusterTable prints who answered (its term and leader), then one
+// row per server.
+func printClusterTable(w io.Writer, cl client.Cluster) {
+	leader := cl.LeaderID
+	if leader == "" {
+		leader = "none known"
+	}
+	fmt.Fprintf(w, "as %s sees it, term %d, leader %s:\n", cl.ID, cl.Term, leader)
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRAFT\tHTTP\tVOTER\tLEADER")
+	for _, s := range cl.Servers {
+		httpAddr, voter, mark := s.HTTPAddr, "voter", ""
+		if httpAddr == "" {
+			httpAddr = "-"
+		}
+		if !s.Voter {
+			voter = "non-voter"
+		}
+		if s.Leader {
+			mark = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.RaftAddr, httpAddr, voter, mark)
+	}
+	tw.Flush()
+	for _, line := range strings.SplitAfter(table.String(), "\n") {
+		fmt.Fprint(w, strings.TrimRight(line, " \n")+strings.Repeat("\n", strings.Count(line, "\n")))
+	}
 }
 
 func runClusterJoin(args []string, stdout, stderr io.Writer) int {

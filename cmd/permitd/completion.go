@@ -8,7 +8,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"maps"
 	"slices"
@@ -33,7 +32,8 @@ func completionShellNames() []string { return slices.Sorted(maps.Keys(completion
 func runCompletion(args []string, stdout, stderr io.Writer) int {
 	shells := completionShellNames()
 	c := newCmdLine("completion", "completion "+strings.Join(shells, "|"), `
-Prints a completion script for the shell: commands, subcommands and flags.
+Prints a completion script for the shell: commands, subcommands, flags and
+the values of choice flags (--algorithm, --role, --log-level, ...).
 
   bash: source <(permitd completion bash)   (or write it to
         /etc/bash_completion.d/permitd)
@@ -56,12 +56,14 @@ Exit status: 0 ok; 2 usage error.
 }
 
 // cliCommand is a command as completion sees it: its words (the command,
-// or the command and a subcommand), its subcommands if it is a group, and
-// its flags (without "--").
+// or the command and a subcommand), its subcommands if it is a group, its
+// flags (without "--"), and the values of its choice flags (by flag name,
+// from the flags themselves: the values they accept).
 type cliCommand struct {
-	words []string
-	subs  []string
-	flags []string
+	words   []string
+	subs    []string
+	flags   []string
+	choices map[string][]string
 }
 
 // cliTree returns every command and, for a group, every subcommand (each
@@ -74,11 +76,12 @@ func cliTree() []cliCommand {
 			out = append(out, cliCommand{words: []string{name}, subs: completionShellNames()})
 			continue
 		}
-		help := helpOf(name)
-		cmd := cliCommand{words: []string{name}, subs: helpSubcommands(help), flags: helpFlags(help)}
+		help, cl := commandHelp(name)
+		cmd := cliCommand{words: []string{name}, subs: helpSubcommands(help), flags: helpFlags(help), choices: flagChoices(cl)}
 		out = append(out, cmd)
 		for _, sub := range cmd.subs {
-			out = append(out, cliCommand{words: []string{name, sub}, flags: helpFlags(helpOf(name, sub))})
+			help, cl := commandHelp(name, sub)
+			out = append(out, cliCommand{words: []string{name, sub}, flags: helpFlags(help), choices: flagChoices(cl)})
 		}
 	}
 	return out
@@ -86,9 +89,34 @@ func cliTree() []cliCommand {
 
 // helpOf returns what "permitd WORDS... --help" prints.
 func helpOf(words ...string) string {
-	var stdout bytes.Buffer
+	help, _ := commandHelp(words...)
+	return help
+}
+
+// commandHelp returns what "permitd WORDS... --help" prints and the
+// command line that printed it (nil for a group's help).
+func commandHelp(words ...string) (string, *cmdLine) {
+	var stdout usageCapture
 	run(append(append([]string(nil), words...), "--help"), &stdout, io.Discard)
-	return stdout.String()
+	return stdout.String(), stdout.cmd
+}
+
+// flagChoices returns the values of c's choice flags, by flag name (nil
+// if it has none).
+func flagChoices(c *cmdLine) map[string][]string {
+	if c == nil {
+		return nil
+	}
+	var out map[string][]string
+	for _, name := range c.order {
+		if v := c.values[name]; len(v.choices) > 0 {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[name] = v.choices
+		}
+	}
+	return out
 }
 
 // helpSubcommands returns the names a group's --help lists under

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -87,17 +88,25 @@ func TestCompletionScriptsParse(t *testing.T) {
 	}
 }
 
+// shellAndScript returns the path of shell and of a file holding its
+// completion script; it skips the test if the shell is not installed.
+func shellAndScript(t *testing.T, shell string) (path, script string) {
+	t.Helper()
+	path, err := exec.LookPath(shell)
+	if err != nil {
+		t.Skip("no " + shell)
+	}
+	script = filepath.Join(t.TempDir(), "permitd."+shell)
+	if err := os.WriteFile(script, []byte(completionScript(t, shell)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, script
+}
+
 // TestBashCompletionCompletes: the bash script, sourced, completes
 // commands, subcommands and flags.
 func TestBashCompletionCompletes(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
-	file := filepath.Join(t.TempDir(), "permitd.bash")
-	if err := os.WriteFile(file, []byte(completionScript(t, "bash")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bash, file := shellAndScript(t, "bash")
 	for _, tc := range []struct{ line, want string }{
 		{"permitd sta", "status"},
 		{"permitd limits lea", "lease-policy"},
@@ -106,6 +115,18 @@ func TestBashCompletionCompletes(t *testing.T) {
 		{"permitd cluster show --servers h:1 --tls-c", "--tls-ca --tls-cert"},
 		{"permitd reserve --servers h:1 api --max-w", "--max-wait"},
 		{"permitd completion z", "zsh"},
+		// The values of choice flags, as the flags validate them.
+		{"permitd limits put api --algorithm ", "strict bursty warmup hybrid concurrency"},
+		{"permitd limits put api --algorithm h", "hybrid"},
+		{"permitd limits put api --algorithm = c", "concurrency"},                                // bash splits the words at "="
+		{"permitd limits put api --algorithm =", "=strict =bursty =warmup =hybrid =concurrency"}, // (COMP_WORDBREAKS)
+		{"permitd limits put api --algorithm=c", "--algorithm=concurrency"},                      // a COMP_WORDBREAKS without "="
+		{"permitd limits put api --algorithm strict --r", "--rate"},
+		{"permitd bench --algorithm ", "strict bursty warmup hybrid"},
+		{"permitd tokens create --role ", "admin client worker"},
+		{"permitd agent --log-level w", "warn"},
+		{"permitd relay --log-format ", "text json"},
+		{"permitd worker --register-protocol ", "binary http"},
 	} {
 		script := `source "$1"; COMP_WORDS=(` + tc.line + ` ""); [[ "$2" == *" " ]] || unset 'COMP_WORDS[${#COMP_WORDS[@]}-1]'
 COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _permitd; echo "${COMPREPLY[*]}"`
@@ -143,5 +164,75 @@ func TestHelpListsCompletion(t *testing.T) {
 	run([]string{"--help"}, &stdout, &stdout)
 	if !strings.Contains(stdout.String(), "\n  completion ") {
 		t.Errorf("permitd --help does not list completion:\n%s", stdout.String())
+	}
+}
+
+// TestCompletionChoicesAreTheFlagsOwn: the values completion offers after
+// a choice flag are the flag's own (the values it validates): each is
+// accepted by the flag, and the flags named by the issue are among them.
+// A choice flag completion did not see (a Check instead of OneOf or
+// Choice) fails the test.
+func TestCompletionChoicesAreTheFlagsOwn(t *testing.T) {
+	seen := map[string][]string{}
+	for _, c := range cliTree() {
+		if len(c.choices) == 0 {
+			continue
+		}
+		_, cl := commandHelp(c.words...)
+		for flag, vals := range c.choices {
+			seen[strings.Join(c.words, " ")+" --"+flag] = vals
+			v := cl.values[flag]
+			for _, val := range vals {
+				if err := v.set(val); err != nil {
+					t.Errorf("permitd %s --%s: completion offers %q, which the flag refuses: %v", strings.Join(c.words, " "), flag, val, err)
+				}
+			}
+			if err := v.set("no-such-choice"); err == nil {
+				t.Errorf("permitd %s --%s takes any value, yet completion offers only %q", strings.Join(c.words, " "), flag, vals)
+			}
+		}
+	}
+	for cmd, want := range map[string][]string{
+		"limits put --algorithm": limitAlgorithms,
+		"bench --algorithm":      algorithms,
+		"tokens create --role":   {"admin", "client", "worker"},
+		"agent --log-level":      logLevels,
+		"agent --log-format":     logFormats,
+		"worker --log-level":     logLevels,
+		"relay --log-format":     logFormats,
+		"demo --scene":           {"1", "2", "3", "all"},
+	} {
+		if got := seen[cmd]; strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("permitd %s: completion offers %q, want %q", cmd, got, want)
+		}
+	}
+}
+
+// TestFishCompletionCompletes: fish, given the fish script, completes the
+// values of choice flags (fish's own complete -C, where fish is
+// installed).
+func TestFishCompletionCompletes(t *testing.T) {
+	fish, file := shellAndScript(t, "fish")
+	for _, tc := range []struct{ line, want string }{
+		{"permitd limits put api --algorithm ", "strict bursty warmup hybrid concurrency"},
+		{"permitd limits put api --algorithm=w", "--algorithm=warmup"},
+		{"permitd tokens create --role ", "admin client worker"},
+		{"permitd agent --log-format ", "text json"},
+	} {
+		out, err := exec.Command(fish, "--no-config", "-c", `source $argv[1]; complete -C $argv[2]`, file, tc.line).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", tc.line, err, out)
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			word, _, _ := strings.Cut(l, "\t")
+			got = append(got, word)
+		}
+		want := strings.Fields(tc.want)
+		slices.Sort(got) // fish sorts them its own way
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%q: completed to %q, want %q", tc.line, got, tc.want)
+		}
 	}
 }

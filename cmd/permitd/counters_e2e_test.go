@@ -61,7 +61,7 @@ func TestAnswersCountersAndMetricsAgree(t *testing.T) {
 	if last["granted_requests"] != 0.0 || last["granted_permits"] != 0.0 || last["expired_permits"] != 3.0 || last["net_permits"] != 3.0 {
 		t.Errorf("counters of fast: %v; want 0 granted, 3 refused (3 expired, whose slots are spent: 3 net)", last)
 	}
-	r := runCLI(t, bin, nil, "limits", "get", "fast", "--servers", ag.httpAddr)
+	r := runCLI(t, bin, nil, "limits", "get", "fast", "--json", "--servers", ag.httpAddr)
 	wantCode(t, r, exitOK)
 	if !strings.Contains(r.stdout, `"granted_requests": 0`) || !strings.Contains(r.stdout, `"expired_requests": 3`) {
 		t.Errorf("limits get fast: %v", r)

@@ -73,7 +73,7 @@ func TestStrangerJoinNeverVotes(t *testing.T) {
 	}
 	show := func() (members map[string]member, leader string) {
 		t.Helper()
-		r := cli("cluster", "show")
+		r := cli("cluster", "show", "--json")
 		var c struct {
 			LeaderID string   `json:"leader_id"`
 			Servers  []member `json:"servers"`

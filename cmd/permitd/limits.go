@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/permitd/permitd/transport/client"
@@ -25,7 +24,7 @@ var limitsSubcommands = []subcommand{
 }
 
 func runLimits(args []string, stdout, stderr io.Writer) int {
-	return commandGroup{"limits", "Manages the cluster's limits. Each subcommand prints the server's answer as JSON.\n", limitsSubcommands}.run(args, stdout, stderr)
+	return commandGroup{"limits", "Manages the cluster's limits. get and list print a table (--json: JSON); the\nother subcommands print the server's answer as JSON.\n", limitsSubcommands}.run(args, stdout, stderr)
 }
 
 const exitStatusText = "Exit status: 0 ok; 1 failure (server unreachable, limit not found, ...); 2 usage\nerror or input the server rejected as invalid (nothing changed);\n" + exitDeniedText
@@ -52,16 +51,6 @@ var limitAlgorithms = append(append([]string(nil), algorithms...), concurrencyAl
 
 // allowedAlgorithms words the --algorithm values for messages.
 var allowedAlgorithms = orList(algorithms) + " (rate limits), or concurrency (a cap on permits held at once)"
-
-// checkAlgorithm validates an --algorithm value.
-func checkAlgorithm(s string) error {
-	for _, a := range limitAlgorithms {
-		if s == a {
-			return nil
-		}
-	}
-	return fmt.Errorf("%q is not allowed; allowed: %s", s, allowedAlgorithms)
-}
 
 func runLimitsPut(args []string, stdout, stderr io.Writer) int {
 	c := newCmdLine("limits put", "limits put NAME --algorithm strict|bursty|warmup|hybrid --rate R [--per D] [options] [--shadow]\n"+
@@ -115,7 +104,7 @@ type limitPutFlags struct {
 }
 
 func (f *limitPutFlags) define(c *cmdLine) {
-	c.String(&f.algorithm, "algorithm", strings.Join(limitAlgorithms, "|"), "", "the algorithm (required)").Check(checkAlgorithm)
+	c.String(&f.algorithm, "algorithm", "", "", "the algorithm (required)").OneOf(limitAlgorithms, allowedAlgorithms)
 	c.Float(&f.rate, "rate", "R", 0, "permits per --per (required)").Check(positive, "a number > 0: permits per --per")
 	c.Duration(&f.per, "per", time.Second, durPositive, "the period of --rate")
 	c.Int64(&f.maxReserved, "max-reserved", "N", 0, "strict: permits that may be reserved ahead of now").Range(0, 1<<62, "an integer >= 0")
@@ -211,34 +200,63 @@ func parseLimitArg(c *cmdLine, args []string) (name string, ok bool, code int) {
 }
 
 func runLimitsGet(args []string, stdout, stderr io.Writer) int {
-	c := newCmdLine("limits get", "limits get NAME [--servers HTTPADDR,...]",
-		"Prints limit NAME (its configuration and counters) as JSON.\n\n"+exitStatusText, stdout, stderr)
+	c := newCmdLine("limits get", "limits get NAME [--json] [--servers HTTPADDR,...]",
+		"Prints limit NAME, its configuration and counters, as \"key: value\" lines\n(the keys of its JSON; rate as R/PER); --json prints the JSON.\n\n"+exitStatusText, stdout, stderr)
 	c.args("NAME")
 	var cf clientFlags
+	var jsonOut bool
+	c.Bool(&jsonOut, "json", false, "print JSON instead of key: value lines")
 	cf.define(c)
 	name, ok, code := parseLimitArg(c, args)
 	if !ok {
 		return code
 	}
-	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) (client.Limit, error) {
-		return cl.GetLimit(ctx, name)
+	get := func(ctx context.Context, cl *client.Client) (client.Limit, error) { return cl.GetLimit(ctx, name) }
+	return runCall(c, &cf, get, func(l client.Limit) int {
+		if jsonOut {
+			printJSON(stdout, l)
+		} else {
+			printLimit(stdout, l)
+		}
+		return exitOK
 	})
 }
 
 func runLimitsList(args []string, stdout, stderr io.Writer) int {
-	c := newCmdLine("limits list", "limits list [--servers HTTPADDR,...]",
-		"Prints every limit, sorted by name, as a JSON array.\n\n"+exitStatusText, stdout, stderr)
+	c := newCmdLine("limits list", "limits list [--json] [--servers HTTPADDR,...]", `
+Prints every limit, sorted by name, one row each:
+
+  NAME       the limit's name
+  ALGORITHM  strict, bursty, warmup, hybrid or concurrency
+  RATE       R/PER, the permits per period ("-" for concurrency)
+  OPTIONS    the options of its algorithm, as limits put takes them: the
+             burst (max-reserved, max-burst-seconds, burst-ratio) or the
+             in-flight cap (max-in-flight) among them
+  LEASED     yes if worker sidecars lease its permits (limits lease-policy)
+  SHADOW     yes if it is in shadow mode
+
+--json prints a JSON array of the limits with their counters instead.
+
+`+exitStatusText, stdout, stderr)
 	var cf clientFlags
+	var jsonOut bool
+	c.Bool(&jsonOut, "json", false, "print a JSON array instead of a table")
 	cf.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
-	return printCall(c, &cf, stdout, func(ctx context.Context, cl *client.Client) ([]client.Limit, error) {
-		ls, err := cl.ListLimits(ctx)
-		if ls == nil {
-			ls = []client.Limit{} // [] rather than null
+	return runCall(c, &cf, func(ctx context.Context, cl *client.Client) ([]client.Limit, error) {
+		return cl.ListLimits(ctx)
+	}, func(ls []client.Limit) int {
+		switch {
+		case !jsonOut:
+			printLimitsTable(stdout, ls)
+		case ls == nil:
+			printJSON(stdout, []client.Limit{}) // [] rather than null
+		default:
+			printJSON(stdout, ls)
 		}
-		return ls, err
+		return exitOK
 	})
 }
 

@@ -65,7 +65,7 @@ func TestReservationCLI(t *testing.T) {
 	})
 
 	t.Run("reserve --limit refused: exit 3, the blocking limit, nothing reserved", func(t *testing.T) {
-		before := cli(t, "limits", "get", "tpm")
+		before := cli(t, "limits", "get", "tpm", "--json")
 		r := cli(t, "reserve", "--limit", "tpm=1", "--limit", "rpm=1", "--max-wait", "1s")
 		wantCode(t, r, exitRefused)
 		a := oneLine(t, r)
@@ -77,7 +77,7 @@ func TestReservationCLI(t *testing.T) {
 			t.Fatalf("the refusal took %v", r.elapsed)
 		}
 		// All or nothing: tpm granted nothing.
-		after := cli(t, "limits", "get", "tpm")
+		after := cli(t, "limits", "get", "tpm", "--json")
 		if g := grantedPermits(t, before); g != grantedPermits(t, after) {
 			t.Fatalf("a refused reserve changed tpm's grants: %v then %v", before, after)
 		}
@@ -190,7 +190,7 @@ func TestReservationCLI(t *testing.T) {
 			t.Fatalf("second release: %v", r)
 		}
 		wantCode(t, cli(t, "reserve", "--limit", "workers=1"), 0)
-		r = cli(t, "limits", "list")
+		r = cli(t, "limits", "list", "--json")
 		wantCode(t, r, 0)
 		var ls []map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &ls); err != nil {
@@ -213,7 +213,7 @@ func TestReservationCLI(t *testing.T) {
 			wantCode(t, cli(t, "reserve", "sh"), 0)
 		}
 		wantCode(t, cli(t, "reserve", "--limit", "sh=1", "--limit", "tpm=1", "--max-wait", "1s"), 0)
-		r = cli(t, "limits", "get", "sh")
+		r = cli(t, "limits", "get", "sh", "--json")
 		wantCode(t, r, 0)
 		var l struct {
 			Shadow            bool   `json:"shadow"`
@@ -232,7 +232,7 @@ func TestReservationCLI(t *testing.T) {
 	})
 
 	t.Run("bad input is one line, exit 2, and changes nothing", func(t *testing.T) {
-		before := cli(t, "limits", "list")
+		before := cli(t, "limits", "list", "--json")
 		nine := []string{"reserve"}
 		for _, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {
 			nine = append(nine, "--limit", n+"=1")
@@ -283,7 +283,7 @@ func TestReservationCLI(t *testing.T) {
 		for i, r := range runParallel(t, bin, args) {
 			wantUsageError(t, r, cases[i].want)
 		}
-		after := cli(t, "limits", "list")
+		after := cli(t, "limits", "list", "--json")
 		if stripCounters(after.stdout) != stripCounters(before.stdout) {
 			t.Fatalf("the limits changed:\nbefore %s\nafter %s", before.stdout, after.stdout)
 		}

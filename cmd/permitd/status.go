@@ -21,7 +21,9 @@ func init() {
 
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	c := newCmdLine("status", "status [--servers HTTPADDR,...] [--json] [--wait D]", `
-Asks every node of --servers for its status and prints one row per node:
+Asks every node of --servers for its status, then every other member of
+the cluster at the HTTP address the cluster view gives (permitd cluster
+show), and prints one row per node:
 
   ID       the node's ID
   ADDRESS  the HTTP address it was asked at
@@ -40,11 +42,12 @@ one a voter once it has been caught up for a while.
 With --json it prints the nodes' answers as a JSON object keyed by server
 URL instead ({"error":...} for a node that did not answer).
 
-The cluster is healthy when every node of --servers answered, all are
-ready and agree on a leader, every voter of the raft configuration is
-among them, and every server that joined votes. Otherwise the reasons are printed on stderr, on one line.
-It tells a voter whose HTTP address --servers does not give (not asked)
-from one asked that did not answer, and, when no node knows a leader and
+The cluster is healthy when every node asked answered, all are ready and
+agree on a leader, every voter of the raft configuration is among them,
+and every server that joined votes. Otherwise the reasons are printed on
+stderr, on one line. It tells a voter whose HTTP address neither --servers
+nor the cluster view gives (not asked) from one asked that did not
+answer, and, when no node knows a leader and
 fewer than a majority of the voters answer, how many a leader needs and
 which voters to start.
 --wait D asks again until the cluster is healthy or D has passed (for
@@ -77,7 +80,8 @@ error.
 	var problems []string
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), cf.timeout)
-		reports = queryStatus(ctx, cl, servers)
+		reports = queryStatus(ctx, cl, servers, nil)
+		reports = append(reports, queryFound(ctx, cl, reports, servers)...)
 		cancel()
 		problems = statusProblems(reports)
 		if len(problems) == 0 || !time.Now().Before(deadline) {
@@ -99,13 +103,17 @@ error.
 
 // nodeReport is one server's answer to GET /v1/status.
 type nodeReport struct {
-	server string // as given in --servers
+	server string // as given in --servers, or as the cluster view gives it
+	// member is the ID of the member whose HTTP address, from the cluster
+	// view, server is ("" for an address of --servers).
+	member string
 	status client.Status
 	err    error
 }
 
-// queryStatus asks every server at once.
-func queryStatus(ctx context.Context, cl *client.Client, servers []string) []nodeReport {
+// queryStatus asks every server at once: the addresses of --servers
+// (members nil), or those the cluster view gives members[i].
+func queryStatus(ctx context.Context, cl *client.Client, servers, members []string) []nodeReport {
 	out := make([]nodeReport, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
@@ -114,10 +122,49 @@ func queryStatus(ctx context.Context, cl *client.Client, servers []string) []nod
 			defer wg.Done()
 			st, err := cl.StatusOf(ctx, s)
 			out[i] = nodeReport{server: s, status: st, err: err}
+			if members != nil {
+				out[i].member = members[i]
+			}
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// queryFound asks the members of the cluster view that no report came
+// from, at the HTTP addresses the view gives (those that it gives and
+// --servers does not), so that one node's address is enough to check
+// them all.
+func queryFound(ctx context.Context, cl *client.Client, reports []nodeReport, servers []string) []nodeReport {
+	asked := map[string]bool{}
+	for _, s := range servers {
+		asked[hostPort(s)] = true
+	}
+	answered := map[string]bool{}
+	for _, r := range reports {
+		if r.err == nil {
+			answered[r.status.ID] = true
+		}
+	}
+	var addrs, ids []string
+	for _, m := range clusterView(reports) {
+		if !answered[m.ID] && m.HTTPAddr != "" && !asked[m.HTTPAddr] {
+			asked[m.HTTPAddr] = true
+			addrs, ids = append(addrs, m.HTTPAddr), append(ids, m.ID)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	return queryStatus(ctx, cl, addrs, ids)
+}
+
+// hostPort is the "host:port" of a --servers item ("host:port" or a URL).
+func hostPort(server string) string {
+	if _, rest, ok := strings.Cut(server, "://"); ok {
+		server = rest
+	}
+	return strings.TrimSuffix(server, "/")
 }
 
 // statusProblems lists why the cluster is degraded (nothing if healthy).
@@ -126,7 +173,13 @@ func statusProblems(reports []nodeReport) []string {
 	answered := map[string]bool{}
 	leaders := map[string][]string{} // leader ID → nodes that name it
 	unreachable := 0
+	foundDown := map[string]bool{} // members unreachable at their HTTP address from the cluster view
 	for _, r := range reports {
+		if r.err != nil && r.member != "" {
+			foundDown[r.member] = true
+			problems = append(problems, fmt.Sprintf("%s unreachable at %s, its HTTP address in the cluster view (%s)", r.member, r.server, shortNetError(r.err)))
+			continue
+		}
 		if r.err != nil {
 			unreachable++
 			problems = append(problems, fmt.Sprintf("%s unreachable (%s)", r.server, shortNetError(r.err)))
@@ -161,6 +214,8 @@ func statusProblems(reports []nodeReport) []string {
 		switch {
 		case !m.Voter:
 			problems = append(problems, pendingProblem(m))
+		case foundDown[m.ID]:
+			silentVoters = append(silentVoters, m.ID)
 		case !answered[m.ID]:
 			missing = append(missing, fmt.Sprintf("%s (raft %s)", m.ID, m.RaftAddr))
 			silentVoters = append(silentVoters, m.ID)
@@ -177,18 +232,20 @@ func statusProblems(reports []nodeReport) []string {
 }
 
 // missingProblem says which members of the configuration no answer came
-// from: with no unreachable address among --servers they were not asked
-// (their HTTP addresses were not given); with some, as many of them may be
-// behind those addresses, and the rest were not asked.
+// from, neither at an address of --servers nor at one the cluster view
+// gives (no node that answered knows theirs: none has heard from them
+// since it started): with no unreachable address among --servers they
+// were not asked; with some, as many of them may be behind those
+// addresses, and the rest were not asked.
 func missingProblem(missing []string, unreachable int) []string {
 	switch {
 	case len(missing) <= unreachable:
 		return nil
 	case unreachable == 0:
-		return []string{fmt.Sprintf("members %s were not asked: --servers does not give their HTTP addresses (give every node's to check them)",
+		return []string{fmt.Sprintf("members %s were not asked: no node that answered knows their HTTP addresses (none has heard from them since it started: not started, or down?) and --servers does not give them",
 			strings.Join(missing, ", "))}
 	default:
-		return []string{fmt.Sprintf("members %s did not answer: at most %d of them can be behind the unreachable addresses above, the rest were not asked: give every node's HTTP address in --servers",
+		return []string{fmt.Sprintf("members %s did not answer: at most %d of them can be behind the unreachable addresses above, the rest were not asked: no node that answered knows their HTTP addresses (none has heard from them since it started) and --servers does not give them",
 			strings.Join(missing, ", "), unreachable)}
 	}
 }
@@ -226,7 +283,11 @@ func printStatusTable(w io.Writer, reports []nodeReport) {
 	fmt.Fprintln(tw, "ID\tADDRESS\tSTATE\tLEADER\tTERM\tAPPLIED/COMMIT\tREADY\tCONTACT")
 	for _, r := range reports {
 		if r.err != nil {
-			fmt.Fprintf(tw, "-\t%s\tunreachable\t-\t-\t-\t-\t-\n", r.server)
+			id := r.member // known for an address the cluster view gave
+			if id == "" {
+				id = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\tunreachable\t-\t-\t-\t-\t-\n", id, r.server)
 			continue
 		}
 		st := r.status
@@ -303,8 +364,12 @@ func shortNetError(err error) string {
 func printStatusJSON(w io.Writer, cl *client.Client, reports []nodeReport) {
 	out := map[string]any{}
 	urls := cl.Servers()
+	scheme, _, _ := strings.Cut(urls[0], "://")
 	for i, r := range reports {
-		key := urls[i]
+		key := scheme + "://" + r.server // an address the cluster view gave
+		if i < len(urls) {
+			key = urls[i]
+		}
 		if r.err != nil {
 			out[key] = map[string]string{"error": describeError(r.err)}
 			continue

@@ -51,6 +51,7 @@ func TestStatusProblems(t *testing.T) {
 		name        string
 		statuses    []client.Status
 		unreachable []string // addresses asked that did not answer
+		foundDown   []string // members asked at the address the cluster view gives, that did not answer
 		want        []string // the problems, exactly
 	}{{
 		name:     "all nodes ready and agreeing",
@@ -79,7 +80,7 @@ func TestStatusProblems(t *testing.T) {
 		name:     "a joined server without the leader's view",
 		statuses: []client.Status{withPending(statusOf("n2", "follower", "n1"), false)},
 		want: []string{"n9 (raft 127.0.0.1:9009) joined and does not vote yet (no answer from the leader says how far it has come)",
-			"members n1 (raft 127.0.0.1:9001), n3 (raft 127.0.0.1:9003) were not asked: --servers does not give their HTTP addresses (give every node's to check them)"},
+			"members n1 (raft 127.0.0.1:9001), n3 (raft 127.0.0.1:9003) were not asked: no node that answered knows their HTTP addresses (none has heard from them since it started: not started, or down?) and --servers does not give them"},
 	}, {
 		// One node of three started, and only its address given: no
 		// quorum answers, and the others were never asked.
@@ -87,7 +88,7 @@ func TestStatusProblems(t *testing.T) {
 		statuses: []client.Status{statusOf("n1", "candidate", "")},
 		want: []string{"n1 knows no leader (state candidate)",
 			"no leader: 1 of 3 voters answer; a leader needs 2: start the others (n2, n3) or check the network",
-			"members n2 (raft 127.0.0.1:9002), n3 (raft 127.0.0.1:9003) were not asked: --servers does not give their HTTP addresses (give every node's to check them)"},
+			"members n2 (raft 127.0.0.1:9002), n3 (raft 127.0.0.1:9003) were not asked: no node that answered knows their HTTP addresses (none has heard from them since it started: not started, or down?) and --servers does not give them"},
 	}, {
 		// n2's address given but nothing answers there; n3's not given.
 		name:        "a lone candidate, one other asked and unreachable",
@@ -95,7 +96,7 @@ func TestStatusProblems(t *testing.T) {
 		unreachable: []string{"127.0.0.1:8102"},
 		want: []string{"127.0.0.1:8102 unreachable (boom)", "n1 knows no leader (state candidate)",
 			"no leader: 1 of 3 voters answer; a leader needs 2: start the others (n2, n3) or check the network",
-			"members n2 (raft 127.0.0.1:9002), n3 (raft 127.0.0.1:9003) did not answer: at most 1 of them can be behind the unreachable addresses above, the rest were not asked: give every node's HTTP address in --servers"},
+			"members n2 (raft 127.0.0.1:9002), n3 (raft 127.0.0.1:9003) did not answer: at most 1 of them can be behind the unreachable addresses above, the rest were not asked: no node that answered knows their HTTP addresses (none has heard from them since it started) and --servers does not give them"},
 	}, {
 		// Both others asked and unreachable: the unreachable lines say it.
 		name:        "a lone candidate, every other asked and unreachable",
@@ -103,6 +104,13 @@ func TestStatusProblems(t *testing.T) {
 		unreachable: []string{"127.0.0.1:8102", "127.0.0.1:8103"},
 		want: []string{"127.0.0.1:8102 unreachable (boom)", "127.0.0.1:8103 unreachable (boom)", "n1 knows no leader (state candidate)",
 			"no leader: 1 of 3 voters answer; a leader needs 2: start the others (n2, n3) or check the network"},
+	}, {
+		// n1's address given; n3 asked at the HTTP address n1's view gives,
+		// and down: named, with no "not asked" line.
+		name:      "a member found in the cluster view and unreachable there",
+		statuses:  []client.Status{statusOf("n1", "leader", "n1"), statusOf("n2", "follower", "n1")},
+		foundDown: []string{"n3"},
+		want:      []string{"n3 unreachable at 127.0.0.1:8203, its HTTP address in the cluster view (boom)"},
 	}, {
 		// A quorum answers but has no leader yet (an election under way):
 		// no quorum line.
@@ -114,6 +122,9 @@ func TestStatusProblems(t *testing.T) {
 			var reports []nodeReport
 			for _, addr := range tc.unreachable {
 				reports = append(reports, nodeReport{server: addr, err: errors.New("boom")})
+			}
+			for _, id := range tc.foundDown {
+				reports = append(reports, nodeReport{server: "127.0.0.1:820" + id[1:], member: id, err: errors.New("boom")})
 			}
 			for i, st := range tc.statuses {
 				reports = append(reports, nodeReport{server: "127.0.0.1:800" + string(rune('1'+i)), status: st})

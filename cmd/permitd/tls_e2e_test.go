@@ -38,6 +38,11 @@ func TestTLSCluster(t *testing.T) {
 	cli := func(args ...string) cliResult { return runCLI(t, bin, nil, append(args, creds...)...) }
 
 	wantCode(t, cli("status", "--servers", all, "--wait", "30s"), exitOK)
+	// The nodes tell each other their HTTP addresses over the mutual TLS
+	// of the raft port: status given one node asks all three over https.
+	if r := cli("status", "--servers", agents[2].httpAddr, "--wait", "10s"); r.code != exitOK || strings.Count(r.stdout, " follower ")+strings.Count(r.stdout, " leader ") != 3 {
+		t.Fatalf("status over TLS given n3 alone: want the 3 nodes, healthy: %v", r)
+	}
 	wantCode(t, cli("limits", "put", "api", "--algorithm", "strict", "--rate", "10", "--per", "1s", "--servers", all), exitOK)
 	if r := cli("reserve", "api", "--servers", all); r.code != exitOK || !strings.Contains(r.stdout, `"granted":true`) {
 		t.Fatalf("reserve over TLS: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)

@@ -62,9 +62,14 @@ type Status struct {
 // Voter joined and awaits promotion: the leader makes it a voter once it
 // has caught up, and the leader's answer says how far it has come
 // (Promotion; nil from other nodes, for voters, and from older servers).
+// HTTPAddr is the address of its HTTP API as it last told the answering
+// node over the cluster's network (empty when unknown: it has not
+// answered since the answering node started, or is older than the
+// field).
 type Server struct {
 	ID        string     `json:"id"`
 	RaftAddr  string     `json:"raft_addr"`
+	HTTPAddr  string     `json:"http_addr,omitempty"`
 	Voter     bool       `json:"voter"`
 	Leader    bool       `json:"leader"`
 	Promotion *Promotion `json:"promotion,omitempty"`

@@ -168,7 +168,17 @@ type Limit struct {
 	ShadowWouldWait   uint64
 	// Created (PutLimit only) is true if the limit did not exist.
 	Created bool
+	// Leased (GetLimit, ListLimits only) is true for a leased limit,
+	// whose permits worker sidecars lease (PutLeasePolicy); LeasePool is
+	// then its pool's policy and how many leases hold permits. MarshalJSON
+	// leaves both out.
+	Leased    bool
+	LeasePool *LimitLeasePolicy
 }
+
+// LimitLeasePolicy is a leased limit's pool policy in GetLimit and
+// ListLimits (api.LimitLeasePolicy).
+type LimitLeasePolicy = api.LimitLeasePolicy
 
 // UnmarshalJSON decodes a limit answer (api.Limit, or api.LimitPut).
 func (l *Limit) UnmarshalJSON(b []byte) error {
@@ -183,7 +193,7 @@ func (l *Limit) UnmarshalJSON(b []byte) error {
 	*l = Limit{Name: w.Name, Version: w.Version, IntervalNanos: w.IntervalNanos, GrantedRequests: c.GrantedRequests,
 		GrantedPermits: c.GrantedPermits, RefusedRequests: c.RefusedRequests, ExpiredRequests: c.ExpiredRequests,
 		ExpiredPermits: c.ExpiredPermits, RefundedPermits: c.RefundedPermits, ChargedPermits: c.ChargedPermits,
-		NetPermits: c.NetPermits, Created: w.Created,
+		NetPermits: c.NetPermits, Created: w.Created, Leased: w.Leased, LeasePool: w.LeasePolicy,
 		ShadowGranted: c.ShadowGranted, ShadowWouldRefuse: c.ShadowWouldRefuse, ShadowWouldWait: c.ShadowWouldWait}
 	return l.LimitSpec.fromAPI(&w.LimitSpec)
 }

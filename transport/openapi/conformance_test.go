@@ -117,6 +117,7 @@ func startRegister(t *testing.T, tokens *auth.TokenStore) *register {
 			opts.Metrics = server.NewMetrics(tn.reg, n.Status)
 		}
 		tn.srv = httptest.NewServer(server.RequireTokens(server.NewHandler(n, opts), tokens))
+		n.SetHTTPAddr(strings.TrimPrefix(tn.srv.URL, "http://")) // every server of /v1/cluster and /v1/status then has its http_addr
 		t.Cleanup(func() {
 			tn.srv.Close()
 			n.Kill()

@@ -61,7 +61,9 @@ const (
 	// how far it has caught up before it promotes it to voter (package
 	// node's promote.go). Empty payload; the answer is the asked node's
 	// ID, its term, the leader it follows, its applied index and its last
-	// log index.
+	// log index. Any node also asks every other member so for its HTTP
+	// address (package node's httpaddrs.go): payload the byte 1, and the
+	// answer then carries the address (a string) after the rest.
 	OpProgress byte = 21
 )
 
