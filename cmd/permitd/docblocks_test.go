@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -144,31 +146,89 @@ func docScript(t *testing.T, blocks map[string]docBlock, name string) string {
 // started are stopped with SIGTERM (gracefully) and waited for.
 const stopJobs = "jobs -p | xargs -r kill\nwait\n"
 
-var loopbackPort = regexp.MustCompile(`127\.0\.0\.1:(\d{2,5})`)
+// loopbackPort is a loopback address's port, or a port written as a
+// prefix and a shell variable's digit ("127.0.0.1:710$i" for 7101, 7102
+// and 7103 in a loop): the second group is then the variable's "$".
+var loopbackPort = regexp.MustCompile(`127\.0\.0\.1:(\d{1,5})(\$\{?[A-Za-z_])?`)
 
 // moveDocPorts replaces every 127.0.0.1:PORT of script by a free port,
 // the same port for the same number throughout, so that blocks can run at
-// the same time as each other and as the other tests.
+// the same time as each other and as the other tests. A port written as
+// a prefix and a loop variable's digit moves to a prefix whose ten ports
+// are free, and the literal ports of that prefix (7101 in
+// --initial-cluster) with it.
 func moveDocPorts(t *testing.T, script string) string {
 	t.Helper()
-	var fixed []string
-	for _, m := range loopbackPort.FindAllStringSubmatch(script, -1) {
-		if !containsString(fixed, m[1]) {
-			fixed = append(fixed, m[1])
+	matches := loopbackPort.FindAllStringSubmatch(script, -1)
+	prefixes := map[string]string{} // old prefix -> new
+	for _, m := range matches {
+		if m[2] != "" && prefixes[m[1]] == "" {
+			prefixes[m[1]] = freePortPrefix(t)
 		}
 	}
-	if len(fixed) == 0 {
-		return script
+	ports := map[string]string{} // old port -> new
+	for _, m := range matches {
+		if _, ok := prefixes[m[1][:len(m[1])-1]]; m[2] == "" && !ok && ports[m[1]] == "" {
+			ports[m[1]] = strconv.Itoa(freePorts(t, 1)[0])
+		}
 	}
-	free := freePorts(t, len(fixed))
 	return loopbackPort.ReplaceAllStringFunc(script, func(s string) string {
-		for i, f := range fixed {
-			if s == "127.0.0.1:"+f {
-				return "127.0.0.1:" + strconv.Itoa(free[i])
+		m := loopbackPort.FindStringSubmatch(s)
+		port, variable := m[1], m[2]
+		switch to, ok := prefixes[port[:len(port)-1]]; {
+		case variable != "":
+			return "127.0.0.1:" + prefixes[port] + variable
+		case ok:
+			return "127.0.0.1:" + to + port[len(port)-1:]
+		default:
+			return "127.0.0.1:" + ports[port]
+		}
+	})
+}
+
+// freePortPrefix returns a 4-digit prefix whose ten 5-digit ports are
+// all free now, from a pseudo-random start so that parallel tests rarely collide.
+func freePortPrefix(t *testing.T) string {
+	t.Helper()
+	start := 2000 + int(time.Now().UnixNano()%4000)
+	for i := 0; i < 4000; i++ {
+		p := 2000 + (start+i)%4000 // ports 20000-59999
+		ok := true
+		var lns []net.Listener
+		for d := 0; d < 10 && ok; d++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d%d", p, d))
+			ok = err == nil
+			if ok {
+				lns = append(lns, ln)
 			}
 		}
-		return s
-	})
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if ok && !claimedPrefix(p) {
+			return strconv.Itoa(p)
+		}
+	}
+	t.Fatal("no 10 consecutive free ports")
+	return ""
+}
+
+var (
+	prefixMu      sync.Mutex
+	prefixClaimed = map[int]bool{}
+)
+
+// claimedPrefix claims p for this test process, reporting whether an
+// earlier call had (blocks run in parallel and ports are only tested
+// free, not held).
+func claimedPrefix(p int) bool {
+	prefixMu.Lock()
+	defer prefixMu.Unlock()
+	if prefixClaimed[p] {
+		return true
+	}
+	prefixClaimed[p] = true
+	return false
 }
 
 func containsString(list []string, s string) bool {
