@@ -23,7 +23,7 @@ import "github.com/permitd/permitd/fsm"
 // at --max-batch 16 and 3x its capacity they carried 14.9 reserves on
 // average against 15.8 with this bound, and the goodput was a median
 // 91 % of the capacity over nine runs against 97 % over fifteen
-// (README, "One more batch queued"). More only lengthens every admitted
+// (cmd/internal/bench/README.md, "Overload"). More only lengthens every admitted
 // reserve's wait (with --max-batch 16 at 3x its capacity, on an earlier
 // and slower machine, 4096 admitted reserves waited 1.3-1.4 s at p99 for
 // 68-70 % of the capacity as goodput and 64 waited 28-42 ms for about

@@ -30,7 +30,7 @@
 // group), a leave (as many workers stopped from the largest groups) and a
 // partition (the smallest group's register calls fail; then healed).
 //
-// It writes the results as JSON and an SVG chart (see the README's
+// It writes the results as JSON and an SVG chart (see cmd/internal/bench/README.md's
 // "Leased path" section for the definitions and the measured numbers).
 //
 // With -register-load N,... it measures instead only what the register

@@ -65,7 +65,7 @@ func parseInts(s string) ([]int, error) {
 func main() {
 	var o options
 	var workers, groups string
-	flag.StringVar(&workers, "workers", "10,100", "worker counts (1000 does not fit a 2-core machine: see the README)")
+	flag.StringVar(&workers, "workers", "10,100", "worker counts (1000 does not fit a 2-core machine: see cmd/internal/bench/README.md)")
 	flag.StringVar(&groups, "groups", "1,10,50", "group counts (a count above the worker count is skipped)")
 	flag.Float64Var(&o.ratePerWorker, "rate-per-worker", 100, "the limit's rate is this times the worker count, permits/s; the fleet is offered 1.5x that")
 	flag.DurationVar(&o.ttl, "ttl", 0, "lease TTL (0: the worker's default, 2s, renewed every TTL/2)")

@@ -54,7 +54,7 @@ release it and ask again at once; it reports the share of the cap's
 permit-seconds the callers held (occupancy), the reserves granted and
 refused, and the time to a usable grant.
 
-With --mode overload it runs the README's overload measurement on one
+With --mode overload it runs the performance manual's overload measurement (cmd/internal/bench/README.md) on one
 cluster: an uncounted closed-loop warm-up pass, --capacity-passes closed-loop
 passes, an open loop at --overload-factor x their median for --duration, the
 passes again, and reports the open loop's goodput over the median of all

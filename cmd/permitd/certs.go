@@ -20,7 +20,7 @@ var certsSubcommands = []subcommand{
 }
 
 func runCerts(args []string, stdout, stderr io.Writer) int {
-	return commandGroup{"certs", "Makes certificates for permitd's TLS (development, tests, the README's walkthrough).\n", certsSubcommands}.run(args, stdout, stderr)
+	return commandGroup{"certs", "Makes certificates for permitd's TLS (development, tests, the README's secure cluster).\n", certsSubcommands}.run(args, stdout, stderr)
 }
 
 func runCertsCreate(args []string, stdout, stderr io.Writer) int {

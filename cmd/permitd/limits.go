@@ -113,7 +113,7 @@ func (f *limitPutFlags) define(c *cmdLine) {
 	c.Duration(&f.warmup, "warmup", 0, durPositive, "warmup: the warm-up period")
 	c.Float(&f.coldFactor, "cold-factor", "F", 0, "warmup: cold interval / stable interval").Check(zeroOrAtLeastOne, "a number >= 1, or 0 for the default")
 	c.Float(&f.burstRatio, "burst-ratio", "B", 0, "hybrid: catch-up speed relative to the rate").Check(zeroOrAtLeastOne, "a number >= 1, or 0 for the default")
-	c.Float(&f.strictness, "strictness", "S", 0, "hybrid: pacing mode, see the README")
+	c.Float(&f.strictness, "strictness", "S", 0, "hybrid: pacing mode (bucket/README.md, Hybrid)")
 	c.Int64(&f.maxInFlight, "max-in-flight", "N", 0, "concurrency: permits held at once (required)").Range(1, 1<<20, "an integer from 1 to 1048576")
 	c.Duration(&f.ttl, "ttl", 0, durPositive, "concurrency: how long a permit is held unless released (default 1m)").Range(time.Nanosecond, 24*time.Hour)
 	c.Bool(&f.shadow, "shadow", false, "shadow mode: decide and count every reserve, but grant it at once")
@@ -269,7 +269,7 @@ The register refuses to delete a leased limit while leases still hold
 permits of it (workers could still be spending them); --force asks it to
 delete the limit anyway. Deleting and re-creating a leased limit adds,
 once, what the old one had handed out to the over-grant bound (see the
-README's Leased limits).
+fsm/README.md, Leased over-grant bound).
 
 `+exitStatusText, stdout, stderr)
 	c.args("NAME")

@@ -2,7 +2,7 @@ package bound
 
 import "fmt"
 
-// Leased is the over-grant bound of a leased limit (README, "Leased
+// Leased is the over-grant bound of a leased limit (fsm/README.md, "Leased
 // limits"): in any window of real time of length W the whole fleet of
 // workers spends at most
 //
@@ -24,7 +24,7 @@ func Leased(intervalNanos, burstPermits, maxOutstandingPermits int64) (Bound, er
 	}
 	extra := satAdd(satAdd(burstPermits, maxOutstandingPermits), 1)
 	return Bound{
-		Formula: fmt.Sprintf("C+O+floor(W/I)+1 with I=%dns C=%d O=%d (README, leased)", intervalNanos, burstPermits, maxOutstandingPermits),
+		Formula: fmt.Sprintf("C+O+floor(W/I)+1 with I=%dns C=%d O=%d (fsm/README.md, Leased over-grant bound)", intervalNanos, burstPermits, maxOutstandingPermits),
 		Max: func(w int64) int64 {
 			return satAdd(max(w, 0)/intervalNanos, extra)
 		},

@@ -51,7 +51,7 @@ func (li limitInfo) bound(workload string) (bound.Bound, error) {
 	}
 	i, s, n := li.IntervalNanos, li.MaxStoredNanos, max(li.MaxPermits, 1)
 	return bound.Bound{
-		Formula: fmt.Sprintf("floor((W + maxStored)/I) + n_last with I=%dns maxStored=%dns n_last=%d (README, bursty; n_last: the largest grant)", i, s, n),
+		Formula: fmt.Sprintf("floor((W + maxStored)/I) + n_last with I=%dns maxStored=%dns n_last=%d (bucket/README.md, Bursty; n_last: the largest grant)", i, s, n),
 		Max:     func(w int64) int64 { return (max(w, 0)+s)/i + n },
 	}, nil
 }
@@ -178,7 +178,7 @@ func (c *checking) configNote(r checker.Result) {
 		if c.in.cfg.Workload == WorkloadLeased {
 			with = fmt.Sprintf("I=%v C=%d O=%d", time.Duration(li.IntervalNanos), li.BurstPermits, li.MaxOutstandingPermits)
 		}
-		r.Details["judged_with"] = "the fastest configuration in effect during the run (README: across a change, the smaller interval and the larger expiry, C and O): " + with
+		r.Details["judged_with"] = "the fastest configuration in effect during the run (fsm/README.md: across a change, the smaller interval and the larger expiry, C and O): " + with
 	}
 }
 

@@ -404,7 +404,7 @@ func (c Config) faultChecks() (Config, error) {
 		return c, err
 	}
 	if c.Workload == WorkloadWindow && c.hasFault(FaultReconfig) {
-		return c, fmt.Errorf("%w: nemesis %s applies to the %s and %s workloads (the README states no bound across a change of a bursty limit)", ErrInvalid, FaultReconfig, WorkloadStrict, WorkloadLeased)
+		return c, fmt.Errorf("%w: nemesis %s applies to the %s and %s workloads (the guarantees manual, fsm/README.md, states no bound across a change of a bursty limit)", ErrInvalid, FaultReconfig, WorkloadStrict, WorkloadLeased)
 	}
 	return c, nil
 }

@@ -101,7 +101,7 @@ func leasedWindows(li limitInfo) []int64 {
 	return slices.Compact(out)
 }
 
-// leasedBound is the README's leased bound for the configured policy.
+// leasedBound is the leased bound of fsm/README.md for the configured policy.
 func leasedBound(li limitInfo) (bound.Bound, error) {
 	return bound.Leased(li.IntervalNanos, li.BurstPermits, li.MaxOutstandingPermits)
 }
@@ -201,7 +201,7 @@ func leasedChecks(in checkInput, li limitInfo, tol int64, add func(checker.Resul
 	r, err := checker.Window(in.calls, checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: tol + int64(leasedMaxUseDelay)})
 	if err == nil {
 		r.Details["tolerance_parts"] = fmt.Sprintf("delivery jitter %v + use delay %v (a grant is used within %v of its reserve's invoke; the sidecar spent it in between)", time.Duration(tol), leasedMaxUseDelay, leasedMaxUseDelay)
-		r.Details["readme_bound"] = "C + O + floor(W / I) + 1 (README, Leased limits)"
+		r.Details["readme_bound"] = "C + O + floor(W / I) + 1 (fsm/README.md, Leased over-grant bound)"
 	}
 	add(withName(r, "window"), err)
 	r, err = checker.Window(callsAtUse(in.calls), checker.WindowSpec{WindowsNanos: windows, Bound: b, ToleranceNanos: int64(leasedMaxUseDelay)})

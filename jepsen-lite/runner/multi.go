@@ -135,7 +135,7 @@ type multiLimits struct {
 // floor((W + maxStored)/I) + n_last.
 func tokenBound(i, stored, nLast int64) bound.Bound {
 	return bound.Bound{
-		Formula: fmt.Sprintf("floor((W + maxStored)/I) + n_last with I=%dns maxStored=%dns n_last=%d (README, bursty; n_last: the largest estimate)", i, stored, nLast),
+		Formula: fmt.Sprintf("floor((W + maxStored)/I) + n_last with I=%dns maxStored=%dns n_last=%d (bucket/README.md, Bursty; n_last: the largest estimate)", i, stored, nLast),
 		Max:     func(w int64) int64 { return (max(w, 0)+stored)/i + nLast },
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // Leases: a worker (holder) of a leased limit leases a share of its
 // permits for a TTL, spends them locally, and renews, reporting what it
-// spent. See package fsm's Leases section and the README's "Leased limits"
+// spent. See package fsm's Leases section and fsm/README.md's "Leased over-grant bound"
 // for the bound this keeps.
 //
 // Timing. A LeaseGrant's ExpiresIn counts from SentAt, the client's

@@ -10,7 +10,7 @@
 //	ok, err := l.TryAcquire(1, 50*time.Millisecond) // gives up if the wait would be longer
 //
 // Model. Calls are serialized by a mutex around one Pacer decision (plain
-// locking is fast enough, as the README's benchmark table measures). Each caller reads the clock once; a
+// locking is fast enough, as the pacer table of cmd/internal/bench/README.md measures). Each caller reads the clock once; a
 // caller that waited for the lock decides at the freshest time any caller
 // has seen (a "last-seen time"), so it never
 // decides at a time older than one already used. Wait refuses up front,

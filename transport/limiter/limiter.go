@@ -58,14 +58,14 @@ const unboundedNanos = math.MaxInt64
 // which can be right after T, breaking the stated spacing by up to T-L (the
 // whole idle period). One monotonic clock read per operation (time.Since:
 // 20-70 ns depending on the machine's vDSO clock; 65 ns on the 2-core VM of
-// the benchmarks in the README, the largest part of an uncontended
+// the performance manual's benchmarks, the largest part of an uncontended
 // TryAcquire) is the price of keeping every stated bound on the real
 // timeline. The bound holds for the times the Limiter gives permits out; a
 // goroutine descheduled between its clock read and the decision, or after
 // the return, uses its permit later, as with any in-process limiter.
 //
 // Concurrency: a sync.Mutex serializes the Pacer (plain locking is fast
-// enough: see the README's benchmark table); the critical section is one Pacer decision,
+// enough: see the pacer table of cmd/internal/bench/README.md); the critical section is one Pacer decision,
 // plus a state snapshot for cancellable reservations. Sleeping happens
 // outside the lock.
 //

@@ -180,6 +180,6 @@
 // per lease, renew or return). On the 2-vCPU development VM (median of 3):
 // 5.5 million permits/s at one permit per Acquire on a 50 000 000/s limit,
 // with 0.006 register entries per 1 000 permits; 100.4 % of a 200 000/s
-// limit the workers saturate. The README's "Leased path" section has the
-// table.
+// limit the workers saturate. The performance manual
+// (cmd/internal/bench/README.md, "Leased path") has the table.
 package worker
