@@ -142,7 +142,7 @@ func scene1(ctx context.Context, out io.Writer, c *cluster, cfg Scene1Config) sc
 		return res
 	}
 	fmt.Fprintf(out, "%-6s %-8s %-13s %-10s %s\n", "time", "permits", "smallest gap", "mean wait", "leader")
-	fmt.Fprintf(out, "%-6s %-8s %-13s %-10s\n", "", fmt.Sprintf("(≤ %d)", b.maxInWindow), fmt.Sprintf("(≥ %s)", ms(b.minGap)), "")
+	fmt.Fprintf(out, "%-6s %-8s (≥ %s)\n", "", fmt.Sprintf("(≤ %d)", b.maxInWindow), ms(b.minGap))
 	began := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -168,7 +168,7 @@ func scene1(ctx context.Context, out io.Writer, c *cluster, cfg Scene1Config) sc
 			if !killed && time.Since(began) >= cfg.KillAfter {
 				killed = true
 				if l, _ := c.leader(); l != nil {
-					fmt.Fprintf(out, "*** %s: killing the leader, %s, without warning (a crash: no handover)\n", secs(time.Since(began)), l.id)
+					fmt.Fprintf(out, "*** %s: killing the leader, %s, without warning (a crash: no handover)\n", sec(time.Since(began).Round(time.Second)), l.id)
 					run.killedAt, run.killed = time.Now(), l.id
 					c.stop(l, true)
 				}
@@ -180,9 +180,9 @@ func scene1(ctx context.Context, out io.Writer, c *cluster, cfg Scene1Config) sc
 // finishScene1 prints scene 1's totals and checks.
 func finishScene1(out io.Writer, b scene1Bounds, run scene1Run, expired int64, cfg Scene1Config, res sceneResult) sceneResult {
 	sort.Slice(run.uses, func(i, j int) bool { return run.uses[i].at.Before(run.uses[j].at) })
-	fmt.Fprintf(out, "%d permits used in %s (%g/s allowed); %d dropped: their expiry had passed before their client could use them.\n",
+	note(out, "%d permits used in %s (%g/s allowed); %d dropped: their expiry had passed when their client woke up to use them (a busy machine wakes clients late; dropping them keeps the gap).",
 		len(run.uses), sec(cfg.Duration), cfg.Rate, expired)
-	fmt.Fprintf(out, "(mean wait: from asking to using; %d clients share %g permits a second, so each waits about %s.)\n",
+	note(out, "(mean wait: from asking to using; %d clients share %g permits a second, so each waits about %s.)",
 		cfg.Clients, cfg.Rate, secs(time.Duration(float64(cfg.Clients)/cfg.Rate*float64(time.Second))))
 	if !run.killedAt.IsZero() {
 		longest, at := time.Duration(0), time.Time{}
@@ -192,7 +192,7 @@ func finishScene1(out io.Writer, b scene1Bounds, run scene1Run, expired int64, c
 			}
 		}
 		if longest > 0 && at.After(run.killedAt) {
-			fmt.Fprintf(out, "(the longest pause, %s, came with the crash of %s: the time to notice it and elect a new leader.)\n", secs(longest), run.killed)
+			note(out, "(the longest pause, %s, came with the crash of %s: the time to notice it and elect a new leader.)", secs(longest), run.killed)
 		}
 	}
 	res.checks = b.checks(run)

@@ -202,7 +202,7 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) sceneResult {
 	wg.Wait()
 	run.spends = tally.spends
 	elapsed := time.Since(began).Seconds()
-	fmt.Fprintf(out, "%d permits spent in %s: %.0f/s on average (the limit: %g/s); the bound allows short bursts of what is stored and held, never more on average.\n",
+	note(out, "%d permits spent in %s: %.0f/s on average (the limit: %g/s); the bound allows short bursts of what is stored and held, never more on average.",
 		len(run.spends), sec(sc.Duration), float64(len(run.spends))/elapsed, sc.Rate)
 	res.checks = b.checks(run, began)
 	return res

@@ -307,7 +307,7 @@ func (sc scene3) summarize(out io.Writer, api *fakeLLM, st *s3Stats, elapsed tim
 	resReqFrac := float64(st.grants.Load()) / el / s3RequestsPerSec
 	resTokFrac := float64(resTok) / el / float64(sc.TokensPerSec)
 	inflFrac := t.inFlightNanos / float64(elapsed) / s3MaxInFlight
-	fmt.Fprintf(out, "%d calls in %s: %.1f/s (%.0f%% of %d/s), %d tokens used: %.0f/s (%.0f%% of %d/s), %.1f calls at once on average (%.0f%% of %d).\n",
+	note(out, "%d calls in %s: %.1f/s (%.0f%% of %d/s), %d tokens used: %.0f/s (%.0f%% of %d/s), %.1f calls at once on average (%.0f%% of %d).",
 		t.calls, secs(elapsed), float64(t.calls)/el, 100*reqFrac, s3RequestsPerSec,
 		t.tokens, float64(t.tokens)/el, 100*tokFrac, sc.TokensPerSec, t.inFlightNanos/float64(elapsed), 100*inflFrac, s3MaxInFlight)
 	binding, bfrac := s3RPMName, resReqFrac
@@ -317,15 +317,15 @@ func (sc scene3) summarize(out io.Writer, api *fakeLLM, st *s3Stats, elapsed tim
 	if inflFrac > bfrac {
 		binding, bfrac = s3InflightName, inflFrac
 	}
-	fmt.Fprintf(out, "binding limit: %s (the one the workers reserved closest to its rate: %.0f%%).\n", binding, 100*bfrac)
+	note(out, "binding limit: %s (the one the workers reserved closest to its rate: %.0f%%).", binding, 100*bfrac)
 	unused := st.unusedTokens.Load()
 	refundPct := 0.0
 	if unused > 0 {
 		refundPct = 100 * float64(st.refundedTokens.Load()) / float64(unused)
 	}
-	fmt.Fprintf(out, "Each call reserved %d tokens and used %d on average; %d of the %d tokens reserved and not used went back to %s (%.0f%%).\n",
+	note(out, "Each call reserved %d tokens and used %d on average; %d of the %d tokens reserved and not used went back to %s (%.0f%%).",
 		s3Estimate, t.tokens/max(t.calls, 1), st.refundedTokens.Load(), unused, s3TPMName, refundPct)
-	fmt.Fprintf(out, "The cluster granted %d reserves; refused (the worker retried), by the limit that refused: %s; expired before use: %d; errors: %d.\n",
+	note(out, "The cluster granted %d reserves; refused (the worker retried), by the limit that refused: %s; expired before use: %d; errors: %d.",
 		st.grants.Load(), st.refusals(), st.expired.Load(), st.errs.Load()+st.settleE.Load())
 	return t
 }

@@ -87,6 +87,11 @@ func sceneHeader(out io.Writer, n int, title string, d time.Duration, intro stri
 	fmt.Fprintf(out, "\n=== scene %d: %s (%s) ===\n%s\n", n, title, sec(d), wrap(intro, 100))
 }
 
+// note prints a sentence of information (not a check), wrapped.
+func note(out io.Writer, format string, args ...any) {
+	fmt.Fprintln(out, wrap(fmt.Sprintf(format, args...), 100))
+}
+
 // wrap breaks s into lines of at most width columns at spaces.
 func wrap(s string, width int) string {
 	var b strings.Builder
