@@ -27,7 +27,7 @@ func TestDemoScenes(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exited %d; stderr: %s", code, errOut.String())
 	}
-	for _, want := range []string{
+	wantInDemoOutput(t, text,
 		"scene 1 (4 s): clients share a strict limit",
 		"scene 3 (2 s): each call reserves",
 		"=== scene 1: paced clients through a leader crash (4 s) ===",
@@ -50,14 +50,7 @@ func TestDemoScenes(t *testing.T) {
 		"scene 3 (one reserve for three limits of a fake LLM API): PASS",
 		"=== summary ===",
 		"3 of 3 scenes passed in ",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("output lacks %q", want)
-		}
-	}
-	if strings.Contains(text, "[FAIL]") || strings.Contains(text, "): FAIL") {
-		t.Errorf("a check failed")
-	}
+	)
 	// Every group spent permits in some second of scene 2: each line
 	// has "spent (share)" per group, in the order of demo.Groups.
 	scene2 := text[strings.Index(text, "=== scene 2"):strings.Index(text, "=== scene 3")]
@@ -74,6 +67,20 @@ func TestDemoScenes(t *testing.T) {
 		if totals[i] == 0 {
 			t.Errorf("group %s spent nothing in scene 2", g)
 		}
+	}
+}
+
+// wantInDemoOutput fails t for each of wants that text lacks, and if a
+// check or a scene failed.
+func wantInDemoOutput(t *testing.T, text string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "[FAIL]") || strings.Contains(text, "): FAIL") {
+		t.Errorf("a check failed")
 	}
 }
 
