@@ -91,6 +91,7 @@ func Run(ctx context.Context, out io.Writer, cfg Config) error {
 	fmt.Fprintf(out, "%s leads (after %s)\n", l.id, secs(time.Since(began)))
 	var results []sceneResult
 	run := func(r sceneResult) {
+		r.stopped = ctx.Err() != nil
 		r.print(out)
 		results = append(results, r)
 	}
@@ -117,10 +118,14 @@ func Run(ctx context.Context, out io.Writer, cfg Config) error {
 func summary(out io.Writer, results []sceneResult, interrupted bool, took time.Duration) error {
 	fmt.Fprintln(out, "\n=== summary ===")
 	var failed []string
+	passed := 0
 	for _, r := range results {
 		fmt.Fprintln(out, r.verdict())
-		if len(r.failed()) > 0 {
+		switch {
+		case len(r.failed()) > 0:
 			failed = append(failed, fmt.Sprintf("scene %d", r.n))
+		case !r.stopped:
+			passed++
 		}
 	}
 	stopped := ""
@@ -131,7 +136,7 @@ func summary(out io.Writer, results []sceneResult, interrupted bool, took time.D
 		fmt.Fprintf(out, "%d of %d scenes FAILED in %s%s\n", len(failed), len(results), secs(took), stopped)
 		return fmt.Errorf("demo: %s failed (see its checks above)", strings.Join(failed, ", "))
 	}
-	fmt.Fprintf(out, "%d of %d scenes passed in %s%s\n", len(results), len(results), secs(took), stopped)
+	fmt.Fprintf(out, "%d of %d scenes passed in %s%s\n", passed, len(results), secs(took), stopped)
 	return nil
 }
 

@@ -155,7 +155,7 @@ func scene1(ctx context.Context, out io.Writer, c *cluster, cfg Scene1Config) sc
 		select {
 		case u, ok := <-uses:
 			if !ok {
-				return finishScene1(out, b, run, expired.Load(), cfg, res)
+				return finishScene1(out, b, run, expired.Load(), cfg, time.Since(began), res)
 			}
 			run.uses = append(run.uses, u)
 			second = append(second, u)
@@ -177,11 +177,11 @@ func scene1(ctx context.Context, out io.Writer, c *cluster, cfg Scene1Config) sc
 	}
 }
 
-// finishScene1 prints scene 1's totals and checks.
-func finishScene1(out io.Writer, b scene1Bounds, run scene1Run, expired int64, cfg Scene1Config, res sceneResult) sceneResult {
+// finishScene1 prints scene 1's totals (over took) and checks.
+func finishScene1(out io.Writer, b scene1Bounds, run scene1Run, expired int64, cfg Scene1Config, took time.Duration, res sceneResult) sceneResult {
 	sort.Slice(run.uses, func(i, j int) bool { return run.uses[i].at.Before(run.uses[j].at) })
-	note(out, "%d permits used in %s (%g/s allowed); %d dropped: their expiry had passed when their client woke up to use them (a busy machine wakes clients late; dropping them keeps the gap).",
-		len(run.uses), sec(cfg.Duration), cfg.Rate, expired)
+	note(out, "%d permits used in %s (%g/s allowed); %d dropped: their expiry had passed before their client could use them (an answer held up by the crash, or a client woken late by a busy machine; dropping them keeps the gap).",
+		len(run.uses), secs(took), cfg.Rate, expired)
 	note(out, "(mean wait: from asking to using; %d clients share %g permits a second, so each waits about %s.)",
 		cfg.Clients, cfg.Rate, secs(time.Duration(float64(cfg.Clients)/cfg.Rate*float64(time.Second))))
 	if !run.killedAt.IsZero() {

@@ -201,9 +201,9 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) sceneResult {
 	run := sc.printSeconds(runCtx, out, members, tally, partitioned, b)
 	wg.Wait()
 	run.spends = tally.spends
-	elapsed := time.Since(began).Seconds()
+	elapsed := time.Since(began)
 	note(out, "%d permits spent in %s: %.0f/s on average (the limit: %g/s); the bound allows short bursts of what is stored and held, never more on average.",
-		len(run.spends), sec(sc.Duration), float64(len(run.spends))/elapsed, sc.Rate)
+		len(run.spends), secs(elapsed), float64(len(run.spends))/elapsed.Seconds(), sc.Rate)
 	res.checks = b.checks(run, began)
 	return res
 }

@@ -32,7 +32,18 @@ func (c check) String() string {
 	if !c.ok {
 		mark = "[FAIL]"
 	}
+	return c.line(mark)
+}
+
+// line is the check's line with mark.
+func (c check) line(mark string) string {
 	return fmt.Sprintf("  %s %s: %s — %s", mark, c.what, c.got, c.want)
+}
+
+// measured reports whether the check compares a measured value with a
+// bound (not an expectation a scene stopped early may leave unmet).
+func (c check) measured() bool {
+	return strings.HasPrefix(c.want, "allowed:") && !strings.HasPrefix(c.got, "not measured")
 }
 
 // sceneResult is what a scene found: its checks, or the error that kept
@@ -42,30 +53,38 @@ type sceneResult struct {
 	title  string
 	checks []check
 	err    error
+	// stopped reports that Ctrl-C ended the scene early: only a bound
+	// broken by what it measured fails it then.
+	stopped bool
 }
 
-// failed lists why the scene failed (nil if it passed).
+// failed lists why the scene failed (nil if it passed, or was stopped
+// early with no bound broken).
 func (r sceneResult) failed() []string {
 	var why []string
-	if r.err != nil {
+	if r.err != nil && !r.stopped {
 		why = append(why, r.err.Error())
 	}
 	for _, c := range r.checks {
-		if !c.ok {
+		if !c.ok && (!r.stopped || c.measured()) {
 			why = append(why, fmt.Sprintf("%s was %s (%s)", c.what, c.got, c.want))
 		}
 	}
-	if r.err == nil && len(r.checks) == 0 {
+	if r.err == nil && len(r.checks) == 0 && !r.stopped {
 		why = append(why, "nothing was checked")
 	}
 	return why
 }
 
-// verdict is the scene's verdict line: "scene 1 (title): PASS" or
-// "scene 1 (title): FAIL: why; why".
+// verdict is the scene's verdict line: "scene 1 (title): PASS",
+// "scene 1 (title): FAIL: why; why", or, stopped early by Ctrl-C with no
+// bound broken, "scene 1 (title): STOPPED by Ctrl-C, not judged".
 func (r sceneResult) verdict() string {
 	if why := r.failed(); len(why) > 0 {
 		return fmt.Sprintf("scene %d (%s): FAIL: %s", r.n, r.title, strings.Join(why, "; "))
+	}
+	if r.stopped {
+		return fmt.Sprintf("scene %d (%s): STOPPED by Ctrl-C, not judged", r.n, r.title)
 	}
 	return fmt.Sprintf("scene %d (%s): PASS", r.n, r.title)
 }
@@ -75,7 +94,11 @@ func (r sceneResult) print(out io.Writer) {
 	if len(r.checks) > 0 {
 		fmt.Fprintln(out, "checks:")
 		for _, c := range r.checks {
-			fmt.Fprintln(out, c)
+			if r.stopped && !c.ok && !c.measured() {
+				fmt.Fprintln(out, c.line("[not judged: stopped early]"))
+			} else {
+				fmt.Fprintln(out, c)
+			}
 		}
 	}
 	fmt.Fprintln(out, r.verdict())

@@ -185,6 +185,16 @@ func TestVerdictAndSummary(t *testing.T) {
 			t.Errorf("verdict %q, want %q", got, want)
 		}
 	}
+	// Stopped by Ctrl-C: an unmet expectation is not judged, a broken
+	// bound still fails.
+	stopped := sceneResult{n: 4, title: "four", stopped: true, checks: []check{{what: "w", got: "0", want: "expected: at least one"}}}
+	if got, want := stopped.verdict(), "scene 4 (four): STOPPED by Ctrl-C, not judged"; got != want {
+		t.Errorf("verdict %q, want %q", got, want)
+	}
+	stopped.checks = append(stopped.checks, check{what: "v", got: "12", want: "allowed: ≤ 11"})
+	if got, want := stopped.verdict(), "scene 4 (four): FAIL: v was 12 (allowed: ≤ 11)"; got != want {
+		t.Errorf("verdict %q, want %q", got, want)
+	}
 	var out bytes.Buffer
 	if err := summary(&out, []sceneResult{pass}, false, time.Second); err != nil {
 		t.Errorf("a passing run failed: %v", err)
