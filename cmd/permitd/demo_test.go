@@ -18,19 +18,19 @@ import (
 // permits.
 func TestDemoScenes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a 3-node cluster and 6 workers for ~16 s")
+		t.Skip("runs a 3-node cluster and 6 workers for ~17 s")
 	}
 	var out, errOut bytes.Buffer
-	code := runDemo([]string{"--duration", "4s", "--kill-after", "1s", "--scene2-duration", "8s", "--scene3-duration", "2s"}, &out, &errOut)
+	code := runDemo([]string{"--duration", "5s", "--kill-after", "1s", "--scene2-duration", "8s", "--scene3-duration", "2s"}, &out, &errOut)
 	text := out.String()
 	t.Logf("demo output:\n%s", text)
 	if code != 0 {
 		t.Fatalf("demo exited %d; stderr: %s", code, errOut.String())
 	}
 	wantInDemoOutput(t, text,
-		"scene 1 (4 s): clients share a strict limit",
+		"scene 1 (5 s): clients share a strict limit",
 		"scene 3 (2 s): each call reserves",
-		"=== scene 1: paced clients through a leader crash (4 s) ===",
+		"=== scene 1: paced clients through a leader crash (5 s) ===",
 		"What it proves: no two permits are used closer than interval - expiry = 90 ms",
 		"killing the leader",
 		"[ok]   smallest gap between two permits used: ",
@@ -128,10 +128,10 @@ func TestDemoHelp(t *testing.T) {
 // admin token, and the leader kill fails over as in the plain demo.
 func TestDemoSecure(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a 3-node cluster for ~4 s")
+		t.Skip("runs a 3-node cluster for ~5 s")
 	}
 	var out, errOut bytes.Buffer
-	code := runDemo([]string{"--secure", "--scene", "1", "--duration", "4s", "--kill-after", "1s"}, &out, &errOut)
+	code := runDemo([]string{"--secure", "--scene", "1", "--duration", "5s", "--kill-after", "1s"}, &out, &errOut)
 	text := out.String()
 	if code != 0 {
 		t.Fatalf("demo exited %d; stderr: %s\n%s", code, errOut.String(), text)
