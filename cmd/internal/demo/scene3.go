@@ -51,14 +51,18 @@ import (
 // tolerance:
 //
 //	requests  floor((W + E)/I_rpm) + 1                 = 11
-//	tokens    floor((W + E + MaxStored)/I_tpm) + n_max = 30750 + 3000 = 33750
+//	tokens    floor((W + E + MaxStored)/I_tpm) + n_max = 30749 + 3000 = 33749
 //	in flight MaxInFlight                              = 4
+//
+// at the default 15000 tokens/s (I_tpm = 66 667 ns: 1/15000 s rounded up)
 //
 // (a refund makes the history one in which the reserve had asked for
 // what it used, and the actual tokens never exceed the estimate, so the
 // bound holds over what the API charges). With those tolerances the fleet
 // gets no 429 from the API by construction; the nominal 10/s and 15000/s
 // are what the rates are measured against.
+
+const scene3Title = "one reserve for three limits of a fake LLM API"
 
 // scene3 is scene 3 as it runs: its tuning, its workers and the cluster.
 type scene3 struct {
@@ -70,8 +74,9 @@ type scene3 struct {
 // The defaults of scene 3's flags.
 const (
 	// Scene3DefaultDuration is how long scene 3 runs (--scene3-duration).
-	Scene3DefaultDuration = 12 * time.Second
-	// Scene3DefaultTokensPerSec is llm-tpm's default rate (--scene3-tpm):
+	Scene3DefaultDuration = 10 * time.Second
+	// Scene3DefaultTokensPerSec is llm-tpm's default rate
+	// (--scene3-tokens-per-sec):
 	// with real costs of 1750 tokens on average it binds before llm-rpm
 	// does.
 	Scene3DefaultTokensPerSec = 15000
@@ -110,8 +115,8 @@ type s3Stats struct {
 	refusedBy                      map[string]int64 // register refusals by blocking limit
 }
 
-// s3Limits makes scene 3's three limits and returns their configs.
-func s3Limits(ctx context.Context, l *node.Node, tokensPerSec int64, burstSeconds float64) (rpm, tpm, inflight bucket.Config, err error) {
+// s3Configs compiles scene 3's three limits.
+func s3Configs(tokensPerSec int64, burstSeconds float64) (rpm, tpm, inflight bucket.Config, err error) {
 	specs := []struct {
 		name string
 		spec bucket.Spec
@@ -123,39 +128,92 @@ func s3Limits(ctx context.Context, l *node.Node, tokensPerSec int64, burstSecond
 		{s3InflightName, bucket.Spec{Algorithm: bucket.Concurrency, MaxInFlight: s3MaxInFlight, HoldTTL: s3HoldTTL}, &inflight},
 	}
 	for _, s := range specs {
-		c, err := bucket.Compile(s.spec)
-		if err != nil {
+		if *s.cfg, err = bucket.Compile(s.spec); err != nil {
 			return rpm, tpm, inflight, fmt.Errorf("scene 3: limit %q: %w", s.name, err)
 		}
-		if _, err := l.PutLimit(ctx, fsm.PutLimit{Name: s.name, Config: c}); err != nil {
-			return rpm, tpm, inflight, fmt.Errorf("scene 3: create limit %q: %w", s.name, err)
-		}
-		*s.cfg = c
 	}
 	return rpm, tpm, inflight, nil
 }
 
-// runScene3 runs scene 3 and prints a line per second and a summary. It
-// returns an error if the scene could not run or the API answered a 429.
-func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
+// s3Limits makes scene 3's three limits and returns their configs.
+func s3Limits(ctx context.Context, l *node.Node, tokensPerSec int64, burstSeconds float64) (rpm, tpm, inflight bucket.Config, err error) {
+	if rpm, tpm, inflight, err = s3Configs(tokensPerSec, burstSeconds); err != nil {
+		return rpm, tpm, inflight, err
+	}
+	for name, c := range map[string]bucket.Config{s3RPMName: rpm, s3TPMName: tpm, s3InflightName: inflight} {
+		if _, err := l.PutLimit(ctx, fsm.PutLimit{Name: name, Config: c}); err != nil {
+			return rpm, tpm, inflight, fmt.Errorf("scene 3: create limit %q: %w", name, err)
+		}
+	}
+	return rpm, tpm, inflight, nil
+}
+
+// scene3Bounds are the fake API's tolerances, from the limits' configs:
+// over any window W of call starts, requests at most floor((W + E)/I_rpm)
+// + 1 and actual tokens at most floor((W + E + B)/I_tpm) + the estimate
+// (B: llm-tpm's store, MaxStoredNanos), and at most the in-flight cap at
+// once (see the file's comment).
+type scene3Bounds struct {
+	window, expiry, rpmInterval, tpmInterval, stored time.Duration
+	estimate                                         int64
+	maxRequests                                      int
+	maxTokens                                        int64
+	maxInFlight                                      int
+}
+
+// newScene3Bounds computes the API's tolerances from the limits.
+func newScene3Bounds(rpm, tpm bucket.Config) scene3Bounds {
+	w, e := s3Window, time.Duration(rpm.ExpiryNanos)
+	return scene3Bounds{window: w, expiry: e, rpmInterval: time.Duration(rpm.IntervalNanos), tpmInterval: time.Duration(tpm.IntervalNanos),
+		stored: time.Duration(tpm.MaxStoredNanos), estimate: s3Estimate,
+		maxRequests: int((int64(w)+rpm.ExpiryNanos)/rpm.IntervalNanos) + 1,
+		maxTokens:   (int64(w)+rpm.ExpiryNanos+tpm.MaxStoredNanos)/tpm.IntervalNanos + s3Estimate,
+		maxInFlight: s3MaxInFlight}
+}
+
+// checks are scene 3's checks of what the API saw (t) against b.
+func (b scene3Bounds) checks(t llmTotals) []check {
+	rejected := fmt.Sprint(t.rejected)
+	if t.rejected > 0 {
+		rejected += fmt.Sprintf(" (for calls at once %d, requests %d, tokens %d)", t.rejInFlight, t.rejRequests, t.rejTokens)
+	}
+	return []check{
+		{what: "calls the API answered 429 (too many requests)", got: rejected, want: "allowed: 0", ok: t.rejected == 0},
+		{what: fmt.Sprintf("most calls started in any %s", sec(b.window)), got: fmt.Sprint(t.maxWinRequests),
+			want: fmt.Sprintf("allowed: ≤ floor((W + E) / I) + 1 = floor((%s + %s) / %s) + 1 = %d + 1 = %d",
+				ms(b.window), ms(b.expiry), ms(b.rpmInterval), b.maxRequests-1, b.maxRequests),
+			ok: t.maxWinRequests <= b.maxRequests},
+		{what: fmt.Sprintf("most tokens used by calls started in any %s", sec(b.window)), got: fmt.Sprint(t.maxWinTokens),
+			want: fmt.Sprintf("allowed: ≤ floor((W + E + B) / I) + estimate = floor((%s + %s + %s) / %s) + %d = %d + %d = %d",
+				ms(b.window), ms(b.expiry), ms(b.stored), ms(b.tpmInterval), b.estimate, b.maxTokens-b.estimate, b.estimate, b.maxTokens),
+			ok: t.maxWinTokens <= b.maxTokens},
+		{what: "most calls at once", got: fmt.Sprint(t.maxInFlight), want: fmt.Sprintf("allowed: ≤ %d", b.maxInFlight), ok: t.maxInFlight <= b.maxInFlight},
+	}
+}
+
+// runScene3 runs scene 3, prints a line per second and its checks.
+func runScene3(ctx context.Context, out io.Writer, sc scene3) sceneResult {
+	res := sceneResult{n: 3, title: scene3Title}
 	l := sc.leader()
 	if l == nil {
-		return fmt.Errorf("scene 3: no leader")
+		res.err = fmt.Errorf("scene 3: no leader")
+		return res
 	}
 	rpm, tpm, _, err := s3Limits(ctx, l, sc.TokensPerSec, sc.BurstSeconds)
 	if err != nil {
-		return err
+		res.err = err
+		return res
 	}
-	expiry, w := rpm.ExpiryNanos, int64(s3Window)
+	b := newScene3Bounds(rpm, tpm)
 	api := &fakeLLM{
-		window:      s3Window,
-		maxRequests: int((w+expiry)/rpm.IntervalNanos) + 1,
-		maxTokens:   (w+expiry+tpm.MaxStoredNanos)/tpm.IntervalNanos + s3Estimate,
-		maxInFlight: s3MaxInFlight,
+		window:      b.window,
+		maxRequests: b.maxRequests,
+		maxTokens:   b.maxTokens,
+		maxInFlight: b.maxInFlight,
 		minTokens:   s3MinTokens, maxCallTokens: s3Estimate,
 		minDur: s3MinCall, maxDur: s3MaxCall,
 	}
-	sc.printHeader(out, api, time.Duration(expiry))
+	sc.printHeader(out, b)
 	st := &s3Stats{refusedBy: map[string]int64{}}
 	runCtx, cancel := context.WithTimeout(ctx, sc.Duration)
 	defer cancel()
@@ -166,25 +224,31 @@ func runScene3(ctx context.Context, out io.Writer, sc scene3) error {
 		}
 	}()
 	if err != nil {
-		return err
+		res.err = err
+		return res
 	}
 	began := time.Now()
-	sc.printSeconds(out, api, st, began, done)
-	return sc.summarize(out, api, st, time.Since(began))
+	sc.printSeconds(out, api, began, done, b)
+	t := sc.summarize(out, api, st, time.Since(began))
+	res.checks = b.checks(t)
+	return res
 }
 
-// printHeader prints what scene 3 runs: the calls, the limits (rpm's
-// expiry E), and the fake API's tolerances.
-func (sc scene3) printHeader(out io.Writer, api *fakeLLM, expiry time.Duration) {
-	fmt.Fprintf(out, "\nscene 3: %d workers call a fake LLM API through the register: ReserveMany{%s: 1, %s: %d (estimate), %s: 1}, wait, call (real cost %d..%d tokens, %v..%v), Settle{%s: actual}, Release\n",
-		sc.workers, s3RPMName, s3TPMName, s3Estimate, s3InflightName, s3MinTokens, s3Estimate, s3MinCall, s3MaxCall, s3TPMName)
-	fmt.Fprintf(out, "limits: %s strict %d/s (%d/min, expiry E=%v); %s bursty %d/s (%d/min, MaxBurstSeconds %g); %s concurrency %d (hold TTL %v)\n",
-		s3RPMName, s3RequestsPerSec, 60*s3RequestsPerSec, expiry, s3TPMName, sc.TokensPerSec, 60*sc.TokensPerSec, sc.BurstSeconds,
-		s3InflightName, s3MaxInFlight, s3HoldTTL)
-	fmt.Fprintf(out, "fake API: exact sliding window W=%v of call starts, actual tokens counted at the call's start; 429 if a call would exceed, in W, %d requests = floor((W+E)/I)+1 (strict bound) or %d tokens = floor((W+E+MaxStored)/I)+%d (bursty bound, n_last <= the estimate), or %d in flight\n",
-		s3Window, api.maxRequests, api.maxTokens, s3Estimate, api.maxInFlight)
-	fmt.Fprintf(out, "  (a call starts between its grant's time and E after it, so W of starts is W+E of grants; nominal rates: %d req/s, %d tokens/s)\n",
-		s3RequestsPerSec, sc.TokensPerSec)
+// printHeader says what scene 3 does and proves, and the per-second
+// columns with their bounds.
+func (sc scene3) printHeader(out io.Writer, b scene3Bounds) {
+	sceneHeader(out, 3, scene3Title, sc.Duration, fmt.Sprintf(
+		"A fake LLM API allows %d requests a second, %d tokens a second and %d calls at once, and answers 429 (too many requests) to any call beyond. "+
+			"%d workers call it. Before each call a worker reserves, in one request to the cluster, 1 permit of %s (requests), %d of %s (tokens: an estimate, since "+
+			"a call's real cost, %d to %d tokens, is known only at its end) and 1 of %s (calls at once); the cluster grants all three or none. "+
+			"After the call the worker reports its real cost, and the cluster takes back the unused part of the estimate. "+
+			"What it proves: the API never answers 429. It counts, in any window W of %s, the calls started and the tokens they used, and allows what the limits' bounds allow: "+
+			"a call may start up to E = %s (%s's expiry) after its permit's time, and %s (bursty) may save up to B = %s of tokens while calls are few and spend them at once. "+
+			"So one second may see more than %d tokens; their average stays below it.",
+		s3RequestsPerSec, sc.TokensPerSec, s3MaxInFlight, sc.workers, s3RPMName, s3Estimate, s3TPMName, s3MinTokens, s3Estimate, s3InflightName,
+		sec(b.window), ms(b.expiry), s3RPMName, s3TPMName, sec(b.stored), sc.TokensPerSec))
+	fmt.Fprintf(out, "%-6s %-10s %-12s %-14s %s\n", "time", "calls", "tokens used", "calls at once", "API 429s")
+	fmt.Fprintf(out, "%-6s %-10s %-12s %-14s %s\n", "", fmt.Sprintf("(≤ %d)", b.maxRequests), fmt.Sprintf("(≤ %d)", b.maxTokens), fmt.Sprintf("(≤ %d)", b.maxInFlight), "(must be 0)")
 }
 
 // startWorkers starts the workers, each with a client of its own that
@@ -215,12 +279,11 @@ func (sc scene3) startWorkers(runCtx context.Context, api *fakeLLM, st *s3Stats)
 }
 
 // printSeconds prints a line a second from began until done closes: the
-// API's requests, tokens and calls in flight, the estimates the register
-// granted (less refunds), and the API's 429s.
-func (sc scene3) printSeconds(out io.Writer, api *fakeLLM, st *s3Stats, began time.Time, done <-chan struct{}) {
+// calls the API saw start, the tokens they used, the most calls at once
+// and the API's 429s.
+func (sc scene3) printSeconds(out io.Writer, api *fakeLLM, began time.Time, done <-chan struct{}, b scene3Bounds) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var lastGrantTok, lastRefundTok int64
 	for {
 		select {
 		case <-done:
@@ -228,55 +291,43 @@ func (sc scene3) printSeconds(out io.Writer, api *fakeLLM, st *s3Stats, began ti
 		case <-tick.C:
 		}
 		s := api.sample()
-		g, r := st.grantTokens.Load(), st.refundedTokens.Load()
-		fmt.Fprintf(out, "t=%3.0fs  requests %3d/s of %d  tokens %6d/s of %d (estimates granted %6d)  in flight avg %.1f max %d of %d  API 429s %d\n",
-			time.Since(began).Seconds(), s.calls, s3RequestsPerSec, s.tokens, sc.TokensPerSec, (g-lastGrantTok)-(r-lastRefundTok),
-			s.inFlightNanos/float64(time.Second), s.maxInFlight, s3MaxInFlight, s.rejected)
-		lastGrantTok, lastRefundTok = g, r
+		fmt.Fprintf(out, "%-6s %-10d %-12d %-14d %d\n", sec(time.Since(began).Round(time.Second)), s.calls, s.tokens, s.maxInFlight, s.rejected)
 	}
 }
 
 // summarize prints the scene's totals over elapsed: what the API saw,
 // what the register granted and refunded, and which limit bound; it
-// returns an error if the API answered a 429.
-func (sc scene3) summarize(out io.Writer, api *fakeLLM, st *s3Stats, elapsed time.Duration) error {
+// returns the API's totals.
+func (sc scene3) summarize(out io.Writer, api *fakeLLM, st *s3Stats, elapsed time.Duration) llmTotals {
 	t := api.totals()
-	secs := elapsed.Seconds()
-	reqFrac := float64(t.calls) / secs / s3RequestsPerSec
-	tokFrac := float64(t.tokens) / secs / float64(sc.TokensPerSec)
+	el := elapsed.Seconds()
+	reqFrac := float64(t.calls) / el / s3RequestsPerSec
+	tokFrac := float64(t.tokens) / el / float64(sc.TokensPerSec)
 	resTok := st.grantTokens.Load() - st.refundedTokens.Load()
-	resReqFrac := float64(st.grants.Load()) / secs / s3RequestsPerSec
-	resTokFrac := float64(resTok) / secs / float64(sc.TokensPerSec)
+	resReqFrac := float64(st.grants.Load()) / el / s3RequestsPerSec
+	resTokFrac := float64(resTok) / el / float64(sc.TokensPerSec)
 	inflFrac := t.inFlightNanos / float64(elapsed) / s3MaxInFlight
-	fmt.Fprintf(out, "scene 3 done in %v: %d calls (%.1f/s, %.0f%% of %d/s), %d actual tokens (%.0f/s, %.0f%% of %d/s), in flight avg %.2f (%.0f%% of %d), max %d\n",
-		elapsed.Round(10*time.Millisecond), t.calls, float64(t.calls)/secs, 100*reqFrac, s3RequestsPerSec,
-		t.tokens, float64(t.tokens)/secs, 100*tokFrac, sc.TokensPerSec, t.inFlightNanos/float64(elapsed), 100*inflFrac, s3MaxInFlight, t.maxInFlight)
-	fmt.Fprintf(out, "  register: %d reservations granted (%.0f%% of %s), %d tpm tokens kept after settlement (%.0f/s, %.0f%% of %s); refused (retried) by blocking limit: %s; expired before use: %d; errors: %d\n",
-		st.grants.Load(), 100*resReqFrac, s3RPMName, resTok, float64(resTok)/secs, 100*resTokFrac, s3TPMName,
-		st.refusals(), st.expired.Load(), st.errs.Load()+st.settleE.Load())
+	note(out, "%d calls in %s: %.1f/s (%.0f%% of %d/s), %d tokens used: %.0f/s (%.0f%% of %d/s), %.1f calls at once on average (%.0f%% of %d).",
+		t.calls, secs(elapsed), float64(t.calls)/el, 100*reqFrac, s3RequestsPerSec,
+		t.tokens, float64(t.tokens)/el, 100*tokFrac, sc.TokensPerSec, t.inFlightNanos/float64(elapsed), 100*inflFrac, s3MaxInFlight)
+	binding, bfrac := s3RPMName, resReqFrac
+	if resTokFrac > bfrac {
+		binding, bfrac = s3TPMName, resTokFrac
+	}
+	if inflFrac > bfrac {
+		binding, bfrac = s3InflightName, inflFrac
+	}
+	note(out, "binding limit: %s (the one the workers reserved closest to its rate: %.0f%%).", binding, 100*bfrac)
 	unused := st.unusedTokens.Load()
 	refundPct := 0.0
 	if unused > 0 {
 		refundPct = 100 * float64(st.refundedTokens.Load()) / float64(unused)
 	}
-	fmt.Fprintf(out, "  refunds: %d of %d settlements refunded tpm tokens; %d of %d unused estimate tokens went back (%.0f%%): after other grants, %s takes back at most its store (%gs of tokens) crossing each grant\n",
-		st.refunds.Load(), st.settled.Load(), st.refundedTokens.Load(), unused, refundPct, s3TPMName, sc.BurstSeconds)
-	fmt.Fprintf(out, "  API: most in any %v window: %d requests (tolerance %d), %d tokens (tolerance %d); most in flight %d (cap %d); 429s: %d (in flight %d, requests %d, tokens %d)\n",
-		s3Window, t.maxWinRequests, api.maxRequests, t.maxWinTokens, api.maxTokens, t.maxInFlight, api.maxInFlight,
-		t.rejected, t.rejInFlight, t.rejRequests, t.rejTokens)
-	binding, bfrac, afrac := s3RPMName, resReqFrac, reqFrac
-	if resTokFrac > bfrac {
-		binding, bfrac, afrac = s3TPMName, resTokFrac, tokFrac
-	}
-	if inflFrac > bfrac {
-		binding, bfrac, afrac = s3InflightName, inflFrac, inflFrac
-	}
-	fmt.Fprintf(out, "  binding limit: %s, reserved at %.0f%% of it; the API saw %.0f%% of it in actual use (estimates of %d against a mean real cost of ~%d: the unused part of an estimate is lost unless refunded)\n",
-		binding, 100*bfrac, 100*afrac, s3Estimate, (s3MinTokens+s3Estimate)/2)
-	if t.rejected > 0 {
-		return fmt.Errorf("scene 3: the fake API answered %d calls 429", t.rejected)
-	}
-	return nil
+	note(out, "Each call reserved %d tokens and used %d on average; %d of the %d tokens reserved and not used went back to %s (%.0f%%).",
+		s3Estimate, t.tokens/max(t.calls, 1), st.refundedTokens.Load(), unused, s3TPMName, refundPct)
+	note(out, "The cluster granted %d reserves; refused (the worker retried), by the limit that refused: %s; expired before use: %d; errors: %d.",
+		st.grants.Load(), st.refusals(), st.expired.Load(), st.errs.Load()+st.settleE.Load())
+	return t
 }
 
 // refusals lists the register's refusals by blocking limit ("none" if
