@@ -241,34 +241,15 @@ type pair struct {
 // existing certificate can be its.
 func (p pair) check(dir string, ca *authority, fresh bool, now time.Time) (kept bool, err error) {
 	certPath, keyPath := filepath.Join(dir, p.cert), filepath.Join(dir, p.key)
-	certPEM, certErr := os.ReadFile(certPath)
-	keyPEM, keyErr := os.ReadFile(keyPath)
-	certMissing, keyMissing := errors.Is(certErr, os.ErrNotExist), errors.Is(keyErr, os.ErrNotExist)
+	certPEM, keyPEM, leaf, err := readPair(certPath, keyPath, "")
+	if errors.Is(err, errNoPair) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
 	unfit := func(path, other, format string, args ...any) (bool, error) {
 		return false, &UnfitError{Path: path, Problem: fmt.Sprintf(format, args...), Pair: other}
-	}
-	switch {
-	case certMissing && keyMissing:
-		if _, err := os.Lstat(certPath); err == nil { // a dangling link
-			return unfit(certPath, "", "cannot be read: %v", certErr)
-		}
-		return false, nil
-	case certErr != nil && !certMissing:
-		return unfit(certPath, keyPath, "cannot be read: %v", certErr)
-	case keyErr != nil && !keyMissing:
-		return unfit(keyPath, certPath, "cannot be read: %v", keyErr)
-	case keyMissing:
-		return unfit(certPath, "", "has no %s beside it", p.key)
-	case certMissing:
-		return unfit(keyPath, "", "has no %s beside it", p.cert)
-	}
-	cb, _ := pem.Decode(certPEM)
-	if cb == nil || cb.Type != "CERTIFICATE" {
-		return unfit(certPath, keyPath, "is not a PEM certificate")
-	}
-	leaf, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return unfit(certPath, keyPath, "is not a certificate: %v", err)
 	}
 	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		return unfit(keyPath, certPath, "is not the key of %s (%v)", p.cert, err)
@@ -388,6 +369,46 @@ func makeCA(now time.Time, validity time.Duration) (*authority, error) {
 	return &authority{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM: keyPEM}, nil
 }
 
+// errNoPair says that neither file of a pair is in the folder.
+var errNoPair = errors.New("devcerts: neither file of the pair exists")
+
+// readPair reads a certificate and its key and parses the certificate:
+// errNoPair if neither file exists, an *UnfitError if only one does,
+// either cannot be read, or the certificate is not one. what prefixes
+// the certificate's problems ("(the CA) ").
+func readPair(certPath, keyPath, what string) (certPEM, keyPEM []byte, leaf *x509.Certificate, err error) {
+	certPEM, certErr := os.ReadFile(certPath)
+	keyPEM, keyErr := os.ReadFile(keyPath)
+	certMissing, keyMissing := errors.Is(certErr, os.ErrNotExist), errors.Is(keyErr, os.ErrNotExist)
+	unfit := func(path, other, format string, args ...any) ([]byte, []byte, *x509.Certificate, error) {
+		return nil, nil, nil, &UnfitError{Path: path, Problem: what + fmt.Sprintf(format, args...), Pair: other}
+	}
+	switch {
+	case certMissing && keyMissing:
+		if _, err := os.Lstat(certPath); err == nil { // a dangling link
+			return unfit(certPath, "", "cannot be read: %v", certErr)
+		}
+		return nil, nil, nil, errNoPair
+	case certErr != nil && !certMissing:
+		return unfit(certPath, keyPath, "cannot be read: %v", certErr)
+	case keyErr != nil && !keyMissing:
+		return unfit(keyPath, certPath, "cannot be read: %v", keyErr)
+	case keyMissing:
+		return unfit(certPath, "", "has no %s beside it", filepath.Base(keyPath))
+	case certMissing:
+		return unfit(keyPath, "", "has no %s beside it", filepath.Base(certPath))
+	}
+	cb, _ := pem.Decode(certPEM)
+	if cb == nil || cb.Type != "CERTIFICATE" {
+		return unfit(certPath, keyPath, "is not a PEM certificate")
+	}
+	leaf, err = x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return unfit(certPath, keyPath, "is not a certificate: %v", err)
+	}
+	return certPEM, keyPEM, leaf, nil
+}
+
 // errNoCA says that neither file of a CA is in the folder.
 var errNoCA = errors.New("devcerts: no CA in the folder")
 
@@ -396,35 +417,19 @@ var errNoCA = errors.New("devcerts: no CA in the folder")
 // a CA certificate and its key).
 func loadCA(dir string) (*authority, error) {
 	certPath, keyPath := filepath.Join(dir, CACert), filepath.Join(dir, CAKey)
-	certPEM, certErr := os.ReadFile(certPath)
-	keyPEM, keyErr := os.ReadFile(keyPath)
-	certMissing, keyMissing := errors.Is(certErr, os.ErrNotExist), errors.Is(keyErr, os.ErrNotExist)
+	certPEM, keyPEM, cert, err := readPair(certPath, keyPath, "(the CA) ")
+	if errors.Is(err, errNoPair) {
+		return nil, errNoCA
+	}
+	if err != nil {
+		return nil, err
+	}
 	unfit := func(path, other, format string, args ...any) (*authority, error) {
 		return nil, &UnfitError{Path: path, Problem: fmt.Sprintf(format, args...), Pair: other}
-	}
-	switch {
-	case certMissing && keyMissing:
-		return nil, errNoCA
-	case certErr != nil && !certMissing:
-		return unfit(certPath, keyPath, "(the CA) cannot be read: %v", certErr)
-	case keyErr != nil && !keyMissing:
-		return unfit(keyPath, certPath, "(the CA's key) cannot be read: %v", keyErr)
-	case keyMissing:
-		return unfit(certPath, "", "(the CA) has no %s beside it", CAKey)
-	case certMissing:
-		return unfit(keyPath, "", "(the CA's key) has no %s beside it", CACert)
-	}
-	cb, _ := pem.Decode(certPEM)
-	if cb == nil || cb.Type != "CERTIFICATE" {
-		return unfit(certPath, keyPath, "is not a PEM certificate")
 	}
 	kb, _ := pem.Decode(keyPEM)
 	if kb == nil || kb.Type != "EC PRIVATE KEY" {
 		return unfit(keyPath, certPath, "is not a PEM EC private key (the kind this tool writes)")
-	}
-	cert, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return unfit(certPath, keyPath, "is not a certificate: %v", err)
 	}
 	key, err := x509.ParseECPrivateKey(kb.Bytes)
 	if err != nil {
