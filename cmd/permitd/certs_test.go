@@ -9,11 +9,15 @@ import (
 )
 
 // TestCertsCreate: "permitd certs create" writes the CA, the nodes' and
-// the clients' files and lists them; a second run for an existing node
-// fails (exit 1) naming the file and writes nothing; bad flags are usage
-// errors (exit 2) that say what is allowed, and create no folder.
+// the clients' files into a nested folder and lists them as made; run
+// again with the same arguments it keeps every file, lists them as kept
+// and exits 0; a node added later is made beside the kept ones; an
+// existing file that does not fit (a host it does not cover) fails
+// (exit 1) naming the file, the problem and the fix, and writes nothing;
+// bad flags are usage errors (exit 2) that say what is allowed, and
+// create no folder.
 func TestCertsCreate(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "certs")
+	dir := filepath.Join(t.TempDir(), "secure", "certs")
 	runCLI := func(args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
 		code := run(args, &stdout, &stderr)
@@ -24,22 +28,41 @@ func TestCertsCreate(t *testing.T) {
 		t.Fatalf("create: exit %d: %s", code, errOut)
 	}
 	for _, f := range []string{"ca.crt", "ca.key", "node-n1.crt", "node-n1.key", "node-n2.crt", "node-n2.key", "client-admin.crt", "client-admin.key"} {
-		if !strings.Contains(out, "wrote "+filepath.Join(dir, f)+"\n") {
+		if !strings.Contains(out, "made "+filepath.Join(dir, f)+"\n") {
 			t.Errorf("output does not list %s:\n%s", f, out)
 		}
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	code, out, errOut = runCLI("certs", "create", "--out", dir, "--nodes", "n3,n1")
-	if code != exitFailure || !strings.Contains(errOut, "node-n1.crt") || !strings.Contains(errOut, "nothing was written") || out != "" {
-		t.Errorf("create over an existing node: exit %d, stdout %q, stderr %q", code, out, errOut)
+	first, err := os.ReadFile(filepath.Join(dir, "node-n1.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI("certs", "create", "--out", dir, "--nodes", "n1,n2", "--hosts", "127.0.0.1,localhost", "--clients", "admin")
+	if code != exitOK || strings.Contains(out, "made ") || errOut != "" {
+		t.Errorf("the same create again: exit %d, stdout %q, stderr %q; want exit 0, every file kept", code, out, errOut)
+	}
+	for _, f := range []string{"ca.crt", "ca.key", "node-n1.crt", "node-n1.key", "node-n2.crt", "node-n2.key", "client-admin.crt", "client-admin.key"} {
+		if !strings.Contains(out, "kept "+filepath.Join(dir, f)+"\n") {
+			t.Errorf("the second run does not list %s as kept:\n%s", f, out)
+		}
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, "node-n1.crt")); !bytes.Equal(first, again) {
+		t.Errorf("the second run replaced node-n1.crt")
+	}
+	code, out, errOut = runCLI("certs", "create", "--out", dir, "--nodes", "n3,n1", "--hosts", "127.0.0.1,localhost,db.example")
+	n1 := filepath.Join(dir, "node-n1.crt")
+	if code != exitFailure || out != "" || !strings.Contains(errOut, n1+" does not cover host db.example") ||
+		!strings.Contains(errOut, "delete "+n1+" and "+filepath.Join(dir, "node-n1.key")) || !strings.Contains(errOut, "choose another --out (nothing was written)") {
+		t.Errorf("create with a host n1 lacks: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node-n3.crt")); !os.IsNotExist(err) {
 		t.Errorf("node-n3.crt written by a refused run")
 	}
-	code, out, _ = runCLI("certs", "create", "--out", dir, "--nodes", "n3")
-	if code != exitOK || !strings.Contains(out, "reused "+filepath.Join(dir, "ca.crt")) {
+	code, out, _ = runCLI("certs", "create", "--out", dir, "--nodes", "n3,n1")
+	if code != exitOK || !strings.Contains(out, "kept "+filepath.Join(dir, "ca.crt")) || !strings.Contains(out, "kept "+n1) ||
+		!strings.Contains(out, "made "+filepath.Join(dir, "node-n3.crt")) {
 		t.Errorf("adding a node: exit %d, %q", code, out)
 	}
 	never := filepath.Join(t.TempDir(), "never")

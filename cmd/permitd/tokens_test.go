@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,5 +46,81 @@ func TestTokensCreate(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut.String(), tc.mention) || out.Len() != 0 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 mentioning %q", tc.args, code, out.String(), errOut.String(), tc.mention)
 		}
+	}
+}
+
+// TestTokensCreateTokenFile: with --token-file, "permitd tokens create"
+// prints only the secret and writes its line into the file (created 0600
+// with its folder); run again with the same --name it replaces that line
+// (the old secret no longer found, the new one is) and keeps every other
+// line and comment; an invalid file is refused naming the line and left
+// unchanged.
+func TestTokensCreateTokenFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secure", "tokens")
+	create := func(name string, extra ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		args := append([]string{"tokens", "create", "--role", "client", "--name", name, "--token-file", file}, extra...)
+		if code := run(args, &stdout, &stderr); code != exitOK {
+			t.Fatalf("%q: exit %d: %s", args, code, stderr.String())
+		}
+		secret := stdout.String()
+		if !strings.HasPrefix(secret, "pmt_") || strings.Count(secret, "\n") != 1 || !strings.HasSuffix(secret, "\n") {
+			t.Fatalf("stdout %q, want only the secret on one line", secret)
+		}
+		if !strings.Contains(stderr.String(), "SIGHUP") {
+			t.Errorf("stderr %q does not say that agents re-read the file on SIGHUP", stderr.String())
+		}
+		return strings.TrimSpace(secret)
+	}
+	parse := func() (*auth.Tokens, string) {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts, err := auth.ParseTokenFile(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts, string(b)
+	}
+	app1 := create("app", "--limits", "api*")
+	if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v, mode %v; want 0600", err, st.Mode().Perm())
+	}
+	first, _ := os.ReadFile(file)
+	if err := os.WriteFile(file, append([]byte("# tokens of the walkthrough\n\n"), first...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o640); err != nil { // an operator's choice, kept
+		t.Fatal(err)
+	}
+	ops := create("ops")
+	app2 := create("app", "--limits", "api*")
+	ts, text := parse()
+	if _, ok := ts.Lookup(app1); ok {
+		t.Errorf("the rotated secret of app still works:\n%s", text)
+	}
+	if tok, ok := ts.Lookup(app2); !ok || tok.Name != "app" || !tok.MayUse("api-eu") || tok.MayUse("db") {
+		t.Errorf("the new secret of app gives %+v %v:\n%s", tok, ok, text)
+	}
+	if _, ok := ts.Lookup(ops); !ok || ts.Len() != 2 || strings.Count(text, "\napp ") != 1 || !strings.HasPrefix(text, "# tokens of the walkthrough\n\n") {
+		t.Errorf("want the comment, one app line and the ops line:\n%s", text)
+	}
+	if st, _ := os.Stat(file); st.Mode().Perm() != 0o640 {
+		t.Errorf("the file's mode changed to %v", st.Mode().Perm())
+	}
+	broken := text + "oops\n"
+	if err := os.WriteFile(file, []byte(broken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"tokens", "create", "--role", "admin", "--name", "x", "--token-file", file}, &stdout, &stderr)
+	if code != exitUsage || stdout.Len() != 0 || !strings.Contains(stderr.String(), "line 5") || !strings.Contains(stderr.String(), "unchanged") {
+		t.Errorf("a broken file: exit %d, stdout %q, stderr %q; want exit 2 naming line 5", code, stdout.String(), stderr.String())
+	}
+	if after, _ := os.ReadFile(file); string(after) != broken {
+		t.Errorf("the broken file was changed")
 	}
 }

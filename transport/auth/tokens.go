@@ -223,3 +223,43 @@ func NewSecret(name string, role Role, limits []string) (secret, line string, er
 	}
 	return secret, line, nil
 }
+
+// SetLine returns the token file data with line (a token line, as
+// NewSecret makes) in place of the line of the same name, or appended if
+// there is none (replaced says which); every other line, comments and
+// blank lines included, is kept as it was. data must be a valid token file
+// and the result is one: an error names the line that breaks a rule.
+func SetLine(data []byte, line string) (out []byte, replaced bool, err error) {
+	t, err := parseLine(line)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: new line: %v", ErrInvalid, err)
+	}
+	if _, err := ParseTokenFile(bytes.NewReader(data)); err != nil {
+		return nil, false, err
+	}
+	var b bytes.Buffer
+	for _, l := range strings.SplitAfter(string(data), "\n") {
+		if l == "" {
+			continue
+		}
+		trimmed := strings.TrimSpace(l)
+		if f := strings.Fields(trimmed); len(f) > 0 && !strings.HasPrefix(trimmed, "#") && f[0] == t.Name {
+			if !replaced {
+				b.WriteString(line + "\n")
+			}
+			replaced = true
+			continue
+		}
+		b.WriteString(l)
+		if !strings.HasSuffix(l, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	if !replaced {
+		b.WriteString(line + "\n")
+	}
+	if _, err := ParseTokenFile(bytes.NewReader(b.Bytes())); err != nil {
+		return nil, false, err
+	}
+	return b.Bytes(), replaced, nil
+}

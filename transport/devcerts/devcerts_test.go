@@ -164,20 +164,22 @@ func TestMutualTLSHandshake(t *testing.T) {
 	}
 }
 
-// TestCreateReusesTheCAAndNeverReplaces: a second Create in the same
-// folder signs a new node with the existing CA; asking for an existing
-// file writes nothing and says which file.
-func TestCreateReusesTheCAAndNeverReplaces(t *testing.T) {
-	dir := t.TempDir()
+// TestCreateReusesTheCAAndKeepsWhatFits: a second Create in the same
+// folder signs a new node with the existing CA and keeps the files that
+// fit; the same request again keeps every file, byte for byte, and
+// writes nothing.
+func TestCreateReusesTheCAAndKeepsWhatFits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b", "certs") // parents made too
 	if _, err := Create(request(dir)); err != nil {
 		t.Fatal(err)
 	}
-	before, _ := os.ReadFile(filepath.Join(dir, CACert))
-	res, err := Create(Request{Dir: dir, Nodes: []string{"n3"}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour, Now: time.Now()})
+	before := snapshotDir(t, dir)
+	res, err := Create(Request{Dir: dir, Nodes: []string{"n3", "n1"}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour, Now: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.ReusedCA || strings.Join(res.Written, ",") != "node-n3.crt,node-n3.key" {
+	if !res.ReusedCA || strings.Join(res.Written, ",") != "node-n3.crt,node-n3.key" ||
+		strings.Join(res.Kept, ",") != "ca.crt,ca.key,node-n1.crt,node-n1.key" {
 		t.Fatalf("second Create: %+v", res)
 	}
 	roots := x509.NewCertPool()
@@ -185,22 +187,145 @@ func TestCreateReusesTheCAAndNeverReplaces(t *testing.T) {
 	if _, err := readCert(t, filepath.Join(dir, "node-n3.crt")).Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.1"}); err != nil {
 		t.Errorf("n3 does not verify against the first CA: %v", err)
 	}
-	_, err = Create(Request{Dir: dir, Nodes: []string{"n4", "n1"}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour, Now: time.Now()})
-	if !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), "node-n1.crt") {
-		t.Fatalf("Create over an existing node: %v, want ErrExists naming node-n1.crt", err)
+	res, err = Create(request(dir))
+	if err != nil {
+		t.Fatalf("the first request again: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "node-n4.crt")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("node-n4.crt was written although the request was refused")
+	want := "ca.crt,ca.key,node-n1.crt,node-n1.key,node-n2.crt,node-n2.key,client-admin.crt,client-admin.key"
+	if len(res.Written) != 0 || strings.Join(res.Kept, ",") != want {
+		t.Fatalf("the first request again: %+v, want all kept: %s", res, want)
 	}
-	after, _ := os.ReadFile(filepath.Join(dir, CACert))
-	if !bytes.Equal(before, after) {
-		t.Errorf("the CA certificate changed")
+	after := snapshotDir(t, dir)
+	for name, b := range before {
+		if !bytes.Equal(b, after[name]) {
+			t.Errorf("%s changed", name)
+		}
 	}
-	if err := os.Remove(filepath.Join(dir, CAKey)); err != nil {
+}
+
+// snapshotDir returns the contents of every file in dir.
+func snapshotDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Create(Request{Dir: dir, Clients: []string{"c9"}, Validity: time.Hour, Now: time.Now()}); err == nil || !strings.Contains(err.Error(), CAKey) {
-		t.Errorf("Create with a CA certificate and no key: %v, want an error naming %s", err, CAKey)
+	out := map[string][]byte{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+// TestCreateRefusesWhatDoesNotFit: an existing file that does not fit the
+// request (a host missing, another CA's, a key of another certificate,
+// garbage, expired, half a pair, node files without their CA, a CA
+// without its key) is an UnfitError naming the file, what is wrong and
+// the fix, and nothing is written.
+func TestCreateRefusesWhatDoesNotFit(t *testing.T) {
+	now := time.Now()
+	base := func(t *testing.T) string {
+		dir := t.TempDir()
+		if _, err := Create(request(dir)); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	copyTo := func(t *testing.T, from, to string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T) (dir string, r Request)
+		file    string
+		problem string
+	}{
+		{"a host missing", func(t *testing.T) (string, Request) {
+			dir := base(t)
+			r := request(dir)
+			r.Hosts = append(r.Hosts, "example.com")
+			return dir, r
+		}, "node-n1.crt", "does not cover host example.com (it covers 127.0.0.1,localhost)"},
+		{"another CA", func(t *testing.T) (string, Request) {
+			dir, other := base(t), base(t)
+			copyTo(t, filepath.Join(other, "node-n2.crt"), filepath.Join(dir, "node-n2.crt"))
+			copyTo(t, filepath.Join(other, "node-n2.key"), filepath.Join(dir, "node-n2.key"))
+			return dir, request(dir)
+		}, "node-n2.crt", "was not signed by the CA in the folder"},
+		{"a key of another certificate", func(t *testing.T) (string, Request) {
+			dir := base(t)
+			copyTo(t, filepath.Join(dir, "node-n2.key"), filepath.Join(dir, "node-n1.key"))
+			return dir, request(dir)
+		}, "node-n1.key", "is not the key of node-n1.crt"},
+		{"garbage", func(t *testing.T) (string, Request) {
+			dir := base(t)
+			if err := os.WriteFile(filepath.Join(dir, "client-admin.crt"), []byte("not a certificate\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return dir, request(dir)
+		}, "client-admin.crt", "is not a PEM certificate"},
+		{"expired", func(t *testing.T) (string, Request) {
+			dir := t.TempDir()
+			if _, err := Create(Request{Dir: dir, Clients: []string{"a"}, Validity: 48 * time.Hour, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Create(Request{Dir: dir, Nodes: []string{"n1"}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+			return dir, Request{Dir: dir, Nodes: []string{"n2", "n1"}, Hosts: []string{"127.0.0.1"}, Validity: time.Hour, Now: now.Add(2 * time.Hour)}
+		}, "node-n1.crt", "expired at"},
+		{"a certificate without its key", func(t *testing.T) (string, Request) {
+			dir := base(t)
+			if err := os.Remove(filepath.Join(dir, "node-n2.key")); err != nil {
+				t.Fatal(err)
+			}
+			return dir, request(dir)
+		}, "node-n2.crt", "has no node-n2.key beside it"},
+		{"node files without their CA", func(t *testing.T) (string, Request) {
+			dir := base(t)
+			for _, f := range []string{CACert, CAKey} {
+				if err := os.Remove(filepath.Join(dir, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return dir, request(dir)
+		}, "node-n1.crt", "was signed by a CA that is not in the folder"},
+		{"a CA without its key", func(t *testing.T) (string, Request) {
+			dir := base(t)
+			if err := os.Remove(filepath.Join(dir, CAKey)); err != nil {
+				t.Fatal(err)
+			}
+			return dir, Request{Dir: dir, Hosts: []string{"127.0.0.1"}, Clients: []string{"c9"}, Validity: time.Hour, Now: now}
+		}, "ca.crt", "has no ca.key beside it"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, r := tc.setup(t)
+			r.Nodes = append(r.Nodes, "fresh")
+			before := snapshotDir(t, dir)
+			_, err := Create(r)
+			var unfit *UnfitError
+			if !errors.Is(err, ErrUnfit) || !errors.As(err, &unfit) {
+				t.Fatalf("Create: %v, want an UnfitError", err)
+			}
+			if unfit.Path != filepath.Join(dir, tc.file) || !strings.Contains(unfit.Problem, tc.problem) ||
+				!strings.Contains(err.Error(), "delete "+filepath.Join(dir, tc.file)) || !strings.Contains(err.Error(), "nothing was written") {
+				t.Errorf("Create: %v; want %s: %q, and the fix", err, tc.file, tc.problem)
+			}
+			if after := snapshotDir(t, dir); len(after) != len(before) {
+				t.Errorf("a refused request wrote files: %d before, %d after", len(before), len(after))
+			}
+		})
 	}
 }
 

@@ -11,9 +11,11 @@
 // its subject alternative names the given hosts (IP addresses and DNS
 // names); a client certificate authenticates a client (its subject the
 // client's name). Keys are written with mode 0600, certificates with
-// 0644, all in PEM. Files are created, never replaced: an existing CA in
-// the output folder is reused to sign new certificates (adding a node
-// later), any other existing file is an error before anything is
-// written. Production deployments bring their own PKI; nothing here
-// rotates or revokes.
+// 0644, all in PEM. Files are created, never replaced, and a request can
+// be run again: an existing CA in the output folder is reused to sign new
+// certificates (adding a node later), an existing file that fits the
+// request (signed by that CA, covering every host, not expired, its key
+// the certificate's) is kept, and one that does not fit is an error naming
+// it before anything is written. Production deployments bring their own
+// PKI; nothing here rotates or revokes.
 package devcerts
