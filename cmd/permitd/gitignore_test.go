@@ -51,7 +51,7 @@ func docWrittenPaths(t *testing.T) map[string]bool {
 				for _, w := range readmeWrites {
 					for _, m := range w.re.FindAllStringSubmatch(seg, -1) {
 						p := strings.Trim(m[1], `"'`)
-						if p == "" || strings.HasPrefix(p, "/") || strings.HasPrefix(p, "$") || strings.HasPrefix(p, "&") || strings.HasPrefix(p, "..") {
+						if p == "" || strings.HasPrefix(p, "/") || strings.HasPrefix(p, "~") || strings.HasPrefix(p, "$") || strings.HasPrefix(p, "&") || strings.HasPrefix(p, "..") {
 							continue
 						}
 						if w.dir {
@@ -66,11 +66,11 @@ func docWrittenPaths(t *testing.T) map[string]bool {
 	return out
 }
 
-// TestGitignoreCoversReadmeWalkthroughs: every file and folder a README
+// TestGitignoreCoversDocWalkthroughs: every file and folder a doc's
 // shell block writes into the repository root (the built binary, data/,
 // certs/, tokens, a backup, ...) is ignored by git, so that following the
-// README leaves no secret or data to commit by mistake.
-func TestGitignoreCoversReadmeWalkthroughs(t *testing.T) {
+// the docs leave no secret or data to commit by mistake.
+func TestGitignoreCoversDocWalkthroughs(t *testing.T) {
 	git, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("no git")
@@ -80,9 +80,9 @@ func TestGitignoreCoversReadmeWalkthroughs(t *testing.T) {
 		t.Skip("not a git work tree")
 	}
 	paths := docWrittenPaths(t)
-	for _, want := range []string{"permitd", "data/", "secure/"} {
+	for _, want := range []string{"permitd", "data/", "secure/certs/", "secure/app.token"} {
 		if !paths[want] {
-			t.Errorf("the README's blocks no longer seem to write %s: is the parser still right? found %v", want, paths)
+			t.Errorf("the docs' blocks no longer seem to write %s: is the parser still right? found %v", want, paths)
 		}
 	}
 	for p := range paths {
@@ -91,7 +91,7 @@ func TestGitignoreCoversReadmeWalkthroughs(t *testing.T) {
 			probe = p + "file" // a file in the folder
 		}
 		if err := exec.Command(git, "-C", root, "check-ignore", "-q", "--no-index", probe).Run(); err != nil {
-			t.Errorf("the README writes %s into the repository root, which .gitignore does not cover", p)
+			t.Errorf("a doc writes %s into the repository root, which .gitignore does not cover", p)
 		}
 	}
 }
