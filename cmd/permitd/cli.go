@@ -81,6 +81,9 @@ type cmdLine struct {
 	values map[string]*value
 	// order is the definition order of the flags (--help lists them so).
 	order []string
+	// fromEnv names, by flag, the environment variable that set it (see
+	// loadSettings).
+	envSources map[string]string
 	// env maps the flags the environment may set to their variables
 	// (fromEnv, env.go).
 	env map[string]string

@@ -73,6 +73,11 @@ func (c *cmdLine) parseSettings(args []string, configPath *string, environ []str
 	return true, 0
 }
 
+// clientEnvSettings are the settings the client commands read from the
+// environment (env.go): a shell that talks to a cluster exports them, so a
+// command without them (agent) passes them over without a warning.
+var clientEnvSettings = map[string]bool{"servers": true, "token": true, "tls-ca": true, "tls-cert": true, "tls-key": true}
+
 func (c *cmdLine) loadSettings(configPath string, environ []string) (warnings []string, err error) {
 	explicit := map[string]bool{}
 	for _, name := range c.order {
@@ -117,7 +122,9 @@ func (c *cmdLine) loadSettings(configPath string, environ []string) (warnings []
 			continue
 		}
 		if _, ok := c.values[name]; !ok {
-			warnings = append(warnings, fmt.Sprintf("ignoring %s: permitd %s has no setting --%s", k, c.name, name))
+			if !clientEnvSettings[name] {
+				warnings = append(warnings, fmt.Sprintf("ignoring %s: permitd %s has no setting --%s", k, c.name, name))
+			}
 			continue
 		}
 		if explicit[name] {
@@ -126,6 +133,10 @@ func (c *cmdLine) loadSettings(configPath string, environ []string) (warnings []
 		if err := c.fs.Set(name, env[k]); err != nil {
 			return warnings, fmt.Errorf("environment variable %s: %w", k, err)
 		}
+		if c.envSources == nil {
+			c.envSources = map[string]string{}
+		}
+		c.envSources[name] = k
 	}
 	return warnings, nil
 }

@@ -24,15 +24,33 @@ type serverTLSFlags struct {
 	clientCertAuth bool
 	insecure       bool
 	tokenFile      string
+	// cmd is the command line that defined them, for where a value came
+	// from.
+	cmd *cmdLine
 }
 
 func (f *serverTLSFlags) define(c *cmdLine) {
+	f.cmd = c
 	c.String(&f.cert, "tls-cert", "FILE", "", "this node's certificate (PEM; `permitd certs create` makes one): serves the API (HTTP and binary) over TLS and authenticates the node to the others over mutual TLS; needs --tls-key and --tls-ca")
 	c.String(&f.key, "tls-key", "FILE", "", "the private key of --tls-cert (PEM)")
 	c.String(&f.ca, "tls-ca", "FILE", "", "the cluster's CA certificate (PEM): raft and forwarding accept only node certificates it signed; with --client-cert-auth it also verifies API clients")
 	c.Bool(&f.clientCertAuth, "client-cert-auth", false, "require API clients to present a certificate signed by --tls-ca")
 	c.String(&f.tokenFile, "token-file", "FILE", "", "API tokens (hashes and roles; `permitd tokens create` makes the lines): every request but /healthz and /readyz then needs \"Authorization: Bearer TOKEN\" with a role that allows it, binary connections authenticate first; re-read on SIGHUP")
 	c.Bool(&f.insecure, "insecure", false, "allow listening on a non-loopback address without TLS (anyone who reaches the ports can read and change everything), and --test-hooks on one")
+}
+
+// fromEnv returns the environment variables that set the TLS files.
+func (f *serverTLSFlags) fromEnv() []string {
+	var out []string
+	if f.cmd == nil {
+		return nil
+	}
+	for _, name := range []string{"tls-cert", "tls-key", "tls-ca"} {
+		if v := f.cmd.envSources[name]; v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // enabled reports whether TLS is configured.
@@ -44,7 +62,12 @@ func (f *serverTLSFlags) enabled() bool { return f.cert != "" || f.key != "" || 
 // on a non-loopback address only with --insecure.
 func (f *serverTLSFlags) check(addrs map[string]string, testHooks bool) error {
 	if f.enabled() && (f.cert == "" || f.key == "" || f.ca == "") {
-		return fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together (got cert %q, key %q, ca %q)", f.cert, f.key, f.ca)
+		err := fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together (got cert %q, key %q, ca %q)", f.cert, f.key, f.ca)
+		if vars := f.fromEnv(); len(vars) > 0 {
+			err = fmt.Errorf("%w; %s came from the environment, where the client commands read it too: unset %s to start this agent without TLS, or give all three",
+				err, strings.Join(vars, " and "), strings.Join(vars, " "))
+		}
+		return err
 	}
 	if f.clientCertAuth && !f.enabled() {
 		return fmt.Errorf("--client-cert-auth needs --tls-cert, --tls-key and --tls-ca")

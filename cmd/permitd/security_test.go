@@ -91,3 +91,31 @@ func TestWorkerRefusesPlaintextSidecarOffLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentInAClientShell: an agent started in a shell that exported the
+// client commands' variables (the README's secure cluster exports
+// PERMITD_SERVERS and PERMITD_TLS_CA) is not warned about PERMITD_SERVERS
+// or PERMITD_TOKEN, which are no agent settings but no typo either; a
+// lone PERMITD_TLS_CA, half an agent's TLS, is refused naming the
+// variable and how to start without TLS.
+func TestAgentInAClientShell(t *testing.T) {
+	args := []string{"--id", "n1", "--data-dir", t.TempDir(), "--initial-cluster", "n1=127.0.0.1:7001", "--validate"}
+	var stderr strings.Builder
+	env := []string{"PERMITD_SERVERS=127.0.0.1:8001", "PERMITD_TOKEN=pmt_x", "PERMITD_TLS_CA=secure/certs/ca.crt"}
+	_, _, _, code := agentSettings(args, env, io.Discard, &stderr)
+	want := `--tls-cert, --tls-key and --tls-ca go together (got cert "", key "", ca "secure/certs/ca.crt"); PERMITD_TLS_CA came from the environment, where the client commands read it too: unset PERMITD_TLS_CA to start this agent without TLS, or give all three`
+	if code != exitUsage || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr %q; want a usage error containing %q", code, stderr.String(), want)
+	}
+	if strings.Contains(stderr.String(), "warning") {
+		t.Errorf("warned about a client variable: %q", stderr.String())
+	}
+	stderr.Reset()
+	if _, _, _, code := agentSettings(args, env[:2], io.Discard, &stderr); code != exitOK || stderr.Len() > 0 {
+		t.Errorf("with PERMITD_SERVERS and PERMITD_TOKEN only: exit %d, stderr %q; want a quiet start", code, stderr.String())
+	}
+	stderr.Reset()
+	if _, _, _, code := agentSettings(args, []string{"PERMITD_SERVRES=x"}, io.Discard, &stderr); code != exitOK || !strings.Contains(stderr.String(), "ignoring PERMITD_SERVRES") {
+		t.Errorf("a misspelt variable: exit %d, stderr %q; want its warning", code, stderr.String())
+	}
+}
