@@ -143,8 +143,9 @@ func docScript(t *testing.T, blocks map[string]docBlock, name string) string {
 }
 
 // stopJobs ends every script: the background agents and workers it
-// started are stopped with SIGTERM (gracefully) and waited for.
-const stopJobs = "jobs -p | xargs -r kill\nwait\n"
+// started are stopped with SIGTERM (gracefully) and waited for (a job
+// that ended already is no error).
+const stopJobs = "kill $(jobs -p) 2>/dev/null || true\nwait\n"
 
 // loopbackPort is a loopback address's port, or a port written as a
 // prefix and a shell variable's digit ("127.0.0.1:710$i" for 7101, 7102
