@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -255,10 +254,12 @@ func docTools(script string) (missing []string) {
 }
 
 // runDocScript runs script with bash -e -x in dir, which holds the test's
-// permitd binary, for at most 3 minutes, in its own process group (killed
-// with everything it started when the test ends); it fails the test with
-// the output and the agents' logs if the script fails, and returns its
-// output (stdout, then the trace).
+// permitd binary, for at most 3 minutes, in its own process group; it
+// fails the test with the output and the agents' logs if the script
+// fails, and returns its output (stdout, then the trace). The output goes
+// to files, not pipes, so that agents a failed script left running (they
+// inherit its stdout) cannot hold the test: the group is killed as soon
+// as bash exits.
 func runDocScript(t *testing.T, dir, script string) string {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(dir, "permitd")); err != nil {
@@ -271,6 +272,17 @@ func runDocScript(t *testing.T, dir, script string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	outFile, traceFile := filepath.Join(t.TempDir(), "stdout"), filepath.Join(t.TempDir(), "trace")
+	stdout, err := os.Create(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	trace, err := os.Create(traceFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trace.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-x", "doctest.sh")
@@ -278,16 +290,18 @@ func runDocScript(t *testing.T, dir, script string) string {
 	cmd.Env = append(cleanEnv(), "DOCTEST_REPO="+root, "DOCTEST_PYTHON=python3", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	var stdout, trace bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &trace
+	cmd.Stdout, cmd.Stderr = stdout, trace
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the block failed: %v\nstdout:\n%s\ntrace (bash -x):\n%s\n%s", err, stdout.String(), trace.String(), docLogs(dir))
+	err = cmd.Wait()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever a failed script left running
+	out, _ := os.ReadFile(outFile)
+	tr, _ := os.ReadFile(traceFile)
+	if err != nil {
+		t.Fatalf("the block failed: %v\nstdout:\n%s\ntrace (bash -x):\n%s\n%s", err, out, tr, docLogs(dir))
 	}
-	return stdout.String() + "\n" + trace.String()
+	return string(out) + "\n" + string(tr)
 }
 
 // docLogs returns the *.log files a block wrote, one level deep.
