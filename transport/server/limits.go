@@ -11,6 +11,7 @@ import (
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/api"
+	"github.com/permitd/permitd/transport/auth"
 )
 
 // limitRequest is the body of PUT /v1/limits/{name}. Every field records
@@ -241,7 +242,9 @@ func newLimitInfoView(li fsm.LimitInfo) api.Limit {
 			ShadowWouldRefuse: li.ShadowWouldRefuse,
 			ShadowWouldWait:   li.ShadowWouldWait,
 		},
-		Leased: li.Leased,
+		InFlightPermits:  li.InFlightPermits,
+		OpenReservations: li.OpenReservations,
+		Leased:           li.Leased,
 	}
 	if li.Leased {
 		l := li.Lease
@@ -323,6 +326,32 @@ func (h *handler) listLimits(w http.ResponseWriter, r *http.Request) {
 	views := api.Limits{Limits: make([]api.Limit, len(all))}
 	for i, li := range all {
 		views.Limits[i] = newLimitInfoView(li)
+	}
+	api.WriteJSON(w, http.StatusOK, views)
+}
+
+// listReadableLimits answers GET /v1/readable-limits: every limit the
+// request's token may read (GET /v1/limits/{name}), sorted by name. Behind
+// RequireTokens the token is passed on (the route needs any token); a
+// client token restricted with limits= sees only the limits it matches.
+// Without tokens every limit is readable: the answer is GET /v1/limits'.
+func (h *handler) listReadableLimits(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.context(r)
+	defer cancel()
+	all, err := h.store.Limits(ctx)
+	if err != nil {
+		h.storeError(w, "list limits", err)
+		return
+	}
+	t, tokens := auth.TokenFrom(r.Context())
+	views := api.Limits{Limits: make([]api.Limit, 0, len(all))}
+	for _, li := range all {
+		if tokens {
+			if ok, _ := auth.Allows(t, auth.NeedRead, li.Name); !ok {
+				continue
+			}
+		}
+		views.Limits = append(views.Limits, newLimitInfoView(li))
 	}
 	api.WriteJSON(w, http.StatusOK, views)
 }
