@@ -316,18 +316,7 @@ func (h *handler) getLimit(w http.ResponseWriter, r *http.Request, name string) 
 }
 
 func (h *handler) listLimits(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.context(r)
-	defer cancel()
-	all, err := h.store.Limits(ctx)
-	if err != nil {
-		h.storeError(w, "list limits", err)
-		return
-	}
-	views := api.Limits{Limits: make([]api.Limit, len(all))}
-	for i, li := range all {
-		views.Limits[i] = newLimitInfoView(li)
-	}
-	api.WriteJSON(w, http.StatusOK, views)
+	h.writeLimits(w, r, nil)
 }
 
 // listReadableLimits answers GET /v1/readable-limits: every limit the
@@ -336,6 +325,19 @@ func (h *handler) listLimits(w http.ResponseWriter, r *http.Request) {
 // client token restricted with limits= sees only the limits it matches.
 // Without tokens every limit is readable: the answer is GET /v1/limits'.
 func (h *handler) listReadableLimits(w http.ResponseWriter, r *http.Request) {
+	var keep func(string) bool
+	if t, tokens := auth.TokenFrom(r.Context()); tokens {
+		keep = func(name string) bool {
+			ok, _ := auth.Allows(t, auth.NeedRead, name)
+			return ok
+		}
+	}
+	h.writeLimits(w, r, keep)
+}
+
+// writeLimits answers the limits keep keeps (nil: every limit), read
+// through the leader, sorted by name.
+func (h *handler) writeLimits(w http.ResponseWriter, r *http.Request, keep func(name string) bool) {
 	ctx, cancel := h.context(r)
 	defer cancel()
 	all, err := h.store.Limits(ctx)
@@ -343,15 +345,11 @@ func (h *handler) listReadableLimits(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "list limits", err)
 		return
 	}
-	t, tokens := auth.TokenFrom(r.Context())
 	views := api.Limits{Limits: make([]api.Limit, 0, len(all))}
 	for _, li := range all {
-		if tokens {
-			if ok, _ := auth.Allows(t, auth.NeedRead, li.Name); !ok {
-				continue
-			}
+		if keep == nil || keep(li.Name) {
+			views.Limits = append(views.Limits, newLimitInfoView(li))
 		}
-		views.Limits = append(views.Limits, newLimitInfoView(li))
 	}
 	api.WriteJSON(w, http.StatusOK, views)
 }
