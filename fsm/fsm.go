@@ -304,7 +304,7 @@ func (f *FSM) Limit(name string) (LimitInfo, bool) {
 	if !ok {
 		return LimitInfo{}, false
 	}
-	return l.info(), true
+	return l.info(f.st.lastNowNanos, f.st.reservations.open(f.st.lastNowNanos)[name]), true
 }
 
 // Leased reports whether a limit called name exists and whether it is
@@ -321,8 +321,9 @@ func (f *FSM) Limits() []LimitInfo {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	out := make([]LimitInfo, 0, len(f.st.names))
+	open := f.st.reservations.open(f.st.lastNowNanos)
 	for _, name := range f.st.names {
-		out = append(out, f.st.limits[name].info())
+		out = append(out, f.st.limits[name].info(f.st.lastNowNanos, open[name]))
 	}
 	return out
 }

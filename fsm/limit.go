@@ -118,6 +118,14 @@ type LimitInfo struct {
 	Shadow                             bool
 	ShadowGranted                      uint64
 	ShadowWouldRefuse, ShadowWouldWait uint64
+	// InFlightPermits (an in-flight cap) is the permits its live holds
+	// keep at the cluster time of the latest applied entry; 0 for the
+	// other algorithms.
+	InFlightPermits int64
+	// OpenReservations is how many live reservations (multi-limit
+	// reserves, Reserve.Track) name the limit and are not settled yet:
+	// those that may still be settled or released.
+	OpenReservations int
 }
 
 // LeaseSummary is the part of a leased limit's pool that a view of the
@@ -133,8 +141,10 @@ type LeaseSummary struct {
 }
 
 // info returns a read-only view of l.
-func (l *limit) info() LimitInfo {
+func (l *limit) info(nowNanos int64, openReservations int) LimitInfo {
 	info := LimitInfo{
+		InFlightPermits:   inFlight(l.pacer, nowNanos),
+		OpenReservations:  openReservations,
 		Name:              l.name,
 		Config:            l.cfg,
 		Version:           l.version,
@@ -158,6 +168,15 @@ func (l *limit) info() LimitInfo {
 			BurstSpec: p.burstSpec, MaxOutstandingSpec: p.maxOutSpec, Leases: len(p.leases)}
 	}
 	return info
+}
+
+// inFlight is the permits a concurrency pacer holds at nowNanos; 0 for
+// any other pacer.
+func inFlight(p bucket.Pacer, nowNanos int64) int64 {
+	if c, ok := p.(*bucket.ConcurrencyPacer); ok {
+		return c.InFlight(nowNanos)
+	}
+	return 0
 }
 
 // setConfig installs a config (and its pacer) set by the put at index.

@@ -112,6 +112,25 @@ func newReservationTable() reservationTable {
 // len is the number of live reservations.
 func (t *reservationTable) len() int { return len(t.byID) }
 
+// open counts, per limit name, the reservations that name it and are not
+// settled and not final at nowNanos (LimitInfo.OpenReservations); nil
+// when there are none.
+func (t *reservationTable) open(nowNanos int64) map[string]int {
+	var n map[string]int
+	for _, rv := range t.byID {
+		if rv.settled || rv.finalAtNanos <= nowNanos {
+			continue
+		}
+		for i := range rv.parts {
+			if n == nil {
+				n = make(map[string]int)
+			}
+			n[rv.parts[i].limit]++
+		}
+	}
+	return n
+}
+
 // full reports that the table cannot take another reservation.
 func (t *reservationTable) full() bool { return len(t.byID) >= MaxReservations }
 

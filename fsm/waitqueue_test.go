@@ -51,10 +51,10 @@ func TestWaiterBounds(t *testing.T) {
 	// were.
 	changesNothing := func(what, id string, do func()) {
 		t.Helper()
-		pacer, info := h.f.st.limits["cap"].pacer.AppendState(nil), h.f.st.limits["cap"].info()
+		pacer, info := h.f.st.limits["cap"].pacer.AppendState(nil), h.f.st.limits["cap"].info(h.f.st.lastNowNanos, h.f.st.reservations.open(h.f.st.lastNowNanos)["cap"])
 		lastID, live, waiting, ids := h.f.st.reservations.lastID, h.f.st.reservations.len(), h.f.Waiting(), h.f.st.dedup.len()
 		do()
-		if !bytes.Equal(h.f.st.limits["cap"].pacer.AppendState(nil), pacer) || h.f.st.limits["cap"].info() != info {
+		if !bytes.Equal(h.f.st.limits["cap"].pacer.AppendState(nil), pacer) || h.f.st.limits["cap"].info(h.f.st.lastNowNanos, h.f.st.reservations.open(h.f.st.lastNowNanos)["cap"]) != info {
 			t.Fatalf("%s changed the cap's state or counters", what)
 		}
 		if h.f.st.reservations.lastID != lastID || h.f.st.reservations.len() != live || h.f.Waiting() != waiting || h.f.st.dedup.len() != ids ||

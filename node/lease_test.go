@@ -404,7 +404,7 @@ func TestLeaseCodecRoundTrip(t *testing.T) {
 	limits := []fsm.LimitInfo{{Name: "a", Config: strictConfig(t, time.Second, 1), Version: 3, Leased: true},
 		{Name: "b", Config: strictConfig(t, time.Second, 1), Version: 4, GrantedRequests: 1, GrantedPermits: 2, RefusedRequests: 3,
 			ExpiredRequests: 4, ExpiredPermits: 5, RefundedPermits: 6, ChargedPermits: 7, NetPermits: 8, Shadow: true,
-			ShadowGranted: 9, ShadowWouldRefuse: 10, ShadowWouldWait: 11}}
+			ShadowGranted: 9, ShadowWouldRefuse: 10, ShadowWouldWait: 11, InFlightPermits: 12, OpenReservations: 13}}
 	b, _ := encodeLimits(limits)
 	gotLimits, err := decodeLimits(b)
 	check("limits", limits, gotLimits, err)

@@ -41,6 +41,8 @@ func encodeLimits(ls []fsm.LimitInfo) ([]byte, error) {
 		for _, v := range [...]uint64{l.ShadowGranted, l.ExpiredRequests, l.ExpiredPermits, l.RefundedPermits, l.ChargedPermits, l.NetPermits} {
 			w.Uvar(v)
 		}
+		w.Svar(l.InFlightPermits)
+		w.Svar(int64(l.OpenReservations))
 	}
 	return w.B, nil
 }
@@ -64,6 +66,7 @@ func decodeLimits(p []byte) ([]fsm.LimitInfo, error) {
 		l.ShadowWouldRefuse, l.ShadowWouldWait = r.Uvar(), r.Uvar()
 		l.ShadowGranted, l.ExpiredRequests, l.ExpiredPermits = r.Uvar(), r.Uvar(), r.Uvar()
 		l.RefundedPermits, l.ChargedPermits, l.NetPermits = r.Uvar(), r.Uvar(), r.Uvar()
+		l.InFlightPermits, l.OpenReservations = r.Svar(), int(r.Svar())
 		if r.Err() != nil {
 			break
 		}

@@ -92,13 +92,19 @@ type LimitLeasePolicy struct {
 }
 
 // Limit is the answer to GET /v1/limits/{name}, and each entry of GET
-// /v1/limits: the configuration, the counters, and whether the limit is
-// leased (its pool's policy then).
+// /v1/limits: the configuration, the counters, what the limit holds now,
+// and whether the limit is leased (its pool's policy then).
 type Limit struct {
 	LimitConfig
 	LimitCounters
-	Leased      bool              `json:"leased"`
-	LeasePolicy *LimitLeasePolicy `json:"lease_policy,omitempty"`
+	// InFlightPermits (concurrency) is the permits its live holds keep
+	// now; 0 for the other algorithms (and from older servers).
+	InFlightPermits int64 `json:"in_flight_permits"`
+	// OpenReservations is how many live reservations (POST /v1/reserve)
+	// name the limit and are not settled yet (0 from older servers).
+	OpenReservations int               `json:"open_reservations"`
+	Leased           bool              `json:"leased"`
+	LeasePolicy      *LimitLeasePolicy `json:"lease_policy,omitempty"`
 }
 
 // LimitPut is the answer to PUT /v1/limits/{name}: the configuration put,

@@ -52,7 +52,7 @@ func Require(next http.Handler, store *TokenStore, access func(method, escapedPa
 			writeError(w, http.StatusForbidden, "", why, n)
 			return
 		}
-		if n == NeedClient || n == NeedClientEachLimit || n == NeedClientAnyLimit {
+		if n == NeedClient || n == NeedClientEachLimit || n == NeedClientAnyLimit || n == NeedAnyToken {
 			r = r.WithContext(context.WithValue(r.Context(), tokenKey{}, t))
 		}
 		next.ServeHTTP(w, r)
@@ -83,7 +83,9 @@ type tokenKey struct{}
 // session, if it names one, must be the token's), those whose limits are
 // in the body (NeedClientEachLimit) and those that act for the token
 // whatever its limits (NeedClientAnyLimit: a session, which the token
-// owns); false when tokens are off or the request is of another kind.
+// owns), and those any token may make (NeedAnyToken: a list of the limits
+// the token may read is filtered by it); false when tokens are off or the
+// request is of another kind.
 func TokenFrom(ctx context.Context) (Token, bool) {
 	t, ok := ctx.Value(tokenKey{}).(Token)
 	return t, ok

@@ -12,7 +12,8 @@ type Need uint8
 const (
 	// NeedNothing: health checks, served without a token.
 	NeedNothing Need = iota
-	// NeedAnyToken: any valid token (status, metrics).
+	// NeedAnyToken: any valid token (status, metrics, the readable
+	// limits). The middleware passes the token on (TokenFrom).
 	NeedAnyToken
 	// NeedRead: client, worker or admin; a restricted client token only
 	// for its limits.

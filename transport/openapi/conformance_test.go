@@ -58,6 +58,14 @@ var roleToken = map[string]string{
 	"client-any-limit": tokNarrow, "worker": tokWorker, "admin": tokAdmin,
 }
 
+// The status page's files are text: kin-openapi validates them as the
+// strings the document says they are.
+func init() {
+	for _, ct := range []string{"text/html", "text/javascript", "text/css"} {
+		openapi3filter.RegisterBodyDecoder(ct, openapi3filter.PlainBodyDecoder)
+	}
+}
+
 // roleRefused is a token each role refuses (for the limit "other").
 var roleRefused = map[string]string{
 	"read": tokNarrow, "read-all": tokNarrow, "client": tokWorker, "client-any-limit": tokWorker,
@@ -477,7 +485,7 @@ func (ck *checker) doOff(t *testing.T, method, path, component string, want int)
 // samplePath fills a documented path's parameters: limit "other" (which
 // the narrow client token may not use), lease 1, server n9, reservation 1.
 func samplePath(path string) string {
-	return strings.NewReplacer("{name}", "other", "/leases/{id}", "/leases/1", "/servers/{id}", "/servers/n9", "/reservations/{id}", "/reservations/1").Replace(path)
+	return strings.NewReplacer("{asset}", "app.js", "{name}", "other", "/leases/{id}", "/leases/1", "/servers/{id}", "/servers/n9", "/reservations/{id}", "/reservations/1").Replace(path)
 }
 
 // sampleBody is a valid body of each operation that takes one.
@@ -532,6 +540,11 @@ func TestConformance(t *testing.T) {
 			ck.do(t, call{to: lonely, method: m, path: "/metrics", want: 404})
 			ck.do(t, call{method: m, path: "/v1/status", want: 200})
 			ck.do(t, call{method: m, path: "/v1/cluster", want: 200})
+			ck.do(t, call{method: m, path: "/ui", want: 200})
+			for _, f := range []string{"index.html", "app.js", "style.css"} {
+				ck.do(t, call{method: m, path: "/ui/" + f, want: 200})
+			}
+			ck.do(t, call{method: m, path: "/ui/nope.png", want: 404})
 		}
 		resp, err := ck.api.srv.Client().Get(ck.api.srv.URL + "/v1/openapi.json")
 		if err != nil {
@@ -607,6 +620,26 @@ func TestConformance(t *testing.T) {
 		if n := len(list["limits"].([]any)); n != 5 {
 			t.Errorf("%d limits listed, want 5", n)
 		}
+		// The readable limits: a client token restricted to api* reads
+		// only those (GET /v1/limits is 403 for it), other tokens all.
+		ck.do(t, call{method: "PUT", path: "/v1/limits/hidden", body: `{"algorithm":"bursty","rate":1}`, want: 201})
+		names := func(m map[string]any) (out []string) {
+			for _, l := range m["limits"].([]any) {
+				out = append(out, l.(map[string]any)["name"].(string))
+			}
+			return out
+		}
+		ck.do(t, call{method: "GET", path: "/v1/limits", token: tokNarrow, want: 403})
+		for _, m := range []string{"GET", "HEAD"} {
+			ck.do(t, call{method: m, path: "/v1/readable-limits", token: tokNarrow, want: 200})
+		}
+		for tok, want := range map[string]int{tokNarrow: 5, tokClient: 6, tokWorker: 6, tokAdmin: 6} {
+			got := names(ck.do(t, call{method: "GET", path: "/v1/readable-limits", token: tok, want: 200}))
+			if len(got) != want || (tok == tokNarrow && slices.Contains(got, "hidden")) || !slices.IsSorted(got) {
+				t.Errorf("token %s reads %v, want %d limits, sorted (and not \"hidden\" for %s)", tok, got, want, tokNarrow)
+			}
+		}
+		ck.do(t, call{method: "DELETE", path: "/v1/limits/hidden", want: 200})
 	})
 
 	t.Run("reserve and sessions", func(t *testing.T) {

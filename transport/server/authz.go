@@ -27,9 +27,15 @@ import (
 func access(method, p string) (auth.Need, string) {
 	read := method == http.MethodGet || method == http.MethodHead
 	switch {
-	case p == "/healthz" || p == "/readyz" || p == "/v1/openapi.json":
+	case p == "/healthz" || p == "/readyz" || p == "/v1/openapi.json" || p == "/ui" || isUIAsset(p):
+		// The status page's files hold no data: the page asks for a
+		// token and sends it with every API call it makes.
 		return auth.NeedNothing, ""
 	case p == "/v1/status" || p == "/metrics" || (p == "/v1/cluster" && read):
+		return auth.NeedAnyToken, ""
+	case p == "/v1/readable-limits":
+		// Any token: the handler answers only the limits the token may
+		// read (the middleware passes it on).
 		return auth.NeedAnyToken, ""
 	case p == "/v1/limits" && read:
 		return auth.NeedRead, ""
@@ -57,8 +63,9 @@ func access(method, p string) (auth.Need, string) {
 	return auth.NeedAdmin, ""
 }
 
-// RequireTokens wraps next so that every request but the health checks
-// and the API description (/v1/openapi.json) carries a token of store whose role allows it (auth.Require with the
+// RequireTokens wraps next so that every request but the health checks,
+// the API description (/v1/openapi.json) and the status page's files
+// (/ui, /ui/{asset}) carries a token of store whose role allows it (auth.Require with the
 // API's routes, access).
 func RequireTokens(next http.Handler, store *auth.TokenStore) http.Handler {
 	return auth.Require(next, store, access)

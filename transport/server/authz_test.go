@@ -43,6 +43,13 @@ func TestAccessCoversEveryRoute(t *testing.T) {
 		{"GET", "/metrics", auth.NeedAnyToken, ""},
 		{"GET", "/v1/cluster", auth.NeedAnyToken, ""},
 		{"GET", "/v1/limits", auth.NeedRead, ""},
+		{"GET", "/v1/readable-limits", auth.NeedAnyToken, ""},
+		{"GET", "/ui", auth.NeedNothing, ""},
+		{"HEAD", "/ui/app.js", auth.NeedNothing, ""},
+		{"GET", "/ui/nope", auth.NeedNothing, ""}, // answered 404, with no data
+		{"GET", "/ui/", auth.NeedAdmin, ""},
+		{"GET", "/ui/a/b", auth.NeedAdmin, ""},
+		{"GET", "/uix", auth.NeedAdmin, ""},
 		{"GET", "/v1/limits/api", auth.NeedRead, "api"},
 		{"HEAD", "/v1/limits/api", auth.NeedRead, "api"},
 		{"PUT", "/v1/limits/api", auth.NeedAdmin, "api"},
@@ -95,6 +102,10 @@ func TestRequireTokens(t *testing.T) {
 		{name: "restricted client opens a session (sessions belong to no limit)", method: "POST", path: "/v1/sessions", token: "narrow", wantCode: 201},
 		{name: "client reads", method: "GET", path: "/v1/limits", token: "app", wantCode: 200},
 		{name: "admin puts", method: "PUT", path: "/v1/limits/api", token: "root", wantCode: 400}, // no body: past auth, the handler answers
+		{name: "the status page without a token", method: "GET", path: "/ui", wantCode: 200},
+		{name: "the status page's script without a token", method: "GET", path: "/ui/app.js", wantCode: 200},
+		{name: "readable limits need a token", method: "GET", path: "/v1/readable-limits", wantCode: 401, wantRole: "any", wantInError: "missing token"},
+		{name: "restricted client, readable limits", method: "GET", path: "/v1/readable-limits", token: "narrow", wantCode: 200},
 		{name: "worker may not snapshot", method: "GET", path: "/v1/snapshot", token: "w1", wantCode: 403, wantRole: "admin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

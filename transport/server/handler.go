@@ -92,6 +92,9 @@ const (
 	routeMultiReserve
 	routeSettle
 	routeRelease
+	routeReadableLimits
+	routeUI
+	routeUIAsset
 	numRoutes
 )
 
@@ -121,6 +124,10 @@ var routeLabels = [numRoutes]string{
 	routeMultiReserve: "/v1/reserve",
 	routeSettle:       "/v1/reservations/{id}/settle",
 	routeRelease:      "/v1/reservations/{id}/release",
+
+	routeReadableLimits: "/v1/readable-limits",
+	routeUI:             "/ui",
+	routeUIAsset:        "/ui/{asset}",
 }
 
 // ServeHTTP implements http.Handler.
@@ -147,6 +154,11 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 			h.listLimits(w, r)
 		}
 		return routeLimits
+	case p == "/v1/readable-limits":
+		if h.method(w, r, "GET, HEAD") {
+			h.listReadableLimits(w, r)
+		}
+		return routeReadableLimits
 	case strings.HasPrefix(p, "/v1/limits/"):
 		name, sub, hasSub := strings.Cut(p[len("/v1/limits/"):], "/")
 		if !hasSub {
@@ -197,7 +209,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 	if rt := h.dispatchService(w, r, p); rt != routeUnknown {
 		return rt
 	}
-	api.WriteError(w, http.StatusNotFound, "unknown path "+api.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/reserve, /v1/reservations/{id}/settle, /v1/reservations/{id}/release, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /metrics, /healthz, /readyz, /v1/openapi.json (this API's OpenAPI description)")
+	api.WriteError(w, http.StatusNotFound, "unknown path "+api.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/reserve, /v1/reservations/{id}/settle, /v1/reservations/{id}/release, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /v1/readable-limits, /metrics, /healthz, /readyz, /v1/openapi.json (this API's OpenAPI description), /ui (the status page)")
 	return routeUnknown
 }
 
@@ -268,6 +280,16 @@ func (h *handler) dispatchService(w *recorder, r *http.Request, p string) route 
 			api.WriteRaw(w, http.StatusOK, openapi.JSON())
 		}
 		return routeOpenAPI
+	case p == "/ui":
+		if h.method(w, r, "GET, HEAD") {
+			serveUI(w, uiIndex)
+		}
+		return routeUI
+	case isUIAsset(p):
+		if h.method(w, r, "GET, HEAD") {
+			serveUI(w, p[len("/ui/"):])
+		}
+		return routeUIAsset
 	}
 	return routeUnknown
 }

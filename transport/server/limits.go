@@ -11,6 +11,7 @@ import (
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/api"
+	"github.com/permitd/permitd/transport/auth"
 )
 
 // limitRequest is the body of PUT /v1/limits/{name}. Every field records
@@ -241,7 +242,9 @@ func newLimitInfoView(li fsm.LimitInfo) api.Limit {
 			ShadowWouldRefuse: li.ShadowWouldRefuse,
 			ShadowWouldWait:   li.ShadowWouldWait,
 		},
-		Leased: li.Leased,
+		InFlightPermits:  li.InFlightPermits,
+		OpenReservations: li.OpenReservations,
+		Leased:           li.Leased,
 	}
 	if li.Leased {
 		l := li.Lease
@@ -313,6 +316,28 @@ func (h *handler) getLimit(w http.ResponseWriter, r *http.Request, name string) 
 }
 
 func (h *handler) listLimits(w http.ResponseWriter, r *http.Request) {
+	h.writeLimits(w, r, nil)
+}
+
+// listReadableLimits answers GET /v1/readable-limits: every limit the
+// request's token may read (GET /v1/limits/{name}), sorted by name. Behind
+// RequireTokens the token is passed on (the route needs any token); a
+// client token restricted with limits= sees only the limits it matches.
+// Without tokens every limit is readable: the answer is GET /v1/limits'.
+func (h *handler) listReadableLimits(w http.ResponseWriter, r *http.Request) {
+	var keep func(string) bool
+	if t, tokens := auth.TokenFrom(r.Context()); tokens {
+		keep = func(name string) bool {
+			ok, _ := auth.Allows(t, auth.NeedRead, name)
+			return ok
+		}
+	}
+	h.writeLimits(w, r, keep)
+}
+
+// writeLimits answers the limits keep keeps (nil: every limit), read
+// through the leader, sorted by name.
+func (h *handler) writeLimits(w http.ResponseWriter, r *http.Request, keep func(name string) bool) {
 	ctx, cancel := h.context(r)
 	defer cancel()
 	all, err := h.store.Limits(ctx)
@@ -320,9 +345,11 @@ func (h *handler) listLimits(w http.ResponseWriter, r *http.Request) {
 		h.storeError(w, "list limits", err)
 		return
 	}
-	views := api.Limits{Limits: make([]api.Limit, len(all))}
-	for i, li := range all {
-		views.Limits[i] = newLimitInfoView(li)
+	views := api.Limits{Limits: make([]api.Limit, 0, len(all))}
+	for _, li := range all {
+		if keep == nil || keep(li.Name) {
+			views.Limits = append(views.Limits, newLimitInfoView(li))
+		}
 	}
 	api.WriteJSON(w, http.StatusOK, views)
 }
