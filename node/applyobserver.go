@@ -23,9 +23,9 @@ type ApplyObserver interface {
 	// after the decision (a retry's replayed answer is not a grant;
 	// neither is a shadow limit's grant counted apart).
 	GrantedWait(limit string, waitNanos int64)
-	// LeaseGranted: a lease or renewal on limit by a holder of group
-	// took permits fresh permits from the pool (a renewal's kept permits
-	// are not counted again).
+	// LeaseGranted: a lease or renewal on limit by a holder of group was
+	// granted, taking permits (>= 0) fresh permits from the pool (a
+	// renewal's kept permits are not counted again).
 	LeaseGranted(limit, group string, permits int64)
 	// LimitDeleted: the limit was deleted (what was observed of it may
 	// be forgotten).
@@ -102,9 +102,7 @@ func (n *Node) observeLease(o ApplyObserver, limit, group string, kept int64, r 
 		}
 		group = g
 	}
-	if fresh := r.Permits - kept; fresh > 0 {
-		o.LeaseGranted(limit, group, fresh)
-	}
+	o.LeaseGranted(limit, group, max(0, r.Permits-kept))
 }
 
 // Restore implements raft.FSM: the state is replaced, and the observer

@@ -236,10 +236,12 @@ func TestPerLimitMetricsOnEveryNode(t *testing.T) {
 		workers[i].start(t, bin, nil, args...)
 	}
 	superviseSidecars(t, hc, workers, sidecar)
+	load := startSidecarLoad(t, hc, sidecar, "rl", "r", 1)
 	waitUntil(t, 15*time.Second, "renewals through the relay and directly", func() bool {
 		pool, err := hcl.Leases(ctx, "rl")
 		return err == nil && pool.Renewals >= 4 && relayCounter(hc, relayMetrics, "permitd_relay_batched_commands_total") >= 3
 	})
+	load.stop()
 	// Stopped, the workers return their leases; then nothing changes.
 	for _, w := range workers {
 		w.signal(t, syscall.SIGTERM)

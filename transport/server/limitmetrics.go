@@ -218,7 +218,6 @@ func (m *LimitMetrics) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	buckets := make(map[float64]uint64, len(limitWaitBuckets))
 	for i := range stats {
 		s := &stats[i]
 		in := &s.Info
@@ -244,6 +243,8 @@ func (m *LimitMetrics) Collect(ch chan<- prometheus.Metric) {
 			counter(m.leaseGranted, v, name, g)
 		}
 		if h := &obs[i].wait; obs[i].waited {
+			// A fresh map each: the const histogram keeps it.
+			buckets := make(map[float64]uint64, len(limitWaitBuckets))
 			var cum uint64
 			for j, b := range limitWaitBuckets {
 				cum += h.counts[j]
