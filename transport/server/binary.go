@@ -226,22 +226,18 @@ func (b *Binary) countLease(res fsm.LeaseResult, err error) {
 		m.countLease(protoBinary, leaseErrorOutcome(errorOutcome(err)))
 		return
 	}
-	switch res.Status {
-	case fsm.LeaseGranted:
-		m.countLease(protoBinary, leaseGranted)
-	case fsm.LeaseReturned:
-		m.countLease(protoBinary, leaseReturned)
-	case fsm.LeaseRefused:
-		m.countLease(protoBinary, leaseRefused)
-	case fsm.LeaseFenced:
-		m.countLease(protoBinary, leaseFenced)
-	case fsm.LeaseUnknownLimit:
-		m.countLease(protoBinary, leaseUnknown)
-	case fsm.LeaseInvalid:
-		m.countLease(protoBinary, leaseInvalid)
-	default:
-		m.countLease(protoBinary, leaseError)
+	o, ok := leaseOutcomes[res.Status]
+	if !ok {
+		o = leaseError
 	}
+	m.countLease(protoBinary, o)
+}
+
+// leaseOutcomes are the lease counter's outcomes of the register's
+// answers (any other status is counted an error, as HTTP's 503).
+var leaseOutcomes = map[fsm.LeaseStatus]leaseOutcome{
+	fsm.LeaseGranted: leaseGranted, fsm.LeaseReturned: leaseReturned, fsm.LeaseRefused: leaseRefused,
+	fsm.LeaseFenced: leaseFenced, fsm.LeaseUnknownLimit: leaseUnknown, fsm.LeaseInvalid: leaseInvalid,
 }
 
 // leaseErrorOutcome maps a failed request's outcome to the lease counter's.

@@ -118,9 +118,6 @@ func NewLimitMetrics(maxLimits int) *LimitMetrics {
 	}
 }
 
-// MaxLimits is the bound on the limits that get series.
-func (m *LimitMetrics) MaxLimits() int { return m.maxLimits }
-
 // Register registers m on reg, reading the state with stats at every
 // scrape (node.Node.LimitStats; it must not block).
 func (m *LimitMetrics) Register(reg prometheus.Registerer, stats func(maxLimits int) ([]fsm.LimitStats, int)) {
