@@ -111,3 +111,8 @@ func (n *Node) readLocal(ctx context.Context, name string) ([]fsm.LimitInfo, err
 // asking the leader: for metrics and views that may lag, never for
 // decisions.
 func (n *Node) LocalLimits() []fsm.LimitInfo { return n.fsm.Limits() }
+
+// LimitStats returns the monitoring view of the first maxLimits limits
+// by name (all if maxLimits < 0), read consistently from this replica's
+// state, and how many limits there are (see fsm.FSM.LimitStats).
+func (n *Node) LimitStats(maxLimits int) ([]fsm.LimitStats, int) { return n.fsm.LimitStats(maxLimits) }

@@ -88,6 +88,10 @@ type Config struct {
 	// OnBatch, if set, is called after each reserve entry is applied with
 	// its size and its apply latency (for metrics).
 	OnBatch func(size int, applyLatency time.Duration)
+	// Applied, if set, is told what every entry this node applies decided
+	// (for per-limit metrics): see ApplyObserver. Every node applies every
+	// entry, so every node observes the same decisions.
+	Applied ApplyObserver
 
 	// UnsafeResumeFromOwnClock is TEST-ONLY and UNSAFE: it deliberately
 	// breaks invariant 2 (cluster time). A new leader then resumes the

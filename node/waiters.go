@@ -149,7 +149,11 @@ type waiterFSM struct {
 // Apply implements raft.FSM.
 func (f waiterFSM) Apply(l *raft.Log) interface{} {
 	res := f.receiptFSM.Apply(l)
-	f.n.waiters.decided(l.Index, f.n.fsm.TakeWaiterDecisions())
+	decisions := f.n.fsm.TakeWaiterDecisions()
+	if o := f.n.cfg.Applied; o != nil {
+		f.n.observeApplied(o, res, decisions)
+	}
+	f.n.waiters.decided(l.Index, decisions)
 	f.n.pokeWaker()
 	return res
 }

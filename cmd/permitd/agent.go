@@ -45,6 +45,7 @@ type agentFlags struct {
 	maxBatch, maxInflight, maxPending          int
 	sessionsPerToken                           int
 	maxPendingJoins                            int
+	metricsMaxLimits                           int
 	clockOffset                                time.Duration
 	clockRate                                  float64
 	testHooks                                  bool
@@ -80,6 +81,7 @@ func (a *agentFlags) define(c *cmdLine) {
 	c.Int(&a.maxPending, "max-pending-reserves", "N", 0, "most reserves the node holds at once (its clients', and forwarded ones on the leader); beyond it a reserve is answered 503 with Retry-After at once instead of queueing; 0 means 5 full batches (5120 at the default --max-batch)").Range(0, 1<<20, "an integer from 0 to 1048576 (0: 5 x --max-batch)")
 	c.Int(&a.sessionsPerToken, "sessions-per-token", "N", server.DefaultSessionsPerToken, fmt.Sprintf("with --token-file, the most client sessions one token may hold open at once, and %d unacknowledged answers per session of that quota; beyond it the token's new sessions are answered 503 with Retry-After until one of its sessions expires (the register holds %d sessions in all)", fsm.SessionResultsPerSession, fsm.MaxSessions)).Range(0, fsm.MaxSessions, fmt.Sprintf("an integer from 0 to %d (0: no quota)", fsm.MaxSessions))
 	c.Int(&a.maxPendingJoins, "max-pending-joins", "N", 3, "most joined servers that do not vote yet (the leader promotes one once it has caught up); a join beyond is refused (409) until one is promoted or removed").Range(1, 64, "an integer from 1 to 64")
+	c.Int(&a.metricsMaxLimits, "metrics-max-limits", "N", server.DefaultMetricsMaxLimits, "most limits with per-limit series on /metrics (permitd_limit_*): the first N by name; the others are counted in permitd_limits_unexported").Range(0, 1<<20, "an integer from 0 to 1048576 (0: no per-limit series)")
 	c.Bool(&a.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the HTTP address")
 	c.Duration(&a.clockOffset, "clock-offset", 0, durAny, "TESTING: skew this node's clock by an offset, ahead or behind (as POST /v1/debug/clock with --test-hooks)").Range(-node.MaxClockOffset, node.MaxClockOffset)
 	c.Float(&a.clockRate, "clock-rate", "R", 1, "TESTING: run this node's clock at this rate").Check(positive, "a number > 0")
@@ -332,6 +334,7 @@ func advertisedHTTP(a agentFlags, listening string) string {
 // in reg.
 func (ag *agent) startNode(a agentFlags, initial []raft.Server, network node.Network, reg *prometheus.Registry, logger hclog.Logger) (*server.Metrics, error) {
 	var metrics *server.Metrics
+	limitMetrics := server.NewLimitMetrics(a.metricsMaxLimits)
 	n, err := node.New(node.Config{
 		ID: a.id, DataDir: a.dataDir, RaftAddr: a.raftAddr, AdvertiseAddr: a.advertise,
 		InitialCluster: initial, Clock: ag.clock, Logger: logger, Network: network,
@@ -339,6 +342,7 @@ func (ag *agent) startNode(a agentFlags, initial []raft.Server, network node.Net
 		SnapshotThreshold: a.snapshotThreshold, SnapshotInterval: a.snapshotInterval, TrailingLogs: a.trailingLogs,
 		MaxBatch: a.maxBatch, MaxInflight: a.maxInflight, MaxPendingReserves: a.maxPending, MaxPendingJoins: a.maxPendingJoins,
 		UnsafeResumeFromOwnClock: a.testBreakTimeline,
+		Applied:                  limitMetrics,
 		OnBatch: func(size int, d time.Duration) {
 			if metrics != nil {
 				metrics.ObserveBatch(size, d)
@@ -351,6 +355,7 @@ func (ag *agent) startNode(a agentFlags, initial []raft.Server, network node.Net
 	ag.node = n
 	metrics = server.NewMetrics(reg, n.Status)
 	server.RegisterShadowMetrics(reg, n.LocalLimits)
+	limitMetrics.Register(reg, n.LimitStats)
 	return metrics, nil
 }
 
@@ -367,7 +372,7 @@ func (ag *agent) handlers(a agentFlags, metrics *server.Metrics, logger hclog.Lo
 	if a.pprof {
 		h = withPprof(h)
 	}
-	bin := server.NewBinary(n)
+	bin := server.NewBinary(n).WithMetrics(metrics)
 	serveBinary := server.BinaryServer(bin.Serve)
 	if a.tls.tokenFile != "" {
 		ts, err := loadTokens(a.tls.tokenFile)

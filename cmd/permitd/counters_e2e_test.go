@@ -107,7 +107,7 @@ func TestAnswersCountersAndMetricsAgree(t *testing.T) {
 	}
 	// Every 429 was counted refused: the 3 expired grants, the polls for a
 	// fresh grant and the expired replay.
-	m := regexp.MustCompile(`(?m)^permitd_reserve_requests_total\{outcome="refused"\} (\d+)`).FindStringSubmatch(body)
+	m := regexp.MustCompile(`(?m)^permitd_reserve_requests_total\{outcome="refused",protocol="http"\} (\d+)`).FindStringSubmatch(body)
 	if m == nil {
 		t.Fatalf("/metrics lacks the refused reserves")
 	}

@@ -23,6 +23,9 @@ import (
 // not usable; call NewBinary.
 type Binary struct {
 	n *node.Node
+	// metrics counts the calls (nil: not counted): as the HTTP API's,
+	// with protocol="binary".
+	metrics *Metrics
 	// batchSlots bounds the commands of clients' lease batches being
 	// decided at once (binarybatch.go).
 	batchSlots chan struct{}
@@ -31,6 +34,14 @@ type Binary struct {
 // NewBinary returns the binary client protocol of n.
 func NewBinary(n *node.Node) *Binary {
 	return &Binary{n: n, batchSlots: make(chan struct{}, maxBatchedLeaseCommands)}
+}
+
+// WithMetrics makes b count its reserves and lease commands in m, as
+// the HTTP API counts its own (protocol="binary"), and returns b. Call
+// it before serving.
+func (b *Binary) WithMetrics(m *Metrics) *Binary {
+	b.metrics = m
+	return b
 }
 
 // Serve serves one binary client connection whose preface byte the
@@ -90,6 +101,7 @@ func (b *Binary) admitAtRead(op byte, payload []byte, allow Authorizer) node.Adm
 	if err != nil || (allow != nil && allow(op, r.Limit) != nil) {
 		return node.AdmitServe
 	}
+	b.metrics.countReserve(protoBinary, outcomeError) // answered overloaded, as HTTP's 503
 	return node.AdmitShed
 }
 
@@ -140,6 +152,7 @@ func (b *Binary) handle(ctx context.Context, op byte, payload []byte, allow Auth
 	}
 	r, err := wire.DecodeReserve(payload)
 	if err != nil {
+		b.metrics.countReserve(protoBinary, outcomeInvalid)
 		return nil, fmt.Errorf("%w: %v", node.ErrInvalid, err)
 	}
 	if allow != nil {
@@ -154,10 +167,88 @@ func (b *Binary) handle(ctx context.Context, op byte, payload []byte, allow Auth
 	} else {
 		res, err = b.n.Reserve(ctx, q)
 	}
+	b.countReserve(q, res, err)
 	if err != nil {
 		return nil, err
 	}
 	return wire.EncodeReserveResult(node.ToWireReserveResult(res)), nil
+}
+
+// countReserve counts a binary reserve's answer as the HTTP API counts
+// its own: the result res of reserve q, or err.
+func (b *Binary) countReserve(q fsm.Reserve, res fsm.ReserveResult, err error) {
+	m := b.metrics
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.countReserve(protoBinary, errorOutcome(err))
+		return
+	}
+	switch res.Status {
+	case fsm.Granted:
+		permits := q.Permits
+		for _, p := range q.Also {
+			permits += p.Permits
+		}
+		m.reserveGranted(protoBinary, permits, res.WaitNanos)
+	case fsm.Refused:
+		m.countReserve(protoBinary, outcomeRefused)
+	case fsm.UnknownLimit:
+		m.countReserve(protoBinary, outcomeUnknown)
+	case fsm.Invalid, fsm.SessionExpired:
+		m.countReserve(protoBinary, outcomeInvalid)
+	default: // Busy, and anything unexpected: answered as errors
+		m.countReserve(protoBinary, outcomeError)
+	}
+}
+
+// errorOutcome is the outcome of a request that failed with err, as the
+// HTTP API counts it (storeError's 404, 400, other).
+func errorOutcome(err error) reserveOutcome {
+	switch {
+	case errors.Is(err, node.ErrNotFound):
+		return outcomeUnknown
+	case errors.Is(err, node.ErrInvalid):
+		return outcomeInvalid
+	}
+	return outcomeError
+}
+
+// countLease counts a binary lease command's answer as the HTTP API
+// counts its own: the result res, or err.
+func (b *Binary) countLease(res fsm.LeaseResult, err error) {
+	m := b.metrics
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.countLease(protoBinary, leaseErrorOutcome(errorOutcome(err)))
+		return
+	}
+	o, ok := leaseOutcomes[res.Status]
+	if !ok {
+		o = leaseError
+	}
+	m.countLease(protoBinary, o)
+}
+
+// leaseOutcomes are the lease counter's outcomes of the register's
+// answers (any other status is counted an error, as HTTP's 503).
+var leaseOutcomes = map[fsm.LeaseStatus]leaseOutcome{
+	fsm.LeaseGranted: leaseGranted, fsm.LeaseReturned: leaseReturned, fsm.LeaseRefused: leaseRefused,
+	fsm.LeaseFenced: leaseFenced, fsm.LeaseUnknownLimit: leaseUnknown, fsm.LeaseInvalid: leaseInvalid,
+}
+
+// leaseErrorOutcome maps a failed request's outcome to the lease counter's.
+func leaseErrorOutcome(o reserveOutcome) leaseOutcome {
+	switch o {
+	case outcomeUnknown:
+		return leaseUnknown
+	case outcomeInvalid:
+		return leaseInvalid
+	}
+	return leaseError
 }
 
 // lease serves a binary client's lease, renew or return: the payload is
@@ -172,22 +263,26 @@ func (b *Binary) lease(ctx context.Context, op byte, payload []byte) ([]byte, er
 	case wire.OpLease:
 		q, derr := wire.DecodeLeaseOpen(payload)
 		if derr != nil {
+			b.metrics.countLease(protoBinary, leaseInvalid)
 			return nil, fmt.Errorf("%w: lease: %v", node.ErrInvalid, derr)
 		}
 		res, err = b.n.Lease(ctx, leaseFromWire(q))
 	case wire.OpRenew:
 		q, derr := wire.DecodeLeaseRenew(payload)
 		if derr != nil {
+			b.metrics.countLease(protoBinary, leaseInvalid)
 			return nil, fmt.Errorf("%w: renew: %v", node.ErrInvalid, derr)
 		}
 		res, err = b.n.Renew(ctx, renewFromWire(q))
 	default:
 		q, derr := wire.DecodeLeaseReturn(payload)
 		if derr != nil {
+			b.metrics.countLease(protoBinary, leaseInvalid)
 			return nil, fmt.Errorf("%w: return: %v", node.ErrInvalid, derr)
 		}
 		res, err = b.n.Return(ctx, fsm.Return{Report: reportFromWire(q), RequestID: q.RequestID})
 	}
+	b.countLease(res, err)
 	if err != nil {
 		return nil, err
 	}

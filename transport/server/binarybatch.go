@@ -54,6 +54,7 @@ func (b *Binary) leaseBatch(ctx context.Context, payload []byte, allow Authorize
 			}
 		}
 		if busy {
+			b.metrics.countLease(protoBinary, leaseError)
 			answers[i] = leaseAnswerOf(nil, fmt.Errorf("%w: this node decides at most %d lease commands of batches at once, and found no slot before the call's deadline: retry, with the same request ID",
 				node.ErrOverloaded, maxBatchedLeaseCommands))
 			continue

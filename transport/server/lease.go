@@ -196,7 +196,7 @@ func (h *handler) returnLease(w http.ResponseWriter, r *http.Request, name, idTe
 // and answered without reaching the store; otherwise send sends it.
 func (h *handler) leaseCommand(w http.ResponseWriter, r *http.Request, op, name string, parse func() *api.Error, send func(context.Context) (fsm.LeaseResult, error)) {
 	if herr := parse(); herr != nil {
-		h.metrics.countLease(leaseInvalid)
+		h.metrics.countLease(protoHTTP, leaseInvalid)
 		api.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
@@ -230,11 +230,11 @@ func (h *handler) leaseAnswer(w http.ResponseWriter, op, name string, res fsm.Le
 	if err != nil {
 		switch h.storeError(w, op, err) {
 		case http.StatusNotFound:
-			m.countLease(leaseUnknown)
+			m.countLease(protoHTTP, leaseUnknown)
 		case http.StatusBadRequest:
-			m.countLease(leaseInvalid)
+			m.countLease(protoHTTP, leaseInvalid)
 		default:
-			m.countLease(leaseError)
+			m.countLease(protoHTTP, leaseError)
 		}
 		return
 	}
@@ -248,29 +248,29 @@ func (h *handler) leaseAnswer(w http.ResponseWriter, op, name string, res fsm.Le
 	}
 	switch res.Status {
 	case fsm.LeaseGranted:
-		m.countLease(leaseGranted)
+		m.countLease(protoHTTP, leaseGranted)
 		api.WriteJSON(w, http.StatusOK, v)
 	case fsm.LeaseReturned:
-		m.countLease(leaseReturned)
+		m.countLease(protoHTTP, leaseReturned)
 		api.WriteJSON(w, http.StatusOK, v)
 	case fsm.LeaseRefused:
-		m.countLease(leaseRefused)
+		m.countLease(protoHTTP, leaseRefused)
 		v.RetryAfterNanos = res.RetryAfterNanos
 		v.Error = detail("refused; retry after " + time.Duration(res.RetryAfterNanos).String())
 		w.Header()["Retry-After"] = []string{strconv.FormatInt(api.RetryAfterSeconds(res.RetryAfterNanos), 10)}
 		api.WriteJSON(w, http.StatusTooManyRequests, v)
 	case fsm.LeaseFenced:
-		m.countLease(leaseFenced)
+		m.countLease(protoHTTP, leaseFenced)
 		v.Error = detail("the lease is not live at that epoch: stop using that grant")
 		api.WriteJSON(w, http.StatusConflict, v)
 	case fsm.LeaseUnknownLimit:
-		m.countLease(leaseUnknown)
+		m.countLease(protoHTTP, leaseUnknown)
 		api.WriteError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found")
 	case fsm.LeaseInvalid:
-		m.countLease(leaseInvalid)
+		m.countLease(protoHTTP, leaseInvalid)
 		api.WriteError(w, http.StatusBadRequest, detail("invalid"))
 	default:
-		m.countLease(leaseError)
+		m.countLease(protoHTTP, leaseError)
 		h.log.Error("store returned an unknown lease status", "status", res.Status, "limit", name, "op", op)
 		w.Header().Set("Retry-After", "1")
 		api.WriteError(w, http.StatusServiceUnavailable, op+": unexpected result status "+strconv.Itoa(int(res.Status)))

@@ -127,7 +127,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 	mt := e.metrics
 	for o, want := range map[leaseOutcome]float64{leaseGranted: 3, leaseRefused: 1, leaseFenced: 2, leaseReturned: 1, leaseInvalid: 1} {
-		if got := testutil.ToFloat64(mt.leases[o]); got != want {
+		if got := testutil.ToFloat64(mt.proto[protoHTTP].leases[o]); got != want {
 			t.Errorf("lease_requests_total{outcome=%q} = %v, want %v", leaseOutcomeLabels[o], got, want)
 		}
 	}
@@ -178,7 +178,7 @@ func TestLeaseStoreOutcomes(t *testing.T) {
 				if tt.wantCode == 429 && w.Header().Get("Retry-After") != "1" {
 					t.Errorf("429 with Retry-After %q", w.Header().Get("Retry-After"))
 				}
-				if got := testutil.ToFloat64(e.metrics.leases[tt.outcome]); got != 1 {
+				if got := testutil.ToFloat64(e.metrics.proto[protoHTTP].leases[tt.outcome]); got != 1 {
 					t.Errorf("outcome %s counted %v times", leaseOutcomeLabels[tt.outcome], got)
 				}
 			})

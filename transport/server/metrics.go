@@ -17,12 +17,15 @@ import (
 // need no nil checks.
 //
 // Exposed series (label values are fixed sets; limit names are never
-// labels):
+// labels here: LimitMetrics has the per-limit series). protocol is http
+// or binary: the request counters count every protocol's requests alike,
+// each by the node that answered the client (a relay's batch counts each
+// of its commands):
 //
-//	permitd_reserve_requests_total{outcome}   outcome: granted|refused|unknown|invalid|error
-//	permitd_granted_permits_total
-//	permitd_lease_requests_total{outcome}     lease, renew and return; outcome: granted|refused|fenced|returned|unknown|invalid|error
-//	permitd_reserve_wait_seconds              histogram of granted waits
+//	permitd_reserve_requests_total{protocol,outcome}   outcome: granted|refused|unknown|invalid|error
+//	permitd_granted_permits_total{protocol}
+//	permitd_lease_requests_total{protocol,outcome}     lease, renew and return; outcome: granted|refused|fenced|returned|unknown|invalid|error
+//	permitd_reserve_wait_seconds{protocol}             histogram of granted waits
 //	permitd_http_request_duration_seconds{route,code}
 //	permitd_batch_size                        reserves per raft entry (ObserveBatch)
 //	permitd_apply_latency_seconds             raft apply latency (ObserveBatch)
@@ -34,19 +37,35 @@ import (
 //
 // The raft gauges are read from the status function at scrape time.
 type Metrics struct {
-	gatherer       prometheus.Gatherer
-	reserves       [numOutcomes]prometheus.Counter
-	leases         [numLeaseOutcomes]prometheus.Counter
-	grantedPermits prometheus.Counter
-	reserveWait    prometheus.Histogram
-	httpDuration   *prometheus.HistogramVec
-	batchSize      prometheus.Histogram
-	applyLatency   prometheus.Histogram
+	gatherer     prometheus.Gatherer
+	proto        [numProtocols]protoMetrics
+	httpDuration *prometheus.HistogramVec
+	batchSize    prometheus.Histogram
+	applyLatency prometheus.Histogram
 
 	// httpObservers caches one observer per (route, code), so a request
 	// does not hash label values.
 	httpObservers [numRoutes]observerCache
 }
+
+// protoMetrics are the request counters of one protocol.
+type protoMetrics struct {
+	reserves       [numOutcomes]prometheus.Counter
+	leases         [numLeaseOutcomes]prometheus.Counter
+	grantedPermits prometheus.Counter
+	reserveWait    prometheus.Observer
+}
+
+// protocol is the protocol label of the request counters.
+type protocol uint8
+
+const (
+	protoHTTP protocol = iota
+	protoBinary
+	numProtocols
+)
+
+var protocolLabels = [numProtocols]string{"http", "binary"}
 
 type observerCache struct {
 	mu  sync.RWMutex
@@ -102,27 +121,32 @@ func NewMetrics(reg prometheus.Registerer, status func() api.Status) *Metrics {
 	}
 	reserves := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "permitd_reserve_requests_total",
-		Help: "Reserve requests answered, by outcome: granted, refused (429), unknown (no such limit), invalid (400/413), error (503).",
-	}, []string{"outcome"})
-	for i, l := range outcomeLabels {
-		m.reserves[i] = reserves.WithLabelValues(l)
-	}
+		Help: "Reserve requests answered by this node, by protocol (http, binary) and outcome: granted, refused (429), unknown (no such limit), invalid (400/413), error (503).",
+	}, []string{"protocol", "outcome"})
 	leases := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "permitd_lease_requests_total",
-		Help: "Lease, renew and return requests answered, by outcome: granted, refused (429), fenced (409), returned, unknown (no such limit), invalid (400/413), error (503).",
-	}, []string{"outcome"})
-	for i, l := range leaseOutcomeLabels {
-		m.leases[i] = leases.WithLabelValues(l)
-	}
-	m.grantedPermits = prometheus.NewCounter(prometheus.CounterOpts{
+		Help: "Lease, renew and return requests answered by this node (each command of a relay's batch), by protocol (http, binary) and outcome: granted, refused (429), fenced (409), returned, unknown (no such limit), invalid (400/413), error (503).",
+	}, []string{"protocol", "outcome"})
+	granted := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "permitd_granted_permits_total",
-		Help: "Permits granted by reserve requests.",
-	})
-	m.reserveWait = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Help: "Permits granted by reserve requests answered by this node, by protocol.",
+	}, []string{"protocol"})
+	wait := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "permitd_reserve_wait_seconds",
-		Help:    "Wait before a granted permit may be used, as answered to the client.",
+		Help:    "Wait before a granted permit may be used, as answered to the client by this node, by protocol.",
 		Buckets: []float64{0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300},
-	})
+	}, []string{"protocol"})
+	for p, pl := range protocolLabels {
+		pm := &m.proto[p]
+		for i, l := range outcomeLabels {
+			pm.reserves[i] = reserves.WithLabelValues(pl, l)
+		}
+		for i, l := range leaseOutcomeLabels {
+			pm.leases[i] = leases.WithLabelValues(pl, l)
+		}
+		pm.grantedPermits = granted.WithLabelValues(pl)
+		pm.reserveWait = wait.WithLabelValues(pl)
+	}
 	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "permitd_http_request_duration_seconds",
 		Help:    "Time to answer an HTTP request, by route pattern and status code.",
@@ -138,7 +162,7 @@ func NewMetrics(reg prometheus.Registerer, status func() api.Status) *Metrics {
 		Help:    "Time from submitting a batch to raft until it was applied.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16), // 100µs .. ~3.3s
 	})
-	reg.MustRegister(reserves, leases, m.grantedPermits, m.reserveWait, m.httpDuration, m.batchSize, m.applyLatency)
+	reg.MustRegister(reserves, leases, granted, wait, m.httpDuration, m.batchSize, m.applyLatency)
 	if status != nil {
 		reg.MustRegister(newStatusCollector(status))
 	}
@@ -155,27 +179,28 @@ func (m *Metrics) ObserveBatch(size int, applyLatency time.Duration) {
 	m.applyLatency.Observe(applyLatency.Seconds())
 }
 
-func (m *Metrics) countReserve(o reserveOutcome) {
+func (m *Metrics) countReserve(p protocol, o reserveOutcome) {
 	if m == nil {
 		return
 	}
-	m.reserves[o].Inc()
+	m.proto[p].reserves[o].Inc()
 }
 
-func (m *Metrics) countLease(o leaseOutcome) {
+func (m *Metrics) countLease(p protocol, o leaseOutcome) {
 	if m == nil {
 		return
 	}
-	m.leases[o].Inc()
+	m.proto[p].leases[o].Inc()
 }
 
-func (m *Metrics) reserveGranted(permits, waitNanos int64) {
+func (m *Metrics) reserveGranted(p protocol, permits, waitNanos int64) {
 	if m == nil {
 		return
 	}
-	m.reserves[outcomeGranted].Inc()
-	m.grantedPermits.Add(float64(permits))
-	m.reserveWait.Observe(time.Duration(waitNanos).Seconds())
+	pm := &m.proto[p]
+	pm.reserves[outcomeGranted].Inc()
+	pm.grantedPermits.Add(float64(permits))
+	pm.reserveWait.Observe(time.Duration(waitNanos).Seconds())
 }
 
 func (m *Metrics) observeHTTP(rt route, code int, d time.Duration) {

@@ -26,33 +26,50 @@ func TestReserveMetrics(t *testing.T) {
 
 	m := e.metrics
 	for o, want := range map[reserveOutcome]float64{outcomeGranted: 2, outcomeRefused: 1, outcomeUnknown: 1, outcomeInvalid: 2, outcomeError: 1} {
-		if got := testutil.ToFloat64(m.reserves[o]); got != want {
+		if got := testutil.ToFloat64(m.proto[protoHTTP].reserves[o]); got != want {
 			t.Errorf("reserve_requests_total{outcome=%q} = %v, want %v", outcomeLabels[o], got, want)
 		}
 	}
-	if got := testutil.ToFloat64(m.grantedPermits); got != 5 {
+	if got := testutil.ToFloat64(m.proto[protoHTTP].grantedPermits); got != 5 {
 		t.Errorf("granted_permits_total = %v, want 5", got)
 	}
 	want := `
-# HELP permitd_reserve_wait_seconds Wait before a granted permit may be used, as answered to the client.
+# HELP permitd_reserve_wait_seconds Wait before a granted permit may be used, as answered to the client by this node, by protocol.
 # TYPE permitd_reserve_wait_seconds histogram
-permitd_reserve_wait_seconds_bucket{le="0"} 1
-permitd_reserve_wait_seconds_bucket{le="0.001"} 1
-permitd_reserve_wait_seconds_bucket{le="0.005"} 1
-permitd_reserve_wait_seconds_bucket{le="0.01"} 1
-permitd_reserve_wait_seconds_bucket{le="0.05"} 1
-permitd_reserve_wait_seconds_bucket{le="0.1"} 1
-permitd_reserve_wait_seconds_bucket{le="0.5"} 1
-permitd_reserve_wait_seconds_bucket{le="1"} 1
-permitd_reserve_wait_seconds_bucket{le="2"} 1
-permitd_reserve_wait_seconds_bucket{le="5"} 2
-permitd_reserve_wait_seconds_bucket{le="10"} 2
-permitd_reserve_wait_seconds_bucket{le="30"} 2
-permitd_reserve_wait_seconds_bucket{le="60"} 2
-permitd_reserve_wait_seconds_bucket{le="300"} 2
-permitd_reserve_wait_seconds_bucket{le="+Inf"} 2
-permitd_reserve_wait_seconds_sum 3
-permitd_reserve_wait_seconds_count 2
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="0"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="0.001"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="0.005"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="0.01"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="0.05"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="0.1"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="0.5"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="1"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="2"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="5"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="10"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="30"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="60"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="300"} 0
+permitd_reserve_wait_seconds_bucket{protocol="binary",le="+Inf"} 0
+permitd_reserve_wait_seconds_sum{protocol="binary"} 0
+permitd_reserve_wait_seconds_count{protocol="binary"} 0
+permitd_reserve_wait_seconds_bucket{protocol="http",le="0"} 1
+permitd_reserve_wait_seconds_bucket{protocol="http",le="0.001"} 1
+permitd_reserve_wait_seconds_bucket{protocol="http",le="0.005"} 1
+permitd_reserve_wait_seconds_bucket{protocol="http",le="0.01"} 1
+permitd_reserve_wait_seconds_bucket{protocol="http",le="0.05"} 1
+permitd_reserve_wait_seconds_bucket{protocol="http",le="0.1"} 1
+permitd_reserve_wait_seconds_bucket{protocol="http",le="0.5"} 1
+permitd_reserve_wait_seconds_bucket{protocol="http",le="1"} 1
+permitd_reserve_wait_seconds_bucket{protocol="http",le="2"} 1
+permitd_reserve_wait_seconds_bucket{protocol="http",le="5"} 2
+permitd_reserve_wait_seconds_bucket{protocol="http",le="10"} 2
+permitd_reserve_wait_seconds_bucket{protocol="http",le="30"} 2
+permitd_reserve_wait_seconds_bucket{protocol="http",le="60"} 2
+permitd_reserve_wait_seconds_bucket{protocol="http",le="300"} 2
+permitd_reserve_wait_seconds_bucket{protocol="http",le="+Inf"} 2
+permitd_reserve_wait_seconds_sum{protocol="http"} 3
+permitd_reserve_wait_seconds_count{protocol="http"} 2
 `
 	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(want), "permitd_reserve_wait_seconds"); err != nil {
 		t.Error(err)
@@ -143,8 +160,9 @@ permitd_batch_size_count 2
 func TestNilMetrics(t *testing.T) {
 	var m *Metrics
 	m.ObserveBatch(1, time.Second)
-	m.countReserve(outcomeGranted)
-	m.reserveGranted(1, 1)
+	m.countReserve(protoBinary, outcomeGranted)
+	m.countLease(protoBinary, leaseGranted)
+	m.reserveGranted(protoHTTP, 1, 1)
 	m.observeHTTP(routeLimits, 200, time.Second)
 	if m.httpHandler() != nil {
 		t.Error("nil metrics serve a handler")
@@ -163,7 +181,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`permitd_http_request_duration_seconds_count{code="200",route="/healthz"} 1`,
 		`permitd_raft_state{state="leader"} 1`,
 		`permitd_is_leader 1`,
-		`permitd_reserve_requests_total{outcome="granted"} 0`,
+		`permitd_reserve_requests_total{outcome="granted",protocol="http"} 0`,
 	} {
 		if !strings.Contains(body, s) {
 			t.Errorf("/metrics lacks %q", s)

@@ -105,7 +105,7 @@ func (h *handler) multiReserve(w http.ResponseWriter, r *http.Request) {
 	defer api.PutBuf(buf)
 	q, parts, herr := readMultiReserve(w, r, buf)
 	if herr != nil {
-		h.metrics.countReserve(outcomeInvalid)
+		h.metrics.countReserve(protoHTTP, outcomeInvalid)
 		api.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
@@ -188,7 +188,7 @@ func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reser
 		for _, p := range parts {
 			permits += p.Permits
 		}
-		m.reserveGranted(permits, res.WaitNanos)
+		m.reserveGranted(protoHTTP, permits, res.WaitNanos)
 		b = grantStart(b, res)
 		b = append(b, `,"reservation_id":"`...)
 		b = strconv.AppendUint(b, res.ReservationID, 10)
@@ -200,7 +200,7 @@ func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reser
 		b = appendDuplicate(strconv.AppendInt(b, int64(held), 10), res.Duplicate)
 		api.WriteRaw(w, http.StatusOK, append(b, "}\n"...))
 	case fsm.Refused:
-		m.countReserve(outcomeRefused)
+		m.countReserve(protoHTTP, outcomeRefused)
 		b = refusalStart(w, b, res.RetryAfterNanos)
 		b = append(b, `,"blocking":`...)
 		b = appendDuplicate(api.AppendJSONString(b, res.Blocking), res.Duplicate)
@@ -220,10 +220,10 @@ func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reser
 		}
 		h.answerBusy(w, b, res.RetryAfterNanos, why+": retry after "+time.Duration(res.RetryAfterNanos).String())
 	case fsm.UnknownLimit:
-		m.countReserve(outcomeUnknown)
+		m.countReserve(protoHTTP, outcomeUnknown)
 		api.WriteError(w, http.StatusNotFound, res.Detail)
 	default:
-		m.countReserve(outcomeInvalid)
+		m.countReserve(protoHTTP, outcomeInvalid)
 		api.WriteError(w, http.StatusBadRequest, "reserve: "+res.Detail)
 	}
 }

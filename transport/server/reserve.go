@@ -14,20 +14,20 @@ import (
 func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 	m := h.metrics
 	if err := api.ValidateName("limit name", name); err != nil {
-		m.countReserve(outcomeInvalid)
+		m.countReserve(protoHTTP, outcomeInvalid)
 		api.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	buf := api.GetBuf()
 	defer api.PutBuf(buf)
 	if herr := api.ReadBody(w, r, buf); herr != nil {
-		m.countReserve(outcomeInvalid)
+		m.countReserve(protoHTTP, outcomeInvalid)
 		api.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
 	wr := wire.Reserve{Limit: name}
 	if herr := api.ParseReserve(buf.Bytes(), &wr); herr != nil {
-		m.countReserve(outcomeInvalid)
+		m.countReserve(protoHTTP, outcomeInvalid)
 		api.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
@@ -44,11 +44,11 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 	b := buf.AvailableBuffer()
 	switch res.Status {
 	case fsm.Granted:
-		m.reserveGranted(req.Permits, res.WaitNanos)
+		m.reserveGranted(protoHTTP, req.Permits, res.WaitNanos)
 		b = appendDuplicate(grantStart(b, res), res.Duplicate)
 		api.WriteRaw(w, http.StatusOK, append(b, "}\n"...))
 	case fsm.Refused:
-		m.countReserve(outcomeRefused)
+		m.countReserve(protoHTTP, outcomeRefused)
 		b = appendDuplicate(refusalStart(w, b, res.RetryAfterNanos), res.Duplicate)
 		b = appendErrorEnd(b, "limit "+strconv.Quote(name)+": "+refusalReason(res, req.MaxWaitNanos)+
 			"; retry after "+time.Duration(res.RetryAfterNanos).String())
@@ -61,19 +61,19 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		h.answerBusy(w, b, res.RetryAfterNanos, msg)
 	case fsm.SessionExpired:
-		m.countReserve(outcomeInvalid)
+		m.countReserve(protoHTTP, outcomeInvalid)
 		b = append(b, `{"granted":false,"session_expired":true,"error":`...)
 		b = api.AppendJSONString(b, res.Detail)
 		b = append(b, "}\n"...)
 		api.WriteRaw(w, http.StatusGone, b)
 	case fsm.UnknownLimit:
-		m.countReserve(outcomeUnknown)
+		m.countReserve(protoHTTP, outcomeUnknown)
 		api.WriteError(w, http.StatusNotFound, "limit "+strconv.Quote(name)+" not found")
 	case fsm.Invalid:
-		m.countReserve(outcomeInvalid)
+		m.countReserve(protoHTTP, outcomeInvalid)
 		api.WriteError(w, http.StatusBadRequest, "reserve on limit "+strconv.Quote(name)+": "+res.Detail)
 	default:
-		m.countReserve(outcomeError)
+		m.countReserve(protoHTTP, outcomeError)
 		h.log.Error("store returned an unknown reserve status", "status", res.Status, "limit", name)
 		w.Header().Set("Retry-After", "1")
 		api.WriteError(w, http.StatusServiceUnavailable, "reserve: unexpected result status "+strconv.Itoa(int(res.Status)))
@@ -120,11 +120,11 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, q fsm.Reserve) 
 	}
 	switch code := h.storeError(w, "reserve", err); code {
 	case http.StatusNotFound:
-		h.metrics.countReserve(outcomeUnknown)
+		h.metrics.countReserve(protoHTTP, outcomeUnknown)
 	case http.StatusBadRequest:
-		h.metrics.countReserve(outcomeInvalid)
+		h.metrics.countReserve(protoHTTP, outcomeInvalid)
 	default:
-		h.metrics.countReserve(outcomeError)
+		h.metrics.countReserve(protoHTTP, outcomeError)
 	}
 	return res, false
 }
@@ -181,6 +181,6 @@ func appendErrorEnd(b []byte, msg string) []byte {
 // answerBusy answers 503 for a reserve the register could not record (its
 // table of request IDs or of reservations is full), with msg.
 func (h *handler) answerBusy(w http.ResponseWriter, b []byte, retryAfterNanos int64, msg string) {
-	h.metrics.countReserve(outcomeError)
+	h.metrics.countReserve(protoHTTP, outcomeError)
 	api.WriteRaw(w, http.StatusServiceUnavailable, appendErrorEnd(refusalStart(w, b, retryAfterNanos), msg))
 }

@@ -1,0 +1,108 @@
+package fsm
+
+import (
+	"slices"
+
+	"github.com/permitd/permitd/bucket"
+)
+
+// limitstats.go: the read the per-limit metrics are made of (one
+// consistent view of many limits, taken under one read lock), and what a
+// node that observes applied entries needs to name them: the entry just
+// applied and a lease's group. Nothing here changes the state.
+
+// LimitStats is one limit's numbers for monitoring, all read at the same
+// applied index.
+type LimitStats struct {
+	// Info is the limit's view (its counters, configuration, lease
+	// summary).
+	Info LimitInfo
+	// Concurrency reports an in-flight cap (bucket.Concurrency): then
+	// InFlightPermits are the permits its holds keep at the state's
+	// cluster time (LastNowNanos) and MaxInFlightPermits its cap.
+	Concurrency                         bool
+	InFlightPermits, MaxInFlightPermits int64
+	// OpenReservations counts the live reservations with a part on the
+	// limit that were granted and are neither settled nor released.
+	OpenReservations int
+	// LeaseOutstandingPermits (leased limits) are the permits its leases
+	// hold: current grants and lingering given-away permits.
+	LeaseOutstandingPermits int64
+}
+
+// LimitStats returns the stats of the first maxLimits limits by name
+// (all of them if maxLimits < 0), read under one lock so that they are
+// consistent with each other, and the number of limits there are.
+func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := &f.st
+	names := s.names
+	if maxLimits >= 0 && len(names) > maxLimits {
+		names = names[:maxLimits]
+	}
+	stats = make([]LimitStats, len(names))
+	for i, name := range names {
+		l := s.limits[name]
+		st := &stats[i]
+		st.Info = l.info()
+		if l.cfg.Spec.Algorithm == bucket.Concurrency {
+			st.Concurrency = true
+			st.MaxInFlightPermits = l.cfg.Spec.MaxInFlight
+			if p, ok := l.pacer.(interface{ InFlight(int64) int64 }); ok {
+				st.InFlightPermits = p.InFlight(s.lastNowNanos)
+			}
+		}
+		if l.pool != nil {
+			st.LeaseOutstandingPermits = l.pool.outstanding
+		}
+	}
+	if s.reservations.len() > 0 && len(names) > 0 {
+		last := names[len(names)-1]
+		for _, rv := range s.reservations.byID {
+			if !rv.granted() || rv.settled || rv.released {
+				continue
+			}
+			for _, p := range rv.parts {
+				if p.limit > last {
+					continue
+				}
+				if i, ok := slices.BinarySearch(names, p.limit); ok {
+					stats[i].OpenReservations++
+				}
+			}
+		}
+	}
+	return stats, len(s.names)
+}
+
+// AppliedEntry returns the entry the latest Apply decoded (its command as
+// applied, the zero Entry before any). It is the FSM's working copy: only
+// the goroutine that calls Apply may read it, and only until its next
+// Apply (a node observing what it applies reads it right after Apply).
+func (f *FSM) AppliedEntry() *Entry { return &f.scratch }
+
+// LeaseGroup returns the group of lease id on the limit called name, and
+// false if the limit is not leased or has no such lease.
+func (f *FSM) LeaseGroup(name string, id uint64) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l, ok := f.st.limits[name]
+	if !ok || l.pool == nil {
+		return "", false
+	}
+	ls := l.pool.leases
+	i, found := slices.BinarySearchFunc(ls, id, func(x *lease, id uint64) int {
+		switch {
+		case x.id < id:
+			return -1
+		case x.id > id:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		return "", false
+	}
+	return ls[i].group, true
+}
