@@ -23,7 +23,7 @@ type LimitStats struct {
 	Concurrency                         bool
 	InFlightPermits, MaxInFlightPermits int64
 	// OpenReservations counts the live reservations with a part on the
-	// limit that were granted and are neither settled nor released.
+	// limit that were granted and are neither settled nor final.
 	OpenReservations int
 	// LeaseOutstandingPermits (leased limits) are the permits its leases
 	// hold: current grants and lingering given-away permits.
@@ -42,35 +42,18 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 		names = names[:maxLimits]
 	}
 	stats = make([]LimitStats, len(names))
+	open := s.reservations.open(s.lastNowNanos)
 	for i, name := range names {
 		l := s.limits[name]
 		st := &stats[i]
-		st.Info = l.info()
+		st.Info = l.info(s.lastNowNanos, open[name])
+		st.InFlightPermits, st.OpenReservations = st.Info.InFlightPermits, st.Info.OpenReservations
 		if l.cfg.Spec.Algorithm == bucket.Concurrency {
 			st.Concurrency = true
 			st.MaxInFlightPermits = l.cfg.Spec.MaxInFlight
-			if p, ok := l.pacer.(interface{ InFlight(int64) int64 }); ok {
-				st.InFlightPermits = p.InFlight(s.lastNowNanos)
-			}
 		}
 		if l.pool != nil {
 			st.LeaseOutstandingPermits = l.pool.outstanding
-		}
-	}
-	if s.reservations.len() > 0 && len(names) > 0 {
-		last := names[len(names)-1]
-		for _, rv := range s.reservations.byID {
-			if !rv.granted() || rv.settled || rv.released {
-				continue
-			}
-			for _, p := range rv.parts {
-				if p.limit > last {
-					continue
-				}
-				if i, ok := slices.BinarySearch(names, p.limit); ok {
-					stats[i].OpenReservations++
-				}
-			}
 		}
 	}
 	return stats, len(s.names)

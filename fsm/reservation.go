@@ -112,13 +112,14 @@ func newReservationTable() reservationTable {
 // len is the number of live reservations.
 func (t *reservationTable) len() int { return len(t.byID) }
 
-// open counts, per limit name, the reservations that name it and are not
-// settled and not final at nowNanos (LimitInfo.OpenReservations); nil
-// when there are none.
+// open counts, per limit name, the reservations that name it, were
+// granted, and are neither settled nor final at nowNanos (a released one
+// still awaits its settlement) (LimitInfo.OpenReservations); nil when
+// there are none.
 func (t *reservationTable) open(nowNanos int64) map[string]int {
 	var n map[string]int
 	for _, rv := range t.byID {
-		if rv.settled || rv.finalAtNanos <= nowNanos {
+		if !rv.granted() || rv.settled || rv.finalAtNanos <= nowNanos {
 			continue
 		}
 		for i := range rv.parts {
