@@ -60,6 +60,9 @@ type Node struct {
 	// expired queues the reports of grants answered as refusals
 	// (expiredgrants.go).
 	expired *expiredReports
+	// snapFails counts the snapshots raft failed to take or restore
+	// (snapshotfailures.go).
+	snapFails snapshotFailures
 
 	members membership
 	// changeMu serializes the membership changes this node makes as
