@@ -152,7 +152,7 @@ func TestDashboardQueriesReturnSeries(t *testing.T) {
 	leader := waitLeader(t, hc, httpAddr, ids)
 	api := "http://" + httpAddr[leader] + "/v1/limits/"
 	for _, put := range [][2]string{
-		{"api", `{"algorithm":"strict","rate":50,"per":"1s"}`},
+		{"api", `{"algorithm":"strict","rate":20,"per":"1s"}`},
 		{"inflight", `{"algorithm":"concurrency","max_in_flight":8,"ttl":"60s"}`},
 		{"rl", `{"algorithm":"strict","rate":200,"per":"1s"}`},
 		{"settled", `{"algorithm":"strict","rate":1,"per":"1s"}`},
@@ -196,12 +196,9 @@ scrape_configs:
 		}
 	})
 
-	// Load until the end of the test: reserves at every agent (50 a
+	// Load until the end of the test: reserves at every agent (20 a
 	// second are granted, the rest refused), one in-flight permit held, one
 	// reservation settled (a permit refunded), reserves through the sidecar.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	defer func() { close(stop); wg.Wait() }()
 	if code, resp := do(t, hc, "POST", "http://"+httpAddr[leader]+"/v1/reserve", `{"limits":[{"name":"inflight","permits":1}]}`); code != 200 {
 		t.Fatalf("reserve inflight: %d %s", code, resp)
 	}
@@ -215,21 +212,23 @@ scrape_configs:
 	if code, resp := do(t, hc, "POST", "http://"+httpAddr[leader]+"/v1/reservations/"+settled.ID+"/settle", `{"actual":[{"name":"settled","permits":0}]}`); code != 200 {
 		t.Fatalf("settle: %d %s", code, resp)
 	}
-	targets := []string{"http://" + sidecar + "/v1/limits/rl/reserve"}
+	startSidecarLoad(t, hc, []string{sidecar}, "rl", "w", 1)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() { close(stop); wg.Wait() })
 	for _, id := range ids {
-		targets = append(targets, "http://"+httpAddr[id]+"/v1/limits/api/reserve")
-	}
-	for _, u := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
 			for {
 				select {
 				case <-stop:
 					return
-				case <-time.After(5 * time.Millisecond):
+				case <-tick.C:
+					doQuiet(hc, "POST", "http://"+httpAddr[id]+"/v1/limits/api/reserve", `{"permits":1}`)
 				}
-				doQuiet(hc, "POST", u, `{"permits":1}`)
 			}
 		}()
 	}
