@@ -229,7 +229,7 @@ func (n *Node) startRaft() (has bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("node: log cache: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, waiterFSM{receiptFSM{n.fsm, n.receipts}, n}, receiptLog{logs, n.receipts}, n.store, snaps, n.raftNet)
+	n.raft, err = raft.NewRaft(rc, countingFSM{waiterFSM{receiptFSM{n.fsm, n.receipts}, n}}, receiptLog{logs, n.receipts}, n.store, snaps, n.raftNet)
 	if err != nil {
 		return false, fmt.Errorf("node: start raft: %w", err)
 	}

@@ -18,10 +18,16 @@ type snapshotFailures struct {
 	take, restore atomic.Uint64
 }
 
+// countingFSM is the FSM raft is given: the waiterFSM, with its snapshot
+// and restore failures counted.
+type countingFSM struct {
+	waiterFSM
+}
+
 // Snapshot implements raft.FSM: a failure to encode the state, or later
 // to write it (Persist), is counted.
-func (f waiterFSM) Snapshot() (raft.FSMSnapshot, error) {
-	s, err := f.receiptFSM.Snapshot()
+func (f countingFSM) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := f.waiterFSM.Snapshot()
 	if err != nil {
 		f.n.snapFails.take.Add(1)
 		return nil, err
@@ -31,8 +37,8 @@ func (f waiterFSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // Restore implements raft.FSM: a snapshot that does not restore (from
 // the leader, or from disk at start) is counted.
-func (f waiterFSM) Restore(rc io.ReadCloser) error {
-	err := f.receiptFSM.Restore(rc)
+func (f countingFSM) Restore(rc io.ReadCloser) error {
+	err := f.waiterFSM.Restore(rc)
 	if err != nil {
 		f.n.snapFails.restore.Add(1)
 	}

@@ -23,7 +23,7 @@ func (s *failingSink) Cancel() error             { s.canceled = true; return nil
 func TestStatusCountsSnapshotFailures(t *testing.T) {
 	c := newTestCluster(t, 1)
 	n := c.leader()
-	f := waiterFSM{receiptFSM{n.fsm, n.receipts}, n} // the FSM raft was given (node.go)
+	f := countingFSM{waiterFSM{receiptFSM{n.fsm, n.receipts}, n}} // the FSM raft is given (node.go)
 
 	snap, err := f.Snapshot()
 	if err != nil {

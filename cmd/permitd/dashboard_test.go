@@ -69,16 +69,16 @@ var dashboardPanels = []dashPanel{
 			{`increase(permitd_snapshot_failures_total{` + agents + `}[1h])`, "{{instance}} {{op}} failures in 1h"}}},
 
 	row("Requests"),
-	{title: "Reserves by outcome", unit: "reqps", description: "Reserve requests answered by the cluster's agents.",
-		queries: []dashQuery{{`sum by (outcome) (rate(permitd_reserve_requests_total{` + agents + `}` + rateWindow + `))`, "{{outcome}}"}}},
-	{title: "Leases by outcome", unit: "reqps", description: "Lease, renew and return requests answered.",
-		queries: []dashQuery{{`sum by (outcome) (rate(permitd_lease_requests_total{` + agents + `}` + rateWindow + `))`, "{{outcome}}"}}},
+	{title: "Reserves by protocol and outcome", unit: "reqps", description: "Reserve requests answered by the cluster's agents (http, binary).",
+		queries: []dashQuery{{`sum by (protocol, outcome) (rate(permitd_reserve_requests_total{` + agents + `}` + rateWindow + `))`, "{{protocol}} {{outcome}}"}}},
+	{title: "Leases by protocol and outcome", unit: "reqps", description: "Lease, renew and return requests answered (a relay's batch counts each command).",
+		queries: []dashQuery{{`sum by (protocol, outcome) (rate(permitd_lease_requests_total{` + agents + `}` + rateWindow + `))`, "{{protocol}} {{outcome}}"}}},
 	{title: "HTTP latency by route", unit: "s", description: "99th percentile time to answer, by route.",
 		queries: []dashQuery{{`histogram_quantile(0.99, sum by (route, le) (rate(permitd_http_request_duration_seconds_bucket{` + agents + `}` + rateWindow + `)))`, "{{route}}"}}},
 	{title: "Granted waits", unit: "s", description: "How far ahead granted permits were (the wait answered to the client).",
 		queries: []dashQuery{
-			{`histogram_quantile(0.99, sum by (le) (rate(permitd_reserve_wait_seconds_bucket{` + agents + `}` + rateWindow + `)))`, "p99"},
-			{`histogram_quantile(0.5, sum by (le) (rate(permitd_reserve_wait_seconds_bucket{` + agents + `}` + rateWindow + `)))`, "p50"}}},
+			{`histogram_quantile(0.99, sum by (protocol, le) (rate(permitd_reserve_wait_seconds_bucket{` + agents + `}` + rateWindow + `)))`, "{{protocol}} p99"},
+			{`histogram_quantile(0.5, sum by (protocol, le) (rate(permitd_reserve_wait_seconds_bucket{` + agents + `}` + rateWindow + `)))`, "{{protocol}} p50"}}},
 	{title: "Pending and shed", unit: "none", description: "Reserves each agent holds now, and those it shed (503 overloaded) per second.",
 		queries: []dashQuery{
 			{`permitd_reserves_pending{` + agents + `}`, "{{instance}} pending"},
