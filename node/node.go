@@ -60,6 +60,9 @@ type Node struct {
 	// expired queues the reports of grants answered as refusals
 	// (expiredgrants.go).
 	expired *expiredReports
+	// snapFails counts the snapshots raft failed to take or restore
+	// (snapshotfailures.go).
+	snapFails snapshotFailures
 
 	members membership
 	// changeMu serializes the membership changes this node makes as
@@ -226,7 +229,7 @@ func (n *Node) startRaft() (has bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("node: log cache: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, waiterFSM{receiptFSM{n.fsm, n.receipts}, n}, receiptLog{logs, n.receipts}, n.store, snaps, n.raftNet)
+	n.raft, err = raft.NewRaft(rc, countingFSM{waiterFSM{receiptFSM{n.fsm, n.receipts}, n}}, receiptLog{logs, n.receipts}, n.store, snaps, n.raftNet)
 	if err != nil {
 		return false, fmt.Errorf("node: start raft: %w", err)
 	}

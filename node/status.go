@@ -28,6 +28,7 @@ func (n *Node) Status() api.Status {
 	st.PendingReserves, st.ShedReserves = n.Load()
 	st.ExpiredGrants, st.ExpiredGrantsUnreported = n.expired.expired.Load(), n.expired.unreported.Load()
 	st.WaitingReserves = n.fsm.Waiting()
+	st.SnapshotFailures, st.RestoreFailures = n.snapFails.take.Load(), n.snapFails.restore.Load()
 	st.ReserveBatches, st.BatchedReserves, st.ReserveBatchNanos = n.commits.read()
 	if first, err := n.store.FirstIndex(); err == nil {
 		st.FirstLogIndex = first

@@ -253,6 +253,7 @@ func startAgent(a agentFlags, initial []raft.Server, logger hclog.Logger) (*agen
 	}
 	reg := prometheus.NewRegistry()
 	registerProcessMetrics(reg)
+	registerDataDirMetrics(reg, a.dataDir)
 	ag := &agent{clock: clock, httpErr: make(chan error, 1)}
 	var network node.Network // default: plain TCP
 	if a.testHooks {

@@ -56,6 +56,13 @@ type Status struct {
 	ReserveBatches    uint64 `json:"reserve_batches"`
 	BatchedReserves   uint64 `json:"batched_reserves"`
 	ReserveBatchNanos uint64 `json:"reserve_batch_ns"`
+	// SnapshotFailures is how many raft snapshots this node failed to
+	// take or write (a full or failing disk) since it started;
+	// RestoreFailures how many snapshots it failed to restore (one sent
+	// by the leader, or one on its disk at start). A server older than
+	// these fields leaves them 0.
+	SnapshotFailures uint64 `json:"snapshot_failures"`
+	RestoreFailures  uint64 `json:"restore_failures"`
 }
 
 // Server is one member of the raft configuration. A server that is not a

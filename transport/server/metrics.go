@@ -34,6 +34,8 @@ import (
 //	permitd_is_leader                         1 on the leader, else 0
 //	permitd_reserves_expired_total            grants this node answered 429: expired while it held them
 //	permitd_reserves_expired_unreported_total of those, fresh ones the register still counts as granted
+//	permitd_raft_last_snapshot_index          the index the node's last raft snapshot covers
+//	permitd_snapshot_failures_total{op}       op: take (encode or write: a full disk) | restore
 //
 // The raft gauges are read from the status function at scrape time.
 type Metrics struct {
@@ -238,6 +240,7 @@ type statusCollector struct {
 	state, term, commit, applied, led *prometheus.Desc
 	pending, shed                     *prometheus.Desc
 	expired, unreported               *prometheus.Desc
+	lastSnapshot, snapshotFailures    *prometheus.Desc
 }
 
 func newStatusCollector(status func() api.Status) *statusCollector {
@@ -254,6 +257,9 @@ func newStatusCollector(status func() api.Status) *statusCollector {
 			"Reserves the register granted that this node answered as refusals (429, counted in permitd_reserve_requests_total{outcome=\"refused\"} by the node that answered the client) because the permit expired while it held the answer; the limit's counters count them as refusals too (expired_requests).", nil, nil),
 		unreported: prometheus.NewDesc("permitd_reserves_expired_unreported_total",
 			"Of permitd_reserves_expired_total, fresh grants this node could not report to the register, whose counters therefore still count them as granted.", nil, nil),
+		lastSnapshot: prometheus.NewDesc("permitd_raft_last_snapshot_index", "The raft index this node's last snapshot covers (its log is compacted up to it).", nil, nil),
+		snapshotFailures: prometheus.NewDesc("permitd_snapshot_failures_total",
+			"Raft snapshots this node failed on since it started, by op: take (encoding or writing one: a full or failing disk), restore (one sent by the leader or read at start).", []string{"op"}, nil),
 	}
 }
 
@@ -268,6 +274,8 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.shed
 	ch <- c.expired
 	ch <- c.unreported
+	ch <- c.lastSnapshot
+	ch <- c.snapshotFailures
 }
 
 // Collect implements prometheus.Collector.
@@ -296,4 +304,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.shed, prometheus.CounterValue, float64(st.ShedReserves))
 	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(st.ExpiredGrants))
 	ch <- prometheus.MustNewConstMetric(c.unreported, prometheus.CounterValue, float64(st.ExpiredGrantsUnreported))
+	ch <- prometheus.MustNewConstMetric(c.lastSnapshot, prometheus.GaugeValue, float64(st.LastSnapshotIndex))
+	ch <- prometheus.MustNewConstMetric(c.snapshotFailures, prometheus.CounterValue, float64(st.SnapshotFailures), "take")
+	ch <- prometheus.MustNewConstMetric(c.snapshotFailures, prometheus.CounterValue, float64(st.RestoreFailures), "restore")
 }

@@ -207,3 +207,24 @@ permitd_reserves_expired_unreported_total 1
 		t.Error(err)
 	}
 }
+
+// TestSnapshotMetrics: the node's last snapshot index and the snapshots
+// it failed to take or restore are exported from its status.
+func TestSnapshotMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg, func() api.Status {
+		return api.Status{State: "follower", LastSnapshotIndex: 8192, SnapshotFailures: 2, RestoreFailures: 1}
+	})
+	want := `
+# HELP permitd_raft_last_snapshot_index The raft index this node's last snapshot covers (its log is compacted up to it).
+# TYPE permitd_raft_last_snapshot_index gauge
+permitd_raft_last_snapshot_index 8192
+# HELP permitd_snapshot_failures_total Raft snapshots this node failed on since it started, by op: take (encoding or writing one: a full or failing disk), restore (one sent by the leader or read at start).
+# TYPE permitd_snapshot_failures_total counter
+permitd_snapshot_failures_total{op="restore"} 1
+permitd_snapshot_failures_total{op="take"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "permitd_raft_last_snapshot_index", "permitd_snapshot_failures_total"); err != nil {
+		t.Error(err)
+	}
+}
