@@ -1,12 +1,13 @@
 // Package packaging_test checks how permitd ships (the files beside this
 // one): the LICENSE at the repository root, the release build and the
 // version it stamps, the packaged config against the agent's flags, the
-// systemd unit (systemd-analyze verify and its security exposure), the
-// Debian package (built with nfpm, inspected with dpkg-deb and installed
-// into a throwaway root) and the container image (built and run where a
-// Docker or Podman engine answers). A test needing a Debian tool skips
-// without it, or fails when PERMITD_REQUIRE_PACKAGING_TOOLS=1 (CI, whose
-// machine has them); the image test skips without an engine everywhere.
+// systemd unit (systemd-analyze verify and its security exposure, and an
+// agent traced with strace staying within its sandbox), the Debian
+// package (built with nfpm, inspected with dpkg-deb and installed into a
+// throwaway root) and the container image (built and run where a Docker
+// or Podman engine answers). A test needing a Debian tool skips
+// without it, or fails when PERMITD_REQUIRE_PACKAGING_TOOLS=1 (CI, which
+// installs them); the image test skips without an engine everywhere.
 package packaging_test
 
 import (
@@ -29,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -532,4 +534,179 @@ func installIntoThrowawayRoot(t *testing.T, deb string) {
 	if _, err := os.Stat(filepath.Join(r, "etc/permitd/permitd.json")); err != nil {
 		t.Errorf("after dpkg --remove (not purge), the conffile is gone: %v", err)
 	}
+}
+
+// syscallGroup returns the system calls of a systemd-analyze
+// syscall-filter group (@system-service), its nested groups expanded.
+func syscallGroup(t *testing.T, analyze, group string, into map[string]bool) {
+	t.Helper()
+	out := run(t, 30*time.Second, nil, analyze, "syscall-filter", group)
+	lines := strings.Split(out, "\n")
+	for _, l := range lines[1:] {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "" || strings.HasPrefix(l, "#"):
+		case strings.HasPrefix(l, "@"):
+			syscallGroup(t, analyze, l, into)
+		default:
+			into[l] = true
+		}
+	}
+}
+
+// freePort returns a loopback port nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestAgentFitsTheUnitSandbox: an agent of the release build, traced with
+// strace while it bootstraps, leads, takes a limit and reserves, snapshots
+// and stops on SIGTERM (as systemctl stop), makes only system calls permitd.service's
+// SystemCallFilter lines allow, opens only sockets of its
+// RestrictAddressFamilies, and maps no memory writable and executable
+// (MemoryDenyWriteExecute): what the unit forbids would fail it under
+// systemd (EPERM), which no test here runs.
+func TestAgentFitsTheUnitSandbox(t *testing.T) {
+	analyze := needTool(t, "systemd-analyze", "systemd")
+	strace := needTool(t, "strace", "strace")
+	bin := releaseBinary(t)
+	unit := readFile(t, "cmd/permitd/packaging/permitd.service")
+	allowed, denied := map[string]bool{}, map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^SystemCallFilter=(~?)(.*)$`).FindAllStringSubmatch(unit, -1) {
+		into := allowed
+		if m[1] == "~" {
+			into = denied
+		}
+		for _, g := range strings.Fields(m[2]) {
+			if strings.HasPrefix(g, "@") {
+				syscallGroup(t, analyze, g, into)
+			} else {
+				into[g] = true
+			}
+		}
+	}
+	if len(allowed) == 0 {
+		t.Fatal("permitd.service has no allow-list SystemCallFilter= line")
+	}
+	families := map[string]bool{}
+	if m := regexp.MustCompile(`(?m)^RestrictAddressFamilies=(.*)$`).FindStringSubmatch(unit); m != nil {
+		for _, f := range strings.Fields(m[1]) {
+			families[f] = true
+		}
+	}
+
+	data, trace := t.TempDir(), filepath.Join(t.TempDir(), "strace.out")
+	raft, httpAddr := freePort(t), freePort(t)
+	agent := exec.Command(strace, "-f", "-qq", "-o", trace, bin, "agent", "--id", "n1", "--data-dir", data,
+		"--raft-addr", raft, "--http-addr", httpAddr, "--initial-cluster", "n1="+raft,
+		"--snapshot-threshold", "1", "--snapshot-interval", "50ms")
+	logFile, err := os.Create(filepath.Join(t.TempDir(), "agent.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	agent.Stdout, agent.Stderr = logFile, logFile
+	logs := func() string { b, _ := os.ReadFile(logFile.Name()); return string(b) }
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- agent.Wait() }()
+	// The agent is strace's child: signals go to it (strace, signalled,
+	// would detach and leave it running).
+	pid := 0
+	stopped := false
+	defer func() {
+		if !stopped {
+			if pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			_ = agent.Process.Kill()
+			<-done
+		}
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for pid == 0 {
+		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", agent.Process.Pid, agent.Process.Pid))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(children)))
+		if pid == 0 && time.Now().After(deadline) {
+			t.Fatalf("strace started no agent: %s", logs())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	servers := []string{"--servers", httpAddr}
+	for {
+		if _, err := tryRun(10*time.Second, nil, bin, append([]string{"limits", "put", "api", "--algorithm", "strict", "--rate", "1000", "--max-reserved", "100", "--expiry", "10s"}, servers...)...); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("limits put: %v; agent: %s", err, logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 0; i < 5; i++ {
+		if out, err := tryRun(10*time.Second, nil, bin, append([]string{"reserve", "api", "--max-wait", "1s"}, servers...)...); err != nil {
+			t.Fatalf("reserve: %v; %s", err, out)
+		}
+	}
+	for {
+		if snaps, _ := os.ReadDir(filepath.Join(data, "snapshots")); len(snaps) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot in %s; agent: %s", data, logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		stopped = true
+		if err != nil {
+			t.Fatalf("the agent under strace: %v; %s", err, logs())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the agent did not stop within 30 s of SIGTERM; %s", logs())
+	}
+
+	b, err := os.ReadFile(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	call := regexp.MustCompile(`^\d+ +(?:<\.\.\. )?([a-z_0-9]+)[( ]`)
+	for _, l := range strings.Split(string(b), "\n") {
+		if m := call.FindStringSubmatch(l); m != nil {
+			used[m[1]] = true
+			if m[1] == "socket" {
+				if f := regexp.MustCompile(`socket\((AF_[A-Z0-9]+)`).FindStringSubmatch(l); f != nil && len(families) > 0 && !families[f[1]] {
+					t.Errorf("the agent opened a socket of %s, outside RestrictAddressFamilies: %s", f[1], l)
+				}
+			}
+			if (m[1] == "mmap" || m[1] == "mprotect") && strings.Contains(l, "PROT_WRITE|PROT_EXEC") {
+				t.Errorf("the agent mapped memory writable and executable (MemoryDenyWriteExecute): %s", l)
+			}
+		}
+	}
+	if len(used) < 10 {
+		t.Fatalf("strace recorded %d system calls: is its output format still parsed? %.500s", len(used), b)
+	}
+	var names []string
+	for s := range used {
+		if s == "execve" || s == "exit_group" {
+			continue // strace's start of the program; the end, allowed (@default)
+		}
+		names = append(names, s)
+		if !allowed[s] || denied[s] {
+			t.Errorf("the agent calls %s, which permitd.service's SystemCallFilter forbids", s)
+		}
+	}
+	t.Logf("the agent made %d distinct system calls (execve and exit_group aside)", len(names))
 }
