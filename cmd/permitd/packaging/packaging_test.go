@@ -342,7 +342,8 @@ func containerEngine(t *testing.T) string {
 
 // TestDockerImageRunsAnAgent: the image builds from the repository root,
 // prints the version it was built with, runs as a non-root user, and an
-// agent in it (a one-node cluster, its data in the volume) answers
+// agent in it (a one-node cluster, its data in the volume, its HTTP
+// address the container's wildcard without TLS: --insecure) answers
 // /healthz on the published port.
 func TestDockerImageRunsAnAgent(t *testing.T) {
 	engine := containerEngine(t)
@@ -362,7 +363,7 @@ func TestDockerImageRunsAnAgent(t *testing.T) {
 
 	id := strings.TrimSpace(run(t, time.Minute, nil, engine, "run", "-d", "-p", "127.0.0.1::8001", tag,
 		"agent", "--id", "n1", "--data-dir", "/var/lib/permitd", "--raft-addr", "127.0.0.1:7001",
-		"--http-addr", "0.0.0.0:8001", "--initial-cluster", "n1=127.0.0.1:7001"))
+		"--http-addr", "0.0.0.0:8001", "--initial-cluster", "n1=127.0.0.1:7001", "--insecure"))
 	t.Cleanup(func() { _, _ = tryRun(time.Minute, nil, engine, "rm", "-f", "-v", id) })
 	port := strings.TrimSpace(run(t, time.Minute, nil, engine, "port", id, "8001/tcp"))
 	if i := strings.LastIndex(port, "\n"); i >= 0 {
