@@ -62,6 +62,9 @@ var allowed = map[string][]string{
 	"cmd/internal/importguard": {},
 	"cmd/internal/doccheck":    {},
 	"cmd/internal/mddoc":       {},
+	// cmd/permitd/packaging: tests of the release build, image, unit and
+	// Debian package, which run the scripts and tools beside them.
+	"cmd/permitd/packaging": {},
 	// cmd/leased-scale measures the leased path: agents (built from
 	// cmd/permitd, not imported) and in-process workers.
 	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker"},
