@@ -33,3 +33,17 @@ func exitCodeOf(err error) int {
 	}
 	return exitFailure
 }
+
+// cliHints words the Go client's hints in msg for the command line: a
+// TLS call that reached a plain HTTP port is told to drop --tls-ca, and
+// where that came from when the environment set it.
+func (c *cmdLine) cliHints(msg string) string {
+	if !strings.Contains(msg, client.PlainHTTPHint) {
+		return msg
+	}
+	fix := "speaks plain HTTP, not TLS: drop --tls-ca"
+	if c.envSet["tls-ca"] {
+		fix += fmt.Sprintf(" (it came from $%s: unset it)", c.env["tls-ca"])
+	}
+	return strings.ReplaceAll(msg, client.PlainHTTPHint, fix)
+}

@@ -258,8 +258,12 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 		lastErr, lastServer = err, c.servers[idx]
 	}
 	if hint := wrongPortHint(ctx, lastServer, lastErr); hint != "" {
-		return notDelivered(fmt.Errorf("%w: %s failed on %s over %s: %s; last failure: %w",
-			ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), hint, lastErr))
+		return notDelivered(&hintedError{
+			msg: fmt.Sprintf("%v: %s failed on %s over %s: %s; last failure: %v",
+				ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), hint, lastErr),
+			hint: hint,
+			err:  fmt.Errorf("%w: %w", ErrUnavailable, lastErr),
+		})
 	}
 	return notDelivered(fmt.Errorf("%w: %s failed on %s over %s; last failure: %w",
 		ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), lastErr))

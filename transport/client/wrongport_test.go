@@ -89,3 +89,73 @@ func TestWrongPortHints(t *testing.T) {
 		t.Errorf("two servers: %v; want \"on 2 attempts over 2 servers;\"", err)
 	}
 }
+
+// TestWrongPortHintsTLSAndStatus: a TLS client at a plain HTTP port is
+// told the port speaks plain HTTP (and to drop the CA); at a mutual TLS
+// port that wants a client certificate (a node's raft port), that it
+// looks like a raft port and to give the nodes' --http-addr; and StatusOf
+// (permitd status, no failover) carries the same hints as the other calls
+// (PortHint returns them), for plain HTTP at a TLS port and at a raft
+// port too. A permitd TLS port's 400 to plain HTTP gets the TLS hint.
+func TestWrongPortHintsTLSAndStatus(t *testing.T) {
+	tlsSrv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	roots := tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig
+	mutualTLS := tlsSrv.TLS.Clone()
+	mutualTLS.ClientAuth = tls.RequireAnyClientCert
+	raftTLS := listenFunc(t, func(c net.Conn) {
+		tc := tls.Server(c, mutualTLS)
+		_, _ = tc.Read(make([]byte, 1))
+		tc.Close()
+	})
+	agentTLS := listenFunc(t, func(c net.Conn) {
+		tc := tls.Server(c, tlsSrv.TLS)
+		_, _ = tc.Read(make([]byte, 1))
+		tc.Close()
+	})
+	raftPlain := listenFunc(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 1))
+		c.Close()
+	})
+	plainSrv := host(serve(t, http.NotFoundHandler()))
+	permitdTLS := host(serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "this port speaks TLS: use https:// (curl --cacert CA)", http.StatusBadRequest)
+	})))
+	for _, tc := range []struct {
+		name, server string
+		tls          bool
+		mention      []string
+	}{
+		{"TLS client at a plain HTTP port", plainSrv, true, []string{plainSrv + " " + PlainHTTPHint}},
+		{"TLS client at a mutual TLS raft port", raftTLS, true, []string{raftTLS + " asks for a client certificate", "raft port (mutual TLS)", "--http-addr"}},
+		{"plain client at a TLS port", agentTLS, false, []string{agentTLS + " speaks TLS, not plain HTTP", "--tls-ca"}},
+		{"plain client at a raft port", raftPlain, false, []string{raftPlain + " reset the connection", "raft port", "--http-addr"}},
+		{"plain client at permitd's TLS port", permitdTLS, false, []string{"this port speaks TLS, not plain HTTP", "--tls-ca"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []Option
+			if tc.tls {
+				opts = append(opts, WithTLS(roots))
+			}
+			c := newClient(t, []string{tc.server}, append(opts, WithClock(newFakeClock()), WithRounds(1))...)
+			_, err := c.ListLimits(context.Background())
+			_, serr := c.StatusOf(context.Background(), tc.server)
+			for what, err := range map[string]error{"ListLimits": err, "StatusOf": serr} {
+				if err == nil {
+					t.Fatalf("%s succeeded, want an error", what)
+				}
+				for _, m := range tc.mention {
+					if !strings.Contains(err.Error(), m) {
+						t.Errorf("%s: error %q does not mention %q", what, err, m)
+					}
+				}
+				var api *APIError
+				if !errors.As(err, &api) && PortHint(err) == "" {
+					t.Errorf("%s: PortHint(%v) is empty", what, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestWrongPortMessages: the CLI's first-hour mistakes with addresses
+// each name the cause and the fix, for status as for the other commands:
+//   - status given a plain node's raft port: it resets the connection, as
+//     a raft port does; give the nodes' --http-addr;
+//   - a TLS client (PERMITD_TLS_CA in the environment) at a plain HTTP
+//     port: drop --tls-ca, naming the variable it came from;
+//   - plain HTTP at a TLS node's API port: the port speaks TLS;
+//   - a TLS client without a certificate at a TLS node's raft port
+//     (mutual TLS): it looks like a raft port; give the --http-addr.
+func TestWrongPortMessages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := permitdUnderTest(t)
+	dir := t.TempDir()
+	wantCode(t, runCLI(t, bin, nil, "certs", "create", "--out", dir, "--nodes", "n1"), exitOK)
+	file := func(name string) string { return filepath.Join(dir, name) }
+	plain, _ := startLeadingLoneAgent(t, bin)
+	secure := startLoneAgent(t, bin, "--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"))
+	wantCode(t, runCLI(t, bin, nil, "status", "--servers", secure.httpAddr, "--tls-ca", file("ca.crt"), "--wait", "20s"), exitOK)
+
+	caEnv := []string{"PERMITD_TLS_CA=" + file("ca.crt")}
+	for _, tc := range []struct {
+		name    string
+		env     []string
+		args    []string
+		mention []string
+	}{
+		{"status at a raft port", nil, []string{"status", "--servers", plain.raftAddr},
+			[]string{plain.raftAddr + " reset the connection without an HTTP answer, as a node's raft port does", "--http-addr"}},
+		{"status, TLS from the environment, at a plain port", caEnv, []string{"status", "--servers", plain.httpAddr},
+			[]string{plain.httpAddr + " speaks plain HTTP, not TLS: drop --tls-ca (it came from $PERMITD_TLS_CA: unset it)"}},
+		{"limits list, TLS from the environment, at a plain port", caEnv, []string{"limits", "list", "--servers", plain.httpAddr},
+			[]string{plain.httpAddr + " speaks plain HTTP, not TLS: drop --tls-ca (it came from $PERMITD_TLS_CA: unset it)"}},
+		{"limits list, --tls-ca, at a plain port", nil, []string{"limits", "list", "--servers", plain.httpAddr, "--tls-ca", file("ca.crt")},
+			[]string{plain.httpAddr + " speaks plain HTTP, not TLS: drop --tls-ca"}},
+		{"status in plain HTTP at a TLS port", nil, []string{"status", "--servers", secure.httpAddr},
+			[]string{"this port speaks TLS, not plain HTTP", "--tls-ca"}},
+		{"status at a mutual TLS raft port", caEnv, []string{"status", "--servers", secure.raftAddr},
+			[]string{secure.raftAddr + " asks for a client certificate, as a node's raft port (mutual TLS) does", "--http-addr"}},
+		{"limits list at a mutual TLS raft port", caEnv, []string{"limits", "list", "--servers", secure.raftAddr},
+			[]string{secure.raftAddr + " asks for a client certificate, as a node's raft port (mutual TLS) does", "--http-addr"}},
+	} {
+		r := runCLI(t, bin, tc.env, append(tc.args, "--timeout", "3s")...)
+		if r.code == exitOK {
+			t.Errorf("%s: exit 0: %v", tc.name, r)
+			continue
+		}
+		for _, m := range tc.mention {
+			if !strings.Contains(r.stderr, m) {
+				t.Errorf("%s: stderr does not mention %q:\n%v", tc.name, m, r)
+			}
+		}
+	}
+}
