@@ -142,7 +142,7 @@ func speaksTLS(ctx context.Context, host string) (speaks, wantsCert bool) {
 // TLS port (net/http's, or a permitd agent's, whose text it replaces).
 func httpsAnswerHint(msg string) string {
 	if strings.Contains(msg, plainTLSAnswer) {
-		return "this port speaks TLS, not plain HTTP: " + tlsHint
+		return "this port speaks TLS, not plain HTTP: " + tlsHint + ", with a client certificate (--tls-cert, --tls-key) if the agents run with --client-cert-auth"
 	}
 	if strings.Contains(msg, httpsAnswer) {
 		return strings.TrimSuffix(msg, ".") + ": the server speaks TLS: " + tlsHint

@@ -171,6 +171,41 @@ class WrongPortTest(unittest.TestCase):
         self.assertIn("Client sent an HTTP request to an HTTPS server: the server speaks TLS: give the cluster's CA", str(cm.exception))
         self.assertIn("https://", str(cm.exception))
 
+    def test_a_400_from_permitd_on_a_tls_port_says_it_speaks_tls(self) -> None:
+        # A permitd agent's TLS port answers a plain request with 400.
+        def handle(conn: socket.socket) -> None:
+            read_head(conn)
+            body = b"this port speaks TLS: use https:// (curl --cacert CA)\n"
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+
+        c = self.client(serve(self, handle))
+        with self.assertRaises(permitd.InvalidRequest) as cm:
+            c.list_limits()
+        self.assertIn("this port speaks TLS, not plain HTTP: give the cluster's CA", str(cm.exception))
+        self.assertIn("$PERMITD_TLS_CA", str(cm.exception))
+
+    def test_tls_to_a_plain_port_says_it_speaks_plain_http(self) -> None:
+        def handle(conn: socket.socket) -> None:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+        addr = serve(self, handle)
+        c = permitd.Client([addr], timeout=5, rounds=1, ca_file=os.path.join(make_certs(self), "ca.crt"))
+        self.addCleanup(c.close)
+        msg = self.unavailable(c)
+        self.assertIn("%s speaks plain HTTP, not TLS: drop the CA" % addr, msg)
+        self.assertIn("PERMITD_TLS_CA", msg)
+
+    def test_tls_without_a_certificate_to_a_mutual_tls_port_says_raft_port(self) -> None:
+        certs = make_certs(self)
+        addr, _, handshake = tls_server(self, certs, client_cert=True)
+        c = permitd.Client([addr], timeout=5, rounds=1, ca_file=os.path.join(certs, "ca.crt"))
+        self.addCleanup(c.close)
+        msg = self.unavailable(c)
+        self.assertTrue(handshake.is_set(), "no TLS handshake seen")
+        self.assertIn("%s asks for a client certificate, as a node's raft port (mutual TLS) does" % addr, msg)
+        self.assertIn("--http-addr", msg)
+
     def test_a_plain_close_is_not_called_tls(self) -> None:
         # A server that closes without an answer but does not speak TLS
         # either: no hint (the probe's handshake fails), and the probe
