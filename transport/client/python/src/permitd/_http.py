@@ -594,7 +594,8 @@ def wrong_port_hint(server: Server, err: BaseException, deadline: Optional[float
 def _wrong_tls_port_hint(hostport: str, err: BaseException) -> str:
     """wrong_port_hint for an https server: it answered in plain HTTP (the
     handshake read an HTTP answer), or asked for a client certificate the
-    client has none for, as a node's raft port (mutual TLS) does."""
+    client has none for, as a node's raft port (mutual TLS) does, or reset
+    the connection (a raft port whose CA signed the client's certificate)."""
     text = str(err)
     if isinstance(err, ssl.SSLError) and ("WRONG_VERSION_NUMBER" in text or "record layer failure" in text):
         return "%s %s" % (hostport, PLAIN_HTTP_HINT)
@@ -603,6 +604,11 @@ def _wrong_tls_port_hint(hostport: str, err: BaseException) -> str:
             "%s asks for a client certificate, as a node's raft port (mutual TLS) does: give the nodes' HTTP API "
             "addresses (their --http-addr), not their --raft-addr; if it is the API port of an agent run with "
             "--client-cert-auth, give a client certificate (Client(cert_file=..., key_file=...))" % hostport
+        )
+    if isinstance(err, ConnectionResetError):
+        return (
+            "%s reset the connection without an HTTP answer, as a node's raft port does: give the nodes' HTTP API "
+            "addresses (their --http-addr), not their --raft-addr" % hostport
         )
     return ""
 
