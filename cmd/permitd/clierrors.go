@@ -36,8 +36,12 @@ func exitCodeOf(err error) int {
 
 // cliHints words the Go client's hints in msg for the command line: a
 // TLS call that reached a plain HTTP port is told to drop --tls-ca, and
-// where that came from when the environment set it.
+// where that came from when the environment set it; a deadline that came
+// after a 503 is --timeout's.
 func (c *cmdLine) cliHints(msg string) string {
+	// The client's error when the context ended after a 503 (see
+	// Client.failover): the context is --timeout's.
+	msg = strings.ReplaceAll(msg, "; then context deadline exceeded", "; then --timeout ran out")
 	if !strings.Contains(msg, client.PlainHTTPHint) {
 		return msg
 	}

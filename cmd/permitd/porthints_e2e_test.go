@@ -1,9 +1,11 @@
 package main
 
 import (
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestWrongPortMessages: the CLI's first-hour mistakes with addresses
@@ -60,6 +62,39 @@ func TestWrongPortMessages(t *testing.T) {
 			if !strings.Contains(r.stderr, m) {
 				t.Errorf("%s: stderr does not mention %q:\n%v", tc.name, m, r)
 			}
+		}
+	}
+}
+
+// TestNoLeaderMessages: one node of three started (no quorum): a command
+// fails naming the cause (the cluster has no leader, no quorum?, permitd
+// status), also when its own --timeout runs out during an attempt after
+// a 503 said so.
+func TestNoLeaderMessages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := permitdUnderTest(t)
+	agents := newTestAgents(t, 3)
+	a := agents[0]
+	a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+		"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
+	hc := &http.Client{Timeout: 2 * time.Second}
+	waitUntil(t, 20*time.Second, a.id+" to answer", func() bool {
+		code, _ := doQuiet(hc, "GET", "http://"+a.httpAddr+"/v1/status", "")
+		return code == http.StatusOK
+	})
+	rs := runParallel(t, bin, [][]string{
+		{"limits", "list", "--servers", a.httpAddr},
+		{"reserve", "api", "--servers", a.httpAddr, "--timeout", "1500ms"},
+	})
+	for i, r := range rs {
+		if r.code != exitFailure || !strings.Contains(r.stderr, "the cluster has no leader (no quorum? `permitd status` shows which nodes answer)") ||
+			strings.Contains(r.stderr, "context deadline exceeded") {
+			t.Errorf("without a leader: want exit 1 naming the missing leader, no raw context error: %v", r)
+		}
+		if (i == 1) != strings.Contains(r.stderr, "then --timeout ran out") {
+			t.Errorf("without a leader: --timeout named only when it ran out: %v", r)
 		}
 	}
 }

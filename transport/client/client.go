@@ -235,14 +235,24 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 		}
 		return err
 	}
+	// last503 is the last 503 a server answered: when the context ends
+	// during a later attempt, its cause (no leader, say) is the error's,
+	// not the attempt's "context deadline exceeded".
+	var last503 *APIError
+	ended := func(ctxErr, failure error) error {
+		if last503 != nil {
+			return notDelivered(fmt.Errorf("client: %s: %s (503 from %s); then %w", what, last503.Message, last503.Server, ctxErr))
+		}
+		return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, ctxErr, failure))
+	}
 	for a := 0; a < attempts; a++ {
 		if a > 0 && a%n == 0 {
 			if err := c.clock.Sleep(ctx, c.backoff(a/n-1, -1)); err != nil {
-				return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, err, lastErr))
+				return ended(err, lastErr)
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, err, lastErr))
+			return ended(err, lastErr)
 		}
 		idx := (start + a) % n
 		out, err := try(c.servers[idx])
@@ -251,8 +261,11 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 			return err
 		}
 		undelivered = undelivered && out == attemptUndelivered
+		if api := (*APIError)(nil); errors.As(err, &api) && api.StatusCode == http.StatusServiceUnavailable {
+			last503 = api
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, ctxErr, err))
+			return ended(ctxErr, err)
 		}
 		c.log.Debug("attempt failed, trying the next server", "server", c.servers[idx], "request", what, "error", err)
 		lastErr, lastServer = err, c.servers[idx]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestWrongPortHints: a plain-HTTP call that fails because the address is
@@ -157,5 +159,30 @@ func TestWrongPortHintsTLSAndStatus(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeadlineKeepsTheLast503: when the context ends during an attempt
+// after a server answered 503 (no leader), the error names that answer's
+// cause first, not only "context deadline exceeded", and still matches
+// the context's error.
+func TestDeadlineKeepsTheLast503(t *testing.T) {
+	srv := serve(t, &scripted{reply: func(hit int, w http.ResponseWriter, r *http.Request) {
+		if hit == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":"list limits: the cluster has no leader"}`)
+			return
+		}
+		<-r.Context().Done() // the second attempt outlives the deadline
+	}})
+	c := newClient(t, []string{host(srv)}, WithRounds(5), WithBackoff(time.Millisecond, time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.ListLimits(ctx)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "GET /v1/limits: list limits: the cluster has no leader (503 from ") {
+		t.Fatalf("ListLimits: %v; want the last 503's cause, and context.DeadlineExceeded", err)
+	}
+	if errors.Is(err, ErrUnavailable) {
+		t.Errorf("ListLimits: %v matches ErrUnavailable; want only the context's error", err)
 	}
 }

@@ -313,6 +313,30 @@ func TestStoreErrorsOnOtherEndpoints(t *testing.T) {
 	}
 }
 
+// TestNoLeaderKnownNamesTheCause: a node that waited for a leader in vain
+// (node.leaderAddr's error) answers 503 saying the cluster has no leader,
+// suggesting a lost quorum and permitd status, without the raw context
+// error; another no-leader failure keeps its own text.
+func TestNoLeaderKnownNamesTheCause(t *testing.T) {
+	e := newEnv(t, HandlerOptions{})
+	e.store.SetErr(fmt.Errorf("%w: no leader known: %v", node.ErrNoLeader, context.DeadlineExceeded))
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/v1/limits", ""},
+		{"POST", "/v1/limits/a/reserve", ""},
+	} {
+		w := e.do(t, r.method, r.path, r.body)
+		msg, _ := decode(t, w)["error"].(string)
+		if w.Code != 503 || !strings.Contains(msg, "the cluster has no leader (no quorum? `permitd status`") || strings.Contains(msg, "deadline") {
+			t.Errorf("%s %s: %d %q, want 503 naming the missing leader and permitd status", r.method, r.path, w.Code, msg)
+		}
+	}
+	e.store.SetErr(fmt.Errorf("%w: this node is not the leader", node.ErrNoLeader))
+	w := e.do(t, "GET", "/v1/limits", "")
+	if msg, _ := decode(t, w)["error"].(string); !strings.Contains(msg, "no leader reachable (this node is not the leader)") {
+		t.Errorf("another no-leader failure: %q", msg)
+	}
+}
+
 // badInput is one request that must be rejected before reaching the store.
 type badInput struct {
 	name, method, path, body string
