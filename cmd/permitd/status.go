@@ -54,8 +54,8 @@ which voters to start.
 scripts that start a cluster).
 
 Exit status: 0 healthy; 1 degraded (a node unreachable or not ready, no
-leader, a voter not checked, a joined server not promoted); 2 usage
-error.
+leader, a voter not checked, a joined server not promoted);
+2 usage error.
 `, stdout, stderr)
 	var cf clientFlags
 	var jsonOut bool
