@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/client"
 )
 
@@ -126,7 +127,7 @@ func reserveOne(c *cmdLine, f *reserveFlags, name string, stdout io.Writer) int 
 		// strict limit that may not reserve ahead (its max_reserved).
 		msg := g.Refusal
 		if msg == "" {
-			msg = fmt.Sprintf("limit %q: no permit within max wait %v; retry after %v", name, f.maxWait, g.RetryAfter)
+			msg = fmt.Sprintf("limit %q: no permit within max wait %v; retry after %s", name, f.maxWait, api.DurationText(g.RetryAfter))
 		}
 		printLine(stdout, map[string]any{"granted": false, "retry_after_ns": g.RetryAfter.Nanoseconds(), "request_id": g.RequestID, "error": msg})
 		return exitRefused

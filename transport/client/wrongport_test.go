@@ -186,3 +186,17 @@ func TestDeadlineKeepsTheLast503(t *testing.T) {
 		t.Errorf("ListLimits: %v matches ErrUnavailable; want only the context's error", err)
 	}
 }
+
+// TestErrorDurationsRounded: the client's own messages print a time to
+// wait with three significant digits, rounded up (the exact value is in
+// the error's fields).
+func TestErrorDurationsRounded(t *testing.T) {
+	for _, err := range []error{
+		&RefusedError{Limit: "a", RetryAfter: 58990199804},
+		&SessionRefusedError{RetryAfter: 58990199804, APIError: &APIError{Server: "s", StatusCode: 503, Message: "full"}},
+	} {
+		if !strings.Contains(err.Error(), "retry after 59s") {
+			t.Errorf("%q: want \"retry after 59s\"", err)
+		}
+	}
+}

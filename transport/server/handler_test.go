@@ -242,6 +242,10 @@ func TestReserveStoreOutcomes(t *testing.T) {
 		{"invalid status", fsm.ReserveResult{Status: fsm.Invalid, Detail: "more than MaxPermits"}, nil, 400, "more than MaxPermits", ""},
 		{"bogus status", fsm.ReserveResult{Status: 99}, nil, 503, "unexpected", ""},
 		{"granted with expiry", fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 7, ExpiresInNanos: 9, Duplicate: true}, nil, 200, "", ""},
+		// The text rounds the retry up to 3 significant digits (the exact
+		// value is retry_after_ns).
+		{"refused", fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 58990199804}, nil, 429, "; retry after 59s", ""},
+		{"busy", fsm.ReserveResult{Status: fsm.Busy, RetryAfterNanos: 1991837074}, nil, 503, "retry after 2s, or use a session", ""},
 		// README: a node at its bound answers 503 with Retry-After: 1 and
 		// "overloaded" in its error (permitd bench counts sheds by it).
 		{"overloaded", fsm.ReserveResult{}, fmt.Errorf("node: x: %w", node.ErrOverloaded), 503, "overloaded", "1"},
