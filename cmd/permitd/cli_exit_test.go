@@ -77,6 +77,9 @@ func TestHelpListsDeniedExitCode(t *testing.T) {
 		}
 		stderr.Reset()
 		code := run(append(append(strings.Fields(name), args...), "--servers", addr, "--timeout", "5s"), &bytes.Buffer{}, &stderr)
+		if code == exitDenied && !strings.Contains(stderr.String(), "missing token: give --token or $PERMITD_TOKEN") {
+			t.Errorf("%s: a missing token's error does not name --token and $PERMITD_TOKEN: %s", name, stderr.String())
+		}
 		if (code == exitDenied) != lists {
 			t.Errorf("%s: exit %d on a 401 (%s), and its help lists exit %d: %v; want both or neither:\n%s",
 				name, code, strings.TrimSpace(stderr.String()), exitDenied, lists, help.String())
