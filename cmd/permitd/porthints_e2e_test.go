@@ -24,9 +24,7 @@ func TestWrongPortMessages(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := permitdUnderTest(t)
-	dir := t.TempDir()
-	wantCode(t, runCLI(t, bin, nil, "certs", "create", "--out", dir, "--nodes", "n1"), exitOK)
-	file := func(name string) string { return filepath.Join(dir, name) }
+	file := certsOfN1(t, bin)
 	plain, _ := startLeadingLoneAgent(t, bin)
 	secure := startLoneAgent(t, bin, "--tls-cert", file("node-n1.crt"), "--tls-key", file("node-n1.key"), "--tls-ca", file("ca.crt"))
 	wantCode(t, runCLI(t, bin, nil, "status", "--servers", secure.httpAddr, "--tls-ca", file("ca.crt"), "--wait", "20s"), exitOK)
@@ -97,4 +95,14 @@ func TestNoLeaderMessages(t *testing.T) {
 			t.Errorf("without a leader: --timeout named only when it ran out: %v", r)
 		}
 	}
+}
+
+// certsOfN1 makes a CA, a certificate for node n1 and its key with
+// `permitd certs create` in a fresh directory, and returns the path of a
+// file there ("ca.crt", "node-n1.crt", "node-n1.key").
+func certsOfN1(t *testing.T, bin string) func(name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	wantCode(t, runCLI(t, bin, nil, "certs", "create", "--out", dir, "--nodes", "n1"), exitOK)
+	return func(name string) string { return filepath.Join(dir, name) }
 }

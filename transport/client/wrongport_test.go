@@ -23,31 +23,7 @@ import (
 // resets the connection); a plain HTTP server that drops the connection
 // gets no such hint. "1 server" is singular.
 func TestWrongPortHints(t *testing.T) {
-	tlsSrv := httptest.NewUnstartedServer(http.NotFoundHandler())
-	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the plain request's handshake error
-	tlsSrv.StartTLS()
-	t.Cleanup(tlsSrv.Close)
-	// agentTLS is how a permitd agent's API port (tls.NewListener under
-	// the binary sniffer) treats a plain connection: the sniffer's first
-	// read runs the handshake, which fails, and closes it.
-	agentTLS := listenFunc(t, func(c net.Conn) {
-		tc := tls.Server(c, tlsSrv.TLS)
-		_, _ = tc.Read(make([]byte, 1))
-		tc.Close()
-	})
-	mutualTLS := tlsSrv.TLS.Clone()
-	mutualTLS.ClientAuth = tls.RequireAnyClientCert
-	raftTLS := listenFunc(t, func(c net.Conn) {
-		tc := tls.Server(c, mutualTLS)
-		_, _ = tc.Read(make([]byte, 1))
-		tc.Close()
-	})
-	// raftPlain is hashicorp/raft's NetworkTransport: it reads one byte,
-	// the RPC type, and closes the connection on an unknown one.
-	raftPlain := listenFunc(t, func(c net.Conn) {
-		_, _ = c.Read(make([]byte, 1))
-		c.Close()
-	})
+	tlsSrv, agentTLS, raftTLS, raftPlain := wrongPorts(t)
 	drop := host(serve(t, &scripted{reply: func(_ int, w http.ResponseWriter, _ *http.Request) {
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			conn.Close()
@@ -100,27 +76,8 @@ func TestWrongPortHints(t *testing.T) {
 // (PortHint returns them), for plain HTTP at a TLS port and at a raft
 // port too. A permitd TLS port's 400 to plain HTTP gets the TLS hint.
 func TestWrongPortHintsTLSAndStatus(t *testing.T) {
-	tlsSrv := httptest.NewUnstartedServer(http.NotFoundHandler())
-	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
-	tlsSrv.StartTLS()
-	t.Cleanup(tlsSrv.Close)
+	tlsSrv, agentTLS, raftTLS, raftPlain := wrongPorts(t)
 	roots := tlsSrv.Client().Transport.(*http.Transport).TLSClientConfig
-	mutualTLS := tlsSrv.TLS.Clone()
-	mutualTLS.ClientAuth = tls.RequireAnyClientCert
-	raftTLS := listenFunc(t, func(c net.Conn) {
-		tc := tls.Server(c, mutualTLS)
-		_, _ = tc.Read(make([]byte, 1))
-		tc.Close()
-	})
-	agentTLS := listenFunc(t, func(c net.Conn) {
-		tc := tls.Server(c, tlsSrv.TLS)
-		_, _ = tc.Read(make([]byte, 1))
-		tc.Close()
-	})
-	raftPlain := listenFunc(t, func(c net.Conn) {
-		_, _ = c.Read(make([]byte, 1))
-		c.Close()
-	})
 	plainSrv := host(serve(t, http.NotFoundHandler()))
 	permitdTLS := host(serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "this port speaks TLS: use https:// (curl --cacert CA)", http.StatusBadRequest)
@@ -199,4 +156,35 @@ func TestErrorDurationsRounded(t *testing.T) {
 			t.Errorf("%q: want \"retry after 59s\"", err)
 		}
 	}
+}
+
+// wrongPorts starts the ports a client may be given by mistake: a
+// net/http TLS server; agentTLS, how a permitd agent's API port
+// (tls.NewListener under the binary sniffer) treated a plain connection
+// before it answered 400: the sniffer's first read runs the handshake,
+// which fails, and closes it; raftTLS, a TLS port that requires a client
+// certificate (a node's raft port, mutual TLS); raftPlain, hashicorp/raft's
+// NetworkTransport: it reads one byte, the RPC type, and closes the
+// connection on an unknown one.
+func wrongPorts(t *testing.T) (tlsSrv *httptest.Server, agentTLS, raftTLS, raftPlain string) {
+	t.Helper()
+	tlsSrv = httptest.NewUnstartedServer(http.NotFoundHandler())
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the plain request's handshake error
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	serveTLS := func(conf *tls.Config) func(net.Conn) {
+		return func(c net.Conn) {
+			tc := tls.Server(c, conf)
+			_, _ = tc.Read(make([]byte, 1))
+			tc.Close()
+		}
+	}
+	mutualTLS := tlsSrv.TLS.Clone()
+	mutualTLS.ClientAuth = tls.RequireAnyClientCert
+	agentTLS, raftTLS = listenFunc(t, serveTLS(tlsSrv.TLS)), listenFunc(t, serveTLS(mutualTLS))
+	raftPlain = listenFunc(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 1))
+		c.Close()
+	})
+	return tlsSrv, agentTLS, raftTLS, raftPlain
 }
