@@ -64,10 +64,13 @@ func TestWrongPortMessages(t *testing.T) {
 	}
 }
 
-// TestNoLeaderMessages: one node of three started (no quorum): a command
-// fails naming the cause (the cluster has no leader, no quorum?, permitd
-// status), also when its own --timeout runs out during an attempt after
-// a 503 said so.
+// TestNoLeaderMessages: one node of three started (no quorum), --servers
+// naming it and a node not started: a command fails naming the cause (the
+// cluster has no leader, no quorum?, permitd status), not the refused
+// connection of the last attempt, and also when its own --timeout runs
+// out during an attempt after a 503 said so; a reserve whose max wait
+// outlasts an attempt's default timeout (5 s) gets that 503 (the node
+// answers after max wait plus a second).
 func TestNoLeaderMessages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -82,16 +85,18 @@ func TestNoLeaderMessages(t *testing.T) {
 		code, _ := doQuiet(hc, "GET", "http://"+a.httpAddr+"/v1/status", "")
 		return code == http.StatusOK
 	})
+	servers := serversOf(a, agents[1])
 	rs := runParallel(t, bin, [][]string{
-		{"limits", "list", "--servers", a.httpAddr},
-		{"reserve", "api", "--servers", a.httpAddr, "--timeout", "1500ms"},
+		{"limits", "list", "--servers", servers},
+		{"reserve", "api", "--servers", servers, "--timeout", "1500ms"},
+		{"reserve", "api", "--servers", servers, "--max-wait", "4500ms", "--timeout", "2s"},
 	})
 	for i, r := range rs {
 		if r.code != exitFailure || !strings.Contains(r.stderr, "the cluster has no leader (no quorum? `permitd status` shows which nodes answer)") ||
 			strings.Contains(r.stderr, "context deadline exceeded") {
 			t.Errorf("without a leader: want exit 1 naming the missing leader, no raw context error: %v", r)
 		}
-		if (i == 1) != strings.Contains(r.stderr, "then --timeout ran out") {
+		if (i > 0) != strings.Contains(r.stderr, "then --timeout ran out") {
 			t.Errorf("without a leader: --timeout named only when it ran out: %v", r)
 		}
 	}

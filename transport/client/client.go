@@ -278,6 +278,13 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 			err:  fmt.Errorf("%w: %w", ErrUnavailable, lastErr),
 		})
 	}
+	var lastAPI *APIError
+	if last503 != nil && !errors.As(lastErr, &lastAPI) {
+		// A server down after one that answered 503 (no leader, say):
+		// the answer names the cause, the refused connection does not.
+		return fmt.Errorf("%w: %s failed on %s over %s; last answer: %w; last failure: %v",
+			ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), last503, lastErr)
+	}
 	return notDelivered(fmt.Errorf("%w: %s failed on %s over %s; last failure: %w",
 		ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), lastErr))
 }

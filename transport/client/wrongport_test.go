@@ -144,6 +144,29 @@ func TestDeadlineKeepsTheLast503(t *testing.T) {
 	}
 }
 
+// TestExhaustedKeepsTheLast503: when the attempts run out and the last
+// failed to connect (a node down) after another server answered 503 (no
+// leader), the error carries that answer (errors.As finds it: the CLI
+// prints its message) and still names the last failure.
+func TestExhaustedKeepsTheLast503(t *testing.T) {
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"error":"list limits: the cluster has no leader"}`)
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String() // closed: connections are refused
+	ln.Close()
+	c := newClient(t, []string{host(srv), refused}, WithClock(newFakeClock()), WithRounds(2))
+	_, err = c.ListLimits(context.Background())
+	var api *APIError
+	if !errors.As(err, &api) || api.StatusCode != 503 || !strings.Contains(err.Error(), "connection refused") || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("ListLimits: %v; want the 503 (errors.As), ErrUnavailable, and the refused connection named", err)
+	}
+}
+
 // TestErrorDurationsRounded: the client's own messages print a time to
 // wait with three significant digits, rounded up (the exact value is in
 // the error's fields).
