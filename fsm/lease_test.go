@@ -101,7 +101,7 @@ func TestLinearizedOrLeased(t *testing.T) {
 		t.Fatalf("policy on a missing limit = %+v", got)
 	}
 	g := h.lease(sec, lq("w", "g", 1, 100, ""))
-	if got := h.policy(sec, LeasePolicy{Limit: "hot"}); got.Applied || !strings.Contains(got.Detail, "1 leases still hold permits") {
+	if got := h.policy(sec, LeasePolicy{Limit: "hot"}); got.Applied || !strings.Contains(got.Detail, "1 lease still holds permits (it ends in ") {
 		t.Fatalf("turning leasing off with a live lease = %+v, want refused", got)
 	}
 	h.ret(sec, Return{Report: Report{Limit: "hot", LeaseID: g.LeaseID, Epoch: g.Epoch, SpentPermits: g.Permits}})
@@ -501,7 +501,7 @@ func TestLeaseDelete(t *testing.T) {
 	h.lease(sec, Lease{Limit: "other", Holder: "w", Group: "g", Weight: 1, DemandMilliPermitsPerSec: 1, TTLNanos: sec})
 	// Leases hold permits: the delete is refused unless forced.
 	before := h.f.StateHash()
-	if res := h.del(sec, "hot"); !res.Existed || !strings.Contains(res.Detail, "leases still hold permits") {
+	if res := h.del(sec, "hot"); !res.Existed || !strings.Contains(res.Detail, "1 lease still holds permits") {
 		t.Fatalf("unforced delete of a leased limit with leases = %+v", res)
 	}
 	if h.f.StateHash() == before {
@@ -796,6 +796,18 @@ func TestLeaseDeleteRefusalReadable(t *testing.T) {
 		if hasRawNanos(res.Detail) || !strings.Contains(res.Detail, "ends in ") ||
 			!strings.Contains(res.Detail, "--force") || !strings.Contains(res.Detail, "?force=true") {
 			t.Fatalf("refusal at %d: %q; want a duration (\"ends in 1.5s\"), no raw nanoseconds, and --force / ?force=true named", now, res.Detail)
+		}
+		// Three significant digits at most, and the fix for running
+		// workers, which renew their leases: stop them.
+		_, rest, _ := strings.Cut(res.Detail, "ends in ")
+		dur, _, _ := strings.Cut(rest, " ")
+		if digits := strings.Count(strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return 'd'
+			}
+			return -1
+		}, strings.TrimLeft(dur, "0.")), "d"); digits > 3 || !strings.Contains(res.Detail, "SIGTERM") {
+			t.Fatalf("refusal at %d: %q; want the time to the lease's end in at most 3 significant digits, and SIGTERM named", now, res.Detail)
 		}
 	}
 }

@@ -289,8 +289,8 @@ func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult
 	if !q.Leased {
 		if p := l.pool; p != nil && len(p.leases) > 0 {
 			return LeasePolicyResult{Detail: boundDetail(fmt.Sprintf(
-				"limit %q stays leased: %d leases still hold permits (the last of them ends in %s); return them or wait for their expiry",
-				q.Limit, len(p.leases), leasesEndIn(p, nowNanos)))}
+				"limit %q stays leased: %s; stop the workers that hold them (a worker returns its lease on SIGTERM; running workers keep renewing theirs), then try again",
+				q.Limit, leasesHolding(p, nowNanos)))}
 		}
 		l.pool = nil
 		l.seq++ // the pacer's mode changed: no refund may rewrite it
@@ -333,7 +333,27 @@ func maxEvent(p *leasePool) int64 {
 }
 
 // leasesEndIn is how long after nowNanos the last lease of p ends (0 if
-// it already has), for messages: a duration reads, a cluster time does not.
+// it already has), for messages: a duration reads, a cluster time does
+// not. It is rounded up to three significant digits (as transport/api's
+// DurationText does; deterministic, as every result of the fsm).
 func leasesEndIn(p *leasePool, nowNanos int64) time.Duration {
-	return time.Duration(max(0, maxEvent(p)-nowNanos))
+	d := max(0, maxEvent(p)-nowNanos)
+	unit := int64(1)
+	for v := d; v >= 1000; v /= 10 {
+		unit *= 10
+	}
+	if d > math.MaxInt64-unit {
+		return time.Duration(d)
+	}
+	return time.Duration((d + unit - 1) / unit * unit)
+}
+
+// leasesHolding says how many leases of p hold permits and when the last
+// ends unless renewed: "1 lease still holds permits (it ends in 2s unless
+// renewed)", "3 leases still hold permits (the last of them ...)".
+func leasesHolding(p *leasePool, nowNanos int64) string {
+	if len(p.leases) == 1 {
+		return fmt.Sprintf("1 lease still holds permits (it ends in %s unless renewed)", leasesEndIn(p, nowNanos))
+	}
+	return fmt.Sprintf("%d leases still hold permits (the last of them ends in %s unless renewed)", len(p.leases), leasesEndIn(p, nowNanos))
 }

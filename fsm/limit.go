@@ -258,8 +258,8 @@ func (s *state) delete(nowNanos int64, d *DeleteLimit) DeleteResult {
 	}
 	if l.pool != nil && len(l.pool.leases) > 0 && !d.Force {
 		return DeleteResult{Existed: true, Detail: boundDetail(fmt.Sprintf(
-			"limit %q is leased and %d leases still hold permits (the last of them ends in %s): its holders would lose their leases while they may still spend; return them, wait for their expiry, or force the delete (permitd limits delete --force, or DELETE /v1/limits/{name}?force=true)",
-			name, len(l.pool.leases), leasesEndIn(l.pool, nowNanos)))}
+			"limit %q is leased and %s: its holders would lose their leases while they may still spend; stop the workers that hold them (a worker returns its lease on SIGTERM; running workers keep renewing theirs) or force the delete (permitd limits delete --force, or DELETE /v1/limits/{name}?force=true)",
+			name, leasesHolding(l.pool, nowNanos)))}
 	}
 	if l.pool != nil {
 		s.dropPool(l.pool)

@@ -196,7 +196,7 @@ func TestLeasesThroughCluster(t *testing.T) {
 		_, err := f2.PutLeasePolicy(ctx, fsm.LeasePolicy{Limit: "api"})
 		return err
 	})
-	expectErr(t, ErrConflict, "leases still hold permits", func() error {
+	expectErr(t, ErrConflict, "2 leases still hold permits", func() error {
 		_, err := f2.DeleteLimit(ctx, "api", false)
 		return err
 	})

@@ -244,7 +244,7 @@ func (c *cmdLine) usageErrorf(format string, args ...any) int {
 
 // fail reports a failure (not a usage error) as one line and returns code.
 func (c *cmdLine) fail(code int, err error) int {
-	fmt.Fprintf(c.stderr, "permitd %s: %s\n", c.name, oneLine(describeError(err)))
+	fmt.Fprintf(c.stderr, "permitd %s: %s\n", c.name, c.cliHints(oneLine(describeError(err))))
 	return code
 }
 

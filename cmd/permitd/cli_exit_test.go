@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -76,6 +77,9 @@ func TestHelpListsDeniedExitCode(t *testing.T) {
 		}
 		stderr.Reset()
 		code := run(append(append(strings.Fields(name), args...), "--servers", addr, "--timeout", "5s"), &bytes.Buffer{}, &stderr)
+		if code == exitDenied && !strings.Contains(stderr.String(), "missing token: give --token or $PERMITD_TOKEN") {
+			t.Errorf("%s: a missing token's error does not name --token and $PERMITD_TOKEN: %s", name, stderr.String())
+		}
 		if (code == exitDenied) != lists {
 			t.Errorf("%s: exit %d on a 401 (%s), and its help lists exit %d: %v; want both or neither:\n%s",
 				name, code, strings.TrimSpace(stderr.String()), exitDenied, lists, help.String())
@@ -84,5 +88,42 @@ func TestHelpListsDeniedExitCode(t *testing.T) {
 	var usage bytes.Buffer
 	if run([]string{"--help"}, &usage, &bytes.Buffer{}); !strings.Contains(usage.String(), exitDeniedText) {
 		t.Errorf("permitd --help does not list exit %d:\n%s", exitDenied, usage.String())
+	}
+}
+
+// TestExitStatusCodesNotSplit: in every help's exit status paragraph, a
+// code is not cut from its words at a line's end ("2 usage\nerror",
+// "3 reserve\nrefused;"): each reads as one item.
+func TestExitStatusCodesNotSplit(t *testing.T) {
+	split := regexp.MustCompile(`(^|[;:] )[0-9] [^ \n]*\n`)
+	helps := map[string]string{}
+	var usage bytes.Buffer
+	run([]string{"--help"}, &usage, &bytes.Buffer{})
+	helps["permitd"] = usage.String()
+	groups := map[string][]subcommand{"limits": limitsSubcommands, "cluster": clusterSubcommands,
+		"snapshot": snapshotSubcommands, "certs": certsSubcommands, "tokens": tokensSubcommands}
+	var all []string
+	for _, n := range commandNames() {
+		all = append(all, n)
+		for _, s := range groups[n] {
+			all = append(all, n+" "+s.name)
+		}
+	}
+	for _, name := range all {
+		var help bytes.Buffer
+		run(append(strings.Fields(name), "--help"), &help, &bytes.Buffer{})
+		helps[name] = help.String()
+	}
+	for name, help := range helps {
+		_, para, ok := strings.Cut(help, "Exit status:")
+		if !ok {
+			continue
+		}
+		para, _, _ = strings.Cut(para, "\n\n")
+		for _, line := range strings.Split(" "+strings.TrimSpace(para)+"\n", "\n") {
+			if m := split.FindString(line + "\n"); m != "" {
+				t.Errorf("%s --help: exit status code cut from its words at %q:\n%s", name, m, para)
+			}
+		}
 	}
 }

@@ -489,7 +489,8 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("lease: %d %s", code, b)
 		}
 		r = cli(t, "limits", "delete", "fleet", "--servers", all)
-		if r.code != exitFailure || !strings.Contains(r.stderr, "leases still hold permits") || !strings.Contains(r.stderr, "409") {
+		if r.code != exitFailure || !strings.Contains(r.stderr, "1 lease still holds permits") || !strings.Contains(r.stderr, "409") ||
+			!strings.Contains(r.stderr, "stop the workers that hold them (a worker returns its lease on SIGTERM") || !strings.Contains(r.stderr, "--force") {
 			t.Fatalf("delete of a leased limit without --force: %v", r)
 		}
 		wantCode(t, cli(t, "limits", "get", "fleet", "--servers", all), 0)

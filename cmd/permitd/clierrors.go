@@ -33,3 +33,25 @@ func exitCodeOf(err error) int {
 	}
 	return exitFailure
 }
+
+// cliHints words the Go client's hints in msg for the command line: a
+// TLS call that reached a plain HTTP port is told to drop --tls-ca, and
+// where that came from when the environment set it; a deadline that came
+// after a 503 is --timeout's; a missing token is --token's or
+// $PERMITD_TOKEN's.
+func (c *cmdLine) cliHints(msg string) string {
+	// The client's error when the context ended after a 503 (see
+	// Client.failover): the context is --timeout's.
+	msg = strings.ReplaceAll(msg, "; then context deadline exceeded", "; then --timeout ran out")
+	// The server's 401 for a request without a token (transport/auth).
+	msg = strings.ReplaceAll(msg, `missing token: send "Authorization: Bearer TOKEN"`,
+		`missing token: give --token or $PERMITD_TOKEN (sent as "Authorization: Bearer TOKEN")`)
+	if !strings.Contains(msg, client.PlainHTTPHint) {
+		return msg
+	}
+	fix := "speaks plain HTTP, not TLS: drop --tls-ca"
+	if c.envSet["tls-ca"] {
+		fix += fmt.Sprintf(" (it came from $%s: unset it)", c.env["tls-ca"])
+	}
+	return strings.ReplaceAll(msg, client.PlainHTTPHint, fix)
+}

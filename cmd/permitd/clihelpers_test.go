@@ -118,7 +118,7 @@ func wantCode(t *testing.T, r cliResult, code int) {
 
 // wantUsageError checks the shape of a usage error: exit 2, nothing on
 // stdout, one line on stderr that contains want and ends with the pointer
-// to the command's --help.
+// to the command's --help, given once.
 func wantUsageError(t *testing.T, r cliResult, want string) {
 	t.Helper()
 	if r.code != exitUsage || r.stdout != "" {
@@ -133,6 +133,9 @@ func wantUsageError(t *testing.T, r cliResult, want string) {
 	}
 	if !strings.HasSuffix(line, " --help)") {
 		t.Fatalf("stderr %q does not end with the --help pointer", line)
+	}
+	if n := strings.Count(line, "--help)"); n != 1 {
+		t.Fatalf("stderr %q points to --help %d times, want once", line, n)
 	}
 }
 

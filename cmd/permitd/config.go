@@ -153,7 +153,7 @@ func (c *cmdLine) setFromFile(e configEntry, explicit map[string]bool) error {
 		if best := closest(e.key, c.settingNames()); best != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", best)
 		}
-		return fmt.Errorf("unknown key%s; keys are the flag names of permitd %s (see its --help)", hint, c.name)
+		return fmt.Errorf("unknown key%s; keys are the flag names of permitd %s", hint, c.name)
 	}
 	text, err := jsonToFlagText(v.kind, e.raw)
 	if err != nil {

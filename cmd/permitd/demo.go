@@ -27,9 +27,10 @@ run. All three take about 35 s.
 Scene 1 (--duration): clients use permits of a strict limit (--rate, one
 permit per interval, each to be used within its expiry, a tenth of the
 interval) through different nodes; after --kill-after the leader is
-killed (no graceful handover). Checks: the smallest gap between two
-permits used is at least interval - expiry, no 1 s window holds more than
-floor((1 s + expiry)/interval) + 1, and permits resume after the crash.
+killed (no graceful handover). Checks: the smallest gap between any two
+permits used is at least interval - expiry, no sliding 1 s window holds
+more than floor((1 s + expiry)/interval) + 1, and permits resume after
+the crash.
 
 Scene 2 (--scene2-duration): six workers (transport/worker, in this
 process) in groups A, B and X, one caller each, lease permits of a leased
@@ -37,7 +38,7 @@ limit (--scene2-rate) through the cluster's HTTP API. Group X is cut off
 from the cluster from 1/4 to 3/4 of the scene: it spends what it holds,
 borrows from the others, then fails closed; reconnected, it leases again.
 Checks: the fleet never spends more than C + O + floor(W/I) + 1 in any
-1 s window W (C: the pool's burst, O: the most permits the workers hold
+sliding 1 s window W (C: the pool's burst, O: the most permits the workers hold
 at once, I: the interval), group X spends nothing once its last lease and
 borrowed permits have expired, and spends again after reconnecting.
 

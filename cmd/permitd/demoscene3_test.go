@@ -52,8 +52,8 @@ func demoScene3(t *testing.T, flag, tpm string) {
 	}
 	wantInDemoOutput(t, text,
 		"[ok]   calls the API answered 429 (too many requests): 0 — allowed: 0",
-		"[ok]   most calls started in any 1 s: ",
-		"[ok]   most tokens used by calls started in any 1 s: ",
+		"[ok]   most calls started in any sliding 1 s window: ",
+		"[ok]   most tokens used by calls started in any sliding 1 s window: ",
 		"scene 3 (one reserve for three limits of a fake LLM API): PASS",
 	)
 	// The last column of every per-second line is that second's 429s.

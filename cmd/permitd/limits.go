@@ -27,7 +27,7 @@ func runLimits(args []string, stdout, stderr io.Writer) int {
 	return commandGroup{"limits", "Manages the cluster's limits. get and list print a table (--json: JSON); the\nother subcommands print the server's answer as JSON.\n", limitsSubcommands}.run(args, stdout, stderr)
 }
 
-const exitStatusText = "Exit status: 0 ok; 1 failure (server unreachable, limit not found, ...); 2 usage\nerror or input the server rejected as invalid (nothing changed);\n" + exitDeniedText
+const exitStatusText = "Exit status: 0 ok; 1 failure (server unreachable, limit not found, ...);\n2 usage error or input the server rejected as invalid (nothing changed);\n" + exitDeniedText
 
 // algorithmOptions lists the flags each algorithm accepts besides --rate
 // and --per.

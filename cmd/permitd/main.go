@@ -49,9 +49,9 @@ Run "permitd <command> --help" (or "permitd help <command>") for a command's
 arguments and flags. Flags and arguments may come in any order; "--" ends
 the flags.
 
-Exit status: 0 ok; 1 failure (or, for status, a degraded cluster); 2 usage
-error: bad flags, arguments, config or input, nothing changed; 3 reserve
-refused;
+Exit status: 0 ok; 1 failure (or, for status, a degraded cluster);
+2 usage error: bad flags, arguments, config or input, nothing changed;
+3 reserve refused;
 `+exitDeniedText+`
 Quick start: "permitd demo" runs a 3-node cluster in one process and
 checks three of its promises, each with a PASS or FAIL verdict (~35 s).

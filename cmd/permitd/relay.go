@@ -93,8 +93,7 @@ and tokens unless --insecure.
 SIGINT/SIGTERM stop it: the workers' connections close and their calls
 go to their next server. SIGHUP re-reads --token-file.
 
-Exit status: 0 stopped by a signal; 1 failed (the port in use); 2 usage
-error.
+Exit status: 0 stopped by a signal; 1 failed (the port in use); 2 usage error.
 `
 
 func runRelay(args []string, stdout, stderr io.Writer) int {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/client"
 )
 
@@ -144,7 +145,7 @@ func runReserveMany(c *cmdLine, f *reserveFlags, stdout io.Writer) int {
 	if !r.Granted {
 		msg := r.Refusal // the server's words: why, when not the max wait
 		if msg == "" {
-			msg = fmt.Sprintf("no grant of every limit within max wait %v; retry after %v", o.MaxWait, r.RetryAfter)
+			msg = fmt.Sprintf("no grant of every limit within max wait %v; retry after %s", o.MaxWait, api.DurationText(r.RetryAfter))
 			if r.Blocking != "" {
 				msg = fmt.Sprintf("limit %q blocks: %s", r.Blocking, msg)
 			}

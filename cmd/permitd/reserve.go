@@ -9,7 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/client"
+	"github.com/permitd/permitd/transport/wire"
 )
 
 func init() {
@@ -22,7 +24,9 @@ func runReserve(args []string, stdout, stderr io.Writer) int {
 Reserves N permits of limit NAME once. Prints the grant as one JSON line
 ({"granted":true,"wait_ns":W,"spacing_ns":S,...}: permit j may be used
 W + j*S after the answer) or the refusal ({"granted":false,
-"retry_after_ns":R,...}).
+"retry_after_ns":R,...}). The command may take --timeout plus --max-wait
+in all: a node may hold the answer for the max wait (without a leader its
+503 comes after the max wait plus a second).
 
 With --wait it then prints one line {"permit":J} per permit at the moment
 that permit may be used (a strict limit spaces them by its interval; the
@@ -106,7 +110,12 @@ func (f *reserveFlags) define(c *cmdLine) {
 func reserveOne(c *cmdLine, f *reserveFlags, name string, stdout io.Writer) int {
 	// One reserve per run: a request ID makes its retries exactly-once
 	// without the extra round trip (and log entry) of opening a session.
-	cl, ctx, cancel, err := f.cf.client(client.WithoutSessions())
+	// A node may hold the answer for the max wait (a concurrency limit's
+	// queue, or no leader: its 503 comes after max wait plus a second):
+	// each attempt, and the command, may take that much longer, so that
+	// the answer, and its cause, arrives.
+	cl, ctx, cancel, err := f.cf.clientHeld(f.maxWait, client.WithoutSessions(),
+		client.WithAttemptTimeout(wire.AddNanos(client.DefaultAttemptTimeout, f.maxWait)))
 	if err != nil {
 		return c.usageError(err.Error())
 	}
@@ -126,7 +135,7 @@ func reserveOne(c *cmdLine, f *reserveFlags, name string, stdout io.Writer) int 
 		// strict limit that may not reserve ahead (its max_reserved).
 		msg := g.Refusal
 		if msg == "" {
-			msg = fmt.Sprintf("limit %q: no permit within max wait %v; retry after %v", name, f.maxWait, g.RetryAfter)
+			msg = fmt.Sprintf("limit %q: no permit within max wait %v; retry after %s", name, f.maxWait, api.DurationText(g.RetryAfter))
 		}
 		printLine(stdout, map[string]any{"granted": false, "retry_after_ns": g.RetryAfter.Nanoseconds(), "request_id": g.RequestID, "error": msg})
 		return exitRefused

@@ -54,8 +54,8 @@ which voters to start.
 scripts that start a cluster).
 
 Exit status: 0 healthy; 1 degraded (a node unreachable or not ready, no
-leader, a voter not checked, a joined server not promoted); 2 usage
-error.
+leader, a voter not checked, a joined server not promoted);
+2 usage error.
 `, stdout, stderr)
 	var cf clientFlags
 	var jsonOut bool
@@ -95,7 +95,7 @@ error.
 		printStatusTable(stdout, reports)
 	}
 	if len(problems) > 0 {
-		fmt.Fprintf(stderr, "permitd status: degraded: %s\n", oneLine(strings.Join(problems, "; ")))
+		fmt.Fprintf(stderr, "permitd status: degraded: %s\n", c.cliHints(oneLine(strings.Join(problems, "; "))))
 		return exitFailure
 	}
 	return exitOK
@@ -350,11 +350,16 @@ func formatContact(d time.Duration) string {
 }
 
 // shortNetError is the network part of a failed status request
-// ("dial tcp 10.0.0.3:8001: connect: connection refused"), or the whole
-// error worded by describeError.
+// ("dial tcp 10.0.0.3:8001: connect: connection refused") with the
+// client's hint if the address is not an API port of the client's kind
+// (a raft port, a TLS port asked in plain HTTP), or the whole error worded
+// by describeError.
 func shortNetError(err error) string {
 	var op *net.OpError
 	if errors.As(err, &op) {
+		if hint := client.PortHint(err); hint != "" {
+			return op.Error() + "; " + hint
+		}
 		return op.Error()
 	}
 	return describeError(err)

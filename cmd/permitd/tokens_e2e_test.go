@@ -51,9 +51,7 @@ func TestTokensOnTheAPI(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := permitdUnderTest(t)
-	dir := t.TempDir()
-	wantCode(t, runCLI(t, bin, nil, "certs", "create", "--out", dir, "--nodes", "n1"), exitOK)
-	file := func(name string) string { return filepath.Join(dir, name) }
+	file := certsOfN1(t, bin)
 	rootSecret, rootLine := newToken(t, bin, "--role", "admin", "--name", "root")
 	appSecret, appLine := newToken(t, bin, "--role", "client", "--name", "app", "--limits", "api*")
 	_, workerLine := newToken(t, bin, "--role", "worker", "--name", "w1")

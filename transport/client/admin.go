@@ -299,7 +299,11 @@ func (c *Client) StatusOf(ctx context.Context, server string) (Status, error) {
 	}
 	resp, err := c.attempt(ctx, base, http.MethodGet, "/v1/status", nil, 0)
 	if err != nil {
-		return Status{}, fmt.Errorf("client: status of %s: %w", base, err)
+		err = fmt.Errorf("client: status of %s: %w", base, err)
+		if hint := wrongPortHint(ctx, base, err); hint != "" {
+			return Status{}, &hintedError{msg: err.Error() + "; " + hint, hint: hint, err: err}
+		}
+		return Status{}, err
 	}
 	if resp.code != http.StatusOK {
 		return Status{}, resp.apiError()

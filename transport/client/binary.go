@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/wire"
 )
 
@@ -231,7 +232,7 @@ func grantOf(server, limit string, n int64, maxWait time.Duration, res wire.Rese
 		default:
 			why = "no permit within max_wait " + maxWait.String()
 		}
-		g.Refusal = fmt.Sprintf("limit %q: %s; retry after %v", limit, why, g.RetryAfter)
+		g.Refusal = fmt.Sprintf("limit %q: %s; retry after %s", limit, why, api.DurationText(g.RetryAfter))
 	case wire.UnknownLimit:
 		return Grant{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: "limit not found"}
 	case wire.Invalid:
@@ -239,9 +240,9 @@ func grantOf(server, limit string, n int64, maxWait time.Duration, res wire.Rese
 	case wire.SessionExpired:
 		return Grant{}, fmt.Errorf("%w: %w", errSessionExpired, &APIError{Server: server, StatusCode: http.StatusGone, Message: res.Detail})
 	case wire.Busy:
-		msg := fmt.Sprintf("the register's table of request ids is full; retry after %v or use a session", time.Duration(res.RetryAfterNanos))
+		msg := fmt.Sprintf("the register's table of request ids is full; retry after %s or use a session", api.DurationText(time.Duration(res.RetryAfterNanos)))
 		if res.Detail != "" { // a session's answer could not be recorded
-			msg = fmt.Sprintf("%s; retry after %v", res.Detail, time.Duration(res.RetryAfterNanos))
+			msg = fmt.Sprintf("%s; retry after %s", res.Detail, api.DurationText(time.Duration(res.RetryAfterNanos)))
 		}
 		return Grant{}, &APIError{Server: server, StatusCode: http.StatusServiceUnavailable, Message: msg}
 	default:

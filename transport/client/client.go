@@ -235,14 +235,24 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 		}
 		return err
 	}
+	// last503 is the last 503 a server answered: when the context ends
+	// during a later attempt, its cause (no leader, say) is the error's,
+	// not the attempt's "context deadline exceeded".
+	var last503 *APIError
+	ended := func(ctxErr, failure error) error {
+		if last503 != nil {
+			return notDelivered(fmt.Errorf("client: %s: %s (503 from %s); then %w", what, last503.Message, last503.Server, ctxErr))
+		}
+		return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, ctxErr, failure))
+	}
 	for a := 0; a < attempts; a++ {
 		if a > 0 && a%n == 0 {
 			if err := c.clock.Sleep(ctx, c.backoff(a/n-1, -1)); err != nil {
-				return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, err, lastErr))
+				return ended(err, lastErr)
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, err, lastErr))
+			return ended(err, lastErr)
 		}
 		idx := (start + a) % n
 		out, err := try(c.servers[idx])
@@ -251,15 +261,29 @@ func (c *Client) failover(ctx context.Context, what string, try func(server stri
 			return err
 		}
 		undelivered = undelivered && out == attemptUndelivered
+		if api := (*APIError)(nil); errors.As(err, &api) && api.StatusCode == http.StatusServiceUnavailable {
+			last503 = api
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return notDelivered(fmt.Errorf("client: %s: %w (last failure: %v)", what, ctxErr, err))
+			return ended(ctxErr, err)
 		}
 		c.log.Debug("attempt failed, trying the next server", "server", c.servers[idx], "request", what, "error", err)
 		lastErr, lastServer = err, c.servers[idx]
 	}
 	if hint := wrongPortHint(ctx, lastServer, lastErr); hint != "" {
-		return notDelivered(fmt.Errorf("%w: %s failed on %s over %s: %s; last failure: %w",
-			ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), hint, lastErr))
+		return notDelivered(&hintedError{
+			msg: fmt.Sprintf("%v: %s failed on %s over %s: %s; last failure: %v",
+				ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), hint, lastErr),
+			hint: hint,
+			err:  fmt.Errorf("%w: %w", ErrUnavailable, lastErr),
+		})
+	}
+	var lastAPI *APIError
+	if last503 != nil && !errors.As(lastErr, &lastAPI) {
+		// A server down after one that answered 503 (no leader, say):
+		// the answer names the cause, the refused connection does not.
+		return fmt.Errorf("%w: %s failed on %s over %s; last answer: %w; last failure: %v",
+			ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), last503, lastErr)
 	}
 	return notDelivered(fmt.Errorf("%w: %s failed on %s over %s; last failure: %w",
 		ErrUnavailable, what, plural(attempts, "attempt"), plural(n, "server"), lastErr))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/permitd/permitd/transport/api"
 )
 
 // Sentinel errors. Use errors.Is; the errors returned carry details.
@@ -61,7 +63,7 @@ type SessionRefusedError struct {
 
 // Error implements error.
 func (e *SessionRefusedError) Error() string {
-	return fmt.Sprintf("client: server %s refused to open a session: %s; retry after %v", e.Server, e.Message, e.RetryAfter)
+	return fmt.Sprintf("client: server %s refused to open a session: %s; retry after %s", e.Server, e.Message, api.DurationText(e.RetryAfter))
 }
 
 // Unwrap returns the server's answer, a 503.
@@ -118,7 +120,7 @@ func (e *RefusedError) Error() string {
 	if e.Message != "" {
 		return "client: throttled: " + e.Message
 	}
-	return fmt.Sprintf("client: limit %q throttled: no permit within the allowed wait; retry after %v", e.Limit, e.RetryAfter)
+	return fmt.Sprintf("client: limit %q throttled: no permit within the allowed wait; retry after %s", e.Limit, api.DurationText(e.RetryAfter))
 }
 
 // Unwrap makes errors.Is(err, ErrThrottled) true.

@@ -364,7 +364,7 @@ func (c *Client) leaseCallBinary(ctx context.Context, what, limit string, op byt
 		case wire.LeaseReturned:
 			status = LeaseReturned
 		case wire.LeaseRefused:
-			status, fallback = LeaseRefused, "refused; retry after "+time.Duration(res.RetryAfterNanos).String()
+			status, fallback = LeaseRefused, "refused; retry after "+api.DurationText(time.Duration(res.RetryAfterNanos))
 		case wire.LeaseFenced:
 			status, fallback = LeaseFenced, "the lease is not live at that epoch: stop using that grant"
 		default:

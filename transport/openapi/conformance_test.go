@@ -797,7 +797,7 @@ func TestConformance(t *testing.T) {
 
 		ck.do(t, call{method: "POST", path: "/v1/limits/fleet/reserve", body: `{}`, want: 400, wantInError: "leased"})
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/fleet", want: 409, wantInError: "force"})
-		ck.do(t, call{method: "PUT", path: "/v1/limits/fleet/lease-policy", body: `{"leased":false}`, want: 400, wantInError: "still hold permits"})
+		ck.do(t, call{method: "PUT", path: "/v1/limits/fleet/lease-policy", body: `{"leased":false}`, want: 400, wantInError: "1 lease still holds permits"})
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/fleet?force=true", want: 200})
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/fleet", want: 404})
 		ck.do(t, call{method: "DELETE", path: "/v1/limits/api-default?force=maybe", want: 400, invalid: true, wantInError: "force"})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/api"
@@ -35,6 +36,8 @@ func (h *handler) storeError(w http.ResponseWriter, op string, err error) int {
 		msg = op + ": canceled (" + msg + ")"
 	case errors.Is(err, node.ErrRemoved):
 		msg = op + ": this node was removed from the cluster and serves nothing; use another node"
+	case errors.Is(err, node.ErrNoLeader) && strings.HasPrefix(msg, noLeaderKnown):
+		msg = op + ": " + noLeaderAnswer
 	case errors.Is(err, node.ErrNoLeader), errors.Is(err, node.ErrShutdown):
 		msg = op + ": no leader reachable (" + msg + "); retry, possibly on another server"
 	case errors.Is(err, node.ErrOverloaded):
@@ -53,3 +56,12 @@ func (h *handler) storeError(w http.ResponseWriter, op string, err error) int {
 	api.WriteError(w, http.StatusServiceUnavailable, msg)
 	return http.StatusServiceUnavailable
 }
+
+// noLeaderKnown starts the message of a node that waited for a leader in
+// vain (node.Message of its ErrNoLeader).
+const noLeaderKnown = "no leader known"
+
+// noLeaderAnswer is the 503's text (after the operation) when this node
+// knows no leader after waiting for one: the cluster has none, most
+// likely because fewer than a majority of its voters are up.
+const noLeaderAnswer = "the cluster has no leader (no quorum? `permitd status` shows which nodes answer): this node waited for one in vain; retry, possibly on another server"

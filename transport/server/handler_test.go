@@ -242,6 +242,10 @@ func TestReserveStoreOutcomes(t *testing.T) {
 		{"invalid status", fsm.ReserveResult{Status: fsm.Invalid, Detail: "more than MaxPermits"}, nil, 400, "more than MaxPermits", ""},
 		{"bogus status", fsm.ReserveResult{Status: 99}, nil, 503, "unexpected", ""},
 		{"granted with expiry", fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 7, ExpiresInNanos: 9, Duplicate: true}, nil, 200, "", ""},
+		// The text rounds the retry up to 3 significant digits (the exact
+		// value is retry_after_ns).
+		{"refused", fsm.ReserveResult{Status: fsm.Refused, RetryAfterNanos: 58990199804}, nil, 429, "; retry after 59s", ""},
+		{"busy", fsm.ReserveResult{Status: fsm.Busy, RetryAfterNanos: 1991837074}, nil, 503, "retry after 2s, or use a session", ""},
 		// README: a node at its bound answers 503 with Retry-After: 1 and
 		// "overloaded" in its error (permitd bench counts sheds by it).
 		{"overloaded", fsm.ReserveResult{}, fmt.Errorf("node: x: %w", node.ErrOverloaded), 503, "overloaded", "1"},
@@ -310,6 +314,30 @@ func TestStoreErrorsOnOtherEndpoints(t *testing.T) {
 				t.Errorf("%v: %s %s: %d, want %d: %s", tt.err, r.method, r.path, w.Code, tt.code, w.Body)
 			}
 		}
+	}
+}
+
+// TestNoLeaderKnownNamesTheCause: a node that waited for a leader in vain
+// (node.leaderAddr's error) answers 503 saying the cluster has no leader,
+// suggesting a lost quorum and permitd status, without the raw context
+// error; another no-leader failure keeps its own text.
+func TestNoLeaderKnownNamesTheCause(t *testing.T) {
+	e := newEnv(t, HandlerOptions{})
+	e.store.SetErr(fmt.Errorf("%w: no leader known: %v", node.ErrNoLeader, context.DeadlineExceeded))
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/v1/limits", ""},
+		{"POST", "/v1/limits/a/reserve", ""},
+	} {
+		w := e.do(t, r.method, r.path, r.body)
+		msg, _ := decode(t, w)["error"].(string)
+		if w.Code != 503 || !strings.Contains(msg, "the cluster has no leader (no quorum? `permitd status`") || strings.Contains(msg, "deadline") {
+			t.Errorf("%s %s: %d %q, want 503 naming the missing leader and permitd status", r.method, r.path, w.Code, msg)
+		}
+	}
+	e.store.SetErr(fmt.Errorf("%w: this node is not the leader", node.ErrNoLeader))
+	w := e.do(t, "GET", "/v1/limits", "")
+	if msg, _ := decode(t, w)["error"].(string); !strings.Contains(msg, "no leader reachable (this node is not the leader)") {
+		t.Errorf("another no-leader failure: %q", msg)
 	}
 }
 

@@ -256,7 +256,7 @@ func (h *handler) leaseAnswer(w http.ResponseWriter, op, name string, res fsm.Le
 	case fsm.LeaseRefused:
 		m.countLease(protoHTTP, leaseRefused)
 		v.RetryAfterNanos = res.RetryAfterNanos
-		v.Error = detail("refused; retry after " + time.Duration(res.RetryAfterNanos).String())
+		v.Error = detail("refused; retry after " + api.DurationText(time.Duration(res.RetryAfterNanos)))
 		w.Header()["Retry-After"] = []string{strconv.FormatInt(api.RetryAfterSeconds(res.RetryAfterNanos), 10)}
 		api.WriteJSON(w, http.StatusTooManyRequests, v)
 	case fsm.LeaseFenced:

@@ -208,7 +208,7 @@ func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reser
 		if res.Detail != "" || res.Duplicate {
 			why = refusalReason(res, q.MaxWaitNanos)
 		}
-		msg := why + "; retry after " + time.Duration(res.RetryAfterNanos).String()
+		msg := why + "; retry after " + api.DurationText(time.Duration(res.RetryAfterNanos))
 		if res.Blocking != "" {
 			msg = "limit " + strconv.Quote(res.Blocking) + " blocks: " + msg
 		}
@@ -218,7 +218,7 @@ func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reser
 		if res.Detail != "" {
 			why = res.Detail // a full queue of reserves waiting on a limit
 		}
-		h.answerBusy(w, b, res.RetryAfterNanos, why+": retry after "+time.Duration(res.RetryAfterNanos).String())
+		h.answerBusy(w, b, res.RetryAfterNanos, why+": retry after "+api.DurationText(time.Duration(res.RetryAfterNanos)))
 	case fsm.UnknownLimit:
 		m.countReserve(protoHTTP, outcomeUnknown)
 		api.WriteError(w, http.StatusNotFound, res.Detail)

@@ -51,13 +51,13 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		m.countReserve(protoHTTP, outcomeRefused)
 		b = appendDuplicate(refusalStart(w, b, res.RetryAfterNanos), res.Duplicate)
 		b = appendErrorEnd(b, "limit "+strconv.Quote(name)+": "+refusalReason(res, req.MaxWaitNanos)+
-			"; retry after "+time.Duration(res.RetryAfterNanos).String())
+			"; retry after "+api.DurationText(time.Duration(res.RetryAfterNanos)))
 		api.WriteRaw(w, http.StatusTooManyRequests, b)
 	case fsm.Busy:
 		msg := "the register remembers as many request ids as it can keep for their whole retention window: retry after " +
-			time.Duration(res.RetryAfterNanos).String() + ", or use a session (POST /v1/sessions), which has no such limit"
+			api.DurationText(time.Duration(res.RetryAfterNanos)) + ", or use a session (POST /v1/sessions), which has no such limit"
 		if res.Detail != "" { // a session's answer could not be recorded
-			msg = res.Detail + "; retry after " + time.Duration(res.RetryAfterNanos).String()
+			msg = res.Detail + "; retry after " + api.DurationText(time.Duration(res.RetryAfterNanos))
 		}
 		h.answerBusy(w, b, res.RetryAfterNanos, msg)
 	case fsm.SessionExpired:

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -65,6 +67,7 @@ func (l *sniffListener) route(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
 	var first [1]byte
 	if _, err := c.Read(first[:]); err != nil {
+		answerPlainHTTP(err)
 		c.Close()
 		return
 	}
@@ -78,6 +81,38 @@ func (l *sniffListener) route(c net.Conn) {
 	case <-l.done:
 		c.Close()
 	}
+}
+
+// PlainHTTPAnswer is the body of the 400 a TLS port answers a plain HTTP
+// request with.
+const PlainHTTPAnswer = "this port speaks TLS: use https:// (curl --cacert CA)\n"
+
+// plainHTTPTimeout bounds the writing of that answer.
+const plainHTTPTimeout = time.Second
+
+// answerPlainHTTP answers a plain HTTP request that reached a TLS port
+// (ln was a tls.Listener, and err is the failed handshake of the
+// connection's first read) with a 400 that says so, as net/http's TLS
+// server does, and closes the connection; any other error is left alone.
+func answerPlainHTTP(err error) {
+	var re tls.RecordHeaderError
+	if !errors.As(err, &re) || re.Conn == nil || !looksLikeHTTP(re.RecordHeader) {
+		return
+	}
+	_ = re.Conn.SetWriteDeadline(time.Now().Add(plainHTTPTimeout))
+	fmt.Fprintf(re.Conn, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		len(PlainHTTPAnswer), PlainHTTPAnswer)
+	re.Conn.Close()
+}
+
+// looksLikeHTTP reports whether the first five bytes of a connection
+// start a plain HTTP request line of a method the API uses.
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "DELET", "PATCH", "OPTIO":
+		return true
+	}
+	return false
 }
 
 func (l *sniffListener) fail(err error) {

@@ -3,10 +3,14 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +130,95 @@ func TestSniffListenerSurvivesEmptyConnections(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+// TestSniffListenerTLSAnswersPlainHTTP: behind a TLS listener, a plain
+// HTTP request (curl http:// at a TLS port) is answered 400 with a body
+// that says the port speaks TLS, instead of an empty reply; HTTPS and the
+// binary protocol inside TLS still work, and other plaintext (random
+// bytes, a truncated request line) is closed without an answer and
+// without harm to the listener.
+func TestSniffListenerTLSAnswersPlainHTTP(t *testing.T) {
+	ts := httptest.NewUnstartedServer(nil) // for its certificate
+	ts.StartTLS()
+	conf := ts.TLS.Clone()
+	roots := ts.Client().Transport.(*http.Transport).TLSClientConfig
+	ts.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := NewSniffListener(tls.NewListener(ln, conf), fakeBinary)
+	srv := &http.Server{
+		Handler:  http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello "+r.URL.Path) }),
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	go srv.Serve(sl)
+	defer srv.Close()
+	addr := ln.Addr().String()
+
+	for _, method := range []string{"GET", "POST", "PUT", "DELETE", "HEAD"} {
+		req, _ := http.NewRequest(method, "http://"+addr+"/v1/limits", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("plain %s to the TLS port: %v, want a 400", method, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || (method != "HEAD" && string(body) != "this port speaks TLS: use https:// (curl --cacert CA)\n") {
+			t.Fatalf("plain %s to the TLS port: %d %q, want 400", method, resp.StatusCode, body)
+		}
+	}
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(nc, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	raw, _ := io.ReadAll(nc)
+	nc.Close()
+	if !strings.HasPrefix(string(raw), "HTTP/1.1 400 Bad Request\r\n") || !strings.HasSuffix(string(raw), "use https:// (curl --cacert CA)\n") {
+		t.Fatalf("raw plain request: %q", raw)
+	}
+	for _, junk := range []string{"\x00\x01\x02\x03\x04\x05", "GET", "GETX /", "\x16\x03\x01\x00\x00", "\xff\xff\xff\xff\xff\xff\xff", "OPTIO"} {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(nc, junk)
+		if cw, ok := nc.(*net.TCPConn); ok {
+			cw.CloseWrite()
+		}
+		_ = nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		raw, _ := io.ReadAll(nc)
+		nc.Close()
+		if strings.Contains(string(raw), "HTTP/1.1 200") {
+			t.Fatalf("junk %q answered %q", junk, raw)
+		}
+	}
+
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: roots}}
+	resp, err := hc.Get("https://" + addr + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hello /x" {
+		t.Fatalf("HTTPS body = %q, want %q", body, "hello /x")
+	}
+	tc, err := tls.Dial("tcp", addr, roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Write([]byte{wire.ClientPreface}); err != nil {
+		t.Fatal(err)
+	}
+	bc := wire.NewConn(tc)
+	defer bc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if code, p, err := bc.Call(ctx, wire.OpReserve, wire.EncodeReserve(wire.Reserve{Limit: "api", Permits: 3})); err != nil || code != wire.CodeOK {
+		t.Fatalf("binary call inside TLS = %d %q %v", code, p, err)
 	}
 }

@@ -67,13 +67,13 @@ func (b scene1Bounds) checks(run scene1Run) []check {
 	for i, u := range run.uses {
 		times[i] = u.at
 	}
-	gap := check{what: "smallest gap between two permits used", got: "not measured (fewer than 2 permits)",
+	gap := check{what: "smallest gap between any two permits used", got: "not measured (fewer than 2 permits)",
 		want: fmt.Sprintf("allowed: ≥ interval - expiry = %s - %s = %s", ms(b.interval), ms(b.expiry), ms(b.minGap))}
 	if g, ok := minGap(times); ok {
 		gap.got, gap.ok = ms(g.Round(100*time.Microsecond)), g >= b.minGap
 	}
 	most := mostInWindow(times, b.window)
-	checks := []check{gap, {what: fmt.Sprintf("most permits used in any %s", sec(b.window)), got: fmt.Sprint(most),
+	checks := []check{gap, {what: fmt.Sprintf("most permits used in any sliding %s window", sec(b.window)), got: fmt.Sprint(most),
 		want: fmt.Sprintf("allowed: ≤ floor((W + expiry) / interval) + 1 = floor((%s + %s) / %s) + 1 = %d + 1 = %d",
 			ms(b.window), ms(b.expiry), ms(b.interval), b.maxInWindow-1, b.maxInWindow),
 		ok: most <= b.maxInWindow}}
@@ -128,7 +128,7 @@ func scene1(ctx context.Context, out io.Writer, c *cluster, cfg Scene1Config) sc
 	}
 	sceneHeader(out, 1, scene1Title, cfg.Duration, fmt.Sprintf(
 		"%d clients ask for permits of one limit, %q, each through a different node of the cluster. The limit is strict: one permit every %s (%g a second), and a client must use its permit within the limit's expiry, %s after the permit's time, or drop it.%s "+
-			"What it proves: no two permits are used closer than interval - expiry = %s, crash included, so no 1 s window holds more than %d.",
+			"What it proves: no two permits are used closer than interval - expiry = %s, crash included, so no sliding 1 s window holds more than %d. Each line counts one clock second.",
 		cfg.Clients, "demo", ms(b.interval), cfg.Rate, ms(b.expiry), kill, ms(b.minGap), b.maxInWindow))
 	l, _ := c.leader()
 	if _, err := l.node.PutLimit(ctx, fsm.PutLimit{Name: "demo", Config: limit}); err != nil {
@@ -283,7 +283,7 @@ func printScene1Second(out io.Writer, c *cluster, elapsed time.Duration, second 
 	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
 	gap, wait := "-", "-"
 	if g, ok := minGap(times); ok && len(second) > 0 {
-		gap = ms(g.Round(time.Millisecond))
+		gap = ms(g.Round(100 * time.Microsecond)) // as the check prints it
 	}
 	if len(second) > 0 {
 		wait = ms((waitSum / time.Duration(len(second))).Round(time.Millisecond))

@@ -118,9 +118,9 @@ func (b scene2Bounds) checks(run scene2Run, began time.Time) []check {
 		times[i] = s.at
 	}
 	most := int64(mostInWindow(times, b.window))
-	checks := []check{{what: fmt.Sprintf("most permits the fleet spent in any %s", sec(b.window)), got: fmt.Sprint(most),
-		want: fmt.Sprintf("allowed: ≤ C + O + floor(W / I) + 1 = %d + %d + floor(%s / %s) + 1 = %d + %d + %d + 1 = %d",
-			b.c, b.o, ms(b.window), ms(b.interval), b.c, b.o, int64(b.window/b.interval), b.fleetMax),
+	checks := []check{{what: fmt.Sprintf("most permits the fleet spent in any sliding %s window", sec(b.window)), got: fmt.Sprint(most),
+		want: fmt.Sprintf("allowed: ≤ C + O + floor(W / I) + 1 = %d + %d + %d + 1 = %d",
+			b.c, b.o, int64(b.window/b.interval), b.fleetMax),
 		ok: most <= b.fleetMax}}
 	if run.cutAt.IsZero() || run.reconnectedAt.IsZero() {
 		return append(checks, check{what: "group " + Groups[len(Groups)-1] + " cut off", got: "the scene ended before the cut was over",
@@ -167,10 +167,10 @@ func runScene2(ctx context.Context, out io.Writer, sc scene2) sceneResult {
 			"it leases a share of the rate for %s (the lease's TTL), spends it on its own and renews the lease as it goes. From %s to %s group %s cannot reach the cluster "+
 			"(the workers still reach each other): it spends what it holds, borrows from the other groups, then refuses to spend (it fails closed) until it is reconnected, "+
 			"while the other groups get its part. What it proves: however permits move, the whole fleet never spends more than C + O + floor(W / I) + 1 = %d in any "+
-			"window W of %s, where C = %d is the most permits the cluster keeps in store for the workers (the burst), O = %d the most the workers hold unspent at once, "+
-			"and I = %s the time between two permits at %g/s; and that group %s spends nothing once what it held has expired. Each line: what each group spent in that second and, in brackets, its share (the permits a second the cluster lets it spend now).",
+			"sliding window W of %s, where C = %d is the most permits the cluster keeps in store for the workers (the burst), O = %d the most the workers hold unspent at once, "+
+			"and I = %s the time between two permits at %g/s%s; and that group %s spends nothing once what it held has expired. Each line: what each group spent in that clock second and, in brackets, its share (the permits a second the cluster lets it spend now).",
 		sc.workersPerGroup*len(Groups), strings.Join(Groups, ", "), scene2Limit, sc.Rate, sec(sc.ttl), sec(sc.cutAfter), sec(sc.cutAfter+sc.cutFor), x,
-		b.fleetMax, sec(b.window), b.c, b.o, ms(b.interval), sc.Rate, x))
+		b.fleetMax, sec(b.window), b.c, b.o, ms3(b.interval), sc.Rate, intervalNote(b.window, b.interval), x))
 
 	c, err := client.New(sc.servers, append(sc.sec.clientOptions(), client.WithLogger(sc.logger.Named("client")), client.WithAttemptTimeout(max(sc.ttl/4, 50*time.Millisecond)))...)
 	if err != nil {

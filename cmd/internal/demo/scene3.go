@@ -179,11 +179,11 @@ func (b scene3Bounds) checks(t llmTotals) []check {
 	}
 	return []check{
 		{what: "calls the API answered 429 (too many requests)", got: rejected, want: "allowed: 0", ok: t.rejected == 0},
-		{what: fmt.Sprintf("most calls started in any %s", sec(b.window)), got: fmt.Sprint(t.maxWinRequests),
+		{what: fmt.Sprintf("most calls started in any sliding %s window", sec(b.window)), got: fmt.Sprint(t.maxWinRequests),
 			want: fmt.Sprintf("allowed: ≤ floor((W + E) / I) + 1 = floor((%s + %s) / %s) + 1 = %d + 1 = %d",
 				ms(b.window), ms(b.expiry), ms(b.rpmInterval), b.maxRequests-1, b.maxRequests),
 			ok: t.maxWinRequests <= b.maxRequests},
-		{what: fmt.Sprintf("most tokens used by calls started in any %s", sec(b.window)), got: fmt.Sprint(t.maxWinTokens),
+		{what: fmt.Sprintf("most tokens used by calls started in any sliding %s window", sec(b.window)), got: fmt.Sprint(t.maxWinTokens),
 			want: fmt.Sprintf("allowed: ≤ floor((W + E + B) / I) + estimate = floor((%s + %s + %s) / %s) + %d = %d + %d = %d",
 				ms(b.window), ms(b.expiry), ms(b.stored), ms(b.tpmInterval), b.estimate, b.maxTokens-b.estimate, b.estimate, b.maxTokens),
 			ok: t.maxWinTokens <= b.maxTokens},
@@ -242,7 +242,7 @@ func (sc scene3) printHeader(out io.Writer, b scene3Bounds) {
 			"%d workers call it. Before each call a worker reserves, in one request to the cluster, 1 permit of %s (requests), %d of %s (tokens: an estimate, since "+
 			"a call's real cost, %d to %d tokens, is known only at its end) and 1 of %s (calls at once); the cluster grants all three or none. "+
 			"After the call the worker reports its real cost, and the cluster takes back the unused part of the estimate. "+
-			"What it proves: the API never answers 429. It counts, in any window W of %s, the calls started and the tokens they used, and allows what the limits' bounds allow: "+
+			"What it proves: the API never answers 429. It counts, in any sliding window W of %s, the calls started and the tokens they used, and allows what the limits' bounds allow: "+
 			"a call may start up to E = %s (%s's expiry) after its permit's time, and %s (bursty) may save up to B = %s of tokens while calls are few and spend them at once. "+
 			"So one second may see more than %d tokens; their average stays below it.",
 		s3RequestsPerSec, sc.TokensPerSec, s3MaxInFlight, sc.workers, s3RPMName, s3Estimate, s3TPMName, s3MinTokens, s3Estimate, s3InflightName,

@@ -3,6 +3,7 @@ package demo
 import (
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -139,6 +140,27 @@ func wrap(s string, width int) string {
 // arithmetic can be followed.
 func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/1e6, 'f', -1, 64) + " ms"
+}
+
+// ms3 prints d in milliseconds with at most three significant digits
+// ("3.33 ms" for 3.333334 ms; "100 ms", "97.1 ms" as ms does).
+func ms3(d time.Duration) string {
+	v := float64(d) / 1e6
+	if v >= 100 {
+		return strconv.FormatFloat(math.Round(v), 'f', -1, 64) + " ms"
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64) + " ms"
+}
+
+// intervalNote gives, when the interval i is not exactly what ms3 prints
+// (1/300 s is 3333334 ns, rounded up to the nanosecond), its exact value
+// and what floor(w / i) comes to, so that the bound's arithmetic can be
+// followed; "" when ms3 prints it exactly.
+func intervalNote(w, i time.Duration) string {
+	if ms3(i) == ms(i) {
+		return ""
+	}
+	return fmt.Sprintf(" (exactly %d ns, so floor(W / I) = %d)", int64(i), int64(w/i))
 }
 
 // secs prints a measured d in seconds with one decimal ("1.3 s").

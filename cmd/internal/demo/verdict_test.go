@@ -53,8 +53,8 @@ func TestScene1Bounds(t *testing.T) {
 	}
 	run := scene1Run{uses: uses, killedAt: after(420 * time.Millisecond), killed: "n1"}
 	wantChecks(t, b.checks(run), []bool{true, true, true}, []string{
-		"smallest gap between two permits used: 100 ms — allowed: ≥ interval - expiry = 100 ms - 10 ms = 90 ms",
-		"most permits used in any 1 s: 10 — allowed: ≤ floor((W + expiry) / interval) + 1 = floor((1000 ms + 10 ms) / 100 ms) + 1 = 10 + 1 = 11",
+		"smallest gap between any two permits used: 100 ms — allowed: ≥ interval - expiry = 100 ms - 10 ms = 90 ms",
+		"most permits used in any sliding 1 s window: 10 — allowed: ≤ floor((W + expiry) / interval) + 1 = floor((1000 ms + 10 ms) / 100 ms) + 1 = 10 + 1 = 11",
 		"permits asked for after the leader's crash and used: 15, the first used 0.1 s after the crash",
 	})
 }
@@ -80,7 +80,7 @@ func TestScene1ChecksFail(t *testing.T) {
 	for range 11 {
 		gaps = append(gaps, 90*ms)
 	}
-	wantChecks(t, b.checks(scene1Run{uses: spaced(gaps...)}), []bool{true, false}, []string{"", "in any 1 s: 12"})
+	wantChecks(t, b.checks(scene1Run{uses: spaced(gaps...)}), []bool{true, false}, []string{"", "in any sliding 1 s window: 12"})
 	// Only permits asked for before the crash were used after it.
 	uses := spaced(100*ms, 100*ms, 100*ms)
 	for i := range uses {
@@ -115,12 +115,12 @@ func TestScene2Bounds(t *testing.T) {
 	}
 	quietFrom := "from 5.25 s to its reconnection at 7.00 s"
 	wantChecks(t, b.checks(history(300, 1000*ms, 5000*ms, 7500*ms), at0), []bool{true, true, true}, []string{
-		"most permits the fleet spent in any 1 s: 301 — allowed: ≤ C + O + floor(W / I) + 1 = 299 + 299 + floor(1000 ms / 3.333334 ms) + 1 = 299 + 299 + 299 + 1 = 898",
+		"most permits the fleet spent in any sliding 1 s window: 301 — allowed: ≤ C + O + floor(W / I) + 1 = 299 + 299 + 299 + 1 = 898",
 		quietFrom + ": 0 — allowed: 0 after cut + request timeout + steal grace + TTL = 2.00 s + 0.25 s + 2 s + 1 s = 5.25 s",
 		"after its reconnection: 1",
 	})
 	// 899 in a second: above the bound.
-	wantChecks(t, b.checks(history(899, 1000*ms, 7500*ms), at0), []bool{false, true, true}, []string{"any 1 s: 900"})
+	wantChecks(t, b.checks(history(899, 1000*ms, 7500*ms), at0), []bool{false, true, true}, []string{"any sliding 1 s window: 900"})
 	// The cut-off group spent after its lease and borrowed permits
 	// expired.
 	wantChecks(t, b.checks(history(300, 5300*ms, 7500*ms), at0), []bool{true, false, true}, []string{"", quietFrom + ": 1"})
@@ -152,8 +152,8 @@ func TestScene3Bounds(t *testing.T) {
 	ok := llmTotals{calls: 100, tokens: 170_000, maxWinRequests: 11, maxWinTokens: 33749, maxInFlight: 4}
 	wantChecks(t, b.checks(ok), []bool{true, true, true, true}, []string{
 		"calls the API answered 429 (too many requests): 0 — allowed: 0",
-		"most calls started in any 1 s: 11 — allowed: ≤ floor((W + E) / I) + 1 = floor((1000 ms + 50 ms) / 100 ms) + 1 = 10 + 1 = 11",
-		"most tokens used by calls started in any 1 s: 33749 — allowed: ≤ floor((W + E + B) / I) + estimate = floor((1000 ms + 50 ms + 1000 ms) / 0.066667 ms) + 3000 = 30749 + 3000 = 33749",
+		"most calls started in any sliding 1 s window: 11 — allowed: ≤ floor((W + E) / I) + 1 = floor((1000 ms + 50 ms) / 100 ms) + 1 = 10 + 1 = 11",
+		"most tokens used by calls started in any sliding 1 s window: 33749 — allowed: ≤ floor((W + E + B) / I) + estimate = floor((1000 ms + 50 ms + 1000 ms) / 0.066667 ms) + 3000 = 30749 + 3000 = 33749",
 		"most calls at once: 4 — allowed: ≤ 4",
 	})
 	bad := ok
@@ -207,6 +207,24 @@ func TestVerdictAndSummary(t *testing.T) {
 	for _, want := range []string{"scene 1 (one): PASS\n", "scene 2 (two): FAIL: ", "1 of 2 scenes FAILED"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestIntervalPrinting: an interval prints with three significant digits,
+// and when that is not exact (scene 2's 1/300 s) its exact value and
+// floor(W / I) follow, so that the bound's arithmetic can be checked.
+func TestIntervalPrinting(t *testing.T) {
+	i := time.Duration(3333334)
+	if got := ms3(i); got != "3.33 ms" {
+		t.Errorf("ms3(%v) = %q, want 3.33 ms", i, got)
+	}
+	if got := intervalNote(time.Second, i); got != " (exactly 3333334 ns, so floor(W / I) = 299)" {
+		t.Errorf("intervalNote = %q", got)
+	}
+	for d, want := range map[time.Duration]string{100 * time.Millisecond: "100 ms", 97100 * time.Microsecond: "97.1 ms", 1000 * time.Millisecond: "1000 ms"} {
+		if got := ms3(d); got != want || intervalNote(time.Second, d) != "" {
+			t.Errorf("ms3(%v) = %q, want %q and no note", d, got, want)
 		}
 	}
 }

@@ -171,6 +171,60 @@ class WrongPortTest(unittest.TestCase):
         self.assertIn("Client sent an HTTP request to an HTTPS server: the server speaks TLS: give the cluster's CA", str(cm.exception))
         self.assertIn("https://", str(cm.exception))
 
+    def test_a_400_from_permitd_on_a_tls_port_says_it_speaks_tls(self) -> None:
+        # A permitd agent's TLS port answers a plain request with 400.
+        def handle(conn: socket.socket) -> None:
+            read_head(conn)
+            body = b"this port speaks TLS: use https:// (curl --cacert CA)\n"
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+
+        c = self.client(serve(self, handle))
+        with self.assertRaises(permitd.InvalidRequest) as cm:
+            c.list_limits()
+        self.assertIn("this port speaks TLS, not plain HTTP: give the cluster's CA", str(cm.exception))
+        self.assertIn("$PERMITD_TLS_CA", str(cm.exception))
+
+    def test_tls_to_a_plain_port_says_it_speaks_plain_http(self) -> None:
+        def handle(conn: socket.socket) -> None:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+        addr = serve(self, handle)
+        c = permitd.Client([addr], timeout=5, rounds=1, ca_file=os.path.join(make_certs(self), "ca.crt"))
+        self.addCleanup(c.close)
+        msg = self.unavailable(c)
+        self.assertIn("%s speaks plain HTTP, not TLS: drop the CA" % addr, msg)
+        self.assertIn("PERMITD_TLS_CA", msg)
+
+    def test_tls_without_a_certificate_to_a_mutual_tls_port_says_raft_port(self) -> None:
+        # As a node's raft port: the handshake fails on the missing
+        # certificate with an alert; the port then reads what the client
+        # sent until it closes (a close with bytes unread would reset the
+        # connection, and the reset could overtake the alert).
+        certs = make_certs(self)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.load_cert_chain(os.path.join(certs, "node-n1.crt"), os.path.join(certs, "node-n1.key"))
+        ctx.verify_mode = ssl.CERT_REQUIRED
+        ctx.load_verify_locations(os.path.join(certs, "ca.crt"))
+
+        def handle(conn: socket.socket) -> None:
+            with conn.dup() as raw:  # open after a failed wrap_socket closes conn
+                try:
+                    with ctx.wrap_socket(conn, server_side=True) as t:
+                        t.recv(1)
+                except (OSError, ssl.SSLError):
+                    raw.settimeout(2)
+                    while raw.recv(4096):
+                        pass
+
+        addr = serve(self, handle)
+        c = permitd.Client([addr], timeout=5, rounds=1, ca_file=os.path.join(certs, "ca.crt"))
+        self.addCleanup(c.close)
+        msg = self.unavailable(c)
+        self.assertIn("%s asks for a client certificate, as a node's raft port (mutual TLS) does" % addr, msg)
+        self.assertIn("--http-addr", msg)
+
     def test_a_plain_close_is_not_called_tls(self) -> None:
         # A server that closes without an answer but does not speak TLS
         # either: no hint (the probe's handshake fails), and the probe

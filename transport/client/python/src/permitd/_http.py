@@ -128,6 +128,9 @@ class Response:
         if isinstance(e, str) and e:
             return e
         text = self.body.decode("utf-8", "replace").strip()
+        if self.status == 400 and PLAIN_TLS_ANSWER in text:
+            # A permitd agent's TLS port answered a plain request.
+            return "this port speaks TLS, not plain HTTP: " + TLS_HINT + ", " + CLIENT_CERT_IF
         if self.status == 400 and HTTPS_ANSWER in text:
             # Go's net/http on a TLS port answered a plain request.
             return text.rstrip(".") + ": the server speaks TLS: " + TLS_HINT
@@ -530,8 +533,26 @@ TLS_PROBE_TIMEOUT = 1.0
 #: with (400).
 HTTPS_ANSWER = "Client sent an HTTP request to an HTTPS server"
 
+#: What a permitd agent's TLS port answers a plain HTTP request with (400).
+PLAIN_TLS_ANSWER = "this port speaks TLS: use https://"
+
 #: The fix for plain HTTP sent to a server that speaks TLS.
-TLS_HINT = "give the cluster's CA (permitd: --tls-ca FILE; Python: Client(ca_file=...)) or use https:// addresses"
+TLS_HINT = (
+    "give the cluster's CA (permitd: --tls-ca FILE; Python: Client(ca_file=...) or $PERMITD_TLS_CA) "
+    "or use https:// addresses"
+)
+
+#: What a TLS client may need besides the CA.
+CLIENT_CERT_IF = (
+    "with a client certificate (--tls-cert, --tls-key; Python: Client(cert_file=..., key_file=...)) "
+    "if the agents run with --client-cert-auth"
+)
+
+#: The fix for TLS sent to a server that speaks plain HTTP.
+PLAIN_HTTP_HINT = (
+    "speaks plain HTTP, not TLS: drop the CA (permitd: --tls-ca; Python: Client(ca_file=...), "
+    "or unset $PERMITD_TLS_CA if Client.from_env read it) or give http:// addresses"
+)
 
 
 def wrong_port_hint(server: Server, err: BaseException, deadline: Optional[float] = None) -> str:
@@ -546,6 +567,8 @@ def wrong_port_hint(server: Server, err: BaseException, deadline: Optional[float
       the request's first byte, finds no raft command and closes the
       connection with the rest unread.
     """
+    if server.scheme == "https":
+        return _wrong_tls_port_hint(server.base[len("https://"):], err)
     if server.scheme != "http":
         return ""
     hostport = server.base[len("http://"):]
@@ -560,6 +583,28 @@ def wrong_port_hint(server: Server, err: BaseException, deadline: Optional[float
         if speaks:
             return "%s speaks TLS, not plain HTTP: %s" % (hostport, TLS_HINT)
         return ""
+    if isinstance(err, ConnectionResetError):
+        return (
+            "%s reset the connection without an HTTP answer, as a node's raft port does: give the nodes' HTTP API "
+            "addresses (their --http-addr), not their --raft-addr" % hostport
+        )
+    return ""
+
+
+def _wrong_tls_port_hint(hostport: str, err: BaseException) -> str:
+    """wrong_port_hint for an https server: it answered in plain HTTP (the
+    handshake read an HTTP answer), or asked for a client certificate the
+    client has none for, as a node's raft port (mutual TLS) does, or reset
+    the connection (a raft port whose CA signed the client's certificate)."""
+    text = str(err)
+    if isinstance(err, ssl.SSLError) and ("WRONG_VERSION_NUMBER" in text or "record layer failure" in text):
+        return "%s %s" % (hostport, PLAIN_HTTP_HINT)
+    if isinstance(err, ssl.SSLError) and "CERTIFICATE_REQUIRED" in text:
+        return (
+            "%s asks for a client certificate, as a node's raft port (mutual TLS) does: give the nodes' HTTP API "
+            "addresses (their --http-addr), not their --raft-addr; if it is the API port of an agent run with "
+            "--client-cert-auth, give a client certificate (Client(cert_file=..., key_file=...))" % hostport
+        )
     if isinstance(err, ConnectionResetError):
         return (
             "%s reset the connection without an HTTP answer, as a node's raft port does: give the nodes' HTTP API "
