@@ -44,7 +44,7 @@ var allowed = map[string][]string{
 	// test hooks are packages of their own below it.
 	"cmd/permitd": {
 		"fsm", "node", "node/faultnet",
-		"transport/server", "transport/auth", "transport/devcerts", "transport/tlsfiles", "transport/wire",
+		"transport/server", "transport/api", "transport/auth", "transport/devcerts", "transport/tlsfiles", "transport/wire",
 		"transport/client", "transport/worker", "transport/sidecar", "transport/relay",
 		"cmd/internal/testhooks", "cmd/internal/demo", "cmd/internal/bench",
 	},
