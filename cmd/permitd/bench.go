@@ -41,6 +41,10 @@ binary protocol the open loop sends what has come due once a millisecond, in
 one write per connection, so that the generator takes little of the CPU it
 may share with the nodes.
 
+The requests counted are those sent after --warmup and before the end of
+--duration, each once when its answer comes (bench waits for those in
+flight at the end): requests = granted + refused + shed + errors.
+
 A reserve a node refuses at once as overloaded (503, see
 --max-pending-reserves) is counted as shed, not as an error, and left out of
 the latency percentiles, which are those of the admitted reserves (granted
@@ -106,7 +110,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return c.fail(exitFailure, err)
 		}
-		run := bench.Result{Requests: res.Reserves, Errors: res.Errors}
+		run := bench.Result{Requests: res.Reserves, Errors: res.Errors + res.HoldErrors}
 		return reportBench(c, b.jsonOut, res, bench.PrintInflight, run)
 	}
 	res, err := bench.Run(ctx, b.Config)
@@ -138,7 +142,7 @@ func (b *benchCommand) define(c *cmdLine) {
 	c.Duration(&b.MaxWait, "max-wait", time.Second, durNonNegative, "max_wait of each reserve")
 	c.Int64(&b.Permits, "permits", "N", 1, "permits per reserve").Range(1, 1<<62, "an integer >= 1")
 	c.Bool(&b.RequestIDs, "request-ids", false, "send a unique request_id with every reserve (exercises deduplication)")
-	c.Int64(&b.MaxRequests, "max-requests", "N", 0, "stop after this many measured requests (0: no cap)").Range(0, math.MaxInt64, "an integer >= 0")
+	c.Int64(&b.MaxRequests, "max-requests", "N", 0, "send at most this many measured requests, then stop once they are answered (0: no cap)").Range(0, math.MaxInt64, "an integer >= 0")
 	c.Bool(&b.jsonOut, "json", false, "print the result as JSON")
 	c.Choice(&b.Protocol, "protocol", "http", "http: one decision per HTTP/1.1 request, one keep-alive connection per worker and server; binary: one decision per frame of the binary protocol, every worker sharing --binary-conns pipelined connections per server", "http", "binary")
 	c.Int(&b.BinaryConns, "binary-conns", "N", 1, "binary protocol: pipelined connections per server").Range(1, 64, "an integer from 1 to 64")

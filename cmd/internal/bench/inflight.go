@@ -25,7 +25,9 @@ import (
 // or its time if later, to sending its release), in permit-seconds, over
 // what the cap offers in the measured window, --max-in-flight x
 // --duration: the share of the cap's slots in use. The holds are clipped
-// to the window; the warm-up is not measured.
+// to the window; the warm-up is not measured. The reserves counted are
+// those sent in the window, each once when its answer comes (the run
+// waits for it), as granted, refused or an error.
 
 // InflightResult is the report of --mode inflight.
 type InflightResult struct {
@@ -39,12 +41,15 @@ type InflightResult struct {
 	HoldMs      float64 `json:"hold_ms"`
 	MaxWaitMs   float64 `json:"max_wait_ms"`
 	DurationSec float64 `json:"duration_s"`
-	// Reserves counts the reserves answered in the window; Granted and
-	// Refused split them; Errors are failed calls (reserve or release).
+	// Reserves counts the reserves sent in the window; Granted, Refused
+	// and Errors (failed reserve calls) split them.
 	Reserves int64 `json:"reserves"`
 	Granted  int64 `json:"granted"`
 	Refused  int64 `json:"refused"`
 	Errors   int64 `json:"errors"`
+	// HoldErrors counts failures while holding a grant of the window:
+	// waiting for its time, or releasing it (not reserves).
+	HoldErrors int64 `json:"hold_errors"`
 	// Occupancy is the share of the cap's permit-seconds held by callers.
 	Occupancy float64 `json:"occupancy"`
 	// GrantP50Ms and GrantP99Ms are the time from sending a reserve to
@@ -56,29 +61,39 @@ type InflightResult struct {
 
 // inflightRecorder collects the callers' measurements.
 type inflightRecorder struct {
-	mu                                 sync.Mutex
-	from, to                           time.Time
-	reserves, granted, refused, errors int64
-	heldNanos                          float64
-	grantLat                           []time.Duration
-	firstErr                           string
+	mu                                             sync.Mutex
+	from, to                                       time.Time
+	reserves, granted, refused, errors, holdErrors int64
+	heldNanos                                      float64
+	grantLat                                       []time.Duration
+	firstErr                                       string
 }
 
-func (r *inflightRecorder) fail(err error) {
+// measured reports whether a reserve sent at sent is measured: sent in
+// the window (from the warm-up's end).
+func (r *inflightRecorder) measured(sent time.Time) bool {
+	return !sent.Before(r.from)
+}
+
+// fail counts a measured reserve that failed (reserve true), or a failure
+// while holding a grant of the window.
+func (r *inflightRecorder) fail(err error, reserve bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.errors++
+	if reserve {
+		r.reserves++
+		r.errors++
+	} else {
+		r.holdErrors++
+	}
 	if r.firstErr == "" {
 		r.firstErr = err.Error()
 	}
 }
 
-// answered counts a reserve answered at at (granted or not), and its
+// answered counts a measured reserve's answer (granted or not), and its
 // latency to a usable grant.
-func (r *inflightRecorder) answered(at time.Time, granted bool, lat time.Duration) {
-	if at.Before(r.from) || !at.Before(r.to) {
-		return
-	}
+func (r *inflightRecorder) answered(granted bool, lat time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reserves++
@@ -144,7 +159,7 @@ func Inflight(ctx context.Context, b Config) (InflightResult, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			inflightCaller(runCtx, cl, b, rec)
+			inflightCaller(ctx, runCtx, cl, b, rec)
 		}()
 	}
 	wg.Wait()
@@ -154,31 +169,38 @@ func Inflight(ctx context.Context, b Config) (InflightResult, error) {
 	return rec.result(b), nil
 }
 
-// inflightCaller reserves, holds and releases until ctx ends.
-func inflightCaller(ctx context.Context, cl *client.Client, b Config, rec *inflightRecorder) {
+// inflightCaller reserves, holds and releases until runCtx ends. A
+// reserve sent before then is answered, whenever that is (ctx, the
+// command's, ends it early), and counted when it is measured.
+func inflightCaller(ctx, runCtx context.Context, cl *client.Client, b Config, rec *inflightRecorder) {
 	want := []client.Want{{Limit: b.Limit, Permits: b.Permits}}
-	for ctx.Err() == nil {
+	for runCtx.Err() == nil {
 		sent := time.Now()
+		measured := rec.measured(sent)
 		r, err := cl.ReserveMany(ctx, want, client.ReserveOptions{MaxWait: b.MaxWait})
 		if err != nil {
-			if ctx.Err() == nil {
-				rec.fail(fmt.Errorf("reserve: %w", err))
+			if measured {
+				rec.fail(fmt.Errorf("reserve: %w", err), true)
 			}
 			continue
 		}
 		if !r.Granted {
-			rec.answered(time.Now(), false, 0)
+			if measured {
+				rec.answered(false, 0)
+			}
 			continue
 		}
-		if err := r.Wait(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			rec.fail(fmt.Errorf("waiting for a grant: %w", err))
+		if err := r.Wait(runCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) && measured {
+			rec.fail(fmt.Errorf("waiting for a grant: %w", err), false)
 		}
 		got := time.Now()
-		rec.answered(got, true, got.Sub(sent))
+		if measured {
+			rec.answered(true, got.Sub(sent))
+		}
 		t := time.NewTimer(b.Hold)
 		select {
 		case <-t.C:
-		case <-ctx.Done():
+		case <-runCtx.Done():
 			t.Stop()
 		}
 		end := time.Now()
@@ -186,8 +208,8 @@ func inflightCaller(ctx context.Context, cl *client.Client, b Config, rec *infli
 		// The release outlives the run's deadline: a slot left held would
 		// only lapse at the TTL.
 		relCtx, relCancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if _, err := cl.Release(relCtx, r.ID); err != nil && ctx.Err() == nil {
-			rec.fail(fmt.Errorf("release: %w", err))
+		if _, err := cl.Release(relCtx, r.ID); err != nil && measured {
+			rec.fail(fmt.Errorf("release: %w", err), false)
 		}
 		relCancel()
 	}
@@ -208,7 +230,7 @@ func (r *inflightRecorder) result(b Config) InflightResult {
 		Mode: b.Mode, Servers: strings.Join(b.Servers, ","), Limit: b.Limit, Concurrency: b.Concurrency, MaxInFlight: b.MaxInFlight,
 		Permits: b.Permits, TTLMs: float64(b.HoldTTL) / 1e6, HoldMs: float64(b.Hold) / 1e6, MaxWaitMs: float64(b.MaxWait) / 1e6,
 		DurationSec: b.Duration.Seconds(),
-		Reserves:    r.reserves, Granted: r.granted, Refused: r.refused, Errors: r.errors,
+		Reserves:    r.reserves, Granted: r.granted, Refused: r.refused, Errors: r.errors, HoldErrors: r.holdErrors,
 		Occupancy:  r.heldNanos / offered,
 		GrantP50Ms: pct(0.5), GrantP99Ms: pct(0.99), FirstError: r.firstErr,
 	}
@@ -218,7 +240,7 @@ func (r *inflightRecorder) result(b Config) InflightResult {
 func PrintInflight(w io.Writer, r InflightResult) {
 	fmt.Fprintf(w, "mode=inflight servers=%s limit=%s max_in_flight=%d ttl=%.0fms callers=%d permits=%d hold=%.0fms max_wait=%.0fms duration=%.1fs\n",
 		r.Servers, r.Limit, r.MaxInFlight, r.TTLMs, r.Concurrency, r.Permits, r.HoldMs, r.MaxWaitMs, r.DurationSec)
-	fmt.Fprintf(w, "reserves=%d granted=%d refused=%d errors=%d\n", r.Reserves, r.Granted, r.Refused, r.Errors)
+	fmt.Fprintf(w, "reserves=%d granted=%d refused=%d errors=%d hold_errors=%d\n", r.Reserves, r.Granted, r.Refused, r.Errors, r.HoldErrors)
 	fmt.Fprintf(w, "occupancy=%.1f%% of %d slots  time to a usable grant p50=%.1fms p99=%.1fms\n", 100*r.Occupancy, r.MaxInFlight, r.GrantP50Ms, r.GrantP99Ms)
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "first error: %s\n", r.FirstError)

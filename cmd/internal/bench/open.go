@@ -48,16 +48,23 @@ type openConn struct {
 
 	mu      sync.Mutex
 	nextID  uint64
-	pending map[uint64]time.Time // frame ID → scheduled start
-	dead    bool                 // the reader has failed what was pending
-	lostErr error                // why, once dead
-	broken  atomic.Bool          // no more frames: set before dead
-	err     atomic.Value         // the write error that broke it, if one did
+	pending map[uint64]pendingReq // frame ID → its request
+	dead    bool                  // the reader has failed what was pending
+	lostErr error                 // why, once dead
+	broken  atomic.Bool           // no more frames: set before dead
+	err     atomic.Value          // the write error that broke it, if one did
+}
+
+// pendingReq is a request outstanding on an openConn: its scheduled
+// start, and whether it is measured (benchRecorder.admit).
+type pendingReq struct {
+	scheduled time.Time
+	measured  bool
 }
 
 // openLoopParams are what openLoopBinary runs: the run's settings, its
 // connections, the reserve of request i (payload), and where it counts
-// the answers (rec) and reports failures (fail).
+// the answers (rec) and a measured request that failed (fail).
 type openLoopParams struct {
 	b       Config
 	conns   []net.Conn
@@ -79,22 +86,23 @@ type openLoop struct {
 // openLoopBinary runs the open loop of p.b on p.conns until runCtx ends,
 // then waits (at most openDrainTimeout) for the answers outstanding.
 // p.payload gives the reserve of request i. Answers are counted in p.rec
-// as the per-request loop counts them: from when they arrive, while
-// measuring; a request whose connection broke, or that is still
-// unanswered after the drain, is a request and an error. It returns
+// as the per-request loop counts them: those of the requests sent after
+// the warm-up, whenever they arrive; a measured request whose connection
+// broke, or that is still unanswered after the drain, is a request and an
+// error. It returns
 // errAllConnsBroken (wrapping the first failure) if every connection
 // broke before the run's end.
 func openLoopBinary(runCtx context.Context, p openLoopParams) error {
 	l := &openLoop{openLoopParams: p, sem: make(chan struct{}, p.b.Concurrency)}
 	for _, nc := range p.conns {
-		l.ocs = append(l.ocs, &openConn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), pending: make(map[uint64]time.Time)})
+		l.ocs = append(l.ocs, &openConn{nc: nc, bw: bufio.NewWriterSize(nc, 64<<10), pending: make(map[uint64]pendingReq)})
 	}
 	var readers sync.WaitGroup
 	for _, oc := range l.ocs {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			l.rec.record(oc.read(runCtx, l.sem, l.rec, l.fail, &l.closing))
+			l.rec.record(oc.read(l.sem, l.rec, l.fail, &l.closing))
 		}()
 	}
 	allBroken := l.pace(runCtx)
@@ -116,8 +124,8 @@ func openLoopBinary(runCtx context.Context, p openLoopParams) error {
 }
 
 // pace sends every reserve at its scheduled start, those come due since
-// its last wake-up at once, until runCtx ends, --max-requests are
-// measured, or every connection broke (it then returns true).
+// its last wake-up at once, until runCtx ends, --max-requests measured
+// requests are sent, or every connection broke (it then returns true).
 func (l *openLoop) pace(runCtx context.Context) (allBroken bool) {
 	interval := time.Duration(wire.FloatNanos(float64(time.Second) / l.b.OpenRate))
 	start := time.Now()
@@ -144,21 +152,24 @@ func (l *openLoop) pace(runCtx context.Context) (allBroken bool) {
 // sendDue buffers every reserve scheduled (every interval from start) up
 // to now, from request sent on, and returns the next request's number.
 // stop says the loop must end: runCtx ended while it waited for a slot,
-// --max-requests were measured, or (allBroken) every connection broke.
+// --max-requests measured requests were sent, or (allBroken) every
+// connection broke.
 func (l *openLoop) sendDue(runCtx context.Context, start time.Time, interval time.Duration, sent int) (next int, stop, allBroken bool) {
 	now := time.Now()
 	for ; runCtx.Err() == nil; sent++ {
-		if l.b.MaxRequests > 0 && l.rec.requests.Load() >= l.b.MaxRequests {
-			return sent, true, false
-		}
 		scheduled := start.Add(wire.MulNanos(time.Duration(sent+1), interval))
 		if scheduled.After(now) {
 			break
 		}
-		if !l.slot(runCtx) {
+		if l.rec.full() || !l.slot(runCtx) {
 			return sent, true, false
 		}
-		oc, id := addPending(l.ocs, sent, scheduled)
+		measured, ok := l.rec.admit()
+		if !ok {
+			<-l.sem
+			return sent, true, false
+		}
+		oc, id := addPending(l.ocs, sent, pendingReq{scheduled: scheduled, measured: measured})
 		if oc == nil {
 			<-l.sem
 			return sent, true, true
@@ -210,7 +221,7 @@ func (l *openLoop) flushAll() {
 // drain waits for the answers outstanding, as the per-request loop does
 // (the reader of a broken connection frees its slots at once), at most
 // b.openDrain (openDrainTimeout if 0); then the run is closing, and the
-// requests still unanswered count as requests and errors.
+// measured requests still unanswered count as requests and errors.
 func (l *openLoop) drain() {
 	drain := cmp.Or(l.b.openDrain, openDrainTimeout)
 	deadline := time.Now().Add(drain)
@@ -219,17 +230,18 @@ func (l *openLoop) drain() {
 	}
 	l.closing.Store(true)
 	if n := claimUnanswered(l.ocs); n > 0 {
-		l.rec.requests.Add(int64(n))
+		// Each is a request and an error (fail counts one).
+		l.rec.requests.Add(int64(n - 1))
 		l.rec.errs.Add(int64(n - 1))
 		l.fail(fmt.Errorf("bench: %d requests unanswered %v after the run (outcome unknown)", n, drain))
 	}
 }
 
-// addPending records request sent as pending on the connection its turn
+// addPending records request sent (req) as pending on the connection its turn
 // picks, or the next one whose reader has not failed; it returns that
 // connection and the request's frame ID, or nil when every connection
 // has failed.
-func addPending(ocs []*openConn, sent int, scheduled time.Time) (*openConn, uint64) {
+func addPending(ocs []*openConn, sent int, req pendingReq) (*openConn, uint64) {
 	for k := range ocs {
 		oc := ocs[(sent+k)%len(ocs)]
 		if oc.broken.Load() {
@@ -242,7 +254,7 @@ func addPending(ocs []*openConn, sent int, scheduled time.Time) (*openConn, uint
 		}
 		oc.nextID++
 		id := oc.nextID
-		oc.pending[id] = scheduled
+		oc.pending[id] = req
 		oc.mu.Unlock()
 		return oc, id
 	}
@@ -251,7 +263,7 @@ func addPending(ocs []*openConn, sent int, scheduled time.Time) (*openConn, uint
 
 // claimUnanswered takes the requests still pending on the connections
 // whose readers have not failed them, once the drain is over, and returns
-// how many: each request is then either answered (its reader removed it
+// how many of them are measured: each request is then either answered (its reader removed it
 // first) or unanswered (taken here), never counted as both, even when an
 // answer arrives as the drain gives up. A connection claimed here is dead
 // to its reader, which then reports nothing of its own end.
@@ -261,7 +273,7 @@ func claimUnanswered(ocs []*openConn) int {
 		oc.mu.Lock()
 		if !oc.dead {
 			oc.dead = true
-			n += len(oc.pending)
+			n += measuredOf(oc.pending)
 			clear(oc.pending)
 		}
 		oc.mu.Unlock()
@@ -278,23 +290,29 @@ func (oc *openConn) fail(err error) {
 	}
 }
 
-// read reads the answers on oc until it fails or closes, counting each
-// in rec; it returns the latencies of the admitted ones. The requests
-// outstanding when it fails are counted (as requests and errors) only
-// while measuring and before the run's end, as their answers would have
-// been; after it, the failure is only remembered as the first error.
-func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRecorder, fail func(error), closing *atomic.Bool) []time.Duration {
+// measuredOf is how many of pending are measured.
+func measuredOf(pending map[uint64]pendingReq) int {
+	n := 0
+	for _, p := range pending {
+		if p.measured {
+			n++
+		}
+	}
+	return n
+}
+
+// read reads the answers on oc until it fails or closes, counting those
+// of measured requests in rec (fail: one that failed); it returns the
+// latencies of the admitted ones. When the connection fails, the
+// measured requests outstanding on it are counted as requests and errors,
+// unless the drain has claimed them first (claimUnanswered); a
+// connection that fails after the drain only closes.
+func (oc *openConn) read(sem chan struct{}, rec *benchRecorder, fail func(error), closing *atomic.Bool) []time.Duration {
 	lats := make([]time.Duration, 0, 4096)
 	br := bufio.NewReaderSize(oc.nc, 64<<10)
 	for {
 		f, err := wire.ReadFrame(br)
 		if err != nil {
-			// Decided before the slots are freed: until then a drain
-			// can only end on its timeout, and then it claims the
-			// requests still pending (claimUnanswered) before this
-			// reader takes them.
-			report := !closing.Load()
-			count := report && rec.measuring.Load() && runCtx.Err() == nil
 			oc.broken.Store(true)
 			oc.nc.Close()
 			if e, ok := oc.err.Load().(error); ok {
@@ -308,22 +326,18 @@ func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRe
 				return lats
 			}
 			oc.dead = true
-			lost := len(oc.pending)
+			lost, measured := len(oc.pending), measuredOf(oc.pending)
 			clear(oc.pending)
 			err = fmt.Errorf("%w (%d requests outstanding, outcome unknown)", err, lost)
 			oc.lostErr = err
 			oc.mu.Unlock()
-			if report {
-				if count {
-					// Each lost request is a request and an error (the
-					// break itself one, if none was outstanding).
-					n := int64(max(lost, 1))
-					rec.requests.Add(n)
-					rec.errs.Add(n - 1)
-					fail(err)
-				} else {
-					rec.firstErr.CompareAndSwap(nil, err.Error())
-				}
+			if measured > 0 {
+				// Each lost measured request is a request and an error.
+				rec.requests.Add(int64(measured - 1))
+				rec.errs.Add(int64(measured - 1))
+				fail(err)
+			} else {
+				rec.note(err)
 			}
 			for range lost {
 				<-sem
@@ -331,20 +345,21 @@ func (oc *openConn) read(runCtx context.Context, sem chan struct{}, rec *benchRe
 			return lats
 		}
 		oc.mu.Lock()
-		scheduled, ok := oc.pending[f.ID]
+		req, ok := oc.pending[f.ID]
 		delete(oc.pending, f.ID)
 		oc.mu.Unlock()
 		if !ok {
-			if closing.Load() {
-				continue // claimed by the drain as unanswered
+			if !closing.Load() {
+				rec.note(fmt.Errorf("bench: answer to frame %d from %s, which is not outstanding", f.ID, oc.nc.RemoteAddr()))
 			}
-			fail(fmt.Errorf("bench: answer to frame %d from %s, which is not outstanding", f.ID, oc.nc.RemoteAddr()))
-			continue
+			continue // else claimed by the drain as unanswered
 		}
-		lats = rec.countAnswer(runCtx, f, time.Since(scheduled), fail, lats)
-		// The slot is freed after the answer is counted: the pacer, which
-		// checks the count before it waits for a slot, then never sends
-		// more than --concurrency beyond --max-requests.
+		if req.measured {
+			code, overloaded, err := binaryAnswer(f.Kind, f.Payload)
+			if rec.answer(code, overloaded, err, fail) {
+				lats = append(lats, time.Since(req.scheduled))
+			}
+		}
 		<-sem
 	}
 }

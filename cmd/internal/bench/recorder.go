@@ -1,33 +1,63 @@
 package bench
 
 import (
-	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/permitd/permitd/transport/wire"
 )
 
 // recorder.go: what a run measured, counted by its loops as answers come
 // and reported as a Result.
 
 // benchRecorder counts a run's requests and answers, and collects the
-// latencies of the admitted ones; the counts are taken while measuring
-// (after the warm-up, before the run's end).
+// latencies of the admitted ones.
+//
+// A request is measured when it is sent (handed to its connection) at or
+// after measureFrom, the warm-up's end, and before the run's end; every
+// measured request is then counted once, whenever its answer comes (the
+// run waits for them), in exactly one of granted, refused, shed and errs
+// (an error: a failed call, an answer that is no decision, or no answer
+// at all), so that requests = granted + refused + shed + errs. Requests
+// sent during the warm-up are not counted, whenever they are answered.
 type benchRecorder struct {
-	mu        sync.Mutex
-	lat       []time.Duration
-	measuring atomic.Bool
-	requests  atomic.Int64
-	granted   atomic.Int64
-	refused   atomic.Int64
-	shed      atomic.Int64
-	errs      atomic.Int64
-	firstErr  atomic.Value
+	mu  sync.Mutex
+	lat []time.Duration
+	// measureFrom is the warm-up's end (zero: measure from the start);
+	// maxRequests > 0 stops the run after that many measured requests
+	// are sent, sent counting them.
+	measureFrom time.Time
+	maxRequests int64
+	sent        atomic.Int64
+	requests    atomic.Int64
+	granted     atomic.Int64
+	refused     atomic.Int64
+	shed        atomic.Int64
+	errs        atomic.Int64
+	firstErr    atomic.Value
+}
+
+// admit is called as a request is about to be sent: measured says
+// whether it counts (sent after the warm-up); ok is false, and the
+// request must not be sent, once --max-requests measured requests have
+// been.
+func (r *benchRecorder) admit() (measured, ok bool) {
+	if time.Now().Before(r.measureFrom) {
+		return false, true
+	}
+	if r.maxRequests > 0 && r.sent.Add(1) > r.maxRequests {
+		return false, false
+	}
+	return true, true
+}
+
+// full reports whether --max-requests measured requests have been sent
+// (so that an open loop stops without waiting for a slot first).
+func (r *benchRecorder) full() bool {
+	return r.maxRequests > 0 && r.sent.Load() >= r.maxRequests
 }
 
 // record adds a worker's latencies.
@@ -37,38 +67,61 @@ func (r *benchRecorder) record(lat []time.Duration) {
 	r.mu.Unlock()
 }
 
-// fail counts a failed request, remembering the first error.
+// fail counts a measured request that failed, remembering the first
+// error.
 func (r *benchRecorder) fail(err error) {
+	r.requests.Add(1)
 	r.errs.Add(1)
+	r.note(err)
+}
+
+// note remembers err as the first error if none is yet, counting
+// nothing: a failure that is no request's (a connection that broke with
+// none outstanding, an answer to no request).
+func (r *benchRecorder) note(err error) {
 	r.firstErr.CompareAndSwap(nil, err.Error())
 }
 
-// countAnswer counts the answer f, whose request waited lat, while
-// measuring and before the run's end; it returns lats with lat appended
-// when the request was admitted or refused.
-func (rec *benchRecorder) countAnswer(runCtx context.Context, f wire.Frame, lat time.Duration, fail func(error), lats []time.Duration) []time.Duration {
-	if !rec.measuring.Load() || runCtx.Err() != nil {
-		return lats
-	}
-	rec.requests.Add(1)
-	code, overloaded, err := binaryAnswer(f.Kind, f.Payload)
+// answer counts a measured request's answer: the HTTP status it stands
+// for (code), whether the node shed it as overloaded, or the error that
+// failed it (fail counts it then). It reports whether the reserve was
+// admitted (granted or refused), its latency to be recorded.
+func (r *benchRecorder) answer(code int, overloaded bool, err error, fail func(error)) bool {
 	switch {
 	case err != nil:
 		fail(err)
+		return false
 	case overloaded:
-		rec.shed.Add(1)
+		r.requests.Add(1)
+		r.shed.Add(1)
+		return false
 	case code == 200:
-		rec.granted.Add(1)
-		lats = append(lats, lat)
-	default:
-		rec.refused.Add(1)
-		lats = append(lats, lat)
+		r.requests.Add(1)
+		r.granted.Add(1)
+		return true
+	case code == 429:
+		r.requests.Add(1)
+		r.refused.Add(1)
+		return true
 	}
-	return lats
+	fail(fmt.Errorf("HTTP %d", code))
+	return false
+}
+
+// counts is a snapshot of a recorder's counts.
+type counts struct {
+	requests, granted, refused, shed, errs int64
+}
+
+// snapshot reads the counts once (after the run's requests are all
+// counted, so that they add up).
+func (r *benchRecorder) snapshot() counts {
+	return counts{requests: r.requests.Load(), granted: r.granted.Load(), refused: r.refused.Load(), shed: r.shed.Load(), errs: r.errs.Load()}
 }
 
 // result is the report of a run that measured for elapsed.
 func (r *benchRecorder) result(b Config, elapsed time.Duration) Result {
+	c := r.snapshot()
 	slices.Sort(r.lat)
 	pct := func(p float64) float64 {
 		if len(r.lat) == 0 {
@@ -80,9 +133,9 @@ func (r *benchRecorder) result(b Config, elapsed time.Duration) Result {
 	}
 	res := Result{
 		Mode: b.Mode, Protocol: b.Protocol, Concurrency: b.Concurrency, Servers: strings.Join(b.Servers, ","), Limit: b.Limit,
-		DurationSec: elapsed.Seconds(), Requests: r.requests.Load(), Granted: r.granted.Load(),
-		Refused: r.refused.Load(), Errors: r.errs.Load(), Shed: r.shed.Load(),
-		RefusedShare: share(r.refused.Load(), r.requests.Load()),
+		DurationSec: elapsed.Seconds(), Requests: c.requests, Granted: c.granted,
+		Refused: c.refused, Errors: c.errs, Shed: c.shed,
+		RefusedShare: share(c.refused, c.requests),
 		P50Ms:        pct(0.50), P90Ms: pct(0.90), P99Ms: pct(0.99), P999Ms: pct(0.999), MaxMs: pct(1),
 	}
 	if b.Mode == "open" {

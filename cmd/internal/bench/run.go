@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"sync"
@@ -20,8 +19,9 @@ import (
 // reserves start every 1/--open-rate s whatever the latency, at most
 // --concurrency outstanding, and latency counts from the scheduled start
 // (no coordinated omission); over the binary protocol without a
-// goroutine per request (open.go). Requests that end during the
-// measured --duration, after --warmup, are measured.
+// goroutine per request (open.go). The requests sent during the
+// measured --duration, after --warmup, are measured, each counted once
+// when its answer comes, however late (benchRecorder).
 
 // Run runs a closed or an open loop of reserves (b.Mode) against
 // b.Servers, creating the limits first with b.Create, and reports what it
@@ -50,15 +50,7 @@ func Run(ctx context.Context, b Config) (Result, error) {
 	defer r.close()
 	runCtx, cancel := context.WithTimeout(ctx, wire.AddNanos(b.Warmup, b.Duration))
 	defer cancel()
-	var measuredStart time.Time
-	go func() {
-		select {
-		case <-time.After(b.Warmup):
-			measuredStart = time.Now()
-			r.rec.measuring.Store(true)
-		case <-runCtx.Done():
-		}
-	}()
+	r.rec.measureFrom = time.Now().Add(b.Warmup)
 	switch {
 	case r.openBinary():
 		if err := openLoopBinary(runCtx, openLoopParams{b: b, conns: r.openConns, payload: r.binaryPayload(), rec: r.rec, fail: r.rec.fail}); err != nil {
@@ -69,8 +61,10 @@ func Run(ctx context.Context, b Config) (Result, error) {
 	default:
 		r.openLoop(runCtx)
 	}
-	elapsed := time.Since(measuredStart)
-	if measuredStart.IsZero() || elapsed <= 0 {
+	// Every measured request has been answered (or given up on, as an
+	// error): the counts are final and add up.
+	elapsed := time.Since(r.rec.measureFrom)
+	if elapsed <= 0 {
 		return Result{}, errors.New("run ended before the warm-up did")
 	}
 	res := r.rec.result(b, elapsed)
@@ -103,7 +97,7 @@ type run struct {
 
 // newRun is a run of b, not yet dialled.
 func newRun(b Config) *run {
-	r := &run{b: b, rec: &benchRecorder{}, idPrefix: "b" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-",
+	r := &run{b: b, rec: &benchRecorder{maxRequests: b.MaxRequests}, idPrefix: "b" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-",
 		path: "/v1/limits/" + b.Limit + "/reserve"}
 	if b.Limits > 0 {
 		r.path = "/v1/reserve"
@@ -193,60 +187,23 @@ func (r *run) newConns() []benchConn {
 	return cs
 }
 
-// one sends one reserve on c and counts its answer's kind (while
-// measuring when it left); it returns its latency, and errShed for a
-// reserve shed as overloaded.
-func (r *run) one(c benchConn, buf *bytes.Buffer) (time.Duration, error) {
-	count := r.rec.measuring.Load()
+// one sends one reserve on c and, when it is measured, counts its
+// answer; it returns the reserve's latency and whether it was admitted
+// (granted or refused: its latency is to be recorded).
+func (r *run) one(c benchConn, buf *bytes.Buffer, measured bool) (time.Duration, bool) {
 	id := r.requestID()
 	start := time.Now()
 	code, overloaded, err := c.reserve(buf, id)
-	if err != nil {
-		return 0, err
-	}
 	lat := time.Since(start)
-	if overloaded {
-		if count {
-			r.rec.shed.Add(1)
-		}
-		return lat, errShed
+	if !measured {
+		return lat, false
 	}
-	switch code {
-	case 200:
-		if count {
-			r.rec.granted.Add(1)
-		}
-	case 429:
-		if count {
-			r.rec.refused.Add(1)
-		}
-	default:
-		return lat, fmt.Errorf("HTTP %d", code)
-	}
-	return lat, nil
-}
-
-// measured counts a request that ended now with err (nil, errShed or a
-// failure), if measuring and before the run's end; it reports whether
-// its latency is an admitted reserve's, to be recorded.
-func (r *run) measured(runCtx context.Context, err error) bool {
-	if !r.rec.measuring.Load() || runCtx.Err() != nil {
-		return false
-	}
-	r.rec.requests.Add(1)
-	if errors.Is(err, errShed) {
-		return false
-	}
-	if err != nil {
-		r.rec.fail(err)
-		return false
-	}
-	return true
+	return lat, r.rec.answer(code, overloaded, err, r.rec.fail)
 }
 
 // closedLoop runs --concurrency workers, each sending its next reserve
-// when the last returns, until runCtx ends or --max-requests are
-// measured.
+// when the last returns, until runCtx ends or --max-requests measured
+// requests are sent; each waits for its last answer.
 func (r *run) closedLoop(runCtx context.Context) {
 	var wg sync.WaitGroup
 	for w := 0; w < r.b.Concurrency; w++ {
@@ -262,11 +219,11 @@ func (r *run) closedLoop(runCtx context.Context) {
 			}()
 			lats := make([]time.Duration, 0, 4096)
 			for i := w; runCtx.Err() == nil; i++ {
-				if r.b.MaxRequests > 0 && r.rec.requests.Load() >= r.b.MaxRequests {
+				measured, ok := r.rec.admit()
+				if !ok {
 					break
 				}
-				lat, err := r.one(conns[i%len(conns)], &buf)
-				if r.measured(runCtx, err) {
+				if lat, admitted := r.one(conns[i%len(conns)], &buf, measured); admitted {
 					lats = append(lats, lat)
 				}
 			}
@@ -278,8 +235,9 @@ func (r *run) closedLoop(runCtx context.Context) {
 
 // openLoop starts a reserve every 1/--open-rate s, each on a goroutine
 // and a connection set of a pool, with at most --concurrency
-// outstanding, until runCtx ends or --max-requests are measured; latency
-// counts from the scheduled start.
+// outstanding, until runCtx ends or --max-requests measured requests are
+// sent, and waits for their answers; latency counts from the scheduled
+// start.
 func (r *run) openLoop(runCtx context.Context) {
 	sem := make(chan struct{}, r.b.Concurrency)
 	pool := make(chan []benchConn, r.b.Concurrency)
@@ -299,12 +257,14 @@ func (r *run) openLoop(runCtx context.Context) {
 	var lmu sync.Mutex
 	var lats []time.Duration
 	for i := 0; runCtx.Err() == nil; i++ {
-		if r.b.MaxRequests > 0 && r.rec.requests.Load() >= r.b.MaxRequests {
-			break
-		}
 		next = next.Add(interval)
 		scheduled := next
-		if !sleepUntil(runCtx, scheduled) || !acquire(runCtx, sem) {
+		if r.rec.full() || !sleepUntil(runCtx, scheduled) || !acquire(runCtx, sem) {
+			break
+		}
+		measured, ok := r.rec.admit()
+		if !ok {
+			<-sem
 			break
 		}
 		wg.Add(1)
@@ -313,10 +273,10 @@ func (r *run) openLoop(runCtx context.Context) {
 			defer func() { <-sem }()
 			var buf bytes.Buffer
 			conns := <-pool
-			_, err := r.one(conns[i%len(conns)], &buf)
+			_, admitted := r.one(conns[i%len(conns)], &buf, measured)
 			pool <- conns
 			lat := time.Since(scheduled)
-			if r.measured(runCtx, err) {
+			if admitted {
 				lmu.Lock()
 				lats = append(lats, lat)
 				lmu.Unlock()
@@ -350,6 +310,3 @@ func acquire(ctx context.Context, sem chan struct{}) bool {
 		return false
 	}
 }
-
-// errShed marks a reserve the node refused at once as overloaded.
-var errShed = errors.New("overloaded")
