@@ -263,6 +263,24 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 	}
 }
 
+// startCluster starts three agents of bin (with the agent flags extra)
+// and waits for their leader; it returns the agents, an HTTP client, each
+// agent's HTTP address by ID, and the leader's ID.
+func startCluster(t *testing.T, bin string, extra ...string) (agents []*testAgent, hc *http.Client, httpAddr map[string]string, leader string) {
+	t.Helper()
+	agents = newTestAgents(t, 3)
+	httpAddr = map[string]string{}
+	var ids []string
+	for _, a := range agents {
+		a.start(t, bin, nil, append([]string{"agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
+			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents)}, extra...)...)
+		httpAddr[a.id] = a.httpAddr
+		ids = append(ids, a.id)
+	}
+	hc = &http.Client{Timeout: 5 * time.Second}
+	return agents, hc, httpAddr, waitLeader(t, hc, httpAddr, ids)
+}
+
 func waitLeader(t *testing.T, hc *http.Client, httpAddr map[string]string, ids []string) string {
 	t.Helper()
 	var leader string

@@ -114,19 +114,7 @@ func TestPerLimitMetricsOnEveryNode(t *testing.T) {
 		t.Fatalf("promtool (Debian package prometheus) is required here: %v", promErr)
 	}
 	bin := buildPermitd(t)
-	agents := newTestAgents(t, 3)
-	for _, a := range agents {
-		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
-			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents), "--metrics-max-limits", "5")
-	}
-	hc := &http.Client{Timeout: 5 * time.Second}
-	httpAddr := map[string]string{}
-	var ids []string
-	for _, a := range agents {
-		httpAddr[a.id] = a.httpAddr
-		ids = append(ids, a.id)
-	}
-	leader := waitLeader(t, hc, httpAddr, ids)
+	agents, hc, httpAddr, leader := startCluster(t, bin, "--metrics-max-limits", "5")
 	lead := "http://" + httpAddr[leader] + "/v1/limits/"
 	for name, spec := range map[string]string{
 		"a":   `{"algorithm":"bursty","rate":1000,"per":"1s"}`,

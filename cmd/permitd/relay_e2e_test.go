@@ -52,19 +52,7 @@ func TestBinaryWorkersThroughARelay(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildPermitd(t)
-	agents := newTestAgents(t, 3)
-	for _, a := range agents {
-		a.start(t, bin, nil, "agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
-			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents))
-	}
-	hc := &http.Client{Timeout: 5 * time.Second}
-	httpAddr := map[string]string{}
-	var ids []string
-	for _, a := range agents {
-		httpAddr[a.id] = a.httpAddr
-		ids = append(ids, a.id)
-	}
-	leader := waitLeader(t, hc, httpAddr, ids)
+	agents, hc, httpAddr, leader := startCluster(t, bin)
 	base := "http://" + httpAddr[leader] + "/v1/limits/rl"
 	if code, resp := do(t, hc, "PUT", base, `{"algorithm":"strict","rate":200,"per":"1s"}`); code != 200 && code != 201 {
 		t.Fatalf("put limit: %d %s", code, resp)

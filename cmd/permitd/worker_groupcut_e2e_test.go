@@ -28,17 +28,7 @@ func permitdUnderTest(t *testing.T) string {
 // it returns the agents, an HTTP client and the leader's ID.
 func startLeasedRegister(t *testing.T, bin string, rate, burst, maxOut int64, extra ...string) (agents []*testAgent, hc *http.Client, leader string) {
 	t.Helper()
-	agents = newTestAgents(t, 3)
-	httpAddr := map[string]string{}
-	var ids []string
-	for _, a := range agents {
-		a.start(t, bin, nil, append([]string{"agent", "--id", a.id, "--data-dir", a.dataDir, "--raft-addr", a.raftAddr,
-			"--http-addr", a.httpAddr, "--initial-cluster", initialCluster(agents)}, extra...)...)
-		httpAddr[a.id] = a.httpAddr
-		ids = append(ids, a.id)
-	}
-	hc = &http.Client{Timeout: 5 * time.Second}
-	leader = waitLeader(t, hc, httpAddr, ids)
+	agents, hc, httpAddr, leader := startCluster(t, bin, extra...)
 	base := "http://" + httpAddr[leader] + "/v1/limits/lk"
 	if code, resp := do(t, hc, "PUT", base, fmt.Sprintf(`{"algorithm":"strict","rate":%d,"per":"1s"}`, rate)); code != 200 && code != 201 {
 		t.Fatalf("put limit: %d %s", code, resp)
