@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -14,10 +15,10 @@ import (
 )
 
 // compare.go: one comparison — for each concurrency level, rounds that
-// alternate the Redis side and the permitd side on the same load
-// generator, checking after each that no child process died.
+// alternate the peers (Redis, etcd) and permitd's protocols on the same
+// load generator, checking after each run that no child process died.
 
-// compareSides sets both sides up, runs the alternating measurements and
+// compareSides sets every side up, runs the alternating measurements and
 // tears everything down (on every path) before returning.
 func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep report, err error) {
 	if !cfg.Verbose {
@@ -37,10 +38,34 @@ func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep repo
 
 	rep.Config = cfg
 	rep.Environment = environment{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadAvgStart: loadAvg()}
+	m := &measurer{cfg: cfg, sup: sup, progress: progress}
 
-	redisBin, err := ensureRedisServer(ctx, cfg.RedisServer, cfg.Install, progress)
-	if err != nil {
-		return report{}, err
+	if slices.Contains(cfg.Peers, sideRedis) {
+		redisBin, err := ensureTool(ctx, cfg.RedisServer, defaultRedisName, "redis-server", cfg.Install, progress)
+		if err != nil {
+			return report{}, err
+		}
+		if m.rs, err = startRedis(ctx, sup, redisSpec{bin: redisBin, dir: tmp, rate: cfg.Rate, per: cfg.Per, burst: cfg.Burst}); err != nil {
+			return report{}, err
+		}
+		rep.Environment.RedisVersion = m.rs.version
+		fmt.Fprintf(progress, "redis-server %s on %s (pid %d), GCRA script %s\n", m.rs.version, m.rs.addr, m.rs.proc.cmd.Process.Pid, m.rs.sha)
+	}
+	if slices.Contains(cfg.Peers, sideEtcd) {
+		etcdBin, err := ensureTool(ctx, cfg.Etcd, defaultEtcdName, "etcd-server", cfg.InstallEtcd, progress)
+		if err != nil {
+			return report{}, err
+		}
+		if m.ec, err = startEtcd(ctx, sup, etcdBin, tmp, cfg.Rate, cfg.Per, cfg.Burst); err != nil {
+			return report{}, err
+		}
+		m.etcdTargets = m.ec.endpoints
+		if cfg.Target == targetLeader {
+			m.etcdTargets = []string{m.ec.leader}
+		}
+		rep.Environment.EtcdVersion = m.ec.version
+		rep.Environment.EtcdTarget = fmt.Sprintf("%s: %s", cfg.Target, strings.Join(m.etcdTargets, ","))
+		fmt.Fprintf(progress, "etcd %s cluster %s ready, leader %s\n", m.ec.version, strings.Join(m.ec.endpoints, ","), m.ec.leader)
 	}
 	permitdBin := cfg.PermitdBin
 	if permitdBin == "" {
@@ -48,27 +73,19 @@ func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep repo
 			return report{}, err
 		}
 	}
-	rs, err := startRedis(ctx, sup, redisSpec{bin: redisBin, dir: tmp, rate: cfg.Rate, per: cfg.Per, burst: cfg.Burst})
-	if err != nil {
+	if m.pc, err = startCluster(ctx, sup, permitdBin, tmp); err != nil {
 		return report{}, err
 	}
-	rep.Environment.RedisVersion = rs.version
-	fmt.Fprintf(progress, "redis-server %s on %s (pid %d), GCRA script %s\n", rs.version, rs.addr, rs.proc.cmd.Process.Pid, rs.sha)
-	pc, err := startCluster(ctx, sup, permitdBin, tmp)
-	if err != nil {
+	if err := m.pc.createLimit(ctx, cfg.Rate, cfg.Per, cfg.Burst); err != nil {
 		return report{}, err
 	}
-	if err := pc.createLimit(ctx, cfg.Rate, cfg.Per, cfg.Burst); err != nil {
-		return report{}, err
-	}
-	targets := pc.httpAddrs
+	m.targets = m.pc.httpAddrs
 	if cfg.Target == targetLeader {
-		targets = []string{pc.leader}
+		m.targets = []string{m.pc.leader}
 	}
-	rep.Environment.PermitdTarget = fmt.Sprintf("%s: %s", cfg.Target, strings.Join(targets, ","))
-	fmt.Fprintf(progress, "permitd cluster %s ready, leader %s; sending to %s\n", strings.Join(pc.httpAddrs, ","), pc.leader, rep.Environment.PermitdTarget)
+	rep.Environment.PermitdTarget = fmt.Sprintf("%s: %s", cfg.Target, strings.Join(m.targets, ","))
+	fmt.Fprintf(progress, "permitd cluster %s ready, leader %s; sending to %s\n", strings.Join(m.pc.httpAddrs, ","), m.pc.leader, rep.Environment.PermitdTarget)
 
-	m := &measurer{cfg: cfg, rs: rs, pc: pc, targets: targets, sup: sup, progress: progress}
 	for _, c := range cfg.Concurrency {
 		samples, err := m.measureLevel(ctx, c)
 		rep.Runs = append(rep.Runs, samples...)
@@ -77,43 +94,86 @@ func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep repo
 		}
 	}
 	rep.Environment.LoadAvgEnd = loadAvg()
-	rep.Results = compare(cfg.Concurrency, rep.Runs)
+	rep.Results = compare(cfg.Concurrency, slices.Concat(cfg.Peers, cfg.Protocols), rep.Runs)
 	return rep, nil
 }
 
 // measurer is what each concurrency level is measured with: the
-// configuration, both sides, the permitd side's targets, the supervisor of
-// their processes and where progress goes.
+// configuration, every side (a nil peer was not asked for), the targets
+// of permitd and etcd, the supervisor of their processes and where
+// progress goes.
 type measurer struct {
-	cfg      config
-	rs       *redisServer
-	pc       *permitdCluster
-	targets  []string
-	sup      *supervisor
-	progress io.Writer
+	cfg         config
+	rs          *redisServer
+	ec          *etcdCluster
+	pc          *permitdCluster
+	targets     []string
+	etcdTargets []string
+	sup         *supervisor
+	progress    io.Writer
+}
+
+// measuredSide is one side of a concurrency level: how it decides, whose
+// CPU it uses, and what closes its connections.
+type measuredSide struct {
+	name   string
+	decide decideFunc
+	meter  *cpuMeter
+	close  func()
+}
+
+// levelSides opens every side's connections for concurrency c, in
+// sideOrder; on an error it closes those already open.
+func (m *measurer) levelSides(c int) ([]measuredSide, error) {
+	var sides []measuredSide
+	fail := func(err error) ([]measuredSide, error) {
+		for _, s := range sides {
+			s.close()
+		}
+		return nil, err
+	}
+	for _, name := range sideOrder(m.cfg) {
+		switch name {
+		case sideRedis:
+			decide, rdb := m.rs.decider(c)
+			sides = append(sides, measuredSide{name, decide, &cpuMeter{pids: []int{m.rs.proc.cmd.Process.Pid}}, func() { rdb.Close() }})
+		case sideEtcd:
+			decide, cli, err := m.ec.decider(m.etcdTargets)
+			if err != nil {
+				return fail(err)
+			}
+			meter := &cpuMeter{}
+			for _, e := range m.ec.members {
+				meter.pids = append(meter.pids, e.cmd.Process.Pid)
+			}
+			sides = append(sides, measuredSide{name, decide, meter, func() { cli.Close() }})
+		default:
+			decide, closeDecider, err := m.pc.protocolDecider(name, m.targets)
+			if err != nil {
+				return fail(err)
+			}
+			meter := &cpuMeter{}
+			for _, a := range m.pc.agents {
+				meter.pids = append(meter.pids, a.cmd.Process.Pid)
+			}
+			sides = append(sides, measuredSide{name, decide, meter, closeDecider})
+		}
+	}
+	return sides, nil
 }
 
 // measureLevel runs the alternating rounds at one concurrency.
 func (m *measurer) measureLevel(ctx context.Context, c int) ([]runSample, error) {
-	cfg, rs, pc, targets, sup, progress := m.cfg, m.rs, m.pc, m.targets, m.sup, m.progress
-	redisMeter := &cpuMeter{pids: []int{rs.proc.cmd.Process.Pid}}
-	permitdMeter := &cpuMeter{}
-	for _, a := range pc.agents {
-		permitdMeter.pids = append(permitdMeter.pids, a.cmd.Process.Pid)
-	}
-	redisDecide, rdb := rs.decider(c)
-	defer rdb.Close()
-	permitdDecide, closeDecider, err := pc.protocolDecider(cfg.Protocol, targets)
+	cfg, sup, progress := m.cfg, m.sup, m.progress
+	sides, err := m.levelSides(c)
 	if err != nil {
 		return nil, err
 	}
-	defer closeDecider()
-	sides := []struct {
-		name   string
-		decide decideFunc
-		meter  *cpuMeter
-	}{{sideRedis, redisDecide, redisMeter}, {sidePermitd, permitdDecide, permitdMeter}}
-
+	defer func() {
+		for _, s := range sides {
+			s.close()
+		}
+	}()
 	var out []runSample
 	for round := 1; round <= cfg.Rounds; round++ {
 		for _, side := range sides {

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -71,22 +75,93 @@ func TestPermitdSideGrantsOnEveryProtocol(t *testing.T) {
 	}
 }
 
-// TestRunsAsTheREADMESays runs the command as the README does (go run -C
-// cmd/compare-redis . --rounds 2 --duration 4s --target leader
-// --protocol P), shortened to one round of a fifth of a second at
-// concurrency 2, against a real redis-server: it exits 0 and both sides
-// made decisions without an error or a refusal. Skipped without
-// redis-server (CI installs it: .ci/run).
-func TestRunsAsTheREADMESays(t *testing.T) {
-	redisBin, err := exec.LookPath(defaultRedisName)
+// requirePeerEnv names the variable under which (CI: .ci/run) a missing
+// redis-server or etcd fails the end-to-end tests instead of skipping them.
+const requirePeerEnv = "PERMITD_REQUIRE_COMPARE_PEERS"
+
+// peerBin returns the path of a peer's server binary, or skips the test
+// when it is not installed (fails under requirePeerEnv=1).
+func peerBin(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skip("redis-server is not installed (apt-get install redis-server)")
+		if os.Getenv(requirePeerEnv) == "1" {
+			t.Fatalf("%s is not installed and %s=1 (apt-get install %s)", name, requirePeerEnv, pkg)
+		}
+		t.Skipf("%s is not installed (apt-get install %s)", name, pkg)
 	}
+	return p
+}
+
+// TestEtcdGCRAHoldsUnderContention starts the 3-member etcd the comparison
+// runs, with a limit of burst 10 and one permit an hour, and has 8 workers
+// make 5 decisions each at once on the shared client: the compare-and-swap
+// must grant exactly 10 (a lost update would grant more) and refuse the
+// rest, without an error.
+func TestEtcdGCRAHoldsUnderContention(t *testing.T) {
+	bin := peerBin(t, defaultEtcdName, "etcd-server")
+	if testing.Short() {
+		t.Skip("-short: starts etcd")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	sup := &supervisor{}
+	t.Cleanup(func() {
+		if err := sup.stopAll(); err != nil {
+			t.Error(err)
+		}
+	})
+	// startEtcd's own first decision takes one of the 10.
+	ec, err := startEtcd(ctx, sup, bin, t.TempDir(), 1, time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide, cli, err := ec.decider(ec.endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	var granted, refused, failed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for seq := range 5 {
+				ok, err := decide(ctx, w, seq)
+				switch {
+				case err != nil:
+					failed.Add(1)
+					t.Errorf("worker %d decision %d: %v", w, seq, err)
+				case ok:
+					granted.Add(1)
+				default:
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if granted.Load() != 9 || refused.Load() != 31 || failed.Load() != 0 {
+		t.Errorf("%d granted, %d refused, %d errors; want 9 (the burst of 10 less the first decision), 31, 0", granted.Load(), refused.Load(), failed.Load())
+	}
+}
+
+// TestRunsAsTheREADMESays runs the command as the README does (go run -C
+// cmd/compare-redis . --rounds 3 --duration 3s --target leader), shortened
+// to one round of a fifth of a second at concurrency 2, against a real
+// redis-server and etcd, over both default protocols and the Go client:
+// it exits 0, every side made decisions without an error or a refusal,
+// and the report's summary table has the columns. Skipped without
+// redis-server or etcd, except under PERMITD_REQUIRE_COMPARE_PEERS=1 (CI
+// installs both: .ci/run).
+func TestRunsAsTheREADMESays(t *testing.T) {
+	redisBin := peerBin(t, defaultRedisName, "redis-server")
+	etcdBin := peerBin(t, defaultEtcdName, "etcd-server")
 	bin := testPermitd(t)
+	args := []string{"--rounds", "1", "--duration", "200ms", "--warmup", "0s", "--concurrency", "2", "--target", "leader",
+		"--protocol", "binary,http,client", "--json",
+		"--redis-server", redisBin, "--install-redis=false", "--etcd", etcdBin, "--install-etcd=false", "--permitd-bin", bin}
 	var stdout, stderr bytes.Buffer
-	code := runMain([]string{"--rounds", "1", "--duration", "200ms", "--warmup", "0s", "--concurrency", "2",
-		"--target", "leader", "--protocol", protocolClient, "--json",
-		"--redis-server", redisBin, "--install-redis=false", "--permitd-bin", bin}, &stdout, &stderr)
+	code := runMain(args, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
 	}
@@ -94,19 +169,33 @@ func TestRunsAsTheREADMESays(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, stdout.String())
 	}
-	if len(rep.Results) != 1 {
-		t.Fatalf("%d results, want 1 (concurrency 2):\n%s", len(rep.Results), stdout.String())
+	if len(rep.Results) != 1 || len(rep.Results[0].Sides) != 5 || len(rep.Results[0].Ratios) != 6 {
+		t.Fatalf("want 1 result (concurrency 2) with 5 sides and 6 ratios:\n%s", stdout.String())
 	}
-	for _, side := range []struct {
-		name string
-		sum  sideSummary
-	}{{sideRedis, rep.Results[0].Redis}, {sidePermitd, rep.Results[0].Permitd}} {
-		if side.sum.Decisions == 0 || side.sum.Errors != 0 || side.sum.Refused != 0 {
+	for _, side := range rep.Results[0].Sides {
+		if side.Decisions == 0 || side.Errors != 0 || side.Refused != 0 {
 			t.Errorf("%s: %d decisions, %d errors (first: %s), %d refused; want decisions and neither errors nor refusals",
-				side.name, side.sum.Decisions, side.sum.Errors, side.sum.FirstError, side.sum.Refused)
+				side.Side, side.Decisions, side.Errors, side.FirstError, side.Refused)
 		}
+	}
+	for _, r := range rep.Results[0].Ratios {
+		if r.Min == nil || len(r.PerRound) != 1 {
+			t.Errorf("%s / %s: per round %v, min %v; want one round's ratio", r.Permitd, r.Peer, r.PerRound, r.Min)
+		}
+	}
+	if rep.Environment.EtcdVersion == "" || rep.Environment.RedisVersion == "" {
+		t.Errorf("environment %+v: want both peers' versions", rep.Environment)
 	}
 	if t.Failed() {
 		t.Logf("stderr:\n%s", stderr.String())
+	}
+	// The markdown report of the same results.
+	stdout.Reset()
+	if err := writeReport(&stdout, rep); err != nil {
+		t.Fatal(err)
+	}
+	head := "| concurrency | Redis | etcd | binary | HTTP | client | binary / Redis | HTTP / Redis | client / Redis | binary / etcd | HTTP / etcd | client / etcd |"
+	if !strings.Contains(stdout.String(), head) {
+		t.Errorf("markdown report lacks the summary header %s:\n%s", head, stdout.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +33,8 @@ const (
 	defaultRate      = 1e9
 	defaultBurst     = 1000000
 	defaultRedisName = "redis-server"
+	defaultPeers     = sideRedis + "," + sideEtcd
+	defaultProtocols = protocolBinary + "," + protocolHTTP
 )
 
 // config is the command line.
@@ -43,7 +46,8 @@ type config struct {
 	DurationSec float64       `json:"duration_s"`
 	WarmupSec   float64       `json:"warmup_s"`
 	Target      string        `json:"target"`
-	Protocol    string        `json:"protocol"`
+	Peers       []string      `json:"peers"`
+	Protocols   []string      `json:"protocols"`
 	Rate        float64       `json:"rate"`
 	Per         time.Duration `json:"-"`
 	PerSec      float64       `json:"per_s"`
@@ -51,6 +55,8 @@ type config struct {
 	JSON        bool          `json:"-"`
 	RedisServer string        `json:"-"`
 	Install     bool          `json:"-"`
+	Etcd        string        `json:"-"`
+	InstallEtcd bool          `json:"-"`
 	PermitdBin  string        `json:"-"`
 	Verbose     bool          `json:"-"`
 }
@@ -63,7 +69,9 @@ type environment struct {
 	GoVersion     string `json:"go_version"`
 	LoadAvgStart  string `json:"loadavg_start"`
 	LoadAvgEnd    string `json:"loadavg_end"`
-	RedisVersion  string `json:"redis_version"`
+	RedisVersion  string `json:"redis_version,omitempty"`
+	EtcdVersion   string `json:"etcd_version,omitempty"`
+	EtcdTarget    string `json:"etcd_targets,omitempty"`
 	PermitdTarget string `json:"permitd_targets"`
 }
 
@@ -121,28 +129,33 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("compare-redis", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg config
-	var levels string
+	var levels, peers, protocols string
 	fs.StringVar(&levels, "concurrency", defaultLevels, "comma-separated concurrency levels (closed-loop workers; also the Redis pool size)")
-	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of each side per concurrency, alternating redis, permitd")
+	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of each side per concurrency, alternating the sides (redis, binary, etcd, http)")
+	fs.StringVar(&peers, "peers", defaultPeers, "comma-separated peers to compare with: redis (one redis-server, GCRA Lua script, persistence off) and etcd (3 members, fsync on, GCRA by compare-and-swap)")
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured duration of each run")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up before each run")
 	fs.StringVar(&cfg.Target, "target", targetAll, "permitd nodes to send to: all (round-robin over the 3 nodes) or leader")
-	fs.StringVar(&cfg.Protocol, "protocol", protocolBinary, "permitd's client: binary (the binary protocol, every worker's reserves sharing one pipelined connection per node, no request ID: what the Redis side does), client (the Go client with WithBinaryReserves(1): the same protocol plus a request ID per reserve, for exactly-once retries), or http (one keep-alive HTTP/1.1 connection per worker and node, no request ID)")
+	fs.StringVar(&protocols, "protocol", defaultProtocols, "comma-separated permitd clients, each a side of its own: binary (the binary protocol, every worker's reserves sharing one pipelined connection per node, no request ID: what the Redis side does), client (the Go client with WithBinaryReserves(1): the same protocol plus a request ID per reserve, for exactly-once retries), or http (one keep-alive HTTP/1.1 connection per worker and node, no request ID)")
 	fs.Float64Var(&cfg.Rate, "rate", defaultRate, "permits per --per of both limits (high, so that nothing is refused)")
 	fs.DurationVar(&cfg.Per, "per", time.Second, "period of --rate")
 	fs.Int64Var(&cfg.Burst, "burst", defaultBurst, "Redis GCRA burst and permitd strict max_reserved")
 	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON instead of a markdown table")
 	fs.StringVar(&cfg.RedisServer, "redis-server", defaultRedisName, "redis-server binary")
 	fs.BoolVar(&cfg.Install, "install-redis", true, "apt-get install redis-server when it is not on PATH")
+	fs.StringVar(&cfg.Etcd, "etcd", defaultEtcdName, "etcd binary (Debian package etcd-server)")
+	fs.BoolVar(&cfg.InstallEtcd, "install-etcd", true, "apt-get install etcd-server when etcd is not on PATH")
 	fs.StringVar(&cfg.PermitdBin, "permitd-bin", "", "permitd binary to run (default: go build ./cmd/permitd into the temporary directory)")
 	fs.BoolVar(&cfg.Verbose, "v", false, "print the Redis client's log to stderr")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: go run -C cmd/compare-redis . [flags]
 
-Benchmarks permitd (3-node raft cluster, fsync on, HTTP) against a single
-Redis (persistence off) running a GCRA Lua script, alternating the two in the
-same run, and prints a markdown table (or --json). It starts and stops
-redis-server and 3 permitd agents on loopback by itself.
+Benchmarks permitd (3-node raft cluster, fsync on; binary protocol and
+HTTP) against a single Redis (persistence off) running a GCRA Lua script
+and a 3-member etcd (fsync on) running the same GCRA by compare-and-swap,
+alternating the sides in the same run, and prints markdown tables (or
+--json). It starts and stops redis-server, etcd and 3 permitd agents on
+loopback by itself.
 
 Flags:
 `)
@@ -167,8 +180,12 @@ Flags:
 		return config{}, fmt.Errorf("compare-redis: --warmup %v: want 0..%v", cfg.Warmup, maxWarmup)
 	case cfg.Target != targetAll && cfg.Target != targetLeader:
 		return config{}, fmt.Errorf("compare-redis: --target %q: want %s or %s", cfg.Target, targetAll, targetLeader)
-	case cfg.Protocol != protocolBinary && cfg.Protocol != protocolClient && cfg.Protocol != protocolHTTP:
-		return config{}, fmt.Errorf("compare-redis: --protocol %q: want %s, %s or %s", cfg.Protocol, protocolBinary, protocolClient, protocolHTTP)
+	}
+	if cfg.Peers, err = parseList("--peers", peers, sideRedis, sideEtcd); err != nil {
+		return config{}, err
+	}
+	if cfg.Protocols, err = parseList("--protocol", protocols, protocolBinary, protocolClient, protocolHTTP); err != nil {
+		return config{}, err
 	}
 	if _, err := newGCRAParams(cfg.Rate, cfg.Per, cfg.Burst, 0); err != nil {
 		return config{}, err
@@ -197,6 +214,29 @@ func parseLevels(s string) ([]int, error) {
 	return out, nil
 }
 
+// parseList parses flag's comma-separated value: one or more distinct
+// items, each one of allowed.
+func parseList(flag, s string, allowed ...string) ([]string, error) {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		if !slices.Contains(allowed, item) {
+			return nil, fmt.Errorf("compare-redis: %s item %q: want one or more of %s, comma-separated", flag, item, strings.Join(allowed, ", "))
+		}
+		if slices.Contains(out, item) {
+			return nil, fmt.Errorf("compare-redis: %s %q: %s is given twice", flag, s, item)
+		}
+		out = append(out, item)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("compare-redis: %s %q: want one or more of %s, comma-separated", flag, s, strings.Join(allowed, ", "))
+	}
+	return out, nil
+}
+
 // loadAvg is /proc/loadavg's three load averages, or "unknown".
 func loadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -215,8 +255,8 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// writeReport writes the markdown report: how it was measured, then the
-// table.
+// writeReport writes the markdown report: how it was measured, the
+// summary table, then the detail table.
 func writeReport(w io.Writer, rep report) error {
 	cfg, env := rep.Config, rep.Environment
 	levels := make([]string, len(cfg.Concurrency))
@@ -224,34 +264,40 @@ func writeReport(w io.Writer, rep report) error {
 		levels[i] = strconv.Itoa(c)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Closed loop, one decision per request, concurrency %s; %d round(s) of %v (after %v warm-up) per side per concurrency, alternating redis, permitd.\n\n",
-		strings.Join(levels, ", "), cfg.Rounds, cfg.Duration, cfg.Warmup)
-	fmt.Fprintf(&b, "- redis: redis-server %s, one node, no replica, persistence off; GCRA Lua script by EVALSHA (go-redis, pool = concurrency); rate %g per %v, burst %d. Not durable.\n",
-		env.RedisVersion, cfg.Rate, cfg.Per, cfg.Burst)
-	fmt.Fprintf(&b, "- permitd: 3 agents (raft, fsync on), reserves over %s; strict limit rate %g per %v, max_reserved %d, expiry %v; sent to %s. Linearizable, durable, survives one node's failure.\n",
-		protocolDesc(cfg.Protocol), cfg.Rate, cfg.Per, cfg.Burst, permitdExpiry, env.PermitdTarget)
-	fmt.Fprintf(&b, "- machine: %s/%s, %d CPUs, %s; load average %s at start, %s at end. Load generator, redis-server and the 3 agents share these CPUs, all on loopback.\n\n",
+	fmt.Fprintf(&b, "Closed loop, one decision per request, concurrency %s; %d round(s) of %v (after %v warm-up) per side per concurrency, alternating %s.\n\n",
+		strings.Join(levels, ", "), cfg.Rounds, cfg.Duration, cfg.Warmup, strings.Join(sideOrder(cfg), ", "))
+	if slices.Contains(cfg.Peers, sideRedis) {
+		fmt.Fprintf(&b, "- redis: redis-server %s, one node, no replica, persistence off; GCRA Lua script by EVALSHA (go-redis, pool = concurrency); rate %g per %v, burst %d. Not durable.\n",
+			env.RedisVersion, cfg.Rate, cfg.Per, cfg.Burst)
+	}
+	if slices.Contains(cfg.Peers, sideEtcd) {
+		fmt.Fprintf(&b, "- etcd: etcd %s, 3 members, fsync on; the same GCRA by compare-and-swap (read the TAT, compute on the load generator's clock, a transaction storing it if its ModRevision is unchanged, else retry on the value the transaction returns), one client shared by all workers; rate %g per %v, burst %d; sent to %s. Linearizable, durable, survives one member's failure.\n",
+			env.EtcdVersion, cfg.Rate, cfg.Per, cfg.Burst, env.EtcdTarget)
+	}
+	for _, p := range cfg.Protocols {
+		fmt.Fprintf(&b, "- %s: permitd, 3 agents (raft, fsync on), reserves over %s; strict limit rate %g per %v, max_reserved %d, expiry %v; sent to %s. Linearizable, durable, survives one node's failure.\n",
+			p, protocolDesc(p), cfg.Rate, cfg.Per, cfg.Burst, permitdExpiry, env.PermitdTarget)
+	}
+	fmt.Fprintf(&b, "- machine: %s/%s, %d CPUs, %s; load average %s at start, %s at end. The load generator and every server share these CPUs, all on loopback.\n\n",
 		env.GOOS, env.GOARCH, env.CPUs, env.GoVersion, env.LoadAvgStart, env.LoadAvgEnd)
+	b.WriteString("Decisions per second over all rounds; permitd / peer as the range of the rounds' ratios (each round's runs side by side):\n\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
 	if err := writeTable(w, rep.Results); err != nil {
 		return err
 	}
-	if _, err := io.WriteString(w, "\nCPU used in the measured windows, in cores (CPU seconds per second) and CPU time per decision:\n\n"); err != nil {
+	if _, err := io.WriteString(w, "\nEach side: latency, errors/refusals (both should be 0), and CPU used in the measured windows, in cores (CPU seconds per second) and CPU time per decision:\n\n"); err != nil {
 		return err
 	}
-	if err := writeCPUTable(w, rep.Results); err != nil {
+	if err := writeDetailTable(w, rep.Results); err != nil {
 		return err
 	}
 	var notes []string
 	for _, c := range rep.Results {
-		for _, s := range []struct {
-			name string
-			sum  sideSummary
-		}{{sideRedis, c.Redis}, {sidePermitd, c.Permitd}} {
-			if s.sum.FirstError != "" {
-				notes = append(notes, fmt.Sprintf("- concurrency %d %s: %d errors, first: %s", c.Concurrency, s.name, s.sum.Errors, s.sum.FirstError))
+		for _, s := range c.Sides {
+			if s.FirstError != "" {
+				notes = append(notes, fmt.Sprintf("- concurrency %d %s: %d errors, first: %s", c.Concurrency, s.Side, s.Errors, s.FirstError))
 			}
 		}
 	}
@@ -261,4 +307,19 @@ func writeReport(w io.Writer, rep report) error {
 		}
 	}
 	return nil
+}
+
+// sideOrder is the order the sides run in within a round: peers and
+// permitd protocols interleaved (redis, binary, etcd, http by default).
+func sideOrder(cfg config) []string {
+	var out []string
+	for i := range max(len(cfg.Peers), len(cfg.Protocols)) {
+		if i < len(cfg.Peers) {
+			out = append(out, cfg.Peers[i])
+		}
+		if i < len(cfg.Protocols) {
+			out = append(out, cfg.Protocols[i])
+		}
+	}
+	return out
 }

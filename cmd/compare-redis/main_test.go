@@ -52,59 +52,129 @@ func TestPercentileMs(t *testing.T) {
 func TestCompareMergesRoundsAndComputesRatios(t *testing.T) {
 	samples := []runSample{
 		{Side: sideRedis, Concurrency: 16, Round: 1, Seconds: 2, Granted: 2000, latencies: []time.Duration{ms(1), ms(3)}},
-		{Side: sidePermitd, Concurrency: 16, Round: 1, Seconds: 2, Granted: 500, Errors: 1, FirstError: "HTTP 503", latencies: []time.Duration{ms(4)}},
+		{Side: protocolBinary, Concurrency: 16, Round: 1, Seconds: 2, Granted: 500, Errors: 1, FirstError: "HTTP 503", latencies: []time.Duration{ms(4)}},
+		{Side: sideEtcd, Concurrency: 16, Round: 1, Seconds: 2, Granted: 100, latencies: []time.Duration{ms(20)}},
 		{Side: sideRedis, Concurrency: 16, Round: 2, Seconds: 2, Granted: 1999, Refused: 1, latencies: []time.Duration{ms(2)}},
-		{Side: sidePermitd, Concurrency: 16, Round: 2, Seconds: 2, Granted: 500, latencies: []time.Duration{ms(8), ms(6)}},
+		{Side: protocolBinary, Concurrency: 16, Round: 2, Seconds: 2, Granted: 500, latencies: []time.Duration{ms(8), ms(6)}},
+		{Side: sideEtcd, Concurrency: 16, Round: 2, Seconds: 2, Granted: 50, latencies: []time.Duration{ms(30)}},
 		{Side: sideRedis, Concurrency: 1, Round: 1, Seconds: 1, Granted: 10, latencies: []time.Duration{ms(1)}},
 	}
-	got := compare([]int{1, 16, 128}, samples)
+	got := compare([]int{1, 16, 128}, []string{sideRedis, sideEtcd, protocolBinary}, samples)
 	if len(got) != 2 {
 		t.Fatalf("compare: %d comparisons, want 2 (128 has no samples)", len(got))
 	}
 	c := got[1]
-	if c.Concurrency != 16 || c.Redis.Rounds != 2 || c.Permitd.Rounds != 2 {
-		t.Fatalf("comparison = %+v, want concurrency 16 with 2 rounds a side", c)
+	if c.Concurrency != 16 || len(c.Sides) != 3 || c.Sides[0].Side != sideRedis || c.Sides[1].Side != sideEtcd || c.Sides[2].Side != protocolBinary {
+		t.Fatalf("comparison = %+v, want concurrency 16 with redis, etcd, binary", c)
 	}
-	if c.Redis.Decisions != 4000 || c.Redis.Refused != 1 || c.Redis.ThroughputDPS != 1000 {
-		t.Errorf("redis = %+v, want 4000 decisions, 1 refused, 1000/s", c.Redis)
+	redis, binary := c.Sides[0], c.Sides[2]
+	if redis.Rounds != 2 || redis.Decisions != 4000 || redis.Refused != 1 || redis.ThroughputDPS != 1000 {
+		t.Errorf("redis = %+v, want 2 rounds, 4000 decisions, 1 refused, 1000/s", redis)
 	}
-	if c.Permitd.Decisions != 1000 || c.Permitd.Errors != 1 || c.Permitd.ThroughputDPS != 250 || c.Permitd.FirstError != "HTTP 503" {
-		t.Errorf("permitd = %+v, want 1000 decisions, 1 error, 250/s, first error HTTP 503", c.Permitd)
+	if binary.Decisions != 1000 || binary.Errors != 1 || binary.ThroughputDPS != 250 || binary.FirstError != "HTTP 503" {
+		t.Errorf("binary = %+v, want 1000 decisions, 1 error, 250/s, first error HTTP 503", binary)
 	}
-	if c.Redis.P50Ms != 2 || c.Permitd.P50Ms != 6 || c.Permitd.MaxMs != 8 {
-		t.Errorf("p50 redis %v permitd %v, max permitd %v; want 2, 6, 8", c.Redis.P50Ms, c.Permitd.P50Ms, c.Permitd.MaxMs)
+	if redis.P50Ms != 2 || binary.P50Ms != 6 || binary.MaxMs != 8 {
+		t.Errorf("p50 redis %v binary %v, max binary %v; want 2, 6, 8", redis.P50Ms, binary.P50Ms, binary.MaxMs)
 	}
-	if c.ThroughputRatio == nil || *c.ThroughputRatio != 0.25 || c.P50Ratio == nil || *c.P50Ratio != 3 {
-		t.Errorf("ratios throughput %v p50 %v, want 0.25 and 3", c.ThroughputRatio, c.P50Ratio)
+	if len(c.Ratios) != 2 || c.Ratios[0].Peer != sideRedis || c.Ratios[1].Peer != sideEtcd || c.Ratios[0].Permitd != protocolBinary {
+		t.Fatalf("ratios = %+v, want binary/redis then binary/etcd", c.Ratios)
 	}
-	if one := got[0]; one.ThroughputRatio != nil || !math.IsNaN(float64(one.Permitd.P50Ms)) {
-		t.Errorf("concurrency 1 without permitd samples: ratio %v p50 %v, want nil and NaN", one.ThroughputRatio, one.Permitd.P50Ms)
+	r := c.Ratios[0]
+	if r.Throughput == nil || *r.Throughput != 0.25 || r.P50 == nil || *r.P50 != 3 {
+		t.Errorf("binary/redis throughput %v p50 %v, want 0.25 and 3", r.Throughput, r.P50)
+	}
+	// Per round: 250/1000 twice (a refusal is a decision); against etcd
+	// 250/50 and 250/25.
+	if len(r.PerRound) != 2 || r.Min == nil || *r.Min != 0.25 || r.Max == nil || *r.Max != 0.25 || fmtRange(r) != "0.25" {
+		t.Errorf("binary/redis per round %v min %v max %v (%s), want 0.25 twice", r.PerRound, r.Min, r.Max, fmtRange(r))
+	}
+	if e := c.Ratios[1]; e.Min == nil || *e.Min != 5 || *e.Max != 10 || fmtRange(e) != "5.00–10.0" {
+		t.Errorf("binary/etcd range %v–%v (%s), want 5–10", e.Min, e.Max, fmtRange(e))
+	}
+	if one := got[0]; len(one.Ratios) != 0 || !math.IsNaN(float64(one.Sides[2].P50Ms)) {
+		t.Errorf("concurrency 1 with only redis samples: ratios %v, binary p50 %v; want none and NaN", one.Ratios, one.Sides[2].P50Ms)
 	}
 }
 
 func TestWriteTable(t *testing.T) {
-	r := 0.5
+	lo, hi := 0.0312, 0.0749
 	cmps := []comparison{{
-		Concurrency:     128,
-		Redis:           sideSummary{ThroughputDPS: 40000.4, P50Ms: 2.5, P99Ms: 12.25, Errors: 0, Refused: 0},
-		Permitd:         sideSummary{ThroughputDPS: 20000, P50Ms: 0.1234, P99Ms: 150, Errors: 3, Refused: 1},
-		ThroughputRatio: &r,
+		Concurrency: 128,
+		Sides: []sideResult{
+			{Side: sideRedis, sideSummary: sideSummary{ThroughputDPS: 50812.4}},
+			{Side: sideEtcd, sideSummary: sideSummary{ThroughputDPS: 7.6}},
+			{Side: protocolHTTP, sideSummary: sideSummary{ThroughputDPS: 16249}},
+		},
+		Ratios: []ratioResult{{Permitd: protocolHTTP, Peer: sideRedis, Min: &lo, Max: &hi}, {Permitd: protocolHTTP, Peer: sideEtcd}},
 	}}
 	var b strings.Builder
 	if err := writeTable(&b, cmps); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("table has %d lines, want header, rule, one row:\n%s", len(lines), b.String())
+	want := "| concurrency | Redis | etcd | HTTP | HTTP / Redis | HTTP / etcd |\n" +
+		"|---:|---:|---:|---:|---|---|\n" +
+		"| 128 | 50 800/s | 8/s | 16 200/s | 0.03–0.07 | – |\n"
+	if b.String() != want {
+		t.Errorf("table\n got %s\nwant %s", b.String(), want)
 	}
-	want := "| 128 | 40000 | 2.50 | 12.2 | 0/0 | 20000 | 0.123 | 150 | 3/1 | 0.50× | – |"
-	if lines[2] != want {
-		t.Errorf("row\n got %s\nwant %s", lines[2], want)
+	b.Reset()
+	if err := writeDetailTable(&b, cmps); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("detail table has %d lines, want header, rule, 3 rows:\n%s", len(lines), b.String())
 	}
 	for i, l := range lines {
-		if n := strings.Count(l, "|"); n != 12 {
-			t.Errorf("line %d has %d pipes, want 12 (11 columns): %s", i, n, l)
+		if n := strings.Count(l, "|"); n != 9 {
+			t.Errorf("line %d has %d pipes, want 9 (8 columns): %s", i, n, l)
+		}
+	}
+}
+
+func TestFmtRate(t *testing.T) {
+	for in, want := range map[float64]string{0: "0/s", 7.6: "8/s", 464: "464/s", 1046: "1 050/s", 12699: "12 700/s", 1234567: "1 230 000/s"} {
+		if got := fmtRate(in); got != want {
+			t.Errorf("fmtRate(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestGCRAStepAsTheScript(t *testing.T) {
+	// Burst 3, 10ns per permit: three grants at the same instant, the
+	// fourth refused; one more as soon as one interval has passed.
+	p := gcraParams{emissionNanos: 10, burst: 3}
+	tat, granted := int64(0), 0
+	for range 5 {
+		ok, next := gcraStep(p, tat, 100)
+		if ok {
+			granted++
+			tat = next
+		}
+	}
+	if granted != 3 || tat != 130 {
+		t.Errorf("at one instant: %d granted, TAT %d; want 3, 130", granted, tat)
+	}
+	if ok, _ := gcraStep(p, tat, 109); ok {
+		t.Error("granted 9ns later, want refused until an interval has passed")
+	}
+	if ok, next := gcraStep(p, tat, 110); !ok || next != 140 {
+		t.Errorf("10ns later: %v, TAT %d; want granted, 140", ok, next)
+	}
+	if ok, next := gcraStep(p, 50, 1000); !ok || next != 1010 {
+		t.Errorf("TAT in the past: %v, TAT %d; want granted from now, 1010", ok, next)
+	}
+}
+
+func TestParseList(t *testing.T) {
+	got, err := parseList("--peers", " etcd, redis,", sideRedis, sideEtcd)
+	if err != nil || strings.Join(got, ",") != "etcd,redis" {
+		t.Errorf("parseList = %v, %v; want [etcd redis]", got, err)
+	}
+	for _, bad := range []string{"", ",", "redis,redis", "memcached"} {
+		if _, err := parseList("--peers", bad, sideRedis, sideEtcd); err == nil || !strings.Contains(err.Error(), "compare-redis: --peers") || !strings.Contains(err.Error(), "redis, etcd") && !strings.Contains(err.Error(), "twice") {
+			t.Errorf("parseList(%q) error %v, want one naming --peers and what is allowed", bad, err)
 		}
 	}
 }
@@ -152,7 +222,8 @@ func TestParseFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalInts(cfg.Concurrency, []int{1, 16, 128, 512}) || cfg.Rounds != 2 || cfg.Duration != 5*time.Second || cfg.Warmup != time.Second || cfg.Target != targetAll {
+	if !equalInts(cfg.Concurrency, []int{1, 16, 128, 512}) || cfg.Rounds != 2 || cfg.Duration != 5*time.Second || cfg.Warmup != time.Second || cfg.Target != targetAll ||
+		strings.Join(cfg.Peers, ",") != "redis,etcd" || strings.Join(cfg.Protocols, ",") != "binary,http" {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	bad := [][]string{
@@ -162,6 +233,9 @@ func TestParseFlags(t *testing.T) {
 		{"--duration", "11m"},
 		{"--warmup", "-1s"},
 		{"--target", "followers"},
+		{"--peers", "memcached"},
+		{"--protocol", "grpc"},
+		{"--protocol", ""},
 		{"--rate", "0"},
 		{"--rate", "2e9"}, // emission interval below 1ns
 		{"--burst", "0"},
@@ -292,20 +366,28 @@ func TestSupervisorStopsChildrenAndRemovesDirs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); stubborn.logTail(100) != "trapped"; {
-		if time.Now().After(deadline) || !stubborn.running() {
-			t.Fatalf("stubborn child did not set its trap: %q", stubborn.logTail(100))
+	// Ignores SIGTERM too, but is marked to be killed at once: no error.
+	discarded, err := sup.start("discarded", filepath.Join(dir, "discarded.log"), "sh", "-c", `trap "" TERM; echo trapped; exec sleep 30`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	discarded.killAtStop = true
+	for _, c := range []*child{stubborn, discarded} {
+		for deadline := time.Now().Add(10 * time.Second); c.logTail(100) != "trapped"; {
+			if time.Now().After(deadline) || !c.running() {
+				t.Fatalf("%s child did not set its trap: %q", c.name, c.logTail(100))
+			}
+			time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
 		}
-		time.Sleep(5 * time.Millisecond) // polling a condition with a deadline
 	}
 	if !polite.running() || !stubborn.running() {
 		t.Fatal("children not running after start")
 	}
 	err = sup.stopAll()
-	if err == nil || !strings.Contains(err.Error(), "stubborn") || strings.Contains(err.Error(), "polite") {
+	if err == nil || !strings.Contains(err.Error(), "stubborn") || strings.Contains(err.Error(), "polite") || strings.Contains(err.Error(), "discarded") {
 		t.Errorf("stopAll error = %v, want one naming only the stubborn child", err)
 	}
-	for _, c := range []*child{polite, stubborn} {
+	for _, c := range []*child{polite, stubborn, discarded} {
 		if c.running() {
 			t.Errorf("%s still running", c.name)
 		}
@@ -340,13 +422,14 @@ func TestFreeLoopbackPorts(t *testing.T) {
 
 func TestReportJSONEncodesMissingValuesAsNull(t *testing.T) {
 	samples := []runSample{{Side: sideRedis, Concurrency: 1, Round: 1, Seconds: 1, Errors: 5,
-		ServerCPUSec: maybeFloat(math.NaN()), ClientCPUSec: 0.5}}
-	rep := report{Results: compare([]int{1}, samples), Runs: samples}
+		ServerCPUSec: maybeFloat(math.NaN()), ClientCPUSec: 0.5},
+		{Side: protocolBinary, Concurrency: 1, Round: 1, Seconds: 1, Granted: 3, ServerCPUSec: 1, ClientCPUSec: 1}}
+	rep := report{Results: compare([]int{1}, []string{sideRedis, protocolBinary}, samples), Runs: samples}
 	b, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatalf("json.Marshal: %v", err)
 	}
-	for _, want := range []string{`"p50_ms":null`, `"throughput_ratio":null`, `"server_cpu_s":null`, `"client_cpu_s":0.5`} {
+	for _, want := range []string{`"p50_ms":null`, `"throughput":null`, `"throughput_per_round":[null]`, `"server_cpu_s":null`, `"client_cpu_s":0.5`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("JSON does not contain %s:\n%s", want, b)
 		}
@@ -355,8 +438,8 @@ func TestReportJSONEncodesMissingValuesAsNull(t *testing.T) {
 
 func TestCPUSummary(t *testing.T) {
 	samples := []runSample{
-		{Side: sidePermitd, Concurrency: 8, Seconds: 2, Granted: 1000, ServerCPUSec: 1, ClientCPUSec: 0.25},
-		{Side: sidePermitd, Concurrency: 8, Seconds: 2, Granted: 1000, ServerCPUSec: 2, ClientCPUSec: 0.25},
+		{Side: protocolBinary, Concurrency: 8, Seconds: 2, Granted: 1000, ServerCPUSec: 1, ClientCPUSec: 0.25},
+		{Side: protocolBinary, Concurrency: 8, Seconds: 2, Granted: 1000, ServerCPUSec: 2, ClientCPUSec: 0.25},
 	}
 	s := summarize(samples)
 	if s.ServerCores != 0.75 || s.ServerCPUUsPerDec != 1500 || s.ClientCores != 0.125 || s.ClientCPUUsPerDec != 250 {

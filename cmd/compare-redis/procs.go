@@ -22,6 +22,10 @@ type child struct {
 	logPath string
 	exited  chan struct{} // closed when the process has exited
 	waitErr error         // set before exited is closed
+	// killAtStop: stopAll sends SIGKILL at once instead of SIGTERM (for a
+	// child whose state is thrown away and whose SIGTERM waits on its
+	// peers, as an etcd member stopping with the others does).
+	killAtStop bool
 }
 
 // running reports whether the process has not exited yet.
@@ -95,7 +99,7 @@ func (s *supervisor) removeOnStop(dir string) {
 	s.mu.Unlock()
 }
 
-// stopAll sends SIGTERM to every running child (by pid), waits up to the
+// stopAll sends SIGTERM (SIGKILL if killAtStop) to every running child (by pid), waits up to the
 // grace period for them all, sends SIGKILL to those still running, then removes
 // the registered directories. It is safe to call more than once; it returns
 // what went wrong, if anything.
@@ -115,7 +119,11 @@ func (s *supervisor) stopAll() error {
 	var errs []error
 	for _, c := range children {
 		if c.running() {
-			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			sig := syscall.SIGTERM
+			if c.killAtStop {
+				sig = syscall.SIGKILL
+			}
+			_ = c.cmd.Process.Signal(sig)
 		}
 	}
 	deadline := time.After(grace)

@@ -23,20 +23,20 @@ const (
 	redisKey          = "compare-redis:gcra"
 )
 
-// ensureRedisServer returns the path of bin, installing the Debian package
-// redis-server first when bin is the default name, is not on PATH and install
-// is true. Output of apt-get goes to progress.
-func ensureRedisServer(ctx context.Context, bin string, install bool, progress io.Writer) (string, error) {
+// ensureTool returns the path of bin, installing the Debian package pkg
+// first when bin is that package's default name defaultName, is not on
+// PATH and install is true. Output of apt-get goes to progress.
+func ensureTool(ctx context.Context, bin, defaultName, pkg string, install bool, progress io.Writer) (string, error) {
 	if p, err := exec.LookPath(bin); err == nil {
 		return p, nil
 	}
-	if !install || bin != "redis-server" {
-		return "", fmt.Errorf("compare-redis: %s not found (install it, e.g. apt-get install redis-server, or pass --redis-server PATH)", bin)
+	if !install || bin != defaultName {
+		return "", fmt.Errorf("compare-redis: %s not found (install it, e.g. apt-get install %s, or pass --%s PATH)", bin, pkg, defaultName)
 	}
-	fmt.Fprintln(progress, "redis-server is not on PATH: installing the Debian package (apt-get update && apt-get install -y redis-server)")
+	fmt.Fprintf(progress, "%s is not on PATH: installing the Debian package (apt-get update && apt-get install -y %s)\n", bin, pkg)
 	ctx, cancel := context.WithTimeout(ctx, aptTimeout)
 	defer cancel()
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "redis-server"}} {
+	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", pkg}} {
 		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		cmd.Stdout = progress
@@ -47,7 +47,7 @@ func ensureRedisServer(ctx context.Context, bin string, install bool, progress i
 	}
 	p, err := exec.LookPath(bin)
 	if err != nil {
-		return "", fmt.Errorf("compare-redis: installed redis-server but it is still not on PATH: %w", err)
+		return "", fmt.Errorf("compare-redis: installed %s but %s is still not on PATH: %w", pkg, bin, err)
 	}
 	return p, nil
 }

@@ -6,15 +6,33 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Side names, as they appear in the table and the JSON.
+// Side names, as they appear in the tables and the JSON: the two peers,
+// and permitd by --protocol (protocolBinary, protocolClient, protocolHTTP).
 const (
-	sideRedis   = "redis"
-	sidePermitd = "permitd"
+	sideRedis = "redis"
+	sideEtcd  = "etcd"
 )
+
+// isPeer reports whether side is one of the peers permitd is compared with.
+func isPeer(side string) bool { return side == sideRedis || side == sideEtcd }
+
+// sideTitle is a side's column title in the summary table.
+func sideTitle(side string) string {
+	switch side {
+	case sideRedis:
+		return "Redis"
+	case sideEtcd:
+		return "etcd"
+	case protocolHTTP:
+		return "HTTP"
+	}
+	return side
+}
 
 // maybeFloat is a float64 that encodes to JSON as null when it is NaN or
 // infinite (encoding/json refuses those).
@@ -53,17 +71,36 @@ type sideSummary struct {
 	ClientCPUUsPerDec maybeFloat `json:"client_cpu_us_per_decision"`
 }
 
-// comparison is both sides at one concurrency.
+// comparison is every side at one concurrency.
 type comparison struct {
-	Concurrency int         `json:"concurrency"`
-	Redis       sideSummary `json:"redis"`
-	Permitd     sideSummary `json:"permitd"`
-	// Ratios are permitd / redis (throughput: above 1 means permitd is
-	// faster; latency: above 1 means permitd is slower). NaN is reported
-	// as null in the JSON.
-	ThroughputRatio *float64 `json:"throughput_ratio"`
-	P50Ratio        *float64 `json:"p50_ratio"`
-	P99Ratio        *float64 `json:"p99_ratio"`
+	Concurrency int          `json:"concurrency"`
+	Sides       []sideResult `json:"sides"`
+	// Ratios are permitd / peer for each permitd protocol and peer that
+	// were both measured.
+	Ratios []ratioResult `json:"ratios"`
+}
+
+// sideResult is one side's summary at one concurrency.
+type sideResult struct {
+	Side string `json:"side"`
+	sideSummary
+}
+
+// ratioResult compares one permitd protocol with one peer at one
+// concurrency. Throughput above 1 means permitd is faster; p50 above 1
+// means permitd is slower. Missing ratios are null in the JSON.
+type ratioResult struct {
+	Permitd string `json:"permitd"`
+	Peer    string `json:"peer"`
+	// Throughput and P50 are over all rounds together.
+	Throughput *float64 `json:"throughput"`
+	P50        *float64 `json:"p50"`
+	// PerRound is the throughput ratio of each round (the two sides'
+	// runs of round r, which ran next to each other); Min and Max are
+	// its extremes.
+	PerRound []maybeFloat `json:"throughput_per_round"`
+	Min      *float64     `json:"throughput_min"`
+	Max      *float64     `json:"throughput_max"`
 }
 
 // percentileMs is the nearest-rank p-th percentile (0 < p <= 1) of sorted,
@@ -123,37 +160,71 @@ func ratio(a, b float64) *float64 {
 	return &r
 }
 
-// compare summarizes both sides' samples at each concurrency, in the order
-// given.
-func compare(concurrencies []int, samples []runSample) []comparison {
+// compare summarizes the samples of each side (in the order of sides) at
+// each concurrency (in the order given), and the ratios of every permitd
+// side to every peer side, grouped by peer.
+func compare(concurrencies []int, sides []string, samples []runSample) []comparison {
 	out := make([]comparison, 0, len(concurrencies))
 	for _, c := range concurrencies {
-		var rs, ps []runSample
+		bySide := map[string][]runSample{}
 		for _, s := range samples {
-			if s.Concurrency != c {
+			if s.Concurrency == c {
+				bySide[s.Side] = append(bySide[s.Side], s)
+			}
+		}
+		if len(bySide) == 0 {
+			continue
+		}
+		cmp := comparison{Concurrency: c}
+		sums := map[string]sideSummary{}
+		for _, side := range sides {
+			sums[side] = summarize(bySide[side])
+			cmp.Sides = append(cmp.Sides, sideResult{Side: side, sideSummary: sums[side]})
+		}
+		for _, peer := range sides {
+			if !isPeer(peer) || len(bySide[peer]) == 0 {
 				continue
 			}
-			switch s.Side {
-			case sideRedis:
-				rs = append(rs, s)
-			case sidePermitd:
-				ps = append(ps, s)
+			for _, p := range sides {
+				if isPeer(p) || len(bySide[p]) == 0 {
+					continue
+				}
+				cmp.Ratios = append(cmp.Ratios, ratioOf(p, peer, sums, bySide))
 			}
 		}
-		if len(rs) == 0 && len(ps) == 0 {
-			continue
-		}
-		cmp := comparison{Concurrency: c, Redis: summarize(rs), Permitd: summarize(ps)}
-		if len(rs) == 0 || len(ps) == 0 {
-			out = append(out, cmp) // one side was not measured: no ratios
-			continue
-		}
-		cmp.ThroughputRatio = ratio(cmp.Permitd.ThroughputDPS, cmp.Redis.ThroughputDPS)
-		cmp.P50Ratio = ratio(float64(cmp.Permitd.P50Ms), float64(cmp.Redis.P50Ms))
-		cmp.P99Ratio = ratio(float64(cmp.Permitd.P99Ms), float64(cmp.Redis.P99Ms))
 		out = append(out, cmp)
 	}
 	return out
+}
+
+// ratioOf is permitd side p against peer: over all rounds, and per round.
+func ratioOf(p, peer string, sums map[string]sideSummary, bySide map[string][]runSample) ratioResult {
+	r := ratioResult{Permitd: p, Peer: peer,
+		Throughput: ratio(sums[p].ThroughputDPS, sums[peer].ThroughputDPS),
+		P50:        ratio(float64(sums[p].P50Ms), float64(sums[peer].P50Ms))}
+	peerRounds := map[int]runSample{}
+	for _, s := range bySide[peer] {
+		peerRounds[s.Round] = s
+	}
+	for _, s := range bySide[p] {
+		ps, ok := peerRounds[s.Round]
+		if !ok {
+			continue
+		}
+		q := ratio(float64(s.Granted+s.Refused)/s.Seconds, float64(ps.Granted+ps.Refused)/ps.Seconds)
+		if q == nil {
+			r.PerRound = append(r.PerRound, maybeFloat(math.NaN()))
+			continue
+		}
+		r.PerRound = append(r.PerRound, maybeFloat(*q))
+		if r.Min == nil || *q < *r.Min {
+			r.Min = q
+		}
+		if r.Max == nil || *q > *r.Max {
+			r.Max = q
+		}
+	}
+	return r
 }
 
 // fmtMs formats a latency in milliseconds with 3 significant-ish decimals.
@@ -173,26 +244,78 @@ func fmtMs(f maybeFloat) string {
 	}
 }
 
-// fmtRatio formats a ratio as "0.42×", or "–" when there is none.
-func fmtRatio(r *float64) string {
-	if r == nil {
-		return "–"
+// fmtRatio formats a ratio to two decimals below 10, one below 100, none
+// above.
+func fmtRatio(r float64) string {
+	switch {
+	case r >= 100:
+		return fmt.Sprintf("%.0f", r)
+	case r >= 10:
+		return fmt.Sprintf("%.1f", r)
 	}
-	return fmt.Sprintf("%.2f×", *r)
+	return fmt.Sprintf("%.2f", r)
 }
 
-// writeTable writes the comparisons as a markdown table. Errors and refusals
-// share a column ("errors/refused"): both should be 0.
-func writeTable(w io.Writer, cmps []comparison) error {
+// fmtRange formats a ratio's per-round extremes as "0.03–0.07", one
+// value when they are equal as formatted, or "–" when there are none.
+func fmtRange(r ratioResult) string {
+	if r.Min == nil || r.Max == nil {
+		return "–"
+	}
+	lo, hi := fmtRatio(*r.Min), fmtRatio(*r.Max)
+	if lo == hi {
+		return lo
+	}
+	return lo + "–" + hi
+}
+
+// fmtRate formats decisions per second with thin groups of thousands:
+// "12 700/s", rounded to three significant digits above 1 000.
+func fmtRate(dps float64) string {
+	if math.IsNaN(dps) || dps <= 0 {
+		return "0/s"
+	}
+	n := int64(math.Round(dps))
+	if n >= 1000 {
+		p := int64(math.Pow(10, math.Floor(math.Log10(float64(n)))-2))
+		n = (n + p/2) / p * p
+	}
+	s := strconv.FormatInt(n, 10)
 	var b strings.Builder
-	b.WriteString("| concurrency | redis decisions/s | redis p50 ms | redis p99 ms | redis err/ref | permitd decisions/s | permitd p50 ms | permitd p99 ms | permitd err/ref | permitd/redis throughput | permitd/redis p50 |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i, ch := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteRune(ch)
+	}
+	return b.String() + "/s"
+}
+
+// writeTable writes the summary table of the issue's shape: per
+// concurrency, every side's decisions per second, then each permitd
+// protocol's throughput ratio to each peer as the range over the rounds.
+func writeTable(w io.Writer, cmps []comparison) error {
+	if len(cmps) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	head, rule := []string{"concurrency"}, []string{"---:"}
+	for _, s := range cmps[0].Sides {
+		head, rule = append(head, sideTitle(s.Side)), append(rule, "---:")
+	}
+	for _, r := range cmps[0].Ratios {
+		head, rule = append(head, sideTitle(r.Permitd)+" / "+sideTitle(r.Peer)), append(rule, "---")
+	}
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Join(rule, "|") + "|\n")
 	for _, c := range cmps {
-		fmt.Fprintf(&b, "| %d | %.0f | %s | %s | %d/%d | %.0f | %s | %s | %d/%d | %s | %s |\n",
-			c.Concurrency,
-			c.Redis.ThroughputDPS, fmtMs(c.Redis.P50Ms), fmtMs(c.Redis.P99Ms), c.Redis.Errors, c.Redis.Refused,
-			c.Permitd.ThroughputDPS, fmtMs(c.Permitd.P50Ms), fmtMs(c.Permitd.P99Ms), c.Permitd.Errors, c.Permitd.Refused,
-			fmtRatio(c.ThroughputRatio), fmtRatio(c.P50Ratio))
+		row := []string{strconv.Itoa(c.Concurrency)}
+		for _, s := range c.Sides {
+			row = append(row, fmtRate(s.ThroughputDPS))
+		}
+		for _, r := range c.Ratios {
+			row = append(row, fmtRange(r))
+		}
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -210,17 +333,21 @@ func fmtCPU(cores, usPerDec maybeFloat) string {
 	return fmt.Sprintf("%.2f (%.0f µs)", c, u)
 }
 
-// writeCPUTable writes, per concurrency, the CPU cores each side's servers
-// and the load generator used on average, with CPU microseconds per
-// decision: a cheap profile of where the time went.
-func writeCPUTable(w io.Writer, cmps []comparison) error {
+// writeDetailTable writes, per concurrency and side, decisions per
+// second, p50 and p99 latency, errors and refusals (both should be 0), and
+// the CPU cores the side's servers and the load generator used on average,
+// with CPU microseconds per decision: a cheap profile of where the time
+// went.
+func writeDetailTable(w io.Writer, cmps []comparison) error {
 	var b strings.Builder
-	b.WriteString("| concurrency | redis-server cores (CPU/decision) | load generator for redis | permitd agents, 3 together | load generator for permitd |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| concurrency | side | decisions/s | p50 ms | p99 ms | err/ref | server cores (CPU/decision) | load generator cores (CPU/decision) |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cmps {
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", c.Concurrency,
-			fmtCPU(c.Redis.ServerCores, c.Redis.ServerCPUUsPerDec), fmtCPU(c.Redis.ClientCores, c.Redis.ClientCPUUsPerDec),
-			fmtCPU(c.Permitd.ServerCores, c.Permitd.ServerCPUUsPerDec), fmtCPU(c.Permitd.ClientCores, c.Permitd.ClientCPUUsPerDec))
+		for _, s := range c.Sides {
+			fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %d/%d | %s | %s |\n", c.Concurrency, s.Side,
+				s.ThroughputDPS, fmtMs(s.P50Ms), fmtMs(s.P99Ms), s.Errors, s.Refused,
+				fmtCPU(s.ServerCores, s.ServerCPUUsPerDec), fmtCPU(s.ClientCores, s.ClientCPUUsPerDec))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
