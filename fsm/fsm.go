@@ -296,7 +296,10 @@ func (s *state) decide(nowNanos int64, r *Reserve) outcome {
 	return outcome{status: UnknownLimit}
 }
 
-// Limit returns a view of the limit called name.
+// Limit returns a view of the limit called name, without its
+// OpenReservations (always 0 here): the node's edge checks read it on
+// every reserve and lease, and counting open reservations walks the whole
+// reservation table. LimitView counts them.
 func (f *FSM) Limit(name string) (LimitInfo, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -304,7 +307,20 @@ func (f *FSM) Limit(name string) (LimitInfo, bool) {
 	if !ok {
 		return LimitInfo{}, false
 	}
-	return l.info(f.st.lastNowNanos, f.st.reservations.open(f.st.lastNowNanos)[name]), true
+	return l.info(f.st.lastNowNanos, 0), true
+}
+
+// LimitView returns the full view of the limit called name, its
+// OpenReservations counted (a walk of the reservation table: for reads by
+// operators, not for a request's path).
+func (f *FSM) LimitView(name string) (LimitInfo, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l, ok := f.st.limits[name]
+	if !ok {
+		return LimitInfo{}, false
+	}
+	return l.info(f.st.lastNowNanos, f.st.reservations.openOf(name, f.st.lastNowNanos)), true
 }
 
 // Leased reports whether a limit called name exists and whether it is

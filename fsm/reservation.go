@@ -75,6 +75,13 @@ type reservation struct {
 // not waiting in an in-flight cap's queue).
 func (rv *reservation) granted() bool { return rv.wait == nil }
 
+// openAt reports whether the reservation counts as open at nowNanos:
+// granted, not settled, and not final (a released one still awaits its
+// settlement).
+func (rv *reservation) openAt(nowNanos int64) bool {
+	return rv.granted() && !rv.settled && rv.finalAtNanos > nowNanos
+}
+
 // reservedPart is one limit's part of a reservation.
 type reservedPart struct {
 	limit   string
@@ -119,7 +126,7 @@ func (t *reservationTable) len() int { return len(t.byID) }
 func (t *reservationTable) open(nowNanos int64) map[string]int {
 	var n map[string]int
 	for _, rv := range t.byID {
-		if !rv.granted() || rv.settled || rv.finalAtNanos <= nowNanos {
+		if !rv.openAt(nowNanos) {
 			continue
 		}
 		for i := range rv.parts {
@@ -127,6 +134,22 @@ func (t *reservationTable) open(nowNanos int64) map[string]int {
 				n = make(map[string]int)
 			}
 			n[rv.parts[i].limit]++
+		}
+	}
+	return n
+}
+
+// openOf is open's count for the limit called name alone.
+func (t *reservationTable) openOf(name string, nowNanos int64) int {
+	n := 0
+	for _, rv := range t.byID {
+		if !rv.openAt(nowNanos) {
+			continue
+		}
+		for i := range rv.parts {
+			if rv.parts[i].limit == name {
+				n++
+			}
 		}
 	}
 	return n

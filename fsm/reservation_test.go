@@ -477,3 +477,30 @@ func TestHoldEndOfEveryGrant(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitLeavesOpenReservationsToLimitView: the view an edge check reads
+// on every reserve (Limit) does not walk the reservation table, so it
+// reports no open reservations, while LimitView, the operators' read,
+// counts them, as Limits does. (Counting them in Limit made every reserve
+// walk up to MaxReservations entries under the read lock.)
+func TestLimitLeavesOpenReservationsToLimitView(t *testing.T) {
+	h := newHarness(t)
+	h.put(0, "huge", bursty(t, 1e9))
+	h.put(0, "other", bursty(t, 1e9))
+	for _, res := range h.reserve(sec, tracked(sec, Part{"huge", 1}), tracked(sec, Part{"huge", 1}), tracked(sec, Part{"other", 1})) {
+		if res.Status != Granted {
+			t.Fatalf("tracked reserve: %+v", res)
+		}
+	}
+	if l, _ := h.f.Limit("huge"); l.OpenReservations != 0 {
+		t.Errorf("Limit(huge).OpenReservations = %d, want 0 (Limit must not walk the reservation table)", l.OpenReservations)
+	}
+	if l, _ := h.f.LimitView("huge"); l.OpenReservations != 2 {
+		t.Errorf("LimitView(huge).OpenReservations = %d, want 2", l.OpenReservations)
+	}
+	for _, l := range h.f.Limits() {
+		if want := map[string]int{"huge": 2, "other": 1}[l.Name]; l.OpenReservations != want {
+			t.Errorf("Limits: %s has %d open reservations, want %d", l.Name, l.OpenReservations, want)
+		}
+	}
+}

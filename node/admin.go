@@ -101,7 +101,7 @@ func (n *Node) readLocal(ctx context.Context, name string) ([]fsm.LimitInfo, err
 	if name == "" {
 		return n.fsm.Limits(), nil
 	}
-	if l, ok := n.fsm.Limit(name); ok {
+	if l, ok := n.fsm.LimitView(name); ok {
 		return []fsm.LimitInfo{l}, nil
 	}
 	return nil, nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/permitd/permitd/transport/auth"
 )
@@ -95,19 +96,22 @@ is not a valid token file (FILE unchanged).
 
 // setTokenLine puts line into the token file at path (see auth.SetLine),
 // creating it with mode 0600 (and its folder, 0700) if missing, else
-// keeping its mode. It writes a temporary file beside it and renames it
-// over the old one, so that an agent reloading meanwhile reads the old
-// file or the new, never half of one.
+// keeping its mode, owner and group (an agent running as its own user
+// reads a root-owned file through its group: a new owner would lock it
+// out at its next reload). It writes a temporary file beside it and
+// renames it over the old one, so that an agent reloading meanwhile reads
+// the old file or the new, never half of one.
 func setTokenLine(path, line string) (replaced bool, err error) {
 	if target, err := filepath.EvalSymlinks(path); err == nil {
 		path = target
 	}
 	mode := os.FileMode(0o600)
+	var old os.FileInfo
 	data, err := os.ReadFile(path)
 	switch {
 	case err == nil:
 		if st, err := os.Stat(path); err == nil {
-			mode = st.Mode().Perm()
+			mode, old = st.Mode().Perm(), st
 		}
 	case errors.Is(err, os.ErrNotExist):
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -129,6 +133,10 @@ func setTokenLine(path, line string) (replaced bool, err error) {
 		tmp.Close()
 		return false, err
 	}
+	if err := keepOwner(tmp, old); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("%s: keep its owner and group: %w (run as a user who may, such as root)", path, err)
+	}
 	if _, err := tmp.Write(out); err != nil {
 		tmp.Close()
 		return false, err
@@ -141,4 +149,24 @@ func setTokenLine(path, line string) (replaced bool, err error) {
 		return false, err
 	}
 	return replaced, os.Rename(tmp.Name(), path)
+}
+
+// keepOwner gives f the owner and group of old (nothing if old is nil or
+// already f's), so that replacing a file keeps who may read it.
+func keepOwner(f *os.File, old os.FileInfo) error {
+	if old == nil {
+		return nil
+	}
+	st, ok := old.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	cur, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if c, ok := cur.Sys().(*syscall.Stat_t); ok && c.Uid == st.Uid && c.Gid == st.Gid {
+		return nil
+	}
+	return f.Chown(int(st.Uid), int(st.Gid))
 }

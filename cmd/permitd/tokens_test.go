@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/permitd/permitd/transport/auth"
@@ -122,5 +123,45 @@ func TestTokensCreateTokenFile(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(file); string(after) != broken {
 		t.Errorf("the broken file was changed")
+	}
+}
+
+// TestTokenFileKeepsItsOwner: replacing a line keeps the token file's
+// owner and group (an agent reading a root:permitd 0640 file through its
+// group must still read it after a rotation by root). Needs root to give
+// the file another owner.
+func TestTokenFileKeepsItsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to chown the token file")
+	}
+	path := filepath.Join(t.TempDir(), "tokens")
+	_, line, err := auth.NewSecret("app", auth.RoleClient, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setTokenLine(path, line); err != nil {
+		t.Fatal(err)
+	}
+	const uid, gid = 12345, 23456
+	if err := os.Chown(path, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, line, err = auth.NewSecret("app", auth.RoleClient, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if replaced, err := setTokenLine(path, line); err != nil || !replaced {
+		t.Fatalf("rotation: replaced %v, %v", replaced, err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if sys.Uid != uid || sys.Gid != gid || st.Mode().Perm() != 0o640 {
+		t.Errorf("after the rotation: owner %d:%d mode %o, want %d:%d 640", sys.Uid, sys.Gid, st.Mode().Perm(), uid, gid)
 	}
 }

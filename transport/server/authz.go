@@ -31,8 +31,13 @@ func access(method, p string) (auth.Need, string) {
 		// The status page's files hold no data: the page asks for a
 		// token and sends it with every API call it makes.
 		return auth.NeedNothing, ""
-	case p == "/v1/status" || p == "/metrics" || (p == "/v1/cluster" && read):
+	case p == "/v1/status" || (p == "/v1/cluster" && read):
 		return auth.NeedAnyToken, ""
+	case p == "/metrics":
+		// The per-limit series name every limit and its traffic: what
+		// listing every limit needs (a client token restricted to some
+		// limits may not).
+		return auth.NeedRead, ""
 	case p == "/v1/readable-limits":
 		// Any token: the handler answers only the limits the token may
 		// read (the middleware passes it on).

@@ -40,7 +40,7 @@ func TestAccessCoversEveryRoute(t *testing.T) {
 		{"GET", "/healthz", auth.NeedNothing, ""},
 		{"GET", "/readyz", auth.NeedNothing, ""},
 		{"GET", "/v1/status", auth.NeedAnyToken, ""},
-		{"GET", "/metrics", auth.NeedAnyToken, ""},
+		{"GET", "/metrics", auth.NeedRead, ""},
 		{"GET", "/v1/cluster", auth.NeedAnyToken, ""},
 		{"GET", "/v1/limits", auth.NeedRead, ""},
 		{"GET", "/v1/readable-limits", auth.NeedAnyToken, ""},
@@ -99,6 +99,8 @@ func TestRequireTokens(t *testing.T) {
 		{name: "restricted client, listing", method: "GET", path: "/v1/limits", token: "narrow", wantCode: 403, wantRole: "client"},
 		{name: "restricted client, its limit", method: "GET", path: "/v1/limits/api1", token: "narrow", wantCode: 404},
 		{name: "restricted client, status", method: "GET", path: "/v1/status", token: "narrow", wantCode: 200},
+		{name: "restricted client, metrics (they name every limit)", method: "GET", path: "/metrics", token: "narrow", wantCode: 403, wantRole: "client"},
+		{name: "worker reads metrics", method: "GET", path: "/metrics", token: "w1", wantCode: 404}, // past auth: this handler serves no metrics
 		{name: "restricted client opens a session (sessions belong to no limit)", method: "POST", path: "/v1/sessions", token: "narrow", wantCode: 201},
 		{name: "client reads", method: "GET", path: "/v1/limits", token: "app", wantCode: 200},
 		{name: "admin puts", method: "PUT", path: "/v1/limits/api", token: "root", wantCode: 400}, // no body: past auth, the handler answers

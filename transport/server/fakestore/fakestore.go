@@ -179,7 +179,7 @@ func (s *Store) Limit(ctx context.Context, name string) (fsm.LimitInfo, error) {
 	if err := s.enter(ctx); err != nil {
 		return fsm.LimitInfo{}, err
 	}
-	l, ok := s.f.Limit(name)
+	l, ok := s.f.LimitView(name)
 	if !ok {
 		return fsm.LimitInfo{}, notFound(name)
 	}
