@@ -344,6 +344,12 @@ func (b *batcher[C, R]) submit(batch []*pending[C, R]) {
 		return
 	}
 	start := time.Now()
+	var waitNanos int64 // the batch's summed stamp-to-Apply time (stages.go)
+	if b.kind.hooks {
+		for _, p := range batch {
+			waitNanos += int64(start.Sub(p.arrived.at))
+		}
+	}
 	f := b.n.raft.Apply(buf, b.applyTimout)
 	go func() {
 		defer func() { <-b.inflight }()
@@ -372,6 +378,10 @@ func (b *batcher[C, R]) submit(batch []*pending[C, R]) {
 		index := f.Index()
 		for i, p := range batch {
 			p.done <- batchResult[R]{res: results[i], appliedAt: applied, index: index}
+		}
+		if b.kind.hooks {
+			st := b.n.stages
+			st.addEntry(index, len(batch), waitNanos, st.at(start), st.now())
 		}
 	}()
 }

@@ -46,6 +46,9 @@ type Node struct {
 	// commits counts the reserve entries this node committed as leader
 	// (Status.ReserveBatches and the fields after it).
 	commits reserveCommits
+	// stages breaks the reserve entries this node committed as leader
+	// down by stage (stages.go; Status.ReserveStages).
+	stages *reserveStages
 	// overloadedMsg is the message of a reserve a read loop shed
 	// (AdmitShed), built once.
 	overloadedMsg []byte
@@ -177,6 +180,7 @@ func newNode(cfg Config) *Node {
 		expired:  newExpiredReports(),
 		waiters:  newWaiterHub(),
 		wake:     make(chan struct{}, 1),
+		stages:   newReserveStages(),
 	}
 	var cancel context.CancelFunc
 	n.stopped, cancel = context.WithCancel(context.Background())
@@ -229,7 +233,7 @@ func (n *Node) startRaft() (has bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("node: log cache: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, countingFSM{waiterFSM{receiptFSM{n.fsm, n.receipts}, n}}, receiptLog{logs, n.receipts}, n.store, snaps, n.raftNet)
+	n.raft, err = raft.NewRaft(rc, timedFSM{countingFSM{waiterFSM{receiptFSM{n.fsm, n.receipts}, n}}}, timedLog{receiptLog{logs, n.receipts}, n.stages}, n.store, snaps, n.raftNet)
 	if err != nil {
 		return false, fmt.Errorf("node: start raft: %w", err)
 	}

@@ -30,6 +30,7 @@ func (n *Node) Status() api.Status {
 	st.WaitingReserves = n.fsm.Waiting()
 	st.SnapshotFailures, st.RestoreFailures = n.snapFails.take.Load(), n.snapFails.restore.Load()
 	st.ReserveBatches, st.BatchedReserves, st.ReserveBatchNanos = n.commits.read()
+	st.ReserveStages = n.stages.read()
 	if first, err := n.store.FirstIndex(); err == nil {
 		st.FirstLogIndex = first
 	}

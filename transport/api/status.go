@@ -56,6 +56,9 @@ type Status struct {
 	ReserveBatches    uint64 `json:"reserve_batches"`
 	BatchedReserves   uint64 `json:"batched_reserves"`
 	ReserveBatchNanos uint64 `json:"reserve_batch_ns"`
+	// ReserveStages breaks those entries' reserves down by where their
+	// time went on this node (see ReserveStages).
+	ReserveStages ReserveStages `json:"reserve_stages"`
 	// SnapshotFailures is how many raft snapshots this node failed to
 	// take or write (a full or failing disk) since it started;
 	// RestoreFailures how many snapshots it failed to restore (one sent
@@ -124,4 +127,48 @@ type Cluster struct {
 	LeaderID string   `json:"leader_id"`
 	Term     uint64   `json:"term"`
 	Servers  []Server `json:"servers"`
+}
+
+// ReserveStages is where the reserves of the entries a node committed as
+// leader spent their time on it, since it started: each field after
+// Unmeasured is a stage's nanoseconds summed over Reserves reserves (an
+// entry's stage counts once per reserve it carried), so a stage's
+// difference between two readings divided by Reserves' is its mean per
+// reserve over that interval. The stages follow each other; what a
+// client measures beyond their sum is its own work, the network's round
+// trip, the edge's (HTTP or binary) decoding and encoding, the node's
+// validation and admission before the stamp, and the reserve's last
+// hand-off from the batcher to the connection that answers it. Reserves
+// forwarded by a follower count on the leader, from its stamp. A reserve
+// that waited in an in-flight cap's queue counts until its queued answer.
+type ReserveStages struct {
+	// Reserves is how many reserves the stages below cover; Unmeasured
+	// those of entries whose times were lost (overwritten before they
+	// were read), which the stages leave out.
+	Reserves   uint64 `json:"reserves"`
+	Unmeasured uint64 `json:"unmeasured"`
+	// BatchWaitNanos: from the reserve's arrival stamp to the call of
+	// raft's Apply with its entry (the hand-off to the batcher, the wait
+	// for a commit slot while MaxInflight entries commit, and encoding).
+	BatchWaitNanos uint64 `json:"batch_wait_ns"`
+	// RaftQueueNanos: from that call to the start of the leader's log
+	// append of the entry (raft's apply queue and its leader loop).
+	RaftQueueNanos uint64 `json:"raft_queue_ns"`
+	// LogAppendNanos: the leader's LogStore.StoreLogs call that stored
+	// the entry (raft's log cache, bbolt's write and fsync, the
+	// election-receipt note).
+	LogAppendNanos uint64 `json:"log_append_ns"`
+	// ReplicateCommitNanos: from the end of that append to the start of
+	// the entry's apply on the leader (replication to the followers,
+	// their appends and fsyncs, their acknowledgements, the commit and
+	// raft's hand-off to the FSM goroutine, including entries applied
+	// ahead of it).
+	ReplicateCommitNanos uint64 `json:"replicate_commit_ns"`
+	// ApplyNanos: the entry's FSM apply on the leader (the register's
+	// decisions, the apply observer, the waiters' hand-off).
+	ApplyNanos uint64 `json:"apply_ns"`
+	// AnswerNanos: from the end of that apply until the batcher handed
+	// the last of the entry's answers to the reserves waiting for them
+	// (raft's future, the batcher's goroutines, the commit hooks).
+	AnswerNanos uint64 `json:"answer_ns"`
 }
