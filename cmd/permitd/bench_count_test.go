@@ -48,6 +48,13 @@ type benchCounts struct {
 		Requests, Granted, Refused, Shed, Errors int64
 	} `json:"open"`
 	FirstError string `json:"first_error"`
+	// Stages: the leader's breakdown of the closed and open loops'
+	// reserves (bench's stages.go).
+	Stages *struct {
+		Reserves int64   `json:"reserves"`
+		LeaderMs float64 `json:"leader_ms"`
+	} `json:"stages"`
+	StagesError string `json:"stages_error"`
 }
 
 // limitCounters reads limit name's granted and refused reserves from the
@@ -129,6 +136,14 @@ func TestBenchCountsEveryRequestOnce(t *testing.T) {
 			if c.Requests == 0 || c.Errors != 0 || c.Requests != c.Granted+c.Refused+c.Shed+c.Errors {
 				t.Fatalf("requests %d, granted %d, refused %d, shed %d, errors %d (first %q); want some requests, no errors, and requests = granted + refused + shed + errors",
 					c.Requests, c.Granted, c.Refused, c.Shed, c.Errors, c.FirstError)
+			}
+			if loop := !strings.HasPrefix(tc.name, "inflight") && !strings.HasPrefix(tc.name, "overload"); loop {
+				// Without a warm-up, every reserve committed between the
+				// readings is a measured one.
+				warm := strings.HasPrefix(tc.name, "warmup")
+				if c.Stages == nil || c.Stages.Reserves <= 0 || (!warm && c.Stages.Reserves > c.Granted+c.Refused) || c.Stages.LeaderMs <= 0 {
+					t.Errorf("stages %+v (error %q) over %d granted and %d refused; want a breakdown of some of those reserves", c.Stages, c.StagesError, c.Granted, c.Refused)
+				}
 			}
 			if tc.max > 0 && c.Requests != tc.max {
 				t.Errorf("--max-requests %d: %d requests counted", tc.max, c.Requests)

@@ -119,6 +119,20 @@ func (r *benchRecorder) snapshot() counts {
 	return counts{requests: r.requests.Load(), granted: r.granted.Load(), refused: r.refused.Load(), shed: r.shed.Load(), errs: r.errs.Load()}
 }
 
+// mean is the mean of the recorded latencies (0 if none).
+func (r *benchRecorder) mean() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lat) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, l := range r.lat {
+		sum += l
+	}
+	return sum / time.Duration(len(r.lat))
+}
+
 // result is the report of a run that measured for elapsed.
 func (r *benchRecorder) result(b Config, elapsed time.Duration) Result {
 	c := r.snapshot()

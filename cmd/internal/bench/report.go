@@ -41,6 +41,11 @@ type Result struct {
 	P999Ms        float64 `json:"p999_ms"`
 	MaxMs         float64 `json:"max_ms"`
 	FirstError    string  `json:"first_error,omitempty"`
+	// Stages is where the reserves spent their time on the leader
+	// (stages.go), or StagesError why it is unknown; only the closed and
+	// open loops report them.
+	Stages      *Stages `json:"stages,omitempty"`
+	StagesError string  `json:"stages_error,omitempty"`
 }
 
 // PrintResult prints a Result as text.
@@ -49,6 +54,7 @@ func PrintResult(w io.Writer, r Result) {
 	fmt.Fprintf(w, "requests=%d granted=%d refused=%d (%.2f%%) shed=%d errors=%d\n", r.Requests, r.Granted, r.Refused, 100*r.RefusedShare, r.Shed, r.Errors)
 	fmt.Fprintf(w, "goodput=%.0f decisions/s  leader %s (term %d) before, %s (term %d) after\n", r.GoodputRPS, r.LeaderBefore, r.TermBefore, r.LeaderAfter, r.TermAfter)
 	fmt.Fprintf(w, "throughput=%.0f req/s  latency p50=%.3fms p90=%.3fms p99=%.3fms p99.9=%.3fms max=%.3fms\n", r.ThroughputRPS, r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs)
+	printStages(w, r)
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "first error: %s\n", r.FirstError)
 	}

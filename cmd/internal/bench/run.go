@@ -51,6 +51,7 @@ func Run(ctx context.Context, b Config) (Result, error) {
 	runCtx, cancel := context.WithTimeout(ctx, wire.AddNanos(b.Warmup, b.Duration))
 	defer cancel()
 	r.rec.measureFrom = time.Now().Add(b.Warmup)
+	stages := startStages(runCtx, hc, b, r.rec.measureFrom)
 	switch {
 	case r.openBinary():
 		if err := openLoopBinary(runCtx, openLoopParams{b: b, conns: r.openConns, payload: r.binaryPayload(), rec: r.rec, fail: r.rec.fail}); err != nil {
@@ -68,6 +69,7 @@ func Run(ctx context.Context, b Config) (Result, error) {
 		return Result{}, errors.New("run ended before the warm-up did")
 	}
 	res := r.rec.result(b, elapsed)
+	res.Stages, res.StagesError = stages.finish(ctx, hc, b, r.rec.mean())
 	res.LeaderBefore, res.TermBefore = leaderBefore, termBefore
 	res.LeaderAfter, res.TermAfter = benchLeader(ctx, hc, b.Servers, b)
 	return res, nil
