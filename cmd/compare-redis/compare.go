@@ -67,6 +67,17 @@ func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep repo
 		rep.Environment.EtcdTarget = fmt.Sprintf("%s: %s", cfg.Target, strings.Join(m.etcdTargets, ","))
 		fmt.Fprintf(progress, "etcd %s cluster %s ready, leader %s\n", m.ec.version, strings.Join(m.ec.endpoints, ","), m.ec.leader)
 	}
+	if slices.Contains(cfg.Peers, sideRaft) {
+		if m.rc, err = startRaft(ctx, tmp); err != nil {
+			return report{}, err
+		}
+		defer func() {
+			if serr := m.rc.stop(); serr != nil {
+				fmt.Fprintln(progress, "compare-redis: stopping raft:", serr)
+			}
+		}()
+		fmt.Fprintf(progress, "raft cluster of %d nodes ready in this process\n", raftMembers)
+	}
 	permitdBin := cfg.PermitdBin
 	if permitdBin == "" {
 		if permitdBin, err = buildPermitd(ctx, tmp, progress); err != nil {
@@ -106,6 +117,7 @@ type measurer struct {
 	cfg         config
 	rs          *redisServer
 	ec          *etcdCluster
+	rc          *raftCluster
 	pc          *permitdCluster
 	targets     []string
 	etcdTargets []string
@@ -147,6 +159,10 @@ func (m *measurer) levelSides(c int) ([]measuredSide, error) {
 				meter.pids = append(meter.pids, e.cmd.Process.Pid)
 			}
 			sides = append(sides, measuredSide{name, decide, meter, func() { cli.Close() }})
+		case sideRaft:
+			// It runs in this process: no CPU apart from the load
+			// generator's to measure.
+			sides = append(sides, measuredSide{name, m.rc.decider(), nil, func() {}})
 		default:
 			decide, closeDecider, err := m.pc.protocolDecider(name, m.targets)
 			if err != nil {

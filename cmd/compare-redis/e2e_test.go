@@ -169,8 +169,8 @@ func TestRunsAsTheREADMESays(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, stdout.String())
 	}
-	if len(rep.Results) != 1 || len(rep.Results[0].Sides) != 5 || len(rep.Results[0].Ratios) != 6 {
-		t.Fatalf("want 1 result (concurrency 2) with 5 sides and 6 ratios:\n%s", stdout.String())
+	if len(rep.Results) != 1 || len(rep.Results[0].Sides) != 6 || len(rep.Results[0].Ratios) != 9 {
+		t.Fatalf("want 1 result (concurrency 2) with 6 sides and 9 ratios:\n%s", stdout.String())
 	}
 	for _, side := range rep.Results[0].Sides {
 		if side.Decisions == 0 || side.Errors != 0 || side.Refused != 0 {
@@ -179,8 +179,8 @@ func TestRunsAsTheREADMESays(t *testing.T) {
 		}
 	}
 	for _, r := range rep.Results[0].Ratios {
-		if r.Min == nil || len(r.PerRound) != 1 {
-			t.Errorf("%s / %s: per round %v, min %v; want one round's ratio", r.Permitd, r.Peer, r.PerRound, r.Min)
+		if r.Min == nil || len(r.PerRound) != 1 || r.P50Min == nil || len(r.P50PerRound) != 1 {
+			t.Errorf("%s / %s: per round %v, min %v, p50 per round %v; want one round's ratios", r.Permitd, r.Peer, r.PerRound, r.Min, r.P50PerRound)
 		}
 	}
 	if rep.Environment.EtcdVersion == "" || rep.Environment.RedisVersion == "" {
@@ -194,8 +194,40 @@ func TestRunsAsTheREADMESays(t *testing.T) {
 	if err := writeReport(&stdout, rep); err != nil {
 		t.Fatal(err)
 	}
-	head := "| concurrency | Redis | etcd | binary | HTTP | client | binary / Redis | HTTP / Redis | client / Redis | binary / etcd | HTTP / etcd | client / etcd |"
+	head := "| concurrency | Redis | binary | etcd | HTTP | raft | client | binary / Redis | HTTP / Redis | client / Redis | binary / etcd | HTTP / etcd | client / etcd | binary p50 / raft p50 | HTTP p50 / raft p50 | client p50 / raft p50 |"
 	if !strings.Contains(stdout.String(), head) {
 		t.Errorf("markdown report lacks the summary header %s:\n%s", head, stdout.String())
 	}
+}
+
+// TestRaftSideCommits starts the bare raft cluster the comparison runs
+// (3 nodes in this process, fsync on) and measures it for real as a side
+// for a second at concurrency 2: every decision commits, none fails, and
+// each has its latency.
+func TestRaftSideCommits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a raft cluster on disk")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	rc, err := startRaft(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rc.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	s, err := runClosedLoop(ctx, closedLoop{concurrency: 2, duration: time.Second}, rc.decider(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Granted == 0 || s.Errors != 0 || s.Refused != 0 || len(s.latencies) != int(s.Granted) {
+		t.Fatalf("raft side: %d committed, %d errors (first: %s), %d refused, %d latencies; want commits, each with its latency, and no error", s.Granted, s.Errors, s.FirstError, s.Refused, len(s.latencies))
+	}
+	if st := rc.leader.Stats(); st["num_peers"] != "2" {
+		t.Errorf("the leader has %s peers; want the 2 other nodes replicating every entry", st["num_peers"])
+	}
+	t.Logf("bare raft: %d commits in 1s at concurrency 2", s.Granted)
 }

@@ -33,7 +33,7 @@ const (
 	defaultRate      = 1e9
 	defaultBurst     = 1000000
 	defaultRedisName = "redis-server"
-	defaultPeers     = sideRedis + "," + sideEtcd
+	defaultPeers     = sideRedis + "," + sideEtcd + "," + sideRaft
 	defaultProtocols = protocolBinary + "," + protocolHTTP
 )
 
@@ -131,8 +131,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
 	var levels, peers, protocols string
 	fs.StringVar(&levels, "concurrency", defaultLevels, "comma-separated concurrency levels (closed-loop workers; also the Redis pool size)")
-	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of each side per concurrency, alternating the sides (redis, binary, etcd, http)")
-	fs.StringVar(&peers, "peers", defaultPeers, "comma-separated peers to compare with: redis (one redis-server, GCRA Lua script, persistence off) and etcd (3 members, fsync on, GCRA by compare-and-swap)")
+	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of each side per concurrency, alternating the sides (redis, binary, etcd, http, raft)")
+	fs.StringVar(&peers, "peers", defaultPeers, "comma-separated peers to compare with: redis (one redis-server, GCRA Lua script, persistence off) etcd (3 members, fsync on, GCRA by compare-and-swap) and raft (bare hashicorp/raft, 3 nodes in this process, fsync on, permitd's raft settings, a no-op state machine: permitd's consensus floor)")
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured duration of each run")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up before each run")
 	fs.StringVar(&cfg.Target, "target", targetAll, "permitd nodes to send to: all (round-robin over the 3 nodes) or leader")
@@ -181,7 +181,7 @@ Flags:
 	case cfg.Target != targetAll && cfg.Target != targetLeader:
 		return config{}, fmt.Errorf("compare-redis: --target %q: want %s or %s", cfg.Target, targetAll, targetLeader)
 	}
-	if cfg.Peers, err = parseList("--peers", peers, sideRedis, sideEtcd); err != nil {
+	if cfg.Peers, err = parseList("--peers", peers, sideRedis, sideEtcd, sideRaft); err != nil {
 		return config{}, err
 	}
 	if cfg.Protocols, err = parseList("--protocol", protocols, protocolBinary, protocolClient, protocolHTTP); err != nil {
@@ -273,6 +273,10 @@ func writeReport(w io.Writer, rep report) error {
 	if slices.Contains(cfg.Peers, sideEtcd) {
 		fmt.Fprintf(&b, "- etcd: etcd %s, 3 members, fsync on; the same GCRA by compare-and-swap (read the TAT, compute on the load generator's clock, a transaction storing it if its ModRevision is unchanged, else retry on the value the transaction returns), one client shared by all workers; rate %g per %v, burst %d; sent to %s. Linearizable, durable, survives one member's failure.\n",
 			env.EtcdVersion, cfg.Rate, cfg.Per, cfg.Burst, env.EtcdTarget)
+	}
+	if slices.Contains(cfg.Peers, sideRaft) {
+		fmt.Fprintf(&b, "- raft: bare hashicorp/raft, 3 nodes in the load generator's process (raft-boltdb/v2, fsync on, TCP on loopback, permitd's raft settings), a no-op state machine; one Apply of a %d-byte entry on the leader per decision, until its future returns. Durable, survives one node's failure; decides nothing: permitd's consensus floor.\n",
+			raftPayloadBytes)
 	}
 	for _, p := range cfg.Protocols {
 		fmt.Fprintf(&b, "- %s: permitd, 3 agents (raft, fsync on), reserves over %s; strict limit rate %g per %v, max_reserved %d, expiry %v; sent to %s. Linearizable, durable, survives one node's failure.\n",

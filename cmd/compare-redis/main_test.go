@@ -223,7 +223,7 @@ func TestParseFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !equalInts(cfg.Concurrency, []int{1, 16, 128, 512}) || cfg.Rounds != 2 || cfg.Duration != 5*time.Second || cfg.Warmup != time.Second || cfg.Target != targetAll ||
-		strings.Join(cfg.Peers, ",") != "redis,etcd" || strings.Join(cfg.Protocols, ",") != "binary,http" {
+		strings.Join(cfg.Peers, ",") != "redis,etcd,raft" || strings.Join(cfg.Protocols, ",") != "binary,http" {
 		t.Errorf("defaults = %+v", cfg)
 	}
 	bad := [][]string{

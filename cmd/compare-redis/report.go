@@ -16,10 +16,11 @@ import (
 const (
 	sideRedis = "redis"
 	sideEtcd  = "etcd"
+	sideRaft  = "raft"
 )
 
 // isPeer reports whether side is one of the peers permitd is compared with.
-func isPeer(side string) bool { return side == sideRedis || side == sideEtcd }
+func isPeer(side string) bool { return side == sideRedis || side == sideEtcd || side == sideRaft }
 
 // sideTitle is a side's column title in the summary table.
 func sideTitle(side string) string {
@@ -101,6 +102,12 @@ type ratioResult struct {
 	PerRound []maybeFloat `json:"throughput_per_round"`
 	Min      *float64     `json:"throughput_min"`
 	Max      *float64     `json:"throughput_max"`
+	// P50PerRound is the p50 ratio of each round (above 1: permitd is
+	// slower), P50Min and P50Max its extremes: the summary table shows
+	// them against the raft peer, whose latency is permitd's floor.
+	P50PerRound []maybeFloat `json:"p50_per_round"`
+	P50Min      *float64     `json:"p50_min"`
+	P50Max      *float64     `json:"p50_max"`
 }
 
 // percentileMs is the nearest-rank p-th percentile (0 < p <= 1) of sorted,
@@ -217,14 +224,40 @@ func ratioOf(p, peer string, sums map[string]sideSummary, bySide map[string][]ru
 			continue
 		}
 		r.PerRound = append(r.PerRound, maybeFloat(*q))
-		if r.Min == nil || *q < *r.Min {
-			r.Min = q
+		r.Min, r.Max = extend(r.Min, r.Max, q)
+	}
+	for _, s := range bySide[p] {
+		ps, ok := peerRounds[s.Round]
+		if !ok {
+			continue
 		}
-		if r.Max == nil || *q > *r.Max {
-			r.Max = q
+		q := ratio(sampleP50(s), sampleP50(ps))
+		if q == nil {
+			r.P50PerRound = append(r.P50PerRound, maybeFloat(math.NaN()))
+			continue
 		}
+		r.P50PerRound = append(r.P50PerRound, maybeFloat(*q))
+		r.P50Min, r.P50Max = extend(r.P50Min, r.P50Max, q)
 	}
 	return r
+}
+
+// extend widens the range [lo, hi] (nil: empty) to hold q.
+func extend(lo, hi, q *float64) (*float64, *float64) {
+	if lo == nil || *q < *lo {
+		lo = q
+	}
+	if hi == nil || *q > *hi {
+		hi = q
+	}
+	return lo, hi
+}
+
+// sampleP50 is one run's median latency in milliseconds (NaN if none).
+func sampleP50(s runSample) float64 {
+	lat := slices.Clone(s.latencies)
+	slices.Sort(lat)
+	return percentileMs(lat, 0.5)
 }
 
 // fmtMs formats a latency in milliseconds with 3 significant-ish decimals.
@@ -257,12 +290,17 @@ func fmtRatio(r float64) string {
 }
 
 // fmtRange formats a ratio's per-round extremes as "0.03–0.07", one
-// value when they are equal as formatted, or "–" when there are none.
+// value when they are equal as formatted, or "–" when there are none:
+// the throughput ratio's, or against the raft peer the p50 ratio's.
 func fmtRange(r ratioResult) string {
-	if r.Min == nil || r.Max == nil {
+	lo0, hi0 := r.Min, r.Max
+	if r.Peer == sideRaft {
+		lo0, hi0 = r.P50Min, r.P50Max
+	}
+	if lo0 == nil || hi0 == nil {
 		return "–"
 	}
-	lo, hi := fmtRatio(*r.Min), fmtRatio(*r.Max)
+	lo, hi := fmtRatio(*lo0), fmtRatio(*hi0)
 	if lo == hi {
 		return lo
 	}
@@ -304,7 +342,11 @@ func writeTable(w io.Writer, cmps []comparison) error {
 		head, rule = append(head, sideTitle(s.Side)), append(rule, "---:")
 	}
 	for _, r := range cmps[0].Ratios {
-		head, rule = append(head, sideTitle(r.Permitd)+" / "+sideTitle(r.Peer)), append(rule, "---")
+		title := sideTitle(r.Permitd) + " / " + sideTitle(r.Peer)
+		if r.Peer == sideRaft {
+			title = sideTitle(r.Permitd) + " p50 / raft p50"
+		}
+		head, rule = append(head, title), append(rule, "---")
 	}
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Join(rule, "|") + "|\n")
 	for _, c := range cmps {
