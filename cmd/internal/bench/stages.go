@@ -6,12 +6,10 @@ import (
 	"io"
 	"net/http"
 	"time"
-
-	"github.com/permitd/permitd/transport/api"
 )
 
 // stages.go: where a run's reserves spent their time on the leader. Run
-// reads every server's GET /v1/status reserve_stages (api.ReserveStages)
+// reads every server's GET /v1/status reserve_stages (reserveStages)
 // when the measured window opens and after the run, and reports each
 // stage's mean per reserve over the reserves committed in between (only
 // the leader's counters move), and what the client measured beyond their
@@ -19,7 +17,20 @@ import (
 // before the stamp (outside). With --servers a follower, a forwarded
 // reserve's hop to the leader and back is outside too.
 
-// Stages is the mean time per reserve of each stage (api.ReserveStages)
+// reserveStages is a node's reserve_stages as GET /v1/status serves it
+// (transport/api.ReserveStages; package bench does not import it).
+type reserveStages struct {
+	Reserves             uint64 `json:"reserves"`
+	Unmeasured           uint64 `json:"unmeasured"`
+	BatchWaitNanos       uint64 `json:"batch_wait_ns"`
+	RaftQueueNanos       uint64 `json:"raft_queue_ns"`
+	LogAppendNanos       uint64 `json:"log_append_ns"`
+	ReplicateCommitNanos uint64 `json:"replicate_commit_ns"`
+	ApplyNanos           uint64 `json:"apply_ns"`
+	AnswerNanos          uint64 `json:"answer_ns"`
+}
+
+// Stages is the mean time per reserve of each stage (reserve_stages)
 // over a run, in milliseconds.
 type Stages struct {
 	// Reserves is how many reserves the means cover (committed between
@@ -38,19 +49,19 @@ type Stages struct {
 }
 
 // readStages sums every server's reserve_stages (followers' are 0).
-func readStages(ctx context.Context, hc *http.Client, servers []string, b Config) (api.ReserveStages, error) {
+func readStages(ctx context.Context, hc *http.Client, servers []string, b Config) (reserveStages, error) {
 	ctx, cancel := context.WithTimeout(ctx, statusReadTimeout)
 	defer cancel()
-	var sum api.ReserveStages
+	var sum reserveStages
 	for _, s := range servers {
 		var st struct {
-			Stages *api.ReserveStages `json:"reserve_stages"`
+			Stages *reserveStages `json:"reserve_stages"`
 		}
 		if err := getStatus(ctx, hc, s, b, &st); err != nil {
-			return api.ReserveStages{}, fmt.Errorf("reading the status of %s: %w", s, err)
+			return reserveStages{}, fmt.Errorf("reading the status of %s: %w", s, err)
 		}
 		if st.Stages == nil {
-			return api.ReserveStages{}, fmt.Errorf("the status of %s has no reserve_stages (a version older than this bench)", s)
+			return reserveStages{}, fmt.Errorf("the status of %s has no reserve_stages (a version older than this bench)", s)
 		}
 		x := st.Stages
 		sum.Reserves += x.Reserves
@@ -68,7 +79,7 @@ func readStages(ctx context.Context, hc *http.Client, servers []string, b Config
 // stagesBetween is the mean per reserve of each stage between two
 // readings, with clientMean the run's mean latency; false if no reserve
 // was committed in between or a counter went back (a node restarted).
-func stagesBetween(a, b api.ReserveStages, clientMean time.Duration) (Stages, bool) {
+func stagesBetween(a, b reserveStages, clientMean time.Duration) (Stages, bool) {
 	if b.Reserves <= a.Reserves || b.BatchWaitNanos < a.BatchWaitNanos || b.RaftQueueNanos < a.RaftQueueNanos ||
 		b.LogAppendNanos < a.LogAppendNanos || b.ReplicateCommitNanos < a.ReplicateCommitNanos ||
 		b.ApplyNanos < a.ApplyNanos || b.AnswerNanos < a.AnswerNanos {
@@ -99,7 +110,7 @@ type stagesReader struct {
 
 // stagesReading is one reading or why there is none.
 type stagesReading struct {
-	st  api.ReserveStages
+	st  reserveStages
 	err error
 }
 
