@@ -18,17 +18,13 @@ import (
 // reserve's hop to the leader and back is outside too.
 
 // reserveStages is a node's reserve_stages as GET /v1/status serves it
-// (transport/api.ReserveStages; package bench does not import it).
-type reserveStages struct {
-	Reserves             uint64 `json:"reserves"`
-	Unmeasured           uint64 `json:"unmeasured"`
-	BatchWaitNanos       uint64 `json:"batch_wait_ns"`
-	RaftQueueNanos       uint64 `json:"raft_queue_ns"`
-	LogAppendNanos       uint64 `json:"log_append_ns"`
-	ReplicateCommitNanos uint64 `json:"replicate_commit_ns"`
-	ApplyNanos           uint64 `json:"apply_ns"`
-	AnswerNanos          uint64 `json:"answer_ns"`
-}
+// (transport/api.ReserveStages, which package bench does not import):
+// each counter by its JSON name.
+type reserveStages map[string]uint64
+
+// stageKeys are the counters of reserve_stages bench reads, "reserves"
+// first.
+var stageKeys = []string{"reserves", "batch_wait_ns", "raft_queue_ns", "log_append_ns", "replicate_commit_ns", "apply_ns", "answer_ns"}
 
 // Stages is the mean time per reserve of each stage (reserve_stages)
 // over a run, in milliseconds.
@@ -52,26 +48,21 @@ type Stages struct {
 func readStages(ctx context.Context, hc *http.Client, servers []string, b Config) (reserveStages, error) {
 	ctx, cancel := context.WithTimeout(ctx, statusReadTimeout)
 	defer cancel()
-	var sum reserveStages
+	sum := reserveStages{}
 	for _, s := range servers {
 		var st struct {
-			Stages *reserveStages `json:"reserve_stages"`
+			Stages reserveStages `json:"reserve_stages"`
 		}
 		if err := getStatus(ctx, hc, s, b, &st); err != nil {
-			return reserveStages{}, fmt.Errorf("reading the status of %s: %w", s, err)
+			return nil, fmt.Errorf("reading the status of %s: %w", s, err)
 		}
-		if st.Stages == nil {
-			return reserveStages{}, fmt.Errorf("the status of %s has no reserve_stages (a version older than this bench)", s)
+		for _, k := range stageKeys {
+			v, ok := st.Stages[k]
+			if !ok {
+				return nil, fmt.Errorf("the status of %s has no reserve_stages.%s (a version older than this bench)", s, k)
+			}
+			sum[k] += v
 		}
-		x := st.Stages
-		sum.Reserves += x.Reserves
-		sum.Unmeasured += x.Unmeasured
-		sum.BatchWaitNanos += x.BatchWaitNanos
-		sum.RaftQueueNanos += x.RaftQueueNanos
-		sum.LogAppendNanos += x.LogAppendNanos
-		sum.ReplicateCommitNanos += x.ReplicateCommitNanos
-		sum.ApplyNanos += x.ApplyNanos
-		sum.AnswerNanos += x.AnswerNanos
 	}
 	return sum, nil
 }
@@ -80,21 +71,24 @@ func readStages(ctx context.Context, hc *http.Client, servers []string, b Config
 // readings, with clientMean the run's mean latency; false if no reserve
 // was committed in between or a counter went back (a node restarted).
 func stagesBetween(a, b reserveStages, clientMean time.Duration) (Stages, bool) {
-	if b.Reserves <= a.Reserves || b.BatchWaitNanos < a.BatchWaitNanos || b.RaftQueueNanos < a.RaftQueueNanos ||
-		b.LogAppendNanos < a.LogAppendNanos || b.ReplicateCommitNanos < a.ReplicateCommitNanos ||
-		b.ApplyNanos < a.ApplyNanos || b.AnswerNanos < a.AnswerNanos {
+	for _, k := range stageKeys {
+		if b[k] < a[k] {
+			return Stages{}, false
+		}
+	}
+	if b["reserves"] == a["reserves"] {
 		return Stages{}, false
 	}
-	n := float64(b.Reserves - a.Reserves)
-	ms := func(x, y uint64) float64 { return float64(y-x) / n / 1e6 }
+	n := float64(b["reserves"] - a["reserves"])
+	ms := func(k string) float64 { return float64(b[k]-a[k]) / n / 1e6 }
 	s := Stages{
-		Reserves:    b.Reserves - a.Reserves,
-		BatchWaitMs: ms(a.BatchWaitNanos, b.BatchWaitNanos),
-		RaftQueueMs: ms(a.RaftQueueNanos, b.RaftQueueNanos),
-		LogAppendMs: ms(a.LogAppendNanos, b.LogAppendNanos),
-		ReplicateMs: ms(a.ReplicateCommitNanos, b.ReplicateCommitNanos),
-		ApplyMs:     ms(a.ApplyNanos, b.ApplyNanos),
-		AnswerMs:    ms(a.AnswerNanos, b.AnswerNanos),
+		Reserves:    b["reserves"] - a["reserves"],
+		BatchWaitMs: ms("batch_wait_ns"),
+		RaftQueueMs: ms("raft_queue_ns"),
+		LogAppendMs: ms("log_append_ns"),
+		ReplicateMs: ms("replicate_commit_ns"),
+		ApplyMs:     ms("apply_ns"),
+		AnswerMs:    ms("answer_ns"),
 	}
 	s.LeaderMs = s.BatchWaitMs + s.RaftQueueMs + s.LogAppendMs + s.ReplicateMs + s.ApplyMs + s.AnswerMs
 	s.ClientMeanMs = float64(clientMean) / 1e6
