@@ -194,7 +194,7 @@ func TestRunsAsTheREADMESays(t *testing.T) {
 	if err := writeReport(&stdout, rep); err != nil {
 		t.Fatal(err)
 	}
-	head := "| concurrency | Redis | binary | etcd | HTTP | raft | client | binary / Redis | HTTP / Redis | client / Redis | binary / etcd | HTTP / etcd | client / etcd | binary p50 / raft p50 | HTTP p50 / raft p50 | client p50 / raft p50 |"
+	head := "| concurrency | Redis | etcd | raft | binary | HTTP | client | binary / Redis | HTTP / Redis | client / Redis | binary / etcd | HTTP / etcd | client / etcd | binary p50 / raft p50 | HTTP p50 / raft p50 | client p50 / raft p50 |"
 	if !strings.Contains(stdout.String(), head) {
 		t.Errorf("markdown report lacks the summary header %s:\n%s", head, stdout.String())
 	}
