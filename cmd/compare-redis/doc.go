@@ -2,13 +2,15 @@
 // it competes with, on the same machine, in the same run: a single Redis
 // running a GCRA Lua script (in the style of go-redis/redis_rate), and a
 // 3-member etcd, the durable peer, running the same GCRA by
-// compare-and-swap. (The name predates the etcd peer; it is kept.)
+// compare-and-swap; and bare hashicorp/raft, permitd's consensus without
+// permitd, the floor under its latency. (The name predates the other
+// peers; it is kept.)
 //
 // # What it measures
 //
 // For each concurrency level (--concurrency, default 1,16,128,512) it runs a
 // closed loop against each side, alternating them (by default redis,
-// binary, etcd, http) for --rounds rounds (default 2), each run --duration
+// binary, etcd, http, raft) for --rounds rounds (default 2), each run --duration
 // (default 5s) after an unmeasured --warmup (default 1s). A closed loop has that many workers,
 // each sending its next request as soon as the last one returns, so the
 // throughput it reports is what that many synchronous callers get, and
@@ -26,6 +28,11 @@
 //     decision is computed again on it (one more transaction per lost
 //     race). One go.etcd.io/etcd/client/v3 client shared by all workers
 //     (gRPC multiplexes them on one connection per member).
+//   - raft (--peers): one Apply of a 64-byte entry on the leader of a
+//     3-node hashicorp/raft cluster in this process (raft-boltdb/v2 on
+//     disk, fsync on, TCP on loopback, permitd's raft settings, a no-op
+//     state machine), until its future returns. The summary shows each
+//     permitd side's p50 over raft's, per round.
 //   - permitd, one side per --protocol (default binary,http): binary, one
 //     reserve frame of the binary protocol (transport/wire) on one
 //     pipelined connection per node shared by all workers, no request ID;
