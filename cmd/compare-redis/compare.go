@@ -67,6 +67,12 @@ func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep repo
 		rep.Environment.EtcdTarget = fmt.Sprintf("%s: %s", cfg.Target, strings.Join(m.etcdTargets, ","))
 		fmt.Fprintf(progress, "etcd %s cluster %s ready, leader %s\n", m.ec.version, strings.Join(m.ec.endpoints, ","), m.ec.leader)
 	}
+	if slices.Contains(cfg.Peers, sideNetHTTP) {
+		if m.ns, err = startCeiling(ctx, sup, tmp); err != nil {
+			return report{}, err
+		}
+		fmt.Fprintf(progress, "net/http ceiling server on %s (pid %d)\n", m.ns.addr, m.ns.proc.cmd.Process.Pid)
+	}
 	permitdBin := cfg.PermitdBin
 	if permitdBin == "" {
 		if permitdBin, err = buildPermitd(ctx, tmp, progress); err != nil {
@@ -106,6 +112,7 @@ type measurer struct {
 	cfg         config
 	rs          *redisServer
 	ec          *etcdCluster
+	ns          *ceilingServer
 	pc          *permitdCluster
 	targets     []string
 	etcdTargets []string
@@ -147,6 +154,8 @@ func (m *measurer) levelSides(c int) ([]measuredSide, error) {
 				meter.pids = append(meter.pids, e.cmd.Process.Pid)
 			}
 			sides = append(sides, measuredSide{name, decide, meter, func() { cli.Close() }})
+		case sideNetHTTP:
+			sides = append(sides, measuredSide{name, httpDecider([]string{m.ns.addr}), &cpuMeter{pids: []int{m.ns.proc.cmd.Process.Pid}}, func() {}})
 		default:
 			decide, closeDecider, err := m.pc.protocolDecider(name, m.targets)
 			if err != nil {
@@ -220,7 +229,7 @@ func (pc *permitdCluster) protocolDecider(protocol string, targets []string) (de
 			}
 		}, nil
 	}
-	return pc.decider(targets), func() {}, nil
+	return httpDecider(targets), func() {}, nil
 }
 
 // checkChildren fails when a child process has exited mid-comparison.

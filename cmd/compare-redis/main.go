@@ -84,6 +84,13 @@ type report struct {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == serveCeilingArg {
+		if err := serveCeiling(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -132,7 +139,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var levels, peers, protocols string
 	fs.StringVar(&levels, "concurrency", defaultLevels, "comma-separated concurrency levels (closed-loop workers; also the Redis pool size)")
 	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of each side per concurrency, alternating the sides (redis, binary, etcd, http)")
-	fs.StringVar(&peers, "peers", defaultPeers, "comma-separated peers to compare with: redis (one redis-server, GCRA Lua script, persistence off) and etcd (3 members, fsync on, GCRA by compare-and-swap)")
+	fs.StringVar(&peers, "peers", defaultPeers, "comma-separated peers to compare with: redis (one redis-server, GCRA Lua script, persistence off) etcd (3 members, fsync on, GCRA by compare-and-swap), and nethttp (not a limiter: a Go net/http server answering every reserve with a constant grant, the ceiling of any net/http API here)")
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured duration of each run")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up before each run")
 	fs.StringVar(&cfg.Target, "target", targetAll, "permitd nodes to send to: all (round-robin over the 3 nodes) or leader")
@@ -181,7 +188,7 @@ Flags:
 	case cfg.Target != targetAll && cfg.Target != targetLeader:
 		return config{}, fmt.Errorf("compare-redis: --target %q: want %s or %s", cfg.Target, targetAll, targetLeader)
 	}
-	if cfg.Peers, err = parseList("--peers", peers, sideRedis, sideEtcd); err != nil {
+	if cfg.Peers, err = parseList("--peers", peers, sideRedis, sideEtcd, sideNetHTTP); err != nil {
 		return config{}, err
 	}
 	if cfg.Protocols, err = parseList("--protocol", protocols, protocolBinary, protocolClient, protocolHTTP); err != nil {
@@ -273,6 +280,9 @@ func writeReport(w io.Writer, rep report) error {
 	if slices.Contains(cfg.Peers, sideEtcd) {
 		fmt.Fprintf(&b, "- etcd: etcd %s, 3 members, fsync on; the same GCRA by compare-and-swap (read the TAT, compute on the load generator's clock, a transaction storing it if its ModRevision is unchanged, else retry on the value the transaction returns), one client shared by all workers; rate %g per %v, burst %d; sent to %s. Linearizable, durable, survives one member's failure.\n",
 			env.EtcdVersion, cfg.Rate, cfg.Per, cfg.Burst, env.EtcdTarget)
+	}
+	if slices.Contains(cfg.Peers, sideNetHTTP) {
+		b.WriteString("- nethttp: the ceiling of a Go net/http server here: a child process whose handler reads the body and answers every reserve with a constant grant, deciding nothing, sent exactly what the http side sends. Not a rate limiter.\n")
 	}
 	for _, p := range cfg.Protocols {
 		fmt.Fprintf(&b, "- %s: permitd, 3 agents (raft, fsync on), reserves over %s; strict limit rate %g per %v, max_reserved %d, expiry %v; sent to %s. Linearizable, durable, survives one node's failure.\n",

@@ -11,15 +11,18 @@ import (
 	"time"
 )
 
-// Side names, as they appear in the tables and the JSON: the two peers,
-// and permitd by --protocol (protocolBinary, protocolClient, protocolHTTP).
+// Side names, as they appear in the tables and the JSON: the peers, and
+// permitd by --protocol (protocolBinary, protocolClient, protocolHTTP).
 const (
-	sideRedis = "redis"
-	sideEtcd  = "etcd"
+	sideRedis   = "redis"
+	sideEtcd    = "etcd"
+	sideNetHTTP = "nethttp" // the net/http ceiling (nethttpside.go)
 )
 
 // isPeer reports whether side is one of the peers permitd is compared with.
-func isPeer(side string) bool { return side == sideRedis || side == sideEtcd }
+func isPeer(side string) bool {
+	return side == sideRedis || side == sideEtcd || side == sideNetHTTP
+}
 
 // sideTitle is a side's column title in the summary table.
 func sideTitle(side string) string {
@@ -28,6 +31,8 @@ func sideTitle(side string) string {
 		return "Redis"
 	case sideEtcd:
 		return "etcd"
+	case sideNetHTTP:
+		return "net/http ceiling"
 	case protocolHTTP:
 		return "HTTP"
 	}
