@@ -78,6 +78,12 @@ func compareSides(ctx context.Context, cfg config, progress io.Writer) (rep repo
 		}()
 		fmt.Fprintf(progress, "raft cluster of %d nodes ready in this process\n", raftMembers)
 	}
+	if slices.Contains(cfg.Peers, sideNetHTTP) {
+		if m.ns, err = startCeiling(ctx, sup, tmp); err != nil {
+			return report{}, err
+		}
+		fmt.Fprintf(progress, "net/http ceiling server on %s (pid %d)\n", m.ns.addr, m.ns.proc.cmd.Process.Pid)
+	}
 	permitdBin := cfg.PermitdBin
 	if permitdBin == "" {
 		if permitdBin, err = buildPermitd(ctx, tmp, progress); err != nil {
@@ -118,6 +124,7 @@ type measurer struct {
 	rs          *redisServer
 	ec          *etcdCluster
 	rc          *raftCluster
+	ns          *ceilingServer
 	pc          *permitdCluster
 	targets     []string
 	etcdTargets []string
@@ -163,6 +170,8 @@ func (m *measurer) levelSides(c int) ([]measuredSide, error) {
 			// It runs in this process: no CPU apart from the load
 			// generator's to measure.
 			sides = append(sides, measuredSide{name, m.rc.decider(), nil, func() {}})
+		case sideNetHTTP:
+			sides = append(sides, measuredSide{name, httpDecider([]string{m.ns.addr}), &cpuMeter{pids: []int{m.ns.proc.cmd.Process.Pid}}, func() {}})
 		default:
 			decide, closeDecider, err := m.pc.protocolDecider(name, m.targets)
 			if err != nil {
@@ -236,7 +245,7 @@ func (pc *permitdCluster) protocolDecider(protocol string, targets []string) (de
 			}
 		}, nil
 	}
-	return pc.decider(targets), func() {}, nil
+	return httpDecider(targets), func() {}, nil
 }
 
 // checkChildren fails when a child process has exited mid-comparison.

@@ -231,3 +231,39 @@ func TestRaftSideCommits(t *testing.T) {
 	}
 	t.Logf("bare raft: %d commits in 1s at concurrency 2", s.Granted)
 }
+
+// The nethttp peer runs as the README says: its server answers every
+// reserve the http side sends, and the report has the ratio of permitd's
+// HTTP to the ceiling.
+func TestNetHTTPCeilingPeer(t *testing.T) {
+	bin := testPermitd(t)
+	args := []string{"--rounds", "1", "--duration", "200ms", "--warmup", "0s", "--concurrency", "2", "--target", "leader",
+		"--peers", "nethttp", "--protocol", "http", "--json", "--permitd-bin", bin}
+	var stdout, stderr bytes.Buffer
+	if code := runMain(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
+	}
+	var rep report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, stdout.String())
+	}
+	if len(rep.Results) != 1 || len(rep.Results[0].Sides) != 2 || len(rep.Results[0].Ratios) != 1 {
+		t.Fatalf("want 1 result with 2 sides and 1 ratio:\n%s", stdout.String())
+	}
+	for _, side := range rep.Results[0].Sides {
+		if side.Decisions == 0 || side.Errors != 0 || side.Refused != 0 {
+			t.Errorf("%s: %d decisions, %d errors (first: %s), %d refused; want decisions and neither errors nor refusals",
+				side.Side, side.Decisions, side.Errors, side.FirstError, side.Refused)
+		}
+	}
+	if r := rep.Results[0].Ratios[0]; r.Permitd != protocolHTTP || r.Peer != sideNetHTTP || r.Min == nil {
+		t.Errorf("ratio %+v: want HTTP / nethttp", r)
+	}
+	stdout.Reset()
+	if err := writeReport(&stdout, rep); err != nil {
+		t.Fatal(err)
+	}
+	if head := "| concurrency | net/http ceiling | HTTP | HTTP / net/http ceiling |"; !strings.Contains(stdout.String(), head) {
+		t.Errorf("markdown report lacks the summary header %s:\n%s", head, stdout.String())
+	}
+}

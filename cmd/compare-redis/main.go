@@ -84,6 +84,13 @@ type report struct {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == serveCeilingArg {
+		if err := serveCeiling(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	os.Exit(runMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -132,7 +139,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var levels, peers, protocols string
 	fs.StringVar(&levels, "concurrency", defaultLevels, "comma-separated concurrency levels (closed-loop workers; also the Redis pool size)")
 	fs.IntVar(&cfg.Rounds, "rounds", 2, "runs of each side per concurrency, alternating the sides (redis, binary, etcd, http, raft)")
-	fs.StringVar(&peers, "peers", defaultPeers, "comma-separated peers to compare with: redis (one redis-server, GCRA Lua script, persistence off) etcd (3 members, fsync on, GCRA by compare-and-swap) and raft (bare hashicorp/raft, 3 nodes in this process, fsync on, permitd's raft settings, a no-op state machine: permitd's consensus floor)")
+	fs.StringVar(&peers, "peers", defaultPeers, "comma-separated peers to compare with: redis (one redis-server, GCRA Lua script, persistence off), etcd (3 members, fsync on, GCRA by compare-and-swap), raft (bare hashicorp/raft, 3 nodes in this process, fsync on, permitd's raft settings, a no-op state machine: permitd's consensus floor), and nethttp (not a limiter and not in the default: a Go net/http server answering every reserve with a constant grant, the ceiling of any net/http API here)")
 	fs.DurationVar(&cfg.Duration, "duration", 5*time.Second, "measured duration of each run")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured warm-up before each run")
 	fs.StringVar(&cfg.Target, "target", targetAll, "permitd nodes to send to: all (round-robin over the 3 nodes) or leader")
@@ -181,7 +188,7 @@ Flags:
 	case cfg.Target != targetAll && cfg.Target != targetLeader:
 		return config{}, fmt.Errorf("compare-redis: --target %q: want %s or %s", cfg.Target, targetAll, targetLeader)
 	}
-	if cfg.Peers, err = parseList("--peers", peers, sideRedis, sideEtcd, sideRaft); err != nil {
+	if cfg.Peers, err = parseList("--peers", peers, sideRedis, sideEtcd, sideRaft, sideNetHTTP); err != nil {
 		return config{}, err
 	}
 	if cfg.Protocols, err = parseList("--protocol", protocols, protocolBinary, protocolClient, protocolHTTP); err != nil {
@@ -277,6 +284,9 @@ func writeReport(w io.Writer, rep report) error {
 	if slices.Contains(cfg.Peers, sideRaft) {
 		fmt.Fprintf(&b, "- raft: bare hashicorp/raft, 3 nodes in the load generator's process (raft-boltdb/v2, fsync on, TCP on loopback, permitd's raft settings), a no-op state machine; one Apply of a %d-byte entry on the leader per decision, until its future returns. Durable, survives one node's failure; decides nothing: permitd's consensus floor.\n",
 			raftPayloadBytes)
+	}
+	if slices.Contains(cfg.Peers, sideNetHTTP) {
+		b.WriteString("- nethttp: the ceiling of a Go net/http server here: a child process whose handler reads the body and answers every reserve with a constant grant, deciding nothing, sent exactly what the http side sends. Not a rate limiter.\n")
 	}
 	for _, p := range cfg.Protocols {
 		fmt.Fprintf(&b, "- %s: permitd, 3 agents (raft, fsync on), reserves over %s; strict limit rate %g per %v, max_reserved %d, expiry %v; sent to %s. Linearizable, durable, survives one node's failure.\n",

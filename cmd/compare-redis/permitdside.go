@@ -209,7 +209,7 @@ func (pc *permitdCluster) createLimit(ctx context.Context, rate float64, per tim
 		return fmt.Errorf("compare-redis: PUT limit %s: HTTP %d %s", body, resp.StatusCode, bytes.TrimSpace(msg))
 	}
 	for _, addr := range pc.httpAddrs {
-		granted, err := pc.decider([]string{addr})(ctx, 0, 0)
+		granted, err := httpDecider([]string{addr})(ctx, 0, 0)
 		if err != nil {
 			return fmt.Errorf("compare-redis: first reserve on %s: %w", addr, err)
 		}
@@ -224,12 +224,12 @@ func (pc *permitdCluster) createLimit(ctx context.Context, rate float64, per tim
 // enough that a queued grant is never turned into a refusal.
 var reserveBody = []byte(`{"permits":1,"max_wait":"1s"}`)
 
-// decider returns a decideFunc that sends one reserve per HTTP request to
+// httpDecider returns a decideFunc that sends one reserve per HTTP request to
 // targets, worker w's seq-th request going to targets[(w+seq) % len]:
 // 200 is a grant, 429 a refusal, anything else an error. Each worker keeps
 // one keep-alive connection per target (cmd/internal/httplite, the client
 // permitd bench uses), so the load generator costs about what go-redis does.
-func (pc *permitdCluster) decider(targets []string) decideFunc {
+func httpDecider(targets []string) decideFunc {
 	path := "/v1/limits/" + permitdLimit + "/reserve"
 	var conns sync.Map // worker*len(targets)+target → *httplite.Conn
 	return func(ctx context.Context, w, seq int) (bool, error) {

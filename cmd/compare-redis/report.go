@@ -11,16 +11,19 @@ import (
 	"time"
 )
 
-// Side names, as they appear in the tables and the JSON: the two peers,
-// and permitd by --protocol (protocolBinary, protocolClient, protocolHTTP).
+// Side names, as they appear in the tables and the JSON: the peers, and
+// permitd by --protocol (protocolBinary, protocolClient, protocolHTTP).
 const (
-	sideRedis = "redis"
-	sideEtcd  = "etcd"
-	sideRaft  = "raft"
+	sideRedis   = "redis"
+	sideEtcd    = "etcd"
+	sideRaft    = "raft"
+	sideNetHTTP = "nethttp" // the net/http ceiling (nethttpside.go)
 )
 
 // isPeer reports whether side is one of the peers permitd is compared with.
-func isPeer(side string) bool { return side == sideRedis || side == sideEtcd || side == sideRaft }
+func isPeer(side string) bool {
+	return side == sideRedis || side == sideEtcd || side == sideRaft || side == sideNetHTTP
+}
 
 // sideTitle is a side's column title in the summary table.
 func sideTitle(side string) string {
@@ -29,6 +32,8 @@ func sideTitle(side string) string {
 		return "Redis"
 	case sideEtcd:
 		return "etcd"
+	case sideNetHTTP:
+		return "net/http ceiling"
 	case protocolHTTP:
 		return "HTTP"
 	}

@@ -136,7 +136,7 @@ func parseReserveFast(b []byte) (f fastReserve, ok bool) {
 		return f, len(b) == skipSpace(b, i+1)
 	}
 	for {
-		key, j, kok := fastString(b, i)
+		key, j, kok := fastBytes(b, i)
 		if !kok {
 			return fastReserve{}, false
 		}
@@ -148,7 +148,7 @@ func parseReserveFast(b []byte) (f fastReserve, ok bool) {
 		var k int
 		var num *int64
 		var str *string
-		switch key {
+		switch string(key) { // compared without a copy
 		case "permits":
 			k, num = 0, &f.permits
 		case "max_wait":
@@ -205,22 +205,28 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// fastString reads a JSON string of printable ASCII without escapes at
-// b[i:], returning it and the index after its closing quote.
+// fastString is fastBytes as a string.
 func fastString(b []byte, i int) (string, int, bool) {
+	s, j, ok := fastBytes(b, i)
+	return string(s), j, ok
+}
+
+// fastBytes reads a JSON string of printable ASCII without escapes at
+// b[i:], returning it and the index after its closing quote.
+func fastBytes(b []byte, i int) ([]byte, int, bool) {
 	if i >= len(b) || b[i] != '"' {
-		return "", 0, false
+		return nil, 0, false
 	}
 	for j := i + 1; j < len(b); j++ {
 		c := b[j]
 		switch {
 		case c == '"':
-			return string(b[i+1 : j]), j + 1, true
+			return b[i+1 : j], j + 1, true
 		case c == '\\' || c < 0x20 || c >= 0x7f:
-			return "", 0, false
+			return nil, 0, false
 		}
 	}
-	return "", 0, false
+	return nil, 0, false
 }
 
 // fastInt reads a positive JSON integer (no sign, no leading zero, no

@@ -306,9 +306,10 @@ func (h *handler) method(w http.ResponseWriter, r *http.Request, allowed string)
 	return false
 }
 
-// context returns the request context bounded by the request timeout.
+// context returns the request context bounded by the request timeout
+// (lazydeadline.go: its timer is made only if something waits on it).
 func (h *handler) context(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), h.timeout)
+	return withLazyDeadline(r.Context(), time.Now().Add(h.timeout))
 }
 
 // recorder remembers the status code written through it.

@@ -1,0 +1,113 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The lazy deadline behaves as context.WithDeadline does, whether or not
+// anything waited on it: at the deadline, with its parent, and after its
+// release. The bubble's clock makes the deadlines exact.
+func TestLazyDeadlineEndsAsWithDeadline(t *testing.T) {
+	type key struct{}
+	for _, waited := range []bool{false, true} {
+		name := "never-waited-on"
+		if waited {
+			name = "waited-on"
+		}
+		t.Run(name+"/deadline", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				parent := context.WithValue(context.Background(), key{}, "v")
+				ctx, release := withLazyDeadline(parent, time.Now().Add(time.Second))
+				defer release()
+				if waited {
+					_ = ctx.Done()
+				}
+				d, ok := ctx.Deadline()
+				require.True(t, ok)
+				require.Equal(t, time.Now().Add(time.Second), d)
+				require.Equal(t, "v", ctx.Value(key{}))
+				require.NoError(t, ctx.Err())
+				time.Sleep(999 * time.Millisecond) // the bubble's clock: no real wait
+				require.NoError(t, ctx.Err())
+				time.Sleep(time.Millisecond)
+				synctest.Wait()
+				require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+				select {
+				case <-ctx.Done():
+				default:
+					t.Fatal("Done is not closed at the deadline")
+				}
+			})
+		})
+		t.Run(name+"/parent", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				parent, cancel := context.WithCancel(context.Background())
+				ctx, release := withLazyDeadline(parent, time.Now().Add(time.Hour))
+				defer release()
+				if waited {
+					_ = ctx.Done()
+				}
+				cancel()
+				synctest.Wait()
+				require.ErrorIs(t, ctx.Err(), context.Canceled)
+				<-ctx.Done()
+			})
+		})
+		t.Run(name+"/release", func(t *testing.T) {
+			ctx, release := withLazyDeadline(context.Background(), time.Now().Add(time.Hour))
+			if waited {
+				_ = ctx.Done()
+			}
+			release()
+			require.ErrorIs(t, ctx.Err(), context.Canceled)
+			<-ctx.Done() // a first Done after the release is closed too
+			release()    // twice, as a CancelFunc may be called
+		})
+	}
+	t.Run("parent-deadline-first", func(t *testing.T) {
+		parent, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Minute))
+		defer cancel()
+		want, _ := parent.Deadline()
+		ctx, release := withLazyDeadline(parent, time.Now().Add(time.Hour))
+		defer release()
+		got, _ := ctx.Deadline()
+		require.Equal(t, want, got)
+	})
+}
+
+// Waiting, reading and releasing from several goroutines at once is
+// safe (run under -race).
+func TestLazyDeadlineConcurrentUse(t *testing.T) {
+	for range 100 {
+		ctx, release := withLazyDeadline(context.Background(), time.Now().Add(time.Hour))
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				_ = ctx.Err()
+				_ = ctx.Done()
+			})
+		}
+		wg.Go(release)
+		wg.Wait()
+		<-ctx.Done()
+		require.ErrorIs(t, ctx.Err(), context.Canceled)
+	}
+}
+
+// A request's context that nothing waits on makes no timer: two
+// allocations (the context and its release), where context.WithTimeout
+// makes four, one of them the timer.
+func TestLazyDeadlineMakesNoTimerUnlessWaitedOn(t *testing.T) {
+	allocs := testing.AllocsPerRun(100, func() {
+		ctx, release := withLazyDeadline(context.Background(), time.Now().Add(time.Minute))
+		_ = ctx.Err()
+		release()
+	})
+	require.LessOrEqual(t, allocs, 2.0)
+}
