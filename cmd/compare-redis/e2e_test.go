@@ -226,7 +226,7 @@ func TestRaftSideCommits(t *testing.T) {
 	if s.Granted == 0 || s.Errors != 0 || s.Refused != 0 || len(s.latencies) != int(s.Granted) {
 		t.Fatalf("raft side: %d committed, %d errors (first: %s), %d refused, %d latencies; want commits, each with its latency, and no error", s.Granted, s.Errors, s.FirstError, s.Refused, len(s.latencies))
 	}
-	if st := rc.leader.Stats(); st["num_peers"] != "2" {
+	if st := rc.leader.Load().Stats(); st["num_peers"] != "2" {
 		t.Errorf("the leader has %s peers; want the 2 other nodes replicating every entry", st["num_peers"])
 	}
 	t.Logf("bare raft: %d commits in 1s at concurrency 2", s.Granted)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,7 +52,7 @@ type raftCluster struct {
 	nodes  []*raft.Raft
 	stores []*raftboltdb.BoltStore
 	trans  []*raft.NetworkTransport
-	leader *raft.Raft
+	leader atomic.Pointer[raft.Raft] // the node decisions are sent to
 }
 
 // noopFSM applies nothing.
@@ -118,7 +119,7 @@ func startRaft(ctx context.Context, dir string) (_ *raftCluster, err error) {
 	for {
 		for _, r := range rc.nodes {
 			if r.State() == raft.Leader && r.Apply(make([]byte, raftPayloadBytes), raftApplyTimeout).Error() == nil {
-				rc.leader = r
+				rc.leader.Store(r)
 				return rc, nil
 			}
 		}
@@ -152,14 +153,48 @@ func raftConfig(id raft.ServerID) *raft.Config {
 }
 
 // decider applies one entry per decision on the leader; every commit is a
-// grant.
+// grant. When leadership moves (a loaded machine can delay heartbeats past
+// the election timeout), the decision is sent again to the new leader,
+// as permitd's clients do, within raftApplyTimeout: the time counts in
+// its latency, not as an error.
 func (rc *raftCluster) decider() decideFunc {
 	payload := make([]byte, raftPayloadBytes)
 	return func(ctx context.Context, _, _ int) (bool, error) {
-		if err := rc.leader.Apply(payload, raftApplyTimeout).Error(); err != nil {
-			return false, fmt.Errorf("raft apply: %w", err)
+		giveUp := time.Now().Add(raftApplyTimeout)
+		for {
+			r := rc.leader.Load()
+			err := r.Apply(payload, raftApplyTimeout).Error()
+			if err == nil {
+				return true, nil
+			}
+			if !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, raft.ErrLeadershipLost) {
+				return false, fmt.Errorf("raft apply: %w", err)
+			}
+			if !rc.awaitLeader(ctx, giveUp) {
+				return false, fmt.Errorf("raft apply: %w (no new leader within %v)", err, raftApplyTimeout)
+			}
 		}
-		return true, nil
+	}
+}
+
+// awaitLeader points rc.leader at the node that leads now, waiting for
+// one until giveUp; false if none did by then or ctx ended.
+func (rc *raftCluster) awaitLeader(ctx context.Context, giveUp time.Time) bool {
+	for {
+		for _, r := range rc.nodes {
+			if r.State() == raft.Leader {
+				rc.leader.Store(r)
+				return true
+			}
+		}
+		if time.Now().After(giveUp) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
