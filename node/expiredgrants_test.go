@@ -19,7 +19,13 @@ func TestGrantsAnsweredAsRefusalsCountAsRefusals(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
 	ctx := ctxTimeout(t, 30*time.Second)
-	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1000, MaxReserved: 10, Expiry: time.Nanosecond})
+	// One permit a microsecond, usable for a nanosecond: each reserve,
+	// sent after the previous one's answer (a commit, far more than a
+	// microsecond, apart), gets the slot of its own arrival, which has
+	// expired before any answer leaves. (At 1 000/s a fast machine
+	// answered within the millisecond, and the next reserve got a slot
+	// still ahead, usable when its answer left: a grant.)
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1_000_000, MaxReserved: 10, Expiry: time.Nanosecond})
 	if err != nil {
 		t.Fatal(err)
 	}
