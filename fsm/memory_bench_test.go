@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
+
+	"github.com/permitd/permitd/bucket"
 )
 
 // BenchmarkMemoryPerKey measures the heap one idempotency key costs the
@@ -51,3 +54,116 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		})
 	})
 }
+
+// limitKinds are the algorithms BenchmarkMemoryPerLimit and
+// BenchmarkSnapshotLimits measure, as a templated key of issue 41 would
+// use them.
+var limitKinds = []struct {
+	name string
+	spec bucket.Spec
+}{
+	{"strict", bucket.Spec{Algorithm: bucket.Strict, Rate: 100, Per: time.Minute, MaxReserved: 10}},
+	{"bursty", bucket.Spec{Algorithm: bucket.Bursty, Rate: 100, Per: time.Minute}},
+	{"hybrid", bucket.Spec{Algorithm: bucket.Hybrid, Rate: 100, Per: time.Minute}},
+}
+
+// limitName is the name of the i-th benchmark limit: a templated key of
+// issue 41's form, {prefix}:{key}.
+func limitName(i int) string { return fmt.Sprintf("tenant:%08d", i) }
+
+// putLimits puts n limits of spec's algorithm on h (one entry each, at
+// time 0), then reserves one permit on each (in entries of 1024
+// reserves, at time 1 s), so that every pacer has state.
+func putLimits(b *testing.B, h *harness, spec bucket.Spec, n int) {
+	b.Helper()
+	cfg := compile(b, spec)
+	for i := range n {
+		h.put(0, limitName(i), cfg)
+	}
+	const batch = 1024
+	rs := make([]Reserve, 0, batch)
+	for i := 0; i < n; i += batch {
+		rs = rs[:0]
+		for j := i; j < min(n, i+batch); j++ {
+			rs = append(rs, rsv(limitName(j), 1, sec, ""))
+		}
+		for k, r := range h.reserve(sec, rs...) {
+			if r.Status != Granted {
+				b.Fatalf("reserve on %s: %+v", rs[k].Limit, r)
+			}
+		}
+	}
+}
+
+// BenchmarkMemoryPerLimit measures the heap one limit costs the register:
+// n limits of one algorithm (named tenant:%08d) are put, one permit is
+// reserved on each, and the live heap is compared with the empty FSM's.
+// It reports bytes/limit:
+//
+//	go test ./fsm -run '^$' -bench MemoryPerLimit -benchtime 1x
+func BenchmarkMemoryPerLimit(b *testing.B) {
+	const n = 100_000
+	for _, k := range limitKinds {
+		b.Run(k.name, func(b *testing.B) {
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				h := newHarness(b)
+				putLimits(b, h, k.spec, n)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/limit")
+				runtime.KeepAlive(h)
+			}
+		})
+	}
+}
+
+// BenchmarkSnapshotLimits measures a snapshot of n strict limits (each
+// reserved once): its size per limit, how long encoding it takes
+// (FSM.Snapshot then Persist) and how long Restore takes, with the heap
+// Restore allocates:
+//
+//	go test ./fsm -run '^$' -bench SnapshotLimits -benchtime 1x
+func BenchmarkSnapshotLimits(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("limits=%d", n), func(b *testing.B) {
+			h := newHarness(b)
+			putLimits(b, h, limitKinds[0].spec, n)
+			var data []byte
+			for b.Loop() {
+				start := time.Now()
+				snap, err := h.f.Snapshot()
+				if err != nil {
+					b.Fatal(err)
+				}
+				sink := &memSink{}
+				if err := snap.Persist(sink); err != nil {
+					b.Fatal(err)
+				}
+				snapshotTook := time.Since(start)
+				data = sink.Bytes()
+
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				f := New()
+				start = time.Now()
+				if err := restore(f, data); err != nil {
+					b.Fatal(err)
+				}
+				restoreTook := time.Since(start)
+				runtime.ReadMemStats(&after)
+				if got, want := f.StateHash(), h.f.StateHash(); got != want {
+					b.Fatalf("restored state hash %x, want %x", got, want)
+				}
+				b.ReportMetric(float64(len(data))/float64(n), "snapshot-bytes/limit")
+				b.ReportMetric(snapshotTook.Seconds(), "snapshot-s")
+				b.ReportMetric(restoreTook.Seconds(), "restore-s")
+				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(n), "restore-alloc-bytes/limit")
+			}
+		})
+	}
+}
+
