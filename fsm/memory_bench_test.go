@@ -74,9 +74,9 @@ func limitName(i int) string { return fmt.Sprintf("tenant:%08d", i) }
 // putLimits puts n limits of spec's algorithm on h (one entry each, at
 // time 0), then reserves one permit on each (in entries of 1024
 // reserves, at time 1 s), so that every pacer has state.
-func putLimits(b *testing.B, h *harness, spec bucket.Spec, n int) {
-	b.Helper()
-	cfg := compile(b, spec)
+func putLimits(t testing.TB, h *harness, spec bucket.Spec, n int) {
+	t.Helper()
+	cfg := compile(t, spec)
 	for i := range n {
 		h.put(0, limitName(i), cfg)
 	}
@@ -89,7 +89,7 @@ func putLimits(b *testing.B, h *harness, spec bucket.Spec, n int) {
 		}
 		for k, r := range h.reserve(sec, rs...) {
 			if r.Status != Granted {
-				b.Fatalf("reserve on %s: %+v", rs[k].Limit, r)
+				t.Fatalf("reserve on %s: %+v", rs[k].Limit, r)
 			}
 		}
 	}
@@ -166,4 +166,3 @@ func BenchmarkSnapshotLimits(b *testing.B) {
 		})
 	}
 }
-
