@@ -166,3 +166,33 @@ func BenchmarkSnapshotLimits(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLimitsAtScale measures, with n strict limits (each reserved
+// once), the work that grows with the number of limits: Limits (every
+// limit's view, as GET /v1/limits, the shadow metrics and an unknown
+// limit's did-you-mean read it), and creating a limit whose name sorts
+// first (the sorted name list shifts):
+//
+//	go test ./fsm -run '^$' -bench LimitsAtScale -benchtime 20x
+func BenchmarkLimitsAtScale(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		h := newHarness(b)
+		putLimits(b, h, limitKinds[0].spec, n)
+		b.Run(fmt.Sprintf("limits=%d/Limits", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if got := len(h.f.Limits()); got < n {
+					b.Fatalf("Limits: %d, want %d", got, n)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("limits=%d/put-first", n), func(b *testing.B) {
+			cfg := compile(b, limitKinds[0].spec)
+			i := 0
+			for b.Loop() {
+				h.put(2*sec, fmt.Sprintf("a:%08d", i), cfg)
+				i++
+			}
+		})
+	}
+}
