@@ -1,12 +1,6 @@
 package fsm
 
-import (
-	"runtime"
-	"testing"
-	"time"
-
-	"github.com/permitd/permitd/bucket"
-)
+import "testing"
 
 // checkConfigTable checks that f's shared configs (limitconfig.go) are
 // exactly the configs its limits run, each counted once per limit that
@@ -69,31 +63,5 @@ func TestLimitsShareConfigs(t *testing.T) {
 	}
 	if n := len(h.f.st.configs); n != 0 {
 		t.Fatalf("no limit left: the table holds %d configs, want 0", n)
-	}
-}
-
-// maxBytesPerLimit bounds the heap a strict limit of a template-like
-// fleet (one config, reserved once) costs the register: issue 41's
-// million keys then take about 250 MB of live heap.
-const maxBytesPerLimit = 320
-
-// TestMemoryPerLimit: 20 000 strict limits of one config, each reserved
-// once, take at most maxBytesPerLimit bytes of heap each
-// (BenchmarkMemoryPerLimit measures all algorithms).
-func TestMemoryPerLimit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures the heap of 20 000 limits")
-	}
-	const n = 20_000
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	h := newHarness(t)
-	putLimits(t, h, bucket.Spec{Algorithm: bucket.Strict, Rate: 100, Per: time.Minute, MaxReserved: 10}, n)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(h)
-	if got := int64(after.HeapAlloc-before.HeapAlloc) / n; got > maxBytesPerLimit {
-		t.Errorf("%d strict limits take %d bytes of heap each, want at most %d", n, got, maxBytesPerLimit)
 	}
 }

@@ -122,18 +122,17 @@ func BenchmarkMemoryPerLimit(b *testing.B) {
 
 // BenchmarkSnapshotLimits measures a snapshot of n strict limits (each
 // reserved once): its size per limit, how long encoding it takes
-// (FSM.Snapshot then Persist) and how long Restore takes, with the heap
-// Restore allocates:
+// (FSM.Snapshot then Persist, sub-benchmark snapshot) and how long Restore
+// takes (restore), with the heap Restore allocates per limit:
 //
 //	go test ./fsm -run '^$' -bench SnapshotLimits -benchtime 1x
 func BenchmarkSnapshotLimits(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("limits=%d", n), func(b *testing.B) {
-			h := newHarness(b)
-			putLimits(b, h, limitKinds[0].spec, n)
-			var data []byte
+		h := newHarness(b)
+		putLimits(b, h, limitKinds[0].spec, n)
+		var data []byte
+		b.Run(fmt.Sprintf("limits=%d/snapshot", n), func(b *testing.B) {
 			for b.Loop() {
-				start := time.Now()
 				snap, err := h.f.Snapshot()
 				if err != nil {
 					b.Fatal(err)
@@ -142,27 +141,26 @@ func BenchmarkSnapshotLimits(b *testing.B) {
 				if err := snap.Persist(sink); err != nil {
 					b.Fatal(err)
 				}
-				snapshotTook := time.Since(start)
 				data = sink.Bytes()
-
-				runtime.GC()
-				var before, after runtime.MemStats
-				runtime.ReadMemStats(&before)
-				f := New()
-				start = time.Now()
+			}
+			b.ReportMetric(float64(len(data))/float64(n), "snapshot-bytes/limit")
+		})
+		b.Run(fmt.Sprintf("limits=%d/restore", n), func(b *testing.B) {
+			var f *FSM
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for b.Loop() {
+				f = New()
 				if err := restore(f, data); err != nil {
 					b.Fatal(err)
 				}
-				restoreTook := time.Since(start)
-				runtime.ReadMemStats(&after)
-				if got, want := f.StateHash(), h.f.StateHash(); got != want {
-					b.Fatalf("restored state hash %x, want %x", got, want)
-				}
-				b.ReportMetric(float64(len(data))/float64(n), "snapshot-bytes/limit")
-				b.ReportMetric(snapshotTook.Seconds(), "snapshot-s")
-				b.ReportMetric(restoreTook.Seconds(), "restore-s")
-				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(n), "restore-alloc-bytes/limit")
 			}
+			runtime.ReadMemStats(&after)
+			if got, want := f.StateHash(), h.f.StateHash(); got != want {
+				b.Fatalf("restored state hash %x, want %x", got, want)
+			}
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/float64(n), "alloc-bytes/limit")
 		})
 	}
 }
@@ -194,5 +192,31 @@ func BenchmarkLimitsAtScale(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// maxBytesPerLimit bounds the heap a strict limit of a template-like
+// fleet (one config, reserved once) costs the register: issue 41's
+// million keys then take about 250 MB of live heap.
+const maxBytesPerLimit = 320
+
+// TestMemoryPerLimit: 20 000 strict limits of one config, each reserved
+// once, take at most maxBytesPerLimit bytes of heap each
+// (BenchmarkMemoryPerLimit measures all algorithms).
+func TestMemoryPerLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap of 20 000 limits")
+	}
+	const n = 20_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	h := newHarness(t)
+	putLimits(t, h, bucket.Spec{Algorithm: bucket.Strict, Rate: 100, Per: time.Minute, MaxReserved: 10}, n)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(h)
+	if got := int64(after.HeapAlloc-before.HeapAlloc) / n; got > maxBytesPerLimit {
+		t.Errorf("%d strict limits take %d bytes of heap each, want at most %d", n, got, maxBytesPerLimit)
 	}
 }
