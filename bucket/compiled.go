@@ -43,11 +43,12 @@ func New(c Config, originNanos int64) (Pacer, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	return newPacer(c, originNanos), nil
+	return newPacer(&c, originNanos), nil
 }
 
-// newPacer is New of a checked config.
-func newPacer(c Config, originNanos int64) Pacer {
+// newPacer is New of a checked config. The pacer keeps c, which must not
+// change afterwards: the pacers built by one Compiled share its config.
+func newPacer(c *Config, originNanos int64) Pacer {
 	switch c.Spec.Algorithm {
 	case Strict:
 		return &StrictPacer{cfg: c, lastNow: originNanos, nextFree: originNanos}
@@ -69,7 +70,7 @@ func newPacer(c Config, originNanos int64) Pacer {
 // it.
 type reconfigurer interface {
 	Pacer
-	reconfigure(nowNanos int64, c Config) error
+	reconfigure(nowNanos int64, c *Config) error
 }
 
 // reconfigure is Pacer.Reconfigure of every pacer of this package: c must
@@ -81,17 +82,19 @@ func reconfigure(p reconfigurer, nowNanos int64, c Config) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	return p.reconfigure(nowNanos, c)
+	return p.reconfigure(nowNanos, &c)
 }
 
 // Compiled is a Config whose check is done: what Compile makes of its
 // Spec, compiled once by DecodeCompiled, the only way to make one. A
 // pacer is built on it (NewPacer) and reconfigured to it (Reconfigure)
 // without compiling it again, where New and Pacer.Reconfigure, given a
-// Config, compile it again to check it. The zero Compiled holds no config
-// and must not be used.
+// Config, compile it again to check it. The pacers built on or
+// reconfigured to one Compiled (and its copies) share its config instead
+// of holding a copy each. The zero Compiled holds no config and must not
+// be used.
 type Compiled struct {
-	cfg Config
+	cfg *Config
 }
 
 // DecodeCompiled decodes what Config.AppendBinary encoded, as DecodeConfig
@@ -101,11 +104,11 @@ func DecodeCompiled(b []byte) (Compiled, error) {
 	if err != nil {
 		return Compiled{}, err
 	}
-	return Compiled{cfg: c}, nil
+	return Compiled{cfg: &c}, nil
 }
 
 // Config returns the config.
-func (c Compiled) Config() Config { return c.cfg }
+func (c Compiled) Config() Config { return *c.cfg }
 
 // NewPacer is New(c.Config(), originNanos) without compiling the config
 // again: it cannot fail.
@@ -123,7 +126,7 @@ func (c Compiled) Reconfigure(p Pacer, nowNanos int64) error {
 	if !ok {
 		return fmt.Errorf("bucket: reconfigure a %T: %w", p, errForeignPacer)
 	}
-	if err := checkAlgorithm(r.Config().Spec.Algorithm, c.cfg); err != nil {
+	if err := checkAlgorithm(r.Config().Spec.Algorithm, *c.cfg); err != nil {
 		return err
 	}
 	return r.reconfigure(nowNanos, c.cfg)

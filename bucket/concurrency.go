@@ -110,7 +110,7 @@ import (
 // counted at s, but their holds were counted when decided: the cap is
 // conservative, never exceeded.)
 type ConcurrencyPacer struct {
-	cfg     Config
+	cfg     *Config
 	lastNow int64
 	// holds are sorted by strictly ascending expiry; every count is >= 1.
 	holds []hold
@@ -131,7 +131,7 @@ var (
 )
 
 // Config returns the configuration the pacer runs with.
-func (p *ConcurrencyPacer) Config() Config { return p.cfg }
+func (p *ConcurrencyPacer) Config() Config { return *p.cfg }
 
 // InFlight returns the permits in flight at now (holds expiring after
 // now, including holds granted ahead of their time), without changing
@@ -193,7 +193,7 @@ func (p *ConcurrencyPacer) earliest(now, n int64) int64 {
 // under MaxInFlight, if t-now <= maxWaitNanos, with a hold until t+HoldTTL;
 // it changes nothing when it refuses (AtNanos t).
 func (p *ConcurrencyPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
-	if err := checkPermits(&p.cfg, n); err != nil {
+	if err := checkPermits(p.cfg, n); err != nil {
 		return Decision{}, err
 	}
 	if err := checkMaxWait(maxWaitNanos); err != nil {
@@ -210,7 +210,7 @@ func (p *ConcurrencyPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, e
 // Query returns the earliest time t >= now at which n permits fit under
 // MaxInFlight, counting every hold not lapsed by then.
 func (p *ConcurrencyPacer) Query(nowNanos, n int64) (int64, error) {
-	if err := checkPermits(&p.cfg, n); err != nil {
+	if err := checkPermits(p.cfg, n); err != nil {
 		return 0, err
 	}
 	return p.earliest(max(nowNanos, p.lastNow), n), nil
@@ -224,7 +224,7 @@ func (p *ConcurrencyPacer) Query(nowNanos, n int64) (int64, error) {
 // timeline, the total of all holds), it refuses with AtNanos =
 // Query(now, n) and changes nothing.
 func (p *ConcurrencyPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
-	if err := checkPermits(&p.cfg, n); err != nil {
+	if err := checkPermits(p.cfg, n); err != nil {
 		return Decision{}, err
 	}
 	now := max(nowNanos, p.lastNow)
@@ -241,7 +241,7 @@ func (p *ConcurrencyPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, erro
 // stay within MaxInFlightLimit. A caller that must not commit a grant it
 // may have to undo (a multi-limit reserve) checks it first.
 func (p *ConcurrencyPacer) Admits(nowNanos, n, atNanos int64) bool {
-	if checkPermits(&p.cfg, n) != nil {
+	if checkPermits(p.cfg, n) != nil {
 		return false
 	}
 	now := max(nowNanos, p.lastNow)
@@ -360,7 +360,7 @@ func (p *ConcurrencyPacer) Reconfigure(nowNanos int64, c Config) error {
 }
 
 // reconfigure is Reconfigure of a checked config.
-func (p *ConcurrencyPacer) reconfigure(nowNanos int64, c Config) error {
+func (p *ConcurrencyPacer) reconfigure(nowNanos int64, c *Config) error {
 	now := max(nowNanos, p.lastNow)
 	p.prune(now)
 	p.lastNow = now

@@ -102,7 +102,7 @@ import (
 // With B = 0 (strict) and rates of at most 1000/s (A = I) this is
 // floor(W/I)+1, the strict register's bound.
 type HybridPacer struct {
-	cfg Config
+	cfg *Config
 	// lastNow is the largest now seen by a state change.
 	lastNow int64
 	// fillNanos is the pools' clock, the time of the last fill; ahead of
@@ -127,7 +127,7 @@ type Pools struct {
 }
 
 // Config returns the configuration the pacer runs with.
-func (p *HybridPacer) Config() Config { return p.cfg }
+func (p *HybridPacer) Config() Config { return *p.cfg }
 
 // Pools returns the pools as of FillNanos.
 func (p *HybridPacer) Pools() Pools { return p.pools }
@@ -145,7 +145,7 @@ func (p *HybridPacer) FillNanos() int64 { return p.fillNanos }
 func (p *HybridPacer) filled(nowNanos int64) (now, at int64, q Pools) {
 	now = max(nowNanos, p.lastNow)
 	at = max(now, p.fillNanos)
-	return now, at, fill(&p.cfg, p.pools, satSub(at, p.fillNanos))
+	return now, at, fill(p.cfg, p.pools, satSub(at, p.fillNanos))
 }
 
 // fill adds e >= 0 nanoseconds of tokens to the pools (steps 1 to 4 of the
@@ -219,7 +219,7 @@ func waitFor(c *Config, q Pools, need int64) (int64, bool) {
 // need to hold n*I tokens, if that is at most maxWaitNanos after now; it
 // changes nothing when it refuses.
 func (p *HybridPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
-	if err := checkPermits(&p.cfg, n); err != nil {
+	if err := checkPermits(p.cfg, n); err != nil {
 		return Decision{}, err
 	}
 	if err := checkMaxWait(maxWaitNanos); err != nil {
@@ -227,7 +227,7 @@ func (p *HybridPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 	}
 	now, at, q := p.filled(nowNanos)
 	need := n * p.cfg.IntervalNanos // <= A+B: n <= MaxPermits
-	d, ok := waitFor(&p.cfg, q, need)
+	d, ok := waitFor(p.cfg, q, need)
 	if !ok {
 		return Decision{AtNanos: math.MaxInt64}, nil
 	}
@@ -235,7 +235,7 @@ func (p *HybridPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 	if satSub(at, now) > maxWaitNanos || at == math.MaxInt64 {
 		return Decision{AtNanos: at}, nil
 	}
-	q = fill(&p.cfg, q, d)
+	q = fill(p.cfg, q, d)
 	q.draw(need) // the wait filled the pools with need tokens
 	p.lastNow, p.fillNanos, p.pools = now, at, q
 	return Decision{Granted: true, AtNanos: at}, nil
@@ -255,12 +255,12 @@ func (p *HybridPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 // floor(B*e/A) is superadditive in e, and the waiting pool it is moved
 // from loses nothing to compensation between the two steps).
 func (p *HybridPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
-	if err := checkPermits(&p.cfg, n); err != nil {
+	if err := checkPermits(p.cfg, n); err != nil {
 		return Decision{}, err
 	}
 	now, at, q := p.filled(nowNanos)
 	need := n * p.cfg.IntervalNanos // <= A+B: n <= MaxPermits
-	d, ok := waitFor(&p.cfg, q, need)
+	d, ok := waitFor(p.cfg, q, need)
 	if !ok {
 		return Decision{AtNanos: math.MaxInt64}, nil
 	}
@@ -272,7 +272,7 @@ func (p *HybridPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
 	}
 	// atNanos >= max(now, fillNanos): fill from the stored pools, as a
 	// request arriving at atNanos would.
-	q = fill(&p.cfg, p.pools, atNanos-p.fillNanos)
+	q = fill(p.cfg, p.pools, atNanos-p.fillNanos)
 	if !q.draw(need) {
 		// Unreachable (see above); refusing keeps the pools non-negative.
 		return Decision{AtNanos: atNanos}, nil
@@ -291,7 +291,7 @@ func (p *HybridPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
 // with ErrOverflow, changing nothing, if n*I or the new FillNanos passes
 // the end of the int64 timeline.
 func (p *HybridPacer) Charge(nowNanos, n int64) error {
-	if err := checkChargePermits(&p.cfg, n); err != nil {
+	if err := checkChargePermits(p.cfg, n); err != nil {
 		return err
 	}
 	now, at, q := p.filled(nowNanos)
@@ -301,7 +301,7 @@ func (p *HybridPacer) Charge(nowNanos, n int64) error {
 	debt := need - fromActive - fromBurst
 	end := satAdd(at, debt)
 	if need == math.MaxInt64 || end == math.MaxInt64 {
-		return errChargeOverflow(&p.cfg, now, n)
+		return errChargeOverflow(p.cfg, now, n)
 	}
 	q.ActiveNanos -= fromActive
 	q.BurstNanos -= fromBurst
@@ -324,11 +324,11 @@ func (q *Pools) draw(need int64) bool {
 
 // Query returns the time a request for n permits made now would be served.
 func (p *HybridPacer) Query(nowNanos, n int64) (int64, error) {
-	if err := checkPermits(&p.cfg, n); err != nil {
+	if err := checkPermits(p.cfg, n); err != nil {
 		return 0, err
 	}
 	_, at, q := p.filled(nowNanos)
-	d, ok := waitFor(&p.cfg, q, n*p.cfg.IntervalNanos)
+	d, ok := waitFor(p.cfg, q, n*p.cfg.IntervalNanos)
 	if !ok {
 		return math.MaxInt64, nil
 	}
@@ -343,7 +343,7 @@ func (p *HybridPacer) Reconfigure(nowNanos int64, c Config) error {
 }
 
 // reconfigure is Reconfigure of a checked config.
-func (p *HybridPacer) reconfigure(nowNanos int64, c Config) error {
+func (p *HybridPacer) reconfigure(nowNanos int64, c *Config) error {
 	now, at, q := p.filled(nowNanos)
 	if q.ActiveNanos > c.ActiveNanos {
 		q.WaitingNanos = satAdd(q.WaitingNanos, q.ActiveNanos-c.ActiveNanos)
@@ -375,7 +375,7 @@ func (p *HybridPacer) RestoreState(b []byte) error {
 		return err
 	}
 	q := Pools{ActiveNanos: f[2], BurstNanos: f[3], WaitingNanos: f[4], ForfeitedNanos: f[5]}
-	c := &p.cfg
+	c := p.cfg
 	var err error
 	switch {
 	case q.ActiveNanos < 0 || q.ActiveNanos > c.ActiveNanos:

@@ -20,7 +20,7 @@ import (
 // rounding anywhere is the floor of the warm-up accrual and of the warm-up
 // integral (warmup.go), both monotone and deterministic.
 type smooth struct {
-	cfg         Config
+	cfg         *Config
 	lastNow     int64
 	nextFree    int64
 	storedNanos int64
@@ -28,7 +28,7 @@ type smooth struct {
 
 // newSmooth returns the state of a fresh pacer whose timeline starts at
 // originNanos: nothing reserved, and the store as initialStoredNanos says.
-func newSmooth(c Config, originNanos int64) smooth {
+func newSmooth(c *Config, originNanos int64) smooth {
 	s := smooth{cfg: c, lastNow: originNanos, nextFree: originNanos}
 	s.storedNanos = s.initialStoredNanos()
 	return s
@@ -47,7 +47,7 @@ func (s *smooth) initialStoredNanos() int64 {
 // idle/coolDownInterval, times IntervalNanos).
 func (s *smooth) accrual(elapsed int64) int64 {
 	if s.cfg.Spec.Algorithm == WarmingUp {
-		return warmupAccrual(&s.cfg, elapsed)
+		return warmupAccrual(s.cfg, elapsed)
 	}
 	return elapsed
 }
@@ -55,7 +55,7 @@ func (s *smooth) accrual(elapsed int64) int64 {
 // storedCost is the wait charged for taking take of the stored time stored.
 func (s *smooth) storedCost(stored, take int64) int64 {
 	if s.cfg.Spec.Algorithm == WarmingUp {
-		return warmupCost(&s.cfg, stored, take)
+		return warmupCost(s.cfg, stored, take)
 	}
 	return 0
 }
@@ -73,7 +73,7 @@ func (s *smooth) synced(nowNanos int64) (now, next, stored int64) {
 }
 
 // Config returns the configuration the pacer runs with.
-func (s *smooth) Config() Config { return s.cfg }
+func (s *smooth) Config() Config { return *s.cfg }
 
 // StoredNanos returns the stored time as of the last state change (stored
 // permits times IntervalNanos). A fresh Bursty pacer's store is empty, a
@@ -84,7 +84,7 @@ func (s *smooth) StoredNanos() int64 { return s.storedNanos }
 // (Guava's canAcquire followed by reserveEarliestAvailable); it changes
 // nothing when it refuses.
 func (s *smooth) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
-	if err := checkPermits(&s.cfg, n); err != nil {
+	if err := checkPermits(s.cfg, n); err != nil {
 		return Decision{}, err
 	}
 	if err := checkMaxWait(maxWaitNanos); err != nil {
@@ -128,7 +128,7 @@ func (s *smooth) spend(next, stored, need int64) (newNext, newStored int64) {
 // (two steps, to now and then to atNanos, could floor the warm-up accrual
 // twice).
 func (s *smooth) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
-	if err := checkPermits(&s.cfg, n); err != nil {
+	if err := checkPermits(s.cfg, n); err != nil {
 		return Decision{}, err
 	}
 	now, next, _ := s.synced(nowNanos)
@@ -152,14 +152,14 @@ func (s *smooth) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
 // ErrOverflow, changing nothing, if nextFree would pass the end of the
 // int64 timeline.
 func (s *smooth) Charge(nowNanos, n int64) error {
-	if err := checkChargePermits(&s.cfg, n); err != nil {
+	if err := checkChargePermits(s.cfg, n); err != nil {
 		return err
 	}
 	now, next, stored := s.synced(nowNanos)
 	need := satMul(n, s.cfg.IntervalNanos)
 	newNext, newStored := s.spend(next, stored, need)
 	if need == math.MaxInt64 || newNext == math.MaxInt64 {
-		return errChargeOverflow(&s.cfg, now, n)
+		return errChargeOverflow(s.cfg, now, n)
 	}
 	s.lastNow, s.nextFree, s.storedNanos = now, newNext, newStored
 	return nil
@@ -168,7 +168,7 @@ func (s *smooth) Charge(nowNanos, n int64) error {
 // Query returns nextFree as of now (at least now): the request is served
 // then.
 func (s *smooth) Query(nowNanos, n int64) (int64, error) {
-	if err := checkPermits(&s.cfg, n); err != nil {
+	if err := checkPermits(s.cfg, n); err != nil {
 		return 0, err
 	}
 	_, next, _ := s.synced(nowNanos)
@@ -185,7 +185,7 @@ func (s *smooth) Reconfigure(nowNanos int64, c Config) error {
 }
 
 // reconfigure is Reconfigure of a checked config.
-func (s *smooth) reconfigure(nowNanos int64, c Config) error {
+func (s *smooth) reconfigure(nowNanos int64, c *Config) error {
 	now, next, stored := s.synced(nowNanos)
 	old := s.cfg
 	switch {

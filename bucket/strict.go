@@ -65,7 +65,7 @@ import "math"
 // times to >= I-ExpiryNanos and lets any window of length W see at most
 // floor((W+ExpiryNanos)/I)+1 uses.
 type StrictPacer struct {
-	cfg      Config
+	cfg      *Config
 	lastNow  int64
 	nextFree int64
 }
@@ -73,7 +73,7 @@ type StrictPacer struct {
 var _ Scheduler = (*StrictPacer)(nil)
 
 // Config returns the configuration the pacer runs with.
-func (p *StrictPacer) Config() Config { return p.cfg }
+func (p *StrictPacer) Config() Config { return *p.cfg }
 
 // clock returns now clamped to the largest now already seen, and nextFree.
 func (p *StrictPacer) clock(now int64) (int64, int64) {
@@ -84,7 +84,7 @@ func (p *StrictPacer) clock(now int64) (int64, int64) {
 // at most maxWaitNanos and at most MaxReserved slots end up after now; it
 // changes nothing when it refuses.
 func (p *StrictPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error) {
-	if err := checkPermits(&p.cfg, n); err != nil {
+	if err := checkPermits(p.cfg, n); err != nil {
 		return Decision{}, err
 	}
 	if err := checkMaxWait(maxWaitNanos); err != nil {
@@ -116,7 +116,7 @@ func (p *StrictPacer) Reserve(nowNanos, n, maxWaitNanos int64) (Decision, error)
 // Query(now, n), AtNanos is Query(now, n); refused for MaxReserved or the
 // end of the timeline, AtNanos is atNanos. A refusal changes nothing.
 func (p *StrictPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
-	if err := checkPermits(&p.cfg, n); err != nil {
+	if err := checkPermits(p.cfg, n); err != nil {
 		return Decision{}, err
 	}
 	now, next := p.clock(nowNanos)
@@ -138,14 +138,14 @@ func (p *StrictPacer) ReserveAt(nowNanos, n, atNanos int64) (Decision, error) {
 // comes n intervals later than it would have. It fails with ErrOverflow,
 // changing nothing, if that passes the end of the int64 timeline.
 func (p *StrictPacer) Charge(nowNanos, n int64) error {
-	if err := checkChargePermits(&p.cfg, n); err != nil {
+	if err := checkChargePermits(p.cfg, n); err != nil {
 		return err
 	}
 	now, next := p.clock(nowNanos)
 	cost := satMul(n, p.cfg.IntervalNanos)
 	end := satAdd(max(next, now), cost)
 	if cost == math.MaxInt64 || end == math.MaxInt64 {
-		return errChargeOverflow(&p.cfg, now, n)
+		return errChargeOverflow(p.cfg, now, n)
 	}
 	p.lastNow = now
 	p.nextFree = end
@@ -155,7 +155,7 @@ func (p *StrictPacer) Charge(nowNanos, n int64) error {
 // Query returns max(nextFree, now): the first slot a request made now would
 // get (granted then with maxWait 0 if n <= MaxReserved+1).
 func (p *StrictPacer) Query(nowNanos, n int64) (int64, error) {
-	if err := checkPermits(&p.cfg, n); err != nil {
+	if err := checkPermits(p.cfg, n); err != nil {
 		return 0, err
 	}
 	now, next := p.clock(nowNanos)
@@ -171,7 +171,7 @@ func (p *StrictPacer) Reconfigure(nowNanos int64, c Config) error {
 }
 
 // reconfigure is Reconfigure of a checked config.
-func (p *StrictPacer) reconfigure(nowNanos int64, c Config) error {
+func (p *StrictPacer) reconfigure(nowNanos int64, c *Config) error {
 	p.lastNow = max(nowNanos, p.lastNow)
 	p.cfg = c
 	return nil

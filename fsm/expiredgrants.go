@@ -137,12 +137,15 @@ func (s *state) countExpired(index uint64, gs []ExpiredGrant) ExpiredGrantsResul
 		}
 		for _, p := range g.Parts {
 			l, ok := s.limits[p.Limit]
-			if !ok || l.createdIndex >= g.DecidedIndex ||
-				l.expiredRequests >= l.grantedRequests || l.grantedPermits-l.expiredPermits < uint64(p.Permits) {
+			if !ok || l.createdIndex >= g.DecidedIndex {
 				continue
 			}
-			l.expiredRequests++
-			l.expiredPermits += uint64(p.Permits)
+			if t := l.tally(); t.expiredRequests >= l.grantedRequests || l.grantedPermits-t.expiredPermits < uint64(p.Permits) {
+				continue
+			}
+			t := l.tallying()
+			t.expiredRequests++
+			t.expiredPermits += uint64(p.Permits)
 			res.Counted++
 		}
 	}

@@ -21,6 +21,9 @@ type state struct {
 	lastNowNanos int64
 	appliedIndex uint64
 	limits       map[string]*limit
+	// configs holds the configs the limits run, shared (limitconfig.go;
+	// derived from limits).
+	configs configTable
 	// names holds the keys of limits, sorted.
 	names []string
 	// dedup remembers reserve request IDs, leaseDedup lease-command IDs
@@ -47,6 +50,7 @@ type state struct {
 func newState(dedupWindowNanos int64, maxDedupEntries int) state {
 	return state{
 		limits:     make(map[string]*limit),
+		configs:    make(configTable),
 		dedup:      newDedupTable(dedupWindowNanos, maxDedupEntries, false),
 		leaseDedup: newDedupTable(dedupWindowNanos, min(maxDedupEntries, MaxLeaseDedupEntries), true),
 		sessions:   newSessionTable(MaxSessions, MaxSessionResults),

@@ -364,7 +364,7 @@ func (f *FSM) LeasePool(name string) (LeasePoolInfo, bool) {
 	if !ok || l.pool == nil {
 		return LeasePoolInfo{}, false
 	}
-	return l.pool.info(name, f.st.lastNowNanos, l.cfg.IntervalNanos), true
+	return l.pool.info(name, f.st.lastNowNanos, l.conf.cfg.IntervalNanos), true
 }
 
 // LeaseAccounts returns the accounts of the lease pool of the limit called

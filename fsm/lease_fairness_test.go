@@ -539,7 +539,7 @@ func checkSurplusFloor(t *testing.T, f *FSM) {
 		if p == nil {
 			continue
 		}
-		interval := lim.cfg.IntervalNanos
+		interval := lim.conf.cfg.IntervalNanos
 		if interval <= 0 || interval > MaxLeasedIntervalNanos {
 			continue
 		}

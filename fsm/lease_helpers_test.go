@@ -131,7 +131,7 @@ func checkBook(t testing.TB, f *FSM, capacities bool) {
 			t.Fatalf("limit %q: conservation broken: minted %d != free %d + outstanding %d + spent %d + stolen %d + expired %d",
 				name, p.minted, p.free, p.outstanding, p.spent, p.stolen, p.expired)
 		}
-		interval := lim.cfg.IntervalNanos
+		interval := lim.conf.cfg.IntervalNanos
 		c, o := p.burst(interval), p.maxOutstanding(interval)
 		if capacities && (p.outstanding > o || p.free+p.outstanding > c+o) {
 			t.Fatalf("limit %q: free %d + outstanding %d exceeds C %d + O %d (or outstanding > O)", name, p.free, p.outstanding, c, o)

@@ -135,7 +135,7 @@ func (s *state) lease(nowNanos int64, q *Lease) LeaseResult {
 			return leaseOutcome{status: LeaseRefused, atNanos: p.earliestEventNanos(), detail: fmt.Sprintf(
 				"limit %q holds %d leases (allowed: at most %d)", q.Limit, len(p.leases), MaxLeasesPerLimit)}
 		}
-		interval := l.cfg.IntervalNanos
+		interval := l.conf.cfg.IntervalNanos
 		p.accrue(nowNanos, interval)
 		s.lastLeaseID++
 		ls := &lease{limit: l.name, pool: p, id: s.lastLeaseID, epoch: 1, active: true,
@@ -192,7 +192,7 @@ func (s *state) renew(nowNanos int64, q *Renew) LeaseResult {
 		if stop := checkExpiry(nowNanos, q.TTLNanos, q.Limit); stop != nil {
 			return *stop
 		}
-		interval := l.cfg.IntervalNanos
+		interval := l.conf.cfg.IntervalNanos
 		p.accrue(nowNanos, interval)
 		credit := p.settleReport(ls, q.Report, q.KeptPermits)
 		p.setDemand(ls, q.DemandMilliPermitsPerSec)
@@ -217,7 +217,7 @@ func (s *state) returnLease(nowNanos int64, q *Return) LeaseResult {
 		if stop != nil {
 			return *stop
 		}
-		p.accrue(nowNanos, l.cfg.IntervalNanos)
+		p.accrue(nowNanos, l.conf.cfg.IntervalNanos)
 		credit := p.settleReport(ls, q.Report, 0)
 		p.deactivate(ls)
 		if len(ls.linger) == 0 {
@@ -285,7 +285,7 @@ func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult
 	if !ok {
 		return LeasePolicyResult{UnknownLimit: true}
 	}
-	interval := l.cfg.IntervalNanos
+	interval := l.conf.cfg.IntervalNanos
 	if !q.Leased {
 		if p := l.pool; p != nil && len(p.leases) > 0 {
 			return LeasePolicyResult{Detail: boundDetail(fmt.Sprintf(

@@ -140,7 +140,7 @@ func decodeLeaseBook(r *reader, st *state) {
 			r.fail("limit %q has a lease pool but is not in the snapshot", name)
 			return
 		}
-		if why := leasable(name, l.cfg.IntervalNanos); why != "" {
+		if why := leasable(name, l.conf.cfg.IntervalNanos); why != "" {
 			r.fail("%s", why)
 			return
 		}

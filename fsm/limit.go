@@ -17,14 +17,11 @@ import (
 // its pacer and its counters.
 type limit struct {
 	name string
-	cfg  bucket.Config
-	// cfgBytes is cfg's canonical encoding, as carried by the put entry; it
-	// is what snapshots store.
-	cfgBytes []byte
-	version  uint64
-	pacer    bucket.Pacer
-	// maxPermits caches cfg.MaxPermits().
-	maxPermits int64
+	// conf is the config the limit runs, shared with the other limits
+	// that run the same (limitconfig.go); its pacer runs conf.cfg.
+	conf    *limitConfig
+	version uint64
+	pacer   bucket.Pacer
 	// pool is the lease book of a leased limit, nil for a linearized one.
 	// A leased limit's pacer is kept (and reconfigured by puts) but grants
 	// nothing.
@@ -32,16 +29,16 @@ type limit struct {
 
 	// The counters (see LimitInfo). grantedRequests and grantedPermits
 	// count every grant the register decided, those whose answer then
-	// left as a refusal included (expiredRequests, expiredPermits: learnt
-	// from a later CmdExpiredGrants, expiredgrants.go); refusedRequests
-	// the refusals it decided. They only grow.
-	grantedRequests                 uint64
-	grantedPermits                  uint64
-	refusedRequests                 uint64
-	expiredRequests, expiredPermits uint64
-	// refundedPermits and chargedPermits are what settlements gave back
-	// to the rate pacer, and charged to it, on grants of this limit.
-	refundedPermits, chargedPermits uint64
+	// left as a refusal included (tallies.expiredRequests and
+	// expiredPermits: learnt from a later CmdExpiredGrants,
+	// expiredgrants.go); refusedRequests the refusals it decided. They
+	// only grow.
+	grantedRequests uint64
+	grantedPermits  uint64
+	refusedRequests uint64
+	// rare holds the counters most limits never move (nil while they are
+	// all 0): see tallies.
+	rare *tallies
 	// createdIndex is the raft index of the put that created the limit:
 	// a grant decided before it was another limit's of the same name.
 	createdIndex uint64
@@ -62,12 +59,40 @@ type limit struct {
 	// before it (settle.go, "Late refunds").
 	lastServedNanos int64
 	// shadow: the limit is in shadow mode (PutLimit.Shadow).
-	// shadowGranted counts the reserves it granted in shadow mode,
-	// shadowRefused and shadowWaited those of them it would have refused,
-	// or made wait, had it been enforced.
-	shadow                      bool
-	shadowGranted               uint64
-	shadowRefused, shadowWaited uint64
+	shadow bool
+}
+
+// tallies are the counters of a limit that only expired grants,
+// settlements and shadow mode move, kept apart so that a limit that
+// never sees them (most keys of a large fleet) does not carry them.
+// expiredRequests and expiredPermits: see limit; refundedPermits and
+// chargedPermits are what settlements gave back to the rate pacer, and
+// charged to it, on grants of the limit; shadowGranted counts the
+// reserves it granted in shadow mode, shadowRefused and shadowWaited
+// those of them it would have refused, or made wait, had it been
+// enforced. They only grow.
+type tallies struct {
+	expiredRequests, expiredPermits uint64
+	refundedPermits, chargedPermits uint64
+	shadowGranted                   uint64
+	shadowRefused, shadowWaited     uint64
+}
+
+// tally returns l's rare counters (all 0 if it has none).
+func (l *limit) tally() tallies {
+	if l.rare == nil {
+		return tallies{}
+	}
+	return *l.rare
+}
+
+// tallying returns l's rare counters for an update, making them first if
+// l has none.
+func (l *limit) tallying() *tallies {
+	if l.rare == nil {
+		l.rare = &tallies{}
+	}
+	return l.rare
 }
 
 // LimitInfo is a read-only view of one limit.
@@ -142,28 +167,29 @@ type LeaseSummary struct {
 
 // info returns a read-only view of l.
 func (l *limit) info(nowNanos int64, openReservations int) LimitInfo {
+	t := l.tally()
 	info := LimitInfo{
 		InFlightPermits:   inFlight(l.pacer, nowNanos),
 		OpenReservations:  openReservations,
 		Name:              l.name,
-		Config:            l.cfg,
+		Config:            l.conf.cfg,
 		Version:           l.version,
-		GrantedRequests:   l.grantedRequests - l.expiredRequests,
-		GrantedPermits:    l.grantedPermits - l.expiredPermits,
-		RefusedRequests:   l.refusedRequests + l.expiredRequests,
-		ExpiredRequests:   l.expiredRequests,
-		ExpiredPermits:    l.expiredPermits,
-		RefundedPermits:   l.refundedPermits,
-		ChargedPermits:    l.chargedPermits,
-		NetPermits:        l.grantedPermits - l.refundedPermits + l.chargedPermits,
+		GrantedRequests:   l.grantedRequests - t.expiredRequests,
+		GrantedPermits:    l.grantedPermits - t.expiredPermits,
+		RefusedRequests:   l.refusedRequests + t.expiredRequests,
+		ExpiredRequests:   t.expiredRequests,
+		ExpiredPermits:    t.expiredPermits,
+		RefundedPermits:   t.refundedPermits,
+		ChargedPermits:    t.chargedPermits,
+		NetPermits:        l.grantedPermits - t.refundedPermits + t.chargedPermits,
 		Leased:            l.pool != nil,
 		Shadow:            l.shadow,
-		ShadowGranted:     l.shadowGranted,
-		ShadowWouldRefuse: l.shadowRefused,
-		ShadowWouldWait:   l.shadowWaited,
+		ShadowGranted:     t.shadowGranted,
+		ShadowWouldRefuse: t.shadowRefused,
+		ShadowWouldWait:   t.shadowWaited,
 	}
 	if p := l.pool; p != nil {
-		i := l.cfg.IntervalNanos
+		i := l.conf.cfg.IntervalNanos
 		info.Lease = LeaseSummary{BurstPermits: p.burst(i), MaxOutstandingPermits: p.maxOutstanding(i),
 			BurstSpec: p.burstSpec, MaxOutstandingSpec: p.maxOutSpec, Leases: len(p.leases)}
 	}
@@ -179,13 +205,13 @@ func inFlight(p bucket.Pacer, nowNanos int64) int64 {
 	return 0
 }
 
-// setConfig installs a config (and its pacer) set by the put at index.
-func (l *limit) setConfig(cfg bucket.Config, cfgBytes []byte, index uint64, pacer bucket.Pacer) {
-	l.cfg = cfg
-	l.cfgBytes = append([]byte(nil), cfgBytes...)
+// setConfig installs conf (acquired from configs for l) and its pacer,
+// set by the put at index, releasing the config l ran before.
+func (l *limit) setConfig(configs configTable, conf *limitConfig, index uint64, pacer bucket.Pacer) {
+	configs.release(l.conf)
+	l.conf = conf
 	l.version = index
 	l.pacer = pacer
-	l.maxPermits = cfg.MaxPermits()
 }
 
 // put creates or reconfigures a limit at index. With the same algorithm the
@@ -202,28 +228,30 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 				"limit %q keeps its configuration of version %d: it is leased and the new one cannot be: %s", p.Name, l.version, why))}
 		}
 	}
+	conf := s.configs.acquire(parts.rawConfig, parts.config)
 	switch {
 	case !ok:
 		l = &limit{name: p.Name}
-		l.setConfig(p.Config, parts.rawConfig, index, parts.config.NewPacer(nowNanos))
+		l.setConfig(s.configs, conf, index, conf.compiled.NewPacer(nowNanos))
 		l.bornIndex, l.createdIndex, l.shadow = index, index, p.Shadow
 		s.limits[p.Name] = l
 		i, _ := slices.BinarySearch(s.names, p.Name)
 		s.names = slices.Insert(s.names, i, p.Name)
 		s.carryHolds(l, nowNanos)
 		return PutResult{Version: index, Created: true}
-	case l.cfg.Spec.Algorithm == p.Config.Spec.Algorithm:
-		if err := parts.config.Reconfigure(l.pacer, nowNanos); err != nil {
+	case l.conf.cfg.Spec.Algorithm == p.Config.Spec.Algorithm:
+		if err := conf.compiled.Reconfigure(l.pacer, nowNanos); err != nil {
+			s.configs.release(conf)
 			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
 				"limit %q keeps its configuration of version %d: reconfiguring its pacer failed: %v", p.Name, l.version, err))}
 		}
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
-		l.setConfig(p.Config, parts.rawConfig, index, l.pacer)
+		l.setConfig(s.configs, conf, index, l.pacer)
 		l.seq++
 		l.resetRefundMarks()
 	default:
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
-		l.setConfig(p.Config, parts.rawConfig, index, parts.config.NewPacer(nowNanos))
+		l.setConfig(s.configs, conf, index, conf.compiled.NewPacer(nowNanos))
 		l.bornIndex, l.seq, l.lastServedNanos = index, 0, 0
 		l.resetRefundMarks()
 		s.carryHolds(l, nowNanos)
@@ -242,8 +270,8 @@ func (l *limit) accrueLeases(nowNanos, newIntervalNanos int64) {
 	if p == nil {
 		return
 	}
-	p.accrue(nowNanos, l.cfg.IntervalNanos)
-	if newIntervalNanos != l.cfg.IntervalNanos {
+	p.accrue(nowNanos, l.conf.cfg.IntervalNanos)
+	if newIntervalNanos != l.conf.cfg.IntervalNanos {
 		p.accruedToNanos = max(p.accruedToNanos, nowNanos)
 	}
 }
@@ -264,6 +292,7 @@ func (s *state) delete(nowNanos int64, d *DeleteLimit) DeleteResult {
 	if l.pool != nil {
 		s.dropPool(l.pool)
 	}
+	s.configs.release(l.conf)
 	delete(s.limits, name)
 	if i, found := slices.BinarySearch(s.names, name); found {
 		s.names = slices.Delete(s.names, i, i+1)
@@ -281,12 +310,12 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 			"limit %q is leased: its permits are handed out to workers by lease, not reserved one request at a time (reserve through a worker, or make the limit linearized again)",
 			l.name))}
 	}
-	if r.Permits > l.maxPermits {
+	if r.Permits > l.conf.maxPermits {
 		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 			"limit %q grants at most %d permits per request under its current configuration (version %d); %d requested",
-			l.name, l.maxPermits, l.version, r.Permits))}
+			l.name, l.conf.maxPermits, l.version, r.Permits))}
 	}
-	if l.cfg.Spec.Algorithm == bucket.Concurrency {
+	if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
 		// A hold granted here would have no reservation to release it
 		// by: it would take its slot for the whole TTL.
 		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
@@ -348,11 +377,11 @@ const (
 // other refusal (the permit is further than the max wait) and algorithm.
 // The details are constants: a refusal formats nothing.
 func (l *limit) refusalDetail(nowNanos, n, maxWaitNanos, atNanos int64) string {
-	i := l.cfg.IntervalNanos
-	if l.cfg.Spec.Algorithm != bucket.Strict || i <= 0 || atNanos-nowNanos > maxWaitNanos || n > (math.MaxInt64-atNanos-1)/i {
+	i := l.conf.cfg.IntervalNanos
+	if l.conf.cfg.Spec.Algorithm != bucket.Strict || i <= 0 || atNanos-nowNanos > maxWaitNanos || n > (math.MaxInt64-atNanos-1)/i {
 		return ""
 	}
-	if l.cfg.Spec.MaxReserved == 0 {
+	if l.conf.cfg.Spec.MaxReserved == 0 {
 		return RefusedNoReserveAhead
 	}
 	return RefusedReservedAheadFull
@@ -362,10 +391,10 @@ func (l *limit) refusalDetail(nowNanos, n, maxWaitNanos, atNanos int64) string {
 // fresh answer has no expiry stays usable: one interval, or an in-flight
 // cap's hold TTL (0 for an infinite rate: its permits cost nothing).
 func (l *limit) replayPeriod() int64 {
-	if l.cfg.Spec.Algorithm == bucket.Concurrency {
-		return int64(l.cfg.Spec.HoldTTL)
+	if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
+		return int64(l.conf.cfg.Spec.HoldTTL)
 	}
-	return l.cfg.IntervalNanos
+	return l.conf.cfg.IntervalNanos
 }
 
 // replayExpiry is when a replayed grant of an algorithm without expiry
@@ -382,16 +411,17 @@ func replayExpiry(atNanos, intervalNanos int64) int64 {
 // made at nowNanos, which is granted at once whatever d says; slackNanos
 // is the grant's slack (settle.go, "Late refunds").
 func (l *limit) countShadow(nowNanos int64, d bucket.Decision, permits, slackNanos int64) {
+	t := l.tallying()
 	switch {
 	case !d.Granted:
-		l.shadowRefused++
+		t.shadowRefused++
 	case d.AtNanos > nowNanos:
-		l.shadowWaited++
+		t.shadowWaited++
 	}
 	if d.Granted {
 		l.changedByGrant(slackNanos, d.AtNanos)
 	}
-	l.shadowGranted++
+	t.shadowGranted++
 	l.grantedRequests++
 	l.grantedPermits += uint64(permits)
 }

@@ -48,9 +48,9 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 		st := &stats[i]
 		st.Info = l.info(s.lastNowNanos, open[name])
 		st.InFlightPermits, st.OpenReservations = st.Info.InFlightPermits, st.Info.OpenReservations
-		if l.cfg.Spec.Algorithm == bucket.Concurrency {
+		if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
 			st.Concurrency = true
-			st.MaxInFlightPermits = l.cfg.Spec.MaxInFlight
+			st.MaxInFlightPermits = l.conf.cfg.Spec.MaxInFlight
 		}
 		if l.pool != nil {
 			st.LeaseOutstandingPermits = l.pool.outstanding

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
+
+	"github.com/permitd/permitd/bucket"
 )
 
 // BenchmarkMemoryPerKey measures the heap one idempotency key costs the
@@ -50,4 +53,170 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 			return Reserve{Limit: "api", Permits: 1, Session: SessionRef{ID: session, Seq: uint64(k%perSession) + 1, AckedBelow: 1}}
 		})
 	})
+}
+
+// limitKinds are the algorithms BenchmarkMemoryPerLimit and
+// BenchmarkSnapshotLimits measure, as a templated key of issue 41 would
+// use them.
+var limitKinds = []struct {
+	name string
+	spec bucket.Spec
+}{
+	{"strict", bucket.Spec{Algorithm: bucket.Strict, Rate: 100, Per: time.Minute, MaxReserved: 10}},
+	{"bursty", bucket.Spec{Algorithm: bucket.Bursty, Rate: 100, Per: time.Minute}},
+	{"hybrid", bucket.Spec{Algorithm: bucket.Hybrid, Rate: 100, Per: time.Minute}},
+}
+
+// limitName is the name of the i-th benchmark limit: a templated key of
+// issue 41's form, {prefix}:{key}.
+func limitName(i int) string { return fmt.Sprintf("tenant:%08d", i) }
+
+// putLimits puts n limits of spec's algorithm on h (one entry each, at
+// time 0), then reserves one permit on each (in entries of 1024
+// reserves, at time 1 s), so that every pacer has state.
+func putLimits(t testing.TB, h *harness, spec bucket.Spec, n int) {
+	t.Helper()
+	cfg := compile(t, spec)
+	for i := range n {
+		h.put(0, limitName(i), cfg)
+	}
+	const batch = 1024
+	rs := make([]Reserve, 0, batch)
+	for i := 0; i < n; i += batch {
+		rs = rs[:0]
+		for j := i; j < min(n, i+batch); j++ {
+			rs = append(rs, rsv(limitName(j), 1, sec, ""))
+		}
+		for k, r := range h.reserve(sec, rs...) {
+			if r.Status != Granted {
+				t.Fatalf("reserve on %s: %+v", rs[k].Limit, r)
+			}
+		}
+	}
+}
+
+// BenchmarkMemoryPerLimit measures the heap one limit costs the register:
+// n limits of one algorithm (named tenant:%08d) are put, one permit is
+// reserved on each, and the live heap is compared with the empty FSM's.
+// It reports bytes/limit:
+//
+//	go test ./fsm -run '^$' -bench MemoryPerLimit -benchtime 1x
+func BenchmarkMemoryPerLimit(b *testing.B) {
+	const n = 100_000
+	for _, k := range limitKinds {
+		b.Run(k.name, func(b *testing.B) {
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				h := newHarness(b)
+				putLimits(b, h, k.spec, n)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/limit")
+				runtime.KeepAlive(h)
+			}
+		})
+	}
+}
+
+// BenchmarkSnapshotLimits measures a snapshot of n strict limits (each
+// reserved once): its size per limit, how long encoding it takes
+// (FSM.Snapshot then Persist, sub-benchmark snapshot) and how long Restore
+// takes (restore), with the heap Restore allocates per limit:
+//
+//	go test ./fsm -run '^$' -bench SnapshotLimits -benchtime 1x
+func BenchmarkSnapshotLimits(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		h := newHarness(b)
+		putLimits(b, h, limitKinds[0].spec, n)
+		var data []byte
+		b.Run(fmt.Sprintf("limits=%d/snapshot", n), func(b *testing.B) {
+			for b.Loop() {
+				snap, err := h.f.Snapshot()
+				if err != nil {
+					b.Fatal(err)
+				}
+				sink := &memSink{}
+				if err := snap.Persist(sink); err != nil {
+					b.Fatal(err)
+				}
+				data = sink.Bytes()
+			}
+			b.ReportMetric(float64(len(data))/float64(n), "snapshot-bytes/limit")
+		})
+		b.Run(fmt.Sprintf("limits=%d/restore", n), func(b *testing.B) {
+			var f *FSM
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			for b.Loop() {
+				f = New()
+				if err := restore(f, data); err != nil {
+					b.Fatal(err)
+				}
+			}
+			runtime.ReadMemStats(&after)
+			if got, want := f.StateHash(), h.f.StateHash(); got != want {
+				b.Fatalf("restored state hash %x, want %x", got, want)
+			}
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/float64(n), "alloc-bytes/limit")
+		})
+	}
+}
+
+// BenchmarkLimitsAtScale measures, with n strict limits (each reserved
+// once), the work that grows with the number of limits: Limits (every
+// limit's view, as GET /v1/limits, the shadow metrics and an unknown
+// limit's did-you-mean read it), and creating a limit whose name sorts
+// first (the sorted name list shifts):
+//
+//	go test ./fsm -run '^$' -bench LimitsAtScale -benchtime 20x
+func BenchmarkLimitsAtScale(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		h := newHarness(b)
+		putLimits(b, h, limitKinds[0].spec, n)
+		b.Run(fmt.Sprintf("limits=%d/Limits", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if got := len(h.f.Limits()); got < n {
+					b.Fatalf("Limits: %d, want %d", got, n)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("limits=%d/put-first", n), func(b *testing.B) {
+			cfg := compile(b, limitKinds[0].spec)
+			i := 0
+			for b.Loop() {
+				h.put(2*sec, fmt.Sprintf("a:%08d", i), cfg)
+				i++
+			}
+		})
+	}
+}
+
+// maxBytesPerLimit bounds the heap a strict limit of a template-like
+// fleet (one config, reserved once) costs the register: issue 41's
+// million keys then take about 250 MB of live heap.
+const maxBytesPerLimit = 320
+
+// TestMemoryPerLimit: 20 000 strict limits of one config, each reserved
+// once, take at most maxBytesPerLimit bytes of heap each
+// (BenchmarkMemoryPerLimit measures all algorithms).
+func TestMemoryPerLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap of 20 000 limits")
+	}
+	const n = 20_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	h := newHarness(t)
+	putLimits(t, h, bucket.Spec{Algorithm: bucket.Strict, Rate: 100, Per: time.Minute, MaxReserved: 10}, n)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(h)
+	if got := int64(after.HeapAlloc-before.HeapAlloc) / n; got > maxBytesPerLimit {
+		t.Errorf("%d strict limits take %d bytes of heap each, want at most %d", n, got, maxBytesPerLimit)
+	}
 }

@@ -217,11 +217,11 @@ func (s *state) trackedPart(p Part, parts int) (*limit, outcome, bool) {
 	case l.pool != nil:
 		return nil, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 			"limit %q is leased: its permits are handed out to workers by lease and cannot be part of a reservation (reserve through a worker, or make the limit linearized again)", l.name))}, false
-	case p.Permits > l.maxPermits:
+	case p.Permits > l.conf.maxPermits:
 		return nil, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 			"limit %q grants at most %d permits per request under its current configuration (version %d); %d requested",
-			l.name, l.maxPermits, l.version, p.Permits))}, false
-	case parts > 1 && p.Permits > 1 && !l.shadow && l.cfg.Spec.Algorithm == bucket.Strict:
+			l.name, l.conf.maxPermits, l.version, p.Permits))}, false
+	case parts > 1 && p.Permits > 1 && !l.shadow && l.conf.cfg.Spec.Algorithm == bucket.Strict:
 		return nil, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 			"limit %q is strict: its permits are served one interval apart, so in a reserve of several limits it takes 1 permit (%d requested); reserve more on it alone",
 			l.name, p.Permits))}, false

@@ -183,7 +183,7 @@ func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, act
 			// the slack of the grants since allows ("Late refunds" below),
 			// the rest is lost.
 			if k := l.lateRefund(nowNanos, p.seqAfter, p.permits-actual); k > 0 {
-				l.refundedPermits += uint64(k)
+				l.tallying().refundedPermits += uint64(k)
 				out.Refunded = k
 			}
 			return out
@@ -205,7 +205,7 @@ func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, act
 			}
 		}
 		l.seq++
-		l.refundedPermits += uint64(p.permits - actual)
+		l.tallying().refundedPermits += uint64(p.permits - actual)
 		out.Refunded = p.permits - actual
 	case isHold:
 		// An overrun on an in-flight cap was refused before; a restored
@@ -220,7 +220,7 @@ func (s *state) settlePart(nowNanos int64, rv *reservation, p *reservedPart, act
 			return out // the debt would overflow the timeline: not charged
 		}
 		l.changedByGrant(slack, servedAt)
-		l.chargedPermits += uint64(actual - p.permits)
+		l.tallying().chargedPermits += uint64(actual - p.permits)
 		out.Charged = actual - p.permits
 	}
 	return out
@@ -384,7 +384,7 @@ func (l *limit) lateRefund(nowNanos int64, afterSeq uint64, n int64) int64 {
 		return 0
 	}
 	l.seq++
-	cost := k * l.cfg.IntervalNanos // <= budget
+	cost := k * l.conf.cfg.IntervalNanos // <= budget
 	m := l.refundMarks
 	for i := first; i < len(m); i++ {
 		m[i].slackNanos -= cost

@@ -118,7 +118,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func (s *state) snapshotSizeHint() int {
 	n := snapshotHeaderLen + 16
 	for _, l := range s.limits {
-		n += len(l.name) + len(l.cfgBytes) + 64
+		n += len(l.name) + len(l.conf.raw) + 64
 	}
 	for _, t := range []*dedupTable{&s.dedup, &s.leaseDedup} {
 		recs := t.records()
@@ -151,7 +151,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		l := s.limits[name]
 		b = appendBytes(b, l.name)
 		b = binary.AppendUvarint(b, l.version)
-		b = appendBytes(b, l.cfgBytes)
+		b = appendBytes(b, l.conf.raw)
 		b = binary.AppendUvarint(b, l.grantedRequests)
 		b = binary.AppendUvarint(b, l.grantedPermits)
 		b = binary.AppendUvarint(b, l.refusedRequests)
@@ -160,10 +160,11 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		b = insertLen(b, stateStart)
 		b = binary.AppendUvarint(b, l.bornIndex)
 		b = binary.AppendUvarint(b, l.seq)
+		t := l.tally()
 		b = append(b, boolByte(l.shadow))
-		b = binary.AppendUvarint(b, l.shadowRefused)
-		b = binary.AppendUvarint(b, l.shadowWaited)
-		for _, c := range [...]uint64{l.createdIndex, l.shadowGranted, l.expiredRequests, l.expiredPermits, l.refundedPermits, l.chargedPermits} {
+		b = binary.AppendUvarint(b, t.shadowRefused)
+		b = binary.AppendUvarint(b, t.shadowWaited)
+		for _, c := range [...]uint64{l.createdIndex, t.shadowGranted, t.expiredRequests, t.expiredPermits, t.refundedPermits, t.chargedPermits} {
 			b = binary.AppendUvarint(b, c)
 		}
 		b = binary.AppendUvarint(b, l.marksFromSeq)
@@ -262,12 +263,20 @@ func decodeLimits(r *reader, st *state) {
 			r.fail("name %q does not sort after %q (limits must be sorted by name, without repeats)", name, st.names[i-1])
 			return
 		}
-		compiled, err := decodeConfig(name, rawConfig)
-		if err != nil {
-			r.fail("%v", err)
-			return
+		// A config is decoded (and compiled) once, for the first limit
+		// that runs it.
+		var compiled bucket.Compiled
+		if c, ok := st.configs.lookup(rawConfig); ok {
+			compiled = c.compiled
+		} else {
+			var err error
+			if compiled, err = decodeConfig(name, rawConfig); err != nil {
+				r.fail("%v", err)
+				return
+			}
 		}
-		cfg, pacer := compiled.Config(), compiled.NewPacer(0)
+		conf := st.configs.acquire(rawConfig, compiled)
+		cfg, pacer := conf.cfg, conf.compiled.NewPacer(0)
 		if err := pacer.RestoreState(pacerState); err != nil {
 			r.fail("limit %q: pacer state: %v", name, err)
 			return
@@ -275,15 +284,19 @@ func decodeLimits(r *reader, st *state) {
 		l.bornIndex = r.uvarint("born index")
 		l.seq = r.uvarint("change count")
 		l.shadow = r.bool1("shadow")
-		l.shadowRefused = r.uvarint("shadow would-refuse")
-		l.shadowWaited = r.uvarint("shadow would-wait")
-		decodeMoreCounters(r, l)
+		var t tallies
+		t.shadowRefused = r.uvarint("shadow would-refuse")
+		t.shadowWaited = r.uvarint("shadow would-wait")
+		decodeMoreCounters(r, l, &t)
+		if t != (tallies{}) {
+			l.rare = &t
+		}
 		decodeRefundMarks(r, l, pacer, cfg)
 		if r.err != nil {
 			return
 		}
 		l.name = name
-		l.setConfig(cfg, rawConfig, version, pacer)
+		l.setConfig(st.configs, conf, version, pacer)
 		st.limits[name] = l
 		st.names = append(st.names, name)
 	}
@@ -293,25 +306,25 @@ func decodeLimits(r *reader, st *state) {
 // decodeMoreCounters reads the counters that follow the shadow ones and
 // checks them against the others (limit.go): only a limit's own grants are
 // shadow grants, expired or refunded.
-func decodeMoreCounters(r *reader, l *limit) {
+func decodeMoreCounters(r *reader, l *limit, t *tallies) {
 	l.createdIndex = r.uvarint("created index")
-	l.shadowGranted = r.uvarint("shadow grants")
-	l.expiredRequests = r.uvarint("expired requests")
-	l.expiredPermits = r.uvarint("expired permits")
-	l.refundedPermits = r.uvarint("refunded permits")
-	l.chargedPermits = r.uvarint("charged permits")
+	t.shadowGranted = r.uvarint("shadow grants")
+	t.expiredRequests = r.uvarint("expired requests")
+	t.expiredPermits = r.uvarint("expired permits")
+	t.refundedPermits = r.uvarint("refunded permits")
+	t.chargedPermits = r.uvarint("charged permits")
 	switch {
 	case r.err != nil:
 	case l.createdIndex > l.bornIndex:
 		r.fail("created index %d is after the pacer's born index %d", l.createdIndex, l.bornIndex)
-	case l.shadowGranted > l.grantedRequests || l.shadowRefused > l.shadowGranted || l.shadowWaited > l.shadowGranted-l.shadowRefused:
+	case t.shadowGranted > l.grantedRequests || t.shadowRefused > t.shadowGranted || t.shadowWaited > t.shadowGranted-t.shadowRefused:
 		r.fail("shadow counters (%d granted, %d would refuse, %d would wait) do not fit in %d granted requests",
-			l.shadowGranted, l.shadowRefused, l.shadowWaited, l.grantedRequests)
-	case l.expiredRequests > l.grantedRequests || l.expiredPermits > l.grantedPermits:
+			t.shadowGranted, t.shadowRefused, t.shadowWaited, l.grantedRequests)
+	case t.expiredRequests > l.grantedRequests || t.expiredPermits > l.grantedPermits:
 		r.fail("%d expired requests of %d permits exceed the %d granted of %d permits",
-			l.expiredRequests, l.expiredPermits, l.grantedRequests, l.grantedPermits)
-	case l.refundedPermits > l.grantedPermits:
-		r.fail("%d refunded permits exceed the %d granted", l.refundedPermits, l.grantedPermits)
+			t.expiredRequests, t.expiredPermits, l.grantedRequests, l.grantedPermits)
+	case t.refundedPermits > l.grantedPermits:
+		r.fail("%d refunded permits exceed the %d granted", t.refundedPermits, l.grantedPermits)
 	}
 }
 

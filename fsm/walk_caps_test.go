@@ -62,8 +62,8 @@ func (h *ledgerHold) heldAt(x int64) int64 {
 func (w *walker) caps() map[string]int64 {
 	m := map[string]int64{}
 	for name, l := range w.f.st.limits {
-		if l.cfg.Spec.Algorithm == bucket.Concurrency && !l.shadow {
-			m[name] = l.cfg.Spec.MaxInFlight
+		if l.conf.cfg.Spec.Algorithm == bucket.Concurrency && !l.shadow {
+			m[name] = l.conf.cfg.Spec.MaxInFlight
 		}
 	}
 	return m

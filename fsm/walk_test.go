@@ -253,12 +253,14 @@ func (w *walker) step() []string {
 	labels = append(labels, w.auditStep(l.Index, data, got, limitsBefore)...)
 	checkBook(w.t, w.f, false)
 	checkSessionTable(w.t, w.f)
+	checkConfigTable(w.t, w.f)
 	snap := snapshotBytes(w.t, w.f)
 	next := w.fresh()
 	if err := restore(next, snap); err != nil {
 		w.t.Errorf("seed %d: %s: the snapshot taken after it does not restore: %v", w.seed, kind, err)
 		return labels
 	}
+	checkConfigTable(w.t, next)
 	if again := snapshotBytes(w.t, next); !bytes.Equal(again, snap) {
 		w.t.Errorf("seed %d: %s: the restored copy snapshots to other bytes", w.seed, kind)
 		return labels

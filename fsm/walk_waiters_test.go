@@ -399,7 +399,7 @@ func (w *walker) blocked(rv *reservation, now int64) bool {
 		if _, err := l.pacer.Query(now, p.permits); err != nil {
 			return true
 		}
-		if w.capInFlight(p.limit, now)+w.waitingAhead(p.limit, rv.id)+p.permits > l.cfg.Spec.MaxInFlight {
+		if w.capInFlight(p.limit, now)+w.waitingAhead(p.limit, rv.id)+p.permits > l.conf.cfg.Spec.MaxInFlight {
 			return true
 		}
 	}
@@ -429,7 +429,7 @@ func (w *walker) checkArrivalBlocked(q Reserve, rr ReserveResult) {
 			return
 		}
 		for _, p := range q.Parts() {
-			if c, ok := s.limits[p.Limit]; ok && isCap(c) && !c.pacer.(bucket.Releaser).Admits(now, p.Permits, now) && c.pacer.(*bucket.ConcurrencyPacer).InFlight(now)+p.Permits <= c.cfg.Spec.MaxInFlight {
+			if c, ok := s.limits[p.Limit]; ok && isCap(c) && !c.pacer.(bucket.Releaser).Admits(now, p.Permits, now) && c.pacer.(*bucket.ConcurrencyPacer).InFlight(now)+p.Permits <= c.conf.cfg.Spec.MaxInFlight {
 				return
 			}
 		}
@@ -443,7 +443,7 @@ func (w *walker) checkArrivalBlocked(q Reserve, rr ReserveResult) {
 			continue
 		}
 		if _, err := l.pacer.Query(now, p.Permits); err != nil ||
-			w.capInFlight(p.Limit, now)+w.waitingAhead(p.Limit, id)+p.Permits > l.cfg.Spec.MaxInFlight {
+			w.capInFlight(p.Limit, now)+w.waitingAhead(p.Limit, id)+p.Permits > l.conf.cfg.Spec.MaxInFlight {
 			return
 		}
 	}

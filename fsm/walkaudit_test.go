@@ -103,11 +103,11 @@ func (w *walker) auditLimits() map[string]walkLimitState {
 	states := map[string]walkLimitState{}
 	for _, name := range walkNames {
 		if l, ok := w.f.st.limits[name]; ok {
-			p := l.cfg.IntervalNanos
-			if l.cfg.Spec.Algorithm == bucket.Concurrency {
-				p = int64(l.cfg.Spec.HoldTTL)
+			p := l.conf.cfg.IntervalNanos
+			if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
+				p = int64(l.conf.cfg.Spec.HoldTTL)
 			}
-			states[name] = walkLimitState{created: l.createdIndex, shadow: l.shadow, alg: l.cfg.Spec.Algorithm, period: p}
+			states[name] = walkLimitState{created: l.createdIndex, shadow: l.shadow, alg: l.conf.cfg.Spec.Algorithm, period: p}
 		}
 	}
 	return states

@@ -2,6 +2,7 @@ package server
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,9 +59,17 @@ type LimitMetrics struct {
 	maxLimits int
 	stats     func(maxLimits int) ([]fsm.LimitStats, int)
 
-	mu     sync.Mutex
-	waits  map[string]*waitHistogram
-	leases map[string]map[string]uint64
+	mu sync.Mutex
+	// waits holds the wait histograms of at most maxLimits limits: those
+	// whose names sort first among the limits with a grant observed
+	// (waitNames, sorted). An exported limit is always among them (fewer
+	// than maxLimits limits sort before it), so a million keys cost the
+	// histograms of the exported ones only; a histogram dropped for a
+	// name that sorts before it starts again from 0 if its limit is
+	// exported later.
+	waits     map[string]*waitHistogram
+	waitNames []string
+	leases    map[string]map[string]uint64
 
 	requests, expired, permits, rate     *prometheus.Desc
 	inFlight, maxInFlight, reservations  *prometheus.Desc
@@ -131,8 +140,10 @@ func (m *LimitMetrics) GrantedWait(limit string, waitNanos int64) {
 	m.mu.Lock()
 	h := m.waits[limit]
 	if h == nil {
-		h = &waitHistogram{}
-		m.waits[limit] = h
+		if h = m.newWaitHistogram(limit); h == nil {
+			m.mu.Unlock()
+			return
+		}
 	}
 	i := 0
 	for i < len(limitWaitBuckets) && v > limitWaitBuckets[i] {
@@ -142,6 +153,27 @@ func (m *LimitMetrics) GrantedWait(limit string, waitNanos int64) {
 	h.count++
 	h.sum += v
 	m.mu.Unlock()
+}
+
+// newWaitHistogram adds a histogram for limit if its name sorts among the
+// first maxLimits kept, dropping the one whose name sorts last if that
+// makes one too many; nil if limit's name sorts after maxLimits others.
+// Called with mu held.
+func (m *LimitMetrics) newWaitHistogram(limit string) *waitHistogram {
+	n := len(m.waitNames)
+	if m.maxLimits == 0 || (n >= m.maxLimits && limit > m.waitNames[n-1]) {
+		return nil
+	}
+	i, _ := slices.BinarySearch(m.waitNames, limit)
+	m.waitNames = slices.Insert(m.waitNames, i, limit)
+	if len(m.waitNames) > m.maxLimits {
+		last := m.waitNames[len(m.waitNames)-1]
+		delete(m.waits, last)
+		m.waitNames = m.waitNames[:len(m.waitNames)-1]
+	}
+	h := &waitHistogram{}
+	m.waits[limit] = h
+	return h
 }
 
 // LeaseGranted implements node.ApplyObserver.
@@ -162,7 +194,11 @@ func (m *LimitMetrics) LeaseGranted(limit, group string, permits int64) {
 // LimitDeleted implements node.ApplyObserver.
 func (m *LimitMetrics) LimitDeleted(limit string) {
 	m.mu.Lock()
-	delete(m.waits, limit)
+	if _, ok := m.waits[limit]; ok {
+		delete(m.waits, limit)
+		i, _ := slices.BinarySearch(m.waitNames, limit)
+		m.waitNames = slices.Delete(m.waitNames, i, i+1)
+	}
 	delete(m.leases, limit)
 	m.mu.Unlock()
 }
@@ -171,6 +207,7 @@ func (m *LimitMetrics) LimitDeleted(limit string) {
 func (m *LimitMetrics) Restored() {
 	m.mu.Lock()
 	clear(m.waits)
+	m.waitNames = nil
 	clear(m.leases)
 	m.mu.Unlock()
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"maps"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +163,40 @@ func BenchmarkLimitStats10k(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		f.LimitStats(-1)
+	}
+}
+
+// TestLimitMetricsKeepsExportedWaits: the wait histograms kept are those
+// of the limits whose names sort first (at most the bound), which the
+// exported limits are always among, so a million keys do not each keep
+// one.
+func TestLimitMetricsKeepsExportedWaits(t *testing.T) {
+	m := NewLimitMetrics(2)
+	for _, name := range []string{"k:3", "k:4", "k:2", "k:5", "k:1", "k:2"} {
+		m.GrantedWait(name, 0)
+	}
+	kept := func() []string {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		names := slices.Sorted(maps.Keys(m.waits))
+		if !slices.Equal(names, m.waitNames) {
+			t.Errorf("histograms of %v, sorted names %v", names, m.waitNames)
+		}
+		return names
+	}
+	if got, want := kept(), []string{"k:1", "k:2"}; !slices.Equal(got, want) {
+		t.Fatalf("bound 2, grants on k:3 k:4 k:2 k:5 k:1 k:2: histograms of %v, want %v", got, want)
+	}
+	if h := m.waits["k:2"]; h.count != 2 {
+		t.Errorf("k:2's histogram counts %d waits, want 2", h.count)
+	}
+	m.LimitDeleted("k:1")
+	m.GrantedWait("k:9", 0)
+	if got, want := kept(), []string{"k:2", "k:9"}; !slices.Equal(got, want) {
+		t.Fatalf("k:1 deleted, a grant on k:9: histograms of %v, want %v", got, want)
+	}
+	m.Restored()
+	if got := kept(); len(got) != 0 {
+		t.Fatalf("restored: histograms of %v, want none", got)
 	}
 }
