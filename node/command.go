@@ -302,6 +302,19 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 			return nil, err
 		}
 		return encodeLimits(ls)
+	case wire.OpReadPage:
+		q, err := decodeLimitsQuery(payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if err := q.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		p, err := n.readPageLocal(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		return encodeLimitsPage(p)
 	case wire.OpLeaseView:
 		ss, err := strs(1)
 		if err != nil {

@@ -435,6 +435,34 @@ func TestCLI(t *testing.T) {
 			!strings.HasPrefix(strings.Join(strings.Fields(rows[2]), " "), "other bursty 5/1m ") {
 			t.Fatalf("limits list: want a table of the 4 limits:\n%s", r.stdout)
 		}
+		// A prefix, and at most N: the pages the command reads.
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--prefix", "p"}, "paced"},
+			{[]string{"--prefix", "zzz"}, ""},
+			{[]string{"--max", "2"}, "api,other"},
+			{[]string{"--prefix", "s", "--max", "5"}, "slow"},
+		} {
+			r = cli(t, append([]string{"limits", "list", "--json", "--servers", all}, tc.args...)...)
+			wantCode(t, r, 0)
+			ls = nil
+			if err := json.Unmarshal([]byte(r.stdout), &ls); err != nil {
+				t.Fatalf("list %v: %v %v", tc.args, err, r)
+			}
+			names = nil
+			for _, l := range ls {
+				names = append(names, l.Name)
+			}
+			if strings.Join(names, ",") != tc.want {
+				t.Errorf("limits list %v: %v, want %s", tc.args, names, tc.want)
+			}
+		}
+		for _, bad := range [][]string{{"--max", "-1"}, {"--prefix", "a b"}} {
+			r = cli(t, append([]string{"limits", "list", "--servers", all}, bad...)...)
+			wantCode(t, r, 2)
+		}
 		r = cli(t, "limits", "get", "api", "--servers", all)
 		wantCode(t, r, 0)
 		for _, want := range []string{"name: api", "algorithm: strict", "rate: 10/1s", "max_reserved: 5", "expiry: 1s", "leased: no", "granted_requests: "} {

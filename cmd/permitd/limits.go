@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strings"
 	"time"
 
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/client"
 )
 
@@ -223,8 +226,9 @@ func runLimitsGet(args []string, stdout, stderr io.Writer) int {
 }
 
 func runLimitsList(args []string, stdout, stderr io.Writer) int {
-	c := newCmdLine("limits list", "limits list [--json] [--servers HTTPADDR,...]", `
-Prints every limit, sorted by name, one row each:
+	c := newCmdLine("limits list", "limits list [--prefix P] [--max N] [--json] [--servers HTTPADDR,...]", `
+Prints every limit (with --prefix P, every limit whose name starts with P;
+with --max N, the first N), sorted by name, one row each:
 
   NAME       the limit's name
   ALGORITHM  strict, bursty, warmup, hybrid or concurrency
@@ -237,16 +241,27 @@ Prints every limit, sorted by name, one row each:
 
 --json prints a JSON array of the limits with their counters instead.
 
+The limits are read a page of 1000 at a time (GET /v1/limits?prefix=&after=),
+so that a register of a million templated keys can be listed, or a prefix
+of it.
+
 `+exitStatusText, stdout, stderr)
 	var cf clientFlags
 	var jsonOut bool
+	var prefix string
+	var maxLimits int
 	c.Bool(&jsonOut, "json", false, "print a JSON array instead of a table")
+	c.String(&prefix, "prefix", "P", "", "only the limits whose names start with P (characters of limit names)")
+	c.Int(&maxLimits, "max", "N", 0, "print at most N limits (0: all)").Range(0, math.MaxInt32, "an integer >= 0 (0: all)")
 	cf.define(c)
 	if ok, code := c.parse(args); !ok {
 		return code
 	}
+	if err := (fsm.LimitsQuery{Prefix: prefix, Size: 1}).Validate(); err != nil {
+		return c.usageErrorf("--prefix %q: allowed: 1-%d characters of A-Z a-z 0-9 _ . : -", prefix, fsm.MaxNameLen)
+	}
 	return runCall(c, &cf, func(ctx context.Context, cl *client.Client) ([]client.Limit, error) {
-		return cl.ListLimits(ctx)
+		return listLimitPages(ctx, cl, prefix, maxLimits)
 	}, func(ls []client.Limit) int {
 		switch {
 		case !jsonOut:
@@ -258,6 +273,35 @@ Prints every limit, sorted by name, one row each:
 		}
 		return exitOK
 	})
+}
+
+// listLimitsPageSize is how many limits limits list asks for at once.
+const listLimitsPageSize = 1000
+
+// listLimitPages reads the limits whose names start with prefix, page by
+// page, at most maxLimits of them (0: all). The names are also filtered
+// here: a server older than paging answers every limit at once.
+func listLimitPages(ctx context.Context, cl *client.Client, prefix string, maxLimits int) ([]client.Limit, error) {
+	var out []client.Limit
+	q := client.LimitsQuery{Prefix: prefix, Size: listLimitsPageSize}
+	for {
+		if maxLimits > 0 {
+			q.Size = min(listLimitsPageSize, maxLimits-len(out))
+		}
+		page, next, err := cl.ListLimitsPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range page {
+			if strings.HasPrefix(l.Name, prefix) && (maxLimits == 0 || len(out) < maxLimits) {
+				out = append(out, l)
+			}
+		}
+		if next == "" || next <= q.After || (maxLimits > 0 && len(out) >= maxLimits) {
+			return out, nil
+		}
+		q.After = next
+	}
 }
 
 func runLimitsDelete(args []string, stdout, stderr io.Writer) int {

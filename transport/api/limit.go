@@ -114,10 +114,18 @@ type LimitPut struct {
 	Created bool `json:"created"`
 }
 
-// Limits is the answer to GET /v1/limits, sorted by name.
+// Limits is the answer to GET /v1/limits, sorted by name. A page (the
+// request named prefix, after or limit) that more limits with the prefix
+// follow has NextAfter, the last limit's name: ask again with
+// after=NextAfter for the next page.
 type Limits struct {
-	Limits []Limit `json:"limits"`
+	Limits    []Limit `json:"limits"`
+	NextAfter string  `json:"next_after,omitempty"`
 }
+
+// DefaultLimitsPage is the page size of GET /v1/limits when the request
+// names prefix or after but no limit.
+const DefaultLimitsPage = 1000
 
 // Float is a float64 that encodes non-finite values as the strings
 // "+Inf", "-Inf" and "NaN" instead of failing, and decodes them (and JSON

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -257,6 +258,43 @@ func (c *Client) ListLimits(ctx context.Context) ([]Limit, error) {
 	}
 	err := c.call(ctx, http.MethodGet, "/v1/limits", nil, &out)
 	return out.Limits, err
+}
+
+// LimitsQuery selects a page of limits for ListLimitsPage: at most Size
+// limits (1 to 10 000; 0 means api.DefaultLimitsPage) whose names start
+// with Prefix ("" for any) and sort after After ("" from the first).
+type LimitsQuery struct {
+	Prefix string
+	After  string
+	Size   int
+}
+
+// ListLimitsPage returns one page of limits, sorted by name, and the
+// After of the next page: "" when no more limits with the prefix follow.
+// A register of many limits (templated keys) is listed page by page:
+//
+//	q := client.LimitsQuery{Prefix: "acct:"}
+//	for {
+//		page, next, err := c.ListLimitsPage(ctx, q)
+//		...
+//		if next == "" { break }
+//		q.After = next
+//	}
+func (c *Client) ListLimitsPage(ctx context.Context, q LimitsQuery) ([]Limit, string, error) {
+	v := url.Values{}
+	v.Set("prefix", q.Prefix)
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	if q.Size != 0 {
+		v.Set("limit", strconv.Itoa(q.Size))
+	}
+	var out struct {
+		Limits    []Limit `json:"limits"`
+		NextAfter string  `json:"next_after"`
+	}
+	err := c.call(ctx, http.MethodGet, "/v1/limits?"+v.Encode(), nil, &out)
+	return out.Limits, out.NextAfter, err
 }
 
 // DeleteLimit removes limit name and reports whether it existed.

@@ -258,6 +258,21 @@ func TestAdminAgainstHandler(t *testing.T) {
 	if err != nil || len(all) != 2 || all[0].Name != "api" || all[1].Name != "w" || *all[1].Warmup != warm || all[1].Per != time.Second {
 		t.Errorf("list: %+v %v", all, err)
 	}
+	// Page by page: one limit a page, then the next page after it.
+	page, next, err := c.ListLimitsPage(ctx, LimitsQuery{Size: 1})
+	if err != nil || len(page) != 1 || page[0].Name != "api" || next != "api" {
+		t.Errorf("first page: %+v next %q %v", page, next, err)
+	}
+	page, next, err = c.ListLimitsPage(ctx, LimitsQuery{After: next, Size: 1})
+	if err != nil || len(page) != 1 || page[0].Name != "w" || next != "" || *page[0].Warmup != warm {
+		t.Errorf("last page: %+v next %q %v", page, next, err)
+	}
+	if page, next, err = c.ListLimitsPage(ctx, LimitsQuery{Prefix: "a"}); err != nil || len(page) != 1 || next != "" {
+		t.Errorf("prefix a: %+v next %q %v", page, next, err)
+	}
+	if _, _, err := c.ListLimitsPage(ctx, LimitsQuery{Size: 10_001}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("page of 10 001: %v, want ErrInvalid", err)
+	}
 	if existed, err := c.DeleteLimit(ctx, "w"); err != nil || !existed {
 		t.Errorf("delete: %v %v", existed, err)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -142,11 +143,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	putRecorder(rec)
 }
 
+// pathName is a limit's name as a path segment carries it, unescaped
+// (%3A is ':'). A segment that does not unescape is left as it is, and
+// the name's validation then names the byte that is not allowed; an
+// escaped '/' becomes a '/', which no name allows either.
+func pathName(segment string) string {
+	if !strings.Contains(segment, "%") {
+		return segment
+	}
+	if name, err := url.PathUnescape(segment); err == nil {
+		return name
+	}
+	return segment
+}
+
 // dispatch routes r and returns the route it matched.
 func (h *handler) dispatch(w *recorder, r *http.Request) route {
 	// The escaped path is used so that an escaped '/' inside a name cannot
-	// change the route; valid names never need escaping, so any '%' left in
-	// a name makes it invalid.
+	// change the route; a name is then unescaped (pathName), as clients
+	// that escape every reserved character send ':' as %3A.
 	p := r.URL.EscapedPath()
 	switch {
 	case p == "/v1/limits":
@@ -161,6 +176,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		return routeReadableLimits
 	case strings.HasPrefix(p, "/v1/limits/"):
 		name, sub, hasSub := strings.Cut(p[len("/v1/limits/"):], "/")
+		name = pathName(name)
 		if !hasSub {
 			switch r.Method {
 			case http.MethodGet, http.MethodHead:

@@ -316,7 +316,61 @@ func (h *handler) getLimit(w http.ResponseWriter, r *http.Request, name string) 
 }
 
 func (h *handler) listLimits(w http.ResponseWriter, r *http.Request) {
-	h.writeLimits(w, r, nil)
+	q, paged, herr := limitsQuery(r)
+	if herr != nil {
+		api.WriteError(w, herr.Code, herr.Msg)
+		return
+	}
+	if !paged {
+		h.writeLimits(w, r, nil)
+		return
+	}
+	ctx, cancel := h.context(r)
+	defer cancel()
+	page, more, err := h.store.LimitsPage(ctx, q)
+	if err != nil {
+		h.storeError(w, "list limits", err)
+		return
+	}
+	views := api.Limits{Limits: make([]api.Limit, 0, len(page))}
+	for _, li := range page {
+		views.Limits = append(views.Limits, newLimitInfoView(li))
+	}
+	if more && len(page) > 0 {
+		views.NextAfter = page[len(page)-1].Name
+	}
+	api.WriteJSON(w, http.StatusOK, views)
+}
+
+// limitsQuery reads the query of GET /v1/limits: prefix, after and limit
+// (1 to fsm.MaxLimitsPage, api.DefaultLimitsPage if absent), each at most
+// once; paged is false when none is given (every limit is answered).
+func limitsQuery(r *http.Request) (q fsm.LimitsQuery, paged bool, herr *api.Error) {
+	const allowed = "allowed: prefix=P (names starting with P), after=NAME (names sorting after NAME), limit=N (1-%d, default %d)"
+	vals := r.URL.Query()
+	for k, v := range vals {
+		if k != "prefix" && k != "after" && k != "limit" {
+			return q, false, api.BadRequest("query parameter %s; "+allowed, api.Quote(k), fsm.MaxLimitsPage, api.DefaultLimitsPage)
+		}
+		if len(v) > 1 {
+			return q, false, api.BadRequest("query parameter %s given %d times; "+allowed, k, len(v), fsm.MaxLimitsPage, api.DefaultLimitsPage)
+		}
+	}
+	if len(vals) == 0 {
+		return q, false, nil
+	}
+	q = fsm.LimitsQuery{Prefix: vals.Get("prefix"), After: vals.Get("after"), Size: api.DefaultLimitsPage}
+	if s, ok := vals["limit"]; ok {
+		n, err := strconv.Atoi(s[0])
+		if err != nil || n < 1 || n > fsm.MaxLimitsPage {
+			return q, false, api.BadRequest("query parameter limit=%s; allowed: an integer 1-%d", api.Quote(s[0]), fsm.MaxLimitsPage)
+		}
+		q.Size = n
+	}
+	if err := q.Validate(); err != nil {
+		return q, false, api.BadRequest("%s", strings.TrimPrefix(err.Error(), fsm.ErrInvalidCommand.Error()+": "))
+	}
+	return q, true, nil
 }
 
 // listReadableLimits answers GET /v1/readable-limits: every limit the

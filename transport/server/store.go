@@ -24,6 +24,10 @@ type Store interface {
 	Limit(ctx context.Context, name string) (fsm.LimitInfo, error)
 	// Limits returns every limit, sorted by name.
 	Limits(ctx context.Context) ([]fsm.LimitInfo, error)
+	// LimitsPage returns the page of limits q selects, sorted by name,
+	// and whether more with q's prefix follow; an invalid q is
+	// node.ErrInvalid.
+	LimitsPage(ctx context.Context, q fsm.LimitsQuery) ([]fsm.LimitInfo, bool, error)
 	// Reserve decides one reserve; node.ErrNotFound / node.ErrInvalid /
 	// node.ErrNoLeader. Refused, Busy and SessionExpired are results.
 	Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error)

@@ -65,6 +65,12 @@ const (
 	// address (package node's httpaddrs.go): payload the byte 1, and the
 	// answer then carries the address (a string) after the rest.
 	OpProgress byte = 21
+	// OpReadPage: a page of the limits, between nodes only (a follower
+	// forwards GET /v1/limits?prefix=&after=&limit=): payload the prefix,
+	// the name to start after (strings) and the page size (a varint); the
+	// answer whether more follow (a bool) and the page's limits as for
+	// OpRead.
+	OpReadPage byte = 22
 )
 
 // MaxAuthSecret bounds the payload of OpAuth.

@@ -196,6 +196,20 @@ func (s *Store) Limits(ctx context.Context) ([]fsm.LimitInfo, error) {
 	return s.f.Limits(), nil
 }
 
+// LimitsPage implements server.Store.
+func (s *Store) LimitsPage(ctx context.Context, q fsm.LimitsQuery) ([]fsm.LimitInfo, bool, error) {
+	if err := q.Validate(); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", node.ErrInvalid, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter(ctx); err != nil {
+		return nil, false, err
+	}
+	page, more := s.f.LimitsPage(q)
+	return page, more, nil
+}
+
 // Reserve implements server.Store.
 func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error) {
 	s.mu.Lock()

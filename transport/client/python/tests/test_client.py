@@ -829,6 +829,20 @@ class ReservationTest(unittest.TestCase):
         self.assertIsNone(r3.released)
         self.assertTrue(r.holds)
 
+    def test_limits_page_by_page(self) -> None:
+        prefix = "page%d-%d:" % (os.getpid(), next(_names))
+        names = sorted(prefix + "k%d" % i for i in range(5))
+        for n in names:
+            self.client.put_limit(n, "strict", 1, "1s")
+        first, nxt = self.client.list_limits_page(prefix, limit=2)
+        self.assertEqual([v["name"] for v in first], names[:2])
+        self.assertEqual(nxt, names[1])
+        self.assertEqual([v["name"] for v in self.client.iter_limits(prefix, page=2)], names)
+        self.assertEqual(self.client.list_limits_page(prefix, after=names[-1]), ([], ""))
+        with self.assertRaises(permitd.InvalidRequest) as cm:
+            self.client.list_limits_page(prefix, limit=0)
+        self.assertIn("allowed: an integer 1-10000", str(cm.exception))
+
     def test_shadow_limit_grants_everything(self) -> None:
         sh = fresh_limit(self.client, "shadow", "strict", 1, "1m", max_reserved=0, shadow=True)
         tpm = self.tokens()

@@ -989,6 +989,32 @@ class Client:
         v = self._call("GET", "/v1/limits")
         return list(v.get("limits", [])) if isinstance(v, dict) else list(v)
 
+    def list_limits_page(
+        self, prefix: str = "", after: str = "", limit: Optional[int] = None
+    ) -> Tuple[List[Dict[str, Any]], str]:
+        """Returns one page of limit views, sorted by name, whose names start
+        with ``prefix`` and sort after ``after`` (``GET
+        /v1/limits?prefix=&after=&limit=``; ``limit`` 1-10000, 1000 if None),
+        and the ``after`` of the next page: "" when no more limits with the
+        prefix follow."""
+        q = "?prefix=" + quote(prefix, safe="")
+        if after:
+            q += "&after=" + quote(after, safe="")
+        if limit is not None:
+            q += "&limit=%d" % limit
+        v = self._call("GET", "/v1/limits" + q)
+        return list(v.get("limits", [])), str(v.get("next_after", ""))
+
+    def iter_limits(self, prefix: str = "", page: Optional[int] = None) -> Iterator[Dict[str, Any]]:
+        """Yields every limit view whose name starts with ``prefix``, sorted by
+        name, reading one page (``page`` limits) at a time."""
+        after = ""
+        while True:
+            limits, after = self.list_limits_page(prefix, after, page)
+            yield from limits
+            if not after:
+                return
+
     def delete_limit(self, name: str, force: bool = False) -> None:
         """Deletes a limit (``DELETE /v1/limits/{name}``); ``force`` deletes a
         leased limit even while leases hold permits of it."""
