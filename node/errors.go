@@ -92,11 +92,70 @@ func Message(err error) string {
 // limitNotFound is the error for a limit that does not exist, with a
 // suggestion when a known limit's name is one edit away.
 func (n *Node) limitNotFound(name string) error {
-	known := make([]string, 0, 8)
-	for _, l := range n.fsm.Limits() {
-		known = append(known, l.Name)
+	return userErrorf(ErrNotFound, "limit %q not found%s", name, didYouMean(name, n.namesNear(name)))
+}
+
+// scanNamesUpTo is the most limits namesNear compares a name with one by
+// one; beyond it, it looks up the name's one-edit variants instead (about
+// 17 000 for a 128-byte name, a millisecond), so that a reserve naming an
+// unknown limit costs the same among a million limits as among ten.
+const scanNamesUpTo = 4096
+
+// namesNear returns the limits one edit away from name (oneEditApart).
+func (n *Node) namesNear(name string) []string {
+	if n.fsm.LimitCount() <= scanNamesUpTo {
+		var near []string
+		n.fsm.EachLimitName(func(k string) bool {
+			if oneEditApart(name, k) {
+				near = append(near, k)
+			}
+			return true
+		})
+		return near
 	}
-	return userErrorf(ErrNotFound, "limit %q not found%s", name, didYouMean(name, known))
+	near := n.fsm.LimitsNamed(func(yield func([]byte) bool) { oneEditVariants(name, yield) })
+	slices.Sort(near)
+	return slices.Compact(near) // a variant may be yielded twice
+}
+
+// nameAlphabet is the bytes of limit names (fsm.ValidateName).
+const nameAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-"
+
+// oneEditVariants yields every name one insertion, deletion, substitution
+// (of a name byte) or transposition of neighbours away from name, in one
+// reused buffer, until yield returns false. A variant may repeat, or be
+// longer than a name may be (then it is no limit's name).
+func oneEditVariants(name string, yield func([]byte) bool) {
+	buf := make([]byte, 0, len(name)+1)
+	for i := 0; i <= len(name); i++ {
+		for j := 0; j < len(nameAlphabet); j++ {
+			buf = append(append(append(buf[:0], name[:i]...), nameAlphabet[j]), name[i:]...) // insertion
+			if !yield(buf) {
+				return
+			}
+		}
+		if i == len(name) {
+			break
+		}
+		if !yield(append(append(buf[:0], name[:i]...), name[i+1:]...)) { // deletion
+			return
+		}
+		for j := 0; j < len(nameAlphabet); j++ {
+			if nameAlphabet[j] == name[i] {
+				continue
+			}
+			buf = append(append(append(buf[:0], name[:i]...), nameAlphabet[j]), name[i+1:]...) // substitution
+			if !yield(buf) {
+				return
+			}
+		}
+		if i+1 < len(name) && name[i] != name[i+1] {
+			buf = append(append(append(buf[:0], name[:i]...), name[i+1], name[i]), name[i+2:]...) // transposition
+			if !yield(buf) {
+				return
+			}
+		}
+	}
 }
 
 // didYouMean returns `; did you mean "x"?` for the names of known that are
