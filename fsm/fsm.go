@@ -316,7 +316,7 @@ func (s *state) decide(nowNanos int64, r *Reserve) outcome {
 	if !ok {
 		return o
 	}
-	l.touch(nowNanos)
+	s.touch(l, nowNanos)
 	return l.decide(nowNanos, r)
 }
 

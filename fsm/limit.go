@@ -60,9 +60,11 @@ type limit struct {
 	lastServedNanos int64
 	// shadow: the limit is in shadow mode (PutLimit.Shadow).
 	shadow bool
-	// key is not nil while the limit is a key a template created
-	// (template.go); an explicit put makes it explicit.
-	key *templatedKey
+	// keySlot is 1 + the limit's place in the drop heap while it is a
+	// key a template created (template.go), 0 for an explicit limit (an
+	// explicit put makes a key explicit). An int32 next to shadow: the
+	// struct keeps its size class.
+	keySlot int32
 }
 
 // tallies are the counters of a limit that only expired grants,
@@ -231,7 +233,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 				"limit %q keeps its configuration of version %d: it is leased and the new one cannot be: %s", p.Name, l.version, why))}
 		}
 	}
-	if ok && l.key != nil {
+	if ok && l.templated() {
 		// A templated key becomes explicit. One at rest is replaced by a
 		// new limit, exactly as if it had been dropped already: whether
 		// it was is not for a put to tell.

@@ -118,6 +118,48 @@ func BenchmarkMemoryPerLimit(b *testing.B) {
 			}
 		})
 	}
+	// Keys a template created on their first reserve (a hybrid template
+	// has no burst pool: one with a burst pool never rests).
+	for _, k := range limitKinds {
+		b.Run("templated-"+k.name, func(b *testing.B) {
+			spec := k.spec
+			if spec.Algorithm == bucket.Hybrid {
+				spec.Strictness = 1
+			}
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				h := newHarness(b)
+				templateKeys(b, h, spec, n)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/limit")
+				runtime.KeepAlive(h)
+			}
+		})
+	}
+}
+
+// templateKeys puts the template "tenant" of spec's algorithm on h, then
+// creates n keys of it (tenant:%08d) by reserving one permit on each, in
+// entries of 1024 reserves.
+func templateKeys(t testing.TB, h *harness, spec bucket.Spec, n int) {
+	t.Helper()
+	h.apply(mustEntry(AppendPutTemplate(nil, at(0), PutTemplate{Prefix: "tenant", Config: compile(t, spec), IdleNanos: MaxTemplateIdleNanos, MaxKeys: MaxTemplatedKeys})))
+	const batch = 1024
+	rs := make([]Reserve, 0, batch)
+	for i := 0; i < n; i += batch {
+		rs = rs[:0]
+		for j := i; j < min(n, i+batch); j++ {
+			rs = append(rs, rsv(limitName(j), 1, sec, ""))
+		}
+		for k, r := range h.reserve(sec, rs...) {
+			if r.Status != Granted {
+				t.Fatalf("reserve on %s: %+v", rs[k].Limit, r)
+			}
+		}
+	}
 }
 
 // BenchmarkSnapshotLimits measures a snapshot of n strict limits (each

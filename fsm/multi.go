@@ -43,7 +43,7 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 			return o
 		}
 		limits[i] = l
-		l.touch(nowNanos)
+		s.touch(l, nowNanos)
 	}
 	at, blocking, o, ok := queryRates(nowNanos, limits, parts)
 	if !ok {

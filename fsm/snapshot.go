@@ -184,12 +184,13 @@ func (s *state) appendSnapshot(b []byte) []byte {
 			b = binary.AppendUvarint(b, m.afterSeq)
 			b = binary.AppendUvarint(b, uint64(m.slackNanos))
 		}
-		if l.key == nil {
+		if !l.templated() {
 			b = append(b, 0)
 		} else {
+			k := s.keyOf(l)
 			b = append(b, 1)
-			b = binary.AppendVarint(b, l.key.touchedAtNanos)
-			b = binary.AppendVarint(b, l.key.dueAtNanos)
+			b = binary.AppendVarint(b, k.touchedAtNanos)
+			b = binary.AppendVarint(b, k.dueAtNanos)
 		}
 	}
 

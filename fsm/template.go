@@ -13,7 +13,8 @@ import (
 )
 
 // template.go: templates, the keys they create on first use, and how idle
-// keys are dropped (see doc.go, "Templates").
+// keys are dropped (the rule and its argument: README.md, "Templated keys
+// and their drop").
 //
 // A template is a limit config under a prefix. A reserve naming
 // "prefix:key" that finds no limit of that name while the template is
@@ -152,41 +153,49 @@ type template struct {
 	keys int64
 }
 
-// templatedKey is what a limit created from a template keeps besides the
-// limit: when it was last reserved, and when the drop heap looks at it
-// next.
-type templatedKey struct {
+// keyEntry is what a limit created from a template keeps besides the
+// limit, in the drop heap: when it was last reserved, and when the heap
+// looks at it next.
+type keyEntry struct {
+	l                          *limit
 	touchedAtNanos, dueAtNanos int64
-	heapIndex                  int
 }
 
-// keyHeap orders the templated keys by (due time, name).
-type keyHeap struct{ ls []*limit }
+// keyHeap orders the templated keys by (due time, name). Each key's
+// limit knows its place (limit.keySlot).
+type keyHeap struct{ es []keyEntry }
 
-func (h *keyHeap) Len() int { return len(h.ls) }
+func (h *keyHeap) Len() int { return len(h.es) }
 func (h *keyHeap) Less(i, j int) bool {
-	a, b := h.ls[i], h.ls[j]
-	if a.key.dueAtNanos != b.key.dueAtNanos {
-		return a.key.dueAtNanos < b.key.dueAtNanos
+	a, b := &h.es[i], &h.es[j]
+	if a.dueAtNanos != b.dueAtNanos {
+		return a.dueAtNanos < b.dueAtNanos
 	}
-	return a.name < b.name
+	return a.l.name < b.l.name
 }
 func (h *keyHeap) Swap(i, j int) {
-	h.ls[i], h.ls[j] = h.ls[j], h.ls[i]
-	h.ls[i].key.heapIndex, h.ls[j].key.heapIndex = i, j
+	h.es[i], h.es[j] = h.es[j], h.es[i]
+	h.es[i].l.keySlot, h.es[j].l.keySlot = int32(i+1), int32(j+1)
 }
 func (h *keyHeap) Push(x any) {
-	l := x.(*limit)
-	l.key.heapIndex = len(h.ls)
-	h.ls = append(h.ls, l)
+	e := x.(keyEntry)
+	e.l.keySlot = int32(len(h.es) + 1)
+	h.es = append(h.es, e)
 }
 func (h *keyHeap) Pop() any {
-	n := len(h.ls) - 1
-	l := h.ls[n]
-	h.ls[n] = nil
-	h.ls = h.ls[:n]
-	return l
+	n := len(h.es) - 1
+	e := h.es[n]
+	h.es[n] = keyEntry{}
+	h.es = h.es[:n]
+	e.l.keySlot = 0
+	return e
 }
+
+// templated reports whether l is a key a template created.
+func (l *limit) templated() bool { return l.keySlot != 0 }
+
+// keyOf returns templated key l's entry in the drop heap.
+func (s *state) keyOf(l *limit) *keyEntry { return &s.keys.es[l.keySlot-1] }
 
 // templateOf returns the active template that creates a key called name
 // ("prefix:key", key not empty), or nil.
@@ -251,7 +260,7 @@ func (s *state) retireIfEmpty(t *template) {
 func (s *state) keysFull(nowNanos int64, detail string) outcome {
 	at := satAddNanos(nowNanos, 1)
 	if s.keys.Len() > 0 {
-		at = max(at, s.keys.ls[0].key.dueAtNanos)
+		at = max(at, s.keys.es[0].dueAtNanos)
 	}
 	return outcome{status: KeysFull, atNanos: at, detail: boundDetail(detail)}
 }
@@ -277,8 +286,7 @@ func (s *state) canCreate(nowNanos int64, t *template, ofT, extra int64) (outcom
 func (s *state) createKey(name string, t *template, nowNanos int64) *limit {
 	conf := s.configs.acquire([]byte(t.conf.raw), t.conf.compiled)
 	l := s.insertLimit(name, conf, s.appliedIndex, conf.compiled.NewRestedPacer(nowNanos))
-	l.key = &templatedKey{touchedAtNanos: nowNanos, dueAtNanos: satAddNanos(nowNanos, t.idleNanos)}
-	heap.Push(&s.keys, l)
+	heap.Push(&s.keys, keyEntry{l: l, touchedAtNanos: nowNanos, dueAtNanos: satAddNanos(nowNanos, t.idleNanos)})
 	t.keys++
 	s.carryHolds(l, nowNanos)
 	return l
@@ -338,7 +346,7 @@ func (s *state) createParts(parts []Part, nowNanos int64) (outcome, bool) {
 // a templated key, its template (a key created again has another
 // version, and the same answers).
 func (l *limit) configName() string {
-	if l.key != nil {
+	if l.templated() {
 		return "its template's"
 	}
 	return fmt.Sprintf("version %d", l.version)
@@ -346,9 +354,9 @@ func (l *limit) configName() string {
 
 // touch records a reserve on l at nowNanos (nothing for an explicit
 // limit).
-func (l *limit) touch(nowNanos int64) {
-	if l.key != nil {
-		l.key.touchedAtNanos = nowNanos
+func (s *state) touch(l *limit, nowNanos int64) {
+	if l.templated() {
+		s.keyOf(l).touchedAtNanos = nowNanos
 	}
 }
 
@@ -369,11 +377,10 @@ func (s *state) keyAtRest(l *limit, nowNanos int64) (int64, bool) {
 // unkey makes templated key l an explicit limit (nothing if it is one):
 // out of the drop heap and its template's count.
 func (s *state) unkey(l *limit) {
-	if l.key == nil {
+	if !l.templated() {
 		return
 	}
-	heap.Remove(&s.keys, l.key.heapIndex)
-	l.key = nil
+	heap.Remove(&s.keys, int(l.keySlot-1))
 	t := s.ownTemplate(l)
 	t.keys--
 	s.retireIfEmpty(t)
@@ -387,11 +394,11 @@ func (s *state) dropIdleKeys(nowNanos int64) {
 		return
 	}
 	for range maxDropsPerEntry {
-		if s.keys.Len() == 0 || s.keys.ls[0].key.dueAtNanos > nowNanos {
+		if s.keys.Len() == 0 || s.keys.es[0].dueAtNanos > nowNanos {
 			return
 		}
-		l := s.keys.ls[0]
-		due := satAddNanos(l.key.touchedAtNanos, s.ownTemplate(l).idleNanos)
+		l := s.keys.es[0].l
+		due := satAddNanos(s.keys.es[0].touchedAtNanos, s.ownTemplate(l).idleNanos)
 		if due <= nowNanos {
 			var rested bool
 			if due, rested = s.keyAtRest(l, nowNanos); rested {
@@ -400,7 +407,7 @@ func (s *state) dropIdleKeys(nowNanos int64) {
 				continue
 			}
 		}
-		l.key.dueAtNanos = max(due, satAddNanos(nowNanos, 1))
+		s.keys.es[0].dueAtNanos = max(due, satAddNanos(nowNanos, 1))
 		heap.Fix(&s.keys, 0)
 	}
 }
@@ -409,10 +416,10 @@ func (s *state) dropIdleKeys(nowNanos int64) {
 // name, a templated key (live or not yet created), or "" if name is not
 // one.
 func (s *state) templatedDetail(name string) string {
-	if l, ok := s.limits[name]; ok && l.key == nil {
+	if l, ok := s.limits[name]; ok && !l.templated() {
 		return ""
 	}
-	if l, ok := s.limits[name]; !ok || l.key == nil {
+	if l, ok := s.limits[name]; !ok || !l.templated() {
 		if s.templateOf(name) == nil {
 			return ""
 		}
@@ -509,8 +516,8 @@ func decodeTemplatedKey(r *reader, st *state, l *limit, name string) {
 	case l.shadow:
 		r.fail("templated key %q is in shadow mode (only an explicit put sets it)", name)
 	default:
-		l.key = &templatedKey{touchedAtNanos: touched, dueAtNanos: due, heapIndex: len(st.keys.ls)}
-		st.keys.ls = append(st.keys.ls, l)
+		st.keys.es = append(st.keys.es, keyEntry{l: l, touchedAtNanos: touched, dueAtNanos: due})
+		l.keySlot = int32(len(st.keys.es))
 		st.templates[name[:i]].keys++
 	}
 }
@@ -522,13 +529,13 @@ func checkTemplatedKeys(r *reader, st *state) {
 	if r.err != nil {
 		return
 	}
-	if len(st.keys.ls) > MaxTemplatedKeys {
-		r.fail("%d templated keys (allowed: at most %d)", len(st.keys.ls), MaxTemplatedKeys)
+	if len(st.keys.es) > MaxTemplatedKeys {
+		r.fail("%d templated keys (allowed: at most %d)", len(st.keys.es), MaxTemplatedKeys)
 		return
 	}
-	for _, l := range st.keys.ls {
-		if l.pool != nil {
-			r.fail("templated key %q is leased (keys made from a template are never leased)", l.name)
+	for _, e := range st.keys.es {
+		if e.l.pool != nil {
+			r.fail("templated key %q is leased (keys made from a template are never leased)", e.l.name)
 			return
 		}
 	}

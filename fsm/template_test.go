@@ -211,20 +211,20 @@ func TestTemplateWalk(t *testing.T) {
 func checkTemplates(s *state) string {
 	counts := map[string]int64{}
 	for _, l := range s.limits {
-		if l.key == nil {
+		if !l.templated() {
 			continue
 		}
 		p := l.name[:strings.IndexByte(l.name, ':')]
 		counts[p]++
-		if s.keys.ls[l.key.heapIndex] != l {
+		if s.keyOf(l).l != l {
 			return fmt.Sprintf("key %q is not where the heap says", l.name)
 		}
 		if l.pool != nil || l.shadow {
 			return fmt.Sprintf("key %q is leased or in shadow mode", l.name)
 		}
 	}
-	if len(s.keys.ls) != int(sum(counts)) {
-		return fmt.Sprintf("%d keys in the heap, %d templated limits", len(s.keys.ls), sum(counts))
+	if len(s.keys.es) != int(sum(counts)) {
+		return fmt.Sprintf("%d keys in the heap, %d templated limits", len(s.keys.es), sum(counts))
 	}
 	for p, tp := range s.templates {
 		if tp.keys != counts[p] {
@@ -241,12 +241,12 @@ func checkTemplates(s *state) string {
 	}
 	// The drop heap is behind by at most maxDropsPerEntry keys.
 	late := 0
-	for _, l := range s.keys.ls {
-		if l.key.dueAtNanos <= s.lastNowNanos {
+	for _, e := range s.keys.es {
+		if e.dueAtNanos <= s.lastNowNanos {
 			late++
 		}
 	}
-	if late > 0 && s.dropKeys && late >= len(s.keys.ls) && late > maxDropsPerEntry {
+	if late > 0 && s.dropKeys && late >= len(s.keys.es) && late > maxDropsPerEntry {
 		return fmt.Sprintf("%d keys overdue", late)
 	}
 	return ""
