@@ -422,6 +422,11 @@ func TestTemplateBounds(t *testing.T) {
 	if _, err := AppendDeleteTemplate(nil, at(1), DeleteTemplate{Prefix: "a:b"}); err == nil {
 		t.Fatalf("a delete of an invalid prefix was accepted")
 	}
+	for prefix, want := range map[string]string{"tenant": "", "a:b": "has byte ':'", "": "allowed: 1-64", strings.Repeat("p", 65): "65 bytes long"} {
+		if err := ValidateTemplatePrefix(prefix); (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Fatalf("ValidateTemplatePrefix(%q): %v, want %q", prefix, err, want)
+		}
+	}
 }
 
 // TestTemplateSnapshotsAreByteIdentical: replicas fed one log with
