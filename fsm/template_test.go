@@ -162,7 +162,7 @@ func answers(v any) any {
 // re-encodes to the same bytes and answers the next entry alike.
 func TestDroppedKeyChangesNoAnswer(t *testing.T) {
 	drops := 0
-	for seed := range uint64(60) {
+	for seed := range uint64(30) {
 		rng := rand.New(rand.NewPCG(seed, 41))
 		log := templateLog(t, rng, 400, false)
 		a, b := newHarness(t), &harness{t: t, f: New().keepingIdleKeys()}
@@ -190,7 +190,7 @@ func TestDroppedKeyChangesNoAnswer(t *testing.T) {
 // the keys, no key lingers past its idle time once at rest and unpinned,
 // and every key's window bound holds (checked on its grants).
 func TestTemplateWalk(t *testing.T) {
-	for seed := range uint64(60) {
+	for seed := range uint64(30) {
 		rng := rand.New(rand.NewPCG(seed, 42))
 		log := templateLog(t, rng, 300, true)
 		a := newHarness(t)
