@@ -187,8 +187,8 @@ func TestDroppedKeyChangesNoAnswer(t *testing.T) {
 // TestTemplateWalk: random logs with templates deleted and put again with
 // other configs keep every invariant: snapshots restore to the same bytes
 // and the same next answers (above), the keys' counts per template equal
-// the keys, no key lingers past its idle time once at rest and unpinned,
-// and every key's window bound holds (checked on its grants).
+// the keys, every key is where the drop heap says, no key is leased or in
+// shadow mode, and a deleted template is kept only while it has keys.
 func TestTemplateWalk(t *testing.T) {
 	for seed := range uint64(30) {
 		rng := rand.New(rand.NewPCG(seed, 42))
