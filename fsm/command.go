@@ -49,10 +49,14 @@ const (
 	// CmdWithdraw withdraws, by its request ID, a reserve that waits in
 	// an in-flight cap's queue (waiters.go).
 	CmdWithdraw CommandType = 14
+	// CmdPutTemplate creates or replaces a template (template.go).
+	CmdPutTemplate CommandType = 15
+	// CmdDeleteTemplate deletes a template (template.go).
+	CmdDeleteTemplate CommandType = 16
 )
 
 // lastCommandType is the largest known CommandType.
-const lastCommandType = CmdWithdraw
+const lastCommandType = CmdDeleteTemplate
 
 // EncodingVersion is the version byte that follows the type byte.
 // Version 2 added the stamp's term, per-reserve arrival times and client
@@ -61,8 +65,9 @@ const lastCommandType = CmdWithdraw
 // extend version 4 compatibly: an entry an earlier decoder accepted
 // decodes the same (the reservation form of a reserve, a put's shadow
 // flag, CmdSettle, CmdRelease, a session's owner and quota,
-// CmdExpiredGrants, CmdWithdraw and the owner of a session's reserve are
-// bytes an earlier decoder rejects).
+// CmdExpiredGrants, CmdWithdraw, the owner of a session's reserve,
+// CmdPutTemplate and CmdDeleteTemplate are bytes an earlier decoder
+// rejects).
 const EncodingVersion = 4
 
 // Errors returned by this package.
@@ -188,4 +193,7 @@ type Entry struct {
 	OpenSession OpenSession
 	// ExpiredGrants holds a CmdExpiredGrants' grants (expiredgrants.go).
 	ExpiredGrants []ExpiredGrant
+	// PutTemplate and DeleteTemplate (template.go).
+	PutTemplate    PutTemplate
+	DeleteTemplate DeleteTemplate
 }

@@ -127,6 +127,13 @@ func decodeInto(b []byte, e *Entry, names *interner) (put putParts, err error) {
 		if r.err == nil {
 			err = e.Release.Validate()
 		}
+	case CmdPutTemplate:
+		put, err = decodePutTemplate(&r, &e.PutTemplate)
+	case CmdDeleteTemplate:
+		e.DeleteTemplate.Prefix = string(r.bytes("template prefix", MaxTemplatePrefixLen))
+		if r.err == nil {
+			err = e.DeleteTemplate.Validate()
+		}
 	case CmdWithdraw:
 		e.Withdraw.RequestID = string(r.bytes("request id", MaxRequestIDLen))
 		e.Withdraw.Owner = string(r.bytes("owner", MaxOwnerLen))
@@ -192,6 +199,32 @@ func decodePut(r *reader, p *PutLimit) (putParts, error) {
 			r.fail("shadow byte %d (allowed: 1, or nothing when not in shadow mode)", flag)
 			return putParts{}, r.err
 		}
+	}
+	return putParts{rawConfig: raw, config: cfg}, nil
+}
+
+func decodePutTemplate(r *reader, t *PutTemplate) (putParts, error) {
+	prefix := r.bytes("template prefix", MaxTemplatePrefixLen)
+	raw := r.bytes("config", MaxConfigBytes)
+	if r.err != nil {
+		return putParts{}, r.err
+	}
+	if err := validatePrefix(prefix); err != nil {
+		return putParts{}, err
+	}
+	t.Prefix = string(prefix)
+	cfg, err := decodeConfig(t.Prefix, raw)
+	if err != nil {
+		return putParts{}, err
+	}
+	t.Config = cfg.Config()
+	t.IdleNanos = int64(r.uvarintMax("idle nanos", uint64(MaxTemplateIdleNanos)))
+	t.MaxKeys = int64(r.uvarintMax("max keys", MaxTemplatedKeys))
+	if r.err != nil {
+		return putParts{}, r.err
+	}
+	if err := t.Validate(); err != nil {
+		return putParts{}, err
 	}
 	return putParts{rawConfig: raw, config: cfg}, nil
 }

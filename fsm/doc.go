@@ -39,6 +39,10 @@
 //     (see Counters below).
 //   - CmdWithdraw withdraws, by its request ID, a reserve that waits in an
 //     in-flight cap's queue (see Waiting below).
+//   - CmdPutTemplate and CmdDeleteTemplate keep the templates: a reserve
+//     naming "prefix:key" creates that limit from its template, and Apply
+//     drops it again once idle and at rest (template.go; the rule and its
+//     argument are in README.md).
 //
 // The Append functions validate before encoding (reject before replicate):
 // an entry they produce always decodes. Decode validates again, and every
@@ -580,7 +584,8 @@
 //     primitives.go (the byte-level encodings entries and snapshots are
 //     built of);
 //   - limits: limit.go (a limit, its put, delete and reserves), result.go
-//     (what Apply answers to them), expiredgrants.go (Counters);
+//     (what Apply answers to them), expiredgrants.go (Counters),
+//     template.go (templates, their keys and the drop of idle ones);
 //   - deduplication: dedup.go (request IDs), sessions.go and
 //     sessiontable.go (client sessions);
 //   - leases: lease.go (vocabulary and views), leasebook.go (the book and

@@ -51,6 +51,9 @@ import (
 //	                 uvarint permits (>= 1)
 //	CmdWithdraw      request id (1..MaxRequestIDLen), owner, byte force (0
 //	                 or 1)
+//	CmdPutTemplate   prefix, config (as CmdPutLimit's), uvarint idle nanos,
+//	                 uvarint max keys
+//	CmdDeleteTemplate prefix
 //
 // Names and ids are uvarint-length-prefixed bytes; varints are in shortest
 // form. Nothing may follow the command.
@@ -116,6 +119,34 @@ func AppendOpenSessionAs(b []byte, st Stamp, o OpenSession) ([]byte, error) {
 	}
 	b = binary.AppendUvarint(b, uint64(o.PerOwner))
 	return appendBytes(b, o.Owner), nil
+}
+
+// AppendPutTemplate appends a CmdPutTemplate entry to b. On error b is
+// returned unchanged and the error wraps ErrInvalidCommand.
+func AppendPutTemplate(b []byte, st Stamp, t PutTemplate) ([]byte, error) {
+	if err := t.Validate(); err != nil {
+		return b, err
+	}
+	raw, err := t.Config.AppendBinary(nil)
+	if err != nil {
+		return b, fmt.Errorf("%w: template %q: %v", ErrInvalidCommand, t.Prefix, err)
+	}
+	if len(raw) > MaxConfigBytes {
+		return b, fmt.Errorf("%w: template %q: config is %d bytes encoded (allowed: at most %d)", ErrInvalidCommand, t.Prefix, len(raw), MaxConfigBytes)
+	}
+	b = appendHeader(b, CmdPutTemplate, st)
+	b = appendBytes(b, t.Prefix)
+	b = appendBytes(b, string(raw))
+	b = binary.AppendUvarint(b, uint64(t.IdleNanos))
+	return binary.AppendUvarint(b, uint64(t.MaxKeys)), nil
+}
+
+// AppendDeleteTemplate appends a CmdDeleteTemplate entry to b. On error b
+// is returned unchanged and the error wraps ErrInvalidCommand.
+func AppendDeleteTemplate(b []byte, st Stamp, d DeleteTemplate) ([]byte, error) {
+	return appendChecked(b, CmdDeleteTemplate, st, d, func(b []byte, d DeleteTemplate) []byte {
+		return appendBytes(b, d.Prefix)
+	})
 }
 
 // AppendDelete appends a CmdDeleteLimit entry to b. On error b is returned

@@ -237,7 +237,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"empty", nil, false, "command type: truncated"},
 		{"only type", []byte{3}, false, "encoding version: truncated"},
 		{"unknown type 0", []byte{0, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 0"},
-		{"unknown type 15", []byte{15, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 15"},
+		{"unknown type 17", []byte{17, 2, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 17"},
 		{"bad version", []byte{4, 3, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 3"},
 		{"version 1 of an older permitd", []byte{4, 1, 0, 0, 0, 0, 0, 0, 0, 0}, false, "encoding version 1"},
 		{"short timestamp", []byte{4, 4, 0, 0}, false, "timestamp: truncated"},

@@ -41,6 +41,14 @@ type state struct {
 	// indexes those waiting in in-flight caps' queues (waiters.go).
 	reservations reservationTable
 	waits        waitQueues
+	// templates by prefix, and the keys they created ordered for their
+	// drop (template.go); dropKeys is false only in tests that compare
+	// with a register that keeps every key, maxTemplatedKeys is
+	// MaxTemplatedKeys except in tests.
+	templates        map[string]*template
+	keys             keyHeap
+	dropKeys         bool
+	maxTemplatedKeys int
 	// decided are the decisions on waiting reservations made since they
 	// were last taken (TakeWaiterDecisions). Not replicated: not in
 	// snapshots, and a restored state starts without any.
@@ -57,6 +65,10 @@ func newState(dedupWindowNanos int64, maxDedupEntries int) state {
 
 		reservations: newReservationTable(),
 		waits:        newWaitQueues(),
+
+		templates:        make(map[string]*template),
+		dropKeys:         true,
+		maxTemplatedKeys: MaxTemplatedKeys,
 	}
 }
 
@@ -162,6 +174,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	s.sessions.expire(now)
 	s.expireLeases(now)
 	s.reservations.expire(now)
+	s.dropIdleKeys(now)
 
 	switch e.Type {
 	case CmdPutLimit:
@@ -207,6 +220,10 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		return s.countExpired(l.Index, e.ExpiredGrants)
 	case CmdWithdraw:
 		return s.withdrawByID(now, &e.Withdraw)
+	case CmdPutTemplate:
+		return s.putTemplate(&e.PutTemplate, put)
+	case CmdDeleteTemplate:
+		return s.deleteTemplate(&e.DeleteTemplate)
 	}
 	return nil // CmdNoop
 }
@@ -264,8 +281,9 @@ func (s *state) reserve(nowNanos int64, r *Reserve) ReserveResult {
 		return o.resultAt(nowNanos, false)
 	}
 	o := s.decide(nowNanos, r)
-	if o.status != Queued && o.status != Busy {
-		// (Busy: a full queue of waiters, waitqueue.go.)
+	if o.status != Queued && o.status != Busy && o.status != KeysFull {
+		// (Busy: a full queue of waiters, waitqueue.go; KeysFull: no room
+		// for a templated key, template.go.)
 		s.dedup.add(dedupRecord{id: r.RequestID, recordedAtNanos: nowNanos, outcome: o})
 	}
 	return o.resultAt(nowNanos, false)
@@ -294,10 +312,12 @@ func (s *state) decide(nowNanos int64, r *Reserve) outcome {
 	if r.Track {
 		return s.decideTracked(nowNanos, r)
 	}
-	if l, ok := s.limits[r.Limit]; ok {
-		return l.decide(nowNanos, r)
+	l, o, ok := s.limitOrKey(r.Limit, nowNanos)
+	if !ok {
+		return o
 	}
-	return outcome{status: UnknownLimit}
+	s.touch(l, nowNanos)
+	return l.decide(nowNanos, r)
 }
 
 // Limit returns a view of the limit called name, without its
@@ -404,6 +424,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	st.sessions.maxSessions, st.sessions.maxResults = f.maxSessions, f.maxSessionResults
+	st.dropKeys, st.maxTemplatedKeys = f.st.dropKeys, f.st.maxTemplatedKeys
 	st.waits.maxPerLimit, st.waits.maxPerOwner = f.maxWaiters, f.maxOwnerWaiters
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -144,7 +144,7 @@ func TestLeaseDecodeRejects(t *testing.T) {
 		{"renew epoch 0", cat(hdr(CmdRenew), str("hot"), uv(1), uv(0), uv(0), uv(0), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "epoch 0"},
 		{"renew spent beyond int64", cat(hdr(CmdRenew), str("hot"), uv(1), uv(1), uv(1<<63), uv(0), uv(0), uv(0), uv(0), uv(uint64(sec)), str("")), true, "int64 range"},
 		{"return non-canonical varint", cat(hdr(CmdReturn), str("hot"), []byte{0x81, 0x00}, uv(1), uv(0), uv(0), uv(0), str("")), false, "shortest form"},
-		{"unknown type 15", []byte{15, 4, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 15 (known: 1-14)"},
+		{"unknown type 17", []byte{17, 4, 0, 0, 0, 0, 0, 0, 0, 0}, false, "unknown command type 17 (known: 1-16)"},
 	}
 	checkDecodeRejects(t, tests)
 }

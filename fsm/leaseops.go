@@ -94,6 +94,10 @@ func (s *state) leaseCommand(nowNanos int64, op CommandType, requestID string, d
 // outcome that ends it: UnknownLimit, or Invalid if the limit is not
 // leased.
 func (s *state) leasedLimit(name string) (*limit, *leasePool, *leaseOutcome) {
+	if why := s.templatedDetail(name); why != "" {
+		// The same whether the key lives or was dropped.
+		return nil, nil, &leaseOutcome{status: LeaseInvalid, detail: why}
+	}
 	l, ok := s.limits[name]
 	if !ok {
 		return nil, nil, &leaseOutcome{status: LeaseUnknownLimit}
@@ -281,6 +285,9 @@ func leasable(name string, intervalNanos int64) string {
 // limit's pacer would grant its next permit): permits the pacer already
 // handed out ahead of now are not minted again.
 func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult {
+	if why := s.templatedDetail(q.Limit); why != "" {
+		return LeasePolicyResult{Detail: boundDetail(why)}
+	}
 	l, ok := s.limits[q.Limit]
 	if !ok {
 		return LeasePolicyResult{UnknownLimit: true}

@@ -60,6 +60,11 @@ type limit struct {
 	lastServedNanos int64
 	// shadow: the limit is in shadow mode (PutLimit.Shadow).
 	shadow bool
+	// keySlot is 1 + the limit's place in the drop heap while it is a
+	// key a template created (template.go), 0 for an explicit limit (an
+	// explicit put makes a key explicit). An int32 next to shadow: the
+	// struct keeps its size class.
+	keySlot int32
 }
 
 // tallies are the counters of a limit that only expired grants,
@@ -228,15 +233,23 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 				"limit %q keeps its configuration of version %d: it is leased and the new one cannot be: %s", p.Name, l.version, why))}
 		}
 	}
+	if ok && l.templated() {
+		// A templated key becomes explicit. One at rest is replaced by a
+		// new limit, exactly as if it had been dropped already: whether
+		// it was is not for a put to tell.
+		if _, rested := s.keyAtRest(l, nowNanos); rested {
+			s.unkey(l)
+			s.removeLimit(l)
+			ok = false
+		} else {
+			s.unkey(l)
+		}
+	}
 	conf := s.configs.acquire(parts.rawConfig, parts.config)
 	switch {
 	case !ok:
-		l = &limit{name: p.Name}
-		l.setConfig(s.configs, conf, index, conf.compiled.NewPacer(nowNanos))
-		l.bornIndex, l.createdIndex, l.shadow = index, index, p.Shadow
-		s.limits[p.Name] = l
-		i, _ := slices.BinarySearch(s.names, p.Name)
-		s.names = slices.Insert(s.names, i, p.Name)
+		l = s.insertLimit(p.Name, conf, index, conf.compiled.NewPacer(nowNanos))
+		l.shadow = p.Shadow
 		s.carryHolds(l, nowNanos)
 		return PutResult{Version: index, Created: true}
 	case l.conf.cfg.Spec.Algorithm == p.Config.Spec.Algorithm:
@@ -292,12 +305,30 @@ func (s *state) delete(nowNanos int64, d *DeleteLimit) DeleteResult {
 	if l.pool != nil {
 		s.dropPool(l.pool)
 	}
+	s.unkey(l)
+	s.removeLimit(l)
+	return DeleteResult{Existed: true}
+}
+
+// insertLimit makes a new limit called name, running conf (acquired for
+// it) with pacer, created by the entry at index.
+func (s *state) insertLimit(name string, conf *limitConfig, index uint64, pacer bucket.Pacer) *limit {
+	l := &limit{name: name}
+	l.setConfig(s.configs, conf, index, pacer)
+	l.bornIndex, l.createdIndex = index, index
+	s.limits[name] = l
+	i, _ := slices.BinarySearch(s.names, name)
+	s.names = slices.Insert(s.names, i, name)
+	return l
+}
+
+// removeLimit forgets limit l (not leased, not a templated key).
+func (s *state) removeLimit(l *limit) {
 	s.configs.release(l.conf)
-	delete(s.limits, name)
-	if i, found := slices.BinarySearch(s.names, name); found {
+	delete(s.limits, l.name)
+	if i, found := slices.BinarySearch(s.names, l.name); found {
 		s.names = slices.Delete(s.names, i, i+1)
 	}
-	return DeleteResult{Existed: true}
 }
 
 // decide decides one reserve at nowNanos and updates the counters. Requests
@@ -312,8 +343,8 @@ func (l *limit) decide(nowNanos int64, r *Reserve) outcome {
 	}
 	if r.Permits > l.conf.maxPermits {
 		return outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
-			"limit %q grants at most %d permits per request under its current configuration (version %d); %d requested",
-			l.name, l.conf.maxPermits, l.version, r.Permits))}
+			"limit %q grants at most %d permits per request under its current configuration (%s); %d requested",
+			l.name, l.conf.maxPermits, l.configName(), r.Permits))}
 	}
 	if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
 		// A hold granted here would have no reservation to release it

@@ -72,14 +72,21 @@ var limitKinds = []struct {
 func limitName(i int) string { return fmt.Sprintf("tenant:%08d", i) }
 
 // putLimits puts n limits of spec's algorithm on h (one entry each, at
-// time 0), then reserves one permit on each (in entries of 1024
-// reserves, at time 1 s), so that every pacer has state.
+// time 0), then reserves one permit on each (reserveEach), so that every
+// pacer has state.
 func putLimits(t testing.TB, h *harness, spec bucket.Spec, n int) {
 	t.Helper()
 	cfg := compile(t, spec)
 	for i := range n {
 		h.put(0, limitName(i), cfg)
 	}
+	reserveEach(t, h, n)
+}
+
+// reserveEach reserves one permit on each of the n benchmark limits, in
+// entries of 1024 reserves, at time 1 s.
+func reserveEach(t testing.TB, h *harness, n int) {
+	t.Helper()
 	const batch = 1024
 	rs := make([]Reserve, 0, batch)
 	for i := 0; i < n; i += batch {
@@ -118,6 +125,36 @@ func BenchmarkMemoryPerLimit(b *testing.B) {
 			}
 		})
 	}
+	// Keys a template created on their first reserve (a hybrid template
+	// has no burst pool: one with a burst pool never rests).
+	for _, k := range limitKinds {
+		b.Run("templated-"+k.name, func(b *testing.B) {
+			spec := k.spec
+			if spec.Algorithm == bucket.Hybrid {
+				spec.Strictness = 1
+			}
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				h := newHarness(b)
+				templateKeys(b, h, spec, n)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/limit")
+				runtime.KeepAlive(h)
+			}
+		})
+	}
+}
+
+// templateKeys puts the template "tenant" of spec's algorithm on h, then
+// creates n keys of it (tenant:%08d) by reserving one permit on each
+// (reserveEach).
+func templateKeys(t testing.TB, h *harness, spec bucket.Spec, n int) {
+	t.Helper()
+	h.apply(mustEntry(AppendPutTemplate(nil, at(0), PutTemplate{Prefix: "tenant", Config: compile(t, spec), IdleNanos: MaxTemplateIdleNanos, MaxKeys: MaxTemplatedKeys})))
+	reserveEach(t, h, n)
 }
 
 // BenchmarkSnapshotLimits measures a snapshot of n strict limits (each

@@ -33,6 +33,9 @@ func (s *state) reservationsBusy() outcome {
 // it names blocks it and it may wait, queued (waiters.go).
 func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 	parts := r.Parts()
+	if o, ok := s.createParts(parts, nowNanos); !ok {
+		return o
+	}
 	limits := make([]*limit, len(parts))
 	for i, p := range parts {
 		l, o, ok := s.trackedPart(p, len(parts))
@@ -40,6 +43,7 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 			return o
 		}
 		limits[i] = l
+		s.touch(l, nowNanos)
 	}
 	at, blocking, o, ok := queryRates(nowNanos, limits, parts)
 	if !ok {
@@ -219,8 +223,8 @@ func (s *state) trackedPart(p Part, parts int) (*limit, outcome, bool) {
 			"limit %q is leased: its permits are handed out to workers by lease and cannot be part of a reservation (reserve through a worker, or make the limit linearized again)", l.name))}, false
 	case p.Permits > l.conf.maxPermits:
 		return nil, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
-			"limit %q grants at most %d permits per request under its current configuration (version %d); %d requested",
-			l.name, l.conf.maxPermits, l.version, p.Permits))}, false
+			"limit %q grants at most %d permits per request under its current configuration (%s); %d requested",
+			l.name, l.conf.maxPermits, l.configName(), p.Permits))}, false
 	case parts > 1 && p.Permits > 1 && !l.shadow && l.conf.cfg.Spec.Algorithm == bucket.Strict:
 		return nil, outcome{status: Invalid, detail: boundDetail(fmt.Sprintf(
 			"limit %q is strict: its permits are served one interval apart, so in a reserve of several limits it takes 1 permit (%d requested); reserve more on it alone",

@@ -110,10 +110,34 @@ type reservationTable struct {
 	// lastID is the ID of the latest reservation (0 if none): IDs are 1,
 	// 2, 3, ..., never reused.
 	lastID uint64
+	// pins counts, per limit name, the live reservations (waiting ones
+	// included) that name it: a templated key they name is never dropped
+	// (template.go). Derived from byID.
+	pins map[string]int32
 }
 
 func newReservationTable() reservationTable {
-	return reservationTable{byID: make(map[uint64]*reservation)}
+	return reservationTable{byID: make(map[uint64]*reservation), pins: make(map[string]int32)}
+}
+
+// pin counts rv's names as named by one more live reservation (d = 1) or
+// one fewer (d = -1).
+func (t *reservationTable) pin(rv *reservation, d int32) {
+	for i := range rv.parts {
+		name := rv.parts[i].limit
+		if n := t.pins[name] + d; n > 0 {
+			t.pins[name] = n
+		} else {
+			delete(t.pins, name)
+		}
+	}
+}
+
+// remove forgets rv.
+func (t *reservationTable) remove(rv *reservation) {
+	heap.Remove(&t.heap, rv.heapIndex)
+	delete(t.byID, rv.id)
+	t.pin(rv, -1)
 }
 
 // len is the number of live reservations.
@@ -172,6 +196,7 @@ func (t *reservationTable) add(rv *reservation) {
 func (t *reservationTable) insert(rv *reservation) {
 	t.byID[rv.id] = rv
 	heap.Push(&t.heap, rv)
+	t.pin(rv, 1)
 }
 
 // expire forgets every reservation whose final time is <= nowNanos.
@@ -179,6 +204,7 @@ func (t *reservationTable) expire(nowNanos int64) {
 	for t.heap.Len() > 0 && t.heap.rs[0].finalAtNanos <= nowNanos {
 		rv := heap.Pop(&t.heap).(*reservation)
 		delete(t.byID, rv.id)
+		t.pin(rv, -1)
 	}
 }
 

@@ -162,6 +162,7 @@ func decodeReservations(r *reader, st *state) {
 		}
 		t.byID[rv.id] = rv
 		t.heap.rs = append(t.heap.rs, rv)
+		t.pin(rv, 1)
 	}
 	r.unit = ""
 	for i, rv := range t.heap.rs {

@@ -46,6 +46,12 @@ const (
 	// (FSM.TakeWaiterDecisions), and the node waits for that decision. A
 	// replay of its request ID while it waits is Queued again, Duplicate.
 	Queued ReserveStatus = 7
+	// KeysFull: the reserve names a templated key that does not exist,
+	// and creating it would pass its template's MaxKeys or
+	// MaxTemplatedKeys (template.go): nothing was created, reserved or
+	// recorded; Detail names the cap, RetryAfterNanos is when the first
+	// templated key may be dropped (a hint: not a promise of room).
+	KeysFull ReserveStatus = 8
 )
 
 // ReserveResult is the outcome of one reserve, relative to the entry's
@@ -214,7 +220,7 @@ func (o *outcome) resultAt(nowNanos int64, replay bool) ReserveResult {
 		if o.holds {
 			res.HoldExpiresInNanos = expiresIn(o.holdEndNanos, nowNanos)
 		}
-	case Refused, Busy, Queued:
+	case Refused, Busy, Queued, KeysFull:
 		res.RetryAfterNanos = 1
 		if o.atNanos > nowNanos {
 			res.RetryAfterNanos = o.atNanos - nowNanos

@@ -170,7 +170,10 @@ func (s *state) reserveInSession(nowNanos int64, r *Reserve) ReserveResult {
 		return res
 	}
 	o := s.decide(nowNanos, r)
-	s.sessions.record(sess, ref.Seq, o)
+	if o.status != KeysFull {
+		// (KeysFull decides nothing: a retry is decided afresh.)
+		s.sessions.record(sess, ref.Seq, o)
+	}
 	return o.resultAt(nowNanos, false)
 }
 

@@ -13,7 +13,8 @@ import (
 // dedupsnapshot.go, sessionsnapshot.go, leasesnapshot.go and
 // reservationsnapshot.go).
 //
-// Snapshot layout (format version 9; version 8 had no creation index,
+// Snapshot layout (format version 10; version 9 had no templates,
+// version 8 had no creation index,
 // shadow grant, expiry, refund and charge counters, version 7 no session
 // owners, version 6 no refund marks, version 5 no shadow mode, pacer
 // change counts or reservations; versions 1 to 4, never released, had no
@@ -21,9 +22,14 @@ import (
 // replay expiry, and leases without a mint mark). Every replica that
 // applied the same log produces the same bytes:
 //
-//	magic          "PRMTFSM" (7 bytes) then format version byte 9
+//	magic          "PRMTFSM" (7 bytes) then format version byte 10
 //	lastNowNanos   int64 big-endian
 //	appliedIndex   uint64 big-endian
+//	templates      uvarint count (<= MaxTemplates), then per template,
+//	               sorted by prefix (strictly ascending): prefix, byte
+//	               active (0: deleted, kept for its live keys; 1), config
+//	               (uvarint length + bytes), uvarint idle nanos, uvarint
+//	               max keys (template.go)
 //	limit count    uvarint, then per limit, sorted by name (strictly ascending):
 //	    name            uvarint length + bytes
 //	    version         uvarint (raft index of its put)
@@ -45,6 +51,9 @@ import (
 //	                    count and uvarint slack, both strictly ascending,
 //	                    change counts in (marks-from, change count], slacks
 //	                    <= the config's MaxStoredNanos (settle.go, "Late refunds")
+//	    templated       byte 0 (an explicit limit), or 1 then varint touch
+//	                    time (0..lastNow) and varint due time (>= 0): a
+//	                    key of the template its name's prefix names
 //	reserve ids    uvarint count (<= MaxDedupEntries), then per request id,
 //	               oldest first (the eviction order):
 //	    id              uvarint length + bytes (1..MaxRequestIDLen)
@@ -99,7 +108,7 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 9
+	snapshotVersion = 10
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
@@ -145,6 +154,7 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	b = append(b, snapshotVersion)
 	b = appendUint64(b, uint64(s.lastNowNanos))
 	b = appendUint64(b, s.appliedIndex)
+	b = s.appendTemplates(b)
 
 	b = binary.AppendUvarint(b, uint64(len(s.names)))
 	for _, name := range s.names {
@@ -173,6 +183,14 @@ func (s *state) appendSnapshot(b []byte) []byte {
 		for _, m := range l.refundMarks {
 			b = binary.AppendUvarint(b, m.afterSeq)
 			b = binary.AppendUvarint(b, uint64(m.slackNanos))
+		}
+		if !l.templated() {
+			b = append(b, 0)
+		} else {
+			k := s.keyOf(l)
+			b = append(b, 1)
+			b = binary.AppendVarint(b, k.touchedAtNanos)
+			b = binary.AppendVarint(b, k.dueAtNanos)
 		}
 	}
 
@@ -214,12 +232,14 @@ func decodeSnapshot(data []byte, dedupWindowNanos int64, maxDedupEntries int) (s
 	if st.lastNowNanos < 0 {
 		r.fail("last now %d is negative (cluster time starts at 0)", st.lastNowNanos)
 	}
+	decodeTemplates(&r, &st)
 	decodeLimits(&r, &st)
 	decodeDedup(&r, &st, &st.dedup, false)
 	decodeDedup(&r, &st, &st.leaseDedup, true)
 	decodeSessions(&r, &st)
 	decodeLeaseBook(&r, &st)
 	decodeReservations(&r, &st)
+	checkTemplatedKeys(&r, &st)
 	r.end()
 	if r.err != nil {
 		return state{}, r.err
@@ -292,6 +312,7 @@ func decodeLimits(r *reader, st *state) {
 			l.rare = &t
 		}
 		decodeRefundMarks(r, l, pacer, cfg)
+		decodeTemplatedKey(r, st, l, name)
 		if r.err != nil {
 			return
 		}

@@ -391,8 +391,7 @@ func (s *state) resolveWaiter(rv *reservation, o outcome, atNanos, refNanos int6
 	if o.status == Granted {
 		heap.Fix(&t.heap, rv.heapIndex)
 	} else {
-		heap.Remove(&t.heap, rv.heapIndex)
-		delete(t.byID, rv.id)
+		t.remove(rv)
 	}
 	if w.requestID != "" {
 		s.dedup.add(dedupRecord{id: w.requestID, recordedAtNanos: atNanos, outcome: o})

@@ -60,6 +60,43 @@ func (n *Node) deleteLocal(ctx context.Context, d fsm.DeleteLimit) (fsm.DeleteRe
 	return res, err
 }
 
+// PutTemplate creates or replaces a template (fsm.PutTemplate): keys
+// named "prefix:key" are created from it on first use. A template the
+// register cannot take (too many templates) is ErrInvalid with its
+// reason.
+func (n *Node) PutTemplate(ctx context.Context, t fsm.PutTemplate) (fsm.PutTemplateResult, error) {
+	entry, err := fsm.AppendPutTemplate(nil, fsm.Stamp{}, t)
+	if err != nil {
+		return fsm.PutTemplateResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	v, err := n.command(ctx, entry)
+	return resultAs[fsm.PutTemplateResult]("put template", v, err)
+}
+
+func (n *Node) putTemplateLocal(ctx context.Context, t fsm.PutTemplate) (fsm.PutTemplateResult, error) {
+	v, err := n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendPutTemplate(nil, st, t) })
+	res, err := resultAs[fsm.PutTemplateResult]("put template", v, err)
+	if err == nil && res.Detail != "" {
+		return fsm.PutTemplateResult{}, fmt.Errorf("%w: %s", ErrInvalid, res.Detail)
+	}
+	return res, err
+}
+
+// DeleteTemplate deletes the template of prefix (ErrNotFound if there is
+// none): it creates no more keys, and its live keys stay until idle.
+func (n *Node) DeleteTemplate(ctx context.Context, prefix string) (fsm.DeleteTemplateResult, error) {
+	entry, err := fsm.AppendDeleteTemplate(nil, fsm.Stamp{}, fsm.DeleteTemplate{Prefix: prefix})
+	if err != nil {
+		return fsm.DeleteTemplateResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	v, err := n.command(ctx, entry)
+	res, err := resultAs[fsm.DeleteTemplateResult]("delete template", v, err)
+	if err == nil && !res.Existed {
+		return res, userErrorf(ErrNotFound, "template %q does not exist", prefix)
+	}
+	return res, err
+}
+
 // Limit returns one limit, read linearizably: the leader confirms its
 // leadership and applies everything committed before answering, so a
 // restarted or partitioned node never answers from stale state.

@@ -72,7 +72,7 @@ func shiftResult(res fsm.ReserveResult, held time.Duration) fsm.ReserveResult {
 		res.WaitNanos = max(res.WaitNanos-h, 0)
 		shortenExpiry(&res.ExpiresInNanos, h)
 		shortenExpiry(&res.HoldExpiresInNanos, h)
-	case fsm.Refused, fsm.Busy:
+	case fsm.Refused, fsm.Busy, fsm.KeysFull:
 		res.RetryAfterNanos = max(res.RetryAfterNanos-h, 1)
 	}
 	return res

@@ -159,6 +159,10 @@ func (n *Node) commandLocal(ctx context.Context, e fsm.Entry) (any, error) {
 		return n.putLocal(ctx, e.Put)
 	case fsm.CmdDeleteLimit:
 		return n.deleteLocal(ctx, e.Delete)
+	case fsm.CmdPutTemplate:
+		return n.putTemplateLocal(ctx, e.PutTemplate)
+	case fsm.CmdDeleteTemplate:
+		return n.applyAdmin(ctx, func(st fsm.Stamp) ([]byte, error) { return fsm.AppendDeleteTemplate(nil, st, e.DeleteTemplate) })
 	case fsm.CmdPutLeasePolicy:
 		return n.leasePolicyLocal(ctx, e.Policy)
 	case fsm.CmdLease, fsm.CmdRenew, fsm.CmdReturn:

@@ -293,6 +293,8 @@ func FuzzResultCodec(f *testing.F) {
 		mustEncode(encodeResult(fsm.ReserveResult{Status: fsm.Granted, WaitNanos: 1, ExpiresInNanos: 2, SpacingNanos: 3, Duplicate: true})),
 		mustEncode(encodeResult(fsm.PutResult{Version: 7, Created: true, Detail: "d"})),
 		mustEncode(encodeResult(fsm.DeleteResult{Existed: true})),
+		mustEncode(encodeResult(fsm.PutTemplateResult{Created: true, Detail: "d"})),
+		mustEncode(encodeResult(fsm.DeleteTemplateResult{Existed: true, LiveKeys: 3})),
 		mustEncode(encodeResult(fsm.SessionResult{ID: 4, IdleNanos: 5})),
 		mustEncode(encodeResult(fsm.LeaseResult{Status: fsm.LeaseFenced, Detail: "f"})),
 		mustEncode(encodeResult(decidedReserve{res: fsm.ReserveResult{Status: fsm.Granted, ExpiresInNanos: 5, ReservationID: 2}, index: 9, held: 7})),

@@ -130,7 +130,12 @@ func (n *Node) checkLocal(r fsm.Reserve) error {
 func (n *Node) checkPart(name string, permits int64) error {
 	info, ok := n.fsm.Limit(name)
 	if !ok {
-		return n.limitNotFound(name)
+		// A key its template creates on this reserve.
+		cfg, templated := n.fsm.TemplateFor(name)
+		if !templated {
+			return n.limitNotFound(name)
+		}
+		info.Config = cfg
 	}
 	if info.Leased {
 		// Its permits are handed out by lease: a reserve would spend them

@@ -46,6 +46,8 @@ const (
 	// resultReserveHoldEnd is resultReserveHeld with, after the held
 	// time, the result's HoldExpiresInNanos.
 	resultReserveHoldEnd
+	resultPutTemplate
+	resultDeleteTemplate
 )
 
 // decidedReserve is a reserve's result with the raft index of the entry
@@ -133,6 +135,16 @@ func encodeResult(v any) ([]byte, error) {
 		w.Bool(res.Existed)
 		w.Str(res.Detail)
 		return w.B, nil
+	case fsm.PutTemplateResult:
+		w := wire.Enc{B: []byte{resultPutTemplate}}
+		w.Bool(res.Created)
+		w.Str(res.Detail)
+		return w.B, nil
+	case fsm.DeleteTemplateResult:
+		w := wire.Enc{B: []byte{resultDeleteTemplate}}
+		w.Bool(res.Existed)
+		w.Uvar(uint64(res.LiveKeys))
+		return w.B, nil
 	case fsm.LeaseResult:
 		return append([]byte{resultLease}, encodeLeaseResult(res)...), nil
 	case fsm.LeasePolicyResult:
@@ -169,6 +181,19 @@ func decodeResult(b []byte) (any, error) {
 	case resultDelete:
 		r := wire.Dec{B: p}
 		res := fsm.DeleteResult{Existed: r.Bool(), Detail: r.Str()}
+		return res, r.Done()
+	case resultPutTemplate:
+		r := wire.Dec{B: p}
+		res := fsm.PutTemplateResult{Created: r.Bool(), Detail: r.Str()}
+		return res, r.Done()
+	case resultDeleteTemplate:
+		r := wire.Dec{B: p}
+		res := fsm.DeleteTemplateResult{Existed: r.Bool()}
+		if k := r.Uvar(); k <= fsm.MaxTemplatedKeys {
+			res.LiveKeys = int64(k)
+		} else {
+			return nil, fmt.Errorf("%w: %d live keys", wire.ErrMalformed, k)
+		}
 		return res, r.Done()
 	case resultReserveTracked:
 		return decodeTracked(wire.Dec{B: p})
