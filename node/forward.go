@@ -250,15 +250,16 @@ func (n *Node) ServeCalls(c net.Conn, p Calls) {
 		answersToCome.Add(1)
 		n.calls.run(func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
-			// A reserve that waits in an in-flight cap's queue gives its
-			// place in the window back (waiters.go): waiting, it would
-			// stall the connection's later calls, among them the release
-			// it waits for.
-			ctx, leave := withAdmission(ctx, func() { <-sem })
-			defer leave()
+			// The call's deadline, without a timer unless something
+			// waits on it, and its place in the window (callctx.go): a
+			// reserve that waits in an in-flight cap's queue gives it
+			// back (waiters.go): waiting, it would stall the
+			// connection's later calls, among them the release it
+			// waits for.
+			ctx := newCallContext(time.Now().Add(n.cfg.ApplyTimeout), sem)
+			defer ctx.leaveWindow()
 			resp, err := p.Handle(ctx, f.Kind, f.Payload, held)
-			cancel()
+			ctx.stop()
 			if held {
 				n.pending.Add(-1)
 			}
@@ -306,7 +307,8 @@ func (n *Node) serveForwardListener() {
 // A call served by a fresh goroutine grows that goroutine's stack on the
 // way to the batcher (runtime.newstack was 8 % of a leader's CPU at a
 // thousand binary renewals per second); a goroutine that served a call
-// keeps its stack and waits callIdle for the next one before it exits.
+// keeps its stack and waits callIdle (to twice that) for the next one
+// before it exits.
 // A call never waits for a goroutine: with none idle, a new one starts.
 
 // callIdle is how long a serving goroutine waits for another call.
@@ -335,19 +337,29 @@ func (p *callPool) run(call func()) {
 }
 
 // serve runs call, then the calls handed to it, until it has been idle
-// for callIdle or the pool stops.
+// for callIdle (at most twice that) or the pool stops. Its timer is not
+// reset per call (a runtime timer's move, a few percent of a busy
+// leader's CPU): when it fires, the goroutine exits only if it has served
+// no call since the timer was set.
 func (p *callPool) serve(call func()) {
 	idle := time.NewTimer(callIdle)
 	defer idle.Stop()
 	for {
 		call()
-		idle.Reset(callIdle)
-		select {
-		case call = <-p.calls:
-		case <-idle.C:
-			return
-		case <-p.stop:
-			return
+		for served := true; ; {
+			select {
+			case call = <-p.calls:
+			case <-p.stop:
+				return
+			case <-idle.C:
+				if !served {
+					return
+				}
+				served = false
+				idle.Reset(callIdle)
+				continue
+			}
+			break
 		}
 	}
 }

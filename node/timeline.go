@@ -2,6 +2,7 @@ package node
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/permitd/permitd/transport/wire"
@@ -43,10 +44,15 @@ type timeline struct {
 	clock wire.Clock
 	real  wire.Clock
 
-	mu       sync.Mutex
-	ready    chan struct{} // closed while active; a fresh one after end
-	done     chan struct{} // closed when the active period ends
-	active   bool
+	mu     sync.Mutex
+	ready  chan struct{} // closed while active; a fresh one after end
+	done   chan struct{} // closed when the active period ends
+	active bool
+	// periods counts the active periods begun; period is the current
+	// one's number while active, 0 while not (written under mu, read
+	// without it: every request asks isActive).
+	periods  uint64
+	period   atomic.Uint64
 	term     uint64
 	base     int64
 	start    int64
@@ -77,6 +83,8 @@ func (t *timeline) beginAt(term uint64, baseNanos, clockNanos, realNanos int64) 
 		close(t.ready)
 		t.done = make(chan struct{})
 	}
+	t.periods++ // a new period, even if one was active: its term may differ
+	t.period.Store(t.periods)
 	t.active = true
 	t.term = term
 	t.base = baseNanos
@@ -94,6 +102,7 @@ func (t *timeline) end() {
 		close(t.done)
 	}
 	t.active = false
+	t.period.Store(0)
 }
 
 // activeDone returns a channel closed when the timeline's current active
@@ -140,7 +149,12 @@ func (t *timeline) activeTerm() uint64 {
 
 // isActive reports whether the timeline is stamping.
 func (t *timeline) isActive() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.active
+	return t.period.Load() != 0
+}
+
+// activePeriod identifies the timeline's current active period (its
+// number since the node started), or is 0 if it is not active: a check
+// made in one period holds for none other.
+func (t *timeline) activePeriod() uint64 {
+	return t.period.Load()
 }
