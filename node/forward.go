@@ -331,6 +331,8 @@ type callPool struct {
 	// sweeps counts the sweeper's rounds (callIdle apart).
 	sweeps  uint64
 	stopped bool
+	// workers counts the serving goroutines, idle or not.
+	workers atomic.Int64
 }
 
 // callWorker is one serving goroutine: it receives its next call on
@@ -342,9 +344,13 @@ type callWorker struct {
 
 // newCallPool returns an empty pool whose idle goroutines exit when stop
 // is closed.
-func newCallPool(stop <-chan struct{}) *callPool {
+func newCallPool(stop <-chan struct{}) *callPool { return newCallPoolIdle(stop, callIdle) }
+
+// newCallPoolIdle is newCallPool with idle goroutines retired after idle
+// (to twice that) rather than callIdle.
+func newCallPoolIdle(stop <-chan struct{}, idle time.Duration) *callPool {
 	p := &callPool{}
-	go p.sweep(stop)
+	go p.sweep(stop, idle)
 	return p
 }
 
@@ -360,12 +366,14 @@ func (p *callPool) run(call func()) {
 		return
 	}
 	p.mu.Unlock()
+	p.workers.Add(1)
 	go p.serve(&callWorker{calls: make(chan func(), 1)}, call)
 }
 
 // serve runs call, then the calls handed to w, until the sweeper retires
 // it or the pool stops.
 func (p *callPool) serve(w *callWorker, call func()) {
+	defer p.workers.Add(-1)
 	for call != nil {
 		call()
 		p.mu.Lock()
@@ -380,11 +388,11 @@ func (p *callPool) serve(w *callWorker, call func()) {
 	}
 }
 
-// sweep retires, every callIdle, the goroutines idle since before the
-// previous round (idle for callIdle to twice that), and every idle one
-// when stop is closed (a goroutine serving a call then exits after it).
-func (p *callPool) sweep(stop <-chan struct{}) {
-	t := time.NewTicker(callIdle)
+// sweep retires, every idle, the goroutines idle since before the
+// previous round (idle for that to twice that), and every idle one when
+// stop is closed (a goroutine serving a call then exits after it).
+func (p *callPool) sweep(stop <-chan struct{}, idle time.Duration) {
+	t := time.NewTicker(idle)
 	defer t.Stop()
 	for {
 		select {
