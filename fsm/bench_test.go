@@ -261,3 +261,31 @@ func BenchmarkShareOneOfThousand(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkEdgeCheck compares what a node's edge check of a reserve reads
+// on every reserve: Limit (a whole LimitInfo) against ReserveCheck (what
+// the check needs).
+func BenchmarkEdgeCheck(b *testing.B) {
+	f := New()
+	put, err := AppendPut(nil, at(0), PutLimit{Name: "api", Config: strict(b, 1e6, 64)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.Apply(&raft.Log{Index: 1, Term: 1, Data: put})
+	b.Run("Limit", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if info, ok := f.Limit("api"); !ok || info.Leased || info.Config.MaxPermits() < 1 {
+				b.Fatal("limit api not found, leased or granting nothing")
+			}
+		}
+	})
+	b.Run("ReserveCheck", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ok, leased, max := f.ReserveCheck("api"); !ok || leased || max < 1 {
+				b.Fatal("limit api not found, leased or granting nothing")
+			}
+		}
+	})
+}

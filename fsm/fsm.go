@@ -356,6 +356,22 @@ func (f *FSM) Leased(name string) (exists, leased bool) {
 	return ok, ok && l.pool != nil
 }
 
+// ReserveCheck reports whether a limit called name exists, whether it is
+// leased, and the most permits one request can be granted
+// (bucket.Config.MaxPermits): what a reserve's edge check needs, without
+// building a LimitInfo (it runs on every reserve).
+func (f *FSM) ReserveCheck(name string) (exists, leased bool, maxPermits int64) {
+	f.mu.RLock()
+	l, ok := f.st.limits[name]
+	if !ok {
+		f.mu.RUnlock()
+		return false, false, 0
+	}
+	leased, maxPermits = l.pool != nil, l.cfg.MaxPermits()
+	f.mu.RUnlock()
+	return true, leased, maxPermits
+}
+
 // Limits returns a view of every limit, sorted by name.
 func (f *FSM) Limits() []LimitInfo {
 	f.mu.RLock()

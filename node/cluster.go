@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -196,6 +197,9 @@ type membership struct {
 	// wasMember: a configuration seen by this node listed it.
 	wasMember bool
 	removed   bool
+	// removedNow mirrors removed (written under mu), for isRemoved: every
+	// request asks it, some twice.
+	removedNow atomic.Bool
 }
 
 // observe updates the state from a configuration; it reports whether the
@@ -215,14 +219,13 @@ func (m *membership) observe(self raft.ServerID, cfg raft.Configuration) (became
 	} else if m.wasMember && len(cfg.Servers) > 0 {
 		m.removed = true
 	}
+	m.removedNow.Store(m.removed)
 	return m.removed && !was
 }
 
 // isRemoved reports whether the node was removed from the cluster.
 func (m *membership) isRemoved() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.removed
+	return m.removedNow.Load()
 }
 
 // checkMembership reads the latest configuration and updates the state.

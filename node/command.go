@@ -263,9 +263,9 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 		if err != nil {
 			return nil, err
 		}
-		var once func()
-		ctx, once = withAdmission(ctx, release)
-		defer once()
+		var adm *admission
+		ctx, adm = withAdmission(ctx, release)
+		defer adm.leave()
 		if e.Type == fsm.CmdReserveBatch && len(e.Reserves) == 1 && e.Reserves[0].Track && e.Reserves[0].MaxWaitNanos > 0 {
 			// It may wait in an in-flight cap's queue for its max wait;
 			// the follower that forwarded it bounds the whole call.

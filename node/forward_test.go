@@ -49,3 +49,33 @@ func TestCallPoolRunsEveryCallAtOnce(t *testing.T) {
 	}
 	close(stop)
 }
+
+// TestCallPoolRetiresIdleGoroutines: a goroutine that served a call and
+// gets no other is retired once idle for the pool's idle period (to twice
+// that), and one serving a call when the pool stops exits after it.
+func TestCallPoolRetiresIdleGoroutines(t *testing.T) {
+	stop := make(chan struct{})
+	p := newCallPoolIdle(stop, 20*time.Millisecond)
+	var done sync.WaitGroup
+	done.Add(3)
+	for range 3 {
+		p.run(done.Done)
+	}
+	done.Wait()
+	waitWorkers := func(want int64, why string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for p.workers.Load() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d serving goroutines 10s on, want %d (%s)", p.workers.Load(), want, why)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitWorkers(0, "idle ones retired")
+	release := make(chan struct{})
+	p.run(func() { <-release })
+	close(stop)
+	close(release)
+	waitWorkers(0, "a busy one exits after its call once the pool stops")
+}

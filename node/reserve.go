@@ -51,17 +51,23 @@ func (n *Node) reserve(ctx context.Context, r fsm.Reserve, held bool) (fsm.Reser
 	if err := n.checkRemoved(); err != nil {
 		return fsm.ReserveResult{}, err
 	}
-	if err := n.checkLocal(r); err != nil {
-		return fsm.ReserveResult{}, err
+	// checked: the active period in which this node, leading, checked r
+	// on its state (0: not leading); run on the leader in that period,
+	// the first attempt need not check again.
+	checked := n.timeline.activePeriod()
+	if checked != 0 {
+		if err := n.checkParts(r); err != nil {
+			return fsm.ReserveResult{}, err
+		}
 	}
 	if !held {
 		release, err := n.admitReserves(1)
 		if err != nil {
 			return fsm.ReserveResult{}, err
 		}
-		var once func()
-		ctx, once = withAdmission(ctx, release)
-		defer once()
+		var adm *admission
+		ctx, adm = withAdmission(ctx, release)
+		defer adm.leave()
 	}
 	// Saturating: a max wait near math.MaxInt64 (the edge accepts any)
 	// plus LeaderWait would wrap into the past, and a follower would give
@@ -81,12 +87,16 @@ func (n *Node) reserve(ctx context.Context, r fsm.Reserve, held bool) (fsm.Reser
 		return entry, nil
 	}
 	return retryAmbiguous(n, ctx, idempotent, leaderBy, func() (fsm.ReserveResult, error) {
+		period := checked // 0 on a retry
+		checked = 0
 		return leaderDo(n, ctx, leaderBy, wire.OpCommand, payload,
 			func(ctx context.Context) (fsm.ReserveResult, error) {
 				// This node may have become the leader while the
-				// reserve waited for one: check again on its state.
-				if err := n.checkLocal(r); err != nil {
-					return fsm.ReserveResult{}, err
+				// reserve waited for one: check on its state now.
+				if period == 0 || n.timeline.activePeriod() != period {
+					if err := n.checkLocal(r); err != nil {
+						return fsm.ReserveResult{}, err
+					}
 				}
 				d, err := n.reserveLocal(ctx, r)
 				return d.res, err
@@ -115,6 +125,12 @@ func (n *Node) checkLocal(r fsm.Reserve) error {
 	if !n.timeline.isActive() {
 		return nil
 	}
+	return n.checkParts(r)
+}
+
+// checkParts is checkLocal on this node's state, which the caller knows
+// to be the leader's.
+func (n *Node) checkParts(r fsm.Reserve) error {
 	if r.Track {
 		for _, p := range r.Parts() {
 			if err := n.checkPart(p.Limit, p.Permits); err != nil {
@@ -128,7 +144,7 @@ func (n *Node) checkLocal(r fsm.Reserve) error {
 
 // checkPart checks one limit of a reserve on the leader's state.
 func (n *Node) checkPart(name string, permits int64) error {
-	info, ok := n.fsm.Limit(name)
+	ok, leased, max := n.fsm.ReserveCheck(name)
 	if !ok {
 		// A key its template creates on this reserve.
 		cfg, templated := n.fsm.TemplateFor(name)
@@ -137,12 +153,12 @@ func (n *Node) checkPart(name string, permits int64) error {
 		}
 		info.Config = cfg
 	}
-	if info.Leased {
+	if leased {
 		// Its permits are handed out by lease: a reserve would spend them
 		// a second time.
 		return fmt.Errorf("%w: limit %q is leased: reserve through a worker", ErrInvalid, name)
 	}
-	if max := info.Config.MaxPermits(); permits > max {
+	if permits > max {
 		return fmt.Errorf("%w: %d permits: limit %q can grant at most %d in one request", ErrInvalid, permits, name, max)
 	}
 	return nil

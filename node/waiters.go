@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -171,7 +172,7 @@ const errWaitAbandoned = "the reserve waits in an in-flight cap's queue, and thi
 // or ctx ends first (reserveMayWait, on the node the client talks to,
 // retries or withdraws).
 func (n *Node) awaitWaiter(ctx context.Context, r fsm.Reserve, queued fsm.ReserveResult) (decidedReserve, error) {
-	admissionFrom(ctx)()
+	admissionOf(ctx).giveAll()
 	ch, stop := n.waiters.wait(queued.ReservationID)
 	defer stop()
 	abandoned := func(why string) (decidedReserve, error) {
@@ -299,25 +300,56 @@ func (n *Node) withdraw(c fsm.Withdraw, after time.Duration) {
 	}()
 }
 
-// admissionKey carries, in a reserve's context, the function that gives
-// back the slots it holds that a waiting reserve must not: its
-// pending-reserve slot (overload.go) and, for a call read off a pipelined
-// connection, its place in the connection's window (forward.go).
+// admissionKey carries, in a reserve's context, the slots it holds that
+// a waiting reserve must not (an *admission): its pending-reserve slot
+// (overload.go) and, for a call read off a pipelined connection, its
+// place in the connection's window (forward.go).
 type admissionKey struct{}
 
-// withAdmission returns ctx carrying release, made safe to call twice,
-// after the one ctx carried already (if any), and release alone.
-func withAdmission(ctx context.Context, release func()) (context.Context, func()) {
-	once := sync.OnceFunc(release)
-	outer := admissionFrom(ctx)
-	return context.WithValue(ctx, admissionKey{}, func() { once(); outer() }), once
+// admission is one layer of the slots a reserve holds: given back once,
+// by release (or, for a connection's window, by a receive from sem),
+// whether by the reserve's waiting (giveAll) or by the layer's owner
+// when the call returns (leave). outer is the layer its context carried
+// already. A struct rather than closures: every call and reserve takes
+// one or two, and sync.OnceFunc and its closures were five allocations
+// each.
+type admission struct {
+	release func()
+	sem     chan struct{}
+	given   atomic.Bool
+	outer   *admission
 }
 
-// admissionFrom returns the function that gives back the slots of the
-// reserve ctx belongs to (a no-op if none).
-func admissionFrom(ctx context.Context) func() {
-	if f, ok := ctx.Value(admissionKey{}).(func()); ok {
-		return f
+// withAdmission returns ctx carrying release, after the slots ctx
+// carried already (if any), and the layer, whose leave gives release's
+// slots back (at most once, with giveAll).
+func withAdmission(ctx context.Context, release func()) (context.Context, *admission) {
+	a := &admission{release: release, outer: admissionOf(ctx)}
+	return context.WithValue(ctx, admissionKey{}, a), a
+}
+
+// leave gives this layer's slots back, unless they were already.
+func (a *admission) leave() {
+	if a.given.CompareAndSwap(false, true) {
+		if a.sem != nil {
+			<-a.sem
+			return
+		}
+		a.release()
 	}
-	return func() {}
+}
+
+// giveAll gives back the slots of this layer and of every outer one
+// (none for nil).
+func (a *admission) giveAll() {
+	for ; a != nil; a = a.outer {
+		a.leave()
+	}
+}
+
+// admissionOf returns the slots the reserve ctx belongs to holds (nil if
+// none).
+func admissionOf(ctx context.Context) *admission {
+	a, _ := ctx.Value(admissionKey{}).(*admission)
+	return a
 }

@@ -24,13 +24,13 @@ import (
 
 // testRegister is size nodes n1..nN on one faultnet switch.
 type testRegister struct {
-	t     *testing.T
+	t     testing.TB
 	nodes []*node.Node
 }
 
 // newTestCluster starts a register of size nodes, stopped when the test
 // ends.
-func newTestCluster(t *testing.T, size int) *testRegister {
+func newTestCluster(t testing.TB, size int) *testRegister {
 	t.Helper()
 	sw := faultnet.New()
 	logger := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Error, Output: io.Discard})

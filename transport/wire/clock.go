@@ -27,3 +27,8 @@ func NewMonotonicClock() *MonotonicClock { return &MonotonicClock{origin: time.N
 
 // NowNanos implements Clock.
 func (c *MonotonicClock) NowNanos() int64 { return int64(time.Since(c.origin)) }
+
+// NanosAt returns the reading NowNanos would have returned at t, an
+// instant read from time.Now (its monotonic reading counts): a caller
+// that needs both an instant and this clock's reading takes one reading.
+func (c *MonotonicClock) NanosAt(t time.Time) int64 { return int64(t.Sub(c.origin)) }

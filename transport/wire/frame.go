@@ -30,11 +30,14 @@ func WriteFrame(w *bufio.Writer, f Frame) error {
 	if len(f.Payload) > MaxFrame-9 {
 		return fmt.Errorf("%w: frame of %d bytes: allowed at most %d", ErrMalformed, len(f.Payload)+9, MaxFrame)
 	}
-	var hdr [headerBytes]byte
-	binary.BigEndian.PutUint32(hdr[0:4], uint32(9+len(f.Payload)))
-	binary.BigEndian.PutUint64(hdr[4:12], f.ID)
-	hdr[12] = f.Kind
-	if _, err := w.Write(hdr[:]); err != nil {
+	// The header is built in the buffer's free space (an array of its
+	// own would escape to the heap through the writer: an allocation
+	// per frame); with less room than a header, it takes one.
+	hdr := w.AvailableBuffer()
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(9+len(f.Payload)))
+	hdr = binary.BigEndian.AppendUint64(hdr, f.ID)
+	hdr = append(hdr, f.Kind)
+	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
 	_, err := w.Write(f.Payload)
@@ -73,12 +76,28 @@ func ReadFrame(r io.Reader) (Frame, error) { return ReadFrameLimit(r, MaxFrame) 
 // ReadFrameLimit is ReadFrame with a smaller bound on the length (at most
 // MaxFrame).
 func ReadFrameLimit(r io.Reader, maxLen uint32) (Frame, error) {
-	var hdr [headerBytes]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return Frame{}, err
+	var hdr []byte
+	if br, ok := r.(*bufio.Reader); ok {
+		// Read in place: an array of its own would escape to the heap
+		// through the reader, an allocation per frame.
+		h, err := br.Peek(headerBytes)
+		if err != nil {
+			if len(h) > 0 && err == io.EOF {
+				err = io.ErrUnexpectedEOF // as io.ReadFull reports a partial header
+			}
+			return Frame{}, err
+		}
+		hdr = h
+		_, _ = br.Discard(headerBytes) // h stays valid until the next read
+	} else {
+		var a [headerBytes]byte
+		if _, err := io.ReadFull(r, a[:]); err != nil {
+			return Frame{}, err
+		}
+		hdr = a[:]
 	}
 	maxLen = min(maxLen, MaxFrame)
-	n := binary.BigEndian.Uint32(hdr[0:4])
+	n, id, kind := binary.BigEndian.Uint32(hdr[0:4]), binary.BigEndian.Uint64(hdr[4:12]), hdr[12] // before the payload's read moves the buffer
 	if n < 9 || n > maxLen {
 		return Frame{}, fmt.Errorf("%w: frame of %d bytes: allowed 9..%d", ErrMalformed, n, maxLen)
 	}
@@ -86,5 +105,5 @@ func ReadFrameLimit(r io.Reader, maxLen uint32) (Frame, error) {
 	if _, err := io.ReadFull(r, payload); err != nil {
 		return Frame{}, err
 	}
-	return Frame{ID: binary.BigEndian.Uint64(hdr[4:12]), Kind: hdr[12], Payload: payload}, nil
+	return Frame{ID: id, Kind: kind, Payload: payload}, nil
 }

@@ -111,7 +111,7 @@ func DecodeReserve(p []byte) (Reserve, error) {
 // EncodeReserveResult is the payload of a CodeOK answer to OpReserve:
 // status, wait, retry after, expires in, duplicate, detail, spacing.
 func EncodeReserveResult(res ReserveResult) []byte {
-	var w Enc
+	w := Enc{B: make([]byte, 0, 64+len(res.Detail))} // one allocation: at most 62 bytes and the detail's
 	w.U8(byte(res.Status))
 	w.Svar(res.WaitNanos)
 	w.Svar(res.RetryAfterNanos)
