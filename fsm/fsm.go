@@ -367,7 +367,7 @@ func (f *FSM) ReserveCheck(name string) (exists, leased bool, maxPermits int64) 
 		f.mu.RUnlock()
 		return false, false, 0
 	}
-	leased, maxPermits = l.pool != nil, l.cfg.MaxPermits()
+	leased, maxPermits = l.pool != nil, l.conf.maxPermits
 	f.mu.RUnlock()
 	return true, leased, maxPermits
 }

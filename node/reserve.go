@@ -151,7 +151,7 @@ func (n *Node) checkPart(name string, permits int64) error {
 		if !templated {
 			return n.limitNotFound(name)
 		}
-		info.Config = cfg
+		max = cfg.MaxPermits() // a new key is never leased
 	}
 	if leased {
 		// Its permits are handed out by lease: a reserve would spend them
