@@ -52,6 +52,10 @@ func access(method, p string) (auth.Need, string) {
 		return auth.NeedClientEachLimit, ""
 	case strings.HasPrefix(p, "/v1/limits/"):
 		name, sub, hasSub := strings.Cut(p[len("/v1/limits/"):], "/")
+		// The name the handler acts on (dispatch unescapes it too): a
+		// token is checked against the limit it would reach, however the
+		// path spells it.
+		name = pathName(name)
 		switch {
 		case !hasSub && read:
 			return auth.NeedRead, name

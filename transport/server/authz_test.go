@@ -98,6 +98,10 @@ func TestRequireTokens(t *testing.T) {
 		{name: "restricted client, other limit", method: "POST", path: "/v1/limits/other/reserve", token: "narrow", wantCode: 403, wantRole: "client", wantInError: "api*"},
 		{name: "restricted client, listing", method: "GET", path: "/v1/limits", token: "narrow", wantCode: 403, wantRole: "client"},
 		{name: "restricted client, its limit", method: "GET", path: "/v1/limits/api1", token: "narrow", wantCode: 404},
+		// A token is checked against the name the handler acts on, however
+		// the path escapes it: %6F is 'o', %61 'a'.
+		{name: "restricted client, other limit escaped", method: "POST", path: "/v1/limits/%6Fther/reserve", token: "narrow", wantCode: 403, wantRole: "client", wantInError: "api*"},
+		{name: "restricted client, its limit escaped", method: "GET", path: "/v1/limits/%61pi1", token: "narrow", wantCode: 404},
 		{name: "restricted client, status", method: "GET", path: "/v1/status", token: "narrow", wantCode: 200},
 		{name: "restricted client, metrics (they name every limit)", method: "GET", path: "/metrics", token: "narrow", wantCode: 403, wantRole: "client"},
 		{name: "worker reads metrics", method: "GET", path: "/metrics", token: "w1", wantCode: 404}, // past auth: this handler serves no metrics
