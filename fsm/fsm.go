@@ -356,7 +356,9 @@ func (f *FSM) Leased(name string) (exists, leased bool) {
 	return ok, ok && l.pool != nil
 }
 
-// ReserveCheck reports whether a limit called name exists, whether it is
+// ReserveCheck reports whether a limit called name exists or a template
+// would create it on a reserve (one read of the state: a key another
+// reserve creates meanwhile is found one way or the other), whether it is
 // leased, and the most permits one request can be granted
 // (bucket.Config.MaxPermits): what a reserve's edge check needs, without
 // building a LimitInfo (it runs on every reserve).
@@ -364,8 +366,12 @@ func (f *FSM) ReserveCheck(name string) (exists, leased bool, maxPermits int64) 
 	f.mu.RLock()
 	l, ok := f.st.limits[name]
 	if !ok {
+		t := f.st.templateOf(name)
 		f.mu.RUnlock()
-		return false, false, 0
+		if t == nil {
+			return false, false, 0
+		}
+		return true, false, t.conf.maxPermits // a new key is never leased
 	}
 	leased, maxPermits = l.pool != nil, l.conf.maxPermits
 	f.mu.RUnlock()

@@ -548,18 +548,3 @@ func checkTemplatedKeys(r *reader, st *state) {
 	heap.Init(&st.keys)
 }
 
-// TemplateFor returns the config of the active template that would create
-// a limit called name on its first reserve, if name is such a key (no
-// limit of that name exists): what a reserve's edge check needs.
-func (f *FSM) TemplateFor(name string) (bucket.Config, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if _, ok := f.st.limits[name]; ok {
-		return bucket.Config{}, false
-	}
-	t := f.st.templateOf(name)
-	if t == nil {
-		return bucket.Config{}, false
-	}
-	return t.conf.cfg, true
-}

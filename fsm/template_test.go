@@ -283,6 +283,13 @@ func TestTemplatedKeyIsCreatedAtRestAndDropped(t *testing.T) {
 	if r := h.reserve1(2*sec, rsv("other:a", 1, 0, "")); r.Status != UnknownLimit {
 		t.Fatalf("a name without a template: %+v", r)
 	}
+	// The edge's check finds a live key, a key its template would create,
+	// and no other, in one read.
+	for name, want := range map[string]bool{"cust:a": true, "cust:new": true, "other:a": false, "cust": false} {
+		if ok, leased, max := h.f.ReserveCheck(name); ok != want || leased || (ok && max != cfg.MaxPermits()) {
+			t.Errorf("ReserveCheck(%q) = %v, %v, %d; want %v, not leased, the template's %d", name, ok, leased, max, want, cfg.MaxPermits())
+		}
+	}
 	// Idle 10 s from its last reserve at 2 s, at rest from 5 s: kept at
 	// 11.9 s, dropped at 12 s.
 	h.noop(12*sec - 1)

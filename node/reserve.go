@@ -144,14 +144,9 @@ func (n *Node) checkParts(r fsm.Reserve) error {
 
 // checkPart checks one limit of a reserve on the leader's state.
 func (n *Node) checkPart(name string, permits int64) error {
-	ok, leased, max := n.fsm.ReserveCheck(name)
+	ok, leased, max := n.fsm.ReserveCheck(name) // a key its template creates on this reserve exists
 	if !ok {
-		// A key its template creates on this reserve.
-		cfg, templated := n.fsm.TemplateFor(name)
-		if !templated {
-			return n.limitNotFound(name)
-		}
-		max = cfg.MaxPermits() // a new key is never leased
+		return n.limitNotFound(name)
 	}
 	if leased {
 		// Its permits are handed out by lease: a reserve would spend them
