@@ -323,7 +323,9 @@ func (f *FSM) Reservations() int {
 // too: a pacer kept across a shadow switch keeps it as well.
 func (s *state) carryHolds(l *limit, nowNanos int64) {
 	c, ok := l.pacer.(*bucket.ConcurrencyPacer)
-	if !ok {
+	if !ok || s.reservations.pins[l.name] == 0 {
+		// No live reservation names it (a new templated key, most often):
+		// nothing to carry, and no walk of the table inside Apply.
 		return
 	}
 	for _, id := range slices.Sorted(maps.Keys(s.reservations.byID)) {
