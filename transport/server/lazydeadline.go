@@ -51,13 +51,19 @@ func (c *lazyDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
 func (c *lazyDeadline) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.makeLocked().Done()
+}
+
+// makeLocked makes the context a real context.WithDeadline of the parent
+// (ended if released), once; c.mu is held.
+func (c *lazyDeadline) makeLocked() context.Context {
 	if c.ctx == nil {
 		c.ctx, c.cancel = context.WithDeadline(c.parent, c.deadline)
 		if c.released {
 			c.cancel()
 		}
 	}
-	return c.ctx.Done()
+	return c.ctx
 }
 
 // Err implements context.Context.
@@ -80,8 +86,24 @@ func (c *lazyDeadline) Err() error {
 	return nil
 }
 
-// Value implements context.Context.
-func (c *lazyDeadline) Value(key any) any { return c.parent.Value(key) }
+// Value implements context.Context. Once the context is made (Done was
+// called, or it has ended: released or past its deadline) the made
+// context answers, so that the context package finds the cancelCtx whose
+// channel Done returns (a context derived from this one then needs no
+// goroutine to follow it) and context.Cause gives this context's cause;
+// before, the parent answers.
+func (c *lazyDeadline) Value(key any) any {
+	c.mu.Lock()
+	ctx := c.ctx
+	if ctx == nil && (c.released || !time.Now().Before(c.deadline)) {
+		ctx = c.makeLocked()
+	}
+	c.mu.Unlock()
+	if ctx != nil {
+		return ctx.Value(key)
+	}
+	return c.parent.Value(key)
+}
 
 // release ends the context and stops the made context's timer, if Done
 // made one.

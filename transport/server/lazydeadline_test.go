@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -110,4 +111,31 @@ func TestLazyDeadlineMakesNoTimerUnlessWaitedOn(t *testing.T) {
 		release()
 	})
 	require.LessOrEqual(t, allocs, 2.0)
+}
+
+// A context derived from a lazy deadline follows it as one derived from
+// context.WithDeadline does, without a goroutine of its own; and
+// context.Cause reports the deadline once it has passed.
+func TestLazyDeadlineChildrenNeedNoGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		before := runtime.NumGoroutine()
+		var releases []context.CancelFunc
+		for range 50 {
+			ctx, release := withLazyDeadline(parent, time.Now().Add(time.Second))
+			_, stop := context.WithTimeout(ctx, time.Minute)
+			releases = append(releases, release, stop)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			t.Errorf("%d goroutines after deriving 50 contexts, %d before: want none started to follow them", n, before)
+		}
+		for _, r := range releases {
+			r()
+		}
+		ctx, release := withLazyDeadline(parent, time.Now().Add(time.Second))
+		defer release()
+		time.Sleep(time.Second)
+		require.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
+	})
 }
