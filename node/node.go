@@ -140,6 +140,7 @@ func New(cfg Config) (*Node, error) {
 	var err error
 	n.mux, err = newMux(cfg.Network, cfg.RaftAddr)
 	if err != nil {
+		n.stop() // the call pool's sweeper
 		return nil, err
 	}
 	has, err := n.startRaft()
@@ -148,6 +149,7 @@ func New(cfg Config) (*Node, error) {
 		if n.store != nil {
 			n.store.Close()
 		}
+		n.stop()
 		return nil, err
 	}
 	// A node that starts from a data directory was a member of the
