@@ -71,16 +71,29 @@ func decodeLimitsQuery(p []byte) (fsm.LimitsQuery, error) {
 	return q, nil
 }
 
+// maxPageAnswerBytes bounds OpReadPage's answer well inside one frame
+// (wire.MaxFrame, 4 MiB): 10 000 limits of the longest names and configs
+// with large counters come near it.
+var maxPageAnswerBytes = 2 << 20
+
 // encodeLimitsPage is OpReadPage's answer: whether more follow, then the
-// limits as encodeLimits has them.
+// limits as encodeLimits has them. A page whose encoding would pass
+// maxPageAnswerBytes is cut, and says more follow (the caller asks again
+// after its last limit).
 func encodeLimitsPage(p limitsPage) ([]byte, error) {
-	ls, err := encodeLimits(p.Limits)
-	if err != nil {
-		return nil, err
+	for {
+		ls, err := encodeLimits(p.Limits)
+		if err != nil {
+			return nil, err
+		}
+		if len(ls) > maxPageAnswerBytes && len(p.Limits) > 1 {
+			p.Limits, p.More = p.Limits[:len(p.Limits)/2], true
+			continue
+		}
+		var w wire.Enc
+		w.Bool(p.More)
+		return append(w.B, ls...), nil
 	}
-	var w wire.Enc
-	w.Bool(p.More)
-	return append(w.B, ls...), nil
 }
 
 // decodeLimitsPage decodes encodeLimitsPage's answer.

@@ -82,6 +82,22 @@ func TestLimitsQueryCodec(t *testing.T) {
 	if err != nil || !back.More || len(back.Limits) != 1 || back.Limits[0].Name != "a" {
 		t.Fatalf("page round trip: %+v %v", back, err)
 	}
+	// A page too large for its answer's budget is cut, and says more follow.
+	defer func(old int) { maxPageAnswerBytes = old }(maxPageAnswerBytes)
+	many := limitsPage{}
+	for i := range 100 {
+		many.Limits = append(many.Limits, fsm.LimitInfo{Name: fmt.Sprintf("limit-%03d", i), Config: strictConfig(t, time.Second, 1)})
+	}
+	whole, _ := encodeLimitsPage(many)
+	maxPageAnswerBytes = len(whole) / 3
+	b, err = encodeLimitsPage(many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut, err := decodeLimitsPage(b)
+	if err != nil || !cut.More || len(cut.Limits) == 0 || len(cut.Limits) > 33 || len(b) > maxPageAnswerBytes+1 || cut.Limits[0].Name != "limit-000" {
+		t.Errorf("a page over the budget: %d limits, more %v, %d bytes (budget %d), %v", len(cut.Limits), cut.More, len(b), maxPageAnswerBytes, err)
+	}
 	for _, bad := range [][]byte{nil, {2}, {1, 0xff}} {
 		if _, err := decodeLimitsPage(bad); err == nil {
 			t.Errorf("page %v decoded", bad)

@@ -1010,10 +1010,11 @@ class Client:
         name, reading one page (``page`` limits) at a time."""
         after = ""
         while True:
-            limits, after = self.list_limits_page(prefix, after, page)
+            limits, nxt = self.list_limits_page(prefix, after, page)
             yield from limits
-            if not after:
+            if not nxt or nxt <= after:  # done, or a server that does not page
                 return
+            after = nxt
 
     def delete_limit(self, name: str, force: bool = False) -> None:
         """Deletes a limit (``DELETE /v1/limits/{name}``); ``force`` deletes a
