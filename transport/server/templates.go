@@ -120,14 +120,8 @@ func (h *handler) putTemplate(w http.ResponseWriter, r *http.Request, prefix str
 		api.WriteError(w, herr.Code, herr.Msg)
 		return
 	}
-	buf := api.GetBuf()
-	defer api.PutBuf(buf)
-	if herr := api.ReadBody(w, r, buf); herr != nil {
-		api.WriteError(w, herr.Code, herr.Msg)
-		return
-	}
 	var req templateRequest
-	if herr := api.DecodeObject(buf.Bytes(), &req, templateFields, false); herr != nil {
+	if herr := readObject(w, r, &req, templateFields); herr != nil {
 		api.WriteError(w, herr.Code, herr.Msg)
 		return
 	}

@@ -92,6 +92,19 @@ def _go_duration(v: Any, what: str) -> str:
     return "%dns" % int(_seconds(v, what) * 1e9)
 
 
+def _limit_body(algorithm: str, rate: Optional[float], per: Any, options: Dict[str, Any]) -> Dict[str, Any]:
+    """The body of PUT /v1/limits/{name} (and a template's configuration):
+    durations as Go duration strings."""
+    body: Dict[str, Any] = {"algorithm": algorithm}
+    if rate is not None:
+        body["rate"] = rate
+    if per is not None:
+        body["per"] = _go_duration(per, "per")
+    for k, v in options.items():
+        body[k] = _go_duration(v, k) if k in ("expiry", "warmup", "ttl") else v
+    return body
+
+
 def _decision(r: Response, what: str, rid: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """The JSON body of a reserve's answer r (a 200 or a 429) and what a
     Grant and a Reservation take from it alike, as their keyword arguments:
@@ -966,14 +979,7 @@ class Client:
         (``max_reserved=2``, ``max_burst_seconds=1``, ``shadow=True``,
         ...). A concurrency limit has no rate: ``put_limit("gpu",
         "concurrency", max_in_flight=4, ttl=60)``."""
-        body: Dict[str, Any] = {"algorithm": algorithm}
-        if rate is not None:
-            body["rate"] = rate
-        if per is not None:
-            body["per"] = _go_duration(per, "per")
-        for k, v in options.items():
-            body[k] = _go_duration(v, k) if k in ("expiry", "warmup", "ttl") else v
-        return self._call("PUT", "/v1/limits/" + quote(name, safe=""), body)
+        return self._call("PUT", "/v1/limits/" + quote(name, safe=""), _limit_body(algorithm, rate, per, options))
 
     def get_limit(self, name: str) -> Dict[str, Any]:
         """Returns a limit's view (``GET /v1/limits/{name}``): its settings and
@@ -1041,13 +1047,8 @@ class Client:
         no answer; at most ``max_keys`` keys live at once (a reserve past it
         is refused with ``keys_full``). The configuration is
         :meth:`put_limit`'s (no ``shadow``)."""
-        body: Dict[str, Any] = {"algorithm": algorithm, "idle": _go_duration(idle, "idle"), "max_keys": max_keys}
-        if rate is not None:
-            body["rate"] = rate
-        if per is not None:
-            body["per"] = _go_duration(per, "per")
-        for k, v in options.items():
-            body[k] = _go_duration(v, k) if k in ("expiry", "warmup", "ttl") else v
+        body = _limit_body(algorithm, rate, per, options)
+        body["idle"], body["max_keys"] = _go_duration(idle, "idle"), max_keys
         return self._call("PUT", "/v1/templates/" + quote(prefix, safe=""), body)
 
     def get_template(self, prefix: str) -> Dict[str, Any]:
