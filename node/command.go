@@ -319,6 +319,21 @@ func (n *Node) handleForwarded(ctx context.Context, op byte, payload []byte) ([]
 			return nil, err
 		}
 		return encodeLimitsPage(p)
+	case wire.OpReadTemplates:
+		ss, err := strs(1)
+		if err != nil {
+			return nil, err
+		}
+		if ss[0] != "" {
+			if err := fsm.ValidateTemplatePrefix(ss[0]); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			}
+		}
+		ts, err := n.readTemplatesLocal(ctx, ss[0])
+		if err != nil {
+			return nil, err
+		}
+		return encodeTemplates(ts)
 	case wire.OpLeaseView:
 		ss, err := strs(1)
 		if err != nil {

@@ -15,7 +15,7 @@ func TestWireStatusesAreTheRegisters(t *testing.T) {
 		w wire.ReserveStatus
 	}{
 		{fsm.Granted, wire.Granted}, {fsm.Refused, wire.Refused}, {fsm.UnknownLimit, wire.UnknownLimit},
-		{fsm.Invalid, wire.Invalid}, {fsm.SessionExpired, wire.SessionExpired}, {fsm.Busy, wire.Busy},
+		{fsm.Invalid, wire.Invalid}, {fsm.SessionExpired, wire.SessionExpired}, {fsm.Busy, wire.Busy}, {fsm.KeysFull, wire.KeysFull},
 	} {
 		if uint8(c.f) != uint8(c.w) {
 			t.Errorf("fsm status %d is wire status %d", c.f, c.w)

@@ -41,13 +41,17 @@ func TestHelpListsDeniedExitCode(t *testing.T) {
 		"settle":              {"42"},
 		"release":             {"42"},
 		"status":              nil,
+		"templates put":       {"cust", "--algorithm", "strict", "--rate", "1", "--idle", "1m", "--max-keys", "1"},
+		"templates get":       {"cust"},
+		"templates list":      nil,
+		"templates delete":    {"cust"},
 	}
 	// local are the commands that make no call with the client flags
 	// (they run a process, or work on local files), so never exit 4.
 	local := map[string]bool{"agent": true, "bench": true, "certs create": true, "completion": true, "demo": true, "relay": true,
 		"snapshot restore": true, "tokens create": true, "version": true, "worker": true}
 	groups := map[string][]subcommand{"limits": limitsSubcommands, "cluster": clusterSubcommands,
-		"snapshot": snapshotSubcommands, "certs": certsSubcommands, "tokens": tokensSubcommands}
+		"snapshot": snapshotSubcommands, "certs": certsSubcommands, "tokens": tokensSubcommands, "templates": templatesSubcommands}
 	var all []string
 	for _, n := range commandNames() {
 		if subs, ok := groups[n]; ok {
@@ -101,7 +105,7 @@ func TestExitStatusCodesNotSplit(t *testing.T) {
 	run([]string{"--help"}, &usage, &bytes.Buffer{})
 	helps["permitd"] = usage.String()
 	groups := map[string][]subcommand{"limits": limitsSubcommands, "cluster": clusterSubcommands,
-		"snapshot": snapshotSubcommands, "certs": certsSubcommands, "tokens": tokensSubcommands}
+		"snapshot": snapshotSubcommands, "certs": certsSubcommands, "tokens": tokensSubcommands, "templates": templatesSubcommands}
 	var all []string
 	for _, n := range commandNames() {
 		all = append(all, n)

@@ -314,7 +314,8 @@ func TestCLI(t *testing.T) {
 			{"cluster", "remove", "--help"}, {"cluster", "transfer", "--help"}, {"cluster", "show", "--help"},
 			{"bench", "--help"}, {"demo", "--help"}, {"version", "--help"}, {"help", "limits", "put"},
 			{"certs", "--help"}, {"certs", "create", "--help"}, {"tokens", "--help"}, {"tokens", "create", "--help"},
-			{"limits", "put", "zz", "--rate", "1", "--help"},
+			{"limits", "put", "zz", "--rate", "1", "--help"}, {"templates", "--help"}, {"templates", "put", "--help"},
+			{"templates", "get", "--help"}, {"templates", "list", "--help"}, {"templates", "delete", "--help"},
 		}) {
 			if r.code != 0 || r.stderr != "" || !strings.HasPrefix(r.stdout, "Usage: permitd") {
 				t.Errorf("want the usage on stdout, exit 0: %v", r)
@@ -485,6 +486,63 @@ func TestCLI(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, `limit "other" not found (404 Not Found from `) {
 			t.Fatalf("second delete: %v", r)
 		}
+	})
+
+	t.Run("templates put, a key created on first use, list, get, delete", func(t *testing.T) {
+		r := cli(t, "templates", "put", "cust", "--algorithm", "bursty", "--rate", "10", "--max-burst-seconds", "1",
+			"--idle", "10m", "--max-keys", "1", "--servers", all)
+		wantCode(t, r, 0)
+		if !strings.Contains(r.stdout, `"prefix": "cust"`) || !strings.Contains(r.stdout, `"max_keys": 1`) || !strings.Contains(r.stdout, `"idle": "10m0s"`) {
+			t.Fatalf("templates put: %v", r)
+		}
+		wantCode(t, cli(t, "reserve", "cust:alice", "--servers", all), 0)
+		r = cli(t, "limits", "list", "--prefix", "cust:", "--servers", all)
+		wantCode(t, r, 0)
+		if rows := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(rows) != 2 || !strings.HasPrefix(strings.Join(strings.Fields(rows[1]), " "), "cust:alice bursty 10/1s max-burst-seconds=1") {
+			t.Fatalf("limits list --prefix cust: want the key created on first use:\n%s", r.stdout)
+		}
+		// Past --max-keys: a refusal naming the cap, exit 3, no key.
+		r = cli(t, "reserve", "cust:bob", "--servers", all)
+		wantCode(t, r, exitRefused)
+		if !strings.Contains(r.stdout, `"keys_full":true`) || !strings.Contains(r.stdout, "its max keys") {
+			t.Fatalf("reserve past the cap: %v", r)
+		}
+		r = cli(t, "templates", "list", "--servers", all)
+		wantCode(t, r, 0)
+		if rows := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(rows) != 2 || strings.Join(strings.Fields(rows[0]), " ") != "PREFIX ALGORITHM RATE OPTIONS IDLE KEYS" ||
+			strings.Join(strings.Fields(rows[1]), " ") != "cust bursty 10/1s max-burst-seconds=1 10m 1/1" {
+			t.Fatalf("templates list: %s", r.stdout)
+		}
+		r = cli(t, "templates", "get", "cust", "--servers", all)
+		wantCode(t, r, 0)
+		for _, want := range []string{"prefix: cust", "rate: 10/1s", "max_burst_seconds: 1", "idle: 10m", "max_keys: 1", "live_keys: 1"} {
+			if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), want) {
+				t.Fatalf("templates get cust: no %q in\n%s", want, r.stdout)
+			}
+		}
+		r = cli(t, "templates", "list", "--json", "--servers", all)
+		var ts []map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &ts); err != nil || len(ts) != 1 || ts[0]["live_keys"] != 1.0 || ts[0]["idle"] != "10m0s" {
+			t.Fatalf("templates list --json: %v %v", err, r)
+		}
+		for _, bad := range [][]string{
+			{"templates", "put", "a:b", "--algorithm", "strict", "--rate", "1", "--idle", "1m", "--max-keys", "1"},
+			{"templates", "put", "p", "--algorithm", "strict", "--rate", "1", "--max-keys", "1"},
+			{"templates", "put", "p", "--algorithm", "strict", "--rate", "1", "--idle", "1m"},
+			{"templates", "put", "p", "--algorithm", "strict", "--rate", "1", "--idle", "500ms", "--max-keys", "1"},
+			{"templates", "put", "p", "--algorithm", "strict", "--rate", "1", "--idle", "1m", "--max-keys", "0"},
+			{"templates", "put", "p", "--algorithm", "strict", "--rate", "1", "--idle", "1m", "--max-keys", "1", "--shadow"},
+		} {
+			wantCode(t, cli(t, append(bad, "--servers", all)...), 2)
+		}
+		r = cli(t, "templates", "delete", "cust", "--servers", all)
+		wantCode(t, r, 0)
+		if !strings.Contains(r.stdout, `"live_keys": 1`) {
+			t.Fatalf("templates delete: %v", r)
+		}
+		wantCode(t, cli(t, "templates", "get", "cust", "--servers", all), 1)
+		wantCode(t, cli(t, "reserve", "cust:carol", "--servers", all), 1)
+		wantCode(t, cli(t, "limits", "delete", "cust:alice", "--servers", all), 0)
 	})
 
 	t.Run("limits lease-policy", func(t *testing.T) {

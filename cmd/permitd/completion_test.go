@@ -13,7 +13,7 @@ import (
 // groupTables are the command groups' subcommand tables, by command.
 var groupTables = map[string][]subcommand{
 	"certs": certsSubcommands, "cluster": clusterSubcommands, "limits": limitsSubcommands,
-	"snapshot": snapshotSubcommands, "tokens": tokensSubcommands,
+	"snapshot": snapshotSubcommands, "tokens": tokensSubcommands, "templates": templatesSubcommands,
 }
 
 // completionScript runs "permitd completion SHELL" and returns the script.

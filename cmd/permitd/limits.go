@@ -107,6 +107,13 @@ type limitPutFlags struct {
 }
 
 func (f *limitPutFlags) define(c *cmdLine) {
+	f.defineConfig(c)
+	c.Bool(&f.shadow, "shadow", false, "shadow mode: decide and count every reserve, but grant it at once")
+}
+
+// defineConfig defines the flags of the configuration (all but
+// --shadow): what a template takes too.
+func (f *limitPutFlags) defineConfig(c *cmdLine) {
 	c.String(&f.algorithm, "algorithm", "", "", "the algorithm (required)").OneOf(limitAlgorithms, allowedAlgorithms)
 	c.Float(&f.rate, "rate", "R", 0, "permits per --per (required)").Check(positive, "a number > 0: permits per --per")
 	c.Duration(&f.per, "per", time.Second, durPositive, "the period of --rate")
@@ -119,7 +126,6 @@ func (f *limitPutFlags) define(c *cmdLine) {
 	c.Float(&f.strictness, "strictness", "S", 0, "hybrid: pacing mode (bucket/README.md, Hybrid)")
 	c.Int64(&f.maxInFlight, "max-in-flight", "N", 0, "concurrency: permits held at once (required)").Range(1, 1<<20, "an integer from 1 to 1048576")
 	c.Duration(&f.ttl, "ttl", 0, durPositive, "concurrency: how long a permit is held unless released (default 1m)").Range(time.Nanosecond, 24*time.Hour)
-	c.Bool(&f.shadow, "shadow", false, "shadow mode: decide and count every reserve, but grant it at once")
 }
 
 // check rejects what the algorithm cannot take: no --algorithm, a rate

@@ -108,17 +108,22 @@ func printLimitsTable(w io.Writer, ls []client.Limit) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tALGORITHM\tRATE\tOPTIONS\tLEASED\tSHADOW")
 	for _, l := range ls {
-		var opts []string
-		for _, o := range limitSetOptions(l) {
-			opts = append(opts, o[0]+"="+o[1])
-		}
-		optText := strings.Join(opts, " ")
-		if optText == "" {
-			optText = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.Algorithm, limitRate(l), optText, yesNo(l.Leased), yesNo(l.Shadow))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.Algorithm, limitRate(l), optionsText(l), yesNo(l.Leased), yesNo(l.Shadow))
 	}
 	tw.Flush()
+}
+
+// optionsText is the options of l's algorithm that its answer sets, as
+// "flag=value" words, or "-" if none.
+func optionsText(l client.Limit) string {
+	var opts []string
+	for _, o := range limitSetOptions(l) {
+		opts = append(opts, o[0]+"="+o[1])
+	}
+	if len(opts) == 0 {
+		return "-"
+	}
+	return strings.Join(opts, " ")
 }
 
 // printLimit prints limit l as "key: value" lines, the keys its JSON's

@@ -137,7 +137,12 @@ func reserveOne(c *cmdLine, f *reserveFlags, name string, stdout io.Writer) int 
 		if msg == "" {
 			msg = fmt.Sprintf("limit %q: no permit within max wait %v; retry after %s", name, f.maxWait, api.DurationText(g.RetryAfter))
 		}
-		printLine(stdout, map[string]any{"granted": false, "retry_after_ns": g.RetryAfter.Nanoseconds(), "request_id": g.RequestID, "error": msg})
+		out := map[string]any{"granted": false, "retry_after_ns": g.RetryAfter.Nanoseconds(), "request_id": g.RequestID, "error": msg}
+		if g.KeysFull {
+			// A template's cap on keys, not the limit's rate.
+			out["keys_full"] = true
+		}
+		printLine(stdout, out)
 		return exitRefused
 	}
 	printLine(stdout, map[string]any{"granted": true, "permits": g.Permits, "wait_ns": g.Delay.Nanoseconds(),

@@ -30,8 +30,12 @@ type ReserveAnswer struct {
 	Duplicate bool `json:"duplicate"`
 	// SessionExpired (410): the session is not open (expired, never
 	// opened, or another token's); open a new one.
-	SessionExpired bool   `json:"session_expired"`
-	Error          string `json:"error"`
+	SessionExpired bool `json:"session_expired"`
+	// KeysFull (429): the limit is a key a template would create, and
+	// its template's max keys or the register's cap on templated keys is
+	// reached (Error names it); RetryAfterNanos is when a key may go.
+	KeysFull bool   `json:"keys_full"`
+	Error    string `json:"error"`
 	// ReservationID (POST /v1/reserve, granted) names the reservation to
 	// settle or release, a decimal string; Blocking (refused) is the limit
 	// that could serve its part last.

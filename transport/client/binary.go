@@ -233,6 +233,10 @@ func grantOf(server, limit string, n int64, maxWait time.Duration, res wire.Rese
 			why = "no permit within max_wait " + maxWait.String()
 		}
 		g.Refusal = fmt.Sprintf("limit %q: %s; retry after %s", limit, why, api.DurationText(g.RetryAfter))
+	case wire.KeysFull:
+		// As the HTTP API answers it: a 429 naming the cap.
+		g.RetryAfter, g.KeysFull = time.Duration(res.RetryAfterNanos), true
+		g.Refusal = fmt.Sprintf("limit %q: no key created: %s; retry after %s", limit, res.Detail, api.DurationText(g.RetryAfter))
 	case wire.UnknownLimit:
 		return Grant{}, &APIError{Server: server, StatusCode: http.StatusNotFound, Message: "limit not found"}
 	case wire.Invalid:

@@ -113,6 +113,10 @@ type RefusedError struct {
 	RetryAfter time.Duration
 	// Message is the server's explanation.
 	Message string
+	// KeysFull: the limit is a key a template would create, and its
+	// template's max keys or the register's cap on templated keys is
+	// reached (Message names it).
+	KeysFull bool
 }
 
 // Error implements error: the server's explanation when it gave one.

@@ -157,7 +157,7 @@ func (c *Client) ReserveMany(ctx context.Context, wants []Want, o ReserveOptions
 		r.Held = min(max(time.Duration(a.HeldNanos), 0), resp.receivedAt.Sub(resp.sentAt))
 	} else {
 		r.RetryAfter, r.Refusal = time.Duration(a.RetryAfterNanos), a.Error
-		r.Blocking = a.Blocking
+		r.Blocking, r.KeysFull = a.Blocking, a.KeysFull
 	}
 	return r, nil
 }

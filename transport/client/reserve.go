@@ -45,6 +45,11 @@ type Grant struct {
 	// max wait, or another reason, such as a strict limit that may not
 	// reserve ahead (its max_reserved); empty if it gave none.
 	Refusal string
+	// KeysFull (refused) reports that the limit is a key a template
+	// would create on this reserve, and that the template's max keys or
+	// the register's cap on templated keys is reached (Refusal names
+	// it): nothing was created; RetryAfter is when a key may go.
+	KeysFull bool
 	// Duplicate reports that the server had already decided this request
 	// (a retry after a lost answer) and replayed that decision.
 	Duplicate bool
@@ -253,7 +258,7 @@ func (c *Client) reserve(ctx context.Context, limit string, n int64, maxWait tim
 		g.ExpiresIn = time.Duration(a.ExpiresInNanos)
 		g.Spacing = time.Duration(a.SpacingNanos)
 	} else {
-		g.RetryAfter, g.Refusal = time.Duration(a.RetryAfterNanos), a.Error
+		g.RetryAfter, g.Refusal, g.KeysFull = time.Duration(a.RetryAfterNanos), a.Error, a.KeysFull
 	}
 	return g, nil
 }
@@ -268,7 +273,7 @@ func (c *Client) TryAcquire(ctx context.Context, limit string, n int64, maxWait 
 		return Grant{}, err
 	}
 	if !g.Granted {
-		return g, &RefusedError{Limit: limit, RetryAfter: g.RetryAfter, Message: g.Refusal}
+		return g, &RefusedError{Limit: limit, RetryAfter: g.RetryAfter, Message: g.Refusal, KeysFull: g.KeysFull}
 	}
 	return g, nil
 }
@@ -316,7 +321,7 @@ func (c *Client) acquireGrant(ctx context.Context, limit string, n int64) (Grant
 		d, ok := c.refusalWait(ctx, k, g)
 		if !ok {
 			return Grant{}, fmt.Errorf("client: acquire %d permits of %q: %w: the same request could be granted only after the context's deadline (%w)",
-				n, limit, &RefusedError{Limit: limit, RetryAfter: g.RetryAfter, Message: g.Refusal}, context.DeadlineExceeded)
+				n, limit, &RefusedError{Limit: limit, RetryAfter: g.RetryAfter, Message: g.Refusal, KeysFull: g.KeysFull}, context.DeadlineExceeded)
 		}
 		c.log.Trace("reserve refused, waiting for its retry_after", "limit", limit, "retry_after", g.RetryAfter, "sleep", d)
 		if err := c.clock.Sleep(ctx, d); err != nil {

@@ -485,7 +485,7 @@ func (ck *checker) doOff(t *testing.T, method, path, component string, want int)
 // samplePath fills a documented path's parameters: limit "other" (which
 // the narrow client token may not use), lease 1, server n9, reservation 1.
 func samplePath(path string) string {
-	return strings.NewReplacer("{asset}", "app.js", "{name}", "other", "/leases/{id}", "/leases/1", "/servers/{id}", "/servers/n9", "/reservations/{id}", "/reservations/1").Replace(path)
+	return strings.NewReplacer("{asset}", "app.js", "{name}", "other", "{prefix}", "tpl", "/leases/{id}", "/leases/1", "/servers/{id}", "/servers/n9", "/reservations/{id}", "/reservations/1").Replace(path)
 }
 
 // sampleBody is a valid body of each operation that takes one.
@@ -502,6 +502,7 @@ var sampleBody = map[string]string{
 	"reserveLimits":      `{"limits":[{"name":"other"}]}`,
 	"settleReservation":  `{"actual":[]}`,
 	"releaseReservation": `{}`,
+	"putTemplate":        `{"algorithm":"strict","rate":1,"idle":"1m","max_keys":1}`,
 }
 
 // eachOperation calls f for every operation of the document, in order.
@@ -1073,6 +1074,66 @@ func TestConformance(t *testing.T) {
 		ck.do(t, call{to: plain, method: "PUT", path: "/v1/limits/api-x", body: `{"algorithm":"strict","rate":1,"shadow":false}`, want: 200})
 	})
 
+	// Templates: put, read, list and delete; a reserve on prefix:key
+	// creates the key; past the template's max keys a reserve, single or
+	// of several limits, is 429 keys_full.
+	t.Run("templates", func(t *testing.T) {
+		m := ck.do(t, call{method: "PUT", path: "/v1/templates/cust", body: `{"algorithm":"bursty","rate":10,"max_burst_seconds":1,"idle":"1m","max_keys":1}`, want: 201})
+		if m["created"] != true || m["idle"] != "1m0s" || m["live_keys"] != 0.0 {
+			t.Errorf("created %v", m)
+		}
+		for _, body := range []string{
+			`{"algorithm":"strict","rate":1,"per":"1h","max_reserved":1,"expiry":"1s","idle":"1h","max_keys":2,"shadow":false}`,
+			`{"algorithm":"warmup","rate":5,"warmup":"10s","cold_factor":3,"idle":"1s","max_keys":2}`,
+			`{"algorithm":"hybrid","rate":5,"burst_ratio":1,"strictness":1,"idle":"720h","max_keys":2097152}`,
+			`{"algorithm":"concurrency","max_in_flight":3,"ttl":"30s","idle":"1m","max_keys":2}`,
+			`{"algorithm":"bursty","rate":10,"max_burst_seconds":1,"idle":"1m","max_keys":1}`,
+		} {
+			ck.do(t, call{method: "PUT", path: "/v1/templates/tpl-x", body: body, want: 200 + map[bool]int{true: 1}[strings.Contains(body, `"strict"`)]})
+		}
+		for _, tc := range []struct {
+			body, mention string
+			invalid       bool
+		}{
+			{`{"algorithm":"strict","rate":1,"max_keys":1}`, `"idle" is required`, true},
+			{`{"algorithm":"strict","rate":1,"idle":"1m"}`, `"max_keys" is required`, true},
+			{`{"algorithm":"strict","rate":1,"idle":"1m","max_keys":0}`, "1 to 2097152", true},
+			{`{"algorithm":"strict","rate":1,"idle":"1m","max_keys":2097153}`, "1 to 2097152", true},
+			{`{"algorithm":"strict","rate":1,"idle":"0s","max_keys":1}`, `"idle"`, true},
+			{`{"algorithm":"strict","rate":1,"idle":"999ms","max_keys":1}`, `from "1s" to "720h"`, false},
+			{`{"algorithm":"strict","rate":1,"idle":"721h","max_keys":1}`, `from "1s" to "720h"`, false},
+			{`{"algorithm":"strict","rate":1,"idle":"1m","max_keys":1,"shadow":true}`, `"shadow": true; allowed: false`, true},
+			{`{"algorithm":"hybrid","rate":1,"strictness":0.5,"idle":"1m","max_keys":1}`, "never comes to rest", false},
+			{`{"algorithm":"strict","idle":"1m","max_keys":1}`, `"rate" is required`, true},
+		} {
+			ck.do(t, call{method: "PUT", path: "/v1/templates/tpl-y", body: tc.body, want: 400, invalid: tc.invalid, wantInError: tc.mention})
+		}
+		ck.do(t, call{method: "POST", path: "/v1/limits/cust:a/reserve", body: `{"permits":1}`, want: 200})
+		m = ck.do(t, call{method: "POST", path: "/v1/limits/cust:b/reserve", body: `{"permits":1}`, want: 429, wantInError: "its max keys"})
+		if m["keys_full"] != true {
+			t.Errorf("a reserve past the cap: %v", m)
+		}
+		ck.do(t, call{method: "POST", path: "/v1/reserve", body: `{"limits":[{"name":"cust:c"}]}`, want: 429, wantInError: "its max keys"})
+		if l := ck.do(t, call{method: "GET", path: "/v1/limits?prefix=cust:", want: 200}); len(l["limits"].([]any)) != 1 {
+			t.Errorf("keys of cust: %v", l)
+		}
+		for _, m := range []string{"GET", "HEAD"} {
+			ck.do(t, call{method: m, path: "/v1/templates/cust", want: 200})
+			ck.do(t, call{method: m, path: "/v1/templates/nope", want: 404})
+			ck.do(t, call{method: m, path: "/v1/templates", want: 200})
+			ck.do(t, call{method: m, path: "/v1/templates?prefix=c", want: 400})
+		}
+		if g := ck.do(t, call{method: "GET", path: "/v1/templates/cust", want: 200}); g["live_keys"] != 1.0 {
+			t.Errorf("template cust: %v", g)
+		}
+		if d := ck.do(t, call{method: "DELETE", path: "/v1/templates/cust", want: 200}); d["existed"] != true || d["live_keys"] != 1.0 {
+			t.Errorf("delete: %v", d)
+		}
+		ck.do(t, call{method: "DELETE", path: "/v1/templates/cust", want: 404})
+		ck.do(t, call{method: "DELETE", path: "/v1/templates/tpl-x", body: `{"force":true}`, want: 400, invalid: true})
+		ck.do(t, call{method: "DELETE", path: "/v1/templates/tpl-x", want: 200})
+	})
+
 	// Inputs at the edges of what the document and the server accept
 	// (durations, names of 128 and 129 characters, request ids of 64 and
 	// 65, permit counts): on each the document and the server agree,
@@ -1214,6 +1275,9 @@ func TestConformance(t *testing.T) {
 			var bad []string
 			if strings.Contains(path, "{name}") {
 				bad = append(bad, strings.Replace(samplePath(path), "/other", "/bad!name", 1))
+			}
+			if strings.Contains(path, "{prefix}") {
+				bad = append(bad, strings.Replace(samplePath(path), "/tpl", "/a:b", 1), strings.Replace(samplePath(path), "/tpl", "/"+strings.Repeat("p", 65), 1))
 			}
 			if strings.Contains(path, "/leases/{id}") {
 				bad = append(bad, strings.Replace(samplePath(path), "/leases/1", "/leases/x1", 1))

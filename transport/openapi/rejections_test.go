@@ -44,6 +44,13 @@ var fullSamples = map[string][]string{
 	"returnLease":       {`{"epoch":1,"spent":0,"stolen_out":0,"stolen_in":0,"request_id":"r1"}`},
 	"reserveLimits":     {`{"limits":[{"name":"other","permits":1}],"max_wait":"0s","request_id":"r1","settle_within":"1m"}`},
 	"settleReservation": {`{"actual":[{"name":"other","permits":1}],"request_id":"r1"}`},
+	"putTemplate": {
+		`{"algorithm":"strict","rate":1,"per":"1s","max_reserved":1,"expiry":"1s","shadow":false,"idle":"1m","max_keys":1}`,
+		`{"algorithm":"bursty","rate":1,"per":"1s","max_burst_seconds":1,"shadow":false,"idle":"1m","max_keys":1}`,
+		`{"algorithm":"warmup","rate":1,"per":"1s","warmup":"1s","cold_factor":3,"shadow":false,"idle":"1m","max_keys":1}`,
+		`{"algorithm":"hybrid","rate":1,"per":"1s","burst_ratio":1,"strictness":1,"shadow":false,"idle":"1m","max_keys":1}`,
+		`{"algorithm":"concurrency","max_in_flight":1,"ttl":"1s","shadow":false,"idle":"1m","max_keys":1}`,
+	},
 }
 
 // bodyMutation is one request body derived from an operation's sample.

@@ -44,6 +44,10 @@ func access(method, p string) (auth.Need, string) {
 		return auth.NeedAnyToken, ""
 	case p == "/v1/limits" && read:
 		return auth.NeedRead, ""
+	case (p == "/v1/templates" || strings.HasPrefix(p, "/v1/templates/")) && read:
+		// A template's prefix is no limit's name: reading one needs what
+		// listing every limit needs.
+		return auth.NeedRead, ""
 	case p == "/v1/sessions":
 		return auth.NeedClientAnyLimit, ""
 	case p == "/v1/reserve" || strings.HasPrefix(p, "/v1/reservations/"):

@@ -61,6 +61,12 @@ func TestAccessCoversEveryRoute(t *testing.T) {
 		{"POST", "/v1/limits/api/lease", auth.NeedWorker, "api"},
 		{"POST", "/v1/limits/api/leases/7/renew", auth.NeedWorker, "api"},
 		{"POST", "/v1/limits/api/leases/7/return", auth.NeedWorker, "api"},
+		{"GET", "/v1/templates", auth.NeedRead, ""},
+		{"GET", "/v1/templates/cust", auth.NeedRead, ""},
+		{"HEAD", "/v1/templates/cust", auth.NeedRead, ""},
+		{"PUT", "/v1/templates/cust", auth.NeedAdmin, ""},
+		{"DELETE", "/v1/templates/cust", auth.NeedAdmin, ""},
+		{"POST", "/v1/templates", auth.NeedAdmin, ""},
 		{"GET", "/v1/snapshot", auth.NeedAdmin, ""},
 		{"POST", "/v1/cluster/join", auth.NeedAdmin, ""},
 		{"POST", "/v1/cluster/transfer-leadership", auth.NeedAdmin, ""},
@@ -112,6 +118,12 @@ func TestRequireTokens(t *testing.T) {
 		{name: "the status page's script without a token", method: "GET", path: "/ui/app.js", wantCode: 200},
 		{name: "readable limits need a token", method: "GET", path: "/v1/readable-limits", wantCode: 401, wantRole: "any", wantInError: "missing token"},
 		{name: "restricted client, readable limits", method: "GET", path: "/v1/readable-limits", token: "narrow", wantCode: 200},
+		{name: "client may not put a template", method: "PUT", path: "/v1/templates/cust", token: "app", wantCode: 403, wantRole: "admin"},
+		{name: "client may not delete a template", method: "DELETE", path: "/v1/templates/cust", token: "app", wantCode: 403, wantRole: "admin"},
+		{name: "worker reads the templates", method: "GET", path: "/v1/templates", token: "w1", wantCode: 200},
+		{name: "client reads a template", method: "GET", path: "/v1/templates/cust", token: "app", wantCode: 404},
+		{name: "restricted client, templates", method: "GET", path: "/v1/templates", token: "narrow", wantCode: 403, wantRole: "client"},
+		{name: "admin puts a template", method: "PUT", path: "/v1/templates/cust", token: "root", wantCode: 400}, // no body: past auth
 		{name: "worker may not snapshot", method: "GET", path: "/v1/snapshot", token: "w1", wantCode: 403, wantRole: "admin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

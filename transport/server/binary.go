@@ -194,6 +194,8 @@ func (b *Binary) countReserve(q fsm.Reserve, res fsm.ReserveResult, err error) {
 		m.reserveGranted(protoBinary, permits, res.WaitNanos)
 	case fsm.Refused:
 		m.countReserve(protoBinary, outcomeRefused)
+	case fsm.KeysFull:
+		m.countReserve(protoBinary, outcomeKeysFull)
 	case fsm.UnknownLimit:
 		m.countReserve(protoBinary, outcomeUnknown)
 	case fsm.Invalid, fsm.SessionExpired:

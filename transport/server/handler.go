@@ -96,6 +96,8 @@ const (
 	routeReadableLimits
 	routeUI
 	routeUIAsset
+	routeTemplates
+	routeTemplate
 	numRoutes
 )
 
@@ -129,6 +131,8 @@ var routeLabels = [numRoutes]string{
 	routeReadableLimits: "/v1/readable-limits",
 	routeUI:             "/ui",
 	routeUIAsset:        "/ui/{asset}",
+	routeTemplates:      "/v1/templates",
+	routeTemplate:       "/v1/templates/{prefix}",
 }
 
 // ServeHTTP implements http.Handler.
@@ -218,6 +222,10 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 		if rt := h.dispatchReservation(w, r, p[len("/v1/reservations/"):]); rt != routeUnknown {
 			return rt
 		}
+	case strings.HasPrefix(p, "/v1/templates"):
+		if rt := h.dispatchTemplates(w, r, p); rt != routeUnknown {
+			return rt
+		}
 	}
 	if rt := h.dispatchCluster(w, r, p); rt != routeUnknown {
 		return rt
@@ -225,7 +233,7 @@ func (h *handler) dispatch(w *recorder, r *http.Request) route {
 	if rt := h.dispatchService(w, r, p); rt != routeUnknown {
 		return rt
 	}
-	api.WriteError(w, http.StatusNotFound, "unknown path "+api.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/reserve, /v1/reservations/{id}/settle, /v1/reservations/{id}/release, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/sessions, /v1/status, /v1/cluster, /v1/readable-limits, /metrics, /healthz, /readyz, /v1/openapi.json (this API's OpenAPI description), /ui (the status page)")
+	api.WriteError(w, http.StatusNotFound, "unknown path "+api.Quote(p)+"; see /v1/limits, /v1/limits/{name}, /v1/limits/{name}/reserve, /v1/reserve, /v1/reservations/{id}/settle, /v1/reservations/{id}/release, /v1/limits/{name}/lease, /v1/limits/{name}/leases, /v1/templates, /v1/templates/{prefix}, /v1/sessions, /v1/status, /v1/cluster, /v1/readable-limits, /metrics, /healthz, /readyz, /v1/openapi.json (this API's OpenAPI description), /ui (the status page)")
 	return routeUnknown
 }
 

@@ -259,14 +259,8 @@ func (h *handler) putLimit(w http.ResponseWriter, r *http.Request, name string) 
 		api.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	buf := api.GetBuf()
-	defer api.PutBuf(buf)
-	if herr := api.ReadBody(w, r, buf); herr != nil {
-		api.WriteError(w, herr.Code, herr.Msg)
-		return
-	}
 	var req limitRequest
-	if herr := api.DecodeObject(buf.Bytes(), &req, limitFields, false); herr != nil {
+	if herr := readObject(w, r, &req, limitFields); herr != nil {
 		api.WriteError(w, herr.Code, herr.Msg)
 		return
 	}

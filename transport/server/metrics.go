@@ -22,7 +22,7 @@ import (
 // each by the node that answered the client (a relay's batch counts each
 // of its commands):
 //
-//	permitd_reserve_requests_total{protocol,outcome}   outcome: granted|refused|unknown|invalid|error
+//	permitd_reserve_requests_total{protocol,outcome}   outcome: granted|refused|keys_full|unknown|invalid|error
 //	permitd_granted_permits_total{protocol}
 //	permitd_lease_requests_total{protocol,outcome}     lease, renew and return; outcome: granted|refused|fenced|returned|unknown|invalid|error
 //	permitd_reserve_wait_seconds{protocol}             histogram of granted waits
@@ -83,10 +83,13 @@ const (
 	outcomeUnknown
 	outcomeInvalid
 	outcomeError
+	// outcomeKeysFull: a reserve that would have created a templated key
+	// past a cap (fsm.KeysFull, 429).
+	outcomeKeysFull
 	numOutcomes
 )
 
-var outcomeLabels = [numOutcomes]string{"granted", "refused", "unknown", "invalid", "error"}
+var outcomeLabels = [numOutcomes]string{"granted", "refused", "unknown", "invalid", "error", "keys_full"}
 
 // leaseOutcome is the outcome label of permitd_lease_requests_total.
 type leaseOutcome uint8
@@ -123,7 +126,7 @@ func NewMetrics(reg prometheus.Registerer, status func() api.Status) *Metrics {
 	}
 	reserves := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "permitd_reserve_requests_total",
-		Help: "Reserve requests answered by this node, by protocol (http, binary) and outcome: granted, refused (429), unknown (no such limit), invalid (400/413), error (503).",
+		Help: "Reserve requests answered by this node, by protocol (http, binary) and outcome: granted, refused (429), keys_full (429: a template's key could not be created, its cap is reached), unknown (no such limit), invalid (400/413), error (503).",
 	}, []string{"protocol", "outcome"})
 	leases := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "permitd_lease_requests_total",

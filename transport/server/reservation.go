@@ -219,6 +219,8 @@ func (h *handler) answerReservation(w http.ResponseWriter, b []byte, q fsm.Reser
 			why = res.Detail // a full queue of reserves waiting on a limit
 		}
 		h.answerBusy(w, b, res.RetryAfterNanos, why+": retry after "+api.DurationText(time.Duration(res.RetryAfterNanos)))
+	case fsm.KeysFull:
+		h.answerKeysFull(w, b, res, "")
 	case fsm.UnknownLimit:
 		m.countReserve(protoHTTP, outcomeUnknown)
 		api.WriteError(w, http.StatusNotFound, res.Detail)

@@ -53,6 +53,8 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request, name string) {
 		b = appendErrorEnd(b, "limit "+strconv.Quote(name)+": "+refusalReason(res, req.MaxWaitNanos)+
 			"; retry after "+api.DurationText(time.Duration(res.RetryAfterNanos)))
 		api.WriteRaw(w, http.StatusTooManyRequests, b)
+	case fsm.KeysFull:
+		h.answerKeysFull(w, b, res, "limit "+strconv.Quote(name)+": ")
 	case fsm.Busy:
 		msg := "the register remembers as many request ids as it can keep for their whole retention window: retry after " +
 			api.DurationText(time.Duration(res.RetryAfterNanos)) + ", or use a session (POST /v1/sessions), which has no such limit"
@@ -176,6 +178,18 @@ func appendErrorEnd(b []byte, msg string) []byte {
 	b = append(b, `,"error":`...)
 	b = api.AppendJSONString(b, msg)
 	return append(b, "}\n"...)
+}
+
+// answerKeysFull answers 429 for a reserve that would have created a
+// templated key past a cap (fsm.KeysFull): Retry-After is when the first
+// key may go, the error names the cap (after what, which names the
+// request's limit if any).
+func (h *handler) answerKeysFull(w http.ResponseWriter, b []byte, res fsm.ReserveResult, what string) {
+	h.metrics.countReserve(protoHTTP, outcomeKeysFull)
+	b = append(refusalStart(w, b, res.RetryAfterNanos), `,"keys_full":true`...)
+	b = appendDuplicate(b, res.Duplicate)
+	api.WriteRaw(w, http.StatusTooManyRequests, appendErrorEnd(b, what+"no key created: "+res.Detail+
+		"; retry after "+api.DurationText(time.Duration(res.RetryAfterNanos))))
 }
 
 // answerBusy answers 503 for a reserve the register could not record (its

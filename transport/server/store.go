@@ -28,6 +28,17 @@ type Store interface {
 	// and whether more with q's prefix follow; an invalid q is
 	// node.ErrInvalid.
 	LimitsPage(ctx context.Context, q fsm.LimitsQuery) ([]fsm.LimitInfo, bool, error)
+	// PutTemplate creates or replaces a template (validated); a template
+	// the register does not take (too many) is a result with Detail.
+	PutTemplate(ctx context.Context, t fsm.PutTemplate) (fsm.PutTemplateResult, error)
+	// DeleteTemplate deletes the template of prefix (node.ErrNotFound if
+	// there is none); its live keys stay until idle.
+	DeleteTemplate(ctx context.Context, prefix string) (fsm.DeleteTemplateResult, error)
+	// Template is a linearizable read of one active template;
+	// node.ErrNotFound if there is none.
+	Template(ctx context.Context, prefix string) (fsm.TemplateInfo, error)
+	// Templates returns every active template, sorted by prefix.
+	Templates(ctx context.Context) ([]fsm.TemplateInfo, error)
 	// Reserve decides one reserve; node.ErrNotFound / node.ErrInvalid /
 	// node.ErrNoLeader. Refused, Busy and SessionExpired are results.
 	Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, error)

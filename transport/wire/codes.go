@@ -71,6 +71,12 @@ const (
 	// answer whether more follow (a bool) and the page's limits as for
 	// OpRead.
 	OpReadPage byte = 22
+	// OpReadTemplates: the active templates, between nodes only (a
+	// follower forwards GET /v1/templates and /v1/templates/{prefix}):
+	// payload a prefix (a string, empty for every template); the answer
+	// a count and per template its prefix, its config (bucket's binary
+	// form), idle time, max keys and live keys (varints).
+	OpReadTemplates byte = 23
 )
 
 // MaxAuthSecret bounds the payload of OpAuth.

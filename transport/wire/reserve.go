@@ -47,6 +47,12 @@ const (
 	// which) its sessions keep as many answers as they may; nothing was
 	// decided; RetryAfterNanos says when to try again.
 	Busy ReserveStatus = 6
+	// KeysFull: the reserve names a key a template would create, and
+	// creating it would pass the template's max keys or the register's
+	// cap on templated keys (Detail names it); nothing was created or
+	// reserved; RetryAfterNanos says when the first key may go (HTTP 429
+	// with "keys_full").
+	KeysFull ReserveStatus = 8
 )
 
 // ReserveResult is the answer to a Reserve. Its durations count from the
@@ -54,7 +60,7 @@ const (
 type ReserveResult struct {
 	Status ReserveStatus
 	// WaitNanos (Granted): when the first permit may be used; RetryAfter
-	// (Refused, Busy): when the same request could succeed.
+	// (Refused, Busy, KeysFull): when the same request could succeed.
 	WaitNanos, RetryAfterNanos int64
 	// ExpiresInNanos (Granted): when the first permit stops being usable
 	// (0: never; -1: already expired, do not use it).
@@ -64,7 +70,8 @@ type ReserveResult struct {
 	// Duplicate: the answer is the stored decision of an earlier copy of
 	// the request.
 	Duplicate bool
-	// Detail explains Invalid, SessionExpired and a session's Busy.
+	// Detail explains Invalid, SessionExpired, a session's Busy and
+	// KeysFull.
 	Detail string
 }
 

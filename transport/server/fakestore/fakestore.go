@@ -227,6 +227,11 @@ func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, 
 		return fsm.ReserveResult{}, fmt.Errorf("%w: %v", node.ErrInvalid, err)
 	}
 	info, ok := s.f.Limit(r.Limit)
+	if !ok {
+		// A key a template creates on this reserve: its template's
+		// config bounds it, as the node checks it.
+		info.Config, ok = s.f.TemplateFor(r.Limit)
+	}
 	switch {
 	case !ok:
 		return fsm.ReserveResult{}, notFound(r.Limit)

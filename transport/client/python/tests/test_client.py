@@ -843,6 +843,35 @@ class ReservationTest(unittest.TestCase):
             self.client.list_limits_page(prefix, limit=0)
         self.assertIn("allowed: an integer 1-10000", str(cm.exception))
 
+    def test_templates_create_keys_on_first_use(self) -> None:
+        prefix = "tpl%d-%d" % (os.getpid(), next(_names))
+        v = self.client.put_template(prefix, "bursty", 10, "1s", idle="10m", max_keys=1, max_burst_seconds=1)
+        self.assertEqual((v["prefix"], v["idle"], v["max_keys"], v["created"]), (prefix, "10m0s", 1, True), v)
+        self.assertTrue(self.client.reserve(prefix + ":a").granted)
+        self.assertEqual([k["name"] for k in self.client.iter_limits(prefix + ":")], [prefix + ":a"])
+        # Past max_keys: a refusal naming the cap, single and of several
+        # limits; nothing created.
+        g = self.client.reserve(prefix + ":b")
+        self.assertFalse(g.granted, g)
+        self.assertTrue(g.keys_full, g)
+        self.assertGreater(g.retry_after, 0)
+        self.assertIn("its max keys", g.error or "")
+        r = self.client.reserve_many({prefix + ":c": 1})
+        self.assertTrue(r.keys_full and not r.granted, r)
+        with self.assertRaises(permitd.Throttled) as cm:
+            with self.client.reserve_many({prefix + ":c": 1}):
+                pass
+        self.assertTrue(cm.exception.keys_full)
+        self.assertEqual(self.client.get_template(prefix)["live_keys"], 1)
+        self.assertIn(prefix, [t["prefix"] for t in self.client.list_templates()])
+        with self.assertRaises(permitd.InvalidRequest) as ce:
+            self.client.put_template(prefix, "strict", 1, idle=0.5, max_keys=1)
+        self.assertIn('from "1s" to "720h"', str(ce.exception))
+        d = self.client.delete_template(prefix)
+        self.assertEqual((d["existed"], d["live_keys"]), (True, 1), d)
+        with self.assertRaises(permitd.NotFound):
+            self.client.get_template(prefix)
+
     def test_shadow_limit_grants_everything(self) -> None:
         sh = fresh_limit(self.client, "shadow", "strict", 1, "1m", max_reserved=0, shadow=True)
         tpm = self.tokens()

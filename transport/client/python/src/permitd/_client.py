@@ -92,6 +92,19 @@ def _go_duration(v: Any, what: str) -> str:
     return "%dns" % int(_seconds(v, what) * 1e9)
 
 
+def _limit_body(algorithm: str, rate: Optional[float], per: Any, options: Dict[str, Any]) -> Dict[str, Any]:
+    """The body of PUT /v1/limits/{name} (and a template's configuration):
+    durations as Go duration strings."""
+    body: Dict[str, Any] = {"algorithm": algorithm}
+    if rate is not None:
+        body["rate"] = rate
+    if per is not None:
+        body["per"] = _go_duration(per, "per")
+    for k, v in options.items():
+        body[k] = _go_duration(v, k) if k in ("expiry", "warmup", "ttl") else v
+    return body
+
+
 def _decision(r: Response, what: str, rid: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     """The JSON body of a reserve's answer r (a 200 or a 429) and what a
     Grant and a Reservation take from it alike, as their keyword arguments:
@@ -122,6 +135,7 @@ def _decision(r: Response, what: str, rid: str) -> Tuple[Dict[str, Any], Dict[st
         decided["retry_after"] = ra if ra is not None else 0.0
         err = a.get("error")
         decided["error"] = err if isinstance(err, str) else None
+        decided["keys_full"] = a.get("keys_full") is True
     return a, decided
 
 
@@ -727,6 +741,7 @@ class Client:
             error=None if last is None else last.error,
             status=None if last is None else 429,
             server=None if last is None else last.server,
+            keys_full=last is not None and last.keys_full,
         )
 
     def _acquire_grant(self, limit: str, permits: int, deadline: Optional[float]) -> Grant:
@@ -964,14 +979,7 @@ class Client:
         (``max_reserved=2``, ``max_burst_seconds=1``, ``shadow=True``,
         ...). A concurrency limit has no rate: ``put_limit("gpu",
         "concurrency", max_in_flight=4, ttl=60)``."""
-        body: Dict[str, Any] = {"algorithm": algorithm}
-        if rate is not None:
-            body["rate"] = rate
-        if per is not None:
-            body["per"] = _go_duration(per, "per")
-        for k, v in options.items():
-            body[k] = _go_duration(v, k) if k in ("expiry", "warmup", "ttl") else v
-        return self._call("PUT", "/v1/limits/" + quote(name, safe=""), body)
+        return self._call("PUT", "/v1/limits/" + quote(name, safe=""), _limit_body(algorithm, rate, per, options))
 
     def get_limit(self, name: str) -> Dict[str, Any]:
         """Returns a limit's view (``GET /v1/limits/{name}``): its settings and
@@ -1020,6 +1028,46 @@ class Client:
         """Deletes a limit (``DELETE /v1/limits/{name}``); ``force`` deletes a
         leased limit even while leases hold permits of it."""
         self._call("DELETE", "/v1/limits/" + quote(name, safe="") + ("?force=true" if force else ""))
+
+    def put_template(
+        self,
+        prefix: str,
+        algorithm: str,
+        rate: Optional[float] = None,
+        per: Optional[Union[str, Seconds]] = None,
+        *,
+        idle: Union[str, Seconds],
+        max_keys: int,
+        **options: Any,
+    ) -> Dict[str, Any]:
+        """Creates or replaces the template of ``prefix`` (``PUT
+        /v1/templates/{prefix}``) and returns its view: a reserve naming
+        ``prefix:key`` creates that limit from it on first use, and the
+        register drops the key once it has gone unused for ``idle`` (a Go
+        duration string or seconds, 1s to 720h) and forgetting it changes
+        no answer; at most ``max_keys`` keys live at once (a reserve past it
+        is refused with ``keys_full``). The configuration is
+        :meth:`put_limit`'s (no ``shadow``)."""
+        body = _limit_body(algorithm, rate, per, options)
+        body["idle"], body["max_keys"] = _go_duration(idle, "idle"), max_keys
+        return self._call("PUT", "/v1/templates/" + quote(prefix, safe=""), body)
+
+    def get_template(self, prefix: str) -> Dict[str, Any]:
+        """Returns the template of ``prefix`` (``GET /v1/templates/{prefix}``):
+        its keys' configuration, ``idle``, ``max_keys`` and ``live_keys``."""
+        return self._call("GET", "/v1/templates/" + quote(prefix, safe=""))
+
+    def list_templates(self) -> List[Dict[str, Any]]:
+        """Returns every template's view, sorted by prefix (``GET
+        /v1/templates``)."""
+        v = self._call("GET", "/v1/templates")
+        return list(v.get("templates", []))
+
+    def delete_template(self, prefix: str) -> Dict[str, Any]:
+        """Deletes the template of ``prefix`` (``DELETE
+        /v1/templates/{prefix}``): it creates no more keys; its live keys
+        (``live_keys`` of the answer) stay until idle."""
+        return self._call("DELETE", "/v1/templates/" + quote(prefix, safe=""))
 
     def set_lease_policy(
         self,

@@ -84,6 +84,9 @@ class Throttled(PermitdError):
         limit: the limit's name.
         retry_after: seconds after which, as known by the server, the same
             request could be granted (``None`` when unknown).
+        keys_full: the limit is a key a template would create, and the
+            template's ``max_keys`` or the register's cap on templated keys
+            is reached (the error names it).
     """
 
     def __init__(
@@ -95,9 +98,11 @@ class Throttled(PermitdError):
         error: Optional[str] = None,
         status: Optional[int] = None,
         server: Optional[str] = None,
+        keys_full: bool = False,
     ) -> None:
         self.limit = limit
         self.retry_after = retry_after
+        self.keys_full = keys_full
         super().__init__(message, error=error, status=status, server=server)
 
 

@@ -48,6 +48,10 @@ class Grant:
         received_at: when its answer had been received, before parsing.
         server: the base URL of the server that answered.
         error: (refused) the server's explanation.
+        keys_full: (refused) the limit is a key a template would create
+            (``prefix:key``), and the template's ``max_keys`` or the
+            register's cap on templated keys is reached (``error`` names
+            it): nothing was created; ``retry_after`` is when a key may go.
         checked_at: when :meth:`sleep` (or :meth:`asleep`) last found the
             permit it waited for unexpired, right before returning; ``None``
             before. The permit was usable then (``checked_at <=
@@ -68,6 +72,7 @@ class Grant:
         "received_at",
         "server",
         "error",
+        "keys_full",
         "checked_at",
     )
 
@@ -87,6 +92,7 @@ class Grant:
         received_at: float = 0.0,
         server: str = "",
         error: Optional[str] = None,
+        keys_full: bool = False,
     ) -> None:
         self.granted = granted
         self.limit = limit
@@ -101,6 +107,7 @@ class Grant:
         self.received_at = received_at
         self.server = server
         self.error = error
+        self.keys_full = keys_full
         self.checked_at: Optional[float] = None
 
     def __repr__(self) -> str:
@@ -153,6 +160,7 @@ class Grant:
                 limit=self.limit,
                 retry_after=self.retry_after,
                 error=self.error,
+                keys_full=self.keys_full,
             )
         if permit is None:
             if self.spaced:

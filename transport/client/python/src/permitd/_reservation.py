@@ -255,6 +255,7 @@ class Reservation(Grant):
             error=self.error,
             status=429,
             server=self.server or None,
+            keys_full=self.keys_full,
         )
 
     def _unused(self) -> List[Tuple[str, int]]:

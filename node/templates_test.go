@@ -1,0 +1,62 @@
+package node
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
+)
+
+// TestTemplateReadsThroughAFollower: a follower reads the templates from
+// the leader (wire.OpReadTemplates), linearizably: a template put through
+// one node is read back at once through another with its config, idle
+// time, caps and live keys; a deleted one is gone; an invalid prefix is
+// ErrInvalid.
+func TestTemplateReadsThroughAFollower(t *testing.T) {
+	c := newTestCluster(t, 3)
+	l := c.leader()
+	ctx := ctxTimeout(t, 20*time.Second)
+	fs := c.followers(l)
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	retryNoLeader(t, func() error {
+		_, err := fs[0].PutTemplate(ctx, fsm.PutTemplate{Prefix: "b", Config: cfg, IdleNanos: int64(time.Minute), MaxKeys: 7})
+		return err
+	})
+	if _, err := l.PutTemplate(ctx, fsm.PutTemplate{Prefix: "a", Config: cfg, IdleNanos: int64(time.Hour), MaxKeys: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Reserve(ctx, fsm.Reserve{Limit: "b:k", Permits: 1}); err != nil || res.Status != fsm.Granted {
+		t.Fatalf("reserve on a new key: %+v %v", res, err)
+	}
+	ts, err := fs[1].Templates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 || ts[0].Prefix != "a" || ts[1].Prefix != "b" {
+		t.Fatalf("templates through a follower: %+v, want a and b in order", ts)
+	}
+	b := ts[1]
+	if b.IdleNanos != int64(time.Minute) || b.MaxKeys != 7 || b.LiveKeys != 1 || b.Config.Spec.Rate != 5 || b.Config.Spec.Algorithm != bucket.Strict {
+		t.Fatalf("template b through a follower: %+v", b)
+	}
+	if one, err := fs[1].Template(ctx, "b"); err != nil || one.LiveKeys != 1 || one.MaxKeys != 7 {
+		t.Fatalf("template b alone: %+v %v", one, err)
+	}
+	if _, err := l.DeleteTemplate(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs[1].Template(ctx, "b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a deleted template: %v, want ErrNotFound", err)
+	}
+	if ts, err := fs[0].Templates(ctx); err != nil || len(ts) != 1 {
+		t.Fatalf("templates after the delete: %+v %v, want only a", ts, err)
+	}
+	if _, err := fs[0].Template(ctx, "a:b"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("an invalid prefix: %v, want ErrInvalid", err)
+	}
+}
