@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/permitd/permitd/bucket"
 )
@@ -30,22 +31,35 @@ type LimitStats struct {
 	LeaseOutstandingPermits int64
 }
 
-// LimitStats returns the stats of the first maxLimits limits by name
-// (all of them if maxLimits < 0), read under one lock so that they are
-// consistent with each other, and the number of limits there are.
+// LimitStats returns the stats of the first maxLimits explicit limits by
+// name (all of them if maxLimits < 0), read under one lock so that they
+// are consistent with each other, and the number of explicit limits there
+// are. Keys created from templates are not among them: TemplateStats
+// counts them as families.
 func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := &f.st
-	names := s.names
-	if maxLimits >= 0 && len(names) > maxLimits {
-		names = names[:maxLimits]
+	total = len(s.names) - s.keys.Len()
+	n := total
+	if maxLimits >= 0 {
+		n = min(n, maxLimits)
 	}
-	stats = make([]LimitStats, len(names))
+	stats = make([]LimitStats, n)
 	open := s.reservations.open(s.lastNowNanos)
-	for i, name := range names {
-		l := s.limits[name]
+	i := 0
+	for _, name := range s.names {
+		if i == n {
+			break
+		}
+		l := s.maybeKeyName(name)
+		if l == nil {
+			l = s.limits[name]
+		} else if l.templated() {
+			continue
+		}
 		st := &stats[i]
+		i++
 		st.Info = l.info(s.lastNowNanos, open[name])
 		st.InFlightPermits, st.OpenReservations = st.Info.InFlightPermits, st.Info.OpenReservations
 		if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
@@ -56,7 +70,21 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 			st.LeaseOutstandingPermits = l.pool.outstanding
 		}
 	}
-	return stats, len(s.names)
+	return stats, total
+}
+
+// maybeKeyName returns the limit called name if a template has name's
+// prefix (it may be a templated key), else nil: the cheap test that lets
+// a walk of every name skip templated keys without looking every name up.
+func (s *state) maybeKeyName(name string) *limit {
+	if len(s.templates) == 0 {
+		return nil
+	}
+	i := strings.IndexByte(name, ':')
+	if i <= 0 || s.templates[name[:i]] == nil {
+		return nil
+	}
+	return s.limits[name]
 }
 
 // AppliedEntry returns the entry the latest Apply decoded (its command as
