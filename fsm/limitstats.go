@@ -47,15 +47,23 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 	}
 	stats = make([]LimitStats, n)
 	open := s.reservations.open(s.lastNowNanos)
-	i := 0
-	for _, name := range s.names {
-		if i == n {
-			break
-		}
+	i, mixedTo := 0, 0
+	for k := 0; k < len(s.names) && i < n; k++ {
+		name := s.names[k]
 		l := s.maybeKeyName(name)
 		if l == nil {
 			l = s.limits[name]
 		} else if l.templated() {
+			if k >= mixedTo {
+				// The first key of a prefix: skip them all if no
+				// explicit limit is among them, else walk them.
+				end, all := s.keysFrom(k)
+				if all {
+					k = end - 1
+				} else {
+					mixedTo = end
+				}
+			}
 			continue
 		}
 		st := &stats[i]
@@ -71,6 +79,18 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 		}
 	}
 	return stats, total
+}
+
+// keysFrom returns the end of the names of the prefix of templated key
+// s.names[k], and whether they are all its template's keys (no explicit
+// limit among them), so that a walk may skip them at once.
+func (s *state) keysFrom(k int) (int, bool) {
+	name := s.names[k]
+	prefix := name[:strings.IndexByte(name, ':')]
+	// Names "prefix:..." sort before "prefix;" (';' follows ':').
+	start, _ := slices.BinarySearch(s.names, prefix+":")
+	end, _ := slices.BinarySearch(s.names, prefix+";")
+	return end, int64(end-start) == s.templates[prefix].keys
 }
 
 // maybeKeyName returns the limit called name if a template has name's

@@ -119,3 +119,15 @@ func (f *FSM) TemplateStats() []TemplateStats {
 	}
 	return out
 }
+
+// KeyTemplate returns the prefix of the template that created the limit
+// called name, "" if name is an explicit limit or none: cheap for names
+// no template's prefix starts (no lookup of the limit).
+func (f *FSM) KeyTemplate(name string) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if l := f.st.maybeKeyName(name); l != nil {
+		return l.templatePrefix()
+	}
+	return ""
+}

@@ -89,3 +89,44 @@ func TestTemplateStatsCountFamilies(t *testing.T) {
 		t.Fatalf("a deleted template without keys: %+v, want it gone", got)
 	}
 }
+
+// BenchmarkFamilyReads1M measures the reads the metrics and the status
+// page make of a register holding 1 000 000 templated keys (two
+// templates) and 1 000 explicit limits, under the read lock that stalls
+// Apply meanwhile: TemplateStats walks every key, LimitStats(5000) skips
+// them.
+//
+//	go test ./fsm -run '^$' -bench FamilyReads1M -benchtime 5x
+func BenchmarkFamilyReads1M(b *testing.B) {
+	h := newHarness(b)
+	sec := int64(time.Second)
+	cfg := compile(b, bucket.Spec{Algorithm: bucket.Strict, Rate: 100})
+	for _, p := range []string{"a", "z"} {
+		h.apply(mustEntry(AppendPutTemplate(nil, at(sec), PutTemplate{Prefix: p, Config: cfg, IdleNanos: 3600 * sec, MaxKeys: MaxTemplatedKeys})))
+	}
+	for i := range 1000 {
+		h.put(sec, fmt.Sprintf("m%04d", i), cfg)
+	}
+	var batch []Reserve
+	for i := range 1_000_000 {
+		batch = append(batch, rsv(fmt.Sprintf("%s:%07d", []string{"a", "z"}[i/500_000], i), 1, 0, ""))
+		if len(batch) == 4096 || i == 999_999 {
+			h.reserve(2*sec, batch...)
+			batch = batch[:0]
+		}
+	}
+	b.Run("TemplateStats", func(b *testing.B) {
+		for b.Loop() {
+			if ts := h.f.TemplateStats(); len(ts) != 2 || ts[0].LiveKeys+ts[1].LiveKeys != 1_000_000 {
+				b.Fatalf("%+v", ts)
+			}
+		}
+	})
+	b.Run("LimitStats5000", func(b *testing.B) {
+		for b.Loop() {
+			if _, total := h.f.LimitStats(5000); total != 1000 {
+				b.Fatalf("%d explicit limits", total)
+			}
+		}
+	})
+}
