@@ -46,6 +46,16 @@ type ApplyObserver interface {
 	KeysFull(template string)
 }
 
+// observeEntry counts what the entry just applied did to templated keys'
+// families, and tells the node's observer, if any, what it decided: res
+// is its result, decisions the waiting reserves it decided.
+func (n *Node) observeEntry(res any, decisions []fsm.WaiterDecision) {
+	n.families.Observe(n.fsm.AppliedKeyChanges())
+	if o := n.cfg.Applied; o != nil {
+		n.observeApplied(o, res, decisions)
+	}
+}
+
 // observeApplied tells o what the entry just applied decided: res is its
 // result, decisions the waiting reserves it decided.
 func (n *Node) observeApplied(o ApplyObserver, res any, decisions []fsm.WaiterDecision) {
@@ -142,6 +152,9 @@ func (n *Node) observeLease(o ApplyObserver, limit, group string, kept int64, r 
 // told so.
 func (f waiterFSM) Restore(rc io.ReadCloser) error {
 	err := f.receiptFSM.Restore(rc)
+	if err == nil {
+		f.n.families.Reset()
+	}
 	if o := f.n.cfg.Applied; o != nil && err == nil {
 		o.Restored()
 	}

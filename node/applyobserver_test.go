@@ -33,10 +33,11 @@ func (r *recordingObserver) KeysFull(template string)           { r.full = appen
 // its observer which keys a reserve created, which reserves were refused
 // for want of room for a key (and of which template), each grant's
 // template, and which keys the register dropped as idle once the cluster
-// time passed their idle time: what the family metrics count.
+// time passed their idle time: what the family metrics count. Its
+// TemplateStats keep the dropped keys' counters in their family's.
 func TestObserverSeesTemplatedKeysComeAndGo(t *testing.T) {
-	n := &Node{fsm: fsm.New()}
 	o := &recordingObserver{}
+	n := &Node{fsm: fsm.New(), cfg: Config{Applied: o}}
 	var index uint64
 	apply := func(b []byte, err error) {
 		t.Helper()
@@ -45,7 +46,7 @@ func TestObserverSeesTemplatedKeysComeAndGo(t *testing.T) {
 		}
 		index++
 		res := n.fsm.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: b})
-		n.observeApplied(o, res, n.fsm.TakeWaiterDecisions())
+		n.observeEntry(res, n.fsm.TakeWaiterDecisions())
 	}
 	sec := int64(time.Second)
 	at := func(ns int64) fsm.Stamp { return fsm.Stamp{Nanos: ns, Term: 1} }
@@ -83,5 +84,9 @@ func TestObserverSeesTemplatedKeysComeAndGo(t *testing.T) {
 	}
 	if fmt.Sprint(dropped) != "[cust:a cust:b]" {
 		t.Fatalf("dropped after the idle time: %v, want [cust:a cust:b]", dropped)
+	}
+	// The family's counters keep what the dropped keys counted.
+	if ts := n.TemplateStats(); len(ts) != 1 || ts[0].LiveKeys != 0 || ts[0].GrantedRequests != 2 || ts[0].GrantedPermits != 2 {
+		t.Fatalf("TemplateStats after the drops: %+v, want no live key, 2 requests and 2 permits granted", ts)
 	}
 }

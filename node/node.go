@@ -29,6 +29,9 @@ type Node struct {
 	cfg      Config
 	log      hclog.Logger
 	fsm      *fsm.FSM
+	// families keeps the counters of the templated keys that left their
+	// family since the node started (templatestats.go).
+	families KeyFamilies
 	raft     *raft.Raft
 	raftNet  *raft.NetworkTransport
 	store    *raftboltdb.BoltStore

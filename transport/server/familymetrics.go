@@ -22,18 +22,15 @@ import (
 //	permitd_template_permits_total{template,outcome}    granted, over the family
 //	permitd_template_wait_seconds{template}             waits of granted reserves (applied entries)
 //
-// The request and permit counters are those of the live keys (read at
-// the scrape) plus those of the keys that left the family since this
-// node started (dropped, made explicit or deleted, observed as they
-// left), so they only grow while the node runs.
+// The request and permit counters are the source's (node.Node.TemplateStats:
+// the live keys' counters plus those of the keys that left the family since
+// the node started, so they only grow while it runs).
 
 // familyObserved is what a node observed of one template's keys applying
 // entries, since it started or restored a snapshot.
 type familyObserved struct {
 	created, dropped, full uint64
-	// left* are the counters the keys that left the family took along.
-	leftGranted, leftRefused, leftPermits uint64
-	wait                                  waitHistogram
+	wait                   waitHistogram
 }
 
 // familyDescs are the descriptions of the family series.
@@ -54,9 +51,9 @@ func newFamilyDescs() familyDescs {
 		full: d("permitd_template_keys_full_total",
 			"Reserves refused because a new key of the template would pass a cap on keys (the template's max keys, or all templates'), as this node applied the entries since it started."),
 		requests: d("permitd_template_requests_total",
-			"Reserves the register answered on the template's keys, by outcome (granted, refused): the live keys' counters plus those of the keys that left the family since this node started.", "outcome"),
+			"Reserves the register answered on the template's keys, by outcome (granted, refused): the live keys' counters plus those of the keys that left the family (dropped, made explicit, deleted) since this node started.", "outcome"),
 		permits: d("permitd_template_permits_total",
-			"Permits granted on the template's keys (outcome=granted): the live keys' counters plus those of the keys that left the family since this node started.", "outcome"),
+			"Permits granted on the template's keys (outcome=granted): the live keys' counters plus those of the keys that left the family (dropped, made explicit, deleted) since this node started.", "outcome"),
 		wait: d("permitd_template_wait_seconds",
 			"Wait before the permits of a granted reserve on a key of the template may be used, observed by this node applying the entries since it started."),
 	}
@@ -91,13 +88,9 @@ func (m *LimitMetrics) KeyChanged(c fsm.KeyChange) {
 	switch c.Kind {
 	case fsm.KeyCreated:
 		f.created++
-		return
 	case fsm.KeyDroppedIdle:
 		f.dropped++
 	}
-	f.leftGranted += c.GrantedRequests
-	f.leftRefused += c.RefusedRequests
-	f.leftPermits += c.GrantedPermits
 }
 
 // KeysFull implements node.ApplyObserver.
@@ -146,9 +139,9 @@ func (m *LimitMetrics) collectFamilies(ch chan<- prometheus.Metric) {
 		counter(d.created, o.created)
 		counter(d.dropped, o.dropped)
 		counter(d.full, o.full)
-		counter(d.requests, t.GrantedRequests+o.leftGranted, "granted")
-		counter(d.requests, t.RefusedRequests+o.leftRefused, "refused")
-		counter(d.permits, t.GrantedPermits+o.leftPermits, "granted")
+		counter(d.requests, t.GrantedRequests, "granted")
+		counter(d.requests, t.RefusedRequests, "refused")
+		counter(d.permits, t.GrantedPermits, "granted")
 		ch <- o.wait.constHistogram(d.wait, p)
 	}
 }

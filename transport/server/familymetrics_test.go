@@ -12,15 +12,25 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node"
 )
 
 // familyFSM is an FSM whose applied entries are observed by m as a node
-// observes them (key changes; grants with their template).
+// observes them (key changes; grants with their template), and read as a
+// node reads it (the counters of the keys that left each family added).
 type familyFSM struct {
 	tb    testing.TB
 	f     *fsm.FSM
 	m     *LimitMetrics
+	left  node.KeyFamilies
 	index uint64
+}
+
+func (h *familyFSM) LimitStats(n int) ([]fsm.LimitStats, int) { return h.f.LimitStats(n) }
+func (h *familyFSM) TemplateStats() []fsm.TemplateStats {
+	ts := h.f.TemplateStats()
+	h.left.Add(ts)
+	return ts
 }
 
 func (h *familyFSM) apply(b []byte, err error) any {
@@ -30,6 +40,7 @@ func (h *familyFSM) apply(b []byte, err error) any {
 	}
 	h.index++
 	res := h.f.Apply(&raft.Log{Index: h.index, Term: 1, Type: raft.LogCommand, Data: b})
+	h.left.Observe(h.f.AppliedKeyChanges())
 	for _, c := range h.f.AppliedKeyChanges() {
 		h.m.KeyChanged(c)
 	}
@@ -53,7 +64,7 @@ func (h *familyFSM) apply(b []byte, err error) any {
 func newFamilyFSM(tb testing.TB, max int64) (*familyFSM, *prometheus.Registry) {
 	h := &familyFSM{tb: tb, f: fsm.New(), m: NewLimitMetrics(5000)}
 	reg := prometheus.NewRegistry()
-	h.m.Register(reg, h.f)
+	h.m.Register(reg, h)
 	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 100})
 	if err != nil {
 		tb.Fatal(err)
@@ -157,7 +168,7 @@ permitd_template_keys_dropped_total{template="team"} 0
 # TYPE permitd_template_keys_full_total counter
 permitd_template_keys_full_total{template="cust"} 3
 permitd_template_keys_full_total{template="team"} 0
-# HELP permitd_template_requests_total Reserves the register answered on the template's keys, by outcome (granted, refused): the live keys' counters plus those of the keys that left the family since this node started.
+# HELP permitd_template_requests_total Reserves the register answered on the template's keys, by outcome (granted, refused): the live keys' counters plus those of the keys that left the family (dropped, made explicit, deleted) since this node started.
 # TYPE permitd_template_requests_total counter
 permitd_template_requests_total{outcome="granted",template="cust"} 100
 permitd_template_requests_total{outcome="granted",template="team"} 0
