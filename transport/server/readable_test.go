@@ -8,6 +8,7 @@ import (
 
 	"github.com/permitd/permitd/bucket"
 	"github.com/permitd/permitd/fsm"
+	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/auth"
 	"github.com/permitd/permitd/transport/server/fakestore"
@@ -80,3 +81,7 @@ func TestReadableLimitsGroupsKeys(t *testing.T) {
 		t.Errorf("token limited to cust:a* and team:* reads %v and families %v, want none and [team] (cust:a* covers part of cust)", limits, families)
 	}
 }
+
+// The node reads its replica's limits and templates: the status page and
+// the metrics get families from it.
+var _ LimitStatsSource = (*node.Node)(nil)
