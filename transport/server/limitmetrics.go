@@ -41,7 +41,7 @@ var limitWaitBuckets = []float64{0, 0.001, 0.01, 0.1, 1, 10, 60}
 // LimitMetrics exports the per-limit series of the first MaxLimits
 // explicit limits by name (those beyond are counted in
 // permitd_limits_unexported), and per template the series of its keys as
-// one family (families.go), never one series per key:
+// one family (familymetrics.go), never one series per key:
 //
 //	permitd_limit_requests_total{limit,outcome}    outcome: granted|refused (refused counts expired grants)
 //	permitd_limit_expired_requests_total{limit}    grants answered as refusals: they expired while held
@@ -54,7 +54,7 @@ var limitWaitBuckets = []float64{0, 0.001, 0.01, 0.1, 1, 10, 60}
 //	permitd_limit_lease_granted_permits_total{limit,group}  permits granted to leases, by group (applied entries)
 //	permitd_limit_wait_seconds{limit}              histogram of granted waits (applied entries)
 //	permitd_limits_exported, permitd_limits_unexported
-//	permitd_template_*{template}                   families.go
+//	permitd_template_*{template}                   familymetrics.go
 //
 // It is also the node's node.ApplyObserver. The zero value is not
 // usable; call NewLimitMetrics.
@@ -73,7 +73,7 @@ type LimitMetrics struct {
 	waits     map[string]*waitHistogram
 	waitNames []string
 	leases    map[string]map[string]uint64
-	// families is what was observed of each template's keys (families.go).
+	// families is what was observed of each template's keys (familymetrics.go).
 	families map[string]*familyObserved
 	family   familyDescs
 
