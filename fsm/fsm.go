@@ -53,6 +53,9 @@ type state struct {
 	// were last taken (TakeWaiterDecisions). Not replicated: not in
 	// snapshots, and a restored state starts without any.
 	decided []WaiterDecision
+	// keyChanges are the templated keys the latest applied entry created
+	// or removed (AppliedKeyChanges). Not replicated, like decided.
+	keyChanges []KeyChange
 }
 
 func newState(dedupWindowNanos int64, maxDedupEntries int) state {
@@ -166,6 +169,8 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	if trusted {
 		now = max(now, e.Stamp.Nanos)
 	}
+	clear(s.keyChanges)
+	s.keyChanges = s.keyChanges[:0]
 	s.advanceWaiters(now)
 	s.lastNowNanos = now
 	s.appliedIndex = l.Index

@@ -105,6 +105,9 @@ type LimitInfo struct {
 	Name    string
 	Config  bucket.Config
 	Version uint64
+	// Template is the prefix of the template that created the limit, a
+	// key dropped when idle; "" for an explicit limit.
+	Template string
 	// Counters since the limit was created (a put that reconfigures it
 	// keeps them). They count reserves as their answers left the register
 	// (duplicates and Invalid reserves are not counted):
@@ -177,6 +180,7 @@ func (l *limit) info(nowNanos int64, openReservations int) LimitInfo {
 		InFlightPermits:   inFlight(l.pacer, nowNanos),
 		OpenReservations:  openReservations,
 		Name:              l.name,
+		Template:          l.templatePrefix(),
 		Config:            l.conf.cfg,
 		Version:           l.version,
 		GrantedRequests:   l.grantedRequests - t.expiredRequests,
@@ -237,12 +241,11 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 		// A templated key becomes explicit. One at rest is replaced by a
 		// new limit, exactly as if it had been dropped already: whether
 		// it was is not for a put to tell.
-		if _, rested := s.keyAtRest(l, nowNanos); rested {
-			s.unkey(l)
+		_, rested := s.keyAtRest(l, nowNanos)
+		s.unkey(l, KeyMadeExplicit)
+		if rested {
 			s.removeLimit(l)
 			ok = false
-		} else {
-			s.unkey(l)
 		}
 	}
 	conf := s.configs.acquire(parts.rawConfig, parts.config)
@@ -305,7 +308,7 @@ func (s *state) delete(nowNanos int64, d *DeleteLimit) DeleteResult {
 	if l.pool != nil {
 		s.dropPool(l.pool)
 	}
-	s.unkey(l)
+	s.unkey(l, KeyDeleted)
 	s.removeLimit(l)
 	return DeleteResult{Existed: true}
 }

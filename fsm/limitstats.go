@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/permitd/permitd/bucket"
 )
@@ -30,22 +31,43 @@ type LimitStats struct {
 	LeaseOutstandingPermits int64
 }
 
-// LimitStats returns the stats of the first maxLimits limits by name
-// (all of them if maxLimits < 0), read under one lock so that they are
-// consistent with each other, and the number of limits there are.
+// LimitStats returns the stats of the first maxLimits explicit limits by
+// name (all of them if maxLimits < 0), read under one lock so that they
+// are consistent with each other, and the number of explicit limits there
+// are. Keys created from templates are not among them: TemplateStats
+// counts them as families.
 func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := &f.st
-	names := s.names
-	if maxLimits >= 0 && len(names) > maxLimits {
-		names = names[:maxLimits]
+	total = len(s.names) - s.keys.Len()
+	n := total
+	if maxLimits >= 0 {
+		n = min(n, maxLimits)
 	}
-	stats = make([]LimitStats, len(names))
+	stats = make([]LimitStats, n)
 	open := s.reservations.open(s.lastNowNanos)
-	for i, name := range names {
-		l := s.limits[name]
+	i, mixedTo := 0, 0
+	for k := 0; k < len(s.names) && i < n; k++ {
+		name := s.names[k]
+		l := s.maybeKeyName(name)
+		if l == nil {
+			l = s.limits[name]
+		} else if l.templated() {
+			if k >= mixedTo {
+				// The first key of a prefix: skip them all if no
+				// explicit limit is among them, else walk them.
+				end, all := s.keysFrom(k)
+				if all {
+					k = end - 1
+				} else {
+					mixedTo = end
+				}
+			}
+			continue
+		}
 		st := &stats[i]
+		i++
 		st.Info = l.info(s.lastNowNanos, open[name])
 		st.InFlightPermits, st.OpenReservations = st.Info.InFlightPermits, st.Info.OpenReservations
 		if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
@@ -56,7 +78,33 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 			st.LeaseOutstandingPermits = l.pool.outstanding
 		}
 	}
-	return stats, len(s.names)
+	return stats, total
+}
+
+// keysFrom returns the end of the names of the prefix of templated key
+// s.names[k], and whether they are all its template's keys (no explicit
+// limit among them), so that a walk may skip them at once.
+func (s *state) keysFrom(k int) (int, bool) {
+	name := s.names[k]
+	prefix := name[:strings.IndexByte(name, ':')]
+	// Names "prefix:..." sort before "prefix;" (';' follows ':').
+	start, _ := slices.BinarySearch(s.names, prefix+":")
+	end, _ := slices.BinarySearch(s.names, prefix+";")
+	return end, int64(end-start) == s.templates[prefix].keys
+}
+
+// maybeKeyName returns the limit called name if a template has name's
+// prefix (it may be a templated key), else nil: the cheap test that lets
+// a walk of every name skip templated keys without looking every name up.
+func (s *state) maybeKeyName(name string) *limit {
+	if len(s.templates) == 0 {
+		return nil
+	}
+	i := strings.IndexByte(name, ':')
+	if i <= 0 || s.templates[name[:i]] == nil {
+		return nil
+	}
+	return s.limits[name]
 }
 
 // AppliedEntry returns the entry the latest Apply decoded (its command as

@@ -289,6 +289,7 @@ func (s *state) createKey(name string, t *template, nowNanos int64) *limit {
 	heap.Push(&s.keys, keyEntry{l: l, touchedAtNanos: nowNanos, dueAtNanos: satAddNanos(nowNanos, t.idleNanos)})
 	t.keys++
 	s.carryHolds(l, nowNanos)
+	s.noteKeyChange(l, KeyCreated)
 	return l
 }
 
@@ -376,10 +377,11 @@ func (s *state) keyAtRest(l *limit, nowNanos int64) (int64, bool) {
 
 // unkey makes templated key l an explicit limit (nothing if it is one):
 // out of the drop heap and its template's count.
-func (s *state) unkey(l *limit) {
+func (s *state) unkey(l *limit, why KeyChangeKind) {
 	if !l.templated() {
 		return
 	}
+	s.noteKeyChange(l, why)
 	heap.Remove(&s.keys, int(l.keySlot-1))
 	t := s.ownTemplate(l)
 	t.keys--
@@ -402,7 +404,7 @@ func (s *state) dropIdleKeys(nowNanos int64) {
 		if due <= nowNanos {
 			var rested bool
 			if due, rested = s.keyAtRest(l, nowNanos); rested {
-				s.unkey(l)
+				s.unkey(l, KeyDroppedIdle)
 				s.removeLimit(l)
 				continue
 			}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"io"
+	"strings"
 
 	"github.com/hashicorp/raft"
 
@@ -21,8 +22,10 @@ type ApplyObserver interface {
 	// GrantedWait: a reserve on limit (each limit of a reserve in the
 	// reservation form) was granted with its permits usable waitNanos
 	// after the decision (a retry's replayed answer is not a grant;
-	// neither is a shadow limit's grant counted apart).
-	GrantedWait(limit string, waitNanos int64)
+	// neither is a shadow limit's grant counted apart). template is the
+	// prefix of the template that created the limit, "" for an explicit
+	// limit.
+	GrantedWait(limit, template string, waitNanos int64)
 	// LeaseGranted: a lease or renewal on limit by a holder of group was
 	// granted, taking permits (>= 0) fresh permits from the pool (a
 	// renewal's kept permits are not counted again).
@@ -33,6 +36,24 @@ type ApplyObserver interface {
 	// Restored: the state was replaced by a snapshot; what was observed
 	// before may be forgotten.
 	Restored()
+	// KeyChanged: the entry created a templated key, dropped it as idle,
+	// made it explicit or deleted it (fsm.FSM.AppliedKeyChanges), in the
+	// order it did.
+	KeyChanged(c fsm.KeyChange)
+	// KeysFull: a reserve was refused because the key it names would
+	// pass a cap on templated keys (fsm.KeysFull); template is the
+	// template of the first key it would have created.
+	KeysFull(template string)
+}
+
+// observeEntry counts what the entry just applied did to templated keys'
+// families, and tells the node's observer, if any, what it decided: res
+// is its result, decisions the waiting reserves it decided.
+func (n *Node) observeEntry(res any, decisions []fsm.WaiterDecision) {
+	n.families.Observe(n.fsm.AppliedKeyChanges())
+	if o := n.cfg.Applied; o != nil {
+		n.observeApplied(o, res, decisions)
+	}
 }
 
 // observeApplied tells o what the entry just applied decided: res is its
@@ -44,13 +65,16 @@ func (n *Node) observeApplied(o ApplyObserver, res any, decisions []fsm.WaiterDe
 		results, _ := res.([]fsm.ReserveResult)
 		for i := range min(len(results), len(e.Reserves)) {
 			r := &results[i]
+			if r.Status == fsm.KeysFull {
+				n.observeKeysFull(o, &e.Reserves[i])
+			}
 			if r.Status != fsm.Granted || r.Duplicate {
 				continue
 			}
 			q := &e.Reserves[i]
-			o.GrantedWait(q.Limit, r.WaitNanos)
+			o.GrantedWait(q.Limit, n.fsm.KeyTemplate(q.Limit), r.WaitNanos)
 			for _, p := range q.Also {
-				o.GrantedWait(p.Limit, r.WaitNanos)
+				o.GrantedWait(p.Limit, n.fsm.KeyTemplate(p.Limit), r.WaitNanos)
 			}
 		}
 	case fsm.CmdLease:
@@ -77,14 +101,33 @@ func (n *Node) observeApplied(o ApplyObserver, res any, decisions []fsm.WaiterDe
 			o.LimitDeleted(e.Delete.Name)
 		}
 	}
+	for _, c := range n.fsm.AppliedKeyChanges() {
+		o.KeyChanged(c)
+	}
 	for _, d := range decisions {
 		if d.Result.Status != fsm.Granted {
 			continue
 		}
 		if rv, ok := n.fsm.Reservation(d.Reservation); ok {
 			for _, p := range rv.Parts {
-				o.GrantedWait(p.Limit, d.Result.WaitNanos)
+				o.GrantedWait(p.Limit, n.fsm.KeyTemplate(p.Limit), d.Result.WaitNanos)
 			}
+		}
+	}
+}
+
+// observeKeysFull tells o of reserve q refused for want of room for a
+// templated key: the first part that names a key an active template
+// would create.
+func (n *Node) observeKeysFull(o ApplyObserver, q *fsm.Reserve) {
+	name := q.Limit
+	for i := -1; i < len(q.Also); i++ {
+		if i >= 0 {
+			name = q.Also[i].Limit
+		}
+		if _, ok := n.fsm.TemplateFor(name); ok {
+			o.KeysFull(name[:strings.IndexByte(name, ':')])
+			return
 		}
 	}
 }
@@ -109,6 +152,9 @@ func (n *Node) observeLease(o ApplyObserver, limit, group string, kept int64, r 
 // told so.
 func (f waiterFSM) Restore(rc io.ReadCloser) error {
 	err := f.receiptFSM.Restore(rc)
+	if err == nil {
+		f.n.families.Reset()
+	}
 	if o := f.n.cfg.Applied; o != nil && err == nil {
 		o.Restored()
 	}

@@ -26,9 +26,12 @@ import (
 // timeline and batcher, and forwarding of client requests to the leader.
 // All methods are safe for concurrent use.
 type Node struct {
-	cfg      Config
-	log      hclog.Logger
-	fsm      *fsm.FSM
+	cfg Config
+	log hclog.Logger
+	fsm *fsm.FSM
+	// families keeps the counters of the templated keys that left their
+	// family since the node started (templatestats.go).
+	families KeyFamilies
 	raft     *raft.Raft
 	raftNet  *raft.NetworkTransport
 	store    *raftboltdb.BoltStore

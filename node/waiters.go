@@ -151,9 +151,7 @@ type waiterFSM struct {
 func (f waiterFSM) Apply(l *raft.Log) interface{} {
 	res := f.receiptFSM.Apply(l)
 	decisions := f.n.fsm.TakeWaiterDecisions()
-	if o := f.n.cfg.Applied; o != nil {
-		f.n.observeApplied(o, res, decisions)
-	}
+	f.n.observeEntry(res, decisions)
 	f.n.waiters.decided(l.Index, decisions)
 	f.n.pokeWaker()
 	return res

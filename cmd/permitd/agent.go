@@ -356,7 +356,7 @@ func (ag *agent) startNode(a agentFlags, initial []raft.Server, network node.Net
 	ag.node = n
 	metrics = server.NewMetrics(reg, n.Status)
 	server.RegisterShadowMetrics(reg, n.LocalLimits)
-	limitMetrics.Register(reg, n.LimitStats)
+	limitMetrics.Register(reg, n)
 	return metrics, nil
 }
 

@@ -39,7 +39,9 @@ const otherLeaseGroup = "(other)"
 var limitWaitBuckets = []float64{0, 0.001, 0.01, 0.1, 1, 10, 60}
 
 // LimitMetrics exports the per-limit series of the first MaxLimits
-// limits by name (those beyond are counted in permitd_limits_unexported):
+// explicit limits by name (those beyond are counted in
+// permitd_limits_unexported), and per template the series of its keys as
+// one family (familymetrics.go), never one series per key:
 //
 //	permitd_limit_requests_total{limit,outcome}    outcome: granted|refused (refused counts expired grants)
 //	permitd_limit_expired_requests_total{limit}    grants answered as refusals: they expired while held
@@ -52,12 +54,13 @@ var limitWaitBuckets = []float64{0, 0.001, 0.01, 0.1, 1, 10, 60}
 //	permitd_limit_lease_granted_permits_total{limit,group}  permits granted to leases, by group (applied entries)
 //	permitd_limit_wait_seconds{limit}              histogram of granted waits (applied entries)
 //	permitd_limits_exported, permitd_limits_unexported
+//	permitd_template_*{template}                   familymetrics.go
 //
 // It is also the node's node.ApplyObserver. The zero value is not
 // usable; call NewLimitMetrics.
 type LimitMetrics struct {
 	maxLimits int
-	stats     func(maxLimits int) ([]fsm.LimitStats, int)
+	src       LimitStatsSource
 
 	mu sync.Mutex
 	// waits holds the wait histograms of at most maxLimits limits: those
@@ -70,6 +73,9 @@ type LimitMetrics struct {
 	waits     map[string]*waitHistogram
 	waitNames []string
 	leases    map[string]map[string]uint64
+	// families is what was observed of each template's keys (familymetrics.go).
+	families map[string]*familyObserved
+	family   familyDescs
 
 	requests, expired, permits, rate     *prometheus.Desc
 	inFlight, maxInFlight, reservations  *prometheus.Desc
@@ -100,6 +106,8 @@ func NewLimitMetrics(maxLimits int) *LimitMetrics {
 		maxLimits: maxLimits,
 		waits:     make(map[string]*waitHistogram),
 		leases:    make(map[string]map[string]uint64),
+		families:  make(map[string]*familyObserved),
+		family:    newFamilyDescs(),
 		requests: d("permitd_limit_requests_total",
 			"Reserves on the limit the register answered, by outcome (granted, refused; refused counts the grants that expired before their answer left), since the limit was created; the same on every node.", "outcome"),
 		expired: d("permitd_limit_expired_requests_total",
@@ -127,17 +135,36 @@ func NewLimitMetrics(maxLimits int) *LimitMetrics {
 	}
 }
 
-// Register registers m on reg, reading the state with stats at every
-// scrape (node.Node.LimitStats; it must not block).
-func (m *LimitMetrics) Register(reg prometheus.Registerer, stats func(maxLimits int) ([]fsm.LimitStats, int)) {
-	m.stats = stats
+// LimitStatsSource is the state LimitMetrics reads at every scrape (a
+// *node.Node, or an *fsm.FSM in tests); its reads must not block.
+type LimitStatsSource interface {
+	// LimitStats returns the first maxLimits explicit limits by name and
+	// how many there are (fsm.FSM.LimitStats).
+	LimitStats(maxLimits int) ([]fsm.LimitStats, int)
+	// TemplateStats returns every template and its family of live keys
+	// (fsm.FSM.TemplateStats).
+	TemplateStats() []fsm.TemplateStats
+}
+
+// Register registers m on reg, reading the state from src at every
+// scrape.
+func (m *LimitMetrics) Register(reg prometheus.Registerer, src LimitStatsSource) {
+	m.src = src
 	reg.MustRegister(m)
 }
 
-// GrantedWait implements node.ApplyObserver.
-func (m *LimitMetrics) GrantedWait(limit string, waitNanos int64) {
+// GrantedWait implements node.ApplyObserver: a templated key's wait is
+// counted in its family's histogram.
+func (m *LimitMetrics) GrantedWait(limit, template string, waitNanos int64) {
 	v := time.Duration(waitNanos).Seconds()
 	m.mu.Lock()
+	if template != "" {
+		if f := m.familyLocked(template); f != nil {
+			f.wait.observe(v)
+		}
+		m.mu.Unlock()
+		return
+	}
 	h := m.waits[limit]
 	if h == nil {
 		if h = m.newWaitHistogram(limit); h == nil {
@@ -145,6 +172,12 @@ func (m *LimitMetrics) GrantedWait(limit string, waitNanos int64) {
 			return
 		}
 	}
+	h.observe(v)
+	m.mu.Unlock()
+}
+
+// observe counts a wait of v seconds.
+func (h *waitHistogram) observe(v float64) {
 	i := 0
 	for i < len(limitWaitBuckets) && v > limitWaitBuckets[i] {
 		i++
@@ -152,7 +185,18 @@ func (m *LimitMetrics) GrantedWait(limit string, waitNanos int64) {
 	h.counts[i]++
 	h.count++
 	h.sum += v
-	m.mu.Unlock()
+}
+
+// constHistogram is h as a metric of d.
+func (h *waitHistogram) constHistogram(d *prometheus.Desc, labels ...string) prometheus.Metric {
+	// A fresh map each: the const histogram keeps it.
+	buckets := make(map[float64]uint64, len(limitWaitBuckets))
+	var cum uint64
+	for j, b := range limitWaitBuckets {
+		cum += h.counts[j]
+		buckets[b] = cum
+	}
+	return prometheus.MustNewConstHistogram(d, h.count, h.sum, buckets, labels...)
 }
 
 // newWaitHistogram adds a histogram for limit if its name sorts among the
@@ -209,6 +253,7 @@ func (m *LimitMetrics) Restored() {
 	clear(m.waits)
 	m.waitNames = nil
 	clear(m.leases)
+	clear(m.families)
 	m.mu.Unlock()
 }
 
@@ -218,6 +263,7 @@ func (m *LimitMetrics) Describe(ch chan<- *prometheus.Desc) {
 		m.reservations, m.leaseOutstanding, m.leaseGranted, m.wait, m.exported, m.unexported} {
 		ch <- d
 	}
+	m.family.describe(ch)
 }
 
 // observed is what the node observed of one limit, copied for a scrape.
@@ -229,7 +275,7 @@ type observed struct {
 
 // Collect implements prometheus.Collector.
 func (m *LimitMetrics) Collect(ch chan<- prometheus.Metric) {
-	stats, total := m.stats(m.maxLimits)
+	stats, total := m.src.LimitStats(m.maxLimits)
 	obs := make([]observed, len(stats))
 	m.mu.Lock()
 	for i := range stats {
@@ -276,19 +322,13 @@ func (m *LimitMetrics) Collect(ch chan<- prometheus.Metric) {
 		for g, v := range obs[i].groups {
 			counter(m.leaseGranted, v, name, g)
 		}
-		if h := &obs[i].wait; obs[i].waited {
-			// A fresh map each: the const histogram keeps it.
-			buckets := make(map[float64]uint64, len(limitWaitBuckets))
-			var cum uint64
-			for j, b := range limitWaitBuckets {
-				cum += h.counts[j]
-				buckets[b] = cum
-			}
-			ch <- prometheus.MustNewConstHistogram(m.wait, h.count, h.sum, buckets, name)
+		if obs[i].waited {
+			ch <- obs[i].wait.constHistogram(m.wait, name)
 		}
 	}
 	gauge(m.exported, float64(len(stats)))
 	gauge(m.unexported, float64(total-len(stats)))
+	m.collectFamilies(ch)
 }
 
 // ratePerSecond is a limit's configured rate in permits per second.

@@ -23,7 +23,7 @@ func BenchmarkLimitMetricsPerLimit(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		m := NewLimitMetrics(-1)
 		for _, name := range names {
-			m.GrantedWait(name, 1000)
+			m.GrantedWait(name, "", 1000)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)

@@ -58,9 +58,9 @@ func TestLimitMetricsBound(t *testing.T) {
 	f := limitsFSM(t, 30)
 	m := NewLimitMetrics(20)
 	reg := prometheus.NewRegistry()
-	m.Register(reg, f.LimitStats)
-	m.GrantedWait("l00003", int64(2*time.Millisecond))
-	m.GrantedWait("l00025", 0) // beyond the bound: not exported
+	m.Register(reg, f)
+	m.GrantedWait("l00003", "", int64(2*time.Millisecond))
+	m.GrantedWait("l00025", "", 0) // beyond the bound: not exported
 	for g := range maxLeaseGroupsPerLimit + 5 {
 		m.LeaseGranted("l00001", fmt.Sprintf("g%03d", g), 2)
 	}
@@ -132,9 +132,9 @@ func BenchmarkLimitMetricsScrape10k(b *testing.B) {
 	f := limitsFSM(b, n)
 	m := NewLimitMetrics(n)
 	reg := prometheus.NewRegistry()
-	m.Register(reg, f.LimitStats)
+	m.Register(reg, f)
 	for i := range n {
-		m.GrantedWait(fmt.Sprintf("l%05d", i), int64(i)*int64(time.Microsecond))
+		m.GrantedWait(fmt.Sprintf("l%05d", i), "", int64(i)*int64(time.Microsecond))
 	}
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	var size int
@@ -173,7 +173,7 @@ func BenchmarkLimitStats10k(b *testing.B) {
 func TestLimitMetricsKeepsExportedWaits(t *testing.T) {
 	m := NewLimitMetrics(2)
 	for _, name := range []string{"k:3", "k:4", "k:2", "k:5", "k:1", "k:2"} {
-		m.GrantedWait(name, 0)
+		m.GrantedWait(name, "", 0)
 	}
 	kept := func() []string {
 		m.mu.Lock()
@@ -191,7 +191,7 @@ func TestLimitMetricsKeepsExportedWaits(t *testing.T) {
 		t.Errorf("k:2's histogram counts %d waits, want 2", h.count)
 	}
 	m.LimitDeleted("k:1")
-	m.GrantedWait("k:9", 0)
+	m.GrantedWait("k:9", "", 0)
 	if got, want := kept(), []string{"k:2", "k:9"}; !slices.Equal(got, want) {
 		t.Fatalf("k:1 deleted, a grant on k:9: histograms of %v, want %v", got, want)
 	}

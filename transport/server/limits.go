@@ -11,7 +11,6 @@ import (
 	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/node"
 	"github.com/permitd/permitd/transport/api"
-	"github.com/permitd/permitd/transport/auth"
 )
 
 // limitRequest is the body of PUT /v1/limits/{name}. Every field records
@@ -365,22 +364,6 @@ func limitsQuery(r *http.Request) (q fsm.LimitsQuery, paged bool, herr *api.Erro
 		return q, false, api.BadRequest("%s", strings.TrimPrefix(err.Error(), fsm.ErrInvalidCommand.Error()+": "))
 	}
 	return q, true, nil
-}
-
-// listReadableLimits answers GET /v1/readable-limits: every limit the
-// request's token may read (GET /v1/limits/{name}), sorted by name. Behind
-// RequireTokens the token is passed on (the route needs any token); a
-// client token restricted with limits= sees only the limits it matches.
-// Without tokens every limit is readable: the answer is GET /v1/limits'.
-func (h *handler) listReadableLimits(w http.ResponseWriter, r *http.Request) {
-	var keep func(string) bool
-	if t, tokens := auth.TokenFrom(r.Context()); tokens {
-		keep = func(name string) bool {
-			ok, _ := auth.Allows(t, auth.NeedRead, name)
-			return ok
-		}
-	}
-	h.writeLimits(w, r, keep)
 }
 
 // writeLimits answers the limits keep keeps (nil: every limit), read

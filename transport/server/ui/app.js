@@ -165,7 +165,21 @@ function groupsText(pool) {
     name + ": " + g.leases + (g.leases === 1 ? " lease, " : " leases, ") + g.permits + " permits, " + g.share.toFixed(1) + "/s").join("; ");
 }
 
-async function renderLimits(list, now) {
+// familyRow renders a template's keys as one row: their number, each
+// key's configured rate, and their counters summed (never a row per key).
+function familyRow(f, now) {
+  const r = rates({ name: "template " + f.template, granted_permits: f.granted_permits, refused_requests: f.refused_requests }, now);
+  const what = f.keys + (f.keys === 1 ? " key" : " keys") + " of at most " + f.max_keys + ", idle after " +
+    (f.idle_ns / 1e9).toFixed(0) + " s" + (f.active ? "" : "; template deleted");
+  const conf = configured(f);
+  const tr = row([el("td", f.template + ":* (template)"), f.algorithm, num(r.granted, 1),
+    el("td", conf === null ? "–" : conf.toFixed(1) + " per key", "num"), el("td", "–", "num"),
+    num(f.granted_permits), num(f.refused_requests), num(r.refused, 1), el("td", "–", "num"), el("td", "–", "num"), what]);
+  tr.dataset.family = f.template;
+  return tr;
+}
+
+async function renderLimits(list, families, now) {
   const tbody = $("limits").tBodies[0];
   const leased = list.filter((l) => l.leased).slice(0, MAX_LEASED_VIEWS);
   const pools = new Map();
@@ -192,9 +206,14 @@ async function renderLimits(list, now) {
     tr.dataset.limit = l.name;
     rows.push(tr);
   }
+  for (const f of families) {
+    seen.add("template " + f.template);
+    rows.push(familyRow(f, now));
+  }
   for (const name of samples.keys()) if (!seen.has(name)) samples.delete(name);
   tbody.replaceChildren(...rows);
-  $("limits-note").textContent = list.length === 0 ? "(none this token may read)" : "(" + list.length + ")";
+  const fams = families.length === 0 ? "" : ", " + families.length + (families.length === 1 ? " template" : " templates") + " of keys";
+  $("limits-note").textContent = list.length + families.length === 0 ? "(none this token may read)" : "(" + list.length + fams + ")";
 }
 
 async function refresh() {
@@ -221,7 +240,7 @@ async function refresh() {
   try {
     const ls = await get("/v1/readable-limits");
     showProblem("limits-problem", "");
-    await renderLimits(ls.limits || [], now);
+    await renderLimits(ls.limits || [], ls.families || [], now);
   } catch (e) {
     // A 503 while the cluster elects a leader: the last numbers stay.
     showProblem("limits-problem", "Limits: " + (e.status ? e.status + ": " : "") + e.message);
