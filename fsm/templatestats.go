@@ -131,3 +131,15 @@ func (f *FSM) KeyTemplate(name string) string {
 	}
 	return ""
 }
+
+// CreatesKey reports whether a reserve naming name would create it from
+// an active template: no limit of that name exists, and a template of its
+// prefix does.
+func (f *FSM) CreatesKey(name string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if _, ok := f.st.limits[name]; ok {
+		return false
+	}
+	return f.st.templateOf(name) != nil
+}

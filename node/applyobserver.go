@@ -125,7 +125,7 @@ func (n *Node) observeKeysFull(o ApplyObserver, q *fsm.Reserve) {
 		if i >= 0 {
 			name = q.Also[i].Limit
 		}
-		if _, ok := n.fsm.TemplateFor(name); ok {
+		if n.fsm.CreatesKey(name) {
 			o.KeysFull(name[:strings.IndexByte(name, ':')])
 			return
 		}
