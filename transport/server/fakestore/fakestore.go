@@ -226,19 +226,16 @@ func (s *Store) Reserve(ctx context.Context, r fsm.Reserve) (fsm.ReserveResult, 
 	if err := r.Validate(); err != nil {
 		return fsm.ReserveResult{}, fmt.Errorf("%w: %v", node.ErrInvalid, err)
 	}
-	info, ok := s.f.Limit(r.Limit)
-	if !ok {
-		// A key a template creates on this reserve: its template's
-		// config bounds it, as the node checks it.
-		info.Config, ok = s.f.TemplateFor(r.Limit)
-	}
+	// A key a template creates on this reserve exists for the check, its
+	// template's config bounding it, as the node checks it.
+	ok, leased, maxPermits := s.f.ReserveCheck(r.Limit)
 	switch {
 	case !ok:
 		return fsm.ReserveResult{}, notFound(r.Limit)
-	case info.Leased:
+	case leased:
 		return fsm.ReserveResult{}, fmt.Errorf("%w: limit %q is leased: reserve through a worker", node.ErrInvalid, r.Limit)
-	case r.Permits > info.Config.MaxPermits():
-		return fsm.ReserveResult{}, fmt.Errorf("%w: %d permits: limit %q can grant at most %d in one request", node.ErrInvalid, r.Permits, r.Limit, info.Config.MaxPermits())
+	case r.Permits > maxPermits:
+		return fsm.ReserveResult{}, fmt.Errorf("%w: %d permits: limit %q can grant at most %d in one request", node.ErrInvalid, r.Permits, r.Limit, maxPermits)
 	}
 	r.ArrivedNanos = s.nowNanos
 	v, err := s.applyLocked(func(st fsm.Stamp) ([]byte, error) { return fsm.AppendReserveBatch(nil, st, []fsm.Reserve{r}) })
