@@ -55,7 +55,10 @@ func TestStatusBreaksReservesDownByStage(t *testing.T) {
 	if stages["answer"] < uint64(count*stall) {
 		t.Errorf("answer stage %v over %d reserves stalled %v each after their apply; want at least %v", time.Duration(stages["answer"]), count, stall, count*stall)
 	}
-	if sum > uint64(waited) {
+	// The answer stage ends when the batch has handed its answers back,
+	// which its caller may see (and stop its watch) a moment before: a
+	// tenth of slack, far below what counting a stage twice would add.
+	if sum > uint64(waited)+uint64(waited)/10 {
 		t.Errorf("the stages add up to %v; the callers waited %v in all: a stage counts more than its reserves' time", time.Duration(sum), waited)
 	}
 	for _, n := range c.nodes {

@@ -634,6 +634,11 @@ func TestConformance(t *testing.T) {
 		for _, m := range []string{"GET", "HEAD"} {
 			ck.do(t, call{method: m, path: "/v1/readable-limits", token: tokNarrow, want: 200})
 		}
+		// The answer is this agent's replica (it may lag the put by the
+		// apply delay): it shows the new limit once applied.
+		waitFor(t, 10*time.Second, "the agent's replica to list the new limit", func() bool {
+			return len(names(ck.do(t, call{method: "GET", path: "/v1/readable-limits", token: tokAdmin, want: 200}))) == 6
+		})
 		for tok, want := range map[string]int{tokNarrow: 5, tokClient: 6, tokWorker: 6, tokAdmin: 6} {
 			got := names(ck.do(t, call{method: "GET", path: "/v1/readable-limits", token: tok, want: 200}))
 			if len(got) != want || (tok == tokNarrow && slices.Contains(got, "hidden")) || !slices.IsSorted(got) {
