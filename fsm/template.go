@@ -549,4 +549,3 @@ func checkTemplatedKeys(r *reader, st *state) {
 	}
 	heap.Init(&st.keys)
 }
-
