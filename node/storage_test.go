@@ -39,6 +39,19 @@ func TestSnapshotSaveAndSeedANewCluster(t *testing.T) {
 	if err != nil || lease.Status != fsm.LeaseGranted {
 		t.Fatalf("lease: %+v %v", lease, err)
 	}
+	// A template with a cap of 2 keys, and one key taken with 2 permits
+	// at once from its full store of 3 (one a minute).
+	burst, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Bursty, Rate: 1, Per: time.Minute, MaxBurstSeconds: 180})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := fsm.PutTemplate{Prefix: "cust", Config: burst, IdleNanos: int64(time.Hour), MaxKeys: 2}
+	if _, err := l.PutTemplate(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Reserve(ctx, fsm.Reserve{Limit: "cust:a", Permits: 2}); err != nil || res.Status != fsm.Granted || res.WaitNanos != 0 {
+		t.Fatalf("first reserve of a key: %+v %v", res, err)
+	}
 	// Two permits of one a minute: the next free slot is 2 minutes ahead.
 	for range 2 {
 		if res, err := l.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1, MaxWaitNanos: int64(time.Hour)}); err != nil || res.Status != fsm.Granted {
@@ -104,6 +117,29 @@ func TestSnapshotSaveAndSeedANewCluster(t *testing.T) {
 	}
 	if now := nl.fsm.LastNowNanos(); now < savedNow {
 		t.Fatalf("the timeline went back: %d after the restore, %d saved", now, savedNow)
+	}
+	// The template, its cap and its key survive the restore: the key
+	// keeps what it spent (its last stored permit and one served on
+	// credit, as a bursty store serves, then a refusal where a key made
+	// anew would grant), a second key is made, a third is past the cap.
+	var tmpls []fsm.TemplateInfo
+	retryNoLeader(t, func() error { var err error; tmpls, err = nl.Templates(ctx); return err })
+	if len(tmpls) != 1 || tmpls[0].Prefix != "cust" || tmpls[0].Config != burst || tmpls[0].MaxKeys != 2 || tmpls[0].IdleNanos != int64(time.Hour) || tmpls[0].LiveKeys != 1 {
+		t.Fatalf("templates after the restore: %+v, want %+v with 1 live key", tmpls, tmpl)
+	}
+	for i := range 2 {
+		if res, err := nl.Reserve(ctx, fsm.Reserve{Limit: "cust:a", Permits: 1}); err != nil || res.Status != fsm.Granted || res.WaitNanos != 0 {
+			t.Fatalf("the restored key's permit %d: %+v %v", i, res, err)
+		}
+	}
+	if res, err := nl.Reserve(ctx, fsm.Reserve{Limit: "cust:a", Permits: 1}); err != nil || res.Status != fsm.Refused {
+		t.Fatalf("one more permit of the restored key: %+v %v, want a refusal (its store of 3 spent, and one on credit)", res, err)
+	}
+	if res, err := nl.Reserve(ctx, fsm.Reserve{Limit: "cust:b", Permits: 3}); err != nil || res.Status != fsm.Granted {
+		t.Fatalf("a second key after the restore: %+v %v", res, err)
+	}
+	if res, err := nl.Reserve(ctx, fsm.Reserve{Limit: "cust:c", Permits: 1}); err != nil || res.Status != fsm.KeysFull {
+		t.Fatalf("a third key after the restore: %+v %v, want KeysFull (the cap of 2 kept)", res, err)
 	}
 	// The next permit of "slow" is after the two granted before the save.
 	res, err := nl.Reserve(ctx, fsm.Reserve{Limit: "slow", Permits: 1, MaxWaitNanos: int64(time.Hour)})
