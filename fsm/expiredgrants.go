@@ -136,8 +136,11 @@ func (s *state) countExpired(index uint64, gs []ExpiredGrant) ExpiredGrantsResul
 			continue
 		}
 		for _, p := range g.Parts {
+			// A limit created at the entry that decided the grant is the
+			// templated key that entry created for it (a put decides no
+			// grant, and keys are dropped before an entry decides).
 			l, ok := s.limits[p.Limit]
-			if !ok || l.createdIndex >= g.DecidedIndex {
+			if !ok || l.createdIndex > g.DecidedIndex {
 				continue
 			}
 			if t := l.tally(); t.expiredRequests >= l.grantedRequests || l.grantedPermits-t.expiredPermits < uint64(p.Permits) {

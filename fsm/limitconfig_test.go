@@ -19,12 +19,19 @@ func checkConfigTable(t testing.TB, f *FSM) {
 		}
 		runs[l.conf]++
 	}
+	for prefix, tp := range s.templates { // a template holds its config too
+		if tp.conf == nil || s.configs[tp.conf.raw] != tp.conf {
+			t.Errorf("template %q holds a config the table does not hold", prefix)
+			return
+		}
+		runs[tp.conf]++
+	}
 	if len(runs) != len(s.configs) {
 		t.Errorf("the config table holds %d configs, the limits run %d", len(s.configs), len(runs))
 	}
 	for c, n := range runs {
 		if c.refs != n {
-			t.Errorf("config of %s counts %d limits, %d run it", c.cfg.Spec.Algorithm, c.refs, n)
+			t.Errorf("config of %s counts %d limits and templates, %d run or hold it", c.cfg.Spec.Algorithm, c.refs, n)
 		}
 	}
 }

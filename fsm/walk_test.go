@@ -142,6 +142,8 @@ type walker struct {
 	// step retried: the next step may withdraw it (the node whose client
 	// went away, after the client's retry).
 	justRetried string
+	// keyAudit follows the templated keys (walk_templates_test.go).
+	keyAudit keyAudit
 }
 
 // walkReservation is a reservation the walk was granted.
@@ -222,7 +224,9 @@ func (w *walker) step() []string {
 	live, limits, used := w.liveSessions(), w.sessionLimitStates(data), w.sessionsUsed()
 	limitsBefore := w.auditLimits()
 	capsBefore := w.caps()
+	keysBefore := w.keyStates()
 	got := w.f.Apply(l)
+	w.fixCreatedKeys(limitsBefore, l.Index)
 	if len(w.f.st.decided) == 0 {
 		// (Waiters granted by the entry before its command change limits.)
 		w.checkRefusedChangesNothing(kind, data, got, before, lastReservation)
@@ -248,8 +252,12 @@ func (w *walker) step() []string {
 		labels = append(labels, outcome)
 	}
 	// The waiters' decisions are answers too: tallied before the audit
-	// compares the counters with the answers.
+	// compares the counters with the answers, and before the keys the
+	// entry drops go (the waiters were decided first).
+	waiterGrants := w.waiterGrants(decided)
 	labels = append(labels, w.checkWaiters(kind, l.Index, decided, capsBefore, limitsBefore)...)
+	labels = append(labels, w.keyLifecycle(data, got, keysBefore, l.Index)...)
+	labels = append(labels, w.auditKeyBounds(data, got, waiterGrants)...)
 	labels = append(labels, w.auditStep(l.Index, data, got, limitsBefore)...)
 	checkBook(w.t, w.f, false)
 	checkSessionTable(w.t, w.f)
@@ -276,7 +284,7 @@ func (w *walker) step() []string {
 // command picks the next command and encodes it.
 func (w *walker) command() (string, []byte) {
 	r := w.rng
-	name := walkNames[r.IntN(len(walkNames))]
+	name := w.pickName()
 	var (
 		b   []byte
 		err error
@@ -284,6 +292,9 @@ func (w *walker) command() (string, []byte) {
 	kind := ""
 	if r.IntN(40) == 0 {
 		return w.expiredGrants()
+	}
+	if r.IntN(20) == 0 {
+		return w.templateCommand()
 	}
 	if w.justRetried != "" {
 		if k, b, ok := w.withdrawRetried(); ok {
@@ -372,7 +383,7 @@ func (w *walker) command() (string, []byte) {
 		rs := make([]Reserve, n)
 		st := w.stamp()
 		for i := range rs {
-			rs[i] = Reserve{Limit: walkNames[r.IntN(len(walkNames))], Permits: 1 + r.Int64N(4), MaxWaitNanos: w.maxWait()}
+			rs[i] = Reserve{Limit: w.pickName(), Permits: 1 + r.Int64N(4), MaxWaitNanos: w.maxWait()}
 			if len(w.sessions) > 0 && r.IntN(3) == 0 {
 				rs[i].Session, rs[i].Owner = w.sessionRef(i)
 			} else {
@@ -694,8 +705,7 @@ func (w *walker) tracked() (string, []byte) {
 	st := w.stamp()
 	rs := make([]Reserve, 1+r.IntN(2))
 	for i := range rs {
-		names := slices.Clone(walkNames)
-		r.Shuffle(len(names), func(a, b int) { names[a], names[b] = names[b], names[a] })
+		names := w.trackedNames()
 		k := w.trackedParts(len(names))
 		rs[i] = Reserve{Limit: names[0], Permits: w.trackedPermits(), MaxWaitNanos: w.trackedMaxWait(), RequestID: w.trackedRequestID(),
 			Track: true, Owner: walkOwners[r.IntN(len(walkOwners))]}
@@ -873,8 +883,11 @@ func (w *walker) checkRefusedChangesNothing(kind string, data []byte, got any, b
 	queued := rr.Status == Queued && !rr.Duplicate // waits, reserving nothing yet
 	for name, b := range before {
 		l, ok := w.f.st.limits[name]
-		if !ok {
-			continue // expired leases cannot delete a limit; a put would be another entry
+		if !ok || l.createdIndex == w.index {
+			// Expired leases cannot delete a limit; a put would be
+			// another entry; a key dropped at the entry's start is
+			// created again at rest.
+			continue
 		}
 		if after := l.pacer.AppendState(nil); !bytes.Equal(after, b) {
 			w.t.Errorf("seed %d: %s: a tracked reserve answered %+v changed limit %q's state", w.seed, kind, rr, name)

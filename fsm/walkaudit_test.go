@@ -101,13 +101,9 @@ func newWalkAudit() walkAudit {
 // auditLimits returns the state of every walk limit that exists.
 func (w *walker) auditLimits() map[string]walkLimitState {
 	states := map[string]walkLimitState{}
-	for _, name := range walkNames {
+	for _, name := range walkAllNames() {
 		if l, ok := w.f.st.limits[name]; ok {
-			p := l.conf.cfg.IntervalNanos
-			if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
-				p = int64(l.conf.cfg.Spec.HoldTTL)
-			}
-			states[name] = walkLimitState{created: l.createdIndex, shadow: l.shadow, alg: l.conf.cfg.Spec.Algorithm, period: p}
+			states[name] = limitState(l)
 		}
 	}
 	return states
@@ -133,8 +129,10 @@ func (w *walker) expiredGrants() (string, []byte) {
 	if len(gs) == 0 || r.IntN(6) == 0 {
 		name := walkNames[r.IntN(len(walkNames))]
 		bogus := ExpiredGrant{DecidedIndex: w.index + 1 + r.Uint64N(3), Parts: []Part{{Limit: name, Permits: 1}}}
-		if st, ok := w.auditLimits()[name]; ok && r.IntN(2) == 0 {
-			bogus.DecidedIndex = 1 + r.Uint64N(st.created)
+		if st, ok := w.auditLimits()[name]; ok && st.created > 1 && r.IntN(2) == 0 {
+			// Before the put that created it (the put's own entry decided
+			// no grant).
+			bogus.DecidedIndex = 1 + r.Uint64N(st.created-1)
 		}
 		gs = append(gs, bogus)
 	}
@@ -388,7 +386,7 @@ func (w *walker) auditExpired(index uint64, gs []ExpiredGrant, res ExpiredGrants
 
 // checkCounters compares every limit's counters with the walk's tally.
 func (w *walker) checkCounters() {
-	for _, name := range walkNames {
+	for _, name := range walkAllNames() {
 		info, ok := w.f.Limit(name)
 		c := w.audit.counters[name]
 		if ok != (c != nil) {
