@@ -138,3 +138,19 @@ func TestDeletedTemplateIsListed(t *testing.T) {
 		t.Fatalf("AllTemplates after the last key went: %+v", all)
 	}
 }
+
+// TestExpiredFirstGrantOfKeyIsCounted: a report that the first grant of
+// a key (decided by the entry that created the key) expired before its
+// answer left counts on the key, as on any limit.
+func TestExpiredFirstGrantOfKeyIsCounted(t *testing.T) {
+	h := templateHarness(t)
+	if r := h.reserve1(3*sec, rsv("t:new", 1, 0, "")); r.Status != Granted {
+		t.Fatalf("first reserve: %+v", r)
+	}
+	decided := h.index
+	res := h.apply(mustEntry(AppendExpiredGrants(nil, at(3*sec), []ExpiredGrant{{DecidedIndex: decided, Parts: []Part{{Limit: "t:new", Permits: 1}}}})))
+	info, _ := h.f.Limit("t:new")
+	if res.(ExpiredGrantsResult).Counted != 1 || info.ExpiredRequests != 1 || info.GrantedRequests != 0 {
+		t.Fatalf("report of the first grant of a key: %+v; the key counts %s", res, counterString(info))
+	}
+}

@@ -68,6 +68,8 @@ func TestReachableStateWalk(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("templated keys: %d created (%d re-created after a drop), %d dropped, %d steps checked a key's bound across a drop, %d reserves answered keys full",
+		kinds["key-created"], kinds["key-recreated"], kinds["key-dropped"], kinds["key-bound-across-drop"], kinds["keys-full"])
 	if *walkSeed < 0 {
 		// Guard against a walk that no longer reaches what it is meant to.
 		for _, k := range walkKinds {
