@@ -2,8 +2,11 @@ package fsm
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/permitd/permitd/bucket"
 )
@@ -29,15 +32,24 @@ import (
 //     empty after a settlement's charge (an overrun used before the
 //     register heard of it may exceed the bound; windows after it may
 //     not).
+//   - On every fifth seed (keepsKeys), a dropped key changes no answer: a
+//     register fed the same log that keeps every key answers every entry
+//     alike, and decides the same waiters (answers: but whether a delete
+//     found the key, and the live keys a template delete counts). Its
+//     templates keep their configs and caps that never fill: a template
+//     put with another config reaches only keys created afterwards, and a
+//     cap counts live keys, by design.
 //   - A key is created only by an entry that decided a reserve on it
 //     (granted, refused by a limit, or queued): a reserve answered Invalid
 //     or Busy leaves no key; an explicit limit never vanishes but by a
 //     delete; a key is dropped only after its template's idle time
 //     without a reserve deciding on it.
 //
-// The steps it labels "key-dropped", "key-recreated" and
+// The steps it labels "key-dropped", "key-recreated",
 // "key-bound-across-drop" (a history with grants on both sides of a drop)
-// are among walkKinds, so a walk that stops dropping keys fails.
+// and "key-dropped-compared" (a drop in a walk compared with a register
+// that keeps every key) are among walkKinds, so a walk that stops
+// dropping keys fails.
 
 // walkPrefixes are the template prefixes of the walk; walkKeyNames the
 // templated keys its commands name.
@@ -50,7 +62,7 @@ var (
 // each of them.
 var walkTemplateKinds = []string{
 	"template-put", "template-delete", "key-created", "key-dropped", "key-recreated", "key-bound-across-drop",
-	"key-override", "key-deleted", "keys-full",
+	"key-override", "key-deleted", "keys-full", "key-dropped-compared",
 }
 
 func init() { walkKinds = append(walkKinds, walkTemplateKinds...) }
@@ -137,7 +149,7 @@ func (w *walker) templateCommand() (string, []byte) {
 	r := w.rng
 	k := w.keys()
 	prefix := walkPrefixes[r.IntN(len(walkPrefixes))]
-	if r.IntN(4) == 0 {
+	if r.IntN(4) == 0 && w.keeper == nil {
 		b, err := AppendDeleteTemplate(nil, w.stamp(), DeleteTemplate{Prefix: prefix})
 		if err != nil {
 			w.t.Fatalf("seed %d: template-delete: encoding failed: %v", w.seed, err)
@@ -145,14 +157,14 @@ func (w *walker) templateCommand() (string, []byte) {
 		return "template-delete", b
 	}
 	cfg, ok := k.conf[prefix]
-	if !ok || r.IntN(3) == 0 {
+	if !ok || (r.IntN(3) == 0 && w.keeper == nil) {
 		cfg = w.restingConfig()
 		k.conf[prefix] = cfg
 	}
 	idle := []int64{MinTemplateIdleNanos, int64(3 * time.Second), int64(20 * time.Second), int64(2 * time.Minute)}[r.IntN(4)]
 	idle += r.Int64N(int64(time.Second))
 	maxKeys := 1 + r.Int64N(3)
-	if r.IntN(4) == 0 {
+	if r.IntN(4) == 0 || w.keeper != nil {
 		maxKeys = MaxTemplatedKeys
 	}
 	b, err := AppendPutTemplate(nil, w.stamp(), PutTemplate{Prefix: prefix, Config: cfg, IdleNanos: idle, MaxKeys: maxKeys})
@@ -222,7 +234,7 @@ func (w *walker) keyLifecycle(data []byte, got any, before map[string]keyState, 
 	}
 	k := w.keys()
 	now := w.f.st.lastNowNanos
-	target := "" // the name an explicit put or delete names
+	target := "" // the name an explicit put or delete acts on
 	var labels []string
 	switch v := got.(type) {
 	case PutResult:
@@ -234,8 +246,10 @@ func (w *walker) keyLifecycle(data []byte, got any, before map[string]keyState, 
 			delete(k.segs, target)
 		}
 	case DeleteResult:
-		target = e.Delete.Name
-		if slices.Contains(walkKeyNames, target) && v.Existed && v.Detail == "" {
+		if v.Existed {
+			target = e.Delete.Name // (else it was dropped first, if it lived)
+		}
+		if slices.Contains(walkKeyNames, target) && v.Detail == "" {
 			if before[target].templated {
 				labels = append(labels, "key-deleted")
 			}
@@ -279,6 +293,9 @@ func (w *walker) keyLifecycle(data []byte, got any, before map[string]keyState, 
 					w.seed, name, now, time.Duration(now-last), time.Duration(was.idleNanos))
 			}
 			labels = append(labels, "key-dropped")
+			if w.keeper != nil {
+				labels = append(labels, "key-dropped-compared") // (checkKeeper)
+			}
 			k.everDropped[name] = true
 			if c := w.audit.counters[name]; c != nil && c.created == was.created {
 				delete(w.audit.counters, name)
@@ -409,4 +426,44 @@ func (w *walker) auditKeyBounds(data []byte, got any, waiters []walkServed) []st
 		}
 	}
 	return labels
+}
+
+// keepsKeys reports whether the walk of seed compares its register with
+// one that keeps every key.
+func keepsKeys(seed uint64) bool { return seed%5 == 3 }
+
+// checkKeeper applies entry l to the register that keeps every key and
+// compares its answer and waiter decisions with got and the walk's
+// register's (before the walk takes them).
+func (w *walker) checkKeeper(kind string, l *raft.Log, got any) {
+	if w.keeper == nil {
+		return
+	}
+	kept := w.keeper.Apply(&raft.Log{Index: l.Index, Term: l.Term, Type: l.Type, Data: l.Data})
+	if !reflect.DeepEqual(keptAnswer(got), keptAnswer(kept)) {
+		w.t.Errorf("seed %d: %s: a register that drops idle keys answered %+v, one that keeps them %+v (%d keys live, %d kept)",
+			w.seed, kind, got, kept, w.f.st.keys.Len(), w.keeper.st.keys.Len())
+	}
+	if d, k := w.f.st.decided, w.keeper.st.decided; !reflect.DeepEqual(d, k) {
+		w.t.Errorf("seed %d: %s: a register that drops idle keys decided waiters %+v, one that keeps them %+v", w.seed, kind, d, k)
+	}
+	w.keeper.TakeWaiterDecisions()
+}
+
+// keptAnswer is what of answer v must not depend on whether idle keys
+// were dropped: all of it but whether a delete found the limit, the live
+// keys of a deleted template, and how many parts of a report of expired
+// grants counted (a dropped key's counters go with it).
+func keptAnswer(v any) any {
+	switch a := v.(type) {
+	case DeleteResult:
+		a.Existed = false
+		return a
+	case DeleteTemplateResult:
+		a.LiveKeys = 0
+		return a
+	case ExpiredGrantsResult:
+		return ExpiredGrantsResult{}
+	}
+	return v
 }

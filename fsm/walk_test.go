@@ -68,8 +68,8 @@ func TestReachableStateWalk(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("templated keys: %d created (%d re-created after a drop), %d dropped, %d steps checked a key's bound across a drop, %d reserves answered keys full",
-		kinds["key-created"], kinds["key-recreated"], kinds["key-dropped"], kinds["key-bound-across-drop"], kinds["keys-full"])
+	t.Logf("templated keys: %d created (%d re-created after a drop), %d dropped (%d compared with a register that keeps them), %d steps checked a key's bound across a drop, %d reserves answered keys full",
+		kinds["key-created"], kinds["key-recreated"], kinds["key-dropped"], kinds["key-dropped-compared"], kinds["key-bound-across-drop"], kinds["keys-full"])
 	if *walkSeed < 0 {
 		// Guard against a walk that no longer reaches what it is meant to.
 		for _, k := range walkKinds {
@@ -144,8 +144,11 @@ type walker struct {
 	// step retried: the next step may withdraw it (the node whose client
 	// went away, after the client's retry).
 	justRetried string
-	// keyAudit follows the templated keys (walk_templates_test.go).
+	// keyAudit follows the templated keys (walk_templates_test.go);
+	// keeper, on every fifth seed, is a register that keeps every key,
+	// fed the same log, which must answer alike.
 	keyAudit keyAudit
+	keeper   *FSM
 }
 
 // walkReservation is a reservation the walk was granted.
@@ -190,6 +193,9 @@ func newWalker(t *testing.T, seed uint64) *walker {
 		w.fresh = func() *FSM { return base().withWaiterCaps(walkMaxWaiters, walkMaxOwnerWaiters) }
 	}
 	w.f, w.twin = w.fresh(), w.fresh()
+	if keepsKeys(seed) {
+		w.keeper = w.fresh().keepingIdleKeys()
+	}
 	return w
 }
 
@@ -234,6 +240,7 @@ func (w *walker) step() []string {
 		w.checkRefusedChangesNothing(kind, data, got, before, lastReservation)
 		w.checkUndecidedChangesNothing(kind, got, limits)
 	}
+	w.checkKeeper(kind, l, got)
 	w.checkNoLiveSessionClosed(kind, live)
 	if l := w.checkSessionUses(kind, got, used); l != "" {
 		labels = append(labels, l)
