@@ -40,9 +40,10 @@
 //   - CmdWithdraw withdraws, by its request ID, a reserve that waits in an
 //     in-flight cap's queue (see Waiting below).
 //   - CmdPutTemplate and CmdDeleteTemplate keep the templates: a reserve
-//     naming "prefix:key" creates that limit from its template, and Apply
-//     drops it again once idle and at rest (template.go; the rule and its
-//     argument are in README.md).
+//     naming "prefix:key" creates that limit from its template (unless it
+//     is answered Invalid or Busy, which leave no key: templateundo.go),
+//     and Apply drops it again once idle and at rest (template.go; the
+//     rule and its argument are in README.md).
 //
 // The Append functions validate before encoding (reject before replicate):
 // an entry they produce always decodes. Decode validates again, and every
@@ -169,9 +170,11 @@
 // leased limit's rate was lowered, a lease may hold a share computed at
 // the old rate, above the new capacity. The reachable-state walk of the
 // tests (walk_test.go) takes a snapshot after every step of seeded random
-// sequences of every command and checks that it restores, re-encodes to
-// the same bytes, and continues exactly as the original; it also checks
-// that the counters and replays agree with the answers (see Counters).
+// sequences of every command (templates and their keys included) and
+// checks that it restores, re-encodes to the same bytes, and continues
+// exactly as the original; it also checks that the counters and replays
+// agree with the answers (see Counters), and every templated key's bound
+// across its drops.
 //
 // # Leases
 //
