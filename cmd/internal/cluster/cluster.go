@@ -106,6 +106,16 @@ func Start(ctx context.Context, bin, dir string, extraArgs ...string) (*Cluster,
 // at most timeout for a ready leader (a large snapshot takes its time to
 // restore).
 func (c *Cluster) StartAgain(ctx context.Context, timeout time.Duration) error {
+	if err := c.Launch(); err != nil {
+		return err
+	}
+	return c.WaitLeader(ctx, timeout)
+}
+
+// Launch starts the agents (stopped, or never started) with the
+// arguments, data directories and ports of their first start, and
+// returns at once.
+func (c *Cluster) Launch() error {
 	if !c.stopped {
 		return errors.New("cluster: start: the agents are running")
 	}
@@ -123,6 +133,12 @@ func (c *Cluster) StartAgain(ctx context.Context, timeout time.Duration) error {
 		c.Procs = append(c.Procs, cmd)
 		c.Logs = append(c.Logs, buf)
 	}
+	return nil
+}
+
+// WaitLeader waits at most timeout for a ready leader, then makes Client
+// (the leader first); it stops the agents if none is ready in time.
+func (c *Cluster) WaitLeader(ctx context.Context, timeout time.Duration) error {
 	probe, err := client.New(c.HTTP, client.WithAttemptTimeout(time.Second), client.WithRounds(1))
 	if err != nil {
 		c.Stop()
@@ -141,7 +157,9 @@ func (c *Cluster) StartAgain(ctx context.Context, timeout time.Duration) error {
 				c.Leader = i
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		if c.Leader < 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	c.Client, err = client.New(c.LeaderFirst())
 	if err != nil {
@@ -283,4 +301,22 @@ func (c *Cluster) Stop() {
 		c.Client.Close()
 		c.Client = nil
 	}
+}
+
+// LoadAvg is the one-minute load average from /proc/loadavg (-1 if it
+// cannot be read).
+func LoadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
