@@ -51,7 +51,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.restartTimeout, "restart-timeout", 5*time.Minute, "longest wait for the cluster to be ready after the restart")
 	fs.DurationVar(&o.deadline, "deadline", 2*time.Hour, "hard deadline of the whole run")
 	fs.StringVar(&o.permitd, "permitd", "", "permitd binary (default: go build ./cmd/permitd into a temporary directory)")
-	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file (- for stdout)")
+	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -141,16 +141,11 @@ func run(ctx context.Context, o options, progress io.Writer) (report, error) {
 	return rep, nil
 }
 
-// writeJSON writes the report to path (- for stdout, empty for nowhere).
+// writeJSON writes the report to the file path (empty: nowhere).
 func writeJSON(path string, rep report) error {
 	if path == "" {
 		return nil
 	}
 	b, _ := json.MarshalIndent(rep, "", "  ")
-	b = append(b, '\n')
-	if path == "-" {
-		_, err := os.Stdout.Write(b)
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -55,7 +55,7 @@ func TestTinyRun(t *testing.T) {
 	}
 	var table strings.Builder
 	printTable(&table, rep)
-	if !strings.Contains(table.String(), "\n| 200 | ") || !strings.Contains(table.String(), "http single/hot/random") {
+	if !strings.Contains(table.String(), "\n| 200 | ") || !strings.Contains(table.String(), "http reserves/s: single / hot / random") {
 		t.Errorf("table:\n%s", table.String())
 	}
 }

@@ -71,18 +71,18 @@ func maxMiB(ms []cluster.Memory, hwm bool) float64 {
 func printTable(w io.Writer, rep report) {
 	fmt.Fprintf(w, "templated keys on a 3-node cluster; throughput: median of %d rounds, permitd bench on the leader, concurrency %d, %s each (reserves/s)\n",
 		rep.Rounds, rep.Concurrency, rep.Duration)
-	head := []string{"keys", "fill keys/s (load)", "RSS max MiB (HWM)", "snapshot MiB", "restart: status/replay/ready s (load)", "HWM after MiB"}
+	head := []string{"keys", "fill: keys/s", "largest node after it: RSS / HWM MiB", "snapshot MiB", "restart s: status / replay / ready", "HWM after MiB"}
 	for _, p := range rep.Protocols {
-		head = append(head, p+" single/hot/random (load)")
+		head = append(head, p+" reserves/s: single / hot / random")
 	}
 	fmt.Fprintln(w, "| "+strings.Join(head, " | ")+" |")
 	fmt.Fprintln(w, "|"+strings.Repeat("---|", len(head)))
 	for _, r := range rep.Results {
 		row := []string{fmt.Sprint(r.Keys),
-			fmt.Sprintf("%.0f (%.2f)", r.FillPerSec, r.FillLoad),
-			fmt.Sprintf("%.0f (%.0f) (%.2f)", maxMiB(r.Memory, false), maxMiB(r.Memory, true), r.MemoryLoad),
-			fmt.Sprintf("%.2f", float64(r.SnapshotBytes)/(1<<20)),
-			fmt.Sprintf("%.2f / %.2f / %.2f (%.2f)", r.StatusS, r.ReplayS, r.ReadyS, r.RestartLoad),
+			fmt.Sprintf("%.0f (load %.1f)", r.FillPerSec, r.FillLoad),
+			fmt.Sprintf("%.0f / %.0f (load %.1f)", maxMiB(r.Memory, false), maxMiB(r.Memory, true), r.MemoryLoad),
+			fmt.Sprintf("%.1f", float64(r.SnapshotBytes)/(1<<20)),
+			fmt.Sprintf("%.2f / %.2f / %.2f (load %.1f)", r.StatusS, r.ReplayS, r.ReadyS, r.RestartLoad),
 			fmt.Sprintf("%.0f", maxMiB(r.MemoryAfterRestart, true))}
 		for _, p := range rep.Protocols {
 			var rps []string
@@ -93,7 +93,7 @@ func printTable(w io.Writer, rep report) {
 					load = max(load, median(s.Load))
 				}
 			}
-			row = append(row, fmt.Sprintf("%s (%.2f)", strings.Join(rps, " / "), load))
+			row = append(row, fmt.Sprintf("%s (load %.1f)", strings.Join(rps, " / "), load))
 		}
 		fmt.Fprintln(w, "| "+strings.Join(row, " | ")+" |")
 		if r.Error != "" {
