@@ -25,6 +25,7 @@ type options struct {
 	warmup          time.Duration
 	concurrency     int
 	fillConcurrency int
+	fillOrder       string
 	protocols       []string
 	afterSnapshot   int
 	idle            time.Duration
@@ -46,6 +47,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up of each throughput run (permitd bench --warmup)")
 	fs.IntVar(&o.concurrency, "concurrency", 256, "closed-loop workers of each throughput run (permitd bench --concurrency)")
 	fs.IntVar(&o.fillConcurrency, "fill-concurrency", 512, "reserves outstanding at once while filling the keys")
+	fs.StringVar(&o.fillOrder, "fill-order", "random", "order the keys are created in: random (a fixed shuffle, as tenants arrive) or sequential (k0, k1, ...)")
 	fs.IntVar(&o.afterSnapshot, "after-snapshot", 200, "reserves sent one at a time after the snapshot, before the restart (log entries to replay)")
 	fs.DurationVar(&o.idle, "idle", 24*time.Hour, "the template's idle time (long: no key may go during the run)")
 	fs.DurationVar(&o.restartTimeout, "restart-timeout", 5*time.Minute, "longest wait for the cluster to be ready after the restart")
@@ -72,6 +74,8 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		o.protocols = append(o.protocols, p)
 	}
 	switch {
+	case o.fillOrder != "random" && o.fillOrder != "sequential":
+		return o, fmt.Errorf("-fill-order %q: want random or sequential", o.fillOrder)
 	case o.rounds < 1:
 		return o, fmt.Errorf("-rounds %d: want at least 1", o.rounds)
 	case o.concurrency < 1 || o.fillConcurrency < 1:
@@ -116,7 +120,7 @@ func main() {
 // run measures every key count of o on a fresh cluster, logging progress
 // to progress; it returns what it measured, and the first failure.
 func run(ctx context.Context, o options, progress io.Writer) (report, error) {
-	rep := report{Concurrency: o.concurrency, Duration: o.duration.String(), Rounds: o.rounds, Protocols: o.protocols, Started: time.Now().UTC().Format(time.RFC3339)}
+	rep := report{FillOrder: o.fillOrder, Concurrency: o.concurrency, Duration: o.duration.String(), Rounds: o.rounds, Protocols: o.protocols, Started: time.Now().UTC().Format(time.RFC3339)}
 	tmp, err := os.MkdirTemp("", "keys-scale-")
 	if err != nil {
 		return rep, err

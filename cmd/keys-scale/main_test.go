@@ -61,7 +61,7 @@ func TestTinyRun(t *testing.T) {
 }
 
 func TestOptionsAndMedian(t *testing.T) {
-	for _, args := range [][]string{{"-keys", "0"}, {"-keys", "3000000"}, {"-keys", "1,x"}, {"-protocols", "grpc"}, {"-rounds", "0"}, {"-after-snapshot", "0"}, {"extra"}} {
+	for _, args := range [][]string{{"-keys", "0"}, {"-keys", "3000000"}, {"-keys", "1,x"}, {"-protocols", "grpc"}, {"-rounds", "0"}, {"-after-snapshot", "0"}, {"-fill-order", "backwards"}, {"extra"}} {
 		if _, err := parseOptions(args, io.Discard); err == nil {
 			t.Errorf("parseOptions(%q): no error", args)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -76,14 +77,22 @@ func measure(ctx context.Context, o options, bin, tmp string, n int, progress io
 	return res, err
 }
 
-// fill creates the n keys: one reserve each, o.fillConcurrency at once
-// over the binary protocol; then the template must have n live keys.
+// fill creates the n keys: one reserve each, in o.fillOrder,
+// o.fillConcurrency at once over the binary protocol; then the template
+// must have n live keys.
 func fill(ctx context.Context, o options, c *cluster.Cluster, n int, res *result, progress io.Writer) error {
 	cl, err := client.New(c.LeaderFirst(), client.WithBinaryReserves(4))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	if o.fillOrder == "random" {
+		rand.New(rand.NewPCG(41, uint64(n))).Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
 	start := time.Now()
 	var next, done atomic.Int64
 	var firstErr error
@@ -110,9 +119,9 @@ func fill(ctx context.Context, o options, c *cluster.Cluster, n int, res *result
 				if i >= n {
 					return
 				}
-				g, err := cl.Reserve(ctx, keyName(i), 1, 0)
+				g, err := cl.Reserve(ctx, keyName(order[i]), 1, 0)
 				if err == nil && !g.Granted {
-					err = fmt.Errorf("reserve %s refused", keyName(i))
+					err = fmt.Errorf("reserve %s refused", keyName(order[i]))
 				}
 				if err != nil {
 					once.Do(func() { firstErr = err })

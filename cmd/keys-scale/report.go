@@ -11,6 +11,7 @@ import (
 // report is a run's results: its settings and one result per key count.
 type report struct {
 	Started     string   `json:"started"`
+	FillOrder   string   `json:"fill_order"`
 	Concurrency int      `json:"concurrency"`
 	Duration    string   `json:"duration"`
 	Rounds      int      `json:"rounds"`
@@ -69,9 +70,9 @@ func maxMiB(ms []cluster.Memory, hwm bool) float64 {
 
 // printTable prints the results as one table: a row per key count.
 func printTable(w io.Writer, rep report) {
-	fmt.Fprintf(w, "templated keys on a 3-node cluster; throughput: median of %d rounds, permitd bench on the leader, concurrency %d, %s each (reserves/s)\n",
-		rep.Rounds, rep.Concurrency, rep.Duration)
-	head := []string{"keys", "fill: keys/s", "largest node after it: RSS / HWM MiB", "snapshot MiB", "restart s: status / replay / ready", "HWM after MiB"}
+	fmt.Fprintf(w, "templated keys on a 3-node cluster, created in %s order; throughput: median of %d rounds, permitd bench on the leader, concurrency %d, %s each\n",
+		rep.FillOrder, rep.Rounds, rep.Concurrency, rep.Duration)
+	head := []string{"keys", "fill: keys/s", "largest node after it: RSS / HWM MiB", "snapshot MiB", "restart s: status / replay / ready", "after it: RSS / HWM MiB"}
 	for _, p := range rep.Protocols {
 		head = append(head, p+" reserves/s: single / hot / random")
 	}
@@ -83,7 +84,7 @@ func printTable(w io.Writer, rep report) {
 			fmt.Sprintf("%.0f / %.0f (load %.1f)", maxMiB(r.Memory, false), maxMiB(r.Memory, true), r.MemoryLoad),
 			fmt.Sprintf("%.1f", float64(r.SnapshotBytes)/(1<<20)),
 			fmt.Sprintf("%.2f / %.2f / %.2f (load %.1f)", r.StatusS, r.ReplayS, r.ReadyS, r.RestartLoad),
-			fmt.Sprintf("%.0f", maxMiB(r.MemoryAfterRestart, true))}
+			fmt.Sprintf("%.0f / %.0f", maxMiB(r.MemoryAfterRestart, false), maxMiB(r.MemoryAfterRestart, true))}
 		for _, p := range rep.Protocols {
 			var rps []string
 			var load float64
