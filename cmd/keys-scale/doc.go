@@ -6,9 +6,10 @@
 //
 //   - fill: a template (strict, 1e9/s, as permitd bench creates by
 //     default; idle -idle, so that no key goes) and N reserves on
-//     ks:k0 ... ks:k(N-1), -fill-concurrency at once over the binary
-//     protocol, each creating its key; then the template's live keys
-//     must be N;
+//     ks:k0 ... ks:k(N-1) in a fixed random order (-fill-order
+//     sequential: in order, which appends to a sorted index),
+//     -fill-concurrency at once over the binary protocol, each creating
+//     its key; then the template's live keys must be N;
 //   - memory: each node's VmRSS and VmHWM (/proc/PID/status);
 //   - throughput: `permitd bench` (the same binary) on the leader, in
 //     -rounds rounds, each running in turn a single explicit limit

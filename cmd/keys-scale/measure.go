@@ -210,7 +210,13 @@ func throughput(ctx context.Context, o options, bin string, c *cluster.Cluster, 
 				sr := &out[k]
 				sr.RPS, sr.P50Ms, sr.Load = append(sr.RPS, r.ThroughputRPS), append(sr.P50Ms, r.P50Ms), append(sr.Load, load)
 				sr.Errors += r.Errors
-				logf(progress, "%d keys: round %d, %s %s: %.0f reserves/s, p50 %.2f ms, %d errors (load %.2f)", n, round+1, p, s.name, r.ThroughputRPS, r.P50Ms, r.Errors, load)
+				if sr.FirstError == "" {
+					sr.FirstError = r.FirstError
+				}
+				if r.TermAfter != r.TermBefore {
+					sr.Elections++
+				}
+				logf(progress, "%d keys: round %d, %s %s: %.0f reserves/s, p50 %.2f ms, %d errors %s(load %.2f)", n, round+1, p, s.name, r.ThroughputRPS, r.P50Ms, r.Errors, r.FirstError, load)
 				k++
 			}
 		}
@@ -228,6 +234,8 @@ type benchResult struct {
 	Requests      int64   `json:"requests"`
 	Errors        int64   `json:"errors"`
 	FirstError    string  `json:"first_error"`
+	TermBefore    uint64  `json:"term_before"`
+	TermAfter     uint64  `json:"term_after"`
 }
 
 // runBench runs bin with args (a permitd bench with --json) and decodes

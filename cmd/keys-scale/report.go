@@ -45,14 +45,17 @@ type result struct {
 
 // sideResult is one side's throughput runs over one protocol.
 type sideResult struct {
-	Side        string    `json:"side"`
-	Protocol    string    `json:"protocol"`
-	RPS         []float64 `json:"reserves_per_s"`
-	P50Ms       []float64 `json:"p50_ms"`
-	Load        []float64 `json:"load"`
-	Errors      int64     `json:"errors"`
-	MedianRPS   float64   `json:"median_reserves_per_s"`
-	MedianP50Ms float64   `json:"median_p50_ms"`
+	Side       string    `json:"side"`
+	Protocol   string    `json:"protocol"`
+	RPS        []float64 `json:"reserves_per_s"`
+	P50Ms      []float64 `json:"p50_ms"`
+	Load       []float64 `json:"load"`
+	Errors     int64     `json:"errors"`
+	FirstError string    `json:"first_error,omitempty"`
+	// Elections counts the runs during which the term changed.
+	Elections   int     `json:"runs_with_elections"`
+	MedianRPS   float64 `json:"median_reserves_per_s"`
+	MedianP50Ms float64 `json:"median_p50_ms"`
 }
 
 // maxMiB is the largest RSS (or VmHWM with hwm) among ms, in MiB.
