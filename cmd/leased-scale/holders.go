@@ -20,9 +20,9 @@ import (
 // whose first node is the leader to the next (spread, as permitd worker
 // does at start).
 func serverOrder(reg *register, via string, i int) []string {
-	servers := []string{reg.http[reg.leader]}
-	for j, h := range reg.http {
-		if j != reg.leader {
+	servers := []string{reg.HTTP[reg.Leader]}
+	for j, h := range reg.HTTP {
+		if j != reg.Leader {
 			servers = append(servers, h)
 		}
 	}

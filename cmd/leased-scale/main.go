@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/permitd/permitd/cmd/internal/cluster"
 )
 
 // options are the command's flags.
@@ -165,7 +167,7 @@ func run(o options) error {
 	defer os.RemoveAll(tmp)
 	bin := o.permitd
 	if bin == "" {
-		if bin, err = buildPermitd(ctx, tmp); err != nil {
+		if bin, err = cluster.Build(ctx, tmp); err != nil {
 			return err
 		}
 	}

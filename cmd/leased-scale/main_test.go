@@ -72,9 +72,6 @@ func TestGrowthAndDemands(t *testing.T) {
 	if math.Abs(d[0]-250) > 1e-9 || math.Abs(d[2]-750) > 1e-9 || math.Abs(d[0]+d[1]+d[2]-1500) > 1e-9 {
 		t.Errorf("groupDemands = %v", d)
 	}
-	if c, err := parseStatCPU("123 (a b) c) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0", 100); err != nil || math.Abs(c-3) > 1e-12 {
-		t.Errorf("parseStatCPU = %v, %v, want 3", c, err)
-	}
 }
 
 func TestSVG(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/permitd/permitd/cmd/internal/cluster"
 	"github.com/permitd/permitd/transport/client"
 )
 
@@ -26,10 +27,10 @@ const scaleLimit = "scale"
 // putLeasedLimit makes scaleLimit a strict limit of rate permits/s, and
 // leased.
 func putLeasedLimit(ctx context.Context, reg *register, rate float64) error {
-	if _, err := reg.cl.PutLimit(ctx, scaleLimit, client.LimitSpec{Algorithm: "strict", Rate: rate, Per: time.Second}); err != nil {
+	if _, err := reg.Client.PutLimit(ctx, scaleLimit, client.LimitSpec{Algorithm: "strict", Rate: rate, Per: time.Second}); err != nil {
 		return fmt.Errorf("put limit: %w", err)
 	}
-	if _, err := reg.cl.PutLeasePolicy(ctx, scaleLimit, client.LeasePolicy{Leased: true}); err != nil {
+	if _, err := reg.Client.PutLeasePolicy(ctx, scaleLimit, client.LeasePolicy{Leased: true}); err != nil {
 		return fmt.Errorf("lease policy: %w", err)
 	}
 	return nil
@@ -75,14 +76,14 @@ func measure(ctx context.Context, o options, s setup, nWorkers, nGroups int) (re
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	reg, err := startRegister(ctx, s.bin, dir)
+	reg, err := cluster.Start(ctx, s.bin, dir)
 	if err != nil {
 		return res, err
 	}
-	defer reg.stop()
+	defer reg.Stop()
 
 	// The leader's CPU with no workers: raft heartbeats and timers.
-	if res.LeaderIdleCores, _, err = reg.idleCores(ctx); err != nil {
+	if res.LeaderIdleCores, _, err = idleCores(ctx, reg); err != nil {
 		return res, err
 	}
 	rate := o.ratePerWorker * float64(nWorkers)
@@ -213,7 +214,7 @@ func (m *measurement) target() (map[string]int64, []string) {
 func (m *measurement) view(ctx context.Context) (client.LeasePool, error) {
 	c, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return m.reg.cl.Leases(c, scaleLimit)
+	return m.reg.Client.Leases(c, scaleLimit)
 }
 
 // windowReading is what the steady state's window starts or ends with:
@@ -236,10 +237,10 @@ func (m *measurement) steadyState(ctx context.Context) error {
 	if w0.pool, err = m.view(ctx); err != nil {
 		return fmt.Errorf("lease view: %w", err)
 	}
-	if w0.status, err = m.reg.leaderStatus(ctx); err != nil {
+	if w0.status, err = m.reg.LeaderStatus(ctx); err != nil {
 		return err
 	}
-	if w0.cpu, err = m.reg.allCPU(); err != nil {
+	if w0.cpu, err = m.reg.AllCPU(); err != nil {
 		return err
 	}
 	w0.gossip, w0.granted, w0.at = m.f.gossipOut.Load(), m.f.granted.Load(), time.Now()
@@ -258,19 +259,19 @@ func (m *measurement) steadyState(ctx context.Context) error {
 		}
 		m.res.noteFairness(p, m.rateMilli, m.target)
 	}
-	if w1.cpu, err = m.reg.allCPU(); err != nil {
+	if w1.cpu, err = m.reg.AllCPU(); err != nil {
 		return err
 	}
 	w1.gossip, w1.granted, w1.at = m.f.gossipOut.Load(), m.f.granted.Load(), time.Now()
 	fmt.Fprintf(os.Stderr, "   window end: %d gossip bytes%s\n", w1.gossip, m.f.dropNote())
-	if w1.status, err = m.reg.leaderStatus(ctx); err != nil {
+	if w1.status, err = m.reg.LeaderStatus(ctx); err != nil {
 		return err
 	}
 	if w1.pool, err = m.view(ctx); err != nil {
 		return err
 	}
 	m.res.noteFairness(w1.pool, m.rateMilli, m.target)
-	m.res.noteWindow(w0, w1, m.reg.leader, m.nWorkers)
+	m.res.noteWindow(w0, w1, m.reg.Leader, m.nWorkers)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/permitd/permitd/cmd/internal/cluster"
 	"github.com/permitd/permitd/transport/client"
 )
 
@@ -60,13 +61,13 @@ func measureRegisterLoad(ctx context.Context, o options, s setup, n, g int) (res
 	if o.pprofOut != "" {
 		extra = append(extra, "--pprof")
 	}
-	reg, err := startRegister(ctx, s.bin, dir, extra...)
+	reg, err := cluster.Start(ctx, s.bin, dir, extra...)
 	if err != nil {
 		return res, err
 	}
-	defer reg.stop()
+	defer reg.Stop()
 
-	if res.LeaderIdleCores, res.ClusterIdleCores, err = reg.idleCores(ctx); err != nil {
+	if res.LeaderIdleCores, res.ClusterIdleCores, err = idleCores(ctx, reg); err != nil {
 		return res, err
 	}
 	var relays *relayProcs
@@ -104,7 +105,7 @@ func measureRegisterLoad(ctx context.Context, o options, s setup, n, g int) (res
 	}
 	stop()
 	wg.Wait()
-	for range reg.http {
+	for range reg.HTTP {
 		if err := <-w.profiles; err != nil {
 			fmt.Fprintf(os.Stderr, "   profile: %v\n", err)
 		}
@@ -199,20 +200,20 @@ func (h *holders) window(ctx context.Context, reg *register, relays *relayProcs)
 	o := h.o
 	var w loadWindow
 	var err error
-	if w.st0, err = reg.leaderStatus(ctx); err != nil {
+	if w.st0, err = reg.LeaderStatus(ctx); err != nil {
 		return w, err
 	}
-	w.c0, _ = reg.cpuSeconds(reg.leaderPID())
-	w.a0, _ = reg.allCPU()
+	w.c0, _ = reg.CPUSeconds(reg.LeaderPID())
+	w.a0, _ = reg.AllCPU()
 	w.r0 = relays.cpu(reg)
 	t0 := time.Now()
 	h.measuring.Store(true)
-	w.profiles = make(chan error, len(reg.http))
-	for i, addr := range reg.http {
+	w.profiles = make(chan error, len(reg.HTTP))
+	for i, addr := range reg.HTTP {
 		switch {
 		case o.pprofOut == "":
 			w.profiles <- nil
-		case i == reg.leader:
+		case i == reg.Leader:
 			go func() { w.profiles <- fetchProfile(ctx, addr, o.window, o.pprofOut) }()
 		default:
 			out := fmt.Sprintf("%s.follower%d", o.pprofOut, i)
@@ -223,11 +224,11 @@ func (h *holders) window(ctx context.Context, reg *register, relays *relayProcs)
 		return w, err
 	}
 	h.measuring.Store(false)
-	w.c1, _ = reg.cpuSeconds(reg.leaderPID())
-	w.a1, _ = reg.allCPU()
+	w.c1, _ = reg.CPUSeconds(reg.LeaderPID())
+	w.a1, _ = reg.AllCPU()
 	w.r1 = relays.cpu(reg)
 	w.seconds = time.Since(t0).Seconds()
-	w.st1, err = reg.leaderStatus(ctx)
+	w.st1, err = reg.LeaderStatus(ctx)
 	return w, err
 }
 

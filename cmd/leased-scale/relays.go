@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"github.com/permitd/permitd/cmd/internal/cluster"
 )
 
 // relays.go: -relays N runs N `permitd relay` processes in front of the
@@ -28,13 +30,13 @@ type relayProcs struct {
 // startRelays starts n relays of the register reg and waits until each
 // accepts connections.
 func startRelays(ctx context.Context, bin string, reg *register, n int) (*relayProcs, error) {
-	ports, err := freePorts(n)
+	ports, err := cluster.FreePorts(n)
 	if err != nil {
 		return nil, err
 	}
 	rs := &relayProcs{}
 	servers := ""
-	for i, h := range reg.http {
+	for i, h := range reg.HTTP {
 		if i > 0 {
 			servers += ","
 		}
@@ -79,7 +81,7 @@ func (rs *relayProcs) cpu(reg *register) float64 {
 	}
 	total := 0.0
 	for _, p := range rs.procs {
-		if c, err := reg.cpuSeconds(p.Process.Pid); err == nil {
+		if c, err := reg.CPUSeconds(p.Process.Pid); err == nil {
 			total += c
 		}
 	}

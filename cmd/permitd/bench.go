@@ -91,6 +91,9 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if code, ok := b.checkOverloadFlags(c); !ok {
 		return code
 	}
+	if code, ok := b.checkKeysFlags(c); !ok {
+		return code
+	}
 	conf, err := b.tls.config()
 	if err != nil {
 		return c.usageError(err.Error())
@@ -147,6 +150,8 @@ func (b *benchCommand) define(c *cmdLine) {
 	c.Choice(&b.Protocol, "protocol", "http", "http: one decision per HTTP/1.1 request, one keep-alive connection per worker and server; binary: one decision per frame of the binary protocol, every worker sharing --binary-conns pipelined connections per server", "http", "binary")
 	c.Int(&b.BinaryConns, "binary-conns", "N", 1, "binary protocol: pipelined connections per server").Range(1, 64, "an integer from 1 to 64")
 	c.Int(&b.Limits, "limits", "N", 0, "0: reserve on --limit (POST /v1/limits/{name}/reserve); N >= 1: multi-limit reserves of --permits on each of N limits (--limit, --limit-2, ...; POST /v1/reserve), which leave reservations").Range(0, 8, "an integer from 0 to 8")
+	c.Int(&b.Keys, "keys", "N", 0, "0: reserve on --limit; N >= 1: on templated keys, each reserve naming LIMIT:k<i> with i at random below N (1: the one hot key LIMIT:k0), and --create puts the template of prefix --limit (--key-idle, at most N keys) instead of a limit").Range(0, 1<<21, "an integer from 0 to 2097152 (a template's most keys)")
+	c.Duration(&b.KeyIdle, "key-idle", time.Hour, durPositive, "with --keys and --create: the template's idle time (a key unused this long goes away)")
 	c.Duration(&b.Settle, "settle-within", 5*time.Second, durPositive, "with --limits: the reservations' settle window (they are kept that long; at most 262144 at once)")
 	c.Int64(&b.MaxInFlight, "max-in-flight", "N", 4, "inflight: the created cap's max_in_flight").Range(1, 1<<20, "an integer from 1 to 1048576")
 	c.Duration(&b.HoldTTL, "ttl", time.Second, durPositive, "inflight: the created cap's hold TTL")
@@ -187,6 +192,24 @@ func (b *benchCommand) checkInflightFlags(c *cmdLine) (int, bool) {
 		if c.isSet(name) {
 			return c.usageErrorf("--%s with --mode inflight: the callers reserve one in-flight cap over HTTP through the Go client (allowed: not set)", name), false
 		}
+	}
+	return 0, true
+}
+
+// checkKeysFlags rejects --keys outside the closed and open loops and
+// with --limits, and --key-idle without --keys.
+func (b *benchCommand) checkKeysFlags(c *cmdLine) (int, bool) {
+	if b.Keys == 0 {
+		if c.isSet("key-idle") {
+			return c.usageErrorf("--key-idle is the template's idle time of --keys (allowed: with --keys N >= 1)"), false
+		}
+		return 0, true
+	}
+	if b.Mode != "closed" && b.Mode != "open" {
+		return c.usageErrorf("--keys with --mode %s (allowed: --mode closed or open)", b.Mode), false
+	}
+	if b.Limits > 0 {
+		return c.usageErrorf("--keys with --limits: templated keys are reserved one at a time (allowed: --limits 0)"), false
 	}
 	return 0, true
 }

@@ -102,6 +102,11 @@ func TestBenchCountsEveryRequestOnce(t *testing.T) {
 		{"open-http", []string{"--mode", "open", "--open-rate", "3000", "--concurrency", "16"}, true, 0},
 		{"open-binary", []string{"--mode", "open", "--open-rate", "3000", "--concurrency", "16", "--protocol", "binary", "--binary-conns", "2"}, true, 0},
 		{"multi-limit-http", []string{"--concurrency", "8", "--limits", "2"}, true, 0},
+		// --keys 3: reserves on the templated keys LIMIT:k0..k2, made from
+		// the template bench puts (the register's counts are summed).
+		{"keys-closed-http", []string{"--concurrency", "8", "--keys", "3"}, true, 0},
+		{"keys-closed-binary", []string{"--concurrency", "8", "--protocol", "binary", "--keys", "3"}, true, 0},
+		{"keys-open-binary", []string{"--mode", "open", "--open-rate", "3000", "--concurrency", "16", "--protocol", "binary", "--keys", "3"}, true, 0},
 		{"request-ids-binary", []string{"--concurrency", "8", "--protocol", "binary", "--request-ids"}, true, 0},
 		{"max-requests-one-worker", []string{"--concurrency", "1", "--max-requests", "5", "--duration", "30s"}, true, 5},
 		{"max-requests-closed-binary", []string{"--concurrency", "8", "--max-requests", "50", "--duration", "30s", "--protocol", "binary"}, true, 50},
@@ -154,6 +159,22 @@ func TestBenchCountsEveryRequestOnce(t *testing.T) {
 			names := []string{limit}
 			if strings.Contains(tc.name, "multi-limit") {
 				names = append(names, limit+"-2")
+			}
+			if strings.HasPrefix(tc.name, "keys-") {
+				// Every key was drawn (and so created), and together
+				// they decided what bench counted.
+				var g, r int64
+				for k := range 3 {
+					gk, rk := limitCounters(t, addr, limit+":k"+strconv.Itoa(k))
+					if gk+rk == 0 {
+						t.Errorf("key %s:k%d decided nothing", limit, k)
+					}
+					g, r = g+gk, r+rk
+				}
+				if g != c.Granted || r != c.Refused {
+					t.Errorf("keys %s:k0..k2: the register counted %d granted, %d refused; bench %d granted, %d refused", limit, g, r, c.Granted, c.Refused)
+				}
+				return
 			}
 			for _, name := range names {
 				g, r := limitCounters(t, addr, name)

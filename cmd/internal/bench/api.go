@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -33,26 +34,21 @@ func benchHTTPClient(conns int, conf *tls.Config) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
-// createLimit creates (or replaces) limit b.Limit on the first of
-// servers that takes it, retrying for 15 s while none does (the cluster
-// may still be electing); a 4xx answer is final.
+// createLimit creates (or replaces) limit b.Limit, or with b.Keys the
+// template of prefix b.Limit, on the first of servers that takes it,
+// retrying for 15 s while none does (the cluster may still be electing);
+// a 4xx answer is final.
 func createLimit(ctx context.Context, hc *http.Client, servers []string, b Config) error {
-	body := fmt.Sprintf(`{"algorithm":%q,"rate":%v,"per":%q}`, b.Algorithm, b.Rate, b.Per.String())
-	if b.Algorithm == "strict" {
-		// An expiry of an hour: by default a strict permit expires half
-		// an interval after its slot, which at the default rate is long
-		// before any answer can be sent, and the register would refuse
-		// every grant as expired.
-		body = fmt.Sprintf(`{"algorithm":"strict","rate":%v,"per":%q,"max_reserved":1000000,"expiry":"1h"}`, b.Rate, b.Per.String())
-	}
-	if b.Algorithm == "warmup" {
-		body = fmt.Sprintf(`{"algorithm":"warmup","rate":%v,"per":%q,"warmup":"1s"}`, b.Rate, b.Per.String())
+	body, path := limitBody(b), "/v1/limits/"+b.Limit
+	if b.Keys > 0 {
+		body = strings.TrimSuffix(body, "}") + fmt.Sprintf(`,"idle":%q,"max_keys":%d}`, b.KeyIdle.String(), b.Keys)
+		path = "/v1/templates/" + b.Limit
 	}
 	var last error
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, s := range servers {
-			req, _ := http.NewRequestWithContext(ctx, "PUT", b.scheme()+s+"/v1/limits/"+b.Limit, strings.NewReader(body))
+			req, _ := http.NewRequestWithContext(ctx, "PUT", b.scheme()+s+path, strings.NewReader(body))
 			if b.Token != "" {
 				req.Header.Set("Authorization", "Bearer "+b.Token)
 			}
@@ -66,7 +62,7 @@ func createLimit(ctx context.Context, hc *http.Client, servers []string, b Confi
 			if resp.StatusCode/100 == 2 {
 				return nil
 			}
-			last = fmt.Errorf("PUT %s: %d %s", b.Limit, resp.StatusCode, bytes.TrimSpace(msg))
+			last = fmt.Errorf("PUT %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(msg))
 			if resp.StatusCode/100 == 4 {
 				return last
 			}
@@ -78,6 +74,23 @@ func createLimit(ctx context.Context, hc *http.Client, servers []string, b Confi
 		}
 	}
 	return fmt.Errorf("create limit: %w", last)
+}
+
+// limitBody is the configuration of the limit (or template) bench
+// creates, as JSON.
+func limitBody(b Config) string {
+	body := fmt.Sprintf(`{"algorithm":%q,"rate":%v,"per":%q}`, b.Algorithm, b.Rate, b.Per.String())
+	if b.Algorithm == "strict" {
+		// An expiry of an hour: by default a strict permit expires half
+		// an interval after its slot, which at the default rate is long
+		// before any answer can be sent, and the register would refuse
+		// every grant as expired.
+		body = fmt.Sprintf(`{"algorithm":"strict","rate":%v,"per":%q,"max_reserved":1000000,"expiry":"1h"}`, b.Rate, b.Per.String())
+	}
+	if b.Algorithm == "warmup" {
+		body = fmt.Sprintf(`{"algorithm":"warmup","rate":%v,"per":%q,"warmup":"1s"}`, b.Rate, b.Per.String())
+	}
+	return body
 }
 
 // scheme is the URL scheme of the servers.
@@ -137,6 +150,24 @@ func (b Config) limitNames() []string {
 		names = append(names, b.Limit+"-"+strconv.Itoa(k))
 	}
 	return names
+}
+
+// keyName is the limit a reserve names: b.Limit, or with b.Keys a key
+// b.Limit:k<i>, i drawn at random below b.Keys.
+func (b Config) keyName() string {
+	if b.Keys == 0 {
+		return b.Limit
+	}
+	return b.Limit + ":k" + strconv.Itoa(rand.IntN(b.Keys))
+}
+
+// keyNames is keyName for a keyed run (each reserve draws its key), nil
+// for a run on one limit (its name and path are built once).
+func (b Config) keyNames() func() string {
+	if b.Keys == 0 {
+		return nil
+	}
+	return b.keyName
 }
 
 // multiPrefix is the start of a multi-limit reserve's body (up to its

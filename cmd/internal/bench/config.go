@@ -30,6 +30,12 @@ type Config struct {
 	// is their settle window.
 	Limits int
 	Settle time.Duration
+	// Keys > 0 reserves on templated keys: each reserve names
+	// Limit:k<i>, i drawn at random below Keys (Keys 1: the one hot key
+	// Limit:k0), and Create puts the template of prefix Limit (KeyIdle
+	// its idle time, Keys its most keys) instead of a limit.
+	Keys    int
+	KeyIdle time.Duration
 	// TLS is nil without TLS; token "" without a token.
 	TLS   *tls.Config
 	Token string

@@ -35,6 +35,9 @@ type httpBenchConn struct {
 	// multi, when not empty, is the start of a multi-limit reserve's body
 	// (Config.multiPrefix).
 	multi string
+	// name, when not nil, gives each reserve's limit (a templated key):
+	// its path is built per reserve.
+	name func() string
 }
 
 func (h httpBenchConn) reserve(buf *bytes.Buffer, requestID string) (int, bool, error) {
@@ -49,7 +52,11 @@ func (h httpBenchConn) reserve(buf *bytes.Buffer, requestID string) (int, bool, 
 	default:
 		fmt.Fprintf(buf, `{"permits":%d,"max_wait":%q}`, h.permits, h.maxWait.String())
 	}
-	code, body, err := h.c.Do("POST", h.path, buf.Bytes())
+	path := h.path
+	if h.name != nil {
+		path = "/v1/limits/" + h.name() + "/reserve"
+	}
+	code, body, err := h.c.Do("POST", path, buf.Bytes())
 	return code, code == 503 && bytes.Contains(body, []byte("overloaded")), err
 }
 
@@ -59,11 +66,16 @@ func (h httpBenchConn) Close() { h.c.Close() }
 type binaryBenchConn struct {
 	c *wire.Conn
 	r wire.Reserve
+	// name, when not nil, gives each reserve's limit (a templated key).
+	name func() string
 }
 
 func (bc binaryBenchConn) reserve(_ *bytes.Buffer, requestID string) (int, bool, error) {
 	r := bc.r
 	r.RequestID = requestID
+	if bc.name != nil {
+		r.Limit = bc.name()
+	}
 	code, resp, err := bc.c.Call(context.Background(), wire.OpReserve, wire.EncodeReserve(r))
 	if err != nil {
 		return 0, false, err

@@ -146,7 +146,7 @@ func (r *benchRecorder) result(b Config, elapsed time.Duration) Result {
 		return float64(r.lat[i]) / 1e6
 	}
 	res := Result{
-		Mode: b.Mode, Protocol: b.Protocol, Concurrency: b.Concurrency, Servers: strings.Join(b.Servers, ","), Limit: b.Limit,
+		Mode: b.Mode, Protocol: b.Protocol, Concurrency: b.Concurrency, Servers: strings.Join(b.Servers, ","), Limit: b.Limit, Keys: b.Keys,
 		DurationSec: elapsed.Seconds(), Requests: c.requests, Granted: c.granted,
 		Refused: c.refused, Errors: c.errs, Shed: c.shed,
 		RefusedShare: share(c.refused, c.requests),

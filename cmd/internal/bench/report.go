@@ -18,6 +18,8 @@ type Result struct {
 	OpenRate    float64 `json:"open_rate,omitempty"`
 	Servers     string  `json:"servers"`
 	Limit       string  `json:"limit"`
+	// Keys is --keys: each reserve named Limit:k<i>, i at random below it.
+	Keys        int     `json:"keys,omitempty"`
 	DurationSec float64 `json:"duration_s"`
 	Requests    int64   `json:"requests"`
 	Granted     int64   `json:"granted"`
@@ -50,7 +52,11 @@ type Result struct {
 
 // PrintResult prints a Result as text.
 func PrintResult(w io.Writer, r Result) {
-	fmt.Fprintf(w, "mode=%s protocol=%s concurrency=%d servers=%s limit=%s duration=%.1fs\n", r.Mode, r.Protocol, r.Concurrency, r.Servers, r.Limit, r.DurationSec)
+	keys := ""
+	if r.Keys > 0 {
+		keys = fmt.Sprintf(" keys=%d (%s:k0..k%d at random)", r.Keys, r.Limit, r.Keys-1)
+	}
+	fmt.Fprintf(w, "mode=%s protocol=%s concurrency=%d servers=%s limit=%s%s duration=%.1fs\n", r.Mode, r.Protocol, r.Concurrency, r.Servers, r.Limit, keys, r.DurationSec)
 	fmt.Fprintf(w, "requests=%d granted=%d refused=%d (%.2f%%) shed=%d errors=%d\n", r.Requests, r.Granted, r.Refused, 100*r.RefusedShare, r.Shed, r.Errors)
 	fmt.Fprintf(w, "goodput=%.0f decisions/s  leader %s (term %d) before, %s (term %d) after\n", r.GoodputRPS, r.LeaderBefore, r.TermBefore, r.LeaderAfter, r.TermAfter)
 	fmt.Fprintf(w, "throughput=%.0f req/s  latency p50=%.3fms p90=%.3fms p99=%.3fms p99.9=%.3fms max=%.3fms\n", r.ThroughputRPS, r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs)

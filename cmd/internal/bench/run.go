@@ -160,11 +160,12 @@ func (r *run) requestID() string {
 func (r *run) binaryPayload() func(int) []byte {
 	w := wire.Reserve{Limit: r.b.Limit, Permits: r.b.Permits, MaxWaitNanos: int64(r.b.MaxWait)}
 	same := wire.EncodeReserve(w)
-	if !r.b.RequestIDs {
+	if !r.b.RequestIDs && r.b.Keys == 0 {
 		return func(int) []byte { return same }
 	}
 	return func(int) []byte {
 		w.RequestID = r.requestID()
+		w.Limit = r.b.keyName()
 		return wire.EncodeReserve(w)
 	}
 }
@@ -176,7 +177,8 @@ func (r *run) newConns() []benchConn {
 	cs := make([]benchConn, len(b.Servers))
 	for i, s := range b.Servers {
 		if r.shared != nil {
-			cs[i] = binaryBenchConn{c: r.shared[int(r.connSeq.Add(1))%len(r.shared)][i], r: wire.Reserve{Limit: b.Limit, Permits: b.Permits, MaxWaitNanos: int64(b.MaxWait)}}
+			cs[i] = binaryBenchConn{c: r.shared[int(r.connSeq.Add(1))%len(r.shared)][i], r: wire.Reserve{Limit: b.Limit, Permits: b.Permits, MaxWaitNanos: int64(b.MaxWait)},
+				name: b.keyNames()}
 			continue
 		}
 		var header []string
@@ -184,7 +186,7 @@ func (r *run) newConns() []benchConn {
 			header = append(header, "Authorization: Bearer "+b.Token)
 		}
 		cs[i] = httpBenchConn{c: httplite.NewTLS(s, 10*time.Second, b.TLS, header...), path: r.path, permits: b.Permits, maxWait: b.MaxWait,
-			multi: b.multiPrefix()}
+			multi: b.multiPrefix(), name: b.keyNames()}
 	}
 	return cs
 }

@@ -57,8 +57,10 @@ var allowed = map[string][]string{
 	"cmd/internal/testhooks": {"node", "node/faultnet", "transport/client", "transport/worker", "transport/sidecar"},
 	"cmd/internal/demo": {"bucket", "fsm", "node", "transport/server", "transport/auth", "transport/client", "transport/devcerts",
 		"transport/tlsfiles", "transport/worker", "cmd/internal/testhooks"},
-	"cmd/internal/bench":       {"node", "transport/client", "transport/wire", "cmd/internal/httplite"},
-	"cmd/internal/httplite":    {},
+	"cmd/internal/bench":    {"node", "transport/client", "transport/wire", "cmd/internal/httplite"},
+	"cmd/internal/httplite": {},
+	// cmd/internal/cluster starts the measurement programs' agents.
+	"cmd/internal/cluster":     {"transport/client"},
 	"cmd/internal/importguard": {},
 	"cmd/internal/doccheck":    {},
 	"cmd/internal/mddoc":       {},
@@ -67,7 +69,9 @@ var allowed = map[string][]string{
 	"cmd/permitd/packaging": {},
 	// cmd/leased-scale measures the leased path: agents (built from
 	// cmd/permitd, not imported) and in-process workers.
-	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker"},
+	"cmd/leased-scale": {"fsm", "transport/client", "transport/worker", "cmd/internal/cluster"},
+	// cmd/keys-scale measures templated keys at scale on the same agents.
+	"cmd/keys-scale": {"transport/client", "cmd/internal/cluster"},
 
 	// jepsen-lite uses permitd only through the Go client and the
 	// binaries (layerViolations checks these lists keep to that).
