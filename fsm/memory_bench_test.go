@@ -159,45 +159,60 @@ func templateKeys(t testing.TB, h *harness, spec bucket.Spec, n int) {
 
 // BenchmarkSnapshotLimits measures a snapshot of n strict limits (each
 // reserved once): its size per limit, how long encoding it takes
-// (FSM.Snapshot then Persist, sub-benchmark snapshot) and how long Restore
-// takes (restore), with the heap Restore allocates per limit:
+// (FSM.Snapshot then Persist, sub-benchmark snapshot, with lock-ms the
+// part Snapshot takes, while Apply waits) and how long Restore takes
+// (restore), with the heap Restore allocates per limit, the peak of the
+// live heap during Restore above what was live before (the snapshot's
+// bytes included), and the heap the restored state keeps:
 //
 //	go test ./fsm -run '^$' -bench SnapshotLimits -benchtime 1x
 func BenchmarkSnapshotLimits(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
+	for _, n := range scaleSizes {
 		h := newHarness(b)
 		putLimits(b, h, limitKinds[0].spec, n)
 		var data []byte
 		b.Run(fmt.Sprintf("limits=%d/snapshot", n), func(b *testing.B) {
+			var locked time.Duration
 			for b.Loop() {
+				start := time.Now()
 				snap, err := h.f.Snapshot()
 				if err != nil {
 					b.Fatal(err)
 				}
+				locked += time.Since(start)
 				sink := &memSink{}
 				if err := snap.Persist(sink); err != nil {
 					b.Fatal(err)
 				}
+				snap.Release()
 				data = sink.Bytes()
 			}
 			b.ReportMetric(float64(len(data))/float64(n), "snapshot-bytes/limit")
+			b.ReportMetric(float64(locked.Microseconds())/1e3/float64(b.N), "lock-ms")
 		})
 		b.Run(fmt.Sprintf("limits=%d/restore", n), func(b *testing.B) {
 			var f *FSM
 			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
+			var peak, kept uint64
 			for b.Loop() {
+				f = nil
+				base := heapObjects()
+				runtime.ReadMemStats(&before)
+				stop := heapPeak()
 				f = New()
 				if err := restore(f, data); err != nil {
 					b.Fatal(err)
 				}
+				peak += stop() - base
+				runtime.ReadMemStats(&after)
+				kept += heapObjects() - base
 			}
-			runtime.ReadMemStats(&after)
 			if got, want := f.StateHash(), h.f.StateHash(); got != want {
 				b.Fatalf("restored state hash %x, want %x", got, want)
 			}
-			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/float64(n), "alloc-bytes/limit")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(n), "alloc-bytes/limit")
+			b.ReportMetric(float64(peak)/float64(b.N)/(1<<20), "peak-MiB")
+			b.ReportMetric(float64(kept)/float64(b.N)/(1<<20), "kept-MiB")
 		})
 	}
 }

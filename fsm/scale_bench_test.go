@@ -1,0 +1,84 @@
+package fsm
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// scale_bench_test.go: what issue 41's million keys cost in process: a
+// key's creation and drop among n limits, and (memory_bench_test.go) the
+// snapshot and restore of n limits.
+
+// scaleSizes are the register sizes the scale benchmarks measure.
+var scaleSizes = []int{10_000, 100_000, 1_000_000}
+
+// BenchmarkKeyChurn measures, among n strict limits, putting then
+// deleting a limit whose name sorts first (the worst place for an ordered
+// index kept as a sorted slice) or in the middle: the index work a
+// templated key's creation and drop do inside Apply. ns/op is one put and
+// one delete (two entries):
+//
+//	go test ./fsm -run '^$' -bench KeyChurn -benchtime 2000x
+func BenchmarkKeyChurn(b *testing.B) {
+	for _, n := range scaleSizes {
+		h := newHarness(b)
+		putLimits(b, h, limitKinds[0].spec, n)
+		cfg := compile(b, limitKinds[0].spec)
+		for _, where := range []struct{ name, format string }{{"first", "a:%08d"}, {"middle", "tenant:%08d-m"}} {
+			b.Run(fmt.Sprintf("limits=%d/%s", n, where.name), func(b *testing.B) {
+				i := 0
+				for b.Loop() {
+					name := fmt.Sprintf(where.format, i%n)
+					h.put(2*sec, name, cfg)
+					h.del(2*sec, name)
+					i++
+				}
+			})
+		}
+	}
+}
+
+// heapPeak samples the heap's live objects every 200 microseconds until
+// stop is called, which returns the highest value seen (bytes).
+func heapPeak() (stop func() uint64) {
+	var peak atomic.Uint64
+	done, finished := make(chan struct{}), make(chan struct{})
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() {
+		metrics.Read(sample)
+		if v := sample[0].Value.Uint64(); v > peak.Load() {
+			peak.Store(v)
+		}
+	}
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(200 * time.Microsecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-finished
+		read()
+		return peak.Load()
+	}
+}
+
+// heapObjects returns the bytes of the heap's objects after a GC.
+func heapObjects() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
