@@ -24,8 +24,17 @@ type state struct {
 	// configs holds the configs the limits run, shared (limitconfig.go;
 	// derived from limits).
 	configs configTable
-	// names holds the keys of limits, sorted.
-	names []string
+	// names holds the names of limits, in order (names.go); shadows
+	// those of the limits in shadow mode, pooled those of the leased
+	// limits (limit.pool not nil), explicitPrefixes how many
+	// explicit limits (limit.explicitCounted) have a name of each prefix
+	// ("prefix:..."), so that a walk of the explicit limits skips the
+	// keys of a template in one step (limitstats.go). All three are
+	// derived from the limits.
+	names            nameIndex
+	shadows          nameIndex
+	pooled           nameIndex
+	explicitPrefixes map[string]int
 	// dedup remembers reserve request IDs, leaseDedup lease-command IDs
 	// (one ID space: an ID used by one kind is Invalid for the other).
 	dedup      dedupTable
@@ -60,11 +69,16 @@ type state struct {
 
 func newState(dedupWindowNanos int64, maxDedupEntries int) state {
 	return state{
-		limits:     make(map[string]*limit),
-		configs:    make(configTable),
-		dedup:      newDedupTable(dedupWindowNanos, maxDedupEntries, false),
-		leaseDedup: newDedupTable(dedupWindowNanos, min(maxDedupEntries, MaxLeaseDedupEntries), true),
-		sessions:   newSessionTable(MaxSessions, MaxSessionResults),
+		limits:  make(map[string]*limit),
+		names:   newNameIndex(),
+		shadows: newNameIndex(),
+		pooled:  newNameIndex(),
+
+		explicitPrefixes: make(map[string]int),
+		configs:          make(configTable),
+		dedup:            newDedupTable(dedupWindowNanos, maxDedupEntries, false),
+		leaseDedup:       newDedupTable(dedupWindowNanos, min(maxDedupEntries, MaxLeaseDedupEntries), true),
+		sessions:         newSessionTable(MaxSessions, MaxSessionResults),
 
 		reservations: newReservationTable(),
 		waits:        newWaitQueues(),
@@ -387,11 +401,12 @@ func (f *FSM) ReserveCheck(name string) (exists, leased bool, maxPermits int64) 
 func (f *FSM) Limits() []LimitInfo {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]LimitInfo, 0, len(f.st.names))
+	out := make([]LimitInfo, 0, f.st.names.len())
 	open := f.st.reservations.open(f.st.lastNowNanos)
-	for _, name := range f.st.names {
+	f.st.names.each(func(name string) bool {
 		out = append(out, f.st.limits[name].info(f.st.lastNowNanos, open[name]))
-	}
+		return true
+	})
 	return out
 }
 

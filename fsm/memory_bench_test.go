@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/permitd/permitd/bucket"
 )
 
@@ -174,12 +175,12 @@ func BenchmarkSnapshotLimits(b *testing.B) {
 		b.Run(fmt.Sprintf("limits=%d/snapshot", n), func(b *testing.B) {
 			var locked time.Duration
 			for b.Loop() {
-				start := time.Now()
-				snap, err := h.f.Snapshot()
+				var snap raft.FSMSnapshot
+				var err error
+				locked += elapsed(func() { snap, err = h.f.Snapshot() })
 				if err != nil {
 					b.Fatal(err)
 				}
-				locked += time.Since(start)
 				sink := &memSink{}
 				if err := snap.Persist(sink); err != nil {
 					b.Fatal(err)

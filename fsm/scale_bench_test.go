@@ -75,6 +75,13 @@ func heapPeak() (stop func() uint64) {
 	}
 }
 
+// elapsed returns how long fn takes.
+func elapsed(fn func()) time.Duration {
+	start := time.Now()
+	fn()
+	return time.Since(start)
+}
+
 // heapObjects returns the bytes of the heap's objects after a GC.
 func heapObjects() uint64 {
 	runtime.GC()

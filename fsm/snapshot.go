@@ -156,43 +156,11 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	b = appendUint64(b, s.appliedIndex)
 	b = s.appendTemplates(b)
 
-	b = binary.AppendUvarint(b, uint64(len(s.names)))
-	for _, name := range s.names {
-		l := s.limits[name]
-		b = appendBytes(b, l.name)
-		b = binary.AppendUvarint(b, l.version)
-		b = appendBytes(b, l.conf.raw)
-		b = binary.AppendUvarint(b, l.grantedRequests)
-		b = binary.AppendUvarint(b, l.grantedPermits)
-		b = binary.AppendUvarint(b, l.refusedRequests)
-		stateStart := len(b)
-		b = l.pacer.AppendState(b)
-		b = insertLen(b, stateStart)
-		b = binary.AppendUvarint(b, l.bornIndex)
-		b = binary.AppendUvarint(b, l.seq)
-		t := l.tally()
-		b = append(b, boolByte(l.shadow))
-		b = binary.AppendUvarint(b, t.shadowRefused)
-		b = binary.AppendUvarint(b, t.shadowWaited)
-		for _, c := range [...]uint64{l.createdIndex, t.shadowGranted, t.expiredRequests, t.expiredPermits, t.refundedPermits, t.chargedPermits} {
-			b = binary.AppendUvarint(b, c)
-		}
-		b = binary.AppendUvarint(b, l.marksFromSeq)
-		b = binary.AppendVarint(b, l.lastServedNanos)
-		b = binary.AppendUvarint(b, uint64(len(l.refundMarks)))
-		for _, m := range l.refundMarks {
-			b = binary.AppendUvarint(b, m.afterSeq)
-			b = binary.AppendUvarint(b, uint64(m.slackNanos))
-		}
-		if !l.templated() {
-			b = append(b, 0)
-		} else {
-			k := s.keyOf(l)
-			b = append(b, 1)
-			b = binary.AppendVarint(b, k.touchedAtNanos)
-			b = binary.AppendVarint(b, k.dueAtNanos)
-		}
-	}
+	b = binary.AppendUvarint(b, uint64(s.names.len()))
+	s.names.each(func(name string) bool {
+		b = s.appendLimit(b, s.limits[name])
+		return true
+	})
 
 	b = appendDedup(b, &s.dedup)
 	b = appendDedup(b, &s.leaseDedup)
@@ -200,6 +168,44 @@ func (s *state) appendSnapshot(b []byte) []byte {
 	b = s.appendLeaseBook(b)
 	b = s.appendReservations(b)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+// appendLimit appends limit l's record.
+func (s *state) appendLimit(b []byte, l *limit) []byte {
+	b = appendBytes(b, l.name)
+	b = binary.AppendUvarint(b, l.version)
+	b = appendBytes(b, l.conf.raw)
+	b = binary.AppendUvarint(b, l.grantedRequests)
+	b = binary.AppendUvarint(b, l.grantedPermits)
+	b = binary.AppendUvarint(b, l.refusedRequests)
+	stateStart := len(b)
+	b = l.pacer.AppendState(b)
+	b = insertLen(b, stateStart)
+	b = binary.AppendUvarint(b, l.bornIndex)
+	b = binary.AppendUvarint(b, l.seq)
+	t := l.tally()
+	b = append(b, boolByte(l.shadow))
+	b = binary.AppendUvarint(b, t.shadowRefused)
+	b = binary.AppendUvarint(b, t.shadowWaited)
+	for _, c := range [...]uint64{l.createdIndex, t.shadowGranted, t.expiredRequests, t.expiredPermits, t.refundedPermits, t.chargedPermits} {
+		b = binary.AppendUvarint(b, c)
+	}
+	b = binary.AppendUvarint(b, l.marksFromSeq)
+	b = binary.AppendVarint(b, l.lastServedNanos)
+	b = binary.AppendUvarint(b, uint64(len(l.refundMarks)))
+	for _, m := range l.refundMarks {
+		b = binary.AppendUvarint(b, m.afterSeq)
+		b = binary.AppendUvarint(b, uint64(m.slackNanos))
+	}
+	if !l.templated() {
+		b = append(b, 0)
+	} else {
+		k := s.keyOf(l)
+		b = append(b, 1)
+		b = binary.AppendVarint(b, k.touchedAtNanos)
+		b = binary.AppendVarint(b, k.dueAtNanos)
+	}
+	return b
 }
 
 // decodeSnapshot decodes and validates a snapshot. It never panics; every
@@ -259,8 +265,8 @@ func decodeLimits(r *reader, st *state) {
 	if r.err != nil {
 		return
 	}
-	st.names = make([]string, 0, int(n))
 	r.unit = "limit"
+	prev := ""
 	for i := range int(n) {
 		r.index = i
 		nameBytes := r.bytes("name", MaxNameLen)
@@ -279,10 +285,11 @@ func decodeLimits(r *reader, st *state) {
 			return
 		}
 		name := string(nameBytes)
-		if i > 0 && name <= st.names[i-1] {
-			r.fail("name %q does not sort after %q (limits must be sorted by name, without repeats)", name, st.names[i-1])
+		if i > 0 && name <= prev {
+			r.fail("name %q does not sort after %q (limits must be sorted by name, without repeats)", name, prev)
 			return
 		}
+		prev = name
 		// A config is decoded (and compiled) once, for the first limit
 		// that runs it.
 		var compiled bucket.Compiled
@@ -319,7 +326,13 @@ func decodeLimits(r *reader, st *state) {
 		l.name = name
 		l.setConfig(st.configs, conf, version, pacer)
 		st.limits[name] = l
-		st.names = append(st.names, name)
+		st.names.insert(name)
+		if l.shadow {
+			st.shadows.insert(name)
+		}
+		if !l.templated() {
+			st.countExplicit(l, true)
+		}
 	}
 	r.unit = ""
 }
