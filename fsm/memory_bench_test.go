@@ -176,7 +176,7 @@ func BenchmarkSnapshotLimits(b *testing.B) {
 func benchSnapshotLimits(b *testing.B, n int) {
 	h := newHarness(b)
 	putLimits(b, h, limitKinds[0].spec, n)
-	var data []byte
+	data := snapshotBytes(b, h.f)
 	b.Run("snapshot", func(b *testing.B) {
 		var locked time.Duration
 		for b.Loop() {
