@@ -36,8 +36,6 @@ var pureImports = map[string][]string{
 		// btree for the ordered index of the limits' names (names.go): a
 		// data structure, deterministic.
 		"github.com/google/btree",
-		// bufio to read Restore's stream in pieces.
-		"bufio",
 	},
 }
 
