@@ -410,6 +410,20 @@ func (f *FSM) Limits() []LimitInfo {
 	return out
 }
 
+// ShadowLimits returns a view of every limit in shadow mode, sorted by
+// name, without their OpenReservations (0 here): what the shadow metrics
+// export at every scrape. Its cost is theirs, not the register's.
+func (f *FSM) ShadowLimits() []LimitInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []LimitInfo
+	f.st.shadows.each(func(name string) bool {
+		out = append(out, f.st.limits[name].info(f.st.lastNowNanos, 0))
+		return true
+	})
+	return out
+}
+
 // AppliedIndex returns the raft index of the latest applied entry (or of
 // the restored snapshot); 0 if none.
 func (f *FSM) AppliedIndex() uint64 {

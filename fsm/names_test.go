@@ -60,3 +60,49 @@ func checkNameIndexes(t testing.TB, f *FSM) {
 		}
 	}
 }
+
+// TestShadowLimits: ShadowLimits returns exactly the limits in shadow
+// mode, in name order, as Limits shows them, through puts that set and
+// clear shadow mode, deletes, templated keys and a restore.
+func TestShadowLimits(t *testing.T) {
+	h := newHarness(t)
+	cfg := strict(t, 10, 1)
+	putShadow := func(name string, shadow bool) {
+		t.Helper()
+		b, err := AppendPut(nil, at(0), PutLimit{Name: name, Config: cfg, Shadow: shadow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.apply(b)
+	}
+	h.apply(mustEntry(AppendPutTemplate(nil, at(0), PutTemplate{Prefix: "k", Config: cfg, IdleNanos: MaxTemplateIdleNanos, MaxKeys: 10})))
+	h.reserve(0, rsv("k:1", 1, 0, ""), rsv("k:2", 1, 0, ""))
+	putShadow("b", true)
+	putShadow("a", true)
+	putShadow("c", true)
+	putShadow("k:2", true) // a key made explicit, in shadow mode
+	putShadow("c", false)
+	h.del(0, "a")
+	check := func(f *FSM, want ...string) {
+		t.Helper()
+		var got, fromLimits []string
+		for _, l := range f.ShadowLimits() {
+			got = append(got, l.Name)
+		}
+		for _, l := range f.Limits() {
+			if l.Shadow {
+				fromLimits = append(fromLimits, l.Name)
+			}
+		}
+		if !slices.Equal(got, want) || !slices.Equal(fromLimits, want) {
+			t.Fatalf("ShadowLimits %q, Limits in shadow mode %q, want %q", got, fromLimits, want)
+		}
+	}
+	check(h.f, "b", "k:2")
+	g := New()
+	if err := restore(g, snapshotBytes(t, h.f)); err != nil {
+		t.Fatal(err)
+	}
+	check(g, "b", "k:2")
+	checkNameIndexes(t, g)
+}
