@@ -9,12 +9,14 @@ import functools
 import gc
 import http.server
 import inspect
+import json
 import socket
 import threading
 import time
 import unittest
+import urllib.parse
 import warnings
-from typing import Any, List
+from typing import Any, Dict, List
 
 import harness  # noqa: F401  (puts src/ on sys.path)
 import permitd
@@ -174,6 +176,46 @@ def answering_server(test: unittest.TestCase, status: int, body: bytes, headers:
     test.addCleanup(srv.server_close)
     test.addCleanup(srv.shutdown)
     return "127.0.0.1:%d" % srv.server_address[1], hits
+
+
+class ListLimitsTest(unittest.TestCase):
+    """list_limits reads the register page by page (GET /v1/limits?limit=
+    10000&after=), following next_after until it is absent: the unpaged
+    list is refused past 10 000 limits."""
+
+    def test_follows_next_after(self) -> None:
+        names = ["k:%05d" % i for i in range(25)]
+        paths: List[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+                paths.append(self.path)
+                q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                after = q.get("after", [""])[0]
+                rest = [n for n in names if n > after]
+                page = rest[:10]  # a server whose pages hold 10
+                out: Dict[str, Any] = {"limits": [{"name": n} for n in page]}
+                if len(rest) > len(page):
+                    out["next_after"] = page[-1]
+                body = json.dumps(out).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        c = permitd.Client(["127.0.0.1:%d" % srv.server_address[1]])
+        self.addCleanup(c.close)
+        self.assertEqual([v["name"] for v in c.list_limits()], names)
+        self.assertEqual(len(paths), 3)
+        self.assertTrue(all("limit=10000" in p for p in paths), paths)
 
 
 class RetryAfterTest(unittest.TestCase):
