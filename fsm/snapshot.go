@@ -406,6 +406,7 @@ func decodeLimits(r *reader, st *state, confs []snapshotConfig) {
 	if r.err != nil {
 		return
 	}
+	st.limits = make(map[string]*limit, n) // no growth step while restoring
 	r.unit = "limit"
 	prev, seen := "", 0
 	for i := range int(n) {
