@@ -24,9 +24,9 @@ type state struct {
 	// configs holds the configs the limits run, shared (limitconfig.go;
 	// derived from limits).
 	configs configTable
-	// names holds the names of limits, in order (names.go); shadows
-	// those of the limits in shadow mode, pooled those of the leased
-	// limits (limit.pool not nil), explicitPrefixes how many
+	// names holds the limits in name order (names.go); shadows those in
+	// shadow mode, pooled the leased ones (limit.pool not nil),
+	// explicitPrefixes how many
 	// explicit limits (limit.explicitCounted) have a name of each prefix
 	// ("prefix:..."), so that a walk of the explicit limits skips the
 	// keys of a template in one step (limitstats.go). All three are
@@ -403,8 +403,8 @@ func (f *FSM) Limits() []LimitInfo {
 	defer f.mu.RUnlock()
 	out := make([]LimitInfo, 0, f.st.names.len())
 	open := f.st.reservations.open(f.st.lastNowNanos)
-	f.st.names.each(func(name string) bool {
-		out = append(out, f.st.limits[name].info(f.st.lastNowNanos, open[name]))
+	f.st.names.each(func(l *limit) bool {
+		out = append(out, l.info(f.st.lastNowNanos, open[l.name]))
 		return true
 	})
 	return out
@@ -417,8 +417,8 @@ func (f *FSM) ShadowLimits() []LimitInfo {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []LimitInfo
-	f.st.shadows.each(func(name string) bool {
-		out = append(out, f.st.limits[name].info(f.st.lastNowNanos, 0))
+	f.st.shadows.each(func(l *limit) bool {
+		out = append(out, l.info(f.st.lastNowNanos, 0))
 		return true
 	})
 	return out

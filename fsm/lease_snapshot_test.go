@@ -163,7 +163,7 @@ func TestLeaseRestoreRejects(t *testing.T) {
 		}, "both 0 with share 0"},
 		{"pool of a limit too slow to lease", func(s *state) {
 			s.limits["slow"].pool = &leasePool{byHolder: map[string]*lease{}}
-			s.pooled.insert("slow")
+			s.pooled.insert(s.limits["slow"])
 		},
 			"slower than one per lease TTL"},
 	}

@@ -47,11 +47,11 @@ const (
 
 func (s *state) leaseBookSizeHint() int {
 	n := 16
-	s.pooled.each(func(name string) bool {
-		p := s.limits[name].pool
-		n += len(name) + 96
-		for _, l := range p.leases {
-			n += 64 + len(l.holder) + len(l.group) + 20*len(l.linger)
+	s.pooled.each(func(l *limit) bool {
+		p := l.pool
+		n += len(l.name) + 96
+		for _, ls := range p.leases {
+			n += 64 + len(ls.holder) + len(ls.group) + 20*len(ls.linger)
 		}
 		return true
 	})
@@ -62,15 +62,15 @@ func (s *state) leaseBookSizeHint() int {
 func (s *state) appendLeaseBook(b []byte) []byte {
 	b = binary.AppendUvarint(b, s.lastLeaseID)
 	b = binary.AppendUvarint(b, uint64(s.pooled.len()))
-	s.pooled.each(func(name string) bool {
-		b = s.appendPool(b, name, s.limits[name].pool)
+	s.pooled.each(func(l *limit) bool {
+		b = appendPool(b, l.name, l.pool)
 		return true
 	})
 	return b
 }
 
 // appendPool appends the lease pool of the limit called name.
-func (s *state) appendPool(b []byte, name string, p *leasePool) []byte {
+func appendPool(b []byte, name string, p *leasePool) []byte {
 	b = appendBytes(b, name)
 	for _, v := range [...]int64{p.burstSpec, p.maxOutSpec, p.accruedToNanos,
 		p.minted, p.free, p.outstanding, p.spent, p.stolen, p.expired, p.stolenIn} {
@@ -146,11 +146,11 @@ func decodeLeaseBook(r *reader, st *state) {
 			return
 		}
 		l.pool = p
-		st.pooled.insert(name)
+		st.pooled.insert(l)
 	}
 	r.unit = ""
-	st.pooled.each(func(name string) bool {
-		for _, ls := range st.limits[name].pool.leases {
+	st.pooled.each(func(l *limit) bool {
+		for _, ls := range l.pool.leases {
 			st.expiries = append(st.expiries, ls)
 		}
 		return true

@@ -327,7 +327,7 @@ func (s *state) insertLimit(name string, conf *limitConfig, index uint64, pacer 
 	l.setConfig(s.configs, conf, index, pacer)
 	l.bornIndex, l.createdIndex = index, index
 	s.limits[name] = l
-	s.names.insert(name)
+	s.names.insert(l)
 	return l
 }
 
@@ -335,11 +335,11 @@ func (s *state) insertLimit(name string, conf *limitConfig, index uint64, pacer 
 func (s *state) removeLimit(l *limit) {
 	s.configs.release(l.conf)
 	delete(s.limits, l.name)
-	s.names.remove(l.name)
+	s.names.remove(l)
 	s.setShadow(l, false)
 	s.countExplicit(l, false)
 	if l.pool != nil {
-		s.pooled.remove(l.name)
+		s.pooled.remove(l)
 	}
 }
 
@@ -348,9 +348,9 @@ func (s *state) removeLimit(l *limit) {
 func (s *state) setShadow(l *limit, shadow bool) {
 	if shadow != l.shadow {
 		if shadow {
-			s.shadows.insert(l.name)
+			s.shadows.insert(l)
 		} else {
-			s.shadows.remove(l.name)
+			s.shadows.remove(l)
 		}
 	}
 	l.shadow = shadow

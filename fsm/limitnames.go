@@ -16,7 +16,7 @@ func (f *FSM) LimitCount() int {
 func (f *FSM) EachLimitName(fn func(name string) bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	f.st.names.each(fn)
+	f.st.names.each(func(l *limit) bool { return fn(l.name) })
 }
 
 // LimitsNamed returns the names among those candidates yields that are

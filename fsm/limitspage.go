@@ -55,7 +55,8 @@ func (f *FSM) LimitsPage(q LimitsQuery) ([]LimitInfo, bool) {
 	s := &f.st
 	var page []*limit
 	more, pinned := false, false
-	s.names.from(max(prefix, after), func(name string) bool {
+	s.names.from(max(prefix, after), func(l *limit) bool {
+		name := l.name
 		if name == after {
 			return true // after itself is skipped
 		}
@@ -66,7 +67,7 @@ func (f *FSM) LimitsPage(q LimitsQuery) ([]LimitInfo, bool) {
 			more = true
 			return false
 		}
-		page = append(page, s.limits[name])
+		page = append(page, l)
 		pinned = pinned || s.reservations.pins[name] > 0
 		return true
 	})

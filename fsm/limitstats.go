@@ -48,11 +48,8 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 	stats = make([]LimitStats, n)
 	open := s.reservations.open(s.lastNowNanos)
 	i := 0
-	visit := func(name string) (skipTo string) {
-		l := s.maybeKeyName(name)
-		if l == nil {
-			l = s.limits[name]
-		} else if l.templated() {
+	visit := func(l *limit) (skipTo string) {
+		if l.templated() {
 			if prefix := l.templatePrefix(); s.explicitPrefixes[prefix] == 0 {
 				// No explicit limit among the keys of its prefix: skip
 				// them all. Names "prefix:..." sort before "prefix;"
@@ -63,7 +60,7 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 		}
 		st := &stats[i]
 		i++
-		st.Info = l.info(s.lastNowNanos, open[name])
+		st.Info = l.info(s.lastNowNanos, open[l.name])
 		st.InFlightPermits, st.OpenReservations = st.Info.InFlightPermits, st.Info.OpenReservations
 		if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
 			st.Concurrency = true
@@ -76,11 +73,11 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 	}
 	for from := ""; i < n; {
 		skipTo := ""
-		s.names.from(from, func(name string) bool {
+		s.names.from(from, func(l *limit) bool {
 			if i == n {
 				return false
 			}
-			skipTo = visit(name)
+			skipTo = visit(l)
 			return skipTo == ""
 		})
 		if skipTo == "" {

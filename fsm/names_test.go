@@ -9,8 +9,8 @@ import (
 // all returns x's names in order.
 func (x nameIndex) all() []string {
 	var out []string
-	x.each(func(name string) bool {
-		out = append(out, name)
+	x.each(func(l *limit) bool {
+		out = append(out, l.name)
 		return true
 	})
 	return out

@@ -216,8 +216,7 @@ func (s *state) configOrder() ([]*limit, []*limitConfig, map[*limitConfig]uint64
 	limits := make([]*limit, 0, s.names.len())
 	var confs []*limitConfig
 	index := make(map[*limitConfig]uint64)
-	s.names.each(func(name string) bool {
-		l := s.limits[name]
+	s.names.each(func(l *limit) bool {
 		limits = append(limits, l)
 		if _, ok := index[l.conf]; !ok {
 			index[l.conf] = uint64(len(confs))
@@ -466,9 +465,9 @@ func decodeLimits(r *reader, st *state, confs []snapshotConfig) {
 		l.name = name
 		l.setConfig(st.configs, conf, version, pacer)
 		st.limits[name] = l
-		st.names.insert(name)
+		st.names.insert(l)
 		if l.shadow {
-			st.shadows.insert(name)
+			st.shadows.insert(l)
 		}
 		if !l.templated() {
 			st.countExplicit(l, true)
