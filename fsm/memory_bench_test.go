@@ -224,9 +224,9 @@ func benchSnapshotLimits(b *testing.B, n int) {
 
 // BenchmarkLimitsAtScale measures, with n strict limits (each reserved
 // once), the work that grows with the number of limits: Limits (every
-// limit's view, as GET /v1/limits, the shadow metrics and an unknown
-// limit's did-you-mean read it), and creating a limit whose name sorts
-// first (the sorted name list shifts):
+// limit's view; GET /v1/limits answers at most a page of them, the
+// shadow metrics read ShadowLimits), and creating a limit whose
+// name sorts first (BenchmarkKeyChurn measures its creation and drop):
 //
 //	go test ./fsm -run '^$' -bench LimitsAtScale -benchtime 20x
 func BenchmarkLimitsAtScale(b *testing.B) {
