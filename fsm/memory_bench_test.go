@@ -167,15 +167,9 @@ func templateKeys(t testing.TB, h *harness, spec bucket.Spec, n int) {
 // bytes included), and the heap the restored state keeps:
 //
 //	go test ./fsm -run '^$' -bench SnapshotLimits -benchtime 1x
-func BenchmarkSnapshotLimits(b *testing.B) {
-	for _, n := range scaleSizes {
-		b.Run(fmt.Sprintf("limits=%d", n), func(b *testing.B) { benchSnapshotLimits(b, n) })
-	}
-}
+func BenchmarkSnapshotLimits(b *testing.B) { atScale(b, benchSnapshotLimits) }
 
-func benchSnapshotLimits(b *testing.B, n int) {
-	h := newHarness(b)
-	putLimits(b, h, limitKinds[0].spec, n)
+func benchSnapshotLimits(b *testing.B, h *harness, n int) {
 	data := snapshotBytes(b, h.f)
 	b.Run("snapshot", func(b *testing.B) {
 		var locked time.Duration

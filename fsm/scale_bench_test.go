@@ -23,15 +23,21 @@ var scaleSizes = []int{10_000, 100_000, 1_000_000}
 // one delete (two entries):
 //
 //	go test ./fsm -run '^$' -bench KeyChurn -benchtime 2000x
-func BenchmarkKeyChurn(b *testing.B) {
+func BenchmarkKeyChurn(b *testing.B) { atScale(b, benchKeyChurn) }
+
+// atScale runs bench once per size of scaleSizes, in a sub-benchmark
+// limits=N, on a harness holding that many strict limits (putLimits).
+func atScale(b *testing.B, bench func(b *testing.B, h *harness, n int)) {
 	for _, n := range scaleSizes {
-		b.Run(fmt.Sprintf("limits=%d", n), func(b *testing.B) { benchKeyChurn(b, n) })
+		b.Run(fmt.Sprintf("limits=%d", n), func(b *testing.B) {
+			h := newHarness(b)
+			putLimits(b, h, limitKinds[0].spec, n)
+			bench(b, h, n)
+		})
 	}
 }
 
-func benchKeyChurn(b *testing.B, n int) {
-	h := newHarness(b)
-	putLimits(b, h, limitKinds[0].spec, n)
+func benchKeyChurn(b *testing.B, h *harness, n int) {
 	cfg := compile(b, limitKinds[0].spec)
 	for _, where := range []struct{ name, format string }{{"first", "a:%08d"}, {"middle", "tenant:%08d-m"}} {
 		b.Run(where.name, func(b *testing.B) {

@@ -148,6 +148,17 @@ class DeadlineTest(unittest.TestCase):
         self.assertIn("cannot connect", cm.exception.last_failure)
 
 
+def write_answer(h: http.server.BaseHTTPRequestHandler, status: int, body: bytes, headers: Dict[str, str]) -> None:
+    """Writes a JSON answer of this status, body and headers."""
+    h.send_response(status)
+    h.send_header("Content-Type", "application/json")
+    for k, v in headers.items():
+        h.send_header(k, v)
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
 def answering_server(test: unittest.TestCase, status: int, body: bytes, headers: "dict[str, str]", delay: float = 0.0) -> "tuple[str, List[float]]":
     """A server that answers every POST with this status, body and headers,
     after delay seconds; returns its "host:port" and the times of the
@@ -160,13 +171,7 @@ def answering_server(test: unittest.TestCase, status: int, body: bytes, headers:
             hits.append(time.monotonic())
             if delay:
                 time.sleep(delay)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            write_answer(self, status, body, headers)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -197,12 +202,7 @@ class ListLimitsTest(unittest.TestCase):
                 out: Dict[str, Any] = {"limits": [{"name": n} for n in page]}
                 if len(rest) > len(page):
                     out["next_after"] = page[-1]
-                body = json.dumps(out).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                write_answer(self, 200, json.dumps(out).encode(), {})
 
             def log_message(self, *args: Any) -> None:
                 pass
