@@ -176,11 +176,17 @@ def answering_server(test: unittest.TestCase, status: int, body: bytes, headers:
         def log_message(self, *args: Any) -> None:
             pass
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    return serve(test, Handler), hits
+
+
+def serve(test: unittest.TestCase, handler: Any) -> str:
+    """Serves handler (a BaseHTTPRequestHandler class) until the test ends;
+    returns its "host:port"."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     test.addCleanup(srv.server_close)
     test.addCleanup(srv.shutdown)
-    return "127.0.0.1:%d" % srv.server_address[1], hits
+    return "127.0.0.1:%d" % srv.server_address[1]
 
 
 class ListLimitsTest(unittest.TestCase):
@@ -207,11 +213,7 @@ class ListLimitsTest(unittest.TestCase):
             def log_message(self, *args: Any) -> None:
                 pass
 
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        self.addCleanup(srv.server_close)
-        self.addCleanup(srv.shutdown)
-        c = permitd.Client(["127.0.0.1:%d" % srv.server_address[1]])
+        c = permitd.Client([serve(self, Handler)])
         self.addCleanup(c.close)
         self.assertEqual([v["name"] for v in c.list_limits()], names)
         self.assertEqual(len(paths), 3)
