@@ -465,8 +465,9 @@ func (f *FSM) StateHash() [32]byte {
 
 // Snapshot encodes the whole state under the lock (so that Persist, which
 // raft runs concurrently with Apply, needs none). Its cost is linear in the
-// state (about a second per hundred megabytes); Apply waits meanwhile, as it
-// would anyway, since raft calls both from one goroutine.
+// state (about 0.1 s and 62 MB at a million limits of one config,
+// BenchmarkSnapshotLimits); Apply waits meanwhile, as it would anyway,
+// since raft calls both from one goroutine.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
