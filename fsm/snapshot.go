@@ -123,8 +123,9 @@ const (
 	// (A concurrency limit's holds make the largest: 16 bytes per hold.)
 	MaxPacerStateBytes = 1 << 25
 	// minLimitRecordLen and minDedupRecordLen are the smallest encodings of
-	// a limit and a dedup record; they bound preallocation for claimed counts.
-	minLimitRecordLen = 8
+	// a limit and a dedup record; they bound preallocation for claimed
+	// counts. (A limit's record is 20 fields of at least a byte each.)
+	minLimitRecordLen = 20
 	minDedupRecordLen = 4
 	// snapshotChunk is how many bytes the encoder gathers before it
 	// hands them on (encodeSnapshot).
@@ -366,10 +367,12 @@ func decodeConfigs(r *reader, st *state) []snapshotConfig {
 	if r.err != nil {
 		return nil
 	}
-	confs := make([]snapshotConfig, n)
-	listed := make(map[*limitConfig]bool, n)
+	// Grown as configs are read, not sized by the claim: a config is
+	// bytes enough that a false count fails on truncation first.
+	var confs []snapshotConfig
+	listed := make(map[*limitConfig]bool)
 	r.unit = "config"
-	for i := range confs {
+	for i := range int(n) {
 		r.index = i
 		raw := r.bytes("config", MaxConfigBytes)
 		if r.err != nil {
@@ -390,8 +393,9 @@ func decodeConfigs(r *reader, st *state) []snapshotConfig {
 				return nil
 			}
 		}
-		confs[i].conf = st.configs.acquire(raw, compiled)
-		listed[confs[i].conf] = true
+		c = st.configs.acquire(raw, compiled)
+		confs = append(confs, snapshotConfig{conf: c})
+		listed[c] = true
 	}
 	r.unit = ""
 	return confs
