@@ -143,13 +143,14 @@ func TestUnpagedListBounded(t *testing.T) {
 	}
 	for _, path := range []string{"/v1/limits", "/v1/readable-limits"} {
 		w := e.do(t, "GET", path, "")
+		body := w.Body.String()
 		for _, mention := range []string{"more than 10000 limits", "?limit=N", "?after=NEXT_AFTER", "next_after"} {
-			if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), mention) {
-				t.Errorf("GET %s of %d limits: %d %s; want 400 mentioning %q", path, MaxUnpagedLimits+1, w.Code, w.Body, mention)
+			if w.Code != http.StatusBadRequest || !strings.Contains(body, mention) {
+				t.Errorf("GET %s of %d limits: %d %.200s; want 400 mentioning %q", path, MaxUnpagedLimits+1, w.Code, body, mention)
 			}
 		}
 	}
 	if w := e.do(t, "GET", "/v1/limits?limit=10000&after=k:09999", ""); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"one-more"`) {
-		t.Errorf("the paged list past the bound: %d %s", w.Code, w.Body)
+		t.Errorf("the paged list past the bound: %d %.200s", w.Code, w.Body)
 	}
 }
