@@ -153,8 +153,9 @@
 //
 // Snapshot encodes the whole state under the lock; Persist only writes the
 // bytes. The format (see snapshot.go) is a magic and format version, the
-// cluster time and applied index, the limits sorted by name (name, version,
-// config, counters, pacer state), the two ID tables in eviction order, the
+// cluster time and applied index, the templates, the configs the limits
+// run (each once), the limits sorted by name (name, version, the index of
+// its config, counters, pacer state), the two ID tables in eviction order, the
 // sessions in order of activity, the lease book (pools sorted by limit
 // name, leases by ID), and a CRC-32C of everything before it. Restore checks the checksum, every bound and
 // invariant (sorted unique names, canonical configs that build pacers,
@@ -586,7 +587,9 @@
 //     validate.go (bounds and checks), encode.go and decode.go (entries),
 //     primitives.go (the byte-level encodings entries and snapshots are
 //     built of);
-//   - limits: limit.go (a limit, its put, delete and reserves), result.go
+//   - limits: limit.go (a limit, its put, delete and reserves), names.go
+//     (the limits in name order, and those in shadow mode or leased),
+//     limitspage.go and limitnames.go (reads of many limits), result.go
 //     (what Apply answers to them), expiredgrants.go (Counters),
 //     template.go (templates, their keys and the drop of idle ones);
 //   - deduplication: dedup.go (request IDs), sessions.go and

@@ -533,7 +533,7 @@ func checkSurplusFloor(t *testing.T, f *FSM) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := &f.st
-	for _, name := range s.names {
+	for _, name := range s.names.all() {
 		lim := s.limits[name]
 		p := lim.pool
 		if p == nil {

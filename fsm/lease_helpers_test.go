@@ -116,7 +116,7 @@ func checkBook(t testing.TB, f *FSM, capacities bool) {
 	defer f.mu.RUnlock()
 	s := &f.st
 	total := 0
-	for _, name := range s.names {
+	for _, name := range s.names.all() {
 		lim := s.limits[name]
 		p := lim.pool
 		if p == nil {

@@ -161,7 +161,10 @@ func TestLeaseRestoreRejects(t *testing.T) {
 			l := s.limits["hot"].pool.leases[0]
 			l.share, l.entitled = 0, 1
 		}, "both 0 with share 0"},
-		{"pool of a limit too slow to lease", func(s *state) { s.limits["slow"].pool = &leasePool{byHolder: map[string]*lease{}} },
+		{"pool of a limit too slow to lease", func(s *state) {
+			s.limits["slow"].pool = &leasePool{byHolder: map[string]*lease{}}
+			s.pooled.insert(s.limits["slow"])
+		},
 			"slower than one per lease TTL"},
 	}
 	for _, tt := range tests {

@@ -300,6 +300,7 @@ func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult
 				q.Limit, leasesHolding(p, nowNanos)))}
 		}
 		l.pool = nil
+		s.pooled.remove(l)
 		l.seq++ // the pacer's mode changed: no refund may rewrite it
 		l.resetRefundMarks()
 		return LeasePolicyResult{Applied: true}
@@ -316,6 +317,7 @@ func (s *state) putLeasePolicy(nowNanos int64, q *LeasePolicy) LeasePolicyResult
 		}
 		p = &leasePool{accruedToNanos: max(nowNanos, start), byHolder: make(map[string]*lease)}
 		l.pool = p
+		s.pooled.insert(l)
 		l.seq++ // the pool mints from the pacer's state: no refund may rewrite it
 		l.resetRefundMarks()
 	} else {

@@ -47,64 +47,61 @@ const (
 
 func (s *state) leaseBookSizeHint() int {
 	n := 16
-	for _, name := range s.names {
-		if p := s.limits[name].pool; p != nil {
-			n += len(name) + 96
-			for _, l := range p.leases {
-				n += 64 + len(l.holder) + len(l.group) + 20*len(l.linger)
-			}
+	s.pooled.each(func(l *limit) bool {
+		p := l.pool
+		n += len(l.name) + 96
+		for _, ls := range p.leases {
+			n += 64 + len(ls.holder) + len(ls.group) + 20*len(ls.linger)
 		}
-	}
+		return true
+	})
 	return n
 }
 
 // appendLeaseBook appends the lease book section.
 func (s *state) appendLeaseBook(b []byte) []byte {
 	b = binary.AppendUvarint(b, s.lastLeaseID)
-	pools := 0
-	for _, name := range s.names {
-		if s.limits[name].pool != nil {
-			pools++
-		}
+	b = binary.AppendUvarint(b, uint64(s.pooled.len()))
+	s.pooled.each(func(l *limit) bool {
+		b = appendPool(b, l.name, l.pool)
+		return true
+	})
+	return b
+}
+
+// appendPool appends the lease pool of the limit called name.
+func appendPool(b []byte, name string, p *leasePool) []byte {
+	b = appendBytes(b, name)
+	for _, v := range [...]int64{p.burstSpec, p.maxOutSpec, p.accruedToNanos,
+		p.minted, p.free, p.outstanding, p.spent, p.stolen, p.expired, p.stolenIn} {
+		b = binary.AppendUvarint(b, uint64(v))
 	}
-	b = binary.AppendUvarint(b, uint64(pools))
-	for _, name := range s.names {
-		p := s.limits[name].pool
-		if p == nil {
-			continue
+	for _, v := range [...]uint64{p.opened, p.renewals, p.returns, p.expirations, p.fenced} {
+		b = binary.AppendUvarint(b, v)
+	}
+	b = binary.AppendUvarint(b, uint64(len(p.leases)))
+	for _, l := range p.leases {
+		b = binary.AppendUvarint(b, l.id)
+		b = binary.AppendUvarint(b, l.epoch)
+		if l.active {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
 		}
-		b = appendBytes(b, name)
-		for _, v := range [...]int64{p.burstSpec, p.maxOutSpec, p.accruedToNanos,
-			p.minted, p.free, p.outstanding, p.spent, p.stolen, p.expired, p.stolenIn} {
-			b = binary.AppendUvarint(b, uint64(v))
+		b = appendBytes(b, l.holder)
+		b = appendBytes(b, l.group)
+		b = binary.AppendUvarint(b, uint64(l.grantedAtNanos))
+		b = binary.AppendUvarint(b, uint64(l.expiresAtNanos))
+		b = binary.AppendUvarint(b, uint64(l.stolenIn))
+		if l.active {
+			for _, v := range [...]int64{l.weight, l.demand, l.share, l.permits, l.carry, l.entitled, l.entitledRem, l.mintMark} {
+				b = binary.AppendUvarint(b, uint64(v))
+			}
 		}
-		for _, v := range [...]uint64{p.opened, p.renewals, p.returns, p.expirations, p.fenced} {
-			b = binary.AppendUvarint(b, v)
-		}
-		b = binary.AppendUvarint(b, uint64(len(p.leases)))
-		for _, l := range p.leases {
-			b = binary.AppendUvarint(b, l.id)
-			b = binary.AppendUvarint(b, l.epoch)
-			if l.active {
-				b = append(b, 1)
-			} else {
-				b = append(b, 0)
-			}
-			b = appendBytes(b, l.holder)
-			b = appendBytes(b, l.group)
-			b = binary.AppendUvarint(b, uint64(l.grantedAtNanos))
-			b = binary.AppendUvarint(b, uint64(l.expiresAtNanos))
-			b = binary.AppendUvarint(b, uint64(l.stolenIn))
-			if l.active {
-				for _, v := range [...]int64{l.weight, l.demand, l.share, l.permits, l.carry, l.entitled, l.entitledRem, l.mintMark} {
-					b = binary.AppendUvarint(b, uint64(v))
-				}
-			}
-			b = binary.AppendUvarint(b, uint64(len(l.linger)))
-			for _, g := range l.linger {
-				b = binary.AppendUvarint(b, uint64(g.untilNanos))
-				b = binary.AppendUvarint(b, uint64(g.permits))
-			}
+		b = binary.AppendUvarint(b, uint64(len(l.linger)))
+		for _, g := range l.linger {
+			b = binary.AppendUvarint(b, uint64(g.untilNanos))
+			b = binary.AppendUvarint(b, uint64(g.permits))
 		}
 	}
 	return b
@@ -149,15 +146,15 @@ func decodeLeaseBook(r *reader, st *state) {
 			return
 		}
 		l.pool = p
+		st.pooled.insert(l)
 	}
 	r.unit = ""
-	for _, name := range st.names {
-		if p := st.limits[name].pool; p != nil {
-			for _, ls := range p.leases {
-				st.expiries = append(st.expiries, ls)
-			}
+	st.pooled.each(func(l *limit) bool {
+		for _, ls := range l.pool.leases {
+			st.expiries = append(st.expiries, ls)
 		}
-	}
+		return true
+	})
 	for i, ls := range st.expiries {
 		ls.heapIndex = i
 	}

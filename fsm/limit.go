@@ -3,7 +3,7 @@ package fsm
 import (
 	"fmt"
 	"math"
-	"slices"
+	"strings"
 
 	"github.com/permitd/permitd/bucket"
 )
@@ -58,8 +58,12 @@ type limit struct {
 	// Refunder pacer: a late refund never moves its next free time
 	// before it (settle.go, "Late refunds").
 	lastServedNanos int64
-	// shadow: the limit is in shadow mode (PutLimit.Shadow).
+	// shadow: the limit is in shadow mode (PutLimit.Shadow; state.shadows
+	// holds its name then).
 	shadow bool
+	// explicitCounted: the limit is explicit and counted as such in
+	// state.explicitPrefixes.
+	explicitCounted bool
 	// keySlot is 1 + the limit's place in the drop heap while it is a
 	// key a template created (template.go), 0 for an explicit limit (an
 	// explicit put makes a key explicit). An int32 next to shadow: the
@@ -247,13 +251,16 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 			s.unkey(l, KeyMadeExplicit)
 			s.removeLimit(l)
 			ok = false
+		} else {
+			s.countExplicit(l, true)
 		}
 	}
 	conf := s.configs.acquire(parts.rawConfig, parts.config)
 	switch {
 	case !ok:
 		l = s.insertLimit(p.Name, conf, index, conf.compiled.NewPacer(nowNanos))
-		l.shadow = p.Shadow
+		s.setShadow(l, p.Shadow)
+		s.countExplicit(l, true)
 		s.carryHolds(l, nowNanos)
 		return PutResult{Version: index, Created: true}
 	case l.conf.cfg.Spec.Algorithm == p.Config.Spec.Algorithm:
@@ -275,7 +282,7 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 		l.resetRefundMarks()
 		s.carryHolds(l, nowNanos)
 	}
-	l.shadow = p.Shadow
+	s.setShadow(l, p.Shadow)
 	return PutResult{Version: index}
 }
 
@@ -323,8 +330,7 @@ func (s *state) insertLimit(name string, conf *limitConfig, index uint64, pacer 
 	l.setConfig(s.configs, conf, index, pacer)
 	l.bornIndex, l.createdIndex = index, index
 	s.limits[name] = l
-	i, _ := slices.BinarySearch(s.names, name)
-	s.names = slices.Insert(s.names, i, name)
+	s.names.insert(l)
 	return l
 }
 
@@ -332,8 +338,44 @@ func (s *state) insertLimit(name string, conf *limitConfig, index uint64, pacer 
 func (s *state) removeLimit(l *limit) {
 	s.configs.release(l.conf)
 	delete(s.limits, l.name)
-	if i, found := slices.BinarySearch(s.names, l.name); found {
-		s.names = slices.Delete(s.names, i, i+1)
+	s.names.remove(l)
+	s.setShadow(l, false)
+	s.countExplicit(l, false)
+	if l.pool != nil {
+		s.pooled.remove(l)
+	}
+}
+
+// setShadow sets whether l is in shadow mode, and its place in the
+// shadow names.
+func (s *state) setShadow(l *limit, shadow bool) {
+	if shadow != l.shadow {
+		if shadow {
+			s.shadows.insert(l)
+		} else {
+			s.shadows.remove(l)
+		}
+	}
+	l.shadow = shadow
+}
+
+// countExplicit counts explicit limit l among the explicit limits of its
+// name's prefix (explicitPrefixes), or stops counting it: nothing if it
+// already is, or is not.
+func (s *state) countExplicit(l *limit, counted bool) {
+	if counted == l.explicitCounted {
+		return
+	}
+	l.explicitCounted = counted
+	i := strings.IndexByte(l.name, ':')
+	if i <= 0 {
+		return
+	}
+	prefix := l.name[:i]
+	if counted {
+		s.explicitPrefixes[prefix]++
+	} else if s.explicitPrefixes[prefix]--; s.explicitPrefixes[prefix] == 0 {
+		delete(s.explicitPrefixes, prefix)
 	}
 }
 

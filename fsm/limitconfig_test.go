@@ -4,9 +4,11 @@ import "testing"
 
 // checkConfigTable checks that f's shared configs (limitconfig.go) are
 // exactly the configs its limits run, each counted once per limit that
-// runs it, and that every limit's pacer runs its limit's config.
+// runs it, and that every limit's pacer runs its limit's config; and the
+// other indexes derived from the limits (checkNameIndexes).
 func checkConfigTable(t testing.TB, f *FSM) {
 	t.Helper()
+	checkNameIndexes(t, f)
 	s := &f.st
 	runs := map[*limitConfig]int{}
 	for name, l := range s.limits {

@@ -7,7 +7,7 @@ package fsm
 func (f *FSM) LimitCount() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.st.names)
+	return f.st.names.len()
 }
 
 // EachLimitName calls fn with every limit's name, in name order, until fn
@@ -16,11 +16,7 @@ func (f *FSM) LimitCount() int {
 func (f *FSM) EachLimitName(fn func(name string) bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	for _, name := range f.st.names {
-		if !fn(name) {
-			return
-		}
-	}
+	f.st.names.each(func(l *limit) bool { return fn(l.name) })
 }
 
 // LimitsNamed returns the names among those candidates yields that are

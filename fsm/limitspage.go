@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -45,35 +44,43 @@ func (q LimitsQuery) Validate() error {
 
 // LimitsPage returns the page of limits q selects (a Size out of range is
 // clamped to it), and whether more limits with q's prefix follow it. It
-// reads the sorted name index: a page costs its own size and a binary
-// search, not the register's size (apart from counting the open
-// reservations of the page's limits, a walk of the reservation table).
+// seeks in the ordered name index: a page costs its own size and a
+// logarithm of the register's, not the register's size (and counting the
+// open reservations of the page's limits walks the reservation table
+// only if a live reservation names one of them).
 func (f *FSM) LimitsPage(q LimitsQuery) ([]LimitInfo, bool) {
 	prefix, after, size := q.Prefix, q.After, min(MaxLimitsPage, max(1, q.Size))
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	names := f.st.names
-	start, _ := slices.BinarySearch(names, prefix)
-	if after >= prefix {
-		// The first name sorting after after: after itself is skipped.
-		i, found := slices.BinarySearch(names, after)
-		if found {
-			i++
+	s := &f.st
+	var page []*limit
+	more, pinned := false, false
+	s.names.from(max(prefix, after), func(l *limit) bool {
+		name := l.name
+		if name == after {
+			return true // after itself is skipped
 		}
-		start = max(start, i)
-	}
-	end := start
-	for end < len(names) && end-start < size && strings.HasPrefix(names[end], prefix) {
-		end++
-	}
-	more := end < len(names) && strings.HasPrefix(names[end], prefix)
-	if end == start {
+		if !strings.HasPrefix(name, prefix) {
+			return false
+		}
+		if len(page) == size {
+			more = true
+			return false
+		}
+		page = append(page, l)
+		pinned = pinned || s.reservations.pins[name] > 0
+		return true
+	})
+	if len(page) == 0 {
 		return nil, more
 	}
-	open := f.st.reservations.open(f.st.lastNowNanos)
-	out := make([]LimitInfo, 0, end-start)
-	for _, name := range names[start:end] {
-		out = append(out, f.st.limits[name].info(f.st.lastNowNanos, open[name]))
+	var open map[string]int
+	if pinned {
+		open = s.reservations.open(s.lastNowNanos)
+	}
+	out := make([]LimitInfo, len(page))
+	for i, l := range page {
+		out[i] = l.info(s.lastNowNanos, open[l.name])
 	}
 	return out, more
 }

@@ -40,35 +40,27 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := &f.st
-	total = len(s.names) - s.keys.Len()
+	total = s.names.len() - s.keys.Len()
 	n := total
 	if maxLimits >= 0 {
 		n = min(n, maxLimits)
 	}
 	stats = make([]LimitStats, n)
 	open := s.reservations.open(s.lastNowNanos)
-	i, mixedTo := 0, 0
-	for k := 0; k < len(s.names) && i < n; k++ {
-		name := s.names[k]
-		l := s.maybeKeyName(name)
-		if l == nil {
-			l = s.limits[name]
-		} else if l.templated() {
-			if k >= mixedTo {
-				// The first key of a prefix: skip them all if no
-				// explicit limit is among them, else walk them.
-				end, all := s.keysFrom(k)
-				if all {
-					k = end - 1
-				} else {
-					mixedTo = end
-				}
+	i := 0
+	visit := func(l *limit) (skipTo string) {
+		if l.templated() {
+			if prefix := l.templatePrefix(); s.explicitPrefixes[prefix] == 0 {
+				// No explicit limit among the keys of its prefix: skip
+				// them all. Names "prefix:..." sort before "prefix;"
+				// (';' follows ':').
+				return prefix + ";"
 			}
-			continue
+			return ""
 		}
 		st := &stats[i]
 		i++
-		st.Info = l.info(s.lastNowNanos, open[name])
+		st.Info = l.info(s.lastNowNanos, open[l.name])
 		st.InFlightPermits, st.OpenReservations = st.Info.InFlightPermits, st.Info.OpenReservations
 		if l.conf.cfg.Spec.Algorithm == bucket.Concurrency {
 			st.Concurrency = true
@@ -77,20 +69,23 @@ func (f *FSM) LimitStats(maxLimits int) (stats []LimitStats, total int) {
 		if l.pool != nil {
 			st.LeaseOutstandingPermits = l.pool.outstanding
 		}
+		return ""
+	}
+	for from := ""; i < n; {
+		skipTo := ""
+		s.names.from(from, func(l *limit) bool {
+			if i == n {
+				return false
+			}
+			skipTo = visit(l)
+			return skipTo == ""
+		})
+		if skipTo == "" {
+			break
+		}
+		from = skipTo
 	}
 	return stats, total
-}
-
-// keysFrom returns the end of the names of the prefix of templated key
-// s.names[k], and whether they are all its template's keys (no explicit
-// limit among them), so that a walk may skip them at once.
-func (s *state) keysFrom(k int) (int, bool) {
-	name := s.names[k]
-	prefix := name[:strings.IndexByte(name, ':')]
-	// Names "prefix:..." sort before "prefix;" (';' follows ':').
-	start, _ := slices.BinarySearch(s.names, prefix+":")
-	end, _ := slices.BinarySearch(s.names, prefix+";")
-	return end, int64(end-start) == s.templates[prefix].keys
 }
 
 // maybeKeyName returns the limit called name if a template has name's

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/permitd/permitd/bucket"
 )
 
@@ -159,54 +160,67 @@ func templateKeys(t testing.TB, h *harness, spec bucket.Spec, n int) {
 
 // BenchmarkSnapshotLimits measures a snapshot of n strict limits (each
 // reserved once): its size per limit, how long encoding it takes
-// (FSM.Snapshot then Persist, sub-benchmark snapshot) and how long Restore
-// takes (restore), with the heap Restore allocates per limit:
+// (FSM.Snapshot then Persist, sub-benchmark snapshot, with lock-ms the
+// part Snapshot takes, while Apply waits) and how long Restore takes
+// (restore), with the heap Restore allocates per limit, the peak of the
+// live heap during Restore above what was live before (the snapshot's
+// bytes included), and the heap the restored state keeps:
 //
 //	go test ./fsm -run '^$' -bench SnapshotLimits -benchtime 1x
-func BenchmarkSnapshotLimits(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
-		h := newHarness(b)
-		putLimits(b, h, limitKinds[0].spec, n)
-		var data []byte
-		b.Run(fmt.Sprintf("limits=%d/snapshot", n), func(b *testing.B) {
-			for b.Loop() {
-				snap, err := h.f.Snapshot()
-				if err != nil {
-					b.Fatal(err)
-				}
-				sink := &memSink{}
-				if err := snap.Persist(sink); err != nil {
-					b.Fatal(err)
-				}
-				data = sink.Bytes()
+func BenchmarkSnapshotLimits(b *testing.B) { atScale(b, benchSnapshotLimits) }
+
+func benchSnapshotLimits(b *testing.B, h *harness, n int) {
+	data := snapshotBytes(b, h.f)
+	b.Run("snapshot", func(b *testing.B) {
+		var locked time.Duration
+		for b.Loop() {
+			var snap raft.FSMSnapshot
+			var err error
+			locked += elapsed(func() { snap, err = h.f.Snapshot() })
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(len(data))/float64(n), "snapshot-bytes/limit")
-		})
-		b.Run(fmt.Sprintf("limits=%d/restore", n), func(b *testing.B) {
-			var f *FSM
-			var before, after runtime.MemStats
-			runtime.GC()
+			sink := &memSink{}
+			if err := snap.Persist(sink); err != nil {
+				b.Fatal(err)
+			}
+			snap.Release()
+			data = sink.Bytes()
+		}
+		b.ReportMetric(float64(len(data))/float64(n), "snapshot-bytes/limit")
+		b.ReportMetric(float64(locked.Microseconds())/1e3/float64(b.N), "lock-ms")
+	})
+	b.Run("restore", func(b *testing.B) {
+		var f *FSM
+		var before, after runtime.MemStats
+		var peak, kept uint64
+		for b.Loop() {
+			f = nil
+			base := heapObjects()
 			runtime.ReadMemStats(&before)
-			for b.Loop() {
-				f = New()
-				if err := restore(f, data); err != nil {
-					b.Fatal(err)
-				}
+			stop := heapPeak()
+			f = New()
+			if err := restore(f, data); err != nil {
+				b.Fatal(err)
 			}
+			peak += stop() - base
 			runtime.ReadMemStats(&after)
-			if got, want := f.StateHash(), h.f.StateHash(); got != want {
-				b.Fatalf("restored state hash %x, want %x", got, want)
-			}
-			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/float64(n), "alloc-bytes/limit")
-		})
-	}
+			kept += heapObjects() - base
+		}
+		if got, want := f.StateHash(), h.f.StateHash(); got != want {
+			b.Fatalf("restored state hash %x, want %x", got, want)
+		}
+		b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(n), "alloc-bytes/limit")
+		b.ReportMetric(float64(peak)/float64(b.N)/(1<<20), "peak-MiB")
+		b.ReportMetric(float64(kept)/float64(b.N)/(1<<20), "kept-MiB")
+	})
 }
 
 // BenchmarkLimitsAtScale measures, with n strict limits (each reserved
 // once), the work that grows with the number of limits: Limits (every
-// limit's view, as GET /v1/limits, the shadow metrics and an unknown
-// limit's did-you-mean read it), and creating a limit whose name sorts
-// first (the sorted name list shifts):
+// limit's view; GET /v1/limits answers at most a page of them, the
+// shadow metrics read ShadowLimits), and creating a limit whose
+// name sorts first (BenchmarkKeyChurn measures its creation and drop):
 //
 //	go test ./fsm -run '^$' -bench LimitsAtScale -benchtime 20x
 func BenchmarkLimitsAtScale(b *testing.B) {

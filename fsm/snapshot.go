@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 
 	"github.com/permitd/permitd/bucket"
@@ -13,7 +14,8 @@ import (
 // dedupsnapshot.go, sessionsnapshot.go, leasesnapshot.go and
 // reservationsnapshot.go).
 //
-// Snapshot layout (format version 10; version 9 had no templates,
+// Snapshot layout (format version 11; version 10 repeated each limit's
+// config in its record, version 9 had no templates,
 // version 8 had no creation index,
 // shadow grant, expiry, refund and charge counters, version 7 no session
 // owners, version 6 no refund marks, version 5 no shadow mode, pacer
@@ -22,7 +24,7 @@ import (
 // replay expiry, and leases without a mint mark). Every replica that
 // applied the same log produces the same bytes:
 //
-//	magic          "PRMTFSM" (7 bytes) then format version byte 10
+//	magic          "PRMTFSM" (7 bytes) then format version byte 11
 //	lastNowNanos   int64 big-endian
 //	appliedIndex   uint64 big-endian
 //	templates      uvarint count (<= MaxTemplates), then per template,
@@ -30,10 +32,16 @@ import (
 //	               active (0: deleted, kept for its live keys; 1), config
 //	               (uvarint length + bytes), uvarint idle nanos, uvarint
 //	               max keys (template.go)
+//	configs        uvarint count, then per config uvarint length +
+//	               bucket.Config.AppendBinary bytes: every config a limit
+//	               runs, once, in the order the limits (by name) first run
+//	               them (each distinct, each run by a limit)
 //	limit count    uvarint, then per limit, sorted by name (strictly ascending):
 //	    name            uvarint length + bytes
 //	    version         uvarint (raft index of its put)
-//	    config          uvarint length + bucket.Config.AppendBinary bytes
+//	    config          uvarint index into configs (at most the number of
+//	                    configs earlier limits run: a limit running a new
+//	                    config runs the next one)
 //	    counters        uvarint grantedRequests, grantedPermits, refusedRequests
 //	    pacer state     uvarint length + bucket.Pacer.AppendState bytes
 //	    pacer identity  uvarint born index, uvarint change count
@@ -108,27 +116,34 @@ import (
 
 const (
 	snapshotMagic   = "PRMTFSM"
-	snapshotVersion = 10
+	snapshotVersion = 11
 	// snapshotHeaderLen is magic, version, lastNowNanos and appliedIndex.
 	snapshotHeaderLen = len(snapshotMagic) + 1 + 8 + 8
 	// MaxPacerStateBytes bounds one pacer's encoded state in a snapshot.
 	// (A concurrency limit's holds make the largest: 16 bytes per hold.)
 	MaxPacerStateBytes = 1 << 25
 	// minLimitRecordLen and minDedupRecordLen are the smallest encodings of
-	// a limit and a dedup record; they bound preallocation for claimed counts.
-	minLimitRecordLen = 8
+	// a limit and a dedup record; they bound preallocation for claimed
+	// counts. (A limit's record is 20 fields of at least a byte each.)
+	minLimitRecordLen = 20
 	minDedupRecordLen = 4
+	// snapshotChunk is how many bytes the encoder gathers before it
+	// hands them on (encodeSnapshot).
+	snapshotChunk = 64 << 10
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// errNotCanonical stops the re-encoding of a restored state at its first
+// byte that differs from the snapshot's.
+var errNotCanonical = errors.New("fsm: not in canonical form")
+
 // snapshotSizeHint estimates the size of the snapshot encoding, to size its
 // buffer in one allocation.
 func (s *state) snapshotSizeHint() int {
-	n := snapshotHeaderLen + 16
-	for _, l := range s.limits {
-		n += len(l.name) + len(l.conf.raw) + 64
-	}
+	// A limit's record is its name and about 40 bytes (60 for a
+	// templated key); a hint need not walk them.
+	n := snapshotHeaderLen + 16 + 80*s.names.len()
 	for _, t := range []*dedupTable{&s.dedup, &s.leaseDedup} {
 		recs := t.records()
 		for i := range recs {
@@ -149,57 +164,132 @@ func (s *state) snapshotSizeHint() int {
 
 // appendSnapshot appends the snapshot encoding of s to b.
 func (s *state) appendSnapshot(b []byte) []byte {
-	start := len(b)
-	b = append(b, snapshotMagic...)
-	b = append(b, snapshotVersion)
-	b = appendUint64(b, uint64(s.lastNowNanos))
-	b = appendUint64(b, s.appliedIndex)
-	b = s.appendTemplates(b)
+	_ = s.encodeSnapshot(func(p []byte) error {
+		b = append(b, p...)
+		return nil
+	})
+	return b
+}
 
-	b = binary.AppendUvarint(b, uint64(len(s.names)))
-	for _, name := range s.names {
-		l := s.limits[name]
-		b = appendBytes(b, l.name)
-		b = binary.AppendUvarint(b, l.version)
-		b = appendBytes(b, l.conf.raw)
-		b = binary.AppendUvarint(b, l.grantedRequests)
-		b = binary.AppendUvarint(b, l.grantedPermits)
-		b = binary.AppendUvarint(b, l.refusedRequests)
-		stateStart := len(b)
-		b = l.pacer.AppendState(b)
-		b = insertLen(b, stateStart)
-		b = binary.AppendUvarint(b, l.bornIndex)
-		b = binary.AppendUvarint(b, l.seq)
-		t := l.tally()
-		b = append(b, boolByte(l.shadow))
-		b = binary.AppendUvarint(b, t.shadowRefused)
-		b = binary.AppendUvarint(b, t.shadowWaited)
-		for _, c := range [...]uint64{l.createdIndex, t.shadowGranted, t.expiredRequests, t.expiredPermits, t.refundedPermits, t.chargedPermits} {
-			b = binary.AppendUvarint(b, c)
-		}
-		b = binary.AppendUvarint(b, l.marksFromSeq)
-		b = binary.AppendVarint(b, l.lastServedNanos)
-		b = binary.AppendUvarint(b, uint64(len(l.refundMarks)))
-		for _, m := range l.refundMarks {
-			b = binary.AppendUvarint(b, m.afterSeq)
-			b = binary.AppendUvarint(b, uint64(m.slackNanos))
-		}
-		if !l.templated() {
-			b = append(b, 0)
-		} else {
-			k := s.keyOf(l)
-			b = append(b, 1)
-			b = binary.AppendVarint(b, k.touchedAtNanos)
-			b = binary.AppendVarint(b, k.dueAtNanos)
-		}
+// encodeSnapshot encodes s, handing the encoding to emit in pieces of
+// about snapshotChunk bytes (a limit's record is never split) so that
+// its reader (a hash, Restore's check of the canonical form) need not
+// hold it whole. It stops calling emit after emit fails, and returns
+// that error.
+func (s *state) encodeSnapshot(emit func([]byte) error) error {
+	e := snapshotEncoder{b: make([]byte, 0, 2*snapshotChunk), emit: emit}
+	e.b = append(e.b, snapshotMagic...)
+	e.b = append(e.b, snapshotVersion)
+	e.b = appendUint64(e.b, uint64(s.lastNowNanos))
+	e.b = appendUint64(e.b, s.appliedIndex)
+	e.b = s.appendTemplates(e.b)
+
+	limits, confs, index := s.configOrder()
+	e.b = binary.AppendUvarint(e.b, uint64(len(confs)))
+	for _, c := range confs {
+		e.b = appendBytes(e.b, c.raw)
+		e.next()
+	}
+	e.b = binary.AppendUvarint(e.b, uint64(len(limits)))
+	for _, l := range limits {
+		e.b = s.appendLimit(e.b, l, index[l.conf])
+		e.next()
 	}
 
-	b = appendDedup(b, &s.dedup)
-	b = appendDedup(b, &s.leaseDedup)
-	b = s.appendSessions(b)
-	b = s.appendLeaseBook(b)
-	b = s.appendReservations(b)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	e.b = appendDedup(e.b, &s.dedup)
+	e.next()
+	e.b = appendDedup(e.b, &s.leaseDedup)
+	e.next()
+	e.b = s.appendSessions(e.b)
+	e.next()
+	e.b = s.appendLeaseBook(e.b)
+	e.b = s.appendReservations(e.b)
+	e.flush()
+	if e.err == nil {
+		e.err = emit(binary.BigEndian.AppendUint32(e.b, e.crc))
+	}
+	return e.err
+}
+
+// configOrder returns the limits in name order, the configs they run in
+// the order they first run them, and each config's place in that order.
+func (s *state) configOrder() ([]*limit, []*limitConfig, map[*limitConfig]uint64) {
+	limits := make([]*limit, 0, s.names.len())
+	var confs []*limitConfig
+	index := make(map[*limitConfig]uint64)
+	s.names.each(func(l *limit) bool {
+		limits = append(limits, l)
+		if _, ok := index[l.conf]; !ok {
+			index[l.conf] = uint64(len(confs))
+			confs = append(confs, l.conf)
+		}
+		return true
+	})
+	return limits, confs, index
+}
+
+// snapshotEncoder gathers a snapshot's bytes in b and hands them to emit
+// once there are snapshotChunk of them, keeping their checksum.
+type snapshotEncoder struct {
+	b    []byte
+	crc  uint32
+	emit func([]byte) error
+	err  error
+}
+
+// next hands the gathered bytes on if there are enough of them.
+func (e *snapshotEncoder) next() {
+	if len(e.b) >= snapshotChunk {
+		e.flush()
+	}
+}
+
+// flush hands the gathered bytes on.
+func (e *snapshotEncoder) flush() {
+	e.crc = crc32.Update(e.crc, castagnoli, e.b)
+	if e.err == nil {
+		e.err = e.emit(e.b)
+	}
+	e.b = e.b[:0]
+}
+
+// appendLimit appends limit l's record, l running config number conf of
+// the snapshot's configs.
+func (s *state) appendLimit(b []byte, l *limit, conf uint64) []byte {
+	b = appendBytes(b, l.name)
+	b = binary.AppendUvarint(b, l.version)
+	b = binary.AppendUvarint(b, conf)
+	b = binary.AppendUvarint(b, l.grantedRequests)
+	b = binary.AppendUvarint(b, l.grantedPermits)
+	b = binary.AppendUvarint(b, l.refusedRequests)
+	stateStart := len(b)
+	b = l.pacer.AppendState(b)
+	b = insertLen(b, stateStart)
+	b = binary.AppendUvarint(b, l.bornIndex)
+	b = binary.AppendUvarint(b, l.seq)
+	t := l.tally()
+	b = append(b, boolByte(l.shadow))
+	b = binary.AppendUvarint(b, t.shadowRefused)
+	b = binary.AppendUvarint(b, t.shadowWaited)
+	for _, c := range [...]uint64{l.createdIndex, t.shadowGranted, t.expiredRequests, t.expiredPermits, t.refundedPermits, t.chargedPermits} {
+		b = binary.AppendUvarint(b, c)
+	}
+	b = binary.AppendUvarint(b, l.marksFromSeq)
+	b = binary.AppendVarint(b, l.lastServedNanos)
+	b = binary.AppendUvarint(b, uint64(len(l.refundMarks)))
+	for _, m := range l.refundMarks {
+		b = binary.AppendUvarint(b, m.afterSeq)
+		b = binary.AppendUvarint(b, uint64(m.slackNanos))
+	}
+	if !l.templated() {
+		b = append(b, 0)
+	} else {
+		k := s.keyOf(l)
+		b = append(b, 1)
+		b = binary.AppendVarint(b, k.touchedAtNanos)
+		b = binary.AppendVarint(b, k.dueAtNanos)
+	}
+	return b
 }
 
 // decodeSnapshot decodes and validates a snapshot. It never panics; every
@@ -233,7 +323,8 @@ func decodeSnapshot(data []byte, dedupWindowNanos int64, maxDedupEntries int) (s
 		r.fail("last now %d is negative (cluster time starts at 0)", st.lastNowNanos)
 	}
 	decodeTemplates(&r, &st)
-	decodeLimits(&r, &st)
+	confs := decodeConfigs(&r, &st)
+	decodeLimits(&r, &st, confs)
 	decodeDedup(&r, &st, &st.dedup, false)
 	decodeDedup(&r, &st, &st.leaseDedup, true)
 	decodeSessions(&r, &st)
@@ -244,14 +335,73 @@ func decodeSnapshot(data []byte, dedupWindowNanos int64, maxDedupEntries int) (s
 	if r.err != nil {
 		return state{}, r.err
 	}
-	if again := st.appendSnapshot(make([]byte, 0, len(data))); !bytes.Equal(again, data) {
+	off := 0
+	err := st.encodeSnapshot(func(p []byte) error {
+		if len(p) > len(data)-off || !bytes.Equal(p, data[off:off+len(p)]) {
+			return errNotCanonical
+		}
+		off += len(p)
+		return nil
+	})
+	if err != nil || off != len(data) {
 		r.fail("not in canonical form (re-encoding the decoded state changes its bytes)")
 		return state{}, r.err
 	}
 	return st, nil
 }
 
-func decodeLimits(r *reader, st *state) {
+// snapshotConfig is a config of the snapshot's table as Restore reads
+// it: shared by the limits that run it, and how many do.
+type snapshotConfig struct {
+	conf *limitConfig
+	runs int
+}
+
+// decodeConfigs reads the snapshot's configs, each decoded and compiled
+// once and acquired (once, by the table) in st's config table.
+func decodeConfigs(r *reader, st *state) []snapshotConfig {
+	n := r.uvarint("config count")
+	if r.err == nil && n > uint64(r.remaining()) {
+		r.fail("claims %d configs but only %d bytes remain", n, r.remaining())
+	}
+	if r.err != nil {
+		return nil
+	}
+	// Grown as configs are read, not sized by the claim: a config is
+	// bytes enough that a false count fails on truncation first.
+	var confs []snapshotConfig
+	listed := make(map[*limitConfig]bool)
+	r.unit = "config"
+	for i := range int(n) {
+		r.index = i
+		raw := r.bytes("config", MaxConfigBytes)
+		if r.err != nil {
+			return nil
+		}
+		c, ok := st.configs.lookup(raw)
+		if ok && listed[c] {
+			r.fail("repeats an earlier config (configs are listed once each)")
+			return nil
+		}
+		compiled := bucket.Compiled{}
+		if ok {
+			compiled = c.compiled
+		} else {
+			var err error
+			if compiled, err = bucket.DecodeCompiled(raw); err != nil {
+				r.fail("%v", err)
+				return nil
+			}
+		}
+		c = st.configs.acquire(raw, compiled)
+		confs = append(confs, snapshotConfig{conf: c})
+		listed[c] = true
+	}
+	r.unit = ""
+	return confs
+}
+
+func decodeLimits(r *reader, st *state, confs []snapshotConfig) {
 	n := r.uvarint("limit count")
 	if r.err == nil && n > uint64(r.remaining()/minLimitRecordLen) {
 		r.fail("claims %d limits but only %d bytes remain", n, r.remaining())
@@ -259,13 +409,14 @@ func decodeLimits(r *reader, st *state) {
 	if r.err != nil {
 		return
 	}
-	st.names = make([]string, 0, int(n))
+	st.limits = make(map[string]*limit, n) // no growth step while restoring
 	r.unit = "limit"
+	prev, seen := "", 0
 	for i := range int(n) {
 		r.index = i
 		nameBytes := r.bytes("name", MaxNameLen)
 		version := r.uvarint("version")
-		rawConfig := r.bytes("config", MaxConfigBytes)
+		confIndex := r.uvarint("config")
 		l := &limit{}
 		l.grantedRequests = r.uvarint("granted requests")
 		l.grantedPermits = r.uvarint("granted permits")
@@ -279,23 +430,22 @@ func decodeLimits(r *reader, st *state) {
 			return
 		}
 		name := string(nameBytes)
-		if i > 0 && name <= st.names[i-1] {
-			r.fail("name %q does not sort after %q (limits must be sorted by name, without repeats)", name, st.names[i-1])
+		if i > 0 && name <= prev {
+			r.fail("name %q does not sort after %q (limits must be sorted by name, without repeats)", name, prev)
 			return
 		}
-		// A config is decoded (and compiled) once, for the first limit
-		// that runs it.
-		var compiled bucket.Compiled
-		if c, ok := st.configs.lookup(rawConfig); ok {
-			compiled = c.compiled
-		} else {
-			var err error
-			if compiled, err = decodeConfig(name, rawConfig); err != nil {
-				r.fail("%v", err)
-				return
-			}
+		prev = name
+		if confIndex > uint64(seen) || confIndex >= uint64(len(confs)) {
+			r.fail("runs config %d (allowed: one of the %d configs earlier limits run, or the next one of the %d)", confIndex, seen, len(confs))
+			return
 		}
-		conf := st.configs.acquire(rawConfig, compiled)
+		if confIndex == uint64(seen) {
+			seen++
+		}
+		sc := &confs[confIndex]
+		sc.runs++
+		conf := sc.conf
+		conf.refs++
 		cfg, pacer := conf.cfg, conf.compiled.NewPacer(0)
 		if err := pacer.RestoreState(pacerState); err != nil {
 			r.fail("limit %q: pacer state: %v", name, err)
@@ -319,9 +469,22 @@ func decodeLimits(r *reader, st *state) {
 		l.name = name
 		l.setConfig(st.configs, conf, version, pacer)
 		st.limits[name] = l
-		st.names = append(st.names, name)
+		st.names.insert(l)
+		if l.shadow {
+			st.shadows.insert(l)
+		}
+		if !l.templated() {
+			st.countExplicit(l, true)
+		}
 	}
 	r.unit = ""
+	if seen < len(confs) {
+		r.fail("config %d is run by no limit (the configs are those the limits run)", seen)
+		return
+	}
+	for _, c := range confs {
+		st.configs.release(c.conf) // the table's own hold
+	}
 }
 
 // decodeMoreCounters reads the counters that follow the shadow ones and

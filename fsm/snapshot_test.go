@@ -148,7 +148,7 @@ func richState(t testing.TB) *harness {
 func TestSnapshotRoundTrip(t *testing.T) {
 	h := richState(t)
 	snap := snapshotBytes(t, h.f)
-	if !bytes.HasPrefix(snap, []byte("PRMTFSM\x0a")) {
+	if !bytes.HasPrefix(snap, []byte("PRMTFSM\x0b")) {
 		t.Fatalf("snapshot starts with %q, want the magic and version", snap[:8])
 	}
 	if got := h.f.StateHash(); got != sha256.Sum256(snap) {
@@ -215,7 +215,8 @@ func TestRestoreRejects(t *testing.T) {
 	h := richState(t)
 	snap := snapshotBytes(t, h.f)
 	empty := snapshotBytes(t, New())
-	// Offsets into the empty snapshot: header (24 bytes), template count, limit count, dedup count.
+	// Offsets into the empty snapshot: header (24 bytes), template count,
+	// config count, limit count, dedup count.
 	tests := []struct {
 		desc string
 		b    []byte
@@ -232,15 +233,17 @@ func TestRestoreRejects(t *testing.T) {
 		{"version 7", withCRC(append(append([]byte("PRMTFSM"), 7), snap[8:]...)), "format version 7"},
 		{"version 8", withCRC(append(append([]byte("PRMTFSM"), 8), snap[8:]...)), "format version 8"},
 		{"version 9", withCRC(append(append([]byte("PRMTFSM"), 9), snap[8:]...)), "format version 9"},
+		{"version 10", withCRC(append(append([]byte("PRMTFSM"), 10), snap[8:]...)), "format version 10 is not supported (supported: 11)"},
 		{"checksum", append(bytes.Clone(snap[:len(snap)-1]), snap[len(snap)-1]^1), "checksum mismatch"},
 		{"truncated", withCRC(snap[:len(snap)-5]), "truncated"},
 		{"trailing", withCRC(append(bytes.Clone(snap[:len(snap)-4]), 0, 0, 0, 0, 0)), "trailing"},
-		{"negative now", withCRC(append(append([]byte("PRMTFSM\x0a"), 0xff, 0, 0, 0, 0, 0, 0, 0), empty[16:]...)), "negative"},
+		{"negative now", withCRC(append(append([]byte("PRMTFSM\x0b"), 0xff, 0, 0, 0, 0, 0, 0, 0), empty[16:]...)), "negative"},
 		{"huge template count", withCRC(append(append(bytes.Clone(empty[:24]), 0xff, 0x7f), empty[25:]...)), "template count: 16383"},
-		{"huge limit count", withCRC(append(append(bytes.Clone(empty[:25]), 0xff, 0x7f), empty[26:]...)), "claims 16383 limits"},
-		{"huge dedup count", withCRC(append(append(bytes.Clone(empty[:26]), 0xff, 0x7f), empty[27:]...)), "claims 16383 reserve request ids"},
-		{"huge lease id count", withCRC(append(append(bytes.Clone(empty[:27]), 0xff, 0x7f), empty[28:]...)), "claims 16383 lease request ids"},
-		{"huge session count", withCRC(append(append(bytes.Clone(empty[:28]), 0xff, 0x7f), empty[29:]...)), "claims 16383 sessions"},
+		{"huge config count", withCRC(append(append(bytes.Clone(empty[:25]), 0xff, 0x7f), empty[26:]...)), "claims 16383 configs"},
+		{"huge limit count", withCRC(append(append(bytes.Clone(empty[:26]), 0xff, 0x7f), empty[27:]...)), "claims 16383 limits"},
+		{"huge dedup count", withCRC(append(append(bytes.Clone(empty[:27]), 0xff, 0x7f), empty[28:]...)), "claims 16383 reserve request ids"},
+		{"huge lease id count", withCRC(append(append(bytes.Clone(empty[:28]), 0xff, 0x7f), empty[29:]...)), "claims 16383 lease request ids"},
+		{"huge session count", withCRC(append(append(bytes.Clone(empty[:29]), 0xff, 0x7f), empty[30:]...)), "claims 16383 sessions"},
 	}
 	for _, tt := range tests {
 		f := New()

@@ -144,10 +144,10 @@ func (n *Node) readLocal(ctx context.Context, name string) ([]fsm.LimitInfo, err
 	return nil, nil
 }
 
-// LocalLimits returns every limit as this replica has applied it, without
-// asking the leader: for metrics and views that may lag, never for
-// decisions.
-func (n *Node) LocalLimits() []fsm.LimitInfo { return n.fsm.Limits() }
+// LocalShadowLimits returns the limits in shadow mode as this replica
+// has applied it (see fsm.FSM.ShadowLimits): for the shadow metrics, at
+// every scrape, at a cost that does not grow with the register.
+func (n *Node) LocalShadowLimits() []fsm.LimitInfo { return n.fsm.ShadowLimits() }
 
 // LimitStats returns the monitoring view of the first maxLimits limits
 // by name (all if maxLimits < 0), read consistently from this replica's

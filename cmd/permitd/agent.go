@@ -355,7 +355,7 @@ func (ag *agent) startNode(a agentFlags, initial []raft.Server, network node.Net
 	}
 	ag.node = n
 	metrics = server.NewMetrics(reg, n.Status)
-	server.RegisterShadowMetrics(reg, n.LocalLimits)
+	server.RegisterShadowMetrics(reg, n.LocalShadowLimits)
 	limitMetrics.Register(reg, n)
 	return metrics, nil
 }

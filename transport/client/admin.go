@@ -251,13 +251,29 @@ func (c *Client) GetLimit(ctx context.Context, name string) (Limit, error) {
 	return l, err
 }
 
-// ListLimits returns all limits, sorted by name.
+// listAllPage is how many limits ListLimits asks for at once: the most a
+// page holds.
+const listAllPage = 10_000
+
+// ListLimits returns all limits, sorted by name, read page by page
+// (ListLimitsPage, 10 000 at a time): each page is read at one instant,
+// the pages one after the other. A register of a million templated keys
+// is a hundred pages and hundreds of megabytes: list a template's keys
+// with ListLimitsPage and a prefix instead.
 func (c *Client) ListLimits(ctx context.Context) ([]Limit, error) {
-	var out struct {
-		Limits []Limit `json:"limits"`
+	var all []Limit
+	q := LimitsQuery{Size: listAllPage}
+	for {
+		page, next, err := c.ListLimitsPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" || next <= q.After { // done, or a server that does not page
+			return all, nil
+		}
+		q.After = next
 	}
-	err := c.call(ctx, http.MethodGet, "/v1/limits", nil, &out)
-	return out.Limits, err
 }
 
 // LimitsQuery selects a page of limits for ListLimitsPage: at most Size

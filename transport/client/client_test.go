@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/permitd/permitd/bucket"
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/server"
 	"github.com/permitd/permitd/transport/server/fakestore"
@@ -999,5 +1001,43 @@ func TestReturnToFirstIgnoresALateAnswer(t *testing.T) {
 	}
 	if first.Hits() != before+1 {
 		t.Errorf("after a late answer from the second server the next call went there (first %d hits, want %d): the late answer moved the calls off the first", first.Hits(), before+1)
+	}
+}
+
+// ListLimits reads a register past one page (10 000 limits) page by page
+// (the unpaged list is refused there), every limit once, in order; and
+// stops after one answer from a server that does not page.
+func TestListLimitsPagesBeyondOnePage(t *testing.T) {
+	srv, st := apiServer(t)
+	c := newClient(t, []string{host(srv)})
+	ctx := context.Background()
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 1, Per: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10_001
+	for i := range n {
+		if _, err := st.PutLimit(ctx, fsm.PutLimit{Name: fmt.Sprintf("k:%05d", i), Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := c.ListLimits(ctx)
+	if err != nil || len(all) != n {
+		t.Fatalf("ListLimits: %d limits, %v; want %d", len(all), err, n)
+	}
+	for i, l := range all {
+		if want := fmt.Sprintf("k:%05d", i); l.Name != want {
+			t.Fatalf("limit %d is %q, want %q", i, l.Name, want)
+		}
+	}
+
+	unpaged := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"limits":[{"name":"a","algorithm":"strict","rate":1,"per":"1s"}]}`)
+	}))
+	t.Cleanup(unpaged.Close)
+	old := newClient(t, []string{host(unpaged)})
+	if got, err := old.ListLimits(ctx); err != nil || len(got) != 1 {
+		t.Errorf("ListLimits from a server that does not page: %+v %v, want its one limit", got, err)
 	}
 }

@@ -136,7 +136,7 @@ func TestDeadlineKeepsTheLast503(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := c.ListLimits(ctx)
-	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "GET /v1/limits: list limits: the cluster has no leader (503 from ") {
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "GET /v1/limits?limit=10000&prefix=: list limits: the cluster has no leader (503 from ") {
 		t.Fatalf("ListLimits: %v; want the last 503's cause, and context.DeadlineExceeded", err)
 	}
 	if errors.Is(err, ErrUnavailable) {

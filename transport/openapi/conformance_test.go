@@ -617,6 +617,9 @@ func TestConformance(t *testing.T) {
 			ck.do(t, call{method: m, path: "/v1/limits/api-strict", want: 200})
 			ck.do(t, call{method: m, path: "/v1/limits", want: 200})
 		}
+		// A query parameter other than prefix, after and limit is a 400
+		// (as is the unpaged list past 10 000 limits: transport/server).
+		ck.do(t, call{method: "GET", path: "/v1/limits?page=2", want: 400, wantInError: "allowed: prefix=P"})
 		list := ck.do(t, call{method: "GET", path: "/v1/limits", token: tokClient, want: 200})
 		if n := len(list["limits"].([]any)); n != 5 {
 			t.Errorf("%d limits listed, want 5", n)

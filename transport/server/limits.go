@@ -366,14 +366,27 @@ func limitsQuery(r *http.Request) (q fsm.LimitsQuery, paged bool, herr *api.Erro
 	return q, true, nil
 }
 
+// MaxUnpagedLimits is the most limits an unpaged list (GET /v1/limits
+// without a query) answers: a register that holds more (templated keys)
+// is listed page by page, and the unpaged list is a 400 saying so.
+const MaxUnpagedLimits = fsm.MaxLimitsPage
+
 // writeLimits answers the limits keep keeps (nil: every limit), read
-// through the leader, sorted by name.
+// through the leader, sorted by name; a 400 naming the paged list if the
+// register holds more than MaxUnpagedLimits limits (the whole list of a
+// million would take a second and hundreds of megabytes to build).
 func (h *handler) writeLimits(w http.ResponseWriter, r *http.Request, keep func(name string) bool) {
 	ctx, cancel := h.context(r)
 	defer cancel()
-	all, err := h.store.Limits(ctx)
+	all, more, err := h.store.LimitsPage(ctx, fsm.LimitsQuery{Size: MaxUnpagedLimits})
 	if err != nil {
 		h.storeError(w, "list limits", err)
+		return
+	}
+	if more {
+		api.WriteError(w, http.StatusBadRequest, fmt.Sprintf(
+			"the register holds more than %d limits: list them page by page, GET /v1/limits?limit=N (1-%d) and then ?after=NEXT_AFTER with the next_after of each answer until it is absent; ?prefix=P lists a template's keys (Go ListLimitsPage, Python iter_limits; the Go ListLimits and Python list_limits page by themselves)",
+			MaxUnpagedLimits, fsm.MaxLimitsPage))
 		return
 	}
 	views := api.Limits{Limits: make([]api.Limit, 0, len(all))}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/permitd/permitd/fsm"
 	"github.com/permitd/permitd/transport/api"
 )
 
@@ -113,5 +116,41 @@ func TestEscapedNamesAreTheLimit(t *testing.T) {
 		if w := e.do(t, "PUT", p, `{"algorithm":"strict","rate":1}`); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "not allowed") {
 			t.Errorf("PUT %s: %d %s, want 400 naming the byte", p, w.Code, w.Body)
 		}
+	}
+}
+
+// The unpaged list answers every limit up to MaxUnpagedLimits of them,
+// and past that a 400 naming the paged list (as /v1/readable-limits does
+// from a store that cannot read its replica's limits).
+func TestUnpagedListBounded(t *testing.T) {
+	e := newEnv(t, HandlerOptions{})
+	cfg := strictConfig(t, time.Second, 0)
+	ctx := context.Background()
+	for i := range MaxUnpagedLimits {
+		if _, err := e.store.PutLimit(ctx, fsm.PutLimit{Name: fmt.Sprintf("k:%05d", i), Config: cfg}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, path := range []string{"/v1/limits", "/v1/readable-limits"} {
+		w := e.do(t, "GET", path, "")
+		var out api.Limits
+		if w.Code != http.StatusOK || json.Unmarshal(w.Body.Bytes(), &out) != nil || len(out.Limits) != MaxUnpagedLimits {
+			t.Fatalf("GET %s of %d limits: %d, %d limits; want 200 and all", path, MaxUnpagedLimits, w.Code, len(out.Limits))
+		}
+	}
+	if _, err := e.store.PutLimit(ctx, fsm.PutLimit{Name: "one-more", Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/limits", "/v1/readable-limits"} {
+		w := e.do(t, "GET", path, "")
+		body := w.Body.String()
+		for _, mention := range []string{"more than 10000 limits", "?limit=N", "?after=NEXT_AFTER", "next_after"} {
+			if w.Code != http.StatusBadRequest || !strings.Contains(body, mention) {
+				t.Errorf("GET %s of %d limits: %d %.200s; want 400 mentioning %q", path, MaxUnpagedLimits+1, w.Code, body, mention)
+			}
+		}
+	}
+	if w := e.do(t, "GET", "/v1/limits?limit=10000&after=k:09999", ""); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"one-more"`) {
+		t.Errorf("the paged list past the bound: %d %.200s", w.Code, w.Body)
 	}
 }

@@ -21,8 +21,9 @@ type shadowCollector struct {
 // RegisterShadowMetrics registers, on reg, the counters of limits in
 // shadow mode, read from limits at every scrape:
 // permitd_shadow_would_refuse_total, permitd_shadow_would_wait_total and
-// permitd_shadow_granted_total, labelled by limit. limits must not block
-// (node.Node.LocalLimits).
+// permitd_shadow_granted_total, labelled by limit. limits returns the
+// limits in shadow mode (others are skipped) and must not block, nor
+// cost what the whole register would (node.Node.LocalShadowLimits).
 func RegisterShadowMetrics(reg prometheus.Registerer, limits func() []fsm.LimitInfo) {
 	reg.MustRegister(&shadowCollector{
 		limits: limits,

@@ -22,8 +22,6 @@ type Store interface {
 	DeleteLimit(ctx context.Context, name string, force bool) (fsm.DeleteResult, error)
 	// Limit is a linearizable read of one limit; node.ErrNotFound if absent.
 	Limit(ctx context.Context, name string) (fsm.LimitInfo, error)
-	// Limits returns every limit, sorted by name.
-	Limits(ctx context.Context) ([]fsm.LimitInfo, error)
 	// LimitsPage returns the page of limits q selects, sorted by name,
 	// and whether more with q's prefix follow; an invalid q is
 	// node.ErrInvalid.

@@ -33,6 +33,9 @@ var pureImports = map[string][]string{
 		// raft for the raft.FSM interface and its Log and SnapshotSink
 		// types.
 		"github.com/hashicorp/raft",
+		// btree for the ordered index of the limits' names (names.go): a
+		// data structure, deterministic.
+		"github.com/google/btree",
 	},
 }
 
@@ -93,10 +96,20 @@ var pureExceptions = []pureException{
 	{"fsm/shares_test.go", "import math/rand", "testing/quick hands its Generate methods a *math/rand.Rand"},
 	{"fsm/memory_bench_test.go", "import runtime", "the memory benchmark reads the heap after a GC (runtime.ReadMemStats)"},
 	{"fsm/snapshot_test.go", "go statement", concurrentReads},
+	// The scale benchmarks time Snapshot and sample the heap's peak
+	// during Restore from a goroutine.
+	{"fsm/scale_bench_test.go", "import runtime", scaleBench},
+	{"fsm/scale_bench_test.go", "import runtime/metrics", scaleBench},
+	{"fsm/scale_bench_test.go", "import sync/atomic", scaleBench},
+	{"fsm/scale_bench_test.go", "go statement", scaleBench},
+	{"fsm/scale_bench_test.go", "time.NewTicker", scaleBench},
+	{"fsm/scale_bench_test.go", "time.Now", scaleBench},
+	{"fsm/scale_bench_test.go", "time.Since", scaleBench},
 }
 
 const (
 	seededInputs    = "seeded generators choose the tests' inputs; the code under test receives values, never a source"
+	scaleBench      = "the scale benchmarks time Snapshot (the lock Apply waits on) and sample the heap's peak during Restore"
 	concurrentReads = "the read API raced against Apply and Snapshot under -race (raft calls them from other goroutines)"
 )
 

@@ -186,16 +186,6 @@ func (s *Store) Limit(ctx context.Context, name string) (fsm.LimitInfo, error) {
 	return l, nil
 }
 
-// Limits implements server.Store.
-func (s *Store) Limits(ctx context.Context) ([]fsm.LimitInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.enter(ctx); err != nil {
-		return nil, err
-	}
-	return s.f.Limits(), nil
-}
-
 // LimitsPage implements server.Store.
 func (s *Store) LimitsPage(ctx context.Context, q fsm.LimitsQuery) ([]fsm.LimitInfo, bool, error) {
 	if err := q.Validate(); err != nil {

@@ -9,12 +9,14 @@ import functools
 import gc
 import http.server
 import inspect
+import json
 import socket
 import threading
 import time
 import unittest
+import urllib.parse
 import warnings
-from typing import Any, List
+from typing import Any, Dict, List
 
 import harness  # noqa: F401  (puts src/ on sys.path)
 import permitd
@@ -146,6 +148,17 @@ class DeadlineTest(unittest.TestCase):
         self.assertIn("cannot connect", cm.exception.last_failure)
 
 
+def write_answer(h: http.server.BaseHTTPRequestHandler, status: int, body: bytes, headers: Dict[str, str]) -> None:
+    """Writes a JSON answer of this status, body and headers."""
+    h.send_response(status)
+    h.send_header("Content-Type", "application/json")
+    for k, v in headers.items():
+        h.send_header(k, v)
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
 def answering_server(test: unittest.TestCase, status: int, body: bytes, headers: "dict[str, str]", delay: float = 0.0) -> "tuple[str, List[float]]":
     """A server that answers every POST with this status, body and headers,
     after delay seconds; returns its "host:port" and the times of the
@@ -158,22 +171,53 @@ def answering_server(test: unittest.TestCase, status: int, body: bytes, headers:
             hits.append(time.monotonic())
             if delay:
                 time.sleep(delay)
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            for k, v in headers.items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            write_answer(self, status, body, headers)
 
         def log_message(self, *args: Any) -> None:
             pass
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    return serve(test, Handler), hits
+
+
+def serve(test: unittest.TestCase, handler: Any) -> str:
+    """Serves handler (a BaseHTTPRequestHandler class) until the test ends;
+    returns its "host:port"."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     test.addCleanup(srv.server_close)
     test.addCleanup(srv.shutdown)
-    return "127.0.0.1:%d" % srv.server_address[1], hits
+    return "127.0.0.1:%d" % srv.server_address[1]
+
+
+class ListLimitsTest(unittest.TestCase):
+    """list_limits reads the register page by page (GET /v1/limits?limit=
+    10000&after=), following next_after until it is absent: the unpaged
+    list is refused past 10 000 limits."""
+
+    def test_follows_next_after(self) -> None:
+        names = ["k:%05d" % i for i in range(25)]
+        paths: List[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+                paths.append(self.path)
+                q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                after = q.get("after", [""])[0]
+                rest = [n for n in names if n > after]
+                page = rest[:10]  # a server whose pages hold 10
+                out: Dict[str, Any] = {"limits": [{"name": n} for n in page]}
+                if len(rest) > len(page):
+                    out["next_after"] = page[-1]
+                write_answer(self, 200, json.dumps(out).encode(), {})
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        c = permitd.Client([serve(self, Handler)])
+        self.addCleanup(c.close)
+        self.assertEqual([v["name"] for v in c.list_limits()], names)
+        self.assertEqual(len(paths), 3)
+        self.assertTrue(all("limit=10000" in p for p in paths), paths)
 
 
 class RetryAfterTest(unittest.TestCase):

@@ -993,9 +993,11 @@ class Client:
         return self._call("GET", "/v1/limits/" + quote(name, safe=""))
 
     def list_limits(self) -> List[Dict[str, Any]]:
-        """Returns every limit's view (``GET /v1/limits``)."""
-        v = self._call("GET", "/v1/limits")
-        return list(v.get("limits", [])) if isinstance(v, dict) else list(v)
+        """Returns every limit's view, sorted by name, read page by page
+        (``GET /v1/limits?limit=10000&after=``, as ``iter_limits``): the
+        unpaged ``GET /v1/limits`` is refused once the register holds more
+        than 10 000 limits."""
+        return list(self.iter_limits(page=10000))
 
     def list_limits_page(
         self, prefix: str = "", after: str = "", limit: Optional[int] = None
