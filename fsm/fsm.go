@@ -317,12 +317,20 @@ func (s *state) decide(nowNanos int64, r *Reserve) outcome {
 	if r.Track {
 		return s.decideTracked(nowNanos, r)
 	}
+	_, existed := s.limits[r.Limit]
 	l, o, ok := s.limitOrKey(r.Limit, nowNanos)
 	if !ok {
 		return o
 	}
+	if o = l.decide(nowNanos, r); !decidedOn(o) {
+		// Invalid: the reserve changes no limit, and creates no key.
+		if !existed {
+			s.uncreateKey(l)
+		}
+		return o
+	}
 	s.touch(l, nowNanos)
-	return l.decide(nowNanos, r)
+	return o
 }
 
 // Limit returns a view of the limit called name, without its

@@ -240,10 +240,11 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 	if ok && l.templated() {
 		// A templated key becomes explicit. One at rest is replaced by a
 		// new limit, exactly as if it had been dropped already: whether
-		// it was is not for a put to tell.
-		_, rested := s.keyAtRest(l, nowNanos)
-		s.unkey(l, KeyMadeExplicit)
-		if rested {
+		// it was is not for a put to tell. Any other becomes explicit
+		// only once the put is sure to succeed (below): a put that fails
+		// changes nothing.
+		if _, rested := s.keyAtRest(l, nowNanos); rested {
+			s.unkey(l, KeyMadeExplicit)
 			s.removeLimit(l)
 			ok = false
 		}
@@ -261,11 +262,13 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 			return PutResult{Version: l.version, Detail: boundDetail(fmt.Sprintf(
 				"limit %q keeps its configuration of version %d: reconfiguring its pacer failed: %v", p.Name, l.version, err))}
 		}
+		s.unkey(l, KeyMadeExplicit)
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(s.configs, conf, index, l.pacer)
 		l.seq++
 		l.resetRefundMarks()
 	default:
+		s.unkey(l, KeyMadeExplicit)
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(s.configs, conf, index, conf.compiled.NewPacer(nowNanos))
 		l.bornIndex, l.seq, l.lastServedNanos = index, 0, 0

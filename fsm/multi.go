@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/permitd/permitd/bucket"
 )
@@ -33,9 +34,33 @@ func (s *state) reservationsBusy() outcome {
 // it names blocks it and it may wait, queued (waiters.go).
 func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 	parts := r.Parts()
+	var created []string
+	for _, p := range parts {
+		if _, ok := s.limits[p.Limit]; !ok {
+			created = append(created, p.Limit)
+		}
+	}
 	if o, ok := s.createParts(parts, nowNanos); !ok {
+		return o // (all or none: it created nothing)
+	}
+	o := s.decideParts(nowNanos, r, parts)
+	if !decidedOn(o) {
+		// Invalid or Busy: the reserve changes no limit, touches no key
+		// and leaves none of the keys it created.
+		for _, name := range slices.Backward(created) {
+			s.uncreateKey(s.limits[name])
+		}
 		return o
 	}
+	for _, p := range parts {
+		s.touch(s.limits[p.Limit], nowNanos)
+	}
+	return o
+}
+
+// decideParts decides a reserve in the reservation form whose parts all
+// name limits that exist (decideTracked).
+func (s *state) decideParts(nowNanos int64, r *Reserve, parts []Part) outcome {
 	limits := make([]*limit, len(parts))
 	for i, p := range parts {
 		l, o, ok := s.trackedPart(p, len(parts))
@@ -43,7 +68,6 @@ func (s *state) decideTracked(nowNanos int64, r *Reserve) outcome {
 			return o
 		}
 		limits[i] = l
-		s.touch(l, nowNanos)
 	}
 	at, blocking, o, ok := queryRates(nowNanos, limits, parts)
 	if !ok {
