@@ -30,9 +30,10 @@ func (n *Node) Template(ctx context.Context, prefix string) (fsm.TemplateInfo, e
 	return ts[0], nil
 }
 
-// Templates returns every active template (at most fsm.MaxTemplates),
-// sorted by prefix, read linearizably: it reflects every change
-// acknowledged before it was asked.
+// Templates returns every template (at most fsm.MaxTemplates), sorted by
+// prefix, read linearizably: it reflects every change acknowledged before
+// it was asked. A deleted template whose keys still live is listed with
+// Deleted set (fsm.FSM.AllTemplates).
 func (n *Node) Templates(ctx context.Context) ([]fsm.TemplateInfo, error) {
 	return n.readTemplates(ctx, "")
 }
@@ -56,7 +57,7 @@ func (n *Node) readTemplatesLocal(ctx context.Context, prefix string) ([]fsm.Tem
 		return nil, mapRaftErr(err)
 	}
 	if prefix == "" {
-		return n.fsm.Templates(), nil
+		return n.fsm.AllTemplates(), nil
 	}
 	if t, ok := n.fsm.Template(prefix); ok {
 		return []fsm.TemplateInfo{t}, nil
@@ -65,8 +66,9 @@ func (n *Node) readTemplatesLocal(ctx context.Context, prefix string) ([]fsm.Tem
 }
 
 // encodeTemplates is OpReadTemplates' answer: a count, then per template
-// its prefix, config, idle time, max keys and live keys (at most
-// fsm.MaxTemplates of about 100 bytes: well inside one frame).
+// its prefix, config, idle time, max keys, live keys and flags (bit 0:
+// deleted, its keys still live) (at most fsm.MaxTemplates of about 100
+// bytes: well inside one frame).
 func encodeTemplates(ts []fsm.TemplateInfo) ([]byte, error) {
 	var w wire.Enc
 	w.Uvar(uint64(len(ts)))
@@ -80,9 +82,17 @@ func encodeTemplates(ts []fsm.TemplateInfo) ([]byte, error) {
 		w.Svar(t.IdleNanos)
 		w.Svar(t.MaxKeys)
 		w.Svar(t.LiveKeys)
+		var flags uint64
+		if t.Deleted {
+			flags |= templateDeleted
+		}
+		w.Uvar(flags)
 	}
 	return w.B, nil
 }
+
+// templateDeleted is encodeTemplates' flag of a deleted template.
+const templateDeleted = 1
 
 // decodeTemplates decodes what encodeTemplates encoded.
 func decodeTemplates(p []byte) ([]fsm.TemplateInfo, error) {
@@ -96,9 +106,14 @@ func decodeTemplates(p []byte) ([]fsm.TemplateInfo, error) {
 		t := fsm.TemplateInfo{Prefix: r.Str()}
 		cb := r.Bytes()
 		t.IdleNanos, t.MaxKeys, t.LiveKeys = r.Svar(), r.Svar(), r.Svar()
+		flags := r.Uvar()
 		if r.Err() != nil {
 			break
 		}
+		if flags&^templateDeleted != 0 {
+			return nil, fmt.Errorf("node: template %q: unknown flags %#x (allowed: %#x, deleted)", t.Prefix, flags, templateDeleted)
+		}
+		t.Deleted = flags&templateDeleted != 0
 		cfg, err := bucket.DecodeConfig(cb)
 		if err != nil {
 			return nil, err

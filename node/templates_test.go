@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,8 +13,8 @@ import (
 // TestTemplateReadsThroughAFollower: a follower reads the templates from
 // the leader (wire.OpReadTemplates), linearizably: a template put through
 // one node is read back at once through another with its config, idle
-// time, caps and live keys; a deleted one is gone; an invalid prefix is
-// ErrInvalid.
+// time, caps and live keys; a deleted one is not found alone, and is
+// listed as deleted while its key lives; an invalid prefix is ErrInvalid.
 func TestTemplateReadsThroughAFollower(t *testing.T) {
 	c := newTestCluster(t, 3)
 	l := c.leader()
@@ -53,10 +54,38 @@ func TestTemplateReadsThroughAFollower(t *testing.T) {
 	if _, err := fs[1].Template(ctx, "b"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a deleted template: %v, want ErrNotFound", err)
 	}
-	if ts, err := fs[0].Templates(ctx); err != nil || len(ts) != 1 {
-		t.Fatalf("templates after the delete: %+v %v, want only a", ts, err)
+	ts, err = fs[0].Templates(ctx)
+	if err != nil || len(ts) != 2 || ts[0].Prefix != "a" || ts[0].Deleted || ts[1].Prefix != "b" || !ts[1].Deleted || ts[1].LiveKeys != 1 || ts[1].MaxKeys != 7 {
+		t.Fatalf("templates after the delete: %+v %v, want a, and b deleted with its 1 live key", ts, err)
 	}
 	if _, err := fs[0].Template(ctx, "a:b"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("an invalid prefix: %v, want ErrInvalid", err)
+	}
+}
+
+// TestTemplatesAnswerCodec: OpReadTemplates' answer carries a deleted
+// template's flag, and an answer with a flag this node does not know is
+// refused, naming what is allowed (never taken as an active template).
+func TestTemplatesAnswerCodec(t *testing.T) {
+	cfg, err := bucket.Compile(bucket.Spec{Algorithm: bucket.Strict, Rate: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []fsm.TemplateInfo{{Prefix: "a", Config: cfg, IdleNanos: 1e9, MaxKeys: 3, LiveKeys: 2, Deleted: true}, {Prefix: "b", Config: cfg, IdleNanos: 2e9, MaxKeys: 1}}
+	b, err := encodeTemplates(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := decodeTemplates(b)
+	if err != nil || len(out) != 2 || !out[0].Deleted || out[0].LiveKeys != 2 || out[1].Deleted || out[1].Prefix != "b" {
+		t.Fatalf("round trip: %+v %v", out, err)
+	}
+	one, err := encodeTemplates(in[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	one[len(one)-1] = 2 // the flags, last
+	if _, err := decodeTemplates(one); err == nil || !strings.Contains(err.Error(), "unknown flags 0x2 (allowed: 0x1, deleted)") {
+		t.Fatalf("unknown flags: %v", err)
 	}
 }

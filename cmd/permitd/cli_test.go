@@ -522,7 +522,7 @@ func TestCLI(t *testing.T) {
 		}
 		r = cli(t, "templates", "list", "--json", "--servers", all)
 		var ts []map[string]any
-		if err := json.Unmarshal([]byte(r.stdout), &ts); err != nil || len(ts) != 1 || ts[0]["live_keys"] != 1.0 || ts[0]["idle"] != "10m0s" {
+		if err := json.Unmarshal([]byte(r.stdout), &ts); err != nil || len(ts) != 1 || ts[0]["live_keys"] != 1.0 || ts[0]["idle"] != "10m0s" || ts[0]["deleted"] != false {
 			t.Fatalf("templates list --json: %v %v", err, r)
 		}
 		for _, bad := range [][]string{
@@ -542,7 +542,20 @@ func TestCLI(t *testing.T) {
 		}
 		wantCode(t, cli(t, "templates", "get", "cust", "--servers", all), 1)
 		wantCode(t, cli(t, "reserve", "cust:carol", "--servers", all), 1)
+		// Deleted, its key live: listed as such until the key goes.
+		r = cli(t, "templates", "list", "--servers", all)
+		wantCode(t, r, 0)
+		if rows := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(rows) != 2 || strings.Join(strings.Fields(rows[1]), " ") != "cust bursty 10/1s max-burst-seconds=1 10m 1/1 (deleted)" {
+			t.Fatalf("templates list after the delete: %s", r.stdout)
+		}
+		r = cli(t, "templates", "list", "--json", "--servers", all)
+		if err := json.Unmarshal([]byte(r.stdout), &ts); err != nil || len(ts) != 1 || ts[0]["deleted"] != true || ts[0]["live_keys"] != 1.0 {
+			t.Fatalf("templates list --json after the delete: %v %v", err, r)
+		}
 		wantCode(t, cli(t, "limits", "delete", "cust:alice", "--servers", all), 0)
+		if r = cli(t, "templates", "list", "--servers", all); !strings.Contains(r.stdout, "no templates") {
+			t.Fatalf("templates list after the last key went: %v", r)
+		}
 	})
 
 	t.Run("limits lease-policy", func(t *testing.T) {

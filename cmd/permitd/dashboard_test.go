@@ -33,9 +33,12 @@ func row(title string) dashPanel { return dashPanel{title: title} }
 // Selectors: the agents of the chosen cluster ($job), and the chosen
 // limits ($limit: a regular expression, .+ for All). Workers and relays
 // are scraped in jobs of their own, so their panels select by limit only.
+// Template families ($template, likewise) are selected by the label
+// template: their keys have no per-limit series.
 const (
-	agents   = `job="$job"`
-	agentsOf = `job="$job",limit=~"$limit"`
+	agents      = `job="$job"`
+	agentsOf    = `job="$job",limit=~"$limit"`
+	templatesOf = `job="$job",template=~"$template"`
 )
 
 // dashboardPanels are the dashboard's rows and panels, in order.
@@ -111,6 +114,21 @@ var dashboardPanels = []dashPanel{
 		queries: []dashQuery{
 			{`max by (job) (permitd_limits_exported{` + agents + `})`, "exported"},
 			{`max by (job) (permitd_limits_unexported{` + agents + `})`, "unexported"}}},
+
+	row("Templates"),
+	{title: "Template keys", unit: "none", description: "Live keys of each template (a deleted template's until its last goes) and its --max-keys; at the cap new keys are refused (PermitdTemplateKeysFull).",
+		queries: []dashQuery{
+			{`max by (template) (permitd_template_keys{` + templatesOf + `})`, "{{template}} live"},
+			{`max by (template) (permitd_template_max_keys{` + templatesOf + `})`, "{{template}} max"}}},
+	{title: "Keys created, dropped and refused", unit: "none", description: "Keys created on first use, dropped as idle, and reserves refused for want of a key (keys_full), per second.",
+		queries: []dashQuery{
+			{`max by (template) (rate(permitd_template_keys_created_total{` + templatesOf + `}` + rateWindow + `))`, "{{template}} created"},
+			{`max by (template) (rate(permitd_template_keys_dropped_total{` + templatesOf + `}` + rateWindow + `))`, "{{template}} dropped"},
+			{`max by (template) (rate(permitd_template_keys_full_total{` + templatesOf + `}` + rateWindow + `))`, "{{template}} keys full"}}},
+	{title: "Template requests by outcome", unit: "reqps", description: "Reserves on each template's keys, summed over the family (every agent exports the same counters: max, not sum).",
+		queries: []dashQuery{{`max by (template, outcome) (rate(permitd_template_requests_total{` + templatesOf + `}` + rateWindow + `))`, "{{template}} {{outcome}}"}}},
+	{title: "Template waits", unit: "s", description: "99th percentile wait of the grants on each template's keys.",
+		queries: []dashQuery{{`histogram_quantile(0.99, max by (template, le) (rate(permitd_template_wait_seconds_bucket{` + templatesOf + `}` + rateWindow + `)))`, "{{template}}"}}},
 
 	row("Workers"),
 	{title: "Sidecar answers", unit: "reqps", description: "Reserves answered by the worker sidecars; unavailable is failing closed.",
@@ -208,6 +226,7 @@ func dashboardJSON() []byte {
 			obj{"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus"},
 			variable("job", "Cluster (job)", "label_values(permitd_is_leader, job)", false),
 			variable("limit", "Limit", `label_values(permitd_limit_rate_permits_per_second{job="$job"}, limit)`, true),
+			variable("template", "Template", `label_values(permitd_template_keys{job="$job"}, template)`, true),
 		}},
 		"annotations": obj{"list": []any{}},
 		"panels":      panels,

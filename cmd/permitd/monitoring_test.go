@@ -88,7 +88,8 @@ func TestAlertRules(t *testing.T) {
 
 // dashboardQueries returns every query of the dashboard file (the panels'
 // targets and the variables'), with Grafana's variables replaced as
-// Grafana would for job, All limits and a rate interval of rateInterval.
+// Grafana would for job, All limits and templates, and a rate interval of
+// rateInterval.
 func dashboardQueries(t *testing.T, job, rateInterval string) []string {
 	t.Helper()
 	b, err := os.ReadFile(dashboardFile)
@@ -110,7 +111,7 @@ func dashboardQueries(t *testing.T, job, rateInterval string) []string {
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
 	}
-	subst := strings.NewReplacer("$job", job, "$limit", ".+", "$__rate_interval", rateInterval)
+	subst := strings.NewReplacer("$job", job, "$limit", ".+", "$template", ".+", "$__rate_interval", rateInterval)
 	var qs []string
 	for _, p := range d.Panels {
 		for _, tg := range p.Targets {
@@ -164,6 +165,11 @@ func TestDashboardQueriesReturnSeries(t *testing.T) {
 	if code, resp := do(t, hc, "PUT", api+"rl/lease-policy", `{"leased":true}`); code != 200 {
 		t.Fatalf("put lease policy: %d %s", code, resp)
 	}
+	// A template whose keys the load below creates (its family series).
+	if code, resp := do(t, hc, "PUT", "http://"+httpAddr[leader]+"/v1/templates/cust",
+		`{"algorithm":"strict","rate":10,"per":"1s","idle":"1m","max_keys":100}`); code != 201 {
+		t.Fatalf("put template: %d %s", code, resp)
+	}
 
 	ports := freePorts(t, 5)
 	relayAddr, relayMetrics := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
@@ -197,8 +203,9 @@ scrape_configs:
 	})
 
 	// Load until the end of the test: reserves at every agent (20 a
-	// second are granted, the rest refused), one in-flight permit held, one
-	// reservation settled (a permit refunded), reserves through the sidecar.
+	// second are granted, the rest refused) and on three keys of the
+	// template, one in-flight permit held, one reservation settled (a
+	// permit refunded), reserves through the sidecar.
 	if code, resp := do(t, hc, "POST", "http://"+httpAddr[leader]+"/v1/reserve", `{"limits":[{"name":"inflight","permits":1}]}`); code != 200 {
 		t.Fatalf("reserve inflight: %d %s", code, resp)
 	}
@@ -222,12 +229,15 @@ scrape_configs:
 			defer wg.Done()
 			tick := time.NewTicker(5 * time.Millisecond)
 			defer tick.Stop()
-			for {
+			for i := 0; ; i++ {
 				select {
 				case <-stop:
 					return
 				case <-tick.C:
 					doQuiet(hc, "POST", "http://"+httpAddr[id]+"/v1/limits/api/reserve", `{"permits":1}`)
+					if i%10 == 0 {
+						doQuiet(hc, "POST", fmt.Sprintf("http://%s/v1/limits/cust:k%d/reserve", httpAddr[id], i/10%3), `{"permits":1}`)
+					}
 				}
 			}
 		}()

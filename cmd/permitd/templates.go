@@ -133,7 +133,8 @@ Prints every template, sorted by prefix, one row each:
   RATE       R/PER, the permits per period ("-" for concurrency)
   OPTIONS    the options of its algorithm, as limits put takes them
   IDLE       how long a key goes unused before it is dropped
-  KEYS       live keys / max keys
+  KEYS       live keys / max keys; "(deleted)": a deleted template whose
+             keys still live (it creates no key, and goes with its last)
 
 --json prints a JSON array of the templates instead.
 
@@ -194,7 +195,11 @@ func printTemplatesTable(w io.Writer, ts []client.Template) {
 	fmt.Fprintln(tw, "PREFIX\tALGORITHM\tRATE\tOPTIONS\tIDLE\tKEYS")
 	for _, t := range ts {
 		l := client.Limit{LimitSpec: t.LimitSpec}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\n", t.Prefix, t.Algorithm, limitRate(l), optionsText(l), shortDuration(t.Idle), t.LiveKeys, t.MaxKeys)
+		keys := fmt.Sprintf("%d/%d", t.LiveKeys, t.MaxKeys)
+		if t.Deleted {
+			keys += " (deleted)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Prefix, t.Algorithm, limitRate(l), optionsText(l), shortDuration(t.Idle), keys)
 	}
 	tw.Flush()
 }

@@ -50,7 +50,9 @@ func uiTestDeps(t *testing.T) (chromium, node, nodeModules string) {
 // cluster and on an agent with --token-file. On the cluster, the page on a
 // follower loads without console errors and shows the leader; after
 // reserves, the limit's granted permits, in-flight permits and open
-// reservations change on the page within 2 s; after the leader is killed
+// reservations change on the page within 2 s, and reserves on three new
+// keys of a template show, within 2 s, as one family row with its key
+// count and granted permits (no row per key); after the leader is killed
 // (SIGKILL) the page shows the new one. With tokens, the page asks for a
 // token (saying 401), says so plainly when a token is refused, and with a
 // client token restricted to api* lists exactly the limits it may read.

@@ -17,7 +17,9 @@ type TemplateSpec struct {
 // Template is the answer to GET /v1/templates/{prefix}, and each entry
 // of GET /v1/templates: the prefix, the configuration its keys are
 // created with (Shadow is always false), its compiled interval, idle
-// time and cap, and how many of its keys live now.
+// time and cap, how many of its keys live now, and whether it was
+// deleted (only GET /v1/templates lists a deleted template, while its
+// keys live: it creates no key, and goes with its last).
 type Template struct {
 	Prefix string `json:"prefix"`
 	LimitSpec
@@ -25,6 +27,7 @@ type Template struct {
 	Idle          string `json:"idle"`
 	MaxKeys       int64  `json:"max_keys"`
 	LiveKeys      int64  `json:"live_keys"`
+	Deleted       bool   `json:"deleted"`
 }
 
 // TemplatePut is the answer to PUT /v1/templates/{prefix}: the template

@@ -53,6 +53,9 @@ type Template struct {
 	// PutTemplate's answer).
 	Idle              time.Duration
 	MaxKeys, LiveKeys int64
+	// Deleted (ListTemplates only) marks a deleted template whose keys
+	// still live: it creates no key, and goes with its last.
+	Deleted bool
 	// Created (PutTemplate only) is true if no template of the prefix
 	// existed.
 	Created bool
@@ -69,7 +72,7 @@ func (t *Template) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("field \"idle\": %w", err)
 	}
-	*t = Template{Prefix: w.Prefix, IntervalNanos: w.IntervalNanos, Idle: idle, MaxKeys: w.MaxKeys, LiveKeys: w.LiveKeys, Created: w.Created}
+	*t = Template{Prefix: w.Prefix, IntervalNanos: w.IntervalNanos, Idle: idle, MaxKeys: w.MaxKeys, LiveKeys: w.LiveKeys, Deleted: w.Deleted, Created: w.Created}
 	return t.LimitSpec.fromAPI(&w.LimitSpec)
 }
 
@@ -84,7 +87,7 @@ func (t Template) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	m["prefix"], m["interval_ns"], m["idle"] = t.Prefix, t.IntervalNanos, t.Idle.String()
-	m["max_keys"], m["live_keys"] = t.MaxKeys, t.LiveKeys
+	m["max_keys"], m["live_keys"], m["deleted"] = t.MaxKeys, t.LiveKeys, t.Deleted
 	if t.Algorithm == "concurrency" {
 		delete(m, "interval_ns")
 	}
@@ -112,7 +115,8 @@ func (c *Client) GetTemplate(ctx context.Context, prefix string) (Template, erro
 	return t, err
 }
 
-// ListTemplates returns every template, sorted by prefix (at most 1 024).
+// ListTemplates returns every template, sorted by prefix (at most 1 024):
+// the active ones, and the deleted ones whose keys still live (Deleted).
 func (c *Client) ListTemplates(ctx context.Context) ([]Template, error) {
 	var out struct {
 		Templates []Template `json:"templates"`

@@ -12,7 +12,8 @@ import (
 
 // TestTemplates: PutTemplate creates and replaces, GetTemplate and
 // ListTemplates read back what was put (with the keys live),
-// DeleteTemplate answers the live keys, then GetTemplate is ErrNotFound;
+// DeleteTemplate answers the live keys, then GetTemplate is ErrNotFound
+// and ListTemplates lists it Deleted with its live key;
 // a reserve past the template's max keys is a refusal marked KeysFull
 // naming the cap, with its retry time, and TryAcquire's error says so.
 func TestTemplates(t *testing.T) {
@@ -46,7 +47,7 @@ func TestTemplates(t *testing.T) {
 	if err != nil || got.LiveKeys != 1 || got.Algorithm != "bursty" || got.MaxBurstSeconds == nil || *got.MaxBurstSeconds != 1 {
 		t.Fatalf("GetTemplate = %+v, %v", got, err)
 	}
-	if ts, err := c.ListTemplates(ctx); err != nil || len(ts) != 1 || ts[0].Prefix != "cust" {
+	if ts, err := c.ListTemplates(ctx); err != nil || len(ts) != 1 || ts[0].Prefix != "cust" || ts[0].Deleted {
 		t.Fatalf("ListTemplates = %+v, %v", ts, err)
 	}
 	if d, err := c.DeleteTemplate(ctx, "cust"); err != nil || !d.Existed || d.LiveKeys != 1 {
@@ -54,6 +55,9 @@ func TestTemplates(t *testing.T) {
 	}
 	if _, err := c.GetTemplate(ctx, "cust"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("GetTemplate after the delete: %v, want ErrNotFound", err)
+	}
+	if ts, err := c.ListTemplates(ctx); err != nil || len(ts) != 1 || ts[0].Prefix != "cust" || !ts[0].Deleted || ts[0].LiveKeys != 1 {
+		t.Fatalf("ListTemplates after the delete = %+v, %v; want cust, deleted, with its live key", ts, err)
 	}
 }
 

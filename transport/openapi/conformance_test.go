@@ -1084,7 +1084,8 @@ func TestConformance(t *testing.T) {
 
 	// Templates: put, read, list and delete; a reserve on prefix:key
 	// creates the key; past the template's max keys a reserve, single or
-	// of several limits, is 429 keys_full.
+	// of several limits, is 429 keys_full; a deleted template is listed
+	// while its key lives.
 	t.Run("templates", func(t *testing.T) {
 		m := ck.do(t, call{method: "PUT", path: "/v1/templates/cust", body: `{"algorithm":"bursty","rate":10,"max_burst_seconds":1,"idle":"1m","max_keys":1}`, want: 201})
 		if m["created"] != true || m["idle"] != "1m0s" || m["live_keys"] != 0.0 {
@@ -1138,6 +1139,16 @@ func TestConformance(t *testing.T) {
 			t.Errorf("delete: %v", d)
 		}
 		ck.do(t, call{method: "DELETE", path: "/v1/templates/cust", want: 404})
+		// Deleted, its key live: listed, "deleted":true.
+		listed := false
+		for _, v := range ck.do(t, call{method: "GET", path: "/v1/templates", want: 200})["templates"].([]any) {
+			if tm := v.(map[string]any); tm["prefix"] == "cust" {
+				listed = tm["deleted"] == true && tm["live_keys"] == 1.0
+			}
+		}
+		if !listed {
+			t.Errorf("GET /v1/templates does not list cust deleted with its live key")
+		}
 		ck.do(t, call{method: "DELETE", path: "/v1/templates/tpl-x", body: `{"force":true}`, want: 400, invalid: true})
 		ck.do(t, call{method: "DELETE", path: "/v1/templates/tpl-x", want: 200})
 	})

@@ -35,7 +35,8 @@ type Store interface {
 	// Template is a linearizable read of one active template;
 	// node.ErrNotFound if there is none.
 	Template(ctx context.Context, prefix string) (fsm.TemplateInfo, error)
-	// Templates returns every active template, sorted by prefix.
+	// Templates returns every template, sorted by prefix: the active
+	// ones and the deleted ones whose keys still live (Deleted).
 	Templates(ctx context.Context) ([]fsm.TemplateInfo, error)
 	// Reserve decides one reserve; node.ErrNotFound / node.ErrInvalid /
 	// node.ErrNoLeader. Refused, Busy and SessionExpired are results.

@@ -85,7 +85,7 @@ func (req *templateRequest) template(prefix string) (fsm.PutTemplate, *api.Error
 func newTemplateView(t fsm.TemplateInfo) api.Template {
 	c := newLimitView("", t.Config, 0, false)
 	return api.Template{Prefix: t.Prefix, LimitSpec: c.LimitSpec, IntervalNanos: c.IntervalNanos,
-		Idle: time.Duration(t.IdleNanos).String(), MaxKeys: t.MaxKeys, LiveKeys: t.LiveKeys}
+		Idle: time.Duration(t.IdleNanos).String(), MaxKeys: t.MaxKeys, LiveKeys: t.LiveKeys, Deleted: t.Deleted}
 }
 
 // dispatchTemplates routes /v1/templates and /v1/templates/{prefix}. It

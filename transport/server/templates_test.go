@@ -15,7 +15,8 @@ import (
 // replaces (200) a template, GET answers it and the list, a reserve on
 // "prefix:key" creates the key (seen in GET /v1/limits?prefix=), and
 // DELETE answers existed and the live keys, after which the template is
-// gone (404) and a new key unknown.
+// gone (404) and a new key unknown, but GET /v1/templates lists it,
+// "deleted":true, while its key lives.
 func TestTemplateLifecycle(t *testing.T) {
 	e := newEnv(t, HandlerOptions{})
 	body := `{"algorithm":"bursty","rate":10,"max_burst_seconds":1,"idle":"1m","max_keys":5}`
@@ -55,6 +56,13 @@ func TestTemplateLifecycle(t *testing.T) {
 	}
 	if w := e.do(t, "DELETE", "/v1/templates/cust", ""); w.Code != http.StatusNotFound {
 		t.Fatalf("second delete: %d %s", w.Code, w.Body)
+	}
+	w = e.do(t, "GET", "/v1/templates", "")
+	ts = api.Templates{}
+	if err := json.Unmarshal(w.Body.Bytes(), &ts); err != nil || len(ts.Templates) != 2 || ts.Templates[0].Deleted ||
+		ts.Templates[1].Prefix != "cust" || !ts.Templates[1].Deleted || ts.Templates[1].LiveKeys != 1 ||
+		!strings.Contains(w.Body.String(), `"deleted":true`) {
+		t.Fatalf("list after delete: %s %v; want acct, and cust deleted with its live key", w.Body, err)
 	}
 	if w := e.do(t, "POST", "/v1/limits/cust:b/reserve", `{"permits":1}`); w.Code != http.StatusNotFound {
 		t.Fatalf("a new key after the delete: %d %s", w.Code, w.Body)

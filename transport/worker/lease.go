@@ -109,36 +109,70 @@ func (w *Worker) updatePaceLocked(nowNanos int64) {
 	}
 }
 
-// returnLease closes the current grant and returns the lease, retrying a
-// failed call until ctx is done or the lease has expired at the register
-// anyway (a TTL after the last good answer).
+// returnLease returns the lease: first a lease or renewal sent without an
+// answer, again as it was (see leaseState.returnCall), then the return of
+// the current grant. A failed call is retried after RetryEvery until ctx
+// is done or the lease has expired at the register anyway (a TTL after
+// the last good answer).
 func (w *Worker) returnLease(ctx context.Context) error {
 	for {
 		w.mu.Lock()
 		a := w.lease.returnCall(w.now())
 		w.mu.Unlock()
-		if a.op != opReturn {
+		var st returnStep
+		switch a.op {
+		case opNone:
 			return nil
-		}
-		res, err := w.call(ctx, a)
-		w.mu.Lock()
-		st := w.lease.returnAnswer(w.now(), a, res, err)
-		if st.done {
-			w.broadcastLocked()
-		}
-		w.mu.Unlock()
-		if st.done {
-			if err == nil || rejected(err) {
+		case opLease, opRenew:
+			if st = w.settle(ctx, a); st.retryAtNanos == 0 && !st.done {
+				continue // answered: now return what it left
+			}
+		default:
+			res, err := w.call(ctx, a)
+			w.mu.Lock()
+			st = w.lease.returnAnswer(w.now(), a, res, err)
+			if st.done {
+				w.broadcastLocked()
+			}
+			w.mu.Unlock()
+			if st.done && (err == nil || rejected(err)) {
 				w.reportStats()
 			}
+		}
+		if st.done {
 			return st.err
 		}
 		t := time.NewTimer(time.Duration(st.retryAtNanos - w.now()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("worker %q: return lease %d (it expires at the register after its TTL): %w", w.cfg.Name, a.leaseID, err)
+			return fmt.Errorf("worker %q: return lease %d (it expires at the register after its TTL): %w", w.cfg.Name, a.leaseID, ctx.Err())
 		case <-t.C:
 		}
 	}
+}
+
+// settle sends a, a lease or renewal that got no answer, again at Stop
+// and takes its answer (the next returnCall returns what it granted). No
+// answer again: retry after RetryEvery, or give up once the lease has
+// expired at the register anyway.
+func (w *Worker) settle(ctx context.Context, a leaseAction) returnStep {
+	res, err := w.call(ctx, a)
+	w.mu.Lock()
+	now := w.now()
+	o := w.lease.answer(now, a, res, err)
+	lastGood := w.lease.lastGoodNanos
+	w.mu.Unlock()
+	if o.event != evFailed {
+		return returnStep{}
+	}
+	if now >= lastGood+w.cfg.ttlNanos {
+		what := "renewal"
+		if a.op == opLease {
+			what = "lease"
+		}
+		return returnStep{done: true, err: fmt.Errorf("worker %q: return lease %d: gave up on the %s without an answer (the lease expires at the register after its TTL): %w",
+			w.cfg.Name, a.leaseID, what, err)}
+	}
+	return returnStep{retryAtNanos: now + w.cfg.retryNanos}
 }

@@ -172,33 +172,27 @@ func (s *leaseState) dropLease() {
 	s.leaseID, s.epoch = 0, 0
 }
 
-// returnCall returns the return of the lease to send at now (opNone: no
-// lease). It closes the current grant and reports on it; if a renewal is
-// without an answer, it repeats that renewal's report (if the renewal was
-// applied, the return is fenced and the renewal's grant expires unspent).
-// A return sent without an answer is sent again as it was.
+// returnCall returns the call to send at now to return the lease (opNone:
+// no lease). A lease or renewal sent without an answer goes first, again
+// as it was (opLease, opRenew): the register may have applied it, and then
+// holds a lease or an epoch the worker does not know, which a return of
+// the grant before it would not close (it would be answered fenced, and
+// the lease would stay open until its TTL); a copy the register applied
+// is answered from its dedup table. Then the return (opReturn) closes the
+// current grant and reports on it. A return sent without an answer is
+// sent again as it was.
 func (s *leaseState) returnCall(nowNanos int64) leaseAction {
 	if s.pendingReturn == nil {
-		if s.leaseID == 0 {
+		switch {
+		case s.leaseID == 0 && s.pendingLease != nil, s.leaseID != 0 && s.pendingRenew != nil:
+			return s.send(nowNanos)
+		case s.leaseID == 0:
 			return leaseAction{op: opNone}
 		}
-		var q renewCall
-		if p := s.pendingRenew; p != nil {
-			q = renewCall{leaseID: p.leaseID, epoch: p.epoch, rep: client.LeaseReport{Spent: p.rep.Spent, StolenOut: p.rep.StolenOut,
-				StolenIn: p.rep.StolenIn + s.inSinceReport}}
-			if g := s.cur; g != nil && g.leaseID == p.leaseID && g.epoch == p.epoch {
-				// The kept permits spent meanwhile are spent of that grant
-				// (if the renewal was not applied, the return settles it);
-				// no more of them are spent.
-				q.rep.Spent += g.keptSpent
-				g.kept = g.keptSpent
-			}
-		} else {
-			q = renewCall{leaseID: s.leaseID, epoch: s.epoch, rep: client.LeaseReport{StolenIn: s.inSinceReport}}
-			if g := s.curGrant(); g != nil {
-				g.closed = true
-				q.rep.Spent, q.rep.StolenOut = g.spent, g.stolenOut
-			}
+		q := renewCall{leaseID: s.leaseID, epoch: s.epoch, rep: client.LeaseReport{StolenIn: s.inSinceReport}}
+		if g := s.curGrant(); g != nil {
+			g.closed = true
+			q.rep.Spent, q.rep.StolenOut = g.spent, g.stolenOut
 		}
 		q.rep.RequestID = s.newRequestID()
 		s.pendingReturn = &q

@@ -28,16 +28,16 @@ import (
 //	a lease                          opRenew   LeaseReport{spent, stolen out, kept, stolen in, demand, TTL, request ID}
 //
 // and Stop asks for opReturn (returnCall(now)): the same report without a
-// demand. The request is built once: a call that got no answer is sent
+// demand, after sending again, as it was, a lease or renewal still
+// without an answer (opLease, opRenew). The request is built once: a call that got no answer is sent
 // again with the same request ID and payload, so that a command applied
 // once is answered from the register's dedup table. Sending a renew or a
 // return CLOSES the grant it reports on: nothing more of it is given away,
 // and nothing more spent but the renewal's kept permits (the in-flight
 // allowance, grant.keepFor: what the share spends until the grant's
 // usable-until, at most what is left), which callers spend until the
-// answer (which makes them part of the new grant) or the usable-until. A
-// return repeating an unanswered renewal's report adds the kept permits
-// spent since to its Spent and ends their spending. The demand of a report is the demand meter's measurement
+// answer (which makes them part of the new grant) or the usable-until.
+// The demand of a report is the demand meter's measurement
 // plus headroom (at least twice the share when callers were held back);
 // the first lease, before anything is measured, claims the maximum.
 //
@@ -121,10 +121,14 @@ import (
 // certainly never saw it), (7,2) would have reopened until 2.79 and the
 // next renewal would carry a new request ID (leasestate_test.go).
 //
-// At Stop, returnCall(now) closes the grant and reports on it (or repeats the
-// report of a renewal without an answer); returnAnswer(now, a, grant, err)
-// ends it, or says when to send it again, until the lease has expired at
-// the register anyway (lastGood + TTL).
+// At Stop, returnCall(now) first sends again a lease or renewal without an
+// answer (answer takes its answer as above): the register may have applied
+// it, and a return naming the grant before it would be answered fenced
+// while the lease it extended stays open until its TTL (a restarted worker
+// of the same name is refused meanwhile). Then it closes the grant and
+// reports on it; returnAnswer(now, a, grant, err) ends it, or says when to
+// send it again, until the lease has expired at the register anyway
+// (lastGood + TTL).
 type leaseState struct {
 	p leaseParams
 

@@ -375,14 +375,37 @@ func TestLeaseStateReturn(t *testing.T) {
 			lstep{400 * ms, ret(), lwant{act: returnAct(400*ms, 30, 20, 3, "w.2"), view: closed}},
 			lstep{410 * ms, fail(err404), lwant{ret: returnStep{done: true}, errIs: client.ErrNotFound, view: lview{nextCall: sec}}},
 		), 0},
-		{"a renewal without an answer: its report again, plus the kept permits spent and what came in since", append(first[:5:5],
+		// A renewal without an answer may have been applied (the register
+		// then holds epoch 2): it is sent again as it was, and the return
+		// names the grant its answer installs. (Returning epoch 1 instead
+		// was answered fenced, and the lease stayed open until its TTL.)
+		{"a renewal without an answer: sent again, then its grant returned with the kept permits spent and what came in since", append(first[:5:5],
 			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 30, 20, 50, 3, 0, "w.2"), view: lview{7, 1, 50, 1800 * ms, sec, false}}},
 			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 50, 1800 * ms, 1260 * ms, false}}},
 			lstep{1050 * ms, spend(7), lwant{view: lview{7, 1, 43, 1800 * ms, 1260 * ms, false}}},
 			lstep{1100 * ms, take(2), lwant{view: lview{7, 1, 43, 1800 * ms, 1260 * ms, false}}},
-			// Spent 30 + 7 of the kept; nothing more is spent.
-			lstep{1200 * ms, ret(), lwant{act: returnAct(1200*ms, 37, 20, 5, "w.3"), view: lview{7, 1, 0, 1800 * ms, 1260 * ms, false}}},
+			lstep{1200 * ms, ret(), lwant{act: renewAct(1200*ms, 7, 1, 30, 20, 50, 3, 0, "w.2"), view: lview{7, 1, 43, 1800 * ms, 1260 * ms, false}}},
+			// The dedup table answers the first copy's grant: the 7 kept
+			// permits spent are its first.
+			lstep{1210 * ms, ans(granted(7, 2, 100, 2*time.Second)), lwant{ev: evGranted, view: lview{7, 2, 93, 3000 * ms, 2200 * ms, false}}},
+			lstep{1220 * ms, ret(), lwant{act: leaseAction{op: opReturn, atNanos: 1220 * ms, leaseID: 7, epoch: 2,
+				report: client.LeaseReport{Spent: 7, StolenIn: 2, RequestID: "w.3"}}, view: lview{7, 2, 0, 3000 * ms, 2200 * ms, false}}},
+			lstep{1230 * ms, ans(client.LeaseGrant{Status: client.LeaseReturned, LeaseID: 7, CreditedPermits: 93}), lwant{ret: returnStep{done: true}, view: lview{nextCall: 2200 * ms}}},
+		), 93},
+		{"a renewal without an answer, fenced when sent again: nothing left to return", append(first[:5:5],
+			lstep{sec, next(), lwant{act: renewAct(sec, 7, 1, 30, 20, 50, 3, 0, "w.2"), view: lview{7, 1, 50, 1800 * ms, sec, false}}},
+			lstep{1010 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{7, 1, 50, 1800 * ms, 1260 * ms, false}}},
+			lstep{1200 * ms, ret(), lwant{act: renewAct(1200*ms, 7, 1, 30, 20, 50, 3, 0, "w.2"), view: lview{7, 1, 50, 1800 * ms, 1260 * ms, false}}},
+			lstep{1210 * ms, ans(client.LeaseGrant{Status: client.LeaseFenced, LeaseID: 7}), lwant{ev: evFenced, view: lview{nextCall: 1210 * ms}}},
+			lstep{1220 * ms, ret(), lwant{act: leaseAction{op: opNone}, view: lview{nextCall: 1210 * ms}}},
 		), 0},
+		{"a lease without an answer: sent again, then the lease it opened returned", []lstep{
+			{0, next(), lwant{act: leaseAction{op: opLease, lease: leaseReq(max, "w.1")}}},
+			{10 * ms, fail(errAnswerLost), lwant{ev: evFailed, errIs: errAnswerLost, view: lview{nextCall: 260 * ms}}},
+			{100 * ms, ret(), lwant{act: leaseAction{op: opLease, atNanos: 100 * ms, lease: leaseReq(max, "w.1")}, view: lview{nextCall: 260 * ms}}},
+			{110 * ms, ans(granted(7, 1, 100, 2*time.Second)), lwant{ev: evGranted, view: lview{7, 1, 100, 1900 * ms, 1100 * ms, false}}},
+			{120 * ms, ret(), lwant{act: returnAct(120*ms, 0, 0, 0, "w.2"), view: lview{7, 1, 0, 1900 * ms, 1100 * ms, false}}},
+		}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

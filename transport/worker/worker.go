@@ -182,13 +182,16 @@ func (w *Worker) abortStart() {
 	w.run.cancel()
 }
 
-// Stop stops spending, returns the lease (reporting what became of the
-// current grant; retried until ctx is done or the lease has expired at the
-// register anyway), leaves the gossip cluster and waits for the worker's
-// goroutines; a Start under way is waited for first. Callers blocked in
-// Acquire get ErrStopped. An error means the
-// lease could not be returned: it then expires at the register after its
-// TTL.
+// Stop stops spending, waits for the worker's goroutines (and for a call
+// to the register under way, at most RequestTimeout), returns the lease
+// (reporting what became of the current grant; a lease or renewal left
+// without an answer is first sent again as it was, so that the return
+// names what the register holds; retried until ctx is done or the lease
+// has expired at the register anyway) and leaves the gossip cluster; a
+// Start under way is waited for first. Callers blocked in Acquire get
+// ErrStopped. A nil error means the register holds no lease of this
+// worker's any more; an error means the lease could not be returned: it
+// then expires at the register after its TTL.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.started {
@@ -212,9 +215,15 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.stopping = true
 	w.broadcastLocked()
 	w.mu.Unlock()
+	// A lease or renewal under way is waited for (bounded by
+	// RequestTimeout, and by ctx): its answer says which lease and epoch
+	// the register holds, which the return must name. Canceled, it would
+	// leave a renewal the register may have applied without an answer.
 	close(w.run.done)
-	w.run.cancel()
+	stopCall := context.AfterFunc(ctx, w.run.cancel)
 	w.run.wg.Wait()
+	stopCall()
+	w.run.cancel()
 
 	err := w.returnLease(ctx)
 	leave := 500 * time.Millisecond

@@ -46,8 +46,8 @@ const cellText = (page, limit, col) =>
     return tr ? tr.cells[c].textContent : null;
   }, [limit, col]);
 
-// Columns of #limits.
-const COL_GRANTED = 5, COL_INFLIGHT = 8, COL_OPEN = 9;
+// Columns of #limits (a family row says its keys in the last).
+const COL_GRANTED = 5, COL_INFLIGHT = 8, COL_OPEN = 9, COL_FAMILY_KEYS = 10;
 
 async function waitCell(page, limit, col, want, ms, what) {
   const start = Date.now();
@@ -60,6 +60,25 @@ async function waitCell(page, limit, col, want, ms, what) {
     fail(what + ": not " + JSON.stringify(want) + " within " + ms + " ms (shows " + JSON.stringify(await cellText(page, limit, col)) + ")");
   }
   log(what + ": " + JSON.stringify(want) + " after " + (Date.now() - start) + " ms");
+}
+
+// waitFamily waits for the family row of template to show, in column
+// col, text matching re.
+async function waitFamily(page, template, col, re, ms, what) {
+  const start = Date.now();
+  try {
+    await page.waitForFunction(([p, c, src]) => {
+      const tr = document.querySelector('#limits tr[data-family="' + p + '"]');
+      return tr && new RegExp(src).test(tr.cells[c].textContent);
+    }, [template, col, re.source], { timeout: Math.max(ms, 1), polling: 50 });
+  } catch (e) {
+    const shown = await page.evaluate(([p, c]) => {
+      const tr = document.querySelector('#limits tr[data-family="' + p + '"]');
+      return tr ? tr.cells[c].textContent : "no family row";
+    }, [template, col]);
+    fail(what + ": not " + re + " within " + ms + " ms (shows " + JSON.stringify(shown) + ")");
+  }
+  log(what + ": " + re + " after " + (Date.now() - start) + " ms");
 }
 
 async function leaderOf(nodes) {
@@ -110,6 +129,21 @@ async function clusterScenario(browser) {
   const rate = Number(await cellText(page, "api", 2));
   if (!(rate > 0)) fail("granted /s of api is " + rate + " after grants");
   log("granted /s of api shows " + rate);
+
+  // A template: keys created by reserves are one family row with their
+  // count and summed counters, never a row per key.
+  const tp = await api("PUT", follower.url + "/v1/templates/cust", { algorithm: "bursty", rate: 10, per: "1s", idle: "10m", max_keys: 50 });
+  if (tp.status !== 201) fail("put template cust: " + tp.status + " " + JSON.stringify(tp.body));
+  sent = Date.now();
+  for (const key of ["alice", "bob", "carol"]) {
+    const r = await api("POST", follower.url + "/v1/limits/cust:" + key + "/reserve", { permits: 2 });
+    if (r.status !== 200) fail("reserve cust:" + key + ": " + r.status + " " + JSON.stringify(r.body));
+  }
+  await waitFamily(page, "cust", COL_FAMILY_KEYS, /^3 keys of at most 50, idle after 600 s$/, 2000 - (Date.now() - sent), "family row of cust after reserves on 3 new keys");
+  await waitFamily(page, "cust", COL_GRANTED, /^6$/, 2000 - (Date.now() - sent), "granted permits of the cust family");
+  const keyRows = await page.$$eval("#limits tbody tr", (trs) => trs.filter((tr) => (tr.dataset.limit || "").startsWith("cust:")).length);
+  if (keyRows !== 0) fail(keyRows + " rows for keys of cust, want none (one family row)");
+  log("no row per key of cust");
   noErrors(errors, "cluster page");
 
   // Kill the leader: the page (on a follower) shows the new one.

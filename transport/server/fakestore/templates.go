@@ -63,7 +63,7 @@ func (s *Store) Templates(ctx context.Context) ([]fsm.TemplateInfo, error) {
 	if err := s.enter(ctx); err != nil {
 		return nil, err
 	}
-	return s.f.Templates(), nil
+	return s.f.AllTemplates(), nil
 }
 
 // templateNotFound is the node's error for an unknown template.

@@ -863,7 +863,7 @@ class ReservationTest(unittest.TestCase):
                 pass
         self.assertTrue(cm.exception.keys_full)
         self.assertEqual(self.client.get_template(prefix)["live_keys"], 1)
-        self.assertIn(prefix, [t["prefix"] for t in self.client.list_templates()])
+        self.assertIn((prefix, False), [(t["prefix"], t["deleted"]) for t in self.client.list_templates()])
         with self.assertRaises(permitd.InvalidRequest) as ce:
             self.client.put_template(prefix, "strict", 1, idle=0.5, max_keys=1)
         self.assertIn('from "1s" to "720h"', str(ce.exception))
@@ -871,6 +871,9 @@ class ReservationTest(unittest.TestCase):
         self.assertEqual((d["existed"], d["live_keys"]), (True, 1), d)
         with self.assertRaises(permitd.NotFound):
             self.client.get_template(prefix)
+        # Deleted, its key live: listed as deleted until the key goes.
+        listed = [t for t in self.client.list_templates() if t["prefix"] == prefix]
+        self.assertEqual([(t["deleted"], t["live_keys"]) for t in listed], [(True, 1)], listed)
 
     def test_shadow_limit_grants_everything(self) -> None:
         sh = fresh_limit(self.client, "shadow", "strict", 1, "1m", max_reserved=0, shadow=True)

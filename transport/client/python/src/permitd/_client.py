@@ -1061,7 +1061,9 @@ class Client:
 
     def list_templates(self) -> List[Dict[str, Any]]:
         """Returns every template's view, sorted by prefix (``GET
-        /v1/templates``)."""
+        /v1/templates``): the active ones, and the deleted ones whose keys
+        still live (``deleted`` true: they create no key, and go with
+        their last)."""
         v = self._call("GET", "/v1/templates")
         return list(v.get("templates", []))
 

@@ -1,4 +1,4 @@
-package server
+package lazyctx
 
 import (
 	"context"
@@ -10,6 +10,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
+
+// withLazyDeadline is New, with Release as context.WithDeadline's cancel
+// (as transport/server uses it).
+func withLazyDeadline(parent context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	c := New(parent, deadline)
+	return c, c.Release
+}
 
 // The lazy deadline behaves as context.WithDeadline does, whether or not
 // anything waited on it: at the deadline, with its parent, and after its
@@ -61,12 +68,14 @@ func TestLazyDeadlineEndsAsWithDeadline(t *testing.T) {
 			})
 		})
 		t.Run(name+"/release", func(t *testing.T) {
-			ctx, release := withLazyDeadline(context.Background(), time.Now().Add(time.Hour))
+			ctx, release := withLazyDeadline(context.WithValue(context.Background(), key{}, "v"), time.Now().Add(time.Hour))
 			if waited {
 				_ = ctx.Done()
 			}
 			release()
 			require.ErrorIs(t, ctx.Err(), context.Canceled)
+			require.Equal(t, "v", ctx.Value(key{})) // the parent's values outlive the release
+			require.ErrorIs(t, context.Cause(ctx), context.Canceled)
 			<-ctx.Done() // a first Done after the release is closed too
 			release()    // twice, as a CancelFunc may be called
 		})
