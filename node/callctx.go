@@ -4,11 +4,11 @@ import (
 	"context"
 	"time"
 
-	"github.com/permitd/permitd/internal/lazyctx"
+	"github.com/permitd/permitd/node/lazyctx"
 )
 
 // callctx.go: the deadline of a call ServeCalls serves (Config.ApplyTimeout),
-// without a timer unless something waits on it (internal/lazyctx).
+// without a timer unless something waits on it (node/lazyctx).
 //
 // context.WithTimeout arms a runtime timer for every call and stops it when
 // the call returns: at 70 k binary reserves a second that was a tenth of a

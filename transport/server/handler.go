@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/permitd/permitd/internal/lazyctx"
+	"github.com/permitd/permitd/node/lazyctx"
 	"github.com/permitd/permitd/transport/api"
 	"github.com/permitd/permitd/transport/openapi"
 )
@@ -332,7 +332,7 @@ func (h *handler) method(w http.ResponseWriter, r *http.Request, allowed string)
 }
 
 // context returns the request context bounded by the request timeout
-// (internal/lazyctx: its timer is made only if something waits on it, so
+// (node/lazyctx: its timer is made only if something waits on it, so
 // a reserve decided on the leader's fast path never pays for one).
 func (h *handler) context(r *http.Request) (context.Context, context.CancelFunc) {
 	ctx := lazyctx.New(r.Context(), time.Now().Add(h.timeout))

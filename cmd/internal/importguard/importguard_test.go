@@ -15,15 +15,15 @@ const module = "github.com/permitd/permitd/"
 var allowed = map[string][]string{
 	"bucket":        {},
 	"fsm":           {"bucket"},
-	"node":          {"bucket", "fsm", "transport/wire", "transport/api", "internal/lazyctx"},
+	"node":          {"bucket", "fsm", "transport/wire", "transport/api", "node/lazyctx"},
 	"node/faultnet": {},
-	// internal/lazyctx is the lazy deadline node and transport/server
+	// node/lazyctx is the lazy deadline node and transport/server
 	// both bound calls with: the standard library only.
-	"internal/lazyctx": {},
+	"node/lazyctx": {},
 
 	// transport/server is the register's edge: the only package that
 	// imports both node and the protocols.
-	"transport/server":           {"bucket", "fsm", "node", "transport/wire", "transport/api", "transport/auth", "transport/openapi", "internal/lazyctx"},
+	"transport/server":           {"bucket", "fsm", "node", "transport/wire", "transport/api", "transport/auth", "transport/openapi", "node/lazyctx"},
 	"transport/server/fakestore": {"bucket", "fsm", "node", "transport/api"},
 	// transport/api and transport/wire are the leaves both sides share.
 	"transport/api":           {"transport/wire"},
