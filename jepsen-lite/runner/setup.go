@@ -229,6 +229,8 @@ func (r *run) startAPI(dir string) (api *fakeapi.Server, sock string, stop func(
 			Bound: limitInfo{IntervalNanos: int64(cfg.Interval), MaxStoredNanos: int64(cfg.BurstSeconds * 1e9), MaxPermits: cfg.MaxPermits}.mustBound(cfg.Workload)}
 	case WorkloadMulti:
 		apiCfg = multiAPIConfig(cfg, r.start)
+	case WorkloadTemplated:
+		apiCfg = templatedAPIConfig(cfg, r.start)
 	case WorkloadLeased:
 		if apiCfg, err = leasedAPIConfig(cfg, r.start); err != nil {
 			return nil, "", nil, err
