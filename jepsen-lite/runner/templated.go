@@ -49,7 +49,11 @@ type TemplatedConfig struct {
 
 const (
 	templatedPrefix          = "jlt"
-	templatedDefaultInterval = 250 * time.Millisecond
+	templatedDefaultInterval = 200 * time.Millisecond
+	// templatedDefaultMaxReserved (strict keys): 7 slots of 200 ms queue
+	// 1.4 s ahead, longer than the idle time, so that a key may be idle
+	// long enough yet not at rest (the register must keep it).
+	templatedDefaultMaxReserved = 6
 	templatedBurstSeconds    = 2.0
 	// templatedLiveTolerance is the live judge's allowance for delivery
 	// jitter and the window discipline (the checkers use the measured
@@ -109,10 +113,10 @@ func (c Config) templatedDefaults() (Config, error) {
 	}
 	switch t.Algorithm {
 	case "strict":
-		m := c.MaxReserved
-		if m == 0 {
-			m = 4
+		if c.MaxReserved == 0 {
+			c.MaxReserved = templatedDefaultMaxReserved
 		}
+		m := c.MaxReserved
 		if c.MaxPermits == 0 {
 			c.MaxPermits = m + 1
 		}

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.PermitdBin, "permitd-bin", "", "permitd binary (default: go build -o tmp/permitd ./cmd/permitd in the source tree)")
 	fs.DurationVar(&cfg.Interval, "interval", 0, "the limit: 1 permit per interval (default 200ms; leased: 20ms)")
 	fs.DurationVar(&cfg.Expiry, "expiry", 0, "strict: how long after its slot a permit may be used (default interval/2)")
-	fs.Int64Var(&cfg.MaxReserved, "max-reserved", 4, "strict: slots that may be reserved ahead")
+	fs.Int64Var(&cfg.MaxReserved, "max-reserved", 0, "strict: slots that may be reserved ahead (default 4; templated: 6)")
 	fs.Int64Var(&cfg.MaxPermits, "max-permits", 0, "most permits one reserve asks for: 1 three times in four, else uniform in 2..N (default strict: max-reserved+1, used one by one at their slots; window: 1, used together; leased: 1)")
 	fs.DurationVar(&cfg.MaxWait, "max-wait", 0, "max_wait of every reserve (default (max-reserved+1)*interval; window: 1s)")
 	fs.DurationVar(&cfg.Tail, "tail", 0, "fault-free end after the final heal (default max(10s, duration/4))")
