@@ -54,7 +54,7 @@ const (
 	// 1.4 s ahead, longer than the idle time, so that a key may be idle
 	// long enough yet not at rest (the register must keep it).
 	templatedDefaultMaxReserved = 6
-	templatedBurstSeconds    = 2.0
+	templatedBurstSeconds       = 2.0
 	// templatedLiveTolerance is the live judge's allowance for delivery
 	// jitter and the window discipline (the checkers use the measured
 	// jitter).
