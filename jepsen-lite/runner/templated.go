@@ -37,8 +37,9 @@ type TemplatedConfig struct {
 	// Idle is the template's idle time (default and least 1s).
 	Idle time.Duration `json:"idle_ns"`
 	// MaxKeys is the template's cap on live keys; 0 lets the seed choose
-	// between Keys (never full) and a cap it hits (max(HotKeys+3,
-	// Keys/25)).
+	// between Keys (never full; seed/3 even) and a cap it hits
+	// (max(HotKeys+3, Keys/25); seed/3 odd), so that six consecutive
+	// seeds run every algorithm with and without a full cap.
 	MaxKeys int64 `json:"max_keys"`
 	// Override (an explicit put of a hot key with twice the rate) and
 	// Churn (the template deleted and put again mid-run): 1 on, -1 off,
@@ -84,7 +85,7 @@ func (c Config) templatedDefaults() (Config, error) {
 	}
 	if t.MaxKeys == 0 {
 		t.MaxKeys = int64(t.Keys)
-		if rng.IntN(2) == 0 {
+		if c.Seed/3%2 == 1 {
 			t.MaxKeys = int64(max(t.HotKeys+3, t.Keys/25))
 		}
 	}
