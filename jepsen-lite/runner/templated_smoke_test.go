@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"os"
 	"testing"
 	"time"
 )
@@ -44,4 +45,41 @@ func TestSmokeTemplated(t *testing.T) {
 	if ts == nil || ts.Dropped == 0 || ts.Created <= ts.Workers.KeysGranted || ts.Workers.KeysFull == 0 || ts.KeysFull == 0 || ts.Live.Keys < 10 || ts.Live.Violations != 0 {
 		t.Errorf("want keys dropped and created again (created > keys granted), KeysFull answers seen by the workers and counted by the nodes, 10 keys or more called and a clean live judge; got %+v", ts)
 	}
+}
+
+// TestBrokenTemplatedIsCaught is TestBrokenMultiIsCaught for templated
+// keys: agents with --test-break-timeline, the followers' clocks an hour
+// ahead from 2.5 s to 6.5 s and the leader killed from 3 s to 6 s; 24
+// workers on 10 strict keys (1 per 200 ms, max_reserved 30, max_wait 6 s:
+// the keys queue seconds ahead). The broken leader's timeline jumps an
+// hour, every key is idle and at rest at once, is dropped and created
+// again, and grants slots the old queue had given out: keyed-bounds must
+// say so and the run exit unsafe; the same scenario against a correct
+// permitd must be valid. 36 s, so not in CI (checker's
+// TestKeyedBoundsCatchesAnOverGrantAcrossADrop is): set
+// JEPSEN_BROKEN_TEMPLATED=1.
+func TestBrokenTemplatedIsCaught(t *testing.T) {
+	if testing.Short() || os.Getenv("JEPSEN_BROKEN_TEMPLATED") != "1" {
+		t.Skip("runs a real cluster twice for about 18 seconds: set JEPSEN_BROKEN_TEMPLATED=1")
+	}
+	scenario := func(t *testing.T, flags []string) *Summary {
+		sum := runScenario(t, Config{
+			Nodes: 3, Workers: 24, Workload: WorkloadTemplated,
+			Interval: 200 * time.Millisecond, MaxReserved: 30, MaxWait: 6 * time.Second, MaxPermits: 1,
+			Templated: TemplatedConfig{Keys: 10, HotKeys: 9, Algorithm: "strict", MaxKeys: 100, Override: -1, Churn: -1},
+			Duration:  15 * time.Second, Warmup: 2 * time.Second, Tail: 8 * time.Second, RecoveryWithin: 5 * time.Second,
+			Seed: 97, OutDir: outDir(t, "templated-timeline"), AgentFlags: flags,
+			Schedule: []Event{
+				{Fault: FaultClock, Variant: "skew-followers", At: 2500 * time.Millisecond, Until: 6500 * time.Millisecond, ClockOffset: time.Hour, ClockRate: 1},
+				{Fault: FaultKill, Variant: "leader", At: 3 * time.Second, Until: 6 * time.Second},
+			},
+		})
+		t.Logf("templated: %+v", sum.Templated)
+		return sum
+	}
+	controlAndBroken(t, scenario, func(t *testing.T, caught map[string]bool) {
+		if !caught["keyed-bounds"] || !caught["keyed-bounds-at-use"] {
+			t.Fatalf("no keyed-bounds violation reported; invalid checkers: %v", caught)
+		}
+	})
 }
