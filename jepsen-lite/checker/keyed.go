@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -118,7 +119,7 @@ func KeyedBounds(calls []fakeapi.Call, spec KeyedSpec) (Result, error) {
 				end = epochs[e+1].FromNanos
 			}
 			n, _ := slices.BinarySearchFunc(kc, end, func(c fakeapi.Call, t int64) int {
-				return cmpInt(c.TimeNanos, t)
+				return cmp.Compare(c.TimeNanos, t)
 			})
 			judged++
 			judgeKeyEpoch(&r, k, e, kc[:n], ep, spec, worst)
@@ -194,16 +195,6 @@ func grantKeys(ops []history.Op) (map[string]string, error) {
 	return out, nil
 }
 
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // KeysFullInput is what KeysFull judges.
 type KeysFullInput struct {
 	Ops   []history.Op
@@ -261,7 +252,7 @@ func KeysFull(in KeysFullInput) (Result, error) {
 	slices.SortStableFunc(reserves, func(a, b history.Operation) int {
 		ra, _ := a.ReturnNanos()
 		rb, _ := b.ReturnNanos()
-		return cmpInt(ra, rb)
+		return cmp.Compare(ra, rb)
 	})
 	r := newResult("keys-full")
 	full, grants, regrants := 0, 0, 0

@@ -19,12 +19,7 @@ import (
 // fake API (one call per permit, naming it), again. Every reserve and API
 // call is in the history.
 func (w *Workers) runDirect(ctx context.Context, id int) error {
-	servers := slices.Clone(w.servers)
-	k := id % len(servers)
-	servers = append(servers[k:], servers[:k]...) // spread first attempts
-	opts := []client.Option{client.WithAttemptTimeout(1500 * time.Millisecond), client.WithRounds(2),
-		client.WithBackoff(25*time.Millisecond, 500*time.Millisecond), client.WithSeed(w.cfg.Seed + uint64(id))}
-	c, err := client.New(servers, append(opts, w.cfg.Creds.ClientOptions()...)...)
+	c, err := w.client(id)
 	if err != nil {
 		return err
 	}
@@ -257,3 +252,15 @@ func ended(ch <-chan struct{}) bool {
 // isNotFound reports an answer "unknown limit" (404): the reserve had no
 // effect.
 func isNotFound(err error) bool { return errors.Is(err, client.ErrNotFound) }
+
+// client returns worker id's permitd client: the servers rotated so that
+// the workers' first attempts spread over the nodes, short attempts, two
+// rounds, and the worker's own seed.
+func (w *Workers) client(id int) (*client.Client, error) {
+	servers := slices.Clone(w.servers)
+	k := id % len(servers)
+	servers = append(servers[k:], servers[:k]...) // spread first attempts
+	opts := []client.Option{client.WithAttemptTimeout(1500 * time.Millisecond), client.WithRounds(2),
+		client.WithBackoff(25*time.Millisecond, 500*time.Millisecond), client.WithSeed(w.cfg.Seed + uint64(id))}
+	return client.New(servers, append(opts, w.cfg.Creds.ClientOptions()...)...)
+}

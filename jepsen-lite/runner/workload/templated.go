@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -75,12 +74,7 @@ type recent struct {
 // permits as the direct workers do, again.
 func (w *Workers) runTemplated(ctx context.Context, id int) error {
 	tc := w.cfg.Templated
-	servers := slices.Clone(w.servers)
-	k := id % len(servers)
-	servers = append(servers[k:], servers[:k]...)
-	opts := []client.Option{client.WithAttemptTimeout(1500 * time.Millisecond), client.WithRounds(2),
-		client.WithBackoff(25*time.Millisecond, 500*time.Millisecond), client.WithSeed(w.cfg.Seed + uint64(id))}
-	c, err := client.New(servers, append(opts, w.cfg.Creds.ClientOptions()...)...)
+	c, err := w.client(id)
 	if err != nil {
 		return err
 	}
