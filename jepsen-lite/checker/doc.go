@@ -24,6 +24,10 @@
 //  6. Recovery: after the final heal, throughput at the fake API returns to
 //     a fraction (0.9) of the limit within a stated time.
 //  7. Logs: no "panic:", "DATA RACE" or "fatal error:" in any log.
+//  8. KeyedBounds and KeysFull (templated keys, keyed.go): each key's calls
+//     against that key's bound in force, across drops and re-creations;
+//     keys_full answers are refusals, never on a surely live or explicit
+//     key.
 //
 // # Tolerance
 //

@@ -19,6 +19,9 @@ type CallRequest struct {
 	// DurationNanos (Multi mode) is how long the call lasts: the server
 	// answers it that long after receiving it (0 to 10 s).
 	DurationNanos *int64 `json:"duration_ns,omitempty"`
+	// Key (Keyed mode, required there) names the limit whose permit the
+	// call spends, for example a templated key "jlt:k7".
+	Key string `json:"key,omitempty"`
 }
 
 // Call is one call the API received.
@@ -43,6 +46,8 @@ type Call struct {
 	Tokens        *int64 `json:"tokens,omitempty"`
 	DurationNanos *int64 `json:"duration_ns,omitempty"`
 	EndNanos      *int64 `json:"end_ns,omitempty"`
+	// Key is the limit the call spends a permit of (Keyed mode).
+	Key string `json:"key,omitempty"`
 }
 
 // Stats are the live monitor's counts.
@@ -69,4 +74,8 @@ type Stats struct {
 	MaxWindowCount int64 `json:"max_window_count,omitempty"`
 	// Multi is the multi-dimension judge's counts (Multi mode).
 	Multi *MultiStats `json:"multi,omitempty"`
+	// Keys is the number of distinct keys called (Keyed mode); the other
+	// counts are then summed (Violations, Calls) or the extreme
+	// (MinGapNanos, MaxWindowCount) over the keys, each judged alone.
+	Keys int64 `json:"keys,omitempty"`
 }

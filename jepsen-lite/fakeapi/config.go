@@ -24,6 +24,10 @@ const (
 	// Multi judges three dimensions at once (Config.Multi): strict
 	// spacing of call starts, tokens per window, calls in progress.
 	Multi Mode = "multi"
+	// Keyed judges every key (CallRequest.Key) alone by KeyMode's rule
+	// (Spacing or Window, with the same parameters for every key): the
+	// limits of many templated keys, one fake API per key.
+	Keyed Mode = "keyed"
 )
 
 // DefaultMaxCalls is the number of calls kept when Config.MaxCalls is 0.
@@ -50,11 +54,20 @@ type Config struct {
 	MaxCalls int
 	// Multi is the judge of Multi mode.
 	Multi MultiSpec
+	// KeyMode is Keyed mode's rule for each key: Spacing or Window.
+	KeyMode Mode
 }
 
 // validate checks c and fills defaults.
 func (c *Config) validate() error {
-	switch c.Mode {
+	mode := c.Mode
+	if mode == Keyed {
+		mode = c.KeyMode
+		if mode != Spacing && mode != Window {
+			return fmt.Errorf("%w: key mode %q; allowed: %q, %q", ErrInvalid, c.KeyMode, Spacing, Window)
+		}
+	}
+	switch mode {
 	case Spacing:
 		if c.IntervalNanos <= 0 {
 			return fmt.Errorf("%w: spacing interval %d ns; allowed: > 0", ErrInvalid, c.IntervalNanos)
@@ -71,7 +84,7 @@ func (c *Config) validate() error {
 			return err
 		}
 	default:
-		return fmt.Errorf("%w: mode %q; allowed: %q, %q, %q", ErrInvalid, c.Mode, Spacing, Window, Multi)
+		return fmt.Errorf("%w: mode %q; allowed: %q, %q, %q, %q", ErrInvalid, c.Mode, Spacing, Window, Multi, Keyed)
 	}
 	if c.ToleranceNanos < 0 {
 		return fmt.Errorf("%w: tolerance %d ns; allowed: >= 0", ErrInvalid, c.ToleranceNanos)

@@ -28,6 +28,9 @@
 //     closed window of length W - Tolerance holding more than Bound.Max(W)
 //     calls is a violation.
 //
+// Keyed mode applies one of them (KeyMode) to every key alone: each call
+// names its key (a templated limit), and Stats sums the keys' counts.
+//
 // GET /stats reports the counts, the smallest gap and the fullest window.
 // The live numbers are a monitor for dashboards and early stops; the
 // verdict of a run is the checker's, computed from GET /calls afterwards

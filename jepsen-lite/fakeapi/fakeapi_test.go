@@ -2,6 +2,7 @@ package fakeapi
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -214,4 +215,35 @@ func TestRecordInProcess(t *testing.T) {
 	require.Equal(t, Call{Seq: 0, Worker: "w", RequestID: "id", SentNanos: got[0].SentNanos, TimeNanos: c.TimeNanos}, got[0])
 	*got[0].SentNanos = 9
 	require.Equal(t, int64(42), *s.Calls()[0].SentNanos, "Calls shares memory with the server")
+}
+
+// TestKeyedMode: every key is judged alone (two keys called at once are
+// no violation, one key called twice within its interval is one), a call
+// must name its key in Keyed mode and no other, and Stats sums the keys.
+func TestKeyedMode(t *testing.T) {
+	if _, err := New(Config{Mode: Keyed, KeyMode: Multi}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("keyed mode with key mode multi: %v; want ErrInvalid", err)
+	}
+	s, err := New(Config{Mode: Keyed, KeyMode: Spacing, IntervalNanos: int64(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"t:a", "t:b", "t:a"} {
+		if _, err := s.RecordCall(CallRequest{Worker: "w", RequestID: "r", Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Mode != Keyed || st.Keys != 2 || st.Calls != 3 || st.Violations != 1 {
+		t.Fatalf("stats %+v; want keyed, 2 keys, 3 calls, 1 violation (t:a twice)", st)
+	}
+	if _, err := s.RecordCall(CallRequest{Worker: "w", RequestID: "r"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a call without a key in keyed mode: %v; want ErrInvalid", err)
+	}
+	plain, err := New(Config{Mode: Spacing, IntervalNanos: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.RecordCall(CallRequest{Worker: "w", Key: "t:a"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a call with a key in spacing mode: %v; want ErrInvalid", err)
+	}
 }

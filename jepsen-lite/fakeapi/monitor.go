@@ -71,3 +71,41 @@ func (m *monitor) stats() Stats {
 	}
 	return s
 }
+
+// keyedMonitor judges each key alone with its own monitor (Keyed mode).
+type keyedMonitor struct {
+	cfg  Config // Mode: the key mode
+	keys map[string]*monitor
+}
+
+func newKeyedMonitor(cfg Config) *keyedMonitor {
+	cfg.Mode = cfg.KeyMode
+	return &keyedMonitor{cfg: cfg, keys: map[string]*monitor{}}
+}
+
+// observe adds a call on key received at t (>= every earlier t).
+func (k *keyedMonitor) observe(key string, t int64) {
+	m := k.keys[key]
+	if m == nil {
+		m = newMonitor(k.cfg)
+		k.keys[key] = m
+	}
+	m.observe(t)
+}
+
+// stats sums the keys' counts: calls and violations added up, the
+// smallest gap and the fullest window over all keys.
+func (k *keyedMonitor) stats() Stats {
+	s := newMonitor(k.cfg).stats()
+	s.Mode, s.Keys = Keyed, int64(len(k.keys))
+	for _, m := range k.keys {
+		ms := m.stats()
+		s.Calls += ms.Calls
+		s.Violations += ms.Violations
+		s.MaxWindowCount = max(s.MaxWindowCount, ms.MaxWindowCount)
+		if ms.MinGapNanos >= 0 && (s.MinGapNanos < 0 || ms.MinGapNanos < s.MinGapNanos) {
+			s.MinGapNanos = ms.MinGapNanos
+		}
+	}
+	return s
+}

@@ -32,7 +32,8 @@ type Server struct {
 	mu      sync.Mutex
 	calls   []Call
 	mon     *monitor
-	multi   *MultiJudge // Multi mode
+	keyed   *keyedMonitor // Keyed mode
+	multi   *MultiJudge   // Multi mode
 	dropped int64
 }
 
@@ -42,6 +43,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, mon: newMonitor(cfg)}
+	if cfg.Mode == Keyed {
+		s.keyed = newKeyedMonitor(cfg)
+	}
 	if cfg.Mode == Multi {
 		j, err := NewMultiJudge(cfg.Multi)
 		if err != nil {
@@ -76,13 +80,16 @@ func (s *Server) RecordCall(req CallRequest) (Call, error) {
 	if err := s.checkMultiCall(req); err != nil {
 		return Call{}, err
 	}
+	if len(req.Key) > maxIDBytes || (s.cfg.Mode == Keyed) != (req.Key != "") {
+		return Call{}, fmt.Errorf("%w: key %q in mode %s; allowed: 1 to %d bytes in mode %s, none in the others", ErrInvalid, req.Key, s.cfg.Mode, maxIDBytes, Keyed)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.calls) >= s.cfg.MaxCalls {
 		s.dropped++
 		return Call{}, fmt.Errorf("%w: %d calls kept; allowed: at most Config.MaxCalls = %d", ErrFull, len(s.calls), s.cfg.MaxCalls)
 	}
-	c := Call{Seq: int64(len(s.calls)), Worker: worker, RequestID: requestID, TimeNanos: s.Now()}
+	c := Call{Seq: int64(len(s.calls)), Worker: worker, RequestID: requestID, TimeNanos: s.Now(), Key: req.Key}
 	if sentNanos != nil {
 		v := *sentNanos
 		c.SentNanos = &v
@@ -109,6 +116,10 @@ func (s *Server) RecordCall(req CallRequest) (Call, error) {
 			tokens = *c.Tokens
 		}
 		s.multi.Start(c.TimeNanos, tokens)
+		return c, nil
+	}
+	if s.keyed != nil {
+		s.keyed.observe(c.Key, c.TimeNanos)
 		return c, nil
 	}
 	s.mon.observe(c.TimeNanos)
@@ -154,6 +165,9 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.mon.stats()
+	if s.keyed != nil {
+		st = s.keyed.stats()
+	}
 	if s.multi != nil {
 		ms := s.multi.Stats()
 		st = Stats{Mode: Multi, Calls: ms.Calls, Violations: ms.Violations(), MinGapNanos: ms.MinGapNanos, Multi: &ms}
@@ -187,7 +201,7 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(`fakeapi: body: %v; allowed: {"worker":string,"request_id":string,"sent_ns":int,"permit":int,"tokens":int,"duration_ns":int}`, err))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(`fakeapi: body: %v; allowed: {"worker":string,"request_id":string,"sent_ns":int,"permit":int,"tokens":int,"duration_ns":int,"key":string}`, err))
 		return
 	}
 	if dec.More() {

@@ -45,6 +45,10 @@ const (
 	FAPICall = "api-call"
 	// FNemesis is a fault: invoke at its start, completion at its end.
 	FNemesis = "nemesis"
+	// FPutTemplate and FDeleteTemplate put and delete a template (value:
+	// a LimitRequest whose Limit is the prefix).
+	FPutTemplate    = "put-template"
+	FDeleteTemplate = "delete-template"
 )
 
 // Op is one line of a history.

@@ -38,11 +38,17 @@ type ReserveResponse struct {
 	Duplicate bool `json:"duplicate,omitempty"`
 	// Error describes a failure or an unknown outcome.
 	Error string `json:"error,omitempty"`
+	// KeysFull (fail) reports a reserve on a key a template would create,
+	// refused because the template's or the register's cap on live keys
+	// was reached (429 keys_full): nothing was created or reserved, and
+	// RetryAfterNanos says when a key may go, not when a slot is free.
+	KeysFull bool `json:"keys_full,omitempty"`
 }
 
-// Refused reports whether r is a refusal by the register (it carries a
-// retry_after), as opposed to an error.
-func (r ReserveResponse) Refused() bool { return !r.Granted && r.RetryAfterNanos > 0 }
+// Refused reports whether r is a refusal by the register's pacer (it
+// carries a retry_after and is not KeysFull), as opposed to an error or a
+// full key cap.
+func (r ReserveResponse) Refused() bool { return !r.Granted && r.RetryAfterNanos > 0 && !r.KeysFull }
 
 // LimitRequest is the value of a put or delete invoke.
 type LimitRequest struct {

@@ -30,6 +30,9 @@ type limitInfo struct {
 	MaxOutstandingPermits int64 `json:"max_outstanding_permits,omitempty"`
 	// Multi is the multi workload's three limits (Name is its strict one).
 	Multi *multiLimits `json:"multi,omitempty"`
+	// Templated is the templated workload's template and override (Name
+	// is the prefix).
+	Templated *templatedLimits `json:"templated,omitempty"`
 
 	RatePerSecond float64 `json:"rate_per_second"`
 	// SpacingFormula and WindowFormula are the README's bounds the run is
@@ -99,6 +102,8 @@ func runChecks(in checkInput) checkOutput {
 		leasedChecks(in, c.li, c.tol, c.add)
 	} else if in.cfg.Workload == WorkloadMulti {
 		multiChecks(in, c.tol, c.add)
+	} else if in.cfg.Workload == WorkloadTemplated {
+		templatedChecks(in, c.tol, c.add)
 	} else if in.cfg.Workload == WorkloadStrict {
 		c.strictChecks()
 	} else {
@@ -240,7 +245,9 @@ func (c *checking) commonChecks() {
 	r, err := checker.Conservation(checker.ConservationInput{Ops: in.ops, Calls: in.calls, SameTimeBase: true, ToleranceNanos: c.tol})
 	add(withName(r, "conservation"), err)
 	durOps := in.ops
-	if in.cfg.Workload == WorkloadLeased {
+	if in.cfg.Workload == WorkloadLeased || in.cfg.Workload == WorkloadTemplated {
+		// Leased: sidecar grants are not register reserves. Templated:
+		// a dropped key is listed nowhere and its counters go with it.
 		durOps = leasedDurabilityOps(in.ops)
 	}
 	r, err = checker.Durability(checker.DurabilityInput{Ops: durOps, Nodes: in.finals})
@@ -361,7 +368,7 @@ func readLogs(nodes []*cluster.Node) ([]checker.Log, []string) {
 // recoveryWindow is the window recovery measures throughput over: 10
 // intervals (leased: at least 1 s, since sidecars pace per share).
 func recoveryWindow(workload string, li limitInfo) int64 {
-	if workload == WorkloadLeased || workload == WorkloadMulti {
+	if workload == WorkloadLeased || workload == WorkloadMulti || workload == WorkloadTemplated {
 		return max(10*li.IntervalNanos, int64(time.Second))
 	}
 	return 10 * li.IntervalNanos

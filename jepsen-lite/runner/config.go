@@ -109,7 +109,7 @@ func (c Config) nemesisConfig() nemesis.Config {
 // run's credentials: see run.workloadConfig).
 func (c Config) workloadConfig() workload.Config {
 	return workload.Config{Workload: c.Workload, Seed: c.Seed, Workers: c.Workers, Groups: c.Groups, Interval: c.Interval, MaxWait: c.MaxWait,
-		MaxPermits: c.MaxPermits, MaxReserved: c.MaxReserved, Leased: c.Leased, Multi: c.multiWorkload(), OutDir: c.OutDir}
+		MaxPermits: c.MaxPermits, MaxReserved: c.MaxReserved, Leased: c.Leased, Multi: c.multiWorkload(), Templated: c.templatedWorkload(), OutDir: c.OutDir}
 }
 
 // Config configures one run. Zero values select the defaults documented
@@ -122,7 +122,7 @@ type Config struct {
 	// Groups labels workers in G groups (default 1). Groups matter only
 	// to the leased workload.
 	Groups int `json:"groups"`
-	// Workload is strict, window, leased or multi.
+	// Workload is strict, window, leased, multi or templated.
 	Workload string `json:"workload"`
 	// Mode is the cluster mode: auto (the default: namespaces when
 	// available, else fallback), namespaces (an incomplete run when
@@ -201,6 +201,8 @@ type Config struct {
 	Leased LeasedConfig `json:"leased"`
 	// Multi configures the multi workload.
 	Multi MultiConfig `json:"multi"`
+	// Templated configures the templated workload.
+	Templated TemplatedConfig `json:"templated"`
 	// Schedule, if set, replaces the generated schedule (tests pin exact
 	// scenarios with it). Its faults need not be listed in Nemeses.
 	Schedule []Event `json:"-"`
@@ -251,8 +253,13 @@ func (c Config) workloadDefaults() (Config, error) {
 		if c, err = c.leasedDefaults(); err != nil {
 			return c, err
 		}
+	case WorkloadTemplated:
+		var err error
+		if c, err = c.templatedDefaults(); err != nil {
+			return c, err
+		}
 	default:
-		return c, fmt.Errorf("%w: workload %q; allowed: %s, %s, %s, %s", ErrInvalid, c.Workload, WorkloadStrict, WorkloadWindow, WorkloadLeased, WorkloadMulti)
+		return c, fmt.Errorf("%w: workload %q; allowed: %s, %s, %s, %s, %s", ErrInvalid, c.Workload, WorkloadStrict, WorkloadWindow, WorkloadLeased, WorkloadMulti, WorkloadTemplated)
 	}
 	switch c.Mode {
 	case "":

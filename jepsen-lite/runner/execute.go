@@ -194,6 +194,9 @@ func (x *execution) createLimit() error {
 	if cfg.Workload == WorkloadMulti {
 		putLimit = x.r.putMultiLimits
 	}
+	if cfg.Workload == WorkloadTemplated {
+		putLimit = x.r.putTemplate
+	}
 	// The timeline check needs the real time elapsed between two stamps
 	// from above: the start reading counts from before the put whose
 	// stamp it reads (the status read that follows may be slow under

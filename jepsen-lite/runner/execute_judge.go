@@ -37,6 +37,9 @@ func (x *execution) settle() error {
 	if x.li.Multi != nil {
 		x.collectMulti(fctx)
 	}
+	if x.li.Templated != nil {
+		x.collectTemplated(fctx)
+	}
 	cl.StopAll(5 * time.Second)
 	return nil
 }

@@ -37,6 +37,9 @@ func (x *execution) runWorkload() error {
 		bg.Go(func() { x.fl.Poll(wctx) })
 	}
 	workers := x.startWorkers(wctx)
+	if x.li.Templated != nil {
+		bg.Go(func() { x.templateChanges(wctx) })
+	}
 	nm, healAt, nemDone := x.startNemesis()
 
 	_ = wait.Sleep(x.ctx, time.Until(x.r.start.Add(cfg.Duration)))

@@ -10,7 +10,6 @@ import (
 	"github.com/permitd/permitd/jepsen-lite/checker"
 	"github.com/permitd/permitd/jepsen-lite/fakeapi"
 	"github.com/permitd/permitd/jepsen-lite/history"
-	"github.com/permitd/permitd/jepsen-lite/runner/internal/wait"
 	"github.com/permitd/permitd/jepsen-lite/runner/workload"
 	"github.com/permitd/permitd/transport/client"
 )
@@ -135,24 +134,10 @@ func (r *run) putLeasedLimit(ctx context.Context, hw *history.Writer, servers []
 	}
 	proc := cfg.Workers // the runner's own process, after the workers
 	try := func(what string, value any, call func() error) error {
-		var lastErr error
-		for attempt := 0; attempt < 20; attempt++ {
-			inv, err := hw.Invoke(proc, "", history.FPut, "", value)
-			if err != nil {
-				return err
-			}
-			if lastErr = call(); lastErr == nil {
-				_, err := hw.Complete(inv, history.OK, "", "", nil)
-				return err
-			}
-			if _, err := hw.Complete(inv, history.Info, "", "", map[string]string{"error": lastErr.Error()}); err != nil {
-				return err
-			}
-			if wait.Sleep(ctx, 500*time.Millisecond) != nil {
-				break
-			}
+		if err := retry(ctx, hw, proc, history.FPut, value, call); err != nil {
+			return fmt.Errorf("runner: %s %s: %w", what, name, err)
 		}
-		return fmt.Errorf("runner: %s %s: %w", what, name, lastErr)
+		return nil
 	}
 	var l client.Limit
 	err = try("put limit", put, func() error {

@@ -78,6 +78,9 @@ type Summary struct {
 	// Multi reports the multi workload's settlements, releases and live
 	// judge (multi workload only).
 	Multi *MultiSummary `json:"multi,omitempty"`
+	// Templated reports the templated workload's keys, KeysFull answers
+	// and the nodes' template counters (templated workload only).
+	Templated *TemplatedSummary `json:"templated,omitempty"`
 	// Security reports a secure run's credentials and what the agents
 	// said of their listeners (Config.Secure only).
 	Security *SecurityReport `json:"security,omitempty"`

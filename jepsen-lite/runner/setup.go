@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,7 +139,17 @@ func (r *run) collect(ctx context.Context, ct *cluster.Control, cl *cluster.Clus
 		reports[i] = NodeReport{ID: n.ID, RaftAddr: n.RaftAddr, HTTPAddr: n.HTTPAddr, Log: filepath.Join("nodes", n.ID+".log")}
 		finals[i] = checker.NodeFinal{Name: n.ID}
 		var limits []byte
-		if err := ct.Do(ctx, n, "GET", "/v1/limits", nil, &limits, 5*time.Second); err != nil {
+		// A linearizable read: a leadership change right then (an
+		// election after the final heal) answers 503; read again.
+		err := ct.Do(ctx, n, "GET", "/v1/limits", nil, &limits, 5*time.Second)
+		for attempt := 0; err != nil && cluster.AnswerCode(err) == http.StatusServiceUnavailable && attempt < 5; attempt++ {
+			if wait.Sleep(ctx, 500*time.Millisecond) != nil {
+				break
+			}
+			limits = nil
+			err = ct.Do(ctx, n, "GET", "/v1/limits", nil, &limits, 5*time.Second)
+		}
+		if err != nil {
 			errs[i] = append(errs[i], err.Error())
 		}
 		reports[i].Limits = rawJSON(limits)
@@ -229,6 +240,8 @@ func (r *run) startAPI(dir string) (api *fakeapi.Server, sock string, stop func(
 			Bound: limitInfo{IntervalNanos: int64(cfg.Interval), MaxStoredNanos: int64(cfg.BurstSeconds * 1e9), MaxPermits: cfg.MaxPermits}.mustBound(cfg.Workload)}
 	case WorkloadMulti:
 		apiCfg = multiAPIConfig(cfg, r.start)
+	case WorkloadTemplated:
+		apiCfg = templatedAPIConfig(cfg, r.start)
 	case WorkloadLeased:
 		if apiCfg, err = leasedAPIConfig(cfg, r.start); err != nil {
 			return nil, "", nil, err

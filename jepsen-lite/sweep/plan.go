@@ -35,10 +35,13 @@ var DefaultProfiles = map[string]Profile{
 	runner.WorkloadWindow: {Workers: 8, Nemesis: "partition,kill,pause,clock,loss,snapshot,transfer"},
 	runner.WorkloadLeased: {Workers: 6, Groups: 3, Nemesis: "partition,kill,pause,clock,loss,snapshot,transfer,reconfig,worker,relay"},
 	runner.WorkloadMulti:  {Workers: 4, Nemesis: "partition,kill,pause,clock,loss,snapshot,transfer"},
+	// templated: the seed draws the template's algorithm (seed mod 3),
+	// its key cap, the override and the template's delete and re-put.
+	runner.WorkloadTemplated: {Workers: 8, Nemesis: "partition,kill,pause,clock,loss,snapshot,transfer"},
 }
 
 // Workloads are the workloads a sweep runs by default, in plan order.
-var Workloads = []string{runner.WorkloadStrict, runner.WorkloadWindow, runner.WorkloadLeased, runner.WorkloadMulti}
+var Workloads = []string{runner.WorkloadStrict, runner.WorkloadWindow, runner.WorkloadLeased, runner.WorkloadMulti, runner.WorkloadTemplated}
 
 // maxSeeds bounds a seed list, so a typo in a range cannot plan years.
 const maxSeeds = 10_000

@@ -23,7 +23,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		verbose   bool
 	)
 	fs.StringVar(&seeds, "seeds", "", "seeds to run: N-M ranges and N seeds, comma-separated (required), e.g. 1000-1049")
-	fs.StringVar(&workloads, "workloads", "all", "comma-separated workloads (strict, window, leased, multi) or all")
+	fs.StringVar(&workloads, "workloads", "all", "comma-separated workloads (strict, window, leased, multi, templated) or all")
 	fs.DurationVar(&cfg.Duration, "duration", 20*time.Second, "each run's length (at least 15s; faults from 3s to duration - max(10s, duration/4))")
 	fs.StringVar(&cfg.Nemesis, "nemesis", "", "replace every workload's fault list (e.g. relay,worker with --workloads leased); default: each workload's full mix below")
 	fs.IntVar(&cfg.Nodes, "nodes", 0, "cluster size of every run, 3 or 5 (default: 5 for odd seeds, 3 for even)")

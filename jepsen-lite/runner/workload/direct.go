@@ -19,12 +19,7 @@ import (
 // fake API (one call per permit, naming it), again. Every reserve and API
 // call is in the history.
 func (w *Workers) runDirect(ctx context.Context, id int) error {
-	servers := slices.Clone(w.servers)
-	k := id % len(servers)
-	servers = append(servers[k:], servers[:k]...) // spread first attempts
-	opts := []client.Option{client.WithAttemptTimeout(1500 * time.Millisecond), client.WithRounds(2),
-		client.WithBackoff(25*time.Millisecond, 500*time.Millisecond), client.WithSeed(w.cfg.Seed + uint64(id))}
-	c, err := client.New(servers, append(opts, w.cfg.Creds.ClientOptions()...)...)
+	c, err := w.client(id)
 	if err != nil {
 		return err
 	}
@@ -121,7 +116,7 @@ func (d *directWorker) reserveAndUse(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return w.usePermits(ctx, id, d.name, g, permits, w.start.Add(time.Duration(comp.TimeNanos)))
+	return w.usePermits(ctx, id, d.name, "", g, permits, w.start.Add(time.Duration(comp.TimeNanos)))
 }
 
 // refused records reserve inv's refusal g and waits: in a multi-permit
@@ -165,14 +160,15 @@ func errorBackoff(ctx context.Context, rng *rand.Rand) {
 	_ = wait.Sleep(ctx, time.Duration(50+rng.IntN(100))*time.Millisecond)
 }
 
-// usePermits uses the n permits of grant g, received at recv, each at its
+// usePermits uses the n permits of grant g (on key, for the keyed fake
+// API; "" otherwise), received at recv, each at its
 // own turn: permit j is ready at recv + wait + j·spacing (all together
 // when the spacing is 0). recv is the completion as recorded (a little
 // after the client received the answer), so the history's own arithmetic
 // never finds a call before its permit was ready. A permit that is no
 // longer usable (strict: expired; window: stale or late) is skipped, never
 // used; the next one may still be. It returns only history errors.
-func (w *Workers) usePermits(ctx context.Context, id int, name string, g client.Grant, n int64, recv time.Time) error {
+func (w *Workers) usePermits(ctx context.Context, id int, name, key string, g client.Grant, n int64, recv time.Time) error {
 	for j := int64(0); j < n; j++ {
 		ready := recv.Add(g.Delay + time.Duration(j)*g.Spacing)
 		if wait.Sleep(ctx, time.Until(ready)) != nil {
@@ -189,7 +185,7 @@ func (w *Workers) usePermits(ctx context.Context, id int, name string, g client.
 			return err
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, cerr := w.api.Call(actx, fakeapi.CallRequest{Worker: name, RequestID: g.RequestID, SentNanos: &sent, Permit: &j})
+		_, cerr := w.api.Call(actx, fakeapi.CallRequest{Worker: name, RequestID: g.RequestID, SentNanos: &sent, Permit: &j, Key: key})
 		cancel()
 		if cerr != nil {
 			w.counters.apiErrors.Add(1)
@@ -209,8 +205,9 @@ func (w *Workers) usePermits(ctx context.Context, id int, name string, g client.
 // usable applies the workload's use discipline to permit j of a grant at
 // now.
 func (w *Workers) usable(g client.Grant, j int64, ready, now time.Time) bool {
-	switch w.cfg.Workload {
-	case Strict:
+	strict := w.cfg.Workload == Strict || (w.cfg.Workload == Templated && w.cfg.Templated.Algorithm == "strict")
+	switch {
+	case strict:
 		// expires_in < 0: a replayed grant that already expired. Permit j
 		// expires at SentAt + expires_in + j·spacing.
 		if exp := g.ExpiresAtPermit(j); g.ExpiresIn < 0 || (!exp.IsZero() && now.After(exp)) {
@@ -250,4 +247,20 @@ func ended(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// isNotFound reports an answer "unknown limit" (404): the reserve had no
+// effect.
+func isNotFound(err error) bool { return errors.Is(err, client.ErrNotFound) }
+
+// client returns worker id's permitd client: the servers rotated so that
+// the workers' first attempts spread over the nodes, short attempts, two
+// rounds, and the worker's own seed.
+func (w *Workers) client(id int) (*client.Client, error) {
+	servers := slices.Clone(w.servers)
+	k := id % len(servers)
+	servers = append(servers[k:], servers[:k]...) // spread first attempts
+	opts := []client.Option{client.WithAttemptTimeout(1500 * time.Millisecond), client.WithRounds(2),
+		client.WithBackoff(25*time.Millisecond, 500*time.Millisecond), client.WithSeed(w.cfg.Seed + uint64(id))}
+	return client.New(servers, append(opts, w.cfg.Creds.ClientOptions()...)...)
 }

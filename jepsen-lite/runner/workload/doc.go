@@ -24,6 +24,17 @@
 // intervals, and none is given for as long again after it. WorkerStats
 // counts the turns and the grants of several permits.
 //
+// # Templated workers
+//
+// runTemplated (templated.go) reserves on many keys "Prefix:k<i>" of one
+// template: a hot key two times in five, else now and then a cold key the
+// worker used about one idle time ago (when the register may have dropped
+// it), else a random cold key, with 1 to 4 reserves back to back on a
+// cold key. Permits are used as above (strict or window discipline by the
+// template's algorithm), each API call naming its key. A keys_full
+// refusal is a fail with KeysFull set (its retry_after is not a slot), an
+// unknown limit (a deleted template's key, once dropped) a fail.
+//
 // # Leased workers and sidecars
 //
 // Fleet (fleet.go) runs one `permitd worker --test-hooks` sidecar per

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -89,12 +88,7 @@ func (w *Workers) MultiStats() MultiStats {
 // runMulti runs worker id of the multi workload until ctx ends.
 func (w *Workers) runMulti(ctx context.Context, id int) error {
 	mc := w.cfg.Multi
-	servers := slices.Clone(w.servers)
-	k := id % len(servers)
-	servers = append(servers[k:], servers[:k]...)
-	opts := []client.Option{client.WithAttemptTimeout(1500 * time.Millisecond), client.WithRounds(2),
-		client.WithBackoff(25*time.Millisecond, 500*time.Millisecond), client.WithSeed(w.cfg.Seed + uint64(id))}
-	c, err := client.New(servers, append(opts, w.cfg.Creds.ClientOptions()...)...)
+	c, err := w.client(id)
 	if err != nil {
 		return err
 	}

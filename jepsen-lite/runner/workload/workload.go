@@ -79,6 +79,9 @@ type Config struct {
 	Leased LeasedConfig
 	// Multi names the multi workload's limits (Multi only).
 	Multi MultiConfig
+	// Templated configures the templated workload's keys (Templated
+	// only).
+	Templated TemplatedConfig
 	// OutDir is the report directory (the sidecars' logs go to its
 	// workers/ directory).
 	OutDir string
@@ -106,6 +109,7 @@ type Workers struct {
 	fleet    *Fleet
 	counters counters
 	multi    multiCounters
+	tmpl     templatedCounters
 }
 
 // New returns the workers of a run: they reserve from limit on servers
@@ -133,6 +137,9 @@ func (w *Workers) Run(ctx context.Context, id int) error {
 	}
 	if w.cfg.Workload == Multi {
 		return w.runMulti(ctx, id)
+	}
+	if w.cfg.Workload == Templated {
+		return w.runTemplated(ctx, id)
 	}
 	return w.runDirect(ctx, id)
 }
