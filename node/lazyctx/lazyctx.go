@@ -53,7 +53,17 @@ func (c *Context) make() context.Context {
 	if m := c.made.Load(); m != nil {
 		return m.ctx
 	}
-	ctx, cancel := context.WithDeadline(c.parent, c.deadline)
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if c.released.Load() {
+		// Released before anything was made: Err has said Canceled, and
+		// must keep saying it (a WithDeadline made now could say
+		// DeadlineExceeded, or the parent's error).
+		ctx, cancel = context.WithCancel(context.WithoutCancel(c.parent))
+		cancel()
+	} else {
+		ctx, cancel = context.WithDeadline(c.parent, c.deadline)
+	}
 	if !c.made.CompareAndSwap(nil, &made{ctx: ctx, cancel: cancel}) {
 		cancel()
 		return c.made.Load().ctx
@@ -66,8 +76,9 @@ func (c *Context) make() context.Context {
 	return ctx
 }
 
-// Release ends the context (Err reports context.Canceled, unless it had
-// ended already) and stops its timer, if Done made one. It may be called
+// Release ends the context (Err reports context.Canceled from then on,
+// unless Err or Done had already seen it end) and stops its timer, if
+// Done made one. It may be called
 // more than once, from any goroutine.
 func (c *Context) Release() {
 	c.released.Store(true)

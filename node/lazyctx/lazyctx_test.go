@@ -148,3 +148,24 @@ func TestLazyDeadlineChildrenNeedNoGoroutine(t *testing.T) {
 		require.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
 	})
 }
+
+// TestErrStaysAfterRelease: a context released before anything was made
+// reports context.Canceled, and keeps reporting it once Done is asked
+// after its deadline or after its parent ended (an error, once reported,
+// never changes).
+func TestErrStaysAfterRelease(t *testing.T) {
+	live, cancelLive := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelLive()
+	past := New(live, time.Now().Add(-time.Second))
+	past.Release()
+	expired, cancelExpired := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelExpired()
+	parentEnded := New(expired, time.Now().Add(time.Hour))
+	parentEnded.Release()
+	for name, c := range map[string]*Context{"deadline passed": past, "parent ended": parentEnded} {
+		require.Equal(t, context.Canceled, c.Err(), "%s: released", name)
+		<-c.Done()
+		require.Equal(t, context.Canceled, c.Err(), "%s: once Done was asked", name)
+		require.Equal(t, context.Canceled, context.Cause(c), "%s: its cause", name)
+	}
+}
