@@ -251,8 +251,6 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 			s.unkey(l, KeyMadeExplicit)
 			s.removeLimit(l)
 			ok = false
-		} else {
-			s.countExplicit(l, true)
 		}
 	}
 	conf := s.configs.acquire(parts.rawConfig, parts.config)
@@ -270,12 +268,14 @@ func (s *state) put(index uint64, nowNanos int64, p *PutLimit, parts putParts) P
 				"limit %q keeps its configuration of version %d: reconfiguring its pacer failed: %v", p.Name, l.version, err))}
 		}
 		s.unkey(l, KeyMadeExplicit)
+		s.countExplicit(l, true)
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(s.configs, conf, index, l.pacer)
 		l.seq++
 		l.resetRefundMarks()
 	default:
 		s.unkey(l, KeyMadeExplicit)
+		s.countExplicit(l, true)
 		l.accrueLeases(nowNanos, p.Config.IntervalNanos)
 		l.setConfig(s.configs, conf, index, conf.compiled.NewPacer(nowNanos))
 		l.bornIndex, l.seq, l.lastServedNanos = index, 0, 0

@@ -103,6 +103,7 @@ func TestFailedPutLeavesKeyTemplated(t *testing.T) {
 	if msg := checkTemplates(&h.f.st); msg != "" {
 		t.Fatal(msg)
 	}
+	checkNameIndexes(t, h.f)
 	// (StateHash snapshots: a foreign pacer's state is its wrapped one's.)
 	if h.f.StateHash() != twin.f.StateHash() {
 		t.Fatalf("a failed put changed the state")
@@ -153,4 +154,31 @@ func TestExpiredFirstGrantOfKeyIsCounted(t *testing.T) {
 	if res.(ExpiredGrantsResult).Counted != 1 || info.ExpiredRequests != 1 || info.GrantedRequests != 0 {
 		t.Fatalf("report of the first grant of a key: %+v; the key counts %s", res, counterString(info))
 	}
+}
+
+// TestBusyReserveLeavesNoKey: a multi-limit reserve answered Busy (its
+// in-flight cap's wait queue is full) creates no key, as one answered
+// Invalid does.
+func TestBusyReserveLeavesNoKey(t *testing.T) {
+	setup := func() *harness {
+		h := templateHarness(t)
+		h.f.st.waits.maxPerLimit = 1
+		h.put(sec, "cap", concurrency(t, 1, 5e9))
+		h.reserve1(3*sec, tracked(0, Part{Limit: "cap", Permits: 1}))     // granted: the cap is full
+		h.reserve1(3*sec, tracked(4*sec, Part{Limit: "cap", Permits: 1})) // queued: the queue is full
+		return h
+	}
+	h, twin := setup(), setup()
+	r := h.reserve1(4*sec, tracked(4*sec, Part{Limit: "t:new", Permits: 1}, Part{Limit: "cap", Permits: 1}))
+	twin.noop(4 * sec)
+	if r.Status != Busy {
+		t.Fatalf("a reserve behind a full wait queue: %+v, want Busy", r)
+	}
+	if _, ok := h.f.Limit("t:new"); ok || len(h.f.AppliedKeyChanges()) != 0 {
+		t.Fatalf("a reserve answered Busy created key t:new (changes %+v)", h.f.AppliedKeyChanges())
+	}
+	if h.f.StateHash() != twin.f.StateHash() {
+		t.Fatal("a reserve answered Busy changed the state")
+	}
+	checkNameIndexes(t, h.f)
 }
