@@ -97,16 +97,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "keys-scale:", err)
 		os.Exit(2)
 	}
-	// The deadline is hard: the agents die with this process.
+	tmp, err := os.MkdirTemp("", "keys-scale-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "keys-scale:", err)
+		os.Exit(1)
+	}
+	// The deadline is hard: the agents die with this process, and their
+	// data (hundreds of MiB at a million keys) goes with it.
 	time.AfterFunc(o.deadline+30*time.Second, func() {
 		fmt.Fprintln(os.Stderr, "keys-scale: hard deadline passed; exiting")
+		os.RemoveAll(tmp)
 		os.Exit(3)
 	})
 	sigCtx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(sigCtx, o.deadline)
 	defer cancel()
-	rep, err := run(ctx, o, os.Stderr)
+	rep, err := run(ctx, o, tmp, os.Stderr)
+	os.RemoveAll(tmp)
 	printTable(os.Stdout, rep)
 	if werr := writeJSON(o.jsonOut, rep); werr != nil && err == nil {
 		err = werr
@@ -117,15 +125,12 @@ func main() {
 	}
 }
 
-// run measures every key count of o on a fresh cluster, logging progress
-// to progress; it returns what it measured, and the first failure.
-func run(ctx context.Context, o options, progress io.Writer) (report, error) {
+// run measures every key count of o on a fresh cluster, its data under
+// tmp, logging progress to progress; it returns what it measured, and the
+// first failure.
+func run(ctx context.Context, o options, tmp string, progress io.Writer) (report, error) {
 	rep := report{FillOrder: o.fillOrder, Concurrency: o.concurrency, Duration: o.duration.String(), Rounds: o.rounds, Protocols: o.protocols, Started: time.Now().UTC().Format(time.RFC3339)}
-	tmp, err := os.MkdirTemp("", "keys-scale-")
-	if err != nil {
-		return rep, err
-	}
-	defer os.RemoveAll(tmp)
+	var err error
 	bin := o.permitd
 	if bin == "" {
 		if bin, err = cluster.Build(ctx, tmp); err != nil {

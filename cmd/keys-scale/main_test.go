@@ -28,7 +28,7 @@ func TestTinyRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var progress strings.Builder
-	rep, err := run(ctx, o, &progress)
+	rep, err := run(ctx, o, t.TempDir(), &progress)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
 	}

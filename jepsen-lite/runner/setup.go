@@ -140,7 +140,9 @@ func (r *run) collect(ctx context.Context, ct *cluster.Control, cl *cluster.Clus
 		finals[i] = checker.NodeFinal{Name: n.ID}
 		var limits []byte
 		// A linearizable read: a leadership change right then (an
-		// election after the final heal) answers 503; read again.
+		// election after the final heal) answers 503; read again. The
+		// unpaged list answers at most 10 000 limits (past that, 400):
+		// no workload makes more (--templated-keys is at most 4 096).
 		err := ct.Do(ctx, n, "GET", "/v1/limits", nil, &limits, 5*time.Second)
 		for attempt := 0; err != nil && cluster.AnswerCode(err) == http.StatusServiceUnavailable && attempt < 5; attempt++ {
 			if wait.Sleep(ctx, 500*time.Millisecond) != nil {

@@ -1,7 +1,9 @@
 package importguard
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,9 +17,10 @@ var topLevel = []string{
 	"jepsen-lite", "node", "transport",
 }
 
-// TestTopLevelLayout fails when the module root holds a folder or a Go
-// file the design does not name (dotfiles such as .ci are the build's;
-// other files, such as a binary built in place, are not packages).
+// TestTopLevelLayout fails when the module root holds a Go file, or a
+// folder with Go files in it, that the design does not name (dotfiles
+// such as .ci are the build's; other files and folders, such as a binary
+// built in place or a walkthrough's data directory, are not packages).
 func TestTopLevelLayout(t *testing.T) {
 	entries, err := os.ReadDir(moduleRoot(t))
 	if err != nil {
@@ -26,9 +29,29 @@ func TestTopLevelLayout(t *testing.T) {
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") || slices.Contains(topLevel, name) ||
-			!e.IsDir() && !strings.HasSuffix(name, ".go") {
+			!e.IsDir() && !strings.HasSuffix(name, ".go") ||
+			e.IsDir() && !holdsGo(t, filepath.Join(moduleRoot(t), name)) {
 			continue
 		}
 		t.Errorf("top level holds %q; the design fixes it to %v (and dotfiles): put packages inside those folders", name, topLevel)
 	}
+}
+
+// holdsGo reports whether the folder dir holds a Go file at any depth.
+func holdsGo(t *testing.T, dir string) bool {
+	found := false
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
