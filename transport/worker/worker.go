@@ -190,8 +190,10 @@ func (w *Worker) abortStart() {
 // has expired at the register anyway) and leaves the gossip cluster; a
 // Start under way is waited for first. Callers blocked in Acquire get
 // ErrStopped. A nil error means the register holds no lease of this
-// worker's any more; an error means the lease could not be returned: it
-// then expires at the register after its TTL.
+// worker's any more, unless it refused the lease or renewal sent again
+// (the worker then forgets the lease, which expires at the register after
+// its TTL, its permits counted as spent); an error means the lease could
+// not be returned: it then expires at the register after its TTL.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.started {
