@@ -71,6 +71,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(snapshotBytes(f, sh.f))
 	f.Add([]byte("PRMTFSM\x04"))
 	f.Add(snapshotBytes(f, reservationState(f).f))
+	f.Add(snapshotBytes(f, templatedState(f).f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
 		if err := restore(fsm, b); err != nil {
@@ -173,6 +174,7 @@ func FuzzRestoreBody(f *testing.F) {
 	f.Add(body(snapshotBytes(f, richState(f).f)))
 	f.Add(body(snapshotBytes(f, leaseState(f).f)))
 	f.Add(body(snapshotBytes(f, reservationState(f).f)))
+	f.Add(body(snapshotBytes(f, templatedState(f).f)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		b = binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 		fsm := New()
@@ -185,5 +187,17 @@ func FuzzRestoreBody(f *testing.F) {
 		if got := snapshotBytes(t, fsm); !bytes.Equal(got, b) {
 			t.Fatalf("accepted snapshot re-encodes differently")
 		}
+		checkNameIndexes(t, fsm)
 	})
+}
+
+// templatedState is a register with templates and their keys: one key
+// made explicit (a bigger plan), keys of a cap template held, and two
+// limits sharing one config (one entry of the snapshot's config table).
+func templatedState(t testing.TB) *harness {
+	h := templateHarness(t)
+	h.reserve1(3*sec, tracked(0, Part{Limit: "t:a", Permits: 1}, Part{Limit: "c:b", Permits: 1}))
+	h.put(3*sec, "t:old", strict(t, 2, 2))
+	h.put(3*sec, "y", strict(t, 1, 0))
+	return h
 }

@@ -12,7 +12,7 @@ import (
 // second, 2 reserved ahead at most, so 3 permits per request at most),
 // template "c" (an in-flight cap) and explicit limit "x" (strict, 1 per
 // second).
-func templateHarness(t *testing.T) *harness {
+func templateHarness(t testing.TB) *harness {
 	h := newHarness(t)
 	h.apply(mustEntry(AppendPutTemplate(nil, at(sec), PutTemplate{Prefix: "t", Config: strict(t, 1, 2), IdleNanos: 10 * sec, MaxKeys: 8})))
 	h.apply(mustEntry(AppendPutTemplate(nil, at(sec), PutTemplate{Prefix: "c", Config: concurrency(t, 2, 5e9), IdleNanos: 10 * sec, MaxKeys: 8})))
