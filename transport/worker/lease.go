@@ -22,6 +22,12 @@ func (w *Worker) leaseLoop() {
 		default:
 		}
 		w.mu.Lock()
+		if w.stopping {
+			// Stop is under way (it closes done next): no new call, so
+			// that Stop waits for none it did not find.
+			w.mu.Unlock()
+			return
+		}
 		now := w.now()
 		a := w.lease.next(now)
 		w.mu.Unlock()
